@@ -1,0 +1,28 @@
+"""llmduel.algorithms: the mathematics of cost-aware best-LLM identification by duels.
+
+Pure, dependency-light numerics (numpy, scipy, numba): instances, the oracle
+(lower bound and optimal allocations), GLR statistics and thresholds, the
+sampling policies (DCTAS and the baselines TAS, CRR, DCTAC, DPCA) behind one
+step-wise interface, and a fast simulator. No I/O, no web, no database.
+"""
+from .instance import Instance, InstanceError, synthetic_instance
+from .oracle import OracleResult, lower_bound, plugin_lower_bound, solve_oracle
+from .policies import ALGORITHMS, Policy, PolicyError, make_policy, policy_from_state
+from .thresholds import beta, calibration_C
+
+__all__ = [
+    "ALGORITHMS",
+    "Instance",
+    "InstanceError",
+    "OracleResult",
+    "Policy",
+    "PolicyError",
+    "beta",
+    "calibration_C",
+    "lower_bound",
+    "make_policy",
+    "plugin_lower_bound",
+    "policy_from_state",
+    "solve_oracle",
+    "synthetic_instance",
+]

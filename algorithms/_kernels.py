@@ -1,0 +1,389 @@
+"""Compiled (numba) kernels shared by the step-wise policies and the simulator.
+
+Every decision a policy makes goes through these functions, both when a live
+campaign asks for its next pair and when the simulator runs millions of steps,
+so the two make identical decisions given identical outcomes by construction.
+
+Pair ``k`` is ``(PI[k], PJ[k])`` with ``PI[k] < PJ[k]`` in lexicographic order;
+``PK[i, j]`` is the pair index of ``{i, j}`` (-1 on the diagonal).
+Per-pair state: ``N[k]`` judged duels, ``W[k]`` score of ``PI[k]`` (1 a win, 0.5 half).
+Derived arrays (pure functions of ``N`` and ``W``, rebuilt on load):
+``T[i, j] = N_ij d(phat_ij, 1/2) 1{phat_ij < 1/2}`` (evidence terms),
+``G[i, j] = d(phat_ij, 1/2) 1{phat_ij < 1/2} / (c_i + c_j)`` (the oracle's g),
+``S[i] = sum_j T[i, j]`` and ``AMAX[i] = max_j G[i, j]``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+GAMMA_RTOL = 1e-9  # relative tolerance when collecting the argmax set Gamma_m
+
+
+@njit(cache=True)
+def kl_half(x):
+    """``d(x, 1/2)`` if ``x < 1/2`` else 0."""
+    if x >= 0.5:
+        return 0.0
+    r = (1.0 - x) * math.log(2.0 * (1.0 - x))
+    if x > 0.0:
+        r += x * math.log(2.0 * x)
+    return r
+
+
+@njit(cache=True)
+def refresh_pair(k, N, W, PI, PJ, c, T, G, S, AMAX):
+    """Recompute the derived entries touched by pair ``k`` (rows ``PI[k]`` and ``PJ[k]``)."""
+    i = PI[k]
+    j = PJ[k]
+    n = N[k]
+    if n == 0:
+        di = 0.0
+        dj = 0.0
+    else:
+        p = W[k] / n
+        di = kl_half(p)
+        dj = kl_half(1.0 - p)
+    T[i, j] = n * di
+    T[j, i] = n * dj
+    cs = c[i] + c[j]
+    G[i, j] = di / cs
+    G[j, i] = dj / cs
+    row_stats(i, T, G, S, AMAX)
+    row_stats(j, T, G, S, AMAX)
+
+
+@njit(cache=True)
+def row_stats(a, T, G, S, AMAX):
+    """``S[a] = sum_b T[a, b]`` (fixed order, so identical however reached) and ``AMAX[a] = max_b G[a, b]``."""
+    s = 0.0
+    m = 0.0
+    for b in range(S.shape[0]):
+        s += T[a, b]
+        if G[a, b] > m:
+            m = G[a, b]
+    S[a] = s
+    AMAX[a] = m
+
+
+@njit(cache=True)
+def rebuild(N, W, PI, PJ, c, T, G, S, AMAX):
+    T[:, :] = 0.0
+    G[:, :] = 0.0
+    for k in range(N.shape[0]):
+        refresh_pair(k, N, W, PI, PJ, c, T, G, S, AMAX)
+    for a in range(S.shape[0]):
+        row_stats(a, T, G, S, AMAX)
+
+
+@njit(cache=True)
+def leader_and_Z(S):
+    """``(argmin S, Z)`` where ``Z = max_i min_{j != i} (S_j - S_i)`` = second smallest minus smallest."""
+    L = S.shape[0]
+    a = 0
+    for i in range(1, L):
+        if S[i] < S[a]:
+            a = i
+    second = np.inf
+    for i in range(L):
+        if i != a and S[i] < second:
+            second = S[i]
+    return a, second - S[a]
+
+
+@njit(cache=True)
+def pull_allocation(G, S, AMAX, c, PI, PJ, PK, alpha):
+    """WeightPullAllocation (paper, Algorithm 2) on the current estimate; writes ``alpha``.
+
+    The leader ``a`` is the arm of smallest evidence (the empirical Condorcet
+    winner when one exists). For ``m != a``: cost fraction
+    ``w_m = (1/alpha_m) / sum_n (1/alpha_n)`` spread evenly over ``Gamma_m``
+    (maxima within a relative tolerance); pull fractions
+    ``alpha_ij = (w_ij/(c_i+c_j)) / sum_kl (w_kl/(c_k+c_l))`` (Lemma 2).
+    If some ``m != a`` loses to nobody empirically (``alpha_m = 0``), the
+    allocation is uniform over pairs.
+    """
+    L = S.shape[0]
+    K = alpha.shape[0]
+    a = 0
+    for i in range(1, L):
+        if S[i] < S[a]:
+            a = i
+    inv_sum = 0.0
+    for m in range(L):
+        if m == a:
+            continue
+        if AMAX[m] <= 0.0:
+            for k in range(K):
+                alpha[k] = 1.0 / K
+            return
+        inv_sum += 1.0 / AMAX[m]
+    for k in range(K):
+        alpha[k] = 0.0
+    for m in range(L):
+        if m == a:
+            continue
+        wm = (1.0 / AMAX[m]) / inv_sum
+        thr = AMAX[m] * (1.0 - GAMMA_RTOL)
+        z = 0
+        for n in range(L):
+            if n != m and G[m, n] >= thr:
+                z += 1
+        for n in range(L):
+            if n != m and G[m, n] >= thr:
+                alpha[PK[m, n]] += wm / z
+    tot = 0.0
+    for k in range(K):
+        alpha[k] = alpha[k] / (c[PI[k]] + c[PJ[k]])
+        tot += alpha[k]
+    for k in range(K):
+        alpha[k] = alpha[k] / tot
+
+
+@njit(cache=True)
+def tracking_choose(NEFF, alpha, CUM):
+    """Forced exploration, then C-tracking (paper, Algorithm 1, lines 4-8).
+
+    ``NEFF`` counts judged plus in-flight duels. While some pair has
+    ``NEFF_k = 0`` or ``NEFF_k < sqrt(t)`` (``t = sum NEFF``), pull the least
+    pulled pair; otherwise pull ``argmin_k NEFF_k - (CUM_k + alpha_k)``.
+    Ties go to the lowest pair index.
+    """
+    K = NEFF.shape[0]
+    t = 0.0
+    kmin = 0
+    for k in range(K):
+        t += NEFF[k]
+        if NEFF[k] < NEFF[kmin]:
+            kmin = k
+    if NEFF[kmin] == 0 or NEFF[kmin] < math.sqrt(t):
+        return kmin
+    best = 0
+    bestv = np.inf
+    for k in range(K):
+        v = NEFF[k] - (CUM[k] + alpha[k])
+        if v < bestv:
+            bestv = v
+            best = k
+    return best
+
+
+@njit(cache=True)
+def crr_choose(NEFF, c, PI, PJ):
+    """CRR (Appendix B): ``argmin_k (c_i + c_j) N_k``, lowest index on ties."""
+    best = 0
+    bestv = np.inf
+    for k in range(NEFF.shape[0]):
+        v = (c[PI[k]] + c[PJ[k]]) * NEFF[k]
+        if v < bestv:
+            bestv = v
+            best = k
+    return best
+
+
+@njit(cache=True)
+def beta_at(t, L, beta_const):
+    """``beta(t, delta) = 3(L-1) log(1 + log(t/(L-1))) + beta_const`` with ``t`` floored at ``L-1``."""
+    r = t / (L - 1.0)
+    if r < 1.0:
+        r = 1.0
+    return 3.0 * (L - 1) * math.log(1.0 + math.log(r)) + beta_const
+
+
+@njit(cache=True)
+def dctac_flag(k, N, W, log_num, K):
+    """Hoeffding test of pair k for DCTAC: +1 if PI[k] confidently wins, -1 if PJ[k] does, else 0.
+
+    ``phat - sqrt(log(2 pi^2 N^2 binom(L,2) / (6 delta)) / (2N)) > 1/2``;
+    ``log_num = log(2 pi^2 K / (6 delta))``.
+    """
+    n = N[k]
+    if n == 0:
+        return 0
+    p = W[k] / n
+    rad = math.sqrt((log_num + 2.0 * math.log(n)) / (2.0 * n))
+    if p - rad > 0.5:
+        return 1
+    if (1.0 - p) - rad > 0.5:
+        return -1
+    return 0
+
+
+@njit(cache=True)
+def dctac_update(k, N, W, PI, PJ, log_num, FLAG, WINS):
+    K = N.shape[0]
+    old = FLAG[k]
+    if old == 1:
+        WINS[PI[k]] -= 1
+    elif old == -1:
+        WINS[PJ[k]] -= 1
+    f = dctac_flag(k, N, W, log_num, K)
+    FLAG[k] = f
+    if f == 1:
+        WINS[PI[k]] += 1
+    elif f == -1:
+        WINS[PJ[k]] += 1
+
+
+@njit(cache=True)
+def dctac_recount(N, W, PI, PJ, log_num, FLAG, WINS):
+    """Rebuild every pair's Hoeffding flag and the per-arm counts of confident wins from scratch."""
+    FLAG[:] = 0
+    WINS[:] = 0
+    for k in range(N.shape[0]):
+        dctac_update(k, N, W, PI, PJ, log_num, FLAG, WINS)
+
+
+@njit(cache=True)
+def dctac_winner(WINS):
+    L = WINS.shape[0]
+    for i in range(L):
+        if WINS[i] == L - 1:
+            return i
+    return -1
+
+
+# --------------------------------------------------------------------------- DPCA
+# META = [r (round, from 1), phase (0 explore, 1 verify), candidate, done]
+# n, s: per-pair counts and scores of the current phase (fresh samples per phase);
+# ACT[i, j]: ordered pair (i, j) still in the exploration set Z;
+# ADV[i]: adversary j(i) in verification; INA[i]: i still in A.
+
+
+@njit(cache=True)
+def _dpca_bounds(k, i, n, s, PI, L, d):
+    """(lcb, ucb) of ``p_ij - 1/2`` from pair k's phase samples, with confidence d."""
+    nk = n[k]
+    x = s[k] / nk
+    if PI[k] != i:
+        x = 1.0 - x
+    x -= 0.5
+    rad = math.sqrt(math.log(2.0 * nk * nk * L * L / d) / (2.0 * nk))
+    return x - rad, x + rad
+
+
+@njit(cache=True)
+def dpca_start_explore(META, n, s, ACT):
+    META[1] = 0
+    n[:] = 0
+    s[:] = 0.0
+    L = ACT.shape[0]
+    for i in range(L):
+        for j in range(L):
+            ACT[i, j] = i != j
+
+
+@njit(cache=True)
+def dpca_choose(META, n, ACT, ADV, INA, PK, NEFF_PEND):
+    """Round robin over the pairs of the current phase: least phase samples (+ in flight) first."""
+    L = ACT.shape[0]
+    best = -1
+    bestv = np.inf
+    if META[1] == 0:
+        for i in range(L):
+            for j in range(i + 1, L):
+                if ACT[i, j] or ACT[j, i]:
+                    k = PK[i, j]
+                    v = n[k] + NEFF_PEND[k]
+                    if v < bestv:
+                        bestv = v
+                        best = k
+    else:
+        for i in range(L):
+            if INA[i]:
+                k = PK[i, ADV[i]]
+                v = n[k] + NEFF_PEND[k]
+                if v < bestv or (v == bestv and k < best):
+                    bestv = v
+                    best = k
+    return best
+
+
+@njit(cache=True)
+def dpca_record(k, score, META, n, s, ACT, ADV, INA, PI, PJ, PK, c, delta, delta_explore, k1):
+    """Record a duel of pair k for DPCA (Appendix B, Algorithms 3-5); updates the phase machine.
+
+    Round ``r`` explores with confidence ``delta_explore / r^2`` and verifies with
+    ``delta / r^2`` on fresh samples; a failed verification starts round ``r + 1``.
+    """
+    L = ACT.shape[0]
+    i = PI[k]
+    j = PJ[k]
+    r = META[0]
+    if META[3] == 1:
+        return
+    if META[1] == 0:
+        if not (ACT[i, j] or ACT[j, i]):
+            return
+        n[k] += 1
+        s[k] += score
+        d = delta_explore / (r * r)
+        for a, b in ((i, j), (j, i)):
+            if ACT[a, b]:
+                lcb, ucb = _dpca_bounds(k, a, n, s, PI, L, d)
+                if lcb > 0.0 or (ucb < 0.0 and k1 * ucb < lcb):
+                    ACT[a, b] = False
+        for a in range(L):
+            for b in range(L):
+                if ACT[a, b]:
+                    return
+        # exploration over: candidate and adversaries (Algorithm 3, return line)
+        # candidate: the first arm with lcb >= 0 against everyone, else the best worst-case lcb
+        cand = -1
+        best_min = -np.inf
+        for a in range(L):
+            mn = np.inf
+            for b in range(L):
+                if a != b:
+                    lcb, ucb = _dpca_bounds(PK[a, b], a, n, s, PI, L, d)
+                    if lcb < mn:
+                        mn = lcb
+            if mn >= 0.0:
+                cand = a
+                break
+            if mn > best_min:
+                best_min = mn
+                cand = a
+        for a in range(L):
+            INA[a] = a != cand
+            ADV[a] = -1
+            if a == cand:
+                continue
+            bestv = np.inf
+            for b in range(L):
+                if b != a:
+                    lcb, ucb = _dpca_bounds(PK[a, b], a, n, s, PI, L, d)
+                    v = ucb / math.sqrt(c[a] + c[b])
+                    if v < bestv:
+                        bestv = v
+                        ADV[a] = b
+        META[1] = 1
+        META[2] = cand
+        n[:] = 0
+        s[:] = 0.0
+        return
+    # verification (Algorithm 4)
+    relevant = False
+    for a in range(L):
+        if INA[a] and PK[a, ADV[a]] == k:
+            relevant = True
+    if not relevant:
+        return
+    n[k] += 1
+    s[k] += score
+    d = delta / (r * r)
+    for a in range(L):
+        if INA[a] and PK[a, ADV[a]] == k:
+            lcb, ucb = _dpca_bounds(k, a, n, s, PI, L, d)
+            if ucb < 0.0:
+                INA[a] = False
+            elif lcb > 0.0:
+                META[0] = r + 1
+                dpca_start_explore(META, n, s, ACT)
+                return
+    for a in range(L):
+        if INA[a]:
+            return
+    META[3] = 1

@@ -1,0 +1,134 @@
+"""The oracle: lower bound and optimal allocations (paper, Theorem 1, Proposition 1, Lemma 2).
+
+For an instance with Condorcet winner ``a*``, define for every ``m != a*``::
+
+    g[m, n]   = d(p_mn, max(1/2, p_mn)) / (c_m + c_n)      (zero unless m loses to n)
+    alpha_m   = max_n g[m, n]                               (Theorem 1)
+    Gamma_m   = argmax_n g[m, n]                            (ties within a tolerance)
+    c*(nu)    = sum_{m != a*} 1 / alpha_m                   (lower-bound constant)
+    w_m       = (1 / alpha_m) / c*                          (Proposition 1, cost fractions,
+                                                             split evenly over Gamma_m)
+    alpha_ij  = (w_ij / (c_i + c_j)) / sum_kl w_kl / (c_k + c_l)   (Lemma 2, pull fractions)
+
+and ``E[J] >= c*(nu) log(1 / (4 delta))`` for every delta-PC algorithm.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .instance import Instance, InstanceError, condorcet_winner, validate_components
+from .stats import empirical_preference, kl_bernoulli
+
+__all__ = ["OracleResult", "g_matrix", "solve_oracle", "lower_bound", "plugin_lower_bound"]
+
+DEFAULT_RTOL = 1e-9
+
+
+def g_matrix(P: np.ndarray, costs: np.ndarray) -> np.ndarray:
+    """``g[m, n] = d(p_mn, max(1/2, p_mn)) / (c_m + c_n)``; zero on the diagonal and where m does not lose."""
+    P = np.asarray(P, dtype=float)
+    c = np.asarray(costs, dtype=float)
+    D = np.where(P < 0.5, kl_bernoulli(np.clip(P, 0.0, 1.0), 0.5), 0.0)
+    G = D / (c[:, None] + c[None, :])
+    np.fill_diagonal(G, 0.0)
+    return G
+
+
+@dataclass(frozen=True)
+class OracleResult:
+    """Solution of the oracle problem for one instance.
+
+    Attributes
+    ----------
+    winner : int
+        The Condorcet winner ``a*``.
+    alpha : ndarray of shape (L,)
+        ``alpha_m`` for every arm (``inf`` at ``a*``).
+    gamma : tuple of tuples
+        ``Gamma_m`` for every arm (empty at ``a*``).
+    c_star : float
+        ``c*(nu) = sum_{m != a*} 1/alpha_m``.
+    pairs : list of (i, j)
+        Canonical pair order, ``i < j``.
+    cost_fractions, pull_fractions : ndarray of shape (K,)
+        ``w`` and ``alpha`` over ``pairs``.
+    """
+
+    winner: int
+    alpha: np.ndarray
+    gamma: tuple[tuple[int, ...], ...]
+    c_star: float
+    pairs: list[tuple[int, int]]
+    cost_fractions: np.ndarray
+    pull_fractions: np.ndarray
+
+    def lower_bound(self, delta: float) -> float:
+        """``c* log(1 / (4 delta))`` (Theorem 1); 0 when ``delta >= 1/4``."""
+        if not (0 < delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        return self.c_star * max(0.0, math.log(1.0 / (4.0 * delta)))
+
+
+def solve_oracle(instance_or_P: Instance | Any, costs: Sequence[float] | None = None, *,
+                 rtol: float = DEFAULT_RTOL) -> OracleResult:
+    """Solve the oracle for an :class:`Instance`, or for a preference matrix and costs.
+
+    ``rtol`` is the relative tolerance used to collect ``Gamma_m``: ``n`` is in
+    ``Gamma_m`` when ``g[m, n] >= alpha_m (1 - rtol)``. Raises
+    :class:`~algorithms.instance.InstanceError` when there is no Condorcet winner.
+    """
+    if isinstance(instance_or_P, Instance):
+        P, c = instance_or_P.preference, instance_or_P.costs
+        if costs is not None:
+            c = np.asarray(costs, dtype=float)
+    else:
+        if costs is None:
+            raise ValueError("solve_oracle(P, costs): costs are required with a matrix")
+        L = np.asarray(instance_or_P).shape[0] if np.ndim(instance_or_P) == 2 else 0
+        _, c, P = validate_components([f"arm{i}" for i in range(L)], costs, instance_or_P)
+    L = P.shape[0]
+    a = condorcet_winner(P)
+    if a is None:
+        raise InstanceError("the oracle needs a Condorcet winner; this preference matrix has none")
+    G = g_matrix(P, c)
+    alpha = np.full(L, np.inf)
+    gamma: list[tuple[int, ...]] = []
+    for m in range(L):
+        if m == a:
+            gamma.append(())
+            continue
+        alpha[m] = G[m].max()
+        gamma.append(tuple(int(n) for n in np.flatnonzero((G[m] >= alpha[m] * (1 - rtol)) & (np.arange(L) != m))))
+    inv = np.where(np.arange(L) == a, 0.0, 1.0 / alpha)
+    c_star = float(inv.sum())
+    pairs = [(i, j) for i in range(L) for j in range(i + 1, L)]
+    index = {p: k for k, p in enumerate(pairs)}
+    w = np.zeros(len(pairs))
+    for m in range(L):
+        if m == a:
+            continue
+        for n in gamma[m]:
+            w[index[(min(m, n), max(m, n))]] += inv[m] / c_star / len(gamma[m])
+    pc = np.array([c[i] + c[j] for i, j in pairs])
+    pull = (w / pc) / np.sum(w / pc)
+    return OracleResult(int(a), alpha, tuple(gamma), c_star, pairs, w, pull)
+
+
+def lower_bound(instance: Instance, delta: float) -> float:
+    """``c*(nu) log(1/(4 delta))``: no delta-PC algorithm has a smaller expected cost (Theorem 1)."""
+    return solve_oracle(instance).lower_bound(delta)
+
+
+def plugin_lower_bound(wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float) -> float | None:
+    """The lower bound evaluated at the empirical matrix; None if the estimate has no Condorcet winner."""
+    P = empirical_preference(wins, counts)
+    if condorcet_winner(P) is None:
+        return None
+    try:
+        return solve_oracle(P, costs).lower_bound(delta)
+    except (InstanceError, ValueError):
+        return None

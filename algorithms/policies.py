@@ -1,0 +1,449 @@
+"""Sampling policies behind one step-wise interface.
+
+=========  ====================================================  ==============
+name       sampling rule                                          stopping rule
+=========  ====================================================  ==============
+``dctas``  cost-aware tracking of the oracle allocation (Alg. 1)  GLR > beta
+``tas``    the same with unit costs (cost-unaware)                GLR > beta
+``crr``    ``argmin (c_i + c_j) N_ij`` (Appendix B)               GLR > beta
+``dctac``  as ``dctas``                                           Hoeffding
+``dpca``   explore, then verify each arm vs its adversary         Hoeffding
+=========  ====================================================  ==============
+
+Interface (see ``docs/architecture.md``)::
+
+    policy = make_policy("dctas", costs=[4, 1, 1], delta=0.05)
+    i, j = policy.next_pair(pending=[...])   # in-flight duels count as pulled
+    policy.record(i, j, score)                # 1.0 i won, 0.0 j won, 0.5 half each
+    policy.stopped, policy.recommendation(), policy.summary()
+    state = policy.to_state(); policy_from_state(state)  # exact JSON round trip
+
+Decisions never depend on anything but the recorded outcomes (and the pending
+pairs passed in), so a persisted state continues with identical decisions.
+``record`` evaluates the stopping rule; stopping is sticky (the certified
+winner and the time of certification are kept even if late results arrive).
+
+Time ``t`` counts every judged duel, initialisation included. The C-tracking
+sum ``sum_s alpha(s)`` adds the allocation computed from the estimate *before*
+each recorded duel (once every pair has a duel); with no duel in flight this is
+exactly the paper's rule, and with duels in flight it keeps the state a function
+of the ordered log of results, so replaying the log rebuilds it exactly.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import _kernels as kern
+from .thresholds import beta_constant
+
+__all__ = [
+    "ALGORITHMS",
+    "Policy",
+    "PolicyError",
+    "TrackingPolicy",
+    "CRRPolicy",
+    "DPCAPolicy",
+    "make_policy",
+    "policy_from_state",
+    "pair_index_arrays",
+]
+
+ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
+STATE_VERSION = 1
+
+
+class PolicyError(ValueError):
+    """Bad input to a policy (unknown pair, score out of range, malformed state)."""
+
+
+def pair_index_arrays(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(PI, PJ, PK)``: pair k is ``(PI[k], PJ[k])``, ``PK[i, j]`` its index (-1 on the diagonal)."""
+    pairs = [(i, j) for i in range(L) for j in range(i + 1, L)]
+    PI = np.array([p[0] for p in pairs], dtype=np.int64)
+    PJ = np.array([p[1] for p in pairs], dtype=np.int64)
+    PK = -np.ones((L, L), dtype=np.int64)
+    for k, (i, j) in enumerate(pairs):
+        PK[i, j] = PK[j, i] = k
+    return PI, PJ, PK
+
+
+def _validate_costs(costs: Any) -> np.ndarray:
+    try:
+        c = np.array(costs, dtype=float)
+    except (TypeError, ValueError):
+        raise PolicyError("costs must be a list of numbers") from None
+    if c.ndim != 1 or c.shape[0] < 2:
+        raise PolicyError(f"costs must be a list of at least 2 numbers, got shape {c.shape}")
+    if not np.all(np.isfinite(c) & (c > 0)):
+        raise PolicyError("costs must be finite and > 0")
+    return c
+
+
+def _validate_delta(delta: Any) -> float:
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise PolicyError(f"delta must be a number in (0, 1), got {delta!r}") from None
+    if not (0.0 < d < 1.0):
+        raise PolicyError(f"delta must be in (0, 1), got {d!r}")
+    return d
+
+
+class Policy:
+    """Common state and interface; use :func:`make_policy` to build one."""
+
+    name: str = ""
+    stopping_rule: str = "glr"
+
+    def __init__(self, costs: Sequence[float], delta: float, **params: Any) -> None:
+        self.costs = _validate_costs(costs)
+        self.delta = _validate_delta(delta)
+        self.L = int(self.costs.shape[0])
+        self.K = self.L * (self.L - 1) // 2
+        self.params: dict[str, Any] = dict(params)
+        self.PI, self.PJ, self.PK = pair_index_arrays(self.L)
+        self.N = np.zeros(self.K, dtype=float)
+        self.W = np.zeros(self.K, dtype=float)
+        self._policy_costs = self._costs_for_sampling()
+        self._T = np.zeros((self.L, self.L))
+        self._G = np.zeros((self.L, self.L))
+        self._S = np.zeros(self.L)
+        self._AMAX = np.zeros(self.L)
+        self._beta_const = beta_constant(self.delta, self.L)
+        self.stopped = False
+        self.winner: int | None = None
+        self.stop_t: int | None = None
+
+    # ---------------------------------------------------------------- helpers
+    def _costs_for_sampling(self) -> np.ndarray:
+        return self.costs
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return list(zip(self.PI.tolist(), self.PJ.tolist()))
+
+    def pair_index(self, i: int, j: int) -> int:
+        for v in (i, j):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not (0 <= v < self.L):
+                raise PolicyError(f"arm index must be an integer in [0, {self.L - 1}], got {v!r}")
+        if i == j:
+            raise PolicyError(f"a duel needs two different arms, got ({i}, {j})")
+        return int(self.PK[i, j])
+
+    def _pending_counts(self, pending: Iterable[Sequence[int]]) -> np.ndarray:
+        counts = np.zeros(self.K, dtype=float)
+        for p in pending:
+            if len(p) != 2:
+                raise PolicyError(f"a pending duel is a pair of arm indices, got {p!r}")
+            counts[self.pair_index(int(p[0]), int(p[1]))] += 1
+        return counts
+
+    @property
+    def t(self) -> int:
+        """Number of judged duels (initialisation included)."""
+        return int(self.N.sum())
+
+    @property
+    def initialised(self) -> bool:
+        return bool(np.all(self.N >= 1))
+
+    def _rebuild(self) -> None:
+        kern.rebuild(self.N, self.W, self.PI, self.PJ, self._policy_costs, self._T, self._G, self._S, self._AMAX)
+
+    # ---------------------------------------------------------------- interface
+    def next_pair(self, pending: Iterable[Sequence[int]] = ()) -> tuple[int, int]:
+        """The pair to duel next, counting ``pending`` (assigned, not yet judged) duels as pulled."""
+        k = self._choose(self._pending_counts(pending))
+        return int(self.PI[k]), int(self.PJ[k])
+
+    def record(self, i: int, j: int, score: float) -> None:
+        """Record a judged duel: ``score`` is the score of arm ``i`` (1 win, 0 loss, 0.5 half)."""
+        k = self.pair_index(i, j)
+        try:
+            s = float(score)
+        except (TypeError, ValueError):
+            raise PolicyError(f"score must be a number in [0, 1], got {score!r}") from None
+        if not (0.0 <= s <= 1.0):
+            raise PolicyError(f"score must be in [0, 1], got {s!r}")
+        if i > j:
+            s = 1.0 - s
+        self._record(k, s)
+        if not self.stopped:
+            w = self._stop_winner()
+            if w is not None:
+                self.stopped, self.winner, self.stop_t = True, int(w), self.t
+
+    def should_stop(self) -> bool:
+        return self.stopped
+
+    def leader(self) -> int:
+        a, _ = kern.leader_and_Z(self._S)
+        return int(a)
+
+    def recommendation(self) -> int:
+        """The certified winner once stopped, else the current empirical leader (smallest evidence)."""
+        return self.winner if self.stopped else self.leader()
+
+    def Z(self) -> float:
+        return float(kern.leader_and_Z(self._S)[1])
+
+    def beta(self) -> float:
+        return float(kern.beta_at(float(self.t), self.L, self._beta_const))
+
+    def counts_matrix(self) -> np.ndarray:
+        M = np.zeros((self.L, self.L))
+        M[self.PI, self.PJ] = self.N
+        M[self.PJ, self.PI] = self.N
+        return M
+
+    def wins_matrix(self) -> np.ndarray:
+        M = np.zeros((self.L, self.L))
+        M[self.PI, self.PJ] = self.W
+        M[self.PJ, self.PI] = self.N - self.W
+        return M
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-safe snapshot: counts, wins, evidence S, Z, beta, leader, stop status."""
+        return {
+            "algorithm": self.name,
+            "stopping_rule": self.stopping_rule,
+            "t": self.t,
+            "N": self.counts_matrix().astype(int).tolist(),
+            "W": self.wins_matrix().tolist(),
+            "S": [float(x) for x in self._S],
+            "Z": self.Z(),
+            "beta": self.beta(),
+            "leader": self.leader(),
+            "stopped": self.stopped,
+            "winner": self.winner,
+            "stop_t": self.stop_t,
+        }
+
+    # ---------------------------------------------------------------- state
+    def to_state(self) -> dict[str, Any]:
+        state = {
+            "version": STATE_VERSION,
+            "algorithm": self.name,
+            "costs": [float(x) for x in self.costs],
+            "delta": self.delta,
+            "params": dict(self.params),
+            "N": [int(x) if float(x).is_integer() else float(x) for x in self.N],
+            "W": [float(x) for x in self.W],
+            "stopped": self.stopped,
+            "winner": self.winner,
+            "stop_t": self.stop_t,
+        }
+        state.update(self._extra_state())
+        return state
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _load_extra(self, state: Mapping[str, Any]) -> None:
+        pass
+
+    # ---------------------------------------------------------------- subclass hooks
+    def _choose(self, pend: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def _record(self, k: int, s: float) -> None:
+        self.N[k] += 1.0
+        self.W[k] += s
+        kern.refresh_pair(k, self.N, self.W, self.PI, self.PJ, self._policy_costs, self._T, self._G, self._S, self._AMAX)
+
+    def _stop_winner(self) -> int | None:
+        a, z = kern.leader_and_Z(self._S)
+        if z > kern.beta_at(float(self.t), self.L, self._beta_const):
+            return int(a)
+        return None
+
+
+class TrackingPolicy(Policy):
+    """DCTAS (cost-aware), TAS (unit costs) and DCTAC (Hoeffding stop): forced exploration + C-tracking."""
+
+    def __init__(self, costs: Sequence[float], delta: float, *, cost_aware: bool = True,
+                 stopping_rule: str = "glr", name: str = "dctas") -> None:
+        self.name = name
+        self.cost_aware = bool(cost_aware)
+        if stopping_rule not in ("glr", "hoeffding"):
+            raise PolicyError(f"unknown stopping rule {stopping_rule!r}")
+        self.stopping_rule = stopping_rule
+        super().__init__(costs, delta)
+        self.CUM = np.zeros(self.K)
+        self._alpha = np.zeros(self.K)
+        K = self.K
+        self._log_num = math.log(2 * math.pi**2 * K / (6 * self.delta))
+        self._FLAG = np.zeros(K, dtype=np.int64)
+        self._WINS = np.zeros(self.L, dtype=np.int64)
+
+    def _costs_for_sampling(self) -> np.ndarray:
+        return self.costs if self.cost_aware else np.ones_like(self.costs)
+
+    def _allocation(self) -> np.ndarray:
+        if self.initialised:
+            kern.pull_allocation(self._G, self._S, self._AMAX, self._policy_costs, self.PI, self.PJ, self.PK, self._alpha)
+        else:
+            self._alpha[:] = 0.0
+        return self._alpha
+
+    def target_allocation(self) -> np.ndarray:
+        """The pull fractions ``alpha(t)`` for the current estimate (zeros before every pair has a duel)."""
+        return self._allocation().copy()
+
+    def _choose(self, pend: np.ndarray) -> int:
+        return int(kern.tracking_choose(self.N + pend, self._allocation(), self.CUM))
+
+    def _record(self, k: int, s: float) -> None:
+        if self.initialised:
+            self.CUM += self._allocation()
+        super()._record(k, s)
+        if self.stopping_rule == "hoeffding":
+            kern.dctac_update(k, self.N, self.W, self.PI, self.PJ, self._log_num, self._FLAG, self._WINS)
+
+    def _stop_winner(self) -> int | None:
+        if self.stopping_rule == "glr":
+            return super()._stop_winner()
+        w = kern.dctac_winner(self._WINS)
+        return int(w) if w >= 0 else None
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"CUM": [float(x) for x in self.CUM]}
+
+    def _load_extra(self, state: Mapping[str, Any]) -> None:
+        self.CUM = _float_array(state, "CUM", self.K)
+        if self.stopping_rule == "hoeffding":
+            kern.dctac_recount(self.N, self.W, self.PI, self.PJ, self._log_num, self._FLAG, self._WINS)
+
+
+class CRRPolicy(Policy):
+    """Cost-aware round robin: pull ``argmin (c_i + c_j) N_ij``; GLR stop (Appendix B, Algorithm 2)."""
+
+    name = "crr"
+
+    def _choose(self, pend: np.ndarray) -> int:
+        return int(kern.crr_choose(self.N + pend, self.costs, self.PI, self.PJ))
+
+
+class DPCAPolicy(Policy):
+    """Dual Phase Cost Aware (Appendix B, Algorithms 3-5), restarting round r with ``delta / r^2``.
+
+    Parameters: ``delta_explore`` (confidence of the exploration phase, default 0.1,
+    shrunk as ``delta_explore / r^2`` in round r) and ``k1`` (default 10).
+    """
+
+    name = "dpca"
+    stopping_rule = "hoeffding"
+
+    def __init__(self, costs: Sequence[float], delta: float, *, delta_explore: float = 0.1, k1: float = 10.0) -> None:
+        de = _validate_delta(delta_explore)
+        if not (float(k1) > 1):
+            raise PolicyError(f"k1 must be > 1, got {k1!r}")
+        super().__init__(costs, delta, delta_explore=de, k1=float(k1))
+        self.META = np.array([1, 0, -1, 0], dtype=np.int64)
+        self.n = np.zeros(self.K)
+        self.s = np.zeros(self.K)
+        self.ACT = np.zeros((self.L, self.L), dtype=np.bool_)
+        self.ADV = -np.ones(self.L, dtype=np.int64)
+        self.INA = np.zeros(self.L, dtype=np.bool_)
+        kern.dpca_start_explore(self.META, self.n, self.s, self.ACT)
+
+    @property
+    def round(self) -> int:
+        return int(self.META[0])
+
+    @property
+    def phase(self) -> str:
+        return "verify" if self.META[1] == 1 else "explore"
+
+    def _choose(self, pend: np.ndarray) -> int:
+        return int(kern.dpca_choose(self.META, self.n, self.ACT, self.ADV, self.INA, self.PK, pend))
+
+    def _record(self, k: int, s: float) -> None:
+        super()._record(k, s)
+        kern.dpca_record(k, s, self.META, self.n, self.s, self.ACT, self.ADV, self.INA, self.PI, self.PJ, self.PK,
+                         self.costs, self.delta, self.params["delta_explore"], self.params["k1"])
+
+    def _stop_winner(self) -> int | None:
+        return int(self.META[2]) if self.META[3] == 1 else None
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out.update({"round": self.round, "phase": self.phase,
+                    "candidate": int(self.META[2]) if self.META[1] == 1 else None})
+        return out
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {
+            "META": [int(x) for x in self.META],
+            "n": [float(x) for x in self.n],
+            "s": [float(x) for x in self.s],
+            "ACT": self.ACT.astype(int).tolist(),
+            "ADV": [int(x) for x in self.ADV],
+            "INA": [bool(x) for x in self.INA],
+        }
+
+    def _load_extra(self, state: Mapping[str, Any]) -> None:
+        try:
+            self.META = np.array(state["META"], dtype=np.int64)
+            self.n = _float_array(state, "n", self.K)
+            self.s = _float_array(state, "s", self.K)
+            self.ACT = np.array(state["ACT"], dtype=np.bool_)
+            self.ADV = np.array(state["ADV"], dtype=np.int64)
+            self.INA = np.array(state["INA"], dtype=np.bool_)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PolicyError(f"malformed DPCA state: {exc}") from None
+        if self.META.shape != (4,) or self.ACT.shape != (self.L, self.L) or self.ADV.shape != (self.L,) \
+                or self.INA.shape != (self.L,):
+            raise PolicyError("malformed DPCA state: array shapes do not match the number of arms")
+
+
+def _float_array(state: Mapping[str, Any], key: str, size: int) -> np.ndarray:
+    try:
+        a = np.array(state[key], dtype=float)
+    except KeyError:
+        raise PolicyError(f"policy state is missing {key!r}") from None
+    except (TypeError, ValueError):
+        raise PolicyError(f"policy state {key!r} must be a list of numbers") from None
+    if a.shape != (size,) or not np.all(np.isfinite(a)):
+        raise PolicyError(f"policy state {key!r} must be {size} finite numbers")
+    return a
+
+
+def make_policy(algorithm: str, costs: Sequence[float], delta: float, **params: Any) -> Policy:
+    """Build a policy by name: one of ``dctas``, ``tas``, ``crr``, ``dctac``, ``dpca``."""
+    name = str(algorithm).lower()
+    if name == "dctas":
+        return TrackingPolicy(costs, delta, cost_aware=True, stopping_rule="glr", name="dctas", **params)
+    if name == "tas":
+        return TrackingPolicy(costs, delta, cost_aware=False, stopping_rule="glr", name="tas", **params)
+    if name == "dctac":
+        return TrackingPolicy(costs, delta, cost_aware=True, stopping_rule="hoeffding", name="dctac", **params)
+    if name == "crr":
+        return CRRPolicy(costs, delta, **params)
+    if name == "dpca":
+        return DPCAPolicy(costs, delta, **params)
+    raise PolicyError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+
+
+def policy_from_state(state: Mapping[str, Any]) -> Policy:
+    """Rebuild a policy from :meth:`Policy.to_state`; it continues with identical decisions."""
+    if not isinstance(state, Mapping):
+        raise PolicyError("policy state must be a JSON object")
+    if state.get("version") != STATE_VERSION:
+        raise PolicyError(f"unsupported policy state version {state.get('version')!r}")
+    try:
+        policy = make_policy(state["algorithm"], state["costs"], state["delta"], **dict(state.get("params") or {}))
+    except KeyError as exc:
+        raise PolicyError(f"policy state is missing {exc.args[0]!r}") from None
+    policy.N = _float_array(state, "N", policy.K)
+    policy.W = _float_array(state, "W", policy.K)
+    if np.any(policy.N < 0) or np.any(policy.W < 0) or np.any(policy.W > policy.N):
+        raise PolicyError("policy state has inconsistent counts (need 0 <= W <= N)")
+    policy._rebuild()
+    policy.stopped = bool(state.get("stopped", False))
+    policy.winner = None if state.get("winner") is None else int(state["winner"])
+    policy.stop_t = None if state.get("stop_t") is None else int(state["stop_t"])
+    policy._load_extra(state)
+    return policy

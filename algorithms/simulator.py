@@ -1,0 +1,305 @@
+"""Fast Monte-Carlo simulator of the policies on a known instance.
+
+``simulate(instance, algorithm, delta, trials, seed, jobs)`` runs independent
+trials: each draws duel outcomes ``1{U < p_ij}`` from the instance's matrix and
+runs the policy until it stops (or ``max_steps`` duels). The per-step logic is
+the compiled kernels of :mod:`algorithms._kernels`, the same functions the
+step-wise :mod:`algorithms.policies` call, so both make identical decisions given
+identical outcomes (``tests/test_simulator.py`` checks this on traces).
+
+Reproducibility: trial ``n`` uses seed ``SeedSequence(seed).generate_state(trials)[n]``
+for numba's Mersenne Twister, whatever the number of jobs.
+"""
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from . import _kernels as kern
+from .instance import Instance
+from .oracle import solve_oracle
+from .policies import ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
+from .thresholds import beta_constant
+
+__all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS"]
+
+DEFAULT_MAX_STEPS = 50_000_000
+
+# algorithm codes for the kernels
+_TRACK, _CRR, _DPCA = 0, 1, 2
+
+
+@njit(cache=True)
+def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, delta_explore, k1,
+                seeds, max_steps, out_cost, out_pulls, out_rec, out_pp, out_stopped,
+                trace_k, trace_s):
+    L = P.shape[0]
+    K = L * (L - 1) // 2
+    PI = np.empty(K, dtype=np.int64)
+    PJ = np.empty(K, dtype=np.int64)
+    PK = -np.ones((L, L), dtype=np.int64)
+    k = 0
+    for i in range(L):
+        for j in range(i + 1, L):
+            PI[k] = i
+            PJ[k] = j
+            PK[i, j] = k
+            PK[j, i] = k
+            k += 1
+    N = np.zeros(K)
+    W = np.zeros(K)
+    CUM = np.zeros(K)
+    alpha = np.zeros(K)
+    zero = np.zeros(K)
+    T = np.zeros((L, L))
+    G = np.zeros((L, L))
+    S = np.zeros(L)
+    AMAX = np.zeros(L)
+    FLAG = np.zeros(K, dtype=np.int64)
+    WINS = np.zeros(L, dtype=np.int64)
+    META = np.zeros(4, dtype=np.int64)
+    n = np.zeros(K)
+    s = np.zeros(K)
+    ACT = np.zeros((L, L), dtype=np.bool_)
+    ADV = -np.ones(L, dtype=np.int64)
+    INA = np.zeros(L, dtype=np.bool_)
+    tracing = trace_k.shape[0] > 0
+    for trial in range(seeds.shape[0]):
+        np.random.seed(seeds[trial])
+        N[:] = 0.0
+        W[:] = 0.0
+        CUM[:] = 0.0
+        alpha[:] = 0.0
+        T[:, :] = 0.0
+        G[:, :] = 0.0
+        S[:] = 0.0
+        AMAX[:] = 0.0
+        FLAG[:] = 0
+        WINS[:] = 0
+        META[0] = 1
+        META[2] = -1
+        META[3] = 0
+        kern.dpca_start_explore(META, n, s, ACT)
+        nz = 0
+        cost = 0.0
+        rec = -1
+        steps = 0
+        while steps < max_steps:
+            # --- choose
+            if code == 0:
+                if nz == K:
+                    kern.pull_allocation(G, S, AMAX, c_pol, PI, PJ, PK, alpha)
+                k = kern.tracking_choose(N, alpha, CUM)
+            elif code == 1:
+                k = kern.crr_choose(N, c_true, PI, PJ)
+            else:
+                k = kern.dpca_choose(META, n, ACT, ADV, INA, PK, zero)
+            i = PI[k]
+            j = PJ[k]
+            score = 1.0 if np.random.random() < P[i, j] else 0.0
+            if tracing:
+                trace_k[steps] = k
+                trace_s[steps] = score
+            # --- record
+            if code == 0 and nz == K:
+                for q in range(K):
+                    CUM[q] += alpha[q]
+            N[k] += 1.0
+            W[k] += score
+            if N[k] == 1.0:
+                nz += 1
+            kern.refresh_pair(k, N, W, PI, PJ, c_pol, T, G, S, AMAX)
+            cost += c_true[i] + c_true[j]
+            steps += 1
+            # --- stop
+            if code == 2:
+                kern.dpca_record(k, score, META, n, s, ACT, ADV, INA, PI, PJ, PK, c_true, delta, delta_explore, k1)
+                if META[3] == 1:
+                    rec = META[2]
+                    break
+            elif hoeffding:
+                kern.dctac_update(k, N, W, PI, PJ, log_num, FLAG, WINS)
+                w = kern.dctac_winner(WINS)
+                if w >= 0:
+                    rec = w
+                    break
+            else:
+                a, z = kern.leader_and_Z(S)
+                if z > kern.beta_at(float(steps), L, beta_const):
+                    rec = a
+                    break
+        out_cost[trial] = cost
+        out_pulls[trial] = steps
+        out_stopped[trial] = rec >= 0
+        if rec < 0:
+            rec, _ = kern.leader_and_Z(S)
+        out_rec[trial] = rec
+        for q in range(K):
+            out_pp[trial, q] = N[q]
+
+
+@dataclass
+class SimulationResult:
+    """Per-trial results of :func:`simulate`.
+
+    ``costs``, ``pulls``, ``recommended`` (arm index), ``stopped`` (False when a
+    trial hit ``max_steps``; its recommendation is then the empirical leader)
+    and ``pair_pulls`` (trials x K, canonical pair order).
+    """
+
+    instance: Instance
+    algorithm: str
+    delta: float
+    seed: int
+    costs: np.ndarray
+    pulls: np.ndarray
+    recommended: np.ndarray
+    stopped: np.ndarray
+    pair_pulls: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    @property
+    def trials(self) -> int:
+        return int(self.costs.shape[0])
+
+    @property
+    def errors(self) -> np.ndarray:
+        return self.recommended != self.instance.condorcet_winner
+
+    def summary(self) -> dict[str, Any]:
+        """Mean cost with a 95% normal CI half-width, error rate, mean pulls, the lower bound and the ratio."""
+        n = self.trials
+        mean_cost = float(self.costs.mean())
+        sd = float(self.costs.std(ddof=1)) if n > 1 else 0.0
+        lb = solve_oracle(self.instance).lower_bound(self.delta)
+        pairs = self.instance.pairs()
+        return {
+            "algorithm": self.algorithm,
+            "delta": self.delta,
+            "trials": n,
+            "seed": self.seed,
+            "mean_cost": mean_cost,
+            "ci95": 1.959963984540054 * sd / math.sqrt(n) if n > 1 else 0.0,
+            "error_rate": float(self.errors.mean()),
+            "errors": int(self.errors.sum()),
+            "unfinished": int((~self.stopped).sum()),
+            "mean_pulls": float(self.pulls.mean()),
+            "lower_bound": lb,
+            "cost_over_lower_bound": mean_cost / lb if lb > 0 else None,
+            "pull_fractions": [
+                {"pair": [self.instance.names[i], self.instance.names[j]], "fraction": float(f)}
+                for (i, j), f in zip(pairs, self.pair_pulls.sum(axis=0) / max(1.0, self.pulls.sum()))
+            ],
+        }
+
+
+def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict) -> tuple:
+    algorithm = algorithm.lower()
+    if algorithm not in ALGORITHMS:
+        raise PolicyError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
+    if not (0 < delta < 1):
+        raise PolicyError(f"delta must be in (0, 1), got {delta!r}")
+    L = instance.L
+    c_true = np.asarray(instance.costs, dtype=float)
+    c_pol = np.ones(L) if algorithm == "tas" else c_true
+    code = {"dctas": _TRACK, "tas": _TRACK, "dctac": _TRACK, "crr": _CRR, "dpca": _DPCA}[algorithm]
+    K = L * (L - 1) // 2
+    defaults = {"delta_explore": 0.1, "k1": 10.0} if algorithm == "dpca" else {}
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise PolicyError(f"unknown parameter(s) for {algorithm}: {', '.join(sorted(unknown))}")
+    p = {**defaults, **params}
+    if algorithm == "dpca":
+        DPCAPolicy(c_true, delta, **p)  # validates the parameters
+    return (code, np.ascontiguousarray(instance.preference, dtype=float), c_true, c_pol,
+            algorithm == "dctac", beta_constant(delta, L), math.log(2 * math.pi**2 * K / (6 * delta)),
+            float(delta), float(p.get("delta_explore", 0.1)), float(p.get("k1", 10.0)))
+
+
+def _run_chunk(args: tuple, seeds: np.ndarray, max_steps: int) -> tuple[np.ndarray, ...]:
+    n = seeds.shape[0]
+    K = args[1].shape[0] * (args[1].shape[0] - 1) // 2
+    cost = np.zeros(n)
+    pulls = np.zeros(n, dtype=np.int64)
+    rec = np.zeros(n, dtype=np.int64)
+    pp = np.zeros((n, K))
+    stopped = np.zeros(n, dtype=np.bool_)
+    empty_k = np.zeros(0, dtype=np.int64)
+    empty_s = np.zeros(0)
+    _run_trials(*args, seeds, max_steps, cost, pulls, rec, pp, stopped, empty_k, empty_s)
+    return cost, pulls, rec, pp, stopped
+
+
+def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed: int = 0, jobs: int = 1,
+             max_steps: int = DEFAULT_MAX_STEPS, **params: Any) -> SimulationResult:
+    """Run ``trials`` independent trials of ``algorithm`` on ``instance`` at confidence ``1 - delta``.
+
+    Parameters
+    ----------
+    instance : Instance
+    algorithm : {"dctas", "tas", "crr", "dctac", "dpca"}
+    delta : float in (0, 1)
+    trials : int >= 1
+    seed : int >= 0
+        Trial ``n`` always gets the same random stream, whatever ``jobs``.
+    jobs : int >= 1
+        Worker processes (0 means all cores).
+    max_steps : int
+        Per-trial cap on the number of duels; a capped trial counts as not stopped.
+    params : extra policy parameters (``delta_explore``, ``k1`` for DPCA).
+    """
+    if not isinstance(trials, (int, np.integer)) or trials < 1:
+        raise PolicyError(f"trials must be a positive integer, got {trials!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise PolicyError(f"seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(jobs, (int, np.integer)) or jobs < 0:
+        raise PolicyError(f"jobs must be a non-negative integer, got {jobs!r}")
+    if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
+        raise PolicyError(f"max_steps must be a positive integer, got {max_steps!r}")
+    args = _kernel_args(instance, algorithm, float(delta), params)
+    seeds = np.random.SeedSequence(int(seed)).generate_state(int(trials), dtype=np.uint32).astype(np.int64)
+    jobs = (os.cpu_count() or 1) if jobs == 0 else int(jobs)
+    jobs = max(1, min(jobs, int(trials)))
+    if jobs == 1:
+        parts = [_run_chunk(args, seeds, max_steps)]
+    else:
+        chunks = np.array_split(seeds, jobs * 4 if trials >= jobs * 4 else jobs)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as ex:
+            parts = list(ex.map(_run_chunk, [args] * len(chunks), chunks, [max_steps] * len(chunks)))
+    cost, pulls, rec, pp, stopped = (np.concatenate([p[q] for p in parts]) for q in range(5))
+    return SimulationResult(instance, algorithm.lower(), float(delta), int(seed), cost, pulls, rec, stopped, pp,
+                            dict(params))
+
+
+def trace_trial(instance: Instance, algorithm: str, delta: float, seed: int, max_steps: int = 1_000_000,
+                **params: Any) -> dict[str, Any]:
+    """Run one trial with numba seed ``seed`` and return its duel-by-duel trace.
+
+    Returns ``{"pairs": [(i, j), ...], "scores": [...], "recommended": int, "stopped": bool, "cost": float}``.
+    """
+    args = _kernel_args(instance, algorithm, float(delta), params)
+    K = instance.n_pairs
+    cost = np.zeros(1)
+    pulls = np.zeros(1, dtype=np.int64)
+    rec = np.zeros(1, dtype=np.int64)
+    pp = np.zeros((1, K))
+    stopped = np.zeros(1, dtype=np.bool_)
+    tk = np.zeros(max_steps, dtype=np.int64)
+    ts = np.zeros(max_steps)
+    _run_trials(*args, np.array([seed], dtype=np.int64), max_steps, cost, pulls, rec, pp, stopped, tk, ts)
+    PI, PJ, _ = pair_index_arrays(instance.L)
+    n = int(pulls[0])
+    return {
+        "pairs": [(int(PI[k]), int(PJ[k])) for k in tk[:n]],
+        "scores": ts[:n].tolist(),
+        "recommended": int(rec[0]),
+        "stopped": bool(stopped[0]),
+        "cost": float(cost[0]),
+    }

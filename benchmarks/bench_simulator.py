@@ -1,0 +1,85 @@
+"""Simulator speed: duel steps per second per core, against the plain step-wise loop.
+
+    .venv/bin/python benchmarks/bench_simulator.py            # L = 3, 8, 20 and the synthetic experiment
+    .venv/bin/python benchmarks/bench_simulator.py --quick    # smaller runs
+
+Prints medians over repeats. Target: >= 1,000,000 DCTAS steps per second per core on L = 8.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from algorithms import Instance, make_policy, synthetic_instance  # noqa: E402
+from algorithms.simulator import simulate  # noqa: E402
+
+
+def bt_instance(L: int, seed: int = 3) -> Instance:
+    """A Bradley-Terry instance with a clear Condorcet winner and costs spread over 0.5..5."""
+    rng = np.random.default_rng(seed)
+    r = np.sort(rng.normal(0, 1, L))[::-1]
+    r[0] += 0.3
+    P = 1 / (1 + np.exp(-(r[:, None] - r[None, :])))
+    return Instance([f"m{i}" for i in range(L)], rng.uniform(0.5, 5, L), P)
+
+
+def fast_rate(inst: Instance, delta: float, trials: int, repeats: int) -> float:
+    simulate(inst, "dctas", delta, 1, seed=0)  # compile / load the cache
+    rates = []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        res = simulate(inst, "dctas", delta, trials, seed=r + 1, jobs=1)
+        rates.append(res.pulls.sum() / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def stepwise_rate(inst: Instance, delta: float, steps: int, repeats: int) -> float:
+    rates = []
+    P = inst.preference
+    for r in range(repeats):
+        rng = np.random.default_rng(r)
+        pol = make_policy("dctas", inst.costs, delta)
+        t0 = time.perf_counter()
+        n = 0
+        while n < steps and not pol.stopped:
+            i, j = pol.next_pair()
+            pol.record(i, j, float(rng.random() < P[i, j]))
+            n += 1
+        rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    repeats = 3 if args.quick else 5
+    print(f"{'L':>3} {'fast steps/s':>14} {'step-wise steps/s':>18} {'ratio':>8}")
+    for L, trials in ((3, 200), (8, 20), (20, 2)):
+        inst = bt_instance(L)
+        fast = fast_rate(inst, 0.01, trials if not args.quick else max(1, trials // 4), repeats)
+        slow = stepwise_rate(inst, 0.01, 3000 if not args.quick else 1000, repeats)
+        print(f"{L:>3} {fast:>14,.0f} {slow:>18,.0f} {fast / slow:>8.0f}", flush=True)
+    # the paper's full synthetic experiment: 19 values of k, 5 algorithms, 500 trials, delta = 0.01
+    trials = 100 if args.quick else 500
+    t0 = time.perf_counter()
+    steps = 0
+    for k in range(1, 20):
+        for alg in ("dctas", "tas", "crr", "dctac", "dpca"):
+            res = simulate(synthetic_instance(k), alg, 0.01, trials, seed=k, jobs=args.jobs)
+            steps += int(res.pulls.sum())
+    dt = time.perf_counter() - t0
+    print(f"synthetic experiment (19 k x 5 algorithms x {trials} trials, delta=0.01, jobs={args.jobs}): "
+          f"{dt:.1f} s, {steps:,} steps")
+
+
+if __name__ == "__main__":
+    main()
