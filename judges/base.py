@@ -1,0 +1,69 @@
+"""Shared types of the judges: :class:`Verdict` and the :class:`Judge` base."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+CHOICES = ("a", "b", "tie", "both_bad")
+TIE_POLICIES = ("drop", "half", "random")
+
+
+@dataclass
+class Verdict:
+    """The outcome of one judgement.
+
+    ``choice`` is ``"a"``, ``"b"`` (the answers as shown), ``"tie"``,
+    ``"both_bad"`` or ``None`` when the judge failed (then ``error`` says why and
+    the duel is not a vote). ``cost`` is what the judgement cost in USD (always
+    charged, also on error). ``detail`` is JSON-safe: raw outputs, parsed verdicts.
+    """
+
+    choice: str | None
+    cost: float = 0.0
+    detail: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.choice is not None and self.choice not in CHOICES:
+            raise ValueError(f"Verdict.choice must be one of {CHOICES} or None, got {self.choice!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Judge(abc.ABC):
+    """Decides which of two answers is better.
+
+    ``automatic`` is False for judges that need a person (the duel then waits for
+    a vote through the API).
+    """
+
+    kind: str = "?"
+    automatic: bool = True
+
+    def __init__(self, config: dict[str, Any], model_names: list[str], tie_policy: str = "drop"):
+        self.config = config
+        self.model_names = list(model_names)
+        self.tie_policy = tie_policy
+
+    @abc.abstractmethod
+    async def judge(
+        self,
+        prompt: str,
+        answer_a: str,
+        answer_b: str,
+        *,
+        model_a: int,
+        model_b: int,
+        rng: Any = None,
+    ) -> Verdict:
+        """Judge ``answer_a`` (by model index ``model_a``) against ``answer_b``."""
+
+    async def aclose(self) -> None:
+        """Release resources."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} kind={self.kind!r} models={len(self.model_names)}>"

@@ -1,0 +1,1 @@
+"""llmduel service: campaigns over a SQL database behind a REST API."""

@@ -1,0 +1,113 @@
+"""Every error is JSON ``{"detail": ...}``: no HTML, no stack traces, no 500 on bad input."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..campaigns import DomainError
+
+log = logging.getLogger("llmduel.api")
+
+DB_UNAVAILABLE = "the database is unavailable; retry later"
+
+
+def _clean_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pydantic errors without their echoed input or exception objects."""
+    out = []
+    for e in errors:
+        loc = [x if isinstance(x, (str, int)) else str(x) for x in e.get("loc", ())]
+        msg = str(e.get("msg", "invalid value"))
+        out.append({"loc": loc, "msg": msg[:1000], "type": str(e.get("type", "value_error"))})
+    return out
+
+
+def is_db_unavailable(exc: BaseException) -> bool:
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)):
+        return True
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(DomainError)
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _clean_errors(list(exc.errors()))}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if exc.detail is not None else "error"
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    # A specific class: handled by the ExceptionMiddleware (answered, not re-raised).
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if is_db_unavailable(exc):
+            log.warning("database unavailable: %s", type(exc).__name__)
+            return JSONResponse({"detail": DB_UNAVAILABLE}, status_code=503, headers={"Retry-After": "1"})
+        log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return JSONResponse({"detail": "database error; retry later"}, status_code=503,
+                            headers={"Retry-After": "1"})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+
+class BodySizeLimit:
+    """ASGI middleware: refuse request bodies larger than ``max_bytes`` with 413."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    return await self._reject(send)
+        seen = 0
+
+        async def limited_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge()
+            return message
+
+        try:
+            await self.app(scope, limited_receive, send)
+        except _TooLarge:
+            await self._reject(send)
+
+    async def _reject(self, send):
+        body = b'{"detail":"request body too large"}'
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    pass

@@ -1,0 +1,161 @@
+"""REST API v1 (see docs/service.md for the contract)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import anyio
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from .. import schemas
+from ..auth import Principal, authenticate, require_admin, require_campaign
+from ..campaigns import CampaignService
+
+router = APIRouter()
+
+_bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
+
+Id = Annotated[int, Path(ge=1, le=2**62)]
+ERRORS = {
+    401: {"model": schemas.ErrorOut, "description": "Missing or invalid credentials"},
+    403: {"model": schemas.ErrorOut, "description": "The credentials do not allow this"},
+    404: {"model": schemas.ErrorOut, "description": "Not found"},
+    409: {"model": schemas.ErrorOut, "description": "Conflict with the current state"},
+    422: {"model": schemas.ErrorOut, "description": "Invalid input"},
+    503: {"model": schemas.ErrorOut, "description": "Database unavailable"},
+}
+
+
+def principal(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
+) -> Principal:
+    # A sync dependency: FastAPI runs it in a worker thread (token lookup hits the DB).
+    return authenticate(request)
+
+
+def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
+    return require_admin(p)
+
+
+def service_of(request: Request) -> CampaignService:
+    return request.app.state.service
+
+
+Svc = Annotated[CampaignService, Depends(service_of)]
+Admin = Annotated[Principal, Depends(admin)]
+Caller = Annotated[Principal, Depends(principal)]
+
+
+async def _t(fn, *args):
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+@router.post("/v1/campaigns", status_code=201, response_model=schemas.CampaignOut, responses=ERRORS,
+             tags=["campaigns"], summary="Create a campaign")
+async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, response: Response):
+    campaign_id = await _t(svc.create_campaign, body)
+    response.headers["Location"] = f"/v1/campaigns/{campaign_id}"
+    return await _t(svc.get_campaign, campaign_id)
+
+
+@router.get("/v1/campaigns", response_model=schemas.CampaignPage, responses=ERRORS, tags=["campaigns"],
+            summary="List campaigns, newest first")
+async def list_campaigns(
+    svc: Svc,
+    _: Admin,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    status: Literal["running", "certified", "budget_exhausted", "stopped"] | None = None,
+):
+    return await _t(svc.list_campaigns, limit, offset, status)
+
+
+@router.get("/v1/campaigns/{campaign_id}", response_model=schemas.CampaignOut, responses=ERRORS,
+            tags=["campaigns"], summary="A campaign's status and statistics")
+async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
+    require_campaign(who, campaign_id)
+    return await _t(svc.get_campaign, campaign_id, who.admin)
+
+
+@router.post("/v1/campaigns/{campaign_id}/duels", status_code=201, response_model=schemas.DuelOut,
+             responses=ERRORS, tags=["duels"], summary="Start the next duel")
+async def next_duel(campaign_id: Id, svc: Svc, who: Caller, response: Response):
+    require_campaign(who, campaign_id)
+    view, select_ms = await svc.next_duel(campaign_id, who)
+    response.headers["Server-Timing"] = f"select;dur={select_ms:.3f}"
+    response.headers["Location"] = f"/v1/duels/{view['id']}"
+    return view
+
+
+@router.get("/v1/campaigns/{campaign_id}/duels", response_model=schemas.DuelPage, responses=ERRORS,
+            tags=["duels"], summary="The audit log of a campaign's duels, oldest first")
+async def list_duels(
+    campaign_id: Id,
+    svc: Svc,
+    _: Admin,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    status: Literal["calling", "pending", "judged", "failed", "expired", "cancelled"] | None = None,
+):
+    return await _t(svc.list_duels, campaign_id, limit, offset, status)
+
+
+@router.post("/v1/campaigns/{campaign_id}/run", status_code=202, response_model=schemas.RunStarted,
+             responses=ERRORS, tags=["campaigns"], summary="Drive duels in the background (automatic judges)")
+async def run_campaign(campaign_id: Id, svc: Svc, _: Admin,
+                       body: Annotated[schemas.RunIn | None, Body()] = None):
+    body = body or schemas.RunIn()
+    run = await svc.start_run(campaign_id, body.max_duels, body.concurrency)
+    return {"campaign_id": campaign_id, "run": run}
+
+
+@router.post("/v1/campaigns/{campaign_id}/stop", response_model=schemas.CampaignOut, responses=ERRORS,
+             tags=["campaigns"], summary="End a campaign")
+async def stop_campaign(campaign_id: Id, svc: Svc, _: Admin):
+    return await svc.stop(campaign_id)
+
+
+@router.post("/v1/campaigns/{campaign_id}/annotators", status_code=201, response_model=schemas.AnnotatorOut,
+             responses=ERRORS, tags=["campaigns"], summary="Create an annotator token for this campaign")
+async def create_annotator(campaign_id: Id, svc: Svc, _: Admin,
+                           body: Annotated[schemas.AnnotatorIn | None, Body()] = None):
+    label = body.label if body else None
+    return await _t(svc.create_annotator, campaign_id, label)
+
+
+@router.get("/v1/campaigns/{campaign_id}/replay", responses=ERRORS, tags=["campaigns"],
+            summary="Rebuild the policy from the duel log and compare with the stored state")
+async def replay_campaign(campaign_id: Id, svc: Svc, _: Admin):
+    return (await _t(svc.replay, campaign_id)).to_dict()
+
+
+@router.get("/v1/duels/{duel_id}", response_model=schemas.DuelOut, responses=ERRORS, tags=["duels"],
+            summary="One duel (annotators do not see which model is which)")
+async def get_duel(duel_id: Id, svc: Svc, who: Caller):
+    return await _t(svc.get_duel, duel_id, who)
+
+
+@router.post("/v1/duels/{duel_id}/vote", response_model=schemas.DuelOut, responses=ERRORS, tags=["duels"],
+             summary="Vote on a pending duel (counted exactly once)")
+async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
+    return await svc.vote(duel_id, body.choice, who)
+
+
+@router.get("/healthz", tags=["meta"], summary="Liveness and database check")
+async def healthz(svc: Svc, response: Response):
+    def check() -> bool:
+        from sqlalchemy import text
+
+        try:
+            with svc.db.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+
+    ok = await _t(check)
+    if not ok:
+        response.status_code = 503
+    return {"status": "ok" if ok else "degraded", "database": "ok" if ok else "unavailable"}

@@ -1,0 +1,99 @@
+"""FastAPI application factory: ``create_app(settings=None)``.
+
+``uvicorn --factory service.app:create_app`` or ``llmduel serve``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from .api import install_error_handlers, router
+from .api.errors import BodySizeLimit
+from .campaigns import CampaignService
+from .config import Settings, announce_generated_key
+from .db import Database, head_revision
+
+log = logging.getLogger("llmduel.app")
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+# Optional extensions registered by other parts of the project, as
+# "module:function" taking the app (e.g. the web pages). A missing module is skipped.
+EXTENSIONS = ("service.web:register", "service.api_docs:register")
+
+
+def prepare_database(settings: Settings, db: Database) -> None:
+    """Bring the schema to head at start when configured (always for SQLite by default)."""
+    if settings.auto_migrate == "never":
+        return
+    if settings.auto_migrate == "sqlite" and not db.is_sqlite:
+        try:
+            current = db.current_revision()
+        except Exception as exc:  # database down at start: requests will get 503 until it returns
+            log.warning("cannot check the schema revision (%s)", type(exc).__name__)
+            return
+        if current != head_revision():
+            log.warning("database schema is at %s, not %s: run `llmduel db upgrade`", current, head_revision())
+        return
+    if db.current_revision() != head_revision():
+        db.upgrade()
+
+
+def _load_extensions(app: FastAPI) -> None:
+    for spec in EXTENSIONS:
+        module_name, _, func_name = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        getattr(module, func_name)(app)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = (settings or Settings.from_env()).ensure_api_key()
+    announce_generated_key(settings)
+    db = Database(settings.database_url, settings.pg_synchronous_commit)
+    prepare_database(settings, db)
+    service = CampaignService(settings, db)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if settings.resume_runs:
+            try:
+                await service.resume_runs()
+            except Exception as exc:
+                log.warning("could not resume background runs (%s)", type(exc).__name__)
+        if settings.demo:
+            from .demo import start_demo
+
+            await start_demo(service, settings.public_base_url)
+        try:
+            yield
+        finally:
+            await service.aclose()
+            db.dispose()
+
+    app = FastAPI(
+        title="llmduel",
+        version="1",
+        summary="Find the best LLM among candidates at the least cost, by pairwise duels (DCTAS).",
+        description="Authenticate with `Authorization: Bearer <key>`: the admin key "
+        "(LLMDUEL_API_KEY) or a per-campaign annotator token. See docs/service.md.",
+        lifespan=lifespan,
+        docs_url=None,  # served offline by service.api_docs
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.db = db
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(router)
+    app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    _load_extensions(app)
+    return app

@@ -1,0 +1,31 @@
+"""argparse value parsers shared by the ``llmduel`` sub-commands (one-line, named errors)."""
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+
+def open_unit_interval(option: str) -> Callable[[str], float]:
+    """A parser for a number in (0, 1), e.g. ``--delta``; errors name ``option``."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be a number in (0, 1), got {text!r}") from None
+        if not 0 < v < 1:
+            raise argparse.ArgumentTypeError(f"{option} must be in (0, 1), got {text}")
+        return v
+    return parse
+
+
+def whole_number(option: str, allow_zero: bool = False) -> Callable[[str], int]:
+    """A parser for an integer >= 1 (or >= 0 with ``allow_zero``); errors name ``option``."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be an integer, got {text!r}") from None
+        if v < 0 or (v == 0 and not allow_zero):
+            raise argparse.ArgumentTypeError(f"{option} must be {'>= 0' if allow_zero else '>= 1'}, got {v}")
+        return v
+    return parse

@@ -1,0 +1,158 @@
+"""``llmduel serve``, ``llmduel replay`` and ``llmduel db``: the service commands.
+
+Registered by ``service.cli`` through :func:`add_parsers`; heavy modules are
+imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def add_parsers(subparsers) -> None:
+    add_serve_parser(subparsers)
+    add_replay_parser(subparsers)
+    add_db_parser(subparsers)
+
+
+# ---------------------------------------------------------------- serve
+def add_serve_parser(subparsers) -> None:
+    p = subparsers.add_parser("serve", help="run the REST API (uvicorn)",
+                              description="Run the llmduel service. DATABASE_URL selects the database "
+                              "(default sqlite:///./llmduel.db); LLMDUEL_API_KEY is the admin key "
+                              "(generated and printed once when unset).")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--demo", action=argparse.BooleanOptionalAction, default=False,
+                   help="create and run an offline demo campaign (simulated models and judge, "
+                   "the paper's synthetic instance with costs (4,1,1)); progress on stderr")
+    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(handler=cmd_serve)
+
+
+def cmd_serve(args) -> int:
+    import logging
+
+    import uvicorn
+
+    from service.config import Settings, announce_generated_key
+    from service.db import Database, head_revision
+
+    if args.workers < 1:
+        print("llmduel serve: --workers must be >= 1", file=sys.stderr)
+        return 2
+    if args.demo and args.workers > 1:
+        print("llmduel serve: --demo runs in a single worker; drop --workers", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(levelname)s %(name)s: %(message)s")
+    if args.log_level != "debug":
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+    shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
+    settings = Settings.from_env(demo=args.demo, public_base_url=f"http://{shown_host}:{args.port}").ensure_api_key()
+    if settings.api_key_generated:
+        # Workers inherit the key through the environment, so all of them accept it.
+        os.environ["LLMDUEL_API_KEY"] = settings.api_key
+        announce_generated_key(settings)
+        settings = Settings.from_env(demo=args.demo, public_base_url=settings.public_base_url)
+    # Migrate once here, before any worker starts (no race between workers).
+    if settings.auto_migrate == "always" or (settings.auto_migrate == "sqlite" and settings.is_sqlite):
+        db = Database(settings.database_url)
+        try:
+            if db.current_revision() != head_revision():
+                db.upgrade()
+        finally:
+            db.dispose()
+    print(f"llmduel: serving on http://{shown_host}:{args.port} (API docs at /docs), "
+          f"database {_redact_url(settings.database_url)}", file=sys.stderr, flush=True)
+    if args.workers > 1:
+        uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
+                    workers=args.workers, log_level=args.log_level)
+    else:
+        from service.app import create_app
+
+        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _redact_url(url: str) -> str:
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<database>"
+
+
+# ---------------------------------------------------------------- replay
+def add_replay_parser(subparsers) -> None:
+    p = subparsers.add_parser("replay", help="rebuild a campaign's policy from its duel log and compare",
+                              description="Exit 0 when the stored state equals the state rebuilt from the "
+                              "duel log, 1 with a diff when it does not, 2 when the campaign is missing.")
+    p.add_argument("campaign_id", type=int, metavar="CAMPAIGN_ID")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=cmd_replay)
+
+
+def cmd_replay(args) -> int:
+    from service.campaigns import CampaignService, NotFound
+    from service.config import Settings
+    from service.db import Database
+
+    settings = Settings.from_env()
+    db = Database(settings.database_url)
+    try:
+        try:
+            result = CampaignService(settings, db).replay(args.campaign_id)
+        except NotFound as exc:
+            print(f"llmduel replay: {exc.detail}", file=sys.stderr)
+            return 2
+    finally:
+        db.dispose()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif result.ok:
+        print(f"campaign {result.campaign_id}: stored state equals the replayed log ({result.events} events)")
+    else:
+        print(f"campaign {result.campaign_id}: stored state differs from the replayed log:")
+        for line in result.diff:
+            print(f"  {line}")
+    return 0 if result.ok else 1
+
+
+# ---------------------------------------------------------------- db
+def add_db_parser(subparsers) -> None:
+    p = subparsers.add_parser("db", help="database schema (Alembic migrations)")
+    sub = p.add_subparsers(dest="db_command", required=True)
+    up = sub.add_parser("upgrade", help="apply migrations (default: to head)")
+    up.add_argument("revision", nargs="?", default="head")
+    up.set_defaults(handler=cmd_db_upgrade)
+    cur = sub.add_parser("current", help="print the schema revision of the database")
+    cur.set_defaults(handler=cmd_db_current)
+
+
+def cmd_db_upgrade(args) -> int:
+    from service.config import Settings
+    from service.db import upgrade_database
+
+    settings = Settings.from_env()
+    upgrade_database(settings.database_url, args.revision)
+    print(f"database {_redact_url(settings.database_url)} upgraded to {args.revision}", file=sys.stderr)
+    return 0
+
+
+def cmd_db_current(args) -> int:
+    from service.config import Settings
+    from service.db import Database, head_revision
+
+    db = Database(Settings.from_env().database_url)
+    try:
+        current = db.current_revision()
+    finally:
+        db.dispose()
+    head = head_revision()
+    print(f"{current or '(empty)'}{' (head)' if current == head else f' (head is {head})'}")
+    return 0

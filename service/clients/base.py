@@ -1,0 +1,127 @@
+"""Shared types of the model clients: :class:`Completion`, :class:`ClientError`
+and the :class:`ModelClient` base class.
+
+Secrets: a client only ever holds the *name* of the environment variable that
+carries its API key (``api_key_env``). The key is read at call time, used for one
+request and dropped; it never appears in a ``repr``, an exception or a log line.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer of a model.
+
+    ``input_tokens``/``output_tokens`` are ``None`` when the provider did not
+    report usage. ``cost`` is the USD actually charged for the call: the real
+    cost from the configured per-token prices when both prices and usage are
+    known, otherwise the model's fixed per-query cost. ``latency_s`` is the
+    duration of the successful HTTP attempt; ``attempts`` counts every try,
+    including the successful one.
+    """
+
+    text: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cost: float
+    latency_s: float
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class ClientError(Exception):
+    """A model call that failed for good (after the retries it deserved).
+
+    ``message`` says what went wrong, ``status_code`` is the last HTTP status
+    (``None`` for connection errors, timeouts and local problems such as a missing
+    API key variable), ``attempts`` the number of tries made. Messages never
+    contain API keys.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        status_code: int | None = None,
+        attempts: int = 1,
+        *,
+        retryable: bool = False,
+    ) -> None:
+        self.message = message
+        self.status_code = status_code
+        self.attempts = attempts
+        self.retryable = retryable
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status_code is not None:
+            parts.append(f"status {self.status_code}")
+        parts.append(f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}")
+        return " | ".join(parts)
+
+    def __repr__(self) -> str:
+        return (
+            f"ClientError({self.message!r}, status_code={self.status_code!r}, "
+            f"attempts={self.attempts!r})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "message": self.message,
+            "status_code": self.status_code,
+            "attempts": self.attempts,
+        }
+
+
+def compute_cost(
+    price: dict[str, float] | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    fixed_cost: float,
+) -> float:
+    """Real cost from per-1M-token prices when prices and usage are known,
+    else the fixed per-query cost."""
+    if price is None or input_tokens is None or output_tokens is None:
+        return float(fixed_cost)
+    return (
+        input_tokens * float(price["input_per_1m"])
+        + output_tokens * float(price["output_per_1m"])
+    ) / 1_000_000.0
+
+
+class ModelClient(abc.ABC):
+    """Base class: ``await complete(prompt)`` -> :class:`Completion`."""
+
+    kind: str = "?"
+
+    def __init__(self, config: dict[str, Any], model_name: str, fixed_cost: float) -> None:
+        self.config = config
+        self.model_name = model_name
+        self.fixed_cost = float(fixed_cost)
+
+    @abc.abstractmethod
+    async def complete(self, prompt: str) -> Completion:
+        """Answer ``prompt``; raise :class:`ClientError` on failure."""
+
+    async def aclose(self) -> None:
+        """Release resources (HTTP connections the client opened itself)."""
+
+    async def __aenter__(self) -> "ModelClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        # Never includes secrets: the config holds only the env var *name*.
+        model = self.config.get("model")
+        extra = f", model={model!r}" if model else ""
+        return f"<{type(self).__name__} {self.model_name!r} kind={self.kind!r}{extra}>"

@@ -1,0 +1,58 @@
+"""Google Gemini generateContent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .http import HTTPModelClient, ResponseShapeError, _token
+
+# params keys that belong at the top level of the request; all others go into
+# generationConfig (temperature, maxOutputTokens, topP, thinkingConfig, ...).
+_TOP_LEVEL = {"safetySettings", "tools", "toolConfig", "cachedContent", "labels"}
+
+
+class GeminiClient(HTTPModelClient):
+    """``POST {base_url}/models/{model}:generateContent`` with the key in the
+    ``x-goog-api-key`` header (never in the URL, so it cannot leak into logs)."""
+
+    kind = "gemini"
+    provider = "gemini"
+
+    def build_request(self, prompt, api_key):
+        cfg = self.config
+        model = cfg["model"].removeprefix("models/")
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
+        if cfg.get("system"):
+            body["systemInstruction"] = {"parts": [{"text": cfg["system"]}]}
+        gen = {k: v for k, v in cfg["params"].items() if k not in _TOP_LEVEL}
+        if gen:
+            body["generationConfig"] = gen
+        body.update({k: v for k, v in cfg["params"].items() if k in _TOP_LEVEL})
+        headers = {"x-goog-api-key": api_key} if api_key else {}
+        return f"{cfg['base_url']}/models/{model}:generateContent", headers, body
+
+    def parse_response(self, data):
+        if not isinstance(data, dict):
+            raise ResponseShapeError("response is not a JSON object")
+        candidates = data.get("candidates")
+        if not isinstance(candidates, list) or not candidates:
+            reason = (data.get("promptFeedback") or {}).get("blockReason")
+            raise ResponseShapeError(
+                f"no candidates (prompt blocked: {reason})" if reason else "no candidates in the response"
+            )
+        content = candidates[0].get("content") or {}
+        parts = content.get("parts") or []
+        text = "".join(
+            p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought")
+        )
+        usage = data.get("usageMetadata") or {}
+        if not isinstance(usage, dict):
+            usage = {}
+        tin = _token(usage.get("promptTokenCount"))
+        tout = None
+        if tin is not None:
+            # candidatesTokenCount is absent for an empty answer; thinking tokens bill as output.
+            tout = (_token(usage.get("candidatesTokenCount")) or 0) + (
+                _token(usage.get("thoughtsTokenCount")) or 0
+            )
+        return text, tin, tout

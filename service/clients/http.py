@@ -1,0 +1,201 @@
+"""Base class of the HTTP model clients: request, retries, errors, cost."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import logging
+import os
+import random
+import time
+from typing import Any, Awaitable, Callable
+
+import httpx
+
+from .base import ClientError, Completion, ModelClient, compute_cost
+from .retry import RetryPolicy, is_retryable_status, parse_retry_after
+
+log = logging.getLogger("llmduel.clients")
+
+USER_AGENT = "llmduel/0.1"
+
+
+class ResponseShapeError(ValueError):
+    """A 2xx response whose JSON is not what the provider documents."""
+
+
+class HTTPModelClient(ModelClient):
+    """Subclasses say how to build the request and read the response."""
+
+    provider = "?"
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        model_name: str,
+        fixed_cost: float,
+        http: httpx.AsyncClient | None = None,
+        *,
+        sleep: Callable[[float], Awaitable[Any]] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__(config, model_name, fixed_cost)
+        self._http = http
+        self._owns_http = http is None
+        self._sleep = sleep or asyncio.sleep
+        self._rng = rng or random.Random()
+        self.retry = RetryPolicy(
+            max_attempts=config["max_attempts"],
+            base_delay=config["backoff_base_s"],
+            max_delay=config["backoff_max_s"],
+            max_retry_after=config["max_retry_after_s"],
+        )
+
+    # -- provider specifics -------------------------------------------------
+    @abc.abstractmethod
+    def build_request(self, prompt: str, api_key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """Return (url, headers, json body)."""
+
+    @abc.abstractmethod
+    def parse_response(self, data: Any) -> tuple[str, int | None, int | None]:
+        """Return (text, input tokens, output tokens); raise ResponseShapeError."""
+
+    # -- machinery -----------------------------------------------------------
+    def _api_key(self) -> str | None:
+        env = self.config.get("api_key_env")
+        if env is None:
+            return None
+        key = os.environ.get(env)
+        if not key:
+            raise ClientError(
+                f"environment variable {env} is not set (API key for model {self.model_name!r})",
+                None,
+                attempts=0,
+            )
+        return key
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self.config["timeout_s"])
+            self._owns_http = True
+        return self._http
+
+    @staticmethod
+    def _redact(text: str, key: str | None) -> str:
+        if key and key in text:
+            text = text.replace(key, "***")
+        return text
+
+    def _error_message(self, resp: httpx.Response, key: str | None = None) -> str:
+        detail = ""
+        try:
+            data = resp.json()
+        except ValueError:
+            detail = resp.text[:300].strip()
+        else:
+            err = data.get("error") if isinstance(data, dict) else None
+            if isinstance(err, dict) and isinstance(err.get("message"), str):
+                detail = err["message"][:300]
+            elif isinstance(err, str):
+                detail = err[:300]
+            else:
+                detail = str(data)[:300]
+        msg = f"{self.provider} returned HTTP {resp.status_code}"
+        return self._redact(f"{msg}: {detail}" if detail else msg, key)
+
+    async def complete(self, prompt: str) -> Completion:
+        key = self._api_key()
+        try:
+            completion = await self._complete(prompt, key)
+        except ClientError as exc:
+            exc.message = self._redact(exc.message, key)
+            exc.args = (exc.message,)
+            raise
+        if key and key in completion.text:  # a provider echoing the key: never store or show it
+            completion = dataclasses.replace(completion, text=self._redact(completion.text, key))
+        return completion
+
+    async def _complete(self, prompt: str, key: str | None) -> Completion:
+        url, headers, body = self.build_request(prompt, key)
+        headers = {"user-agent": USER_AGENT, **headers}
+        http = self._client()
+        timeout = self.config["timeout_s"]
+        attempt = 0
+        while True:
+            attempt += 1
+            retry_after: float | None = None
+            t0 = time.perf_counter()
+            try:
+                resp = await http.post(url, headers=headers, json=body, timeout=timeout)
+            except httpx.TimeoutException as exc:
+                err = ClientError(
+                    f"{self.provider} timed out after {timeout:g}s ({type(exc).__name__})",
+                    None, attempt, retryable=True,
+                )
+            except httpx.TransportError as exc:
+                err = ClientError(
+                    f"{self.provider} connection error: {type(exc).__name__}: "
+                    f"{self._redact(str(exc), key)[:200]}",
+                    None, attempt, retryable=True,
+                )
+            else:
+                latency = time.perf_counter() - t0
+                status = resp.status_code
+                if 200 <= status < 300:
+                    return self._completion(resp, latency, attempt)
+                retryable = is_retryable_status(status)
+                err = ClientError(self._error_message(resp, key), status, attempt, retryable=retryable)
+                if retryable:
+                    retry_after = parse_retry_after(resp.headers)
+
+            if not err.retryable:
+                raise err
+            if attempt >= self.retry.max_attempts:
+                err.message = f"gave up after {attempt} attempts: {err.message}"
+                raise err
+            if retry_after is not None:
+                if retry_after > self.retry.max_retry_after:
+                    err.message = (
+                        f"{err.message} (server asked to retry after {retry_after:.0f}s, "
+                        f"more than max_retry_after_s={self.retry.max_retry_after:g})"
+                    )
+                    raise err
+                delay = retry_after
+            else:
+                delay = self.retry.backoff(attempt, self._rng)
+            log.warning(
+                "model %r: attempt %d/%d failed (%s), retrying in %.2fs",
+                self.model_name, attempt, self.retry.max_attempts,
+                f"status {err.status_code}" if err.status_code else err.message, delay,
+            )
+            await self._sleep(delay)
+
+    def _completion(self, resp: httpx.Response, latency: float, attempt: int) -> Completion:
+        try:
+            data = resp.json()
+        except ValueError:
+            raise ClientError(
+                f"{self.provider} returned malformed JSON: {resp.text[:120]!r}",
+                resp.status_code, attempt,
+            ) from None
+        try:
+            text, tin, tout = self.parse_response(data)
+        except (ResponseShapeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ClientError(
+                f"{self.provider} returned an unexpected response: {exc}",
+                resp.status_code, attempt,
+            ) from None
+        cost = compute_cost(self.config.get("price"), tin, tout, self.fixed_cost)
+        return Completion(text, tin, tout, cost, latency, attempt)
+
+    async def aclose(self) -> None:
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+
+def _token(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        return None
+    return int(v)

@@ -1,0 +1,51 @@
+"""OpenAI-compatible chat completions (OpenAI, vLLM, Ollama, llama.cpp server,
+OpenRouter, LiteLLM, the llmduel fake provider, ...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .http import HTTPModelClient, ResponseShapeError, _token
+
+
+class OpenAIClient(HTTPModelClient):
+    """``POST {base_url}/chat/completions`` with ``Authorization: Bearer <key>``
+    (no Authorization header when ``api_key_env`` is not set)."""
+
+    kind = "openai"
+    provider = "openai-compatible endpoint"
+
+    def build_request(self, prompt, api_key):
+        cfg = self.config
+        messages = []
+        if cfg.get("system"):
+            messages.append({"role": "system", "content": cfg["system"]})
+        messages.append({"role": "user", "content": prompt})
+        body: dict[str, Any] = {"model": cfg["model"], "messages": messages, **cfg["params"]}
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        return f"{cfg['base_url']}/chat/completions", headers, body
+
+    def parse_response(self, data):
+        if not isinstance(data, dict):
+            raise ResponseShapeError("response is not a JSON object")
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ResponseShapeError("no 'choices' in the response")
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            raise ResponseShapeError("choices[0] has no 'message'")
+        content = message.get("content")
+        if content is None:
+            text = ""
+        elif isinstance(content, str):
+            text = content
+        elif isinstance(content, list):  # content parts
+            text = "".join(
+                p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text"
+            )
+        else:
+            raise ResponseShapeError("choices[0].message.content is neither a string nor a list")
+        usage = data.get("usage") or {}
+        if not isinstance(usage, dict):
+            usage = {}
+        return text, _token(usage.get("prompt_tokens")), _token(usage.get("completion_tokens"))

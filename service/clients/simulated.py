@@ -1,0 +1,70 @@
+"""Offline client: deterministic answers, fixed cost, optional injected failures."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import random
+import time
+
+from .base import ClientError, Completion, ModelClient
+
+_WORDS = (
+    "the answer depends on context but in short we can say that a careful "
+    "reading of the question shows several useful points first consider the "
+    "simplest case then generalise step by step until the result is clear "
+    "therefore overall this approach is correct efficient and easy to verify"
+).split()
+
+_instances = itertools.count()
+
+
+def simulated_text(model_name: str, prompt: str, seed: int = 0) -> str:
+    """The deterministic answer of ``model_name`` to ``prompt`` under ``seed``."""
+    digest = hashlib.sha256(f"{model_name}\x00{seed}\x00{prompt}".encode()).digest()
+    n_words = 12 + digest[0] % 29
+    words = [_WORDS[digest[1 + i % 31] * (i + 1) % len(_WORDS)] for i in range(n_words)]
+    return f"[{model_name}] " + " ".join(words) + "."
+
+
+def count_tokens(text: str) -> int:
+    """A rough, deterministic token count (whitespace words, at least 1)."""
+    return max(1, len(text.split()))
+
+
+class SimulatedClient(ModelClient):
+    """``{"kind": "simulated", "seed": 0, "failure_rate": 0.0, "latency_s": 0.0}``.
+
+    The text is a function of (model name, prompt, seed); the cost is the model's
+    fixed per-query cost. With ``failure_rate > 0`` each call fails with that
+    probability (a :class:`ClientError` with status 503, 1 attempt); the draws come
+    from a per-instance generator seeded from (model, seed, instance number).
+    """
+
+    kind = "simulated"
+
+    def __init__(self, config, model_name, fixed_cost):
+        super().__init__(config, model_name, fixed_cost)
+        self.seed = int(config.get("seed", 0))
+        self.failure_rate = float(config.get("failure_rate", 0.0))
+        self.latency_s = float(config.get("latency_s", 0.0))
+        self._rng = random.Random(f"{model_name}|{self.seed}|{next(_instances)}")
+
+    async def complete(self, prompt: str) -> Completion:
+        start = time.perf_counter()
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+        if self.failure_rate > 0 and self._rng.random() < self.failure_rate:
+            raise ClientError(
+                f"simulated failure of model {self.model_name!r}", status_code=503, attempts=1
+            )
+        text = simulated_text(self.model_name, prompt, self.seed)
+        return Completion(
+            text=text,
+            input_tokens=count_tokens(prompt),
+            output_tokens=count_tokens(text),
+            cost=self.fixed_cost,
+            latency_s=time.perf_counter() - start,
+            attempts=1,
+        )

@@ -1,0 +1,78 @@
+"""The offline demo campaign of ``llmduel serve --demo``.
+
+Three simulated models on the paper's synthetic instance (Section 5.1): costs
+(4, 1, 1) in the paper's units, preference matrix with model 1 the Condorcet
+winner, a simulated judge drawing from it, delta = 0.01 as in the paper. Runs in
+the background; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+from .campaigns import CampaignService
+from .schemas import CampaignCreate
+
+SYNTHETIC_P = [[0.5, 0.63, 0.65], [0.37, 0.5, 0.6], [0.35, 0.4, 0.5]]
+
+DEMO_PROMPTS = [
+    "Explain why the sky is blue in two sentences.",
+    "Write a haiku about pairwise comparisons.",
+    "What is the difference between a list and a tuple in Python?",
+    "Summarise the idea of a Condorcet winner for a newcomer.",
+    "Give three tips for writing a clear commit message.",
+]
+
+
+def demo_campaign() -> CampaignCreate:
+    return CampaignCreate(
+        name="demo: paper synthetic instance, costs (4, 1, 1)",
+        delta=0.01,
+        algorithm="dctas",
+        models=[
+            {"name": "model-1 (best, cost 4)", "cost": 4.0, "client": {"kind": "simulated"}},
+            {"name": "model-2 (cost 1)", "cost": 1.0, "client": {"kind": "simulated"}},
+            {"name": "model-3 (cost 1)", "cost": 1.0, "client": {"kind": "simulated"}},
+        ],
+        prompts=DEMO_PROMPTS,
+        judge={"kind": "simulated", "preference": SYNTHETIC_P},
+        tie_policy="drop",
+        seed=2024,
+    )
+
+
+def _say(msg: str) -> None:
+    print(f"llmduel demo: {msg}", file=sys.stderr, flush=True)
+
+
+async def start_demo(service: CampaignService, base_url: str | None, interval: float = 2.0) -> int:
+    """Create the demo campaign, start its run, and log progress until it ends."""
+    campaign_id = await service._thread(service.create_campaign, demo_campaign())
+    base = (base_url or "http://127.0.0.1:8000").rstrip("/")
+    _say(f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "
+         f"API {base}/v1/campaigns/{campaign_id} (admin key required), docs {base}/docs")
+    await service.start_run(campaign_id, None, 1)
+    service._spawn(_progress(service, campaign_id, interval))
+    return campaign_id
+
+
+async def _progress(service: CampaignService, campaign_id: int, interval: float) -> None:
+    start = time.monotonic()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            view = await service._thread(service.get_campaign, campaign_id)
+        except Exception as exc:  # keep the demo alive through transient DB errors
+            _say(f"cannot read progress ({type(exc).__name__})")
+            continue
+        line = (f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f}, "
+                f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}")
+        if view["status"] != "running":
+            _say(line)
+            if view["winner"] is not None:
+                _say(f"certified winner: {view['winner']} after {view['duels']} duels and spend "
+                     f"{view['spend']:.0f} ({time.monotonic() - start:.0f} s); the service keeps running (Ctrl-C to quit)")
+            return
+        _say(line)

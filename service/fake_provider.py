@@ -1,0 +1,354 @@
+"""A local OpenAI-compatible server with deterministic answers, for demos and
+end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]``.
+
+* ``POST /v1/chat/completions``: the answer of model ``m`` to a prompt is a
+  function of (m, prompt); it starts with a marker
+  ``<<fake model=m quality=q>>``. Token usage is derived from the text lengths
+  (about 4 characters per token).
+* When the prompt is an llmduel judge prompt (``judges.llm``), the server acts as
+  the judge: it reads the markers of both answers and answers in the verdict
+  format, preferring the higher quality (``strict`` mode: always; ``bradley-terry``
+  mode: with probability q_a / (q_a + q_b), drawn from a hash of the question and
+  the two answers, so both presentation orders agree). Answers without markers
+  are ranked by a hash (still order-consistent).
+* A model's quality is ``--quality name=value`` if given, else the number in a
+  ``-q<number>`` name suffix (``good-q3``, ``weak-q0.5``), else 1.0. Distinct
+  qualities give the campaign a Condorcet winner: the highest quality.
+* Fault injection by model name, for fault tests: a name containing
+  ``fault-500``, ``fault-429`` (Retry-After: 1), ``fault-badjson``,
+  ``fault-timeout`` (sleeps ``timeout_sleep_s`` then answers) or ``fault-flaky``
+  (the first request with a given body fails with 503, the next succeeds).
+* ``GET /v1/models`` lists the configured models and those seen so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # fastapi is imported lazily: the CLI imports this module to register
+    from fastapi import FastAPI, Request
+    from starlette.responses import JSONResponse, Response
+
+DEFAULT_PORT = 8900
+JUDGE_MODES = ("strict", "bradley-terry")
+
+_MARKER = re.compile(r"<<fake model=(\S+?) quality=([-+0-9.eE]+|inf)>>")
+_QUALITY_SUFFIX = re.compile(r"[-_@:]q(\d+(?:\.\d+)?)$")
+_VOCAB = (
+    "result answer value step first second then because therefore example case "
+    "check note simple clear correct detail method approach reason data model "
+    "point final estimate overall likely exactly roughly consider compute derive"
+).split()
+
+
+def quality_from_name(name: str, default: float = 1.0) -> float:
+    """The quality encoded in a ``-q<number>`` suffix, else ``default``."""
+    m = _QUALITY_SUFFIX.search(name)
+    return float(m.group(1)) if m else default
+
+
+def parse_quality_options(items: list[str] | None) -> dict[str, float]:
+    """``["name=0.9", ...]`` -> ``{"name": 0.9}``; ValueError on bad items."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.rpartition("=")
+        try:
+            q = float(value)
+        except ValueError:
+            q = float("nan")
+        if not sep or not name or not math.isfinite(q) or q < 0:
+            raise ValueError(f"--quality expects NAME=NUMBER with NUMBER >= 0, got {item!r}")
+        out[name] = q
+    return out
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\x00".join(parts).encode()).digest()
+
+
+def _uniform(*parts: str) -> float:
+    return int.from_bytes(_digest(*parts)[:8], "big") / 2**64
+
+
+def count_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+class FakeProvider:
+    """The logic behind the app (usable without HTTP)."""
+
+    def __init__(
+        self,
+        qualities: dict[str, float] | None = None,
+        *,
+        judge_mode: str = "strict",
+        default_quality: float = 1.0,
+        api_key: str | None = None,
+        failure_rate: float = 0.0,
+        seed: int = 0,
+        latency_s: float = 0.0,
+        timeout_sleep_s: float = 30.0,
+    ) -> None:
+        if judge_mode not in JUDGE_MODES:
+            raise ValueError(f"judge_mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
+        if not 0.0 <= failure_rate <= 1.0:
+            raise ValueError("failure_rate must be in [0, 1]")
+        self.qualities = dict(qualities or {})
+        self.judge_mode = judge_mode
+        self.default_quality = default_quality
+        self._api_key = api_key
+        self.failure_rate = failure_rate
+        self._rng = random.Random(seed)
+        self.latency_s = latency_s
+        self.timeout_sleep_s = timeout_sleep_s
+        self.seen: set[str] = set()
+        self._flaky_seen: set[bytes] = set()
+        self.stats = {"requests": 0, "answers": 0, "judgements": 0, "errors": 0}
+
+    def quality(self, model: str) -> float:
+        if model in self.qualities:
+            return self.qualities[model]
+        return quality_from_name(model, self.default_quality)
+
+    # -- answers ---------------------------------------------------------------
+    def answer(self, model: str, prompt: str) -> str:
+        d = _digest(model, prompt)
+        n = 8 + d[0] % 24
+        words = [_VOCAB[(d[1 + i % 30] + 7 * i) % len(_VOCAB)] for i in range(n)]
+        return f"<<fake model={model} quality={self.quality(model):g}>> " + " ".join(words) + "."
+
+    def judge(self, question: str, answer_a: str, answer_b: str) -> str:
+        ma, mb = _MARKER.search(answer_a), _MARKER.search(answer_b)
+        if ma and mb:
+            qa, qb = float(ma.group(2)), float(mb.group(2))
+            why = f"Answer A ({ma.group(1)}) has quality {qa:g}, answer B ({mb.group(1)}) {qb:g}."
+            if self.judge_mode == "strict" or qa == qb:
+                token = "A" if qa > qb else "B" if qb > qa else "C"
+            else:
+                # order-consistent Bernoulli(qa / (qa + qb)) from the unordered inputs
+                first, second = sorted([(answer_a, qa, "A"), (answer_b, qb, "B")])
+                total = first[1] + second[1]
+                p_first = 0.5 if total == 0 else first[1] / total
+                u = _uniform("bt", question, first[0], second[0])
+                token = first[2] if u < p_first else second[2]
+        else:
+            ha, hb = _digest("rank", question, answer_a), _digest("rank", question, answer_b)
+            token = "A" if ha > hb else "B" if hb > ha else "C"
+            why = "No quality markers; ranked by content hash."
+        return f"{why} Weighing correctness and clarity, my verdict follows.\n\n[[{token}]]"
+
+    def _check_auth(self, request: Request) -> JSONResponse | None:
+        if self._api_key is None:
+            return None
+        if request.headers.get("authorization") != f"Bearer {self._api_key}":
+            return _error(401, "Incorrect API key provided.", "invalid_request_error")
+        return None
+
+    async def chat_completions(self, request: Request) -> Response:
+        from starlette.responses import JSONResponse
+
+        self.stats["requests"] += 1
+        denied = self._check_auth(request)
+        if denied is not None:
+            self.stats["errors"] += 1
+            return denied
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error(400, "request body is not valid JSON")
+        if not isinstance(body, dict):
+            return _error(400, "request body must be a JSON object")
+        model = body.get("model")
+        messages = body.get("messages")
+        if not isinstance(model, str) or not model:
+            return _error(400, "'model' is required")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            return _error(400, "'messages' must be a non-empty list of message objects")
+        if body.get("stream"):
+            return _error(400, "streaming is not supported by the fake provider")
+        self.seen.add(model)
+
+        fault = await self._fault(model, raw)
+        if fault is not None:
+            self.stats["errors"] += 1
+            return fault
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+
+        from judges.llm import parse_judge_prompt
+
+        prompt = _message_text(messages[-1].get("content"))
+        all_text = "\n".join(_message_text(m.get("content")) for m in messages)
+        parsed = parse_judge_prompt(prompt)
+        if parsed is not None:
+            self.stats["judgements"] += 1
+            text = self.judge(*parsed)
+            finish = "stop"
+        else:
+            self.stats["answers"] += 1
+            text = self.answer(model, prompt)
+            finish = "stop"
+            limit = body.get("max_completion_tokens", body.get("max_tokens"))
+            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
+                    and count_tokens(text) > limit:
+                text = text[: 4 * limit]
+                finish = "length"
+        pt, ct = count_tokens(all_text), count_tokens(text)
+        return JSONResponse({
+            "id": "chatcmpl-fake-" + _digest(model, all_text).hex()[:16],
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish}],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+        })
+
+    async def _fault(self, model: str, raw: bytes) -> Response | None:
+        if "fault-500" in model:
+            return _error(500, "injected server error", "server_error")
+        if "fault-429" in model:
+            resp = _error(429, "injected rate limit", "rate_limit_error")
+            resp.headers["retry-after"] = "1"
+            return resp
+        if "fault-badjson" in model:
+            from starlette.responses import Response
+
+            return Response(b'{"choices": [ this is not json', media_type="application/json")
+        if "fault-timeout" in model:
+            await asyncio.sleep(self.timeout_sleep_s)
+        if "fault-flaky" in model:
+            key = hashlib.sha256(raw).digest()
+            if key not in self._flaky_seen:
+                self._flaky_seen.add(key)
+                return _error(503, "injected transient failure", "server_error")
+        if self.failure_rate > 0 and self._rng.random() < self.failure_rate:
+            return _error(503, "injected random failure", "server_error")
+        return None
+
+    def models(self) -> dict[str, Any]:
+        names = sorted(set(self.qualities) | self.seen)
+        return {"object": "list", "data": [
+            {"id": n, "object": "model", "created": 0, "owned_by": "llmduel-fake"} for n in names]}
+
+
+def _error(status: int, message: str, typ: str = "invalid_request_error") -> JSONResponse:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse({"error": {"message": message, "type": typ, "code": None}}, status_code=status)
+
+
+def create_fake_provider_app(qualities: dict[str, float] | None = None, **options: Any) -> FastAPI:
+    """The ASGI app. ``options``: judge_mode, default_quality, api_key,
+    failure_rate, seed, latency_s, timeout_sleep_s (see :class:`FakeProvider`).
+    The provider object is ``app.state.provider`` (its ``stats`` count requests)."""
+    from fastapi import FastAPI
+    from starlette.responses import JSONResponse
+
+    provider = FakeProvider(qualities, **options)
+    app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.provider = provider
+
+    # plain Starlette routes: the endpoint gets the Request, no annotation magic needed
+    async def chat_completions(request):
+        return await provider.chat_completions(request)
+
+    async def models(request):
+        return JSONResponse(provider.models())
+
+    async def health(request):
+        return JSONResponse({"status": "ok"})
+
+    app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/v1/models", models, methods=["GET"])
+    app.add_route("/health", health, methods=["GET"])
+    return app
+
+
+# ---------------------------------------------------------------- CLI
+def add_fake_provider_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``fake-provider`` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "fake-provider",
+        help="run a local OpenAI-compatible server with deterministic answers",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    _add_arguments(p)
+    p.set_defaults(handler=run, func=run)
+    return p
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--quality", action="append", default=[], metavar="NAME=VALUE",
+                   help="quality of a model (higher is better); repeatable. "
+                        "Default: the -q<number> suffix of the name, else 1.0")
+    p.add_argument("--judge-mode", choices=JUDGE_MODES, default="strict",
+                   help="strict: the higher quality always wins; bradley-terry: wins "
+                        "with probability q_a/(q_a+q_b)")
+    p.add_argument("--api-key-env", default=None, metavar="VAR",
+                   help="require 'Authorization: Bearer $VAR' on requests")
+    p.add_argument("--failure-rate", type=float, default=0.0, help="random 503 rate (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the failure draws")
+    p.add_argument("--latency", type=float, default=0.0, help="seconds added to each answer")
+    p.add_argument("--log-level", default="warning", help="uvicorn log level")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted. Returns a process exit code."""
+    import os
+    import sys
+
+    import uvicorn
+
+    try:
+        qualities = parse_quality_options(args.quality)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            print(f"error: environment variable {args.api_key_env} is not set", file=sys.stderr)
+            return 2
+    try:
+        app = create_fake_provider_app(
+            qualities, judge_mode=args.judge_mode, api_key=api_key,
+            failure_rate=args.failure_rate, seed=args.seed, latency_s=args.latency,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m service.fake_provider [options]`` (same options as the subcommand)."""
+    parser = argparse.ArgumentParser(prog="llmduel fake-provider")
+    _add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,225 @@
+"""SQLAlchemy 2.0 models: campaigns, duels (the log), charges (the ledger), annotators.
+
+Money is stored as integer nano-dollars (``*_nusd``: 1 USD = 10**9) so that a
+campaign's spend is exactly the sum of its charges on every database.
+Timestamps are timezone-aware UTC (stored naive on SQLite).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NANO = 1_000_000_000
+
+# Campaign status values.
+RUNNING = "running"
+CERTIFIED = "certified"
+BUDGET_EXHAUSTED = "budget_exhausted"
+STOPPED = "stopped"
+CAMPAIGN_STATUSES = (RUNNING, CERTIFIED, BUDGET_EXHAUSTED, STOPPED)
+
+# Duel status values. "calling" and "pending" are in flight.
+CALLING = "calling"  # models being called
+PENDING = "pending"  # answers stored, waiting for a verdict
+JUDGED = "judged"
+FAILED = "failed"
+EXPIRED = "expired"
+CANCELLED = "cancelled"  # the campaign ended while the duel was in flight
+DUEL_STATUSES = (CALLING, PENDING, JUDGED, FAILED, EXPIRED, CANCELLED)
+IN_FLIGHT = (CALLING, PENDING)
+
+
+def to_nusd(usd: float) -> int:
+    return int(round(float(usd) * NANO))
+
+
+def from_nusd(nusd: int | None) -> float | None:
+    return None if nusd is None else nusd / NANO
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        value = value.astimezone(dt.timezone.utc)
+        if dialect.name == "sqlite":
+            value = value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Any) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=dt.timezone.utc)
+        return value.astimezone(dt.timezone.utc)
+
+
+# BIGINT ids, but INTEGER PRIMARY KEY on SQLite (the rowid alias autoincrements).
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dt.datetime: UTCDateTime, dict: JSON, list: JSON}
+
+
+class Campaign(Base):
+    __tablename__ = "campaigns"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    algorithm: Mapped[str] = mapped_column(String(16))
+    delta: Mapped[float] = mapped_column(Float)
+    tie_policy: Mapped[str] = mapped_column(String(8))
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    # Configuration (client configs name API-key variables, never keys).
+    models: Mapped[list] = mapped_column(JSON)
+    n_prompts: Mapped[int] = mapped_column(Integer)  # the texts live in the prompts table
+    judge: Mapped[dict] = mapped_column(JSON)
+    budget_nusd: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    max_duels: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    webhook_url: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    # Policy state (policy.to_state()) and what GET shows, updated with every vote.
+    policy_state: Mapped[dict] = mapped_column(JSON)
+    counts: Mapped[dict] = mapped_column(JSON)  # {"N": LxL, "W": LxL}
+    stats: Mapped[dict] = mapped_column(JSON)  # {"t", "S", "Z", "beta", "leader", "stopped"}
+    leader: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    winner: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    event_seq: Mapped[int] = mapped_column(Integer, default=0)  # policy calls so far
+
+    spend_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    judge_spend_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    duels_created: Mapped[int] = mapped_column(Integer, default=0)
+    duels_judged: Mapped[int] = mapped_column(Integer, default=0)
+    duels_counted: Mapped[int] = mapped_column(Integer, default=0)
+    duels_failed: Mapped[int] = mapped_column(Integer, default=0)
+
+    # Background run (POST /run): survives restarts when LLMDUEL_RESUME_RUNS is on.
+    run_active: Mapped[bool] = mapped_column(Boolean, default=False)
+    run_remaining: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    run_concurrency: Mapped[int] = mapped_column(Integer, default=1)
+    run_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    webhook_state: Mapped[str] = mapped_column(String(12), default="none")
+    webhook_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class Prompt(Base):
+    __tablename__ = "prompts"
+
+    campaign_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
+    )
+    idx: Mapped[int] = mapped_column(Integer, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class Duel(Base):
+    __tablename__ = "duels"
+    __table_args__ = (Index("ix_duels_campaign_status", "campaign_id", "status"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    number: Mapped[int] = mapped_column(Integer)  # 1, 2, ... within the campaign
+    model_i: Mapped[int] = mapped_column(Integer)  # the policy's pair, i < j
+    model_j: Mapped[int] = mapped_column(Integer)
+    a_is_i: Mapped[bool] = mapped_column(Boolean)  # answer "a" is model_i's
+    prompt_index: Mapped[int] = mapped_column(Integer)
+    prompt: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(12))
+    answer_a: Mapped[str | None] = mapped_column(Text, nullable=True)
+    answer_b: Mapped[str | None] = mapped_column(Text, nullable=True)
+    completion_a: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    completion_b: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    choice: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    score: Mapped[float | None] = mapped_column(Float, nullable=True)  # for model_i; None: not counted
+    counted: Mapped[bool] = mapped_column(Boolean, default=False)
+    judged_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    judge_detail: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    expected_cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Replay: the policy call that chose this pair, and the one that recorded it.
+    select_seq: Mapped[int] = mapped_column(Integer)
+    pending_at_select: Mapped[list] = mapped_column(JSON)
+    record_seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    requested_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    answered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    judged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+    @property
+    def model_a(self) -> int:
+        return self.model_i if self.a_is_i else self.model_j
+
+    @property
+    def model_b(self) -> int:
+        return self.model_j if self.a_is_i else self.model_i
+
+
+class Charge(Base):
+    __tablename__ = "charges"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    duel_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(8))  # "model" or "judge"
+    model_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    amount_nusd: Mapped[int] = mapped_column(BigInteger)
+    detail: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class Annotator(Base):
+    __tablename__ = "annotators"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
+    )
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex
+    label: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -1,0 +1,269 @@
+"""Pydantic request and response bodies of the REST API (v1)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ALGORITHM_NAMES = ("dctas", "tas", "crr", "dctac", "dpca")
+TIE_POLICY_NAMES = ("drop", "half", "random")
+CHOICE_NAMES = ("a", "b", "tie", "both_bad")
+
+MAX_MODELS = 64
+MAX_PROMPTS = 100_000
+MAX_PROMPT_CHARS = 200_000
+MAX_JSON_DEPTH = 12
+MAX_USD = 1e12
+
+
+def _check_text(value: str) -> str:
+    """Reject text that no database can store (NUL, lone surrogates)."""
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
+def check_json_safe(value: Any, path: str = "", depth: int = 0) -> Any:
+    """Walk a JSON value: text must be storable, numbers finite, nesting bounded."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"{path or 'value'}: nested too deeply")
+    if isinstance(value, str):
+        try:
+            _check_text(value)
+        except ValueError as exc:
+            raise ValueError(f"{path or 'value'}: {exc}") from None
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{path or 'value'}: numbers must be finite")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_json_safe(k, path, depth + 1)
+            check_json_safe(v, f"{path}.{k}" if path else str(k), depth + 1)
+    elif isinstance(value, list):
+        for n, v in enumerate(value):
+            check_json_safe(v, f"{path}[{n}]", depth + 1)
+    return value
+
+
+SafeText = Annotated[str, AfterValidator(_check_text)]
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text)]
+PromptText = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_check_text)]
+USD = Annotated[float, Field(gt=0, le=MAX_USD, allow_inf_nan=False)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelSpec(_Strict):
+    name: Name = Field(description="Unique name of the model within the campaign.")
+    cost: USD = Field(description="Expected cost of one query in USD (used by the policy).")
+    client: dict[str, Any] = Field(
+        description='How to call the model, e.g. {"kind": "simulated"} or an OpenAI-compatible '
+        'endpoint with "api_key_env" naming the environment variable that holds the key.',
+        json_schema_extra={"example": {"kind": "simulated"}},
+    )
+
+    @field_validator("client")
+    @classmethod
+    def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
+        check_json_safe(v, "client")
+        from service.clients import validate_client_config
+
+        try:
+            return validate_client_config(v)
+        except ValueError:
+            raise
+        except Exception as exc:  # a validator bug must not become a 500
+            raise ValueError(f"client: invalid config ({type(exc).__name__})") from None
+
+
+class CampaignCreate(_Strict):
+    name: Name
+    delta: float = Field(0.05, gt=0, lt=1, allow_inf_nan=False, description="Error probability of the certificate.")
+    algorithm: Literal["dctas", "tas", "crr", "dctac", "dpca"] = "dctas"
+    models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
+    prompts: list[PromptText] = Field(min_length=1, max_length=MAX_PROMPTS)
+    judge: dict[str, Any] = Field(
+        description='{"kind": "human"}, {"kind": "simulated", "preference": [[...]]} or '
+        '{"kind": "llm", "client": {...}}.',
+        json_schema_extra={"example": {"kind": "human"}},
+    )
+    budget: USD | None = Field(None, description="Spend limit in USD (overrun by at most one duel's cost).")
+    max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
+    tie_policy: Literal["drop", "half", "random"] = "drop"
+    seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
+    webhook_url: str | None = Field(None, max_length=2000, description="POSTed the final report once the campaign ends.")
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        _check_text(v)
+        try:
+            parts = urlsplit(v)
+        except ValueError:
+            raise ValueError("webhook_url: not a valid URL") from None
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("webhook_url: must be an absolute http(s) URL")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "CampaignCreate":
+        names = [m.name for m in self.models]
+        if len(set(names)) != len(names):
+            raise ValueError("models: names must be unique")
+        check_json_safe(self.judge, "judge")
+        from judges import validate_judge_config
+
+        try:
+            self.judge = validate_judge_config(self.judge, n_models=len(self.models))
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise ValueError(f"judge: invalid config ({type(exc).__name__})") from None
+        return self
+
+
+class VoteIn(_Strict):
+    choice: Literal["a", "b", "tie", "both_bad"] = Field(description="The answers as shown: a, b, tie or both_bad.")
+
+
+class RunIn(_Strict):
+    max_duels: int | None = Field(None, ge=1, le=10**9, description="Stop the run after this many duels (the campaign stays running).")
+    concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
+
+
+class AnnotatorIn(_Strict):
+    label: Name | None = None
+
+
+# ---------------------------------------------------------------- responses
+class ModelOut(BaseModel):
+    index: int
+    name: str
+    cost: float
+    client: dict[str, Any]
+
+
+class RunOut(BaseModel):
+    active: bool
+    remaining: int | None
+    concurrency: int
+    error: str | None
+
+
+class CampaignOut(BaseModel):
+    id: int
+    name: str
+    status: Literal["running", "certified", "budget_exhausted", "stopped"]
+    end_reason: str | None
+    algorithm: str
+    delta: float
+    tie_policy: str
+    models: list[ModelOut]
+    judge: dict[str, Any]
+    n_prompts: int
+    budget: float | None
+    remaining_budget: float | None
+    max_duels: int | None
+    seed: int
+    webhook_url: str | None = None
+    leader: str | None
+    leader_index: int | None
+    winner: str | None
+    winner_index: int | None
+    spend: float
+    judge_spend: float
+    duels: int = Field(description="Judged duels (ties included).")
+    duels_counted: int = Field(description="Duels the policy counted (ties excluded under tie_policy=drop).")
+    duels_created: int
+    duels_failed: int
+    pending: int = Field(description="Duels in flight: models being called or waiting for a verdict.")
+    t: int
+    counts: list[list[int]] = Field(description="N[i][j]: counted duels between models i and j.")
+    wins: list[list[float]] = Field(description="W[i][j]: wins of i over j (ties as halves under half).")
+    evidence: list[float] = Field(description="S_i: evidence against model i being the best.")
+    Z: float
+    beta: float
+    lower_bound: float | None = Field(description="Plug-in lower bound on the expected cost (USD) at the empirical matrix.")
+    run: RunOut
+    webhook_state: str
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    ended_at: dt.datetime | None
+
+
+class CampaignPage(BaseModel):
+    items: list[CampaignOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class ChargeOut(BaseModel):
+    kind: str
+    model_index: int | None
+    amount: float
+    created_at: dt.datetime
+
+
+class DuelOut(BaseModel):
+    id: int
+    campaign_id: int
+    number: int
+    status: Literal["calling", "pending", "judged", "failed", "expired", "cancelled"]
+    prompt: str
+    answer_a: str | None
+    answer_b: str | None
+    model_a: int | None = Field(None, description="Index of the model behind answer a (hidden from annotators).")
+    model_b: int | None = None
+    model_a_name: str | None = None
+    model_b_name: str | None = None
+    choice: str | None
+    counted: bool
+    score: float | None = Field(None, description="Score of the pair's first model (lower index) as recorded.")
+    judged_by: str | None = None
+    judge: dict[str, Any] | None = None
+    error: str | None
+    cost: float
+    charges: list[ChargeOut] | None = None
+    created_at: dt.datetime
+    answered_at: dt.datetime | None
+    judged_at: dt.datetime | None
+    expires_at: dt.datetime
+    campaign_status: str | None = None
+
+
+class DuelPage(BaseModel):
+    items: list[DuelOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+class AnnotatorOut(BaseModel):
+    id: int
+    campaign_id: int
+    label: str | None
+    token: str = Field(description="Shown once; only its hash is stored.")
+
+
+class RunStarted(BaseModel):
+    campaign_id: int
+    run: RunOut
+
+
+class ErrorOut(BaseModel):
+    detail: Any

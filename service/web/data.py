@@ -1,0 +1,263 @@
+"""What the pages show, built on the service's public functions.
+
+Read-only helpers over :class:`service.campaigns.CampaignService` (its views)
+and the ORM models (a few small read queries the service has no function for:
+an annotator's open duel, their vote count, the version of a campaign row).
+Everything here is synchronous and meant to run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+
+from ..campaigns import CampaignService, finite_or_none
+from ..models import CERTIFIED, PENDING, RUNNING, Campaign, Duel, utcnow
+from . import plots
+from .series import SeriesCache
+
+RECENT_DUELS = 12
+MAX_PAIR_ROWS = 30
+STATUS_LABELS = {
+    "running": "running",
+    "certified": "certified",
+    "budget_exhausted": "budget exhausted",
+    "stopped": "stopped",
+}
+
+
+# ---------------------------------------------------------------- campaign list
+def progress_of(view: dict) -> tuple[float, str]:
+    """How close a campaign is to certification: Z / beta (1 once certified)."""
+    if view["status"] == CERTIFIED:
+        return 1.0, "certified"
+    beta = view.get("beta") or 0.0
+    z = max(0.0, view.get("Z") or 0.0)
+    if view.get("t", 0) == 0 or beta <= 0:
+        return 0.0, "no counted duels yet"
+    frac = min(1.0, z / beta)
+    return frac, f"evidence Z = {z:.3g} of the threshold beta = {beta:.3g} ({frac:.0%})"
+
+
+def list_signature(svc: CampaignService) -> str:
+    with svc.db.read() as s:
+        n, versions, last = s.execute(
+            select(func.count(Campaign.id), func.coalesce(func.sum(Campaign.version), 0), func.max(Campaign.id))
+        ).one()
+    return f"{n}-{versions}-{last or 0}"
+
+
+def campaign_list(svc: CampaignService, limit: int, offset: int) -> dict:
+    page = svc.list_campaigns(limit, offset)
+    rows = []
+    for v in page["items"]:
+        frac, tip = progress_of(v)
+        rows.append({
+            "view": v,
+            "status_label": STATUS_LABELS.get(v["status"], v["status"]),
+            "progress": plots.progress_bar(frac, label=tip, done=v["status"] == CERTIFIED),
+            "progress_tip": tip,
+        })
+    page["rows"] = rows
+    page["any_running"] = any(v["status"] == RUNNING for v in page["items"])
+    page["signature"] = list_signature(svc)
+    return page
+
+
+# ---------------------------------------------------------------- dashboard
+def campaign_version(svc: CampaignService, campaign_id: int) -> tuple[int, str] | None:
+    with svc.db.read() as s:
+        row = s.execute(select(Campaign.version, Campaign.status).where(Campaign.id == campaign_id)).first()
+    return None if row is None else (int(row.version), str(row.status))
+
+
+def _policy_state(svc: CampaignService, campaign_id: int) -> dict:
+    with svc.db.read() as s:
+        return s.execute(select(Campaign.policy_state).where(Campaign.id == campaign_id)).scalar_one()
+
+
+def _replayed_counts(policy) -> list[list[int]]:
+    return policy.counts_matrix().astype(int).tolist()
+
+
+@dataclass
+class Evidence:
+    plot: Any
+    legend: list[dict]
+    reference: int | None
+    stopping_rule: str
+    replay_ok: bool
+    points: int
+
+
+def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
+    """The evidence plot, from a replay of the log; returns (section, possibly refreshed view)."""
+    cid = view["id"]
+    state = _policy_state(svc, cid)
+    points, policy = cache.series(svc.db, cid, state)
+    if policy.t > view["t"]:  # duels were recorded since the view was read: show the newer state
+        view = svc.get_campaign(cid, admin=True)
+    replay_ok = policy.t == view["t"] and _replayed_counts(policy) == view["counts"]
+    if not replay_ok:  # stale cache (e.g. a database was replaced): rebuild once
+        cache.forget(cid)
+        points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
+        view = svc.get_campaign(cid, admin=True)
+        replay_ok = policy.t == view["t"] and _replayed_counts(policy) == view["counts"]
+    names = [m["name"] for m in view["models"]]
+    ref = view["winner_index"] if view["winner_index"] is not None else view["leader_index"]
+    stopping_rule = getattr(policy, "stopping_rule", "glr")
+    if ref is None or view["t"] == 0:
+        return Evidence(plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok,
+                        len(points)), view
+    series = []
+    legend = []
+    for j, name in enumerate(names):
+        if j == ref:
+            continue
+        c = plots.color(j)
+        series.append({"label": f"#{j} {name}", "key": f"model-{j}", "color": c,
+                       "points": [(p.t, p.S[j] - p.S[ref]) for p in points]})
+        current = points[-1].S[j] - points[-1].S[ref]
+        legend.append({"swatch": plots.swatch(c), "label": f"#{j} {name}", "value": current})
+    beta_pts = [(p.t, p.beta) for p in points if math.isfinite(p.beta)]
+    series.append({"label": f"threshold beta(t, delta={view['delta']:g})", "key": "beta", "color": "#1f2933",
+                   "points": beta_pts, "dash": True})
+    legend.append({"swatch": plots.swatch("#1f2933", dash=True), "label": "threshold beta(t, \u03b4)",
+                   "value": beta_pts[-1][1] if beta_pts else None})
+    vline = None
+    if view["status"] == CERTIFIED and state.get("stop_t"):
+        vline = (float(state["stop_t"]), f"certified at t={state['stop_t']}")
+    plot = plots.line_chart(series, title=f"Evidence of each challenger against #{ref} {names[ref]}",
+                            x_label="counted duels t", y_label="S_j \u2212 S_ref", vline=vline, integer_x=True)
+    return Evidence(plot, legend, ref, stopping_rule, replay_ok, len(points)), view
+
+
+def oracle_section(view: dict) -> dict:
+    """Pulls per pair beside the oracle allocation at the empirical matrix."""
+    import numpy as np
+
+    from algorithms import InstanceError, solve_oracle
+    from algorithms.stats import empirical_preference
+
+    names = [m["name"] for m in view["models"]]
+    costs = [float(m["cost"]) for m in view["models"]]
+    L = len(names)
+    N = np.asarray(view["counts"] or np.zeros((L, L)), dtype=float)
+    W = np.asarray(view["wins"] or np.zeros((L, L)), dtype=float)
+    t = max(1.0, float(view["t"]))
+    oracle = None
+    reason = None
+    if view["t"] == 0:
+        reason = "No counted duels yet: the oracle allocation needs an estimate of the preference matrix."
+    else:
+        try:
+            oracle = solve_oracle(empirical_preference(W, N), costs)
+        except InstanceError:
+            reason = ("The empirical preference matrix has no Condorcet winner yet (no model beats every other "
+                      "in more than half of their duels, or a pair has no duels), so the oracle allocation is "
+                      "not defined for the current estimate.")
+        except Exception as exc:  # a statistic must never break the page
+            reason = f"The oracle could not be solved for the current estimate ({type(exc).__name__})."
+    frac = {}
+    if oracle is not None:
+        frac = {tuple(p): float(f) for p, f in zip(oracle.pairs, oracle.pull_fractions)}
+    rows = []
+    for i in range(L):
+        for j in range(i + 1, L):
+            n = int(N[i][j])
+            rows.append({
+                "label": f"#{i} vs #{j}",
+                "tip": f"{names[i]} vs {names[j]}",
+                "count": n,
+                "share": n / t if view["t"] else 0.0,
+                "oracle": frac.get((i, j)) if oracle is not None else None,
+            })
+    shown = rows
+    if len(rows) > MAX_PAIR_ROWS:  # many models: the pairs that matter (most duels or oracle weight)
+        keep = sorted(range(len(rows)), key=lambda k: -max(rows[k]["share"], rows[k]["oracle"] or 0.0))
+        shown = [rows[k] for k in sorted(keep[:MAX_PAIR_ROWS])]
+    return {
+        "plot": plots.pair_bars(shown, title="Duels per pair and the oracle allocation"),
+        "n_pairs": len(rows),
+        "n_shown": len(shown),
+        "oracle": oracle,
+        "oracle_winner": names[oracle.winner] if oracle is not None else None,
+        "reason": reason,
+        "c_star": oracle.c_star if oracle is not None else None,
+    }
+
+
+def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) -> list[dict]:
+    total = svc.list_duels(campaign_id, 1, 0)["total"]
+    if total == 0:
+        return []
+    page = svc.list_duels(campaign_id, n, max(0, total - n))
+    out = []
+    for d in reversed(page["items"]):
+        winner = None
+        if d["choice"] == "a":
+            winner = d["model_a_name"]
+        elif d["choice"] == "b":
+            winner = d["model_b_name"]
+        out.append(dict(d, winner_name=winner))
+    return out
+
+
+def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dict:
+    """Everything the dashboard shows (raises NotFound for an unknown campaign)."""
+    view = svc.get_campaign(campaign_id, admin=True)
+    evidence, view = evidence_section(svc, cache, view)
+    version = campaign_version(svc, campaign_id)
+    names = [m["name"] for m in view["models"]]
+    L = len(names)
+    counts = view["counts"] or [[0] * L for _ in range(L)]
+    wins = view["wins"] or [[0.0] * L for _ in range(L)]
+    models = []
+    for m in view["models"]:
+        i = m["index"]
+        played = int(sum(counts[i]))
+        won = float(sum(wins[i]))
+        models.append(dict(m, played=played, won=won,
+                           evidence=view["evidence"][i] if i < len(view["evidence"]) else None,
+                           color=plots.color(i), swatch=plots.swatch(plots.color(i))))
+    frac, tip = progress_of(view)
+    spend = view["spend"] or 0.0
+    return {
+        "c": view,
+        "version": version[0] if version else 0,
+        "running": view["status"] == RUNNING or view["pending"] > 0,
+        "status_label": STATUS_LABELS.get(view["status"], view["status"]),
+        "models": models,
+        "evidence": evidence,
+        "heatmap": plots.heatmap(names, wins, counts),
+        "oracle": oracle_section(view),
+        "spend_plot": plots.spend_gauge(spend, view["budget"], finite_or_none(view["lower_bound"])),
+        "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
+        "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CERTIFIED, width=200),
+        "progress_tip": tip,
+        "recent": recent_duels(svc, campaign_id),
+        "judge_kind": (view["judge"] or {}).get("kind"),
+    }
+
+
+# ---------------------------------------------------------------- annotators
+def open_duel_of(svc: CampaignService, campaign_id: int, label: str) -> int | None:
+    """The oldest duel this annotator asked for that still waits for a vote."""
+    with svc.db.read() as s:
+        return s.execute(
+            select(Duel.id).where(
+                Duel.campaign_id == campaign_id, Duel.requested_by == label, Duel.status == PENDING,
+                Duel.expires_at > utcnow(),
+            ).order_by(Duel.id).limit(1)
+        ).scalar_one_or_none()
+
+
+def votes_of(svc: CampaignService, campaign_id: int, label: str) -> int:
+    with svc.db.read() as s:
+        return int(s.execute(
+            select(func.count(Duel.id)).where(Duel.campaign_id == campaign_id, Duel.judged_by == label,
+                                              Duel.choice.is_not(None))
+        ).scalar_one())

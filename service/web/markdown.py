@@ -1,0 +1,49 @@
+"""Safe Markdown for model output and prompts.
+
+Two layers: markdown-it-py with raw HTML disabled (any ``<script>`` or
+``<img onerror>`` in the text comes out as escaped text) and no images (no
+external requests from a model's answer), then nh3 with a short allow-list of
+tags and attributes, so nothing executable can reach the page even if the
+renderer had a bug. Links keep only http(s)/mailto targets and get
+``rel="noopener noreferrer nofollow"``.
+"""
+
+from __future__ import annotations
+
+import nh3
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+
+ALLOWED_TAGS = {
+    "p", "br", "hr", "em", "strong", "s", "del", "code", "pre", "blockquote", "ul", "ol", "li",
+    "h1", "h2", "h3", "h4", "h5", "h6", "a", "table", "thead", "tbody", "tr", "th", "td",
+}
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "ol": {"start"},
+}
+URL_SCHEMES = {"http", "https", "mailto"}
+
+
+def _make_renderer() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True})
+    md.enable(["table", "strikethrough"])
+    md.disable("image")
+    return md
+
+
+_MD = _make_renderer()
+
+
+def render_markdown(text: str | None) -> Markup:
+    """``text`` as sanitised HTML (a :class:`Markup`, safe to insert into a template)."""
+    html = _MD.render(text or "")
+    clean = nh3.clean(
+        html,
+        tags=ALLOWED_TAGS,
+        attributes=ALLOWED_ATTRIBUTES,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
+    )
+    return Markup(clean)

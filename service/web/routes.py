@@ -1,0 +1,450 @@
+"""The page routes: campaign list, dashboard, login, annotator form.
+
+The annotator pages drive duels and votes through the same
+:class:`~service.campaigns.CampaignService` methods as the REST API
+(``next_duel``, ``vote``, ``get_duel``, ``get_campaign``), with the
+:class:`~service.auth.Principal` that :func:`service.auth.authenticate` gives
+for the annotator token in the address. Their POST endpoints answer JSON for
+the page's script (header ``X-Llmduel: 1``) and a 303 redirect for plain form
+posts, so voting also works without JavaScript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+import jinja2
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from ..auth import Principal, authenticate
+from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound
+from ..models import RUNNING
+from ..schemas import CHOICE_NAMES
+from . import STATIC_DIR, TEMPLATES_DIR, access, data
+from .markdown import render_markdown
+from .series import SeriesCache
+
+log = logging.getLogger("llmduel.web")
+
+router = APIRouter(include_in_schema=False)
+
+MAX_FORM_BYTES = 16 * 1024
+MAX_ID = 2**62
+PAGE_SIZE = 50
+LIVE_INTERVAL_MS = 3000
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'")
+
+CHOICE_LABELS = {"a": "A is better", "b": "B is better", "tie": "a tie", "both_bad": "both bad"}
+
+
+def _asset_version() -> str:
+    h = hashlib.sha256()
+    for p in sorted(STATIC_DIR.glob("*")):
+        if p.is_file():
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:10]
+
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+_env.globals["asset_version"] = _asset_version()
+_env.filters["md"] = render_markdown
+
+
+def _money(v: Any) -> str:
+    if v is None:
+        return "\u2013"
+    v = float(v)
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:,.2f}"
+    return f"{v:.4g}"
+
+
+def _when(v: Any) -> str:
+    return v.strftime("%Y-%m-%d %H:%M:%S UTC") if v is not None else "\u2013"
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "\u2013"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{f:.{digits}g}"
+
+
+def _short(text: Any, n: int = 80) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+_env.filters.update(money=_money, when=_when, num=_num, short=_short)
+
+
+# ---------------------------------------------------------------- helpers
+def _svc(request: Request) -> CampaignService:
+    return request.app.state.service
+
+
+def _cache(request: Request) -> SeriesCache:
+    cache = getattr(request.app.state, "web_series", None)
+    if cache is None:
+        cache = request.app.state.web_series = SeriesCache()
+    return cache
+
+
+def _root(request: Request) -> str:
+    return request.scope.get("root_path", "").rstrip("/")
+
+
+def _headers(extra: dict | None = None, private: bool = True) -> dict:
+    h = {
+        "Content-Security-Policy": CSP,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "X-Frame-Options": "DENY",
+    }
+    if private:
+        h["Cache-Control"] = "no-store"
+    if extra:
+        h.update(extra)
+    return h
+
+
+def render(request: Request, template: str, status_code: int = 200, headers: dict | None = None,
+           **context: Any) -> HTMLResponse:
+    context.setdefault("root", _root(request))
+    context.setdefault("page_class", "")
+    html = _env.get_template(template).render(**context)
+    return HTMLResponse(html, status_code=status_code, headers=_headers(headers))
+
+
+def fragment(template: str, **context: Any) -> str:
+    return _env.get_template(template).render(**context)
+
+
+def error_page(request: Request, status_code: int, title: str, message: str) -> HTMLResponse:
+    return render(request, "error.html", status_code=status_code, title=title, message=message,
+                  show_nav=False)
+
+
+def not_found(request: Request, what: str = "page") -> HTMLResponse:
+    return error_page(request, 404, "Not found", f"There is no such {what} here. Check the link, or ask whoever "
+                      "sent it for a new one.")
+
+
+def _parse_id(raw: str) -> int | None:
+    if not raw.isdigit() or len(raw) > 19:
+        return None
+    value = int(raw)
+    return value if 1 <= value <= MAX_ID else None
+
+
+async def _form(request: Request) -> dict[str, str] | None:
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            return None
+    try:
+        parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=20)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return {k: v[-1] for k, v in parsed.items()}
+
+
+def _t(fn, *args):
+    return anyio.to_thread.run_sync(fn, *args)
+
+
+# ---------------------------------------------------------------- dashboard access
+def _key_redirect(request: Request) -> Response | None:
+    """``?key=...``: set the cookie and redirect to the same address without the key."""
+    if "key" not in request.query_params:
+        return None
+    if not access.key_matches(request, request.query_params.get("key")):
+        return login_page(request, message="That key is not the admin key.", status_code=401)
+    url = request.url.remove_query_params("key")
+    target = url.path + (f"?{url.query}" if url.query else "")
+    resp = RedirectResponse(target, status_code=303, headers=_headers())
+    access.set_cookie(resp, request)
+    return resp
+
+
+def _guard(request: Request) -> Response | None:
+    redirect = _key_redirect(request)
+    if redirect is not None:
+        return redirect
+    if access.can_read_dashboards(request):
+        return None
+    return login_page(request, status_code=401)
+
+
+def login_page(request: Request, message: str | None = None, status_code: int = 200) -> HTMLResponse:
+    nxt = request.query_params.get("next") or (request.url.path if request.url.path != "/login" else "/")
+    return render(request, "login.html", status_code=status_code, message=message, next=_safe_next(nxt),
+                  show_nav=False, title="Sign in")
+
+
+def _safe_next(nxt: str | None) -> str:
+    if not nxt or not nxt.startswith("/") or nxt.startswith("//") or "\\" in nxt:
+        return "/"
+    return nxt
+
+
+@router.get("/login", response_class=HTMLResponse)
+async def login_form(request: Request):
+    return login_page(request)
+
+
+@router.post("/login")
+async def login_submit(request: Request):
+    form = await _form(request)
+    if form is None:
+        return error_page(request, 400, "Bad request", "The form could not be read.")
+    nxt = _safe_next(form.get("next"))
+    if not access.key_matches(request, form.get("key")):
+        return render(request, "login.html", status_code=401, message="That key is not the admin key.",
+                      next=nxt, show_nav=False, title="Sign in")
+    resp = RedirectResponse(_root(request) + nxt, status_code=303, headers=_headers())
+    access.set_cookie(resp, request)
+    return resp
+
+
+@router.post("/logout")
+async def logout(request: Request):
+    resp = RedirectResponse(_root(request) + "/login", status_code=303, headers=_headers())
+    resp.delete_cookie(access.COOKIE, path="/")
+    return resp
+
+
+# ---------------------------------------------------------------- campaign list
+def _offset(request: Request) -> int:
+    raw = request.query_params.get("offset", "0")
+    return min(int(raw), 2**31) if raw.isdigit() else 0
+
+
+@router.get("/", response_class=HTMLResponse)
+async def index(request: Request):
+    denied = _guard(request)
+    if denied is not None:
+        return denied
+    offset = _offset(request)
+    page = await _t(data.campaign_list, _svc(request), PAGE_SIZE, offset)
+    return render(request, "index.html", page=page, offset=offset, page_size=PAGE_SIZE, show_nav=True,
+                  title="Campaigns", live_interval=LIVE_INTERVAL_MS * 2)
+
+
+@router.get("/live/campaigns")
+async def index_live(request: Request):
+    if not access.can_read_dashboards(request):
+        return Response(status_code=401, headers=_headers())
+    offset = _offset(request)
+    svc = _svc(request)
+    sig = await _t(data.list_signature, svc)
+    if request.query_params.get("v") == sig:
+        return Response(status_code=204, headers=_headers({"X-Llmduel-Version": sig}))
+    page = await _t(data.campaign_list, svc, PAGE_SIZE, offset)
+    html = fragment("_campaigns.html", page=page, offset=offset, page_size=PAGE_SIZE, root=_root(request))
+    return HTMLResponse(html, headers=_headers({"X-Llmduel-Version": page["signature"],
+                                                "X-Llmduel-Running": "1" if page["any_running"] else "0"}))
+
+
+# ---------------------------------------------------------------- dashboard
+@router.get("/campaigns/{cid}", response_class=HTMLResponse)
+async def campaign_page(request: Request, cid: str):
+    denied = _guard(request)
+    if denied is not None:
+        return denied
+    campaign_id = _parse_id(cid)
+    if campaign_id is None:
+        return not_found(request, "campaign")
+    try:
+        d = await _t(data.dashboard, _svc(request), _cache(request), campaign_id)
+    except NotFound:
+        return not_found(request, "campaign")
+    return render(request, "campaign.html", d=d, show_nav=True, title=d["c"]["name"],
+                  live_interval=LIVE_INTERVAL_MS)
+
+
+@router.get("/campaigns/{cid}/live")
+async def campaign_live(request: Request, cid: str):
+    if not access.can_read_dashboards(request):
+        return Response(status_code=401, headers=_headers())
+    campaign_id = _parse_id(cid)
+    if campaign_id is None:
+        return Response(status_code=404, headers=_headers())
+    svc = _svc(request)
+    current = await _t(data.campaign_version, svc, campaign_id)
+    if current is None:
+        return Response(status_code=404, headers=_headers())
+    if request.query_params.get("v") == str(current[0]):
+        return Response(status_code=204, headers=_headers({"X-Llmduel-Version": str(current[0])}))
+    try:
+        d = await _t(data.dashboard, svc, _cache(request), campaign_id)
+    except NotFound:
+        return Response(status_code=404, headers=_headers())
+    html = fragment("_dashboard.html", d=d, root=_root(request))
+    return HTMLResponse(html, headers=_headers({"X-Llmduel-Version": str(d["version"]),
+                                                "X-Llmduel-Running": "1" if d["running"] else "0"}))
+
+
+# ---------------------------------------------------------------- annotators
+def _principal_for_token(request: Request, token: str) -> Principal | None:
+    """The annotator behind ``token``, resolved by the API's own :func:`authenticate`."""
+    if not token or len(token) > 200:
+        return None
+    scope = dict(request.scope)
+    scope["headers"] = [(b"authorization", f"Bearer {token}".encode("utf-8", "surrogatepass"))]
+    try:
+        principal = authenticate(Request(scope))
+    except HTTPException:  # 401: unknown or revoked token
+        return None
+    if principal.admin or principal.campaign_id is None:
+        return None  # the admin key is not an annotator link
+    return principal
+
+
+async def _annotator(request: Request, token: str) -> Principal | None:
+    return await _t(_principal_for_token, request, token)
+
+
+async def _panel(request: Request, principal: Principal, *, create: bool, notice: str | None = None,
+                 notice_kind: str = "info") -> dict:
+    """The state of the annotator's panel, asking the service for a new duel when ``create``."""
+    svc = _svc(request)
+    cid = principal.campaign_id
+    ctx: dict[str, Any] = {"notice": notice, "notice_kind": notice_kind}
+    campaign = await _t(svc.get_campaign, cid, False)
+    ctx["campaign"] = campaign
+    if campaign["status"] != RUNNING:
+        ctx["state"] = "done"
+        ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
+        return ctx
+    if (campaign["judge"] or {}).get("kind") != "human":
+        ctx["state"] = "automatic"
+        return ctx
+    duel_id = await _t(data.open_duel_of, svc, cid, principal.label)
+    view = None
+    if duel_id is not None:
+        try:
+            view = await _t(svc.get_duel, duel_id, principal)
+        except DomainError:
+            view = None
+    if view is None and not create:
+        ctx["state"] = "loading"
+        return ctx
+    if view is None:
+        try:
+            view, _ = await svc.next_duel(cid, principal)
+        except Forbidden:
+            ctx["state"] = "automatic"
+            return ctx
+        except Conflict as exc:
+            campaign = await _t(svc.get_campaign, cid, False)
+            ctx["campaign"] = campaign
+            if campaign["status"] != RUNNING:
+                ctx["state"] = "done"
+                ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
+            else:
+                ctx["state"] = "wait"
+                ctx["wait_reason"] = exc.detail
+            return ctx
+    if view["status"] != "pending":
+        ctx["state"] = "failed"
+        ctx["duel"] = view
+        return ctx
+    ctx["state"] = "duel"
+    ctx["duel"] = view
+    return ctx
+
+
+def _panel_html(request: Request, token: str, ctx: dict) -> str:
+    return fragment("_annotate_panel.html", base=f"{_root(request)}/annotate/{token}", choices=CHOICE_LABELS,
+                    **ctx)
+
+
+def _wants_json(request: Request) -> bool:
+    return request.headers.get("x-llmduel") == "1"
+
+
+def _panel_response(request: Request, token: str, ctx: dict) -> Response:
+    if _wants_json(request):
+        body = {
+            "state": ctx["state"],
+            "duel_id": ctx["duel"]["id"] if ctx.get("duel") else None,
+            "campaign_status": ctx["campaign"]["status"] if ctx.get("campaign") else None,
+            "html": _panel_html(request, token, ctx),
+        }
+        return JSONResponse(body, headers=_headers())
+    return RedirectResponse(f"{_root(request)}/annotate/{token}", status_code=303, headers=_headers())
+
+
+def _bad_token(request: Request) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"state": "invalid", "html": ""}, status_code=404, headers=_headers())
+    return error_page(request, 404, "This annotator link is not valid",
+                      "The link may be mistyped, or it was revoked. Ask the campaign's organiser for a new one.")
+
+
+@router.get("/annotate/{token}", response_class=HTMLResponse)
+async def annotate_page(request: Request, token: str):
+    principal = await _annotator(request, token)
+    if principal is None:
+        return _bad_token(request)
+    ctx = await _panel(request, principal, create=False)
+    return render(request, "annotate.html", base=f"{_root(request)}/annotate/{token}", choices=CHOICE_LABELS,
+                  show_nav=False, title=ctx["campaign"]["name"], page_class="annotate", **ctx)
+
+
+@router.post("/annotate/{token}/next")
+async def annotate_next(request: Request, token: str):
+    principal = await _annotator(request, token)
+    if principal is None:
+        return _bad_token(request)
+    ctx = await _panel(request, principal, create=True)
+    return _panel_response(request, token, ctx)
+
+
+@router.post("/annotate/{token}/vote")
+async def annotate_vote(request: Request, token: str):
+    principal = await _annotator(request, token)
+    if principal is None:
+        return _bad_token(request)
+    form = await _form(request)
+    duel_id = _parse_id((form or {}).get("duel_id", ""))
+    choice = (form or {}).get("choice")
+    if duel_id is None or choice not in CHOICE_NAMES:
+        ctx = await _panel(request, principal, create=False,
+                           notice="That vote could not be read; please vote again.", notice_kind="error")
+        if _wants_json(request):
+            return _panel_response(request, token, ctx)
+        return error_page(request, 422, "That vote could not be read",
+                          "Go back to the duel and press one of the four buttons.")
+    notice, kind = None, "info"
+    try:
+        view = await _svc(request).vote(duel_id, choice, principal)
+        notice = f"Vote on duel {view['number']} saved: {CHOICE_LABELS[choice]}."
+    except Forbidden:
+        return _bad_token(request)
+    except (Conflict, NotFound) as exc:
+        notice, kind = f"That vote was not counted: {exc.detail}.", "warn"
+    ctx = await _panel(request, principal, create=True, notice=notice, notice_kind=kind)
+    return _panel_response(request, token, ctx)
+

@@ -1,0 +1,115 @@
+"""The evidence time series of a campaign, by replaying its judged duel log.
+
+The campaign row stores only the current policy state, so the history of the
+statistics is rebuilt from the duel log: the counted duels in the order the
+policy recorded them (``record_seq``), fed to a fresh policy built with
+:func:`algorithms.make_policy` from the stored state's algorithm, costs, delta
+and parameters -- the same code that runs the campaign. (Selections do not
+change the statistics, so only the records are replayed.)
+
+Checkpoints are bounded: a point is kept every ``stride`` counted duels, and
+the stride doubles whenever more than ``MAX_POINTS`` points accumulate, so a
+campaign of any length gives at most ``MAX_POINTS`` points plus the current
+one. Replays are incremental and cached per campaign in this process (only the
+duels recorded since the last view are read and replayed).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from sqlalchemy import select
+
+from ..models import Duel
+
+MAX_POINTS = 160
+CACHE_SIZE = 64
+BATCH = 5000
+
+
+@dataclass
+class Point:
+    t: int
+    S: list[float]
+    beta: float
+    Z: float
+    leader: int
+
+
+@dataclass
+class _Replay:
+    signature: tuple
+    policy: object
+    last_seq: int = 0
+    stride: int = 1
+    points: list[Point] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _point(policy) -> Point:
+    S = [float(x) for x in policy.summary()["S"]]
+    beta = float(policy.beta())
+    return Point(t=int(policy.t), S=S, beta=beta if math.isfinite(beta) else float("nan"),
+                 Z=float(policy.Z()), leader=int(policy.leader()))
+
+
+class SeriesCache:
+    """Per-process cache of incremental replays, keyed by campaign id."""
+
+    def __init__(self, size: int = CACHE_SIZE):
+        self.size = size
+        self._items: OrderedDict[int, _Replay] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _entry(self, campaign_id: int, state: dict) -> _Replay:
+        from algorithms import make_policy
+
+        signature = (state.get("algorithm"), tuple(state.get("costs") or ()), state.get("delta"),
+                     tuple(sorted((state.get("params") or {}).items())))
+        with self._lock:
+            entry = self._items.get(campaign_id)
+            if entry is None or entry.signature != signature:
+                policy = make_policy(state["algorithm"], state["costs"], state["delta"],
+                                     **dict(state.get("params") or {}))
+                entry = _Replay(signature=signature, policy=policy)
+                entry.points.append(_point(policy))
+                self._items[campaign_id] = entry
+            self._items.move_to_end(campaign_id)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            return entry
+
+    def series(self, db, campaign_id: int, state: dict) -> tuple[list[Point], object]:
+        """(checkpoints including the current point, the replayed policy)."""
+        entry = self._entry(campaign_id, state)
+        with entry.lock:
+            while True:
+                with db.read() as s:
+                    rows = s.execute(
+                        select(Duel.model_i, Duel.model_j, Duel.score, Duel.record_seq)
+                        .where(Duel.campaign_id == campaign_id, Duel.record_seq.is_not(None),
+                               Duel.record_seq > entry.last_seq)
+                        .order_by(Duel.record_seq).limit(BATCH)
+                    ).all()
+                for r in rows:
+                    entry.policy.record(int(r.model_i), int(r.model_j), float(r.score))
+                    entry.last_seq = int(r.record_seq)
+                    t = entry.policy.t
+                    if t % entry.stride == 0:
+                        entry.points.append(_point(entry.policy))
+                        if len(entry.points) > MAX_POINTS:
+                            entry.stride *= 2
+                            entry.points = [p for p in entry.points if p.t % entry.stride == 0]
+                if len(rows) < BATCH:
+                    break
+            points = list(entry.points)
+            if not points or points[-1].t != entry.policy.t:
+                points.append(_point(entry.policy))
+            return points, entry.policy
+
+    def forget(self, campaign_id: int) -> None:
+        with self._lock:
+            self._items.pop(campaign_id, None)

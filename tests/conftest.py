@@ -1,0 +1,164 @@
+"""Shared fixtures: databases (SQLite file, throwaway PostgreSQL database), the app
+over ASGI, and a real uvicorn process.
+
+PostgreSQL: ``LLMDUEL_TEST_PG_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
+is the maintenance connection; each test session creates its own uniquely named
+database there and drops it afterwards. Without a reachable server the postgres
+tests are skipped, unless ``CI`` is set: then they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ADMIN_KEY = "test-admin-key-0123456789"
+PG_MAINTENANCE_URL = os.environ.get("LLMDUEL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def skip_unless_ci(needs: str, skip_reason: str) -> None:
+    """A missing test dependency: skip with the reason, but fail when CI is set (CI must run everything)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{needs} and CI is set: {skip_reason}", pytrace=False)
+    pytest.skip(f"{skip_reason}; set CI=1 to make this an error")
+
+
+def _pg_unavailable(reason: str):
+    skip_unless_ci("PostgreSQL tests need a server", f"no PostgreSQL server reachable ({reason})")
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """URL of a fresh PostgreSQL database for this test session (dropped at the end)."""
+    try:
+        import psycopg
+    except ImportError as exc:  # pragma: no cover
+        _pg_unavailable(f"psycopg not importable: {exc}")
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(PG_MAINTENANCE_URL)
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"llmduel_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError as exc:
+        _pg_unavailable(f"{admin.render_as_string(hide_password=True)}: {str(exc).strip().splitlines()[0]}")
+    url = admin.set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
+    yield url
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory):
+    return f"sqlite:///{tmp_path_factory.mktemp('db') / 'llmduel.db'}"
+
+
+@pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request):
+    """A migrated database URL, once per backend (tests share it; campaigns keep them apart)."""
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    from service.db import upgrade_database
+
+    upgrade_database(url)
+    return url
+
+
+def make_settings(url: str, **overrides):
+    from service.config import Settings
+
+    values = dict(database_url=url, api_key=ADMIN_KEY, resume_runs=False, auto_migrate="never")
+    values.update(overrides)
+    return Settings(**values).with_database_url(url)
+
+
+@pytest.fixture
+def admin_headers():
+    return {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+@pytest.fixture
+async def api(db_url):
+    """An httpx.AsyncClient on the ASGI app (no network), authenticated as admin."""
+    import httpx
+
+    from service.app import create_app
+
+    app = create_app(make_settings(db_url))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver",
+                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+        client.app = app
+        yield client
+    await app.state.service.aclose()
+    app.state.db.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, url: str, process: subprocess.Popen, log_path: Path):
+        self.url = url
+        self.process = process
+        self.log_path = log_path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def start_live_server(database_url: str, log_path: Path, extra_env: dict | None = None,
+                      workers: int = 1, timeout: float = 120.0) -> LiveServer:
+    """``uvicorn --factory service.app:create_app`` on a free 127.0.0.1 port."""
+    import httpx
+
+    port = free_port()
+    env = dict(os.environ, DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0",
+               PYTHONUNBUFFERED="1")
+    env.update(extra_env or {})
+    cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
+           "--port", str(port), "--log-level", "warning", "--workers", str(workers)]
+    log_file = open(log_path, "wb")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                return LiveServer(url, proc, log_path)
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"uvicorn did not come up in {timeout}s:\n{log_path.read_text(errors='replace')}")
+
+
+def stop_live_server(server: LiveServer) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+@pytest.fixture(scope="session")
+def live_server(db_url, tmp_path_factory):
+    """A real uvicorn with 2 worker processes serving ``db_url`` (one per backend per session)."""
+    server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
+    yield server
+    stop_live_server(server)

@@ -1,0 +1,42 @@
+"""Helpers shared by the service tests (not fixtures: plain functions)."""
+
+from __future__ import annotations
+
+SYNTHETIC_P = [[0.5, 0.63, 0.65], [0.37, 0.5, 0.6], [0.35, 0.4, 0.5]]
+
+
+def campaign_body(
+    name: str = "test campaign",
+    costs=(4.0, 1.0, 1.0),
+    judge: dict | None = None,
+    clients: list[dict] | None = None,
+    **extra,
+) -> dict:
+    """A campaign on the paper's synthetic instance with simulated models."""
+    models = [
+        {"name": f"m{n}", "cost": c, "client": (clients[n] if clients else {"kind": "simulated"})}
+        for n, c in enumerate(costs)
+    ]
+    body = {
+        "name": name,
+        "models": models,
+        "prompts": ["Say hello.", "Explain duels.", "Why is the sky blue?"],
+        "judge": judge if judge is not None else {"kind": "human"},
+        "seed": 7,
+    }
+    body.update(extra)
+    return body
+
+
+def simulated_judge(P=SYNTHETIC_P, **extra) -> dict:
+    return {"kind": "simulated", "preference": P, **extra}
+
+
+async def all_duels(api, cid: int) -> list[dict]:
+    """Every duel of a campaign through the paginated audit log, oldest first."""
+    items, offset = [], 0
+    while offset is not None:
+        page = (await api.get(f"/v1/campaigns/{cid}/duels", params={"limit": 1000, "offset": offset})).json()
+        items += page["items"]
+        offset = page["next_offset"]
+    return items
