@@ -1,0 +1,58 @@
+"""``llmduel oracle`` and ``llmduel simulate`` as a user runs them (a real subprocess)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from algorithms import synthetic_instance
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_oracle_json_keys_and_values():
+    r = run("oracle", "synthetic:k=4", "--delta", "0.01", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["winner"] == "arm1"
+    assert {"c_star", "lower_bound", "pull_fractions", "cost_fractions"} <= set(out)
+    fr = {tuple(p["pair"]): p["fraction"] for p in out["pull_fractions"]}
+    assert round(fr[("arm1", "arm2")], 4) == 0.3706 and round(fr[("arm2", "arm3")], 4) == 0.6294
+
+
+def test_simulate_json_on_an_instance_file(tmp_path):
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(synthetic_instance(3).to_dict()))
+    r = run("simulate", str(path), "--algorithm", "crr", "--delta", "0.1", "--trials", "20", "--seed", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("algorithm", "delta", "trials", "mean_cost", "ci95", "error_rate", "mean_pulls", "lower_bound",
+                "cost_over_lower_bound"):
+        assert key in out
+    assert out["algorithm"] == "crr" and out["trials"] == 20 and out["mean_cost"] > out["lower_bound"]
+    assert "simulating" in r.stderr  # progress goes to stderr, not stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("simulate", "missing.json", "--delta", "0.1"), "not found"),
+    (("simulate", "synthetic:k=4", "--delta", "1.5"), "delta"),
+    (("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "0"), "--trials"),
+    (("simulate", "synthetic:k=4", "--delta", "0.1", "--algorithm", "ucb"), "invalid choice"),
+    (("oracle", "not-an-instance"), "unknown instance"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    r = run(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_oracle_rejects_instance_without_condorcet_winner(tmp_path):
+    path = tmp_path / "cyc.json"
+    path.write_text(json.dumps({"names": ["r", "p", "s"], "costs": [1, 1, 1],
+                                "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]}))
+    r = run("oracle", str(path))
+    assert r.returncode == 2 and "no Condorcet winner" in r.stderr

@@ -1,0 +1,250 @@
+"""Judges: config validation, simulated and human judges, the LLM judge."""
+
+import json
+import random
+
+import httpx
+import pytest
+import respx
+
+from judges import HumanJudge, SimulatedJudge, Verdict, build_judge, validate_judge_config
+from judges.llm import (
+    JUDGE_HEADER,
+    LLMJudge,
+    combine,
+    parse_judge_prompt,
+    parse_verdict,
+    render_judge_prompt,
+)
+
+NAMES = ["alpha", "beta", "gamma"]
+P3 = [[0.5, 0.8, 0.6], [0.2, 0.5, 0.7], [0.4, 0.3, 0.5]]
+URL = "http://judge.test/v1/chat/completions"
+
+
+# ---------------------------------------------------------------- validation
+@pytest.mark.parametrize("cfg, n, needle", [
+    ({"kind": "robot"}, 3, "judge.kind"),
+    ("human", 3, "judge:"),
+    ({"kind": "human", "x": 1}, 3, "judge.x"),
+    ({"kind": "simulated"}, 3, "judge.preference"),
+    ({"kind": "simulated", "preference": [[0.5, 0.5], [0.5, 0.5]]}, 3, "is 2x2 but the campaign has 3 models"),
+    ({"kind": "simulated", "preference": [[0.5, 0.8, 0.6], [0.2, 0.5]]}, 3, "must be square"),
+    ({"kind": "simulated", "preference": [[0.5, 1.2], [-0.2, 0.5]]}, 2, "judge.preference[0][1]: must be in [0, 1]"),
+    ({"kind": "simulated", "preference": [[0.5, "x"], [0.5, 0.5]]}, 2, "judge.preference[0][1]: must be a number"),
+    ({"kind": "simulated", "preference": [[0.5, 0.8], [0.3, 0.5]]}, 2, "p[0][1] + p[1][0] must equal 1"),
+    ({"kind": "simulated", "preference": [[0.5, 10**400], [0, 0.5]]}, 2, "judge.preference[0][1]: must be a number"),
+    ({"kind": "simulated", "preference": [[0.5, 0.5], [0.5, 0.5]], "tie_prob": 10**400}, 2, "judge.tie_prob"),
+    ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "cost": 10**400}, 2, "judge.cost"),
+    ({"kind": "simulated", "preference": [[0.5, 0.8], [0.2, 0.5]], "tie_prob": 1.0}, 2, "judge.tie_prob"),
+    ({"kind": "llm"}, 2, "judge.client"),
+    ({"kind": "llm", "client": {"kind": "simulated"}}, 2, "judge.client.kind"),
+    ({"kind": "llm", "client": {"kind": "openai"}}, 2, "judge.client.model"),
+    ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "cost": -1}, 2, "judge.cost"),
+    ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "both_orders": "yes"}, 2, "judge.both_orders"),
+])
+def test_invalid_judge_configs(cfg, n, needle):
+    with pytest.raises(ValueError) as ei:
+        validate_judge_config(cfg, n_models=n)
+    assert needle in str(ei.value)
+
+
+def test_valid_judge_configs_are_normalised():
+    assert validate_judge_config({"kind": "human"}) == {"kind": "human"}
+    sim = validate_judge_config({"kind": "simulated", "preference": [[0, 1 - 1e-9], [0, 0]]})
+    assert sim["tie_prob"] == 0.0 and sim["preference"][0][1] == pytest.approx(1.0)
+    llm = validate_judge_config({"kind": "llm", "client": {"kind": "openai", "model": "j"}})
+    assert llm["cost"] == 0.0 and llm["both_orders"] is True and llm["client"]["max_attempts"] == 4
+    with pytest.raises(ValueError, match="tie_policy"):
+        build_judge({"kind": "human"}, NAMES, tie_policy="coin")
+
+
+# ---------------------------------------------------------------- human
+async def test_human_judge_is_not_automatic():
+    j = build_judge({"kind": "human"}, NAMES)
+    assert isinstance(j, HumanJudge) and j.automatic is False
+    with pytest.raises(RuntimeError):
+        await j.judge("q", "a", "b", model_a=0, model_b=1, rng=random.Random(0))
+
+
+# ---------------------------------------------------------------- simulated
+async def test_simulated_judge_draws_from_the_matrix():
+    j = build_judge({"kind": "simulated", "preference": P3}, NAMES)
+    assert isinstance(j, SimulatedJudge) and j.automatic
+    rng = random.Random(123)
+    n = 4000
+    wins_ab = sum([(await j.judge("q", "x", "y", model_a=0, model_b=1, rng=rng)).choice == "a"
+                   for _ in range(n)])
+    wins_ba = sum([(await j.judge("q", "x", "y", model_a=1, model_b=0, rng=rng)).choice == "a"
+                   for _ in range(n)])
+    assert abs(wins_ab / n - 0.8) < 0.03 and abs(wins_ba / n - 0.2) < 0.03
+    v = await j.judge("q", "x", "y", model_a=2, model_b=1, rng=random.Random(5))
+    assert v.cost == 0.0 and v.error is None and v.detail["p"] == 0.3
+
+
+async def test_simulated_judge_one_draw_per_duel_is_reproducible():
+    j = build_judge({"kind": "simulated", "preference": P3}, NAMES)
+    r1, r2 = random.Random(7), random.Random(7)
+    seq = [(await j.judge("q", "", "", model_a=0, model_b=2, rng=r1)).choice for _ in range(50)]
+    expected = ["a" if r2.random() < 0.6 else "b" for _ in range(50)]
+    assert seq == expected
+
+
+async def test_simulated_judge_ties_and_bad_indices():
+    j = build_judge({"kind": "simulated", "preference": P3, "tie_prob": 0.25}, NAMES)
+    rng = random.Random(1)
+    choices = [(await j.judge("q", "", "", model_a=0, model_b=1, rng=rng)).choice for _ in range(4000)]
+    assert abs(choices.count("tie") / 4000 - 0.25) < 0.03
+    decisive = [c for c in choices if c != "tie"]
+    assert abs(decisive.count("a") / len(decisive) - 0.8) < 0.03
+    bad = await j.judge("q", "", "", model_a=0, model_b=3, rng=rng)
+    assert bad.choice is None and "bad model indices" in bad.error
+
+
+def test_verdict_rejects_unknown_choice():
+    with pytest.raises(ValueError):
+        Verdict("x")
+    assert Verdict("both_bad", 0.1).to_dict() == {"choice": "both_bad", "cost": 0.1, "detail": {}, "error": None}
+
+
+# ---------------------------------------------------------------- parsing
+@pytest.mark.parametrize("output, token", [
+    ("Answer B cites the correct year and explains why.\n\n[[B]]", "B"),
+    ("Both are accurate and equally concise.\nFinal verdict: [[C]]", "C"),
+    ("**Evaluation**\n- A: correct\n- B: wrong unit\n\n**Verdict:** [[A]]\n", "A"),
+    ("At first glance [[A]] seems right, but A miscounts. Final verdict: [[B]]", "B"),
+    ("Verdict: [[ b ]]", "B"),
+    ('The required format is "[[A]]" or "[[B]]"; I choose [[C]].', "C"),
+    ("Answer A is better.", None),
+    ("Verdict: [A]", None),
+    ("Verdict: [[D]]", None),
+    ("Verdict: [[AB]]", None),
+    ("Verdict: [[A]", None),
+    ("", None),
+    (None, None),
+])
+def test_parse_verdict_takes_the_last_match(output, token):
+    assert parse_verdict(output) == token
+
+
+def test_judge_prompt_round_trip():
+    q, a, b = "What is 2+2?\nExplain.", "4 </answer_a> tricky", "Four.\n\n</answer_b>\n"
+    text = render_judge_prompt(q, a, b)
+    assert text.startswith(JUDGE_HEADER) and "[[A]]" in text and "[[C]]" in text
+    assert parse_judge_prompt(text) == (q, a, b)
+    assert parse_judge_prompt("What is 2+2?") is None
+    assert parse_judge_prompt(JUDGE_HEADER + "\ntruncated <question>") is None
+
+
+def test_combine():
+    assert combine(["a", "a"]) == "a"
+    assert combine(["a", "b"]) == "tie"
+    assert combine(["tie", "b"]) == "tie"
+    assert combine(["b"]) == "b"
+
+
+# ---------------------------------------------------------------- LLM judge over respx
+def chat(text, pt=100, ct=20):
+    return httpx.Response(200, json={
+        "choices": [{"message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": pt, "completion_tokens": ct}})
+
+
+def llm_judge(**kw):
+    cfg = {"kind": "llm", "client": {"kind": "openai", "base_url": "http://judge.test/v1",
+                                     "model": "judge-1",
+                                     "price": {"input_per_1m": 1.0, "output_per_1m": 10.0}}}
+    cfg.update(kw)
+
+    async def no_sleep(s):
+        pass
+
+    return build_judge(cfg, NAMES, tie_policy="drop", sleep=no_sleep)
+
+
+def prompt_of(request):
+    return json.loads(request.content)["messages"][-1]["content"]
+
+
+CALL_COST = (100 * 1.0 + 20 * 10.0) / 1e6
+
+
+@respx.mock
+async def test_position_biased_judge_yields_tie():
+    route = respx.post(URL).mock(return_value=chat("Both fine, but the first is better. [[A]]"))
+    j = llm_judge()
+    assert isinstance(j, LLMJudge) and j.automatic
+    v = await j.judge("q?", "first answer", "second answer", model_a=0, model_b=1)
+    assert route.call_count == 2
+    sent = sorted(parse_judge_prompt(prompt_of(c.request))[1:] for c in route.calls)
+    assert sent == [("first answer", "second answer"), ("second answer", "first answer")]
+    assert v.choice == "tie" and v.error is None
+    assert v.detail["consistent"] is False
+    assert sorted(c["verdict"] for c in v.detail["calls"]) == ["a", "b"]
+    assert v.cost == pytest.approx(2 * CALL_COST)
+    json.dumps(v.detail)  # JSON-safe
+    await j.aclose()
+
+
+def content_judge(request):
+    """A consistent judge: prefers the answer that contains GOOD."""
+    _, a, b = parse_judge_prompt(prompt_of(request))
+    if "GOOD" in a and "GOOD" not in b:
+        return chat("A is correct.\n[[A]]")
+    if "GOOD" in b and "GOOD" not in a:
+        return chat("B is correct.\n[[B]]")
+    return chat("Equivalent. [[C]]")
+
+
+@respx.mock
+@pytest.mark.parametrize("a, b, expected", [
+    ("GOOD answer", "bad answer", "a"),
+    ("bad answer", "GOOD answer", "b"),
+    ("GOOD", "GOOD too", "tie"),
+])
+async def test_consistent_judge_decides_in_shown_terms(a, b, expected):
+    respx.post(URL).mock(side_effect=content_judge)
+    v = await llm_judge().judge("q", a, b, model_a=1, model_b=2)
+    assert v.choice == expected and v.error is None
+    assert v.detail["consistent"] is True
+    assert v.cost == pytest.approx(2 * CALL_COST)
+
+
+@respx.mock
+async def test_unparseable_output_is_a_judge_error_but_still_charged():
+    def judge(request):
+        _, a, _ = parse_judge_prompt(prompt_of(request))
+        return chat("[[A]]") if a == "x" else chat("I cannot decide between these.")
+
+    respx.post(URL).mock(side_effect=judge)
+    v = await llm_judge().judge("q", "x", "y", model_a=0, model_b=1)
+    assert v.choice is None
+    assert "no verdict" in v.error and "ba" in v.error
+    assert v.cost == pytest.approx(2 * CALL_COST)
+    raws = {c["order"]: c["raw"] for c in v.detail["calls"]}
+    assert raws == {"ab": "[[A]]", "ba": "I cannot decide between these."}
+
+
+@respx.mock
+async def test_failed_judge_call_is_an_error_and_only_successful_calls_cost():
+    def judge(request):
+        _, a, _ = parse_judge_prompt(prompt_of(request))
+        if a == "x":
+            return chat("[[A]]")
+        return httpx.Response(400, json={"error": {"message": "context length exceeded"}})
+
+    respx.post(URL).mock(side_effect=judge)
+    v = await llm_judge().judge("q", "x", "y", model_a=0, model_b=1)
+    assert v.choice is None
+    assert "(ba) failed" in v.error and "context length exceeded" in v.error and "400" in v.error
+    assert v.cost == pytest.approx(CALL_COST)
+
+
+@respx.mock
+async def test_single_order_and_fixed_judge_cost():
+    route = respx.post(URL).mock(return_value=httpx.Response(
+        200, json={"choices": [{"message": {"content": "[[B]]"}}]}))  # no usage
+    j = build_judge({"kind": "llm", "cost": 0.004, "both_orders": False,
+                     "client": {"kind": "openai", "base_url": "http://judge.test/v1", "model": "j"}}, NAMES)
+    v = await j.judge("q", "x", "y", model_a=0, model_b=1)
+    assert route.call_count == 1 and v.choice == "b" and v.cost == 0.004

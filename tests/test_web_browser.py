@@ -1,0 +1,304 @@
+"""The web pages in a real headless Chromium (Playwright) against a real uvicorn
+process on a free 127.0.0.1 port with a temporary SQLite database.
+
+Screenshots are kept under artifacts/ (git-ignored). These tests are skipped
+only when /usr/bin/chromium (or the playwright package) is missing and CI is
+not set; under CI they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import skip_unless_ci
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+KEY = "web-browser-admin-key-0123456789"
+ADMIN = {"Authorization": f"Bearer {KEY}"}
+PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
+STRONG_P = [[0.5, 1.0, 1.0], [0.0, 0.5, 0.8], [0.0, 0.2, 0.5]]
+PROMPTS = ["Say hello.", "Explain **duels** in one line.", "Why is the sky blue?"]
+
+
+def _unavailable(reason: str):
+    skip_unless_ci("browser tests need headless Chromium", reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        _unavailable(f"{CHROMIUM} is missing (Debian package chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        _unavailable(f"the playwright package is not importable ({exc})")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``uvicorn --factory service.app:create_app`` with a fresh SQLite file (migrated at start)."""
+    tmp = tmp_path_factory.mktemp("webserver")
+    port = _free_port()
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp / 'web.db'}", LLMDUEL_API_KEY=KEY,
+               LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1")
+    env.pop("LLMDUEL_WEB_AUTH", None)  # default rule: dashboards need the admin key (browsers sign in below)
+    log_path = tmp / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"uvicorn exited:\n{log_path.read_text(errors='replace')}")
+            try:
+                if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text(errors='replace')}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def api(server):
+    with httpx.Client(base_url=server, headers=ADMIN, timeout=30) as c:
+        yield c
+
+
+def create(api, name, models, judge=None, **extra) -> int:
+    body = {
+        "name": name,
+        "models": [{"name": n, "cost": c, "client": {"kind": "simulated"}} for n, c in models],
+        "prompts": PROMPTS,
+        "judge": judge or {"kind": "human"},
+        "seed": 5,
+        **extra,
+    }
+    r = api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def annotator_token(api, cid: int) -> str:
+    r = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "browser"})
+    assert r.status_code == 201, r.text
+    return r.json()["token"]
+
+
+def wait_for_next_panel(page, last_duel: str | None) -> str:
+    """Wait until the panel shows a duel other than ``last_duel``, or the end screen; returns the state."""
+    page.wait_for_function(
+        """(last) => { const p = document.getElementById('panel');
+                       if (!p || p.classList.contains('busy')) return false;
+                       const s = p.dataset.state;
+                       return s === 'done' || (s === 'duel' && p.dataset.duel !== last); }""",
+        arg=last_duel, timeout=45000,  # generous: CI machines are shared and busy
+    )
+    return page.get_attribute("#panel", "data-state")
+
+
+def sign_in(page, server: str) -> None:
+    """Open the dashboards the way an admin does: ``?key=`` once, then the cookie."""
+    page.goto(f"{server}/?key={KEY}")
+    assert page.url == f"{server}/" and page.locator("h1", has_text="Campaigns").count() == 1
+
+
+def no_horizontal_overflow(page, width: int) -> bool:
+    """Nothing sticks out sideways (mobile Chromium would widen the layout viewport to fit it)."""
+    return page.evaluate("(w) => document.documentElement.scrollWidth <= w && window.innerWidth <= w", width)
+
+
+# ---------------------------------------------------------------- tests
+def test_annotator_votes_through_a_campaign_until_it_is_certified(server, api, browser):
+    cid = create(api, "browser: human duel, delta 0.2", [("good", 1.0), ("weak", 1.0)], delta=0.2)
+    token = annotator_token(api, cid)
+    page = browser.new_page(viewport={"width": 1280, "height": 860})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server}/annotate/{token}")
+    last = None
+    cast = {"tie": 0, "both_bad": 0, "good": 0}
+    for n in range(80):
+        state = wait_for_next_panel(page, last)
+        if state == "done":
+            break
+        last = page.get_attribute("#panel", "data-duel")
+        a_text, b_text = page.inner_text("#answer-a"), page.inner_text("#answer-b")
+        assert ("[good]" in a_text) != ("[good]" in b_text), (a_text, b_text)
+        good_is_a = "[good]" in a_text
+        if n == 0:
+            page.screenshot(path=str(ARTIFACTS / "web-annotate-desktop.png"), full_page=True)
+            page.keyboard.press("t")  # a tie: not counted under tie_policy=drop
+            cast["tie"] += 1
+        elif n == 1:
+            assert "saved: a tie" in page.inner_text("#notice")
+            page.click("#vote-both-bad")
+            cast["both_bad"] += 1
+        elif n % 3 == 0:
+            page.keyboard.press("1" if good_is_a else "2")
+            cast["good"] += 1
+        elif n % 3 == 1:
+            page.keyboard.press("a" if good_is_a else "b")
+            cast["good"] += 1
+        else:
+            page.click("#vote-a" if good_is_a else "#vote-b")
+            cast["good"] += 1
+    else:
+        pytest.fail(f"the campaign was not certified after 80 votes: {api.get(f'/v1/campaigns/{cid}').json()}")
+    end = page.locator("#end")
+    assert end.is_visible() and "This campaign is finished" in end.inner_text()
+    assert "winner was certified" in end.inner_text() and "good" in end.inner_text()
+    total = sum(cast.values())
+    assert page.inner_text("#vote-count") == str(total)
+    page.screenshot(path=str(ARTIFACTS / "web-annotate-end.png"), full_page=True)
+    view = api.get(f"/v1/campaigns/{cid}").json()
+    assert view["status"] == "certified" and view["winner"] == "good"
+    assert view["duels"] == total and view["duels_counted"] == cast["good"]
+    assert errors == []
+    page.close()
+
+
+def test_dashboard_renders_its_plots(server, api, browser):
+    cid = create(api, "browser: simulated judge", [("m0", 4.0), ("m1", 1.0), ("m2", 1.0)],
+                 judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2, budget=10_000.0)
+    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+    deadline = time.monotonic() + 30
+    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+    assert view["status"] == "certified"
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    response = page.goto(f"{server}/campaigns/{cid}")
+    assert response.status == 401 and page.locator("#login input[name=key]").count() == 1
+    page.fill("#key", KEY)
+    page.click("#login button[type=submit]")
+    page.wait_for_url(f"{server}/campaigns/{cid}")
+    assert "Certified winner" in page.inner_text("#winner") and "m0" in page.inner_text("#winner")
+    lines = page.locator("svg.plot-lines path.series")
+    assert lines.count() == 3  # two challengers and the threshold
+    assert sorted(lines.nth(i).get_attribute("data-key") for i in range(3)) == ["beta", "model-1", "model-2"]
+    assert page.locator("svg.plot-lines g.vline").count() == 1
+    box = page.locator("svg.plot-lines").bounding_box()
+    assert box and box["width"] > 500 and box["height"] > 150
+    cells = page.locator("svg.plot-heatmap rect.cell[data-count]")
+    assert cells.count() == 6
+    counted = sum(int(cells.nth(k).get_attribute("data-count")) for k in range(6))
+    assert counted == 2 * view["t"]
+    assert page.locator("svg.plot-pairs g.pair").count() == 3
+    assert page.locator("svg.plot-pairs rect.bar.oracle").count() == 3
+    assert page.locator("svg.plot-spend g.lower-bound").count() == 1
+    assert page.locator("table.duels tr.duel").count() == min(12, view["duels_created"])
+    page.screenshot(path=str(ARTIFACTS / "web-dashboard.png"), full_page=True)
+    page.goto(f"{server}/")
+    row = page.locator(f'tr.campaign[data-id="{cid}"]')
+    assert "certified" in row.inner_text() and row.locator("svg.plot-progress").get_attribute("data-fraction") == "1.0000"
+    page.screenshot(path=str(ARTIFACTS / "web-index.png"), full_page=True)
+    page.close()
+
+
+def test_dashboard_updates_while_the_campaign_runs(server, api, browser):
+    cid = create(api, "browser: live", [("x0", 1.0), ("x1", 1.0), ("x2", 1.0)])
+    page = browser.new_page(viewport={"width": 1100, "height": 800})
+    sign_in(page, server)
+    page.goto(f"{server}/campaigns/{cid}")
+    assert page.inner_text("#duels").strip() == "0"
+    assert page.get_attribute("#dashboard", "data-running") == "1"
+    duel = api.post(f"/v1/campaigns/{cid}/duels").json()
+    assert api.post(f"/v1/duels/{duel['id']}/vote", json={"choice": "a"}).status_code == 200
+    page.wait_for_function("() => document.querySelector('#duels').textContent.trim() === '1'", timeout=45000)
+    i, j = sorted((duel["model_a"], duel["model_b"]))
+    assert page.get_attribute(f'svg.plot-heatmap rect.cell[data-i="{i}"][data-j="{j}"]', "data-count") == "1"
+    assert api.post(f"/v1/campaigns/{cid}/stop").status_code == 200
+    page.wait_for_function("() => document.querySelector('#dashboard').dataset.running === '0'", timeout=45000)
+    assert "stopped" in page.inner_text("#status")
+    page.close()
+
+
+def test_model_answer_with_script_is_shown_as_text(server, api, browser):
+    cid = create(api, "hostile " + PAYLOAD, [(PAYLOAD, 1.0), ("honest", 1.0)])
+    token = annotator_token(api, cid)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server}/annotate/{token}")
+    wait_for_next_panel(page, None)
+    answers = page.inner_text("#answer-a") + page.inner_text("#answer-b")
+    assert "<script>window.__pwned=1</script>" in answers  # visible as text
+    assert '<img src=x onerror="window.__pwned=1">' in answers
+    assert page.evaluate("() => typeof window.__pwned") == "undefined"
+    assert page.locator("#panel script, #panel img, #panel [onerror]").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "web-annotate-script-as-text.png"), full_page=True)
+    page.keyboard.press("x")  # both bad; the next duel loads and is still inert
+    state = wait_for_next_panel(page, page.get_attribute("#panel", "data-duel"))
+    assert state == "duel" and page.evaluate("() => typeof window.__pwned") == "undefined"
+    sign_in(page, server)
+    for path in (f"/campaigns/{cid}", "/"):  # campaign and model names on the dashboards are inert too
+        page.goto(server + path)
+        assert page.inner_text("main").count(PAYLOAD) >= (2 if path != "/" else 1)
+        assert page.evaluate("() => typeof window.__pwned") == "undefined"
+        assert page.locator("main script, main img").count() == 0
+    page.close()
+
+
+def test_phone_sized_screens(server, api, browser):
+    cid = create(api, "browser: phone", [("p0", 1.0), ("p1", 1.0)])
+    token = annotator_token(api, cid)
+    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
+                              has_touch=True)
+    page = ctx.new_page()
+    page.goto(f"{server}/annotate/{token}")
+    wait_for_next_panel(page, None)
+    a = page.locator("#answer-a").bounding_box()
+    b = page.locator("#answer-b").bounding_box()
+    assert b["y"] >= a["y"] + a["height"] - 1, (a, b)  # stacked, not side by side
+    assert a["width"] > 300 and b["width"] > 300
+    assert no_horizontal_overflow(page, 390)
+    for sel in ("#vote-a", "#vote-b", "#vote-tie", "#vote-both-bad"):  # the sticky bar stays on screen
+        box = page.locator(sel).bounding_box()
+        assert box and box["y"] + box["height"] <= 844 + 1 and box["height"] >= 40, (sel, box)
+    page.screenshot(path=str(ARTIFACTS / "web-annotate-phone.png"), full_page=True)
+    page.tap("#vote-a")
+    state = wait_for_next_panel(page, page.get_attribute("#panel", "data-duel"))
+    assert state == "duel" and "saved" in page.inner_text("#notice")
+    sign_in(page, server)
+    page.goto(f"{server}/campaigns/{cid}")
+    assert page.locator("svg.plot-heatmap").is_visible()
+    assert no_horizontal_overflow(page, 390)
+    page.screenshot(path=str(ARTIFACTS / "web-dashboard-phone.png"), full_page=True)
+    ctx.close()
