@@ -264,8 +264,9 @@ def test_model_answer_with_script_is_shown_as_text(server, api, browser):
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
     assert page.locator("#panel script, #panel img, #panel [onerror]").count() == 0
     page.screenshot(path=str(ARTIFACTS / "web-annotate-script-as-text.png"), full_page=True)
+    shown = page.get_attribute("#panel", "data-duel")  # read before voting: the next panel can be quick
     page.keyboard.press("x")  # both bad; the next duel loads and is still inert
-    state = wait_for_next_panel(page, page.get_attribute("#panel", "data-duel"))
+    state = wait_for_next_panel(page, shown)
     assert state == "duel" and page.evaluate("() => typeof window.__pwned") == "undefined"
     sign_in(page, server)
     for path in (f"/campaigns/{cid}", "/"):  # campaign and model names on the dashboards are inert too
@@ -293,8 +294,9 @@ def test_phone_sized_screens(server, api, browser):
         box = page.locator(sel).bounding_box()
         assert box and box["y"] + box["height"] <= 844 + 1 and box["height"] >= 40, (sel, box)
     page.screenshot(path=str(ARTIFACTS / "web-annotate-phone.png"), full_page=True)
+    shown = page.get_attribute("#panel", "data-duel")
     page.tap("#vote-a")
-    state = wait_for_next_panel(page, page.get_attribute("#panel", "data-duel"))
+    state = wait_for_next_panel(page, shown)
     assert state == "duel" and "saved" in page.inner_text("#notice")
     sign_in(page, server)
     page.goto(f"{server}/campaigns/{cid}")
