@@ -224,6 +224,9 @@ class DuelPlan:
     tie_policy: str
     seed: int
     select_ms: float = 0.0
+    # Set when both models answered inside the plan transaction (instant clients):
+    results: dict[int, Any] | None = None
+    outcome: "DuelOutcome | None" = None
 
     @property
     def model_a(self) -> int:
@@ -665,11 +668,9 @@ class CampaignService:
                 s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self._policies.put(campaign_id, seq, p)
                 c.version += 1
                 c.updated_at = now
-                s.add(duel)
-                s.flush()
                 plan = DuelPlan(
                     campaign_id=campaign_id,
-                    duel_id=int(duel.id),
+                    duel_id=0,
                     number=number,
                     i=i,
                     j=j,
@@ -680,15 +681,81 @@ class CampaignService:
                     tie_policy=c.tie_policy,
                     seed=int(c.seed),
                 )
+                charges = []
+                plan.results = self._instant_results(plan)
+                if plan.results is not None:
+                    # Both models answer without I/O (simulated): settle the
+                    # answers here, as store_answers_tx would, in one transaction.
+                    charges, total, fields, error = self._settle_answers(plan, plan.results, now)
+                    for key, value in fields.items():
+                        setattr(duel, key, value)
+                    duel.cost_nusd = total
+                    c.spend_nusd += total
+                    if error is not None:
+                        duel.status, duel.error = FAILED, error
+                        c.duels_failed += 1
+                    else:
+                        duel.status, duel.expires_at = PENDING, now + self._expiry
+                s.add(duel)
+                s.flush()
+                plan.duel_id = int(duel.id)
+                if charges:
+                    s.execute(insert(Charge), [dict(ch, duel_id=duel.id) for ch in charges])
+                if plan.results is not None:
+                    plan.outcome = DuelOutcome(duel.id, duel.status, failed=duel.error is not None,
+                                               error=duel.error, view=self.duel_view(duel, c))
         if err is not None:
             raise err
         plan.select_ms = (time.perf_counter() - t0) * 1000.0
         return plan
 
-    def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
-        """Step 3 (locked): charges for what the calls really cost, answers or failure."""
+    @staticmethod
+    def _settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
+        """What both calls' results mean for the duel.
+
+        Returns (charges, total, fields, error): the charge rows (without
+        ``duel_id``) for what the answers really cost, their sum in nano-USD, the
+        duel's answer columns, and the failure message (None when both answered).
+        """
         from service.clients import Completion
 
+        errors: list[str] = []
+        charges: list[dict] = []
+        info: dict[int, dict] = {}
+        for idx in (plan.i, plan.j):
+            res = results[idx]
+            name = plan.models[idx]["name"]
+            if isinstance(res, Completion):
+                amount = _cost_nusd(res.cost)
+                info[idx] = {
+                    "model": name,
+                    "input_tokens": res.input_tokens,
+                    "output_tokens": res.output_tokens,
+                    "cost": from_nusd(amount),
+                    "latency_s": finite_or_none(res.latency_s),
+                    "attempts": res.attempts,
+                }
+                if amount:
+                    charges.append({"campaign_id": plan.campaign_id, "kind": "model", "model_index": idx,
+                                    "amount_nusd": amount, "created_at": now,
+                                    "detail": {"input_tokens": res.input_tokens,
+                                               "output_tokens": res.output_tokens}})
+            else:
+                message = _error_text(res)
+                info[idx] = {"model": name, "error": message}
+                errors.append(f"model {name!r}: {message}")
+        total = sum(ch["amount_nusd"] for ch in charges)
+        fields: dict[str, Any] = {"completion_a": info.get(plan.model_a), "completion_b": info.get(plan.model_b)}
+        error = None
+        if errors:
+            error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
+        else:
+            fields.update(answer_a=clean_text(results[plan.model_a].text),
+                          answer_b=clean_text(results[plan.model_b].text), answered_at=now)
+        return charges, total, fields, error
+
+    def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
+        """Step 3 (locked): charges for what the calls really cost, answers or failure."""
         now = utcnow()
         with self.db.write() as s:
             c = self.db.lock_campaign(s, plan.campaign_id)
@@ -696,50 +763,21 @@ class CampaignService:
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
-            errors = []
-            charges = []
-            info: dict[int, dict] = {}
-            for idx in (plan.i, plan.j):
-                res = results[idx]
-                name = plan.models[idx]["name"]
-                if isinstance(res, Completion):
-                    amount = _cost_nusd(res.cost)
-                    info[idx] = {
-                        "model": name,
-                        "input_tokens": res.input_tokens,
-                        "output_tokens": res.output_tokens,
-                        "cost": from_nusd(amount),
-                        "latency_s": finite_or_none(res.latency_s),
-                        "attempts": res.attempts,
-                    }
-                    if amount:
-                        charges.append({"campaign_id": c.id, "duel_id": d.id, "kind": "model", "model_index": idx,
-                                        "amount_nusd": amount, "created_at": now,
-                                        "detail": {"input_tokens": res.input_tokens,
-                                                   "output_tokens": res.output_tokens}})
-                else:
-                    message = _error_text(res)
-                    info[idx] = {"model": name, "error": message}
-                    errors.append(f"model {name!r}: {message}")
-            total = sum(ch["amount_nusd"] for ch in charges)
+            charges, total, fields, error = self._settle_answers(plan, results, now)
             if charges:
-                s.execute(insert(Charge), charges)
+                s.execute(insert(Charge), [dict(ch, duel_id=d.id) for ch in charges])
             d.cost_nusd += total
             c.spend_nusd += total
-            d.completion_a = info.get(d.model_a)
-            d.completion_b = info.get(d.model_b)
-            if errors:
-                d.error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
+            for key, value in fields.items():
+                setattr(d, key, value)
+            if error is not None:
+                d.error = error
                 if d.status in IN_FLIGHT:
                     d.status = FAILED
                     c.duels_failed += 1
-            else:
-                d.answer_a = clean_text(results[d.model_a].text)
-                d.answer_b = clean_text(results[d.model_b].text)
-                d.answered_at = now
-                if d.status == CALLING:
-                    d.status = PENDING
-                    d.expires_at = now + self._expiry
+            elif d.status == CALLING:
+                d.status = PENDING
+                d.expires_at = now + self._expiry
             s.execute(
                 update(Duel).where(Duel.id == d.id).values(
                     status=d.status, error=d.error, cost_nusd=d.cost_nusd, completion_a=d.completion_a,
@@ -751,7 +789,7 @@ class CampaignService:
             # (or at the next plan), so the answers just paid for can still count.
             c.version += 1
             c.updated_at = now
-            return DuelOutcome(d.id, d.status, failed=bool(errors), error=d.error, view=self.duel_view(d, c))
+            return DuelOutcome(d.id, d.status, failed=error is not None, error=d.error, view=self.duel_view(d, c))
 
     def record_verdict_tx(
         self,
@@ -986,6 +1024,23 @@ class CampaignService:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         return self._http
 
+    def _instant_results(self, plan: DuelPlan) -> dict[int, Any] | None:
+        """Both answers at once when both clients are instant (simulated, no latency), else None."""
+        for idx in (plan.i, plan.j):
+            cfg = plan.models[idx].get("client") or {}
+            if cfg.get("kind") != "simulated" or float(cfg.get("latency_s", 0.0) or 0.0) > 0:
+                return None
+        results: dict[int, Any] = {}
+        for idx in (plan.i, plan.j):  # the order of the asynchronous path (failure draws)
+            client = self._client(plan, idx)
+            if not getattr(client, "instant", False):
+                return None
+            try:
+                results[idx] = client.complete_now(plan.prompt)
+            except Exception as exc:  # a simulated failure: the duel fails cleanly
+                results[idx] = exc
+        return results
+
     def _client(self, plan: DuelPlan, idx: int):
         key = (plan.campaign_id, idx)
         client = self._clients.get(key)
@@ -1022,8 +1077,11 @@ class CampaignService:
 
     async def execute(self, plan: DuelPlan) -> DuelOutcome:
         """Steps 2-4 of a duel: call both models, store, judge automatically."""
-        res_i, res_j = await asyncio.gather(self._call_model(plan, plan.i), self._call_model(plan, plan.j))
-        outcome = await self._thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
+        if plan.outcome is not None:  # answered inside the plan transaction
+            res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
+        else:
+            res_i, res_j = await asyncio.gather(self._call_model(plan, plan.i), self._call_model(plan, plan.j))
+            outcome = await self._thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
         if outcome.ended:
             self._schedule_webhook(plan.campaign_id)
         if outcome.status != PENDING or plan.judge.get("kind") == "human":

@@ -51,10 +51,25 @@ class SimulatedClient(ModelClient):
         self.latency_s = float(config.get("latency_s", 0.0))
         self._rng = random.Random(f"{model_name}|{self.seed}|{next(_instances)}")
 
+    @property
+    def instant(self) -> bool:
+        """True when an answer needs no waiting: :meth:`complete_now` may be used."""
+        return self.latency_s <= 0
+
     async def complete(self, prompt: str) -> Completion:
         start = time.perf_counter()
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
+        return self.complete_now(prompt, start)
+
+    def complete_now(self, prompt: str, start: float | None = None) -> Completion:
+        """The answer without the simulated latency (synchronous; no I/O).
+
+        The service calls it inside the duel's plan transaction when both models
+        are instant, which saves a transaction per duel (see docs/reliability.md).
+        """
+        if start is None:
+            start = time.perf_counter()
         if self.failure_rate > 0 and self._rng.random() < self.failure_rate:
             raise ClientError(
                 f"simulated failure of model {self.model_name!r}", status_code=503, attempts=1
