@@ -37,6 +37,7 @@ from typing import Any, Callable
 import anyio
 from sqlalchemy import func, insert, select, update
 
+from . import fastpath
 from .auth import Principal, hash_token, new_token
 from .config import Settings
 from .db import Database
@@ -201,6 +202,14 @@ class PolicyCache:
             return hit[1]
         return restore_policy(c.policy_state)
 
+    def take_at(self, campaign_id: int, event_seq: int, load_state: Callable[[], dict]):
+        """:meth:`take` when only the row's ``event_seq`` is at hand (``load_state`` reads the state on a miss)."""
+        with self._lock:
+            hit = self._items.pop(campaign_id, None)
+        if hit is not None and hit[0] == event_seq:
+            return hit[1]
+        return restore_policy(load_state())
+
     def put(self, campaign_id: int, event_seq: int, policy: Any) -> None:
         with self._lock:
             if len(self._items) >= self._size:
@@ -284,6 +293,10 @@ class CampaignService:
         self._call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
         self.token_cache: dict[str, tuple[int, int, float]] = {}
         self._policies = PolicyCache()
+        self._inline = settings.inline_transactions
+        self.inline_counts = {"inline": 0, "thread": 0}  # hot-path transactions by where they ran
+        self._warming: asyncio.Task | None = None
+        self.config_cache: dict[int, Any] = {}  # campaign id -> fastpath.CampaignConfig (never changes)
         self._prompts: dict[tuple[int, int], str] = {}
 
     # ------------------------------------------------------------ threads
@@ -292,6 +305,29 @@ class CampaignService:
         if kwargs:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         return await anyio.to_thread.run_sync(fn, *args)
+
+    def _inline_ok(self) -> bool:
+        """May a fast-path transaction run on the event loop now?
+
+        PostgreSQL only, and only on an idle connection of the inline pool: an
+        inline transaction never connects, and its connection gives up on a row
+        lock after a few milliseconds (lock_timeout), so the event loop is not
+        held up; anything else runs in a worker thread. A missing connection is
+        opened in a thread, for later requests.
+        """
+        if not self._inline or self.db.inline_engine is None:
+            return False
+        if self.db.inline_ready():
+            return True
+        if self._warming is None or self._warming.done():
+            self._warming = self._spawn(self._warm_inline())
+        return False
+
+    async def _warm_inline(self) -> None:
+        try:
+            await self._thread(self.db.warm_inline)
+        except Exception as exc:  # the database is away: requests get 503 on the threaded path
+            log.debug("inline pool: cannot connect (%s)", type(exc).__name__)
 
     def _prompt(self, s, campaign_id: int, idx: int) -> str:
         """Prompts never change once a campaign exists: cache them."""
@@ -1109,9 +1145,35 @@ class CampaignService:
             self._schedule_webhook(plan.campaign_id)
         return outcome
 
+    def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
+        """Plan a duel: the Core fast path when it applies, else the general transaction."""
+        if fastpath.ENABLED and principal is not None and not run:
+            try:
+                return fastpath.plan_duel(self, campaign_id, principal)
+            except fastpath.Fallback:
+                pass
+        return self.plan_duel_tx(campaign_id, principal, run)
+
+    def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+        """Record a human vote: the Core fast path when it applies, else the general transaction."""
+        if fastpath.ENABLED:
+            try:
+                return fastpath.record_vote(self, duel_id, choice, principal)
+            except fastpath.Fallback:
+                pass
+        return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
+
     async def _plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
+        if principal is not None and not run and fastpath.ENABLED and self._inline_ok():
+            try:
+                plan = fastpath.plan_duel(self, campaign_id, principal, inline=True)
+                self.inline_counts["inline"] += 1
+                return plan
+            except fastpath.Fallback:
+                pass
+        self.inline_counts["thread"] += 1
         try:
-            return await self._thread(self.plan_duel_tx, campaign_id, principal, run)
+            return await self._thread(self.plan_duel, campaign_id, principal, run)
         except DomainError as exc:
             if exc.ended:
                 self._schedule_webhook(campaign_id)
@@ -1125,9 +1187,16 @@ class CampaignService:
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
     async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
-        outcome = await self._thread(
-            self.record_verdict_tx, duel_id, choice, judged_by=principal.label, principal=principal
-        )
+        outcome = None
+        if fastpath.ENABLED and self._inline_ok():
+            try:
+                outcome = fastpath.record_vote(self, duel_id, choice, principal, inline=True)
+                self.inline_counts["inline"] += 1
+            except fastpath.Fallback:
+                pass
+        if outcome is None:
+            self.inline_counts["thread"] += 1
+            outcome = await self._thread(self.record_vote, duel_id, choice, principal)
         if outcome.ended:
             self._schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)

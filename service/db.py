@@ -33,7 +33,12 @@ MIGRATIONS_DIR = REPO_ROOT / "migrations"
 ALEMBIC_INI = REPO_ROOT / "alembic.ini"
 
 
-def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
+INLINE_LOCK_TIMEOUT_MS = 20
+
+
+def make_engine(url: str, pg_synchronous_commit: str = "on", inline: bool = False) -> Engine:
+    """The engine; ``inline``: the small PostgreSQL pool of event-loop transactions
+    (one connection, row-lock waits capped at :data:`INLINE_LOCK_TIMEOUT_MS`)."""
     url = normalise_database_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -65,9 +70,19 @@ def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
         return engine
     connect_args = {}
     if url.startswith("postgresql+psycopg"):
-        connect_args = {"connect_timeout": 5}
+        # tcp_user_timeout: a dead peer (network gone, no RST) errors after 10 s
+        # instead of the kernel's retransmission timeout (minutes).
+        connect_args = {"connect_timeout": 5, "tcp_user_timeout": 10_000}
+        options = []
         if pg_synchronous_commit != "on":
-            connect_args["options"] = f"-c synchronous_commit={pg_synchronous_commit}"
+            options.append(f"-c synchronous_commit={pg_synchronous_commit}")
+        if inline:
+            options.append(f"-c lock_timeout={INLINE_LOCK_TIMEOUT_MS}")
+        if options:
+            connect_args["options"] = " ".join(options)
+    if inline:
+        return create_engine(url, pool_size=1, max_overflow=1, pool_timeout=0.1, pool_recycle=1800,
+                             connect_args=connect_args)
     # No pool_pre_ping: it costs a round trip per transaction. Disconnects are
     # handled optimistically instead: the statement that meets a dead connection
     # fails (the request gets 503 with Retry-After), SQLAlchemy invalidates the
@@ -94,6 +109,21 @@ class Database:
         write_bind = self.engine.execution_options(sqlite_immediate=True) if self.is_sqlite else self.engine
         self._write = sessionmaker(write_bind, expire_on_commit=False, autoflush=False)
         self._sqlite_lock = threading.RLock()
+        self.inline_engine: Engine | None = None
+        self._write_inline = None
+        if not self.is_sqlite:
+            self.inline_engine = make_engine(self.url, pg_synchronous_commit, inline=True)
+            self._write_inline = sessionmaker(self.inline_engine, expire_on_commit=False, autoflush=False)
+
+    def inline_ready(self) -> bool:
+        """Is an idle connection of the inline pool at hand (no connecting on the event loop)?"""
+        return self.inline_engine is not None and self.inline_engine.pool.checkedin() > 0
+
+    def warm_inline(self) -> None:
+        """Open a connection of the inline pool and return it idle (run in a thread)."""
+        if self.inline_engine is not None and self.inline_engine.pool.checkedin() == 0:
+            with self.inline_engine.connect():
+                pass
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -105,14 +135,14 @@ class Database:
             session.close()
 
     @contextmanager
-    def write(self) -> Iterator[Session]:
+    def write(self, inline: bool = False) -> Iterator[Session]:
         """A write transaction, committed on success and rolled back on error.
 
         On SQLite the whole transaction holds the in-process writer lock and
-        starts with BEGIN IMMEDIATE.
+        starts with BEGIN IMMEDIATE. ``inline`` (PostgreSQL): on the inline pool.
         """
         with self._sqlite_lock if self.is_sqlite else nullcontext():
-            session = self._write()
+            session = self._write_inline() if inline and self._write_inline is not None else self._write()
             try:
                 yield session
                 session.commit()
@@ -132,6 +162,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.inline_engine is not None:
+            self.inline_engine.dispose()
 
     # -- schema -----------------------------------------------------------
     def current_revision(self) -> str | None:
