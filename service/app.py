@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 from contextlib import asynccontextmanager
 
@@ -55,6 +56,15 @@ def _load_extensions(app: FastAPI) -> None:
         getattr(module, func_name)(app)
 
 
+def _telemetry_option(settings: Settings) -> dict:
+    """FastAPI's built-in OpenTelemetry hooks (recent FastAPI) look up the global
+    providers on every request, a few % of a vote's CPU: on only when asked for
+    (LLMDUEL_TELEMETRY=1)."""
+    if settings.telemetry or "telemetry" not in inspect.signature(FastAPI.__init__).parameters:
+        return {}
+    return {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = (settings or Settings.from_env()).ensure_api_key()
     announce_generated_key(settings)
@@ -88,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,  # served offline by service.api_docs
         redoc_url=None,
+        **_telemetry_option(settings),
     )
     app.state.settings = settings
     app.state.db = db

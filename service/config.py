@@ -77,6 +77,10 @@ class Settings:
     webhook_timeout_seconds: float = 10.0
     resume_runs: bool = True
     pg_synchronous_commit: str = "on"
+    # PostgreSQL: run the hot fast-path transactions on the event loop (see
+    # docs/reliability.md, "Where the time goes"); off: always in worker threads.
+    inline_transactions: bool = True
+    telemetry: bool = False  # FastAPI's OpenTelemetry instrumentation (LLMDUEL_TELEMETRY)
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = False
     public_base_url: str | None = None
@@ -96,6 +100,8 @@ class Settings:
             run_max_failures=_env_int("LLMDUEL_RUN_MAX_FAILURES", 20),
             webhook_timeout_seconds=_env_float("LLMDUEL_WEBHOOK_TIMEOUT_SECONDS", 10.0),
             resume_runs=_env_bool("LLMDUEL_RESUME_RUNS", True),
+            inline_transactions=_env_bool("LLMDUEL_INLINE_TRANSACTIONS", True),
+            telemetry=_env_bool("LLMDUEL_TELEMETRY", False),
             pg_synchronous_commit=os.environ.get("LLMDUEL_PG_SYNCHRONOUS_COMMIT", "on").strip().lower() or "on",
         )
         values.update(overrides)
