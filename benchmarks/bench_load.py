@@ -143,6 +143,43 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def postgres_cpu_seconds() -> float | None:
+    """User+system CPU seconds of the local PostgreSQL server's live processes, or None.
+
+    Backends that exit between two readings are missed; the service's pool keeps
+    its connections for the whole run, so a phase's difference is its share.
+    """
+    try:
+        import pwd
+
+        uid = pwd.getpwnam("postgres").pw_uid
+    except (ImportError, KeyError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def cpu_now(pid: int) -> tuple[float, float, float | None]:
+    """(service, load generator, PostgreSQL) CPU seconds so far."""
+    return tree_cpu_seconds(pid), time.process_time(), postgres_cpu_seconds()
+
+
+def cpu_since(pid: int, start: tuple[float, float, float | None]) -> tuple[float, float, float | None]:
+    now = cpu_now(pid)
+    return now[0] - start[0], now[1] - start[1], None if now[2] is None or start[2] is None else now[2] - start[2]
+
+
 def pg_sessions(conninfo: str, name: str) -> int | None:
     """Sessions (connections) established to the database so far (PostgreSQL >= 14), or None."""
     import psycopg
@@ -348,7 +385,7 @@ async def phase(clients: list[LeanClient], tokens: dict[int, dict[int, str]], ca
     return sh, time.perf_counter() - (t0 if rate else start)
 
 
-def report(title: str, sh: Shared, wall: float, cpu: tuple[float, float],
+def report(title: str, sh: Shared, wall: float, cpu: tuple[float, float, float | None],
            sessions: int | None = None) -> tuple[float, float, float]:
     accepted = sum(a["votes"] for a in sh.accepted.values())
     vps = accepted / wall
@@ -357,6 +394,9 @@ def report(title: str, sh: Shared, wall: float, cpu: tuple[float, float],
     print(f"  CPU used: service {cpu[0]:.1f} s ({cpu[0] / wall * 100:.0f}% of one core), "
           f"load generator {cpu[1]:.1f} s ({cpu[1] / wall * 100:.0f}%); per vote: service "
           f"{cpu[0] / max(1, accepted) * 1000:.1f} ms, load generator {cpu[1] / max(1, accepted) * 1000:.1f} ms")
+    if cpu[2] is not None:
+        print(f"  CPU used by PostgreSQL: {cpu[2]:.1f} s ({cpu[2] / wall * 100:.0f}% of one core), "
+              f"{cpu[2] / max(1, accepted) * 1000:.1f} ms per vote")
     if sessions is not None:
         print(f"  PostgreSQL connections opened by the service during the phase: {sessions}")
     print(line("select (Server-Timing)", sh.select_ms))
@@ -401,15 +441,15 @@ async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, co
     clients = [LeanClient(base, timeout=60) for _ in range(args.annotators)]
     try:
         # Warm-up and the uncontended cost: one annotator alone (its votes are checked too).
-        cpu0 = (tree_cpu_seconds(pid), time.process_time())
+        cpu0 = cpu_now(pid)
         solo, swall = await phase(clients, {0: tokens[0]}, campaigns, args.solo_votes, 1, None, 3)
-        cpu = (tree_cpu_seconds(pid) - cpu0[0], time.process_time() - cpu0[1])
+        cpu = cpu_since(pid, cpu0)
         report("one annotator alone (no contention)", solo, swall, cpu)
 
-        cpu0 = (tree_cpu_seconds(pid), time.process_time())
+        cpu0 = cpu_now(pid)
         s0 = pg_sessions(conninfo, dbname)
         sat, wall = await phase(clients, tokens, campaigns, args.votes, args.annotators, None, 1)
-        cpu = (tree_cpu_seconds(pid) - cpu0[0], time.process_time() - cpu0[1])
+        cpu = cpu_since(pid, cpu0)
         await asyncio.sleep(1.5)  # statistics are flushed about once a second
         s1 = pg_sessions(conninfo, dbname)
         vps, _, _ = report(f"saturation ({args.annotators} annotators, no think time)", sat, wall, cpu,
@@ -425,10 +465,10 @@ async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, co
         if args.paced_votes > 0:
             rate = args.rate or (TARGET_VOTES_PER_S if vps >= TARGET_VOTES_PER_S else round(vps / 2, 1))
             n_paced = min(args.paced_votes, max(100, int(rate * 30)))
-            cpu0 = (tree_cpu_seconds(pid), time.process_time())
+            cpu0 = cpu_now(pid)
             s0 = pg_sessions(conninfo, dbname)
             paced, pwall = await phase(clients, tokens, campaigns, n_paced, args.annotators, rate, 2)
-            cpu = (tree_cpu_seconds(pid) - cpu0[0], time.process_time() - cpu0[1])
+            cpu = cpu_since(pid, cpu0)
             await asyncio.sleep(1.5)
             s1 = pg_sessions(conninfo, dbname)
             report(f"paced (offered {rate:g} votes/s)", paced, pwall, cpu,
