@@ -603,10 +603,12 @@ class CampaignService:
             .execution_options(synchronize_session=False)
         )
 
-    def _expected_judge_nusd(self, c: Campaign) -> int:
-        if c.judge_spend_nusd <= 0:
+    @staticmethod
+    def expected_judge_nusd(judge_spend_nusd: int, duels_done: int) -> int:
+        """The next duel's expected judge cost: the mean judge spend so far, rounded up."""
+        if judge_spend_nusd <= 0:
             return 0
-        return int(math.ceil(c.judge_spend_nusd / max(1, c.duels_judged + c.duels_failed)))
+        return -(-judge_spend_nusd // max(1, duels_done))
 
     def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
@@ -659,7 +661,8 @@ class CampaignService:
                 if i > j:
                     i, j = j, i
                 costs = [float(m["cost"]) for m in c.models]
-                expected = to_nusd(costs[i] + costs[j]) + self._expected_judge_nusd(c)
+                expected = to_nusd(costs[i] + costs[j]) + self.expected_judge_nusd(c.judge_spend_nusd,
+                                                                                   c.duels_judged + c.duels_failed)
                 if c.budget_nusd is not None:
                     reserved = sum(int(r.expected_cost_nusd) for r in inflight)
                     if c.spend_nusd + reserved + expected > c.budget_nusd:

@@ -162,10 +162,8 @@ def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal, inli
         i, j = (int(x) for x in policy.next_pair(pending=pending))  # pure: the stored state is unchanged
         if i > j:
             i, j = j, i
-        judge_nusd = 0
-        if row.judge_spend_nusd > 0:
-            judge_nusd = -(-row.judge_spend_nusd // max(1, row.duels_judged + row.duels_failed))
-        expected = to_nusd(float(cfg.models[i]["cost"]) + float(cfg.models[j]["cost"])) + judge_nusd
+        expected = to_nusd(float(cfg.models[i]["cost"]) + float(cfg.models[j]["cost"])) + svc.expected_judge_nusd(
+            row.judge_spend_nusd, row.duels_judged + row.duels_failed)
         if cfg.budget_nusd is not None:
             reserved = sum(int(r.expected_cost_nusd) for r in inflight)
             if row.spend_nusd + reserved + expected > cfg.budget_nusd:
