@@ -158,6 +158,13 @@ def json_diff(stored: Any, replayed: Any, path: str = "") -> list[str]:
     return []
 
 
+def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, bool]:
+    """Duel ``number``'s prompt index and whether answer "a" is model_i's (from the campaign seed)."""
+    rng = random.Random(f"{seed}:{number}:draw")
+    prompt_index = rng.randrange(n_prompts)
+    return prompt_index, rng.random() < 0.5
+
+
 def new_policy(algorithm: str, costs: list[float], delta: float):
     from algorithms import make_policy
 
@@ -678,9 +685,7 @@ class CampaignService:
                             )
             if err is None:
                 number = c.duels_created + 1
-                rng = random.Random(f"{c.seed}:{number}:draw")
-                prompt_index = rng.randrange(c.n_prompts)
-                a_is_i = rng.random() < 0.5
+                prompt_index, a_is_i = draw_prompt_and_side(c.seed, number, c.n_prompts)
                 c.event_seq += 1
                 duel = Duel(
                     campaign_id=campaign_id,
@@ -720,21 +725,12 @@ class CampaignService:
                     tie_policy=c.tie_policy,
                     seed=int(c.seed),
                 )
-                charges = []
-                plan.results = self._instant_results(plan)
+                charges, columns = self._answer_now(plan, now)
+                for key, value in columns.items():
+                    setattr(duel, key, value)
                 if plan.results is not None:
-                    # Both models answer without I/O (simulated): settle the
-                    # answers here, as store_answers_tx would, in one transaction.
-                    charges, total, fields, error = self._settle_answers(plan, plan.results, now)
-                    for key, value in fields.items():
-                        setattr(duel, key, value)
-                    duel.cost_nusd = total
-                    c.spend_nusd += total
-                    if error is not None:
-                        duel.status, duel.error = FAILED, error
-                        c.duels_failed += 1
-                    else:
-                        duel.status, duel.expires_at = PENDING, now + self._expiry
+                    c.spend_nusd += duel.cost_nusd
+                    c.duels_failed += duel.status == FAILED
                 s.add(duel)
                 s.flush()
                 plan.duel_id = int(duel.id)
@@ -792,6 +788,24 @@ class CampaignService:
             fields.update(answer_a=clean_text(results[plan.model_a].text),
                           answer_b=clean_text(results[plan.model_b].text), answered_at=now)
         return charges, total, fields, error
+
+    def _answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
+        """Both answers inside the plan transaction, when both models are instant.
+
+        Sets ``plan.results`` and returns (charges, the duel's columns) as
+        :meth:`store_answers_tx` would record them; ([], {}) when the models must
+        be called outside the transaction.
+        """
+        plan.results = self._instant_results(plan)
+        if plan.results is None:
+            return [], {}
+        charges, total, columns, error = self._settle_answers(plan, plan.results, now)
+        columns["cost_nusd"] = total
+        if error is not None:
+            columns.update(status=FAILED, error=error)
+        else:
+            columns.update(status=PENDING, expires_at=now + self._expiry)
+        return charges, columns
 
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
         """Step 3 (locked): charges for what the calls really cost, answers or failure."""

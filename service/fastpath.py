@@ -19,7 +19,6 @@ whichever path each step took (the test suite runs the API on both paths:
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -138,7 +137,7 @@ def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal, inli
     ``inline`` (PostgreSQL, on the event loop): on the inline pool, whose
     connection gives up on a row lock after a few milliseconds (then Fallback).
     """
-    from .campaigns import DuelOutcome, DuelPlan
+    from .campaigns import DuelOutcome, DuelPlan, draw_prompt_and_side
 
     if not principal.can_access(campaign_id):
         raise Fallback
@@ -169,9 +168,7 @@ def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal, inli
             if row.spend_nusd + reserved + expected > cfg.budget_nusd:
                 raise Fallback
         number = row.duels_created + 1
-        rng = random.Random(f"{cfg.seed}:{number}:draw")
-        prompt_index = rng.randrange(cfg.n_prompts)
-        a_is_i = rng.random() < 0.5
+        prompt_index, a_is_i = draw_prompt_and_side(cfg.seed, number, cfg.n_prompts)
         seq = row.event_seq + 1
         prompt = svc._prompt(s, campaign_id, prompt_index)
         duel = dict(
@@ -183,17 +180,9 @@ def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal, inli
         plan = DuelPlan(campaign_id=campaign_id, duel_id=0, number=number, i=i, j=j, a_is_i=a_is_i,
                         prompt=prompt, models=[dict(m) for m in cfg.models], judge=dict(cfg.judge),
                         tie_policy=cfg.tie_policy, seed=cfg.seed)
-        charges: list[dict] = []
-        failed = 0
-        plan.results = svc._instant_results(plan)
-        if plan.results is not None:  # answered now, as store_answers_tx would record it
-            charges, total, fields, error = svc._settle_answers(plan, plan.results, now)
-            duel.update(fields, cost_nusd=total)
-            if error is not None:
-                duel.update(status=FAILED, error=error)
-                failed = 1
-            else:
-                duel.update(status=PENDING, expires_at=now + svc._expiry)
+        charges, columns = svc._answer_now(plan, now)
+        duel.update(columns)
+        failed = int(duel["status"] == FAILED)
         duel_id = int(conn.execute(INSERT_DUEL, duel).scalar_one())
         if charges:
             conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
