@@ -1180,16 +1180,24 @@ class CampaignService:
                 pass
         return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
 
-    async def _plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        if principal is not None and not run and fastpath.ENABLED and self._inline_ok():
+    async def _hot(self, fast: Callable, general: Callable, *args: Any) -> Any:
+        """A hot-path transaction: ``fast`` inline on the event loop when allowed,
+        else (or on :class:`fastpath.Fallback`) ``general`` in a worker thread."""
+        if fastpath.ENABLED and self._inline_ok():
             try:
-                plan = fastpath.plan_duel(self, campaign_id, principal, inline=True)
+                out = fast(self, *args, inline=True)
                 self.inline_counts["inline"] += 1
-                return plan
+                return out
             except fastpath.Fallback:
                 pass
         self.inline_counts["thread"] += 1
+        return await self._thread(general, *args)
+
+    async def _plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
+            if principal is not None and not run:
+                return await self._hot(fastpath.plan_duel, self.plan_duel, campaign_id, principal)
+            self.inline_counts["thread"] += 1
             return await self._thread(self.plan_duel, campaign_id, principal, run)
         except DomainError as exc:
             if exc.ended:
@@ -1204,16 +1212,7 @@ class CampaignService:
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
     async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
-        outcome = None
-        if fastpath.ENABLED and self._inline_ok():
-            try:
-                outcome = fastpath.record_vote(self, duel_id, choice, principal, inline=True)
-                self.inline_counts["inline"] += 1
-            except fastpath.Fallback:
-                pass
-        if outcome is None:
-            self.inline_counts["thread"] += 1
-            outcome = await self._thread(self.record_vote, duel_id, choice, principal)
+        outcome = await self._hot(fastpath.record_vote, self.record_vote, duel_id, choice, principal)
         if outcome.ended:
             self._schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)
