@@ -62,16 +62,24 @@ TOKEN_CACHE_SECONDS = 30.0
 TOKEN_CACHE_SIZE = 10_000
 
 
+def _cached_annotator(service, token: str) -> tuple[int, int] | None:
+    """(annotator id, campaign id) from the in-process cache, without I/O (None: not cached)."""
+    hit = service.token_cache.get(hash_token(token))
+    if hit is not None and hit[2] > time.monotonic():
+        return hit[0], hit[1]
+    return None
+
+
 def _lookup_annotator(service, token: str) -> tuple[int, int] | None:
     """(annotator id, campaign id) for a valid token; cached briefly in-process."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
+    hit = _cached_annotator(service, token)
+    if hit is not None:
+        return hit
     digest = hash_token(token)
     cache: dict = service.token_cache
     now = time.monotonic()
-    hit = cache.get(digest)
-    if hit is not None and hit[2] > now:
-        return hit[0], hit[1]
     with service.db.read() as s:
         row = s.execute(
             select(Annotator.id, Annotator.campaign_id).where(
@@ -87,19 +95,42 @@ def _lookup_annotator(service, token: str) -> tuple[int, int] | None:
     return int(row.id), int(row.campaign_id)
 
 
-def authenticate(request: Request) -> Principal:
-    """Resolve the caller (runs in a worker thread: it may query the database)."""
+def _admin_or_token(request: Request) -> tuple[Principal | None, str]:
     token = bearer_token(request)
     if token is None:
         raise _unauthorized("missing credentials: send 'Authorization: Bearer <key or annotator token>'")
-    service = request.app.state.service
-    admin_key = service.settings.api_key
+    admin_key = request.app.state.service.settings.api_key
     if admin_key and hmac.compare_digest(token.encode("utf-8", "surrogatepass"), admin_key.encode("utf-8")):
-        return Principal(admin=True)
-    found = _lookup_annotator(service, token)
+        return Principal(admin=True), token
+    return None, token
+
+
+def _annotator(found: tuple[int, int] | None) -> Principal:
     if found is None:
         raise _unauthorized("invalid credentials")
     return Principal(admin=False, campaign_id=found[1], annotator_id=found[0])
+
+
+def authenticate(request: Request) -> Principal:
+    """Resolve the caller (blocking: an uncached token is looked up in the database)."""
+    principal, token = _admin_or_token(request)
+    if principal is not None:
+        return principal
+    return _annotator(_lookup_annotator(request.app.state.service, token))
+
+
+async def authenticate_async(request: Request) -> Principal:
+    """:func:`authenticate` on the event loop: only an uncached token goes to a worker thread."""
+    import anyio
+
+    principal, token = _admin_or_token(request)
+    if principal is not None:
+        return principal
+    service = request.app.state.service
+    found = _cached_annotator(service, token) if token.startswith(TOKEN_PREFIX) and len(token) <= 200 else None
+    if found is None:
+        found = await anyio.to_thread.run_sync(_lookup_annotator, service, token)
+    return _annotator(found)
 
 
 def require_admin(principal: Principal) -> Principal:

@@ -217,6 +217,17 @@ class PolicyCache:
             return hit[1]
         return restore_policy(load_state())
 
+    def seq_of(self, campaign_id: int) -> int | None:
+        """The ``event_seq`` of the cached policy (None: nothing cached); the entry stays."""
+        hit = self._items.get(campaign_id)
+        return None if hit is None else hit[0]
+
+    def take_exact(self, campaign_id: int, event_seq: int):
+        """The cached policy if it is at ``event_seq`` (removed from the cache), else None."""
+        with self._lock:
+            hit = self._items.pop(campaign_id, None)
+        return hit[1] if hit is not None and hit[0] == event_seq else None
+
     def put(self, campaign_id: int, event_seq: int, policy: Any) -> None:
         with self._lock:
             if len(self._items) >= self._size:
@@ -300,9 +311,9 @@ class CampaignService:
         self._call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
         self.token_cache: dict[str, tuple[int, int, float]] = {}
         self._policies = PolicyCache()
-        self._inline = settings.inline_transactions
-        self.inline_counts = {"inline": 0, "thread": 0}  # hot-path transactions by where they ran
-        self._warming: asyncio.Task | None = None
+        # PostgreSQL: hot fast-path transactions on the event loop (psycopg, async).
+        self._on_loop = settings.inline_transactions and db.hot_pool is not None
+        self.hot_counts = {"loop": 0, "thread": 0}  # hot-path transactions by where they ran
         self.config_cache: dict[int, Any] = {}  # campaign id -> fastpath.CampaignConfig (never changes)
         self._prompts: dict[tuple[int, int], str] = {}
 
@@ -313,38 +324,21 @@ class CampaignService:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         return await anyio.to_thread.run_sync(fn, *args)
 
-    def _inline_ok(self) -> bool:
-        """May a fast-path transaction run on the event loop now?
+    def cached_prompt(self, campaign_id: int, idx: int) -> str | None:
+        return self._prompts.get((campaign_id, idx))
 
-        PostgreSQL only, and only on an idle connection of the inline pool: an
-        inline transaction never connects, and its connection gives up on a row
-        lock after a few milliseconds (lock_timeout), so the event loop is not
-        held up; anything else runs in a worker thread. A missing connection is
-        opened in a thread, for later requests.
-        """
-        if not self._inline or self.db.inline_engine is None:
-            return False
-        if self.db.inline_ready():
-            return True
-        if self._warming is None or self._warming.done():
-            self._warming = self._spawn(self._warm_inline())
-        return False
-
-    async def _warm_inline(self) -> None:
-        try:
-            await self._thread(self.db.warm_inline)
-        except Exception as exc:  # the database is away: requests get 503 on the threaded path
-            log.debug("inline pool: cannot connect (%s)", type(exc).__name__)
+    def remember_prompt(self, campaign_id: int, idx: int, text: str) -> str:
+        """Prompts never change once a campaign exists: they are cached per process."""
+        if len(self._prompts) >= 50_000:
+            self._prompts.clear()
+        self._prompts[(campaign_id, idx)] = text
+        return text
 
     def _prompt(self, s, campaign_id: int, idx: int) -> str:
-        """Prompts never change once a campaign exists: cache them."""
-        key = (campaign_id, idx)
-        text = self._prompts.get(key)
+        text = self.cached_prompt(campaign_id, idx)
         if text is None:
-            text = s.execute(select(Prompt.text).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)).scalar_one()
-            if len(self._prompts) >= 50_000:
-                self._prompts.clear()
-            self._prompts[key] = text
+            text = self.remember_prompt(campaign_id, idx, s.execute(
+                select(Prompt.text).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)).scalar_one())
         return text
 
     # ------------------------------------------------------------ create
@@ -1171,6 +1165,9 @@ class CampaignService:
                 pass
         return self.plan_duel_tx(campaign_id, principal, run)
 
+    def _record_vote_tx(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+        return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
+
     def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
         """Record a human vote: the Core fast path when it applies, else the general transaction."""
         if fastpath.ENABLED:
@@ -1178,26 +1175,30 @@ class CampaignService:
                 return fastpath.record_vote(self, duel_id, choice, principal)
             except fastpath.Fallback:
                 pass
-        return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
+        return self._record_vote_tx(duel_id, choice, principal)
 
-    async def _hot(self, fast: Callable, general: Callable, *args: Any) -> Any:
-        """A hot-path transaction: ``fast`` inline on the event loop when allowed,
-        else (or on :class:`fastpath.Fallback`) ``general`` in a worker thread."""
-        if fastpath.ENABLED and self._inline_ok():
+    async def _hot(self, fast_async: Callable, sync_path: Callable, general_tx: Callable, *args: Any) -> Any:
+        """A hot-path transaction. PostgreSQL: ``fast_async`` on the event loop, and
+        on :class:`fastpath.Fallback` the general ORM transaction ``general_tx`` in a
+        worker thread. SQLite (or LLMDUEL_INLINE_TRANSACTIONS=0): ``sync_path`` (the
+        synchronous fast path, else the general transaction) in a worker thread."""
+        if fastpath.ENABLED and self._on_loop:
             try:
-                out = fast(self, *args, inline=True)
-                self.inline_counts["inline"] += 1
+                out = await fast_async(self, *args)
+                self.hot_counts["loop"] += 1
                 return out
             except fastpath.Fallback:
-                pass
-        self.inline_counts["thread"] += 1
-        return await self._thread(general, *args)
+                self.hot_counts["thread"] += 1
+                return await self._thread(general_tx, *args)
+        self.hot_counts["thread"] += 1
+        return await self._thread(sync_path, *args)
 
     async def _plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
             if principal is not None and not run:
-                return await self._hot(fastpath.plan_duel, self.plan_duel, campaign_id, principal)
-            self.inline_counts["thread"] += 1
+                return await self._hot(fastpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id,
+                                       principal)
+            self.hot_counts["thread"] += 1
             return await self._thread(self.plan_duel, campaign_id, principal, run)
         except DomainError as exc:
             if exc.ended:
@@ -1212,7 +1213,8 @@ class CampaignService:
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
     async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
-        outcome = await self._hot(fastpath.record_vote, self.record_vote, duel_id, choice, principal)
+        outcome = await self._hot(fastpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice,
+                                  principal)
         if outcome.ended:
             self._schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)

@@ -80,6 +80,7 @@ class Settings:
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
     inline_transactions: bool = True
+    hot_pool_size: int = 8  # PostgreSQL connections per process for those (LLMDUEL_PG_HOT_POOL_SIZE)
     telemetry: bool = False  # FastAPI's OpenTelemetry instrumentation (LLMDUEL_TELEMETRY)
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = False
@@ -101,6 +102,7 @@ class Settings:
             webhook_timeout_seconds=_env_float("LLMDUEL_WEBHOOK_TIMEOUT_SECONDS", 10.0),
             resume_runs=_env_bool("LLMDUEL_RESUME_RUNS", True),
             inline_transactions=_env_bool("LLMDUEL_INLINE_TRANSACTIONS", True),
+            hot_pool_size=_env_int("LLMDUEL_PG_HOT_POOL_SIZE", 8),
             telemetry=_env_bool("LLMDUEL_TELEMETRY", False),
             pg_synchronous_commit=os.environ.get("LLMDUEL_PG_SYNCHRONOUS_COMMIT", "on").strip().lower() or "on",
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
@@ -33,12 +33,8 @@ MIGRATIONS_DIR = REPO_ROOT / "migrations"
 ALEMBIC_INI = REPO_ROOT / "alembic.ini"
 
 
-INLINE_LOCK_TIMEOUT_MS = 20
-
-
-def make_engine(url: str, pg_synchronous_commit: str = "on", inline: bool = False) -> Engine:
-    """The engine; ``inline``: the small PostgreSQL pool of event-loop transactions
-    (one connection, row-lock waits capped at :data:`INLINE_LOCK_TIMEOUT_MS`)."""
+def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
+    """The engine (SQLite with WAL and BEGIN IMMEDIATE for writes; PostgreSQL through psycopg)."""
     url = normalise_database_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -73,16 +69,8 @@ def make_engine(url: str, pg_synchronous_commit: str = "on", inline: bool = Fals
         # tcp_user_timeout: a dead peer (network gone, no RST) errors after 10 s
         # instead of the kernel's retransmission timeout (minutes).
         connect_args = {"connect_timeout": 5, "tcp_user_timeout": 10_000}
-        options = []
         if pg_synchronous_commit != "on":
-            options.append(f"-c synchronous_commit={pg_synchronous_commit}")
-        if inline:
-            options.append(f"-c lock_timeout={INLINE_LOCK_TIMEOUT_MS}")
-        if options:
-            connect_args["options"] = " ".join(options)
-    if inline:
-        return create_engine(url, pool_size=1, max_overflow=1, pool_timeout=0.1, pool_recycle=1800,
-                             connect_args=connect_args)
+            connect_args["options"] = f"-c synchronous_commit={pg_synchronous_commit}"
     # No pool_pre_ping: it costs a round trip per transaction. Disconnects are
     # handled optimistically instead: the statement that meets a dead connection
     # fails (the request gets 503 with Retry-After), SQLAlchemy invalidates the
@@ -98,10 +86,111 @@ def make_engine(url: str, pg_synchronous_commit: str = "on", inline: bool = Fals
     )
 
 
+class HotPool:
+    """A small pool of psycopg ``AsyncConnection`` for the hot fast-path transactions (PostgreSQL).
+
+    They run on the event loop (:mod:`service.fastpath`), so while PostgreSQL
+    works, or a transaction waits for a campaign's row lock, the loop serves other
+    requests. At most ``size`` connections per process; a request waits for one
+    for at most ``acquire_timeout`` seconds, then gets 503 like any unreachable
+    database (:class:`psycopg.OperationalError`). Connections are autocommit
+    (the fast path sends BEGIN and COMMIT itself, pipelined), return tuples with
+    named fields, and use UTC. A connection is kept only when it comes back idle;
+    one that met an error is closed, so a database that went away and came back
+    needs no manual step: the next request connects anew. Connections belong to
+    one event loop; used from another loop (tests), the pool starts afresh.
+    """
+
+    def __init__(self, url: str, pg_synchronous_commit: str = "on", size: int = 8,
+                 acquire_timeout: float = 10.0, connect_timeout: int = 5):
+        from sqlalchemy.engine import make_url
+
+        u = make_url(url)
+        self.conninfo = u.set(drivername="postgresql").render_as_string(hide_password=False)
+        options = "-c TimeZone=UTC"
+        if pg_synchronous_commit != "on":
+            options += f" -c synchronous_commit={pg_synchronous_commit}"
+        self.connect_kwargs = {"autocommit": True, "connect_timeout": connect_timeout, "options": options,
+                               "tcp_user_timeout": 10_000}
+        self.size = size
+        self.acquire_timeout = acquire_timeout
+        self._loop = None
+        self._idle: list = []
+        self._slots = None
+        self.connects = 0  # connections opened so far (a figure for tests and benchmarks)
+
+    def _bind_to_running_loop(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self.discard_idle()
+            self._loop = loop
+            self._slots = asyncio.Semaphore(self.size)
+
+    def discard_idle(self) -> None:
+        """Close the idle connections (synchronously: usable when no loop runs)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            try:
+                conn.pgconn.finish()
+            except Exception:  # pragma: no cover - closing a dead socket
+                pass
+
+    async def _connect(self):
+        import psycopg
+        from psycopg.rows import namedtuple_row
+
+        conn = await psycopg.AsyncConnection.connect(self.conninfo, row_factory=namedtuple_row,
+                                                     **self.connect_kwargs)
+        self.connects += 1
+        return conn
+
+    @asynccontextmanager
+    async def connection(self):
+        """``(connection, reused)``: ``reused`` is False for a connection opened just now."""
+        import asyncio
+
+        import psycopg
+        from psycopg.pq import TransactionStatus
+
+        self._bind_to_running_loop()
+        slots = self._slots
+        try:
+            await asyncio.wait_for(slots.acquire(), self.acquire_timeout)
+        except asyncio.TimeoutError:
+            raise psycopg.OperationalError("no database connection free for the hot path") from None
+        conn = None
+        try:
+            while self._idle and conn is None:
+                conn = self._idle.pop()
+                if conn.closed:
+                    conn = None
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect()
+            yield conn, reused
+        finally:  # kept only if idle (a Fallback rolled back); an error mid-transaction closes it
+            if conn is not None:
+                if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE \
+                        and self._slots is slots:
+                    self._idle.append(conn)
+                else:
+                    await _close_quietly(conn)
+            slots.release()
+
+
+async def _close_quietly(conn) -> None:
+    try:
+        await conn.close()
+    except Exception:  # pragma: no cover - the connection is gone anyway
+        pass
+
+
 class Database:
     """One engine plus the session helpers used by the domain logic."""
 
-    def __init__(self, url: str, pg_synchronous_commit: str = "on"):
+    def __init__(self, url: str, pg_synchronous_commit: str = "on", hot_pool_size: int = 8):
         self.url = normalise_database_url(url)
         self.engine = make_engine(self.url, pg_synchronous_commit)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
@@ -109,21 +198,9 @@ class Database:
         write_bind = self.engine.execution_options(sqlite_immediate=True) if self.is_sqlite else self.engine
         self._write = sessionmaker(write_bind, expire_on_commit=False, autoflush=False)
         self._sqlite_lock = threading.RLock()
-        self.inline_engine: Engine | None = None
-        self._write_inline = None
+        self.hot_pool: HotPool | None = None
         if not self.is_sqlite:
-            self.inline_engine = make_engine(self.url, pg_synchronous_commit, inline=True)
-            self._write_inline = sessionmaker(self.inline_engine, expire_on_commit=False, autoflush=False)
-
-    def inline_ready(self) -> bool:
-        """Is an idle connection of the inline pool at hand (no connecting on the event loop)?"""
-        return self.inline_engine is not None and self.inline_engine.pool.checkedin() > 0
-
-    def warm_inline(self) -> None:
-        """Open a connection of the inline pool and return it idle (run in a thread)."""
-        if self.inline_engine is not None and self.inline_engine.pool.checkedin() == 0:
-            with self.inline_engine.connect():
-                pass
+            self.hot_pool = HotPool(self.url, pg_synchronous_commit, size=hot_pool_size)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -135,14 +212,14 @@ class Database:
             session.close()
 
     @contextmanager
-    def write(self, inline: bool = False) -> Iterator[Session]:
+    def write(self) -> Iterator[Session]:
         """A write transaction, committed on success and rolled back on error.
 
         On SQLite the whole transaction holds the in-process writer lock and
-        starts with BEGIN IMMEDIATE. ``inline`` (PostgreSQL): on the inline pool.
+        starts with BEGIN IMMEDIATE.
         """
         with self._sqlite_lock if self.is_sqlite else nullcontext():
-            session = self._write_inline() if inline and self._write_inline is not None else self._write()
+            session = self._write()
             try:
                 yield session
                 session.commit()
@@ -162,8 +239,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
-        if self.inline_engine is not None:
-            self.inline_engine.dispose()
+        if self.hot_pool is not None:
+            self.hot_pool.discard_idle()
 
     # -- schema -----------------------------------------------------------
     def current_revision(self) -> str | None:

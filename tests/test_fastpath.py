@@ -1,9 +1,12 @@
-"""The Core fast path of a vote cycle (service/fastpath.py) against the general ORM path.
+"""The fast path of a vote cycle (service/fastpath.py) against the general ORM path.
 
-The same scripted annotator session is run twice on SQLite and on PostgreSQL: once
-with the fast path (inline on the event loop on PostgreSQL), once with it switched
-off. Everything stored must be the same: the campaign's counters, policy state and
+The same scripted annotator session is run on every path the backend has, and
+everything stored must be the same: the campaign's counters, policy state and
 statistics, every duel's pair, status, choice, score, sequence numbers and charges.
+On SQLite: the synchronous driver (Core statements) and the general path. On
+PostgreSQL: the asynchronous driver (psycopg, pipelined, on the event loop), the
+synchronous driver in worker threads (LLMDUEL_INLINE_TRANSACTIONS=0) and the
+general path.
 """
 
 from __future__ import annotations
@@ -65,34 +68,55 @@ async def session(api, name: str, tie_policy: str) -> tuple[dict, list[dict]]:
 
 @pytest.mark.parametrize("tie_policy", ["drop", "half"])
 async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkeypatch, tie_policy):
-    used = {"plan": 0, "vote": 0}
-    plan, vote = fastpath.plan_duel, fastpath.record_vote
+    svc = api.app.state.service
+    on_postgres = not svc.db.is_sqlite
+    used = {"plan": 0, "vote": 0, "plan_async": 0, "vote_async": 0}
 
     def counting(kind, fn):
+        if asyncio.iscoroutinefunction(fn):
+            async def awrapper(*args, **kwargs):
+                out = await fn(*args, **kwargs)  # a Fallback is not counted
+                used[kind] += 1
+                return out
+            return awrapper
+
         def wrapper(*args, **kwargs):
-            out = fn(*args, **kwargs)  # a Fallback is not counted
+            out = fn(*args, **kwargs)
             used[kind] += 1
             return out
         return wrapper
 
-    monkeypatch.setattr(fastpath, "plan_duel", counting("plan", plan))
-    monkeypatch.setattr(fastpath, "record_vote", counting("vote", vote))
-    fast_view, fast_duels = await session(api, "fast path", tie_policy)
-    assert used == {"plan": len(CHOICES), "vote": len(CHOICES)}  # every step took the fast path
+    for name, kind in (("plan_duel", "plan"), ("record_vote", "vote"), ("plan_duel_async", "plan_async"),
+                       ("record_vote_async", "vote_async")):
+        monkeypatch.setattr(fastpath, name, counting(kind, getattr(fastpath, name)))
 
+    runs = {}
+    n = len(CHOICES)
+    # 1. the fast path this backend uses by default
+    runs["fast"] = await session(api, "fast path", tie_policy)
+    expected = {"plan": 0, "vote": 0, "plan_async": n, "vote_async": n} if on_postgres else \
+        {"plan": n, "vote": n, "plan_async": 0, "vote_async": 0}
+    assert used == expected  # every step took it
+    if on_postgres:  # 2. the synchronous driver in worker threads
+        monkeypatch.setattr(svc, "_on_loop", False)
+        used.update(dict.fromkeys(used, 0))
+        runs["sync on postgres"] = await session(api, "sync driver", tie_policy)
+        assert used == {"plan": n, "vote": n, "plan_async": 0, "vote_async": 0}
+    # 3. the general ORM transactions
     monkeypatch.setattr(fastpath, "ENABLED", False)
-    used.update(plan=0, vote=0)
+    used.update(dict.fromkeys(used, 0))
     slow_view, slow_duels = await session(api, "general path", tie_policy)
-    assert used == {"plan": 0, "vote": 0}
+    assert used == dict.fromkeys(used, 0)
 
-    assert strip(fast_view) == strip(slow_view)
     not_decisive = sum(c in ("tie", "both_bad") for c in CHOICES)  # dropped, or counted as 0.5 each
-    assert fast_view["duels_counted"] == len(CHOICES) - (not_decisive if tie_policy == "drop" else 0)
-    assert len(fast_duels) == len(slow_duels) == len(CHOICES)
-    for f, s in zip(fast_duels, slow_duels):
-        assert strip(f) == strip(s), (f, s)
-        assert [(c["kind"], c["model_index"], c["amount"]) for c in f["charges"]] == \
-            [(c["kind"], c["model_index"], c["amount"]) for c in s["charges"]]
+    assert slow_view["duels_counted"] == n - (not_decisive if tie_policy == "drop" else 0)
+    for label, (view, duels) in runs.items():
+        assert strip(view) == strip(slow_view), label
+        assert len(duels) == len(slow_duels) == n
+        for f, s in zip(duels, slow_duels):
+            assert strip(f) == strip(s), (label, f, s)
+            assert [(c["kind"], c["model_index"], c["amount"]) for c in f["charges"]] == \
+                [(c["kind"], c["model_index"], c["amount"]) for c in s["charges"]], label
 
 
 async def test_fast_path_falls_back_for_the_vote_that_certifies(api, monkeypatch):
@@ -113,60 +137,114 @@ async def test_fast_path_falls_back_for_the_vote_that_certifies(api, monkeypatch
     assert rep["ok"] is True, rep["diff"]
 
 
-@pytest.mark.postgres
-async def test_inline_vote_gives_way_to_a_held_row_lock(pg_url):
-    """Another transaction holds the campaign's row: the inline attempt gives up
-    after its lock_timeout, the vote waits in a worker thread, and counts once."""
+async def _pg_app(pg_url):
     import httpx
-    import psycopg
     from conftest import ADMIN_KEY, make_settings
-    from sqlalchemy.engine import make_url
 
     from service.app import create_app
     from service.db import upgrade_database
 
     upgrade_database(pg_url)
     app = create_app(make_settings(pg_url))
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                               headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+    return app, client
+
+
+def _conninfo(pg_url) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@pytest.mark.postgres
+async def test_a_vote_waiting_for_a_row_lock_does_not_hold_up_the_event_loop(pg_url):
+    """Another transaction holds the campaign's row: the vote waits for it on the
+    event loop without blocking it (other requests are served meanwhile), then
+    counts once."""
+    import psycopg
+
+    app, api = await _pg_app(pg_url)
     svc = app.state.service
-    conninfo = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                     headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as api:
-            cid = (await api.post("/v1/campaigns", json=campaign_body(name="held lock"))).json()["id"]
-            for _ in range(3):  # warm the inline pool and check it is used
-                d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-                assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
-            assert svc.inline_counts["inline"] >= 4, svc.inline_counts
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name="held lock"))).json()["id"]
+        other = (await api.post("/v1/campaigns", json=campaign_body(name="other campaign"))).json()["id"]
+        for _ in range(3):
             d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+            assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+        assert svc.hot_counts["loop"] >= 6 and svc.hot_counts["thread"] == 0, svc.hot_counts
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
 
-            locked, release = threading.Event(), threading.Event()
+        locked, release = threading.Event(), threading.Event()
 
-            def hold():
-                with psycopg.connect(conninfo) as conn:
-                    conn.execute("SELECT id FROM campaigns WHERE id = %s FOR UPDATE", (cid,))
-                    locked.set()
-                    release.wait(10)
-                    time.sleep(0.3)
+        def hold():
+            with psycopg.connect(_conninfo(pg_url)) as conn:
+                conn.execute("SELECT id FROM campaigns WHERE id = %s FOR UPDATE", (cid,))
+                locked.set()
+                release.wait(10)
 
-            holder = threading.Thread(target=hold)
-            holder.start()
-            assert locked.wait(10)
-            before = dict(svc.inline_counts)
-            release.set()  # the holder commits 0.3 s from now, while the vote waits for it
-            t0 = time.monotonic()
-            r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "b"})
-            waited = time.monotonic() - t0
-            holder.join()
-            assert r.status_code == 200, r.text
-            assert svc.inline_counts["thread"] == before["thread"] + 1, svc.inline_counts
-            assert waited >= 0.2  # it waited for the lock (in a thread), not errored
-            dup = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
-            assert dup.status_code == 409
-            view = (await api.get(f"/v1/campaigns/{cid}")).json()
-            assert view["duels"] == 4 and view["pending"] == 0
-            rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert locked.wait(10)
+        before = dict(svc.hot_counts)
+        vote = asyncio.create_task(api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "b"}))
+        await asyncio.sleep(0.3)
+        assert not vote.done()  # waiting for the lock
+        t0 = time.monotonic()
+        for _ in range(3):  # meanwhile a duel and a vote of another campaign go through on the loop
+            o = (await api.post(f"/v1/campaigns/{other}/duels")).json()
+            assert (await api.post(f"/v1/duels/{o['id']}/vote", json={"choice": "a"})).status_code == 200
+        served = time.monotonic() - t0
+        assert not vote.done()
+        release.set()
+        r = await asyncio.wait_for(vote, 10)
+        holder.join()
+        assert r.status_code == 200, r.text
+        assert served < 2.0, served
+        assert svc.hot_counts["loop"] == before["loop"] + 7 and svc.hot_counts["thread"] == before["thread"]
+        dup = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
+        assert dup.status_code == 409
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert view["duels"] == 4 and view["pending"] == 0
+        for c in (cid, other):
+            rep = (await api.get(f"/v1/campaigns/{c}/replay")).json()
             assert rep["ok"] is True, rep["diff"]
-            await asyncio.sleep(0)
     finally:
+        await api.aclose()
+        await svc.aclose()
+        app.state.db.dispose()
+
+
+@pytest.mark.postgres
+async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_url):
+    """The server ends the hot pool's idle connections (a restart, a proxy): the next
+    requests reconnect by themselves and succeed; nothing is lost or counted twice."""
+    import psycopg
+
+    app, api = await _pg_app(pg_url)
+    svc = app.state.service
+    try:
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name="killed connections"))).json()["id"]
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+        connects = svc.db.hot_pool.connects
+        pids = [c.info.backend_pid for c in svc.db.hot_pool._idle]
+        assert pids
+        with psycopg.connect(_conninfo(pg_url), autocommit=True) as conn:
+            for pid in pids:
+                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        await asyncio.sleep(0.2)
+        for _ in range(3):
+            d = (await api.post(f"/v1/campaigns/{cid}/duels"))
+            assert d.status_code == 201, d.text
+            r = await api.post(f"/v1/duels/{d.json()['id']}/vote", json={"choice": "b"})
+            assert r.status_code == 200, r.text
+        assert svc.db.hot_pool.connects > connects
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert view["duels"] == 4 and view["duels_created"] == 4 and view["pending"] == 0
+        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
+    finally:
+        await api.aclose()
         await svc.aclose()
         app.state.db.dispose()

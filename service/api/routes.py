@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .. import schemas
-from ..auth import Principal, authenticate, require_admin, require_campaign
+from ..auth import Principal, authenticate_async, require_admin, require_campaign
 from ..campaigns import CampaignService
 
 router = APIRouter()
@@ -27,19 +27,19 @@ ERRORS = {
 }
 
 
-def principal(
+async def principal(
     request: Request,
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
 ) -> Principal:
-    # A sync dependency: FastAPI runs it in a worker thread (token lookup hits the DB).
-    return authenticate(request)
+    # On the event loop: a cached annotator token needs no thread (an uncached one is looked up in one).
+    return await authenticate_async(request)
 
 
-def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
+async def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
     return require_admin(p)
 
 
-def service_of(request: Request) -> CampaignService:
+async def service_of(request: Request) -> CampaignService:
     return request.app.state.service
 
 
