@@ -87,31 +87,30 @@ def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
 
 
 class HotPool:
-    """A small pool of psycopg ``AsyncConnection`` for the hot fast-path transactions (PostgreSQL).
+    """A small pool of asyncpg connections for the hot fast-path transactions (PostgreSQL).
 
     They run on the event loop (:mod:`service.fastpath`), so while PostgreSQL
     works, or a transaction waits for a campaign's row lock, the loop serves other
     requests. At most ``size`` connections per process; a request waits for one
     for at most ``acquire_timeout`` seconds, then gets 503 like any unreachable
-    database (:class:`psycopg.OperationalError`). Connections are autocommit
-    (the fast path sends BEGIN and COMMIT itself, pipelined), return tuples with
-    named fields, and use UTC. A connection is kept only when it comes back idle;
-    one that met an error is closed, so a database that went away and came back
-    needs no manual step: the next request connects anew. Connections belong to
-    one event loop; used from another loop (tests), the pool starts afresh.
+    database. Connections use UTC and a ``command_timeout`` (a silent network
+    cannot hold a request for ever). A connection is kept only when it comes back
+    idle (no transaction open); one that met an error mid-transaction is closed, so
+    a database that went away and came back needs no manual step: the next request
+    connects anew. Connections belong to one event loop; used from another loop
+    (tests), the pool starts afresh.
     """
 
     def __init__(self, url: str, pg_synchronous_commit: str = "on", size: int = 8,
-                 acquire_timeout: float = 10.0, connect_timeout: int = 5):
+                 acquire_timeout: float = 10.0, connect_timeout: float = 5.0, command_timeout: float = 60.0):
         from sqlalchemy.engine import make_url
 
-        u = make_url(url)
-        self.conninfo = u.set(drivername="postgresql").render_as_string(hide_password=False)
-        options = "-c TimeZone=UTC"
+        self.dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        settings = {"TimeZone": "UTC"}
         if pg_synchronous_commit != "on":
-            options += f" -c synchronous_commit={pg_synchronous_commit}"
-        self.connect_kwargs = {"autocommit": True, "connect_timeout": connect_timeout, "options": options,
-                               "tcp_user_timeout": 10_000}
+            settings["synchronous_commit"] = pg_synchronous_commit
+        self.connect_kwargs = {"timeout": connect_timeout, "command_timeout": command_timeout,
+                               "server_settings": settings}
         self.size = size
         self.acquire_timeout = acquire_timeout
         self._loop = None
@@ -129,20 +128,15 @@ class HotPool:
             self._slots = asyncio.Semaphore(self.size)
 
     def discard_idle(self) -> None:
-        """Close the idle connections (synchronously: usable when no loop runs)."""
+        """Close the idle connections without waiting (usable when no loop runs)."""
         idle, self._idle = self._idle, []
         for conn in idle:
-            try:
-                conn.pgconn.finish()
-            except Exception:  # pragma: no cover - closing a dead socket
-                pass
+            conn.terminate()
 
     async def _connect(self):
-        import psycopg
-        from psycopg.rows import namedtuple_row
+        import asyncpg
 
-        conn = await psycopg.AsyncConnection.connect(self.conninfo, row_factory=namedtuple_row,
-                                                     **self.connect_kwargs)
+        conn = await asyncpg.connect(self.dsn, **self.connect_kwargs)
         self.connects += 1
         return conn
 
@@ -151,40 +145,48 @@ class HotPool:
         """``(connection, reused)``: ``reused`` is False for a connection opened just now."""
         import asyncio
 
-        import psycopg
-        from psycopg.pq import TransactionStatus
-
         self._bind_to_running_loop()
         slots = self._slots
         try:
             await asyncio.wait_for(slots.acquire(), self.acquire_timeout)
         except asyncio.TimeoutError:
-            raise psycopg.OperationalError("no database connection free for the hot path") from None
+            raise HotPathUnavailable("no database connection free for the hot path") from None
         conn = None
         try:
             while self._idle and conn is None:
                 conn = self._idle.pop()
-                if conn.closed:
+                if conn.is_closed():
                     conn = None
             reused = conn is not None
             if conn is None:
-                conn = await self._connect()
+                try:
+                    conn = await self._connect()
+                except (OSError, asyncio.TimeoutError) as exc:
+                    raise HotPathUnavailable(f"cannot connect: {type(exc).__name__}") from None
             yield conn, reused
         finally:  # kept only if idle (a Fallback rolled back); an error mid-transaction closes it
             if conn is not None:
-                if not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE \
-                        and self._slots is slots:
+                if not conn.is_closed() and not conn.is_in_transaction() and self._slots is slots:
                     self._idle.append(conn)
                 else:
-                    await _close_quietly(conn)
+                    conn.terminate()
             slots.release()
 
 
-async def _close_quietly(conn) -> None:
-    try:
-        await conn.close()
-    except Exception:  # pragma: no cover - the connection is gone anyway
-        pass
+class HotPathUnavailable(Exception):
+    """The hot path's database connection could not be had (the API answers 503)."""
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """Did ``exc`` come from a lost, refused or timed-out database connection (asyncpg or psycopg)?"""
+    import asyncio
+
+    import asyncpg
+
+    if isinstance(exc, (HotPathUnavailable, OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
+                        asyncpg.PostgresConnectionError, asyncpg.exceptions.ConnectionDoesNotExistError)):
+        return True
+    return isinstance(exc, asyncpg.exceptions.AdminShutdownError)
 
 
 class Database:

@@ -16,10 +16,11 @@ that ask a *transaction driver* for each database round trip:
   (SQLite, and PostgreSQL in worker threads). Its methods never suspend, so
   :func:`run_sync` drives the coroutine to its end in one step, in the calling
   thread.
-* :class:`PgTx`: a psycopg ``AsyncConnection`` from :class:`service.db.HotPool`, on
-  the event loop, in pipeline mode: each transaction is two round trips (BEGIN,
-  the row lock and the reads; then one data-modifying statement and COMMIT), and
-  while PostgreSQL works the event loop serves other requests.
+* :class:`PgTx`: an asyncpg connection from :class:`service.db.HotPool`, on the
+  event loop: while PostgreSQL works, or the transaction waits for the row lock,
+  the loop serves other requests. The writes of a transaction are one statement
+  (data-modifying CTEs). asyncpg costs a third of psycopg's CPU per transaction
+  here, which is what the 300 votes/s target needs (docs/reliability.md).
 
 Both take the same lock (the campaign row; ``BEGIN IMMEDIATE`` on SQLite), make
 the same decisions and write the same rows, so a campaign's stored state equals
@@ -30,6 +31,8 @@ off) and requires identical stored campaigns, duels and charges.
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -323,7 +326,19 @@ def record_vote(svc: CampaignService, duel_id: int, choice: str, principal: Prin
     return _in_session(svc, lambda tx: _vote(svc, tx, duel_id, choice, principal))
 
 
-# ---------------------------------------------------------------- driver 2: psycopg, asynchronous, pipelined
+# ---------------------------------------------------------------- driver 2: asyncpg, asynchronous
+def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``%(name)s`` placeholders to asyncpg's ``$n`` (the names, in order of ``$n``)."""
+    names: list[str] = []
+
+    def number(m: re.Match) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    return re.sub(r"%\((\w+)\)s", number, sql), tuple(names)
+
+
 def _pg_type(column) -> str:
     from sqlalchemy.dialects import postgresql
 
@@ -367,15 +382,18 @@ PG_VOTED = (
     "counts = %(counts)s::json, stats = %(stats)s::json, leader = %(leader)s::int, version = version + 1, "
     "updated_at = %(now)s::timestamptz WHERE id = %(cid)s::bigint AND EXISTS (SELECT 1 FROM u) RETURNING id"
 )
+PG_CONFIG, PG_POLICY_STATE, PG_PROMPT, PG_LOCK_FOR_PLAN, PG_IN_FLIGHT, PG_LOCK_FOR_VOTE, PG_DUEL_ROW, PG_VOTED_TIE, \
+    PG_VOTED = (_positional(q) for q in (PG_CONFIG, PG_POLICY_STATE, PG_PROMPT, PG_LOCK_FOR_PLAN, PG_IN_FLIGHT,
+                                         PG_LOCK_FOR_VOTE, PG_DUEL_ROW, PG_VOTED_TIE, PG_VOTED))
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
 
 
 @lru_cache(maxsize=64)
-def _pg_plan_write(duel_columns: tuple[str, ...]) -> str:
+def _pg_plan_write(duel_columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
     names = ", ".join(duel_columns)
     values = ", ".join(f"%(d_{k})s::{_pg_type(Duel.__table__.c[k])}" for k in duel_columns)
-    return (
+    sql = (
         f"WITH d AS (INSERT INTO duels ({names}) VALUES ({values}) RETURNING id), "
         "ch AS (INSERT INTO charges (campaign_id, duel_id, kind, model_index, amount_nusd, detail, created_at) "
         "SELECT %(cid)s::bigint, d.id, x.kind, x.model_index, x.amount_nusd, x.detail, %(now)s::timestamptz "
@@ -387,86 +405,117 @@ def _pg_plan_write(duel_columns: tuple[str, ...]) -> str:
         "version = version + 1, updated_at = %(now)s::timestamptz WHERE id = %(cid)s::bigint) "
         "SELECT id FROM d"
     )
+    return _positional(sql)
+
+
+class _Row(SimpleNamespace):
+    """A result row with attribute access (asyncpg's records have keys only)."""
+
+    def _asdict(self) -> dict:
+        return dict(self.__dict__)
+
+
+_JSON_RESULT_COLUMNS = frozenset(c.name for t in (Campaign.__table__, Duel.__table__) for c in t.c
+                                 if isinstance(c.type, JSON))
+
+
+def _row(record) -> _Row | None:
+    if record is None:
+        return None
+    out = _Row(**record)
+    for key in _JSON_RESULT_COLUMNS.intersection(out.__dict__):  # json arrives as text (no codec: see PgTx)
+        value = out.__dict__[key]
+        if isinstance(value, str):
+            out.__dict__[key] = json.loads(value)
+    return out
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 class PgTx:
-    """The same round trips on a psycopg ``AsyncConnection`` (autocommit, explicit
-    BEGIN/COMMIT) in pipeline mode: reads are sent together with BEGIN and the
-    lock, the writes together with COMMIT."""
+    """The same round trips on an asyncpg connection, on the event loop.
 
-    def __init__(self, conn, pipeline):
+    BEGIN, the row lock, the reads, one data-modifying statement (CTEs: the duel,
+    its charges and the campaign's counters in one), COMMIT. JSON is sent and
+    received as text: ``None`` in a JSON column is stored as JSON ``null``, as
+    SQLAlchemy's JSON type stores it on the other paths.
+    """
+
+    def __init__(self, conn):
         self.conn = conn
-        self.pipeline = pipeline
         self.open = False  # a transaction is open on the server
         self.wrote = False  # the writes were sent (from then on, no retry)
         self.after_commit = None
 
-    async def _reads(self, *queries: tuple[str, dict]) -> list:
+    async def _begin(self) -> None:
         if not self.open:
             await self.conn.execute("BEGIN")
             self.open = True
-        cursors = [await self.conn.execute(q, p) for q, p in queries]
-        await self.pipeline.sync()
-        return cursors
 
-    async def _one(self, query: str, params: dict):
-        (cur,) = await self._reads((query, params))
-        return await cur.fetchone()
+    async def _fetchrow(self, query: tuple[str, tuple[str, ...]], params: dict) -> _Row | None:
+        sql, names = query
+        return _row(await self.conn.fetchrow(sql, *[params[n] for n in names]))
 
-    async def _write_and_commit(self, query: str, params: dict):
+    async def _fetch(self, query: tuple[str, tuple[str, ...]], params: dict) -> list[_Row]:
+        sql, names = query
+        return [_row(r) for r in await self.conn.fetch(sql, *[params[n] for n in names])]
+
+    async def _write_and_commit(self, query: tuple[str, tuple[str, ...]], params: dict) -> _Row | None:
         self.wrote = True
-        cur = await self.conn.execute(query, params)
+        row = await self._fetchrow(query, params)
         await self.conn.execute("COMMIT")
         self.open = False
-        await self.pipeline.sync()
-        return await cur.fetchone()
+        return row
 
     async def rollback(self) -> None:
         if self.open:
             await self.conn.execute("ROLLBACK")
             self.open = False
-            await self.pipeline.sync()
 
     async def plan_reads(self, campaign_id: int, cached_seq: int | None, want_config: bool):
         p = {"cid": campaign_id, "seq": cached_seq}
-        queries = [(PG_LOCK_FOR_PLAN, p), (PG_IN_FLIGHT, p)] + ([(PG_CONFIG, p)] if want_config else [])
-        cursors = await self._reads(*queries)
-        row = await cursors[0].fetchone()
-        inflight = await cursors[1].fetchall()
-        cfg = await cursors[2].fetchone() if want_config else None
-        return row, None if row is None else row.policy_state, inflight, cfg
+        await self._begin()
+        row = await self._fetchrow(PG_LOCK_FOR_PLAN, p)
+        if row is None:
+            return None, None, [], None
+        inflight = await self._fetch(PG_IN_FLIGHT, p)
+        cfg = await self._fetchrow(PG_CONFIG, p) if want_config else None
+        return row, row.policy_state, inflight, cfg
 
     async def config(self, campaign_id: int):
-        return await self._one(PG_CONFIG, {"cid": campaign_id})
+        await self._begin()
+        return await self._fetchrow(PG_CONFIG, {"cid": campaign_id})
 
     async def policy_state(self, campaign_id: int) -> dict:
-        return (await self._one(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
+        await self._begin()
+        return (await self._fetchrow(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
-        return (await self._one(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
+        await self._begin()
+        return (await self._fetchrow(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
 
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
-        from psycopg.types.json import Json
-
         columns = tuple(sorted(duel))
-        params = {f"d_{k}": Json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
-        params.update(campaign, charges=Json([{k: ch[k] for k in ("kind", "model_index", "amount_nusd", "detail")}
-                                              for ch in charges]))
+        params = {f"d_{k}": _json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
+        params.update(campaign, charges=_json([{k: ch[k] for k in ("kind", "model_index", "amount_nusd", "detail")}
+                                               for ch in charges]))
         return int((await self._write_and_commit(_pg_plan_write(columns), params)).id)
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
         p = {"did": duel_id, "hint": hint, "seq": cached_seq}
-        lock, duel = await self._reads((PG_LOCK_FOR_VOTE, p), (PG_DUEL_ROW, p))
-        crow = await lock.fetchone()
-        return crow, None if crow is None else crow.policy_state, await duel.fetchone()
+        await self._begin()
+        crow = await self._fetchrow(PG_LOCK_FOR_VOTE, p)
+        if crow is None:
+            return None, None, None
+        return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
 
     async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
-        from psycopg.types.json import Json
-
         params = {**judged, **campaign}
         if recorded is not None:
-            params.update(recorded, policy_state=Json(recorded["policy_state"]), counts=Json(recorded["counts"]),
-                          stats=Json(recorded["stats"]))
+            params.update(recorded, policy_state=_json(recorded["policy_state"]), counts=_json(recorded["counts"]),
+                          stats=_json(recorded["stats"]))
         return await self._write_and_commit(PG_VOTED_TIE if recorded is None else PG_VOTED, params) is not None
 
 
@@ -474,24 +523,22 @@ async def _on_pool(svc: CampaignService, make):
     """Run one transaction on a pooled connection, and its ``after_commit`` after COMMIT.
 
     A connection that died while idle in the pool (the server restarted, a proxy
-    closed it) fails at the first round trip, before anything was written: then
+    closed it) fails at its first round trip, before anything was written: then
     the transaction is tried once more on a new connection, so a database that came
     back costs no request a 503.
     """
-    import psycopg
+    from .db import is_connection_error
 
     for attempt in (1, 2):
         async with svc.db.hot_pool.connection() as (conn, reused):
-            tx = PgTx(conn, None)
+            tx = PgTx(conn)
             try:
-                async with conn.pipeline() as tx.pipeline:
-                    try:
-                        out = await make(tx)
-                    except Fallback:
-                        await tx.rollback()
-                        raise
-            except psycopg.OperationalError:
-                if attempt == 1 and reused and not tx.wrote:
+                out = await make(tx)
+            except Fallback:
+                await tx.rollback()
+                raise
+            except Exception as exc:
+                if attempt == 1 and reused and not tx.wrote and is_connection_error(exc):
                     continue  # the pool closes this connection; the next one is new
                 raise
             if tx.open:  # pragma: no cover - every path above ends with its write and COMMIT

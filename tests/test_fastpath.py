@@ -228,7 +228,7 @@ async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_url):
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
         assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
         connects = svc.db.hot_pool.connects
-        pids = [c.info.backend_pid for c in svc.db.hot_pool._idle]
+        pids = [c.get_server_pid() for c in svc.db.hot_pool._idle]
         assert pids
         with psycopg.connect(_conninfo(pg_url), autocommit=True) as conn:
             for pid in pids:

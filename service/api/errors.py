@@ -62,18 +62,21 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": "database error; retry later"}, status_code=503,
                             headers={"Retry-After": "1"})
 
-    import psycopg
+    import asyncpg
 
-    # The hot path's own connections (service.db.HotPool): a lost or refused
-    # connection, or no connection free in time.
-    @app.exception_handler(psycopg.Error)
-    async def _hot_database(request: Request, exc: psycopg.Error) -> JSONResponse:
-        if isinstance(exc, psycopg.OperationalError):
+    from ..db import HotPathUnavailable, is_connection_error
+
+    # The hot path's own connections (service.db.HotPool, asyncpg).
+    async def _hot_database(request: Request, exc: Exception) -> JSONResponse:
+        if is_connection_error(exc):
             log.warning("database unavailable (hot path): %s", type(exc).__name__)
             return JSONResponse({"detail": DB_UNAVAILABLE}, status_code=503, headers={"Retry-After": "1"})
         log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
         return JSONResponse({"detail": "database error; retry later"}, status_code=503,
                             headers={"Retry-After": "1"})
+
+    for cls in (HotPathUnavailable, asyncpg.PostgresError, asyncpg.InterfaceError):
+        app.add_exception_handler(cls, _hot_database)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
