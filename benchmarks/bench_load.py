@@ -193,6 +193,26 @@ def pg_sessions(conninfo: str, name: str) -> int | None:
         return None
 
 
+def connections_per_worker(server_pid: int, port: int) -> dict[int, int] | None:
+    """Established client connections on ``port`` by worker process (``ss``), or None.
+
+    Keep-alive connections stay with the worker that accepted them, so this is
+    how the annotators' load is split between the workers.
+    """
+    import re
+
+    try:
+        out = subprocess.run(["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    counts: dict[int, int] = {}
+    for pid in re.findall(r"pid=(\d+),", out):
+        counts[int(pid)] = counts.get(int(pid), 0) + 1
+    counts.pop(server_pid, None)
+    return counts or None
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -448,8 +468,13 @@ async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, co
 
         cpu0 = cpu_now(pid)
         s0 = pg_sessions(conninfo, dbname)
-        sat, wall = await phase(clients, tokens, campaigns, args.votes, args.annotators, None, 1)
+        sat_task = asyncio.ensure_future(phase(clients, tokens, campaigns, args.votes, args.annotators, None, 1))
+        await asyncio.sleep(2.0)  # every annotator has connected by now
+        spread = await asyncio.to_thread(connections_per_worker, pid, int(base.rsplit(":", 1)[1]))
+        sat, wall = await sat_task
         cpu = cpu_since(pid, cpu0)
+        if spread:
+            print(f"\nannotator connections per worker process: {sorted(spread.values(), reverse=True)}")
         await asyncio.sleep(1.5)  # statistics are flushed about once a second
         s1 = pg_sessions(conninfo, dbname)
         vps, _, _ = report(f"saturation ({args.annotators} annotators, no think time)", sat, wall, cpu,

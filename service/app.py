@@ -74,6 +74,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        import anyio
+
+        from .campaigns import warm_policies
+
+        await anyio.to_thread.run_sync(warm_policies)  # before the first request, not during it
         if settings.resume_runs:
             try:
                 await service.resume_runs()

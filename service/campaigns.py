@@ -177,6 +177,25 @@ def restore_policy(state: dict):
     return policy_from_state(state)
 
 
+def warm_policies() -> None:
+    """Load every algorithm's compiled kernels (numba's on-disk cache) in this process.
+
+    The first policy call of a process otherwise pays ~0.7 s loading them, on
+    whichever request comes first; the app does this at start-up, in a thread,
+    before the worker accepts connections.
+    """
+    from algorithms import ALGORITHMS
+
+    for algorithm in ALGORITHMS:
+        for costs in ([1.0, 2.0], [1.0, 2.0, 3.0]):
+            policy = new_policy(algorithm, costs, 0.01)
+            for _ in range(3 * len(costs)):
+                i, j = policy.next_pair(pending=[])
+                policy.record(i, j, 1.0 if i == 0 else 0.0)
+                policy.should_stop()
+            restore_policy(policy_snapshot(policy)[0]).next_pair(pending=[[0, 1]])
+
+
 def policy_snapshot(policy) -> tuple[dict, dict, dict, int | None]:
     """(state, counts, stats, leader) as stored in the campaign row."""
     summary = jsonable(policy.summary())
