@@ -100,12 +100,19 @@ def drop_database(conninfo: str, name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def start_server(url: str, workers: int, log_path: Path, extra_env: dict) -> tuple[subprocess.Popen, str]:
+def start_server(url: str, workers: int, log_path: Path, extra_env: dict,
+                 server: str = "llmduel") -> tuple[subprocess.Popen, str]:
+    """``llmduel serve --workers N`` (one SO_REUSEPORT socket per worker), or plain
+    ``uvicorn --workers N`` (one socket shared by the workers) for comparison."""
     port = free_port()
     env = dict(os.environ, DATABASE_URL=url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0",
                PYTHONUNBUFFERED="1", **extra_env)
-    cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-           "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"]
+    if server == "uvicorn":
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
+               "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"]
+    else:
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--workers", str(workers), "--log-level", "warning"]
     with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -523,6 +530,9 @@ def main() -> int:
     ap.add_argument("--campaigns", type=int, default=5)
     ap.add_argument("--models", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--server", choices=["llmduel", "uvicorn"], default="llmduel",
+                    help="llmduel serve --workers N (a SO_REUSEPORT socket per worker; default) or "
+                         "uvicorn --workers N (one shared socket)")
     ap.add_argument("--synchronous-commit", default="on", choices=["on", "off"],
                     help="LLMDUEL_PG_SYNCHRONOUS_COMMIT of the service (default on)")
     ap.add_argument("--keep", action="store_true", help="keep the database and print its URL")
@@ -536,8 +546,9 @@ def main() -> int:
 
         upgrade_database(db_url)
         proc, base = start_server(db_url, args.workers, tmp / "server.log",
-                                  {"LLMDUEL_PG_SYNCHRONOUS_COMMIT": args.synchronous_commit})
-        print(f"uvicorn --workers {args.workers} on {base}, PostgreSQL database {dbname} "
+                                  {"LLMDUEL_PG_SYNCHRONOUS_COMMIT": args.synchronous_commit}, args.server)
+        server_cmd = "llmduel serve" if args.server == "llmduel" else "uvicorn"
+        print(f"{server_cmd} --workers {args.workers} on {base}, PostgreSQL database {dbname} "
               f"(synchronous_commit={args.synchronous_commit}); {os.cpu_count()} CPUs, "
               f"load average {os.getloadavg()[0]:.2f} before the run")
         campaigns: list[int] = []

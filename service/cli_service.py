@@ -29,7 +29,9 @@ def add_serve_parser(subparsers) -> None:
     p.add_argument("--demo", action=argparse.BooleanOptionalAction, default=False,
                    help="create and run an offline demo campaign (simulated models and judge, "
                    "the paper's synthetic instance with costs (4,1,1)); progress on stderr")
-    p.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes (default 1); each has its own SO_REUSEPORT socket, so the kernel "
+                   "spreads connections evenly (see docs/service.md)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(handler=cmd_serve)
 
@@ -69,8 +71,14 @@ def cmd_serve(args) -> int:
     print(f"llmduel: serving on http://{shown_host}:{args.port} (API docs at /docs), "
           f"database {_redact_url(settings.database_url)}", file=sys.stderr, flush=True)
     if args.workers > 1:
-        uvicorn.run("service.app:create_app", factory=True, host=args.host, port=args.port,
-                    workers=args.workers, log_level=args.log_level)
+        from service.workers import Supervisor
+
+        try:
+            supervisor = Supervisor(args.host, args.port, args.workers, args.log_level)
+        except OSError as exc:
+            print(f"llmduel serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        return supervisor.run()
     else:
         from service.app import create_app
 

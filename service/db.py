@@ -131,7 +131,10 @@ class HotPool:
         """Close the idle connections without waiting (usable when no loop runs)."""
         idle, self._idle = self._idle, []
         for conn in idle:
-            conn.terminate()
+            try:
+                conn.terminate()
+            except RuntimeError:  # its event loop is closed (asyncio.run per call): the socket goes with it
+                pass
 
     async def _connect(self):
         import asyncpg

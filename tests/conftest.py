@@ -121,7 +121,8 @@ class LiveServer:
 
 def start_live_server(database_url: str, log_path: Path, extra_env: dict | None = None,
                       workers: int = 1, timeout: float = 120.0) -> LiveServer:
-    """``uvicorn --factory service.app:create_app`` on a free 127.0.0.1 port."""
+    """The service on a free 127.0.0.1 port: ``uvicorn --factory service.app:create_app``
+    for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more."""
     import httpx
 
     port = free_port()
@@ -129,7 +130,10 @@ def start_live_server(database_url: str, log_path: Path, extra_env: dict | None 
                PYTHONUNBUFFERED="1")
     env.update(extra_env or {})
     cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning", "--workers", str(workers)]
+           "--port", str(port), "--log-level", "warning"]
+    if workers > 1:
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--log-level", "warning", "--workers", str(workers)]
     log_file = open(log_path, "wb")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -158,7 +162,7 @@ def stop_live_server(server: LiveServer) -> None:
 
 @pytest.fixture(scope="session")
 def live_server(db_url, tmp_path_factory):
-    """A real uvicorn with 2 worker processes serving ``db_url`` (one per backend per session)."""
+    """``llmduel serve --workers 2`` serving ``db_url`` (one per backend per session)."""
     server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
     yield server
     stop_live_server(server)
