@@ -319,6 +319,7 @@ class Shared:
         self.duel_ms: list[float] = []
         self.vote_ms: list[float] = []
         self.lag_ms: list[float] = []  # paced phase: how late the client sent a scheduled request
+        self.timeline: list[tuple[float, float]] = []  # (request start, POST duels latency ms)
         self.accepted: dict[int, dict[str, int]] = {}
         self.duplicates_refused = 0
         self.errors: list[str] = []
@@ -362,6 +363,7 @@ async def annotator(n: int, client: LeanClient, tokens: dict[int, str], campaign
                 sh.lag_ms.append(max(0.0, start - scheduled) * 1000)
             r = await client.post(f"/v1/campaigns/{cid}/duels", headers=head)
             sh.duel_ms.append((time.perf_counter() - start) * 1000)
+            sh.timeline.append((start, sh.duel_ms[-1]))
             if r.status_code == 409:
                 sh.ended.add(cid)
                 sh.tickets += 1
@@ -431,6 +433,11 @@ def report(title: str, sh: Shared, wall: float, cpu: tuple[float, float, float |
     print(line("POST vote (client)", sh.vote_ms))
     if sh.lag_ms:
         print(line("client lateness", sh.lag_ms) + "  (time a scheduled duel waited for its annotator)")
+        t0 = min(t for t, _ in sh.timeline)
+        worst: dict[int, float] = {}
+        for t, ms in sh.timeline:
+            worst[int(t - t0)] = max(worst.get(int(t - t0), 0.0), ms)
+        print("  slowest POST duels in each second (ms): " + " ".join(f"{worst[k]:.0f}" for k in sorted(worst)))
     for e in sh.errors[:10]:
         print("  error:", e)
     return vps, pct(sh.duel_ms, 99), pct(sh.vote_ms, 99)

@@ -74,6 +74,18 @@ class CampaignConfig:
 _CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "max_duels", "budget_nusd")
 
 
+class DuelRow(SimpleNamespace):
+    """A duel's columns as plain attributes (unset ones None): the hot path builds
+    its views from this instead of an ORM instance."""
+
+    _EMPTY = dict.fromkeys(Duel.__table__.c.keys())
+    model_a = Duel.model_a
+    model_b = Duel.model_b
+
+    def __init__(self, **columns):
+        super().__init__(**{**self._EMPTY, **columns})
+
+
 def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignConfig:
     cfg = CampaignConfig(models=row.models, judge=row.judge, tie_policy=row.tie_policy, seed=int(row.seed),
                          n_prompts=int(row.n_prompts), max_duels=row.max_duels, budget_nusd=row.budget_nusd)
@@ -156,7 +168,7 @@ async def _plan(svc: CampaignService, tx, campaign_id: int, principal: Principal
     tx.after_commit = lambda: svc._policies.put(campaign_id, seq, policy)
     plan.duel_id = duel_id
     if plan.results is not None:
-        d = Duel(id=duel_id, **duel)
+        d = DuelRow(id=duel_id, **duel)
         plan.outcome = DuelOutcome(duel_id, duel["status"], failed=failed == 1, error=duel.get("error"),
                                    view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=RUNNING)))
     return plan
@@ -178,7 +190,7 @@ async def _vote(svc: CampaignService, tx, duel_id: int, choice: str, principal: 
         raise Fallback
     if cfg.budget_nusd is not None and crow.spend_nusd >= cfg.budget_nusd:
         raise Fallback
-    d = Duel(**drow._asdict())
+    d = DuelRow(**drow._asdict())
     c = SimpleNamespace(id=crow.id, models=cfg.models, status=RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed)
     score = svc._score(c, d, choice)
     d.status, d.choice, d.judged_by, d.judged_at = JUDGED, choice, principal.label, now
