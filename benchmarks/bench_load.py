@@ -1,14 +1,17 @@
-"""Load benchmark: 50 concurrent annotators against uvicorn (2 workers) on PostgreSQL.
+"""Load benchmark: 50 concurrent annotators against the service (2 uvicorn workers) on PostgreSQL.
 
     .venv/bin/python benchmarks/bench_load.py [--votes 5000] [--annotators 50] [--campaigns 5]
                                               [--paced-votes 3000] [--rate RATE] [--workers 2]
+                                              [--server llmduel|uvicorn]
 
 What it does (everything on 127.0.0.1, nothing leaves the machine):
 
 1. creates a fresh PostgreSQL database on ``--pg`` (default
    ``postgresql://postgres@127.0.0.1:5432/test``, the maintenance connection),
-   migrates it (``llmduel db upgrade``) and starts ``uvicorn --factory
-   service.app:create_app --workers 2`` on a free port;
+   migrates it (``llmduel db upgrade``) and starts ``llmduel serve --workers 2``
+   (a SO_REUSEPORT socket per worker; ``--server uvicorn``: plain ``uvicorn --factory
+   service.app:create_app --workers 2``, one socket shared by the workers) on a free
+   port, and prints how the annotators' connections are spread over the workers;
 2. creates ``--campaigns`` human-judged campaigns with simulated models (they
    answer at once, so the figures exclude model latency) and one annotator token
    per (annotator, campaign);
