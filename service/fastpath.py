@@ -31,6 +31,7 @@ off) and requires identical stored campaigns, duels and charges.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -539,7 +540,7 @@ async def _on_pool(svc: CampaignService, make):
     the transaction is tried once more on a new connection, so a database that came
     back costs no request a 503.
     """
-    from .db import is_connection_error
+    from .db import HotPathUnavailable, is_connection_error
 
     for attempt in (1, 2):
         async with svc.db.hot_pool.connection() as (conn, reused):
@@ -552,6 +553,8 @@ async def _on_pool(svc: CampaignService, make):
             except Exception as exc:
                 if attempt == 1 and reused and not tx.wrote and is_connection_error(exc):
                     continue  # the pool closes this connection; the next one is new
+                if isinstance(exc, (OSError, asyncio.TimeoutError)):  # a lost socket, asyncpg's command timeout
+                    raise HotPathUnavailable(f"database connection lost ({type(exc).__name__})") from exc
                 raise
             if tx.open:  # pragma: no cover - every path above ends with its write and COMMIT
                 raise RuntimeError("fast-path transaction left open")

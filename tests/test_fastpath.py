@@ -248,3 +248,50 @@ async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_url):
         await api.aclose()
         await svc.aclose()
         app.state.db.dispose()
+
+
+@pytest.mark.postgres
+async def test_a_lock_held_past_the_command_timeout_gives_503_and_nothing_is_written(pg_url):
+    """A transaction elsewhere holds the campaign's row longer than the hot path's
+    command timeout: the vote gets 503 with a JSON message (not 500), its connection
+    is dropped, nothing is written; once the lock is free the same vote counts once."""
+    import psycopg
+
+    app, api = await _pg_app(pg_url)
+    svc = app.state.service
+    try:
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name="long lock"))).json()["id"]
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        svc.db.hot_pool.connect_kwargs["command_timeout"] = 0.5
+        svc.db.hot_pool.discard_idle()
+        locked, release = threading.Event(), threading.Event()
+
+        def hold():
+            with psycopg.connect(_conninfo(pg_url)) as conn:
+                conn.execute("SELECT id FROM campaigns WHERE id = %s FOR UPDATE", (cid,))
+                locked.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert locked.wait(10)
+            r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
+        finally:
+            release.set()
+            holder.join()
+        assert r.status_code == 503, r.text
+        assert r.json()["detail"] == "the database is unavailable; retry later" and r.headers["retry-after"] == "1"
+        assert svc.db.hot_pool._idle == [] or all(not c.is_in_transaction() for c in svc.db.hot_pool._idle)
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert view["duels"] == 0 and view["pending"] == 1  # nothing was written
+        r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
+        assert r.status_code == 200, r.text
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert view["duels"] == 1 and view["pending"] == 0
+        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
+    finally:
+        await api.aclose()
+        await svc.aclose()
+        app.state.db.dispose()

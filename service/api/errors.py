@@ -28,10 +28,13 @@ def _clean_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def is_db_unavailable(exc: BaseException) -> bool:
+    """Did ``exc`` come from a database that cannot be reached (SQLAlchemy, or the hot path's asyncpg)?"""
     from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)):
+    from ..db import is_connection_error
+
+    if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)) or is_connection_error(exc):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
@@ -50,11 +53,14 @@ def install_error_handlers(app: FastAPI) -> None:
         detail = exc.detail if exc.detail is not None else "error"
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
+    import asyncpg
     from sqlalchemy.exc import SQLAlchemyError
 
-    # A specific class: handled by the ExceptionMiddleware (answered, not re-raised).
-    @app.exception_handler(SQLAlchemyError)
-    async def _database(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+    from ..db import HotPathUnavailable
+
+    # Specific classes: handled by the ExceptionMiddleware (answered, not re-raised).
+    # SQLAlchemy for everything; asyncpg for the hot path's own connections (service.db.HotPool).
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
         if is_db_unavailable(exc):
             log.warning("database unavailable: %s", type(exc).__name__)
             return JSONResponse({"detail": DB_UNAVAILABLE}, status_code=503, headers={"Retry-After": "1"})
@@ -62,21 +68,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": "database error; retry later"}, status_code=503,
                             headers={"Retry-After": "1"})
 
-    import asyncpg
-
-    from ..db import HotPathUnavailable, is_connection_error
-
-    # The hot path's own connections (service.db.HotPool, asyncpg).
-    async def _hot_database(request: Request, exc: Exception) -> JSONResponse:
-        if is_connection_error(exc):
-            log.warning("database unavailable (hot path): %s", type(exc).__name__)
-            return JSONResponse({"detail": DB_UNAVAILABLE}, status_code=503, headers={"Retry-After": "1"})
-        log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-        return JSONResponse({"detail": "database error; retry later"}, status_code=503,
-                            headers={"Retry-After": "1"})
-
-    for cls in (HotPathUnavailable, asyncpg.PostgresError, asyncpg.InterfaceError):
-        app.add_exception_handler(cls, _hot_database)
+    for cls in (SQLAlchemyError, HotPathUnavailable, asyncpg.PostgresError, asyncpg.InterfaceError):
+        app.add_exception_handler(cls, _database)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
