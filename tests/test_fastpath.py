@@ -4,7 +4,7 @@ The same scripted annotator session is run on every path the backend has, and
 everything stored must be the same: the campaign's counters, policy state and
 statistics, every duel's pair, status, choice, score, sequence numbers and charges.
 On SQLite: the synchronous driver (Core statements) and the general path. On
-PostgreSQL: the asynchronous driver (psycopg, pipelined, on the event loop), the
+PostgreSQL: the asynchronous driver (asyncpg, on the event loop), the
 synchronous driver in worker threads (LLMDUEL_INLINE_TRANSACTIONS=0) and the
 general path.
 """
