@@ -62,22 +62,26 @@ TOKEN_CACHE_SECONDS = 30.0
 TOKEN_CACHE_SIZE = 10_000
 
 
-def _cached_annotator(service, token: str) -> tuple[int, int] | None:
+def _token_digest(token: str) -> str | None:
+    """The SHA-256 under which an annotator token is stored; None for what cannot be one."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    return hash_token(token)
+
+
+def _cached_annotator(service, digest: str) -> tuple[int, int] | None:
     """(annotator id, campaign id) from the in-process cache, without I/O (None: not cached)."""
-    hit = service.token_cache.get(hash_token(token))
+    hit = service.token_cache.get(digest)
     if hit is not None and hit[2] > time.monotonic():
         return hit[0], hit[1]
     return None
 
 
-def _lookup_annotator(service, token: str) -> tuple[int, int] | None:
-    """(annotator id, campaign id) for a valid token; cached briefly in-process."""
-    if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
-        return None
-    hit = _cached_annotator(service, token)
+def _lookup_annotator(service, digest: str) -> tuple[int, int] | None:
+    """(annotator id, campaign id) for a valid token's digest; cached briefly in-process."""
+    hit = _cached_annotator(service, digest)
     if hit is not None:
         return hit
-    digest = hash_token(token)
     cache: dict = service.token_cache
     now = time.monotonic()
     with service.db.read() as s:
@@ -116,7 +120,8 @@ def authenticate(request: Request) -> Principal:
     principal, token = _admin_or_token(request)
     if principal is not None:
         return principal
-    return _annotator(_lookup_annotator(request.app.state.service, token))
+    digest = _token_digest(token)
+    return _annotator(None if digest is None else _lookup_annotator(request.app.state.service, digest))
 
 
 async def authenticate_async(request: Request) -> Principal:
@@ -126,10 +131,13 @@ async def authenticate_async(request: Request) -> Principal:
     principal, token = _admin_or_token(request)
     if principal is not None:
         return principal
+    digest = _token_digest(token)
+    if digest is None:
+        return _annotator(None)
     service = request.app.state.service
-    found = _cached_annotator(service, token) if token.startswith(TOKEN_PREFIX) and len(token) <= 200 else None
+    found = _cached_annotator(service, digest)
     if found is None:
-        found = await anyio.to_thread.run_sync(_lookup_annotator, service, token)
+        found = await anyio.to_thread.run_sync(_lookup_annotator, service, digest)
     return _annotator(found)
 
 

@@ -221,31 +221,21 @@ class PolicyCache:
         self._size = size
         self._lock = threading.Lock()
 
-    def take(self, c: Campaign):
-        with self._lock:
-            hit = self._items.pop(c.id, None)
-        if hit is not None and hit[0] == c.event_seq:
-            return hit[1]
-        return restore_policy(c.policy_state)
-
-    def take_at(self, campaign_id: int, event_seq: int, load_state: Callable[[], dict]):
-        """:meth:`take` when only the row's ``event_seq`` is at hand (``load_state`` reads the state on a miss)."""
-        with self._lock:
-            hit = self._items.pop(campaign_id, None)
-        if hit is not None and hit[0] == event_seq:
-            return hit[1]
-        return restore_policy(load_state())
-
-    def seq_of(self, campaign_id: int) -> int | None:
-        """The ``event_seq`` of the cached policy (None: nothing cached); the entry stays."""
-        hit = self._items.get(campaign_id)
-        return None if hit is None else hit[0]
-
     def take_exact(self, campaign_id: int, event_seq: int):
         """The cached policy if it is at ``event_seq`` (removed from the cache), else None."""
         with self._lock:
             hit = self._items.pop(campaign_id, None)
         return hit[1] if hit is not None and hit[0] == event_seq else None
+
+    def take(self, c: Campaign):
+        """The policy of the locked campaign row ``c``: cached, or rebuilt from its stored state."""
+        policy = self.take_exact(c.id, c.event_seq)
+        return policy if policy is not None else restore_policy(c.policy_state)
+
+    def seq_of(self, campaign_id: int) -> int | None:
+        """The ``event_seq`` of the cached policy (None: nothing cached); the entry stays."""
+        hit = self._items.get(campaign_id)
+        return None if hit is None else hit[0]
 
     def put(self, campaign_id: int, event_seq: int, policy: Any) -> None:
         with self._lock:
@@ -330,7 +320,7 @@ class CampaignService:
         self._call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
         self.token_cache: dict[str, tuple[int, int, float]] = {}
         self._policies = PolicyCache()
-        # PostgreSQL: hot fast-path transactions on the event loop (psycopg, async).
+        # PostgreSQL: hot fast-path transactions on the event loop (asyncpg, service.db.HotPool).
         self._on_loop = settings.inline_transactions and db.hot_pool is not None
         self.hot_counts = {"loop": 0, "thread": 0}  # hot-path transactions by where they ran
         self.config_cache: dict[int, Any] = {}  # campaign id -> fastpath.CampaignConfig (never changes)

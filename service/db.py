@@ -181,15 +181,13 @@ class HotPathUnavailable(Exception):
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    """Did ``exc`` come from a lost, refused or timed-out database connection (asyncpg or psycopg)?"""
+    """Did ``exc`` come from a lost, refused or timed-out hot-path (asyncpg) connection?"""
     import asyncio
 
     import asyncpg
 
-    if isinstance(exc, (HotPathUnavailable, OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
-                        asyncpg.PostgresConnectionError, asyncpg.exceptions.ConnectionDoesNotExistError)):
-        return True
-    return isinstance(exc, asyncpg.exceptions.AdminShutdownError)
+    return isinstance(exc, (HotPathUnavailable, OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
+                            asyncpg.PostgresConnectionError, asyncpg.exceptions.AdminShutdownError))
 
 
 class Database:
