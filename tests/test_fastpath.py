@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 from service_helpers import all_duels, campaign_body
@@ -137,7 +138,9 @@ async def test_fast_path_falls_back_for_the_vote_that_certifies(api, monkeypatch
     assert rep["ok"] is True, rep["diff"]
 
 
-async def _pg_app(pg_url):
+@pytest.fixture
+async def pg_api(pg_url):
+    """An httpx.AsyncClient (admin) on an app over PostgreSQL; ``pg_api.app`` is the app."""
     import httpx
     from conftest import ADMIN_KEY, make_settings
 
@@ -146,9 +149,12 @@ async def _pg_app(pg_url):
 
     upgrade_database(pg_url)
     app = create_app(make_settings(pg_url))
-    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                               headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
-    return app, client
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
+                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as client:
+        client.app = app
+        yield client
+    await app.state.service.aclose()
+    app.state.db.dispose()
 
 
 def _conninfo(pg_url) -> str:
@@ -157,35 +163,49 @@ def _conninfo(pg_url) -> str:
     return make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+@contextmanager
+def held_row_lock(pg_url, campaign_id: int):
+    """Another connection (in a thread) holds the campaign's row lock until the block
+    ends or ``release()`` is called."""
+    import psycopg
+
+    locked, release = threading.Event(), threading.Event()
+
+    def hold():
+        with psycopg.connect(_conninfo(pg_url)) as conn:
+            conn.execute("SELECT id FROM campaigns WHERE id = %s FOR UPDATE", (campaign_id,))
+            locked.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+
+    def release_now():
+        release.set()
+        holder.join()
+
+    try:
+        assert locked.wait(10)
+        yield release_now
+    finally:
+        release_now()
+
+
 @pytest.mark.postgres
-async def test_a_vote_waiting_for_a_row_lock_does_not_hold_up_the_event_loop(pg_url):
+async def test_a_vote_waiting_for_a_row_lock_does_not_hold_up_the_event_loop(pg_api, pg_url):
     """Another transaction holds the campaign's row: the vote waits for it on the
     event loop without blocking it (other requests are served meanwhile), then
     counts once."""
-    import psycopg
-
-    app, api = await _pg_app(pg_url)
-    svc = app.state.service
-    try:
-        cid = (await api.post("/v1/campaigns", json=campaign_body(name="held lock"))).json()["id"]
-        other = (await api.post("/v1/campaigns", json=campaign_body(name="other campaign"))).json()["id"]
-        for _ in range(3):
-            d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-            assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
-        assert svc.hot_counts["loop"] >= 6 and svc.hot_counts["thread"] == 0, svc.hot_counts
+    api, svc = pg_api, pg_api.app.state.service
+    cid = (await api.post("/v1/campaigns", json=campaign_body(name="held lock"))).json()["id"]
+    other = (await api.post("/v1/campaigns", json=campaign_body(name="other campaign"))).json()["id"]
+    for _ in range(3):
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+    assert svc.hot_counts["loop"] >= 6 and svc.hot_counts["thread"] == 0, svc.hot_counts
+    d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
 
-        locked, release = threading.Event(), threading.Event()
-
-        def hold():
-            with psycopg.connect(_conninfo(pg_url)) as conn:
-                conn.execute("SELECT id FROM campaigns WHERE id = %s FOR UPDATE", (cid,))
-                locked.set()
-                release.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        assert locked.wait(10)
+    with held_row_lock(pg_url, cid) as release:
         before = dict(svc.hot_counts)
         vote = asyncio.create_task(api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "b"}))
         await asyncio.sleep(0.3)
@@ -196,102 +216,69 @@ async def test_a_vote_waiting_for_a_row_lock_does_not_hold_up_the_event_loop(pg_
             assert (await api.post(f"/v1/duels/{o['id']}/vote", json={"choice": "a"})).status_code == 200
         served = time.monotonic() - t0
         assert not vote.done()
-        release.set()
+        release()
         r = await asyncio.wait_for(vote, 10)
-        holder.join()
-        assert r.status_code == 200, r.text
-        assert served < 2.0, served
-        assert svc.hot_counts["loop"] == before["loop"] + 7 and svc.hot_counts["thread"] == before["thread"]
-        dup = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
-        assert dup.status_code == 409
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        assert view["duels"] == 4 and view["pending"] == 0
-        for c in (cid, other):
-            rep = (await api.get(f"/v1/campaigns/{c}/replay")).json()
-            assert rep["ok"] is True, rep["diff"]
-    finally:
-        await api.aclose()
-        await svc.aclose()
-        app.state.db.dispose()
+    assert r.status_code == 200, r.text
+    assert served < 2.0, served
+    assert svc.hot_counts["loop"] == before["loop"] + 7 and svc.hot_counts["thread"] == before["thread"]
+    dup = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
+    assert dup.status_code == 409
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["duels"] == 4 and view["pending"] == 0
+    for c in (cid, other):
+        rep = (await api.get(f"/v1/campaigns/{c}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
 
 
 @pytest.mark.postgres
-async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_url):
+async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_api, pg_url):
     """The server ends the hot pool's idle connections (a restart, a proxy): the next
     requests reconnect by themselves and succeed; nothing is lost or counted twice."""
     import psycopg
 
-    app, api = await _pg_app(pg_url)
-    svc = app.state.service
-    try:
-        cid = (await api.post("/v1/campaigns", json=campaign_body(name="killed connections"))).json()["id"]
-        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-        assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
-        connects = svc.db.hot_pool.connects
-        pids = [c.get_server_pid() for c in svc.db.hot_pool._idle]
-        assert pids
-        with psycopg.connect(_conninfo(pg_url), autocommit=True) as conn:
-            for pid in pids:
-                conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-        await asyncio.sleep(0.2)
-        for _ in range(3):
-            d = (await api.post(f"/v1/campaigns/{cid}/duels"))
-            assert d.status_code == 201, d.text
-            r = await api.post(f"/v1/duels/{d.json()['id']}/vote", json={"choice": "b"})
-            assert r.status_code == 200, r.text
-        assert svc.db.hot_pool.connects > connects
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        assert view["duels"] == 4 and view["duels_created"] == 4 and view["pending"] == 0
-        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
-        assert rep["ok"] is True, rep["diff"]
-    finally:
-        await api.aclose()
-        await svc.aclose()
-        app.state.db.dispose()
+    api, svc = pg_api, pg_api.app.state.service
+    cid = (await api.post("/v1/campaigns", json=campaign_body(name="killed connections"))).json()["id"]
+    d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+    assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+    connects = svc.db.hot_pool.connects
+    pids = [c.get_server_pid() for c in svc.db.hot_pool._idle]
+    assert pids
+    with psycopg.connect(_conninfo(pg_url), autocommit=True) as conn:
+        for pid in pids:
+            conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    await asyncio.sleep(0.2)
+    for _ in range(3):
+        d = (await api.post(f"/v1/campaigns/{cid}/duels"))
+        assert d.status_code == 201, d.text
+        r = await api.post(f"/v1/duels/{d.json()['id']}/vote", json={"choice": "b"})
+        assert r.status_code == 200, r.text
+    assert svc.db.hot_pool.connects > connects
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["duels"] == 4 and view["duels_created"] == 4 and view["pending"] == 0
+    rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+    assert rep["ok"] is True, rep["diff"]
 
 
 @pytest.mark.postgres
-async def test_a_lock_held_past_the_command_timeout_gives_503_and_nothing_is_written(pg_url):
+async def test_a_lock_held_past_the_command_timeout_gives_503_and_nothing_is_written(pg_api, pg_url):
     """A transaction elsewhere holds the campaign's row longer than the hot path's
     command timeout: the vote gets 503 with a JSON message (not 500), its connection
     is dropped, nothing is written; once the lock is free the same vote counts once."""
-    import psycopg
-
-    app, api = await _pg_app(pg_url)
-    svc = app.state.service
-    try:
-        cid = (await api.post("/v1/campaigns", json=campaign_body(name="long lock"))).json()["id"]
-        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-        svc.db.hot_pool.connect_kwargs["command_timeout"] = 0.5
-        svc.db.hot_pool.discard_idle()
-        locked, release = threading.Event(), threading.Event()
-
-        def hold():
-            with psycopg.connect(_conninfo(pg_url)) as conn:
-                conn.execute("SELECT id FROM campaigns WHERE id = %s FOR UPDATE", (cid,))
-                locked.set()
-                release.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        try:
-            assert locked.wait(10)
-            r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
-        finally:
-            release.set()
-            holder.join()
-        assert r.status_code == 503, r.text
-        assert r.json()["detail"] == "the database is unavailable; retry later" and r.headers["retry-after"] == "1"
-        assert svc.db.hot_pool._idle == [] or all(not c.is_in_transaction() for c in svc.db.hot_pool._idle)
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        assert view["duels"] == 0 and view["pending"] == 1  # nothing was written
+    api, svc = pg_api, pg_api.app.state.service
+    cid = (await api.post("/v1/campaigns", json=campaign_body(name="long lock"))).json()["id"]
+    d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+    svc.db.hot_pool.connect_kwargs["command_timeout"] = 0.5
+    svc.db.hot_pool.discard_idle()
+    with held_row_lock(pg_url, cid):
         r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
-        assert r.status_code == 200, r.text
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        assert view["duels"] == 1 and view["pending"] == 0
-        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
-        assert rep["ok"] is True, rep["diff"]
-    finally:
-        await api.aclose()
-        await svc.aclose()
-        app.state.db.dispose()
+    assert r.status_code == 503, r.text
+    assert r.json()["detail"] == "the database is unavailable; retry later" and r.headers["retry-after"] == "1"
+    assert svc.db.hot_pool._idle == [] or all(not c.is_in_transaction() for c in svc.db.hot_pool._idle)
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["duels"] == 0 and view["pending"] == 1  # nothing was written
+    r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
+    assert r.status_code == 200, r.text
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["duels"] == 1 and view["pending"] == 0
+    rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+    assert rep["ok"] is True, rep["diff"]
