@@ -104,6 +104,7 @@ def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
                 return False
 
         wait_for(up, 120, "the service")
+
         def two_workers(exclude: int | None = None):
             w = workers_of(proc.pid)
             return w if len(w) == 2 and exclude not in w else None
@@ -144,6 +145,7 @@ def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
     finally:
         for c in clients:
             c.close()
+        last_workers = workers_of_safe(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=30)
@@ -152,7 +154,9 @@ def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
             raise
     text = log.read_text(errors="replace")
     assert proc.returncode == 0, text
-    assert not [w for w in workers_of_safe(proc.pid)], "no worker may outlive the supervisor"
+    assert len(last_workers) == 2, last_workers
+    survivors = [w for w in last_workers if Path(f"/proc/{w}").exists()]
+    assert not survivors, f"no worker may outlive the supervisor: {survivors}"
     assert "Traceback" not in text, text
     assert "exited with -9" in text  # the kill was noticed and logged
 
