@@ -1,0 +1,66 @@
+"""The shared vocabulary of llmduel: every name that crosses a layer, defined once.
+
+Each set of names is a :class:`enum.StrEnum`, so a member *is* its string value:
+``Algorithm.DCTAS == "dctas"`` and members serialise to JSON as plain strings.
+Every layer (algorithms, judges, model clients, service, API schemas, command
+line) imports its names from here; no other module spells these strings.
+
+This module sits in the lowest layer because every other layer may import from
+it; it holds names only, no behaviour.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Algorithm(StrEnum):
+    """Sampling-and-stopping rules (the paper's five; see docs/algorithms.md)."""
+
+    DCTAS = "dctas"  # cost-aware Track-and-Stop (the paper's Algorithm 1)
+    TAS = "tas"  # Track-and-Stop, cost-unaware allocation
+    CRR = "crr"  # cost-aware round robin over the pairs
+    DCTAC = "dctac"  # cost-aware Track-and-Challenge (Hoeffding stop)
+    DPCA = "dpca"  # phased cost-aware elimination
+
+
+class TiePolicy(StrEnum):
+    """What a tie (and ``both_bad``) does to the statistics (docs/architecture.md, Ties)."""
+
+    DROP = "drop"  # not counted
+    HALF = "half"  # half a win each
+    RANDOM = "random"  # a fair coin decides
+
+
+class Choice(StrEnum):
+    """A verdict on a duel, about the answers as shown (A left, B right)."""
+
+    A = "a"
+    B = "b"
+    TIE = "tie"
+    BOTH_BAD = "both_bad"
+
+
+class CampaignStatus(StrEnum):
+    """Where a campaign is; every status but ``RUNNING`` is final."""
+
+    RUNNING = "running"
+    CERTIFIED = "certified"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    STOPPED = "stopped"
+
+
+class DuelStatus(StrEnum):
+    """Where a duel is; ``CALLING`` and ``PENDING`` are in flight."""
+
+    CALLING = "calling"  # models being called
+    PENDING = "pending"  # answers stored, waiting for a verdict
+    JUDGED = "judged"
+    FAILED = "failed"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"  # the campaign ended while the duel was in flight
+
+
+IN_FLIGHT: tuple[DuelStatus, ...] = (DuelStatus.CALLING, DuelStatus.PENDING)
+
+__all__ = ["Algorithm", "CampaignStatus", "Choice", "DuelStatus", "IN_FLIGHT", "TiePolicy"]
