@@ -260,7 +260,7 @@ def cs_contains(x: Any, mu: float, alpha: float, population: int | None = None) 
 
 
 def cs_bounds(x: Any, alpha: float, population: int | None = None, grid: int = 401) -> tuple[np.ndarray, np.ndarray]:
-    """Lower and upper ends of the two-sided sequence at every time, on a grid of ``m``.
+    """Lower and upper ends of the two-sided sequence at every time, on a grid of ``m`` (rounded outwards).
 
     Without replacement the ends are clipped to the deterministic bounds
     ``[S_t / N, (S_t + N - t) / N]``; at ``t = N`` both ends equal the exact mean.
@@ -279,8 +279,9 @@ def cs_bounds(x: Any, alpha: float, population: int | None = None, grid: int = 4
     S = np.cumsum(a)
     for t in range(T):
         idx = np.flatnonzero(inside[:, t])
-        lower[t] = ms[idx[0]] if idx.size else 0.0
-        upper[t] = ms[idx[-1]] if idx.size else 1.0
+        # rounded outwards to the neighbouring grid points
+        lower[t] = ms[max(idx[0] - 1, 0)] if idx.size else 0.0
+        upper[t] = ms[min(idx[-1] + 1, grid - 1)] if idx.size else 1.0
         if population is not None:
             N = int(population)
             lower[t] = max(lower[t], S[t] / N)
