@@ -208,8 +208,7 @@ def _log_wealth(x, N, m0):
         else:
             m_t = m0
         if m_t > 1.0:
-            # the null is impossible on the population only for m0 above the
-            # truth; such an m0 keeps K = 1 (never rejected by betting here)
+            # the values left cannot average above 1: mu < m0 is certain, no bet
             lam = 0.0
         elif m_t < 0.0:
             # already sum_{r<t} X_r > N m0: mu > m0 is certain
