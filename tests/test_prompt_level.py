@@ -187,3 +187,18 @@ def test_simulate_campaign_validates_its_inputs():
         simulate_campaign(inst, "sometimes", 0.1, 0)
     with pytest.raises(ValueError, match="delta"):
         simulate_campaign(inst, "wor", 1.5, 0)
+
+
+def test_benchmark_script_runs_and_prints_every_mode():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_reuse_sim.py"), "--trials", "5",
+                          "--prompts", "20"], capture_output=True, text=True, timeout=300, check=True).stdout
+    for word in ("fresh", "reuse", "wor", "spend ratios", "4 models x 20 prompts, clear", "small gaps"):
+        assert word in out
+    bad = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_reuse_sim.py"), "--trials", "0"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--trials" in bad.stderr and "Traceback" not in bad.stderr
