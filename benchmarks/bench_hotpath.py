@@ -46,7 +46,7 @@ def main() -> int:
 
     url, conninfo, name = create_database(args.pg)
     try:
-        from service import fastpath
+        from service import hotpath as fastpath
         from service.app import create_app
         from service.auth import Principal
         from service.config import Settings

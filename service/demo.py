@@ -49,12 +49,12 @@ def _say(msg: str) -> None:
 
 async def start_demo(service: CampaignService, base_url: str | None, interval: float = 2.0) -> int:
     """Create the demo campaign, start its run, and log progress until it ends."""
-    campaign_id = await service._thread(service.create_campaign, demo_campaign())
+    campaign_id = await service.in_thread(service.create_campaign, demo_campaign())
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
     _say(f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "
          f"API {base}/v1/campaigns/{campaign_id} (admin key required), docs {base}/docs")
     await service.start_run(campaign_id, None, 1)
-    service._spawn(_progress(service, campaign_id, interval))
+    service.spawn(_progress(service, campaign_id, interval))
     return campaign_id
 
 
@@ -63,7 +63,7 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
     while True:
         await asyncio.sleep(interval)
         try:
-            view = await service._thread(service.get_campaign, campaign_id)
+            view = await service.in_thread(service.get_campaign, campaign_id)
         except Exception as exc:  # keep the demo alive through transient DB errors
             _say(f"cannot read progress ({type(exc).__name__})")
             continue

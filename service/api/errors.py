@@ -10,11 +10,26 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..campaigns import DomainError
+from ..campaigns import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
 
 log = logging.getLogger("llmduel.api")
 
 DB_UNAVAILABLE = "the database is unavailable; retry later"
+
+# The HTTP status of each domain error class (the most specific class listed wins).
+DOMAIN_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (CampaignEnded, 409),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Forbidden, 403),
+    (Unprocessable, 422),
+    (DomainError, 400),
+)
+
+
+def domain_status(exc: DomainError) -> int:
+    """The HTTP status for a domain error."""
+    return next(code for cls, code in DOMAIN_STATUS if isinstance(exc, cls))
 
 
 def _clean_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -42,7 +57,7 @@ def is_db_unavailable(exc: BaseException) -> bool:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        return JSONResponse({"detail": exc.detail}, status_code=domain_status(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

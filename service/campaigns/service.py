@@ -24,284 +24,35 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
-import math
 import random
 import secrets
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
+import httpx
 from sqlalchemy import func, insert, select, update
+from sqlalchemy.exc import DBAPIError
 
-from . import fastpath
-from .auth import Principal, hash_token, new_token
-from .config import Settings
-from .db import Database
-from .models import (
-    BUDGET_EXHAUSTED,
-    CALLING,
-    CANCELLED,
-    CERTIFIED,
-    EXPIRED,
-    FAILED,
-    IN_FLIGHT,
-    JUDGED,
-    PENDING,
-    RUNNING,
-    STOPPED,
-    Annotator,
-    Campaign,
-    Charge,
-    Duel,
-    Prompt,
-    from_nusd,
-    to_nusd,
-    utcnow,
-)
-from .schemas import CampaignCreate
+from algorithms import plugin_lower_bound
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
+from judges import build_judge
+
+from .. import hotpath
+from ..auth import Principal, hash_token, new_token
+from ..clients import ClientError, Completion, build_client
+from ..config import Settings
+from ..db import Database
+from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..schemas import CampaignCreate
+from . import rules
+from .policy_cache import PolicyCache, new_policy, policy_snapshot
+from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound, ReplayResult, Unprocessable
+from .views import duel_view_for, json_diff, jsonable_report
 
 log = logging.getLogger("llmduel.campaigns")
-
-MAX_ERROR_CHARS = 2000
-MAX_ANSWER_CHARS = 1_000_000
-
-
-# ---------------------------------------------------------------- errors
-class DomainError(Exception):
-    status_code = 400
-
-    def __init__(self, detail: str, *, retry_later: bool = False, ended: bool = False):
-        super().__init__(detail)
-        self.detail = detail
-        self.retry_later = retry_later
-        self.ended = ended  # this request ended the campaign (its webhook is due)
-
-
-class NotFound(DomainError):
-    status_code = 404
-
-
-class Conflict(DomainError):
-    status_code = 409
-
-
-class Forbidden(DomainError):
-    status_code = 403
-
-
-class Unprocessable(DomainError):
-    status_code = 422
-
-
-# ---------------------------------------------------------------- helpers
-def jsonable(value: Any) -> Any:
-    """Plain JSON types (numpy scalars and arrays become floats/ints/lists)."""
-    return json.loads(json.dumps(value, default=_np_default))
-
-
-def _np_default(obj: Any) -> Any:
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    if hasattr(obj, "item"):
-        return obj.item()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-def clean_text(text: Any, limit: int = MAX_ANSWER_CHARS) -> str:
-    """Model output as storable text: str, no NUL, no lone surrogates, bounded."""
-    if not isinstance(text, str):
-        text = "" if text is None else str(text)
-    if len(text) > limit:
-        text = text[:limit] + "\n[truncated by llmduel]"
-    text = text.replace("\x00", "\ufffd")
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def finite_or_none(x: Any) -> float | None:
-    """``float(x)`` when it is a finite number, else None."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _cost_nusd(cost: Any) -> int:
-    v = finite_or_none(cost)
-    return to_nusd(v) if v is not None and v > 0 else 0
-
-
-def json_diff(stored: Any, replayed: Any, path: str = "") -> list[str]:
-    """Human-readable differences between two JSON values."""
-    if isinstance(stored, dict) and isinstance(replayed, dict):
-        out: list[str] = []
-        for key in sorted(set(stored) | set(replayed), key=str):
-            p = f"{path}.{key}" if path else str(key)
-            if key not in stored:
-                out.append(f"{p}: missing in stored state (replayed {replayed[key]!r})")
-            elif key not in replayed:
-                out.append(f"{p}: missing in replayed state (stored {stored[key]!r})")
-            else:
-                out.extend(json_diff(stored[key], replayed[key], p))
-        return out
-    if isinstance(stored, list) and isinstance(replayed, list) and len(stored) == len(replayed):
-        out = []
-        for n, (a, b) in enumerate(zip(stored, replayed)):
-            out.extend(json_diff(a, b, f"{path}[{n}]"))
-        return out
-    if stored != replayed:
-        return [f"{path or '<root>'}: stored {stored!r} != replayed {replayed!r}"]
-    return []
-
-
-def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, bool]:
-    """Duel ``number``'s prompt index and whether answer "a" is model_i's (from the campaign seed)."""
-    rng = random.Random(f"{seed}:{number}:draw")
-    prompt_index = rng.randrange(n_prompts)
-    return prompt_index, rng.random() < 0.5
-
-
-def new_policy(algorithm: str, costs: list[float], delta: float):
-    from algorithms import make_policy
-
-    return make_policy(algorithm, costs=costs, delta=delta)
-
-
-def restore_policy(state: dict):
-    from algorithms import policy_from_state
-
-    return policy_from_state(state)
-
-
-def warm_policies() -> None:
-    """Load every algorithm's compiled kernels (numba's on-disk cache) in this process.
-
-    The first policy call of a process otherwise pays ~0.7 s loading them, on
-    whichever request comes first; the app does this at start-up, in a thread,
-    before the worker accepts connections.
-    """
-    from algorithms import ALGORITHMS
-
-    for algorithm in ALGORITHMS:
-        for costs in ([1.0, 2.0], [1.0, 2.0, 3.0]):
-            policy = new_policy(algorithm, costs, 0.01)
-            for _ in range(3 * len(costs)):
-                i, j = policy.next_pair(pending=[])
-                policy.record(i, j, 1.0 if i == 0 else 0.0)
-                policy.should_stop()
-            restore_policy(policy_snapshot(policy)[0]).next_pair(pending=[[0, 1]])
-
-
-def policy_snapshot(policy) -> tuple[dict, dict, dict, int | None]:
-    """(state, counts, stats, leader) as stored in the campaign row."""
-    summary = jsonable(policy.summary())
-    counts = {"N": summary.get("N"), "W": summary.get("W")}
-    stats = {k: v for k, v in summary.items() if k not in ("N", "W")}
-    t = int(summary.get("t") or 0)
-    leader = summary.get("leader") if t > 0 else None
-    return jsonable(policy.to_state()), counts, stats, leader
-
-
-class PolicyCache:
-    """Policies kept between transactions, keyed by the campaign's ``event_seq``.
-
-    Every policy call anywhere (any process) increments the campaign's
-    ``event_seq`` under the row lock, so a cached policy whose sequence number
-    equals the row's is exactly the stored state. ``take`` removes the entry (a
-    failed transaction cannot leave a half-updated policy behind); ``put`` runs
-    after a successful commit.
-    """
-
-    def __init__(self, size: int = 1000):
-        self._items: dict[int, tuple[int, Any]] = {}
-        self._size = size
-        self._lock = threading.Lock()
-
-    def take_exact(self, campaign_id: int, event_seq: int):
-        """The cached policy if it is at ``event_seq`` (removed from the cache), else None."""
-        with self._lock:
-            hit = self._items.pop(campaign_id, None)
-        return hit[1] if hit is not None and hit[0] == event_seq else None
-
-    def take(self, c: Campaign):
-        """The policy of the locked campaign row ``c``: cached, or rebuilt from its stored state."""
-        policy = self.take_exact(c.id, c.event_seq)
-        return policy if policy is not None else restore_policy(c.policy_state)
-
-    def seq_of(self, campaign_id: int) -> int | None:
-        """The ``event_seq`` of the cached policy (None: nothing cached); the entry stays."""
-        hit = self._items.get(campaign_id)
-        return None if hit is None else hit[0]
-
-    def put(self, campaign_id: int, event_seq: int, policy: Any) -> None:
-        with self._lock:
-            if len(self._items) >= self._size:
-                self._items.clear()
-            self._items[campaign_id] = (event_seq, policy)
-
-
-@dataclass
-class DuelPlan:
-    """What the model calls of one duel need, taken from the plan transaction."""
-
-    campaign_id: int
-    duel_id: int
-    number: int
-    i: int
-    j: int
-    a_is_i: bool
-    prompt: str
-    models: list[dict]
-    judge: dict
-    tie_policy: str
-    seed: int
-    select_ms: float = 0.0
-    # Set when both models answered inside the plan transaction (instant clients):
-    results: dict[int, Any] | None = None
-    outcome: "DuelOutcome | None" = None
-
-    @property
-    def model_a(self) -> int:
-        return self.i if self.a_is_i else self.j
-
-    @property
-    def model_b(self) -> int:
-        return self.j if self.a_is_i else self.i
-
-
-@dataclass
-class DuelOutcome:
-    duel_id: int
-    status: str
-    ended: bool = False
-    failed: bool = False
-    error: str | None = None
-    view: dict | None = None  # the duel as an admin sees it, built inside the transaction
-
-
-ADMIN_DUEL_FIELDS = ("model_a", "model_b", "model_a_name", "model_b_name", "score", "judged_by", "judge", "charges")
-
-
-def duel_view_for(view: dict, admin: bool) -> dict:
-    """Annotators do not see which model is behind which answer (nor the judge's notes)."""
-    if admin:
-        return view
-    return {k: v for k, v in view.items() if k not in ADMIN_DUEL_FIELDS}
-
-
-@dataclass
-class ReplayResult:
-    campaign_id: int
-    ok: bool
-    events: int
-    diff: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"campaign_id": self.campaign_id, "ok": self.ok, "events": self.events, "diff": self.diff}
 
 
 # ---------------------------------------------------------------- service
@@ -317,18 +68,18 @@ class CampaignService:
         self._runs: dict[int, asyncio.Task] = {}
         self._background: set[asyncio.Task] = set()
         self._expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)
-        self._call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
+        self.call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
         self.token_cache: dict[str, tuple[int, int, float]] = {}
-        self._policies = PolicyCache()
+        self.policies = PolicyCache()
         # PostgreSQL: hot fast-path transactions on the event loop (asyncpg, service.db.HotPool).
         self._on_loop = settings.inline_transactions and db.hot_pool is not None
         self.hot_counts = {"loop": 0, "thread": 0}  # hot-path transactions by where they ran
-        self.config_cache: dict[int, Any] = {}  # campaign id -> fastpath.CampaignConfig (never changes)
+        self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
         self._prompts: dict[tuple[int, int], str] = {}
 
     # ------------------------------------------------------------ threads
     @staticmethod
-    async def _thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    async def in_thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         if kwargs:
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         return await anyio.to_thread.run_sync(fn, *args)
@@ -362,7 +113,7 @@ class CampaignService:
             algorithm=body.algorithm,
             delta=body.delta,
             tie_policy=body.tie_policy,
-            status=RUNNING,
+            status=CampaignStatus.RUNNING,
             models=[{"name": m.name, "cost": m.cost, "client": m.client} for m in body.models],
             n_prompts=len(body.prompts),
             judge=body.judge,
@@ -429,8 +180,6 @@ class CampaignService:
         lower = None
         if (stats.get("t") or 0) > 0:
             try:
-                from algorithms import plugin_lower_bound
-
                 lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta))
             except Exception:  # a statistic must never break the view
                 lower = None
@@ -609,16 +358,9 @@ class CampaignService:
         if keep_duel is not None:
             cond.append(Duel.id != keep_duel)
         s.execute(
-            update(Duel).where(*cond).values(status=CANCELLED, error="the campaign ended before this duel was judged")
+            update(Duel).where(*cond).values(status=DuelStatus.CANCELLED, error="the campaign ended before this duel was judged")
             .execution_options(synchronize_session=False)
         )
-
-    @staticmethod
-    def expected_judge_nusd(judge_spend_nusd: int, duels_done: int) -> int:
-        """The next duel's expected judge cost: the mean judge spend so far, rounded up."""
-        if judge_spend_nusd <= 0:
-            return 0
-        return -(-judge_spend_nusd // max(1, duels_done))
 
     def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
@@ -628,7 +370,7 @@ class CampaignService:
             c = self._lock_existing(s, campaign_id)
             if principal is not None and not principal.can_access(campaign_id):
                 raise Forbidden("this token does not give access to this campaign")
-            if c.status != RUNNING:
+            if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
             automatic = c.judge.get("kind") != "human"
             if principal is not None and not principal.admin and automatic:
@@ -647,48 +389,42 @@ class CampaignService:
                         Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                     )
                 ).all()
-                stale = [r.id for r in inflight if r.expires_at <= now]
+                stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
                     s.execute(
-                        update(Duel).where(Duel.id.in_(stale), Duel.status.in_(IN_FLIGHT)).values(status=EXPIRED)
+                        update(Duel).where(Duel.id.in_(stale), Duel.status.in_(IN_FLIGHT)).values(status=DuelStatus.EXPIRED)
                         .execution_options(synchronize_session=False)
                     )
-                    inflight = [r for r in inflight if r.expires_at > now]
-                if c.max_duels is not None and c.duels_judged + len(inflight) >= c.max_duels:
+                    inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
                     if not inflight:
-                        self._finish(s, c, STOPPED, f"max_duels ({c.max_duels}) reached", now)
-                        err = Conflict(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached",
-                                       ended=True)
+                        self._finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now)
+                        err = CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached")
                     else:
                         err = Conflict(
                             f"max_duels ({c.max_duels}) is reached counting the {len(inflight)} duels in flight",
                             retry_later=True,
                         )
             if err is None:
-                policy = self._policies.take(c)
-                pending = [[int(r.model_i), int(r.model_j)] for r in inflight]
-                i, j = (int(x) for x in policy.next_pair(pending=pending))
-                if i > j:
-                    i, j = j, i
-                costs = [float(m["cost"]) for m in c.models]
-                expected = to_nusd(costs[i] + costs[j]) + self.expected_judge_nusd(c.judge_spend_nusd,
-                                                                                   c.duels_judged + c.duels_failed)
-                if c.budget_nusd is not None:
-                    reserved = sum(int(r.expected_cost_nusd) for r in inflight)
-                    if c.spend_nusd + reserved + expected > c.budget_nusd:
-                        if not inflight:
-                            self._finish(s, c, BUDGET_EXHAUSTED,
-                                         f"the next duel's expected cost ({expected / 1e9:.6g} USD) exceeds the "
-                                         f"remaining budget ({(c.budget_nusd - c.spend_nusd) / 1e9:.6g} USD)", now)
-                            err = Conflict(f"campaign {campaign_id} has ended: budget exhausted", ended=True)
-                        else:
-                            err = Conflict(
-                                f"the remaining budget is reserved by {len(inflight)} duels in flight",
-                                retry_later=True,
-                            )
+                policy = self.policies.take(c.id, c.event_seq, c.policy_state)
+                pending = rules.pending_pairs(inflight)
+                i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
+                expected = rules.expected_duel_nusd(c.models, i, j, c.judge_spend_nusd, c.duels_judged + c.duels_failed)
+                reserved = sum(int(r.expected_cost_nusd) for r in inflight)
+                if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
+                    if not inflight:
+                        self._finish(s, c, CampaignStatus.BUDGET_EXHAUSTED,
+                                     f"the next duel's expected cost ({expected / 1e9:.6g} USD) exceeds the "
+                                     f"remaining budget ({(c.budget_nusd - c.spend_nusd) / 1e9:.6g} USD)", now)
+                        err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")
+                    else:
+                        err = Conflict(
+                            f"the remaining budget is reserved by {len(inflight)} duels in flight",
+                            retry_later=True,
+                        )
             if err is None:
                 number = c.duels_created + 1
-                prompt_index, a_is_i = draw_prompt_and_side(c.seed, number, c.n_prompts)
+                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
                 c.event_seq += 1
                 duel = Duel(
                     campaign_id=campaign_id,
@@ -698,7 +434,7 @@ class CampaignService:
                     a_is_i=a_is_i,
                     prompt_index=prompt_index,
                     prompt=self._prompt(s, campaign_id, prompt_index),
-                    status=CALLING,
+                    status=DuelStatus.CALLING,
                     counted=False,
                     cost_nusd=0,
                     expected_cost_nusd=expected,
@@ -706,13 +442,13 @@ class CampaignService:
                     pending_at_select=pending,
                     requested_by=principal.label if principal is not None else "run",
                     created_at=now,
-                    expires_at=now + self._call_expiry,
+                    expires_at=now + self.call_expiry,
                 )
                 state = jsonable(policy.to_state())
                 if state != c.policy_state:  # next_pair changed the state (not the case for today's policies)
                     c.policy_state = state
                 c.duels_created = number
-                s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self._policies.put(campaign_id, seq, p)
+                s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(campaign_id, seq, p)
                 c.version += 1
                 c.updated_at = now
                 plan = DuelPlan(
@@ -728,12 +464,12 @@ class CampaignService:
                     tie_policy=c.tie_policy,
                     seed=int(c.seed),
                 )
-                charges, columns = self._answer_now(plan, now)
+                charges, columns = self.answer_now(plan, now)
                 for key, value in columns.items():
                     setattr(duel, key, value)
                 if plan.results is not None:
                     c.spend_nusd += duel.cost_nusd
-                    c.duels_failed += duel.status == FAILED
+                    c.duels_failed += duel.status == DuelStatus.FAILED
                 s.add(duel)
                 s.flush()
                 plan.duel_id = int(duel.id)
@@ -755,8 +491,6 @@ class CampaignService:
         ``duel_id``) for what the answers really cost, their sum in nano-USD, the
         duel's answer columns, and the failure message (None when both answered).
         """
-        from service.clients import Completion
-
         errors: list[str] = []
         charges: list[dict] = []
         info: dict[int, dict] = {}
@@ -764,7 +498,7 @@ class CampaignService:
             res = results[idx]
             name = plan.models[idx]["name"]
             if isinstance(res, Completion):
-                amount = _cost_nusd(res.cost)
+                amount = cost_nusd(res.cost)
                 info[idx] = {
                     "model": name,
                     "input_tokens": res.input_tokens,
@@ -792,7 +526,7 @@ class CampaignService:
                           answer_b=clean_text(results[plan.model_b].text), answered_at=now)
         return charges, total, fields, error
 
-    def _answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
+    def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
         """Both answers inside the plan transaction, when both models are instant.
 
         Sets ``plan.results`` and returns (charges, the duel's columns) as
@@ -805,9 +539,9 @@ class CampaignService:
         charges, total, columns, error = self._settle_answers(plan, plan.results, now)
         columns["cost_nusd"] = total
         if error is not None:
-            columns.update(status=FAILED, error=error)
+            columns.update(status=DuelStatus.FAILED, error=error)
         else:
-            columns.update(status=PENDING, expires_at=now + self._expiry)
+            columns.update(status=DuelStatus.PENDING, expires_at=now + self._expiry)
         return charges, columns
 
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
@@ -829,10 +563,10 @@ class CampaignService:
             if error is not None:
                 d.error = error
                 if d.status in IN_FLIGHT:
-                    d.status = FAILED
+                    d.status = DuelStatus.FAILED
                     c.duels_failed += 1
-            elif d.status == CALLING:
-                d.status = PENDING
+            elif d.status == DuelStatus.CALLING:
+                d.status = DuelStatus.PENDING
                 d.expires_at = now + self._expiry
             s.execute(
                 update(Duel).where(Duel.id == d.id).values(
@@ -880,7 +614,7 @@ class CampaignService:
             d = s.get(Duel, duel_id)
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
-            judge_nusd = _cost_nusd(judge_cost)
+            judge_nusd = cost_nusd(judge_cost)
             if judge_nusd:
                 # A judge call is charged whatever happens to its verdict.
                 s.execute(insert(Charge), [{"campaign_id": c.id, "duel_id": d.id, "kind": "judge",
@@ -888,15 +622,15 @@ class CampaignService:
                 d.cost_nusd += judge_nusd
                 c.spend_nusd += judge_nusd
                 c.judge_spend_nusd += judge_nusd
-            if d.status != PENDING:
+            if d.status != DuelStatus.PENDING:
                 err = Conflict(_not_pending_message(d))
-            elif d.expires_at <= now:
-                d.status = EXPIRED
+            elif rules.is_stale(d.expires_at, now):
+                d.status = DuelStatus.EXPIRED
                 err = Conflict(f"duel {duel_id} expired at {d.expires_at.isoformat()} and no longer counts")
-            elif c.status != RUNNING:
+            elif c.status != CampaignStatus.RUNNING:
                 err = Conflict(f"campaign {c.id} has ended (status {c.status})")
             if err is not None:
-                if d.status == EXPIRED or judge_nusd:
+                if d.status == DuelStatus.EXPIRED or judge_nusd:
                     s.execute(update(Duel).where(Duel.id == d.id).values(status=d.status, cost_nusd=d.cost_nusd)
                               .execution_options(synchronize_session=False))
                     c.version += 1
@@ -907,18 +641,18 @@ class CampaignService:
                 d.judge_detail = jsonable(judge_detail) if judge_detail else None
                 score = None
                 if choice is None:
-                    d.status = FAILED
+                    d.status = DuelStatus.FAILED
                     d.error = clean_text(f"judge error: {judge_error or 'no verdict'}", MAX_ERROR_CHARS)
                 else:
-                    d.status = JUDGED
+                    d.status = DuelStatus.JUDGED
                     d.choice = choice
-                    score = self._score(c, d, choice)
+                    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number)
                     if score is not None:
                         d.score = score
                         d.counted = True
                         d.record_seq = c.event_seq + 1
                 claimed = s.execute(
-                    update(Duel).where(Duel.id == duel_id, Duel.status == PENDING).values(
+                    update(Duel).where(Duel.id == duel_id, Duel.status == DuelStatus.PENDING).values(
                         status=d.status, choice=d.choice, score=d.score, counted=d.counted, judged_by=d.judged_by,
                         judge_detail=d.judge_detail, judged_at=now, record_seq=d.record_seq, error=d.error,
                         cost_nusd=d.cost_nusd,
@@ -932,23 +666,23 @@ class CampaignService:
                 else:
                     c.duels_judged += 1
                     if score is not None:
-                        policy = self._policies.take(c)
+                        policy = self.policies.take(c.id, c.event_seq, c.policy_state)
                         policy.record(d.model_i, d.model_j, score)
                         c.event_seq += 1
                         c.duels_counted += 1
                         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
-                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self._policies.put(cid, seq, p)
+                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(cid, seq, p)
                         if policy.should_stop():
                             c.winner = int(policy.recommendation())
                             c.leader = c.winner
-                            self._finish(s, c, CERTIFIED, f"certified by the {c.algorithm} stopping rule "
+                            self._finish(s, c, CampaignStatus.CERTIFIED, f"certified by the {c.algorithm} stopping rule "
                                          f"at delta={c.delta:g}", now, keep_duel=d.id)
                             ended = True
-                    if not ended and c.max_duels is not None and c.duels_judged >= c.max_duels:
-                        self._finish(s, c, STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id)
+                    if not ended and rules.max_duels_reached(c.max_duels, c.duels_judged):
+                        self._finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id)
                         ended = True
-                if not ended and c.budget_nusd is not None and c.spend_nusd >= c.budget_nusd:
-                    self._finish(s, c, BUDGET_EXHAUSTED, "spend reached the budget", now, keep_duel=d.id)
+                if not ended and rules.budget_spent(c.budget_nusd, c.spend_nusd):
+                    self._finish(s, c, CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", now, keep_duel=d.id)
                     ended = True
                 c.version += 1
                 c.updated_at = now
@@ -958,25 +692,13 @@ class CampaignService:
             raise err
         return outcome
 
-    @staticmethod
-    def _score(c: Campaign, d: Duel, choice: str) -> float | None:
-        """The score of model_i under the campaign's tie policy (None: not counted)."""
-        if choice in ("a", "b"):
-            winner = d.model_a if choice == "a" else d.model_b
-            return 1.0 if winner == d.model_i else 0.0
-        if c.tie_policy == "half":
-            return 0.5
-        if c.tie_policy == "random":
-            return 1.0 if random.Random(f"{c.seed}:{d.number}:tie").random() < 0.5 else 0.0
-        return None
-
     def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:
         with self.db.write() as s:
             c = self._lock_existing(s, campaign_id)
-            if c.status != RUNNING:
+            if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has already ended (status {c.status})")
             now = utcnow()
-            self._finish(s, c, STOPPED, reason, now)
+            self._finish(s, c, CampaignStatus.STOPPED, reason, now)
             c.version += 1
             c.updated_at = now
             return True
@@ -984,7 +706,7 @@ class CampaignService:
     def start_run_tx(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         with self.db.write() as s:
             c = self._lock_existing(s, campaign_id)
-            if c.status != RUNNING:
+            if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
             if c.judge.get("kind") == "human":
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
@@ -1008,7 +730,7 @@ class CampaignService:
     def active_run_ids(self) -> list[int]:
         with self.db.read() as s:
             return [int(x) for x in s.execute(
-                select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == RUNNING)
+                select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING)
             ).scalars()]
 
     # ------------------------------------------------------------ replay
@@ -1058,10 +780,10 @@ class CampaignService:
         if len(set(seqs)) != len(seqs) or (seqs and max(seqs) != counters["event_seq"]):
             diff.append(f"event sequence numbers are not unique or do not end at {counters['event_seq']}")
         checks = {
-            "judged": (sum(1 for r in rows if r.choice is not None and r.status == JUDGED), counters["judged"]),
+            "judged": (sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED), counters["judged"]),
             "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
             "created": (len(rows), counters["created"]),
-            "failed": (sum(1 for r in rows if r.status == FAILED), counters["failed"]),
+            "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
             "spend_nusd": (int(sum(charge_sums.values())), counters["spend"]),
         }
         for name, (from_log, stored) in checks.items():
@@ -1075,8 +797,6 @@ class CampaignService:
     # ------------------------------------------------------------ async orchestration
     def _http_client(self):
         if self._http is None:
-            import httpx
-
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         return self._http
 
@@ -1103,8 +823,6 @@ class CampaignService:
         if client is None:
             if len(self._clients) >= 4096:  # clients share one HTTP pool: dropping them is cheap
                 self._clients.clear()
-            from service.clients import build_client
-
             m = plan.models[idx]
             client = build_client(m["client"], model_name=m["name"], fixed_cost=float(m["cost"]),
                                   http=self._http_client())
@@ -1116,8 +834,6 @@ class CampaignService:
         if judge is None:
             if len(self._judges) >= 1024:
                 self._judges.clear()
-            from judges import build_judge
-
             judge = build_judge(plan.judge, model_names=[m["name"] for m in plan.models],
                                 tie_policy=plan.tie_policy, http=self._http_client())
             self._judges[plan.campaign_id] = judge
@@ -1137,10 +853,10 @@ class CampaignService:
             res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
         else:
             res_i, res_j = await asyncio.gather(self._call_model(plan, plan.i), self._call_model(plan, plan.j))
-            outcome = await self._thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
+            outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
         if outcome.ended:
             self._schedule_webhook(plan.campaign_id)
-        if outcome.status != PENDING or plan.judge.get("kind") == "human":
+        if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
             return outcome
         judge = self._judge(plan)
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
@@ -1155,7 +871,7 @@ class CampaignService:
             choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
             log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
         try:
-            outcome = await self._thread(
+            outcome = await self.in_thread(
                 self.record_verdict_tx, plan.duel_id, choice, judged_by=f"judge:{plan.judge.get('kind')}",
                 judge_cost=cost, judge_detail=detail, judge_error=error,
             )
@@ -1167,10 +883,10 @@ class CampaignService:
 
     def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         """Plan a duel: the Core fast path when it applies, else the general transaction."""
-        if fastpath.ENABLED and principal is not None and not run:
+        if hotpath.ENABLED and principal is not None and not run:
             try:
-                return fastpath.plan_duel(self, campaign_id, principal)
-            except fastpath.Fallback:
+                return hotpath.plan_duel(self, campaign_id, principal)
+            except hotpath.Fallback:
                 pass
         return self.plan_duel_tx(campaign_id, principal, run)
 
@@ -1179,38 +895,38 @@ class CampaignService:
 
     def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
         """Record a human vote: the Core fast path when it applies, else the general transaction."""
-        if fastpath.ENABLED:
+        if hotpath.ENABLED:
             try:
-                return fastpath.record_vote(self, duel_id, choice, principal)
-            except fastpath.Fallback:
+                return hotpath.record_vote(self, duel_id, choice, principal)
+            except hotpath.Fallback:
                 pass
         return self._record_vote_tx(duel_id, choice, principal)
 
     async def _hot(self, fast_async: Callable, sync_path: Callable, general_tx: Callable, *args: Any) -> Any:
         """A hot-path transaction. PostgreSQL: ``fast_async`` on the event loop, and
-        on :class:`fastpath.Fallback` the general ORM transaction ``general_tx`` in a
+        on :class:`hotpath.Fallback` the general ORM transaction ``general_tx`` in a
         worker thread. SQLite (or LLMDUEL_INLINE_TRANSACTIONS=0): ``sync_path`` (the
         synchronous fast path, else the general transaction) in a worker thread."""
-        if fastpath.ENABLED and self._on_loop:
+        if hotpath.ENABLED and self._on_loop:
             try:
                 out = await fast_async(self, *args)
                 self.hot_counts["loop"] += 1
                 return out
-            except fastpath.Fallback:
+            except hotpath.Fallback:
                 self.hot_counts["thread"] += 1
-                return await self._thread(general_tx, *args)
+                return await self.in_thread(general_tx, *args)
         self.hot_counts["thread"] += 1
-        return await self._thread(sync_path, *args)
+        return await self.in_thread(sync_path, *args)
 
     async def _plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
             if principal is not None and not run:
-                return await self._hot(fastpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id,
+                return await self._hot(hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id,
                                        principal)
             self.hot_counts["thread"] += 1
-            return await self._thread(self.plan_duel, campaign_id, principal, run)
+            return await self.in_thread(self.plan_duel, campaign_id, principal, run)
         except DomainError as exc:
-            if exc.ended:
+            if isinstance(exc, CampaignEnded):
                 self._schedule_webhook(campaign_id)
             raise
 
@@ -1218,23 +934,23 @@ class CampaignService:
         plan = await self._plan(campaign_id, principal)
         outcome = await self.execute(plan)
         if outcome.view is None:
-            return await self._thread(self.get_duel, plan.duel_id, principal), plan.select_ms
+            return await self.in_thread(self.get_duel, plan.duel_id, principal), plan.select_ms
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
     async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
-        outcome = await self._hot(fastpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice,
+        outcome = await self._hot(hotpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice,
                                   principal)
         if outcome.ended:
             self._schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)
 
     async def stop(self, campaign_id: int) -> dict:
-        await self._thread(self.stop_tx, campaign_id)
+        await self.in_thread(self.stop_tx, campaign_id)
         self._schedule_webhook(campaign_id)
-        return await self._thread(self.get_campaign, campaign_id)
+        return await self.in_thread(self.get_campaign, campaign_id)
 
     # ------------------------------------------------------------ background runs
-    def _spawn(self, coro) -> asyncio.Task:
+    def spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -1243,8 +959,8 @@ class CampaignService:
     async def start_run(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         if campaign_id in self._runs and not self._runs[campaign_id].done():
             raise Conflict(f"a run is already active for campaign {campaign_id}")
-        run = await self._thread(self.start_run_tx, campaign_id, max_duels, concurrency)
-        self._runs[campaign_id] = self._spawn(self._run_loop(campaign_id, concurrency))
+        run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)
+        self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
         return run
 
     def run_active_here(self, campaign_id: int) -> bool:
@@ -1256,13 +972,13 @@ class CampaignService:
             results = await asyncio.gather(*(self._run_worker(campaign_id) for _ in range(concurrency)))
             error = next((r for r in results if r), None)
             # Every duel this run started is finished now.
-            await self._thread(self.end_run_tx, campaign_id, error)
+            await self.in_thread(self.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - defensive
             log.exception("campaign %s: run crashed", campaign_id)
             try:
-                await self._thread(self.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
+                await self.in_thread(self.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
             except Exception:
                 pass
         finally:
@@ -1284,8 +1000,6 @@ class CampaignService:
             except NotFound:
                 return None
             except Exception as exc:
-                from sqlalchemy.exc import DBAPIError
-
                 if isinstance(exc, DBAPIError):  # database away: wait and retry
                     log.warning("campaign %s: database error in run, retrying in %.1fs", campaign_id, db_backoff)
                     await asyncio.sleep(db_backoff)
@@ -1296,8 +1010,6 @@ class CampaignService:
             try:
                 outcome = await self.execute(plan)
             except Exception as exc:
-                from sqlalchemy.exc import DBAPIError
-
                 if isinstance(exc, DBAPIError):
                     await asyncio.sleep(db_backoff)
                     continue
@@ -1310,19 +1022,19 @@ class CampaignService:
                 failures = 0
 
     async def resume_runs(self) -> list[int]:
-        ids = await self._thread(self.active_run_ids)
+        ids = await self.in_thread(self.active_run_ids)
         for cid in ids:
             if not self.run_active_here(cid):
                 with self.db.read() as s:
                     concurrency = s.get(Campaign, cid).run_concurrency or 1
-                self._runs[cid] = self._spawn(self._run_loop(cid, concurrency))
+                self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
                 log.info("campaign %s: resumed its background run", cid)
         return ids
 
     # ------------------------------------------------------------ webhook
     def _schedule_webhook(self, campaign_id: int) -> None:
         try:
-            self._spawn(self._deliver_webhook(campaign_id))
+            self.spawn(self._deliver_webhook(campaign_id))
         except RuntimeError:  # no running loop (sync caller)
             pass
 
@@ -1343,7 +1055,7 @@ class CampaignService:
                 c.webhook_error = None if ok else clean_text(error or "", MAX_ERROR_CHARS)
 
     async def _deliver_webhook(self, campaign_id: int) -> None:
-        claim = await self._thread(self._claim_webhook_tx, campaign_id)
+        claim = await self.in_thread(self._claim_webhook_tx, campaign_id)
         if claim is None:
             return
         url, report = claim
@@ -1356,14 +1068,14 @@ class CampaignService:
                     headers={"User-Agent": "llmduel-webhook/1"},
                 )
                 if resp.status_code < 400:
-                    await self._thread(self._webhook_done_tx, campaign_id, True, None)
+                    await self.in_thread(self._webhook_done_tx, campaign_id, True, None)
                     return
                 error = f"HTTP {resp.status_code}"
             except Exception as exc:
                 error = type(exc).__name__
             await asyncio.sleep(0.5 * 2**attempt)
         log.warning("campaign %s: webhook delivery failed (%s)", campaign_id, error)
-        await self._thread(self._webhook_done_tx, campaign_id, False, error)
+        await self.in_thread(self._webhook_done_tx, campaign_id, False, error)
 
     # ------------------------------------------------------------ shutdown
     async def aclose(self) -> None:
@@ -1387,34 +1099,22 @@ class CampaignService:
             self._http = None
 
 
-def jsonable_report(view: dict) -> dict:
-    out = {}
-    for k, v in view.items():
-        out[k] = v.isoformat() if isinstance(v, dt.datetime) else v
-    return jsonable(out)
-
-
 def _error_text(exc: BaseException) -> str:
-    try:
-        from service.clients import ClientError
-
-        if isinstance(exc, ClientError):
-            return str(exc)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(exc, ClientError):
+        return str(exc)
     # Unexpected exceptions: the type only (their text might carry request details).
     return f"unexpected {type(exc).__name__} in the model client"
 
 
 def _not_pending_message(d: Duel) -> str:
-    if d.status == JUDGED:
+    if d.status == DuelStatus.JUDGED:
         return f"duel {d.id} already has a verdict"
-    if d.status == CALLING:
+    if d.status == DuelStatus.CALLING:
         return f"duel {d.id} is still waiting for the models' answers"
-    if d.status == EXPIRED:
+    if d.status == DuelStatus.EXPIRED:
         return f"duel {d.id} expired and no longer counts"
-    if d.status == FAILED:
+    if d.status == DuelStatus.FAILED:
         return f"duel {d.id} failed and cannot be judged"
-    if d.status == CANCELLED:
+    if d.status == DuelStatus.CANCELLED:
         return f"duel {d.id} was cancelled: the campaign ended before it was judged"
     return f"duel {d.id} cannot be judged (status {d.status})"
