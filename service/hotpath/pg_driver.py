@@ -13,25 +13,45 @@ import re
 import time
 from functools import lru_cache
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import JSON
+from sqlalchemy import JSON, Integer, and_, bindparam, case, cast, column, exists, func, insert, null, select, true
 from sqlalchemy.dialects import postgresql
 
 from algorithms.vocabulary import DuelStatus
 
 from ..db import HotPathUnavailable, is_connection_error
-from ..models import Campaign, Duel
+from ..models import Campaign, Charge, Duel
+from . import sync_driver
 from .decisions import _CONFIG_COLUMNS, Fallback, decide_plan, decide_vote
-from .sync_driver import _IN_FLIGHT_COLUMNS, _PLAN_COLUMNS, _VOTE_COLUMNS
+
+C = Campaign.__table__.c
+D = Duel.__table__.c
+CH = Charge.__table__.c
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
     from ..campaigns import CampaignService, DuelOutcome, DuelPlan
 
 # ---------------------------------------------------------------- driver 2: asyncpg, asynchronous
-def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
-    """``%(name)s`` placeholders to asyncpg's ``$n`` (the names, in order of ``$n``)."""
+class Compiled(NamedTuple):
+    """A Core statement compiled once for asyncpg: ``$n`` SQL, the parameter names
+    in ``$n`` order, and the values of the statement's own constants."""
+
+    sql: str
+    names: tuple[str, ...]
+    constants: dict
+
+    def args(self, params: dict) -> list:
+        return [params[n] if n in params else self.constants[n] for n in self.names]
+
+
+_PG = postgresql.dialect()  # psycopg's "pyformat" placeholders with explicit casts, renumbered below
+
+
+def compile_pg(stmt) -> Compiled:
+    """``stmt`` (SQLAlchemy Core) as asyncpg runs it: ``%(name)s`` placeholders become ``$n``."""
+    compiled = stmt.compile(dialect=_PG)
     names: list[str] = []
 
     def number(m: re.Match) -> str:
@@ -39,74 +59,61 @@ def _positional(sql: str) -> tuple[str, tuple[str, ...]]:
             names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
-    return re.sub(r"%\((\w+)\)s", number, sql), tuple(names)
+    sql = re.sub(r"%\((\w+)\)s", number, str(compiled))
+    constants = {k: str(v) if isinstance(v, str) else v for k, v in compiled.params.items() if v is not None}
+    return Compiled(sql, tuple(names), constants)
 
 
-def _pg_type(column) -> str:
-    return column.type.compile(dialect=postgresql.dialect())
+def _unless_cached(seq_matches):
+    """The policy state column, NULL when this process's cached policy is at the row's ``event_seq``."""
+    return case((seq_matches, null()), else_=C.policy_state).label("policy_state")
 
 
-def _columns(table, names) -> str:
-    return ", ".join(table.c[n].name for n in names)
-
-
-PG_CONFIG = f"SELECT {_columns(Campaign.__table__, _CONFIG_COLUMNS)} FROM campaigns WHERE id = %(cid)s::bigint"
-PG_POLICY_STATE = "SELECT policy_state FROM campaigns WHERE id = %(cid)s::bigint"
-PG_PROMPT = "SELECT text FROM prompts WHERE campaign_id = %(cid)s::bigint AND idx = %(idx)s::int"
-# The policy state only when this process's cached policy is not at the row's event_seq.
-PG_LOCK_FOR_PLAN = (
-    f"SELECT {_columns(Campaign.__table__, _PLAN_COLUMNS)}, "
-    "CASE WHEN event_seq = %(seq)s::int THEN NULL ELSE policy_state END AS policy_state "
-    "FROM campaigns WHERE id = %(cid)s::bigint FOR UPDATE"
-)
+# The same statements as the synchronous driver's, plus what saves round trips here:
+# the policy state comes with the lock when the cache misses, and the writes are one
+# statement (data-modifying CTEs).
+PG_CONFIG = compile_pg(sync_driver.CONFIG)
+PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
+PG_PROMPT = compile_pg(sync_driver.PROMPT)
+PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(C.event_seq == bindparam("seq"))))
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
-PG_IN_FLIGHT = (f"SELECT {_columns(Duel.__table__, _IN_FLIGHT_COLUMNS)} FROM duels "
-                f"WHERE campaign_id = %(cid)s::bigint AND status IN ('{DuelStatus.CALLING}', '{DuelStatus.PENDING}')")
-PG_LOCK_FOR_VOTE = (
-    f"SELECT {_columns(Campaign.__table__, _VOTE_COLUMNS)}, "
-    "CASE WHEN id = %(hint)s::bigint AND event_seq = %(seq)s::int THEN NULL ELSE policy_state END AS policy_state "
-    "FROM campaigns WHERE id = (SELECT campaign_id FROM duels WHERE id = %(did)s::bigint) FOR UPDATE"
-)
-PG_DUEL_ROW = f"SELECT {', '.join(c.name for c in Duel.__table__.c)} FROM duels WHERE id = %(did)s::bigint"
-_PG_JUDGED = (
-    f"UPDATE duels SET status = '{DuelStatus.JUDGED}', choice = %(choice)s::text, score = %(score)s::float8, "
-    "counted = %(counted)s::bool, judged_by = %(judged_by)s::text, judged_at = %(now)s::timestamptz, "
-    f"record_seq = %(record_seq)s::int WHERE id = %(did)s::bigint AND status = '{DuelStatus.PENDING}' RETURNING id"
-)
-PG_VOTED_TIE = (
-    f"WITH u AS ({_PG_JUDGED}) UPDATE campaigns SET duels_judged = duels_judged + 1, version = version + 1, "
-    "updated_at = %(now)s::timestamptz WHERE id = %(cid)s::bigint AND EXISTS (SELECT 1 FROM u) RETURNING id"
-)
-PG_VOTED = (
-    f"WITH u AS ({_PG_JUDGED}) UPDATE campaigns SET duels_judged = duels_judged + 1, "
-    "duels_counted = duels_counted + 1, event_seq = %(seq)s::int, policy_state = %(policy_state)s::json, "
-    "counts = %(counts)s::json, stats = %(stats)s::json, leader = %(leader)s::int, version = version + 1, "
-    "updated_at = %(now)s::timestamptz WHERE id = %(cid)s::bigint AND EXISTS (SELECT 1 FROM u) RETURNING id"
-)
-PG_CONFIG, PG_POLICY_STATE, PG_PROMPT, PG_LOCK_FOR_PLAN, PG_IN_FLIGHT, PG_LOCK_FOR_VOTE, PG_DUEL_ROW, PG_VOTED_TIE, \
-    PG_VOTED = (_positional(q) for q in (PG_CONFIG, PG_POLICY_STATE, PG_PROMPT, PG_LOCK_FOR_PLAN, PG_IN_FLIGHT,
-                                         PG_LOCK_FOR_VOTE, PG_DUEL_ROW, PG_VOTED_TIE, PG_VOTED))
+PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
+PG_LOCK_FOR_VOTE = compile_pg(sync_driver.LOCK_FOR_VOTE.add_columns(
+    _unless_cached(and_(C.id == bindparam("hint"), C.event_seq == bindparam("seq")))))
+PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
+
+
+def _after_judged(campaign_update):
+    """The duel's ``pending -> judged`` update and the campaign's, one statement: the
+    campaign changes only when the duel did (RETURNING tells)."""
+    judged = sync_driver.JUDGED_DUEL.returning(D.id).cte("u")
+    return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged))
+
+
+PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
+PG_VOTED = _after_judged(sync_driver.VOTED)
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
+_CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
 
 
 @lru_cache(maxsize=64)
-def _pg_plan_write(duel_columns: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
     """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
-    names = ", ".join(duel_columns)
-    values = ", ".join(f"%(d_{k})s::{_pg_type(Duel.__table__.c[k])}" for k in duel_columns)
-    sql = (
-        f"WITH d AS (INSERT INTO duels ({names}) VALUES ({values}) RETURNING id), "
-        "ch AS (INSERT INTO charges (campaign_id, duel_id, kind, model_index, amount_nusd, detail, created_at) "
-        "SELECT %(cid)s::bigint, d.id, x.kind, x.model_index, x.amount_nusd, x.detail, %(now)s::timestamptz "
-        "FROM d CROSS JOIN ROWS FROM (json_to_recordset(%(charges)s::json) "
-        "AS (kind text, model_index int, amount_nusd bigint, detail json)) WITH ORDINALITY "
-        "AS x(kind, model_index, amount_nusd, detail, n) ORDER BY x.n), "
-        "c AS (UPDATE campaigns SET event_seq = %(seq)s::int, duels_created = %(created)s::int, "
-        "duels_failed = duels_failed + %(failed)s::int, spend_nusd = spend_nusd + %(spent)s::bigint, "
-        "version = version + 1, updated_at = %(now)s::timestamptz WHERE id = %(cid)s::bigint) "
-        "SELECT id FROM d"
-    )
-    return _positional(sql)
+    defaults = {c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None
+                and c.default.is_scalar}  # what Core's INSERT fills in for columns left out
+    duel = insert(Duel.__table__).values({**defaults, **{k: bindparam(f"d_{k}", type_=D[k].type)
+                                                         for k in duel_columns}})
+    d = duel.returning(D.id).cte("d")
+    ch = CH  # the charges arrive as one JSON array; "n" keeps their order
+    x = func.json_to_recordset(cast(bindparam("charges"), JSON)).table_valued(
+        *(column(k, ch[k].type) for k in _CHARGE_FIELDS), column("n", Integer)).render_derived(name="x", with_types=True)
+    charges = insert(Charge.__table__).from_select(
+        ["campaign_id", "duel_id", *_CHARGE_FIELDS, "created_at"],
+        select(cast(bindparam("cid"), ch.campaign_id.type), d.c.id, *(x.c[k] for k in _CHARGE_FIELDS),
+               cast(bindparam("now"), ch.created_at.type)).select_from(d).join(x, true()).order_by(x.c.n),
+    ).cte("ch")
+    campaign = sync_driver.PLANNED.cte("c")
+    return compile_pg(select(d.c.id).add_cte(charges, campaign))
 
 
 class _Row(SimpleNamespace):
@@ -155,15 +162,13 @@ class PgTx:
             await self.conn.execute("BEGIN")
             self.open = True
 
-    async def _fetchrow(self, query: tuple[str, tuple[str, ...]], params: dict) -> _Row | None:
-        sql, names = query
-        return _row(await self.conn.fetchrow(sql, *[params[n] for n in names]))
+    async def _fetchrow(self, query: Compiled, params: dict) -> _Row | None:
+        return _row(await self.conn.fetchrow(query.sql, *query.args(params)))
 
-    async def _fetch(self, query: tuple[str, tuple[str, ...]], params: dict) -> list[_Row]:
-        sql, names = query
-        return [_row(r) for r in await self.conn.fetch(sql, *[params[n] for n in names])]
+    async def _fetch(self, query: Compiled, params: dict) -> list[_Row]:
+        return [_row(r) for r in await self.conn.fetch(query.sql, *query.args(params))]
 
-    async def _write_and_commit(self, query: tuple[str, tuple[str, ...]], params: dict) -> _Row | None:
+    async def _write_and_commit(self, query: Compiled, params: dict) -> _Row | None:
         self.wrote = True
         row = await self._fetchrow(query, params)
         await self.conn.execute("COMMIT")
@@ -200,8 +205,8 @@ class PgTx:
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         columns = tuple(sorted(duel))
         params = {f"d_{k}": _json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
-        params.update(campaign, charges=_json([{k: ch[k] for k in ("kind", "model_index", "amount_nusd", "detail")}
-                                               for ch in charges]))
+        params.update(campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n)
+                                               for n, ch in enumerate(charges)]))
         return int((await self._write_and_commit(_pg_plan_write(columns), params)).id)
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):

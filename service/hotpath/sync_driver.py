@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Coroutine
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
@@ -33,8 +33,9 @@ _PLAN_COLUMNS = ("status", "event_seq", "duels_created", "duels_judged", "duels_
                  "judge_spend_nusd")
 LOCK_FOR_PLAN = select(*(C[k] for k in _PLAN_COLUMNS)).where(C.id == bindparam("cid")).with_for_update()
 _IN_FLIGHT_COLUMNS = ("model_i", "model_j", "expected_cost_nusd", "expires_at")
+# The statuses as plain bound values (not an "expanding" IN), so the statement compiles once for asyncpg too.
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
-    D.campaign_id == bindparam("cid"), D.status.in_(IN_FLIGHT))
+    D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT]))
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
 INSERT_CHARGES = insert(Charge.__table__)
 PLANNED = (
