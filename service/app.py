@@ -11,13 +11,15 @@ import inspect
 import logging
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit
-from .campaigns import CampaignService
+from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
+from .demo import start_demo
 
 log = logging.getLogger("llmduel.app")
 
@@ -75,10 +77,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        import anyio
-
-        from .campaigns import warm_policies
-
         await anyio.to_thread.run_sync(warm_policies)  # before the first request, not during it
         # Everything loaded so far (FastAPI, SQLAlchemy, numpy, numba: ~200k objects)
         # lives as long as the process. Scanning it made each full garbage collection
@@ -91,8 +89,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except Exception as exc:
                 log.warning("could not resume background runs (%s)", type(exc).__name__)
         if settings.demo:
-            from .demo import start_demo
-
             await start_demo(service, settings.public_base_url)
         try:
             yield

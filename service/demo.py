@@ -12,6 +12,8 @@ import asyncio
 import sys
 import time
 
+from algorithms.vocabulary import CampaignStatus, TiePolicy
+
 from .campaigns import CampaignService
 from .schemas import CampaignCreate
 
@@ -38,7 +40,7 @@ def demo_campaign() -> CampaignCreate:
         ],
         prompts=DEMO_PROMPTS,
         judge={"kind": "simulated", "preference": SYNTHETIC_P},
-        tie_policy="drop",
+        tie_policy=TiePolicy.DROP,
         seed=2024,
     )
 
@@ -69,7 +71,7 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
             continue
         line = (f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f}, "
                 f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}")
-        if view["status"] != "running":
+        if view["status"] != CampaignStatus.RUNNING:
             _say(line)
             if view["winner"] is not None:
                 _say(f"certified winner: {view['winner']} after {view['duels']} duels and spend "
