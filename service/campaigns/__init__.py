@@ -5,9 +5,16 @@
   transaction path;
 * :mod:`.types`: plans, outcomes, replay results and domain errors (no HTTP codes);
 * :mod:`.policy_cache`: policies between transactions;
-* :mod:`.views`: what each caller may see, JSON forms, diffs;
+* :mod:`.transactions`: the locked write transactions (general ORM path);
+* :mod:`.views`: read-only views (what each caller may see), JSON forms, diffs;
+* :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
+* :mod:`.orchestration`: one duel end to end (model calls, judge; hot path or
+  general transactions, see :mod:`service.hotpath`);
+* :mod:`.runner`: background runs and their resumption after a restart;
+* :mod:`.webhooks`: the ``campaign.ended`` webhook;
 * :mod:`.service`: :class:`CampaignService`, the facade the API, the web pages,
-  the CLI and the demo use (transactions, replay, background runs, webhooks).
+  the CLI and the demo use; it composes the parts above (each keeps its own state
+  and private helpers; they call each other through public methods only).
 """
 
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
