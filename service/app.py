@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import inspect
 import logging
 from contextlib import asynccontextmanager
@@ -14,6 +13,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
+from . import api_docs, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit
 from .campaigns import CampaignService, warm_policies
@@ -25,9 +25,6 @@ log = logging.getLogger("llmduel.app")
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
-# Optional extensions registered by other parts of the project, as
-# "module:function" taking the app (e.g. the web pages). A missing module is skipped.
-EXTENSIONS = ("service.web:register", "service.api_docs:register")
 
 
 def prepare_database(settings: Settings, db: Database) -> None:
@@ -45,18 +42,6 @@ def prepare_database(settings: Settings, db: Database) -> None:
         return
     if db.current_revision() != head_revision():
         db.upgrade()
-
-
-def _load_extensions(app: FastAPI) -> None:
-    for spec in EXTENSIONS:
-        module_name, _, func_name = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        getattr(module, func_name)(app)
 
 
 def _telemetry_option(settings: Settings) -> dict:
@@ -113,5 +98,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
-    _load_extensions(app)
+    web.register(app)  # the web pages and /static
+    api_docs.register(app)  # the offline API docs
     return app
