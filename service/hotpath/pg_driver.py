@@ -35,15 +35,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # ---------------------------------------------------------------- driver 2: asyncpg, asynchronous
 class Compiled(NamedTuple):
-    """A Core statement compiled once for asyncpg: ``$n`` SQL, the parameter names
-    in ``$n`` order, and the values of the statement's own constants."""
+    """A Core statement compiled once for asyncpg: ``$n`` SQL and the parameter names in ``$n`` order."""
 
     sql: str
     names: tuple[str, ...]
-    constants: dict
 
     def args(self, params: dict) -> list:
-        return [params[n] if n in params else self.constants[n] for n in self.names]
+        return [params[n] for n in self.names]
 
 
 _PG = postgresql.dialect()  # psycopg's "pyformat" placeholders with explicit casts, renumbered below
@@ -52,16 +50,30 @@ _PG = postgresql.dialect()  # psycopg's "pyformat" placeholders with explicit ca
 def compile_pg(stmt) -> Compiled:
     """``stmt`` (SQLAlchemy Core) as asyncpg runs it: ``%(name)s`` placeholders become ``$n``."""
     compiled = stmt.compile(dialect=_PG)
+    constants = {k: v for k, v in compiled.params.items() if v is not None}  # the statement's own values
     names: list[str] = []
 
     def number(m: re.Match) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
+        name = m.group(1)
+        if name in constants:  # a constant (a status, an increment): written into the SQL, as PostgreSQL
+            return _sql_literal(constants[name])  # plans a prepared statement better knowing it
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
 
     sql = re.sub(r"%\((\w+)\)s", number, str(compiled))
-    constants = {k: str(v) if isinstance(v, str) else v for k, v in compiled.params.items() if v is not None}
-    return Compiled(sql, tuple(names), constants)
+    return Compiled(sql, tuple(names))
+
+
+def _sql_literal(value) -> str:
+    """A statement constant as SQL (they are statuses, counts and defaults, never request data)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return "'" + str(value).replace("'", "''") + "'"
+    raise TypeError(f"no SQL literal for a constant of type {type(value).__name__}")
 
 
 def _unless_cached(seq_matches):
