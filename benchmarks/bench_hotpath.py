@@ -46,7 +46,7 @@ def main() -> int:
 
     url, conninfo, name = create_database(args.pg)
     try:
-        from service import fastpath
+        from service import hotpath
         from service.app import create_app
         from service.auth import Principal
         from service.config import Settings
@@ -58,7 +58,7 @@ def main() -> int:
                             auto_migrate="never", inline_transactions=args.path == "loop").with_database_url(url)
         app = create_app(settings)
         svc = app.state.service
-        fastpath.ENABLED = args.path != "general"
+        hotpath.ENABLED = args.path != "general"
         body = {"name": "hot path", "delta": 0.001, "judge": {"kind": "human"},
                 "prompts": [f"prompt {k}" for k in range(20)],
                 "models": [{"name": f"m{k}", "cost": 0.001 * (1 + k % 3), "client": {"kind": "simulated"}}

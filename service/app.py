@@ -6,26 +6,25 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import inspect
 import logging
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI
 
+from . import api_docs, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit
-from .campaigns import CampaignService
+from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
+from .demo import start_demo
 
 log = logging.getLogger("llmduel.app")
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
-# Optional extensions registered by other parts of the project, as
-# "module:function" taking the app (e.g. the web pages). A missing module is skipped.
-EXTENSIONS = ("service.web:register", "service.api_docs:register")
 
 
 def prepare_database(settings: Settings, db: Database) -> None:
@@ -43,18 +42,6 @@ def prepare_database(settings: Settings, db: Database) -> None:
         return
     if db.current_revision() != head_revision():
         db.upgrade()
-
-
-def _load_extensions(app: FastAPI) -> None:
-    for spec in EXTENSIONS:
-        module_name, _, func_name = spec.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        getattr(module, func_name)(app)
 
 
 def _telemetry_option(settings: Settings) -> dict:
@@ -75,10 +62,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        import anyio
-
-        from .campaigns import warm_policies
-
         await anyio.to_thread.run_sync(warm_policies)  # before the first request, not during it
         # Everything loaded so far (FastAPI, SQLAlchemy, numpy, numba: ~200k objects)
         # lives as long as the process. Scanning it made each full garbage collection
@@ -91,8 +74,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except Exception as exc:
                 log.warning("could not resume background runs (%s)", type(exc).__name__)
         if settings.demo:
-            from .demo import start_demo
-
             await start_demo(service, settings.public_base_url)
         try:
             yield
@@ -117,5 +98,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
-    _load_extensions(app)
+    web.register(app)  # the web pages and /static
+    api_docs.register(app)  # the offline API docs
     return app

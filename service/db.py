@@ -13,14 +13,19 @@ them per campaign:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
+import asyncpg
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, event, inspect, select
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from .config import normalise_database_url
@@ -89,7 +94,7 @@ def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
 class HotPool:
     """A small pool of asyncpg connections for the hot fast-path transactions (PostgreSQL).
 
-    They run on the event loop (:mod:`service.fastpath`), so while PostgreSQL
+    They run on the event loop (:mod:`service.hotpath`), so while PostgreSQL
     works, or a transaction waits for a campaign's row lock, the loop serves other
     requests. At most ``size`` connections per process; a request waits for one
     for at most ``acquire_timeout`` seconds, then gets 503 like any unreachable
@@ -103,8 +108,6 @@ class HotPool:
 
     def __init__(self, url: str, pg_synchronous_commit: str = "on", size: int = 8,
                  acquire_timeout: float = 10.0, connect_timeout: float = 5.0, command_timeout: float = 60.0):
-        from sqlalchemy.engine import make_url
-
         self.dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         settings = {"TimeZone": "UTC"}
         if pg_synchronous_commit != "on":
@@ -119,8 +122,6 @@ class HotPool:
         self.connects = 0  # connections opened so far (a figure for tests and benchmarks)
 
     def _bind_to_running_loop(self) -> None:
-        import asyncio
-
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             self.discard_idle()
@@ -137,8 +138,6 @@ class HotPool:
                 pass
 
     async def _connect(self):
-        import asyncpg
-
         conn = await asyncpg.connect(self.dsn, **self.connect_kwargs)
         self.connects += 1
         return conn
@@ -146,8 +145,6 @@ class HotPool:
     @asynccontextmanager
     async def connection(self):
         """``(connection, reused)``: ``reused`` is False for a connection opened just now."""
-        import asyncio
-
         self._bind_to_running_loop()
         slots = self._slots
         try:
@@ -182,10 +179,6 @@ class HotPathUnavailable(Exception):
 
 def is_connection_error(exc: BaseException) -> bool:
     """Did ``exc`` come from a lost, refused or timed-out hot-path (asyncpg) connection?"""
-    import asyncio
-
-    import asyncpg
-
     return isinstance(exc, (HotPathUnavailable, OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
                             asyncpg.PostgresConnectionError, asyncpg.exceptions.AdminShutdownError))
 
@@ -257,8 +250,6 @@ class Database:
 
 
 def alembic_config(url: str):
-    from alembic.config import Config
-
     cfg = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.exists() else Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.set_main_option("sqlalchemy.url", normalise_database_url(url).replace("%", "%%"))
@@ -268,12 +259,8 @@ def alembic_config(url: str):
 
 def upgrade_database(url: str, revision: str = "head") -> None:
     """``alembic upgrade head`` on ``url`` (a no-op when already at head)."""
-    from alembic import command
-
     command.upgrade(alembic_config(url), revision)
 
 
 def head_revision() -> str:
-    from alembic.script import ScriptDirectory
-
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()

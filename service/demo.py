@@ -12,6 +12,8 @@ import asyncio
 import sys
 import time
 
+from algorithms.vocabulary import CampaignStatus, TiePolicy
+
 from .campaigns import CampaignService
 from .schemas import CampaignCreate
 
@@ -38,7 +40,7 @@ def demo_campaign() -> CampaignCreate:
         ],
         prompts=DEMO_PROMPTS,
         judge={"kind": "simulated", "preference": SYNTHETIC_P},
-        tie_policy="drop",
+        tie_policy=TiePolicy.DROP,
         seed=2024,
     )
 
@@ -49,12 +51,12 @@ def _say(msg: str) -> None:
 
 async def start_demo(service: CampaignService, base_url: str | None, interval: float = 2.0) -> int:
     """Create the demo campaign, start its run, and log progress until it ends."""
-    campaign_id = await service._thread(service.create_campaign, demo_campaign())
+    campaign_id = await service.in_thread(service.create_campaign, demo_campaign())
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
     _say(f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "
          f"API {base}/v1/campaigns/{campaign_id} (admin key required), docs {base}/docs")
     await service.start_run(campaign_id, None, 1)
-    service._spawn(_progress(service, campaign_id, interval))
+    service.spawn(_progress(service, campaign_id, interval))
     return campaign_id
 
 
@@ -63,13 +65,13 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
     while True:
         await asyncio.sleep(interval)
         try:
-            view = await service._thread(service.get_campaign, campaign_id)
+            view = await service.in_thread(service.get_campaign, campaign_id)
         except Exception as exc:  # keep the demo alive through transient DB errors
             _say(f"cannot read progress ({type(exc).__name__})")
             continue
         line = (f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f}, "
                 f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}")
-        if view["status"] != "running":
+        if view["status"] != CampaignStatus.RUNNING:
             _say(line)
             if view["winner"] is not None:
                 _say(f"certified winner: {view['winner']} after {view['duels']} duels and spend "

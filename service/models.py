@@ -25,24 +25,24 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus  # noqa: F401 (re-exported)
+
 NANO = 1_000_000_000
 
-# Campaign status values.
-RUNNING = "running"
-CERTIFIED = "certified"
-BUDGET_EXHAUSTED = "budget_exhausted"
-STOPPED = "stopped"
-CAMPAIGN_STATUSES = (RUNNING, CERTIFIED, BUDGET_EXHAUSTED, STOPPED)
-
-# Duel status values. "calling" and "pending" are in flight.
-CALLING = "calling"  # models being called
-PENDING = "pending"  # answers stored, waiting for a verdict
-JUDGED = "judged"
-FAILED = "failed"
-EXPIRED = "expired"
-CANCELLED = "cancelled"  # the campaign ended while the duel was in flight
-DUEL_STATUSES = (CALLING, PENDING, JUDGED, FAILED, EXPIRED, CANCELLED)
-IN_FLIGHT = (CALLING, PENDING)
+# Aliases of the algorithms.vocabulary members for the modules that still import
+# them from here (service/web); new code spells CampaignStatus / DuelStatus / IN_FLIGHT.
+RUNNING = CampaignStatus.RUNNING
+CERTIFIED = CampaignStatus.CERTIFIED
+BUDGET_EXHAUSTED = CampaignStatus.BUDGET_EXHAUSTED
+STOPPED = CampaignStatus.STOPPED
+CAMPAIGN_STATUSES = tuple(CampaignStatus)
+CALLING = DuelStatus.CALLING
+PENDING = DuelStatus.PENDING
+JUDGED = DuelStatus.JUDGED
+FAILED = DuelStatus.FAILED
+EXPIRED = DuelStatus.EXPIRED
+CANCELLED = DuelStatus.CANCELLED
+DUEL_STATUSES = tuple(DuelStatus)
 
 
 def to_nusd(usd: float) -> int:

@@ -1,4 +1,4 @@
-"""The fast path of a vote cycle (service/fastpath.py) against the general ORM path.
+"""The fast path of a vote cycle (service/hotpath/) against the general ORM path.
 
 The same scripted annotator session is run on every path the backend has, and
 everything stored must be the same: the campaign's counters, policy state and
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 import pytest
 from service_helpers import all_duels, campaign_body
 
-from service import fastpath
+from service import hotpath as fastpath
 
 # The session: a tie (dropped), duels left in flight, a duplicate vote, votes
 # that arrive out of order, "both bad"; a 4-model campaign with a budget and

@@ -5,16 +5,35 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..campaigns import DomainError
+from ..campaigns import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
+from ..db import HotPathUnavailable, is_connection_error
 
 log = logging.getLogger("llmduel.api")
 
 DB_UNAVAILABLE = "the database is unavailable; retry later"
+
+# The HTTP status of each domain error class (the most specific class listed wins).
+DOMAIN_STATUS: tuple[tuple[type[DomainError], int], ...] = (
+    (CampaignEnded, 409),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Forbidden, 403),
+    (Unprocessable, 422),
+    (DomainError, 400),
+)
+
+
+def domain_status(exc: DomainError) -> int:
+    """The HTTP status for a domain error."""
+    return next(code for cls, code in DOMAIN_STATUS if isinstance(exc, cls))
 
 
 def _clean_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -29,11 +48,6 @@ def _clean_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def is_db_unavailable(exc: BaseException) -> bool:
     """Did ``exc`` come from a database that cannot be reached (SQLAlchemy, or the hot path's asyncpg)?"""
-    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-    from sqlalchemy.exc import TimeoutError as PoolTimeout
-
-    from ..db import is_connection_error
-
     if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)) or is_connection_error(exc):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
@@ -42,7 +56,7 @@ def is_db_unavailable(exc: BaseException) -> bool:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        return JSONResponse({"detail": exc.detail}, status_code=domain_status(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -52,11 +66,6 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if exc.detail is not None else "error"
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
-
-    import asyncpg
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from ..db import HotPathUnavailable
 
     # Specific classes: handled by the ExceptionMiddleware (answered, not re-raised).
     # SQLAlchemy for everything; asyncpg for the hot path's own connections (service.db.HotPool).

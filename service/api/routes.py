@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import anyio
+from algorithms.vocabulary import CampaignStatus, DuelStatus
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import text
 
 from .. import schemas
 from ..auth import Principal, authenticate_async, require_admin, require_campaign
@@ -67,7 +69,7 @@ async def list_campaigns(
     _: Admin,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
-    status: Literal["running", "certified", "budget_exhausted", "stopped"] | None = None,
+    status: CampaignStatus | None = None,
 ):
     return await _t(svc.list_campaigns, limit, offset, status)
 
@@ -97,7 +99,7 @@ async def list_duels(
     _: Admin,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
-    status: Literal["calling", "pending", "judged", "failed", "expired", "cancelled"] | None = None,
+    status: DuelStatus | None = None,
 ):
     return await _t(svc.list_duels, campaign_id, limit, offset, status)
 
@@ -146,8 +148,6 @@ async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
 @router.get("/healthz", tags=["meta"], summary="Liveness and database check")
 async def healthz(svc: Svc, response: Response):
     def check() -> bool:
-        from sqlalchemy import text
-
         try:
             with svc.db.engine.connect() as conn:
                 conn.execute(text("SELECT 1"))

@@ -1,0 +1,32 @@
+"""Campaigns: the domain logic of the service.
+
+* :mod:`.rules`: the campaign rules as pure functions (costs, budget reservation,
+  ``max_duels``, prompt and side draw, tie scores, end conditions), used by every
+  transaction path;
+* :mod:`.types`: plans, outcomes, replay results and domain errors (no HTTP codes);
+* :mod:`.policy_cache`: policies between transactions;
+* :mod:`.transactions`: the locked write transactions (general ORM path);
+* :mod:`.views`: read-only views (what each caller may see), JSON forms, diffs;
+* :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
+* :mod:`.orchestration`: one duel end to end (model calls, judge; hot path or
+  general transactions, see :mod:`service.hotpath`);
+* :mod:`.runner`: background runs and their resumption after a restart;
+* :mod:`.webhooks`: the ``campaign.ended`` webhook;
+* :mod:`.service`: :class:`CampaignService`, the facade the API, the web pages,
+  the CLI and the demo use; it composes the parts above (each keeps its own state
+  and private helpers; they call each other through public methods only).
+"""
+
+from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
+from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
+from .service import CampaignService
+from .types import (CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound, ReplayResult,
+                    Unprocessable)
+from .views import duel_view_for, json_diff, jsonable_report
+
+__all__ = [
+    "CampaignEnded", "CampaignService", "Conflict", "DomainError", "DuelOutcome", "DuelPlan", "Forbidden",
+    "NotFound", "PolicyCache", "ReplayResult", "Unprocessable", "clean_text", "draw_prompt_and_side",
+    "duel_view_for", "finite_or_none", "json_diff", "jsonable", "jsonable_report", "new_policy",
+    "policy_snapshot", "restore_policy", "warm_policies",
+]

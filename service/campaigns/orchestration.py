@@ -1,0 +1,203 @@
+"""One duel from end to end: plan, model calls, judge, record; the hot path or the general transactions."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from typing import Any, Callable
+
+import httpx
+
+from algorithms.vocabulary import DuelStatus
+from judges import build_judge
+
+from .. import hotpath
+from ..auth import Principal
+from ..clients import build_client
+from ..config import Settings
+from ..db import Database
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan
+from .views import duel_view_for
+
+log = logging.getLogger("llmduel.campaigns")
+
+
+class DuelOrchestration:
+    """Runs duels: model clients, judges, and the choice between the hot path and the general path."""
+
+    def init_orchestration(self, settings: Settings, db: Database) -> None:
+        self._http = None
+        self._clients: dict[tuple[int, int], Any] = {}
+        self._judges: dict[int, Any] = {}
+        # PostgreSQL: hot fast-path transactions on the event loop (asyncpg, service.db.HotPool).
+        self._on_loop = settings.inline_transactions and db.hot_pool is not None
+        self.hot_counts = {"loop": 0, "thread": 0}  # hot-path transactions by where they ran
+
+    async def close_clients(self) -> None:
+        for obj in list(self._clients.values()) + list(self._judges.values()):
+            try:
+                await obj.aclose()
+            except Exception:
+                pass
+        self._clients.clear()
+        self._judges.clear()
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    # ------------------------------------------------------------ async orchestration
+    def http_client(self):
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+        return self._http
+
+    def instant_results(self, plan: DuelPlan) -> dict[int, Any] | None:
+        """Both answers at once when both clients are instant (simulated, no latency), else None."""
+        for idx in (plan.i, plan.j):
+            cfg = plan.models[idx].get("client") or {}
+            if cfg.get("kind") != "simulated" or float(cfg.get("latency_s", 0.0) or 0.0) > 0:
+                return None
+        results: dict[int, Any] = {}
+        for idx in (plan.i, plan.j):  # the order of the asynchronous path (failure draws)
+            client = self._client(plan, idx)
+            if not getattr(client, "instant", False):
+                return None
+            try:
+                results[idx] = client.complete_now(plan.prompt)
+            except Exception as exc:  # a simulated failure: the duel fails cleanly
+                results[idx] = exc
+        return results
+
+    def _client(self, plan: DuelPlan, idx: int):
+        key = (plan.campaign_id, idx)
+        client = self._clients.get(key)
+        if client is None:
+            if len(self._clients) >= 4096:  # clients share one HTTP pool: dropping them is cheap
+                self._clients.clear()
+            m = plan.models[idx]
+            client = build_client(m["client"], model_name=m["name"], fixed_cost=float(m["cost"]),
+                                  http=self.http_client())
+            self._clients[key] = client
+        return client
+
+    def _judge(self, plan: DuelPlan):
+        judge = self._judges.get(plan.campaign_id)
+        if judge is None:
+            if len(self._judges) >= 1024:
+                self._judges.clear()
+            judge = build_judge(plan.judge, model_names=[m["name"] for m in plan.models],
+                                tie_policy=plan.tie_policy, http=self.http_client())
+            self._judges[plan.campaign_id] = judge
+        return judge
+
+    async def _call_model(self, plan: DuelPlan, idx: int):
+        try:
+            return await self._client(plan, idx).complete(plan.prompt)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
+            return exc
+
+    async def execute(self, plan: DuelPlan) -> DuelOutcome:
+        """Steps 2-4 of a duel: call both models, store, judge automatically."""
+        if plan.outcome is not None:  # answered inside the plan transaction
+            res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
+        else:
+            res_i, res_j = await asyncio.gather(self._call_model(plan, plan.i), self._call_model(plan, plan.j))
+            outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
+        if outcome.ended:
+            self.schedule_webhook(plan.campaign_id)
+        if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
+            return outcome
+        judge = self._judge(plan)
+        rng = random.Random(f"{plan.seed}:{plan.number}:judge")
+        try:
+            verdict = await judge.judge(plan.prompt, res_i.text if plan.a_is_i else res_j.text,
+                                        res_j.text if plan.a_is_i else res_i.text,
+                                        model_a=plan.model_a, model_b=plan.model_b, rng=rng)
+            choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
+            log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
+        try:
+            outcome = await self.in_thread(
+                self.record_verdict_tx, plan.duel_id, choice, judged_by=f"judge:{plan.judge.get('kind')}",
+                judge_cost=cost, judge_detail=detail, judge_error=error,
+            )
+        except Conflict as exc:  # the campaign ended or the duel expired meanwhile
+            return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
+        if outcome.ended:
+            self.schedule_webhook(plan.campaign_id)
+        return outcome
+
+    def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
+        """Plan a duel: the Core fast path when it applies, else the general transaction."""
+        if hotpath.ENABLED and principal is not None and not run:
+            try:
+                return hotpath.plan_duel(self, campaign_id, principal)
+            except hotpath.Fallback:
+                pass
+        return self.plan_duel_tx(campaign_id, principal, run)
+
+    def _record_vote_tx(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+        return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
+
+    def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+        """Record a human vote: the Core fast path when it applies, else the general transaction."""
+        if hotpath.ENABLED:
+            try:
+                return hotpath.record_vote(self, duel_id, choice, principal)
+            except hotpath.Fallback:
+                pass
+        return self._record_vote_tx(duel_id, choice, principal)
+
+    async def _hot(self, fast_async: Callable, sync_path: Callable, general_tx: Callable, *args: Any) -> Any:
+        """A hot-path transaction. PostgreSQL: ``fast_async`` on the event loop, and
+        on :class:`hotpath.Fallback` the general ORM transaction ``general_tx`` in a
+        worker thread. SQLite (or LLMDUEL_INLINE_TRANSACTIONS=0): ``sync_path`` (the
+        synchronous fast path, else the general transaction) in a worker thread."""
+        if hotpath.ENABLED and self._on_loop:
+            try:
+                out = await fast_async(self, *args)
+                self.hot_counts["loop"] += 1
+                return out
+            except hotpath.Fallback:
+                self.hot_counts["thread"] += 1
+                return await self.in_thread(general_tx, *args)
+        self.hot_counts["thread"] += 1
+        return await self.in_thread(sync_path, *args)
+
+    async def plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
+        try:
+            if principal is not None and not run:
+                return await self._hot(hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id,
+                                       principal)
+            self.hot_counts["thread"] += 1
+            return await self.in_thread(self.plan_duel, campaign_id, principal, run)
+        except DomainError as exc:
+            if isinstance(exc, CampaignEnded):
+                self.schedule_webhook(campaign_id)
+            raise
+
+    async def next_duel(self, campaign_id: int, principal: Principal) -> tuple[dict, float]:
+        plan = await self.plan(campaign_id, principal)
+        outcome = await self.execute(plan)
+        if outcome.view is None:
+            return await self.in_thread(self.get_duel, plan.duel_id, principal), plan.select_ms
+        return duel_view_for(outcome.view, principal.admin), plan.select_ms
+
+    async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
+        outcome = await self._hot(hotpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice,
+                                  principal)
+        if outcome.ended:
+            self.schedule_webhook(outcome.view["campaign_id"])
+        return duel_view_for(outcome.view, principal.admin)
+
+    async def stop(self, campaign_id: int) -> dict:
+        await self.in_thread(self.stop_tx, campaign_id)
+        self.schedule_webhook(campaign_id)
+        return await self.in_thread(self.get_campaign, campaign_id)
+

@@ -1,0 +1,83 @@
+"""Policies between transactions: build, snapshot, restore, and the per-process cache."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from algorithms import ALGORITHMS, make_policy, policy_from_state
+
+from .rules import jsonable
+
+
+def new_policy(algorithm: str, costs: list[float], delta: float):
+    return make_policy(algorithm, costs=costs, delta=delta)
+
+
+def restore_policy(state: dict):
+    return policy_from_state(state)
+
+
+def policy_snapshot(policy) -> tuple[dict, dict, dict, int | None]:
+    """(state, counts, stats, leader) as stored in the campaign row."""
+    summary = jsonable(policy.summary())
+    counts = {"N": summary.get("N"), "W": summary.get("W")}
+    stats = {k: v for k, v in summary.items() if k not in ("N", "W")}
+    t = int(summary.get("t") or 0)
+    leader = summary.get("leader") if t > 0 else None
+    return jsonable(policy.to_state()), counts, stats, leader
+
+
+def warm_policies() -> None:
+    """Load every algorithm's compiled kernels (numba's on-disk cache) in this process.
+
+    The first policy call of a process otherwise pays ~0.7 s loading them, on
+    whichever request comes first; the app does this at start-up, in a thread,
+    before the worker accepts connections.
+    """
+    for algorithm in ALGORITHMS:
+        for costs in ([1.0, 2.0], [1.0, 2.0, 3.0]):
+            policy = new_policy(algorithm, costs, 0.01)
+            for _ in range(3 * len(costs)):
+                i, j = policy.next_pair(pending=[])
+                policy.record(i, j, 1.0 if i == 0 else 0.0)
+                policy.should_stop()
+            restore_policy(policy_snapshot(policy)[0]).next_pair(pending=[[0, 1]])
+
+
+class PolicyCache:
+    """Policies kept between transactions, keyed by the campaign's ``event_seq``.
+
+    Every policy call anywhere (any process) increments the campaign's
+    ``event_seq`` under the row lock, so a cached policy whose sequence number
+    equals the row's is exactly the stored state. ``take`` removes the entry (a
+    failed transaction cannot leave a half-updated policy behind); ``put`` runs
+    after a successful commit.
+    """
+
+    def __init__(self, size: int = 1000):
+        self._items: dict[int, tuple[int, Any]] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def take_exact(self, campaign_id: int, event_seq: int):
+        """The cached policy if it is at ``event_seq`` (removed from the cache), else None."""
+        with self._lock:
+            hit = self._items.pop(campaign_id, None)
+        return hit[1] if hit is not None and hit[0] == event_seq else None
+
+    def take(self, campaign_id: int, event_seq: int, stored_state: dict | None):
+        """The policy at ``event_seq``: cached, or rebuilt from the stored state."""
+        policy = self.take_exact(campaign_id, event_seq)
+        return policy if policy is not None else restore_policy(stored_state)
+
+    def seq_of(self, campaign_id: int) -> int | None:
+        """The ``event_seq`` of the cached policy (None: nothing cached); the entry stays."""
+        hit = self._items.get(campaign_id)
+        return None if hit is None else hit[0]
+
+    def put(self, campaign_id: int, event_seq: int, policy: Any) -> None:
+        with self._lock:
+            if len(self._items) >= self._size:
+                self._items.clear()
+            self._items[campaign_id] = (event_seq, policy)

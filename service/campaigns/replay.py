@@ -1,0 +1,83 @@
+"""Replay: rebuild a campaign's policy from its duel log and compare with the stored state."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import func, select
+
+from algorithms.vocabulary import DuelStatus
+
+from ..models import Campaign, Charge, Duel
+from .policy_cache import new_policy
+from .rules import jsonable
+from .types import NotFound, ReplayResult
+from .views import json_diff
+
+log = logging.getLogger("llmduel.campaigns")
+
+
+class CampaignReplay:
+    """Replays a campaign's log."""
+
+    # ------------------------------------------------------------ replay
+    def replay(self, campaign_id: int) -> ReplayResult:
+        """Rebuild the policy from the duel log, in the order the policy saw it.
+
+        Selections are replayed too (``next_pair`` with the pending pairs of the
+        time must give the logged pair). Also checks the counters and the ledger.
+        """
+        with self.db.read() as s:
+            if not self.db.is_sqlite:  # the row, the log and the ledger from one snapshot (a live campaign
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})  # changes meanwhile)
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            rows = s.execute(
+                select(Duel.id, Duel.model_i, Duel.model_j, Duel.select_seq, Duel.record_seq, Duel.score,
+                       Duel.pending_at_select, Duel.status, Duel.cost_nusd, Duel.choice)
+                .where(Duel.campaign_id == campaign_id)
+            ).all()
+            charge_sums = dict(
+                s.execute(
+                    select(Charge.duel_id, func.sum(Charge.amount_nusd))
+                    .where(Charge.campaign_id == campaign_id).group_by(Charge.duel_id)
+                ).all()
+            )
+            stored_state = c.policy_state
+            algorithm, delta = c.algorithm, c.delta
+            costs = [float(m["cost"]) for m in c.models]
+            counters = dict(spend=c.spend_nusd, judged=c.duels_judged, counted=c.duels_counted,
+                            created=c.duels_created, failed=c.duels_failed, event_seq=c.event_seq)
+        events = [(r.select_seq, 0, r) for r in rows]
+        events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
+        events.sort(key=lambda e: (e[0], e[1]))
+        diff: list[str] = []
+        policy = new_policy(algorithm, costs, delta)
+        for seq, kind, r in events:
+            if kind == 0:
+                pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
+                if sorted(pair) != [r.model_i, r.model_j]:
+                    diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")
+            else:
+                policy.record(r.model_i, r.model_j, r.score)
+        replayed = jsonable(policy.to_state())
+        diff.extend(json_diff(jsonable(stored_state), replayed, "policy_state"))
+        seqs = [e[0] for e in events]
+        if len(set(seqs)) != len(seqs) or (seqs and max(seqs) != counters["event_seq"]):
+            diff.append(f"event sequence numbers are not unique or do not end at {counters['event_seq']}")
+        checks = {
+            "judged": (sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED), counters["judged"]),
+            "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
+            "created": (len(rows), counters["created"]),
+            "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
+            "spend_nusd": (int(sum(charge_sums.values())), counters["spend"]),
+        }
+        for name, (from_log, stored) in checks.items():
+            if from_log != stored:
+                diff.append(f"{name}: log gives {from_log}, campaign row says {stored}")
+        for r in rows:
+            if int(charge_sums.get(r.id, 0)) != int(r.cost_nusd):
+                diff.append(f"duel {r.id}: cost {r.cost_nusd} nUSD != its charges {charge_sums.get(r.id, 0)} nUSD")
+        return ReplayResult(campaign_id, not diff, len(events), diff)
+

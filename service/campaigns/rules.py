@@ -1,0 +1,136 @@
+"""The campaign rules as pure functions, shared by every transaction path.
+
+The general ORM transactions (:mod:`service.campaigns.transactions`) and the hot
+path (:mod:`service.hotpath`, both its drivers) decide with these functions only,
+so a rule cannot differ between paths. No I/O, no database objects: plain values in,
+plain values out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from typing import Any, Iterable, Sequence
+
+from algorithms.vocabulary import Choice, TiePolicy
+
+from ..models import to_nusd
+
+MAX_ERROR_CHARS = 2000
+MAX_ANSWER_CHARS = 1_000_000
+
+
+# ---------------------------------------------------------------- values
+def jsonable(value: Any) -> Any:
+    """Plain JSON types (numpy scalars and arrays become floats/ints/lists)."""
+    return json.loads(json.dumps(value, default=_np_default))
+
+
+def _np_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def clean_text(text: Any, limit: int = MAX_ANSWER_CHARS) -> str:
+    """Model output as storable text: str, no NUL, no lone surrogates, bounded."""
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    if len(text) > limit:
+        text = text[:limit] + "\n[truncated by llmduel]"
+    text = text.replace("\x00", "\ufffd")
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``float(x)`` when it is a finite number, else None."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def cost_nusd(cost: Any) -> int:
+    """A reported cost in nano-USD (missing, negative or non-finite costs count 0)."""
+    v = finite_or_none(cost)
+    return to_nusd(v) if v is not None and v > 0 else 0
+
+
+# ---------------------------------------------------------------- planning a duel
+def ordered_pair(i: int, j: int) -> tuple[int, int]:
+    """A pair as stored: ``model_i < model_j``."""
+    i, j = int(i), int(j)
+    return (j, i) if i > j else (i, j)
+
+
+def pending_pairs(inflight: Iterable[Any]) -> list[list[int]]:
+    """The in-flight duels' pairs, as the policy's ``pending`` argument."""
+    return [[int(r.model_i), int(r.model_j)] for r in inflight]
+
+
+def is_stale(expires_at: dt.datetime, now: dt.datetime) -> bool:
+    """An in-flight duel past its expiry no longer counts (it is expired by the next plan)."""
+    return expires_at <= now
+
+
+def expected_model_nusd(models: Sequence[dict], i: int, j: int) -> int:
+    """The two models' expected cost of one duel (their configured per-call costs)."""
+    return to_nusd(float(models[i]["cost"]) + float(models[j]["cost"]))
+
+
+def expected_judge_nusd(judge_spend_nusd: int, duels_done: int) -> int:
+    """The next duel's expected judge cost: the mean judge spend so far, rounded up."""
+    if judge_spend_nusd <= 0:
+        return 0
+    return -(-judge_spend_nusd // max(1, duels_done))
+
+
+def expected_duel_nusd(models: Sequence[dict], i: int, j: int, judge_spend_nusd: int, duels_done: int) -> int:
+    """What the budget reserves for a new duel: models plus the expected judge cost."""
+    return expected_model_nusd(models, i, j) + expected_judge_nusd(judge_spend_nusd, duels_done)
+
+
+def max_duels_reached(max_duels: int | None, judged: int, in_flight: int = 0) -> bool:
+    """No further duel may start: judged plus in-flight duels reach ``max_duels``."""
+    return max_duels is not None and judged + in_flight >= max_duels
+
+
+def over_budget(budget_nusd: int | None, spend_nusd: int, reserved_nusd: int, expected_nusd: int) -> bool:
+    """The budget reservation check: spend, in-flight reservations and the new duel exceed the budget."""
+    return budget_nusd is not None and spend_nusd + reserved_nusd + expected_nusd > budget_nusd
+
+
+def budget_spent(budget_nusd: int | None, spend_nusd: int) -> bool:
+    """An end condition: the campaign's spend reached its budget."""
+    return budget_nusd is not None and spend_nusd >= budget_nusd
+
+
+def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, bool]:
+    """Duel ``number``'s prompt index and whether answer "a" is model_i's (from the campaign seed)."""
+    rng = random.Random(f"{seed}:{number}:draw")
+    prompt_index = rng.randrange(n_prompts)
+    return prompt_index, rng.random() < 0.5
+
+
+# ---------------------------------------------------------------- recording a verdict
+def score_of(choice: str, model_i: int, model_a: int, model_b: int, tie_policy: str, seed: int,
+             number: int) -> float | None:
+    """The score of model_i for a verdict under the campaign's tie policy (None: not counted).
+
+    A win is 1 or 0; a tie or "both bad" counts half under ``half``, a fair coin
+    drawn from the campaign seed and duel number under ``random``, nothing under
+    ``drop``.
+    """
+    if choice in (Choice.A, Choice.B):
+        winner = model_a if choice == Choice.A else model_b
+        return 1.0 if winner == model_i else 0.0
+    if tie_policy == TiePolicy.HALF:
+        return 0.5
+    if tie_policy == TiePolicy.RANDOM:
+        return 1.0 if random.Random(f"{seed}:{number}:tie").random() < 0.5 else 0.0
+    return None

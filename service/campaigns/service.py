@@ -1,0 +1,65 @@
+"""Campaign domain logic: create, next duel, vote, run, stop, replay.
+
+Every write that touches a campaign runs in one transaction that first locks the
+campaign row (:meth:`Database.lock_campaign`), so writes on one campaign are
+serialised and a vote and the state update it causes commit together. Model and
+judge calls happen outside any transaction:
+
+1. *plan* (locked): expire stale duels, rebuild the policy from its stored state,
+   ``next_pair(pending=in-flight pairs)``, check budget and caps, draw a prompt and
+   the display order, insert the duel as ``calling``, commit.
+2. both models are called concurrently, no lock held.
+3. *store answers* (locked): charges for what was really spent; the duel becomes
+   ``pending`` (waiting for a verdict) or ``failed`` (its pair is free again).
+4. an automatic judge decides (no lock), then *record* (locked) like a vote: the
+   duel moves ``pending -> judged`` with a conditional UPDATE (a second verdict or
+   a duplicate vote finds no pending row: 409), the policy records the score,
+   stops when it certifies, and the campaign row gets the new state.
+
+The synchronous ``*_tx`` methods run in worker threads; the async methods
+orchestrate them with the model and judge calls.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import anyio
+
+from ..config import Settings
+from ..db import Database
+from .orchestration import DuelOrchestration
+from .replay import CampaignReplay
+from .runner import BackgroundRuns
+from .transactions import CampaignTransactions
+from .views import CampaignViews
+from .webhooks import Webhooks
+
+log = logging.getLogger("llmduel.campaigns")
+
+
+class CampaignService(CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks):
+    """Domain logic over one :class:`Database`; one instance per app."""
+
+    def __init__(self, settings: Settings, db: Database):
+        self.settings = settings
+        self.db = db
+        self.token_cache: dict[str, tuple[int, int, float]] = {}  # service.auth's cache of annotator tokens
+        self.init_transactions(settings)
+        self.init_orchestration(settings, db)
+        self.init_runs()
+
+    # ------------------------------------------------------------ threads
+    @staticmethod
+    async def in_thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        return await anyio.to_thread.run_sync(fn, *args)
+
+
+    # ------------------------------------------------------------ shutdown
+    async def aclose(self) -> None:
+        """Cancel this process's background runs, then close the model and judge clients."""
+        await self.cancel_runs()
+        await self.close_clients()

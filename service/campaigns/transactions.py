@@ -1,0 +1,524 @@
+"""The campaign's write transactions (each one locks the campaign row first).
+
+See :mod:`service.campaigns.service` for the life of a duel. Every decision goes
+through :mod:`service.campaigns.rules`, as on the hot path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import secrets
+import time
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
+
+from ..auth import Principal, hash_token, new_token
+from ..clients import ClientError, Completion
+from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..schemas import CampaignCreate
+from . import rules
+from ..config import Settings
+from .policy_cache import PolicyCache, new_policy, policy_snapshot
+from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound
+
+log = logging.getLogger("llmduel.campaigns")
+
+
+class CampaignTransactions:
+    """The locked write transactions (synchronous: they run in worker threads)."""
+
+    def init_transactions(self, settings: Settings) -> None:
+        self._expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)
+        self.call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
+        self.policies = PolicyCache()
+        self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
+        self._prompts: dict[tuple[int, int], str] = {}
+
+    def cached_prompt(self, campaign_id: int, idx: int) -> str | None:
+        return self._prompts.get((campaign_id, idx))
+
+    def remember_prompt(self, campaign_id: int, idx: int, text: str) -> str:
+        """Prompts never change once a campaign exists: they are cached per process."""
+        if len(self._prompts) >= 50_000:
+            self._prompts.clear()
+        self._prompts[(campaign_id, idx)] = text
+        return text
+
+    def prompt_text(self, s, campaign_id: int, idx: int) -> str:
+        text = self.cached_prompt(campaign_id, idx)
+        if text is None:
+            text = self.remember_prompt(campaign_id, idx, s.execute(
+                select(Prompt.text).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)).scalar_one())
+        return text
+
+
+    # ------------------------------------------------------------ create
+    def create_campaign(self, body: CampaignCreate) -> int:
+        costs = [m.cost for m in body.models]
+        policy = new_policy(body.algorithm, costs, body.delta)
+        state, counts, stats, leader = policy_snapshot(policy)
+        now = utcnow()
+        seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
+        campaign = Campaign(
+            name=body.name,
+            algorithm=body.algorithm,
+            delta=body.delta,
+            tie_policy=body.tie_policy,
+            status=CampaignStatus.RUNNING,
+            models=[{"name": m.name, "cost": m.cost, "client": m.client} for m in body.models],
+            n_prompts=len(body.prompts),
+            judge=body.judge,
+            budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
+            max_duels=body.max_duels,
+            seed=seed,
+            webhook_url=body.webhook_url,
+            policy_state=state,
+            counts=counts,
+            stats=stats,
+            leader=leader,
+            winner=None,
+            event_seq=0,
+            spend_nusd=0,
+            judge_spend_nusd=0,
+            duels_created=0,
+            duels_judged=0,
+            duels_counted=0,
+            duels_failed=0,
+            run_active=False,
+            run_concurrency=1,
+            webhook_state="none",
+            version=0,
+            created_at=now,
+            updated_at=now,
+        )
+        with self.db.write() as s:
+            s.add(campaign)
+            s.flush()
+            s.execute(insert(Prompt), [{"campaign_id": campaign.id, "idx": n, "text": text}
+                                       for n, text in enumerate(body.prompts)])
+            return int(campaign.id)
+
+    def create_annotator(self, campaign_id: int, label: str | None) -> dict:
+        token = new_token()
+        with self.db.write() as s:
+            self.lock_existing(s, campaign_id)
+            row = Annotator(campaign_id=campaign_id, token_hash=hash_token(token), label=label, created_at=utcnow())
+            s.add(row)
+            s.flush()
+            return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
+
+
+    # ------------------------------------------------------------ state transitions
+    def finish(self, s, c: Campaign, status: str, reason: str, now: dt.datetime, keep_duel: int | None = None) -> None:
+        """End a running campaign: in-flight duels are cancelled, the run stops."""
+        c.status = status
+        c.end_reason = reason
+        c.ended_at = now
+        c.run_active = False
+        if c.webhook_url and c.webhook_state == "none":
+            c.webhook_state = "pending"
+        cond = [Duel.campaign_id == c.id, Duel.status.in_(IN_FLIGHT)]
+        if keep_duel is not None:
+            cond.append(Duel.id != keep_duel)
+        s.execute(
+            update(Duel).where(*cond).values(status=DuelStatus.CANCELLED, error="the campaign ended before this duel was judged")
+            .execution_options(synchronize_session=False)
+        )
+
+    def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
+        """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
+        t0 = time.perf_counter()
+        err: DomainError | None = None
+        with self.db.write() as s:
+            c = self.lock_existing(s, campaign_id)
+            if principal is not None and not principal.can_access(campaign_id):
+                raise Forbidden("this token does not give access to this campaign")
+            if c.status != CampaignStatus.RUNNING:
+                raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
+            automatic = c.judge.get("kind") != "human"
+            if principal is not None and not principal.admin and automatic:
+                raise Forbidden("annotators can only request duels of human-judged campaigns")
+            if run:
+                if not c.run_active:
+                    raise Conflict("the run was stopped")
+                if c.run_remaining is not None:
+                    if c.run_remaining <= 0:  # the loop ends; run_active drops when all its duels are done
+                        raise Conflict("the run reached its max_duels")
+                    c.run_remaining -= 1
+            if err is None:
+                now = utcnow()
+                inflight = s.execute(
+                    select(Duel.id, Duel.model_i, Duel.model_j, Duel.expected_cost_nusd, Duel.expires_at).where(
+                        Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
+                    )
+                ).all()
+                stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
+                if stale:
+                    s.execute(
+                        update(Duel).where(Duel.id.in_(stale), Duel.status.in_(IN_FLIGHT)).values(status=DuelStatus.EXPIRED)
+                        .execution_options(synchronize_session=False)
+                    )
+                    inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
+                    if not inflight:
+                        self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now)
+                        err = CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached")
+                    else:
+                        err = Conflict(
+                            f"max_duels ({c.max_duels}) is reached counting the {len(inflight)} duels in flight",
+                            retry_later=True,
+                        )
+            if err is None:
+                policy = self.policies.take(c.id, c.event_seq, c.policy_state)
+                pending = rules.pending_pairs(inflight)
+                i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
+                expected = rules.expected_duel_nusd(c.models, i, j, c.judge_spend_nusd, c.duels_judged + c.duels_failed)
+                reserved = sum(int(r.expected_cost_nusd) for r in inflight)
+                if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
+                    if not inflight:
+                        self.finish(s, c, CampaignStatus.BUDGET_EXHAUSTED,
+                                     f"the next duel's expected cost ({expected / 1e9:.6g} USD) exceeds the "
+                                     f"remaining budget ({(c.budget_nusd - c.spend_nusd) / 1e9:.6g} USD)", now)
+                        err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")
+                    else:
+                        err = Conflict(
+                            f"the remaining budget is reserved by {len(inflight)} duels in flight",
+                            retry_later=True,
+                        )
+            if err is None:
+                number = c.duels_created + 1
+                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
+                c.event_seq += 1
+                duel = Duel(
+                    campaign_id=campaign_id,
+                    number=number,
+                    model_i=i,
+                    model_j=j,
+                    a_is_i=a_is_i,
+                    prompt_index=prompt_index,
+                    prompt=self.prompt_text(s, campaign_id, prompt_index),
+                    status=DuelStatus.CALLING,
+                    counted=False,
+                    cost_nusd=0,
+                    expected_cost_nusd=expected,
+                    select_seq=c.event_seq,
+                    pending_at_select=pending,
+                    requested_by=principal.label if principal is not None else "run",
+                    created_at=now,
+                    expires_at=now + self.call_expiry,
+                )
+                state = jsonable(policy.to_state())
+                if state != c.policy_state:  # next_pair changed the state (not the case for today's policies)
+                    c.policy_state = state
+                c.duels_created = number
+                s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(campaign_id, seq, p)
+                c.version += 1
+                c.updated_at = now
+                plan = DuelPlan(
+                    campaign_id=campaign_id,
+                    duel_id=0,
+                    number=number,
+                    i=i,
+                    j=j,
+                    a_is_i=a_is_i,
+                    prompt=duel.prompt,
+                    models=[dict(m) for m in c.models],
+                    judge=dict(c.judge),
+                    tie_policy=c.tie_policy,
+                    seed=int(c.seed),
+                )
+                charges, columns = self.answer_now(plan, now)
+                for key, value in columns.items():
+                    setattr(duel, key, value)
+                if plan.results is not None:
+                    c.spend_nusd += duel.cost_nusd
+                    c.duels_failed += duel.status == DuelStatus.FAILED
+                s.add(duel)
+                s.flush()
+                plan.duel_id = int(duel.id)
+                if charges:
+                    s.execute(insert(Charge), [dict(ch, duel_id=duel.id) for ch in charges])
+                if plan.results is not None:
+                    plan.outcome = DuelOutcome(duel.id, duel.status, failed=duel.error is not None,
+                                               error=duel.error, view=self.duel_view(duel, c))
+        if err is not None:
+            raise err
+        plan.select_ms = (time.perf_counter() - t0) * 1000.0
+        return plan
+
+    @staticmethod
+    def _settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
+        """What both calls' results mean for the duel.
+
+        Returns (charges, total, fields, error): the charge rows (without
+        ``duel_id``) for what the answers really cost, their sum in nano-USD, the
+        duel's answer columns, and the failure message (None when both answered).
+        """
+        errors: list[str] = []
+        charges: list[dict] = []
+        info: dict[int, dict] = {}
+        for idx in (plan.i, plan.j):
+            res = results[idx]
+            name = plan.models[idx]["name"]
+            if isinstance(res, Completion):
+                amount = cost_nusd(res.cost)
+                info[idx] = {
+                    "model": name,
+                    "input_tokens": res.input_tokens,
+                    "output_tokens": res.output_tokens,
+                    "cost": from_nusd(amount),
+                    "latency_s": finite_or_none(res.latency_s),
+                    "attempts": res.attempts,
+                }
+                if amount:
+                    charges.append({"campaign_id": plan.campaign_id, "kind": "model", "model_index": idx,
+                                    "amount_nusd": amount, "created_at": now,
+                                    "detail": {"input_tokens": res.input_tokens,
+                                               "output_tokens": res.output_tokens}})
+            else:
+                message = _error_text(res)
+                info[idx] = {"model": name, "error": message}
+                errors.append(f"model {name!r}: {message}")
+        total = sum(ch["amount_nusd"] for ch in charges)
+        fields: dict[str, Any] = {"completion_a": info.get(plan.model_a), "completion_b": info.get(plan.model_b)}
+        error = None
+        if errors:
+            error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
+        else:
+            fields.update(answer_a=clean_text(results[plan.model_a].text),
+                          answer_b=clean_text(results[plan.model_b].text), answered_at=now)
+        return charges, total, fields, error
+
+    def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
+        """Both answers inside the plan transaction, when both models are instant.
+
+        Sets ``plan.results`` and returns (charges, the duel's columns) as
+        :meth:`store_answers_tx` would record them; ([], {}) when the models must
+        be called outside the transaction.
+        """
+        plan.results = self.instant_results(plan)
+        if plan.results is None:
+            return [], {}
+        charges, total, columns, error = self._settle_answers(plan, plan.results, now)
+        columns["cost_nusd"] = total
+        if error is not None:
+            columns.update(status=DuelStatus.FAILED, error=error)
+        else:
+            columns.update(status=DuelStatus.PENDING, expires_at=now + self._expiry)
+        return charges, columns
+
+    def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
+        """Step 3 (locked): charges for what the calls really cost, answers or failure."""
+        now = utcnow()
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, plan.campaign_id)
+            d = s.get(Duel, plan.duel_id)
+            if c is None or d is None:  # deleted meanwhile
+                return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
+            s.expunge(d)  # changed below by one explicit UPDATE
+            charges, total, fields, error = self._settle_answers(plan, results, now)
+            if charges:
+                s.execute(insert(Charge), [dict(ch, duel_id=d.id) for ch in charges])
+            d.cost_nusd += total
+            c.spend_nusd += total
+            for key, value in fields.items():
+                setattr(d, key, value)
+            if error is not None:
+                d.error = error
+                if d.status in IN_FLIGHT:
+                    d.status = DuelStatus.FAILED
+                    c.duels_failed += 1
+            elif d.status == DuelStatus.CALLING:
+                d.status = DuelStatus.PENDING
+                d.expires_at = now + self._expiry
+            s.execute(
+                update(Duel).where(Duel.id == d.id).values(
+                    status=d.status, error=d.error, cost_nusd=d.cost_nusd, completion_a=d.completion_a,
+                    completion_b=d.completion_b, answer_a=d.answer_a, answer_b=d.answer_b,
+                    answered_at=d.answered_at, expires_at=d.expires_at,
+                ).execution_options(synchronize_session=False)
+            )
+            # A spent budget ends the campaign when this duel's verdict is recorded
+            # (or at the next plan), so the answers just paid for can still count.
+            c.version += 1
+            c.updated_at = now
+            return DuelOutcome(d.id, d.status, failed=error is not None, error=d.error, view=self.duel_view(d, c))
+
+    def record_verdict_tx(
+        self,
+        duel_id: int,
+        choice: str | None,
+        *,
+        judged_by: str,
+        principal: Principal | None = None,
+        judge_cost: float = 0.0,
+        judge_detail: dict | None = None,
+        judge_error: str | None = None,
+    ) -> DuelOutcome:
+        """Step 4 (locked): a vote or an automatic verdict, counted exactly once.
+
+        The duel moves pending -> judged by a conditional UPDATE (``WHERE status =
+        'pending'``) in the same transaction as the policy update; a duplicate
+        finds no pending row and gets 409.
+        """
+        err: DomainError | None = None
+        outcome: DuelOutcome | None = None
+        with self.db.write() as s:
+            # Lock the duel's campaign in one statement.
+            c = s.execute(
+                select(Campaign)
+                .where(Campaign.id == select(Duel.campaign_id).where(Duel.id == duel_id).scalar_subquery())
+                .with_for_update()
+            ).scalar_one_or_none()
+            if c is None:
+                raise NotFound(f"duel {duel_id} not found")
+            if principal is not None and not principal.can_access(c.id):
+                raise Forbidden("this token does not give access to this duel's campaign")
+            d = s.get(Duel, duel_id)
+            s.expunge(d)  # changed below by one conditional UPDATE
+            now = utcnow()
+            judge_nusd = cost_nusd(judge_cost)
+            if judge_nusd:
+                # A judge call is charged whatever happens to its verdict.
+                s.execute(insert(Charge), [{"campaign_id": c.id, "duel_id": d.id, "kind": "judge",
+                                            "model_index": None, "amount_nusd": judge_nusd, "created_at": now}])
+                d.cost_nusd += judge_nusd
+                c.spend_nusd += judge_nusd
+                c.judge_spend_nusd += judge_nusd
+            if d.status != DuelStatus.PENDING:
+                err = Conflict(_not_pending_message(d))
+            elif rules.is_stale(d.expires_at, now):
+                d.status = DuelStatus.EXPIRED
+                err = Conflict(f"duel {duel_id} expired at {d.expires_at.isoformat()} and no longer counts")
+            elif c.status != CampaignStatus.RUNNING:
+                err = Conflict(f"campaign {c.id} has ended (status {c.status})")
+            if err is not None:
+                if d.status == DuelStatus.EXPIRED or judge_nusd:
+                    s.execute(update(Duel).where(Duel.id == d.id).values(status=d.status, cost_nusd=d.cost_nusd)
+                              .execution_options(synchronize_session=False))
+                    c.version += 1
+                    c.updated_at = now
+            else:
+                d.judged_at = now
+                d.judged_by = judged_by
+                d.judge_detail = jsonable(judge_detail) if judge_detail else None
+                score = None
+                if choice is None:
+                    d.status = DuelStatus.FAILED
+                    d.error = clean_text(f"judge error: {judge_error or 'no verdict'}", MAX_ERROR_CHARS)
+                else:
+                    d.status = DuelStatus.JUDGED
+                    d.choice = choice
+                    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number)
+                    if score is not None:
+                        d.score = score
+                        d.counted = True
+                        d.record_seq = c.event_seq + 1
+                claimed = s.execute(
+                    update(Duel).where(Duel.id == duel_id, Duel.status == DuelStatus.PENDING).values(
+                        status=d.status, choice=d.choice, score=d.score, counted=d.counted, judged_by=d.judged_by,
+                        judge_detail=d.judge_detail, judged_at=now, record_seq=d.record_seq, error=d.error,
+                        cost_nusd=d.cost_nusd,
+                    ).execution_options(synchronize_session=False)
+                ).rowcount
+                if claimed != 1:  # cannot happen under the campaign lock; never count twice anyway
+                    raise Conflict(f"duel {duel_id} already has a verdict")
+                ended = False
+                if choice is None:
+                    c.duels_failed += 1
+                else:
+                    c.duels_judged += 1
+                    if score is not None:
+                        policy = self.policies.take(c.id, c.event_seq, c.policy_state)
+                        policy.record(d.model_i, d.model_j, score)
+                        c.event_seq += 1
+                        c.duels_counted += 1
+                        c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
+                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(cid, seq, p)
+                        if policy.should_stop():
+                            c.winner = int(policy.recommendation())
+                            c.leader = c.winner
+                            self.finish(s, c, CampaignStatus.CERTIFIED, f"certified by the {c.algorithm} stopping rule "
+                                         f"at delta={c.delta:g}", now, keep_duel=d.id)
+                            ended = True
+                    if not ended and rules.max_duels_reached(c.max_duels, c.duels_judged):
+                        self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id)
+                        ended = True
+                if not ended and rules.budget_spent(c.budget_nusd, c.spend_nusd):
+                    self.finish(s, c, CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", now, keep_duel=d.id)
+                    ended = True
+                c.version += 1
+                c.updated_at = now
+                outcome = DuelOutcome(d.id, d.status, ended=ended, failed=choice is None, error=d.error,
+                                      view=self.duel_view(d, c))
+        if err is not None:
+            raise err
+        return outcome
+
+    def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:
+        with self.db.write() as s:
+            c = self.lock_existing(s, campaign_id)
+            if c.status != CampaignStatus.RUNNING:
+                raise Conflict(f"campaign {campaign_id} has already ended (status {c.status})")
+            now = utcnow()
+            self.finish(s, c, CampaignStatus.STOPPED, reason, now)
+            c.version += 1
+            c.updated_at = now
+            return True
+
+    def start_run_tx(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
+        with self.db.write() as s:
+            c = self.lock_existing(s, campaign_id)
+            if c.status != CampaignStatus.RUNNING:
+                raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
+            if c.judge.get("kind") == "human":
+                raise Conflict("a run needs an automatic judge; this campaign's judge is human")
+            c.run_active = True
+            c.run_remaining = max_duels
+            c.run_concurrency = concurrency
+            c.run_error = None
+            c.updated_at = utcnow()
+            return {"active": True, "remaining": max_duels, "concurrency": concurrency, "error": None}
+
+    def end_run_tx(self, campaign_id: int, error: str | None = None) -> None:
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None:
+                return
+            c.run_active = False
+            if error:
+                c.run_error = clean_text(error, MAX_ERROR_CHARS)
+            c.updated_at = utcnow()
+
+    def active_run_ids(self) -> list[int]:
+        with self.db.read() as s:
+            return [int(x) for x in s.execute(
+                select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING)
+            ).scalars()]
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc)
+    # Unexpected exceptions: the type only (their text might carry request details).
+    return f"unexpected {type(exc).__name__} in the model client"
+
+
+def _not_pending_message(d: Duel) -> str:
+    if d.status == DuelStatus.JUDGED:
+        return f"duel {d.id} already has a verdict"
+    if d.status == DuelStatus.CALLING:
+        return f"duel {d.id} is still waiting for the models' answers"
+    if d.status == DuelStatus.EXPIRED:
+        return f"duel {d.id} expired and no longer counts"
+    if d.status == DuelStatus.FAILED:
+        return f"duel {d.id} failed and cannot be judged"
+    if d.status == DuelStatus.CANCELLED:
+        return f"duel {d.id} was cancelled: the campaign ended before it was judged"
+    return f"duel {d.id} cannot be judged (status {d.status})"
+

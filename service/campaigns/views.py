@@ -1,0 +1,250 @@
+"""Pure helpers of the campaign and duel views (what each caller may see, JSON forms, diffs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import func, select
+
+from algorithms import plugin_lower_bound
+from algorithms.vocabulary import IN_FLIGHT
+
+from ..auth import Principal
+from ..models import Campaign, Charge, Duel, from_nusd, utcnow
+from .rules import finite_or_none, jsonable
+from .types import Forbidden, NotFound
+
+ADMIN_DUEL_FIELDS = ("model_a", "model_b", "model_a_name", "model_b_name", "score", "judged_by", "judge", "charges")
+
+
+def duel_view_for(view: dict, admin: bool) -> dict:
+    """Annotators do not see which model is behind which answer (nor the judge's notes)."""
+    if admin:
+        return view
+    return {k: v for k, v in view.items() if k not in ADMIN_DUEL_FIELDS}
+
+
+def jsonable_report(view: dict) -> dict:
+    """A campaign view as plain JSON (datetimes as ISO strings)."""
+    out = {}
+    for k, v in view.items():
+        out[k] = v.isoformat() if isinstance(v, dt.datetime) else v
+    return jsonable(out)
+
+
+def json_diff(stored: Any, replayed: Any, path: str = "") -> list[str]:
+    """Human-readable differences between two JSON values."""
+    if isinstance(stored, dict) and isinstance(replayed, dict):
+        out: list[str] = []
+        for key in sorted(set(stored) | set(replayed), key=str):
+            p = f"{path}.{key}" if path else str(key)
+            if key not in stored:
+                out.append(f"{p}: missing in stored state (replayed {replayed[key]!r})")
+            elif key not in replayed:
+                out.append(f"{p}: missing in replayed state (stored {stored[key]!r})")
+            else:
+                out.extend(json_diff(stored[key], replayed[key], p))
+        return out
+    if isinstance(stored, list) and isinstance(replayed, list) and len(stored) == len(replayed):
+        out = []
+        for n, (a, b) in enumerate(zip(stored, replayed)):
+            out.extend(json_diff(a, b, f"{path}[{n}]"))
+        return out
+    if stored != replayed:
+        return [f"{path or '<root>'}: stored {stored!r} != replayed {replayed!r}"]
+    return []
+
+
+class CampaignViews:
+    """Read-only views of campaigns and duels."""
+
+    # ------------------------------------------------------------ views
+    def lock_existing(self, s, campaign_id: int) -> Campaign:
+        """Lock the campaign's row for this transaction; NotFound if there is none."""
+        c = self.db.lock_campaign(s, campaign_id)
+        if c is None:
+            raise NotFound(f"campaign {campaign_id} not found")
+        return c
+
+    def pending_count(self, s, campaign_id: int, now: dt.datetime) -> int:
+        return int(
+            s.execute(
+                select(func.count(Duel.id)).where(
+                    Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT), Duel.expires_at > now
+                )
+            ).scalar_one()
+        )
+
+    def campaign_view(self, c: Campaign, pending: int, admin: bool = True) -> dict:
+        names = [m["name"] for m in c.models]
+        stats = c.stats or {}
+        counts = c.counts or {}
+        lower = None
+        if (stats.get("t") or 0) > 0:
+            try:
+                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta))
+            except Exception:  # a statistic must never break the view
+                lower = None
+        budget = from_nusd(c.budget_nusd)
+        view = {
+            "id": c.id,
+            "name": c.name,
+            "status": c.status,
+            "end_reason": c.end_reason,
+            "algorithm": c.algorithm,
+            "delta": c.delta,
+            "tie_policy": c.tie_policy,
+            "models": [
+                {
+                    "index": n,
+                    "name": m["name"],
+                    "cost": m["cost"],
+                    "client": m["client"] if admin else {"kind": m["client"].get("kind")},
+                }
+                for n, m in enumerate(c.models)
+            ],
+            "judge": c.judge if admin else {"kind": c.judge.get("kind")},
+            "n_prompts": c.n_prompts,
+            "budget": budget,
+            "remaining_budget": None if budget is None else max(0.0, (c.budget_nusd - c.spend_nusd) / 1e9),
+            "max_duels": c.max_duels,
+            "seed": c.seed,
+            "webhook_url": c.webhook_url if admin else None,
+            "leader": names[c.leader] if c.leader is not None else None,
+            "leader_index": c.leader,
+            "winner": names[c.winner] if c.winner is not None else None,
+            "winner_index": c.winner,
+            "spend": from_nusd(c.spend_nusd),
+            "judge_spend": from_nusd(c.judge_spend_nusd),
+            "duels": c.duels_judged,
+            "duels_counted": c.duels_counted,
+            "duels_created": c.duels_created,
+            "duels_failed": c.duels_failed,
+            "pending": pending,
+            "t": int(stats.get("t") or 0),
+            "counts": counts.get("N") or [],
+            "wins": counts.get("W") or [],
+            "evidence": stats.get("S") or [],
+            "Z": finite_or_none(stats.get("Z")) or 0.0,
+            "beta": finite_or_none(stats.get("beta")) or 0.0,
+            "lower_bound": lower,
+            "run": {
+                "active": bool(c.run_active),
+                "remaining": c.run_remaining,
+                "concurrency": c.run_concurrency,
+                "error": c.run_error,
+            },
+            "webhook_state": c.webhook_state,
+            "created_at": c.created_at,
+            "updated_at": c.updated_at,
+            "ended_at": c.ended_at,
+        }
+        return view
+
+    def get_campaign(self, campaign_id: int, admin: bool = True) -> dict:
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            return self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin)
+
+    def list_campaigns(self, limit: int, offset: int, status: str | None = None) -> dict:
+        with self.db.read() as s:
+            q = select(Campaign)
+            cq = select(func.count(Campaign.id))
+            if status:
+                q = q.where(Campaign.status == status)
+                cq = cq.where(Campaign.status == status)
+            total = int(s.execute(cq).scalar_one())
+            rows = s.execute(q.order_by(Campaign.id.desc()).limit(limit).offset(offset)).scalars().all()
+            now = utcnow()
+            pend: dict[int, int] = {}
+            if rows:
+                pend = dict(
+                    s.execute(
+                        select(Duel.campaign_id, func.count(Duel.id))
+                        .where(
+                            Duel.campaign_id.in_([r.id for r in rows]),
+                            Duel.status.in_(IN_FLIGHT),
+                            Duel.expires_at > now,
+                        )
+                        .group_by(Duel.campaign_id)
+                    ).all()
+                )
+            items = [self.campaign_view(c, int(pend.get(c.id, 0))) for c in rows]
+        nxt = offset + len(items)
+        return {"items": items, "total": total, "limit": limit, "offset": offset,
+                "next_offset": nxt if nxt < total else None}
+
+    def duel_view(self, d: Duel, c: Campaign | None, charges: list[Charge] | None = None) -> dict:
+        """The full (admin) view of a duel; :func:`duel_view_for` strips it for annotators."""
+        names = [m["name"] for m in c.models] if c is not None else None
+        view = {
+            "id": d.id,
+            "campaign_id": d.campaign_id,
+            "number": d.number,
+            "status": d.status,
+            "prompt": d.prompt,
+            "answer_a": d.answer_a,
+            "answer_b": d.answer_b,
+            "choice": d.choice,
+            "counted": bool(d.counted),
+            "error": d.error,
+            "cost": from_nusd(d.cost_nusd),
+            "created_at": d.created_at,
+            "answered_at": d.answered_at,
+            "judged_at": d.judged_at,
+            "expires_at": d.expires_at,
+            "campaign_status": c.status if c is not None else None,
+            "model_a": d.model_a,
+            "model_b": d.model_b,
+            "model_a_name": names[d.model_a] if names else None,
+            "model_b_name": names[d.model_b] if names else None,
+            "score": d.score,
+            "judged_by": d.judged_by,
+            "judge": d.judge_detail,
+        }
+        if charges is not None:
+            view["charges"] = [
+                {"kind": ch.kind, "model_index": ch.model_index, "amount": from_nusd(ch.amount_nusd),
+                 "created_at": ch.created_at}
+                for ch in charges
+            ]
+        return view
+
+    def get_duel(self, duel_id: int, principal: Principal) -> dict:
+        with self.db.read() as s:
+            d = s.get(Duel, duel_id)
+            if d is None or not principal.can_access(d.campaign_id):
+                # Annotators of other campaigns learn nothing about this duel.
+                if d is not None and not principal.admin:
+                    raise Forbidden("this token does not give access to this duel's campaign")
+                raise NotFound(f"duel {duel_id} not found")
+            c = s.get(Campaign, d.campaign_id)
+            charges = None
+            if principal.admin:
+                charges = s.execute(select(Charge).where(Charge.duel_id == duel_id).order_by(Charge.id)).scalars().all()
+            return duel_view_for(self.duel_view(d, c, charges), principal.admin)
+
+    def list_duels(self, campaign_id: int, limit: int, offset: int, status: str | None = None) -> dict:
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            cond = [Duel.campaign_id == campaign_id]
+            if status:
+                cond.append(Duel.status == status)
+            total = int(s.execute(select(func.count(Duel.id)).where(*cond)).scalar_one())
+            duels = s.execute(select(Duel).where(*cond).order_by(Duel.id).limit(limit).offset(offset)).scalars().all()
+            by_duel: dict[int, list[Charge]] = {d.id: [] for d in duels}
+            if duels:
+                for ch in s.execute(
+                    select(Charge).where(Charge.duel_id.in_(list(by_duel))).order_by(Charge.id)
+                ).scalars():
+                    by_duel[ch.duel_id].append(ch)
+            items = [self.duel_view(d, c, by_duel[d.id]) for d in duels]
+        nxt = offset + len(items)
+        return {"items": items, "total": total, "limit": limit, "offset": offset,
+                "next_offset": nxt if nxt < total else None}
+

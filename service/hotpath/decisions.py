@@ -1,0 +1,176 @@
+"""The plain-case decisions of a vote cycle, written once for both drivers.
+
+:func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
+(:class:`service.hotpath.sync_driver.SyncTx` or
+:class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
+decide with :mod:`service.campaigns.rules` only, like the general transactions,
+and raise :class:`Fallback` before writing anything when the plain case does not
+apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from algorithms.vocabulary import CampaignStatus, DuelStatus
+
+from ..campaigns import rules
+from ..campaigns.types import DuelOutcome, DuelPlan
+from ..campaigns.policy_cache import policy_snapshot, restore_policy
+from ..models import Campaign, Duel, utcnow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..auth import Principal
+    from ..campaigns import CampaignService
+
+
+class Fallback(Exception):
+    """The plain case does not apply: nothing was written; use the general transaction."""
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """What never changes once a campaign exists (cached per process)."""
+
+    models: list
+    judge: dict
+    tie_policy: str
+    seed: int
+    n_prompts: int
+    max_duels: int | None
+    budget_nusd: int | None
+
+
+_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "max_duels", "budget_nusd")
+
+
+class DuelRow(SimpleNamespace):
+    """A duel's columns as plain attributes (unset ones None): the hot path builds
+    its views from this instead of an ORM instance."""
+
+    _EMPTY = dict.fromkeys(Duel.__table__.c.keys())
+    model_a = Duel.model_a
+    model_b = Duel.model_b
+
+    def __init__(self, **columns):
+        super().__init__(**{**self._EMPTY, **columns})
+
+
+def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignConfig:
+    cfg = CampaignConfig(models=row.models, judge=row.judge, tie_policy=row.tie_policy, seed=int(row.seed),
+                         n_prompts=int(row.n_prompts), max_duels=row.max_duels, budget_nusd=row.budget_nusd)
+    cache: dict = svc.config_cache
+    if len(cache) >= 10_000:
+        cache.clear()
+    cache[campaign_id] = cfg
+    return cfg
+
+
+async def _config(svc: CampaignService, tx, campaign_id: int) -> CampaignConfig:
+    cfg = svc.config_cache.get(campaign_id)
+    return cfg if cfg is not None else _remember_config(svc, campaign_id, await tx.config(campaign_id))
+
+
+async def _policy(svc: CampaignService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
+    """The campaign's policy at ``event_seq``: the cached object, else rebuilt from
+    its stored state (``fetched_state`` when the first round trip brought it)."""
+    hit = svc.policies.take_exact(campaign_id, event_seq)
+    if hit is not None:
+        return hit
+    state = fetched_state if fetched_state is not None else await tx.policy_state(campaign_id)
+    return restore_policy(state)
+
+
+# ---------------------------------------------------------------- the decisions
+async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
+    """:meth:`CampaignService.plan_duel_tx` for a running campaign with nothing to expire or end."""
+    if not principal.can_access(campaign_id):
+        raise Fallback
+    known = svc.config_cache.get(campaign_id)
+    row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id),
+                                                        known is None)
+    if row is None or row.status != CampaignStatus.RUNNING:
+        raise Fallback
+    cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
+    if not principal.admin and cfg.judge.get("kind") != "human":
+        raise Fallback
+    now = utcnow()
+    if any(rules.is_stale(r.expires_at, now) for r in inflight):
+        raise Fallback  # stale duels to expire
+    if rules.max_duels_reached(cfg.max_duels, row.duels_judged, len(inflight)):
+        raise Fallback
+    policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
+    pending = rules.pending_pairs(inflight)
+    i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
+    expected = rules.expected_duel_nusd(cfg.models, i, j, row.judge_spend_nusd, row.duels_judged + row.duels_failed)
+    reserved = sum(int(r.expected_cost_nusd) for r in inflight)
+    if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
+        raise Fallback
+    number = row.duels_created + 1
+    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts)
+    seq = row.event_seq + 1
+    prompt = svc.cached_prompt(campaign_id, prompt_index)
+    if prompt is None:
+        prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
+    duel = dict(
+        campaign_id=campaign_id, number=number, model_i=i, model_j=j, a_is_i=a_is_i,
+        prompt_index=prompt_index, prompt=prompt, status=DuelStatus.CALLING, counted=False, cost_nusd=0,
+        expected_cost_nusd=expected, select_seq=seq, pending_at_select=pending,
+        requested_by=principal.label, created_at=now, expires_at=now + svc.call_expiry,
+    )  # columns left out are NULL, as in the ORM's INSERT
+    plan = DuelPlan(campaign_id=campaign_id, duel_id=0, number=number, i=i, j=j, a_is_i=a_is_i,
+                    prompt=prompt, models=[dict(m) for m in cfg.models], judge=dict(cfg.judge),
+                    tie_policy=cfg.tie_policy, seed=cfg.seed)
+    charges, columns = svc.answer_now(plan, now)
+    duel.update(columns)
+    failed = int(duel["status"] == DuelStatus.FAILED)
+    campaign = {"cid": campaign_id, "seq": seq, "created": number, "failed": failed, "spent": duel["cost_nusd"],
+                "now": now}
+    duel_id = await tx.plan_writes(duel, charges, campaign)
+    tx.after_commit = lambda: svc.policies.put(campaign_id, seq, policy)
+    plan.duel_id = duel_id
+    if plan.results is not None:
+        d = DuelRow(id=duel_id, **duel)
+        plan.outcome = DuelOutcome(duel_id, duel["status"], failed=failed == 1, error=duel.get("error"),
+                                   view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)))
+    return plan
+
+
+async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+    """:meth:`CampaignService.record_verdict_tx` for a human vote that neither ends the campaign nor fails."""
+    hint = principal.campaign_id  # an annotator's campaign (the admin's is learnt from the duel)
+    crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
+    if crow is None or crow.status != CampaignStatus.RUNNING or not principal.can_access(crow.id):
+        raise Fallback
+    now = utcnow()
+    if drow is None or drow.status != DuelStatus.PENDING or rules.is_stale(drow.expires_at, now):
+        raise Fallback
+    cfg = await _config(svc, tx, crow.id)
+    if rules.max_duels_reached(cfg.max_duels, crow.duels_judged + 1):
+        raise Fallback  # this vote ends the campaign: the general path does it
+    if rules.budget_spent(cfg.budget_nusd, crow.spend_nusd):
+        raise Fallback
+    d = DuelRow(**drow._asdict())
+    c = SimpleNamespace(id=crow.id, models=cfg.models, status=CampaignStatus.RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed)
+    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, cfg.tie_policy, cfg.seed, d.number)
+    d.status, d.choice, d.judged_by, d.judged_at = DuelStatus.JUDGED, choice, principal.label, now
+    judged: dict[str, Any] = {"did": duel_id, "choice": choice, "score": None, "counted": False,
+                              "judged_by": d.judged_by, "now": now, "record_seq": None}
+    recorded = None
+    if score is not None:
+        seq = crow.event_seq + 1
+        policy = await _policy(svc, tx, crow.id, crow.event_seq, state)
+        policy.record(d.model_i, d.model_j, score)
+        if policy.should_stop():
+            raise Fallback  # certification: the general path ends the campaign
+        d.score, d.counted, d.record_seq = score, True, seq
+        judged.update(score=score, counted=True, record_seq=seq)
+        policy_state, counts, stats, leader = policy_snapshot(policy)
+        recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
+    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now}, recorded):
+        raise Fallback  # the duel was not pending after all: nothing was written
+    if recorded is not None:
+        tx.after_commit = lambda: svc.policies.put(crow.id, recorded["seq"], policy)
+    return DuelOutcome(duel_id, DuelStatus.JUDGED, view=svc.duel_view(d, c))

@@ -1,0 +1,280 @@
+"""Driver 2: an asyncpg connection from :class:`service.db.HotPool`, on the event loop.
+
+While PostgreSQL works, or the transaction waits for the row lock, the loop serves
+other requests. The writes of a transaction are one statement (data-modifying
+CTEs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, NamedTuple
+
+from sqlalchemy import JSON, Integer, and_, bindparam, case, cast, column, exists, func, insert, null, select, true
+from sqlalchemy.dialects import postgresql
+
+from algorithms.vocabulary import DuelStatus
+
+from ..db import HotPathUnavailable, is_connection_error
+from ..models import Campaign, Charge, Duel
+from . import sync_driver
+from .decisions import _CONFIG_COLUMNS, Fallback, decide_plan, decide_vote
+
+C = Campaign.__table__.c
+D = Duel.__table__.c
+CH = Charge.__table__.c
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..auth import Principal
+    from ..campaigns import CampaignService, DuelOutcome, DuelPlan
+
+# ---------------------------------------------------------------- driver 2: asyncpg, asynchronous
+class Compiled(NamedTuple):
+    """A Core statement compiled once for asyncpg: ``$n`` SQL and the parameter names in ``$n`` order."""
+
+    sql: str
+    names: tuple[str, ...]
+
+    def args(self, params: dict) -> list:
+        return [params[n] for n in self.names]
+
+
+_PG = postgresql.dialect()  # psycopg's "pyformat" placeholders with explicit casts, renumbered below
+
+
+def compile_pg(stmt) -> Compiled:
+    """``stmt`` (SQLAlchemy Core) as asyncpg runs it: ``%(name)s`` placeholders become ``$n``."""
+    compiled = stmt.compile(dialect=_PG)
+    constants = {k: v for k, v in compiled.params.items() if v is not None}  # the statement's own values
+    names: list[str] = []
+
+    def number(m: re.Match) -> str:
+        name = m.group(1)
+        if name in constants:  # a constant (a status, an increment): written into the SQL, as PostgreSQL
+            return _sql_literal(constants[name])  # plans a prepared statement better knowing it
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    sql = re.sub(r"%\((\w+)\)s", number, str(compiled))
+    return Compiled(sql, tuple(names))
+
+
+def _sql_literal(value) -> str:
+    """A statement constant as SQL (they are statuses, counts and defaults, never request data)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return "'" + str(value).replace("'", "''") + "'"
+    raise TypeError(f"no SQL literal for a constant of type {type(value).__name__}")
+
+
+def _unless_cached(seq_matches):
+    """The policy state column, NULL when this process's cached policy is at the row's ``event_seq``."""
+    return case((seq_matches, null()), else_=C.policy_state).label("policy_state")
+
+
+# The same statements as the synchronous driver's, plus what saves round trips here:
+# the policy state comes with the lock when the cache misses, and the writes are one
+# statement (data-modifying CTEs).
+PG_CONFIG = compile_pg(sync_driver.CONFIG)
+PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
+PG_PROMPT = compile_pg(sync_driver.PROMPT)
+PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(C.event_seq == bindparam("seq"))))
+# A separate statement after the lock: it reads a snapshot taken once the lock is held.
+PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
+PG_LOCK_FOR_VOTE = compile_pg(sync_driver.LOCK_FOR_VOTE.add_columns(
+    _unless_cached(and_(C.id == bindparam("hint"), C.event_seq == bindparam("seq")))))
+PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
+
+
+def _after_judged(campaign_update):
+    """The duel's ``pending -> judged`` update and the campaign's, one statement: the
+    campaign changes only when the duel did (RETURNING tells)."""
+    judged = sync_driver.JUDGED_DUEL.returning(D.id).cte("u")
+    return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged))
+
+
+PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
+PG_VOTED = _after_judged(sync_driver.VOTED)
+_JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
+_CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
+
+
+@lru_cache(maxsize=64)
+def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
+    """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
+    defaults = {c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None
+                and c.default.is_scalar}  # what Core's INSERT fills in for columns left out
+    duel = insert(Duel.__table__).values({**defaults, **{k: bindparam(f"d_{k}", type_=D[k].type)
+                                                         for k in duel_columns}})
+    d = duel.returning(D.id).cte("d")
+    ch = CH  # the charges arrive as one JSON array; "n" keeps their order
+    x = func.json_to_recordset(cast(bindparam("charges"), JSON)).table_valued(
+        *(column(k, ch[k].type) for k in _CHARGE_FIELDS), column("n", Integer)).render_derived(name="x", with_types=True)
+    charges = insert(Charge.__table__).from_select(
+        ["campaign_id", "duel_id", *_CHARGE_FIELDS, "created_at"],
+        select(cast(bindparam("cid"), ch.campaign_id.type), d.c.id, *(x.c[k] for k in _CHARGE_FIELDS),
+               cast(bindparam("now"), ch.created_at.type)).select_from(d).join(x, true()).order_by(x.c.n),
+    ).cte("ch")
+    campaign = sync_driver.PLANNED.cte("c")
+    return compile_pg(select(d.c.id).add_cte(charges, campaign))
+
+
+class _Row(SimpleNamespace):
+    """A result row with attribute access (asyncpg's records have keys only)."""
+
+    def _asdict(self) -> dict:
+        return dict(self.__dict__)
+
+
+_JSON_RESULT_COLUMNS = frozenset(c.name for t in (Campaign.__table__, Duel.__table__) for c in t.c
+                                 if isinstance(c.type, JSON))
+
+
+def _row(record) -> _Row | None:
+    if record is None:
+        return None
+    out = _Row(**record)
+    for key in _JSON_RESULT_COLUMNS.intersection(out.__dict__):  # json arrives as text (no codec: see PgTx)
+        value = out.__dict__[key]
+        if isinstance(value, str):
+            out.__dict__[key] = json.loads(value)
+    return out
+
+
+def _json(value) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+class PgTx:
+    """The same round trips on an asyncpg connection, on the event loop.
+
+    BEGIN, the row lock, the reads, one data-modifying statement (CTEs: the duel,
+    its charges and the campaign's counters in one), COMMIT. JSON is sent and
+    received as text: ``None`` in a JSON column is stored as JSON ``null``, as
+    SQLAlchemy's JSON type stores it on the other paths.
+    """
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.open = False  # a transaction is open on the server
+        self.wrote = False  # the writes were sent (from then on, no retry)
+        self.after_commit = None
+
+    async def _begin(self) -> None:
+        if not self.open:
+            await self.conn.execute("BEGIN")
+            self.open = True
+
+    async def _fetchrow(self, query: Compiled, params: dict) -> _Row | None:
+        return _row(await self.conn.fetchrow(query.sql, *query.args(params)))
+
+    async def _fetch(self, query: Compiled, params: dict) -> list[_Row]:
+        return [_row(r) for r in await self.conn.fetch(query.sql, *query.args(params))]
+
+    async def _write_and_commit(self, query: Compiled, params: dict) -> _Row | None:
+        self.wrote = True
+        row = await self._fetchrow(query, params)
+        await self.conn.execute("COMMIT")
+        self.open = False
+        return row
+
+    async def rollback(self) -> None:
+        if self.open:
+            await self.conn.execute("ROLLBACK")
+            self.open = False
+
+    async def plan_reads(self, campaign_id: int, cached_seq: int | None, want_config: bool):
+        p = {"cid": campaign_id, "seq": cached_seq}
+        await self._begin()
+        row = await self._fetchrow(PG_LOCK_FOR_PLAN, p)
+        if row is None:
+            return None, None, [], None
+        inflight = await self._fetch(PG_IN_FLIGHT, p)
+        cfg = await self._fetchrow(PG_CONFIG, p) if want_config else None
+        return row, row.policy_state, inflight, cfg
+
+    async def config(self, campaign_id: int):
+        await self._begin()
+        return await self._fetchrow(PG_CONFIG, {"cid": campaign_id})
+
+    async def policy_state(self, campaign_id: int) -> dict:
+        await self._begin()
+        return (await self._fetchrow(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
+
+    async def prompt(self, campaign_id: int, idx: int) -> str:
+        await self._begin()
+        return (await self._fetchrow(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
+
+    async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
+        columns = tuple(sorted(duel))
+        params = {f"d_{k}": _json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
+        params.update(campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n)
+                                               for n, ch in enumerate(charges)]))
+        return int((await self._write_and_commit(_pg_plan_write(columns), params)).id)
+
+    async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
+        p = {"did": duel_id, "hint": hint, "seq": cached_seq}
+        await self._begin()
+        crow = await self._fetchrow(PG_LOCK_FOR_VOTE, p)
+        if crow is None:
+            return None, None, None
+        return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
+
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
+        params = {**judged, **campaign}
+        if recorded is not None:
+            params.update(recorded, policy_state=_json(recorded["policy_state"]), counts=_json(recorded["counts"]),
+                          stats=_json(recorded["stats"]))
+        return await self._write_and_commit(PG_VOTED_TIE if recorded is None else PG_VOTED, params) is not None
+
+
+async def _on_pool(svc: CampaignService, make):
+    """Run one transaction on a pooled connection, and its ``after_commit`` after COMMIT.
+
+    A connection that died while idle in the pool (the server restarted, a proxy
+    closed it) fails at its first round trip, before anything was written: then
+    the transaction is tried once more on a new connection, so a database that came
+    back costs no request a 503.
+    """
+    for attempt in (1, 2):
+        async with svc.db.hot_pool.connection() as (conn, reused):
+            tx = PgTx(conn)
+            try:
+                out = await make(tx)
+            except Fallback:
+                await tx.rollback()
+                raise
+            except Exception as exc:
+                if attempt == 1 and reused and not tx.wrote and is_connection_error(exc):
+                    continue  # the pool closes this connection; the next one is new
+                if isinstance(exc, (OSError, asyncio.TimeoutError)):  # a lost socket, asyncpg's command timeout
+                    raise HotPathUnavailable(f"database connection lost ({type(exc).__name__})") from exc
+                raise
+            if tx.open:  # pragma: no cover - every path above ends with its write and COMMIT
+                raise RuntimeError("fast-path transaction left open")
+        if tx.after_commit is not None:
+            tx.after_commit()
+        return out
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def plan_duel_async(svc: CampaignService, campaign_id: int, principal: Principal) -> DuelPlan:
+    """The plain-case plan transaction on the event loop (PostgreSQL; raises :class:`Fallback`)."""
+    t0 = time.perf_counter()
+    plan = await _on_pool(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
+    plan.select_ms = (time.perf_counter() - t0) * 1000.0
+    return plan
+
+
+async def record_vote_async(svc: CampaignService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+    """The plain-case vote transaction on the event loop (PostgreSQL; raises :class:`Fallback`)."""
+    return await _on_pool(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))

@@ -1,0 +1,150 @@
+"""Driver 1: SQLAlchemy Core statements on a :meth:`Database.write` session.
+
+SQLite, and PostgreSQL in worker threads. Its methods never suspend, so
+:func:`run_sync` drives a decision coroutine to its end in one step, in the
+calling thread. The statements here are also the ones the asyncpg driver compiles
+(:mod:`service.hotpath.pg_driver`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Coroutine
+
+from sqlalchemy import bindparam, insert, literal, select, update
+
+from algorithms.vocabulary import IN_FLIGHT, DuelStatus
+
+from ..models import Campaign, Charge, Duel, Prompt
+from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..auth import Principal
+    from ..campaigns import CampaignService, DuelOutcome, DuelPlan
+
+C = Campaign.__table__.c
+D = Duel.__table__.c
+
+# ---------------------------------------------------------------- driver 1: SQLAlchemy Core, synchronous
+CONFIG = select(*(C[k] for k in _CONFIG_COLUMNS)).where(C.id == bindparam("cid"))
+POLICY_STATE = select(C.policy_state).where(C.id == bindparam("cid"))
+PROMPT = select(Prompt.text).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
+_PLAN_COLUMNS = ("status", "event_seq", "duels_created", "duels_judged", "duels_failed", "spend_nusd",
+                 "judge_spend_nusd")
+LOCK_FOR_PLAN = select(*(C[k] for k in _PLAN_COLUMNS)).where(C.id == bindparam("cid")).with_for_update()
+_IN_FLIGHT_COLUMNS = ("model_i", "model_j", "expected_cost_nusd", "expires_at")
+# The statuses as plain bound values (not an "expanding" IN), so the statement compiles once for asyncpg too.
+IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
+    D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT]))
+INSERT_DUEL = insert(Duel.__table__).returning(D.id)
+INSERT_CHARGES = insert(Charge.__table__)
+PLANNED = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(event_seq=bindparam("seq"), duels_created=bindparam("created"),
+            duels_failed=C.duels_failed + bindparam("failed"), spend_nusd=C.spend_nusd + bindparam("spent"),
+            version=C.version + 1, updated_at=bindparam("now"))
+)
+_VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd")
+LOCK_FOR_VOTE = select(*(C[k] for k in _VOTE_COLUMNS)).where(
+    C.id == select(D.campaign_id).where(D.id == bindparam("did")).scalar_subquery()).with_for_update()
+DUEL_ROW = select(Duel.__table__).where(D.id == bindparam("did"))
+JUDGED_DUEL = (
+    update(Duel.__table__)
+    .where(D.id == bindparam("did"), D.status == DuelStatus.PENDING)
+    .values(status=DuelStatus.JUDGED, choice=bindparam("choice"), score=bindparam("score"), counted=bindparam("counted"),
+            judged_by=bindparam("judged_by"), judged_at=bindparam("now"), record_seq=bindparam("record_seq"))
+)
+VOTED_TIE = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(duels_judged=C.duels_judged + 1, version=C.version + 1, updated_at=bindparam("now"))
+)
+VOTED = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(duels_judged=C.duels_judged + 1, duels_counted=C.duels_counted + 1, event_seq=bindparam("seq"),
+            policy_state=bindparam("policy_state", type_=C.policy_state.type),
+            counts=bindparam("counts", type_=C.counts.type), stats=bindparam("stats", type_=C.stats.type),
+            leader=bindparam("leader"), version=C.version + 1, updated_at=bindparam("now"))
+)
+
+
+class SyncTx:
+    """The round trips of :func:`.decisions.decide_plan` and :func:`.decisions.decide_vote` as Core statements on one session.
+
+    Every method completes without suspending (see :func:`run_sync`). The policy
+    state is never read speculatively (``None``): :func:`.decisions._policy` asks for it on a
+    cache miss.
+    """
+
+    def __init__(self, session):
+        self.session = session
+        self.conn = session.connection()
+        self.after_commit = None
+
+    async def plan_reads(self, campaign_id: int, cached_seq: int | None, want_config: bool):
+        row = self.conn.execute(LOCK_FOR_PLAN, {"cid": campaign_id}).first()
+        if row is None:
+            return None, None, [], None
+        cfg = self.conn.execute(CONFIG, {"cid": campaign_id}).first() if want_config else None
+        return row, None, self.conn.execute(IN_FLIGHT_DUELS, {"cid": campaign_id}).all(), cfg
+
+    async def config(self, campaign_id: int):
+        return self.conn.execute(CONFIG, {"cid": campaign_id}).first()
+
+    async def policy_state(self, campaign_id: int) -> dict:
+        return self.conn.execute(POLICY_STATE, {"cid": campaign_id}).scalar_one()
+
+    async def prompt(self, campaign_id: int, idx: int) -> str:
+        return self.conn.execute(PROMPT, {"cid": campaign_id, "idx": idx}).scalar_one()
+
+    async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
+        duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
+        if charges:
+            self.conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
+        self.conn.execute(PLANNED, campaign)
+        return duel_id
+
+    async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
+        crow = self.conn.execute(LOCK_FOR_VOTE, {"did": duel_id}).first()
+        drow = self.conn.execute(DUEL_ROW, {"did": duel_id}).first() if crow is not None else None
+        return crow, None, drow
+
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
+        if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
+            return False
+        self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
+        return True
+
+
+def run_sync(coro: Coroutine):
+    """Run a coroutine whose awaits never suspend (a :class:`SyncTx` transaction) to its end."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a synchronous fast-path transaction tried to suspend")
+
+
+def _in_session(svc: CampaignService, make):
+    with svc.db.write() as s:
+        tx = SyncTx(s)
+        out = run_sync(make(tx))
+        if tx.after_commit is not None:
+            s.info["after_commit"] = tx.after_commit
+    return out
+
+
+def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal) -> DuelPlan:
+    """The plain-case plan transaction in the calling thread (raises :class:`Fallback`)."""
+    t0 = time.perf_counter()
+    plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
+    plan.select_ms = (time.perf_counter() - t0) * 1000.0
+    return plan
+
+
+def record_vote(svc: CampaignService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+    """The plain-case vote transaction in the calling thread (raises :class:`Fallback`)."""
+    return _in_session(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))

@@ -1,0 +1,72 @@
+"""The campaign rules (service/campaigns/rules.py) that every transaction path shares,
+the HTTP status of each domain error, and the hot path's statements compiled from Core."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from service.api.errors import domain_status
+from service.campaigns import rules
+from service.campaigns.types import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
+from service.hotpath import pg_driver
+
+MODELS = [{"name": "a", "cost": 0.001}, {"name": "b", "cost": 0.002}, {"name": "c", "cost": 0.004}]
+
+
+def test_expected_judge_cost_is_the_mean_so_far_rounded_up():
+    assert rules.expected_judge_nusd(0, 5) == 0
+    assert rules.expected_judge_nusd(10, 3) == 4  # 3.33 -> 4
+    assert rules.expected_judge_nusd(9, 3) == 3
+    assert rules.expected_judge_nusd(7, 0) == 7  # no duel done yet: the spend so far
+    assert rules.expected_duel_nusd(MODELS, 0, 2, 10, 3) == 5_000_000 + 4
+
+
+def test_budget_reservation_and_end_conditions():
+    assert not rules.over_budget(None, 10**12, 10**12, 10**12)
+    assert not rules.over_budget(100, 50, 30, 20)  # exactly the budget fits
+    assert rules.over_budget(100, 50, 30, 21)
+    assert rules.max_duels_reached(10, 7, 3) and not rules.max_duels_reached(10, 7, 2)
+    assert not rules.max_duels_reached(None, 10**9, 10**9)
+    assert rules.budget_spent(100, 100) and not rules.budget_spent(100, 99) and not rules.budget_spent(None, 1)
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    assert rules.is_stale(now, now) and not rules.is_stale(now + dt.timedelta(microseconds=1), now)
+
+
+def test_pair_order_and_the_seeded_draws():
+    assert rules.ordered_pair(3, 1) == (1, 3) and rules.ordered_pair(1, 3) == (1, 3)
+    draws = {rules.draw_prompt_and_side(7, n, 5) for n in range(1, 200)}
+    assert {p for p, _ in draws} == set(range(5)) and {s for _, s in draws} == {True, False}
+    assert rules.draw_prompt_and_side(7, 3, 5) == rules.draw_prompt_and_side(7, 3, 5)
+
+
+@pytest.mark.parametrize("tie_policy", ["drop", "half", "random"])
+def test_scores_under_each_tie_policy(tie_policy):
+    # model_i = 0 shown as "b" (a_is_i False): a vote for "b" is model_i's win
+    assert rules.score_of("b", 0, 1, 0, tie_policy, 1, 1) == 1.0
+    assert rules.score_of("a", 0, 1, 0, tie_policy, 1, 1) == 0.0
+    ties = [rules.score_of(c, 0, 0, 1, tie_policy, 42, n) for c in ("tie", "both_bad") for n in range(1, 101)]
+    if tie_policy == "drop":
+        assert set(ties) == {None}
+    elif tie_policy == "half":
+        assert set(ties) == {0.5}
+    else:
+        assert set(ties) == {0.0, 1.0}
+        assert ties[:100] == ties[100:]  # the coin depends on the seed and the duel, not on the choice
+
+
+def test_each_domain_error_has_its_http_status():
+    assert [domain_status(e("x")) for e in (NotFound, Conflict, CampaignEnded, Forbidden, Unprocessable,
+                                            DomainError)] == [404, 409, 409, 403, 422, 400]
+    assert not hasattr(DomainError("x"), "status_code")
+
+
+def test_the_asyncpg_statements_are_the_core_statements_compiled_once():
+    for compiled in (pg_driver.PG_IN_FLIGHT, pg_driver.PG_LOCK_FOR_PLAN, pg_driver.PG_VOTED,
+                     pg_driver._pg_plan_write(("campaign_id", "status", "number"))):
+        assert "%(" not in compiled.sql
+        assert [f"${n}" in compiled.sql for n in range(1, len(compiled.names) + 1)] == [True] * len(compiled.names)
+    assert pg_driver.PG_IN_FLIGHT.names == ("cid",)
+    assert "'calling'" in pg_driver.PG_IN_FLIGHT.sql and "'pending'" in pg_driver.PG_IN_FLIGHT.sql
+    assert pg_driver.PG_VOTED.sql.startswith("WITH u AS") and "FOR UPDATE" in pg_driver.PG_LOCK_FOR_PLAN.sql
