@@ -1116,7 +1116,7 @@ class CampaignService:
         if judge is None:
             if len(self._judges) >= 1024:
                 self._judges.clear()
-            from judges import build_judge
+            from service.judging import build_judge
 
             judge = build_judge(plan.judge, model_names=[m["name"] for m in plan.models],
                                 tie_policy=plan.tie_policy, http=self._http_client())

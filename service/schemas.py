@@ -123,7 +123,7 @@ class CampaignCreate(_Strict):
         if len(set(names)) != len(names):
             raise ValueError("models: names must be unique")
         check_json_safe(self.judge, "judge")
-        from judges import validate_judge_config
+        from service.judging import validate_judge_config
 
         try:
             self.judge = validate_judge_config(self.judge, n_models=len(self.models))

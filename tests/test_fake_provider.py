@@ -12,7 +12,7 @@ import httpx
 import pytest
 import uvicorn
 
-from judges import build_judge
+from service.judging import build_judge
 from judges.llm import render_judge_prompt
 from service.clients import ClientError, build_client
 from service.fake_provider import (

@@ -7,7 +7,8 @@ import httpx
 import pytest
 import respx
 
-from judges import HumanJudge, SimulatedJudge, Verdict, build_judge, validate_judge_config
+from judges import HumanJudge, SimulatedJudge, Verdict
+from service.judging import build_judge, validate_judge_config
 from judges.llm import (
     JUDGE_HEADER,
     LLMJudge,
