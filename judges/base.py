@@ -7,7 +7,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-
 CHOICES = ("a", "b", "tie", "both_bad")
 TIE_POLICIES = ("drop", "half", "random")
 

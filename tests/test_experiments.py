@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 
-from service.cli import main as cli_main
 from algorithms.research import battles
 from algorithms.research.battles import (
     BattleLogError,
@@ -18,6 +17,7 @@ from algorithms.research.battles import (
     load_preference,
     sniff_format,
 )
+from service.cli import main as cli_main
 
 # A: beats B 3-1 (+1 tie, +1 both-bad), beats C 2-0; B beats C 1-1 with 2 ties; D met only A.
 RECORDS = (

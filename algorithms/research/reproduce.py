@@ -359,9 +359,9 @@ def run_realworld(
     """Run Table 2 / Table 3 on the builtin instances and write the outputs into ``out``."""
     from algorithms import Instance
     from algorithms.oracle import solve_oracle
-    from algorithms.simulator import DEFAULT_MAX_STEPS, simulate
     from algorithms.research.instances import load_builtin_instance
     from algorithms.research.realworld import PAPER_COLUMN
+    from algorithms.simulator import DEFAULT_MAX_STEPS, simulate
 
     algorithms = tuple(["dctas"] + [a for a in algorithms if a != "dctas"])
     out = Path(out)
