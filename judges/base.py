@@ -7,8 +7,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-CHOICES = ("a", "b", "tie", "both_bad")
-TIE_POLICIES = ("drop", "half", "random")
+from algorithms.vocabulary import Choice, TiePolicy
+
+CHOICES: tuple[str, ...] = tuple(c.value for c in Choice)
+TIE_POLICIES: tuple[str, ...] = tuple(p.value for p in TiePolicy)
 
 
 class ModelCallError(Exception):

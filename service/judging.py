@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from algorithms.vocabulary import JudgeKind
 from judges import TIE_POLICIES, HumanJudge, Judge, LLMJudge, SimulatedJudge
 from service.clients import build_client
 from service.clients.config import finite_number, validate_client_config
 
-JUDGE_KINDS = ("human", "simulated", "llm")
+JUDGE_KINDS: tuple[str, ...] = tuple(k.value for k in JudgeKind)
 PREFERENCE_TOL = 1e-6
 
 
