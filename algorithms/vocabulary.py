@@ -61,6 +61,14 @@ class DuelStatus(StrEnum):
     CANCELLED = "cancelled"  # the campaign ended while the duel was in flight
 
 
+class JudgeKind(StrEnum):
+    """Where a campaign's verdicts come from (docs/clients-and-judges.md)."""
+
+    HUMAN = "human"  # annotators vote through the API or the web form
+    SIMULATED = "simulated"  # drawn from a known preference matrix
+    LLM = "llm"  # a judge model, both orders
+
+
 IN_FLIGHT: tuple[DuelStatus, ...] = (DuelStatus.CALLING, DuelStatus.PENDING)
 
-__all__ = ["Algorithm", "CampaignStatus", "Choice", "DuelStatus", "IN_FLIGHT", "TiePolicy"]
+__all__ = ["Algorithm", "CampaignStatus", "Choice", "DuelStatus", "IN_FLIGHT", "JudgeKind", "TiePolicy"]

@@ -9,6 +9,9 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from service.clients import validate_client_config
+from service.judging import validate_judge_config
+
 ALGORITHM_NAMES = ("dctas", "tas", "crr", "dctac", "dpca")
 TIE_POLICY_NAMES = ("drop", "half", "random")
 CHOICE_NAMES = ("a", "b", "tie", "both_bad")
@@ -76,7 +79,6 @@ class ModelSpec(_Strict):
     @classmethod
     def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
         check_json_safe(v, "client")
-        from service.clients import validate_client_config
 
         try:
             return validate_client_config(v)
@@ -123,7 +125,6 @@ class CampaignCreate(_Strict):
         if len(set(names)) != len(names):
             raise ValueError("models: names must be unique")
         check_json_safe(self.judge, "judge")
-        from judges import validate_judge_config
 
         try:
             self.judge = validate_judge_config(self.judge, n_models=len(self.models))

@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from service.cli import main as cli_main
-from service.experiments import battles
-from service.experiments.battles import (
+from algorithms.research import battles
+from algorithms.research.battles import (
     BattleLogError,
     build_preference,
     count_battles,
@@ -18,6 +17,7 @@ from service.experiments.battles import (
     load_preference,
     sniff_format,
 )
+from service.cli import main as cli_main
 
 # A: beats B 3-1 (+1 tie, +1 both-bad), beats C 2-0; B beats C 1-1 with 2 ties; D met only A.
 RECORDS = (
@@ -319,7 +319,7 @@ def test_reproduce_out_must_be_a_directory(tmp_path, capsys):
 def test_oracle_reduction_of_dctas_against_tas():
     from algorithms import synthetic_instance
     from algorithms.oracle import solve_oracle
-    from service.experiments.reproduce import allocation_cost_rate, oracle_reduction_pct
+    from algorithms.research.reproduce import allocation_cost_rate, oracle_reduction_pct
 
     inst = synthetic_instance(19.0)
     aware = solve_oracle(inst)

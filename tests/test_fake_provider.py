@@ -12,7 +12,6 @@ import httpx
 import pytest
 import uvicorn
 
-from judges import build_judge
 from judges.llm import render_judge_prompt
 from service.clients import ClientError, build_client
 from service.fake_provider import (
@@ -21,6 +20,7 @@ from service.fake_provider import (
     parse_quality_options,
     quality_from_name,
 )
+from service.judging import build_judge
 
 BASE = "http://fake.test/v1"
 

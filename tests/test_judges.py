@@ -7,7 +7,7 @@ import httpx
 import pytest
 import respx
 
-from judges import HumanJudge, SimulatedJudge, Verdict, build_judge, validate_judge_config
+from judges import HumanJudge, SimulatedJudge, Verdict
 from judges.llm import (
     JUDGE_HEADER,
     LLMJudge,
@@ -16,6 +16,7 @@ from judges.llm import (
     parse_verdict,
     render_judge_prompt,
 )
+from service.judging import build_judge, validate_judge_config
 
 NAMES = ["alpha", "beta", "gamma"]
 P3 = [[0.5, 0.8, 0.6], [0.2, 0.5, 0.7], [0.4, 0.3, 0.5]]

@@ -42,6 +42,7 @@ def human_duel(svc, cid: int, choice: str = "a") -> dict:
 def test_models_match_the_migrations(db_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
+
     from service.db import Database, head_revision
     from service.models import Base
 

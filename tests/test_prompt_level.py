@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from algorithms.prompt_level import (PromptInstance, bradley_terry_prompts, cs_bounds, cs_contains,
-                                     log_wealth)
+from algorithms.prompt_level import PromptInstance, bradley_terry_prompts, cs_bounds, cs_contains, log_wealth
 from algorithms.prompt_sim import CAPPED, UNDECIDABLE, run_trials, simulate_campaign
 
 

@@ -7,9 +7,9 @@ import pytest
 
 from algorithms import Instance
 from algorithms.assumptions import check_assumptions
-from service.experiments.analyze import analyze_source
-from service.experiments.instances import builtin_instance_names, load_builtin_instance
-from service.experiments.realworld import BUILDERS, default_data_dir, dumps
+from algorithms.research.analyze import analyze_source
+from algorithms.research.instances import builtin_instance_names, load_builtin_instance
+from algorithms.research.realworld import BUILDERS, default_data_dir, dumps
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "README.md").is_file(), reason="../shared/data not available")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from algorithms.vocabulary import CampaignStatus, DuelStatus
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
+
+from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import schemas
 from ..auth import Principal, authenticate_async, require_admin, require_campaign

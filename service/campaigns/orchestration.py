@@ -10,7 +10,7 @@ from typing import Any, Callable
 import httpx
 
 from algorithms.vocabulary import DuelStatus
-from judges import build_judge
+from service.judging import build_judge
 
 from .. import hotpath
 from ..auth import Principal

@@ -18,10 +18,10 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
+from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
 from ..schemas import CampaignCreate
 from . import rules
-from ..config import Settings
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound

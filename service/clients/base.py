@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from judges.base import ModelCallError
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -37,7 +39,7 @@ class Completion:
         return dataclasses.asdict(self)
 
 
-class ClientError(Exception):
+class ClientError(ModelCallError):
     """A model call that failed for good (after the retries it deserved).
 
     ``message`` says what went wrong, ``status_code`` is the last HTTP status

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import rules
-from ..campaigns.types import DuelOutcome, DuelPlan
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
-from ..models import Campaign, Duel, utcnow
+from ..campaigns.types import DuelOutcome, DuelPlan
+from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal

@@ -18,12 +18,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from sqlalchemy import JSON, Integer, and_, bindparam, case, cast, column, exists, func, insert, null, select, true
 from sqlalchemy.dialects import postgresql
 
-from algorithms.vocabulary import DuelStatus
-
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
-from .decisions import _CONFIG_COLUMNS, Fallback, decide_plan, decide_vote
+from .decisions import Fallback, decide_plan, decide_vote
 
 C = Campaign.__table__.c
 D = Duel.__table__.c

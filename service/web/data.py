@@ -12,7 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, select
+
+from algorithms import InstanceError, solve_oracle
+from algorithms.stats import empirical_preference
 
 from ..campaigns import CampaignService, finite_or_none
 from ..models import CERTIFIED, PENDING, RUNNING, Campaign, Duel, utcnow
@@ -137,11 +141,6 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
 
 def oracle_section(view: dict) -> dict:
     """Pulls per pair beside the oracle allocation at the empirical matrix."""
-    import numpy as np
-
-    from algorithms import InstanceError, solve_oracle
-    from algorithms.stats import empirical_preference
-
     names = [m["name"] for m in view["models"]]
     costs = [float(m["cost"]) for m in view["models"]]
     L = len(names)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,9 +26,12 @@ from ..auth import Principal, authenticate
 from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound
 from ..models import RUNNING
 from ..schemas import CHOICE_NAMES
-from . import STATIC_DIR, TEMPLATES_DIR, access, data
+from . import access, data
 from .markdown import render_markdown
 from .series import SeriesCache
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 
 log = logging.getLogger("llmduel.web")
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from algorithms import make_policy
+
 from ..models import Duel
 
 MAX_POINTS = 160
@@ -65,7 +67,6 @@ class SeriesCache:
         self._lock = threading.Lock()
 
     def _entry(self, campaign_id: int, state: dict) -> _Replay:
-        from algorithms import make_policy
 
         signature = (state.get("algorithm"), tuple(state.get("costs") or ()), state.get("delta"),
                      tuple(sorted((state.get("params") or {}).items())))

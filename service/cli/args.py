@@ -1,8 +1,12 @@
-"""argparse value parsers shared by the ``llmduel`` sub-commands (one-line, named errors)."""
+"""The user-error type and the argparse value parsers shared by the ``llmduel`` sub-commands."""
 from __future__ import annotations
 
 import argparse
 from typing import Callable
+
+
+class CLIError(Exception):
+    """A user error: printed as one line on stderr, exit code 2."""
 
 
 def open_unit_interval(option: str) -> Callable[[str], float]:

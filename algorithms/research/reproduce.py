@@ -198,7 +198,11 @@ def _pull_fraction_markdown(table: dict, empirical: dict[str, list[float]] | Non
 
 
 def _plot_synthetic(rows: list[dict], out: Path, trials: int) -> list[Path]:
-    import matplotlib
+    # matplotlib is the optional extra ``llmduel[plots]``: imported here, only when a figure is drawn
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("plotting needs matplotlib: pip install 'llmduel[plots]'") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -355,9 +359,9 @@ def run_realworld(
     """Run Table 2 / Table 3 on the builtin instances and write the outputs into ``out``."""
     from algorithms import Instance
     from algorithms.oracle import solve_oracle
+    from algorithms.research.instances import load_builtin_instance
+    from algorithms.research.realworld import PAPER_COLUMN
     from algorithms.simulator import DEFAULT_MAX_STEPS, simulate
-    from service.experiments.instances import load_builtin_instance
-    from service.experiments.realworld import PAPER_COLUMN
 
     algorithms = tuple(["dctas"] + [a for a in algorithms if a != "dctas"])
     out = Path(out)

@@ -44,7 +44,7 @@ The paper's figures label text and vision costs "per 1M tokens" and search costs
 different matrices and model sets the absolute totals are not comparable anyway, so
 the reproduction compares ratios (to DCTAS, DCTAS against TAS).
 
-Rebuild the package data with ``python -m service.experiments.realworld``; ``--check``
+Rebuild the package data with ``python -m algorithms.research.realworld``; ``--check``
 verifies that the committed files match a rebuild.
 """
 
@@ -61,7 +61,7 @@ from typing import Callable
 import numpy as np
 
 from algorithms.bradley_terry import elo_to_preference, fit_bradley_terry
-from service.experiments.battles import build_preference, count_battles
+from algorithms.research.battles import build_preference, count_battles
 
 __all__ = [
     "default_data_dir",
@@ -195,7 +195,7 @@ def build_search(data: Path | None = None, include_gemini: bool = True) -> dict:
         "left_out": dropped,
         "paper_names": {n: SEARCH_PRICES[n][1] for n in sel if SEARCH_PRICES[n][1]},
         "counts_note": "counts = battles behind each cell, ties included",
-        "built_by": "service.experiments.realworld.build_search",
+        "built_by": "algorithms.research.realworld.build_search",
     }
     return _instance(sel, costs, P[ix], prov, counts=counts[ix].astype(int).tolist(),
                      cost_unit="USD per query")
@@ -251,7 +251,7 @@ def _rating_implied(data: Path, board: str, models: dict[str, str] | None, per: 
         "prices": {m: {"input_usd_per_1M": prices[m]["input_token_price"],
                        "output_usd_per_1M": prices[m]["output_token_price"],
                        "price_source": prices[m]["price_source"]} for m in names},
-        "built_by": f"service.experiments.realworld (leaderboard {board})",
+        "built_by": f"algorithms.research.realworld (leaderboard {board})",
     }
     if models is not None:
         prov["paper_names"] = {m: models[m] for m in names}
@@ -263,14 +263,14 @@ def _rating_implied(data: Path, board: str, models: dict[str, str] | None, per: 
 def build_text(data: Path | None = None) -> dict:
     """Text-to-text: the paper's five models, rating-implied (text leaderboard)."""
     d = _rating_implied(Path(data or default_data_dir()), "text", TEXT_MODELS, "token")
-    d["provenance"]["built_by"] = "service.experiments.realworld.build_text"
+    d["provenance"]["built_by"] = "algorithms.research.realworld.build_text"
     return d
 
 
 def build_vision(data: Path | None = None) -> dict:
     """Vision: the four models the paper names, rating-implied (vision leaderboard)."""
     d = _rating_implied(Path(data or default_data_dir()), "vision", VISION_MODELS, "token")
-    d["provenance"]["built_by"] = "service.experiments.realworld.build_vision"
+    d["provenance"]["built_by"] = "algorithms.research.realworld.build_vision"
     d["provenance"]["note"] = ("The paper names Gemini 2.5 Pro Exp, Gemini 2.0 Flash, Gemini 1.5 Pro and "
                                "Claude 3.7 Sonnet; any further models of its vision set are unknown.")
     return d
@@ -279,7 +279,7 @@ def build_vision(data: Path | None = None) -> dict:
 def build_image(data: Path | None = None) -> dict:
     """Text-to-image: the image leaderboard's eight models, rating-implied, USD per image."""
     d = _rating_implied(Path(data or default_data_dir()), "image", None, "image")
-    d["provenance"]["built_by"] = "service.experiments.realworld.build_image"
+    d["provenance"]["built_by"] = "algorithms.research.realworld.build_image"
     d["provenance"]["note"] = ("The paper's eight anonymised models A-H are not identifiable; the 2025-04-24 "
                                "image leaderboard has exactly eight models, all priced.")
     return d
@@ -324,7 +324,7 @@ def build_genai_image(data: Path | None = None, tie_policy: str = "drop") -> dic
                 "research models, so costs are equal (DCTAS and TAS then coincide)",
         "log_stats": {k: v for k, v in pdata.stats.items()},
         "original_names": {_short_genai(n): n for n in names},
-        "built_by": "service.experiments.realworld.build_genai_image",
+        "built_by": "algorithms.research.realworld.build_genai_image",
     }
     return _instance([_short_genai(n) for n in names], [1.0] * len(names), P, prov,
                      counts=N.astype(int).tolist() if tie_policy == "drop" else N.tolist(),
@@ -354,7 +354,7 @@ def dumps(instance: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m service.experiments.realworld",
+    ap = argparse.ArgumentParser(prog="python -m algorithms.research.realworld",
                                  description="Rebuild the real-world instance files from ../shared/data.")
     ap.add_argument("--data", default=None, help="shared data directory (default: ../shared/data)")
     ap.add_argument("--out", default=str(INSTANCE_DIR), help="output directory (default: the package data)")

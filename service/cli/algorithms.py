@@ -11,18 +11,14 @@ import sys
 import time
 from typing import Any
 
-from service.cli_args import open_unit_interval, whole_number
+from service.cli.args import CLIError, open_unit_interval, whole_number
 
 _delta = open_unit_interval("delta")
 
 
-class CLIError(Exception):
-    """A user error: printed as one line, exit code 2."""
-
-
 def _load(spec: str):
     from algorithms.instance import InstanceError
-    from service.instances import resolve_instance
+    from algorithms.instances import resolve_instance
     try:
         return resolve_instance(spec)
     except InstanceError as exc:
@@ -97,7 +93,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _instance_help() -> str:
-    from service.instances import builtin_names
+    from algorithms.instances import builtin_names
     return "instance JSON file or built-in name: " + ", ".join(builtin_names())
 
 

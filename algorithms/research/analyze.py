@@ -3,7 +3,7 @@
 SOURCE is an instance JSON file, a builtin instance name (``search``, ``text``, ...),
 or a battle log in the FastChat / LMArena format (CSV, JSON array or JSON Lines with
 ``model_a``, ``model_b``, ``winner``). From a log the preference matrix is built by
-:mod:`service.experiments.battles` (tie policy, minimum comparisons per pair, largest
+:mod:`algorithms.research.battles` (tie policy, minimum comparisons per pair, largest
 fully-compared subset of models), Bradley-Terry ratings with confidence intervals are
 fitted (:mod:`algorithms.bradley_terry`), and the structural assumptions of the
 paper's Appendix C are checked (:mod:`algorithms.assumptions`).
@@ -83,8 +83,8 @@ def analyze_source(
     ci_level: float = 0.95,
 ) -> dict:
     """Build the analysis report for ``source`` (see the module docstring)."""
-    from service.experiments.battles import BattleLogError, load_preference, sniff_format
-    from service.experiments.instances import builtin_instance_names, load_builtin_instance
+    from algorithms.research.battles import BattleLogError, load_preference, sniff_format
+    from algorithms.research.instances import builtin_instance_names, load_builtin_instance
 
     if not (0 < ci_level < 1):
         raise AnalyzeError("--ci-level must be in (0, 1)")

@@ -1,7 +1,7 @@
 """CLI registration for ``llmduel reproduce synthetic|realworld`` and ``llmduel analyze``.
 
 ``add_parsers(subparsers)`` is called by :mod:`service.cli`. Handlers return an exit
-code; bad input raises :class:`service.cli_algorithms.CLIError` (one line on stderr,
+code; bad input raises :class:`service.cli.args.CLIError` (one line on stderr,
 exit code 2). Heavy modules are imported lazily inside the handlers.
 """
 
@@ -11,31 +11,12 @@ import argparse
 import json
 import sys
 
-from service.cli_args import open_unit_interval
+from algorithms.vocabulary import Algorithm
+from service.cli.args import CLIError, open_unit_interval, whole_number
 
 __all__ = ["add_parsers", "cmd_reproduce_synthetic", "cmd_reproduce_realworld", "cmd_analyze"]
 
-ALGOS = ("dctas", "tas", "crr", "dctac", "dpca")
-
-
-def _cli_error(msg: str) -> Exception:
-    try:
-        from service.cli_algorithms import CLIError
-    except ImportError:  # pragma: no cover - the lead's CLI is always present in the package
-        return SystemExit(f"llmduel: error: {msg}")
-    return CLIError(msg)
-
-
-def _int(name: str, minimum: int):
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if v < minimum:
-            raise argparse.ArgumentTypeError(f"{name} must be >= {minimum}, got {v}")
-        return v
-    return parse
+ALGOS = (Algorithm.DCTAS, Algorithm.TAS, Algorithm.CRR, Algorithm.DCTAC, Algorithm.DPCA)  # the paper's five
 
 
 def _ks(text: str) -> list[int]:
@@ -65,12 +46,12 @@ def _algos(text: str) -> list[str]:
 
 
 def _common(p: argparse.ArgumentParser, trials: int, out: str) -> None:
-    p.add_argument("--trials", type=_int("--trials", 1), default=trials,
+    p.add_argument("--trials", type=whole_number("--trials"), default=trials,
                    help=f"independent trials per data point (default {trials})")
-    p.add_argument("--jobs", type=_int("--jobs", 0), default=1,
+    p.add_argument("--jobs", type=whole_number("--jobs", allow_zero=True), default=1,
                    help="worker processes (0 = all cores; default 1)")
     p.add_argument("--out", default=out, help=f"output directory (default {out})")
-    p.add_argument("--seed", type=_int("--seed", 0), default=0, help="base random seed (default 0)")
+    p.add_argument("--seed", type=whole_number("--seed", allow_zero=True), default=0, help="base random seed (default 0)")
     p.add_argument("--algorithms", type=_algos, default=list(ALGOS),
                    help="comma-separated subset of dctas,tas,crr,dctac,dpca (default all)")
 
@@ -79,25 +60,25 @@ def _check_out(path: str) -> None:
     import os
 
     if os.path.exists(path) and not os.path.isdir(path):
-        raise _cli_error(f"--out {path} exists and is not a directory")
+        raise CLIError(f"--out {path} exists and is not a directory")
 
 
 def cmd_reproduce_synthetic(args: argparse.Namespace) -> int:
-    from service.experiments.reproduce import run_synthetic
+    from algorithms.research.reproduce import run_synthetic
 
     _check_out(args.out)
     try:
         run_synthetic(args.out, trials=args.trials, jobs=args.jobs, ks=args.ks, algorithms=args.algorithms,
                       delta=args.delta, seed=args.seed)
     except OSError as e:
-        raise _cli_error(f"cannot write results: {e.strerror or e}") from None
+        raise CLIError(f"cannot write results: {e.strerror or e}") from None
     print(f"results in {args.out}")
     return 0
 
 
 def cmd_reproduce_realworld(args: argparse.Namespace) -> int:
-    from service.experiments.instances import builtin_instance_names
-    from service.experiments.reproduce import run_realworld
+    from algorithms.research.instances import builtin_instance_names
+    from algorithms.research.reproduce import run_realworld
 
     _check_out(args.out)
     names = args.instances or None
@@ -105,26 +86,26 @@ def cmd_reproduce_realworld(args: argparse.Namespace) -> int:
     if names:
         bad = [n for n in names if n not in known]
         if bad:
-            raise _cli_error(f"unknown instance(s) {', '.join(bad)}; choose from {', '.join(known)}")
+            raise CLIError(f"unknown instance(s) {', '.join(bad)}; choose from {', '.join(known)}")
     kw = {} if names is None else {"instances": names}
     try:
         run_realworld(args.out, trials=args.trials, jobs=args.jobs, algorithms=args.algorithms,
                       delta=args.delta, seed=args.seed, cap_factor=args.cap_factor, chunk=args.chunk, **kw)
     except OSError as e:
-        raise _cli_error(f"cannot write results: {e.strerror or e}") from None
+        raise CLIError(f"cannot write results: {e.strerror or e}") from None
     print(f"results in {args.out}")
     return 0
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from service.experiments.analyze import AnalyzeError, analyze_source, format_report
+    from algorithms.research.analyze import AnalyzeError, analyze_source, format_report
 
     try:
         rep = analyze_source(args.source, tie_policy=args.tie_policy, min_comparisons=args.min_comparisons,
                              include=args.include, exclude=args.exclude, anony_only=args.anony_only,
                              fmt=args.format, ci_level=args.ci_level)
     except AnalyzeError as e:
-        raise _cli_error(str(e)) from None
+        raise CLIError(str(e)) from None
     if args.json:
         json.dump(rep, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -154,7 +135,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     rsub = rp.add_subparsers(dest="experiment", metavar="EXPERIMENT")
 
     def _need_experiment(args: argparse.Namespace) -> int:
-        raise _cli_error("reproduce needs an experiment: synthetic or realworld")
+        raise CLIError("reproduce needs an experiment: synthetic or realworld")
 
     rp.set_defaults(handler=_need_experiment)
 
@@ -177,7 +158,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--delta", type=_delta, default=1e-10, help="confidence parameter (default 1e-10)")
     r.add_argument("--cap-factor", type=_positive_float, default=10.0,
                    help="leave out entries costing more than this times DCTAS (default 10)")
-    r.add_argument("--chunk", type=_int("--chunk", 1), default=10,
+    r.add_argument("--chunk", type=whole_number("--chunk"), default=10,
                    help="trials per chunk for the early left-out decision (default 10)")
     r.set_defaults(handler=cmd_reproduce_realworld)
 
@@ -189,7 +170,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--tie-policy", choices=("drop", "half"), default="drop",
                    help="ties and both-bad votes: drop them or count half a win each (default drop)")
-    a.add_argument("--min-comparisons", type=_int("--min-comparisons", 1), default=1,
+    a.add_argument("--min-comparisons", type=whole_number("--min-comparisons"), default=1,
                    help="a pair counts as compared with at least this many comparisons (default 1)")
     a.add_argument("--include", default=None, metavar="REGEX", help="keep only models matching REGEX")
     a.add_argument("--exclude", default=None, metavar="REGEX", help="drop models matching REGEX")

@@ -11,15 +11,15 @@ import importlib
 import sys
 from typing import Callable, Sequence
 
-from service.cli_algorithms import CLIError
+from service.cli.args import CLIError
 
 # (module, function) pairs that register sub-commands; missing modules are skipped.
 REGISTRARS: list[tuple[str, str]] = [
-    ("service.cli_algorithms", "add_oracle_parser"),
-    ("service.cli_algorithms", "add_simulate_parser"),
-    ("service.cli_service", "add_parsers"),
+    ("service.cli.algorithms", "add_oracle_parser"),
+    ("service.cli.algorithms", "add_simulate_parser"),
+    ("service.cli.service", "add_parsers"),
     ("service.fake_provider", "add_fake_provider_parser"),
-    ("service.experiments.cli", "add_parsers"),
+    ("service.cli.research", "add_parsers"),
 ]
 
 
