@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
+from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant
 
 __all__ = [
@@ -92,18 +93,30 @@ def _validate_delta(delta: Any) -> float:
     return d
 
 
+def _validate_judge_cost(judge_cost: Any) -> float:
+    try:
+        return validate_judge_cost(judge_cost)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+
+
 class Policy:
     """Common state and interface; use :func:`make_policy` to build one."""
 
     name: str = ""
     stopping_rule: str = "glr"
 
-    def __init__(self, costs: Sequence[float], delta: float, **params: Any) -> None:
+    def __init__(self, costs: Sequence[float], delta: float, *, judge_cost: Any = 0.0, **params: Any) -> None:
         self.costs = _validate_costs(costs)
         self.delta = _validate_delta(delta)
+        self.judge_cost = _validate_judge_cost(judge_cost)
         self.L = int(self.costs.shape[0])
         self.K = self.L * (self.L - 1) // 2
         self.params: dict[str, Any] = dict(params)
+        if self.judge_cost:
+            self.params["judge_cost"] = self.judge_cost
+        # c_i + c_J/2: pair sums are the full cost c_i + c_j + c_J of one duel (algorithms/oracle.py)
+        self.duel_costs = effective_costs(self.costs, self.judge_cost)
         self.PI, self.PJ, self.PK = pair_index_arrays(self.L)
         self.N = np.zeros(self.K, dtype=float)
         self.W = np.zeros(self.K, dtype=float)
@@ -119,7 +132,7 @@ class Policy:
 
     # ---------------------------------------------------------------- helpers
     def _costs_for_sampling(self) -> np.ndarray:
-        return self.costs
+        return self.duel_costs
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(zip(self.PI.tolist(), self.PJ.tolist()))
@@ -264,13 +277,13 @@ class TrackingPolicy(Policy):
     """DCTAS (cost-aware), TAS (unit costs) and DCTAC (Hoeffding stop): forced exploration + C-tracking."""
 
     def __init__(self, costs: Sequence[float], delta: float, *, cost_aware: bool = True,
-                 stopping_rule: str = "glr", name: str = "dctas") -> None:
+                 stopping_rule: str = "glr", name: str = "dctas", judge_cost: Any = 0.0) -> None:
         self.name = name
         self.cost_aware = bool(cost_aware)
         if stopping_rule not in ("glr", "hoeffding"):
             raise PolicyError(f"unknown stopping rule {stopping_rule!r}")
         self.stopping_rule = stopping_rule
-        super().__init__(costs, delta)
+        super().__init__(costs, delta, judge_cost=judge_cost)
         self.CUM = np.zeros(self.K)
         self._alpha = np.zeros(self.K)
         K = self.K
@@ -279,7 +292,7 @@ class TrackingPolicy(Policy):
         self._WINS = np.zeros(self.L, dtype=np.int64)
 
     def _costs_for_sampling(self) -> np.ndarray:
-        return self.costs if self.cost_aware else np.ones_like(self.costs)
+        return self.duel_costs if self.cost_aware else np.ones_like(self.costs)
 
     def _allocation(self) -> np.ndarray:
         if self.initialised:
@@ -323,7 +336,7 @@ class CRRPolicy(Policy):
     name = "crr"
 
     def _choose(self, pend: np.ndarray) -> int:
-        return int(kern.crr_choose(self.N + pend, self.costs, self.PI, self.PJ))
+        return int(kern.crr_choose(self.N + pend, self.duel_costs, self.PI, self.PJ))
 
 
 class DPCAPolicy(Policy):
@@ -336,11 +349,12 @@ class DPCAPolicy(Policy):
     name = "dpca"
     stopping_rule = "hoeffding"
 
-    def __init__(self, costs: Sequence[float], delta: float, *, delta_explore: float = 0.1, k1: float = 10.0) -> None:
+    def __init__(self, costs: Sequence[float], delta: float, *, delta_explore: float = 0.1, k1: float = 10.0,
+                 judge_cost: Any = 0.0) -> None:
         de = _validate_delta(delta_explore)
         if not (float(k1) > 1):
             raise PolicyError(f"k1 must be > 1, got {k1!r}")
-        super().__init__(costs, delta, delta_explore=de, k1=float(k1))
+        super().__init__(costs, delta, judge_cost=judge_cost, delta_explore=de, k1=float(k1))
         self.META = np.array([1, 0, -1, 0], dtype=np.int64)
         self.n = np.zeros(self.K)
         self.s = np.zeros(self.K)
@@ -363,7 +377,7 @@ class DPCAPolicy(Policy):
     def _record(self, k: int, s: float) -> None:
         super()._record(k, s)
         kern.dpca_record(k, s, self.META, self.n, self.s, self.ACT, self.ADV, self.INA, self.PI, self.PJ, self.PK,
-                         self.costs, self.delta, self.params["delta_explore"], self.params["k1"])
+                         self.duel_costs, self.delta, self.params["delta_explore"], self.params["k1"])
 
     def _stop_winner(self) -> int | None:
         return int(self.META[2]) if self.META[3] == 1 else None

@@ -24,7 +24,7 @@ from numba import njit
 
 from . import _kernels as kern
 from .instance import Instance
-from .oracle import solve_oracle
+from .oracle import effective_costs, solve_oracle, validate_judge_cost
 from .policies import ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
 from .thresholds import beta_constant
 
@@ -166,6 +166,11 @@ class SimulationResult:
     params: dict = field(default_factory=dict)
 
     @property
+    def judge_cost(self) -> float:
+        """``c_J``, included in ``costs`` once per duel."""
+        return float(self.params.get("judge_cost", 0.0))
+
+    @property
     def trials(self) -> int:
         return int(self.costs.shape[0])
 
@@ -178,11 +183,12 @@ class SimulationResult:
         n = self.trials
         mean_cost = float(self.costs.mean())
         sd = float(self.costs.std(ddof=1)) if n > 1 else 0.0
-        lb = solve_oracle(self.instance).lower_bound(self.delta)
+        lb = solve_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta)
         pairs = self.instance.pairs()
         return {
             "algorithm": self.algorithm,
             "delta": self.delta,
+            "judge_cost": self.judge_cost,
             "trials": n,
             "seed": self.seed,
             "mean_cost": mean_cost,
@@ -207,7 +213,13 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     if not (0 < delta < 1):
         raise PolicyError(f"delta must be in (0, 1), got {delta!r}")
     L = instance.L
-    c_true = np.asarray(instance.costs, dtype=float)
+    params = dict(params)
+    try:
+        judge_cost = validate_judge_cost(params.pop("judge_cost", 0.0))
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+    # c_i + c_J/2: the kernels charge c_true[i] + c_true[j] = c_i + c_j + c_J per duel
+    c_true = effective_costs(instance.costs, judge_cost)
     c_pol = np.ones(L) if algorithm == "tas" else c_true
     code = {"dctas": _TRACK, "tas": _TRACK, "dctac": _TRACK, "crr": _CRR, "dpca": _DPCA}[algorithm]
     K = L * (L - 1) // 2
@@ -253,7 +265,8 @@ def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed
         Worker processes (0 means all cores).
     max_steps : int
         Per-trial cap on the number of duels; a capped trial counts as not stopped.
-    params : extra policy parameters (``delta_explore``, ``k1`` for DPCA).
+    params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
+        default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA.
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")
@@ -274,8 +287,11 @@ def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as ex:
             parts = list(ex.map(_run_chunk, [args] * len(chunks), chunks, [max_steps] * len(chunks)))
     cost, pulls, rec, pp, stopped = (np.concatenate([p[q] for p in parts]) for q in range(5))
+    params = dict(params)
+    if not params.get("judge_cost", 0.0):
+        params.pop("judge_cost", None)
     return SimulationResult(instance, algorithm.lower(), float(delta), int(seed), cost, pulls, rec, stopped, pp,
-                            dict(params))
+                            params)
 
 
 def trace_trial(instance: Instance, algorithm: str, delta: float, seed: int, max_steps: int = 1_000_000,

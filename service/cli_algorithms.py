@@ -16,6 +16,18 @@ from service.cli_args import open_unit_interval, whole_number
 _delta = open_unit_interval("delta")
 
 
+def _judge_cost(text: str) -> float:
+    """``--judge-cost``: a finite number >= 0 (argparse turns the ValueError into a one-line exit-2 error)."""
+    import math
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--judge-cost must be a number >= 0, got {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"--judge-cost must be a finite number >= 0, got {text!r}")
+    return v
+
+
 class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
@@ -29,12 +41,13 @@ def _load(spec: str):
         raise CLIError(str(exc)) from None
 
 
-def oracle_report(instance, delta: float | None) -> dict[str, Any]:
+def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dict[str, Any]:
     from algorithms.oracle import solve_oracle
-    res = solve_oracle(instance)
+    res = solve_oracle(instance, judge_cost=judge_cost)
     names = instance.names
     out: dict[str, Any] = {
         "winner": names[res.winner],
+        "judge_cost": judge_cost,
         "c_star": res.c_star,
         "alpha": {names[m]: (None if m == res.winner else float(res.alpha[m])) for m in range(instance.L)},
         "gamma": {names[m]: [names[n] for n in res.gamma[m]] for m in range(instance.L) if m != res.winner},
@@ -51,12 +64,12 @@ def oracle_report(instance, delta: float | None) -> dict[str, Any]:
 
 def cmd_oracle(args: argparse.Namespace) -> int:
     inst = _load(args.instance)
-    rep = oracle_report(inst, args.delta)
+    rep = oracle_report(inst, args.delta, args.judge_cost)
     if args.json:
         print(json.dumps(rep, indent=2))
         return 0
     print(f"Condorcet winner: {rep['winner']}")
-    print(f"c* = {rep['c_star']:.6g}")
+    print(f"c* = {rep['c_star']:.6g}" + (f"  (judge cost {args.judge_cost:g} per duel)" if args.judge_cost else ""))
     if args.delta is not None:
         print(f"lower bound at delta={args.delta:g}: {rep['lower_bound']:.6g}")
     print(f"{'pair':<40} {'pull fraction':>14} {'cost fraction':>14}")
@@ -74,7 +87,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
           f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...", file=sys.stderr)
     try:
         res = simulate(inst, args.algorithm, args.delta, args.trials, seed=args.seed, jobs=args.jobs,
-                       max_steps=args.max_steps)
+                       max_steps=args.max_steps, judge_cost=args.judge_cost)
     except PolicyError as exc:
         raise CLIError(str(exc)) from None
     rep = res.summary()
@@ -86,6 +99,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return 0
     print(f"algorithm      {rep['algorithm']}")
     print(f"delta          {rep['delta']:g}")
+    if rep["judge_cost"]:
+        print(f"judge cost     {rep['judge_cost']:g} per duel (included in the costs)")
     print(f"trials         {rep['trials']}")
     print(f"mean cost      {rep['mean_cost']:.6g} +- {rep['ci95']:.3g} (95% CI)")
     print(f"error rate     {rep['error_rate']:.4g} ({rep['errors']} of {rep['trials']})")
@@ -106,6 +121,8 @@ def add_oracle_parser(sub: argparse._SubParsersAction) -> None:
                        description="Solve the oracle (Theorem 1, Proposition 1, Lemma 2) for INSTANCE.")
     p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
     p.add_argument("--delta", type=_delta, default=None, help="also print the lower bound c* log(1/(4 delta))")
+    p.add_argument("--judge-cost", type=_judge_cost, default=0.0, metavar="C_J",
+                   help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_oracle)
 
@@ -117,6 +134,8 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
     p.add_argument("--algorithm", "-a", choices=ALGORITHMS, default="dctas")
     p.add_argument("--delta", type=_delta, required=True)
+    p.add_argument("--judge-cost", type=_judge_cost, default=0.0, metavar="C_J",
+                   help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)")
     p.add_argument("--trials", type=whole_number("--trials"), default=100)
     p.add_argument("--seed", type=whole_number("--seed", allow_zero=True), default=0)
     p.add_argument("--jobs", type=whole_number("--jobs", allow_zero=True), default=1,
