@@ -487,10 +487,10 @@ def pc_choose(NEFF, G, AMAX, c, PI, PJ, PK, BEAT, alpha):
 
     The leader ``a`` (uncertified, least evidence of losing) must be shown to beat every
     other arm ``m``: pair ``(m, a)`` gets weight ``1 / g[m, a]`` (Theorem 1 with ``Gamma_m = {a}``),
-    or ``1 / alpha_m`` on ``m``'s best adversary when ``m`` does not seem to lose to ``a``;
-    an uncertified arm other than ``a`` that seems to lose to someone is tracked on its
-    best adversary as well (this is what certifies every arm when there is no Condorcet
-    winner). Pull fractions ``alpha_k`` are weights over pair costs, normalised (Lemma 2).
+    or ``1 / d(1/2 - 1/(2 sqrt(n)), 1/2)`` when ``m`` does not seem to lose to ``a``. If the
+    leader itself seems to lose, its best adversary gets ``1 / alpha_a``: that certifies the
+    leader beaten and moves the lead on, which is how every arm gets certified when there
+    is no Condorcet winner. Weights are in pulls (``1 / (g c)``), normalised (Lemma 2).
     """
     K = NEFF.shape[0]
     L = AMAX.shape[0]
@@ -533,21 +533,18 @@ def pc_choose(NEFF, G, AMAX, c, PI, PJ, PK, BEAT, alpha):
             if BEAT[n, m]:
                 certified = True
                 break
-        if a >= 0 and not BEAT[a, m] and G[m, a] > 0.0:
-            k = PK[m, a]
-            w = 1.0 / G[m, a] / (c[m] + c[a])
-        elif (not certified or (a >= 0 and not BEAT[a, m])) and AMAX[m] > 0.0:
-            nb = 0
-            for n in range(L):
-                if n != m and G[m, n] > G[m, nb] or nb == m:
-                    nb = n
-            k = PK[m, nb]
-            w = 1.0 / AMAX[m] / (c[m] + c[nb])
-        else:
+        if a < 0 or BEAT[a, m]:
             continue
+        k = PK[m, a]
+        if G[m, a] > 0.0:
+            w = 1.0 / G[m, a] / (c[m] + c[a])
+        else:
+            # m does not seem to lose to the leader: weight 1/d at the edge of a
+            # 1/sqrt(n) band around 1/2, so the pair keeps a share growing with its count
+            w = 1.0 / kl_half(0.5 - 0.5 / math.sqrt(NEFF[k] + 1.0))
         alpha[k] += w
         total += w
-    if a >= 0 and AMAX[a] > 0.0:
+    if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best adversary
         nb = 0
         for n in range(L):
             if n != a and G[a, n] > G[a, nb] or nb == a:

@@ -32,11 +32,11 @@ class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
-def _load(spec: str):
+def _load(spec: str, require_condorcet: bool = True):
     from algorithms.instance import InstanceError
     from service.instances import resolve_instance
     try:
-        return resolve_instance(spec)
+        return resolve_instance(spec, require_condorcet=require_condorcet)
     except InstanceError as exc:
         raise CLIError(str(exc)) from None
 
@@ -48,6 +48,8 @@ def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dic
     out: dict[str, Any] = {
         "winner": names[res.winner],
         "judge_cost": judge_cost,
+        "assumes_condorcet_winner": True,
+        "note": "the lower bound and allocations of the paper's algorithms assume a Condorcet winner exists",
         "c_star": res.c_star,
         "alpha": {names[m]: (None if m == res.winner else float(res.alpha[m])) for m in range(instance.L)},
         "gamma": {names[m]: [names[n] for n in res.gamma[m]] for m in range(instance.L) if m != res.winner},
@@ -69,6 +71,7 @@ def cmd_oracle(args: argparse.Namespace) -> int:
         print(json.dumps(rep, indent=2))
         return 0
     print(f"Condorcet winner: {rep['winner']}")
+    print(f"note: {rep['note']}")
     print(f"c* = {rep['c_star']:.6g}" + (f"  (judge cost {args.judge_cost:g} per duel)" if args.judge_cost else ""))
     if args.delta is not None:
         print(f"lower bound at delta={args.delta:g}: {rep['lower_bound']:.6g}")
@@ -80,8 +83,10 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from algorithms.policies import PolicyError
+    from algorithms.policies import PAPER_ALGORITHMS
     from algorithms.simulator import simulate
-    inst = _load(args.instance)
+    # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
+    inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
     t0 = time.perf_counter()
     print(f"simulating {args.trials} trials of {args.algorithm} on {args.instance} "
           f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...", file=sys.stderr)
@@ -104,8 +109,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"trials         {rep['trials']}")
     print(f"mean cost      {rep['mean_cost']:.6g} +- {rep['ci95']:.3g} (95% CI)")
     print(f"error rate     {rep['error_rate']:.4g} ({rep['errors']} of {rep['trials']})")
+    if rep["algorithm"] not in PAPER_ALGORITHMS:
+        print(f"no-CW verdicts {rep['no_condorcet_winner_rate']:.4g}")
     print(f"mean pulls     {rep['mean_pulls']:.6g}")
-    print(f"lower bound    {rep['lower_bound']:.6g}  (cost / bound = {rep['cost_over_lower_bound']:.3g})")
+    if rep["lower_bound"] is not None:
+        print(f"lower bound    {rep['lower_bound']:.6g}  (cost / bound = {rep['cost_over_lower_bound']:.3g})")
+    else:
+        print("lower bound    none (the instance has no Condorcet winner)")
+    if rep["note"]:
+        print(f"note           {rep['note']}")
     if rep["unfinished"]:
         print(f"unfinished     {rep['unfinished']} trials hit --max-steps")
     return 0
@@ -132,7 +144,9 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="Monte-Carlo trials of a policy on an instance",
                        description="Run independent trials of a policy on INSTANCE with the fast simulator.")
     p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
-    p.add_argument("--algorithm", "-a", choices=ALGORITHMS, default="dctas")
+    p.add_argument("--algorithm", "-a", choices=ALGORITHMS, default="dctas-pc",
+                   help="dctas-pc (default; can answer 'no Condorcet winner'; not from the paper) "
+                        "or one of the paper's five, whose certificate assumes a Condorcet winner exists")
     p.add_argument("--delta", type=_delta, required=True)
     p.add_argument("--judge-cost", type=_judge_cost, default=0.0, metavar="C_J",
                    help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)")
