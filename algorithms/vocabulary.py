@@ -18,6 +18,7 @@ class Algorithm(StrEnum):
     """Sampling-and-stopping rules (the paper's five; see docs/algorithms.md)."""
 
     DCTAS = "dctas"  # cost-aware Track-and-Stop (the paper's Algorithm 1)
+    DCTAS_PC = "dctas-pc"  # pairwise certificates; can answer "no Condorcet winner" (not from the paper)
     TAS = "tas"  # Track-and-Stop, cost-unaware allocation
     CRR = "crr"  # cost-aware round robin over the pairs
     DCTAC = "dctac"  # cost-aware Track-and-Challenge (Hoeffding stop)

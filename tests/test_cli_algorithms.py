@@ -56,3 +56,34 @@ def test_oracle_rejects_instance_without_condorcet_winner(tmp_path):
                                 "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]}))
     r = run("oracle", str(path))
     assert r.returncode == 2 and "no Condorcet winner" in r.stderr
+
+
+def test_judge_cost_option_on_oracle_and_simulate():
+    base = json.loads(run("oracle", "synthetic:k=4", "--delta", "0.01", "--json").stdout)
+    r = run("oracle", "synthetic:k=4", "--delta", "0.01", "--judge-cost", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["judge_cost"] == 3.0 and out["c_star"] > base["c_star"]
+    r = run("simulate", "synthetic:k=3", "--delta", "0.1", "--trials", "5", "--judge-cost", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    sim = json.loads(r.stdout)
+    assert sim["judge_cost"] == 2.0 and sim["mean_cost"] >= 2.0 * sim["mean_pulls"]
+    r = run("simulate", "synthetic:k=3", "--delta", "0.1", "--judge-cost", "-1")
+    assert r.returncode == 2 and "--judge-cost" in r.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in r.stderr
+
+
+def test_simulate_defaults_to_dctas_pc_and_answers_no_condorcet_winner(tmp_path):
+    path = tmp_path / "rps4.json"
+    path.write_text(json.dumps({"names": ["r", "p", "s", "d"], "costs": [1, 1, 1, 1],
+                                "preference": [[0.5, 0.6, 0.4, 0.6], [0.4, 0.5, 0.6, 0.6],
+                                               [0.6, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.5]]}))
+    r = run("simulate", str(path), "--delta", "0.05", "--trials", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["algorithm"] == "dctas-pc" and out["no_condorcet_winner_rate"] >= 0.9
+    assert out["assumes_condorcet_winner"] is False and out["lower_bound"] is None
+    r = run("simulate", str(path), "--delta", "0.05", "--algorithm", "dctas")
+    assert r.returncode == 2 and "no Condorcet winner" in r.stderr.strip().splitlines()[-1]
+    r = run("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "5", "--algorithm", "tas")
+    assert r.returncode == 0 and "assumes a Condorcet winner" in r.stdout
