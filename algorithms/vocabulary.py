@@ -49,6 +49,7 @@ class CampaignStatus(StrEnum):
     CERTIFIED = "certified"
     BUDGET_EXHAUSTED = "budget_exhausted"
     STOPPED = "stopped"
+    NO_CONDORCET_WINNER = "no_condorcet_winner"  # dctas-pc certified that no model beats all others
 
 
 class DuelStatus(StrEnum):

@@ -32,7 +32,7 @@ def demo_campaign() -> CampaignCreate:
     return CampaignCreate(
         name="demo: paper synthetic instance, costs (4, 1, 1)",
         delta=0.01,
-        algorithm="dctas",
+        algorithm="dctas-pc",
         models=[
             {"name": "model-1 (best, cost 4)", "cost": 4.0, "client": {"kind": "simulated"}},
             {"name": "model-2 (cost 1)", "cost": 1.0, "client": {"kind": "simulated"}},

@@ -9,10 +9,10 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from algorithms.vocabulary import Algorithm, CampaignStatus
 from service.clients import validate_client_config
 from service.judging import validate_judge_config
 
-ALGORITHM_NAMES = ("dctas", "tas", "crr", "dctac", "dpca")
 TIE_POLICY_NAMES = ("drop", "half", "random")
 CHOICE_NAMES = ("a", "b", "tie", "both_bad")
 
@@ -91,7 +91,11 @@ class ModelSpec(_Strict):
 class CampaignCreate(_Strict):
     name: Name
     delta: float = Field(0.05, gt=0, lt=1, allow_inf_nan=False, description="Error probability of the certificate.")
-    algorithm: Literal["dctas", "tas", "crr", "dctac", "dpca"] = "dctas"
+    algorithm: Algorithm = Field(
+        Algorithm.DCTAS_PC,
+        description="dctas-pc (default: pairwise certificates, can answer 'no Condorcet winner'; not from the "
+        "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
+    )
     models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
     prompts: list[PromptText] = Field(min_length=1, max_length=MAX_PROMPTS)
     judge: dict[str, Any] = Field(
@@ -166,9 +170,18 @@ class RunOut(BaseModel):
 class CampaignOut(BaseModel):
     id: int
     name: str
-    status: Literal["running", "certified", "budget_exhausted", "stopped"]
+    status: CampaignStatus
     end_reason: str | None
     algorithm: str
+    assumes_condorcet_winner: bool = Field(
+        description="True for the paper's five algorithms: their certificate is only valid if some model beats "
+        "every other; dctas-pc does not assume it and ends no_condorcet_winner when none does.")
+    condorcet_note: str | None = Field(description="That assumption in plain words (None for dctas-pc).")
+    judge_cost: float = Field(description="c_J, the judge's expected cost per duel used by the allocation (USD).")
+    certificates: list[list[int]] | None = Field(
+        None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom).")
+    copeland_winner: str | None = Field(None, description="dctas-pc: the model beating the most others in the estimate.")
+    top_cycle: list[str] | None = Field(None, description="dctas-pc: the estimate's top cycle (smallest dominant set).")
     delta: float
     tie_policy: str
     models: list[ModelOut]

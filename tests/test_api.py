@@ -41,7 +41,9 @@ async def test_create_and_get_campaign(api):
     assert c["spend"] == 0 and c["duels"] == 0 and c["pending"] == 0
     assert c["counts"] == [[0, 0, 0]] * 3
     assert c["budget"] == 100.0 and c["remaining_budget"] == 100.0
-    assert c["tie_policy"] == "half" and c["delta"] == 0.1 and c["algorithm"] == "dctas"
+    assert c["tie_policy"] == "half" and c["delta"] == 0.1 and c["algorithm"] == "dctas-pc"
+    # the default does not assume a Condorcet winner; the paper's algorithms say that they do
+    assert c["assumes_condorcet_winner"] is False and c["condorcet_note"] is None and c["judge_cost"] == 0.0
     assert [m["name"] for m in c["models"]] == ["m0", "m1", "m2"]
     assert c["n_prompts"] == 3
     r = await api.get(f"/v1/campaigns/{c['id']}")

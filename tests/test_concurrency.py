@@ -102,7 +102,7 @@ def test_50_simultaneous_votes_with_duplicates(server):
 def test_simultaneous_next_duel_requests_count_each_other_as_pending(server):
     url = server.url
     with httpx.Client(base_url=url, headers=ADMIN, timeout=60) as api:
-        cid = api.post("/v1/campaigns", json=campaign_body(name="concurrent duels")).json()["id"]
+        cid = api.post("/v1/campaigns", json=campaign_body(name="concurrent duels", algorithm="dctas")).json()["id"]
     results = fire_together([("POST", f"{url}/v1/campaigns/{cid}/duels", None, ADMIN)] * 20)
     assert [r.status_code for r in results] == [201] * 20
     numbers = sorted(r.json()["number"] for r in results)

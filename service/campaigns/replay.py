@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Charge, Duel
+from . import rules
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -47,13 +48,14 @@ class CampaignReplay:
             stored_state = c.policy_state
             algorithm, delta = c.algorithm, c.delta
             costs = [float(m["cost"]) for m in c.models]
+            judge_cost = rules.judge_cost_per_duel(c.judge)
             counters = dict(spend=c.spend_nusd, judged=c.duels_judged, counted=c.duels_counted,
                             created=c.duels_created, failed=c.duels_failed, event_seq=c.event_seq)
         events = [(r.select_seq, 0, r) for r in rows]
         events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
         events.sort(key=lambda e: (e[0], e[1]))
         diff: list[str] = []
-        policy = new_policy(algorithm, costs, delta)
+        policy = new_policy(algorithm, costs, delta, judge_cost)
         for seq, kind, r in events:
             if kind == 0:
                 pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))

@@ -134,3 +134,14 @@ def score_of(choice: str, model_i: int, model_a: int, model_b: int, tie_policy: 
     if tie_policy == TiePolicy.RANDOM:
         return 1.0 if random.Random(f"{seed}:{number}:tie").random() < 0.5 else 0.0
     return None
+
+
+def judge_cost_per_duel(judge: dict) -> float:
+    """c_J, the judge's expected cost per duel used by the cost-aware allocation.
+
+    An LLM judge costs its configured per-call ``cost``, twice when both orders are
+    judged; human and simulated judges cost nothing (docs/service.md, Judge cost).
+    """
+    if judge.get("kind") != "llm":
+        return 0.0
+    return float(judge.get("cost") or 0.0) * (2.0 if judge.get("both_orders", True) else 1.0)

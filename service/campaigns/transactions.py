@@ -60,7 +60,7 @@ class CampaignTransactions:
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
         costs = [m.cost for m in body.models]
-        policy = new_policy(body.algorithm, costs, body.delta)
+        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(body.judge))
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
@@ -441,10 +441,16 @@ class CampaignTransactions:
                         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
                         s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(cid, seq, p)
                         if policy.should_stop():
-                            c.winner = int(policy.recommendation())
-                            c.leader = c.winner
-                            self.finish(s, c, CampaignStatus.CERTIFIED, f"certified by the {c.algorithm} stopping rule "
-                                         f"at delta={c.delta:g}", now, keep_duel=d.id)
+                            if getattr(policy, "verdict", None) == CampaignStatus.NO_CONDORCET_WINNER:
+                                self.finish(s, c, CampaignStatus.NO_CONDORCET_WINNER,
+                                            f"every model was shown to lose to another (the {c.algorithm} "
+                                            f"certificates at delta={c.delta:g}): no Condorcet winner", now,
+                                            keep_duel=d.id)
+                            else:
+                                c.winner = int(policy.recommendation())
+                                c.leader = c.winner
+                                self.finish(s, c, CampaignStatus.CERTIFIED, f"certified by the {c.algorithm} "
+                                            f"stopping rule at delta={c.delta:g}", now, keep_duel=d.id)
                             ended = True
                     if not ended and rules.max_duels_reached(c.max_duels, c.duels_judged):
                         self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id)

@@ -8,13 +8,20 @@ from typing import Any
 from sqlalchemy import func, select
 
 from algorithms import plugin_lower_bound
+from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
 from ..models import Campaign, Charge, Duel, from_nusd, utcnow
+from . import rules
 from .rules import finite_or_none, jsonable
 from .types import Forbidden, NotFound
 
+CONDORCET_NOTE = (
+    "This algorithm is from the paper: its certificate assumes that a Condorcet winner (a model that beats "
+    "every other) exists. If none exists it can certify a wrong model; dctas-pc answers 'no Condorcet winner' "
+    "instead."
+)
 ADMIN_DUEL_FIELDS = ("model_a", "model_b", "model_a_name", "model_b_name", "score", "judged_by", "judge", "charges")
 
 
@@ -93,6 +100,12 @@ class CampaignViews:
             "status": c.status,
             "end_reason": c.end_reason,
             "algorithm": c.algorithm,
+            "assumes_condorcet_winner": c.algorithm in PAPER_ALGORITHMS,
+            "condorcet_note": CONDORCET_NOTE if c.algorithm in PAPER_ALGORITHMS else None,
+            "judge_cost": rules.judge_cost_per_duel(c.judge),
+            "certificates": stats.get("certificates"),
+            "copeland_winner": names[stats["copeland_winner"]] if stats.get("copeland_winner") is not None else None,
+            "top_cycle": [names[m] for m in stats["top_cycle"]] if stats.get("top_cycle") is not None else None,
             "delta": c.delta,
             "tie_policy": c.tie_policy,
             "models": [

@@ -30,6 +30,7 @@ STATUS_LABELS = {
     "certified": "certified",
     "budget_exhausted": "budget exhausted",
     "stopped": "stopped",
+    "no_condorcet_winner": "no Condorcet winner",
 }
 
 
