@@ -125,12 +125,13 @@ def test_simulated_campaigns_match_the_simulator(service, db_url):
     costs = [3.0, 1.0, 1.0]
     delta, n = 0.1, 10
     inst = Instance(["a", "b", "c"], costs, P)
-    sim = simulate(inst, "dctas", delta, 400, seed=1)
+    sim = simulate(inst, "dctas-pc", delta, 400, seed=1)  # the default, as the campaigns below use it
     spends, errors = [], 0
     with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
         ids = []
         for s in range(n):
             body = {"name": f"sim-vs-service {s}", "delta": delta, "seed": 100 + s, "prompts": ["p"],
+                    "algorithm": "dctas-pc",
                     "models": [{"name": nm, "cost": c, "client": {"kind": "simulated"}}
                                for nm, c in zip(inst.names, costs)],
                     "judge": {"kind": "simulated", "preference": P}}

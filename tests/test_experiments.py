@@ -232,8 +232,8 @@ def test_reproduce_synthetic_reduced(tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["delta"] == 0.01 and res["trials"] == 12
     rows = list(csv.DictReader(open(out / "results.csv")))
-    assert len(rows) == 3 * 5
-    assert {r["algorithm"] for r in rows} == {"dctas", "tas", "crr", "dctac", "dpca"}
+    assert len(rows) == 3 * 6  # the paper's five and dctas-pc, reported beside them
+    assert {r["algorithm"] for r in rows} == {"dctas", "tas", "crr", "dctac", "dpca", "dctas-pc"}
     by = {(int(r["k"]), r["algorithm"]): r for r in rows}
     for r in rows:
         assert int(r["trials"]) == 12 and float(r["mean_cost"]) > 0 and float(r["ci95"]) >= 0
@@ -261,7 +261,9 @@ def test_reproduce_realworld_reduced(tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["delta"] == 1e-10 and res["cap_factor"] == 10
     rows = {(r["instance"], r["algorithm"]): r for r in res["rows"]}
-    assert len(rows) == 10
+    assert len(rows) == 12  # 2 instances x (the paper's five + dctas-pc)
+    table2 = (out / "table2.md").read_text()
+    assert "dctas-pc (not from the paper) (ours)" in table2 and "dctas-pc (not from the paper) (paper)" not in table2
     for r in res["rows"]:
         assert r["status"] in ("ok", "left_out", "lower_bound")
         assert r["mean_cost"] > 0 and r["ci997"] >= 0

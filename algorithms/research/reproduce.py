@@ -51,8 +51,12 @@ __all__ = [
     "Z997",
 ]
 
-ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
-LABELS = {"dctas": "DCTAS", "tas": "TAS", "crr": "CRR", "dctac": "DCTAC", "dpca": "DPCA"}
+# The paper's five, then llmduel's default, which is NOT from the paper: it is reported beside them,
+# with its own seeds per cell (the same as the others'), so adding it moves none of the paper's numbers.
+ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca", "dctas-pc")
+NOT_FROM_THE_PAPER = ("dctas-pc",)
+LABELS = {"dctas": "DCTAS", "tas": "TAS", "crr": "CRR", "dctac": "DCTAC", "dpca": "DPCA",
+          "dctas-pc": "dctas-pc (not from the paper)"}
 Z95 = 1.959963984540054
 Z997 = 2.9677379253417833  # two-sided 99.7%: norm.ppf(0.9985)
 
@@ -208,11 +212,11 @@ def _plot_synthetic(rows: list[dict], out: Path, trials: int) -> list[Path]:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.3), dpi=100)
-    markers = {"dctas": "o", "tas": "s", "crr": "^", "dctac": "D", "dpca": "v"}
-    colors = {"dctas": "C0", "tas": "C1", "crr": "C2", "dctac": "C3", "dpca": "C4"}
+    markers = {"dctas": "o", "tas": "s", "crr": "^", "dctac": "D", "dpca": "v", "dctas-pc": "*"}
+    colors = {"dctas": "C0", "tas": "C1", "crr": "C2", "dctac": "C3", "dpca": "C4", "dctas-pc": "C5"}
     algs = [a for a in ALGORITHMS if any(r["algorithm"] == a for r in rows)]
     # left: all algorithms, log scale; right: the paper's figure set (no DCTAC), linear scale
-    panels = [(axes[0], algs, "log", "all five algorithms (log scale)"),
+    panels = [(axes[0], algs, "log", ("all algorithms shown" if len(algs) > 1 else "one algorithm") + " (log scale)"),
               (axes[1], [a for a in algs if a != "dctac"], "linear", "as in the paper's figure (linear scale)")]
     for ax, subset, scale, title in panels:
         for a in subset:
@@ -475,12 +479,13 @@ def _table2_markdown(result: dict, algorithms: Sequence[str]) -> str:
         paper = []
         for n in names:
             col = result["instances"][n]["paper_column"]
-            if col is None:
+            if col is None or a in NOT_FROM_THE_PAPER:
                 paper.append("")
             else:
                 v = PAPER_TABLE2[a][col]
                 paper.append("-" if v is None else f"{v[0]:g} ± {v[1]:g}")
-        lines.append(f"| {LABELS[a]} (paper) | " + " | ".join(paper) + " |")
+        if a not in NOT_FROM_THE_PAPER:
+            lines.append(f"| {LABELS[a]} (paper) | " + " | ".join(paper) + " |")
     lines += ["", "Ratio of mean cost to DCTAS (ours, paper):", "",
               "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     for a in ALGORITHMS:
@@ -493,7 +498,7 @@ def _table2_markdown(result: dict, algorithms: Sequence[str]) -> str:
                                                                                           "lower_bound")
                                             else f"{r['ratio_to_dctas']:.2f}")
             col = result["instances"][n]["paper_column"]
-            if col:
+            if col and a not in NOT_FROM_THE_PAPER:
                 v, d = PAPER_TABLE2[a][col], PAPER_TABLE2["dctas"][col]
                 ours += f" ({'>10' if v is None else f'{v[0] / d[0]:.2f}'})"
             cells.append(ours)

@@ -1,7 +1,7 @@
 """The web pages: campaign list, dashboard and the annotator's voting form.
 
-``register(app)`` is called by :func:`service.app.create_app` (its
-``EXTENSIONS`` hook): it adds the page routes and mounts ``/static``. See
+``register(app)`` is called by :func:`service.app.create_app`: it adds the
+page routes and mounts ``/static``. See
 docs/web.md.
 """
 
