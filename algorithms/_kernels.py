@@ -12,6 +12,7 @@ Derived arrays (pure functions of ``N`` and ``W``, rebuilt on load):
 ``G[i, j] = d(phat_ij, 1/2) 1{phat_ij < 1/2} / (c_i + c_j)`` (the oracle's g),
 ``S[i] = sum_j T[i, j]`` and ``AMAX[i] = max_j G[i, j]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -390,7 +391,7 @@ def dpca_record(k, score, META, n, s, ACT, ADV, INA, PI, PJ, PK, c, delta, delta
 
 
 # ---------------------------------------------------------------- dctas-pc (pairwise certificates)
-PC_GRID = 40      # mixture components q_g = 1/2 - 0.5 * PC_RATIO**g, g = 1..PC_GRID, weight 1/PC_GRID each
+PC_GRID = 40  # mixture components q_g = 1/2 - 0.5 * PC_RATIO**g, g = 1..PC_GRID, weight 1/PC_GRID each
 PC_RATIO = 0.8
 
 

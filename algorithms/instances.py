@@ -4,6 +4,7 @@ Built-in names: ``synthetic`` / ``synthetic:k=K`` (the paper's 3-arm instance
 with costs (K, 1, 1)) and the real-world instances shipped with
 :mod:`algorithms.research` (``llmduel oracle --help`` lists them).
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -18,6 +18,7 @@ and ``E[J] >= c*(nu) log(1 / (4 delta))`` for every delta-PC algorithm.
 same as shifting every arm's cost by ``c_J / 2`` (:func:`effective_costs`), which
 is how the policies and the simulator apply it.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,7 +30,15 @@ import numpy as np
 from .instance import Instance, InstanceError, condorcet_winner, validate_components
 from .stats import empirical_preference, kl_bernoulli
 
-__all__ = ["OracleResult", "effective_costs", "validate_judge_cost", "g_matrix", "solve_oracle", "lower_bound", "plugin_lower_bound"]
+__all__ = [
+    "OracleResult",
+    "effective_costs",
+    "validate_judge_cost",
+    "g_matrix",
+    "solve_oracle",
+    "lower_bound",
+    "plugin_lower_bound",
+]
 
 DEFAULT_RTOL = 1e-9
 
@@ -95,8 +104,13 @@ class OracleResult:
         return self.c_star * max(0.0, math.log(1.0 / (4.0 * delta)))
 
 
-def solve_oracle(instance_or_P: Instance | Any, costs: Sequence[float] | None = None, *,
-                 rtol: float = DEFAULT_RTOL, judge_cost: float = 0.0) -> OracleResult:
+def solve_oracle(
+    instance_or_P: Instance | Any,
+    costs: Sequence[float] | None = None,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    judge_cost: float = 0.0,
+) -> OracleResult:
     """Solve the oracle for an :class:`Instance`, or for a preference matrix and costs.
 
     ``rtol`` is the relative tolerance used to collect ``Gamma_m``: ``n`` is in
@@ -148,8 +162,9 @@ def lower_bound(instance: Instance, delta: float, judge_cost: float = 0.0) -> fl
     return solve_oracle(instance, judge_cost=judge_cost).lower_bound(delta)
 
 
-def plugin_lower_bound(wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float,
-                       judge_cost: float = 0.0) -> float | None:
+def plugin_lower_bound(
+    wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float, judge_cost: float = 0.0
+) -> float | None:
     """The lower bound evaluated at the empirical matrix; None if the estimate has no Condorcet winner."""
     P = empirical_preference(wins, counts)
     if condorcet_winner(P) is None:

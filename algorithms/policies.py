@@ -29,6 +29,7 @@ each recorded duel (once every pair has a duel); with no duel in flight this is
 exactly the paper's rule, and with duels in flight it keeps the state a function
 of the ordered log of results, so replaying the log rebuilds it exactly.
 """
+
 from __future__ import annotations
 
 import math
@@ -58,8 +59,7 @@ __all__ = [
 ALGORITHMS = ("dctas-pc", "dctas", "tas", "crr", "dctac", "dpca")
 PAPER_ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
 NO_CONDORCET_WINNER = "no_condorcet_winner"
-CW_ASSUMPTION = ("the paper's stopping rule assumes a Condorcet winner exists; "
-                 "without one its certificate is not valid")
+CW_ASSUMPTION = "the paper's stopping rule assumes a Condorcet winner exists; without one its certificate is not valid"
 STATE_VERSION = 1
 
 
@@ -271,7 +271,9 @@ class Policy:
     def _record(self, k: int, s: float) -> None:
         self.N[k] += 1.0
         self.W[k] += s
-        kern.refresh_pair(k, self.N, self.W, self.PI, self.PJ, self._policy_costs, self._T, self._G, self._S, self._AMAX)
+        kern.refresh_pair(
+            k, self.N, self.W, self.PI, self.PJ, self._policy_costs, self._T, self._G, self._S, self._AMAX
+        )
 
     def _stop_winner(self) -> int | None:
         a, z = kern.leader_and_Z(self._S)
@@ -283,8 +285,16 @@ class Policy:
 class TrackingPolicy(Policy):
     """DCTAS (cost-aware), TAS (unit costs) and DCTAC (Hoeffding stop): forced exploration + C-tracking."""
 
-    def __init__(self, costs: Sequence[float], delta: float, *, cost_aware: bool = True,
-                 stopping_rule: str = "glr", name: str = "dctas", judge_cost: Any = 0.0) -> None:
+    def __init__(
+        self,
+        costs: Sequence[float],
+        delta: float,
+        *,
+        cost_aware: bool = True,
+        stopping_rule: str = "glr",
+        name: str = "dctas",
+        judge_cost: Any = 0.0,
+    ) -> None:
         self.name = name
         self.cost_aware = bool(cost_aware)
         if stopping_rule not in ("glr", "hoeffding"):
@@ -303,7 +313,9 @@ class TrackingPolicy(Policy):
 
     def _allocation(self) -> np.ndarray:
         if self.initialised:
-            kern.pull_allocation(self._G, self._S, self._AMAX, self._policy_costs, self.PI, self.PJ, self.PK, self._alpha)
+            kern.pull_allocation(
+                self._G, self._S, self._AMAX, self._policy_costs, self.PI, self.PJ, self.PK, self._alpha
+            )
         else:
             self._alpha[:] = 0.0
         return self._alpha
@@ -356,8 +368,15 @@ class DPCAPolicy(Policy):
     name = "dpca"
     stopping_rule = "hoeffding"
 
-    def __init__(self, costs: Sequence[float], delta: float, *, delta_explore: float = 0.1, k1: float = 10.0,
-                 judge_cost: Any = 0.0) -> None:
+    def __init__(
+        self,
+        costs: Sequence[float],
+        delta: float,
+        *,
+        delta_explore: float = 0.1,
+        k1: float = 10.0,
+        judge_cost: Any = 0.0,
+    ) -> None:
         de = _validate_delta(delta_explore)
         if not (float(k1) > 1):
             raise PolicyError(f"k1 must be > 1, got {k1!r}")
@@ -383,16 +402,32 @@ class DPCAPolicy(Policy):
 
     def _record(self, k: int, s: float) -> None:
         super()._record(k, s)
-        kern.dpca_record(k, s, self.META, self.n, self.s, self.ACT, self.ADV, self.INA, self.PI, self.PJ, self.PK,
-                         self.duel_costs, self.delta, self.params["delta_explore"], self.params["k1"])
+        kern.dpca_record(
+            k,
+            s,
+            self.META,
+            self.n,
+            self.s,
+            self.ACT,
+            self.ADV,
+            self.INA,
+            self.PI,
+            self.PJ,
+            self.PK,
+            self.duel_costs,
+            self.delta,
+            self.params["delta_explore"],
+            self.params["k1"],
+        )
 
     def _stop_winner(self) -> int | None:
         return int(self.META[2]) if self.META[3] == 1 else None
 
     def summary(self) -> dict[str, Any]:
         out = super().summary()
-        out.update({"round": self.round, "phase": self.phase,
-                    "candidate": int(self.META[2]) if self.META[1] == 1 else None})
+        out.update(
+            {"round": self.round, "phase": self.phase, "candidate": int(self.META[2]) if self.META[1] == 1 else None}
+        )
         return out
 
     def _extra_state(self) -> dict[str, Any]:
@@ -415,8 +450,12 @@ class DPCAPolicy(Policy):
             self.INA = np.array(state["INA"], dtype=np.bool_)
         except (KeyError, TypeError, ValueError) as exc:
             raise PolicyError(f"malformed DPCA state: {exc}") from None
-        if self.META.shape != (4,) or self.ACT.shape != (self.L, self.L) or self.ADV.shape != (self.L,) \
-                or self.INA.shape != (self.L,):
+        if (
+            self.META.shape != (4,)
+            or self.ACT.shape != (self.L, self.L)
+            or self.ADV.shape != (self.L,)
+            or self.INA.shape != (self.L,)
+        ):
             raise PolicyError("malformed DPCA state: array shapes do not match the number of arms")
 
 
@@ -441,8 +480,19 @@ class PCPolicy(Policy):
         self.verdict: str | None = None
 
     def _choose(self, pend: np.ndarray) -> int:
-        return int(kern.pc_choose(self.N + pend, self._G, self._AMAX, self._policy_costs, self.PI, self.PJ,
-                                  self.PK, self.BEAT, self._alpha))
+        return int(
+            kern.pc_choose(
+                self.N + pend,
+                self._G,
+                self._AMAX,
+                self._policy_costs,
+                self.PI,
+                self.PJ,
+                self.PK,
+                self.BEAT,
+                self._alpha,
+            )
+        )
 
     def _record(self, k: int, s: float) -> None:
         super()._record(k, s)
@@ -472,13 +522,15 @@ class PCPolicy(Policy):
         for q in range(L):
             R = R | (R[:, [q]] & R[[q], :])
         top = [m for m in range(L) if all(R[m, n] for n in range(L))]
-        out.update({
-            "verdict": self.verdict if self.verdict else ("winner" if self.stopped else None),
-            "certificates": beats,
-            "certified_beaten": [int(m) for m in range(L) if self.BEAT[:, m].any()],
-            "copeland_winner": int(-max(copeland)[1]),
-            "top_cycle": top,
-        })
+        out.update(
+            {
+                "verdict": self.verdict if self.verdict else ("winner" if self.stopped else None),
+                "certificates": beats,
+                "certified_beaten": [int(m) for m in range(L) if self.BEAT[:, m].any()],
+                "copeland_winner": int(-max(copeland)[1]),
+                "top_cycle": top,
+            }
+        )
         return out
 
     def _extra_state(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ identical outcomes (``tests/test_simulator.py`` checks this on traces).
 Reproducibility: trial ``n`` uses seed ``SeedSequence(seed).generate_state(trials)[n]``
 for numba's Mersenne Twister, whatever the number of jobs.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,9 +39,27 @@ NO_CW = -2  # recommended[] value of a trial that ended with the verdict "no Con
 
 
 @njit(cache=True)
-def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, delta_explore, k1,
-                seeds, max_steps, out_cost, out_pulls, out_rec, out_pp, out_stopped,
-                trace_k, trace_s):
+def _run_trials(
+    code,
+    P,
+    c_true,
+    c_pol,
+    hoeffding,
+    beta_const,
+    log_num,
+    delta,
+    delta_explore,
+    k1,
+    seeds,
+    max_steps,
+    out_cost,
+    out_pulls,
+    out_rec,
+    out_pp,
+    out_stopped,
+    trace_k,
+    trace_s,
+):
     L = P.shape[0]
     K = L * (L - 1) // 2
     PI = np.empty(K, dtype=np.int64)
@@ -256,10 +275,18 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     p = {**defaults, **params}
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
-    return (code, np.ascontiguousarray(instance.preference, dtype=float), c_true, c_pol,
-            algorithm == "dctac", beta_constant(delta, L),
-            math.log((L - 1) / delta) if code == _PC else math.log(2 * math.pi**2 * K / (6 * delta)),
-            float(delta), float(p.get("delta_explore", 0.1)), float(p.get("k1", 10.0)))
+    return (
+        code,
+        np.ascontiguousarray(instance.preference, dtype=float),
+        c_true,
+        c_pol,
+        algorithm == "dctac",
+        beta_constant(delta, L),
+        math.log((L - 1) / delta) if code == _PC else math.log(2 * math.pi**2 * K / (6 * delta)),
+        float(delta),
+        float(p.get("delta_explore", 0.1)),
+        float(p.get("k1", 10.0)),
+    )
 
 
 def _run_chunk(args: tuple, seeds: np.ndarray, max_steps: int) -> tuple[np.ndarray, ...]:
@@ -276,8 +303,16 @@ def _run_chunk(args: tuple, seeds: np.ndarray, max_steps: int) -> tuple[np.ndarr
     return cost, pulls, rec, pp, stopped
 
 
-def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed: int = 0, jobs: int = 1,
-             max_steps: int = DEFAULT_MAX_STEPS, **params: Any) -> SimulationResult:
+def simulate(
+    instance: Instance,
+    algorithm: str,
+    delta: float,
+    trials: int,
+    seed: int = 0,
+    jobs: int = 1,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    **params: Any,
+) -> SimulationResult:
     """Run ``trials`` independent trials of ``algorithm`` on ``instance`` at confidence ``1 - delta``.
 
     Parameters
@@ -317,12 +352,12 @@ def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed
     params = dict(params)
     if not params.get("judge_cost", 0.0):
         params.pop("judge_cost", None)
-    return SimulationResult(instance, algorithm.lower(), float(delta), int(seed), cost, pulls, rec, stopped, pp,
-                            params)
+    return SimulationResult(instance, algorithm.lower(), float(delta), int(seed), cost, pulls, rec, stopped, pp, params)
 
 
-def trace_trial(instance: Instance, algorithm: str, delta: float, seed: int, max_steps: int = 1_000_000,
-                **params: Any) -> dict[str, Any]:
+def trace_trial(
+    instance: Instance, algorithm: str, delta: float, seed: int, max_steps: int = 1_000_000, **params: Any
+) -> dict[str, Any]:
     """Run one trial with numba seed ``seed`` and return its duel-by-duel trace.
 
     Returns ``{"pairs": [(i, j), ...], "scores": [...], "recommended": int, "stopped": bool, "cost": float}``.

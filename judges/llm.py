@@ -133,8 +133,7 @@ class LLMJudge(Judge):
         unparsed = [r for r in records if r["verdict"] is None]
         if unparsed:
             orders = ", ".join(r["order"] for r in unparsed)
-            return Verdict(None, cost, detail,
-                           error=f"judge output has no verdict {VERDICT_FORMAT} (order {orders})")
+            return Verdict(None, cost, detail, error=f"judge output has no verdict {VERDICT_FORMAT} (order {orders})")
         verdicts = [r["verdict"] for r in records]
         detail["consistent"] = all(v == verdicts[0] for v in verdicts)
         return Verdict(combine(verdicts), cost, detail)

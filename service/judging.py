@@ -26,8 +26,10 @@ def _validate_preference(p: Any, n_models: int | None) -> list[list[float]]:
         raise _err("preference", "needs at least 2 models")
     for i, row in enumerate(p):
         if not isinstance(row, list) or len(row) != n:
-            raise _err("preference", f"must be square: row {i} has "
-                       f"{len(row) if isinstance(row, list) else 'no'} entries, expected {n}")
+            raise _err(
+                "preference",
+                f"must be square: row {i} has {len(row) if isinstance(row, list) else 'no'} entries, expected {n}",
+            )
     if n_models is not None and n != n_models:
         raise _err("preference", f"is {n}x{n} but the campaign has {n_models} models")
     out = []

@@ -107,7 +107,9 @@ class CampaignCreate(_Strict):
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
     tie_policy: Literal["drop", "half", "random"] = "drop"
     seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
-    webhook_url: str | None = Field(None, max_length=2000, description="POSTed the final report once the campaign ends.")
+    webhook_url: str | None = Field(
+        None, max_length=2000, description="POSTed the final report once the campaign ends."
+    )
 
     @field_validator("webhook_url")
     @classmethod
@@ -144,7 +146,9 @@ class VoteIn(_Strict):
 
 
 class RunIn(_Strict):
-    max_duels: int | None = Field(None, ge=1, le=10**9, description="Stop the run after this many duels (the campaign stays running).")
+    max_duels: int | None = Field(
+        None, ge=1, le=10**9, description="Stop the run after this many duels (the campaign stays running)."
+    )
     concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
 
 
@@ -175,12 +179,16 @@ class CampaignOut(BaseModel):
     algorithm: str
     assumes_condorcet_winner: bool = Field(
         description="True for the paper's five algorithms: their certificate is only valid if some model beats "
-        "every other; dctas-pc does not assume it and ends no_condorcet_winner when none does.")
+        "every other; dctas-pc does not assume it and ends no_condorcet_winner when none does."
+    )
     condorcet_note: str | None = Field(description="That assumption in plain words (None for dctas-pc).")
     judge_cost: float = Field(description="c_J, the judge's expected cost per duel used by the allocation (USD).")
     certificates: list[list[int]] | None = Field(
-        None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom).")
-    copeland_winner: str | None = Field(None, description="dctas-pc: the model beating the most others in the estimate.")
+        None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom)."
+    )
+    copeland_winner: str | None = Field(
+        None, description="dctas-pc: the model beating the most others in the estimate."
+    )
     top_cycle: list[str] | None = Field(None, description="dctas-pc: the estimate's top cycle (smallest dominant set).")
     delta: float
     tie_policy: str
@@ -209,7 +217,9 @@ class CampaignOut(BaseModel):
     evidence: list[float] = Field(description="S_i: evidence against model i being the best.")
     Z: float
     beta: float
-    lower_bound: float | None = Field(description="Plug-in lower bound on the expected cost (USD) at the empirical matrix.")
+    lower_bound: float | None = Field(
+        description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
+    )
     run: RunOut
     webhook_state: str
     created_at: dt.datetime

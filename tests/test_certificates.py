@@ -1,4 +1,5 @@
 """dctas-pc: pairwise certificates, the "no Condorcet winner" verdict, and the paper's algorithms on a cycle."""
+
 import json
 import math
 
@@ -12,16 +13,23 @@ from algorithms import _kernels as kern
 from algorithms.policies import NO_CONDORCET_WINNER
 from algorithms.simulator import simulate
 
-HARD = Instance(["a", "b", "c", "d"], [1.0, 2.0, 1.0, 3.0],
-                [[0.5, 0.52, 0.55, 0.53], [0.48, 0.5, 0.54, 0.52], [0.45, 0.46, 0.5, 0.55], [0.47, 0.48, 0.45, 0.5]])
+HARD = Instance(
+    ["a", "b", "c", "d"],
+    [1.0, 2.0, 1.0, 3.0],
+    [[0.5, 0.52, 0.55, 0.53], [0.48, 0.5, 0.54, 0.52], [0.45, 0.46, 0.5, 0.55], [0.47, 0.48, 0.45, 0.5]],
+)
 INTRANSITIVE = Instance(
-    ["w", "x", "y", "z"], [2.0, 1.0, 0.5, 3.0],
+    ["w", "x", "y", "z"],
+    [2.0, 1.0, 0.5, 3.0],
     [[0.5, 0.7, 0.7, 0.72], [0.3, 0.5, 0.7, 0.3], [0.3, 0.3, 0.5, 0.7], [0.28, 0.7, 0.3, 0.5]],
 )
 # rock-paper-scissors at 0.6 plus a fourth arm that loses to all three: no Condorcet winner
-RPS4 = Instance(["r", "p", "s", "d"], [1.0, 1.0, 1.0, 1.0],
-                [[0.5, 0.6, 0.4, 0.6], [0.4, 0.5, 0.6, 0.6], [0.6, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.5]],
-                require_condorcet=False)
+RPS4 = Instance(
+    ["r", "p", "s", "d"],
+    [1.0, 1.0, 1.0, 1.0],
+    [[0.5, 0.6, 0.4, 0.6], [0.4, 0.5, 0.6, 0.6], [0.6, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.5]],
+    require_condorcet=False,
+)
 
 
 def _max_errors(delta, n, level=1e-3):
@@ -29,8 +37,11 @@ def _max_errors(delta, n, level=1e-3):
     return int(binom.ppf(1 - level, n, delta))
 
 
-@pytest.mark.parametrize("instance", [HARD, INTRANSITIVE, pytest.param(synthetic_instance(10), marks=pytest.mark.slow)],
-                         ids=["hard", "intransitive", "synthetic10"])
+@pytest.mark.parametrize(
+    "instance",
+    [HARD, INTRANSITIVE, pytest.param(synthetic_instance(10), marks=pytest.mark.slow)],
+    ids=["hard", "intransitive", "synthetic10"],
+)
 def test_dctas_pc_error_and_false_no_cw_rates_at_most_delta(instance):
     delta, n = 0.1, 1000
     res = simulate(instance, "dctas-pc", delta, n, seed=7, max_steps=5_000_000)
@@ -107,6 +118,7 @@ def test_certified_winner_and_summary_on_an_instance_with_one():
 @pytest.mark.parametrize("bad", [{"BEAT": [[0, 1]]}, {"BEAT": "x"}, {"verdict": "maybe"}])
 def test_malformed_state_is_rejected(bad):
     from algorithms import PolicyError
+
     state = make_policy("dctas-pc", [1, 2, 3], 0.1).to_state()
     state.update(bad)
     with pytest.raises(PolicyError):

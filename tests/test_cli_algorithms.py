@@ -1,4 +1,5 @@
 """``llmduel oracle`` and ``llmduel simulate`` as a user runs them (a real subprocess)."""
+
 import json
 import subprocess
 import sys
@@ -28,20 +29,32 @@ def test_simulate_json_on_an_instance_file(tmp_path):
     r = run("simulate", str(path), "--algorithm", "crr", "--delta", "0.1", "--trials", "20", "--seed", "3", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    for key in ("algorithm", "delta", "trials", "mean_cost", "ci95", "error_rate", "mean_pulls", "lower_bound",
-                "cost_over_lower_bound"):
+    for key in (
+        "algorithm",
+        "delta",
+        "trials",
+        "mean_cost",
+        "ci95",
+        "error_rate",
+        "mean_pulls",
+        "lower_bound",
+        "cost_over_lower_bound",
+    ):
         assert key in out
     assert out["algorithm"] == "crr" and out["trials"] == 20 and out["mean_cost"] > out["lower_bound"]
     assert "simulating" in r.stderr  # progress goes to stderr, not stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("simulate", "missing.json", "--delta", "0.1"), "not found"),
-    (("simulate", "synthetic:k=4", "--delta", "1.5"), "delta"),
-    (("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "0"), "--trials"),
-    (("simulate", "synthetic:k=4", "--delta", "0.1", "--algorithm", "ucb"), "invalid choice"),
-    (("oracle", "not-an-instance"), "unknown instance"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("simulate", "missing.json", "--delta", "0.1"), "not found"),
+        (("simulate", "synthetic:k=4", "--delta", "1.5"), "delta"),
+        (("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "0"), "--trials"),
+        (("simulate", "synthetic:k=4", "--delta", "0.1", "--algorithm", "ucb"), "invalid choice"),
+        (("oracle", "not-an-instance"), "unknown instance"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     r = run(*args)
     assert r.returncode == 2
@@ -52,8 +65,15 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 
 def test_oracle_rejects_instance_without_condorcet_winner(tmp_path):
     path = tmp_path / "cyc.json"
-    path.write_text(json.dumps({"names": ["r", "p", "s"], "costs": [1, 1, 1],
-                                "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]}))
+    path.write_text(
+        json.dumps(
+            {
+                "names": ["r", "p", "s"],
+                "costs": [1, 1, 1],
+                "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]],
+            }
+        )
+    )
     r = run("oracle", str(path))
     assert r.returncode == 2 and "no Condorcet winner" in r.stderr
 
@@ -75,9 +95,15 @@ def test_judge_cost_option_on_oracle_and_simulate():
 
 def test_simulate_defaults_to_dctas_pc_and_answers_no_condorcet_winner(tmp_path):
     path = tmp_path / "rps4.json"
-    path.write_text(json.dumps({"names": ["r", "p", "s", "d"], "costs": [1, 1, 1, 1],
-                                "preference": [[0.5, 0.6, 0.4, 0.6], [0.4, 0.5, 0.6, 0.6],
-                                               [0.6, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.5]]}))
+    path.write_text(
+        json.dumps(
+            {
+                "names": ["r", "p", "s", "d"],
+                "costs": [1, 1, 1, 1],
+                "preference": [[0.5, 0.6, 0.4, 0.6], [0.4, 0.5, 0.6, 0.6], [0.6, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.5]],
+            }
+        )
+    )
     r = run("simulate", str(path), "--delta", "0.05", "--trials", "40", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)

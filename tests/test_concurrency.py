@@ -68,8 +68,12 @@ def test_50_simultaneous_votes_with_duplicates(server):
     assert len(votes) == 50
     # Half the requests as admin, half with the annotator token.
     annotator = {"Authorization": f"Bearer {token}"}
-    barrier_results = fire_together([("POST", f"{url}/v1/duels/{d}/vote", {"choice": c}, ADMIN if n % 2 else annotator)
-                                     for n, (d, c) in enumerate(votes)])
+    barrier_results = fire_together(
+        [
+            ("POST", f"{url}/v1/duels/{d}/vote", {"choice": c}, ADMIN if n % 2 else annotator)
+            for n, (d, c) in enumerate(votes)
+        ]
+    )
     assert len(barrier_results) == 50
 
     by_status = Counter(r.status_code for r in barrier_results)

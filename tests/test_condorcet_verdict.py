@@ -86,8 +86,12 @@ async def test_the_default_dashboard_has_no_assumption_notice(api):
 
 @pytest.mark.parametrize("both_orders, factor", [(True, 2.0), (False, 1.0)])
 async def test_an_llm_judges_cost_reaches_the_policy(api, db_url, both_orders, factor):
-    judge = {"kind": "llm", "client": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "j"},
-             "cost": 0.25, "both_orders": both_orders}  # never called: the campaign is not run
+    judge = {
+        "kind": "llm",
+        "client": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "j"},
+        "cost": 0.25,
+        "both_orders": both_orders,
+    }  # never called: the campaign is not run
     view = (await api.post("/v1/campaigns", json=campaign_body(name="judge cost", judge=judge))).json()
     assert view["judge_cost"] == pytest.approx(0.25 * factor)
     from service.db import Database

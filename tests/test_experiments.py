@@ -181,8 +181,11 @@ def test_analyze_log_json(tmp_path, capsys):
 
 
 def test_analyze_instance_file_and_text_output(tmp_path, capsys):
-    inst = {"names": ["x", "y", "z"], "costs": [1, 1, 1],
-            "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]}
+    inst = {
+        "names": ["x", "y", "z"],
+        "costs": [1, 1, 1],
+        "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]],
+    }
     path = tmp_path / "cyc.json"
     path.write_text(json.dumps(inst))
     assert cli_main(["analyze", str(path), "--json"]) == 0
@@ -255,8 +258,20 @@ def test_reproduce_synthetic_reduced(tmp_path, capsys):
 
 def test_reproduce_realworld_reduced(tmp_path, capsys):
     out = tmp_path / "rw"
-    rc = cli_main(["reproduce", "realworld", "--trials", "4", "--chunk", "2", "--instances", "text,genai-image",
-                   "--out", str(out)])
+    rc = cli_main(
+        [
+            "reproduce",
+            "realworld",
+            "--trials",
+            "4",
+            "--chunk",
+            "2",
+            "--instances",
+            "text,genai-image",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert res["delta"] == 1e-10 and res["cap_factor"] == 10

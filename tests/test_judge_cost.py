@@ -1,4 +1,5 @@
 """The judge's cost c_J: a duel on (i, j) costs c_i + c_j + c_J, in the oracle, the policies and the simulator."""
+
 import json
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Each compiled kernel against its numpy reference formula (stats.py, thresholds.py, oracle.py), on random inputs."""
+
 import numpy as np
 import pytest
 

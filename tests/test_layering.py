@@ -5,6 +5,7 @@ The layers, lowest first: ``algorithms`` (pure mathematics) -> ``judges`` -> ``s
 layers below, never above; and no two of our modules may import each other, directly or
 through others (an import cycle), counting imports inside functions too.
 """
+
 from __future__ import annotations
 
 import ast
@@ -154,12 +155,15 @@ def test_no_import_cycle_between_our_modules():
     assert [c for c in cycles(GRAPH) if c not in KNOWN_CYCLES] == []
 
 
-@pytest.mark.parametrize("graph, expected", [
-    ({"algorithms.a": {"service.x"}, "service.x": set()}, ["algorithms.a -> service.x"]),
-    ({"judges.llm": {"service.clients"}, "service.clients": set()}, ["judges.llm -> service.clients"]),
-    ({"service.app": {"service.cli"}, "service.cli": {"service.app"}}, ["service.app -> service.cli"]),
-    ({"service.cli": {"service.app", "judges.llm", "algorithms.a"}}, []),
-])
+@pytest.mark.parametrize(
+    "graph, expected",
+    [
+        ({"algorithms.a": {"service.x"}, "service.x": set()}, ["algorithms.a -> service.x"]),
+        ({"judges.llm": {"service.clients"}, "service.clients": set()}, ["judges.llm -> service.clients"]),
+        ({"service.app": {"service.cli"}, "service.cli": {"service.app"}}, ["service.app -> service.cli"]),
+        ({"service.cli": {"service.app", "judges.llm", "algorithms.a"}}, []),
+    ],
+)
 def test_upward_import_detector(graph, expected):
     assert upward_imports(graph) == expected
 

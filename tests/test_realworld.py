@@ -106,8 +106,7 @@ def test_genai_arena_log_has_playgroundv2_as_condorcet_winner(tie_policy):
 @needs_data
 def test_genai_arena_counts_match_the_log_totals():
     drop = analyze_source(str(DATA / "genai_arena" / "battles_20240220.csv"), include="_generation$")
-    half = analyze_source(str(DATA / "genai_arena" / "battles_20240220.csv"), include="_generation$",
-                          tie_policy="half")
+    half = analyze_source(str(DATA / "genai_arena" / "battles_20240220.csv"), include="_generation$", tie_policy="half")
     assert drop["excluded_models"] == [] and half["excluded_models"] == []
     lg = drop["log"]
     assert lg["used"] + lg["skipped_self"] == 1978  # the README: 1,978 text-to-image battles (one is a self-battle)

@@ -3,6 +3,7 @@ then ``llmduel db upgrade`` on a new SQLite file and ``llmduel serve --demo`` an
 ``/healthz``, all run from a directory outside the source tree (so nothing is imported
 from the checkout). Needs the dependencies in pip's cache or network access.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,32 +32,49 @@ def test_non_editable_install_migrates_and_serves(tmp_path):
     venv.create(env_dir, with_pip=True)  # no --system-site-packages: only what the wheel declares
     py = env_dir / "bin" / "python"
     llmduel = env_dir / "bin" / "llmduel"
-    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO)],
-                         capture_output=True, text=True, timeout=900)
+    pip = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
 
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(DATABASE_URL=f"sqlite:///{work / 'fresh.db'}", LLMDUEL_API_KEY="wheel-test-key",
-               LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1")
+    env.update(
+        DATABASE_URL=f"sqlite:///{work / 'fresh.db'}",
+        LLMDUEL_API_KEY="wheel-test-key",
+        LLMDUEL_RESUME_RUNS="0",
+        PYTHONUNBUFFERED="1",
+    )
 
-    where = subprocess.run([str(py), "-c", "import migrations, service; print(service.__file__)"],
-                           cwd=work, env=env, capture_output=True, text=True, timeout=60)
+    where = subprocess.run(
+        [str(py), "-c", "import migrations, service; print(service.__file__)"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert where.returncode == 0, where.stderr
     assert str(REPO) not in where.stdout and "site-packages" in where.stdout
 
-    up = subprocess.run([str(llmduel), "db", "upgrade"], cwd=work, env=env, capture_output=True, text=True,
-                        timeout=120)
+    up = subprocess.run([str(llmduel), "db", "upgrade"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert up.returncode == 0, up.stderr
-    cur = subprocess.run([str(llmduel), "db", "current"], cwd=work, env=env, capture_output=True, text=True,
-                         timeout=60)
+    cur = subprocess.run([str(llmduel), "db", "current"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert cur.returncode == 0 and "0001" in cur.stdout, (cur.stdout, cur.stderr)
 
     port = _free_port()
     log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([str(llmduel), "serve", "--demo", "--port", str(port), "--log-level", "warning"],
-                            cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [str(llmduel), "serve", "--demo", "--port", str(port), "--log-level", "warning"],
+        cwd=work,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 90
         healthy = False

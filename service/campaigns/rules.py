@@ -118,8 +118,9 @@ def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, b
 
 
 # ---------------------------------------------------------------- recording a verdict
-def score_of(choice: str, model_i: int, model_a: int, model_b: int, tie_policy: str, seed: int,
-             number: int) -> float | None:
+def score_of(
+    choice: str, model_i: int, model_a: int, model_b: int, tie_policy: str, seed: int, number: int
+) -> float | None:
     """The score of model_i for a verdict under the campaign's tie policy (None: not counted).
 
     A win is 1 or 0; a tie or "both bad" counts half under ``half``, a fair coin

@@ -90,7 +90,9 @@ class CampaignViews:
         lower = None
         if (stats.get("t") or 0) > 0:
             try:
-                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta))
+                lower = finite_or_none(
+                    plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta)
+                )
             except Exception:  # a statistic must never break the view
                 lower = None
         budget = from_nusd(c.budget_nusd)
@@ -187,8 +189,13 @@ class CampaignViews:
                 )
             items = [self.campaign_view(c, int(pend.get(c.id, 0))) for c in rows]
         nxt = offset + len(items)
-        return {"items": items, "total": total, "limit": limit, "offset": offset,
-                "next_offset": nxt if nxt < total else None}
+        return {
+            "items": items,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "next_offset": nxt if nxt < total else None,
+        }
 
     def duel_view(self, d: Duel, c: Campaign | None, charges: list[Charge] | None = None) -> dict:
         """The full (admin) view of a duel; :func:`duel_view_for` strips it for annotators."""
@@ -220,8 +227,12 @@ class CampaignViews:
         }
         if charges is not None:
             view["charges"] = [
-                {"kind": ch.kind, "model_index": ch.model_index, "amount": from_nusd(ch.amount_nusd),
-                 "created_at": ch.created_at}
+                {
+                    "kind": ch.kind,
+                    "model_index": ch.model_index,
+                    "amount": from_nusd(ch.amount_nusd),
+                    "created_at": ch.created_at,
+                }
                 for ch in charges
             ]
         return view
@@ -258,6 +269,10 @@ class CampaignViews:
                     by_duel[ch.duel_id].append(ch)
             items = [self.duel_view(d, c, by_duel[d.id]) for d in duels]
         nxt = offset + len(items)
-        return {"items": items, "total": total, "limit": limit, "offset": offset,
-                "next_offset": nxt if nxt < total else None}
-
+        return {
+            "items": items,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "next_offset": nxt if nxt < total else None,
+        }

@@ -4,6 +4,7 @@ Each command is registered by a small ``add_*_parser(subparsers)`` function that
 lives next to its implementation and imports heavy modules lazily. A handler
 returns an exit code; user errors are one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """``python -m service.cli``: the ``llmduel`` command line."""
+
 import sys
 
 from service.cli import main

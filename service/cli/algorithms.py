@@ -3,6 +3,7 @@
 stdout carries the result (a table, or JSON with ``--json``); logs and progress
 go to stderr. Bad input is one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,6 +32,7 @@ def _judge_cost(text: str) -> float:
 def _load(spec: str, require_condorcet: bool = True):
     from algorithms.instance import InstanceError
     from algorithms.instances import resolve_instance
+
     try:
         return resolve_instance(spec, require_condorcet=require_condorcet)
     except InstanceError as exc:
@@ -39,6 +41,7 @@ def _load(spec: str, require_condorcet: bool = True):
 
 def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dict[str, Any]:
     from algorithms.oracle import solve_oracle
+
     res = solve_oracle(instance, judge_cost=judge_cost)
     names = instance.names
     out: dict[str, Any] = {
@@ -49,10 +52,12 @@ def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dic
         "c_star": res.c_star,
         "alpha": {names[m]: (None if m == res.winner else float(res.alpha[m])) for m in range(instance.L)},
         "gamma": {names[m]: [names[n] for n in res.gamma[m]] for m in range(instance.L) if m != res.winner},
-        "pull_fractions": [{"pair": [names[i], names[j]], "fraction": float(f)}
-                           for (i, j), f in zip(res.pairs, res.pull_fractions)],
-        "cost_fractions": [{"pair": [names[i], names[j]], "fraction": float(f)}
-                           for (i, j), f in zip(res.pairs, res.cost_fractions)],
+        "pull_fractions": [
+            {"pair": [names[i], names[j]], "fraction": float(f)} for (i, j), f in zip(res.pairs, res.pull_fractions)
+        ],
+        "cost_fractions": [
+            {"pair": [names[i], names[j]], "fraction": float(f)} for (i, j), f in zip(res.pairs, res.cost_fractions)
+        ],
     }
     if delta is not None:
         out["delta"] = delta
@@ -80,14 +85,26 @@ def cmd_oracle(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from algorithms.policies import PAPER_ALGORITHMS, PolicyError
     from algorithms.simulator import simulate
+
     # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
     inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
     t0 = time.perf_counter()
-    print(f"simulating {args.trials} trials of {args.algorithm} on {args.instance} "
-          f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...", file=sys.stderr)
+    print(
+        f"simulating {args.trials} trials of {args.algorithm} on {args.instance} "
+        f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...",
+        file=sys.stderr,
+    )
     try:
-        res = simulate(inst, args.algorithm, args.delta, args.trials, seed=args.seed, jobs=args.jobs,
-                       max_steps=args.max_steps, judge_cost=args.judge_cost)
+        res = simulate(
+            inst,
+            args.algorithm,
+            args.delta,
+            args.trials,
+            seed=args.seed,
+            jobs=args.jobs,
+            max_steps=args.max_steps,
+            judge_cost=args.judge_cost,
+        )
     except PolicyError as exc:
         raise CLIError(str(exc)) from None
     rep = res.summary()
@@ -120,36 +137,59 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _instance_help() -> str:
     from algorithms.instances import builtin_names
+
     return "instance JSON file or built-in name: " + ", ".join(builtin_names())
 
 
 def add_oracle_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("oracle", help="optimal allocations and the cost lower bound of an instance",
-                       description="Solve the oracle (Theorem 1, Proposition 1, Lemma 2) for INSTANCE.")
+    p = sub.add_parser(
+        "oracle",
+        help="optimal allocations and the cost lower bound of an instance",
+        description="Solve the oracle (Theorem 1, Proposition 1, Lemma 2) for INSTANCE.",
+    )
     p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
     p.add_argument("--delta", type=_delta, default=None, help="also print the lower bound c* log(1/(4 delta))")
-    p.add_argument("--judge-cost", type=_judge_cost, default=0.0, metavar="C_J",
-                   help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)")
+    p.add_argument(
+        "--judge-cost",
+        type=_judge_cost,
+        default=0.0,
+        metavar="C_J",
+        help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_oracle)
 
 
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     from algorithms.policies import ALGORITHMS
-    p = sub.add_parser("simulate", help="Monte-Carlo trials of a policy on an instance",
-                       description="Run independent trials of a policy on INSTANCE with the fast simulator.")
+
+    p = sub.add_parser(
+        "simulate",
+        help="Monte-Carlo trials of a policy on an instance",
+        description="Run independent trials of a policy on INSTANCE with the fast simulator.",
+    )
     p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
-    p.add_argument("--algorithm", "-a", choices=ALGORITHMS, default="dctas-pc",
-                   help="dctas-pc (default; can answer 'no Condorcet winner'; not from the paper) "
-                        "or one of the paper's five, whose certificate assumes a Condorcet winner exists")
+    p.add_argument(
+        "--algorithm",
+        "-a",
+        choices=ALGORITHMS,
+        default="dctas-pc",
+        help="dctas-pc (default; can answer 'no Condorcet winner'; not from the paper) "
+        "or one of the paper's five, whose certificate assumes a Condorcet winner exists",
+    )
     p.add_argument("--delta", type=_delta, required=True)
-    p.add_argument("--judge-cost", type=_judge_cost, default=0.0, metavar="C_J",
-                   help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)")
+    p.add_argument(
+        "--judge-cost",
+        type=_judge_cost,
+        default=0.0,
+        metavar="C_J",
+        help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)",
+    )
     p.add_argument("--trials", type=whole_number("--trials"), default=100)
     p.add_argument("--seed", type=whole_number("--seed", allow_zero=True), default=0)
-    p.add_argument("--jobs", type=whole_number("--jobs", allow_zero=True), default=1,
-                   help="worker processes (0 = all cores)")
-    p.add_argument("--max-steps", type=whole_number("--max-steps"), default=50_000_000,
-                   help="per-trial cap on duels")
+    p.add_argument(
+        "--jobs", type=whole_number("--jobs", allow_zero=True), default=1, help="worker processes (0 = all cores)"
+    )
+    p.add_argument("--max-steps", type=whole_number("--max-steps"), default=50_000_000, help="per-trial cap on duels")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_simulate)

@@ -70,10 +70,7 @@ class ClientError(ModelCallError):
         return " | ".join(parts)
 
     def __repr__(self) -> str:
-        return (
-            f"ClientError({self.message!r}, status_code={self.status_code!r}, "
-            f"attempts={self.attempts!r})"
-        )
+        return f"ClientError({self.message!r}, status_code={self.status_code!r}, attempts={self.attempts!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,10 +90,7 @@ def compute_cost(
     else the fixed per-query cost."""
     if price is None or input_tokens is None or output_tokens is None:
         return float(fixed_cost)
-    return (
-        input_tokens * float(price["input_per_1m"])
-        + output_tokens * float(price["output_per_1m"])
-    ) / 1_000_000.0
+    return (input_tokens * float(price["input_per_1m"]) + output_tokens * float(price["output_per_1m"])) / 1_000_000.0
 
 
 class ModelClient(abc.ABC):
