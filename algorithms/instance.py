@@ -164,7 +164,7 @@ def validate_components(names: Any, costs: Any, preference: Any) -> tuple[tuple[
         raise InstanceError(f"costs must have one entry per arm ({L}), got shape {c.shape}")
     bad = [names_t[i] for i in range(L) if not cost_ok(float(c[i]))]
     if bad:
-        raise InstanceError(f"costs must be finite, > 0 and <= {COST_MAX:g}; bad cost for: {', '.join(bad)}")
+        raise InstanceError(f"costs must be finite and > 0, at most {COST_MAX:g}; bad cost for: {', '.join(bad)}")
     try:
         P = np.array(preference, dtype=float)
     except (TypeError, ValueError):

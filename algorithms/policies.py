@@ -87,7 +87,7 @@ def _validate_costs(costs: Any) -> np.ndarray:
     if c.ndim != 1 or c.shape[0] < 2:
         raise PolicyError(f"costs must be a list of at least 2 numbers, got shape {c.shape}")
     if not all(cost_ok(float(x)) for x in c):
-        raise PolicyError(f"costs must be finite, > 0 and <= {COST_MAX:g}")
+        raise PolicyError(f"costs must be finite and > 0, at most {COST_MAX:g}")
     return c
 
 
