@@ -5,6 +5,7 @@ Pure, dependency-light numerics (numpy, scipy, numba): instances, the oracle
 sampling policies (DCTAS and the baselines TAS, CRR, DCTAC, DPCA) behind one
 step-wise interface, and a fast simulator. No I/O, no web, no database.
 """
+
 from .instance import Instance, InstanceError, synthetic_instance
 from .oracle import OracleResult, lower_bound, plugin_lower_bound, solve_oracle
 from .policies import ALGORITHMS, Policy, PolicyError, make_policy, policy_from_state

@@ -12,6 +12,7 @@ Derived arrays (pure functions of ``N`` and ``W``, rebuilt on load):
 ``G[i, j] = d(phat_ij, 1/2) 1{phat_ij < 1/2} / (c_i + c_j)`` (the oracle's g),
 ``S[i] = sum_j T[i, j]`` and ``AMAX[i] = max_j G[i, j]``.
 """
+
 from __future__ import annotations
 
 import math
@@ -387,3 +388,180 @@ def dpca_record(k, score, META, n, s, ACT, ADV, INA, PI, PJ, PK, c, delta, delta
         if INA[a]:
             return
     META[3] = 1
+
+
+# ---------------------------------------------------------------- dctas-pc (pairwise certificates)
+PC_GRID = 40  # mixture components q_g = 1/2 - 0.5 * PC_RATIO**g, g = 1..PC_GRID, weight 1/PC_GRID each
+PC_RATIO = 0.8
+
+
+@njit(cache=True)
+def pc_log_mixture(n, x):
+    """``log M_n`` of the mixture martingale against ``p >= 1/2`` for an arm with score ``x`` in ``n`` duels.
+
+    ``M_n = (1/G) sum_g (2 q_g)^x (2 (1 - q_g))^(n - x)`` with ``q_g < 1/2``. Under any
+    ``p >= 1/2`` each term has conditional mean ``1 + (2q - 1)(2p - 1) <= 1`` per duel
+    (also for half points, by convexity in the score), so ``M_n`` is a nonnegative
+    supermartingale and Ville's inequality gives ``P(sup_n M_n >= 1/d) <= d``.
+    """
+    best = -1e300
+    vals = np.empty(PC_GRID)
+    for g in range(PC_GRID):
+        q = 0.5 - 0.5 * PC_RATIO ** (g + 1)
+        v = x * math.log(2.0 * q) + (n - x) * math.log(2.0 * (1.0 - q))
+        vals[g] = v
+        if v > best:
+            best = v
+    s = 0.0
+    for g in range(PC_GRID):
+        s += math.exp(vals[g] - best)
+    return best + math.log(s) - math.log(PC_GRID)
+
+
+@njit(cache=True)
+def pc_update(k, N, W, PI, PJ, log_thr, BEAT):
+    """After a duel on pair ``k``: set ``BEAT[w, l]`` when the test certifies ``l`` is beaten by ``w``."""
+    i = PI[k]
+    j = PJ[k]
+    n = N[k]
+    xi = W[k]
+    if xi < 0.5 * n and not BEAT[j, i]:
+        if pc_log_mixture(n, xi) >= log_thr:
+            BEAT[j, i] = True
+    xj = n - xi
+    if xj < 0.5 * n and not BEAT[i, j]:
+        if pc_log_mixture(n, xj) >= log_thr:
+            BEAT[i, j] = True
+
+
+@njit(cache=True)
+def pc_recount(N, W, PI, PJ, log_thr, BEAT):
+    for k in range(N.shape[0]):
+        if N[k] > 0:
+            pc_update(k, N, W, PI, PJ, log_thr, BEAT)
+
+
+@njit(cache=True)
+def pc_leader(BEAT, AMAX):
+    """The arm beaten by no certificate with the least evidence of losing (ties: lowest index); -1 if none."""
+    L = AMAX.shape[0]
+    a = -1
+    for m in range(L):
+        beaten = False
+        for n in range(L):
+            if BEAT[n, m]:
+                beaten = True
+                break
+        if beaten:
+            continue
+        if a < 0 or AMAX[m] < AMAX[a]:
+            a = m
+    return a
+
+
+@njit(cache=True)
+def pc_verdict(BEAT):
+    """``>= 0``: that arm certifiably beats every other arm; ``-2``: every arm is certified beaten; ``-1``: go on."""
+    L = BEAT.shape[0]
+    n_beaten = 0
+    for m in range(L):
+        for n in range(L):
+            if BEAT[n, m]:
+                n_beaten += 1
+                break
+    if n_beaten == L:
+        return -2
+    for a in range(L):
+        ok = True
+        for n in range(L):
+            if n != a and not BEAT[a, n]:
+                ok = False
+                break
+        if ok:
+            return a
+    return -1
+
+
+@njit(cache=True)
+def pc_choose(NEFF, G, AMAX, c, PI, PJ, PK, BEAT, alpha):
+    """Next pair for dctas-pc: initialise, forced exploration over pairs that still matter, then D-tracking.
+
+    The leader ``a`` (uncertified, least evidence of losing) must be shown to beat every
+    other arm ``m``: pair ``(m, a)`` gets weight ``1 / g[m, a]`` (Theorem 1 with ``Gamma_m = {a}``),
+    or ``1 / d(1/2 - 1/(2 sqrt(n)), 1/2)`` when ``m`` does not seem to lose to ``a``. If the
+    leader itself seems to lose, its best adversary gets ``1 / alpha_a``: that certifies the
+    leader beaten and moves the lead on, which is how every arm gets certified when there
+    is no Condorcet winner. Weights are in pulls (``1 / (g c)``), normalised (Lemma 2).
+    """
+    K = NEFF.shape[0]
+    L = AMAX.shape[0]
+    t = 0.0
+    for k in range(K):
+        t += NEFF[k]
+    a = pc_leader(BEAT, AMAX)
+    # pairs that matter: some arm in it is not yet certified beaten, or it is a leader pair still to prove
+    best = -1
+    low = 1e300
+    fe = math.sqrt(t) - 0.5 * K
+    for k in range(K):
+        i = PI[k]
+        j = PJ[k]
+        matters = False
+        if a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i])):
+            matters = True
+        else:
+            bi = False
+            bj = False
+            for n in range(L):
+                if BEAT[n, i]:
+                    bi = True
+                if BEAT[n, j]:
+                    bj = True
+            matters = not (bi and bj)
+        if matters and (NEFF[k] == 0.0 or NEFF[k] < fe) and NEFF[k] < low:
+            low = NEFF[k]
+            best = k
+    if best >= 0:
+        return best
+    for k in range(K):
+        alpha[k] = 0.0
+    total = 0.0
+    for m in range(L):
+        if m == a:
+            continue
+        if a < 0 or BEAT[a, m]:
+            continue
+        k = PK[m, a]
+        if G[m, a] > 0.0:
+            w = 1.0 / G[m, a] / (c[m] + c[a])
+        else:
+            # m does not seem to lose to the leader: weight 1/d at the edge of a
+            # 1/sqrt(n) band around 1/2, so the pair keeps a share growing with its count
+            w = 1.0 / kl_half(0.5 - 0.5 / math.sqrt(NEFF[k] + 1.0))
+        alpha[k] += w
+        total += w
+    if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best adversary
+        nb = 0
+        for n in range(L):
+            if n != a and G[a, n] > G[a, nb] or nb == a:
+                nb = n
+        k = PK[a, nb]
+        w = 1.0 / AMAX[a] / (c[a] + c[nb])
+        alpha[k] += w
+        total += w
+    if total <= 0.0:
+        # nothing to track: the least-pulled pair that matters (or any least-pulled pair)
+        best = 0
+        for k in range(K):
+            if NEFF[k] < NEFF[best]:
+                best = k
+        return best
+    best = -1
+    deficit = -1e300
+    for k in range(K):
+        if alpha[k] > 0.0:
+            d = alpha[k] / total * t - NEFF[k]
+            if d > deficit:
+                deficit = d
+                best = k
+    return best

@@ -90,8 +90,7 @@ def as_preference(P: Any) -> np.ndarray:
     if not np.allclose(A + A.T, 1.0, atol=1e-6):
         i, j = np.unravel_index(np.argmax(np.abs(A + A.T - 1.0)), A.shape)
         raise ValueError(
-            f"preference matrix is not complementary: P[{i}][{j}] + P[{j}][{i}] = "
-            f"{A[i, j] + A[j, i]:.6g}, expected 1"
+            f"preference matrix is not complementary: P[{i}][{j}] + P[{j}][{i}] = {A[i, j] + A[j, i]:.6g}, expected 1"
         )
     return A
 
@@ -143,8 +142,12 @@ def low_noise_model(P: Any, tol: float = DEFAULT_TOL) -> dict:
         return {"holds": True, "example": None}
     m = np.where(bad, margin, np.inf)
     i, j = np.unravel_index(int(np.argmin(m)), m.shape)
-    return {"holds": False, "example": {"i": int(i), "j": int(j)}, "margin": float(margin[i, j]),
-            "violations": int(bad.sum())}
+    return {
+        "holds": False,
+        "example": {"i": int(i), "j": int(j)},
+        "margin": float(margin[i, j]),
+        "violations": int(bad.sum()),
+    }
 
 
 def total_order(P: Any, tol: float = DEFAULT_TOL) -> dict:
@@ -193,8 +196,12 @@ def weak_stochastic_transitivity(P: Any, tol: float = DEFAULT_TOL) -> dict:
         return {"holds": True, "example": None}
     m = np.where(bad, Dik, np.inf)
     i, j, k = np.unravel_index(int(np.argmin(m)), m.shape)
-    return {"holds": False, "example": {"i": int(i), "j": int(j), "k": int(k)}, "margin": float(D[i, k]),
-            "violations": int(bad.sum())}
+    return {
+        "holds": False,
+        "example": {"i": int(i), "j": int(j), "k": int(k)},
+        "margin": float(D[i, k]),
+        "violations": int(bad.sum()),
+    }
 
 
 def relaxed_stochastic_transitivity(P: Any, tol: float = DEFAULT_TOL) -> dict:
@@ -232,8 +239,7 @@ def stochastic_triangle_inequality(P: Any, tol: float = DEFAULT_TOL) -> dict:
     """
     to = total_order(P, tol)
     if not to["holds"]:
-        return {"holds": False, "applicable": False, "example": to["example"],
-                "reason": "no total order"}
+        return {"holds": False, "applicable": False, "example": to["example"], "reason": "no total order"}
     D = _delta(P)
     L = D.shape[0]
     rank = np.empty(L, dtype=int)
@@ -247,9 +253,13 @@ def stochastic_triangle_inequality(P: Any, tol: float = DEFAULT_TOL) -> dict:
         return {"holds": True, "applicable": True, "example": None}
     m = np.where(bad, margin, np.inf)
     i, j, k = np.unravel_index(int(np.argmin(m)), m.shape)
-    return {"holds": False, "applicable": True,
-            "example": {"i": int(i), "j": int(j), "k": int(k)}, "margin": float(margin[i, j, k]),
-            "violations": int(bad.sum())}
+    return {
+        "holds": False,
+        "applicable": True,
+        "example": {"i": int(i), "j": int(j), "k": int(k)},
+        "margin": float(margin[i, j, k]),
+        "violations": int(bad.sum()),
+    }
 
 
 def general_identifiability(P: Any, tol: float = DEFAULT_TOL) -> dict:

@@ -174,8 +174,9 @@ def fit_bradley_terry(
     l2 = float(l2)
     if L == 1:
         z = np.zeros(1)
-        return BTResult(names, z, z.copy(), np.zeros((1, 1)), z + base, z + base, z + base,
-                        ci_level, base, True, l2, 0, True, 0.0)
+        return BTResult(
+            names, z, z.copy(), np.zeros((1, 1)), z + base, z + base, z + base, ci_level, base, True, l2, 0, True, 0.0
+        )
 
     theta = np.zeros(L)
     converged = False

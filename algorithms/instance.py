@@ -7,6 +7,7 @@ and a preference matrix ``P`` with ``P[i, j] = p_ij = P(i beats j)`` and
 All inputs are validated at construction; errors are :class:`InstanceError`
 (a ``ValueError``) with a message that names the problem.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,7 @@ import numpy as np
 __all__ = ["Instance", "InstanceError", "synthetic_instance", "SYNTHETIC_PREFERENCE", "parse_builtin"]
 
 #: The paper's synthetic 3-arm preference matrix (Section 5.1, equation ``dataset: preference matrix``).
-SYNTHETIC_PREFERENCE = np.array(
-    [[0.5, 0.63, 0.65], [0.37, 0.5, 0.6], [0.35, 0.4, 0.5]], dtype=float
-)
+SYNTHETIC_PREFERENCE = np.array([[0.5, 0.63, 0.65], [0.37, 0.5, 0.6], [0.35, 0.4, 0.5]], dtype=float)
 
 #: Tolerance for ``p_ij + p_ji = 1``.
 ANTISYMMETRY_TOL = 1e-6

@@ -2,16 +2,23 @@
 
 For an instance with Condorcet winner ``a*``, define for every ``m != a*``::
 
-    g[m, n]   = d(p_mn, max(1/2, p_mn)) / (c_m + c_n)      (zero unless m loses to n)
+    g[m, n]   = d(p_mn, max(1/2, p_mn)) / (c_m + c_n + c_J) (zero unless m loses to n)
     alpha_m   = max_n g[m, n]                               (Theorem 1)
     Gamma_m   = argmax_n g[m, n]                            (ties within a tolerance)
     c*(nu)    = sum_{m != a*} 1 / alpha_m                   (lower-bound constant)
     w_m       = (1 / alpha_m) / c*                          (Proposition 1, cost fractions,
                                                              split evenly over Gamma_m)
-    alpha_ij  = (w_ij / (c_i + c_j)) / sum_kl w_kl / (c_k + c_l)   (Lemma 2, pull fractions)
+    alpha_ij  = (w_ij / (c_i + c_j + c_J)) / sum_kl w_kl / (c_k + c_l + c_J)   (Lemma 2, pull fractions)
 
 and ``E[J] >= c*(nu) log(1 / (4 delta))`` for every delta-PC algorithm.
+
+``c_J >= 0`` is the judge's cost per duel, so a duel on ``(i, j)`` costs
+``c_i + c_j + c_J``; ``c_J = 0`` is the paper's setting exactly. Since
+``c_i + c_j + c_J = (c_i + c_J/2) + (c_j + c_J/2)``, the judge's cost is the
+same as shifting every arm's cost by ``c_J / 2`` (:func:`effective_costs`), which
+is how the policies and the simulator apply it.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,15 +30,39 @@ import numpy as np
 from .instance import Instance, InstanceError, condorcet_winner, validate_components
 from .stats import empirical_preference, kl_bernoulli
 
-__all__ = ["OracleResult", "g_matrix", "solve_oracle", "lower_bound", "plugin_lower_bound"]
+__all__ = [
+    "OracleResult",
+    "effective_costs",
+    "validate_judge_cost",
+    "g_matrix",
+    "solve_oracle",
+    "lower_bound",
+    "plugin_lower_bound",
+]
 
 DEFAULT_RTOL = 1e-9
 
 
-def g_matrix(P: np.ndarray, costs: np.ndarray) -> np.ndarray:
-    """``g[m, n] = d(p_mn, max(1/2, p_mn)) / (c_m + c_n)``; zero on the diagonal and where m does not lose."""
+def validate_judge_cost(judge_cost: Any) -> float:
+    """``c_J`` as a float; ValueError unless it is a finite number >= 0."""
+    try:
+        cj = float(judge_cost)
+    except (TypeError, ValueError):
+        raise ValueError(f"judge cost must be a number >= 0, got {judge_cost!r}") from None
+    if not (math.isfinite(cj) and cj >= 0.0):
+        raise ValueError(f"judge cost must be a finite number >= 0, got {cj!r}")
+    return cj
+
+
+def effective_costs(costs: Sequence[float] | np.ndarray, judge_cost: float = 0.0) -> np.ndarray:
+    """Per-arm costs ``c_i + c_J / 2``: pair sums are then ``c_i + c_j + c_J`` (the cost of one duel)."""
+    return np.asarray(costs, dtype=float) + validate_judge_cost(judge_cost) / 2.0
+
+
+def g_matrix(P: np.ndarray, costs: np.ndarray, judge_cost: float = 0.0) -> np.ndarray:
+    """``g[m, n] = d(p_mn, max(1/2, p_mn)) / (c_m + c_n + c_J)``; zero on the diagonal and where m does not lose."""
     P = np.asarray(P, dtype=float)
-    c = np.asarray(costs, dtype=float)
+    c = effective_costs(costs, judge_cost)
     D = np.where(P < 0.5, kl_bernoulli(np.clip(P, 0.0, 1.0), 0.5), 0.0)
     G = D / (c[:, None] + c[None, :])
     np.fill_diagonal(G, 0.0)
@@ -73,14 +104,21 @@ class OracleResult:
         return self.c_star * max(0.0, math.log(1.0 / (4.0 * delta)))
 
 
-def solve_oracle(instance_or_P: Instance | Any, costs: Sequence[float] | None = None, *,
-                 rtol: float = DEFAULT_RTOL) -> OracleResult:
+def solve_oracle(
+    instance_or_P: Instance | Any,
+    costs: Sequence[float] | None = None,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    judge_cost: float = 0.0,
+) -> OracleResult:
     """Solve the oracle for an :class:`Instance`, or for a preference matrix and costs.
 
     ``rtol`` is the relative tolerance used to collect ``Gamma_m``: ``n`` is in
     ``Gamma_m`` when ``g[m, n] >= alpha_m (1 - rtol)``. Raises
     :class:`~algorithms.instance.InstanceError` when there is no Condorcet winner.
+    ``judge_cost`` is ``c_J``, added to the cost of every duel.
     """
+    cj = validate_judge_cost(judge_cost)
     if isinstance(instance_or_P, Instance):
         P, c = instance_or_P.preference, instance_or_P.costs
         if costs is not None:
@@ -94,7 +132,8 @@ def solve_oracle(instance_or_P: Instance | Any, costs: Sequence[float] | None = 
     a = condorcet_winner(P)
     if a is None:
         raise InstanceError("the oracle needs a Condorcet winner; this preference matrix has none")
-    G = g_matrix(P, c)
+    G = g_matrix(P, c, cj)
+    c = effective_costs(c, cj)
     alpha = np.full(L, np.inf)
     gamma: list[tuple[int, ...]] = []
     for m in range(L):
@@ -118,17 +157,19 @@ def solve_oracle(instance_or_P: Instance | Any, costs: Sequence[float] | None = 
     return OracleResult(int(a), alpha, tuple(gamma), c_star, pairs, w, pull)
 
 
-def lower_bound(instance: Instance, delta: float) -> float:
+def lower_bound(instance: Instance, delta: float, judge_cost: float = 0.0) -> float:
     """``c*(nu) log(1/(4 delta))``: no delta-PC algorithm has a smaller expected cost (Theorem 1)."""
-    return solve_oracle(instance).lower_bound(delta)
+    return solve_oracle(instance, judge_cost=judge_cost).lower_bound(delta)
 
 
-def plugin_lower_bound(wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float) -> float | None:
+def plugin_lower_bound(
+    wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float, judge_cost: float = 0.0
+) -> float | None:
     """The lower bound evaluated at the empirical matrix; None if the estimate has no Condorcet winner."""
     P = empirical_preference(wins, counts)
     if condorcet_winner(P) is None:
         return None
     try:
-        return solve_oracle(P, costs).lower_bound(delta)
+        return solve_oracle(P, costs, judge_cost=judge_cost).lower_bound(delta)
     except (InstanceError, ValueError):
         return None

@@ -29,6 +29,7 @@ each recorded duel (once every pair has a duel); with no duel in flight this is
 exactly the paper's rule, and with duels in flight it keeps the state a function
 of the ordered log of results, so replaying the log rebuilds it exactly.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,6 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
+from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant
 
 __all__ = [
@@ -46,12 +48,18 @@ __all__ = [
     "TrackingPolicy",
     "CRRPolicy",
     "DPCAPolicy",
+    "PCPolicy",
+    "PAPER_ALGORITHMS",
+    "NO_CONDORCET_WINNER",
     "make_policy",
     "policy_from_state",
     "pair_index_arrays",
 ]
 
-ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
+ALGORITHMS = ("dctas-pc", "dctas", "tas", "crr", "dctac", "dpca")
+PAPER_ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
+NO_CONDORCET_WINNER = "no_condorcet_winner"
+CW_ASSUMPTION = "the paper's stopping rule assumes a Condorcet winner exists; without one its certificate is not valid"
 STATE_VERSION = 1
 
 
@@ -92,18 +100,30 @@ def _validate_delta(delta: Any) -> float:
     return d
 
 
+def _validate_judge_cost(judge_cost: Any) -> float:
+    try:
+        return validate_judge_cost(judge_cost)
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+
+
 class Policy:
     """Common state and interface; use :func:`make_policy` to build one."""
 
     name: str = ""
     stopping_rule: str = "glr"
 
-    def __init__(self, costs: Sequence[float], delta: float, **params: Any) -> None:
+    def __init__(self, costs: Sequence[float], delta: float, *, judge_cost: Any = 0.0, **params: Any) -> None:
         self.costs = _validate_costs(costs)
         self.delta = _validate_delta(delta)
+        self.judge_cost = _validate_judge_cost(judge_cost)
         self.L = int(self.costs.shape[0])
         self.K = self.L * (self.L - 1) // 2
         self.params: dict[str, Any] = dict(params)
+        if self.judge_cost:
+            self.params["judge_cost"] = self.judge_cost
+        # c_i + c_J/2: pair sums are the full cost c_i + c_j + c_J of one duel (algorithms/oracle.py)
+        self.duel_costs = effective_costs(self.costs, self.judge_cost)
         self.PI, self.PJ, self.PK = pair_index_arrays(self.L)
         self.N = np.zeros(self.K, dtype=float)
         self.W = np.zeros(self.K, dtype=float)
@@ -119,7 +139,7 @@ class Policy:
 
     # ---------------------------------------------------------------- helpers
     def _costs_for_sampling(self) -> np.ndarray:
-        return self.costs
+        return self.duel_costs
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(zip(self.PI.tolist(), self.PJ.tolist()))
@@ -251,7 +271,9 @@ class Policy:
     def _record(self, k: int, s: float) -> None:
         self.N[k] += 1.0
         self.W[k] += s
-        kern.refresh_pair(k, self.N, self.W, self.PI, self.PJ, self._policy_costs, self._T, self._G, self._S, self._AMAX)
+        kern.refresh_pair(
+            k, self.N, self.W, self.PI, self.PJ, self._policy_costs, self._T, self._G, self._S, self._AMAX
+        )
 
     def _stop_winner(self) -> int | None:
         a, z = kern.leader_and_Z(self._S)
@@ -263,14 +285,22 @@ class Policy:
 class TrackingPolicy(Policy):
     """DCTAS (cost-aware), TAS (unit costs) and DCTAC (Hoeffding stop): forced exploration + C-tracking."""
 
-    def __init__(self, costs: Sequence[float], delta: float, *, cost_aware: bool = True,
-                 stopping_rule: str = "glr", name: str = "dctas") -> None:
+    def __init__(
+        self,
+        costs: Sequence[float],
+        delta: float,
+        *,
+        cost_aware: bool = True,
+        stopping_rule: str = "glr",
+        name: str = "dctas",
+        judge_cost: Any = 0.0,
+    ) -> None:
         self.name = name
         self.cost_aware = bool(cost_aware)
         if stopping_rule not in ("glr", "hoeffding"):
             raise PolicyError(f"unknown stopping rule {stopping_rule!r}")
         self.stopping_rule = stopping_rule
-        super().__init__(costs, delta)
+        super().__init__(costs, delta, judge_cost=judge_cost)
         self.CUM = np.zeros(self.K)
         self._alpha = np.zeros(self.K)
         K = self.K
@@ -279,11 +309,13 @@ class TrackingPolicy(Policy):
         self._WINS = np.zeros(self.L, dtype=np.int64)
 
     def _costs_for_sampling(self) -> np.ndarray:
-        return self.costs if self.cost_aware else np.ones_like(self.costs)
+        return self.duel_costs if self.cost_aware else np.ones_like(self.costs)
 
     def _allocation(self) -> np.ndarray:
         if self.initialised:
-            kern.pull_allocation(self._G, self._S, self._AMAX, self._policy_costs, self.PI, self.PJ, self.PK, self._alpha)
+            kern.pull_allocation(
+                self._G, self._S, self._AMAX, self._policy_costs, self.PI, self.PJ, self.PK, self._alpha
+            )
         else:
             self._alpha[:] = 0.0
         return self._alpha
@@ -323,7 +355,7 @@ class CRRPolicy(Policy):
     name = "crr"
 
     def _choose(self, pend: np.ndarray) -> int:
-        return int(kern.crr_choose(self.N + pend, self.costs, self.PI, self.PJ))
+        return int(kern.crr_choose(self.N + pend, self.duel_costs, self.PI, self.PJ))
 
 
 class DPCAPolicy(Policy):
@@ -336,11 +368,19 @@ class DPCAPolicy(Policy):
     name = "dpca"
     stopping_rule = "hoeffding"
 
-    def __init__(self, costs: Sequence[float], delta: float, *, delta_explore: float = 0.1, k1: float = 10.0) -> None:
+    def __init__(
+        self,
+        costs: Sequence[float],
+        delta: float,
+        *,
+        delta_explore: float = 0.1,
+        k1: float = 10.0,
+        judge_cost: Any = 0.0,
+    ) -> None:
         de = _validate_delta(delta_explore)
         if not (float(k1) > 1):
             raise PolicyError(f"k1 must be > 1, got {k1!r}")
-        super().__init__(costs, delta, delta_explore=de, k1=float(k1))
+        super().__init__(costs, delta, judge_cost=judge_cost, delta_explore=de, k1=float(k1))
         self.META = np.array([1, 0, -1, 0], dtype=np.int64)
         self.n = np.zeros(self.K)
         self.s = np.zeros(self.K)
@@ -362,16 +402,32 @@ class DPCAPolicy(Policy):
 
     def _record(self, k: int, s: float) -> None:
         super()._record(k, s)
-        kern.dpca_record(k, s, self.META, self.n, self.s, self.ACT, self.ADV, self.INA, self.PI, self.PJ, self.PK,
-                         self.costs, self.delta, self.params["delta_explore"], self.params["k1"])
+        kern.dpca_record(
+            k,
+            s,
+            self.META,
+            self.n,
+            self.s,
+            self.ACT,
+            self.ADV,
+            self.INA,
+            self.PI,
+            self.PJ,
+            self.PK,
+            self.duel_costs,
+            self.delta,
+            self.params["delta_explore"],
+            self.params["k1"],
+        )
 
     def _stop_winner(self) -> int | None:
         return int(self.META[2]) if self.META[3] == 1 else None
 
     def summary(self) -> dict[str, Any]:
         out = super().summary()
-        out.update({"round": self.round, "phase": self.phase,
-                    "candidate": int(self.META[2]) if self.META[1] == 1 else None})
+        out.update(
+            {"round": self.round, "phase": self.phase, "candidate": int(self.META[2]) if self.META[1] == 1 else None}
+        )
         return out
 
     def _extra_state(self) -> dict[str, Any]:
@@ -394,9 +450,104 @@ class DPCAPolicy(Policy):
             self.INA = np.array(state["INA"], dtype=np.bool_)
         except (KeyError, TypeError, ValueError) as exc:
             raise PolicyError(f"malformed DPCA state: {exc}") from None
-        if self.META.shape != (4,) or self.ACT.shape != (self.L, self.L) or self.ADV.shape != (self.L,) \
-                or self.INA.shape != (self.L,):
+        if (
+            self.META.shape != (4,)
+            or self.ACT.shape != (self.L, self.L)
+            or self.ADV.shape != (self.L,)
+            or self.INA.shape != (self.L,)
+        ):
             raise PolicyError("malformed DPCA state: array shapes do not match the number of arms")
+
+
+class PCPolicy(Policy):
+    """dctas-pc: pairwise certificates, the default (not from the paper; see ``docs/algorithms.md``).
+
+    A certificate "m is beaten by k" is issued when the mixture martingale of
+    :func:`algorithms._kernels.pc_log_mixture` for ``p_mk >= 1/2`` reaches
+    ``(L - 1) / delta``. Stop with winner ``a`` when ``a`` holds a certificate
+    against every other arm; stop with the verdict "no Condorcet winner" when every
+    arm is certified beaten. Sampling: :func:`algorithms._kernels.pc_choose`.
+    """
+
+    name = "dctas-pc"
+    stopping_rule = "certificates"
+
+    def __init__(self, costs: Sequence[float], delta: float, *, judge_cost: Any = 0.0) -> None:
+        super().__init__(costs, delta, judge_cost=judge_cost)
+        self.BEAT = np.zeros((self.L, self.L), dtype=np.bool_)
+        self._alpha = np.zeros(self.K)
+        self._log_thr = math.log((self.L - 1) / self.delta)
+        self.verdict: str | None = None
+
+    def _choose(self, pend: np.ndarray) -> int:
+        return int(
+            kern.pc_choose(
+                self.N + pend,
+                self._G,
+                self._AMAX,
+                self._policy_costs,
+                self.PI,
+                self.PJ,
+                self.PK,
+                self.BEAT,
+                self._alpha,
+            )
+        )
+
+    def _record(self, k: int, s: float) -> None:
+        super()._record(k, s)
+        kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._log_thr, self.BEAT)
+
+    def record(self, i: int, j: int, score: float) -> None:
+        super().record(i, j, score)
+        if not self.stopped and kern.pc_verdict(self.BEAT) == -2:
+            self.stopped, self.stop_t, self.verdict = True, self.t, NO_CONDORCET_WINNER
+
+    def _stop_winner(self) -> int | None:
+        v = int(kern.pc_verdict(self.BEAT))
+        return v if v >= 0 else None
+
+    def leader(self) -> int:
+        a = int(kern.pc_leader(self.BEAT, self._AMAX))
+        return a if a >= 0 else super().leader()
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        L = self.L
+        beats = [[int(w), int(lo)] for w in range(L) for lo in range(L) if self.BEAT[w, lo]]
+        P = np.where(self.counts_matrix() > 0, self.wins_matrix() / np.maximum(self.counts_matrix(), 1), 0.5)
+        copeland = [(int(np.sum(P[m] > 0.5)), -m) for m in range(L)]
+        # top cycle of the estimated tournament: arms that reach every other arm by "beats or ties" paths
+        R = (P >= 0.5) | np.eye(L, dtype=bool)
+        for q in range(L):
+            R = R | (R[:, [q]] & R[[q], :])
+        top = [m for m in range(L) if all(R[m, n] for n in range(L))]
+        out.update(
+            {
+                "verdict": self.verdict if self.verdict else ("winner" if self.stopped else None),
+                "certificates": beats,
+                "certified_beaten": [int(m) for m in range(L) if self.BEAT[:, m].any()],
+                "copeland_winner": int(-max(copeland)[1]),
+                "top_cycle": top,
+            }
+        )
+        return out
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {"BEAT": self.BEAT.astype(int).tolist(), "verdict": self.verdict}
+
+    def _load_extra(self, state: Mapping[str, Any]) -> None:
+        try:
+            B = np.array(state["BEAT"], dtype=np.bool_)
+        except (KeyError, TypeError, ValueError):
+            raise PolicyError("malformed dctas-pc state: BEAT must be an L x L matrix of 0/1") from None
+        if B.shape != (self.L, self.L):
+            raise PolicyError("malformed dctas-pc state: BEAT must be an L x L matrix of 0/1")
+        self.BEAT = B
+        v = state.get("verdict")
+        if v not in (None, NO_CONDORCET_WINNER):
+            raise PolicyError(f"malformed dctas-pc state: unknown verdict {v!r}")
+        self.verdict = v
 
 
 def _float_array(state: Mapping[str, Any], key: str, size: int) -> np.ndarray:
@@ -412,8 +563,10 @@ def _float_array(state: Mapping[str, Any], key: str, size: int) -> np.ndarray:
 
 
 def make_policy(algorithm: str, costs: Sequence[float], delta: float, **params: Any) -> Policy:
-    """Build a policy by name: one of ``dctas``, ``tas``, ``crr``, ``dctac``, ``dpca``."""
+    """Build a policy by name: one of ``dctas-pc`` (default elsewhere), ``dctas``, ``tas``, ``crr``, ``dctac``, ``dpca``."""
     name = str(algorithm).lower()
+    if name == "dctas-pc":
+        return PCPolicy(costs, delta, **params)
     if name == "dctas":
         return TrackingPolicy(costs, delta, cost_aware=True, stopping_rule="glr", name="dctas", **params)
     if name == "tas":

@@ -34,6 +34,7 @@ confidence sequences used by the simulator (:mod:`algorithms.prompt_sim`):
 Values are stored in halves (``2 v`` in ``{0, 1, 2}``, ``int8``) so that
 comparisons with ``1/2`` on the prompt set are exact integer comparisons.
 """
+
 from __future__ import annotations
 
 import math
@@ -131,9 +132,16 @@ class PromptInstance:
         return float(P * self.costs.sum() + L * (L - 1) / 2 * P * 2.0 * self.judge_cost)
 
 
-def bradley_terry_prompts(theta: Sequence[float], n_prompts: int, *, costs: Sequence[float],
-                          judge_cost: float, prompt_sd: float = 1.0, tie_prob: float = 0.0,
-                          seed: int = 0) -> PromptInstance:
+def bradley_terry_prompts(
+    theta: Sequence[float],
+    n_prompts: int,
+    *,
+    costs: Sequence[float],
+    judge_cost: float,
+    prompt_sd: float = 1.0,
+    tie_prob: float = 0.0,
+    seed: int = 0,
+) -> PromptInstance:
     """Draw a verdict table once from a per-prompt Bradley-Terry model.
 
     Model ``i`` has strength ``s_i(p) = theta_i + prompt_sd * z_ip`` on prompt ``p``

@@ -31,6 +31,7 @@ Modes:
   Condorcet winner on this prompt set" (``UNDECIDABLE``) when no useful pair is
   left.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,15 +43,24 @@ from numba import njit
 from algorithms.prompt_level import PromptInstance, bet_size
 
 __all__ = [
-    "MODE_FRESH", "MODE_REUSE", "MODE_WOR", "MODES",
-    "NO_CW", "UNDECIDABLE", "CAPPED",
-    "CampaignResult", "simulate_campaign", "run_trials",
+    "MODE_FRESH",
+    "MODE_REUSE",
+    "MODE_WOR",
+    "MODES",
+    "NO_CW",
+    "UNDECIDABLE",
+    "CAPPED",
+    "CampaignResult",
+    "simulate_campaign",
+    "run_trials",
 ]
 
 MODE_FRESH, MODE_REUSE, MODE_WOR = 0, 1, 2
 MODES = {"fresh": MODE_FRESH, "reuse": MODE_REUSE, "wor": MODE_WOR}
 NO_CW, UNDECIDABLE, CAPPED = -1, -2, -3
-COST_FLOOR = 0.01  # a duel already paid for still counts 1% of a fresh duel, so free pairs near a tie are not drawn forever
+COST_FLOOR = (
+    0.01  # a duel already paid for still counts 1% of a fresh duel, so free pairs near a tie are not drawn forever
+)
 
 
 @njit(cache=True)
@@ -172,8 +182,11 @@ def _campaign(H, costs, cj, mode, alpha, seed, max_duels, trace):
             n_verdicts += 1
         else:
             if mode == MODE_WOR:
-                unpaid[k] -= (0.0 if paid_ans[i, p] else costs[i]) + (0.0 if paid_ans[j, p] else costs[j]) \
+                unpaid[k] -= (
+                    (0.0 if paid_ans[i, p] else costs[i])
+                    + (0.0 if paid_ans[j, p] else costs[j])
                     + (0.0 if paid_ver[k, p] else 2.0 * cj)
+                )
             for a in (i, j):
                 if not paid_ans[a, p]:
                     paid_ans[a, p] = True
@@ -230,8 +243,16 @@ def _campaign(H, costs, cj, mode, alpha, seed, max_duels, trace):
             beaten[j] = True
         elif status[k] == 2:
             beaten[i] = True
-    return outcome, spend, duels, n_answers, n_verdicts, tr_pair[:duels] if trace else tr_pair[:0], \
-        tr_prompt[:duels] if trace else tr_prompt[:0], n
+    return (
+        outcome,
+        spend,
+        duels,
+        n_answers,
+        n_verdicts,
+        tr_pair[:duels] if trace else tr_pair[:0],
+        tr_prompt[:duels] if trace else tr_prompt[:0],
+        n,
+    )
 
 
 @dataclass(frozen=True)
@@ -269,8 +290,15 @@ def _mode(mode: str | int) -> int:
     return int(mode)
 
 
-def simulate_campaign(instance: PromptInstance, mode: str | int, delta: float, seed: int, *,
-                      max_duels: int = 1_000_000, trace: bool = False) -> CampaignResult:
+def simulate_campaign(
+    instance: PromptInstance,
+    mode: str | int,
+    delta: float,
+    seed: int,
+    *,
+    max_duels: int = 1_000_000,
+    trace: bool = False,
+) -> CampaignResult:
     """Run one campaign (module docstring) at confidence ``delta`` with a seeded generator."""
     if not 0.0 < delta < 1.0:
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
@@ -278,14 +306,24 @@ def simulate_campaign(instance: PromptInstance, mode: str | int, delta: float, s
         raise ValueError("max_duels must be >= 1")
     L = instance.n_models
     alpha = delta / (L - 1)
-    out = _campaign(instance.halves, instance.costs, instance.judge_cost, _mode(mode), alpha,
-                    int(seed) % (2**32), int(max_duels), bool(trace))
-    return CampaignResult(int(out[0]), float(out[1]), int(out[2]), int(out[3]), int(out[4]),
-                          out[5].copy(), out[6].copy(), out[7].copy())
+    out = _campaign(
+        instance.halves,
+        instance.costs,
+        instance.judge_cost,
+        _mode(mode),
+        alpha,
+        int(seed) % (2**32),
+        int(max_duels),
+        bool(trace),
+    )
+    return CampaignResult(
+        int(out[0]), float(out[1]), int(out[2]), int(out[3]), int(out[4]), out[5].copy(), out[6].copy(), out[7].copy()
+    )
 
 
-def run_trials(instance: PromptInstance, mode: str | int, delta: float, trials: int, seed: int = 0,
-               max_duels: int = 1_000_000) -> dict:
+def run_trials(
+    instance: PromptInstance, mode: str | int, delta: float, trials: int, seed: int = 0, max_duels: int = 1_000_000
+) -> dict:
     """``trials`` campaigns with seeds ``seed, seed + 1, ...``; per-trial arrays and the error count.
 
     An error is an answer other than the prompt-set truth: a wrong winner, or
@@ -301,8 +339,14 @@ def run_trials(instance: PromptInstance, mode: str | int, delta: float, trials: 
         outcome[t], spend[t], duels[t] = r.outcome, r.spend, r.duels
     capped = outcome == CAPPED
     if truth is None:
-        wrong = (outcome >= 0)
+        wrong = outcome >= 0
     else:
         wrong = (outcome != truth) & ~capped
-    return {"outcome": outcome, "spend": spend, "duels": duels, "errors": int(wrong.sum()),
-            "capped": int(capped.sum()), "truth": truth}
+    return {
+        "outcome": outcome,
+        "spend": spend,
+        "duels": duels,
+        "errors": int(wrong.sum()),
+        "capped": int(capped.sum()),
+        "truth": truth,
+    }

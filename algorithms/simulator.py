@@ -10,6 +10,7 @@ identical outcomes (``tests/test_simulator.py`` checks this on traces).
 Reproducibility: trial ``n`` uses seed ``SeedSequence(seed).generate_state(trials)[n]``
 for numba's Mersenne Twister, whatever the number of jobs.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,8 +25,8 @@ from numba import njit
 
 from . import _kernels as kern
 from .instance import Instance
-from .oracle import solve_oracle
-from .policies import ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
+from .oracle import effective_costs, solve_oracle, validate_judge_cost
+from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
 from .thresholds import beta_constant
 
 __all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS"]
@@ -33,13 +34,32 @@ __all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS"]
 DEFAULT_MAX_STEPS = 50_000_000
 
 # algorithm codes for the kernels
-_TRACK, _CRR, _DPCA = 0, 1, 2
+_TRACK, _CRR, _DPCA, _PC = 0, 1, 2, 3
+NO_CW = -2  # recommended[] value of a trial that ended with the verdict "no Condorcet winner"
 
 
 @njit(cache=True)
-def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, delta_explore, k1,
-                seeds, max_steps, out_cost, out_pulls, out_rec, out_pp, out_stopped,
-                trace_k, trace_s):
+def _run_trials(
+    code,
+    P,
+    c_true,
+    c_pol,
+    hoeffding,
+    beta_const,
+    log_num,
+    delta,
+    delta_explore,
+    k1,
+    seeds,
+    max_steps,
+    out_cost,
+    out_pulls,
+    out_rec,
+    out_pp,
+    out_stopped,
+    trace_k,
+    trace_s,
+):
     L = P.shape[0]
     K = L * (L - 1) // 2
     PI = np.empty(K, dtype=np.int64)
@@ -70,6 +90,7 @@ def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, d
     ACT = np.zeros((L, L), dtype=np.bool_)
     ADV = -np.ones(L, dtype=np.int64)
     INA = np.zeros(L, dtype=np.bool_)
+    BEAT = np.zeros((L, L), dtype=np.bool_)
     tracing = trace_k.shape[0] > 0
     for trial in range(seeds.shape[0]):
         np.random.seed(seeds[trial])
@@ -83,6 +104,7 @@ def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, d
         AMAX[:] = 0.0
         FLAG[:] = 0
         WINS[:] = 0
+        BEAT[:, :] = False
         META[0] = 1
         META[2] = -1
         META[3] = 0
@@ -97,6 +119,8 @@ def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, d
                 if nz == K:
                     kern.pull_allocation(G, S, AMAX, c_pol, PI, PJ, PK, alpha)
                 k = kern.tracking_choose(N, alpha, CUM)
+            elif code == 3:
+                k = kern.pc_choose(N, G, AMAX, c_pol, PI, PJ, PK, BEAT, alpha)
             elif code == 1:
                 k = kern.crr_choose(N, c_true, PI, PJ)
             else:
@@ -119,7 +143,13 @@ def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, d
             cost += c_true[i] + c_true[j]
             steps += 1
             # --- stop
-            if code == 2:
+            if code == 3:
+                kern.pc_update(k, N, W, PI, PJ, log_num, BEAT)
+                v = kern.pc_verdict(BEAT)
+                if v != -1:
+                    rec = v
+                    break
+            elif code == 2:
                 kern.dpca_record(k, score, META, n, s, ACT, ADV, INA, PI, PJ, PK, c_true, delta, delta_explore, k1)
                 if META[3] == 1:
                     rec = META[2]
@@ -137,8 +167,8 @@ def _run_trials(code, P, c_true, c_pol, hoeffding, beta_const, log_num, delta, d
                     break
         out_cost[trial] = cost
         out_pulls[trial] = steps
-        out_stopped[trial] = rec >= 0
-        if rec < 0:
+        out_stopped[trial] = rec >= 0 or rec == -2
+        if rec == -1:
             rec, _ = kern.leader_and_Z(S)
         out_rec[trial] = rec
         for q in range(K):
@@ -166,23 +196,44 @@ class SimulationResult:
     params: dict = field(default_factory=dict)
 
     @property
+    def judge_cost(self) -> float:
+        """``c_J``, included in ``costs`` once per duel."""
+        return float(self.params.get("judge_cost", 0.0))
+
+    @property
     def trials(self) -> int:
         return int(self.costs.shape[0])
 
     @property
     def errors(self) -> np.ndarray:
-        return self.recommended != self.instance.condorcet_winner
+        """Wrong answers: not the Condorcet winner; with no Condorcet winner, every trial that named a winner."""
+        cw = self.instance.condorcet_winner
+        if cw is None:
+            return self.recommended >= 0
+        return self.recommended != cw
+
+    @property
+    def no_condorcet_winner(self) -> np.ndarray:
+        """Trials that ended with the verdict "no Condorcet winner" (dctas-pc only)."""
+        return self.recommended == NO_CW
 
     def summary(self) -> dict[str, Any]:
         """Mean cost with a 95% normal CI half-width, error rate, mean pulls, the lower bound and the ratio."""
         n = self.trials
         mean_cost = float(self.costs.mean())
         sd = float(self.costs.std(ddof=1)) if n > 1 else 0.0
-        lb = solve_oracle(self.instance).lower_bound(self.delta)
+        has_cw = self.instance.condorcet_winner is not None
+        lb = solve_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta) if has_cw else None
         pairs = self.instance.pairs()
+        paper = self.algorithm in PAPER_ALGORITHMS
         return {
             "algorithm": self.algorithm,
+            "assumes_condorcet_winner": paper,
+            "note": CW_ASSUMPTION if paper else None,
+            "instance_has_condorcet_winner": has_cw,
+            "no_condorcet_winner_rate": float(self.no_condorcet_winner.mean()),
             "delta": self.delta,
+            "judge_cost": self.judge_cost,
             "trials": n,
             "seed": self.seed,
             "mean_cost": mean_cost,
@@ -192,7 +243,7 @@ class SimulationResult:
             "unfinished": int((~self.stopped).sum()),
             "mean_pulls": float(self.pulls.mean()),
             "lower_bound": lb,
-            "cost_over_lower_bound": mean_cost / lb if lb > 0 else None,
+            "cost_over_lower_bound": mean_cost / lb if lb else None,
             "pull_fractions": [
                 {"pair": [self.instance.names[i], self.instance.names[j]], "fraction": float(f)}
                 for (i, j), f in zip(pairs, self.pair_pulls.sum(axis=0) / max(1.0, self.pulls.sum()))
@@ -207,9 +258,15 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     if not (0 < delta < 1):
         raise PolicyError(f"delta must be in (0, 1), got {delta!r}")
     L = instance.L
-    c_true = np.asarray(instance.costs, dtype=float)
+    params = dict(params)
+    try:
+        judge_cost = validate_judge_cost(params.pop("judge_cost", 0.0))
+    except ValueError as exc:
+        raise PolicyError(str(exc)) from None
+    # c_i + c_J/2: the kernels charge c_true[i] + c_true[j] = c_i + c_j + c_J per duel
+    c_true = effective_costs(instance.costs, judge_cost)
     c_pol = np.ones(L) if algorithm == "tas" else c_true
-    code = {"dctas": _TRACK, "tas": _TRACK, "dctac": _TRACK, "crr": _CRR, "dpca": _DPCA}[algorithm]
+    code = {"dctas": _TRACK, "tas": _TRACK, "dctac": _TRACK, "crr": _CRR, "dpca": _DPCA, "dctas-pc": _PC}[algorithm]
     K = L * (L - 1) // 2
     defaults = {"delta_explore": 0.1, "k1": 10.0} if algorithm == "dpca" else {}
     unknown = set(params) - set(defaults)
@@ -218,9 +275,18 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     p = {**defaults, **params}
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
-    return (code, np.ascontiguousarray(instance.preference, dtype=float), c_true, c_pol,
-            algorithm == "dctac", beta_constant(delta, L), math.log(2 * math.pi**2 * K / (6 * delta)),
-            float(delta), float(p.get("delta_explore", 0.1)), float(p.get("k1", 10.0)))
+    return (
+        code,
+        np.ascontiguousarray(instance.preference, dtype=float),
+        c_true,
+        c_pol,
+        algorithm == "dctac",
+        beta_constant(delta, L),
+        math.log((L - 1) / delta) if code == _PC else math.log(2 * math.pi**2 * K / (6 * delta)),
+        float(delta),
+        float(p.get("delta_explore", 0.1)),
+        float(p.get("k1", 10.0)),
+    )
 
 
 def _run_chunk(args: tuple, seeds: np.ndarray, max_steps: int) -> tuple[np.ndarray, ...]:
@@ -237,8 +303,16 @@ def _run_chunk(args: tuple, seeds: np.ndarray, max_steps: int) -> tuple[np.ndarr
     return cost, pulls, rec, pp, stopped
 
 
-def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed: int = 0, jobs: int = 1,
-             max_steps: int = DEFAULT_MAX_STEPS, **params: Any) -> SimulationResult:
+def simulate(
+    instance: Instance,
+    algorithm: str,
+    delta: float,
+    trials: int,
+    seed: int = 0,
+    jobs: int = 1,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    **params: Any,
+) -> SimulationResult:
     """Run ``trials`` independent trials of ``algorithm`` on ``instance`` at confidence ``1 - delta``.
 
     Parameters
@@ -253,7 +327,8 @@ def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed
         Worker processes (0 means all cores).
     max_steps : int
         Per-trial cap on the number of duels; a capped trial counts as not stopped.
-    params : extra policy parameters (``delta_explore``, ``k1`` for DPCA).
+    params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
+        default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA.
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")
@@ -274,12 +349,15 @@ def simulate(instance: Instance, algorithm: str, delta: float, trials: int, seed
         with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("fork")) as ex:
             parts = list(ex.map(_run_chunk, [args] * len(chunks), chunks, [max_steps] * len(chunks)))
     cost, pulls, rec, pp, stopped = (np.concatenate([p[q] for p in parts]) for q in range(5))
-    return SimulationResult(instance, algorithm.lower(), float(delta), int(seed), cost, pulls, rec, stopped, pp,
-                            dict(params))
+    params = dict(params)
+    if not params.get("judge_cost", 0.0):
+        params.pop("judge_cost", None)
+    return SimulationResult(instance, algorithm.lower(), float(delta), int(seed), cost, pulls, rec, stopped, pp, params)
 
 
-def trace_trial(instance: Instance, algorithm: str, delta: float, seed: int, max_steps: int = 1_000_000,
-                **params: Any) -> dict[str, Any]:
+def trace_trial(
+    instance: Instance, algorithm: str, delta: float, seed: int, max_steps: int = 1_000_000, **params: Any
+) -> dict[str, Any]:
     """Run one trial with numba seed ``seed`` and return its duel-by-duel trace.
 
     Returns ``{"pairs": [(i, j), ...], "scores": [...], "recommended": int, "stopped": bool, "cost": float}``.

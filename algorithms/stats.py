@@ -9,6 +9,7 @@ Notation follows the paper: ``N[i, j]`` duels between ``i`` and ``j``,
 * ``Z_ij = S_j - S_i`` (closed form of the GLR, Lemma 3);
 * ``Z(t) = max_i min_{j != i} Z_ij``; stop when ``Z(t) > beta(t, delta)``.
 """
+
 from __future__ import annotations
 
 import numpy as np

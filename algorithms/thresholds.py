@@ -11,6 +11,7 @@
 
 All functions validate their inputs and raise ``ValueError`` with a message.
 """
+
 from __future__ import annotations
 
 import math

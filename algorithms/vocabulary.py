@@ -18,6 +18,7 @@ class Algorithm(StrEnum):
     """Sampling-and-stopping rules (the paper's five; see docs/algorithms.md)."""
 
     DCTAS = "dctas"  # cost-aware Track-and-Stop (the paper's Algorithm 1)
+    DCTAS_PC = "dctas-pc"  # pairwise certificates; can answer "no Condorcet winner" (not from the paper)
     TAS = "tas"  # Track-and-Stop, cost-unaware allocation
     CRR = "crr"  # cost-aware round robin over the pairs
     DCTAC = "dctac"  # cost-aware Track-and-Challenge (Hoeffding stop)
@@ -48,6 +49,7 @@ class CampaignStatus(StrEnum):
     CERTIFIED = "certified"
     BUDGET_EXHAUSTED = "budget_exhausted"
     STOPPED = "stopped"
+    NO_CONDORCET_WINNER = "no_condorcet_winner"  # dctas-pc certified that no model beats all others
 
 
 class DuelStatus(StrEnum):
@@ -61,6 +63,14 @@ class DuelStatus(StrEnum):
     CANCELLED = "cancelled"  # the campaign ended while the duel was in flight
 
 
+class JudgeKind(StrEnum):
+    """Where a campaign's verdicts come from (docs/clients-and-judges.md)."""
+
+    HUMAN = "human"  # annotators vote through the API or the web form
+    SIMULATED = "simulated"  # drawn from a known preference matrix
+    LLM = "llm"  # a judge model, both orders
+
+
 IN_FLIGHT: tuple[DuelStatus, ...] = (DuelStatus.CALLING, DuelStatus.PENDING)
 
-__all__ = ["Algorithm", "CampaignStatus", "Choice", "DuelStatus", "IN_FLIGHT", "TiePolicy"]
+__all__ = ["Algorithm", "CampaignStatus", "Choice", "DuelStatus", "IN_FLIGHT", "JudgeKind", "TiePolicy"]

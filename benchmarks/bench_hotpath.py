@@ -16,6 +16,7 @@ Then it runs ``VACUUM`` and one more block, and one block on a new campaign:
 PostgreSQL's CPU per cycle grows with the campaign's number of duels until the
 tables are vacuumed (docs/reliability.md, "What is left").
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,15 +55,25 @@ def main() -> int:
         from service.schemas import CampaignCreate
 
         upgrade_database(url)
-        settings = Settings(database_url=url, api_key="bench-" + uuid.uuid4().hex, resume_runs=False,
-                            auto_migrate="never", inline_transactions=args.path == "loop").with_database_url(url)
+        settings = Settings(
+            database_url=url,
+            api_key="bench-" + uuid.uuid4().hex,
+            resume_runs=False,
+            auto_migrate="never",
+            inline_transactions=args.path == "loop",
+        ).with_database_url(url)
         app = create_app(settings)
         svc = app.state.service
         hotpath.ENABLED = args.path != "general"
-        body = {"name": "hot path", "delta": 0.001, "judge": {"kind": "human"},
-                "prompts": [f"prompt {k}" for k in range(20)],
-                "models": [{"name": f"m{k}", "cost": 0.001 * (1 + k % 3), "client": {"kind": "simulated"}}
-                           for k in range(4)]}
+        body = {
+            "name": "hot path",
+            "delta": 0.001,
+            "judge": {"kind": "human"},
+            "prompts": [f"prompt {k}" for k in range(20)],
+            "models": [
+                {"name": f"m{k}", "cost": 0.001 * (1 + k % 3), "client": {"kind": "simulated"}} for k in range(4)
+            ],
+        }
 
         def new_campaign(n: int) -> tuple[int, Principal]:
             cid = svc.create_campaign(CampaignCreate(**body))

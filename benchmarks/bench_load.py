@@ -49,6 +49,7 @@ annotators with no think time wait ~50/throughput per cycle); the paced phase
 gives the latency at the target load. Exit status 0 when every consistency check
 passes (the speed targets only print PASS/MISS).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -103,19 +104,52 @@ def drop_database(conninfo: str, name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def start_server(url: str, workers: int, log_path: Path, extra_env: dict,
-                 server: str = "llmduel") -> tuple[subprocess.Popen, str]:
+def start_server(
+    url: str, workers: int, log_path: Path, extra_env: dict, server: str = "llmduel"
+) -> tuple[subprocess.Popen, str]:
     """``llmduel serve --workers N`` (one SO_REUSEPORT socket per worker), or plain
     ``uvicorn --workers N`` (one socket shared by the workers) for comparison."""
     port = free_port()
-    env = dict(os.environ, DATABASE_URL=url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0",
-               PYTHONUNBUFFERED="1", **extra_env)
+    env = dict(
+        os.environ,
+        DATABASE_URL=url,
+        LLMDUEL_API_KEY=ADMIN_KEY,
+        LLMDUEL_RESUME_RUNS="0",
+        PYTHONUNBUFFERED="1",
+        **extra_env,
+    )
     if server == "uvicorn":
-        cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-               "--port", str(port), "--workers", str(workers), "--log-level", "warning", "--no-access-log"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "service.app:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ]
     else:
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--workers", str(workers), "--log-level", "warning"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ]
     with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -212,8 +246,13 @@ def connections_per_worker(server_pid: int, port: int) -> dict[int, int] | None:
     import re
 
     try:
-        out = subprocess.run(["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        out = subprocess.run(
+            ["ss", "-tnpH", "state", "established", f"( sport = :{port} )"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     counts: dict[int, int] = {}
@@ -232,8 +271,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def line(name: str, values: list[float]) -> str:
-    return (f"  {name:<24} n={len(values):>5}  p50={pct(values, 50):7.2f}  p90={pct(values, 90):7.2f}  "
-            f"p99={pct(values, 99):7.2f}  max={max(values) if values else float('nan'):7.2f}  ms")
+    return (
+        f"  {name:<24} n={len(values):>5}  p50={pct(values, 50):7.2f}  p90={pct(values, 90):7.2f}  "
+        f"p99={pct(values, 99):7.2f}  max={max(values) if values else float('nan'):7.2f}  ms"
+    )
 
 
 # ---------------------------------------------------------------- a lean HTTP/1.1 client
@@ -343,9 +384,17 @@ def choose(rng: random.Random, cid: int) -> str:
     return "a" if u < 0.55 else "b"
 
 
-async def annotator(n: int, client: LeanClient, tokens: dict[int, str], campaigns: list[int], sh: Shared,
-                    rng: random.Random, period: float | None, t0: float) -> None:
-    order = campaigns[n % len(campaigns):] + campaigns[: n % len(campaigns)]
+async def annotator(
+    n: int,
+    client: LeanClient,
+    tokens: dict[int, str],
+    campaigns: list[int],
+    sh: Shared,
+    rng: random.Random,
+    period: float | None,
+    t0: float,
+) -> None:
+    order = campaigns[n % len(campaigns) :] + campaigns[: n % len(campaigns)]
     if True:  # one client (keep-alive connection) per annotator for the whole run
         k = 0
         while sh.take():
@@ -404,31 +453,47 @@ async def annotator(n: int, client: LeanClient, tokens: dict[int, str], campaign
                     sh.errors.append(f"duplicate vote on duel {duel['id']} got HTTP {r.status_code}")
 
 
-async def phase(clients: list[LeanClient], tokens: dict[int, dict[int, str]], campaigns: list[int],
-                votes: int, annotators: int, rate: float | None, seed: int) -> tuple[Shared, float]:
+async def phase(
+    clients: list[LeanClient],
+    tokens: dict[int, dict[int, str]],
+    campaigns: list[int],
+    votes: int,
+    annotators: int,
+    rate: float | None,
+    seed: int,
+) -> tuple[Shared, float]:
     sh = Shared(votes)
     sh.annotators = annotators
     period = None if rate is None else annotators / rate
     t0 = time.perf_counter() + 0.2
-    tasks = [annotator(n, clients[n], tokens[n], campaigns, sh, random.Random(seed * 1000 + n), period, t0)
-             for n in range(annotators)]
+    tasks = [
+        annotator(n, clients[n], tokens[n], campaigns, sh, random.Random(seed * 1000 + n), period, t0)
+        for n in range(annotators)
+    ]
     start = time.perf_counter()
     await asyncio.gather(*tasks)
     return sh, time.perf_counter() - (t0 if rate else start)
 
 
-def report(title: str, sh: Shared, wall: float, cpu: tuple[float, float, float | None],
-           sessions: int | None = None) -> tuple[float, float, float]:
+def report(
+    title: str, sh: Shared, wall: float, cpu: tuple[float, float, float | None], sessions: int | None = None
+) -> tuple[float, float, float]:
     accepted = sum(a["votes"] for a in sh.accepted.values())
     vps = accepted / wall
-    print(f"\n{title}: {accepted} votes accepted in {wall:.2f} s = {vps:.0f} votes/s "
-          f"({sh.duplicates_refused} duplicate votes refused with 409, {len(sh.errors)} errors)")
-    print(f"  CPU used: service {cpu[0]:.1f} s ({cpu[0] / wall * 100:.0f}% of one core), "
-          f"load generator {cpu[1]:.1f} s ({cpu[1] / wall * 100:.0f}%); per vote: service "
-          f"{cpu[0] / max(1, accepted) * 1000:.1f} ms, load generator {cpu[1] / max(1, accepted) * 1000:.1f} ms")
+    print(
+        f"\n{title}: {accepted} votes accepted in {wall:.2f} s = {vps:.0f} votes/s "
+        f"({sh.duplicates_refused} duplicate votes refused with 409, {len(sh.errors)} errors)"
+    )
+    print(
+        f"  CPU used: service {cpu[0]:.1f} s ({cpu[0] / wall * 100:.0f}% of one core), "
+        f"load generator {cpu[1]:.1f} s ({cpu[1] / wall * 100:.0f}%); per vote: service "
+        f"{cpu[0] / max(1, accepted) * 1000:.1f} ms, load generator {cpu[1] / max(1, accepted) * 1000:.1f} ms"
+    )
     if cpu[2] is not None:
-        print(f"  CPU used by PostgreSQL: {cpu[2]:.1f} s ({cpu[2] / wall * 100:.0f}% of one core), "
-              f"{cpu[2] / max(1, accepted) * 1000:.1f} ms per vote")
+        print(
+            f"  CPU used by PostgreSQL: {cpu[2]:.1f} s ({cpu[2] / wall * 100:.0f}% of one core), "
+            f"{cpu[2] / max(1, accepted) * 1000:.1f} ms per vote"
+        )
     if sessions is not None:
         print(f"  PostgreSQL connections opened by the service during the phase: {sessions}")
     print(line("select (Server-Timing)", sh.select_ms))
@@ -454,19 +519,32 @@ def verify(base: str, campaigns: list[int], accepted: dict[int, dict[str, int]],
             acc = accepted.get(cid, {"votes": 0, "decisive": 0})
             rep = api.get(f"/v1/campaigns/{cid}/replay").json()
             n_pairs = sum(map(sum, view["counts"])) / 2
-            ok = (rep["ok"] and view["duels"] == acc["votes"] and view["duels_counted"] == acc["decisive"]
-                  and n_pairs == acc["decisive"] and view["pending"] == 0
-                  and view["duels_created"] == view["duels"] + view["duels_failed"])
-            print(f"  campaign {cid}: {view['status']:<9} judged={view['duels']:>5} (accepted votes "
-                  f"{acc['votes']:>5})  counted={view['duels_counted']:>5} (decisive votes {acc['decisive']:>5})  "
-                  f"created={view['duels_created']:>5} pending={view['pending']}  replay ok={rep['ok']} "
-                  f"({rep['events']} events)  {'OK' if ok else 'MISMATCH'}")
+            ok = (
+                rep["ok"]
+                and view["duels"] == acc["votes"]
+                and view["duels_counted"] == acc["decisive"]
+                and n_pairs == acc["decisive"]
+                and view["pending"] == 0
+                and view["duels_created"] == view["duels"] + view["duels_failed"]
+            )
+            print(
+                f"  campaign {cid}: {view['status']:<9} judged={view['duels']:>5} (accepted votes "
+                f"{acc['votes']:>5})  counted={view['duels_counted']:>5} (decisive votes {acc['decisive']:>5})  "
+                f"created={view['duels_created']:>5} pending={view['pending']}  replay ok={rep['ok']} "
+                f"({rep['events']} events)  {'OK' if ok else 'MISMATCH'}"
+            )
             if not ok:
                 problems.append(f"campaign {cid}: {rep['diff'][:5]} view={view['duels']},{view['duels_counted']}")
     env = dict(os.environ, DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
     for cid in campaigns:
-        p = subprocess.run([sys.executable, "-m", "service.cli", "replay", str(cid)], cwd=REPO, env=env,
-                           capture_output=True, text=True, check=False)
+        p = subprocess.run(
+            [sys.executable, "-m", "service.cli", "replay", str(cid)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         print(f"  llmduel replay {cid}: exit {p.returncode}: {p.stdout.strip() or p.stderr.strip()}")
         if p.returncode != 0:
             problems.append(f"llmduel replay {cid} exited {p.returncode}")
@@ -494,8 +572,13 @@ async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, co
             print(f"\nannotator connections per worker process: {sorted(spread.values(), reverse=True)}")
         await asyncio.sleep(1.5)  # statistics are flushed about once a second
         s1 = pg_sessions(conninfo, dbname)
-        vps, _, _ = report(f"saturation ({args.annotators} annotators, no think time)", sat, wall, cpu,
-                           None if s0 is None or s1 is None else s1 - s0)
+        vps, _, _ = report(
+            f"saturation ({args.annotators} annotators, no think time)",
+            sat,
+            wall,
+            cpu,
+            None if s0 is None or s1 is None else s1 - s0,
+        )
         accepted: dict[int, dict[str, int]] = {}
         for part in (solo, sat):
             for c, v in part.accepted.items():
@@ -513,8 +596,9 @@ async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, co
             cpu = cpu_since(pid, cpu0)
             await asyncio.sleep(1.5)
             s1 = pg_sessions(conninfo, dbname)
-            report(f"paced (offered {rate:g} votes/s)", paced, pwall, cpu,
-                   None if s0 is None or s1 is None else s1 - s0)
+            report(
+                f"paced (offered {rate:g} votes/s)", paced, pwall, cpu, None if s0 is None or s1 is None else s1 - s0
+            )
             for c, v in paced.accepted.items():
                 a = accepted.setdefault(c, {"votes": 0, "decisive": 0})
                 a["votes"] += v["votes"]
@@ -528,23 +612,38 @@ async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, co
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pg", default=os.environ.get("LLMDUEL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
-                    help="maintenance connection of the PostgreSQL server (a fresh database is created there)")
+    ap.add_argument(
+        "--pg",
+        default=os.environ.get("LLMDUEL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+        help="maintenance connection of the PostgreSQL server (a fresh database is created there)",
+    )
     ap.add_argument("--votes", type=int, default=5000, help="votes of the saturation phase")
     ap.add_argument("--solo-votes", type=int, default=300, help="votes of one annotator alone, first")
     ap.add_argument("--paced-votes", type=int, default=3000, help="votes of the paced phase (0: skip it)")
-    ap.add_argument("--rate", type=float, default=None,
-                    help="offered votes/s of the paced phase (default: 300, or half the saturation throughput "
-                         "when that is below 300)")
+    ap.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="offered votes/s of the paced phase (default: 300, or half the saturation throughput "
+        "when that is below 300)",
+    )
     ap.add_argument("--annotators", type=int, default=50)
     ap.add_argument("--campaigns", type=int, default=5)
     ap.add_argument("--models", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--server", choices=["llmduel", "uvicorn"], default="llmduel",
-                    help="llmduel serve --workers N (a SO_REUSEPORT socket per worker; default) or "
-                         "uvicorn --workers N (one shared socket)")
-    ap.add_argument("--synchronous-commit", default="on", choices=["on", "off"],
-                    help="LLMDUEL_PG_SYNCHRONOUS_COMMIT of the service (default on)")
+    ap.add_argument(
+        "--server",
+        choices=["llmduel", "uvicorn"],
+        default="llmduel",
+        help="llmduel serve --workers N (a SO_REUSEPORT socket per worker; default) or "
+        "uvicorn --workers N (one shared socket)",
+    )
+    ap.add_argument(
+        "--synchronous-commit",
+        default="on",
+        choices=["on", "off"],
+        help="LLMDUEL_PG_SYNCHRONOUS_COMMIT of the service (default on)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the database and print its URL")
     args = ap.parse_args()
 
@@ -555,12 +654,19 @@ def main() -> int:
         from service.db import upgrade_database
 
         upgrade_database(db_url)
-        proc, base = start_server(db_url, args.workers, tmp / "server.log",
-                                  {"LLMDUEL_PG_SYNCHRONOUS_COMMIT": args.synchronous_commit}, args.server)
+        proc, base = start_server(
+            db_url,
+            args.workers,
+            tmp / "server.log",
+            {"LLMDUEL_PG_SYNCHRONOUS_COMMIT": args.synchronous_commit},
+            args.server,
+        )
         server_cmd = "llmduel serve" if args.server == "llmduel" else "uvicorn"
-        print(f"{server_cmd} --workers {args.workers} on {base}, PostgreSQL database {dbname} "
-              f"(synchronous_commit={args.synchronous_commit}); {os.cpu_count()} CPUs, "
-              f"load average {os.getloadavg()[0]:.2f} before the run")
+        print(
+            f"{server_cmd} --workers {args.workers} on {base}, PostgreSQL database {dbname} "
+            f"(synchronous_commit={args.synchronous_commit}); {os.cpu_count()} CPUs, "
+            f"load average {os.getloadavg()[0]:.2f} before the run"
+        )
         campaigns: list[int] = []
         tokens: dict[int, dict[int, str]] = {n: {} for n in range(args.annotators)}
         with httpx.Client(base_url=base, headers=ADMIN, timeout=60) as api:
@@ -568,8 +674,10 @@ def main() -> int:
                 body = {
                     "name": f"load campaign {k}",
                     "delta": 0.001,
-                    "models": [{"name": f"model-{m}", "cost": 0.001 * (1 + m % 3), "client": {"kind": "simulated"}}
-                               for m in range(args.models)],
+                    "models": [
+                        {"name": f"model-{m}", "cost": 0.001 * (1 + m % 3), "client": {"kind": "simulated"}}
+                        for m in range(args.models)
+                    ],
                     "prompts": [f"Prompt number {p}: explain something." for p in range(20)],
                     "judge": {"kind": "human"},
                     "seed": k,
@@ -582,23 +690,32 @@ def main() -> int:
                     r = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": f"annotator {n}"})
                     r.raise_for_status()
                     tokens[n][cid] = r.json()["token"]
-        print(f"{args.campaigns} human-judged campaigns x {args.models} simulated models, "
-              f"{args.annotators} annotators (one token per campaign each)")
+        print(
+            f"{args.campaigns} human-judged campaigns x {args.models} simulated models, "
+            f"{args.annotators} annotators (one token per campaign each)"
+        )
 
         accepted, errors, vps, paced, sat = asyncio.run(
-            run_phases(args, base, tokens, campaigns, proc.pid, conninfo, dbname))
+            run_phases(args, base, tokens, campaigns, proc.pid, conninfo, dbname)
+        )
         print("\nconsistency (every campaign):")
         problems = verify(base, campaigns, accepted, db_url)
         lat = paced if paced is not None else sat
         p99_sel, p99_duel, p99_vote = pct(lat.select_ms, 99), pct(lat.duel_ms, 99), pct(lat.vote_ms, 99)
         print("\ntargets:")
-        print(f"  votes/s (saturation)       {vps:7.0f}  >= {TARGET_VOTES_PER_S:.0f}  "
-              f"{'PASS' if vps >= TARGET_VOTES_PER_S else 'MISS'}")
+        print(
+            f"  votes/s (saturation)       {vps:7.0f}  >= {TARGET_VOTES_PER_S:.0f}  "
+            f"{'PASS' if vps >= TARGET_VOTES_PER_S else 'MISS'}"
+        )
         src = "paced" if paced is not None else "saturation"
-        for name, v in (("select p99 (server)", p99_sel), ("POST duels p99 (client)", p99_duel),
-                        ("POST vote p99 (client)", p99_vote)):
-            print(f"  {name:<26} {v:7.2f} ms < {TARGET_P99_MS:.0f} ms ({src})  "
-                  f"{'PASS' if v < TARGET_P99_MS else 'MISS'}")
+        for name, v in (
+            ("select p99 (server)", p99_sel),
+            ("POST duels p99 (client)", p99_duel),
+            ("POST vote p99 (client)", p99_vote),
+        ):
+            print(
+                f"  {name:<26} {v:7.2f} ms < {TARGET_P99_MS:.0f} ms ({src})  {'PASS' if v < TARGET_P99_MS else 'MISS'}"
+            )
         print(f"  load average after the run: {os.getloadavg()[0]:.2f}")
         if errors:
             problems.append(f"{len(errors)} request errors")

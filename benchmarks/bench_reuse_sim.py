@@ -11,6 +11,7 @@ bound, errors against the prompt-set Condorcet winner with a one-sided 99%
 Clopper-Pearson upper bound on the error rate, and the spend ratios. Trials use
 seeds 0, 1, ... in every mode (same seeds side by side).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,21 +40,27 @@ def main() -> None:
     args = ap.parse_args()
     if args.trials < 1 or not 0 < args.delta < 1:
         ap.error("--trials must be >= 1 and --delta in (0, 1)")
-    print(f"delta = {args.delta}, trials = {args.trials} per mode (seeds 0..{args.trials - 1}), "
-          f"answer costs {COSTS}, judge {JUDGE} per call")
+    print(
+        f"delta = {args.delta}, trials = {args.trials} per mode (seeds 0..{args.trials - 1}), "
+        f"answer costs {COSTS}, judge {JUDGE} per call"
+    )
     for P in args.prompts:
         for label, theta in THETAS.items():
-            inst = bradley_terry_prompts(theta, P, costs=COSTS, judge_cost=JUDGE, prompt_sd=1.0,
-                                         tie_prob=0.1, seed=1)
+            inst = bradley_terry_prompts(theta, P, costs=COSTS, judge_cost=JUDGE, prompt_sd=1.0, tie_prob=0.1, seed=1)
             cw = inst.condorcet_winner()
             pref = inst.preference()
-            gaps = "none" if cw is None else ", ".join(
-                f"{pref[cw, k] - 0.5:.3f}" for k in range(inst.n_models) if k != cw)
+            gaps = (
+                "none" if cw is None else ", ".join(f"{pref[cw, k] - 0.5:.3f}" for k in range(inst.n_models) if k != cw)
+            )
             bound = inst.every_answer_once_bound()
-            print(f"\n{inst.n_models} models x {P} prompts, {label}: prompt-set winner {cw}, "
-                  f"its gaps {gaps}; every-answer-once bound {bound:.0f}")
-            print(f"  {'mode':<6} {'mean spend':>11} {'mean duels':>11} {'max/bound':>9} {'errors':>7} "
-                  f"{'upper99':>8} {'no-CW':>6} {'capped':>6} {'s':>5}")
+            print(
+                f"\n{inst.n_models} models x {P} prompts, {label}: prompt-set winner {cw}, "
+                f"its gaps {gaps}; every-answer-once bound {bound:.0f}"
+            )
+            print(
+                f"  {'mode':<6} {'mean spend':>11} {'mean duels':>11} {'max/bound':>9} {'errors':>7} "
+                f"{'upper99':>8} {'no-CW':>6} {'capped':>6} {'s':>5}"
+            )
             spends = {}
             for mode in ("fresh", "reuse", "wor"):
                 t0 = time.perf_counter()
@@ -61,13 +68,18 @@ def main() -> None:
                 spends[mode] = r["spend"]
                 k = r["errors"]
                 upper = float(beta_dist.ppf(0.99, k + 1, args.trials - k)) if k < args.trials else 1.0
-                print(f"  {mode:<6} {r['spend'].mean():>11.1f} {r['duels'].mean():>11.1f} "
-                      f"{r['spend'].max() / bound:>9.3f} {k:>7} {upper:>8.4f} {int((r['outcome'] < 0).sum() - r['capped']):>6} "
-                      f"{r['capped']:>6} {time.perf_counter() - t0:>5.1f}", flush=True)
+                print(
+                    f"  {mode:<6} {r['spend'].mean():>11.1f} {r['duels'].mean():>11.1f} "
+                    f"{r['spend'].max() / bound:>9.3f} {k:>7} {upper:>8.4f} {int((r['outcome'] < 0).sum() - r['capped']):>6} "
+                    f"{r['capped']:>6} {time.perf_counter() - t0:>5.1f}",
+                    flush=True,
+                )
             f, b, w = (spends[m].mean() for m in ("fresh", "reuse", "wor"))
             cheaper = float(np.mean(spends["wor"] < spends["reuse"]))
-            print(f"  spend ratios: fresh/reuse {f / b:.2f}, fresh/wor {f / w:.2f}, reuse/wor {b / w:.3f}; "
-                  f"wor cheaper than reuse on the same seed in {cheaper:.1%} of trials")
+            print(
+                f"  spend ratios: fresh/reuse {f / b:.2f}, fresh/wor {f / w:.2f}, reuse/wor {b / w:.3f}; "
+                f"wor cheaper than reuse on the same seed in {cheaper:.1%} of trials"
+            )
 
 
 if __name__ == "__main__":

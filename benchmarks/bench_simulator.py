@@ -5,6 +5,7 @@
 
 Prints medians over repeats. Target: >= 1,000,000 DCTAS steps per second per core on L = 8.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,10 @@ def main() -> None:
             res = simulate(synthetic_instance(k), alg, 0.01, trials, seed=k, jobs=args.jobs)
             steps += int(res.pulls.sum())
     dt = time.perf_counter() - t0
-    print(f"synthetic experiment (19 k x 5 algorithms x {trials} trials, delta=0.01, jobs={args.jobs}): "
-          f"{dt:.1f} s, {steps:,} steps")
+    print(
+        f"synthetic experiment (19 k x 5 algorithms x {trials} trials, delta=0.01, jobs={args.jobs}): "
+        f"{dt:.1f} s, {steps:,} steps"
+    )
 
 
 if __name__ == "__main__":

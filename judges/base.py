@@ -5,10 +5,43 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-CHOICES = ("a", "b", "tie", "both_bad")
-TIE_POLICIES = ("drop", "half", "random")
+from algorithms.vocabulary import Choice, TiePolicy
+
+CHOICES: tuple[str, ...] = tuple(c.value for c in Choice)
+TIE_POLICIES: tuple[str, ...] = tuple(p.value for p in TiePolicy)
+
+
+class ModelCallError(Exception):
+    """A judge model's call that failed for good; model clients raise a subclass.
+
+    ``status_code`` is the last HTTP status (``None`` when there was none) and
+    ``attempts`` the number of tries made.
+    """
+
+    status_code: int | None = None
+    attempts: int = 1
+
+
+class Completion(Protocol):
+    """What a judge needs from one answer of its model."""
+
+    text: str
+    cost: float
+    input_tokens: int | None
+    output_tokens: int | None
+    attempts: int
+    latency_s: float
+
+
+class JudgeModel(Protocol):
+    """The judge model an LLM judge is given by its caller (a model client):
+    ``complete`` raises :class:`ModelCallError` when the call fails for good."""
+
+    async def complete(self, prompt: str) -> Completion: ...
+
+    async def aclose(self) -> None: ...
 
 
 @dataclass

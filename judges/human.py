@@ -13,6 +13,4 @@ class HumanJudge(Judge):
     automatic = False
 
     async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None) -> Verdict:
-        raise RuntimeError(
-            "a human judge is not automatic: duels wait for a vote via POST /v1/duels/{id}/vote"
-        )
+        raise RuntimeError("a human judge is not automatic: duels wait for a vote via POST /v1/duels/{id}/vote")

@@ -1,4 +1,4 @@
-"""LLM-as-judge: a judge model reached through service.clients.
+"""LLM-as-judge: a judge model given by the caller (see :class:`judges.base.JudgeModel`).
 
 Each duel is judged in both orders (the answers as shown, AB, and swapped, BA) to
 cancel position bias. The judge model is asked to end its reply with ``[[A]]``,
@@ -15,7 +15,7 @@ import asyncio
 import re
 from typing import Any
 
-from .base import Judge, Verdict
+from .base import Judge, JudgeModel, ModelCallError, Verdict
 
 JUDGE_HEADER = "[llmduel pairwise judge v1]"
 VERDICT_FORMAT = "[[A]] / [[B]] / [[C]]"
@@ -93,23 +93,16 @@ class LLMJudge(Judge):
     kind = "llm"
     automatic = True
 
-    def __init__(self, config, model_names, tie_policy="drop", http=None, **options):
+    def __init__(self, config, model_names, tie_policy="drop", *, client: JudgeModel):
         super().__init__(config, model_names, tie_policy)
-        from service.clients import build_client
-
         self.both_orders = bool(config.get("both_orders", True))
-        self.client = build_client(
-            config["client"], model_name="judge", fixed_cost=config.get("cost", 0.0),
-            http=http, **options,
-        )
+        self.client = client
 
     async def _call(self, order: str, question: str, first: str, second: str) -> dict[str, Any]:
-        from service.clients import ClientError
-
         rec: dict[str, Any] = {"order": order}
         try:
             c = await self.client.complete(render_judge_prompt(question, first, second))
-        except ClientError as exc:
+        except ModelCallError as exc:
             rec.update(error=str(exc), cost=0.0, attempts=exc.attempts, status_code=exc.status_code)
             return rec
         token = parse_verdict(c.text)
@@ -140,8 +133,7 @@ class LLMJudge(Judge):
         unparsed = [r for r in records if r["verdict"] is None]
         if unparsed:
             orders = ", ".join(r["order"] for r in unparsed)
-            return Verdict(None, cost, detail,
-                           error=f"judge output has no verdict {VERDICT_FORMAT} (order {orders})")
+            return Verdict(None, cost, detail, error=f"judge output has no verdict {VERDICT_FORMAT} (order {orders})")
         verdicts = [r["verdict"] for r in records]
         detail["consistent"] = all(v == verdicts[0] for v in verdicts)
         return Verdict(combine(verdicts), cost, detail)

@@ -31,8 +31,12 @@ class SimulatedJudge(Judge):
         rng = rng if rng is not None else self._own_rng
         n = len(self.preference)
         if not (0 <= model_a < n and 0 <= model_b < n) or model_a == model_b:
-            return Verdict(None, 0.0, {"model_a": model_a, "model_b": model_b},
-                           error=f"bad model indices ({model_a}, {model_b}) for {n} models")
+            return Verdict(
+                None,
+                0.0,
+                {"model_a": model_a, "model_b": model_b},
+                error=f"bad model indices ({model_a}, {model_b}) for {n} models",
+            )
         p = self.preference[model_a][model_b]
         detail: dict[str, Any] = {"p": p}
         if self.tie_prob > 0:

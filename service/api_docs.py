@@ -2,6 +2,7 @@
 ``fastapi-offline`` package (Swagger UI 5, which reads OpenAPI 3.1) instead of a CDN, so the
 docs work on a machine with no network.
 """
+
 from __future__ import annotations
 
 import os

@@ -26,7 +26,6 @@ log = logging.getLogger("llmduel.app")
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
-
 def prepare_database(settings: Settings, db: Database) -> None:
     """Bring the schema to head at start when configured (always for SQLite by default)."""
     if settings.auto_migrate == "never":

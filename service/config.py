@@ -59,9 +59,9 @@ def _env_bool(name: str, default: bool) -> bool:
 def normalise_database_url(url: str) -> str:
     """Use psycopg 3 for plain ``postgresql://`` / ``postgres://`` URLs."""
     if url.startswith("postgres://"):
-        url = "postgresql://" + url[len("postgres://"):]
+        url = "postgresql://" + url[len("postgres://") :]
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     return url
 
 

@@ -106,14 +106,24 @@ class HotPool:
     (tests), the pool starts afresh.
     """
 
-    def __init__(self, url: str, pg_synchronous_commit: str = "on", size: int = 8,
-                 acquire_timeout: float = 10.0, connect_timeout: float = 5.0, command_timeout: float = 60.0):
+    def __init__(
+        self,
+        url: str,
+        pg_synchronous_commit: str = "on",
+        size: int = 8,
+        acquire_timeout: float = 10.0,
+        connect_timeout: float = 5.0,
+        command_timeout: float = 60.0,
+    ):
         self.dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
         settings = {"TimeZone": "UTC"}
         if pg_synchronous_commit != "on":
             settings["synchronous_commit"] = pg_synchronous_commit
-        self.connect_kwargs = {"timeout": connect_timeout, "command_timeout": command_timeout,
-                               "server_settings": settings}
+        self.connect_kwargs = {
+            "timeout": connect_timeout,
+            "command_timeout": command_timeout,
+            "server_settings": settings,
+        }
         self.size = size
         self.acquire_timeout = acquire_timeout
         self._loop = None
@@ -185,9 +195,18 @@ class HotPathUnavailable(Exception):
 
 def is_connection_error(exc: BaseException) -> bool:
     """Did ``exc`` come from a lost, refused or timed-out hot-path (asyncpg) connection?"""
-    return isinstance(exc, (HotPathUnavailable, OSError, asyncio.TimeoutError, asyncpg.InterfaceError,
-                            asyncpg.exceptions.InternalClientError,  # a connection left mid-operation
-                            asyncpg.PostgresConnectionError, asyncpg.exceptions.AdminShutdownError))
+    return isinstance(
+        exc,
+        (
+            HotPathUnavailable,
+            OSError,
+            asyncio.TimeoutError,
+            asyncpg.InterfaceError,
+            asyncpg.exceptions.InternalClientError,  # a connection left mid-operation
+            asyncpg.PostgresConnectionError,
+            asyncpg.exceptions.AdminShutdownError,
+        ),
+    )
 
 
 class Database:

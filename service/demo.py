@@ -32,7 +32,7 @@ def demo_campaign() -> CampaignCreate:
     return CampaignCreate(
         name="demo: paper synthetic instance, costs (4, 1, 1)",
         delta=0.01,
-        algorithm="dctas",
+        algorithm="dctas-pc",
         models=[
             {"name": "model-1 (best, cost 4)", "cost": 4.0, "client": {"kind": "simulated"}},
             {"name": "model-2 (cost 1)", "cost": 1.0, "client": {"kind": "simulated"}},
@@ -53,8 +53,10 @@ async def start_demo(service: CampaignService, base_url: str | None, interval: f
     """Create the demo campaign, start its run, and log progress until it ends."""
     campaign_id = await service.in_thread(service.create_campaign, demo_campaign())
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
-    _say(f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "
-         f"API {base}/v1/campaigns/{campaign_id} (admin key required), docs {base}/docs")
+    _say(
+        f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "
+        f"API {base}/v1/campaigns/{campaign_id} (admin key required), docs {base}/docs"
+    )
     await service.start_run(campaign_id, None, 1)
     service.spawn(_progress(service, campaign_id, interval))
     return campaign_id
@@ -69,12 +71,16 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
         except Exception as exc:  # keep the demo alive through transient DB errors
             _say(f"cannot read progress ({type(exc).__name__})")
             continue
-        line = (f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f}, "
-                f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}")
+        line = (
+            f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f}, "
+            f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}"
+        )
         if view["status"] != CampaignStatus.RUNNING:
             _say(line)
             if view["winner"] is not None:
-                _say(f"certified winner: {view['winner']} after {view['duels']} duels and spend "
-                     f"{view['spend']:.0f} ({time.monotonic() - start:.0f} s); the service keeps running (Ctrl-C to quit)")
+                _say(
+                    f"certified winner: {view['winner']} after {view['duels']} duels and spend "
+                    f"{view['spend']:.0f} ({time.monotonic() - start:.0f} s); the service keeps running (Ctrl-C to quit)"
+                )
             return
         _say(line)

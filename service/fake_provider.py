@@ -206,20 +206,20 @@ class FakeProvider:
             text = self.answer(model, prompt)
             finish = "stop"
             limit = body.get("max_completion_tokens", body.get("max_tokens"))
-            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 \
-                    and count_tokens(text) > limit:
+            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 and count_tokens(text) > limit:
                 text = text[: 4 * limit]
                 finish = "length"
         pt, ct = count_tokens(all_text), count_tokens(text)
-        return JSONResponse({
-            "id": "chatcmpl-fake-" + _digest(model, all_text).hex()[:16],
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": finish}],
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
-        })
+        return JSONResponse(
+            {
+                "id": "chatcmpl-fake-" + _digest(model, all_text).hex()[:16],
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+            }
+        )
 
     async def _fault(self, model: str, raw: bytes) -> Response | None:
         if "fault-500" in model:
@@ -245,8 +245,10 @@ class FakeProvider:
 
     def models(self) -> dict[str, Any]:
         names = sorted(set(self.qualities) | self.seen)
-        return {"object": "list", "data": [
-            {"id": n, "object": "model", "created": 0, "owned_by": "llmduel-fake"} for n in names]}
+        return {
+            "object": "list",
+            "data": [{"id": n, "object": "model", "created": 0, "owned_by": "llmduel-fake"} for n in names],
+        }
 
 
 def _error(status: int, message: str, typ: str = "invalid_request_error") -> JSONResponse:
@@ -263,8 +265,7 @@ def create_fake_provider_app(qualities: dict[str, float] | None = None, **option
     from starlette.responses import JSONResponse
 
     provider = FakeProvider(qualities, **options)
-    app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None,
-                  openapi_url=None)
+    app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.provider = provider
 
     # plain Starlette routes: the endpoint gets the Request, no annotation magic needed
@@ -299,14 +300,22 @@ def add_fake_provider_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    p.add_argument("--quality", action="append", default=[], metavar="NAME=VALUE",
-                   help="quality of a model (higher is better); repeatable. "
-                        "Default: the -q<number> suffix of the name, else 1.0")
-    p.add_argument("--judge-mode", choices=JUDGE_MODES, default="strict",
-                   help="strict: the higher quality always wins; bradley-terry: wins "
-                        "with probability q_a/(q_a+q_b)")
-    p.add_argument("--api-key-env", default=None, metavar="VAR",
-                   help="require 'Authorization: Bearer $VAR' on requests")
+    p.add_argument(
+        "--quality",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="quality of a model (higher is better); repeatable. Default: the -q<number> suffix of the name, else 1.0",
+    )
+    p.add_argument(
+        "--judge-mode",
+        choices=JUDGE_MODES,
+        default="strict",
+        help="strict: the higher quality always wins; bradley-terry: wins with probability q_a/(q_a+q_b)",
+    )
+    p.add_argument(
+        "--api-key-env", default=None, metavar="VAR", help="require 'Authorization: Bearer $VAR' on requests"
+    )
     p.add_argument("--failure-rate", type=float, default=0.0, help="random 503 rate (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the failure draws")
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to each answer")
@@ -333,8 +342,12 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         app = create_fake_provider_app(
-            qualities, judge_mode=args.judge_mode, api_key=api_key,
-            failure_rate=args.failure_rate, seed=args.seed, latency_s=args.latency,
+            qualities,
+            judge_mode=args.judge_mode,
+            api_key=api_key,
+            failure_rate=args.failure_rate,
+            seed=args.seed,
+            latency_s=args.latency,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

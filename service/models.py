@@ -154,9 +154,7 @@ class Duel(Base):
     __table_args__ = (Index("ix_duels_campaign_status", "campaign_id", "status"),)
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    campaign_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
-    )
+    campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
     number: Mapped[int] = mapped_column(Integer)  # 1, 2, ... within the campaign
     model_i: Mapped[int] = mapped_column(Integer)  # the policy's pair, i < j
     model_j: Mapped[int] = mapped_column(Integer)
@@ -199,12 +197,8 @@ class Charge(Base):
     __tablename__ = "charges"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    campaign_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
-    )
-    duel_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True
-    )
+    campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
+    duel_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True)
     kind: Mapped[str] = mapped_column(String(8))  # "model" or "judge"
     model_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     amount_nusd: Mapped[int] = mapped_column(BigInteger)
@@ -216,9 +210,7 @@ class Annotator(Base):
     __tablename__ = "annotators"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    campaign_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True
-    )
+    campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex
     label: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)

@@ -9,7 +9,10 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-ALGORITHM_NAMES = ("dctas", "tas", "crr", "dctac", "dpca")
+from algorithms.vocabulary import Algorithm, CampaignStatus
+from service.clients import validate_client_config
+from service.judging import validate_judge_config
+
 TIE_POLICY_NAMES = ("drop", "half", "random")
 CHOICE_NAMES = ("a", "b", "tie", "both_bad")
 
@@ -76,7 +79,6 @@ class ModelSpec(_Strict):
     @classmethod
     def _client(cls, v: dict[str, Any]) -> dict[str, Any]:
         check_json_safe(v, "client")
-        from service.clients import validate_client_config
 
         try:
             return validate_client_config(v)
@@ -89,7 +91,11 @@ class ModelSpec(_Strict):
 class CampaignCreate(_Strict):
     name: Name
     delta: float = Field(0.05, gt=0, lt=1, allow_inf_nan=False, description="Error probability of the certificate.")
-    algorithm: Literal["dctas", "tas", "crr", "dctac", "dpca"] = "dctas"
+    algorithm: Algorithm = Field(
+        Algorithm.DCTAS_PC,
+        description="dctas-pc (default: pairwise certificates, can answer 'no Condorcet winner'; not from the "
+        "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
+    )
     models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
     prompts: list[PromptText] = Field(min_length=1, max_length=MAX_PROMPTS)
     judge: dict[str, Any] = Field(
@@ -97,11 +103,15 @@ class CampaignCreate(_Strict):
         '{"kind": "llm", "client": {...}}.',
         json_schema_extra={"example": {"kind": "human"}},
     )
-    budget: USD | None = Field(None, description="Spend limit in USD (never overrun: each duel reserves an upper bound of its cost).")
+    budget: USD | None = Field(
+        None, description="Spend limit in USD (never overrun: each duel reserves an upper bound of its cost)."
+    )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
     tie_policy: Literal["drop", "half", "random"] = "drop"
     seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
-    webhook_url: str | None = Field(None, max_length=2000, description="POSTed the final report once the campaign ends.")
+    webhook_url: str | None = Field(
+        None, max_length=2000, description="POSTed the final report once the campaign ends."
+    )
 
     @field_validator("webhook_url")
     @classmethod
@@ -123,7 +133,6 @@ class CampaignCreate(_Strict):
         if len(set(names)) != len(names):
             raise ValueError("models: names must be unique")
         check_json_safe(self.judge, "judge")
-        from judges import validate_judge_config
 
         try:
             self.judge = validate_judge_config(self.judge, n_models=len(self.models))
@@ -145,7 +154,9 @@ class VoteIn(_Strict):
 
 
 class RunIn(_Strict):
-    max_duels: int | None = Field(None, ge=1, le=10**9, description="Stop the run after this many duels (the campaign stays running).")
+    max_duels: int | None = Field(
+        None, ge=1, le=10**9, description="Stop the run after this many duels (the campaign stays running)."
+    )
     concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
 
 
@@ -171,9 +182,22 @@ class RunOut(BaseModel):
 class CampaignOut(BaseModel):
     id: int
     name: str
-    status: Literal["running", "certified", "budget_exhausted", "stopped"]
+    status: CampaignStatus
     end_reason: str | None
     algorithm: str
+    assumes_condorcet_winner: bool = Field(
+        description="True for the paper's five algorithms: their certificate is only valid if some model beats "
+        "every other; dctas-pc does not assume it and ends no_condorcet_winner when none does."
+    )
+    condorcet_note: str | None = Field(description="That assumption in plain words (None for dctas-pc).")
+    judge_cost: float = Field(description="c_J, the judge's expected cost per duel used by the allocation (USD).")
+    certificates: list[list[int]] | None = Field(
+        None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom)."
+    )
+    copeland_winner: str | None = Field(
+        None, description="dctas-pc: the model beating the most others in the estimate."
+    )
+    top_cycle: list[str] | None = Field(None, description="dctas-pc: the estimate's top cycle (smallest dominant set).")
     delta: float
     tie_policy: str
     models: list[ModelOut]
@@ -201,7 +225,9 @@ class CampaignOut(BaseModel):
     evidence: list[float] = Field(description="S_i: evidence against model i being the best.")
     Z: float
     beta: float
-    lower_bound: float | None = Field(description="Plug-in lower bound on the expected cost (USD) at the empirical matrix.")
+    lower_bound: float | None = Field(
+        description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
+    )
     run: RunOut
     webhook_state: str
     created_at: dt.datetime

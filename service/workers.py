@@ -88,8 +88,12 @@ class Supervisor:
                 self.quick_failures = self.quick_failures + 1 if lived < STABLE_SECONDS else 0
                 log.warning("worker %d (pid %d) exited with %s after %.1f s", k, proc.pid, proc.exitcode, lived)
                 if self.quick_failures >= MAX_QUICK_FAILURES:
-                    print(f"llmduel serve: workers keep failing at start ({self.quick_failures} in a row); "
-                          "stopping (see the log above)", file=sys.stderr, flush=True)
+                    print(
+                        f"llmduel serve: workers keep failing at start ({self.quick_failures} in a row); "
+                        "stopping (see the log above)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     status = 1
                     self.stop.set()
                     break

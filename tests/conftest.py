@@ -95,8 +95,9 @@ async def api(db_url):
 
     app = create_app(make_settings(db_url))
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver",
-                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as client:
         client.app = app
         yield client
     await app.state.service.aclose()
@@ -119,21 +120,46 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
-def start_live_server(database_url: str, log_path: Path, extra_env: dict | None = None,
-                      workers: int = 1, timeout: float = 120.0) -> LiveServer:
+def start_live_server(
+    database_url: str, log_path: Path, extra_env: dict | None = None, workers: int = 1, timeout: float = 120.0
+) -> LiveServer:
     """The service on a free 127.0.0.1 port: ``uvicorn --factory service.app:create_app``
     for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more."""
     import httpx
 
     port = free_port()
-    env = dict(os.environ, DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0",
-               PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ, DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1"
+    )
     env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-           "--port", str(port), "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        "service.app:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     if workers > 1:
-        cmd = [sys.executable, "-m", "service.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--log-level", "warning", "--workers", str(workers)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--workers",
+            str(workers),
+        ]
     log_file = open(log_path, "wb")
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

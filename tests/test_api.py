@@ -41,7 +41,9 @@ async def test_create_and_get_campaign(api):
     assert c["spend"] == 0 and c["duels"] == 0 and c["pending"] == 0
     assert c["counts"] == [[0, 0, 0]] * 3
     assert c["budget"] == 100.0 and c["remaining_budget"] == 100.0
-    assert c["tie_policy"] == "half" and c["delta"] == 0.1 and c["algorithm"] == "dctas"
+    assert c["tie_policy"] == "half" and c["delta"] == 0.1 and c["algorithm"] == "dctas-pc"
+    # the default does not assume a Condorcet winner; the paper's algorithms say that they do
+    assert c["assumes_condorcet_winner"] is False and c["condorcet_note"] is None and c["judge_cost"] == 0.0
     assert [m["name"] for m in c["models"]] == ["m0", "m1", "m2"]
     assert c["n_prompts"] == 3
     r = await api.get(f"/v1/campaigns/{c['id']}")
@@ -55,9 +57,14 @@ async def test_openapi_and_docs(api):
     r = await api.get("/openapi.json")
     assert r.status_code == 200
     paths = r.json()["paths"]
-    for p in ("/v1/campaigns", "/v1/campaigns/{campaign_id}/duels", "/v1/duels/{duel_id}/vote",
-              "/v1/campaigns/{campaign_id}/run", "/v1/campaigns/{campaign_id}/stop",
-              "/v1/campaigns/{campaign_id}/annotators"):
+    for p in (
+        "/v1/campaigns",
+        "/v1/campaigns/{campaign_id}/duels",
+        "/v1/duels/{duel_id}/vote",
+        "/v1/campaigns/{campaign_id}/run",
+        "/v1/campaigns/{campaign_id}/stop",
+        "/v1/campaigns/{campaign_id}/annotators",
+    ):
         assert p in paths
     r = await api.get("/docs")
     assert r.status_code == 200 and "swagger" in r.text.lower()
@@ -79,10 +86,18 @@ async def test_openapi_and_docs(api):
         {"prompts": ["ok", 3]},
         {"models": [{"name": "m0", "cost": 1, "client": {"kind": "simulated"}}]},
         {"models": [{"name": "x", "cost": 1, "client": {"kind": "simulated"}}] * 2},
-        {"models": [{"name": "a", "cost": 0, "client": {"kind": "simulated"}},
-                    {"name": "b", "cost": 1, "client": {"kind": "simulated"}}]},
-        {"models": [{"name": "a", "cost": 1, "client": {"kind": "warp"}},
-                    {"name": "b", "cost": 1, "client": {"kind": "simulated"}}]},
+        {
+            "models": [
+                {"name": "a", "cost": 0, "client": {"kind": "simulated"}},
+                {"name": "b", "cost": 1, "client": {"kind": "simulated"}},
+            ]
+        },
+        {
+            "models": [
+                {"name": "a", "cost": 1, "client": {"kind": "warp"}},
+                {"name": "b", "cost": 1, "client": {"kind": "simulated"}},
+            ]
+        },
         {"judge": {"kind": "oracle"}},
         {"judge": {"kind": "simulated", "preference": [[0.5, 0.6], [0.4, 0.5]]}},
         {"webhook_url": "ftp://example.com/x"},
@@ -114,8 +129,16 @@ async def test_nan_cost_is_refused(api):
     assert r.status_code == 422
 
 
-@pytest.mark.parametrize("path", ["/v1/campaigns/0", "/v1/campaigns/-3", "/v1/campaigns/abc",
-                                  "/v1/campaigns/99999999999999999999999", "/v1/duels/0/vote"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/campaigns/0",
+        "/v1/campaigns/-3",
+        "/v1/campaigns/abc",
+        "/v1/campaigns/99999999999999999999999",
+        "/v1/duels/0/vote",
+    ],
+)
 async def test_bad_ids_are_422(api, path):
     r = await (api.get(path) if not path.endswith("vote") else api.post(path, json={"choice": "a"}))
     assert r.status_code == 422
@@ -123,9 +146,11 @@ async def test_bad_ids_are_422(api, path):
 
 
 async def test_missing_things_are_404_json(api):
-    for r in (await api.get("/v1/campaigns/987654321"), await api.post("/v1/duels/987654321/vote",
-                                                                        json={"choice": "a"}),
-              await api.get("/v1/nothing-here")):
+    for r in (
+        await api.get("/v1/campaigns/987654321"),
+        await api.post("/v1/duels/987654321/vote", json={"choice": "a"}),
+        await api.get("/v1/nothing-here"),
+    ):
         assert r.status_code == 404
         assert isinstance(r.json()["detail"], str)
 
@@ -134,10 +159,11 @@ async def test_missing_things_are_404_json(api):
 async def test_auth_is_required_and_checked(api):
     c = await create(api)
     cid = c["id"]
-    bad = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {ADMIN_KEY}"},
-           {"Authorization": "Bearer "}]
+    bad = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {ADMIN_KEY}"}, {"Authorization": "Bearer "}]
     for headers in bad:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://testserver", headers=headers) as anon:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=api.app), base_url="http://testserver", headers=headers
+        ) as anon:
             for method, path, body in [
                 ("POST", "/v1/campaigns", campaign_body()),
                 ("GET", "/v1/campaigns", None),
@@ -370,8 +396,9 @@ async def test_pending_duels_expire(db_url):
     from service.app import create_app
 
     app = create_app(make_settings(db_url, duel_expiry_seconds=0.3))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as api:
         cid = (await create(api))["id"]
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
         assert (await api.get(f"/v1/campaigns/{cid}")).json()["pending"] == 1
@@ -447,8 +474,9 @@ async def test_unreachable_database_gives_503(tmp_path, backend):
     else:
         url = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens on port 1
     app = create_app(make_settings(url))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as client:
         r = await client.get("/v1/campaigns")
         assert r.status_code == 503
         assert "database" in r.json()["detail"]

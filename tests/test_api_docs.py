@@ -1,4 +1,5 @@
 """/docs works offline: Swagger UI from local assets, no CDN."""
+
 import re
 
 import httpx

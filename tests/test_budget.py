@@ -22,27 +22,40 @@ COST = 0.001  # configured expected cost per query
 
 
 def _model(name: str, **extra) -> dict:
-    client = {"kind": "openai", "base_url": "http://provider.test/v1", "model": name, "price": PRICE,
-              "params": {"max_tokens": 200}}
+    client = {
+        "kind": "openai",
+        "base_url": "http://provider.test/v1",
+        "model": name,
+        "price": PRICE,
+        "params": {"max_tokens": 200},
+    }
     client.update(extra)
     return {"name": name, "cost": COST, "client": client}
 
 
 def _provider(factor: int):
     """An OpenAI-compatible answer whose usage costs ``factor`` x the configured cost."""
+
     def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={
-            "choices": [{"message": {"role": "assistant", "content": "an answer"}}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": factor},  # factor x 0.001 USD
-        })
+        return httpx.Response(
+            200,
+            json={
+                "choices": [{"message": {"role": "assistant", "content": "an answer"}}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": factor},  # factor x 0.001 USD
+            },
+        )
+
     return answer
 
 
 def _judge_reply(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, json={
-        "choices": [{"message": {"role": "assistant", "content": "verdict [[A]]"}}],
-        "usage": {"prompt_tokens": 50, "completion_tokens": 5},
-    })
+    return httpx.Response(
+        200,
+        json={
+            "choices": [{"message": {"role": "assistant", "content": "verdict [[A]]"}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 5},
+        },
+    )
 
 
 def test_bound_of_a_call_uses_max_tokens_prices_and_prompt_bytes():
@@ -59,8 +72,13 @@ def test_bound_of_a_call_uses_max_tokens_prices_and_prompt_bytes():
 
 
 async def test_budget_without_a_derivable_bound_is_refused_with_422(api):
-    body = {"name": "unbounded", "models": [_model("a", params={}), _model("b")], "prompts": ["q"],
-            "judge": {"kind": "human"}, "budget": 1.0}
+    body = {
+        "name": "unbounded",
+        "models": [_model("a", params={}), _model("b")],
+        "prompts": ["q"],
+        "judge": {"kind": "human"},
+        "budget": 1.0,
+    }
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 422, r.text
     assert "max_tokens" in r.text and "max_cost_per_query" in r.text
@@ -71,9 +89,14 @@ async def test_budget_without_a_derivable_bound_is_refused_with_422(api):
 @pytest.mark.parametrize("factor", [2, 100])
 async def test_concurrent_next_duel_requests_never_overrun_the_budget(api, factor):
     budget = 1.0
-    body = {"name": f"budget x{factor}", "models": [_model("a"), _model("b"), _model("c")],
-            "prompts": [f"question {n}" for n in range(5)], "judge": {"kind": "human"}, "budget": budget,
-            "seed": 1}
+    body = {
+        "name": f"budget x{factor}",
+        "models": [_model("a"), _model("b"), _model("c")],
+        "prompts": [f"question {n}" for n in range(5)],
+        "judge": {"kind": "human"},
+        "budget": budget,
+        "seed": 1,
+    }
     with respx.mock(assert_all_called=False) as mock:
         mock.post("http://provider.test/v1/chat/completions").mock(side_effect=_provider(factor))
         r = await api.post("/v1/campaigns", json=body)
@@ -93,11 +116,24 @@ async def test_concurrent_next_duel_requests_never_overrun_the_budget(api, facto
 
 async def test_concurrent_run_with_an_llm_judge_never_overruns_the_budget(api):
     budget = 0.5
-    judge = {"kind": "llm", "client": {"kind": "openai", "base_url": "http://judge.test/v1", "model": "j",
-                                        "price": {"input_per_1m": 0.0, "output_per_1m": 1000.0},
-                                        "params": {"max_tokens": 10}}}
-    body = {"name": "run budget", "models": [_model("a"), _model("b")],
-            "prompts": [f"question {n}" for n in range(5)], "judge": judge, "budget": budget, "seed": 2}
+    judge = {
+        "kind": "llm",
+        "client": {
+            "kind": "openai",
+            "base_url": "http://judge.test/v1",
+            "model": "j",
+            "price": {"input_per_1m": 0.0, "output_per_1m": 1000.0},
+            "params": {"max_tokens": 10},
+        },
+    }
+    body = {
+        "name": "run budget",
+        "models": [_model("a"), _model("b")],
+        "prompts": [f"question {n}" for n in range(5)],
+        "judge": judge,
+        "budget": budget,
+        "seed": 2,
+    }
     with respx.mock(assert_all_called=False) as mock:
         mock.post("http://provider.test/v1/chat/completions").mock(side_effect=_provider(100))
         mock.post("http://judge.test/v1/chat/completions").mock(side_effect=_judge_reply)
@@ -120,7 +156,10 @@ def test_reservation_covers_both_models_and_both_judge_orders():
     ms = [{"name": n, "cost": COST, "client": m} for n, m in zip("ab", models)]
     human = rules.reserve_duel_nusd(ms, 0, 1, {"kind": "human"}, "q", 0, 0)
     assert human == 2 * rules.model_bound_nusd(ms[0], "q") > 2 * 200 * 1000 * 1000  # > 0.4 USD in nano-USD
-    judge = {"kind": "llm", "cost": 0.0, "both_orders": True,
-             "client": validate_client_config({"kind": "openai", "model": "j", "price": PRICE,
-                                               "max_cost_per_query": 0.01})}
+    judge = {
+        "kind": "llm",
+        "cost": 0.0,
+        "both_orders": True,
+        "client": validate_client_config({"kind": "openai", "model": "j", "price": PRICE, "max_cost_per_query": 0.01}),
+    }
     assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0) == human + 2 * 10_000_000

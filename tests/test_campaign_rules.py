@@ -57,14 +57,19 @@ def test_scores_under_each_tie_policy(tie_policy):
 
 
 def test_each_domain_error_has_its_http_status():
-    assert [domain_status(e("x")) for e in (NotFound, Conflict, CampaignEnded, Forbidden, Unprocessable,
-                                            DomainError)] == [404, 409, 409, 403, 422, 400]
+    assert [
+        domain_status(e("x")) for e in (NotFound, Conflict, CampaignEnded, Forbidden, Unprocessable, DomainError)
+    ] == [404, 409, 409, 403, 422, 400]
     assert not hasattr(DomainError("x"), "status_code")
 
 
 def test_the_asyncpg_statements_are_the_core_statements_compiled_once():
-    for compiled in (pg_driver.PG_IN_FLIGHT, pg_driver.PG_LOCK_FOR_PLAN, pg_driver.PG_VOTED,
-                     pg_driver._pg_plan_write(("campaign_id", "status", "number"))):
+    for compiled in (
+        pg_driver.PG_IN_FLIGHT,
+        pg_driver.PG_LOCK_FOR_PLAN,
+        pg_driver.PG_VOTED,
+        pg_driver._pg_plan_write(("campaign_id", "status", "number")),
+    ):
         assert "%(" not in compiled.sql
         assert [f"${n}" in compiled.sql for n in range(1, len(compiled.names) + 1)] == [True] * len(compiled.names)
     assert pg_driver.PG_IN_FLIGHT.names == ("cid",)

@@ -1,4 +1,5 @@
 """``llmduel oracle`` and ``llmduel simulate`` as a user runs them (a real subprocess)."""
+
 import json
 import subprocess
 import sys
@@ -28,20 +29,32 @@ def test_simulate_json_on_an_instance_file(tmp_path):
     r = run("simulate", str(path), "--algorithm", "crr", "--delta", "0.1", "--trials", "20", "--seed", "3", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    for key in ("algorithm", "delta", "trials", "mean_cost", "ci95", "error_rate", "mean_pulls", "lower_bound",
-                "cost_over_lower_bound"):
+    for key in (
+        "algorithm",
+        "delta",
+        "trials",
+        "mean_cost",
+        "ci95",
+        "error_rate",
+        "mean_pulls",
+        "lower_bound",
+        "cost_over_lower_bound",
+    ):
         assert key in out
     assert out["algorithm"] == "crr" and out["trials"] == 20 and out["mean_cost"] > out["lower_bound"]
     assert "simulating" in r.stderr  # progress goes to stderr, not stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("simulate", "missing.json", "--delta", "0.1"), "not found"),
-    (("simulate", "synthetic:k=4", "--delta", "1.5"), "delta"),
-    (("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "0"), "--trials"),
-    (("simulate", "synthetic:k=4", "--delta", "0.1", "--algorithm", "ucb"), "invalid choice"),
-    (("oracle", "not-an-instance"), "unknown instance"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("simulate", "missing.json", "--delta", "0.1"), "not found"),
+        (("simulate", "synthetic:k=4", "--delta", "1.5"), "delta"),
+        (("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "0"), "--trials"),
+        (("simulate", "synthetic:k=4", "--delta", "0.1", "--algorithm", "ucb"), "invalid choice"),
+        (("oracle", "not-an-instance"), "unknown instance"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     r = run(*args)
     assert r.returncode == 2
@@ -52,7 +65,51 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 
 def test_oracle_rejects_instance_without_condorcet_winner(tmp_path):
     path = tmp_path / "cyc.json"
-    path.write_text(json.dumps({"names": ["r", "p", "s"], "costs": [1, 1, 1],
-                                "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]}))
+    path.write_text(
+        json.dumps(
+            {
+                "names": ["r", "p", "s"],
+                "costs": [1, 1, 1],
+                "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]],
+            }
+        )
+    )
     r = run("oracle", str(path))
     assert r.returncode == 2 and "no Condorcet winner" in r.stderr
+
+
+def test_judge_cost_option_on_oracle_and_simulate():
+    base = json.loads(run("oracle", "synthetic:k=4", "--delta", "0.01", "--json").stdout)
+    r = run("oracle", "synthetic:k=4", "--delta", "0.01", "--judge-cost", "3", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["judge_cost"] == 3.0 and out["c_star"] > base["c_star"]
+    r = run("simulate", "synthetic:k=3", "--delta", "0.1", "--trials", "5", "--judge-cost", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    sim = json.loads(r.stdout)
+    assert sim["judge_cost"] == 2.0 and sim["mean_cost"] >= 2.0 * sim["mean_pulls"]
+    r = run("simulate", "synthetic:k=3", "--delta", "0.1", "--judge-cost", "-1")
+    assert r.returncode == 2 and "--judge-cost" in r.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in r.stderr
+
+
+def test_simulate_defaults_to_dctas_pc_and_answers_no_condorcet_winner(tmp_path):
+    path = tmp_path / "rps4.json"
+    path.write_text(
+        json.dumps(
+            {
+                "names": ["r", "p", "s", "d"],
+                "costs": [1, 1, 1, 1],
+                "preference": [[0.5, 0.6, 0.4, 0.6], [0.4, 0.5, 0.6, 0.6], [0.6, 0.4, 0.5, 0.6], [0.4, 0.4, 0.4, 0.5]],
+            }
+        )
+    )
+    r = run("simulate", str(path), "--delta", "0.05", "--trials", "40", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["algorithm"] == "dctas-pc" and out["no_condorcet_winner_rate"] >= 0.9
+    assert out["assumes_condorcet_winner"] is False and out["lower_bound"] is None
+    r = run("simulate", str(path), "--delta", "0.05", "--algorithm", "dctas")
+    assert r.returncode == 2 and "no Condorcet winner" in r.stderr.strip().splitlines()[-1]
+    r = run("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "5", "--algorithm", "tas")
+    assert r.returncode == 0 and "assumes a Condorcet winner" in r.stdout

@@ -1,6 +1,5 @@
 """Client config validation and the simulated client."""
 
-
 import pytest
 
 from service.clients import (
@@ -26,14 +25,18 @@ from service.clients.retry import RetryPolicy, is_retryable_status, parse_retry_
         ({"kind": "openai", "model": "m", "params": [1]}, "client.params"),
         ({"kind": "openai", "model": "m", "params": {"messages": []}}, "client.params.messages"),
         ({"kind": "openai", "model": "m", "price": {"input_per_1m": 1}}, "client.price.output_per_1m"),
-        ({"kind": "openai", "model": "m", "price": {"input_per_1m": -1, "output_per_1m": 1}},
-         "client.price.input_per_1m"),
+        (
+            {"kind": "openai", "model": "m", "price": {"input_per_1m": -1, "output_per_1m": 1}},
+            "client.price.input_per_1m",
+        ),
         ({"kind": "openai", "model": "m", "price": {"in": 1, "out": 2}}, "client.price"),
         ({"kind": "openai", "model": "m", "timeout_s": 0}, "client.timeout_s"),
         ({"kind": "openai", "model": "m", "timeout_s": 10**400}, "client.timeout_s"),
         ({"kind": "openai", "model": "m", "timeout_s": float("nan")}, "client.timeout_s"),
-        ({"kind": "openai", "model": "m", "price": {"input_per_1m": 10**400, "output_per_1m": 1}},
-         "client.price.input_per_1m"),
+        (
+            {"kind": "openai", "model": "m", "price": {"input_per_1m": 10**400, "output_per_1m": 1}},
+            "client.price.input_per_1m",
+        ),
         ({"kind": "openai", "model": "m", "max_attempts": 0}, "client.max_attempts"),
         ({"kind": "openai", "model": "m", "max_attempts": 2.5}, "client.max_attempts"),
         ({"kind": "openai", "model": "m", "temperature": 0.2}, "client.temperature"),
@@ -73,14 +76,22 @@ def test_defaults_are_filled_and_input_not_mutated():
     assert validate_client_config({"kind": "openai", "model": "m"})["api_key_env"] is None
     assert validate_client_config({"kind": "gemini", "model": "m"})["api_key_env"] == "GEMINI_API_KEY"
     assert validate_client_config({"kind": "simulated"}) == {
-        "kind": "simulated", "seed": 0, "failure_rate": 0.0, "latency_s": 0.0,
+        "kind": "simulated",
+        "seed": 0,
+        "failure_rate": 0.0,
+        "latency_s": 0.0,
     }
 
 
 def test_issue_example_config_is_valid():
-    cfg = {"kind": "openai", "base_url": "https://api.example.com/v1/", "model": "deepseek-chat",
-           "api_key_env": "OPENAI_API_KEY", "params": {"temperature": 0.7},
-           "price": {"input_per_1m": 0.27, "output_per_1m": 0.85}}
+    cfg = {
+        "kind": "openai",
+        "base_url": "https://api.example.com/v1/",
+        "model": "deepseek-chat",
+        "api_key_env": "OPENAI_API_KEY",
+        "params": {"temperature": 0.7},
+        "price": {"input_per_1m": 0.27, "output_per_1m": 0.85},
+    }
     out = validate_client_config(cfg)
     assert out["base_url"] == "https://api.example.com/v1"
     assert out["price"] == {"input_per_1m": 0.27, "output_per_1m": 0.85}

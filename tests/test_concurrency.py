@@ -68,8 +68,12 @@ def test_50_simultaneous_votes_with_duplicates(server):
     assert len(votes) == 50
     # Half the requests as admin, half with the annotator token.
     annotator = {"Authorization": f"Bearer {token}"}
-    barrier_results = fire_together([("POST", f"{url}/v1/duels/{d}/vote", {"choice": c}, ADMIN if n % 2 else annotator)
-                                     for n, (d, c) in enumerate(votes)])
+    barrier_results = fire_together(
+        [
+            ("POST", f"{url}/v1/duels/{d}/vote", {"choice": c}, ADMIN if n % 2 else annotator)
+            for n, (d, c) in enumerate(votes)
+        ]
+    )
     assert len(barrier_results) == 50
 
     by_status = Counter(r.status_code for r in barrier_results)
@@ -102,7 +106,7 @@ def test_50_simultaneous_votes_with_duplicates(server):
 def test_simultaneous_next_duel_requests_count_each_other_as_pending(server):
     url = server.url
     with httpx.Client(base_url=url, headers=ADMIN, timeout=60) as api:
-        cid = api.post("/v1/campaigns", json=campaign_body(name="concurrent duels")).json()["id"]
+        cid = api.post("/v1/campaigns", json=campaign_body(name="concurrent duels", algorithm="dctas")).json()["id"]
     results = fire_together([("POST", f"{url}/v1/campaigns/{cid}/duels", None, ADMIN)] * 20)
     assert [r.status_code for r in results] == [201] * 20
     numbers = sorted(r.json()["number"] for r in results)

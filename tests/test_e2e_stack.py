@@ -2,6 +2,7 @@
 and as the judge model, a campaign run to certification through the REST API alone.
 Also: simulated campaigns through the service against the simulator on the same instance.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,8 +24,12 @@ H = {"Authorization": f"Bearer {ADMIN_KEY}"}
 def fake_provider(tmp_path_factory):
     port = free_port()
     log = open(tmp_path_factory.mktemp("fake") / "fake.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "service.fake_provider", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.fake_provider", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -70,20 +75,31 @@ def _all_duels(client: httpx.Client, cid: int) -> list[dict]:
 def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_provider, db_url):
     price = {"input_per_1m": 1.0, "output_per_1m": 2.0}
     models = [
-        {"name": "small", "cost": 0.0005, "client": {"kind": "openai", "base_url": fake_provider + "/v1",
-                                                      "model": "small-q1", "price": price}},
-        {"name": "large", "cost": 0.004, "client": {"kind": "openai", "base_url": fake_provider + "/v1",
-                                                     "model": "large-q4", "price": price}},
-        {"name": "mid", "cost": 0.001, "client": {"kind": "openai", "base_url": fake_provider + "/v1",
-                                                   "model": "mid-q2"}},
+        {
+            "name": "small",
+            "cost": 0.0005,
+            "client": {"kind": "openai", "base_url": fake_provider + "/v1", "model": "small-q1", "price": price},
+        },
+        {
+            "name": "large",
+            "cost": 0.004,
+            "client": {"kind": "openai", "base_url": fake_provider + "/v1", "model": "large-q4", "price": price},
+        },
+        {
+            "name": "mid",
+            "cost": 0.001,
+            "client": {"kind": "openai", "base_url": fake_provider + "/v1", "model": "mid-q2"},
+        },
     ]
     body = {
         "name": "e2e over HTTP",
         "delta": 0.05,
         "models": models,
         "prompts": [f"Question number {n}: explain something." for n in range(20)],
-        "judge": {"kind": "llm", "client": {"kind": "openai", "base_url": fake_provider + "/v1", "model": "judge",
-                                             "price": price}},
+        "judge": {
+            "kind": "llm",
+            "client": {"kind": "openai", "base_url": fake_provider + "/v1", "model": "judge", "price": price},
+        },
         "seed": 3,
     }
     with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
@@ -104,13 +120,20 @@ def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_pro
     assert len(kinds) >= 2
     assert view["spend"] == pytest.approx(sum(ch["amount"] for d in duels for ch in d["charges"]), rel=1e-9)
     # real cost from token usage where prices are configured: not the fixed per-query cost
-    small_charges = [ch["amount"] for d in duels for ch in d["charges"]
-                     if ch["kind"] == "model" and ch["model_index"] == 0]
+    small_charges = [
+        ch["amount"] for d in duels for ch in d["charges"] if ch["kind"] == "model" and ch["model_index"] == 0
+    ]
     assert small_charges and all(abs(a - 0.0005) > 1e-12 for a in small_charges)
     # the stored state equals the state replayed from the log
     env = dict(os.environ, DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
-    rep = subprocess.run([sys.executable, "-m", "service.cli", "replay", str(cid)], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    rep = subprocess.run(
+        [sys.executable, "-m", "service.cli", "replay", str(cid)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rep.returncode == 0, rep.stdout + rep.stderr
 
 
@@ -125,15 +148,22 @@ def test_simulated_campaigns_match_the_simulator(service, db_url):
     costs = [3.0, 1.0, 1.0]
     delta, n = 0.1, 10
     inst = Instance(["a", "b", "c"], costs, P)
-    sim = simulate(inst, "dctas", delta, 400, seed=1)
+    sim = simulate(inst, "dctas-pc", delta, 400, seed=1)  # the default, as the campaigns below use it
     spends, errors = [], 0
     with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
         ids = []
         for s in range(n):
-            body = {"name": f"sim-vs-service {s}", "delta": delta, "seed": 100 + s, "prompts": ["p"],
-                    "models": [{"name": nm, "cost": c, "client": {"kind": "simulated"}}
-                               for nm, c in zip(inst.names, costs)],
-                    "judge": {"kind": "simulated", "preference": P}}
+            body = {
+                "name": f"sim-vs-service {s}",
+                "delta": delta,
+                "seed": 100 + s,
+                "prompts": ["p"],
+                "algorithm": "dctas-pc",
+                "models": [
+                    {"name": nm, "cost": c, "client": {"kind": "simulated"}} for nm, c in zip(inst.names, costs)
+                ],
+                "judge": {"kind": "simulated", "preference": P},
+            }
             cid = client.post("/v1/campaigns", json=body).json()["id"]
             assert client.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
             ids.append(cid)

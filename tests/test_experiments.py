@@ -7,9 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from service.cli import main as cli_main
-from service.experiments import battles
-from service.experiments.battles import (
+from algorithms.research import battles
+from algorithms.research.battles import (
     BattleLogError,
     build_preference,
     count_battles,
@@ -18,6 +17,7 @@ from service.experiments.battles import (
     load_preference,
     sniff_format,
 )
+from service.cli import main as cli_main
 
 # A: beats B 3-1 (+1 tie, +1 both-bad), beats C 2-0; B beats C 1-1 with 2 ties; D met only A.
 RECORDS = (
@@ -181,8 +181,11 @@ def test_analyze_log_json(tmp_path, capsys):
 
 
 def test_analyze_instance_file_and_text_output(tmp_path, capsys):
-    inst = {"names": ["x", "y", "z"], "costs": [1, 1, 1],
-            "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]}
+    inst = {
+        "names": ["x", "y", "z"],
+        "costs": [1, 1, 1],
+        "preference": [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]],
+    }
     path = tmp_path / "cyc.json"
     path.write_text(json.dumps(inst))
     assert cli_main(["analyze", str(path), "--json"]) == 0
@@ -232,8 +235,8 @@ def test_reproduce_synthetic_reduced(tmp_path, capsys):
     res = json.loads((out / "results.json").read_text())
     assert res["delta"] == 0.01 and res["trials"] == 12
     rows = list(csv.DictReader(open(out / "results.csv")))
-    assert len(rows) == 3 * 5
-    assert {r["algorithm"] for r in rows} == {"dctas", "tas", "crr", "dctac", "dpca"}
+    assert len(rows) == 3 * 6  # the paper's five and dctas-pc, reported beside them
+    assert {r["algorithm"] for r in rows} == {"dctas", "tas", "crr", "dctac", "dpca", "dctas-pc"}
     by = {(int(r["k"]), r["algorithm"]): r for r in rows}
     for r in rows:
         assert int(r["trials"]) == 12 and float(r["mean_cost"]) > 0 and float(r["ci95"]) >= 0
@@ -255,13 +258,27 @@ def test_reproduce_synthetic_reduced(tmp_path, capsys):
 
 def test_reproduce_realworld_reduced(tmp_path, capsys):
     out = tmp_path / "rw"
-    rc = cli_main(["reproduce", "realworld", "--trials", "4", "--chunk", "2", "--instances", "text,genai-image",
-                   "--out", str(out)])
+    rc = cli_main(
+        [
+            "reproduce",
+            "realworld",
+            "--trials",
+            "4",
+            "--chunk",
+            "2",
+            "--instances",
+            "text,genai-image",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     res = json.loads((out / "results.json").read_text())
     assert res["delta"] == 1e-10 and res["cap_factor"] == 10
     rows = {(r["instance"], r["algorithm"]): r for r in res["rows"]}
-    assert len(rows) == 10
+    assert len(rows) == 12  # 2 instances x (the paper's five + dctas-pc)
+    table2 = (out / "table2.md").read_text()
+    assert "dctas-pc (not from the paper) (ours)" in table2 and "dctas-pc (not from the paper) (paper)" not in table2
     for r in res["rows"]:
         assert r["status"] in ("ok", "left_out", "lower_bound")
         assert r["mean_cost"] > 0 and r["ci997"] >= 0
@@ -319,7 +336,7 @@ def test_reproduce_out_must_be_a_directory(tmp_path, capsys):
 def test_oracle_reduction_of_dctas_against_tas():
     from algorithms import synthetic_instance
     from algorithms.oracle import solve_oracle
-    from service.experiments.reproduce import allocation_cost_rate, oracle_reduction_pct
+    from algorithms.research.reproduce import allocation_cost_rate, oracle_reduction_pct
 
     inst = synthetic_instance(19.0)
     aware = solve_oracle(inst)

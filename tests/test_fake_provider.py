@@ -12,7 +12,6 @@ import httpx
 import pytest
 import uvicorn
 
-from judges import build_judge
 from judges.llm import render_judge_prompt
 from service.clients import ClientError, build_client
 from service.fake_provider import (
@@ -21,6 +20,7 @@ from service.fake_provider import (
     parse_quality_options,
     quality_from_name,
 )
+from service.judging import build_judge
 
 BASE = "http://fake.test/v1"
 
@@ -70,10 +70,14 @@ async def test_answers_are_deterministic_with_usage(asgi):
 
 async def test_raw_response_shape_models_and_bad_requests(asgi):
     http, _ = asgi
-    r = await http.post(f"{BASE}/chat/completions",
-                        json={"model": "x", "messages": [{"role": "system", "content": "sys"},
-                                                         {"role": "user", "content": "hello"}],
-                              "max_tokens": 3})
+    r = await http.post(
+        f"{BASE}/chat/completions",
+        json={
+            "model": "x",
+            "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hello"}],
+            "max_tokens": 3,
+        },
+    )
     body = r.json()
     assert r.status_code == 200 and body["object"] == "chat.completion" and body["model"] == "x"
     assert body["choices"][0]["finish_reason"] == "length"
@@ -81,8 +85,12 @@ async def test_raw_response_shape_models_and_bad_requests(asgi):
     assert body["usage"]["total_tokens"] == 6
     ids = [m["id"] for m in (await http.get(f"{BASE}/models")).json()["data"]]
     assert ids == ["champion", "x", "zero"]
-    for payload in ({"messages": [{"role": "user", "content": "x"}]}, {"model": "x", "messages": []},
-                    {"model": "x", "messages": [{"role": "user", "content": "x"}], "stream": True}, [1]):
+    for payload in (
+        {"messages": [{"role": "user", "content": "x"}]},
+        {"model": "x", "messages": []},
+        {"model": "x", "messages": [{"role": "user", "content": "x"}], "stream": True},
+        [1],
+    ):
         r = await http.post(f"{BASE}/chat/completions", json=payload)
         assert r.status_code == 400 and "message" in r.json()["error"]
     r = await http.post(f"{BASE}/chat/completions", content=b"{nope")
@@ -94,8 +102,11 @@ async def test_fake_judge_prefers_the_stronger_model_in_both_orders(asgi):
     q = "Explain recursion."
     strong = (await client(http, "champion").complete(q)).text
     weak = (await client(http, "weak-q1").complete(q)).text
-    judge = build_judge({"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "judge"}},
-                        ["weak-q1", "champion"], http=http)
+    judge = build_judge(
+        {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "judge"}},
+        ["weak-q1", "champion"],
+        http=http,
+    )
     v = await judge.judge(q, weak, strong, model_a=0, model_b=1)
     assert v.choice == "b" and v.detail["consistent"] is True and v.error is None
     v = await judge.judge(q, strong, weak, model_a=1, model_b=0)
@@ -108,8 +119,9 @@ async def test_fake_judge_prefers_the_stronger_model_in_both_orders(asgi):
 async def test_bradley_terry_judge_is_order_consistent_and_noisy():
     app = create_fake_provider_app(judge_mode="bradley-terry")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
-        judge = build_judge({"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "j"}},
-                            ["a", "b"], http=http)
+        judge = build_judge(
+            {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "j"}}, ["a", "b"], http=http
+        )
         strong_c, weak_c = client(http, "s-q3"), client(http, "w-q1")
         wins = 0
         for k in range(40):
@@ -123,12 +135,18 @@ async def test_bradley_terry_judge_is_order_consistent_and_noisy():
 
 async def test_fake_judge_without_markers_is_order_consistent(asgi):
     http, _ = asgi
-    judge = build_judge({"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "j"}},
-                        ["a", "b"], http=http)
+    judge = build_judge(
+        {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "j"}}, ["a", "b"], http=http
+    )
     v = await judge.judge("q", "plain answer one", "plain answer two", model_a=0, model_b=1)
     assert v.choice in ("a", "b") and v.detail["consistent"] is True
-    r = await http.post(f"{BASE}/chat/completions", json={"model": "j", "messages": [
-        {"role": "user", "content": render_judge_prompt("q", "plain answer one", "plain answer two")}]})
+    r = await http.post(
+        f"{BASE}/chat/completions",
+        json={
+            "model": "j",
+            "messages": [{"role": "user", "content": render_judge_prompt("q", "plain answer one", "plain answer two")}],
+        },
+    )
     assert r.json()["choices"][0]["message"]["content"].rstrip().endswith(("[[A]]", "[[B]]"))
 
 
@@ -143,8 +161,9 @@ async def test_injected_faults(asgi):
     async def rec(s):
         delays.append(s)
 
-    c = build_client({"kind": "openai", "base_url": BASE, "model": "m-fault-429", "max_attempts": 2},
-                     "m", 0.0, http=http, sleep=rec)
+    c = build_client(
+        {"kind": "openai", "base_url": BASE, "model": "m-fault-429", "max_attempts": 2}, "m", 0.0, http=http, sleep=rec
+    )
     with pytest.raises(ClientError) as ei:
         await c.complete("x")
     assert ei.value.status_code == 429 and delays == [1.0]
@@ -173,8 +192,9 @@ def test_cli_parser_registration():
 
     parser = argparse.ArgumentParser()
     add_fake_provider_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["fake-provider", "--port", "9999", "--quality", "a=2", "--quality", "b=1",
-                              "--judge-mode", "bradley-terry"])
+    args = parser.parse_args(
+        ["fake-provider", "--port", "9999", "--quality", "a=2", "--quality", "b=1", "--judge-mode", "bradley-terry"]
+    )
     assert args.port == 9999 and args.host == "127.0.0.1" and args.quality == ["a=2", "b=1"]
     assert args.judge_mode == "bradley-terry" and callable(args.handler)
     args = parser.parse_args(["fake-provider", "--quality", "oops"])
@@ -225,8 +245,12 @@ async def test_over_real_http_models_and_judge(live_server):
 
 async def test_timeout_over_real_http(live_server):
     base, _ = live_server
-    c = build_client({"kind": "openai", "base_url": base, "model": "m-fault-timeout",
-                      "timeout_s": 0.1, "max_attempts": 2}, "m", 0.0, sleep=no_sleep)
+    c = build_client(
+        {"kind": "openai", "base_url": base, "model": "m-fault-timeout", "timeout_s": 0.1, "max_attempts": 2},
+        "m",
+        0.0,
+        sleep=no_sleep,
+    )
     t0 = time.monotonic()
     with pytest.raises(ClientError, match="timed out") as ei:
         await c.complete("x")
@@ -242,14 +266,19 @@ def test_module_entry_point_serves(tmp_path):
     s.close()
     proc = subprocess.Popen(
         [sys.executable, "-m", "service.fake_provider", "--port", str(port), "--quality", "x=2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ},
     )
     try:
         deadline = time.monotonic() + 20
         while True:
             try:
-                r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=2,
-                               json={"model": "x", "messages": [{"role": "user", "content": "hi"}]})
+                r = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions",
+                    timeout=2,
+                    json={"model": "x", "messages": [{"role": "user", "content": "hi"}]},
+                )
                 break
             except httpx.TransportError:
                 assert proc.poll() is None, proc.stderr.read().decode()
@@ -271,8 +300,9 @@ async def test_campaign_over_fake_provider_certifies_the_condorcet_winner():
     names, costs = ["small-q1", "large-q4", "medium-q2"], [1.0, 3.0, 2.0]
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
         models = [client(http, n) for n in names]
-        judge = build_judge({"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "judge"}},
-                            names, http=http)
+        judge = build_judge(
+            {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "judge"}}, names, http=http
+        )
         policy = make_policy("dctas", costs=costs, delta=0.05)
         duels = 0
         while not policy.should_stop() and duels < 1000:

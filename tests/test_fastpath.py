@@ -37,8 +37,9 @@ def strip(view: dict) -> dict:
 
 
 async def session(api, name: str, tie_policy: str) -> tuple[dict, list[dict]]:
-    body = campaign_body(name=name, costs=[0.004, 0.001, 0.002, 0.003], tie_policy=tie_policy, budget=50.0,
-                         max_duels=10_000, delta=1e-6)
+    body = campaign_body(
+        name=name, costs=[0.004, 0.001, 0.002, 0.003], tie_policy=tie_policy, budget=50.0, max_duels=10_000, delta=1e-6
+    )
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "fast"})).json()["token"]
     ann = {"Authorization": f"Bearer {token}"}
@@ -75,28 +76,38 @@ async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkey
 
     def counting(kind, fn):
         if asyncio.iscoroutinefunction(fn):
+
             async def awrapper(*args, **kwargs):
                 out = await fn(*args, **kwargs)  # a Fallback is not counted
                 used[kind] += 1
                 return out
+
             return awrapper
 
         def wrapper(*args, **kwargs):
             out = fn(*args, **kwargs)
             used[kind] += 1
             return out
+
         return wrapper
 
-    for name, kind in (("plan_duel", "plan"), ("record_vote", "vote"), ("plan_duel_async", "plan_async"),
-                       ("record_vote_async", "vote_async")):
+    for name, kind in (
+        ("plan_duel", "plan"),
+        ("record_vote", "vote"),
+        ("plan_duel_async", "plan_async"),
+        ("record_vote_async", "vote_async"),
+    ):
         monkeypatch.setattr(fastpath, name, counting(kind, getattr(fastpath, name)))
 
     runs = {}
     n = len(CHOICES)
     # 1. the fast path this backend uses by default
     runs["fast"] = await session(api, "fast path", tie_policy)
-    expected = {"plan": 0, "vote": 0, "plan_async": n, "vote_async": n} if on_postgres else \
-        {"plan": n, "vote": n, "plan_async": 0, "vote_async": 0}
+    expected = (
+        {"plan": 0, "vote": 0, "plan_async": n, "vote_async": n}
+        if on_postgres
+        else {"plan": n, "vote": n, "plan_async": 0, "vote_async": 0}
+    )
     assert used == expected  # every step took it
     if on_postgres:  # 2. the synchronous driver in worker threads
         monkeypatch.setattr(svc, "_on_loop", False)
@@ -116,8 +127,9 @@ async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkey
         assert len(duels) == len(slow_duels) == n
         for f, s in zip(duels, slow_duels):
             assert strip(f) == strip(s), (label, f, s)
-            assert [(c["kind"], c["model_index"], c["amount"]) for c in f["charges"]] == \
-                [(c["kind"], c["model_index"], c["amount"]) for c in s["charges"]], label
+            assert [(c["kind"], c["model_index"], c["amount"]) for c in f["charges"]] == [
+                (c["kind"], c["model_index"], c["amount"]) for c in s["charges"]
+            ], label
 
 
 async def test_fast_path_falls_back_for_the_vote_that_certifies(api, monkeypatch):
@@ -149,8 +161,12 @@ async def pg_api(pg_url):
 
     upgrade_database(pg_url)
     app = create_app(make_settings(pg_url))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://t",
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=30,
+    ) as client:
         client.app = app
         yield client
     await app.state.service.aclose()
@@ -248,7 +264,7 @@ async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_api, p
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
     await asyncio.sleep(0.2)
     for _ in range(3):
-        d = (await api.post(f"/v1/campaigns/{cid}/duels"))
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
         assert d.status_code == 201, d.text
         r = await api.post(f"/v1/duels/{d.json()['id']}/vote", json={"choice": "b"})
         assert r.status_code == 200, r.text

@@ -37,8 +37,9 @@ class ThreadedServer:
     def __init__(self, app):
         import uvicorn
 
-        self.config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
-                                     access_log=False)
+        self.config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
+        )
         self.server = uvicorn.Server(self.config)
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -87,8 +88,15 @@ class FaultyProvider:
         return Counter(outcome for m, outcome in self.log if m == model)
 
     def client(self, model: str, **overrides) -> dict:
-        cfg = {"kind": "openai", "base_url": self.url + "/v1", "model": model, "max_attempts": 2,
-               "backoff_base_s": 0.01, "backoff_max_s": 0.02, "timeout_s": 1.2}
+        cfg = {
+            "kind": "openai",
+            "base_url": self.url + "/v1",
+            "model": model,
+            "max_attempts": 2,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.02,
+            "timeout_s": 1.2,
+        }
         # 1.2 s: long enough that a healthy answer is not cut off on a loaded
         # 2-core CI machine, short enough that "fault-timeout" (3 s) times out.
         cfg.update(overrides)
@@ -231,11 +239,11 @@ async def test_provider_outage_pauses_a_run_which_then_resumes(db_url, provider)
     models = names("small-q1", "mid-q2", "large-q4")
     costs = [0.001, 0.002, 0.004]
     judge = {"kind": "llm", "client": provider.client(names("judge")[0]), "cost": 0.0005}
-    body = campaign_body(name="outage", costs=costs, clients=[provider.client(m) for m in models],
-                         judge=judge, delta=0.05)
+    body = campaign_body(
+        name="outage", costs=costs, clients=[provider.client(m) for m in models], judge=judge, delta=0.05
+    )
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                     headers=ADMIN) as api:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
             cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
             provider.provider.failure_rate = 1.0  # every request: 503
             try:
@@ -289,8 +297,9 @@ def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tm
     env = {"LLMDUEL_RESUME_RUNS": "1", "LLMDUEL_DUEL_EXPIRY_SECONDS": "3"}
     P = [[0.5, 0.68, 0.72], [0.32, 0.5, 0.6], [0.28, 0.4, 0.5]]
     clients = [{"kind": "simulated", "latency_s": 0.03}] * 3
-    body = campaign_body(name="sigkill", judge={"kind": "simulated", "preference": P}, clients=clients,
-                         delta=0.01, seed=5)
+    body = campaign_body(
+        name="sigkill", judge={"kind": "simulated", "preference": P}, clients=clients, delta=0.01, seed=5
+    )
     server = start_live_server(db_url, tmp_path / "first.log", extra_env=env, workers=1)
     try:
         with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
@@ -473,10 +482,17 @@ async def test_postgres_unreachable_gives_503_and_the_service_recovers_by_itself
         async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=ADMIN, timeout=30) as api:
             cid = (await api.post("/v1/campaigns", json=campaign_body(name="db outage"))).json()["id"]
             d1 = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-            auto = (await api.post("/v1/campaigns", json=campaign_body(
-                name="db outage run", judge={"kind": "simulated", "preference": [[0.5, 0.6, 0.6], [0.4, 0.5, 0.6],
-                                                                                 [0.4, 0.4, 0.5]]},
-                clients=[{"kind": "simulated", "latency_s": 0.01}] * 3, delta=1e-6))).json()["id"]
+            auto = (
+                await api.post(
+                    "/v1/campaigns",
+                    json=campaign_body(
+                        name="db outage run",
+                        judge={"kind": "simulated", "preference": [[0.5, 0.6, 0.6], [0.4, 0.5, 0.6], [0.4, 0.4, 0.5]]},
+                        clients=[{"kind": "simulated", "latency_s": 0.01}] * 3,
+                        delta=1e-6,
+                    ),
+                )
+            ).json()["id"]
             assert (await api.post(f"/v1/campaigns/{auto}/run", json={"concurrency": 2})).status_code == 202
             await asyncio.sleep(0.5)
 
@@ -533,8 +549,7 @@ async def test_sqlite_database_unavailable_then_back_without_restart(tmp_path):
     url = f"sqlite:///{path}"
     app = create_app(make_settings(url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                     headers=ADMIN) as api:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
             await _expect_503(api, "GET", "/v1/campaigns")
             await _expect_503(api, "POST", "/v1/campaigns", json=campaign_body())
             await _expect_503(api, "GET", "/v1/campaigns/1")
@@ -570,11 +585,13 @@ async def test_sqlite_locked_by_another_process_for_a_while_delays_but_loses_not
     upgrade_database(url)
     app = create_app(make_settings(url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
-                                     headers=ADMIN, timeout=120) as api:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN, timeout=120
+        ) as api:
             cid = (await api.post("/v1/campaigns", json=campaign_body(name="locked"))).json()["id"]
             holder = subprocess.Popen(  # noqa: ASYNC220 - another process takes the write lock for 2 s
-                [sys.executable, "-c", LOCK_HOLDER, str(tmp_path / "locked.db")], stdout=subprocess.PIPE, text=True)
+                [sys.executable, "-c", LOCK_HOLDER, str(tmp_path / "locked.db")], stdout=subprocess.PIPE, text=True
+            )
             try:
                 assert holder.stdout.readline().strip() == "locked"
                 t0 = time.monotonic()

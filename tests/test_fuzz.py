@@ -33,9 +33,14 @@ def fuzz_app(db_url):
     app = create_app(make_settings(db_url))
     with TestClient(app, headers=ADMIN) as client:
         human = client.post("/v1/campaigns", json=campaign_body(name="fuzz human", budget=50.0)).json()["id"]
-        client.post("/v1/campaigns", json=campaign_body(
-            name="fuzz automatic", judge={"kind": "simulated", "preference": [[0.5, 0.6, 0.7], [0.4, 0.5, 0.6],
-                                                                            [0.3, 0.4, 0.5]]}, max_duels=3))
+        client.post(
+            "/v1/campaigns",
+            json=campaign_body(
+                name="fuzz automatic",
+                judge={"kind": "simulated", "preference": [[0.5, 0.6, 0.7], [0.4, 0.5, 0.6], [0.3, 0.4, 0.5]]},
+                max_duels=3,
+            ),
+        )
         for _ in range(3):
             d = client.post(f"/v1/campaigns/{human}/duels").json()
         client.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
@@ -62,7 +67,8 @@ schema = _schema()
 def check(case, response) -> None:
     assert response.status_code < 500, (
         f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:500]}\n"
-        f"{case.as_curl_command()}")
+        f"{case.as_curl_command()}"
+    )
     if response.status_code >= 400:
         content_type = (response.headers.get("content-type") or [""])[0]  # schemathesis: lists of values
         assert content_type.startswith("application/json"), response.headers
@@ -70,8 +76,9 @@ def check(case, response) -> None:
 
 
 @schema.parametrize()
-@settings(max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=FUZZ_EXAMPLES, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck)
+)
 def test_no_input_causes_a_server_error(case, fuzz_app):
     """Every generated request, as the admin and as an annotator; requests with ids in
     the path are also sent to existing resources (random ids mostly find nothing)."""

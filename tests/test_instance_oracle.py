@@ -1,4 +1,5 @@
 """Instance validation and the oracle (Theorem 1, Proposition 1, Lemma 2)."""
+
 import json
 import math
 
@@ -37,16 +38,25 @@ def test_oracle_closed_form_matches_definitions():
 def test_lower_bound_is_optimal_value_of_the_max_min_problem():
     """c*^-1 = sup_w min_m sum_n w_mn g_mn (with m losing): random w never beats the oracle's w."""
     rng = np.random.default_rng(0)
-    inst = Instance(["a", "b", "c", "d"], [3.0, 1.0, 2.0, 0.5],
-                    [[0.5, 0.6, 0.7, 0.55], [0.4, 0.5, 0.3, 0.8], [0.3, 0.7, 0.5, 0.35], [0.45, 0.2, 0.65, 0.5]])
+    inst = Instance(
+        ["a", "b", "c", "d"],
+        [3.0, 1.0, 2.0, 0.5],
+        [[0.5, 0.6, 0.7, 0.55], [0.4, 0.5, 0.3, 0.8], [0.3, 0.7, 0.5, 0.35], [0.45, 0.2, 0.65, 0.5]],
+    )
     res = solve_oracle(inst)
     G = g_matrix(inst.preference, inst.costs)
     pairs = res.pairs
 
     def value(w):
-        return min(sum(w[k] * (G[m, n] if m == i else G[m, i] if m == n else 0.0)
-                       for k, (i, n) in enumerate(pairs) if m in (i, n))
-                   for m in range(inst.L) if m != res.winner)
+        return min(
+            sum(
+                w[k] * (G[m, n] if m == i else G[m, i] if m == n else 0.0)
+                for k, (i, n) in enumerate(pairs)
+                if m in (i, n)
+            )
+            for m in range(inst.L)
+            if m != res.winner
+        )
 
     best = value(res.cost_fractions)
     assert best == pytest.approx(1.0 / res.c_star, rel=1e-9)

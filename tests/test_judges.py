@@ -7,7 +7,7 @@ import httpx
 import pytest
 import respx
 
-from judges import HumanJudge, SimulatedJudge, Verdict, build_judge, validate_judge_config
+from judges import HumanJudge, SimulatedJudge, Verdict
 from judges.llm import (
     JUDGE_HEADER,
     LLMJudge,
@@ -16,6 +16,7 @@ from judges.llm import (
     parse_verdict,
     render_judge_prompt,
 )
+from service.judging import build_judge, validate_judge_config
 
 NAMES = ["alpha", "beta", "gamma"]
 P3 = [[0.5, 0.8, 0.6], [0.2, 0.5, 0.7], [0.4, 0.3, 0.5]]
@@ -23,26 +24,37 @@ URL = "http://judge.test/v1/chat/completions"
 
 
 # ---------------------------------------------------------------- validation
-@pytest.mark.parametrize("cfg, n, needle", [
-    ({"kind": "robot"}, 3, "judge.kind"),
-    ("human", 3, "judge:"),
-    ({"kind": "human", "x": 1}, 3, "judge.x"),
-    ({"kind": "simulated"}, 3, "judge.preference"),
-    ({"kind": "simulated", "preference": [[0.5, 0.5], [0.5, 0.5]]}, 3, "is 2x2 but the campaign has 3 models"),
-    ({"kind": "simulated", "preference": [[0.5, 0.8, 0.6], [0.2, 0.5]]}, 3, "must be square"),
-    ({"kind": "simulated", "preference": [[0.5, 1.2], [-0.2, 0.5]]}, 2, "judge.preference[0][1]: must be in [0, 1]"),
-    ({"kind": "simulated", "preference": [[0.5, "x"], [0.5, 0.5]]}, 2, "judge.preference[0][1]: must be a number"),
-    ({"kind": "simulated", "preference": [[0.5, 0.8], [0.3, 0.5]]}, 2, "p[0][1] + p[1][0] must equal 1"),
-    ({"kind": "simulated", "preference": [[0.5, 10**400], [0, 0.5]]}, 2, "judge.preference[0][1]: must be a number"),
-    ({"kind": "simulated", "preference": [[0.5, 0.5], [0.5, 0.5]], "tie_prob": 10**400}, 2, "judge.tie_prob"),
-    ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "cost": 10**400}, 2, "judge.cost"),
-    ({"kind": "simulated", "preference": [[0.5, 0.8], [0.2, 0.5]], "tie_prob": 1.0}, 2, "judge.tie_prob"),
-    ({"kind": "llm"}, 2, "judge.client"),
-    ({"kind": "llm", "client": {"kind": "simulated"}}, 2, "judge.client.kind"),
-    ({"kind": "llm", "client": {"kind": "openai"}}, 2, "judge.client.model"),
-    ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "cost": -1}, 2, "judge.cost"),
-    ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "both_orders": "yes"}, 2, "judge.both_orders"),
-])
+@pytest.mark.parametrize(
+    "cfg, n, needle",
+    [
+        ({"kind": "robot"}, 3, "judge.kind"),
+        ("human", 3, "judge:"),
+        ({"kind": "human", "x": 1}, 3, "judge.x"),
+        ({"kind": "simulated"}, 3, "judge.preference"),
+        ({"kind": "simulated", "preference": [[0.5, 0.5], [0.5, 0.5]]}, 3, "is 2x2 but the campaign has 3 models"),
+        ({"kind": "simulated", "preference": [[0.5, 0.8, 0.6], [0.2, 0.5]]}, 3, "must be square"),
+        (
+            {"kind": "simulated", "preference": [[0.5, 1.2], [-0.2, 0.5]]},
+            2,
+            "judge.preference[0][1]: must be in [0, 1]",
+        ),
+        ({"kind": "simulated", "preference": [[0.5, "x"], [0.5, 0.5]]}, 2, "judge.preference[0][1]: must be a number"),
+        ({"kind": "simulated", "preference": [[0.5, 0.8], [0.3, 0.5]]}, 2, "p[0][1] + p[1][0] must equal 1"),
+        (
+            {"kind": "simulated", "preference": [[0.5, 10**400], [0, 0.5]]},
+            2,
+            "judge.preference[0][1]: must be a number",
+        ),
+        ({"kind": "simulated", "preference": [[0.5, 0.5], [0.5, 0.5]], "tie_prob": 10**400}, 2, "judge.tie_prob"),
+        ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "cost": 10**400}, 2, "judge.cost"),
+        ({"kind": "simulated", "preference": [[0.5, 0.8], [0.2, 0.5]], "tie_prob": 1.0}, 2, "judge.tie_prob"),
+        ({"kind": "llm"}, 2, "judge.client"),
+        ({"kind": "llm", "client": {"kind": "simulated"}}, 2, "judge.client.kind"),
+        ({"kind": "llm", "client": {"kind": "openai"}}, 2, "judge.client.model"),
+        ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "cost": -1}, 2, "judge.cost"),
+        ({"kind": "llm", "client": {"kind": "openai", "model": "m"}, "both_orders": "yes"}, 2, "judge.both_orders"),
+    ],
+)
 def test_invalid_judge_configs(cfg, n, needle):
     with pytest.raises(ValueError) as ei:
         validate_judge_config(cfg, n_models=n)
@@ -73,10 +85,8 @@ async def test_simulated_judge_draws_from_the_matrix():
     assert isinstance(j, SimulatedJudge) and j.automatic
     rng = random.Random(123)
     n = 4000
-    wins_ab = sum([(await j.judge("q", "x", "y", model_a=0, model_b=1, rng=rng)).choice == "a"
-                   for _ in range(n)])
-    wins_ba = sum([(await j.judge("q", "x", "y", model_a=1, model_b=0, rng=rng)).choice == "a"
-                   for _ in range(n)])
+    wins_ab = sum([(await j.judge("q", "x", "y", model_a=0, model_b=1, rng=rng)).choice == "a" for _ in range(n)])
+    wins_ba = sum([(await j.judge("q", "x", "y", model_a=1, model_b=0, rng=rng)).choice == "a" for _ in range(n)])
     assert abs(wins_ab / n - 0.8) < 0.03 and abs(wins_ba / n - 0.2) < 0.03
     v = await j.judge("q", "x", "y", model_a=2, model_b=1, rng=random.Random(5))
     assert v.cost == 0.0 and v.error is None and v.detail["p"] == 0.3
@@ -108,21 +118,24 @@ def test_verdict_rejects_unknown_choice():
 
 
 # ---------------------------------------------------------------- parsing
-@pytest.mark.parametrize("output, token", [
-    ("Answer B cites the correct year and explains why.\n\n[[B]]", "B"),
-    ("Both are accurate and equally concise.\nFinal verdict: [[C]]", "C"),
-    ("**Evaluation**\n- A: correct\n- B: wrong unit\n\n**Verdict:** [[A]]\n", "A"),
-    ("At first glance [[A]] seems right, but A miscounts. Final verdict: [[B]]", "B"),
-    ("Verdict: [[ b ]]", "B"),
-    ('The required format is "[[A]]" or "[[B]]"; I choose [[C]].', "C"),
-    ("Answer A is better.", None),
-    ("Verdict: [A]", None),
-    ("Verdict: [[D]]", None),
-    ("Verdict: [[AB]]", None),
-    ("Verdict: [[A]", None),
-    ("", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "output, token",
+    [
+        ("Answer B cites the correct year and explains why.\n\n[[B]]", "B"),
+        ("Both are accurate and equally concise.\nFinal verdict: [[C]]", "C"),
+        ("**Evaluation**\n- A: correct\n- B: wrong unit\n\n**Verdict:** [[A]]\n", "A"),
+        ("At first glance [[A]] seems right, but A miscounts. Final verdict: [[B]]", "B"),
+        ("Verdict: [[ b ]]", "B"),
+        ('The required format is "[[A]]" or "[[B]]"; I choose [[C]].', "C"),
+        ("Answer A is better.", None),
+        ("Verdict: [A]", None),
+        ("Verdict: [[D]]", None),
+        ("Verdict: [[AB]]", None),
+        ("Verdict: [[A]", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_parse_verdict_takes_the_last_match(output, token):
     assert parse_verdict(output) == token
 
@@ -145,15 +158,25 @@ def test_combine():
 
 # ---------------------------------------------------------------- LLM judge over respx
 def chat(text, pt=100, ct=20):
-    return httpx.Response(200, json={
-        "choices": [{"message": {"role": "assistant", "content": text}}],
-        "usage": {"prompt_tokens": pt, "completion_tokens": ct}})
+    return httpx.Response(
+        200,
+        json={
+            "choices": [{"message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct},
+        },
+    )
 
 
 def llm_judge(**kw):
-    cfg = {"kind": "llm", "client": {"kind": "openai", "base_url": "http://judge.test/v1",
-                                     "model": "judge-1",
-                                     "price": {"input_per_1m": 1.0, "output_per_1m": 10.0}}}
+    cfg = {
+        "kind": "llm",
+        "client": {
+            "kind": "openai",
+            "base_url": "http://judge.test/v1",
+            "model": "judge-1",
+            "price": {"input_per_1m": 1.0, "output_per_1m": 10.0},
+        },
+    }
     cfg.update(kw)
 
     async def no_sleep(s):
@@ -197,11 +220,14 @@ def content_judge(request):
 
 
 @respx.mock
-@pytest.mark.parametrize("a, b, expected", [
-    ("GOOD answer", "bad answer", "a"),
-    ("bad answer", "GOOD answer", "b"),
-    ("GOOD", "GOOD too", "tie"),
-])
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        ("GOOD answer", "bad answer", "a"),
+        ("bad answer", "GOOD answer", "b"),
+        ("GOOD", "GOOD too", "tie"),
+    ],
+)
 async def test_consistent_judge_decides_in_shown_terms(a, b, expected):
     respx.post(URL).mock(side_effect=content_judge)
     v = await llm_judge().judge("q", a, b, model_a=1, model_b=2)
@@ -242,9 +268,17 @@ async def test_failed_judge_call_is_an_error_and_only_successful_calls_cost():
 
 @respx.mock
 async def test_single_order_and_fixed_judge_cost():
-    route = respx.post(URL).mock(return_value=httpx.Response(
-        200, json={"choices": [{"message": {"content": "[[B]]"}}]}))  # no usage
-    j = build_judge({"kind": "llm", "cost": 0.004, "both_orders": False,
-                     "client": {"kind": "openai", "base_url": "http://judge.test/v1", "model": "j"}}, NAMES)
+    route = respx.post(URL).mock(
+        return_value=httpx.Response(200, json={"choices": [{"message": {"content": "[[B]]"}}]})
+    )  # no usage
+    j = build_judge(
+        {
+            "kind": "llm",
+            "cost": 0.004,
+            "both_orders": False,
+            "client": {"kind": "openai", "base_url": "http://judge.test/v1", "model": "j"},
+        },
+        NAMES,
+    )
     v = await j.judge("q", "x", "y", model_a=0, model_b=1)
     assert route.call_count == 1 and v.choice == "b" and v.cost == 0.004

@@ -42,6 +42,7 @@ def human_duel(svc, cid: int, choice: str = "a") -> dict:
 def test_models_match_the_migrations(db_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
+
     from service.db import Database, head_revision
     from service.models import Base
 
@@ -103,8 +104,9 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
             raw = conn.execute(text("SELECT policy_state FROM campaigns WHERE id = :id"), {"id": cid}).scalar_one()
             state = raw if isinstance(raw, dict) else json.loads(raw)
             state["W"][0] += 1.0
-            conn.execute(text("UPDATE campaigns SET policy_state = :s WHERE id = :id"),
-                         {"s": json.dumps(state), "id": cid})
+            conn.execute(
+                text("UPDATE campaigns SET policy_state = :s WHERE id = :id"), {"s": json.dumps(state), "id": cid}
+            )
         result = svc.replay(cid)
         assert not result.ok
         assert any(line.startswith("policy_state.W[0]") for line in result.diff), result.diff
@@ -116,8 +118,13 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
 
         # Tamper with the ledger: the spend no longer matches the charges.
         with svc.db.engine.begin() as conn:
-            conn.execute(text("UPDATE charges SET amount_nusd = amount_nusd + 1 WHERE id = "
-                              "(SELECT MIN(id) FROM charges WHERE campaign_id = :id)"), {"id": cid})
+            conn.execute(
+                text(
+                    "UPDATE charges SET amount_nusd = amount_nusd + 1 WHERE id = "
+                    "(SELECT MIN(id) FROM charges WHERE campaign_id = :id)"
+                ),
+                {"id": cid},
+            )
         assert any(line.startswith("spend_nusd") for line in svc.replay(cid).diff)
     finally:
         svc.db.dispose()

@@ -30,8 +30,11 @@ def _terminator(pg_url: str, stop: threading.Event, counts: list[int]) -> None:
     conninfo = url.set(drivername="postgresql", database="postgres").render_as_string(hide_password=False)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         while not stop.is_set():
-            n = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                             "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchone()[0]
+            n = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            ).fetchone()[0]
             counts[0] += int(n)
             time.sleep(0.05)
 
@@ -73,8 +76,10 @@ def test_terminated_backends_give_503_never_500_and_the_pools_heal(pg_url, tmp_p
         seen: list = []
         killed = [0]
         killer = threading.Thread(target=_terminator, args=(pg_url, stop_kill, killed))
-        workers = [threading.Thread(target=_annotator, args=(server.url, tok, cid, stop, seen, n))
-                   for n, (cid, tok) in enumerate(tokens)]
+        workers = [
+            threading.Thread(target=_annotator, args=(server.url, tok, cid, stop, seen, n))
+            for n, (cid, tok) in enumerate(tokens)
+        ]
         for t in workers:
             t.start()
         killer.start()

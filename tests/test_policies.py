@@ -1,4 +1,5 @@
 """The step-wise policy interface: decisions, state round trips, in-flight duels, input validation."""
+
 import json
 
 import numpy as np
@@ -84,8 +85,8 @@ def test_tas_ignores_costs_and_dctas_avoids_expensive_pair():
     _drive(d, P, np.random.default_rng(0), 3000)
     _drive(t, P, np.random.default_rng(0), 3000)
     nd, nt = np.array(d.summary()["N"]), np.array(t.summary()["N"])
-    assert nd[1, 2] > nd[0, 2]          # DCTAS prefers (2,3) over the costly (1,3)
-    assert nt[0, 2] > nt[1, 2]          # TAS does the opposite
+    assert nd[1, 2] > nd[0, 2]  # DCTAS prefers (2,3) over the costly (1,3)
+    assert nt[0, 2] > nt[1, 2]  # TAS does the opposite
     np.testing.assert_allclose(d.target_allocation(), solve_oracle(synthetic_instance(19)).pull_fractions, atol=0.15)
 
 
@@ -102,19 +103,22 @@ def test_record_after_stop_keeps_the_certificate():
 
 def test_half_scores_and_reverse_order():
     pol = make_policy("crr", [1, 1], 0.1)
-    pol.record(1, 0, 1.0)      # arm 1 beats arm 0
-    pol.record(0, 1, 0.5)      # a tie counted as half
+    pol.record(1, 0, 1.0)  # arm 1 beats arm 0
+    pol.record(0, 1, 0.5)  # a tie counted as half
     W = pol.summary()["W"]
     assert W[1][0] == 1.5 and W[0][1] == 0.5
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda p: p.record(0, 0, 1.0), "two different arms"),
-    (lambda p: p.record(0, 5, 1.0), "arm index"),
-    (lambda p: p.record(0, 1, 1.5), r"\[0, 1\]"),
-    (lambda p: p.record(0, 1, "x"), "score"),
-    (lambda p: p.next_pair(pending=[(0, 1, 2)]), "pair of arm indices"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda p: p.record(0, 0, 1.0), "two different arms"),
+        (lambda p: p.record(0, 5, 1.0), "arm index"),
+        (lambda p: p.record(0, 1, 1.5), r"\[0, 1\]"),
+        (lambda p: p.record(0, 1, "x"), "score"),
+        (lambda p: p.next_pair(pending=[(0, 1, 2)]), "pair of arm indices"),
+    ],
+)
 def test_bad_input_raises_policy_error(call, match):
     with pytest.raises(PolicyError, match=match):
         call(make_policy("dctas", [1, 1, 1], 0.1))

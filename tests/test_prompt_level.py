@@ -1,19 +1,20 @@
 """Prompt-level instances, the without-replacement confidence sequence and the reuse simulator."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from algorithms.prompt_level import (PromptInstance, bradley_terry_prompts, cs_bounds, cs_contains,
-                                     log_wealth)
+from algorithms.prompt_level import PromptInstance, bradley_terry_prompts, cs_bounds, cs_contains, log_wealth
 from algorithms.prompt_sim import CAPPED, UNDECIDABLE, run_trials, simulate_campaign
 
 
 def _hard_instance() -> PromptInstance:
     """3 models, 100 prompts; prompt-set gaps of the winner 0.05 and 0.01."""
-    inst = bradley_terry_prompts([0.15, 0.05, 0.0], 100, costs=[3, 2, 1], judge_cost=1.0,
-                                 prompt_sd=1.0, tie_prob=0.1, seed=2)
+    inst = bradley_terry_prompts(
+        [0.15, 0.05, 0.0], 100, costs=[3, 2, 1], judge_cost=1.0, prompt_sd=1.0, tie_prob=0.1, seed=2
+    )
     return inst
 
 
@@ -136,8 +137,7 @@ def _spend_from_trace(inst: PromptInstance, r, mode: str) -> float:
 
 @pytest.mark.parametrize("mode", ["fresh", "reuse", "wor"])
 def test_spend_is_what_the_duels_bought_and_reuse_stays_under_the_every_answer_once_bound(mode):
-    inst = bradley_terry_prompts([0.3, 0.15, 0.0, -0.1], 50, costs=[4, 2, 1, 1], judge_cost=1.5,
-                                 tie_prob=0.1, seed=1)
+    inst = bradley_terry_prompts([0.3, 0.15, 0.0, -0.1], 50, costs=[4, 2, 1, 1], judge_cost=1.5, tie_prob=0.1, seed=1)
     for seed in range(20):
         r = simulate_campaign(inst, mode, 0.05, seed, trace=True)
         assert r.outcome != CAPPED and r.duels == r.trace_pairs.size
@@ -195,10 +195,19 @@ def test_benchmark_script_runs_and_prints_every_mode():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_reuse_sim.py"), "--trials", "5",
-                          "--prompts", "20"], capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench_reuse_sim.py"), "--trials", "5", "--prompts", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     for word in ("fresh", "reuse", "wor", "spend ratios", "4 models x 20 prompts, clear", "small gaps"):
         assert word in out
-    bad = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_reuse_sim.py"), "--trials", "0"],
-                         capture_output=True, text=True, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "bench_reuse_sim.py"), "--trials", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "--trials" in bad.stderr and "Traceback" not in bad.stderr

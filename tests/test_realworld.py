@@ -7,9 +7,9 @@ import pytest
 
 from algorithms import Instance
 from algorithms.assumptions import check_assumptions
-from service.experiments.analyze import analyze_source
-from service.experiments.instances import builtin_instance_names, load_builtin_instance
-from service.experiments.realworld import BUILDERS, default_data_dir, dumps
+from algorithms.research.analyze import analyze_source
+from algorithms.research.instances import builtin_instance_names, load_builtin_instance
+from algorithms.research.realworld import BUILDERS, default_data_dir, dumps
 
 DATA = default_data_dir()
 needs_data = pytest.mark.skipif(not (DATA / "README.md").is_file(), reason="../shared/data not available")
@@ -106,8 +106,7 @@ def test_genai_arena_log_has_playgroundv2_as_condorcet_winner(tie_policy):
 @needs_data
 def test_genai_arena_counts_match_the_log_totals():
     drop = analyze_source(str(DATA / "genai_arena" / "battles_20240220.csv"), include="_generation$")
-    half = analyze_source(str(DATA / "genai_arena" / "battles_20240220.csv"), include="_generation$",
-                          tie_policy="half")
+    half = analyze_source(str(DATA / "genai_arena" / "battles_20240220.csv"), include="_generation$", tie_policy="half")
     assert drop["excluded_models"] == [] and half["excluded_models"] == []
     lg = drop["log"]
     assert lg["used"] + lg["skipped_self"] == 1978  # the README: 1,978 text-to-image battles (one is a self-battle)

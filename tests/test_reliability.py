@@ -12,8 +12,12 @@ async def test_replay_of_a_live_campaign_reads_one_consistent_snapshot(api):
     """``GET /replay`` (and ``llmduel replay``) while a run writes duels: the
     campaign row, the log and the ledger must be read at one instant, otherwise a
     duel recorded between two of the reads is reported as a difference."""
-    body = campaign_body(name="replay while running", judge=simulated_judge(), delta=1e-9,
-                         clients=[{"kind": "simulated", "latency_s": 0.002}] * 3)
+    body = campaign_body(
+        name="replay while running",
+        judge=simulated_judge(),
+        delta=1e-9,
+        clients=[{"kind": "simulated", "latency_s": 0.002}] * 3,
+    )
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})).status_code == 202
     results = []

@@ -42,6 +42,7 @@ def all_routes(app) -> list[tuple[str, str]]:
                 out.extend((m, prefix + r.path) for m in sorted(r.methods) if m != "HEAD")
             elif getattr(r, "path", None) is not None:
                 out.append(("MOUNT", prefix + r.path))  # static files
+
     walk(app.routes)
     return out
 
@@ -122,11 +123,19 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
     s = await setup_two_campaigns(api)
     ids = {"campaign_id": s["b"], "cid": s["b"], "duel_id": s["duel_b"], "token": "ann_" + "x" * 43}
     before = await snapshot(api, s["b"], s["duel_b"])
-    bodies = {"/v1/campaigns": campaign_body(name="should not exist"), "/v1/duels/{duel_id}/vote": {"choice": "a"},
-              "/v1/campaigns/{campaign_id}/run": {"max_duels": 5}}
-    wrong = [{}, {"Authorization": "Bearer wrong-key"}, {"Authorization": f"Basic {ADMIN_KEY}"},
-             {"Authorization": "Bearer " + ADMIN_KEY[:-1]}, {"Authorization": f"Bearer {ADMIN_KEY} "[:-1] + "x"},
-             {"Authorization": "Bearer ann_" + "y" * 43}]
+    bodies = {
+        "/v1/campaigns": campaign_body(name="should not exist"),
+        "/v1/duels/{duel_id}/vote": {"choice": "a"},
+        "/v1/campaigns/{campaign_id}/run": {"max_duels": 5},
+    }
+    wrong = [
+        {},
+        {"Authorization": "Bearer wrong-key"},
+        {"Authorization": f"Basic {ADMIN_KEY}"},
+        {"Authorization": "Bearer " + ADMIN_KEY[:-1]},
+        {"Authorization": f"Bearer {ADMIN_KEY} "[:-1] + "x"},
+        {"Authorization": "Bearer ann_" + "y" * 43},
+    ]
     checked = 0
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://testserver") as anon:
         for method, path in routes:
@@ -144,8 +153,9 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
                     assert r.status_code == 401, (method, path, headers, r.status_code)
                     assert "campaign B" not in r.text
                 elif kind == "annotator-link":
-                    r = await anon.request(method, url, data={"duel_id": str(s["duel_b"]), "choice": "a"},
-                                           headers=headers)
+                    r = await anon.request(
+                        method, url, data={"duel_id": str(s["duel_b"]), "choice": "a"}, headers=headers
+                    )
                     assert r.status_code == 404, (method, path, r.status_code)
                 elif kind == "login":
                     r = await anon.post(url, data={"key": headers.get("Authorization", "nothing"), "next": "/"})
@@ -164,16 +174,18 @@ async def test_annotator_tokens_cannot_reach_another_campaign_on_any_route(api):
     for method, path in all_routes(api.app):
         if classify(method, path) != "bearer":
             continue
-        r = await api.request(method, fill(path, ids), json={"choice": "a"} if path.endswith("/vote") else None,
-                              headers=tok_a)
+        r = await api.request(
+            method, fill(path, ids), json={"choice": "a"} if path.endswith("/vote") else None, headers=tok_a
+        )
         # Reads and writes of campaign B, and every admin-only route: 403, never a 2xx.
         assert r.status_code == 403, (method, path, r.status_code, r.text)
         assert "campaign B" not in r.text and "answer" not in r.text
         refused += 1
     assert refused == sum(1 for m, p in all_routes(api.app) if classify(m, p) == "bearer")
     # The annotator page of campaign A cannot vote on campaign B's duel either.
-    r = await api.post(f"/annotate/{s['tok_a']}/vote", data={"duel_id": str(s["duel_b"]), "choice": "a"},
-                       headers={"Authorization": ""})
+    r = await api.post(
+        f"/annotate/{s['tok_a']}/vote", data={"duel_id": str(s["duel_b"]), "choice": "a"}, headers={"Authorization": ""}
+    )
     assert r.status_code == 404
     assert await snapshot(api, s["b"], s["duel_b"]) == before
     # Its own campaign works with the same token (the refusals above were not a broken token).
@@ -190,9 +202,11 @@ class HostileProvider:
     verdict after the credentials; ``html``, ``huge``, ``binary``: hostile output.
     """
 
-    HTML = ('<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
-            '<a href="javascript:alert(3)">click</a> <iframe src="https://example.com"></iframe>'
-            '\n\n**bold** [ok](https://example.com) <style>body{display:none}</style>')
+    HTML = (
+        '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+        '<a href="javascript:alert(3)">click</a> <iframe src="https://example.com"></iframe>'
+        "\n\n**bold** [ok](https://example.com) <style>body{display:none}</style>"
+    )
     HUGE_CHARS = 3_000_000
 
     def __init__(self):
@@ -209,8 +223,11 @@ class HostileProvider:
             if model.startswith("echo-4") or model == "echo-500":
                 status = int(model.split("-")[1])
                 headers = {"retry-after": "0"} if status == 429 else {}
-                return JSONResponse({"error": {"message": f"bad key {creds} headers={dict(request.headers)}"}},
-                                    status_code=status, headers=headers)
+                return JSONResponse(
+                    {"error": {"message": f"bad key {creds} headers={dict(request.headers)}"}},
+                    status_code=status,
+                    headers=headers,
+                )
             if model == "echo-badjson":
                 return Response(f"<html>oops {creds}", media_type="application/json")
             if model == "echo-ok":
@@ -227,18 +244,26 @@ class HostileProvider:
                 text = f"plain answer of {model}"
             kind = request.url.path
             if kind.endswith("/chat/completions"):
-                data = {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": 5, "completion_tokens": 7}}
+                data = {
+                    "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 7},
+                }
             elif kind.endswith("/messages"):
                 data = {"content": [{"type": "text", "text": text}], "usage": {"input_tokens": 5, "output_tokens": 7}}
             else:
-                data = {"candidates": [{"content": {"parts": [{"text": text}]}}],
-                        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 7}}
+                data = {
+                    "candidates": [{"content": {"parts": [{"text": text}]}}],
+                    "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 7},
+                }
             return Response(json.dumps(data), media_type="application/json")  # ensure_ascii: lone surrogates pass
 
-        app = Starlette(routes=[Route("/v1/chat/completions", handle, methods=["POST"]),
-                                Route("/v1/messages", handle, methods=["POST"]),
-                                Route("/models/{model:path}", handle, methods=["POST"])])
+        app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", handle, methods=["POST"]),
+                Route("/v1/messages", handle, methods=["POST"]),
+                Route("/models/{model:path}", handle, methods=["POST"]),
+            ]
+        )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -252,8 +277,16 @@ class HostileProvider:
 
     def client(self, kind: str, model: str, key_env: str | None = None) -> dict:
         base = {"openai": self.url + "/v1", "anthropic": self.url, "gemini": self.url}[kind]
-        cfg = {"kind": kind, "base_url": base, "model": model, "max_attempts": 2, "backoff_base_s": 0.01,
-               "backoff_max_s": 0.02, "timeout_s": 10, "api_key_env": key_env}
+        cfg = {
+            "kind": kind,
+            "base_url": base,
+            "model": model,
+            "max_attempts": 2,
+            "backoff_base_s": 0.01,
+            "backoff_max_s": 0.02,
+            "timeout_s": 10,
+            "api_key_env": key_env,
+        }
         return cfg
 
     def stop(self):
@@ -305,15 +338,17 @@ def database_text(db_url: str, cids: list[int]) -> str:
             for table in ("campaigns", "duels", "charges", "annotators", "prompts"):
                 col = "id" if table == "campaigns" else "campaign_id"
                 for cid in cids:
-                    rows += [str(tuple(r)) for r in conn.execute(text(f"SELECT * FROM {table} WHERE {col} = :c"),
-                                                                  {"c": cid})]
+                    rows += [
+                        str(tuple(r)) for r in conn.execute(text(f"SELECT * FROM {table} WHERE {col} = :c"), {"c": cid})
+                    ]
             return "\n".join(rows)
     finally:
         engine.dispose()
 
 
 async def test_provider_secrets_never_appear_in_responses_pages_logs_or_the_database(
-        api, hostile, db_url, monkeypatch, caplog):
+    api, hostile, db_url, monkeypatch, caplog
+):
     secrets = {kind: f"sk-{kind}-SECRET-{uuid.uuid4().hex}" for kind in ("openai", "anthropic", "gemini")}
     for kind, value in secrets.items():
         monkeypatch.setenv(f"LLMDUEL_TEST_{kind.upper()}_KEY", value)
@@ -323,8 +358,11 @@ async def test_provider_secrets_never_appear_in_responses_pages_logs_or_the_data
         env = f"LLMDUEL_TEST_{kind.upper()}_KEY"
         for other in ("plain", "echo-500", "echo-429", "echo-badjson", "echo-401"):
             # Two models: every duel calls both, so each failure mode is exercised.
-            body = campaign_body(name=f"secrets {kind} {other}", costs=(1, 1),
-                                 clients=[hostile.client(kind, "echo-ok", env), hostile.client(kind, other, env)])
+            body = campaign_body(
+                name=f"secrets {kind} {other}",
+                costs=(1, 1),
+                clients=[hostile.client(kind, "echo-ok", env), hostile.client(kind, other, env)],
+            )
             r = await api.post("/v1/campaigns", json=body)
             assert r.status_code == 201, r.text
             cid = r.json()["id"]
@@ -337,9 +375,12 @@ async def test_provider_secrets_never_appear_in_responses_pages_logs_or_the_data
                 await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
                 d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()  # left pending for the annotator page
         # An automatic LLM judge whose output echoes the key, driven by a background run.
-        judged = campaign_body(name=f"judge secrets {kind}", costs=(1, 1),
-                               clients=[hostile.client(kind, "echo-ok", env)] * 2,
-                               judge={"kind": "llm", "client": hostile.client(kind, "judge-echo", env)})
+        judged = campaign_body(
+            name=f"judge secrets {kind}",
+            costs=(1, 1),
+            clients=[hostile.client(kind, "echo-ok", env)] * 2,
+            judge={"kind": "llm", "client": hostile.client(kind, "judge-echo", env)},
+        )
         jid = (await api.post("/v1/campaigns", json=judged)).json()["id"]
         cids.append(jid)
         assert (await api.post(f"/v1/campaigns/{jid}/run", json={"max_duels": 3})).status_code == 202
@@ -376,11 +417,18 @@ async def asyncio_sleep(s: float) -> None:
 
 async def test_hostile_model_output_is_stored_and_shown_safely(api, hostile):
     evil = '<script>window.__pwned=3</script>"><img src=x onerror=alert(4)>'
-    models = [{"name": f"html{evil}", "cost": 1, "client": hostile.client("openai", "html")},
-              {"name": "huge", "cost": 1, "client": hostile.client("anthropic", "huge")},
-              {"name": "binary", "cost": 1, "client": hostile.client("gemini", "binary")}]
-    body = {"name": f"hostile {evil}", "models": models, "prompts": [f"prompt {evil}"],
-            "judge": {"kind": "human"}, "seed": 3}
+    models = [
+        {"name": f"html{evil}", "cost": 1, "client": hostile.client("openai", "html")},
+        {"name": "huge", "cost": 1, "client": hostile.client("anthropic", "huge")},
+        {"name": "binary", "cost": 1, "client": hostile.client("gemini", "binary")},
+    ]
+    body = {
+        "name": f"hostile {evil}",
+        "models": models,
+        "prompts": [f"prompt {evil}"],
+        "judge": {"kind": "human"},
+        "seed": 3,
+    }
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     cid = r.json()["id"]

@@ -31,8 +31,11 @@ async def client_for(url: str):
     from service.app import create_app
 
     app = create_app(make_settings(url, pg_synchronous_commit="off"))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver",
-                                 headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://testserver",
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    ) as client:
         yield client
     await app.state.service.aclose()
     app.state.db.dispose()
@@ -66,7 +69,9 @@ def _check_ledger(view: dict, duels: list[dict]) -> None:
 async def test_capped_run_keeps_ledger_and_log(api):
     """The REST flow on each backend, capped at 150 duels (the full run to
     certification, ~900 duels, runs once, on SQLite, below)."""
-    body = campaign_body(name="e2e capped", judge=simulated_judge(), delta=0.1, seed=SEED)
+    body = campaign_body(
+        name="e2e capped", judge=simulated_judge(), delta=0.1, seed=SEED, algorithm="dctas"
+    )  # dctas: not done in 150
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     assert (await api.post(f"/v1/campaigns/{cid}/run", json={"max_duels": 150})).status_code == 202
     view = await _run_to_end(api, cid)
@@ -91,7 +96,9 @@ async def sqlite_api(sqlite_url):
 
 async def test_synthetic_campaign_certifies_the_best_model(sqlite_api, sqlite_url, monkeypatch, capsys):
     api = sqlite_api
-    body = campaign_body(name="e2e synthetic", judge=simulated_judge(), delta=0.1, seed=SEED)
+    body = campaign_body(
+        name="e2e synthetic", judge=simulated_judge(), delta=0.1, seed=SEED, algorithm="dctas"
+    )  # its GLR test
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     cid = r.json()["id"]

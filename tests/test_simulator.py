@@ -2,6 +2,7 @@
 
 Statistical checks use fixed seeds; the larger runs live in benchmarks/.
 """
+
 import math
 
 import numpy as np
@@ -14,7 +15,8 @@ from algorithms.simulator import simulate, trace_trial
 
 # an intransitive instance: arm 0 is the Condorcet winner, arms 1 -> 2 -> 3 -> 1 form a cycle
 CYCLE = Instance(
-    ["w", "x", "y", "z"], [2.0, 1.0, 0.5, 3.0],
+    ["w", "x", "y", "z"],
+    [2.0, 1.0, 0.5, 3.0],
     [[0.5, 0.7, 0.7, 0.72], [0.3, 0.5, 0.7, 0.3], [0.3, 0.3, 0.5, 0.7], [0.28, 0.7, 0.3, 0.5]],
 )
 HARD = Instance(["a", "b", "c"], [1.0, 1.0, 1.0], [[0.5, 0.55, 0.56], [0.45, 0.5, 0.52], [0.44, 0.48, 0.5]])
@@ -113,6 +115,7 @@ def test_max_steps_marks_trials_unfinished():
 
 def test_simulate_validates_arguments():
     from algorithms.policies import PolicyError
+
     inst = synthetic_instance(2)
     with pytest.raises(PolicyError, match="unknown algorithm"):
         simulate(inst, "nope", 0.1, 2)

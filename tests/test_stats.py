@@ -1,4 +1,5 @@
 """The closed-form GLR (Lemma 3) against a brute-force constrained likelihood maximisation."""
+
 import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
@@ -26,8 +27,9 @@ def _max_loglik_given_best(best, W, N):
                 lo, hi = 0.0, 0.5
             else:
                 lo, hi = 0.0, 1.0
-            res = minimize_scalar(lambda p: -_loglik(p, n, w), bounds=(lo, hi), method="bounded",
-                                  options={"xatol": 1e-12})
+            res = minimize_scalar(
+                lambda p: -_loglik(p, n, w), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
+            )
             cands = [res.x, lo, hi, min(max(w / n, lo), hi)]
             total += max(_loglik(p, n, w) for p in cands)
     return total

@@ -1,4 +1,5 @@
 """The threshold beta(t, delta) and the calibration function C against the values in docs/theory notes."""
+
 import math
 
 import numpy as np
@@ -9,8 +10,16 @@ from algorithms import thresholds as th
 
 @pytest.mark.parametrize(
     "x, expected",
-    [(0.5, 8.0148), (1.0, 9.1045), (math.log(10), 11.3503), (math.log(100), 14.6623),
-     (10.0, 21.4468), (20.0, 32.9148), (50.0, 65.1335), (100.0, 116.9713)],
+    [
+        (0.5, 8.0148),
+        (1.0, 9.1045),
+        (math.log(10), 11.3503),
+        (math.log(100), 14.6623),
+        (10.0, 21.4468),
+        (20.0, 32.9148),
+        (50.0, 65.1335),
+        (100.0, 116.9713),
+    ],
 )
 def test_calibration_C_matches_reference_values(x, expected):
     assert th.calibration_C(x) == pytest.approx(expected, abs=5e-5)

@@ -92,8 +92,12 @@ def stored_state(svc, cid: int) -> dict:
 def test_markdown_never_emits_markup_from_the_text():
     from service.web.markdown import render_markdown
 
-    html = str(render_markdown(f"Hello {PAYLOAD}\n\n<div onclick=x()>raw</div>\n\n[x](javascript:alert(1)) "
-                               "![t](http://example.com/t.png) [ok](https://example.com)"))
+    html = str(
+        render_markdown(
+            f"Hello {PAYLOAD}\n\n<div onclick=x()>raw</div>\n\n[x](javascript:alert(1)) "
+            "![t](http://example.com/t.png) [ok](https://example.com)"
+        )
+    )
     assert "<script" not in html and "<img" not in html and "<div" not in html
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html
     assert not re.search(r"<[^>]+\son\w+=", html)  # no event-handler attribute on any tag
@@ -113,12 +117,26 @@ def test_plots_are_svg_with_escaped_labels():
     assert len(re.findall(r'<rect class="cell" data-i', hm)) == 6
     assert 'data-i="0" data-j="1" data-wins="3" data-count="4"' in hm
     assert "a&lt;b&gt;" in hm and "a<b>" not in hm
-    lines = str(plots.line_chart([{"label": "x<y", "color": "#000", "points": [(0, 0), (1, 2), (2, 3)]}],
-                                 title="t", x_label="t", y_label="y", vline=(2, "certified")))
+    lines = str(
+        plots.line_chart(
+            [{"label": "x<y", "color": "#000", "points": [(0, 0), (1, 2), (2, 3)]}],
+            title="t",
+            x_label="t",
+            y_label="y",
+            vline=(2, "certified"),
+        )
+    )
     assert 'data-points="3"' in lines and "x&lt;y" in lines and 'class="vline"' in lines
     assert 'data-empty="1"' in str(plots.line_chart([], title="t", x_label="x", y_label="y"))
-    bars = str(plots.pair_bars([{"label": "#0 vs #1", "count": 5, "share": 0.5, "oracle": 0.25},
-                                {"label": "#0 vs #2", "count": 5, "share": 0.5, "oracle": None}], title="p"))
+    bars = str(
+        plots.pair_bars(
+            [
+                {"label": "#0 vs #1", "count": 5, "share": 0.5, "oracle": 0.25},
+                {"label": "#0 vs #2", "count": 5, "share": 0.5, "oracle": None},
+            ],
+            title="p",
+        )
+    )
     assert bars.count('class="bar actual"') == 2 and bars.count('class="bar oracle"') == 1
     gauge = str(plots.spend_gauge(5.0, 10.0, 2.0))
     assert 'class="budget" data-value="10"' in gauge and 'class="lower-bound" data-value="2"' in gauge
@@ -213,8 +231,9 @@ async def test_certified_dashboard_replay_plots_winner_and_oracle(app, monkeypat
     monkeypatch.setattr(series_mod, "MAX_POINTS", 8)  # few checkpoints: the stride must double
     MAX_POINTS = series_mod.MAX_POINTS
     async with client(app, headers=ADMIN) as c:
-        camp = await create(c, name="strong", judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2,
-                            budget=10_000.0)
+        camp = await create(
+            c, name="strong", judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2, budget=10_000.0
+        )
         svc, cid = app.state.service, camp["id"]
         # First 10 duels, then the replay of the log reproduces the stored policy state exactly.
         assert (await c.post(f"/v1/campaigns/{cid}/run", json={"max_duels": 10})).status_code == 202
@@ -248,8 +267,11 @@ async def test_certified_dashboard_replay_plots_winner_and_oracle(app, monkeypat
         assert len(cells) == 6
         assert all(int(n) == view["counts"][int(i)][int(j)] for i, j, n in cells)
         # Pulls per pair beside the oracle allocation (the estimate has a Condorcet winner here).
-        pairs = re.findall(r'<g class="pair" data-label="([^"]+)" data-count="(\d+)" data-share="[^"]+" '
-                           r'data-oracle="([^"]*)"', html)
+        pairs = re.findall(
+            r'<g class="pair" data-label="([^"]+)" data-count="(\d+)" data-share="[^"]+" '
+            r'data-oracle="([^"]*)"',
+            html,
+        )
         assert [p[0] for p in pairs] == ["#0 vs #1", "#0 vs #2", "#1 vs #2"]
         assert sum(int(p[1]) for p in pairs) == view["t"]
         assert all(p[2] for p in pairs) and abs(sum(float(p[2]) for p in pairs) - 1) < 1e-6
@@ -356,25 +378,39 @@ def test_oracle_section_limits_pairs_and_explains_missing_winner():
     names = [f"m{i}" for i in range(L)]
     N = [[0 if i == j else 4 for j in range(L)] for i in range(L)]
     W = [[0.0 if i == j else (3.0 if i < j else 1.0) for j in range(L)] for i in range(L)]  # m0 best
-    view = {"models": [{"name": n, "cost": 1.0 + i} for i, n in enumerate(names)], "counts": N, "wins": W,
-            "t": 4 * L * (L - 1) // 2}
+    view = {
+        "models": [{"name": n, "cost": 1.0 + i} for i, n in enumerate(names)],
+        "counts": N,
+        "wins": W,
+        "t": 4 * L * (L - 1) // 2,
+    }
     out = oracle_section(view)
     assert out["oracle_winner"] == "m0" and out["reason"] is None
     assert out["n_pairs"] == 45 and out["n_shown"] == MAX_PAIR_ROWS
     assert str(out["plot"]).count('<g class="pair"') == MAX_PAIR_ROWS
-    cyc = {"models": view["models"][:3], "t": 3,
-           "counts": [[0, 1, 1], [1, 0, 1], [1, 1, 0]], "wins": [[0, 1, 0], [0, 0, 1], [1, 0, 0]]}
+    cyc = {
+        "models": view["models"][:3],
+        "t": 3,
+        "counts": [[0, 1, 1], [1, 0, 1], [1, 1, 0]],
+        "wins": [[0, 1, 0], [0, 0, 1], [1, 0, 0]],
+    }
     out = oracle_section(cyc)
     assert out["oracle"] is None and "no Condorcet winner" in out["reason"]
 
 
 async def test_annotator_sees_a_retry_panel_when_the_models_fail(app):
     async with client(app, headers=ADMIN) as c:
-        r = await c.post("/v1/campaigns", headers=ADMIN, json={
-            **body(name="failing"),
-            "models": [{"name": "down", "cost": 1.0, "client": {"kind": "simulated", "failure_rate": 1.0}},
-                       {"name": "up", "cost": 1.0, "client": {"kind": "simulated"}}],
-        })
+        r = await c.post(
+            "/v1/campaigns",
+            headers=ADMIN,
+            json={
+                **body(name="failing"),
+                "models": [
+                    {"name": "down", "cost": 1.0, "client": {"kind": "simulated", "failure_rate": 1.0}},
+                    {"name": "up", "cost": 1.0, "client": {"kind": "simulated"}},
+                ],
+            },
+        )
         assert r.status_code == 201, r.text
         token = await token_for(c, r.json()["id"])
     async with client(app) as a:

@@ -24,8 +24,16 @@ pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 KEY = "web-browser-admin-key-0123456789"
 ADMIN = {"Authorization": f"Bearer {KEY}"}
 PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
@@ -63,15 +71,34 @@ def server(tmp_path_factory):
     """``uvicorn --factory service.app:create_app`` with a fresh SQLite file (migrated at start)."""
     tmp = tmp_path_factory.mktemp("webserver")
     port = _free_port()
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp / 'web.db'}", LLMDUEL_API_KEY=KEY,
-               LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"sqlite:///{tmp / 'web.db'}",
+        LLMDUEL_API_KEY=KEY,
+        LLMDUEL_RESUME_RUNS="0",
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("LLMDUEL_WEB_AUTH", None)  # default rule: dashboards need the admin key (browsers sign in below)
     log_path = tmp / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app", "--host", "127.0.0.1",
-             "--port", str(port), "--log-level", "warning"],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "service.app:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -130,7 +157,8 @@ def wait_for_next_panel(page, last_duel: str | None) -> str:
                        if (!p || p.classList.contains('busy')) return false;
                        const s = p.dataset.state;
                        return s === 'done' || (s === 'duel' && p.dataset.duel !== last); }""",
-        arg=last_duel, timeout=45000,  # generous: CI machines are shared and busy
+        arg=last_duel,
+        timeout=45000,  # generous: CI machines are shared and busy
     )
     return page.get_attribute("#panel", "data-state")
 
@@ -197,8 +225,14 @@ def test_annotator_votes_through_a_campaign_until_it_is_certified(server, api, b
 
 
 def test_dashboard_renders_its_plots(server, api, browser):
-    cid = create(api, "browser: simulated judge", [("m0", 4.0), ("m1", 1.0), ("m2", 1.0)],
-                 judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2, budget=10_000.0)
+    cid = create(
+        api,
+        "browser: simulated judge",
+        [("m0", 4.0), ("m1", 1.0), ("m2", 1.0)],
+        judge={"kind": "simulated", "preference": STRONG_P},
+        delta=0.2,
+        budget=10_000.0,
+    )
     assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
     deadline = time.monotonic() + 30
     while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
@@ -229,7 +263,9 @@ def test_dashboard_renders_its_plots(server, api, browser):
     page.screenshot(path=str(ARTIFACTS / "web-dashboard.png"), full_page=True)
     page.goto(f"{server}/")
     row = page.locator(f'tr.campaign[data-id="{cid}"]')
-    assert "certified" in row.inner_text() and row.locator("svg.plot-progress").get_attribute("data-fraction") == "1.0000"
+    assert (
+        "certified" in row.inner_text() and row.locator("svg.plot-progress").get_attribute("data-fraction") == "1.0000"
+    )
     page.screenshot(path=str(ARTIFACTS / "web-index.png"), full_page=True)
     page.close()
 
@@ -280,8 +316,9 @@ def test_model_answer_with_script_is_shown_as_text(server, api, browser):
 def test_phone_sized_screens(server, api, browser):
     cid = create(api, "browser: phone", [("p0", 1.0), ("p1", 1.0)])
     token = annotator_token(api, cid)
-    ctx = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True,
-                              has_touch=True)
+    ctx = browser.new_context(
+        viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True, has_touch=True
+    )
     page = ctx.new_page()
     page.goto(f"{server}/annotate/{token}")
     wait_for_next_panel(page, None)

@@ -20,8 +20,10 @@ import httpx
 import pytest
 from conftest import ADMIN_KEY, REPO, free_port
 
-pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT") or not Path("/proc/net/tcp").exists(),
-                                reason="needs Linux (SO_REUSEPORT, /proc)")
+pytestmark = pytest.mark.skipif(
+    not hasattr(socket, "SO_REUSEPORT") or not Path("/proc/net/tcp").exists(),
+    reason="needs Linux (SO_REUSEPORT, /proc)",
+)
 
 
 def workers_of(pid: int) -> list[int]:
@@ -69,8 +71,9 @@ def connections_by_worker(workers: list[int], port: int) -> dict[int, int]:
 
 
 def open_clients(base: str, n: int) -> list[httpx.Client]:
-    clients = [httpx.Client(base_url=base, timeout=10, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
-               for _ in range(n)]
+    clients = [
+        httpx.Client(base_url=base, timeout=10, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) for _ in range(n)
+    ]
     for c in clients:  # one keep-alive connection each
         assert c.get("/healthz").status_code == 200
     return clients
@@ -88,15 +91,37 @@ def wait_for(predicate, timeout: float, what: str):
 
 def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
     port = free_port()
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'w.db'}", LLMDUEL_API_KEY=ADMIN_KEY,
-               LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'w.db'}",
+        LLMDUEL_API_KEY=ADMIN_KEY,
+        LLMDUEL_RESUME_RUNS="0",
+        PYTHONUNBUFFERED="1",
+    )
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2",
-                                 "--log-level", "warning"], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "service.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     clients: list[httpx.Client] = []
     try:
+
         def up():
             try:
                 return httpx.get(base + "/healthz", timeout=1).status_code == 200
@@ -118,10 +143,23 @@ def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
         assert min(counts.values()) >= 5, counts  # a hash split of 40 is this uneven with p < 1e-6
 
         # Requests that change state work through both workers (one database).
-        cid = clients[0].post("/v1/campaigns", json={
-            "name": "workers", "delta": 0.1, "judge": {"kind": "human"}, "prompts": ["p"],
-            "models": [{"name": "x", "cost": 1, "client": {"kind": "simulated"}},
-                       {"name": "y", "cost": 1, "client": {"kind": "simulated"}}]}).json()["id"]
+        cid = (
+            clients[0]
+            .post(
+                "/v1/campaigns",
+                json={
+                    "name": "workers",
+                    "delta": 0.1,
+                    "judge": {"kind": "human"},
+                    "prompts": ["p"],
+                    "models": [
+                        {"name": "x", "cost": 1, "client": {"kind": "simulated"}},
+                        {"name": "y", "cost": 1, "client": {"kind": "simulated"}},
+                    ],
+                },
+            )
+            .json()["id"]
+        )
         for c in clients:
             d = c.post(f"/v1/campaigns/{cid}/duels")
             assert d.status_code == 201, d.text
@@ -181,7 +219,13 @@ def test_serve_workers_reports_a_port_in_use(tmp_path):
         taken.listen(1)
         port = taken.getsockname()[1]
         env = dict(os.environ, DATABASE_URL=f"sqlite:///{tmp_path / 'w.db'}", LLMDUEL_API_KEY=ADMIN_KEY)
-        p = subprocess.run([sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2"],
-                           cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        p = subprocess.run(
+            [sys.executable, "-m", "service.cli", "serve", "--port", str(port), "--workers", "2"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert p.returncode == 2, p.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in p.stderr and "Traceback" not in p.stderr

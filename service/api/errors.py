@@ -74,11 +74,15 @@ def install_error_handlers(app: FastAPI) -> None:
             log.warning("database unavailable: %s", type(exc).__name__)
             return JSONResponse({"detail": DB_UNAVAILABLE}, status_code=503, headers={"Retry-After": "1"})
         log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
-        return JSONResponse({"detail": "database error; retry later"}, status_code=503,
-                            headers={"Retry-After": "1"})
+        return JSONResponse({"detail": "database error; retry later"}, status_code=503, headers={"Retry-After": "1"})
 
-    for cls in (SQLAlchemyError, HotPathUnavailable, asyncpg.PostgresError, asyncpg.InterfaceError,
-                asyncpg.exceptions.InternalClientError):
+    for cls in (
+        SQLAlchemyError,
+        HotPathUnavailable,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.InternalClientError,
+    ):
         app.add_exception_handler(cls, _database)
 
     @app.exception_handler(Exception)
@@ -123,8 +127,13 @@ class BodySizeLimit:
 
     async def _reject(self, send):
         body = b'{"detail":"request body too large"}'
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from algorithms.vocabulary import CampaignStatus, DuelStatus
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import text
+
+from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import schemas
 from ..auth import Principal, authenticate_async, require_admin, require_campaign
@@ -54,16 +55,27 @@ async def _t(fn, *args):
     return await anyio.to_thread.run_sync(fn, *args)
 
 
-@router.post("/v1/campaigns", status_code=201, response_model=schemas.CampaignOut, responses=ERRORS,
-             tags=["campaigns"], summary="Create a campaign")
+@router.post(
+    "/v1/campaigns",
+    status_code=201,
+    response_model=schemas.CampaignOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Create a campaign",
+)
 async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, response: Response):
     campaign_id = await _t(svc.create_campaign, body)
     response.headers["Location"] = f"/v1/campaigns/{campaign_id}"
     return await _t(svc.get_campaign, campaign_id)
 
 
-@router.get("/v1/campaigns", response_model=schemas.CampaignPage, responses=ERRORS, tags=["campaigns"],
-            summary="List campaigns, newest first")
+@router.get(
+    "/v1/campaigns",
+    response_model=schemas.CampaignPage,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="List campaigns, newest first",
+)
 async def list_campaigns(
     svc: Svc,
     _: Admin,
@@ -74,15 +86,26 @@ async def list_campaigns(
     return await _t(svc.list_campaigns, limit, offset, status)
 
 
-@router.get("/v1/campaigns/{campaign_id}", response_model=schemas.CampaignOut, responses=ERRORS,
-            tags=["campaigns"], summary="A campaign's status and statistics")
+@router.get(
+    "/v1/campaigns/{campaign_id}",
+    response_model=schemas.CampaignOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="A campaign's status and statistics",
+)
 async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
     require_campaign(who, campaign_id)
     return await _t(svc.get_campaign, campaign_id, who.admin)
 
 
-@router.post("/v1/campaigns/{campaign_id}/duels", status_code=201, response_model=schemas.DuelOut,
-             responses=ERRORS, tags=["duels"], summary="Start the next duel")
+@router.post(
+    "/v1/campaigns/{campaign_id}/duels",
+    status_code=201,
+    response_model=schemas.DuelOut,
+    responses=ERRORS,
+    tags=["duels"],
+    summary="Start the next duel",
+)
 async def next_duel(campaign_id: Id, svc: Svc, who: Caller, response: Response):
     require_campaign(who, campaign_id)
     view, select_ms = await svc.next_duel(campaign_id, who)
@@ -91,8 +114,13 @@ async def next_duel(campaign_id: Id, svc: Svc, who: Caller, response: Response):
     return view
 
 
-@router.get("/v1/campaigns/{campaign_id}/duels", response_model=schemas.DuelPage, responses=ERRORS,
-            tags=["duels"], summary="The audit log of a campaign's duels, oldest first")
+@router.get(
+    "/v1/campaigns/{campaign_id}/duels",
+    response_model=schemas.DuelPage,
+    responses=ERRORS,
+    tags=["duels"],
+    summary="The audit log of a campaign's duels, oldest first",
+)
 async def list_duels(
     campaign_id: Id,
     svc: Svc,
@@ -104,43 +132,74 @@ async def list_duels(
     return await _t(svc.list_duels, campaign_id, limit, offset, status)
 
 
-@router.post("/v1/campaigns/{campaign_id}/run", status_code=202, response_model=schemas.RunStarted,
-             responses=ERRORS, tags=["campaigns"], summary="Drive duels in the background (automatic judges)")
-async def run_campaign(campaign_id: Id, svc: Svc, _: Admin,
-                       body: Annotated[schemas.RunIn | None, Body()] = None):
+@router.post(
+    "/v1/campaigns/{campaign_id}/run",
+    status_code=202,
+    response_model=schemas.RunStarted,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Drive duels in the background (automatic judges)",
+)
+async def run_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.RunIn | None, Body()] = None):
     body = body or schemas.RunIn()
     run = await svc.start_run(campaign_id, body.max_duels, body.concurrency)
     return {"campaign_id": campaign_id, "run": run}
 
 
-@router.post("/v1/campaigns/{campaign_id}/stop", response_model=schemas.CampaignOut, responses=ERRORS,
-             tags=["campaigns"], summary="End a campaign")
+@router.post(
+    "/v1/campaigns/{campaign_id}/stop",
+    response_model=schemas.CampaignOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="End a campaign",
+)
 async def stop_campaign(campaign_id: Id, svc: Svc, _: Admin):
     return await svc.stop(campaign_id)
 
 
-@router.post("/v1/campaigns/{campaign_id}/annotators", status_code=201, response_model=schemas.AnnotatorOut,
-             responses=ERRORS, tags=["campaigns"], summary="Create an annotator token for this campaign")
-async def create_annotator(campaign_id: Id, svc: Svc, _: Admin,
-                           body: Annotated[schemas.AnnotatorIn | None, Body()] = None):
+@router.post(
+    "/v1/campaigns/{campaign_id}/annotators",
+    status_code=201,
+    response_model=schemas.AnnotatorOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Create an annotator token for this campaign",
+)
+async def create_annotator(
+    campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.AnnotatorIn | None, Body()] = None
+):
     label = body.label if body else None
     return await _t(svc.create_annotator, campaign_id, label)
 
 
-@router.get("/v1/campaigns/{campaign_id}/replay", responses=ERRORS, tags=["campaigns"],
-            summary="Rebuild the policy from the duel log and compare with the stored state")
+@router.get(
+    "/v1/campaigns/{campaign_id}/replay",
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Rebuild the policy from the duel log and compare with the stored state",
+)
 async def replay_campaign(campaign_id: Id, svc: Svc, _: Admin):
     return (await _t(svc.replay, campaign_id)).to_dict()
 
 
-@router.get("/v1/duels/{duel_id}", response_model=schemas.DuelOut, responses=ERRORS, tags=["duels"],
-            summary="One duel (annotators do not see which model is which)")
+@router.get(
+    "/v1/duels/{duel_id}",
+    response_model=schemas.DuelOut,
+    responses=ERRORS,
+    tags=["duels"],
+    summary="One duel (annotators do not see which model is which)",
+)
 async def get_duel(duel_id: Id, svc: Svc, who: Caller):
     return await _t(svc.get_duel, duel_id, who)
 
 
-@router.post("/v1/duels/{duel_id}/vote", response_model=schemas.DuelOut, responses=ERRORS, tags=["duels"],
-             summary="Vote on a pending duel (counted exactly once)")
+@router.post(
+    "/v1/duels/{duel_id}/vote",
+    response_model=schemas.DuelOut,
+    responses=ERRORS,
+    tags=["duels"],
+    summary="Vote on a pending duel (counted exactly once)",
+)
 async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
     return await svc.vote(duel_id, body.choice, who)
 

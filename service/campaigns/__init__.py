@@ -20,13 +20,40 @@
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
 from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
 from .service import CampaignService
-from .types import (CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound, ReplayResult,
-                    Unprocessable)
+from .types import (
+    CampaignEnded,
+    Conflict,
+    DomainError,
+    DuelOutcome,
+    DuelPlan,
+    Forbidden,
+    NotFound,
+    ReplayResult,
+    Unprocessable,
+)
 from .views import duel_view_for, json_diff, jsonable_report
 
 __all__ = [
-    "CampaignEnded", "CampaignService", "Conflict", "DomainError", "DuelOutcome", "DuelPlan", "Forbidden",
-    "NotFound", "PolicyCache", "ReplayResult", "Unprocessable", "clean_text", "draw_prompt_and_side",
-    "duel_view_for", "finite_or_none", "json_diff", "jsonable", "jsonable_report", "new_policy",
-    "policy_snapshot", "restore_policy", "warm_policies",
+    "CampaignEnded",
+    "CampaignService",
+    "Conflict",
+    "DomainError",
+    "DuelOutcome",
+    "DuelPlan",
+    "Forbidden",
+    "NotFound",
+    "PolicyCache",
+    "ReplayResult",
+    "Unprocessable",
+    "clean_text",
+    "draw_prompt_and_side",
+    "duel_view_for",
+    "finite_or_none",
+    "json_diff",
+    "jsonable",
+    "jsonable_report",
+    "new_policy",
+    "policy_snapshot",
+    "restore_policy",
+    "warm_policies",
 ]

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import httpx
 
 from algorithms.vocabulary import DuelStatus
-from judges import build_judge
+from service.judging import build_judge
 
 from .. import hotpath
 from ..auth import Principal
@@ -76,8 +76,9 @@ class DuelOrchestration:
             if len(self._clients) >= 4096:  # clients share one HTTP pool: dropping them is cheap
                 self._clients.clear()
             m = plan.models[idx]
-            client = build_client(m["client"], model_name=m["name"], fixed_cost=float(m["cost"]),
-                                  http=self.http_client())
+            client = build_client(
+                m["client"], model_name=m["name"], fixed_cost=float(m["cost"]), http=self.http_client()
+            )
             self._clients[key] = client
         return client
 
@@ -86,8 +87,12 @@ class DuelOrchestration:
         if judge is None:
             if len(self._judges) >= 1024:
                 self._judges.clear()
-            judge = build_judge(plan.judge, model_names=[m["name"] for m in plan.models],
-                                tie_policy=plan.tie_policy, http=self.http_client())
+            judge = build_judge(
+                plan.judge,
+                model_names=[m["name"] for m in plan.models],
+                tie_policy=plan.tie_policy,
+                http=self.http_client(),
+            )
             self._judges[plan.campaign_id] = judge
         return judge
 
@@ -113,9 +118,14 @@ class DuelOrchestration:
         judge = self._judge(plan)
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         try:
-            verdict = await judge.judge(plan.prompt, res_i.text if plan.a_is_i else res_j.text,
-                                        res_j.text if plan.a_is_i else res_i.text,
-                                        model_a=plan.model_a, model_b=plan.model_b, rng=rng)
+            verdict = await judge.judge(
+                plan.prompt,
+                res_i.text if plan.a_is_i else res_j.text,
+                res_j.text if plan.a_is_i else res_i.text,
+                model_a=plan.model_a,
+                model_b=plan.model_b,
+                rng=rng,
+            )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
         except asyncio.CancelledError:
             raise
@@ -124,8 +134,13 @@ class DuelOrchestration:
             log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
         try:
             outcome = await self.in_thread(
-                self.record_verdict_tx, plan.duel_id, choice, judged_by=f"judge:{plan.judge.get('kind')}",
-                judge_cost=cost, judge_detail=detail, judge_error=error,
+                self.record_verdict_tx,
+                plan.duel_id,
+                choice,
+                judged_by=f"judge:{plan.judge.get('kind')}",
+                judge_cost=cost,
+                judge_detail=detail,
+                judge_error=error,
             )
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
@@ -173,8 +188,9 @@ class DuelOrchestration:
     async def plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
             if principal is not None and not run:
-                return await self._hot(hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id,
-                                       principal)
+                return await self._hot(
+                    hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id, principal
+                )
             self.hot_counts["thread"] += 1
             return await self.in_thread(self.plan_duel, campaign_id, principal, run)
         except DomainError as exc:
@@ -190,8 +206,9 @@ class DuelOrchestration:
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
     async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
-        outcome = await self._hot(hotpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice,
-                                  principal)
+        outcome = await self._hot(
+            hotpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice, principal
+        )
         if outcome.ended:
             self.schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)
@@ -200,4 +217,3 @@ class DuelOrchestration:
         await self.in_thread(self.stop_tx, campaign_id)
         self.schedule_webhook(campaign_id)
         return await self.in_thread(self.get_campaign, campaign_id)
-

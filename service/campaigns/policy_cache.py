@@ -10,8 +10,9 @@ from algorithms import ALGORITHMS, make_policy, policy_from_state
 from .rules import jsonable
 
 
-def new_policy(algorithm: str, costs: list[float], delta: float):
-    return make_policy(algorithm, costs=costs, delta=delta)
+def new_policy(algorithm: str, costs: list[float], delta: float, judge_cost: float = 0.0):
+    """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`)."""
+    return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost)
 
 
 def restore_policy(state: dict):

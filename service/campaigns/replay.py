@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Charge, Duel
+from . import rules
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -34,26 +35,43 @@ class CampaignReplay:
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             rows = s.execute(
-                select(Duel.id, Duel.model_i, Duel.model_j, Duel.select_seq, Duel.record_seq, Duel.score,
-                       Duel.pending_at_select, Duel.status, Duel.cost_nusd, Duel.choice)
-                .where(Duel.campaign_id == campaign_id)
+                select(
+                    Duel.id,
+                    Duel.model_i,
+                    Duel.model_j,
+                    Duel.select_seq,
+                    Duel.record_seq,
+                    Duel.score,
+                    Duel.pending_at_select,
+                    Duel.status,
+                    Duel.cost_nusd,
+                    Duel.choice,
+                ).where(Duel.campaign_id == campaign_id)
             ).all()
             charge_sums = dict(
                 s.execute(
                     select(Charge.duel_id, func.sum(Charge.amount_nusd))
-                    .where(Charge.campaign_id == campaign_id).group_by(Charge.duel_id)
+                    .where(Charge.campaign_id == campaign_id)
+                    .group_by(Charge.duel_id)
                 ).all()
             )
             stored_state = c.policy_state
             algorithm, delta = c.algorithm, c.delta
             costs = [float(m["cost"]) for m in c.models]
-            counters = dict(spend=c.spend_nusd, judged=c.duels_judged, counted=c.duels_counted,
-                            created=c.duels_created, failed=c.duels_failed, event_seq=c.event_seq)
+            judge_cost = rules.judge_cost_per_duel(c.judge)
+            counters = dict(
+                spend=c.spend_nusd,
+                judged=c.duels_judged,
+                counted=c.duels_counted,
+                created=c.duels_created,
+                failed=c.duels_failed,
+                event_seq=c.event_seq,
+            )
         events = [(r.select_seq, 0, r) for r in rows]
         events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
         events.sort(key=lambda e: (e[0], e[1]))
         diff: list[str] = []
-        policy = new_policy(algorithm, costs, delta)
+        policy = new_policy(algorithm, costs, delta, judge_cost)
         for seq, kind, r in events:
             if kind == 0:
                 pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
@@ -67,7 +85,10 @@ class CampaignReplay:
         if len(set(seqs)) != len(seqs) or (seqs and max(seqs) != counters["event_seq"]):
             diff.append(f"event sequence numbers are not unique or do not end at {counters['event_seq']}")
         checks = {
-            "judged": (sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED), counters["judged"]),
+            "judged": (
+                sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED),
+                counters["judged"],
+            ),
             "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
             "created": (len(rows), counters["created"]),
             "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
@@ -80,4 +101,3 @@ class CampaignReplay:
             if int(charge_sums.get(r.id, 0)) != int(r.cost_nusd):
                 diff.append(f"duel {r.id}: cost {r.cost_nusd} nUSD != its charges {charge_sums.get(r.id, 0)} nUSD")
         return ReplayResult(campaign_id, not diff, len(events), diff)
-

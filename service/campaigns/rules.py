@@ -138,17 +138,22 @@ def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
     """Why no cost bound can be derived for a campaign with a budget, or ``None`` if it can."""
     for m in models:
         if model_bound_nusd(m, "") is None:
-            return (f"models[{m.get('name')!r}]: with a budget, a client with per-token prices needs "
-                    "params.max_tokens (or the provider's output-token limit) or max_cost_per_query, "
-                    "so the budget can reserve an upper bound of each call's cost")
+            return (
+                f"models[{m.get('name')!r}]: with a budget, a client with per-token prices needs "
+                "params.max_tokens (or the provider's output-token limit) or max_cost_per_query, "
+                "so the budget can reserve an upper bound of each call's cost"
+            )
     if judge_bound_nusd(judge, "") is None:
-        return ("judge.client: with a budget, a judge client with per-token prices needs params.max_tokens "
-                "(or the provider's output-token limit) or max_cost_per_query")
+        return (
+            "judge.client: with a budget, a judge client with per-token prices needs params.max_tokens "
+            "(or the provider's output-token limit) or max_cost_per_query"
+        )
     return None
 
 
-def reserve_duel_nusd(models: Sequence[dict], i: int, j: int, judge: dict, prompt: str,
-                      judge_spend_nusd: int, duels_done: int) -> int:
+def reserve_duel_nusd(
+    models: Sequence[dict], i: int, j: int, judge: dict, prompt: str, judge_spend_nusd: int, duels_done: int
+) -> int:
     """What the budget reserves for a new duel: an upper bound of its charges.
 
     Models ``i`` and ``j`` answer ``prompt`` once each, then the judge judges. A
@@ -187,8 +192,9 @@ def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, b
 
 
 # ---------------------------------------------------------------- recording a verdict
-def score_of(choice: str, model_i: int, model_a: int, model_b: int, tie_policy: str, seed: int,
-             number: int) -> float | None:
+def score_of(
+    choice: str, model_i: int, model_a: int, model_b: int, tie_policy: str, seed: int, number: int
+) -> float | None:
     """The score of model_i for a verdict under the campaign's tie policy (None: not counted).
 
     A win is 1 or 0; a tie or "both bad" counts half under ``half``, a fair coin
@@ -203,3 +209,14 @@ def score_of(choice: str, model_i: int, model_a: int, model_b: int, tie_policy: 
     if tie_policy == TiePolicy.RANDOM:
         return 1.0 if random.Random(f"{seed}:{number}:tie").random() < 0.5 else 0.0
     return None
+
+
+def judge_cost_per_duel(judge: dict) -> float:
+    """c_J, the judge's expected cost per duel used by the cost-aware allocation.
+
+    An LLM judge costs its configured per-call ``cost``, twice when both orders are
+    judged; human and simulated judges cost nothing (docs/service.md, Judge cost).
+    """
+    if judge.get("kind") != "llm":
+        return 0.0
+    return float(judge.get("cost") or 0.0) * (2.0 if judge.get("both_orders", True) else 1.0)

@@ -111,4 +111,3 @@ class BackgroundRuns:
                 self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
                 log.info("campaign %s: resumed its background run", cid)
         return ids
-

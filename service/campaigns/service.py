@@ -57,7 +57,6 @@ class CampaignService(CampaignTransactions, CampaignViews, CampaignReplay, DuelO
             return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
         return await anyio.to_thread.run_sync(fn, *args)
 
-
     # ------------------------------------------------------------ shutdown
     async def aclose(self) -> None:
         """Cancel this process's background runs, then close the model and judge clients."""

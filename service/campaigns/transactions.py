@@ -18,10 +18,10 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
+from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
 from ..schemas import CampaignCreate
 from . import rules
-from ..config import Settings
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound
@@ -52,15 +52,17 @@ class CampaignTransactions:
     def prompt_text(self, s, campaign_id: int, idx: int) -> str:
         text = self.cached_prompt(campaign_id, idx)
         if text is None:
-            text = self.remember_prompt(campaign_id, idx, s.execute(
-                select(Prompt.text).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)).scalar_one())
+            text = self.remember_prompt(
+                campaign_id,
+                idx,
+                s.execute(select(Prompt.text).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)).scalar_one(),
+            )
         return text
-
 
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
         costs = [m.cost for m in body.models]
-        policy = new_policy(body.algorithm, costs, body.delta)
+        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(body.judge))
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
@@ -99,8 +101,10 @@ class CampaignTransactions:
         with self.db.write() as s:
             s.add(campaign)
             s.flush()
-            s.execute(insert(Prompt), [{"campaign_id": campaign.id, "idx": n, "text": text}
-                                       for n, text in enumerate(body.prompts)])
+            s.execute(
+                insert(Prompt),
+                [{"campaign_id": campaign.id, "idx": n, "text": text} for n, text in enumerate(body.prompts)],
+            )
             return int(campaign.id)
 
     def create_annotator(self, campaign_id: int, label: str | None) -> dict:
@@ -111,7 +115,6 @@ class CampaignTransactions:
             s.add(row)
             s.flush()
             return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
-
 
     # ------------------------------------------------------------ state transitions
     def finish(self, s, c: Campaign, status: str, reason: str, now: dt.datetime, keep_duel: int | None = None) -> None:
@@ -126,7 +129,9 @@ class CampaignTransactions:
         if keep_duel is not None:
             cond.append(Duel.id != keep_duel)
         s.execute(
-            update(Duel).where(*cond).values(status=DuelStatus.CANCELLED, error="the campaign ended before this duel was judged")
+            update(Duel)
+            .where(*cond)
+            .values(status=DuelStatus.CANCELLED, error="the campaign ended before this duel was judged")
             .execution_options(synchronize_session=False)
         )
 
@@ -160,7 +165,9 @@ class CampaignTransactions:
                 stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
                     s.execute(
-                        update(Duel).where(Duel.id.in_(stale), Duel.status.in_(IN_FLIGHT)).values(status=DuelStatus.EXPIRED)
+                        update(Duel)
+                        .where(Duel.id.in_(stale), Duel.status.in_(IN_FLIGHT))
+                        .values(status=DuelStatus.EXPIRED)
                         .execution_options(synchronize_session=False)
                     )
                     inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
@@ -181,14 +188,20 @@ class CampaignTransactions:
                 prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
                 prompt_text = self.prompt_text(s, campaign_id, prompt_index)
                 # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
-                expected = rules.reserve_duel_nusd(c.models, i, j, c.judge, prompt_text,
-                                                   c.judge_spend_nusd, c.duels_judged + c.duels_failed)
+                expected = rules.reserve_duel_nusd(
+                    c.models, i, j, c.judge, prompt_text, c.judge_spend_nusd, c.duels_judged + c.duels_failed
+                )
                 reserved = sum(int(r.expected_cost_nusd) for r in inflight)
                 if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
                     if not inflight:
-                        self.finish(s, c, CampaignStatus.BUDGET_EXHAUSTED,
-                                     f"the next duel's cost bound ({expected / 1e9:.6g} USD) exceeds the "
-                                     f"remaining budget ({(c.budget_nusd - c.spend_nusd) / 1e9:.6g} USD)", now)
+                        self.finish(
+                            s,
+                            c,
+                            CampaignStatus.BUDGET_EXHAUSTED,
+                            f"the next duel's cost bound ({expected / 1e9:.6g} USD) exceeds the "
+                            f"remaining budget ({(c.budget_nusd - c.spend_nusd) / 1e9:.6g} USD)",
+                            now,
+                        )
                         err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")
                     else:
                         err = Conflict(
@@ -247,8 +260,13 @@ class CampaignTransactions:
                 if charges:
                     s.execute(insert(Charge), [dict(ch, duel_id=duel.id) for ch in charges])
                 if plan.results is not None:
-                    plan.outcome = DuelOutcome(duel.id, duel.status, failed=duel.error is not None,
-                                               error=duel.error, view=self.duel_view(duel, c))
+                    plan.outcome = DuelOutcome(
+                        duel.id,
+                        duel.status,
+                        failed=duel.error is not None,
+                        error=duel.error,
+                        view=self.duel_view(duel, c),
+                    )
         if err is not None:
             raise err
         plan.select_ms = (time.perf_counter() - t0) * 1000.0
@@ -279,10 +297,16 @@ class CampaignTransactions:
                     "attempts": res.attempts,
                 }
                 if amount:
-                    charges.append({"campaign_id": plan.campaign_id, "kind": "model", "model_index": idx,
-                                    "amount_nusd": amount, "created_at": now,
-                                    "detail": {"input_tokens": res.input_tokens,
-                                               "output_tokens": res.output_tokens}})
+                    charges.append(
+                        {
+                            "campaign_id": plan.campaign_id,
+                            "kind": "model",
+                            "model_index": idx,
+                            "amount_nusd": amount,
+                            "created_at": now,
+                            "detail": {"input_tokens": res.input_tokens, "output_tokens": res.output_tokens},
+                        }
+                    )
             else:
                 message = _error_text(res)
                 info[idx] = {"model": name, "error": message}
@@ -293,8 +317,11 @@ class CampaignTransactions:
         if errors:
             error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
         else:
-            fields.update(answer_a=clean_text(results[plan.model_a].text),
-                          answer_b=clean_text(results[plan.model_b].text), answered_at=now)
+            fields.update(
+                answer_a=clean_text(results[plan.model_a].text),
+                answer_b=clean_text(results[plan.model_b].text),
+                answered_at=now,
+            )
         return charges, total, fields, error
 
     def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
@@ -340,11 +367,20 @@ class CampaignTransactions:
                 d.status = DuelStatus.PENDING
                 d.expires_at = now + self._expiry
             s.execute(
-                update(Duel).where(Duel.id == d.id).values(
-                    status=d.status, error=d.error, cost_nusd=d.cost_nusd, completion_a=d.completion_a,
-                    completion_b=d.completion_b, answer_a=d.answer_a, answer_b=d.answer_b,
-                    answered_at=d.answered_at, expires_at=d.expires_at,
-                ).execution_options(synchronize_session=False)
+                update(Duel)
+                .where(Duel.id == d.id)
+                .values(
+                    status=d.status,
+                    error=d.error,
+                    cost_nusd=d.cost_nusd,
+                    completion_a=d.completion_a,
+                    completion_b=d.completion_b,
+                    answer_a=d.answer_a,
+                    answer_b=d.answer_b,
+                    answered_at=d.answered_at,
+                    expires_at=d.expires_at,
+                )
+                .execution_options(synchronize_session=False)
             )
             # A spent budget ends the campaign when this duel's verdict is recorded
             # (or at the next plan), so the answers just paid for can still count.
@@ -388,8 +424,19 @@ class CampaignTransactions:
             judge_nusd = cost_nusd(judge_cost)
             if judge_nusd:
                 # A judge call is charged whatever happens to its verdict.
-                s.execute(insert(Charge), [{"campaign_id": c.id, "duel_id": d.id, "kind": "judge",
-                                            "model_index": None, "amount_nusd": judge_nusd, "created_at": now}])
+                s.execute(
+                    insert(Charge),
+                    [
+                        {
+                            "campaign_id": c.id,
+                            "duel_id": d.id,
+                            "kind": "judge",
+                            "model_index": None,
+                            "amount_nusd": judge_nusd,
+                            "created_at": now,
+                        }
+                    ],
+                )
                 d.cost_nusd += judge_nusd
                 c.spend_nusd += judge_nusd
                 c.judge_spend_nusd += judge_nusd
@@ -402,8 +449,12 @@ class CampaignTransactions:
                 err = Conflict(f"campaign {c.id} has ended (status {c.status})")
             if err is not None:
                 if d.status == DuelStatus.EXPIRED or judge_nusd:
-                    s.execute(update(Duel).where(Duel.id == d.id).values(status=d.status, cost_nusd=d.cost_nusd)
-                              .execution_options(synchronize_session=False))
+                    s.execute(
+                        update(Duel)
+                        .where(Duel.id == d.id)
+                        .values(status=d.status, cost_nusd=d.cost_nusd)
+                        .execution_options(synchronize_session=False)
+                    )
                     c.version += 1
                     c.updated_at = now
             else:
@@ -423,11 +474,21 @@ class CampaignTransactions:
                         d.counted = True
                         d.record_seq = c.event_seq + 1
                 claimed = s.execute(
-                    update(Duel).where(Duel.id == duel_id, Duel.status == DuelStatus.PENDING).values(
-                        status=d.status, choice=d.choice, score=d.score, counted=d.counted, judged_by=d.judged_by,
-                        judge_detail=d.judge_detail, judged_at=now, record_seq=d.record_seq, error=d.error,
+                    update(Duel)
+                    .where(Duel.id == duel_id, Duel.status == DuelStatus.PENDING)
+                    .values(
+                        status=d.status,
+                        choice=d.choice,
+                        score=d.score,
+                        counted=d.counted,
+                        judged_by=d.judged_by,
+                        judge_detail=d.judge_detail,
+                        judged_at=now,
+                        record_seq=d.record_seq,
+                        error=d.error,
                         cost_nusd=d.cost_nusd,
-                    ).execution_options(synchronize_session=False)
+                    )
+                    .execution_options(synchronize_session=False)
                 ).rowcount
                 if claimed != 1:  # cannot happen under the campaign lock; never count twice anyway
                     raise Conflict(f"duel {duel_id} already has a verdict")
@@ -442,23 +503,45 @@ class CampaignTransactions:
                         c.event_seq += 1
                         c.duels_counted += 1
                         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
-                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(cid, seq, p)
+                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(
+                            cid, seq, p
+                        )
                         if policy.should_stop():
-                            c.winner = int(policy.recommendation())
-                            c.leader = c.winner
-                            self.finish(s, c, CampaignStatus.CERTIFIED, f"certified by the {c.algorithm} stopping rule "
-                                         f"at delta={c.delta:g}", now, keep_duel=d.id)
+                            if getattr(policy, "verdict", None) == CampaignStatus.NO_CONDORCET_WINNER:
+                                self.finish(
+                                    s,
+                                    c,
+                                    CampaignStatus.NO_CONDORCET_WINNER,
+                                    f"every model was shown to lose to another (the {c.algorithm} "
+                                    f"certificates at delta={c.delta:g}): no Condorcet winner",
+                                    now,
+                                    keep_duel=d.id,
+                                )
+                            else:
+                                c.winner = int(policy.recommendation())
+                                c.leader = c.winner
+                                self.finish(
+                                    s,
+                                    c,
+                                    CampaignStatus.CERTIFIED,
+                                    f"certified by the {c.algorithm} stopping rule at delta={c.delta:g}",
+                                    now,
+                                    keep_duel=d.id,
+                                )
                             ended = True
                     if not ended and rules.max_duels_reached(c.max_duels, c.duels_judged):
-                        self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id)
+                        self.finish(
+                            s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id
+                        )
                         ended = True
                 if not ended and rules.budget_spent(c.budget_nusd, c.spend_nusd):
                     self.finish(s, c, CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", now, keep_duel=d.id)
                     ended = True
                 c.version += 1
                 c.updated_at = now
-                outcome = DuelOutcome(d.id, d.status, ended=ended, failed=choice is None, error=d.error,
-                                      view=self.duel_view(d, c))
+                outcome = DuelOutcome(
+                    d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=self.duel_view(d, c)
+                )
         if err is not None:
             raise err
         return outcome
@@ -500,9 +583,12 @@ class CampaignTransactions:
 
     def active_run_ids(self) -> list[int]:
         with self.db.read() as s:
-            return [int(x) for x in s.execute(
-                select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING)
-            ).scalars()]
+            return [
+                int(x)
+                for x in s.execute(
+                    select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING)
+                ).scalars()
+            ]
 
 
 def _error_text(exc: BaseException) -> str:
@@ -524,4 +610,3 @@ def _not_pending_message(d: Duel) -> str:
     if d.status == DuelStatus.CANCELLED:
         return f"duel {d.id} was cancelled: the campaign ended before it was judged"
     return f"duel {d.id} cannot be judged (status {d.status})"
-

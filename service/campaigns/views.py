@@ -8,13 +8,20 @@ from typing import Any
 from sqlalchemy import func, select
 
 from algorithms import plugin_lower_bound
+from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
 from ..models import Campaign, Charge, Duel, from_nusd, utcnow
+from . import rules
 from .rules import finite_or_none, jsonable
 from .types import Forbidden, NotFound
 
+CONDORCET_NOTE = (
+    "This algorithm is from the paper: its certificate assumes that a Condorcet winner (a model that beats "
+    "every other) exists. If none exists it can certify a wrong model; dctas-pc answers 'no Condorcet winner' "
+    "instead."
+)
 ADMIN_DUEL_FIELDS = ("model_a", "model_b", "model_a_name", "model_b_name", "score", "judged_by", "judge", "charges")
 
 
@@ -83,7 +90,9 @@ class CampaignViews:
         lower = None
         if (stats.get("t") or 0) > 0:
             try:
-                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta))
+                lower = finite_or_none(
+                    plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta)
+                )
             except Exception:  # a statistic must never break the view
                 lower = None
         budget = from_nusd(c.budget_nusd)
@@ -93,6 +102,12 @@ class CampaignViews:
             "status": c.status,
             "end_reason": c.end_reason,
             "algorithm": c.algorithm,
+            "assumes_condorcet_winner": c.algorithm in PAPER_ALGORITHMS,
+            "condorcet_note": CONDORCET_NOTE if c.algorithm in PAPER_ALGORITHMS else None,
+            "judge_cost": rules.judge_cost_per_duel(c.judge),
+            "certificates": stats.get("certificates"),
+            "copeland_winner": names[stats["copeland_winner"]] if stats.get("copeland_winner") is not None else None,
+            "top_cycle": [names[m] for m in stats["top_cycle"]] if stats.get("top_cycle") is not None else None,
             "delta": c.delta,
             "tie_policy": c.tie_policy,
             "models": [
@@ -174,8 +189,13 @@ class CampaignViews:
                 )
             items = [self.campaign_view(c, int(pend.get(c.id, 0))) for c in rows]
         nxt = offset + len(items)
-        return {"items": items, "total": total, "limit": limit, "offset": offset,
-                "next_offset": nxt if nxt < total else None}
+        return {
+            "items": items,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "next_offset": nxt if nxt < total else None,
+        }
 
     def duel_view(self, d: Duel, c: Campaign | None, charges: list[Charge] | None = None) -> dict:
         """The full (admin) view of a duel; :func:`duel_view_for` strips it for annotators."""
@@ -207,8 +227,12 @@ class CampaignViews:
         }
         if charges is not None:
             view["charges"] = [
-                {"kind": ch.kind, "model_index": ch.model_index, "amount": from_nusd(ch.amount_nusd),
-                 "created_at": ch.created_at}
+                {
+                    "kind": ch.kind,
+                    "model_index": ch.model_index,
+                    "amount": from_nusd(ch.amount_nusd),
+                    "created_at": ch.created_at,
+                }
                 for ch in charges
             ]
         return view
@@ -245,6 +269,10 @@ class CampaignViews:
                     by_duel[ch.duel_id].append(ch)
             items = [self.duel_view(d, c, by_duel[d.id]) for d in duels]
         nxt = offset + len(items)
-        return {"items": items, "total": total, "limit": limit, "offset": offset,
-                "next_offset": nxt if nxt < total else None}
-
+        return {
+            "items": items,
+            "total": total,
+            "limit": limit,
+            "offset": offset,
+            "next_offset": nxt if nxt < total else None,
+        }

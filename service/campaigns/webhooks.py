@@ -46,7 +46,8 @@ class Webhooks:
         for attempt in range(3):
             try:
                 resp = await self.http_client().post(
-                    url, json={"event": "campaign.ended", "campaign": report},
+                    url,
+                    json={"event": "campaign.ended", "campaign": report},
                     timeout=self.settings.webhook_timeout_seconds,
                     headers={"User-Agent": "llmduel-webhook/1"},
                 )
@@ -59,4 +60,3 @@ class Webhooks:
             await asyncio.sleep(0.5 * 2**attempt)
         log.warning("campaign %s: webhook delivery failed (%s)", campaign_id, error)
         await self.in_thread(self._webhook_done_tx, campaign_id, False, error)
-

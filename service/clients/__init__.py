@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .anthropic import AnthropicClient
 from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import KINDS, validate_client_config
+from .gemini import GeminiClient
+from .openai import OpenAIClient
 from .simulated import SimulatedClient
 
 __all__ = [
@@ -55,10 +58,5 @@ def build_client(
     kind = cfg["kind"]
     if kind == "simulated":
         return SimulatedClient(cfg, model_name, fixed_cost)
-    if kind == "openai":
-        from .openai import OpenAIClient as cls
-    elif kind == "anthropic":
-        from .anthropic import AnthropicClient as cls
-    else:
-        from .gemini import GeminiClient as cls
+    cls: type[ModelClient] = {"openai": OpenAIClient, "anthropic": AnthropicClient}.get(kind, GeminiClient)
     return cls(cfg, model_name, fixed_cost, http=http, **options)

@@ -41,9 +41,7 @@ class AnthropicClient(HTTPModelClient):
         content = data.get("content")
         if not isinstance(content, list):
             raise ResponseShapeError("no 'content' list in the response")
-        text = "".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
+        text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
         usage = data.get("usage") or {}
         if not isinstance(usage, dict):
             usage = {}

@@ -13,6 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from judges.base import ModelCallError
+
 
 @dataclass(frozen=True)
 class Completion:
@@ -37,7 +39,7 @@ class Completion:
         return dataclasses.asdict(self)
 
 
-class ClientError(Exception):
+class ClientError(ModelCallError):
     """A model call that failed for good (after the retries it deserved).
 
     ``message`` says what went wrong, ``status_code`` is the last HTTP status
@@ -68,10 +70,7 @@ class ClientError(Exception):
         return " | ".join(parts)
 
     def __repr__(self) -> str:
-        return (
-            f"ClientError({self.message!r}, status_code={self.status_code!r}, "
-            f"attempts={self.attempts!r})"
-        )
+        return f"ClientError({self.message!r}, status_code={self.status_code!r}, attempts={self.attempts!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,10 +90,7 @@ def compute_cost(
     else the fixed per-query cost."""
     if price is None or input_tokens is None or output_tokens is None:
         return float(fixed_cost)
-    return (
-        input_tokens * float(price["input_per_1m"])
-        + output_tokens * float(price["output_per_1m"])
-    ) / 1_000_000.0
+    return (input_tokens * float(price["input_per_1m"]) + output_tokens * float(price["output_per_1m"])) / 1_000_000.0
 
 
 class ModelClient(abc.ABC):

@@ -28,8 +28,18 @@ DEFAULT_ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_ANTHROPIC_MAX_TOKENS = 1024
 
 _HTTP_FIELDS = {
-    "kind", "base_url", "model", "api_key_env", "params", "price", "system",
-    "timeout_s", "max_attempts", "backoff_base_s", "backoff_max_s", "max_retry_after_s",
+    "kind",
+    "base_url",
+    "model",
+    "api_key_env",
+    "params",
+    "price",
+    "system",
+    "timeout_s",
+    "max_attempts",
+    "backoff_base_s",
+    "backoff_max_s",
+    "max_retry_after_s",
     "max_cost_per_query",
 }
 _ALLOWED = {
@@ -62,8 +72,7 @@ def finite_number(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _number(cfg: dict, field: str, default: float, lo: float, hi: float,
-            lo_open: bool = False) -> float:
+def _number(cfg: dict, field: str, default: float, lo: float, hi: float, lo_open: bool = False) -> float:
     v = finite_number(cfg.get(field, default))
     if v is None:
         raise _err(field, f"must be a finite number, got {type(cfg.get(field)).__name__}")
@@ -154,8 +163,7 @@ def validate_client_config(cfg: Any) -> dict[str, Any]:
             # Not echoed: people paste the key itself here by mistake.
             raise _err(
                 "api_key_env",
-                "must be the NAME of an environment variable (letters, digits, "
-                "underscore), not the key itself",
+                "must be the NAME of an environment variable (letters, digits, underscore), not the key itself",
             )
     out["api_key_env"] = env
 

@@ -42,9 +42,7 @@ class GeminiClient(HTTPModelClient):
             )
         content = candidates[0].get("content") or {}
         parts = content.get("parts") or []
-        text = "".join(
-            p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought")
-        )
+        text = "".join(p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought"))
         usage = data.get("usageMetadata") or {}
         if not isinstance(usage, dict):
             usage = {}
@@ -52,7 +50,5 @@ class GeminiClient(HTTPModelClient):
         tout = None
         if tin is not None:
             # candidatesTokenCount is absent for an empty answer; thinking tokens bill as output.
-            tout = (_token(usage.get("candidatesTokenCount")) or 0) + (
-                _token(usage.get("thoughtsTokenCount")) or 0
-            )
+            tout = (_token(usage.get("candidatesTokenCount")) or 0) + (_token(usage.get("thoughtsTokenCount")) or 0)
         return text, tin, tout

@@ -131,13 +131,16 @@ class HTTPModelClient(ModelClient):
             except httpx.TimeoutException as exc:
                 err = ClientError(
                     f"{self.provider} timed out after {timeout:g}s ({type(exc).__name__})",
-                    None, attempt, retryable=True,
+                    None,
+                    attempt,
+                    retryable=True,
                 )
             except httpx.TransportError as exc:
                 err = ClientError(
-                    f"{self.provider} connection error: {type(exc).__name__}: "
-                    f"{self._redact(str(exc), key)[:200]}",
-                    None, attempt, retryable=True,
+                    f"{self.provider} connection error: {type(exc).__name__}: {self._redact(str(exc), key)[:200]}",
+                    None,
+                    attempt,
+                    retryable=True,
                 )
             else:
                 latency = time.perf_counter() - t0
@@ -166,8 +169,11 @@ class HTTPModelClient(ModelClient):
                 delay = self.retry.backoff(attempt, self._rng)
             log.warning(
                 "model %r: attempt %d/%d failed (%s), retrying in %.2fs",
-                self.model_name, attempt, self.retry.max_attempts,
-                f"status {err.status_code}" if err.status_code else err.message, delay,
+                self.model_name,
+                attempt,
+                self.retry.max_attempts,
+                f"status {err.status_code}" if err.status_code else err.message,
+                delay,
             )
             await self._sleep(delay)
 
@@ -177,14 +183,16 @@ class HTTPModelClient(ModelClient):
         except ValueError:
             raise ClientError(
                 f"{self.provider} returned malformed JSON: {resp.text[:120]!r}",
-                resp.status_code, attempt,
+                resp.status_code,
+                attempt,
             ) from None
         try:
             text, tin, tout = self.parse_response(data)
         except (ResponseShapeError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
-                resp.status_code, attempt,
+                resp.status_code,
+                attempt,
             ) from None
         cost = compute_cost(self.config.get("price"), tin, tout, self.fixed_cost)
         return Completion(text, tin, tout, cost, latency, attempt)

@@ -71,9 +71,7 @@ class SimulatedClient(ModelClient):
         if start is None:
             start = time.perf_counter()
         if self.failure_rate > 0 and self._rng.random() < self.failure_rate:
-            raise ClientError(
-                f"simulated failure of model {self.model_name!r}", status_code=503, attempts=1
-            )
+            raise ClientError(f"simulated failure of model {self.model_name!r}", status_code=503, attempts=1)
         text = simulated_text(self.model_name, prompt, self.seed)
         return Completion(
             text=text,

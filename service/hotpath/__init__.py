@@ -36,5 +36,13 @@ from .sync_driver import plan_duel, record_vote, run_sync
 
 ENABLED = True  # tests switch it off to run the same scenarios on the general path
 
-__all__ = ["CampaignConfig", "ENABLED", "Fallback", "plan_duel", "plan_duel_async", "record_vote",
-           "record_vote_async", "run_sync"]
+__all__ = [
+    "CampaignConfig",
+    "ENABLED",
+    "Fallback",
+    "plan_duel",
+    "plan_duel_async",
+    "record_vote",
+    "record_vote_async",
+    "run_sync",
+]

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import rules
-from ..campaigns.types import DuelOutcome, DuelPlan
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
-from ..models import Campaign, Duel, utcnow
+from ..campaigns.types import DuelOutcome, DuelPlan
+from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
@@ -59,8 +59,15 @@ class DuelRow(SimpleNamespace):
 
 
 def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignConfig:
-    cfg = CampaignConfig(models=row.models, judge=row.judge, tie_policy=row.tie_policy, seed=int(row.seed),
-                         n_prompts=int(row.n_prompts), max_duels=row.max_duels, budget_nusd=row.budget_nusd)
+    cfg = CampaignConfig(
+        models=row.models,
+        judge=row.judge,
+        tie_policy=row.tie_policy,
+        seed=int(row.seed),
+        n_prompts=int(row.n_prompts),
+        max_duels=row.max_duels,
+        budget_nusd=row.budget_nusd,
+    )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
         cache.clear()
@@ -89,8 +96,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     if not principal.can_access(campaign_id):
         raise Fallback
     known = svc.config_cache.get(campaign_id)
-    row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id),
-                                                        known is None)
+    row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
     if row is None or row.status != CampaignStatus.RUNNING:
         raise Fallback
     cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
@@ -111,32 +117,66 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     if prompt is None:
         prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
     # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
-    expected = rules.reserve_duel_nusd(cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd,
-                                       row.duels_judged + row.duels_failed)
+    expected = rules.reserve_duel_nusd(
+        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed
+    )
     reserved = sum(int(r.expected_cost_nusd) for r in inflight)
     if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
         raise Fallback
     duel = dict(
-        campaign_id=campaign_id, number=number, model_i=i, model_j=j, a_is_i=a_is_i,
-        prompt_index=prompt_index, prompt=prompt, status=DuelStatus.CALLING, counted=False, cost_nusd=0,
-        expected_cost_nusd=expected, select_seq=seq, pending_at_select=pending,
-        requested_by=principal.label, created_at=now, expires_at=now + svc.call_expiry,
+        campaign_id=campaign_id,
+        number=number,
+        model_i=i,
+        model_j=j,
+        a_is_i=a_is_i,
+        prompt_index=prompt_index,
+        prompt=prompt,
+        status=DuelStatus.CALLING,
+        counted=False,
+        cost_nusd=0,
+        expected_cost_nusd=expected,
+        select_seq=seq,
+        pending_at_select=pending,
+        requested_by=principal.label,
+        created_at=now,
+        expires_at=now + svc.call_expiry,
     )  # columns left out are NULL, as in the ORM's INSERT
-    plan = DuelPlan(campaign_id=campaign_id, duel_id=0, number=number, i=i, j=j, a_is_i=a_is_i,
-                    prompt=prompt, models=[dict(m) for m in cfg.models], judge=dict(cfg.judge),
-                    tie_policy=cfg.tie_policy, seed=cfg.seed)
+    plan = DuelPlan(
+        campaign_id=campaign_id,
+        duel_id=0,
+        number=number,
+        i=i,
+        j=j,
+        a_is_i=a_is_i,
+        prompt=prompt,
+        models=[dict(m) for m in cfg.models],
+        judge=dict(cfg.judge),
+        tie_policy=cfg.tie_policy,
+        seed=cfg.seed,
+    )
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)
     failed = int(duel["status"] == DuelStatus.FAILED)
-    campaign = {"cid": campaign_id, "seq": seq, "created": number, "failed": failed, "spent": duel["cost_nusd"],
-                "now": now}
+    campaign = {
+        "cid": campaign_id,
+        "seq": seq,
+        "created": number,
+        "failed": failed,
+        "spent": duel["cost_nusd"],
+        "now": now,
+    }
     duel_id = await tx.plan_writes(duel, charges, campaign)
     tx.after_commit = lambda: svc.policies.put(campaign_id, seq, policy)
     plan.duel_id = duel_id
     if plan.results is not None:
         d = DuelRow(id=duel_id, **duel)
-        plan.outcome = DuelOutcome(duel_id, duel["status"], failed=failed == 1, error=duel.get("error"),
-                                   view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)))
+        plan.outcome = DuelOutcome(
+            duel_id,
+            duel["status"],
+            failed=failed == 1,
+            error=duel.get("error"),
+            view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
+        )
     return plan
 
 
@@ -155,11 +195,20 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     if rules.budget_spent(cfg.budget_nusd, crow.spend_nusd):
         raise Fallback
     d = DuelRow(**drow._asdict())
-    c = SimpleNamespace(id=crow.id, models=cfg.models, status=CampaignStatus.RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed)
+    c = SimpleNamespace(
+        id=crow.id, models=cfg.models, status=CampaignStatus.RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed
+    )
     score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, cfg.tie_policy, cfg.seed, d.number)
     d.status, d.choice, d.judged_by, d.judged_at = DuelStatus.JUDGED, choice, principal.label, now
-    judged: dict[str, Any] = {"did": duel_id, "choice": choice, "score": None, "counted": False,
-                              "judged_by": d.judged_by, "now": now, "record_seq": None}
+    judged: dict[str, Any] = {
+        "did": duel_id,
+        "choice": choice,
+        "score": None,
+        "counted": False,
+        "judged_by": d.judged_by,
+        "now": now,
+        "record_seq": None,
+    }
     recorded = None
     if score is not None:
         seq = crow.event_seq + 1

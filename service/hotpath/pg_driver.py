@@ -18,12 +18,10 @@ from typing import TYPE_CHECKING, NamedTuple
 from sqlalchemy import JSON, Integer, and_, bindparam, case, cast, column, exists, func, insert, null, select, true
 from sqlalchemy.dialects import postgresql
 
-from algorithms.vocabulary import DuelStatus
-
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
-from .decisions import _CONFIG_COLUMNS, Fallback, decide_plan, decide_vote
+from .decisions import Fallback, decide_plan, decide_vote
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
@@ -32,6 +30,7 @@ CH = Charge.__table__.c
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
     from ..campaigns import CampaignService, DuelOutcome, DuelPlan
+
 
 # ---------------------------------------------------------------- driver 2: asyncpg, asynchronous
 class Compiled(NamedTuple):
@@ -90,8 +89,11 @@ PG_PROMPT = compile_pg(sync_driver.PROMPT)
 PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(C.event_seq == bindparam("seq"))))
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
 PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
-PG_LOCK_FOR_VOTE = compile_pg(sync_driver.LOCK_FOR_VOTE.add_columns(
-    _unless_cached(and_(C.id == bindparam("hint"), C.event_seq == bindparam("seq")))))
+PG_LOCK_FOR_VOTE = compile_pg(
+    sync_driver.LOCK_FOR_VOTE.add_columns(
+        _unless_cached(and_(C.id == bindparam("hint"), C.event_seq == bindparam("seq")))
+    )
+)
 PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
 
 
@@ -111,19 +113,35 @@ _CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
 @lru_cache(maxsize=64)
 def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
     """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
-    defaults = {c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None
-                and c.default.is_scalar}  # what Core's INSERT fills in for columns left out
-    duel = insert(Duel.__table__).values({**defaults, **{k: bindparam(f"d_{k}", type_=D[k].type)
-                                                         for k in duel_columns}})
+    defaults = {
+        c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None and c.default.is_scalar
+    }  # what Core's INSERT fills in for columns left out
+    duel = insert(Duel.__table__).values(
+        {**defaults, **{k: bindparam(f"d_{k}", type_=D[k].type) for k in duel_columns}}
+    )
     d = duel.returning(D.id).cte("d")
     ch = CH  # the charges arrive as one JSON array; "n" keeps their order
-    x = func.json_to_recordset(cast(bindparam("charges"), JSON)).table_valued(
-        *(column(k, ch[k].type) for k in _CHARGE_FIELDS), column("n", Integer)).render_derived(name="x", with_types=True)
-    charges = insert(Charge.__table__).from_select(
-        ["campaign_id", "duel_id", *_CHARGE_FIELDS, "created_at"],
-        select(cast(bindparam("cid"), ch.campaign_id.type), d.c.id, *(x.c[k] for k in _CHARGE_FIELDS),
-               cast(bindparam("now"), ch.created_at.type)).select_from(d).join(x, true()).order_by(x.c.n),
-    ).cte("ch")
+    x = (
+        func.json_to_recordset(cast(bindparam("charges"), JSON))
+        .table_valued(*(column(k, ch[k].type) for k in _CHARGE_FIELDS), column("n", Integer))
+        .render_derived(name="x", with_types=True)
+    )
+    charges = (
+        insert(Charge.__table__)
+        .from_select(
+            ["campaign_id", "duel_id", *_CHARGE_FIELDS, "created_at"],
+            select(
+                cast(bindparam("cid"), ch.campaign_id.type),
+                d.c.id,
+                *(x.c[k] for k in _CHARGE_FIELDS),
+                cast(bindparam("now"), ch.created_at.type),
+            )
+            .select_from(d)
+            .join(x, true())
+            .order_by(x.c.n),
+        )
+        .cte("ch")
+    )
     campaign = sync_driver.PLANNED.cte("c")
     return compile_pg(select(d.c.id).add_cte(charges, campaign))
 
@@ -135,8 +153,9 @@ class _Row(SimpleNamespace):
         return dict(self.__dict__)
 
 
-_JSON_RESULT_COLUMNS = frozenset(c.name for t in (Campaign.__table__, Duel.__table__) for c in t.c
-                                 if isinstance(c.type, JSON))
+_JSON_RESULT_COLUMNS = frozenset(
+    c.name for t in (Campaign.__table__, Duel.__table__) for c in t.c if isinstance(c.type, JSON)
+)
 
 
 def _row(record) -> _Row | None:
@@ -217,8 +236,9 @@ class PgTx:
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         columns = tuple(sorted(duel))
         params = {f"d_{k}": _json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
-        params.update(campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n)
-                                               for n, ch in enumerate(charges)]))
+        params.update(
+            campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n) for n, ch in enumerate(charges)])
+        )
         return int((await self._write_and_commit(_pg_plan_write(columns), params)).id)
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
@@ -232,8 +252,12 @@ class PgTx:
     async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
         params = {**judged, **campaign}
         if recorded is not None:
-            params.update(recorded, policy_state=_json(recorded["policy_state"]), counts=_json(recorded["counts"]),
-                          stats=_json(recorded["stats"]))
+            params.update(
+                recorded,
+                policy_state=_json(recorded["policy_state"]),
+                counts=_json(recorded["counts"]),
+                stats=_json(recorded["stats"]),
+            )
         return await self._write_and_commit(PG_VOTED_TIE if recorded is None else PG_VOTED, params) is not None
 
 

@@ -29,31 +29,54 @@ D = Duel.__table__.c
 CONFIG = select(*(C[k] for k in _CONFIG_COLUMNS)).where(C.id == bindparam("cid"))
 POLICY_STATE = select(C.policy_state).where(C.id == bindparam("cid"))
 PROMPT = select(Prompt.text).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
-_PLAN_COLUMNS = ("status", "event_seq", "duels_created", "duels_judged", "duels_failed", "spend_nusd",
-                 "judge_spend_nusd")
+_PLAN_COLUMNS = (
+    "status",
+    "event_seq",
+    "duels_created",
+    "duels_judged",
+    "duels_failed",
+    "spend_nusd",
+    "judge_spend_nusd",
+)
 LOCK_FOR_PLAN = select(*(C[k] for k in _PLAN_COLUMNS)).where(C.id == bindparam("cid")).with_for_update()
 _IN_FLIGHT_COLUMNS = ("model_i", "model_j", "expected_cost_nusd", "expires_at")
 # The statuses as plain bound values (not an "expanding" IN), so the statement compiles once for asyncpg too.
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
-    D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT]))
+    D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
+)
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
 INSERT_CHARGES = insert(Charge.__table__)
 PLANNED = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
-    .values(event_seq=bindparam("seq"), duels_created=bindparam("created"),
-            duels_failed=C.duels_failed + bindparam("failed"), spend_nusd=C.spend_nusd + bindparam("spent"),
-            version=C.version + 1, updated_at=bindparam("now"))
+    .values(
+        event_seq=bindparam("seq"),
+        duels_created=bindparam("created"),
+        duels_failed=C.duels_failed + bindparam("failed"),
+        spend_nusd=C.spend_nusd + bindparam("spent"),
+        version=C.version + 1,
+        updated_at=bindparam("now"),
+    )
 )
 _VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd")
-LOCK_FOR_VOTE = select(*(C[k] for k in _VOTE_COLUMNS)).where(
-    C.id == select(D.campaign_id).where(D.id == bindparam("did")).scalar_subquery()).with_for_update()
+LOCK_FOR_VOTE = (
+    select(*(C[k] for k in _VOTE_COLUMNS))
+    .where(C.id == select(D.campaign_id).where(D.id == bindparam("did")).scalar_subquery())
+    .with_for_update()
+)
 DUEL_ROW = select(Duel.__table__).where(D.id == bindparam("did"))
 JUDGED_DUEL = (
     update(Duel.__table__)
     .where(D.id == bindparam("did"), D.status == DuelStatus.PENDING)
-    .values(status=DuelStatus.JUDGED, choice=bindparam("choice"), score=bindparam("score"), counted=bindparam("counted"),
-            judged_by=bindparam("judged_by"), judged_at=bindparam("now"), record_seq=bindparam("record_seq"))
+    .values(
+        status=DuelStatus.JUDGED,
+        choice=bindparam("choice"),
+        score=bindparam("score"),
+        counted=bindparam("counted"),
+        judged_by=bindparam("judged_by"),
+        judged_at=bindparam("now"),
+        record_seq=bindparam("record_seq"),
+    )
 )
 VOTED_TIE = (
     update(Campaign.__table__)
@@ -63,10 +86,17 @@ VOTED_TIE = (
 VOTED = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
-    .values(duels_judged=C.duels_judged + 1, duels_counted=C.duels_counted + 1, event_seq=bindparam("seq"),
-            policy_state=bindparam("policy_state", type_=C.policy_state.type),
-            counts=bindparam("counts", type_=C.counts.type), stats=bindparam("stats", type_=C.stats.type),
-            leader=bindparam("leader"), version=C.version + 1, updated_at=bindparam("now"))
+    .values(
+        duels_judged=C.duels_judged + 1,
+        duels_counted=C.duels_counted + 1,
+        event_seq=bindparam("seq"),
+        policy_state=bindparam("policy_state", type_=C.policy_state.type),
+        counts=bindparam("counts", type_=C.counts.type),
+        stats=bindparam("stats", type_=C.stats.type),
+        leader=bindparam("leader"),
+        version=C.version + 1,
+        updated_at=bindparam("now"),
+    )
 )
 
 

@@ -1,22 +1,18 @@
 """The web pages: campaign list, dashboard and the annotator's voting form.
 
-``register(app)`` is called by :func:`service.app.create_app` (its
-``EXTENSIONS`` hook): it adds the page routes and mounts ``/static``. See
+``register(app)`` is called by :func:`service.app.create_app`: it adds the
+page routes and mounts ``/static``. See
 docs/web.md.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-STATIC_DIR = Path(__file__).resolve().parent / "static"
-TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
-
 
 def register(app) -> None:
+    # imported when the app is built, so importing a submodule (e.g. service.web.plots) stays light
     from fastapi.staticfiles import StaticFiles
 
-    from .routes import router
+    from .routes import STATIC_DIR, router
 
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -89,8 +89,11 @@ def can_read_dashboards(request: Request) -> bool:
     if scheme.lower() == "bearer" and key_matches(request, value.strip()):
         return True
     cookie = request.cookies.get(COOKIE)
-    if key and cookie and hmac.compare_digest(cookie.encode("utf-8", "surrogatepass"),
-                                              cookie_value(key).encode("ascii")):
+    if (
+        key
+        and cookie
+        and hmac.compare_digest(cookie.encode("utf-8", "surrogatepass"), cookie_value(key).encode("ascii"))
+    ):
         return True
     return m == "local" and is_local(request)
 

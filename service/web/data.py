@@ -12,7 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import func, select
+
+from algorithms import InstanceError, solve_oracle
+from algorithms.stats import empirical_preference
 
 from ..campaigns import CampaignService, finite_or_none
 from ..models import CERTIFIED, PENDING, RUNNING, Campaign, Duel, utcnow
@@ -26,6 +30,7 @@ STATUS_LABELS = {
     "certified": "certified",
     "budget_exhausted": "budget exhausted",
     "stopped": "stopped",
+    "no_condorcet_winner": "no Condorcet winner",
 }
 
 
@@ -55,12 +60,14 @@ def campaign_list(svc: CampaignService, limit: int, offset: int) -> dict:
     rows = []
     for v in page["items"]:
         frac, tip = progress_of(v)
-        rows.append({
-            "view": v,
-            "status_label": STATUS_LABELS.get(v["status"], v["status"]),
-            "progress": plots.progress_bar(frac, label=tip, done=v["status"] == CERTIFIED),
-            "progress_tip": tip,
-        })
+        rows.append(
+            {
+                "view": v,
+                "status_label": STATUS_LABELS.get(v["status"], v["status"]),
+                "progress": plots.progress_bar(frac, label=tip, done=v["status"] == CERTIFIED),
+                "progress_tip": tip,
+            }
+        )
     page["rows"] = rows
     page["any_running"] = any(v["status"] == RUNNING for v in page["items"])
     page["signature"] = list_signature(svc)
@@ -110,38 +117,58 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
     ref = view["winner_index"] if view["winner_index"] is not None else view["leader_index"]
     stopping_rule = getattr(policy, "stopping_rule", "glr")
     if ref is None or view["t"] == 0:
-        return Evidence(plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok,
-                        len(points)), view
+        return Evidence(
+            plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok, len(points)
+        ), view
     series = []
     legend = []
     for j, name in enumerate(names):
         if j == ref:
             continue
         c = plots.color(j)
-        series.append({"label": f"#{j} {name}", "key": f"model-{j}", "color": c,
-                       "points": [(p.t, p.S[j] - p.S[ref]) for p in points]})
+        series.append(
+            {
+                "label": f"#{j} {name}",
+                "key": f"model-{j}",
+                "color": c,
+                "points": [(p.t, p.S[j] - p.S[ref]) for p in points],
+            }
+        )
         current = points[-1].S[j] - points[-1].S[ref]
         legend.append({"swatch": plots.swatch(c), "label": f"#{j} {name}", "value": current})
     beta_pts = [(p.t, p.beta) for p in points if math.isfinite(p.beta)]
-    series.append({"label": f"threshold beta(t, delta={view['delta']:g})", "key": "beta", "color": "#1f2933",
-                   "points": beta_pts, "dash": True})
-    legend.append({"swatch": plots.swatch("#1f2933", dash=True), "label": "threshold beta(t, \u03b4)",
-                   "value": beta_pts[-1][1] if beta_pts else None})
+    series.append(
+        {
+            "label": f"threshold beta(t, delta={view['delta']:g})",
+            "key": "beta",
+            "color": "#1f2933",
+            "points": beta_pts,
+            "dash": True,
+        }
+    )
+    legend.append(
+        {
+            "swatch": plots.swatch("#1f2933", dash=True),
+            "label": "threshold beta(t, \u03b4)",
+            "value": beta_pts[-1][1] if beta_pts else None,
+        }
+    )
     vline = None
     if view["status"] == CERTIFIED and state.get("stop_t"):
         vline = (float(state["stop_t"]), f"certified at t={state['stop_t']}")
-    plot = plots.line_chart(series, title=f"Evidence of each challenger against #{ref} {names[ref]}",
-                            x_label="counted duels t", y_label="S_j \u2212 S_ref", vline=vline, integer_x=True)
+    plot = plots.line_chart(
+        series,
+        title=f"Evidence of each challenger against #{ref} {names[ref]}",
+        x_label="counted duels t",
+        y_label="S_j \u2212 S_ref",
+        vline=vline,
+        integer_x=True,
+    )
     return Evidence(plot, legend, ref, stopping_rule, replay_ok, len(points)), view
 
 
 def oracle_section(view: dict) -> dict:
     """Pulls per pair beside the oracle allocation at the empirical matrix."""
-    import numpy as np
-
-    from algorithms import InstanceError, solve_oracle
-    from algorithms.stats import empirical_preference
-
     names = [m["name"] for m in view["models"]]
     costs = [float(m["cost"]) for m in view["models"]]
     L = len(names)
@@ -156,9 +183,11 @@ def oracle_section(view: dict) -> dict:
         try:
             oracle = solve_oracle(empirical_preference(W, N), costs)
         except InstanceError:
-            reason = ("The empirical preference matrix has no Condorcet winner yet (no model beats every other "
-                      "in more than half of their duels, or a pair has no duels), so the oracle allocation is "
-                      "not defined for the current estimate.")
+            reason = (
+                "The empirical preference matrix has no Condorcet winner yet (no model beats every other "
+                "in more than half of their duels, or a pair has no duels), so the oracle allocation is "
+                "not defined for the current estimate."
+            )
         except Exception as exc:  # a statistic must never break the page
             reason = f"The oracle could not be solved for the current estimate ({type(exc).__name__})."
     frac = {}
@@ -168,13 +197,15 @@ def oracle_section(view: dict) -> dict:
     for i in range(L):
         for j in range(i + 1, L):
             n = int(N[i][j])
-            rows.append({
-                "label": f"#{i} vs #{j}",
-                "tip": f"{names[i]} vs {names[j]}",
-                "count": n,
-                "share": n / t if view["t"] else 0.0,
-                "oracle": frac.get((i, j)) if oracle is not None else None,
-            })
+            rows.append(
+                {
+                    "label": f"#{i} vs #{j}",
+                    "tip": f"{names[i]} vs {names[j]}",
+                    "count": n,
+                    "share": n / t if view["t"] else 0.0,
+                    "oracle": frac.get((i, j)) if oracle is not None else None,
+                }
+            )
     shown = rows
     if len(rows) > MAX_PAIR_ROWS:  # many models: the pairs that matter (most duels or oracle weight)
         keep = sorted(range(len(rows)), key=lambda k: -max(rows[k]["share"], rows[k]["oracle"] or 0.0))
@@ -220,9 +251,16 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         i = m["index"]
         played = int(sum(counts[i]))
         won = float(sum(wins[i]))
-        models.append(dict(m, played=played, won=won,
-                           evidence=view["evidence"][i] if i < len(view["evidence"]) else None,
-                           color=plots.color(i), swatch=plots.swatch(plots.color(i))))
+        models.append(
+            dict(
+                m,
+                played=played,
+                won=won,
+                evidence=view["evidence"][i] if i < len(view["evidence"]) else None,
+                color=plots.color(i),
+                swatch=plots.swatch(plots.color(i)),
+            )
+        )
     frac, tip = progress_of(view)
     spend = view["spend"] or 0.0
     return {
@@ -248,16 +286,24 @@ def open_duel_of(svc: CampaignService, campaign_id: int, label: str) -> int | No
     """The oldest duel this annotator asked for that still waits for a vote."""
     with svc.db.read() as s:
         return s.execute(
-            select(Duel.id).where(
-                Duel.campaign_id == campaign_id, Duel.requested_by == label, Duel.status == PENDING,
+            select(Duel.id)
+            .where(
+                Duel.campaign_id == campaign_id,
+                Duel.requested_by == label,
+                Duel.status == PENDING,
                 Duel.expires_at > utcnow(),
-            ).order_by(Duel.id).limit(1)
+            )
+            .order_by(Duel.id)
+            .limit(1)
         ).scalar_one_or_none()
 
 
 def votes_of(svc: CampaignService, campaign_id: int, label: str) -> int:
     with svc.db.read() as s:
-        return int(s.execute(
-            select(func.count(Duel.id)).where(Duel.campaign_id == campaign_id, Duel.judged_by == label,
-                                              Duel.choice.is_not(None))
-        ).scalar_one())
+        return int(
+            s.execute(
+                select(func.count(Duel.id)).where(
+                    Duel.campaign_id == campaign_id, Duel.judged_by == label, Duel.choice.is_not(None)
+                )
+            ).scalar_one()
+        )

@@ -17,8 +17,16 @@ from typing import Sequence
 from markupsafe import Markup
 
 PALETTE = (
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#7f7f7f",
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#7f7f7f",
 )
 INK = "#1f2933"
 MUTED = "#6b7785"
@@ -48,7 +56,7 @@ def fmt(x: float | None, digits: int = 3) -> str:
         return "0"
     if abs(x) >= 1e9 or abs(x) < 1e-3:
         return f"{x:.{digits - 1}e}"
-    if abs(x) >= 10 ** digits:
+    if abs(x) >= 10**digits:
         return f"{x:,.0f}"
     return f"{x:.{digits}g}"
 
@@ -192,8 +200,13 @@ def _heat_color(p: float) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
-def heatmap(names: Sequence[str], wins: Sequence[Sequence[float]], counts: Sequence[Sequence[float]],
-            *, title: str = "Preference matrix") -> Markup:
+def heatmap(
+    names: Sequence[str],
+    wins: Sequence[Sequence[float]],
+    counts: Sequence[Sequence[float]],
+    *,
+    title: str = "Preference matrix",
+) -> Markup:
     """Cell (i, j): the share of duels model i won against j, coloured, with wins/duels."""
     L = len(names)
     if L == 0:
@@ -206,27 +219,36 @@ def heatmap(names: Sequence[str], wins: Sequence[Sequence[float]], counts: Seque
     out = [_svg_open("heatmap", width, height, title)]
     out.append(f'<g font-size="11" fill="{INK}">')
     for j in range(L):
-        out.append(f'<text x="{label_w + cell * j + cell / 2}" y="{top - 10}" text-anchor="middle">'
-                   f"#{j}<title>{esc(names[j])}</title></text>")
+        out.append(
+            f'<text x="{label_w + cell * j + cell / 2}" y="{top - 10}" text-anchor="middle">'
+            f"#{j}<title>{esc(names[j])}</title></text>"
+        )
     for i in range(L):
         short = names[i] if len(names[i]) <= 20 else names[i][:19] + "\u2026"
-        out.append(f'<text x="{label_w - 6}" y="{num(top + cell * i + cell / 2 + 4)}" text-anchor="end">'
-                   f"#{i} {esc(short)}<title>{esc(names[i])}</title></text>")
+        out.append(
+            f'<text x="{label_w - 6}" y="{num(top + cell * i + cell / 2 + 4)}" text-anchor="end">'
+            f"#{i} {esc(short)}<title>{esc(names[i])}</title></text>"
+        )
     out.append("</g>")
     show_text = cell >= 34
     for i in range(L):
         for j in range(L):
             x, y = label_w + cell * j, top + cell * i
             if i == j:
-                out.append(f'<rect class="cell diag" x="{x}" y="{y}" width="{cell}" height="{cell}" '
-                           f'fill="#eef0f3" stroke="#ffffff"/>')
+                out.append(
+                    f'<rect class="cell diag" x="{x}" y="{y}" width="{cell}" height="{cell}" '
+                    f'fill="#eef0f3" stroke="#ffffff"/>'
+                )
                 continue
             n = float(counts[i][j] or 0)
             w = float(wins[i][j] or 0)
             p = w / n if n > 0 else None
             fill = _heat_color(p) if p is not None else "#f7f8fa"
-            tip = (f"{names[i]} vs {names[j]}: won {fmt(w)} of {int(n)} ({p:.0%})" if p is not None
-                   else f"{names[i]} vs {names[j]}: no duels yet")
+            tip = (
+                f"{names[i]} vs {names[j]}: won {fmt(w)} of {int(n)} ({p:.0%})"
+                if p is not None
+                else f"{names[i]} vs {names[j]}: no duels yet"
+            )
             out.append(
                 f'<rect class="cell" data-i="{i}" data-j="{j}" data-wins="{fmt(w, 6)}" data-count="{int(n)}" '
                 f'x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" stroke="#ffffff">'
@@ -235,10 +257,14 @@ def heatmap(names: Sequence[str], wins: Sequence[Sequence[float]], counts: Seque
             if show_text:
                 ink = "#ffffff" if p is not None and abs(p - 0.5) > 0.32 else INK
                 main = f"{p:.2f}" if p is not None else "\u2013"
-                out.append(f'<text x="{x + cell / 2}" y="{y + cell / 2 - 1}" text-anchor="middle" '
-                           f'font-size="12" fill="{ink}">{main}</text>')
-                out.append(f'<text class="count" x="{x + cell / 2}" y="{y + cell / 2 + 13}" text-anchor="middle" '
-                           f'font-size="10" fill="{ink}">{esc(fmt(w))}/{int(n)}</text>')
+                out.append(
+                    f'<text x="{x + cell / 2}" y="{y + cell / 2 - 1}" text-anchor="middle" '
+                    f'font-size="12" fill="{ink}">{main}</text>'
+                )
+                out.append(
+                    f'<text class="count" x="{x + cell / 2}" y="{y + cell / 2 + 13}" text-anchor="middle" '
+                    f'font-size="10" fill="{ink}">{esc(fmt(w))}/{int(n)}</text>'
+                )
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -263,37 +289,51 @@ def pair_bars(rows: Sequence[dict], *, title: str, width: int = 900) -> Markup:
     out = [_svg_open("pairs", width, height, title)]
     for n, r in enumerate(rows):
         y = top + n * row_h
-        oracle_attr = "" if r["oracle"] is None else f'{r["oracle"]:.6f}'
-        out.append(f'<g class="pair" data-label="{esc(r["label"])}" data-count="{int(r["count"])}" '
-                   f'data-share="{r["share"]:.6f}" data-oracle="{oracle_attr}">')
-        out.append(f'<text x="{label_w - 8}" y="{y + bar_h + 4}" text-anchor="end" font-size="12" fill="{INK}">'
-                   f'{esc(r["label"])}<title>{esc(r.get("tip", r["label"]))}</title></text>')
+        oracle_attr = "" if r["oracle"] is None else f"{r['oracle']:.6f}"
+        out.append(
+            f'<g class="pair" data-label="{esc(r["label"])}" data-count="{int(r["count"])}" '
+            f'data-share="{r["share"]:.6f}" data-oracle="{oracle_attr}">'
+        )
+        out.append(
+            f'<text x="{label_w - 8}" y="{y + bar_h + 4}" text-anchor="end" font-size="12" fill="{INK}">'
+            f"{esc(r['label'])}<title>{esc(r.get('tip', r['label']))}</title></text>"
+        )
         w = pw * r["share"] / scale
-        out.append(f'<rect class="bar actual" x="{label_w}" y="{y}" width="{num(max(w, 0.5))}" height="{bar_h}" '
-                   f'fill="{PALETTE[0]}"/>')
-        out.append(f'<text x="{num(label_w + max(w, 0.5) + 5)}" y="{y + bar_h - 2}" font-size="11" fill="{INK}">'
-                   f'{int(r["count"])} duels ({r["share"]:.0%})</text>')
+        out.append(
+            f'<rect class="bar actual" x="{label_w}" y="{y}" width="{num(max(w, 0.5))}" height="{bar_h}" '
+            f'fill="{PALETTE[0]}"/>'
+        )
+        out.append(
+            f'<text x="{num(label_w + max(w, 0.5) + 5)}" y="{y + bar_h - 2}" font-size="11" fill="{INK}">'
+            f"{int(r['count'])} duels ({r['share']:.0%})</text>"
+        )
         if r["oracle"] is not None:
             wo = pw * r["oracle"] / scale
-            out.append(f'<rect class="bar oracle" x="{label_w}" y="{y + bar_h}" width="{num(max(wo, 0.5))}" '
-                       f'height="{bar_h}" fill="{PALETTE[1]}" fill-opacity="0.75"/>')
-            out.append(f'<text x="{num(label_w + max(wo, 0.5) + 5)}" y="{y + 2 * bar_h - 2}" font-size="11" '
-                       f'fill="{MUTED}">oracle {r["oracle"]:.0%}</text>')
+            out.append(
+                f'<rect class="bar oracle" x="{label_w}" y="{y + bar_h}" width="{num(max(wo, 0.5))}" '
+                f'height="{bar_h}" fill="{PALETTE[1]}" fill-opacity="0.75"/>'
+            )
+            out.append(
+                f'<text x="{num(label_w + max(wo, 0.5) + 5)}" y="{y + 2 * bar_h - 2}" font-size="11" '
+                f'fill="{MUTED}">oracle {r["oracle"]:.0%}</text>'
+            )
     axis_y = top + row_h * len(rows) + 2
     out.append(f'<line x1="{label_w}" x2="{label_w + pw}" y1="{axis_y}" y2="{axis_y}" stroke="{GRID}"/>')
     for v in nice_ticks(0, scale, 4):
         if v > scale + 1e-12:
             break
         x = label_w + pw * v / scale
-        out.append(f'<text x="{num(x)}" y="{axis_y + 14}" text-anchor="middle" font-size="10" fill="{MUTED}">'
-                   f"{v:.0%}</text>")
+        out.append(
+            f'<text x="{num(x)}" y="{axis_y + 14}" text-anchor="middle" font-size="10" fill="{MUTED}">{v:.0%}</text>'
+        )
     out.append("</svg>")
     return Markup("".join(out))
 
 
 # ---------------------------------------------------------------- spend gauge
-def spend_gauge(spend: float, budget: float | None, lower_bound: float | None, *, width: int = 900,
-                unit: str = "USD") -> Markup:
+def spend_gauge(
+    spend: float, budget: float | None, lower_bound: float | None, *, width: int = 900, unit: str = "USD"
+) -> Markup:
     """Spend as a bar against the budget, with the plug-in lower bound marked."""
     marks = [v for v in (spend, budget, lower_bound) if v is not None and math.isfinite(v)]
     top_v = max(marks + [1e-12]) * 1.08
@@ -310,25 +350,31 @@ def spend_gauge(spend: float, budget: float | None, lower_bound: float | None, *
     out.append(f'<rect x="{ml}" y="{y}" width="{pw}" height="{h}" fill="#eef0f3" rx="3"/>')
     over = budget is not None and spend >= budget
     bar_fill = "#d9480f" if over else PALETTE[0]
-    out.append(f'<rect class="bar spend" data-value="{spend:.9g}" x="{ml}" y="{y}" width="{num(max(0.5, sx(spend) - ml))}" '
-               f'height="{h}" rx="3" fill="{bar_fill}"/>')
+    out.append(
+        f'<rect class="bar spend" data-value="{spend:.9g}" x="{ml}" y="{y}" width="{num(max(0.5, sx(spend) - ml))}" '
+        f'height="{h}" rx="3" fill="{bar_fill}"/>'
+    )
     out.append(f'<text x="{ml}" y="{y - 6}" font-size="12" fill="{INK}">spend {esc(fmt(spend))} {unit}</text>')
     if budget is not None:
         bx = num(sx(budget))
         banchor = "start" if sx(budget) < ml + 200 else "end"  # keep clear of the spend label
         bdx = 6 if banchor == "start" else 0
-        out.append(f'<g class="budget" data-value="{budget:.9g}"><line x1="{bx}" x2="{bx}" y1="{y - 4}" '
-                   f'y2="{y + h + 4}" stroke="{INK}" stroke-width="2"/>'
-                   f'<text x="{bx}" dx="{bdx}" y="{y - 6}" text-anchor="{banchor}" font-size="12" fill="{INK}">'
-                   f"budget {esc(fmt(budget))}</text></g>")
+        out.append(
+            f'<g class="budget" data-value="{budget:.9g}"><line x1="{bx}" x2="{bx}" y1="{y - 4}" '
+            f'y2="{y + h + 4}" stroke="{INK}" stroke-width="2"/>'
+            f'<text x="{bx}" dx="{bdx}" y="{y - 6}" text-anchor="{banchor}" font-size="12" fill="{INK}">'
+            f"budget {esc(fmt(budget))}</text></g>"
+        )
     if lower_bound is not None and math.isfinite(lower_bound):
         lx = num(sx(lower_bound))
         lv = sx(lower_bound)
         anchor = "start" if lv < ml + 70 else ("end" if lv > ml + pw - 70 else "middle")
-        out.append(f'<g class="lower-bound" data-value="{lower_bound:.9g}"><line x1="{lx}" x2="{lx}" y1="{y - 2}" '
-                   f'y2="{y + h + 10}" stroke="#2f9e44" stroke-width="2" stroke-dasharray="3 2"/>'
-                   f'<text x="{lx}" y="{y + h + 22}" text-anchor="{anchor}" font-size="11" fill="#2f9e44">'
-                   f"lower bound {esc(fmt(lower_bound))}</text></g>")
+        out.append(
+            f'<g class="lower-bound" data-value="{lower_bound:.9g}"><line x1="{lx}" x2="{lx}" y1="{y - 2}" '
+            f'y2="{y + h + 10}" stroke="#2f9e44" stroke-width="2" stroke-dasharray="3 2"/>'
+            f'<text x="{lx}" y="{y + h + 22}" text-anchor="{anchor}" font-size="11" fill="#2f9e44">'
+            f"lower bound {esc(fmt(lower_bound))}</text></g>"
+        )
     out.append("</svg>")
     return Markup("".join(out))
 
@@ -348,7 +394,12 @@ def progress_bar(fraction: float, *, label: str, done: bool = False, width: int 
 
 
 def swatch(c: str, dash: bool = False) -> Markup:
-    line = (f'<line x1="0" x2="22" y1="6" y2="6" stroke="{c}" stroke-width="2.5" stroke-dasharray="6 4"/>' if dash
-            else f'<rect x="0" y="2" width="22" height="8" rx="2" fill="{c}"/>')
-    return Markup(f'<svg class="swatch" xmlns="http://www.w3.org/2000/svg" width="22" height="12" '
-                  f'viewBox="0 0 22 12" aria-hidden="true">{line}</svg>')
+    line = (
+        f'<line x1="0" x2="22" y1="6" y2="6" stroke="{c}" stroke-width="2.5" stroke-dasharray="6 4"/>'
+        if dash
+        else f'<rect x="0" y="2" width="22" height="8" rx="2" fill="{c}"/>'
+    )
+    return Markup(
+        f'<svg class="swatch" xmlns="http://www.w3.org/2000/svg" width="22" height="12" '
+        f'viewBox="0 0 22 12" aria-hidden="true">{line}</svg>'
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -25,9 +26,12 @@ from ..auth import Principal, authenticate
 from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound
 from ..models import RUNNING
 from ..schemas import CHOICE_NAMES
-from . import STATIC_DIR, TEMPLATES_DIR, access, data
+from . import access, data
 from .markdown import render_markdown
 from .series import SeriesCache
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 
 log = logging.getLogger("llmduel.web")
 
@@ -38,8 +42,10 @@ MAX_ID = 2**62
 PAGE_SIZE = 50
 LIVE_INTERVAL_MS = 3000
 
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'"
+)
 
 CHOICE_LABELS = {"a": "A is better", "b": "B is better", "tie": "a tie", "both_bad": "both bad"}
 
@@ -127,8 +133,9 @@ def _headers(extra: dict | None = None, private: bool = True) -> dict:
     return h
 
 
-def render(request: Request, template: str, status_code: int = 200, headers: dict | None = None,
-           **context: Any) -> HTMLResponse:
+def render(
+    request: Request, template: str, status_code: int = 200, headers: dict | None = None, **context: Any
+) -> HTMLResponse:
     context.setdefault("root", _root(request))
     context.setdefault("page_class", "")
     html = _env.get_template(template).render(**context)
@@ -140,13 +147,16 @@ def fragment(template: str, **context: Any) -> str:
 
 
 def error_page(request: Request, status_code: int, title: str, message: str) -> HTMLResponse:
-    return render(request, "error.html", status_code=status_code, title=title, message=message,
-                  show_nav=False)
+    return render(request, "error.html", status_code=status_code, title=title, message=message, show_nav=False)
 
 
 def not_found(request: Request, what: str = "page") -> HTMLResponse:
-    return error_page(request, 404, "Not found", f"There is no such {what} here. Check the link, or ask whoever "
-                      "sent it for a new one.")
+    return error_page(
+        request,
+        404,
+        "Not found",
+        f"There is no such {what} here. Check the link, or ask whoever sent it for a new one.",
+    )
 
 
 def _parse_id(raw: str) -> int | None:
@@ -198,8 +208,15 @@ def _guard(request: Request) -> Response | None:
 
 def login_page(request: Request, message: str | None = None, status_code: int = 200) -> HTMLResponse:
     nxt = request.query_params.get("next") or (request.url.path if request.url.path != "/login" else "/")
-    return render(request, "login.html", status_code=status_code, message=message, next=_safe_next(nxt),
-                  show_nav=False, title="Sign in")
+    return render(
+        request,
+        "login.html",
+        status_code=status_code,
+        message=message,
+        next=_safe_next(nxt),
+        show_nav=False,
+        title="Sign in",
+    )
 
 
 def _safe_next(nxt: str | None) -> str:
@@ -220,8 +237,15 @@ async def login_submit(request: Request):
         return error_page(request, 400, "Bad request", "The form could not be read.")
     nxt = _safe_next(form.get("next"))
     if not access.key_matches(request, form.get("key")):
-        return render(request, "login.html", status_code=401, message="That key is not the admin key.",
-                      next=nxt, show_nav=False, title="Sign in")
+        return render(
+            request,
+            "login.html",
+            status_code=401,
+            message="That key is not the admin key.",
+            next=nxt,
+            show_nav=False,
+            title="Sign in",
+        )
     resp = RedirectResponse(_root(request) + nxt, status_code=303, headers=_headers())
     access.set_cookie(resp, request)
     return resp
@@ -247,8 +271,16 @@ async def index(request: Request):
         return denied
     offset = _offset(request)
     page = await _t(data.campaign_list, _svc(request), PAGE_SIZE, offset)
-    return render(request, "index.html", page=page, offset=offset, page_size=PAGE_SIZE, show_nav=True,
-                  title="Campaigns", live_interval=LIVE_INTERVAL_MS * 2)
+    return render(
+        request,
+        "index.html",
+        page=page,
+        offset=offset,
+        page_size=PAGE_SIZE,
+        show_nav=True,
+        title="Campaigns",
+        live_interval=LIVE_INTERVAL_MS * 2,
+    )
 
 
 @router.get("/live/campaigns")
@@ -262,8 +294,12 @@ async def index_live(request: Request):
         return Response(status_code=204, headers=_headers({"X-Llmduel-Version": sig}))
     page = await _t(data.campaign_list, svc, PAGE_SIZE, offset)
     html = fragment("_campaigns.html", page=page, offset=offset, page_size=PAGE_SIZE, root=_root(request))
-    return HTMLResponse(html, headers=_headers({"X-Llmduel-Version": page["signature"],
-                                                "X-Llmduel-Running": "1" if page["any_running"] else "0"}))
+    return HTMLResponse(
+        html,
+        headers=_headers(
+            {"X-Llmduel-Version": page["signature"], "X-Llmduel-Running": "1" if page["any_running"] else "0"}
+        ),
+    )
 
 
 # ---------------------------------------------------------------- dashboard
@@ -279,8 +315,7 @@ async def campaign_page(request: Request, cid: str):
         d = await _t(data.dashboard, _svc(request), _cache(request), campaign_id)
     except NotFound:
         return not_found(request, "campaign")
-    return render(request, "campaign.html", d=d, show_nav=True, title=d["c"]["name"],
-                  live_interval=LIVE_INTERVAL_MS)
+    return render(request, "campaign.html", d=d, show_nav=True, title=d["c"]["name"], live_interval=LIVE_INTERVAL_MS)
 
 
 @router.get("/campaigns/{cid}/live")
@@ -301,8 +336,10 @@ async def campaign_live(request: Request, cid: str):
     except NotFound:
         return Response(status_code=404, headers=_headers())
     html = fragment("_dashboard.html", d=d, root=_root(request))
-    return HTMLResponse(html, headers=_headers({"X-Llmduel-Version": str(d["version"]),
-                                                "X-Llmduel-Running": "1" if d["running"] else "0"}))
+    return HTMLResponse(
+        html,
+        headers=_headers({"X-Llmduel-Version": str(d["version"]), "X-Llmduel-Running": "1" if d["running"] else "0"}),
+    )
 
 
 # ---------------------------------------------------------------- annotators
@@ -325,8 +362,9 @@ async def _annotator(request: Request, token: str) -> Principal | None:
     return await _t(_principal_for_token, request, token)
 
 
-async def _panel(request: Request, principal: Principal, *, create: bool, notice: str | None = None,
-                 notice_kind: str = "info") -> dict:
+async def _panel(
+    request: Request, principal: Principal, *, create: bool, notice: str | None = None, notice_kind: str = "info"
+) -> dict:
     """The state of the annotator's panel, asking the service for a new duel when ``create``."""
     svc = _svc(request)
     cid = principal.campaign_id
@@ -376,8 +414,7 @@ async def _panel(request: Request, principal: Principal, *, create: bool, notice
 
 
 def _panel_html(request: Request, token: str, ctx: dict) -> str:
-    return fragment("_annotate_panel.html", base=f"{_root(request)}/annotate/{token}", choices=CHOICE_LABELS,
-                    **ctx)
+    return fragment("_annotate_panel.html", base=f"{_root(request)}/annotate/{token}", choices=CHOICE_LABELS, **ctx)
 
 
 def _wants_json(request: Request) -> bool:
@@ -399,8 +436,12 @@ def _panel_response(request: Request, token: str, ctx: dict) -> Response:
 def _bad_token(request: Request) -> Response:
     if _wants_json(request):
         return JSONResponse({"state": "invalid", "html": ""}, status_code=404, headers=_headers())
-    return error_page(request, 404, "This annotator link is not valid",
-                      "The link may be mistyped, or it was revoked. Ask the campaign's organiser for a new one.")
+    return error_page(
+        request,
+        404,
+        "This annotator link is not valid",
+        "The link may be mistyped, or it was revoked. Ask the campaign's organiser for a new one.",
+    )
 
 
 @router.get("/annotate/{token}", response_class=HTMLResponse)
@@ -409,8 +450,16 @@ async def annotate_page(request: Request, token: str):
     if principal is None:
         return _bad_token(request)
     ctx = await _panel(request, principal, create=False)
-    return render(request, "annotate.html", base=f"{_root(request)}/annotate/{token}", choices=CHOICE_LABELS,
-                  show_nav=False, title=ctx["campaign"]["name"], page_class="annotate", **ctx)
+    return render(
+        request,
+        "annotate.html",
+        base=f"{_root(request)}/annotate/{token}",
+        choices=CHOICE_LABELS,
+        show_nav=False,
+        title=ctx["campaign"]["name"],
+        page_class="annotate",
+        **ctx,
+    )
 
 
 @router.post("/annotate/{token}/next")
@@ -431,12 +480,18 @@ async def annotate_vote(request: Request, token: str):
     duel_id = _parse_id((form or {}).get("duel_id", ""))
     choice = (form or {}).get("choice")
     if duel_id is None or choice not in CHOICE_NAMES:
-        ctx = await _panel(request, principal, create=False,
-                           notice="That vote could not be read; please vote again.", notice_kind="error")
+        ctx = await _panel(
+            request,
+            principal,
+            create=False,
+            notice="That vote could not be read; please vote again.",
+            notice_kind="error",
+        )
         if _wants_json(request):
             return _panel_response(request, token, ctx)
-        return error_page(request, 422, "That vote could not be read",
-                          "Go back to the duel and press one of the four buttons.")
+        return error_page(
+            request, 422, "That vote could not be read", "Go back to the duel and press one of the four buttons."
+        )
     notice, kind = None, "info"
     try:
         view = await _svc(request).vote(duel_id, choice, principal)
@@ -447,4 +502,3 @@ async def annotate_vote(request: Request, token: str):
         notice, kind = f"That vote was not counted: {exc.detail}.", "warn"
     ctx = await _panel(request, principal, create=True, notice=notice, notice_kind=kind)
     return _panel_response(request, token, ctx)
-

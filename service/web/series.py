@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from algorithms import make_policy
+
 from ..models import Duel
 
 MAX_POINTS = 160
@@ -52,8 +54,13 @@ class _Replay:
 def _point(policy) -> Point:
     S = [float(x) for x in policy.summary()["S"]]
     beta = float(policy.beta())
-    return Point(t=int(policy.t), S=S, beta=beta if math.isfinite(beta) else float("nan"),
-                 Z=float(policy.Z()), leader=int(policy.leader()))
+    return Point(
+        t=int(policy.t),
+        S=S,
+        beta=beta if math.isfinite(beta) else float("nan"),
+        Z=float(policy.Z()),
+        leader=int(policy.leader()),
+    )
 
 
 class SeriesCache:
@@ -65,15 +72,19 @@ class SeriesCache:
         self._lock = threading.Lock()
 
     def _entry(self, campaign_id: int, state: dict) -> _Replay:
-        from algorithms import make_policy
 
-        signature = (state.get("algorithm"), tuple(state.get("costs") or ()), state.get("delta"),
-                     tuple(sorted((state.get("params") or {}).items())))
+        signature = (
+            state.get("algorithm"),
+            tuple(state.get("costs") or ()),
+            state.get("delta"),
+            tuple(sorted((state.get("params") or {}).items())),
+        )
         with self._lock:
             entry = self._items.get(campaign_id)
             if entry is None or entry.signature != signature:
-                policy = make_policy(state["algorithm"], state["costs"], state["delta"],
-                                     **dict(state.get("params") or {}))
+                policy = make_policy(
+                    state["algorithm"], state["costs"], state["delta"], **dict(state.get("params") or {})
+                )
                 entry = _Replay(signature=signature, policy=policy)
                 entry.points.append(_point(policy))
                 self._items[campaign_id] = entry
@@ -90,9 +101,13 @@ class SeriesCache:
                 with db.read() as s:
                     rows = s.execute(
                         select(Duel.model_i, Duel.model_j, Duel.score, Duel.record_seq)
-                        .where(Duel.campaign_id == campaign_id, Duel.record_seq.is_not(None),
-                               Duel.record_seq > entry.last_seq)
-                        .order_by(Duel.record_seq).limit(BATCH)
+                        .where(
+                            Duel.campaign_id == campaign_id,
+                            Duel.record_seq.is_not(None),
+                            Duel.record_seq > entry.last_seq,
+                        )
+                        .order_by(Duel.record_seq)
+                        .limit(BATCH)
                     ).all()
                 for r in rows:
                     entry.policy.record(int(r.model_i), int(r.model_j), float(r.score))

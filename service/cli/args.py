@@ -1,12 +1,18 @@
-"""argparse value parsers shared by the ``llmduel`` sub-commands (one-line, named errors)."""
+"""The user-error type and the argparse value parsers shared by the ``llmduel`` sub-commands."""
+
 from __future__ import annotations
 
 import argparse
 from typing import Callable
 
 
+class CLIError(Exception):
+    """A user error: printed as one line on stderr, exit code 2."""
+
+
 def open_unit_interval(option: str) -> Callable[[str], float]:
     """A parser for a number in (0, 1), e.g. ``--delta``; errors name ``option``."""
+
     def parse(text: str) -> float:
         try:
             v = float(text)
@@ -15,11 +21,13 @@ def open_unit_interval(option: str) -> Callable[[str], float]:
         if not 0 < v < 1:
             raise argparse.ArgumentTypeError(f"{option} must be in (0, 1), got {text}")
         return v
+
     return parse
 
 
 def whole_number(option: str, allow_zero: bool = False) -> Callable[[str], int]:
     """A parser for an integer >= 1 (or >= 0 with ``allow_zero``); errors name ``option``."""
+
     def parse(text: str) -> int:
         try:
             v = int(text)
@@ -28,4 +36,5 @@ def whole_number(option: str, allow_zero: bool = False) -> Callable[[str], int]:
         if v < 0 or (v == 0 and not allow_zero):
             raise argparse.ArgumentTypeError(f"{option} must be {'>= 0' if allow_zero else '>= 1'}, got {v}")
         return v
+
     return parse

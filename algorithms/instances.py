@@ -2,24 +2,21 @@
 
 Built-in names: ``synthetic`` / ``synthetic:k=K`` (the paper's 3-arm instance
 with costs (K, 1, 1)) and the real-world instances shipped with
-:mod:`service.experiments` (``llmduel oracle --help`` lists them).
+:mod:`algorithms.research` (``llmduel oracle --help`` lists them).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from algorithms.instance import Instance, InstanceError, parse_builtin
+from algorithms.research.instances import builtin_instance_names, load_builtin_instance
 
 __all__ = ["resolve_instance", "builtin_names"]
 
 
 def builtin_names() -> list[str]:
-    names = ["synthetic:k=K"]
-    try:
-        from service.experiments.instances import builtin_instance_names
-    except ImportError:  # experiments package not available
-        return names
-    return names + list(builtin_instance_names())
+    return ["synthetic:k=K", *builtin_instance_names()]
 
 
 def resolve_instance(spec: str, *, require_condorcet: bool = True) -> Instance:
@@ -32,11 +29,7 @@ def resolve_instance(spec: str, *, require_condorcet: bool = True) -> Instance:
     path = Path(spec)
     if path.suffix.lower() == ".json" or path.exists():
         return Instance.from_json_file(path, require_condorcet=require_condorcet)
-    try:
-        from service.experiments.instances import builtin_instance_names, load_builtin_instance
-    except ImportError:
-        builtin_instance_names = None  # type: ignore[assignment]
-    if builtin_instance_names is not None and spec in builtin_instance_names():
+    if spec in builtin_instance_names():
         return Instance.from_dict(load_builtin_instance(spec), require_condorcet=require_condorcet)
     raise InstanceError(
         f"unknown instance {spec!r}: not a file, and not a built-in name ({', '.join(builtin_names())})"

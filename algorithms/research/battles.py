@@ -263,8 +263,9 @@ class BattleCounts:
     def subset(self, models: Sequence[str]) -> "BattleCounts":
         idx = [self.names.index(m) for m in models]
         ix = np.ix_(idx, idx)
-        return BattleCounts(list(models), self.wins[ix].copy(), self.ties[ix].copy(),
-                            self.bothbad[ix].copy(), dict(self.stats))
+        return BattleCounts(
+            list(models), self.wins[ix].copy(), self.ties[ix].copy(), self.bothbad[ix].copy(), dict(self.stats)
+        )
 
 
 def count_battles(
@@ -284,8 +285,17 @@ def count_battles(
     records = iter_battles(source, fmt) if isinstance(source, (str, os.PathLike)) else source
     index: dict[str, int] = {}
     pair: dict[tuple[int, int], list[int]] = {}
-    stats = {"rows": 0, "used": 0, "decisive": 0, "tie": 0, "tie (bothbad)": 0,
-             "skipped_invalid": 0, "skipped_self": 0, "skipped_filter": 0, "skipped_named": 0}
+    stats = {
+        "rows": 0,
+        "used": 0,
+        "decisive": 0,
+        "tie": 0,
+        "tie (bothbad)": 0,
+        "skipped_invalid": 0,
+        "skipped_self": 0,
+        "skipped_filter": 0,
+        "skipped_named": 0,
+    }
     for rec in records:
         stats["rows"] += 1
         if not isinstance(rec, dict):
@@ -476,8 +486,7 @@ def build_preference(
         W, N, names = W[ix], N[ix], [names[i] for i in keep]
     if len(names) < 2:
         raise BattleLogError(
-            f"fewer than two models with >= {min_comparisons} comparisons per pair "
-            f"(tie policy {tie_policy})"
+            f"fewer than two models with >= {min_comparisons} comparisons per pair (tie policy {tie_policy})"
         )
     with np.errstate(invalid="ignore", divide="ignore"):
         P = np.where(N > 0, W / np.where(N > 0, N, 1.0), np.nan)

@@ -4,6 +4,7 @@ Each command is registered by a small ``add_*_parser(subparsers)`` function that
 lives next to its implementation and imports heavy modules lazily. A handler
 returns an exit code; user errors are one line on stderr and exit code 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -11,15 +12,15 @@ import importlib
 import sys
 from typing import Callable, Sequence
 
-from service.cli_algorithms import CLIError
+from service.cli.args import CLIError
 
 # (module, function) pairs that register sub-commands; missing modules are skipped.
 REGISTRARS: list[tuple[str, str]] = [
-    ("service.cli_algorithms", "add_oracle_parser"),
-    ("service.cli_algorithms", "add_simulate_parser"),
-    ("service.cli_service", "add_parsers"),
+    ("service.cli.algorithms", "add_oracle_parser"),
+    ("service.cli.algorithms", "add_simulate_parser"),
+    ("service.cli.service", "add_parsers"),
     ("service.fake_provider", "add_fake_provider_parser"),
-    ("service.experiments.cli", "add_parsers"),
+    ("service.cli.research", "add_parsers"),
 ]
 
 

@@ -20,18 +20,29 @@ def add_parsers(subparsers) -> None:
 
 # ---------------------------------------------------------------- serve
 def add_serve_parser(subparsers) -> None:
-    p = subparsers.add_parser("serve", help="run the REST API (uvicorn)",
-                              description="Run the llmduel service. DATABASE_URL selects the database "
-                              "(default sqlite:///./llmduel.db); LLMDUEL_API_KEY is the admin key "
-                              "(generated and printed once when unset).")
+    p = subparsers.add_parser(
+        "serve",
+        help="run the REST API (uvicorn)",
+        description="Run the llmduel service. DATABASE_URL selects the database "
+        "(default sqlite:///./llmduel.db); LLMDUEL_API_KEY is the admin key "
+        "(generated and printed once when unset).",
+    )
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--demo", action=argparse.BooleanOptionalAction, default=False,
-                   help="create and run an offline demo campaign (simulated models and judge, "
-                   "the paper's synthetic instance with costs (4,1,1)); progress on stderr")
-    p.add_argument("--workers", type=int, default=1,
-                   help="worker processes (default 1); each has its own SO_REUSEPORT socket, so the kernel "
-                   "spreads connections evenly (see docs/service.md)")
+    p.add_argument(
+        "--demo",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="create and run an offline demo campaign (simulated models and judge, "
+        "the paper's synthetic instance with costs (4,1,1)); progress on stderr",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (default 1); each has its own SO_REUSEPORT socket, so the kernel "
+        "spreads connections evenly (see docs/service.md)",
+    )
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(handler=cmd_serve)
 
@@ -68,8 +79,12 @@ def cmd_serve(args) -> int:
                 db.upgrade()
         finally:
             db.dispose()
-    print(f"llmduel: serving on http://{shown_host}:{args.port} (API docs at /docs), "
-          f"database {_redact_url(settings.database_url)}", file=sys.stderr, flush=True)
+    print(
+        f"llmduel: serving on http://{shown_host}:{args.port} (API docs at /docs), "
+        f"database {_redact_url(settings.database_url)}",
+        file=sys.stderr,
+        flush=True,
+    )
     if args.workers > 1:
         from service.workers import Supervisor
 
@@ -97,9 +112,12 @@ def _redact_url(url: str) -> str:
 
 # ---------------------------------------------------------------- replay
 def add_replay_parser(subparsers) -> None:
-    p = subparsers.add_parser("replay", help="rebuild a campaign's policy from its duel log and compare",
-                              description="Exit 0 when the stored state equals the state rebuilt from the "
-                              "duel log, 1 with a diff when it does not, 2 when the campaign is missing.")
+    p = subparsers.add_parser(
+        "replay",
+        help="rebuild a campaign's policy from its duel log and compare",
+        description="Exit 0 when the stored state equals the state rebuilt from the "
+        "duel log, 1 with a diff when it does not, 2 when the campaign is missing.",
+    )
     p.add_argument("campaign_id", type=int, metavar="CAMPAIGN_ID")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_replay)

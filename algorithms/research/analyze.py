@@ -3,7 +3,7 @@
 SOURCE is an instance JSON file, a builtin instance name (``search``, ``text``, ...),
 or a battle log in the FastChat / LMArena format (CSV, JSON array or JSON Lines with
 ``model_a``, ``model_b``, ``winner``). From a log the preference matrix is built by
-:mod:`service.experiments.battles` (tie policy, minimum comparisons per pair, largest
+:mod:`algorithms.research.battles` (tie policy, minimum comparisons per pair, largest
 fully-compared subset of models), Bradley-Terry ratings with confidence intervals are
 fitted (:mod:`algorithms.bradley_terry`), and the structural assumptions of the
 paper's Appendix C are checked (:mod:`algorithms.assumptions`).
@@ -42,8 +42,12 @@ def _instance_report(d: dict, source: str, ci_level: float) -> dict:
         raise AnalyzeError(f"{source}: {e}") from None
     names = list(inst.names)
     P = np.asarray(inst.preference, dtype=float)
-    rep: dict[str, Any] = {"source": source, "kind": "instance", "models": names,
-                           "costs": [float(c) for c in inst.costs]}
+    rep: dict[str, Any] = {
+        "source": source,
+        "kind": "instance",
+        "models": names,
+        "costs": [float(c) for c in inst.costs],
+    }
     prov = d.get("provenance")
     if prov is not None:
         rep["provenance"] = prov
@@ -83,16 +87,17 @@ def analyze_source(
     ci_level: float = 0.95,
 ) -> dict:
     """Build the analysis report for ``source`` (see the module docstring)."""
-    from service.experiments.battles import BattleLogError, load_preference, sniff_format
-    from service.experiments.instances import builtin_instance_names, load_builtin_instance
+    from algorithms.research.battles import BattleLogError, load_preference, sniff_format
+    from algorithms.research.instances import builtin_instance_names, load_builtin_instance
 
     if not (0 < ci_level < 1):
         raise AnalyzeError("--ci-level must be in (0, 1)")
     if not os.path.exists(source):
         if source in builtin_instance_names():
             return _instance_report(load_builtin_instance(source), source, ci_level)
-        raise AnalyzeError(f"no such file or builtin instance: {source} "
-                           f"(builtin: {', '.join(builtin_instance_names())})")
+        raise AnalyzeError(
+            f"no such file or builtin instance: {source} (builtin: {', '.join(builtin_instance_names())})"
+        )
     if os.path.isdir(source):
         raise AnalyzeError(f"{source} is a directory")
     try:
@@ -104,8 +109,15 @@ def analyze_source(
                 except json.JSONDecodeError as e:
                     raise AnalyzeError(f"{source}: invalid JSON ({e.msg} at line {e.lineno})") from None
             return _instance_report(d, source, ci_level)
-        pdata = load_preference(source, fmt=kind, tie_policy=tie_policy, min_comparisons=min_comparisons,
-                                include=include, exclude=exclude, anony_only=anony_only)
+        pdata = load_preference(
+            source,
+            fmt=kind,
+            tie_policy=tie_policy,
+            min_comparisons=min_comparisons,
+            include=include,
+            exclude=exclude,
+            anony_only=anony_only,
+        )
     except BattleLogError as e:
         raise AnalyzeError(str(e)) from None
     rep: dict[str, Any] = {"source": source, "kind": "battle_log", "format": kind, "models": pdata.names}
@@ -139,15 +151,19 @@ def format_report(rep: dict) -> str:
     names = rep["models"]
     L = len(names)
     w = max(8, max(len(n) for n in names))
-    out = [f"source: {rep['source']} ({rep['kind']}{', ' + rep['format'] if 'format' in rep else ''})",
-           f"models ({L}): {', '.join(names)}"]
+    out = [
+        f"source: {rep['source']} ({rep['kind']}{', ' + rep['format'] if 'format' in rep else ''})",
+        f"models ({L}): {', '.join(names)}",
+    ]
     if rep.get("excluded_models"):
         out.append(f"excluded (not compared with every other model): {', '.join(rep['excluded_models'])}")
     if "log" in rep:
         lg = rep["log"]
-        out.append(f"battles: {lg['rows']} rows, {lg['used']} used ({lg['decisive']} decisive, {lg['tie']} tie, "
-                   f"{lg['tie (bothbad)']} tie (bothbad)); tie policy: {rep['tie_policy']}; "
-                   f"min comparisons per pair: {rep['min_comparisons']}")
+        out.append(
+            f"battles: {lg['rows']} rows, {lg['used']} used ({lg['decisive']} decisive, {lg['tie']} tie, "
+            f"{lg['tie (bothbad)']} tie (bothbad)); tie policy: {rep['tie_policy']}; "
+            f"min comparisons per pair: {rep['min_comparisons']}"
+        )
     out.append("")
     out.append("preference P[row beats column]" + (" (comparisons)" if "counts" in rep else "") + ":")
     idx = [str(i) for i in range(L)]
@@ -172,8 +188,11 @@ def format_report(rep: dict) -> str:
     bt = rep.get("bradley_terry")
     if bt:
         out.append("")
-        out.append(f"Bradley-Terry ratings (Elo scale, mean {bt['base']:g}, {100 * bt['ci_level']:g}% Wald CI"
-                   + ("" if bt["mle_exists"] else f"; MLE does not exist, ridge l2={bt['l2']:.3g}") + "):")
+        out.append(
+            f"Bradley-Terry ratings (Elo scale, mean {bt['base']:g}, {100 * bt['ci_level']:g}% Wald CI"
+            + ("" if bt["mle_exists"] else f"; MLE does not exist, ridge l2={bt['l2']:.3g}")
+            + "):"
+        )
         for n in bt["ranking"]:
             r = bt["ratings"][n]
             out.append(f"  {n:<{w}} {r['rating']:8.1f}  [{r['lower']:8.1f}, {r['upper']:8.1f}]")

@@ -1,8 +1,8 @@
 """Builtin real-world instances (package data) and their loader.
 
 The JSON files next to this module are derived from ``../shared/data`` by
-:mod:`service.experiments.realworld` (rebuild with
-``python -m service.experiments.realworld``); each carries its ``provenance``.
+:mod:`algorithms.research.realworld` (rebuild with
+``python -m algorithms.research.realworld``); each carries its ``provenance``.
 Format: ``{"names": [...], "costs": [...], "preference": [[...]], "provenance": {...}, ...}``.
 """
 

@@ -44,7 +44,7 @@ The paper's figures label text and vision costs "per 1M tokens" and search costs
 different matrices and model sets the absolute totals are not comparable anyway, so
 the reproduction compares ratios (to DCTAS, DCTAS against TAS).
 
-Rebuild the package data with ``python -m service.experiments.realworld``; ``--check``
+Rebuild the package data with ``python -m algorithms.research.realworld``; ``--check``
 verifies that the committed files match a rebuild.
 """
 
@@ -61,7 +61,7 @@ from typing import Callable
 import numpy as np
 
 from algorithms.bradley_terry import elo_to_preference, fit_bradley_terry
-from service.experiments.battles import build_preference, count_battles
+from algorithms.research.battles import build_preference, count_battles
 
 __all__ = [
     "default_data_dir",
@@ -81,8 +81,14 @@ INSTANCE_DIR = Path(__file__).resolve().parent / "instances"
 TOKENS_PER_QUERY = 1000
 
 #: instance -> the paper's Table 2 column it stands for (None: not in the paper)
-PAPER_COLUMN = {"image": "T2I", "text": "T2T", "vision": "Vision", "search-no-gemini": "Search",
-                "search": None, "genai-image": None}
+PAPER_COLUMN = {
+    "image": "T2I",
+    "text": "T2T",
+    "vision": "Vision",
+    "search-no-gemini": "Search",
+    "search": None,
+    "genai-image": None,
+}
 
 
 def default_data_dir() -> Path:
@@ -148,7 +154,9 @@ def _search_cost(entry: dict) -> float:
     fee = entry.get("search_context_cost_per_query", {}).get("search_context_size_high")
     if fee is None:
         raise KeyError("no high-tier search fee")
-    return float(fee) + TOKENS_PER_QUERY * (float(entry["input_cost_per_token"]) + float(entry["output_cost_per_token"]))
+    return float(fee) + TOKENS_PER_QUERY * (
+        float(entry["input_cost_per_token"]) + float(entry["output_cost_per_token"])
+    )
 
 
 def build_search(data: Path | None = None, include_gemini: bool = True) -> dict:
@@ -182,7 +190,7 @@ def build_search(data: Path | None = None, include_gemini: bool = True) -> dict:
     prov = {
         "kind": "empirical",
         "source": "LMArena Search Arena (lmarena/search-arena @a377a050, scripts/plots/pairwise_winrates.pdf "
-                  "and battle_count_pairwise.pdf; CC-BY-4.0), read from ../shared/data/search_arena/",
+        "and battle_count_pairwise.pdf; CC-BY-4.0), read from ../shared/data/search_arena/",
         "date": "not stated in the shared data (repository commit a377a050, 2025)",
         "derivation": (
             "P[i][j] = empirical win rate of row over column with ties excluded (2 decimals). "
@@ -190,15 +198,14 @@ def build_search(data: Path | None = None, include_gemini: bool = True) -> dict:
             "Models without a published per-request search fee are left out."
         ),
         "cost": "USD per query = high-tier search fee + 1,000 input tokens + 1,000 output tokens "
-                "(LiteLLM model price map 1.109.1, ../shared/data/prices/)",
+        "(LiteLLM model price map 1.109.1, ../shared/data/prices/)",
         "prices": {n: price_rows[n] for n in sel},
         "left_out": dropped,
         "paper_names": {n: SEARCH_PRICES[n][1] for n in sel if SEARCH_PRICES[n][1]},
         "counts_note": "counts = battles behind each cell, ties included",
-        "built_by": "service.experiments.realworld.build_search",
+        "built_by": "algorithms.research.realworld.build_search",
     }
-    return _instance(sel, costs, P[ix], prov, counts=counts[ix].astype(int).tolist(),
-                     cost_unit="USD per query")
+    return _instance(sel, costs, P[ix], prov, counts=counts[ix].astype(int).tolist(), cost_unit="USD per query")
 
 
 # ------------------------------------------------------------------------ rating-implied
@@ -232,8 +239,10 @@ def _rating_implied(data: Path, board: str, models: dict[str, str] | None, per: 
     P = elo_to_preference(R)
     if per == "token":
         costs = [float(prices[m]["output_token_price"]) * TOKENS_PER_QUERY / 1e6 for m in names]
-        cost_txt = ("USD per query = output price per 1M tokens x 1,000 generated tokens "
-                    "(LMArena price table prices_2025-05-06.json)")
+        cost_txt = (
+            "USD per query = output price per 1M tokens x 1,000 generated tokens "
+            "(LMArena price table prices_2025-05-06.json)"
+        )
         unit = "USD per query"
     else:
         costs = [float(prices[m]["output_token_price"]) for m in names]
@@ -242,46 +251,56 @@ def _rating_implied(data: Path, board: str, models: dict[str, str] | None, per: 
     prov = {
         "kind": "rating-implied",
         "source": f"LMArena leaderboard '{board}', category 'full' (lmarena/arena-catalog @ca6b34297), "
-                  f"../shared/data/arena_catalog/{lb_path.name}",
+        f"../shared/data/arena_catalog/{lb_path.name}",
         "date": "2025-04-24 (ratings); 2025-05-06 (prices)",
         "derivation": "P[i][j] = 1 / (1 + 10^((R_j - R_i)/400)) from the leaderboard's Bradley-Terry "
-                      "(Elo-scale) ratings R. Totally ordered by construction, unlike the paper's "
-                      "empirical matrices.",
+        "(Elo-scale) ratings R. Totally ordered by construction, unlike the paper's "
+        "empirical matrices.",
         "cost": cost_txt,
-        "prices": {m: {"input_usd_per_1M": prices[m]["input_token_price"],
-                       "output_usd_per_1M": prices[m]["output_token_price"],
-                       "price_source": prices[m]["price_source"]} for m in names},
-        "built_by": f"service.experiments.realworld (leaderboard {board})",
+        "prices": {
+            m: {
+                "input_usd_per_1M": prices[m]["input_token_price"],
+                "output_usd_per_1M": prices[m]["output_token_price"],
+                "price_source": prices[m]["price_source"],
+            }
+            for m in names
+        },
+        "built_by": f"algorithms.research.realworld (leaderboard {board})",
     }
     if models is not None:
         prov["paper_names"] = {m: models[m] for m in names}
-    ratings = {m: {"rating": full[m]["rating"], "q025": full[m]["rating_q025"], "q975": full[m]["rating_q975"]}
-               for m in names}
+    ratings = {
+        m: {"rating": full[m]["rating"], "q025": full[m]["rating_q025"], "q975": full[m]["rating_q975"]} for m in names
+    }
     return _instance(names, costs, P, prov, ratings=ratings, cost_unit=unit)
 
 
 def build_text(data: Path | None = None) -> dict:
     """Text-to-text: the paper's five models, rating-implied (text leaderboard)."""
     d = _rating_implied(Path(data or default_data_dir()), "text", TEXT_MODELS, "token")
-    d["provenance"]["built_by"] = "service.experiments.realworld.build_text"
+    d["provenance"]["built_by"] = "algorithms.research.realworld.build_text"
     return d
 
 
 def build_vision(data: Path | None = None) -> dict:
     """Vision: the four models the paper names, rating-implied (vision leaderboard)."""
     d = _rating_implied(Path(data or default_data_dir()), "vision", VISION_MODELS, "token")
-    d["provenance"]["built_by"] = "service.experiments.realworld.build_vision"
-    d["provenance"]["note"] = ("The paper names Gemini 2.5 Pro Exp, Gemini 2.0 Flash, Gemini 1.5 Pro and "
-                               "Claude 3.7 Sonnet; any further models of its vision set are unknown.")
+    d["provenance"]["built_by"] = "algorithms.research.realworld.build_vision"
+    d["provenance"]["note"] = (
+        "The paper names Gemini 2.5 Pro Exp, Gemini 2.0 Flash, Gemini 1.5 Pro and "
+        "Claude 3.7 Sonnet; any further models of its vision set are unknown."
+    )
     return d
 
 
 def build_image(data: Path | None = None) -> dict:
     """Text-to-image: the image leaderboard's eight models, rating-implied, USD per image."""
     d = _rating_implied(Path(data or default_data_dir()), "image", None, "image")
-    d["provenance"]["built_by"] = "service.experiments.realworld.build_image"
-    d["provenance"]["note"] = ("The paper's eight anonymised models A-H are not identifiable; the 2025-04-24 "
-                               "image leaderboard has exactly eight models, all priced.")
+    d["provenance"]["built_by"] = "algorithms.research.realworld.build_image"
+    d["provenance"]["note"] = (
+        "The paper's eight anonymised models A-H are not identifiable; the 2025-04-24 "
+        "image leaderboard has exactly eight models, all priced."
+    )
     return d
 
 
@@ -293,7 +312,7 @@ GENAI_LOG = ("genai_arena", "battles_20240220.csv")
 def _short_genai(name: str) -> str:
     s = name
     if s.startswith("imagenhub_"):
-        s = s[len("imagenhub_"):]
+        s = s[len("imagenhub_") :]
     if s.endswith("_generation"):
         s = s[: -len("_generation")]
     return s
@@ -313,7 +332,7 @@ def build_genai_image(data: Path | None = None, tie_policy: str = "drop") -> dic
     prov = {
         "kind": "empirical",
         "source": "GenAI-Arena human battles (TIGER-AI-Lab/GenAI-Arena, arena_elo/clean_battle_20240220.json, "
-                  "history commit e4e4637; Apache-2.0/MIT), ../shared/data/genai_arena/battles_20240220.csv",
+        "history commit e4e4637; Apache-2.0/MIT), ../shared/data/genai_arena/battles_20240220.csv",
         "date": "2024-02-20",
         "derivation": (
             f"Battles between the six *_generation models (text-to-image); image-editing battles and one "
@@ -321,16 +340,22 @@ def build_genai_image(data: Path | None = None, tie_policy: str = "drop") -> dic
             "P[i][j] = wins of i over j / comparisons. Models sorted by row sum."
         ),
         "cost": "1 per image for every model: the shared price tables have no per-image price for these "
-                "research models, so costs are equal (DCTAS and TAS then coincide)",
+        "research models, so costs are equal (DCTAS and TAS then coincide)",
         "log_stats": {k: v for k, v in pdata.stats.items()},
         "original_names": {_short_genai(n): n for n in names},
-        "built_by": "service.experiments.realworld.build_genai_image",
+        "built_by": "algorithms.research.realworld.build_genai_image",
     }
-    return _instance([_short_genai(n) for n in names], [1.0] * len(names), P, prov,
-                     counts=N.astype(int).tolist() if tie_policy == "drop" else N.tolist(),
-                     wins=W.tolist(), tie_policy=tie_policy,
-                     bradley_terry={n: round(float(r), 2) for n, r in zip(bt.names, bt.ratings)},
-                     cost_unit="image (equal costs)")
+    return _instance(
+        [_short_genai(n) for n in names],
+        [1.0] * len(names),
+        P,
+        prov,
+        counts=N.astype(int).tolist() if tie_policy == "drop" else N.tolist(),
+        wins=W.tolist(),
+        tie_policy=tie_policy,
+        bradley_terry={n: round(float(r), 2) for n, r in zip(bt.names, bt.ratings)},
+        cost_unit="image (equal costs)",
+    )
 
 
 BUILDERS: dict[str, Callable[[Path | None], dict]] = {
@@ -354,8 +379,10 @@ def dumps(instance: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m service.experiments.realworld",
-                                 description="Rebuild the real-world instance files from ../shared/data.")
+    ap = argparse.ArgumentParser(
+        prog="python -m algorithms.research.realworld",
+        description="Rebuild the real-world instance files from ../shared/data.",
+    )
     ap.add_argument("--data", default=None, help="shared data directory (default: ../shared/data)")
     ap.add_argument("--out", default=str(INSTANCE_DIR), help="output directory (default: the package data)")
     ap.add_argument("--check", action="store_true", help="only check that the files match a rebuild")

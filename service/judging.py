@@ -1,12 +1,16 @@
-"""Validation of a campaign's ``judge`` config."""
+"""A campaign's ``judge`` config: its validation, and :func:`build_judge`, which builds the judge
+(and an LLM judge's model client, given to the judge; judges/ never imports the service)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from service.clients.config import finite_number
+from algorithms.vocabulary import JudgeKind
+from judges import TIE_POLICIES, HumanJudge, Judge, LLMJudge, SimulatedJudge
+from service.clients import build_client
+from service.clients.config import finite_number, validate_client_config
 
-JUDGE_KINDS = ("human", "simulated", "llm")
+JUDGE_KINDS: tuple[str, ...] = tuple(k.value for k in JudgeKind)
 PREFERENCE_TOL = 1e-6
 
 
@@ -22,8 +26,10 @@ def _validate_preference(p: Any, n_models: int | None) -> list[list[float]]:
         raise _err("preference", "needs at least 2 models")
     for i, row in enumerate(p):
         if not isinstance(row, list) or len(row) != n:
-            raise _err("preference", f"must be square: row {i} has "
-                       f"{len(row) if isinstance(row, list) else 'no'} entries, expected {n}")
+            raise _err(
+                "preference",
+                f"must be square: row {i} has {len(row) if isinstance(row, list) else 'no'} entries, expected {n}",
+            )
     if n_models is not None and n != n_models:
         raise _err("preference", f"is {n}x{n} but the campaign has {n_models} models")
     out = []
@@ -82,8 +88,6 @@ def validate_judge_config(cfg: Any, n_models: int | None = None) -> dict[str, An
         }
 
     # llm
-    from service.clients.config import validate_client_config
-
     client = cfg.get("client")
     if not isinstance(client, dict):
         raise _err("client", 'is required: the judge model\'s client config, e.g. {"kind": "openai", ...}')
@@ -100,3 +104,28 @@ def validate_judge_config(cfg: Any, n_models: int | None = None) -> dict[str, An
     if not isinstance(both, bool):
         raise _err("both_orders", "must be true or false")
     return {"kind": "llm", "client": client_cfg, "cost": float(cost), "both_orders": both}
+
+
+def build_judge(
+    cfg: dict[str, Any],
+    model_names: list[str],
+    tie_policy: str = "drop",
+    http: Any = None,
+    **options: Any,
+) -> Judge:
+    """Build a judge for a campaign with models ``model_names``.
+
+    ``cfg`` is validated with :func:`validate_judge_config`. ``http`` is an
+    optional shared ``httpx.AsyncClient`` for an LLM judge's model client;
+    ``options`` (``sleep``, ``rng``) are passed to that client (tests).
+    """
+    if tie_policy not in TIE_POLICIES:
+        raise ValueError(f"tie_policy: must be one of {list(TIE_POLICIES)}, got {tie_policy!r}")
+    cfg = validate_judge_config(cfg, n_models=len(model_names))
+    kind = cfg["kind"]
+    if kind == "human":
+        return HumanJudge(cfg, model_names, tie_policy)
+    if kind == "simulated":
+        return SimulatedJudge(cfg, model_names, tie_policy)
+    client = build_client(cfg["client"], model_name="judge", fixed_cost=cfg.get("cost", 0.0), http=http, **options)
+    return LLMJudge(cfg, model_names, tie_policy, client=client)

@@ -1,0 +1,195 @@
+"""``llmduel oracle`` and ``llmduel simulate``: the algorithm-level commands.
+
+stdout carries the result (a table, or JSON with ``--json``); logs and progress
+go to stderr. Bad input is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from service.cli.args import CLIError, open_unit_interval, whole_number
+
+_delta = open_unit_interval("delta")
+
+
+def _judge_cost(text: str) -> float:
+    """``--judge-cost``: a finite number >= 0 (argparse turns the error into a one-line exit-2 error)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--judge-cost must be a number >= 0, got {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"--judge-cost must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def _load(spec: str, require_condorcet: bool = True):
+    from algorithms.instance import InstanceError
+    from algorithms.instances import resolve_instance
+
+    try:
+        return resolve_instance(spec, require_condorcet=require_condorcet)
+    except InstanceError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dict[str, Any]:
+    from algorithms.oracle import solve_oracle
+
+    res = solve_oracle(instance, judge_cost=judge_cost)
+    names = instance.names
+    out: dict[str, Any] = {
+        "winner": names[res.winner],
+        "judge_cost": judge_cost,
+        "assumes_condorcet_winner": True,
+        "note": "the lower bound and allocations of the paper's algorithms assume a Condorcet winner exists",
+        "c_star": res.c_star,
+        "alpha": {names[m]: (None if m == res.winner else float(res.alpha[m])) for m in range(instance.L)},
+        "gamma": {names[m]: [names[n] for n in res.gamma[m]] for m in range(instance.L) if m != res.winner},
+        "pull_fractions": [
+            {"pair": [names[i], names[j]], "fraction": float(f)} for (i, j), f in zip(res.pairs, res.pull_fractions)
+        ],
+        "cost_fractions": [
+            {"pair": [names[i], names[j]], "fraction": float(f)} for (i, j), f in zip(res.pairs, res.cost_fractions)
+        ],
+    }
+    if delta is not None:
+        out["delta"] = delta
+        out["lower_bound"] = res.lower_bound(delta)
+    return out
+
+
+def cmd_oracle(args: argparse.Namespace) -> int:
+    inst = _load(args.instance)
+    rep = oracle_report(inst, args.delta, args.judge_cost)
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return 0
+    print(f"Condorcet winner: {rep['winner']}")
+    print(f"note: {rep['note']}")
+    print(f"c* = {rep['c_star']:.6g}" + (f"  (judge cost {args.judge_cost:g} per duel)" if args.judge_cost else ""))
+    if args.delta is not None:
+        print(f"lower bound at delta={args.delta:g}: {rep['lower_bound']:.6g}")
+    print(f"{'pair':<40} {'pull fraction':>14} {'cost fraction':>14}")
+    for p, c in zip(rep["pull_fractions"], rep["cost_fractions"]):
+        print(f"{p['pair'][0] + ' vs ' + p['pair'][1]:<40} {p['fraction']:>14.4f} {c['fraction']:>14.4f}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from algorithms.policies import PAPER_ALGORITHMS, PolicyError
+    from algorithms.simulator import simulate
+
+    # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
+    inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
+    t0 = time.perf_counter()
+    print(
+        f"simulating {args.trials} trials of {args.algorithm} on {args.instance} "
+        f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...",
+        file=sys.stderr,
+    )
+    try:
+        res = simulate(
+            inst,
+            args.algorithm,
+            args.delta,
+            args.trials,
+            seed=args.seed,
+            jobs=args.jobs,
+            max_steps=args.max_steps,
+            judge_cost=args.judge_cost,
+        )
+    except PolicyError as exc:
+        raise CLIError(str(exc)) from None
+    rep = res.summary()
+    rep["instance"] = args.instance
+    rep["seconds"] = round(time.perf_counter() - t0, 3)
+    print(f"done in {rep['seconds']:.2f} s", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return 0
+    print(f"algorithm      {rep['algorithm']}")
+    print(f"delta          {rep['delta']:g}")
+    if rep["judge_cost"]:
+        print(f"judge cost     {rep['judge_cost']:g} per duel (included in the costs)")
+    print(f"trials         {rep['trials']}")
+    print(f"mean cost      {rep['mean_cost']:.6g} +- {rep['ci95']:.3g} (95% CI)")
+    print(f"error rate     {rep['error_rate']:.4g} ({rep['errors']} of {rep['trials']})")
+    if rep["algorithm"] not in PAPER_ALGORITHMS:
+        print(f"no-CW verdicts {rep['no_condorcet_winner_rate']:.4g}")
+    print(f"mean pulls     {rep['mean_pulls']:.6g}")
+    if rep["lower_bound"] is not None:
+        print(f"lower bound    {rep['lower_bound']:.6g}  (cost / bound = {rep['cost_over_lower_bound']:.3g})")
+    else:
+        print("lower bound    none (the instance has no Condorcet winner)")
+    if rep["note"]:
+        print(f"note           {rep['note']}")
+    if rep["unfinished"]:
+        print(f"unfinished     {rep['unfinished']} trials hit --max-steps")
+    return 0
+
+
+def _instance_help() -> str:
+    from algorithms.instances import builtin_names
+
+    return "instance JSON file or built-in name: " + ", ".join(builtin_names())
+
+
+def add_oracle_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "oracle",
+        help="optimal allocations and the cost lower bound of an instance",
+        description="Solve the oracle (Theorem 1, Proposition 1, Lemma 2) for INSTANCE.",
+    )
+    p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
+    p.add_argument("--delta", type=_delta, default=None, help="also print the lower bound c* log(1/(4 delta))")
+    p.add_argument(
+        "--judge-cost",
+        type=_judge_cost,
+        default=0.0,
+        metavar="C_J",
+        help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_oracle)
+
+
+def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
+    from algorithms.policies import ALGORITHMS
+
+    p = sub.add_parser(
+        "simulate",
+        help="Monte-Carlo trials of a policy on an instance",
+        description="Run independent trials of a policy on INSTANCE with the fast simulator.",
+    )
+    p.add_argument("instance", metavar="INSTANCE", help=_instance_help())
+    p.add_argument(
+        "--algorithm",
+        "-a",
+        choices=ALGORITHMS,
+        default="dctas-pc",
+        help="dctas-pc (default; can answer 'no Condorcet winner'; not from the paper) "
+        "or one of the paper's five, whose certificate assumes a Condorcet winner exists",
+    )
+    p.add_argument("--delta", type=_delta, required=True)
+    p.add_argument(
+        "--judge-cost",
+        type=_judge_cost,
+        default=0.0,
+        metavar="C_J",
+        help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)",
+    )
+    p.add_argument("--trials", type=whole_number("--trials"), default=100)
+    p.add_argument("--seed", type=whole_number("--seed", allow_zero=True), default=0)
+    p.add_argument(
+        "--jobs", type=whole_number("--jobs", allow_zero=True), default=1, help="worker processes (0 = all cores)"
+    )
+    p.add_argument("--max-steps", type=whole_number("--max-steps"), default=50_000_000, help="per-trial cap on duels")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(handler=cmd_simulate)
