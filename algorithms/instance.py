@@ -133,6 +133,16 @@ class Instance:
         return Instance(self.names, costs, self.preference, self.metadata)
 
 
+#: The largest accepted per-query cost (any unit). Far above any real price, and small
+#: enough that pair sums, c* and the lower bound stay finite for every L the tools accept.
+COST_MAX = 1e12
+
+
+def cost_ok(c: float) -> bool:
+    """A per-query cost is finite, > 0 and at most :data:`COST_MAX` (the one rule)."""
+    return math.isfinite(c) and 0 < c <= COST_MAX
+
+
 def validate_components(names: Any, costs: Any, preference: Any) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
     """Validate names, costs and preference matrix; return them normalised."""
     if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
@@ -152,9 +162,9 @@ def validate_components(names: Any, costs: Any, preference: Any) -> tuple[tuple[
         raise InstanceError("costs must be a list of numbers") from None
     if c.shape != (L,):
         raise InstanceError(f"costs must have one entry per arm ({L}), got shape {c.shape}")
-    bad = [names_t[i] for i in range(L) if not (math.isfinite(c[i]) and c[i] > 0)]
+    bad = [names_t[i] for i in range(L) if not cost_ok(float(c[i]))]
     if bad:
-        raise InstanceError(f"costs must be finite and > 0; bad cost for: {', '.join(bad)}")
+        raise InstanceError(f"costs must be finite, > 0 and <= {COST_MAX:g}; bad cost for: {', '.join(bad)}")
     try:
         P = np.array(preference, dtype=float)
     except (TypeError, ValueError):

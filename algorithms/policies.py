@@ -38,8 +38,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
+from .instance import COST_MAX, cost_ok
 from .oracle import effective_costs, validate_judge_cost
-from .thresholds import beta_constant
+from .thresholds import beta_constant, delta_problem
 
 __all__ = [
     "ALGORITHMS",
@@ -85,8 +86,8 @@ def _validate_costs(costs: Any) -> np.ndarray:
         raise PolicyError("costs must be a list of numbers") from None
     if c.ndim != 1 or c.shape[0] < 2:
         raise PolicyError(f"costs must be a list of at least 2 numbers, got shape {c.shape}")
-    if not np.all(np.isfinite(c) & (c > 0)):
-        raise PolicyError("costs must be finite and > 0")
+    if not all(cost_ok(float(x)) for x in c):
+        raise PolicyError(f"costs must be finite, > 0 and <= {COST_MAX:g}")
     return c
 
 
@@ -95,8 +96,9 @@ def _validate_delta(delta: Any) -> float:
         d = float(delta)
     except (TypeError, ValueError):
         raise PolicyError(f"delta must be a number in (0, 1), got {delta!r}") from None
-    if not (0.0 < d < 1.0):
-        raise PolicyError(f"delta must be in (0, 1), got {d!r}")
+    problem = delta_problem(d)
+    if problem:
+        raise PolicyError(problem)
     return d
 
 

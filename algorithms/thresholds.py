@@ -102,10 +102,24 @@ def calibration_C(x: float) -> float:
     return 2.0 * h_tilde(1.5, (h_inverse(1.0 + x) + math.log(math.pi**2 / 3.0)) / 2.0)
 
 
+#: The smallest accepted delta. Below it log(1/delta) nears the largest float's
+#: logarithm, the calibration C(x) and the lower bound overflow to infinity, and no
+#: campaign could ever stop; 1e-300 keeps every threshold finite (tests/test_thresholds.py).
+DELTA_MIN = 1e-300
+
+
+def delta_problem(delta: float) -> str | None:
+    """Why ``delta`` is not an accepted error probability, or None when it is (the one rule)."""
+    if not (DELTA_MIN <= delta < 1.0):
+        return f"delta must be in [{DELTA_MIN:g}, 1), got {delta!r}"
+    return None
+
+
 def _check_delta(delta: float) -> float:
     delta = float(delta)
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    problem = delta_problem(delta)
+    if problem:
+        raise ValueError(problem)
     return delta
 
 

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus
 from service.clients import validate_client_config
 from service.judging import validate_judge_config
@@ -20,7 +21,9 @@ MAX_MODELS = 64
 MAX_PROMPTS = 100_000
 MAX_PROMPT_CHARS = 200_000
 MAX_JSON_DEPTH = 12
-MAX_USD = 1e12
+# Amounts the int64 nano-USD ledger holds with room to spare (service/campaigns/rules.py,
+# LEDGER_CAP_NUSD ~ 4.6e9 USD): a budget or per-query cost above 1e9 USD is refused with 422.
+MAX_USD = 1e9
 
 
 def _check_text(value: str) -> str:
@@ -59,7 +62,8 @@ def check_json_safe(value: Any, path: str = "", depth: int = 0) -> Any:
 SafeText = Annotated[str, AfterValidator(_check_text)]
 Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text)]
 PromptText = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_check_text)]
-USD = Annotated[float, Field(gt=0, le=MAX_USD, allow_inf_nan=False)]
+# At least one nano-USD (the ledger's unit: a smaller budget would be stored as 0), at most MAX_USD.
+USD = Annotated[float, Field(ge=1e-9, le=MAX_USD, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):
@@ -90,7 +94,13 @@ class ModelSpec(_Strict):
 
 class CampaignCreate(_Strict):
     name: Name
-    delta: float = Field(0.05, gt=0, lt=1, allow_inf_nan=False, description="Error probability of the certificate.")
+    delta: float = Field(
+        0.05,
+        ge=DELTA_MIN,
+        lt=1,
+        allow_inf_nan=False,
+        description=f"Error probability of the certificate, in [{DELTA_MIN:g}, 1).",
+    )
     algorithm: Algorithm = Field(
         Algorithm.DCTAS_PC,
         description="dctas-pc (default: pairwise certificates, can answer 'no Condorcet winner'; not from the "

@@ -499,3 +499,44 @@ async def test_every_algorithm_runs_and_replays(api):
         assert view["algorithm"] == algorithm and view["duels"] == 8, view
         rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
         assert rep["ok"] is True, (algorithm, rep["diff"])
+
+
+# ---------------------------------------------------------------- amounts and delta at the edges
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("delta", 5e-324),  # its threshold is infinite: no campaign could stop
+        ("delta", 1e-301),
+        ("budget", 1e-300),  # rounds to 0 nano-USD in the ledger
+        ("budget", 1e12),  # past what the int64 nano-USD ledger holds
+        ("budget", 9.3e9),
+    ],
+)
+async def test_amounts_and_delta_outside_what_the_ledger_and_thresholds_hold_are_422(api, field, value):
+    r = await api.post("/v1/campaigns", json=campaign_body(name=f"edge {field}", **{field: value}))
+    assert r.status_code == 422, r.text
+    assert field in r.text
+
+
+async def test_a_model_cost_past_the_ledger_is_422_and_the_edges_inside_are_accepted(api):
+    body = campaign_body(name="edge cost", costs=(1e10, 1.0, 1.0))
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 422, r.text
+    ok = await api.post(
+        "/v1/campaigns", json=campaign_body(name="edge ok", delta=1e-300, budget=1e9, costs=(1e-9, 1, 1))
+    )
+    assert ok.status_code == 201, ok.text
+    c = ok.json()
+    assert c["budget"] == 1e9 and c["delta"] == 1e-300
+    assert (await api.get(f"/campaigns/{c['id']}")).status_code == 200  # the dashboard renders it
+
+
+def test_the_ledger_cap_ends_a_campaign_without_a_budget():
+    from service.campaigns import rules
+
+    cap = rules.LEDGER_CAP_NUSD
+    assert cap < 2**63 - 1 - 10**18  # room for one more duel's charges of up to 1e9 USD
+    assert not rules.over_budget(None, cap - 10, 5, 5)
+    assert rules.over_budget(None, cap - 10, 5, 6)
+    assert rules.budget_spent(None, cap) and not rules.budget_spent(None, cap - 1)
+    assert rules.effective_budget(10) == 10 and rules.effective_budget(None) == cap

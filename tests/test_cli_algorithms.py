@@ -113,3 +113,27 @@ def test_simulate_defaults_to_dctas_pc_and_answers_no_condorcet_winner(tmp_path)
     assert r.returncode == 2 and "no Condorcet winner" in r.stderr.strip().splitlines()[-1]
     r = run("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "5", "--algorithm", "tas")
     assert r.returncode == 0 and "assumes a Condorcet winner" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["oracle", "simulate"])
+@pytest.mark.parametrize("delta", ["5e-324", "1e-301", "nan"])
+def test_a_delta_whose_threshold_is_not_finite_is_one_line_and_exit_2(command, delta):
+    r = run(command, "synthetic:k=4", "--delta", delta, "--json", *(["--trials", "2"] if command == "simulate" else []))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and "delta must be in [1e-300, 1)" in r.stderr
+    assert r.stdout == ""
+
+
+def test_the_smallest_delta_gives_valid_json_and_costs_past_the_bound_are_refused(tmp_path):
+    r = run("oracle", "synthetic:k=4", "--delta", "1e-300", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c} in the output"))
+    assert out["lower_bound"] > 0
+    path = tmp_path / "big.json"
+    inst = synthetic_instance(4)
+    path.write_text(
+        json.dumps({"names": list(inst.names), "costs": [1e308, 1, 1], "preference": inst.preference.tolist()})
+    )
+    r = run("oracle", str(path), "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "<= 1e+12" in r.stderr
+    assert r.stdout == ""

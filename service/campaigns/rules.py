@@ -174,14 +174,25 @@ def max_duels_reached(max_duels: int | None, judged: int, in_flight: int = 0) ->
     return max_duels is not None and judged + in_flight >= max_duels
 
 
+#: What the ledger can hold: amounts are int64 nano-USD (max ~9.2e18); a campaign never
+#: spends past 2**62 nano-USD (~4.6e9 USD), which leaves room for one more duel's charges.
+#: A campaign without a budget has this one (docs/service.md, Budget and caps).
+LEDGER_CAP_NUSD = 2**62
+
+
+def effective_budget(budget_nusd: int | None) -> int:
+    """The campaign's budget, or the ledger's capacity when it has none."""
+    return LEDGER_CAP_NUSD if budget_nusd is None else min(budget_nusd, LEDGER_CAP_NUSD)
+
+
 def over_budget(budget_nusd: int | None, spend_nusd: int, reserved_nusd: int, expected_nusd: int) -> bool:
     """The budget reservation check: spend, in-flight reservations and the new duel exceed the budget."""
-    return budget_nusd is not None and spend_nusd + reserved_nusd + expected_nusd > budget_nusd
+    return spend_nusd + reserved_nusd + expected_nusd > effective_budget(budget_nusd)
 
 
 def budget_spent(budget_nusd: int | None, spend_nusd: int) -> bool:
     """An end condition: the campaign's spend reached its budget."""
-    return budget_nusd is not None and spend_nusd >= budget_nusd
+    return spend_nusd >= effective_budget(budget_nusd)
 
 
 def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, bool]:

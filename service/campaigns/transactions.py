@@ -199,7 +199,7 @@ class CampaignTransactions:
                             c,
                             CampaignStatus.BUDGET_EXHAUSTED,
                             f"the next duel's cost bound ({expected / 1e9:.6g} USD) exceeds the "
-                            f"remaining budget ({(c.budget_nusd - c.spend_nusd) / 1e9:.6g} USD)",
+                            f"remaining budget ({(rules.effective_budget(c.budget_nusd) - c.spend_nusd) / 1e9:.6g} USD)",
                             now,
                         )
                         err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")

@@ -13,9 +13,9 @@ import sys
 import time
 from typing import Any
 
-from service.cli.args import CLIError, open_unit_interval, whole_number
+from service.cli.args import CLIError, delta_value, whole_number
 
-_delta = open_unit_interval("delta")
+_delta = delta_value
 
 
 def _judge_cost(text: str) -> float:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
+from algorithms.thresholds import delta_problem
+
 
 class CLIError(Exception):
     """A user error: printed as one line on stderr, exit code 2."""
@@ -38,3 +40,15 @@ def whole_number(option: str, allow_zero: bool = False) -> Callable[[str], int]:
         return v
 
     return parse
+
+
+def delta_value(text: str) -> float:
+    """``--delta``: an error probability accepted by the algorithms (:func:`algorithms.thresholds.delta_problem`)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--delta must be a number, got {text!r}") from None
+    problem = delta_problem(v)
+    if problem:
+        raise argparse.ArgumentTypeError(f"--{problem}")
+    return v

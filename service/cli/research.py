@@ -12,7 +12,7 @@ import json
 import sys
 
 from algorithms.vocabulary import Algorithm
-from service.cli.args import CLIError, open_unit_interval, whole_number
+from service.cli.args import CLIError, delta_value, open_unit_interval, whole_number
 
 __all__ = ["add_parsers", "cmd_reproduce_synthetic", "cmd_reproduce_realworld", "cmd_analyze"]
 
@@ -152,7 +152,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-_delta = open_unit_interval("--delta")
+_delta = delta_value
 _level = open_unit_interval("--ci-level")
 
 
