@@ -162,6 +162,7 @@ class HotPool:
         except asyncio.TimeoutError:
             raise HotPathUnavailable("no database connection free for the hot path") from None
         conn = None
+        broken = False
         try:
             while self._idle and conn is None:
                 conn = self._idle.pop()
@@ -173,10 +174,15 @@ class HotPool:
                     conn = await self._connect()
                 except (OSError, asyncio.TimeoutError) as exc:
                     raise HotPathUnavailable(f"cannot connect: {type(exc).__name__}") from None
-            yield conn, reused
+            try:
+                yield conn, reused
+            except BaseException as exc:
+                if is_connection_error(exc):  # the protocol state is unknown: never reuse it
+                    broken = True
+                raise
         finally:  # kept only if idle (a Fallback rolled back); an error mid-transaction closes it
             if conn is not None:
-                if not conn.is_closed() and not conn.is_in_transaction() and self._slots is slots:
+                if not broken and not conn.is_closed() and not conn.is_in_transaction() and self._slots is slots:
                     self._idle.append(conn)
                 else:
                     conn.terminate()
@@ -196,6 +202,7 @@ def is_connection_error(exc: BaseException) -> bool:
             OSError,
             asyncio.TimeoutError,
             asyncpg.InterfaceError,
+            asyncpg.exceptions.InternalClientError,  # a connection left mid-operation
             asyncpg.PostgresConnectionError,
             asyncpg.exceptions.AdminShutdownError,
         ),

@@ -113,7 +113,9 @@ class CampaignCreate(_Strict):
         '{"kind": "llm", "client": {...}}.',
         json_schema_extra={"example": {"kind": "human"}},
     )
-    budget: USD | None = Field(None, description="Spend limit in USD (overrun by at most one duel's cost).")
+    budget: USD | None = Field(
+        None, description="Spend limit in USD (never overrun: each duel reserves an upper bound of its cost)."
+    )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
     tie_policy: Literal["drop", "half", "random"] = "drop"
     seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
@@ -148,6 +150,12 @@ class CampaignCreate(_Strict):
             raise
         except Exception as exc:
             raise ValueError(f"judge: invalid config ({type(exc).__name__})") from None
+        if self.budget is not None:
+            from service.campaigns.rules import unbounded_cost_reason
+
+            reason = unbounded_cost_reason([m.model_dump() for m in self.models], self.judge)
+            if reason is not None:
+                raise ValueError(reason)
         return self
 
 

@@ -76,7 +76,13 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
         return JSONResponse({"detail": "database error; retry later"}, status_code=503, headers={"Retry-After": "1"})
 
-    for cls in (SQLAlchemyError, HotPathUnavailable, asyncpg.PostgresError, asyncpg.InterfaceError):
+    for cls in (
+        SQLAlchemyError,
+        HotPathUnavailable,
+        asyncpg.PostgresError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.InternalClientError,
+    ):
         app.add_exception_handler(cls, _database)
 
     @app.exception_handler(Exception)

@@ -95,6 +95,80 @@ def expected_duel_nusd(models: Sequence[dict], i: int, j: int, judge_spend_nusd:
     return expected_model_nusd(models, i, j) + expected_judge_nusd(judge_spend_nusd, duels_done)
 
 
+ANSWER_MARKER = "\n[truncated by llmduel]"
+# UTF-8 bytes of a stored answer: at most 4 bytes per character, plus the truncation marker.
+MAX_ANSWER_BYTES = 4 * MAX_ANSWER_CHARS + len(ANSWER_MARKER.encode("utf-8"))
+
+
+def _ceil_nusd(usd: float) -> int:
+    return int(math.ceil(float(usd) * 1e9))
+
+
+def model_bound_nusd(model: dict, prompt: str) -> int | None:
+    """An upper bound of one model call's charge on ``prompt`` (nano-USD), or ``None``.
+
+    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes.
+    """
+    from service.clients.config import call_cost_bound
+
+    b = call_cost_bound(model["client"], float(model["cost"]), len(prompt.encode("utf-8")))
+    return None if b is None else _ceil_nusd(b)
+
+
+def judge_bound_nusd(judge: dict, prompt: str) -> int | None:
+    """An upper bound of a duel's judge charge (nano-USD), or ``None``.
+
+    Human and simulated judges charge nothing. An LLM judge makes one call per order
+    (two with ``both_orders``); each call's input is the judge template with the
+    question and both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
+    """
+    if judge.get("kind") != "llm":
+        return 0
+    from judges.llm import render_judge_prompt
+    from service.clients.config import call_cost_bound
+
+    input_bytes = len(render_judge_prompt(prompt, "", "").encode("utf-8")) + 2 * MAX_ANSWER_BYTES
+    b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes)
+    if b is None:
+        return None
+    return (2 if judge.get("both_orders", True) else 1) * _ceil_nusd(b)
+
+
+def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
+    """Why no cost bound can be derived for a campaign with a budget, or ``None`` if it can."""
+    for m in models:
+        if model_bound_nusd(m, "") is None:
+            return (
+                f"models[{m.get('name')!r}]: with a budget, a client with per-token prices needs "
+                "params.max_tokens (or the provider's output-token limit) or max_cost_per_query, "
+                "so the budget can reserve an upper bound of each call's cost"
+            )
+    if judge_bound_nusd(judge, "") is None:
+        return (
+            "judge.client: with a budget, a judge client with per-token prices needs params.max_tokens "
+            "(or the provider's output-token limit) or max_cost_per_query"
+        )
+    return None
+
+
+def reserve_duel_nusd(
+    models: Sequence[dict], i: int, j: int, judge: dict, prompt: str, judge_spend_nusd: int, duels_done: int
+) -> int:
+    """What the budget reserves for a new duel: an upper bound of its charges.
+
+    Models ``i`` and ``j`` answer ``prompt`` once each, then the judge judges. A
+    component without a derivable bound (a campaign made before bounds were
+    required) falls back to its expected cost.
+    """
+    total = 0
+    for k in (i, j):
+        b = model_bound_nusd(models[k], prompt)
+        total += b if b is not None else to_nusd(float(models[k]["cost"]))
+    jb = judge_bound_nusd(judge, prompt)
+    total += jb if jb is not None else expected_judge_nusd(judge_spend_nusd, duels_done)
+    return total
+
+
 def max_duels_reached(max_duels: int | None, judged: int, in_flight: int = 0) -> bool:
     """No further duel may start: judged plus in-flight duels reach ``max_duels``."""
     return max_duels is not None and judged + in_flight >= max_duels

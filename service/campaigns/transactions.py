@@ -184,7 +184,13 @@ class CampaignTransactions:
                 policy = self.policies.take(c.id, c.event_seq, c.policy_state)
                 pending = rules.pending_pairs(inflight)
                 i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
-                expected = rules.expected_duel_nusd(c.models, i, j, c.judge_spend_nusd, c.duels_judged + c.duels_failed)
+                number = c.duels_created + 1
+                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
+                prompt_text = self.prompt_text(s, campaign_id, prompt_index)
+                # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
+                expected = rules.reserve_duel_nusd(
+                    c.models, i, j, c.judge, prompt_text, c.judge_spend_nusd, c.duels_judged + c.duels_failed
+                )
                 reserved = sum(int(r.expected_cost_nusd) for r in inflight)
                 if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
                     if not inflight:
@@ -192,7 +198,7 @@ class CampaignTransactions:
                             s,
                             c,
                             CampaignStatus.BUDGET_EXHAUSTED,
-                            f"the next duel's expected cost ({expected / 1e9:.6g} USD) exceeds the "
+                            f"the next duel's cost bound ({expected / 1e9:.6g} USD) exceeds the "
                             f"remaining budget ({(rules.effective_budget(c.budget_nusd) - c.spend_nusd) / 1e9:.6g} USD)",
                             now,
                         )
@@ -203,8 +209,6 @@ class CampaignTransactions:
                             retry_later=True,
                         )
             if err is None:
-                number = c.duels_created + 1
-                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
                 c.event_seq += 1
                 duel = Duel(
                     campaign_id=campaign_id,
@@ -213,7 +217,7 @@ class CampaignTransactions:
                     model_j=j,
                     a_is_i=a_is_i,
                     prompt_index=prompt_index,
-                    prompt=self.prompt_text(s, campaign_id, prompt_index),
+                    prompt=prompt_text,
                     status=DuelStatus.CALLING,
                     counted=False,
                     cost_nusd=0,

@@ -40,6 +40,7 @@ _HTTP_FIELDS = {
     "backoff_base_s",
     "backoff_max_s",
     "max_retry_after_s",
+    "max_cost_per_query",
 }
 _ALLOWED = {
     "simulated": {"kind", "seed", "failure_rate", "latency_s"},
@@ -177,6 +178,11 @@ def validate_client_config(cfg: Any) -> dict[str, Any]:
     out["params"] = dict(params)
 
     out["price"] = _price(cfg.get("price"))
+    if cfg.get("max_cost_per_query") is not None:
+        cap = finite_number(cfg.get("max_cost_per_query"))
+        if cap is None or cap < 0:
+            raise _err("max_cost_per_query", "must be a non-negative number (USD; the most one call can cost)")
+        out["max_cost_per_query"] = cap
 
     system = cfg.get("system")
     if system is not None and not isinstance(system, str):
@@ -195,3 +201,51 @@ def validate_client_config(cfg: Any) -> dict[str, Any]:
             raise _err("anthropic_version", "must be a non-empty string like '2023-06-01'")
         out["anthropic_version"] = ver
     return out
+
+
+# ---------------------------------------------------------------- cost upper bound
+# Tokens a chat template adds around the messages (role markers, separators).
+TEMPLATE_OVERHEAD_TOKENS = 256
+
+
+def output_token_limit(cfg: dict[str, Any]) -> int | None:
+    """The configured maximum of output tokens of one call, or ``None`` when unset."""
+    params = cfg.get("params") or {}
+    kind = cfg.get("kind")
+    if kind == "anthropic":
+        v = params.get("max_tokens", DEFAULT_ANTHROPIC_MAX_TOKENS)
+    elif kind == "gemini":
+        gen = params.get("generationConfig") or params.get("generation_config") or {}
+        v = params.get("maxOutputTokens", gen.get("maxOutputTokens") if isinstance(gen, dict) else None)
+    else:
+        v = params.get("max_completion_tokens", params.get("max_tokens"))
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        return None
+    return v
+
+
+def call_cost_bound(cfg: dict[str, Any], fixed_cost: float, input_bytes: int) -> float | None:
+    """An upper bound (USD) of what one call of a validated client config can be charged.
+
+    A call is charged its per-token cost when the config has ``price`` and the
+    provider reports usage, else ``fixed_cost``. Without ``price`` the bound is
+    ``fixed_cost``. With ``price``: ``max_cost_per_query`` when set, else
+    ``(I * input_per_1m + max_tokens * output_per_1m) / 1e6`` where the input
+    token count is bounded by ``I = input_bytes + bytes(system) +
+    TEMPLATE_OVERHEAD_TOKENS`` (a token of a byte-level tokenizer covers at least
+    one UTF-8 byte). ``None`` when neither a cap nor an output-token limit is set.
+    """
+    fixed = max(0.0, float(fixed_cost))
+    price = cfg.get("price")
+    if cfg.get("kind") == "simulated" or price is None:
+        return fixed
+    cap = cfg.get("max_cost_per_query")
+    if cap is not None:
+        return max(fixed, float(cap))
+    max_tokens = output_token_limit(cfg)
+    if max_tokens is None:
+        return None
+    system = cfg.get("system") or ""
+    in_tokens = int(input_bytes) + len(system.encode("utf-8")) + TEMPLATE_OVERHEAD_TOKENS
+    bound = (in_tokens * float(price["input_per_1m"]) + max_tokens * float(price["output_per_1m"])) / 1e6
+    return max(fixed, bound)

@@ -110,16 +110,19 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     pending = rules.pending_pairs(inflight)
     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
-    expected = rules.expected_duel_nusd(cfg.models, i, j, row.judge_spend_nusd, row.duels_judged + row.duels_failed)
-    reserved = sum(int(r.expected_cost_nusd) for r in inflight)
-    if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
-        raise Fallback
     number = row.duels_created + 1
     prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts)
     seq = row.event_seq + 1
     prompt = svc.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
         prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
+    # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
+    expected = rules.reserve_duel_nusd(
+        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed
+    )
+    reserved = sum(int(r.expected_cost_nusd) for r in inflight)
+    if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
+        raise Fallback
     duel = dict(
         campaign_id=campaign_id,
         number=number,
