@@ -29,21 +29,6 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus  # noqa:
 
 NANO = 1_000_000_000
 
-# Aliases of the algorithms.vocabulary members for the modules that still import
-# them from here (service/web); new code spells CampaignStatus / DuelStatus / IN_FLIGHT.
-RUNNING = CampaignStatus.RUNNING
-CERTIFIED = CampaignStatus.CERTIFIED
-BUDGET_EXHAUSTED = CampaignStatus.BUDGET_EXHAUSTED
-STOPPED = CampaignStatus.STOPPED
-CAMPAIGN_STATUSES = tuple(CampaignStatus)
-CALLING = DuelStatus.CALLING
-PENDING = DuelStatus.PENDING
-JUDGED = DuelStatus.JUDGED
-FAILED = DuelStatus.FAILED
-EXPIRED = DuelStatus.EXPIRED
-CANCELLED = DuelStatus.CANCELLED
-DUEL_STATUSES = tuple(DuelStatus)
-
 
 def to_nusd(usd: float) -> int:
     return int(round(float(usd) * NANO))

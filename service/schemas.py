@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
-from algorithms.vocabulary import Algorithm, CampaignStatus
+from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, TiePolicy
 from service.clients import validate_client_config
 from service.judging import validate_judge_config
-
-TIE_POLICY_NAMES = ("drop", "half", "random")
-CHOICE_NAMES = ("a", "b", "tie", "both_bad")
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -117,7 +114,7 @@ class CampaignCreate(_Strict):
         None, description="Spend limit in USD (never overrun: each duel reserves an upper bound of its cost)."
     )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
-    tie_policy: Literal["drop", "half", "random"] = "drop"
+    tie_policy: TiePolicy = TiePolicy.DROP
     seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
@@ -160,7 +157,7 @@ class CampaignCreate(_Strict):
 
 
 class VoteIn(_Strict):
-    choice: Literal["a", "b", "tie", "both_bad"] = Field(description="The answers as shown: a, b, tie or both_bad.")
+    choice: Choice = Field(description="The answers as shown: a, b, tie or both_bad.")
 
 
 class RunIn(_Strict):
@@ -209,7 +206,7 @@ class CampaignOut(BaseModel):
     )
     top_cycle: list[str] | None = Field(None, description="dctas-pc: the estimate's top cycle (smallest dominant set).")
     delta: float
-    tie_policy: str
+    tie_policy: TiePolicy
     models: list[ModelOut]
     judge: dict[str, Any]
     n_prompts: int
@@ -264,7 +261,7 @@ class DuelOut(BaseModel):
     id: int
     campaign_id: int
     number: int
-    status: Literal["calling", "pending", "judged", "failed", "expired", "cancelled"]
+    status: DuelStatus
     prompt: str
     answer_a: str | None
     answer_b: str | None
@@ -272,7 +269,7 @@ class DuelOut(BaseModel):
     model_b: int | None = None
     model_a_name: str | None = None
     model_b_name: str | None = None
-    choice: str | None
+    choice: Choice | None
     counted: bool
     score: float | None = Field(None, description="Score of the pair's first model (lower index) as recorded.")
     judged_by: str | None = None
@@ -284,7 +281,7 @@ class DuelOut(BaseModel):
     answered_at: dt.datetime | None
     judged_at: dt.datetime | None
     expires_at: dt.datetime
-    campaign_status: str | None = None
+    campaign_status: CampaignStatus | None = None
 
 
 class DuelPage(BaseModel):

@@ -17,9 +17,10 @@ from sqlalchemy import func, select
 
 from algorithms import InstanceError, solve_oracle
 from algorithms.stats import empirical_preference
+from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import CampaignService, finite_or_none
-from ..models import CERTIFIED, PENDING, RUNNING, Campaign, Duel, utcnow
+from ..models import Campaign, Duel, utcnow
 from . import plots
 from .series import SeriesCache
 
@@ -37,7 +38,7 @@ STATUS_LABELS = {
 # ---------------------------------------------------------------- campaign list
 def progress_of(view: dict) -> tuple[float, str]:
     """How close a campaign is to certification: Z / beta (1 once certified)."""
-    if view["status"] == CERTIFIED:
+    if view["status"] == CampaignStatus.CERTIFIED:
         return 1.0, "certified"
     beta = view.get("beta") or 0.0
     z = max(0.0, view.get("Z") or 0.0)
@@ -64,12 +65,12 @@ def campaign_list(svc: CampaignService, limit: int, offset: int) -> dict:
             {
                 "view": v,
                 "status_label": STATUS_LABELS.get(v["status"], v["status"]),
-                "progress": plots.progress_bar(frac, label=tip, done=v["status"] == CERTIFIED),
+                "progress": plots.progress_bar(frac, label=tip, done=v["status"] == CampaignStatus.CERTIFIED),
                 "progress_tip": tip,
             }
         )
     page["rows"] = rows
-    page["any_running"] = any(v["status"] == RUNNING for v in page["items"])
+    page["any_running"] = any(v["status"] == CampaignStatus.RUNNING for v in page["items"])
     page["signature"] = list_signature(svc)
     return page
 
@@ -154,7 +155,7 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
         }
     )
     vline = None
-    if view["status"] == CERTIFIED and state.get("stop_t"):
+    if view["status"] == CampaignStatus.CERTIFIED and state.get("stop_t"):
         vline = (float(state["stop_t"]), f"certified at t={state['stop_t']}")
     plot = plots.line_chart(
         series,
@@ -266,7 +267,7 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
     return {
         "c": view,
         "version": version[0] if version else 0,
-        "running": view["status"] == RUNNING or view["pending"] > 0,
+        "running": view["status"] == CampaignStatus.RUNNING or view["pending"] > 0,
         "status_label": STATUS_LABELS.get(view["status"], view["status"]),
         "models": models,
         "evidence": evidence,
@@ -274,7 +275,7 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "oracle": oracle_section(view),
         "spend_plot": plots.spend_gauge(spend, view["budget"], finite_or_none(view["lower_bound"])),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
-        "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CERTIFIED, width=200),
+        "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
         "recent": recent_duels(svc, campaign_id),
         "judge_kind": (view["judge"] or {}).get("kind"),
@@ -290,7 +291,7 @@ def open_duel_of(svc: CampaignService, campaign_id: int, label: str) -> int | No
             .where(
                 Duel.campaign_id == campaign_id,
                 Duel.requested_by == label,
-                Duel.status == PENDING,
+                Duel.status == DuelStatus.PENDING,
                 Duel.expires_at > utcnow(),
             )
             .order_by(Duel.id)

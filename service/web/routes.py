@@ -22,10 +22,10 @@ import jinja2
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from algorithms.vocabulary import CampaignStatus, Choice
+
 from ..auth import Principal, authenticate
 from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound
-from ..models import RUNNING
-from ..schemas import CHOICE_NAMES
 from . import access, data
 from .markdown import render_markdown
 from .series import SeriesCache
@@ -371,7 +371,7 @@ async def _panel(
     ctx: dict[str, Any] = {"notice": notice, "notice_kind": notice_kind}
     campaign = await _t(svc.get_campaign, cid, False)
     ctx["campaign"] = campaign
-    if campaign["status"] != RUNNING:
+    if campaign["status"] != CampaignStatus.RUNNING:
         ctx["state"] = "done"
         ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
         return ctx
@@ -397,7 +397,7 @@ async def _panel(
         except Conflict as exc:
             campaign = await _t(svc.get_campaign, cid, False)
             ctx["campaign"] = campaign
-            if campaign["status"] != RUNNING:
+            if campaign["status"] != CampaignStatus.RUNNING:
                 ctx["state"] = "done"
                 ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
             else:
@@ -479,7 +479,7 @@ async def annotate_vote(request: Request, token: str):
     form = await _form(request)
     duel_id = _parse_id((form or {}).get("duel_id", ""))
     choice = (form or {}).get("choice")
-    if duel_id is None or choice not in CHOICE_NAMES:
+    if duel_id is None or choice not in tuple(Choice):
         ctx = await _panel(
             request,
             principal,
