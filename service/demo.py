@@ -12,12 +12,13 @@ import asyncio
 import sys
 import time
 
+from algorithms.instance import SYNTHETIC_PREFERENCE
 from algorithms.vocabulary import CampaignStatus, TiePolicy
 
 from .campaigns import CampaignService
 from .schemas import CampaignCreate
 
-SYNTHETIC_P = [[0.5, 0.63, 0.65], [0.37, 0.5, 0.6], [0.35, 0.4, 0.5]]
+SYNTHETIC_P = SYNTHETIC_PREFERENCE.tolist()
 
 DEMO_PROMPTS = [
     "Explain why the sky is blue in two sentences.",

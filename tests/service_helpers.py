@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-SYNTHETIC_P = [[0.5, 0.63, 0.65], [0.37, 0.5, 0.6], [0.35, 0.4, 0.5]]
+from algorithms.instance import SYNTHETIC_PREFERENCE
+
+SYNTHETIC_P = SYNTHETIC_PREFERENCE.tolist()
 
 
 def campaign_body(
