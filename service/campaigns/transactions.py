@@ -211,22 +211,19 @@ class CampaignTransactions:
             if err is None:
                 c.event_seq += 1
                 duel = Duel(
-                    campaign_id=campaign_id,
-                    number=number,
-                    model_i=i,
-                    model_j=j,
-                    a_is_i=a_is_i,
-                    prompt_index=prompt_index,
-                    prompt=prompt_text,
-                    status=DuelStatus.CALLING,
-                    counted=False,
-                    cost_nusd=0,
-                    expected_cost_nusd=expected,
-                    select_seq=c.event_seq,
-                    pending_at_select=pending,
-                    requested_by=principal.label if principal is not None else "run",
-                    created_at=now,
-                    expires_at=now + self.call_expiry,
+                    **rules.new_duel_columns(
+                        campaign_id,
+                        number,
+                        (i, j),
+                        (prompt_index, a_is_i),
+                        prompt_text,
+                        expected,
+                        c.event_seq,
+                        pending,
+                        principal.label if principal is not None else "run",
+                        now,
+                        now + self.call_expiry,
+                    )
                 )
                 state = jsonable(policy.to_state())
                 if state != c.policy_state:  # next_pair changed the state (not the case for today's policies)

@@ -123,24 +123,19 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     reserved = sum(int(r.expected_cost_nusd) for r in inflight)
     if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
         raise Fallback
-    duel = dict(
-        campaign_id=campaign_id,
-        number=number,
-        model_i=i,
-        model_j=j,
-        a_is_i=a_is_i,
-        prompt_index=prompt_index,
-        prompt=prompt,
-        status=DuelStatus.CALLING,
-        counted=False,
-        cost_nusd=0,
-        expected_cost_nusd=expected,
-        select_seq=seq,
-        pending_at_select=pending,
-        requested_by=principal.label,
-        created_at=now,
-        expires_at=now + svc.call_expiry,
-    )  # columns left out are NULL, as in the ORM's INSERT
+    duel = rules.new_duel_columns(
+        campaign_id,
+        number,
+        (i, j),
+        (prompt_index, a_is_i),
+        prompt,
+        expected,
+        seq,
+        pending,
+        principal.label,
+        now,
+        now + svc.call_expiry,
+    )
     plan = DuelPlan(
         campaign_id=campaign_id,
         duel_id=0,
