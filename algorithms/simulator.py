@@ -29,7 +29,7 @@ from .oracle import effective_costs, solve_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
 from .thresholds import beta_constant
 
-__all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS"]
+__all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS", "kernels_cached"]
 
 DEFAULT_MAX_STEPS = 50_000_000
 
@@ -381,3 +381,15 @@ def trace_trial(
         "stopped": bool(stopped[0]),
         "cost": float(cost[0]),
     }
+
+
+def kernels_cached() -> bool | None:
+    """Whether the compiled simulator is already in numba's on-disk cache (``None``: cannot tell).
+
+    Reads numba's cache index the way numba does (an index whose source stamp no longer
+    matches counts as empty); used by the CLI to announce the one-off compilation.
+    """
+    try:
+        return bool(_run_trials._cache._cache_file._load_index())
+    except Exception:  # numba internals moved: unknown
+        return None

@@ -76,19 +76,30 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     print(f"c* = {rep['c_star']:.6g}" + (f"  (judge cost {args.judge_cost:g} per duel)" if args.judge_cost else ""))
     if args.delta is not None:
         print(f"lower bound at delta={args.delta:g}: {rep['lower_bound']:.6g}")
-    print(f"{'pair':<40} {'pull fraction':>14} {'cost fraction':>14}")
-    for p, c in zip(rep["pull_fractions"], rep["cost_fractions"]):
-        print(f"{p['pair'][0] + ' vs ' + p['pair'][1]:<40} {p['fraction']:>14.4f} {c['fraction']:>14.4f}")
+    print(oracle_table(rep))
     return 0
+
+
+def oracle_table(rep: dict[str, Any]) -> str:
+    """The pairs table of ``llmduel oracle``: the pair column as wide as its longest entry."""
+    labels = [f"{p['pair'][0]} vs {p['pair'][1]}" for p in rep["pull_fractions"]]
+    width = max([len("pair"), *map(len, labels)])
+    lines = [f"{'pair':<{width}}  {'pull fraction':>14} {'cost fraction':>14}"]
+    for label, p, c in zip(labels, rep["pull_fractions"], rep["cost_fractions"]):
+        lines.append(f"{label:<{width}}  {p['fraction']:>14.4f} {c['fraction']:>14.4f}")
+    return "\n".join(lines)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from algorithms.policies import PAPER_ALGORITHMS, PolicyError
-    from algorithms.simulator import simulate
+    from algorithms.simulator import kernels_cached, simulate
 
     # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
     inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
     t0 = time.perf_counter()
+    if kernels_cached() is not True:
+        # numba compiles the simulator once per install (5-7 s), then loads it from its on-disk cache
+        print("compiling kernels (first run only) ...", file=sys.stderr)
     print(
         f"simulating {args.trials} trials of {args.algorithm} on {args.instance} "
         f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...",
