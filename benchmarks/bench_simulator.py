@@ -23,6 +23,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from algorithms import Instance, make_policy, synthetic_instance  # noqa: E402
 from algorithms.simulator import simulate  # noqa: E402
 
+CPU_TIME = False  # --cpu-time: steps per CPU second of this process (steadier on a shared machine)
+
 
 def bt_instance(L: int, seed: int = 3) -> Instance:
     """A Bradley-Terry instance with a clear Condorcet winner and costs spread over 0.5..5."""
@@ -36,10 +38,11 @@ def bt_instance(L: int, seed: int = 3) -> Instance:
 def fast_rate(inst: Instance, algorithm: str, delta: float, trials: int, repeats: int) -> float:
     simulate(inst, algorithm, delta, 1, seed=0)  # compile / load the cache
     rates = []
+    clock = time.process_time if CPU_TIME else time.perf_counter
     for r in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         res = simulate(inst, algorithm, delta, trials, seed=r + 1, jobs=1)
-        rates.append(res.pulls.sum() / (time.perf_counter() - t0))
+        rates.append(res.pulls.sum() / (clock() - t0))
     return statistics.median(rates)
 
 
@@ -68,13 +71,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None, help="repeats per figure (default 5, 3 with --quick)")
     ap.add_argument("--no-stepwise", action="store_true", help="skip the step-wise loop")
     ap.add_argument("--no-experiment", action="store_true", help="skip the full synthetic experiment")
+    ap.add_argument("--cpu-time", action="store_true", help="rate per CPU second instead of wall-clock second")
+    ap.add_argument("--trials", type=int, default=None, help="trials per fast-simulator run (default by L)")
     args = ap.parse_args()
+    global CPU_TIME
+    CPU_TIME = args.cpu_time
     repeats = args.repeats or (3 if args.quick else 5)
     sizes = {3: 200, 8: 20, 20: 2}
     print(f"{'algorithm':<9} {'L':>3} {'fast steps/s':>14} {'step-wise steps/s':>18} {'ratio':>8}")
     for algorithm in args.algorithm or ["dctas"]:
         for L in args.L or sorted(sizes):
-            trials = sizes.get(L, 2)
+            trials = args.trials or sizes.get(L, 2)
             inst = bt_instance(L)
             fast = fast_rate(inst, algorithm, 0.01, trials if not args.quick else max(1, trials // 4), repeats)
             if args.no_stepwise:
