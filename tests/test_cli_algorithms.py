@@ -196,3 +196,15 @@ def test_simulate_says_it_compiles_only_when_the_kernel_cache_is_cold(tmp_path):
     assert second.returncode == 0, second.stderr
     assert "compiling" not in second.stderr and "simulating" in second.stderr
     assert second.stdout == first.stdout
+
+
+def test_simulate_takes_dctas_pc_options_and_refuses_them_elsewhere():
+    base = ("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "10", "--seed", "2", "--json")
+    plain = json.loads(run(*base).stdout)
+    r = run(*base, "--threshold", "kk", "--stick", "1.5")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["mean_cost"] > plain["mean_cost"]  # the single-term threshold is dearer
+    r = run(*base, "--algorithm", "dctas", "--threshold", "kk")
+    assert r.returncode == 2 and "dctas-pc only" in r.stderr and "Traceback" not in r.stderr
+    r = run(*base, "--stick", "-1")
+    assert r.returncode == 2 and "--stick" in r.stderr.strip().splitlines()[-1]

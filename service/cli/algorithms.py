@@ -115,6 +115,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             max_steps=args.max_steps,
             judge_cost=args.judge_cost,
+            **pc_options(args),
         )
     except PolicyError as exc:
         raise CLIError(str(exc)) from None
@@ -144,6 +145,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if rep["unfinished"]:
         print(f"unfinished     {rep['unfinished']} trials hit --max-steps")
     return 0
+
+
+def pc_options(args: argparse.Namespace) -> dict[str, Any]:
+    """dctas-pc's ``--threshold`` and ``--stick``, only when given (other algorithms refuse them)."""
+    opts = {k: v for k, v in (("threshold", args.threshold), ("stick", args.stick)) if v is not None}
+    if opts and args.algorithm != "dctas-pc":
+        raise CLIError(f"--{'/--'.join(opts)} apply to dctas-pc only, not {args.algorithm}")
+    return opts
+
+
+def _stick(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stick must be a number >= 0 (nats), got {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"--stick must be a finite number >= 0 (nats), got {text!r}")
+    return v
 
 
 def _instance_help() -> str:
@@ -195,6 +214,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         default=0.0,
         metavar="C_J",
         help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)",
+    )
+    p.add_argument(
+        "--threshold",
+        choices=["mixture", "kk", "stitched"],
+        default=None,
+        help="dctas-pc's certificate test (default mixture; see docs/algorithms.md)",
+    )
+    p.add_argument(
+        "--stick",
+        type=_stick,
+        default=None,
+        metavar="NATS",
+        help="dctas-pc: keep the leader until another is ahead by NATS of evidence (default 0: plug-in leader)",
     )
     p.add_argument("--trials", type=whole_number("--trials"), default=100)
     p.add_argument("--seed", type=whole_number("--seed", allow_zero=True), default=0)
