@@ -418,41 +418,126 @@ def pc_log_mixture(n, x):
     return best + math.log(s) - math.log(PC_GRID)
 
 
+# certificate tests (the ``threshold`` option of dctas-pc); ``c0`` is the test's constant for d' = delta / (L - 1)
+PC_MIXTURE, PC_KK, PC_STITCHED = 0, 1, 2
+PC_ETA = 2.0  # stitched boundary: epochs grow by the factor eta in the variance clock v = n / 4
+PC_S = 1.4  # stitched boundary: crossing probability of epoch k proportional to 1 / (k + 1)^s
+PC_VMIN = 4.0  # stitched boundary: first epoch at v = 4 (n = 16)
+PC_K1 = (PC_ETA**0.25 + PC_ETA**-0.25) / math.sqrt(2.0)
+
+
 @njit(cache=True)
-def pc_update(k, N, W, PI, PJ, log_thr, BEAT):
-    """After a duel on pair ``k``: set ``BEAT[w, l]`` when the test certifies ``l`` is beaten by ``w``."""
+def _pc_log_tables():
+    """``log(2 q_g)`` and ``log(2 (1 - q_g))``, computed exactly as :func:`pc_log_mixture` does."""
+    a = np.empty(PC_GRID)
+    b = np.empty(PC_GRID)
+    for g in range(PC_GRID):
+        q = 0.5 - 0.5 * PC_RATIO ** (g + 1)
+        a[g] = math.log(2.0 * q)
+        b[g] = math.log(2.0 * (1.0 - q))
+    return a, b
+
+
+PC_LOG2Q, PC_LOG2P = _pc_log_tables()
+
+
+@njit(cache=True)
+def pc_mixture_certifies(n, x, log_thr):
+    """``pc_log_mixture(n, x) >= log_thr``, bit for bit, with the logarithms tabulated.
+
+    ``log M_n = best + log(s) - log(G)`` with ``1 <= s <= G`` lies in
+    ``[best - log G, best]``: most calls decide on ``best`` alone (a margin of 1e-9
+    covers rounding) and skip the exponentials.
+    """
+    best = -1e300
+    for g in range(PC_GRID):
+        v = x * PC_LOG2Q[g] + (n - x) * PC_LOG2P[g]
+        if v > best:
+            best = v
+    if best + 1e-9 < log_thr:
+        return False
+    lg = math.log(PC_GRID)
+    if best - lg - 1e-9 >= log_thr:
+        return True
+    s = 0.0
+    for g in range(PC_GRID):
+        s += math.exp(x * PC_LOG2Q[g] + (n - x) * PC_LOG2P[g] - best)
+    return best + math.log(s) - lg >= log_thr
+
+
+@njit(cache=True)
+def pc_certifies(n, x, rule, c0):
+    """Does a score ``x < n/2`` in ``n`` duels certify that arm beaten (``H0: p >= 1/2`` rejected)?
+
+    ``PC_MIXTURE``: ``log M_n >= c0 = log(1/d')`` (:func:`pc_log_mixture`).
+    ``PC_KK``: ``n d(x/n, 1/2) > 3 log(1 + log n) + c0`` with ``c0 = C(log(1/d'))``
+    (Kaufmann and Koolen 2021, one term).
+    ``PC_STITCHED``: ``n/2 - x >= k1 sqrt(v l(v))``, ``v = max(n/4, m)``,
+    ``l(v) = s log log(eta v / m) + c0`` with ``c0 = log(zeta(s) / (d' log(eta)^s))``
+    (Howard et al. 2021, polynomial stitching with ``c = 0``).
+    """
+    if rule == PC_MIXTURE:
+        return pc_mixture_certifies(n, x, c0)
+    if rule == PC_KK:
+        return n * kl_half(x / n) > 3.0 * math.log(1.0 + math.log(n)) + c0
+    v = 0.25 * n
+    if v < PC_VMIN:
+        v = PC_VMIN
+    ell = PC_S * math.log(math.log(PC_ETA * v / PC_VMIN)) + c0
+    return 0.5 * n - x >= PC_K1 * math.sqrt(v * ell)
+
+
+@njit(cache=True)
+def pc_set(w, lo, BEAT, CB, CW):
+    """Issue the certificate "``lo`` is beaten by ``w``" and keep the per-arm counts.
+
+    ``CB[m]``: certificates against ``m``; ``CW[m]``: certificates held by ``m``.
+    """
+    BEAT[w, lo] = True
+    CB[lo] += 1
+    CW[w] += 1
+
+
+@njit(cache=True)
+def pc_update(k, N, W, PI, PJ, rule, c0, BEAT, CB, CW):
+    """After a duel on pair ``k``: certify the side that is behind if its test says so. True if a certificate was issued."""
     i = PI[k]
     j = PJ[k]
     n = N[k]
     xi = W[k]
+    issued = False
     if xi < 0.5 * n and not BEAT[j, i]:
-        if pc_log_mixture(n, xi) >= log_thr:
-            BEAT[j, i] = True
+        if pc_certifies(n, xi, rule, c0):
+            pc_set(j, i, BEAT, CB, CW)
+            issued = True
     xj = n - xi
     if xj < 0.5 * n and not BEAT[i, j]:
-        if pc_log_mixture(n, xj) >= log_thr:
-            BEAT[i, j] = True
+        if pc_certifies(n, xj, rule, c0):
+            pc_set(i, j, BEAT, CB, CW)
+            issued = True
+    return issued
 
 
 @njit(cache=True)
-def pc_recount(N, W, PI, PJ, log_thr, BEAT):
-    for k in range(N.shape[0]):
-        if N[k] > 0:
-            pc_update(k, N, W, PI, PJ, log_thr, BEAT)
+def pc_recount(BEAT, CB, CW):
+    """Rebuild the per-arm certificate counts from ``BEAT`` (on load)."""
+    L = BEAT.shape[0]
+    CB[:] = 0
+    CW[:] = 0
+    for w in range(L):
+        for lo in range(L):
+            if BEAT[w, lo]:
+                CB[lo] += 1
+                CW[w] += 1
 
 
 @njit(cache=True)
-def pc_leader(BEAT, AMAX):
+def pc_leader(CB, AMAX):
     """The arm beaten by no certificate with the least evidence of losing (ties: lowest index); -1 if none."""
     L = AMAX.shape[0]
     a = -1
     for m in range(L):
-        beaten = False
-        for n in range(L):
-            if BEAT[n, m]:
-                beaten = True
-                break
-        if beaten:
+        if CB[m] > 0:
             continue
         if a < 0 or AMAX[m] < AMAX[a]:
             a = m
@@ -460,34 +545,60 @@ def pc_leader(BEAT, AMAX):
 
 
 @njit(cache=True)
-def pc_verdict(BEAT):
+def pc_lead(CB, AMAX, LEAD, stick):
+    """The leader ``pc_choose`` works for: the plug-in leader, or with ``stick > 0`` the sticky one in ``LEAD[0]``."""
+    if stick > 0.0 and LEAD[0] >= 0 and CB[LEAD[0]] == 0:
+        return LEAD[0]
+    return pc_leader(CB, AMAX)
+
+
+@njit(cache=True)
+def pc_track_leader(CB, AMAX, T, LEAD, stick):
+    """Sticky leader, after each duel: keep ``LEAD[0]`` until it is certified beaten or the
+    plug-in leader ``b`` is ahead by ``stick`` nats of evidence, ``max_n T[a, n] > max_n T[b, n] + stick``.
+    """
+    b = pc_leader(CB, AMAX)
+    a = LEAD[0]
+    if a < 0 or CB[a] > 0 or b < 0:
+        LEAD[0] = b
+        return
+    if a == b:
+        return
+    L = CB.shape[0]
+    ta = 0.0
+    tb = 0.0
+    for n in range(L):
+        if T[a, n] > ta:
+            ta = T[a, n]
+        if T[b, n] > tb:
+            tb = T[b, n]
+    if ta > tb + stick:
+        LEAD[0] = b
+
+
+@njit(cache=True)
+def pc_verdict(CB, CW):
     """``>= 0``: that arm certifiably beats every other arm; ``-2``: every arm is certified beaten; ``-1``: go on."""
-    L = BEAT.shape[0]
+    L = CB.shape[0]
     n_beaten = 0
     for m in range(L):
-        for n in range(L):
-            if BEAT[n, m]:
-                n_beaten += 1
-                break
+        if CB[m] > 0:
+            n_beaten += 1
     if n_beaten == L:
         return -2
     for a in range(L):
-        ok = True
-        for n in range(L):
-            if n != a and not BEAT[a, n]:
-                ok = False
-                break
-        if ok:
+        if CW[a] == L - 1:
             return a
     return -1
 
 
 @njit(cache=True)
-def pc_choose(NEFF, G, AMAX, c, PI, PJ, PK, BEAT, alpha):
+def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha):
     """Next pair for dctas-pc: initialise, forced exploration over pairs that still matter, then D-tracking.
 
-    The leader ``a`` (uncertified, least evidence of losing) must be shown to beat every
-    other arm ``m``: pair ``(m, a)`` gets weight ``1 / g[m, a]`` (Theorem 1 with ``Gamma_m = {a}``),
+    ``t = sum(NEFF)``; ``a`` is the leader (:func:`pc_lead`), the uncertified arm with the
+    least evidence of losing. It must be shown to beat every other arm ``m``: pair
+    ``(m, a)`` gets weight ``1 / g[m, a]`` (Theorem 1 with ``Gamma_m = {a}``),
     or ``1 / d(1/2 - 1/(2 sqrt(n)), 1/2)`` when ``m`` does not seem to lose to ``a``. If the
     leader itself seems to lose, its best adversary gets ``1 / alpha_a``: that certifies the
     leader beaten and moves the lead on, which is how every arm gets certified when there
@@ -495,31 +606,18 @@ def pc_choose(NEFF, G, AMAX, c, PI, PJ, PK, BEAT, alpha):
     """
     K = NEFF.shape[0]
     L = AMAX.shape[0]
-    t = 0.0
-    for k in range(K):
-        t += NEFF[k]
-    a = pc_leader(BEAT, AMAX)
     # pairs that matter: some arm in it is not yet certified beaten, or it is a leader pair still to prove
     best = -1
     low = 1e300
     fe = math.sqrt(t) - 0.5 * K
     for k in range(K):
+        nk = NEFF[k]
+        if nk >= low or (nk != 0.0 and nk >= fe):
+            continue
         i = PI[k]
         j = PJ[k]
-        matters = False
-        if a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i])):
-            matters = True
-        else:
-            bi = False
-            bj = False
-            for n in range(L):
-                if BEAT[n, i]:
-                    bi = True
-                if BEAT[n, j]:
-                    bj = True
-            matters = not (bi and bj)
-        if matters and (NEFF[k] == 0.0 or NEFF[k] < fe) and NEFF[k] < low:
-            low = NEFF[k]
+        if (CB[i] == 0 or CB[j] == 0) or (a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))):
+            low = nk
             best = k
     if best >= 0:
         return best

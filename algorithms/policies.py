@@ -38,6 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
+from .certificates import PC_DEFAULTS, certificate_test, validate_pc_params
 from .instance import COST_MAX, cost_ok
 from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant, delta_problem
@@ -464,27 +465,50 @@ class DPCAPolicy(Policy):
 class PCPolicy(Policy):
     """dctas-pc: pairwise certificates, the default (not from the paper; see ``docs/algorithms.md``).
 
-    A certificate "m is beaten by k" is issued when the mixture martingale of
-    :func:`algorithms._kernels.pc_log_mixture` for ``p_mk >= 1/2`` reaches
-    ``(L - 1) / delta``. Stop with winner ``a`` when ``a`` holds a certificate
-    against every other arm; stop with the verdict "no Condorcet winner" when every
-    arm is certified beaten. Sampling: :func:`algorithms._kernels.pc_choose`.
+    A certificate "m is beaten by k" is issued when the test chosen by ``threshold``
+    (:mod:`algorithms.certificates`; by default the mixture martingale of
+    :func:`algorithms._kernels.pc_log_mixture` reaching ``(L - 1) / delta``) rejects
+    ``p_mk >= 1/2``. Stop with winner ``a`` when ``a`` holds a certificate against every
+    other arm; stop with the verdict "no Condorcet winner" when every arm is certified
+    beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
+    with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
     """
 
     name = "dctas-pc"
     stopping_rule = "certificates"
 
-    def __init__(self, costs: Sequence[float], delta: float, *, judge_cost: Any = 0.0) -> None:
-        super().__init__(costs, delta, judge_cost=judge_cost)
+    def __init__(
+        self,
+        costs: Sequence[float],
+        delta: float,
+        *,
+        judge_cost: Any = 0.0,
+        threshold: str = PC_DEFAULTS["threshold"],
+        stick: float = PC_DEFAULTS["stick"],
+    ) -> None:
+        try:
+            threshold, stick = validate_pc_params(threshold, stick)
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from None
+        # only non-default options go into params, so a default policy's state is unchanged
+        opts = {k: v for k, v in (("threshold", threshold), ("stick", stick)) if v != PC_DEFAULTS[k]}
+        super().__init__(costs, delta, judge_cost=judge_cost, **opts)
+        self.threshold, self.stick = threshold, stick
         self.BEAT = np.zeros((self.L, self.L), dtype=np.bool_)
+        self._CB = np.zeros(self.L, dtype=np.int64)
+        self._CW = np.zeros(self.L, dtype=np.int64)
+        self._LEAD = -np.ones(1, dtype=np.int64)
         self._alpha = np.zeros(self.K)
-        self._log_thr = math.log((self.L - 1) / self.delta)
+        self._rule, self._c0 = certificate_test(threshold, self.delta, self.L)
         self.verdict: str | None = None
 
     def _choose(self, pend: np.ndarray) -> int:
+        neff = self.N + pend
         return int(
             kern.pc_choose(
-                self.N + pend,
+                neff,
+                float(neff.sum()),
+                kern.pc_lead(self._CB, self._AMAX, self._LEAD, self.stick),
                 self._G,
                 self._AMAX,
                 self._policy_costs,
@@ -492,25 +516,28 @@ class PCPolicy(Policy):
                 self.PJ,
                 self.PK,
                 self.BEAT,
+                self._CB,
                 self._alpha,
             )
         )
 
     def _record(self, k: int, s: float) -> None:
         super()._record(k, s)
-        kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._log_thr, self.BEAT)
+        kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
+        if self.stick > 0.0:
+            kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
 
     def record(self, i: int, j: int, score: float) -> None:
         super().record(i, j, score)
-        if not self.stopped and kern.pc_verdict(self.BEAT) == -2:
+        if not self.stopped and kern.pc_verdict(self._CB, self._CW) == -2:
             self.stopped, self.stop_t, self.verdict = True, self.t, NO_CONDORCET_WINNER
 
     def _stop_winner(self) -> int | None:
-        v = int(kern.pc_verdict(self.BEAT))
+        v = int(kern.pc_verdict(self._CB, self._CW))
         return v if v >= 0 else None
 
     def leader(self) -> int:
-        a = int(kern.pc_leader(self.BEAT, self._AMAX))
+        a = int(kern.pc_lead(self._CB, self._AMAX, self._LEAD, self.stick))
         return a if a >= 0 else super().leader()
 
     def summary(self) -> dict[str, Any]:
@@ -536,7 +563,10 @@ class PCPolicy(Policy):
         return out
 
     def _extra_state(self) -> dict[str, Any]:
-        return {"BEAT": self.BEAT.astype(int).tolist(), "verdict": self.verdict}
+        out: dict[str, Any] = {"BEAT": self.BEAT.astype(int).tolist(), "verdict": self.verdict}
+        if self.stick > 0.0:
+            out["lead"] = int(self._LEAD[0])
+        return out
 
     def _load_extra(self, state: Mapping[str, Any]) -> None:
         try:
@@ -546,6 +576,11 @@ class PCPolicy(Policy):
         if B.shape != (self.L, self.L):
             raise PolicyError("malformed dctas-pc state: BEAT must be an L x L matrix of 0/1")
         self.BEAT = B
+        kern.pc_recount(self.BEAT, self._CB, self._CW)
+        lead = state.get("lead", -1)
+        if isinstance(lead, bool) or not isinstance(lead, int) or not (-1 <= lead < self.L):
+            raise PolicyError(f"malformed dctas-pc state: lead must be an arm index or -1, got {lead!r}")
+        self._LEAD[0] = lead
         v = state.get("verdict")
         if v not in (None, NO_CONDORCET_WINNER):
             raise PolicyError(f"malformed dctas-pc state: unknown verdict {v!r}")

@@ -24,12 +24,13 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
+from .certificates import PC_DEFAULTS, certificate_test, validate_pc_params
 from .instance import Instance
 from .oracle import effective_costs, solve_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
 from .thresholds import beta_constant
 
-__all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS"]
+__all__ = ["simulate", "SimulationResult", "trace_trial", "DEFAULT_MAX_STEPS", "kernels_cached"]
 
 DEFAULT_MAX_STEPS = 50_000_000
 
@@ -50,6 +51,9 @@ def _run_trials(
     delta,
     delta_explore,
     k1,
+    pc_rule,
+    pc_c0,
+    pc_stick,
     seeds,
     max_steps,
     out_cost,
@@ -91,6 +95,9 @@ def _run_trials(
     ADV = -np.ones(L, dtype=np.int64)
     INA = np.zeros(L, dtype=np.bool_)
     BEAT = np.zeros((L, L), dtype=np.bool_)
+    CB = np.zeros(L, dtype=np.int64)
+    CW = np.zeros(L, dtype=np.int64)
+    LEAD = -np.ones(1, dtype=np.int64)
     tracing = trace_k.shape[0] > 0
     for trial in range(seeds.shape[0]):
         np.random.seed(seeds[trial])
@@ -105,6 +112,9 @@ def _run_trials(
         FLAG[:] = 0
         WINS[:] = 0
         BEAT[:, :] = False
+        CB[:] = 0
+        CW[:] = 0
+        LEAD[0] = -1
         META[0] = 1
         META[2] = -1
         META[3] = 0
@@ -120,7 +130,8 @@ def _run_trials(
                     kern.pull_allocation(G, S, AMAX, c_pol, PI, PJ, PK, alpha)
                 k = kern.tracking_choose(N, alpha, CUM)
             elif code == 3:
-                k = kern.pc_choose(N, G, AMAX, c_pol, PI, PJ, PK, BEAT, alpha)
+                a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
+                k = kern.pc_choose(N, float(steps), a, G, AMAX, c_pol, PI, PJ, PK, BEAT, CB, alpha)
             elif code == 1:
                 k = kern.crr_choose(N, c_true, PI, PJ)
             else:
@@ -144,11 +155,14 @@ def _run_trials(
             steps += 1
             # --- stop
             if code == 3:
-                kern.pc_update(k, N, W, PI, PJ, log_num, BEAT)
-                v = kern.pc_verdict(BEAT)
-                if v != -1:
-                    rec = v
-                    break
+                # the verdict can only change when a certificate is issued
+                if kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW):
+                    v = kern.pc_verdict(CB, CW)
+                    if v != -1:
+                        rec = v
+                        break
+                if pc_stick > 0.0:
+                    kern.pc_track_leader(CB, AMAX, T, LEAD, pc_stick)
             elif code == 2:
                 kern.dpca_record(k, score, META, n, s, ACT, ADV, INA, PI, PJ, PK, c_true, delta, delta_explore, k1)
                 if META[3] == 1:
@@ -268,13 +282,22 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     c_pol = np.ones(L) if algorithm == "tas" else c_true
     code = {"dctas": _TRACK, "tas": _TRACK, "dctac": _TRACK, "crr": _CRR, "dpca": _DPCA, "dctas-pc": _PC}[algorithm]
     K = L * (L - 1) // 2
-    defaults = {"delta_explore": 0.1, "k1": 10.0} if algorithm == "dpca" else {}
+    defaults: dict[str, Any] = {"delta_explore": 0.1, "k1": 10.0} if algorithm == "dpca" else {}
+    if algorithm == "dctas-pc":
+        defaults = dict(PC_DEFAULTS)
     unknown = set(params) - set(defaults)
     if unknown:
         raise PolicyError(f"unknown parameter(s) for {algorithm}: {', '.join(sorted(unknown))}")
     p = {**defaults, **params}
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
+    pc_rule, pc_c0, pc_stick = 0, 0.0, 0.0
+    if algorithm == "dctas-pc":
+        try:
+            threshold, pc_stick = validate_pc_params(p["threshold"], p["stick"])
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from None
+        pc_rule, pc_c0 = certificate_test(threshold, delta, L)
     return (
         code,
         np.ascontiguousarray(instance.preference, dtype=float),
@@ -282,10 +305,13 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
         c_pol,
         algorithm == "dctac",
         beta_constant(delta, L),
-        math.log((L - 1) / delta) if code == _PC else math.log(2 * math.pi**2 * K / (6 * delta)),
+        math.log(2 * math.pi**2 * K / (6 * delta)),
         float(delta),
         float(p.get("delta_explore", 0.1)),
         float(p.get("k1", 10.0)),
+        int(pc_rule),
+        float(pc_c0),
+        float(pc_stick),
     )
 
 
@@ -328,7 +354,8 @@ def simulate(
     max_steps : int
         Per-trial cap on the number of duels; a capped trial counts as not stopped.
     params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
-        default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA.
+        default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA, ``threshold``
+        (``"mixture"``, ``"kk"``, ``"stitched"``) and ``stick`` (nats >= 0) for dctas-pc.
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")
@@ -381,3 +408,15 @@ def trace_trial(
         "stopped": bool(stopped[0]),
         "cost": float(cost[0]),
     }
+
+
+def kernels_cached() -> bool | None:
+    """Whether the compiled simulator is already in numba's on-disk cache (``None``: cannot tell).
+
+    Reads numba's cache index the way numba does (an index whose source stamp no longer
+    matches counts as empty); used by the CLI to announce the one-off compilation.
+    """
+    try:
+        return bool(_run_trials._cache._cache_file._load_index())
+    except Exception:  # numba internals moved: unknown
+        return None

@@ -137,3 +137,74 @@ def test_the_smallest_delta_gives_valid_json_and_costs_past_the_bound_are_refuse
     r = run("oracle", str(path), "--json")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "at most 1e+12" in r.stderr
     assert r.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("oracle", "synthetic:k=4", "--delta", "0.01"),
+        ("oracle", "synthetic:k=4", "--json"),
+        ("simulate", "synthetic:k=3", "--delta", "0.1", "--trials", "3", "--json"),
+    ],
+)
+def test_a_reader_that_goes_away_ends_the_command_quietly(args):
+    """``llmduel ... | head -c 10``: the read end is closed before the command writes anything."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    p.stdout.close()  # no reader left: the command's first write to stdout fails with EPIPE
+    err = p.stderr.read()
+    p.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+    assert p.returncode == 1
+
+
+def test_oracle_table_columns_line_up_with_long_model_names(tmp_path):
+    names = ["gpt-4o-2024-08-06-with-a-very-long-deployment-suffix", "tiny", "claude-3-5-sonnet-20241022"]
+    path = tmp_path / "long.json"
+    inst = synthetic_instance(4)
+    path.write_text(json.dumps({"names": names, "costs": list(inst.costs), "preference": inst.preference.tolist()}))
+    r = run("oracle", str(path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("pair"))
+    table = lines[start:]
+    assert len(table) == 4
+    # every row as wide as the header, the numbers right-aligned under their headings
+    assert len({len(line) for line in table}) == 1, table
+    head = table[0]
+    pull_end = head.index("pull fraction") + len("pull fraction")
+    seen = set()
+    for line in table[1:]:
+        label, pull, cost = line.rsplit(maxsplit=2)
+        first, second = label.strip().split(" vs ")
+        assert first in names and second in names
+        seen |= {first, second}
+        assert line.index(pull, len(label)) + len(pull) == pull_end and line.endswith(cost)
+    assert seen == set(names)
+
+
+def test_simulate_says_it_compiles_only_when_the_kernel_cache_is_cold(tmp_path):
+    import os
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    cmd = [sys.executable, "-m", "service.cli", "simulate", "synthetic:k=3", "--delta", "0.1", "--trials", "2"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "compiling kernels (first run only)" in first.stderr
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert second.returncode == 0, second.stderr
+    assert "compiling" not in second.stderr and "simulating" in second.stderr
+    assert second.stdout == first.stdout
+
+
+def test_simulate_takes_dctas_pc_options_and_refuses_them_elsewhere():
+    base = ("simulate", "synthetic:k=4", "--delta", "0.1", "--trials", "10", "--seed", "2", "--json")
+    plain = json.loads(run(*base).stdout)
+    r = run(*base, "--threshold", "kk", "--stick", "1.5")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["mean_cost"] > plain["mean_cost"]  # the single-term threshold is dearer
+    r = run(*base, "--algorithm", "dctas", "--threshold", "kk")
+    assert r.returncode == 2 and "dctas-pc only" in r.stderr and "Traceback" not in r.stderr
+    r = run(*base, "--stick", "-1")
+    assert r.returncode == 2 and "--stick" in r.stderr.strip().splitlines()[-1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Callable, Sequence
 
@@ -55,13 +56,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(handler(args) or 0)
+        code = int(handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the handler below, not at exit
+        return code
     except CLIError as exc:
         print(f"llmduel: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("llmduel: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``llmduel ... | head``): exit quietly. Point stdout at devnull
+        # so that the interpreter's final flush does not raise again (Python docs, "Note on SIGPIPE").
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

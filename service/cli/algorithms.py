@@ -76,19 +76,30 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     print(f"c* = {rep['c_star']:.6g}" + (f"  (judge cost {args.judge_cost:g} per duel)" if args.judge_cost else ""))
     if args.delta is not None:
         print(f"lower bound at delta={args.delta:g}: {rep['lower_bound']:.6g}")
-    print(f"{'pair':<40} {'pull fraction':>14} {'cost fraction':>14}")
-    for p, c in zip(rep["pull_fractions"], rep["cost_fractions"]):
-        print(f"{p['pair'][0] + ' vs ' + p['pair'][1]:<40} {p['fraction']:>14.4f} {c['fraction']:>14.4f}")
+    print(oracle_table(rep))
     return 0
+
+
+def oracle_table(rep: dict[str, Any]) -> str:
+    """The pairs table of ``llmduel oracle``: the pair column as wide as its longest entry."""
+    labels = [f"{p['pair'][0]} vs {p['pair'][1]}" for p in rep["pull_fractions"]]
+    width = max([len("pair"), *map(len, labels)])
+    lines = [f"{'pair':<{width}}  {'pull fraction':>14} {'cost fraction':>14}"]
+    for label, p, c in zip(labels, rep["pull_fractions"], rep["cost_fractions"]):
+        lines.append(f"{label:<{width}}  {p['fraction']:>14.4f} {c['fraction']:>14.4f}")
+    return "\n".join(lines)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from algorithms.policies import PAPER_ALGORITHMS, PolicyError
-    from algorithms.simulator import simulate
+    from algorithms.simulator import kernels_cached, simulate
 
     # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
     inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
     t0 = time.perf_counter()
+    if kernels_cached() is not True:
+        # numba compiles the simulator once per install (5-7 s), then loads it from its on-disk cache
+        print("compiling kernels (first run only) ...", file=sys.stderr)
     print(
         f"simulating {args.trials} trials of {args.algorithm} on {args.instance} "
         f"(delta={args.delta:g}, seed={args.seed}, jobs={args.jobs}) ...",
@@ -104,6 +115,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             max_steps=args.max_steps,
             judge_cost=args.judge_cost,
+            **pc_options(args),
         )
     except PolicyError as exc:
         raise CLIError(str(exc)) from None
@@ -133,6 +145,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if rep["unfinished"]:
         print(f"unfinished     {rep['unfinished']} trials hit --max-steps")
     return 0
+
+
+def pc_options(args: argparse.Namespace) -> dict[str, Any]:
+    """dctas-pc's ``--threshold`` and ``--stick``, only when given (other algorithms refuse them)."""
+    opts = {k: v for k, v in (("threshold", args.threshold), ("stick", args.stick)) if v is not None}
+    if opts and args.algorithm != "dctas-pc":
+        raise CLIError(f"--{'/--'.join(opts)} apply to dctas-pc only, not {args.algorithm}")
+    return opts
+
+
+def _stick(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--stick must be a number >= 0 (nats), got {text!r}") from None
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"--stick must be a finite number >= 0 (nats), got {text!r}")
+    return v
 
 
 def _instance_help() -> str:
@@ -184,6 +214,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         default=0.0,
         metavar="C_J",
         help="the judge's cost per duel, added to c_i + c_j (default 0, the paper's setting)",
+    )
+    p.add_argument(
+        "--threshold",
+        choices=["mixture", "kk", "stitched"],
+        default=None,
+        help="dctas-pc's certificate test (default mixture; see docs/algorithms.md)",
+    )
+    p.add_argument(
+        "--stick",
+        type=_stick,
+        default=None,
+        metavar="NATS",
+        help="dctas-pc: keep the leader until another is ahead by NATS of evidence (default 0: plug-in leader)",
     )
     p.add_argument("--trials", type=whole_number("--trials"), default=100)
     p.add_argument("--seed", type=whole_number("--seed", allow_zero=True), default=0)
