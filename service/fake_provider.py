@@ -78,6 +78,30 @@ def _uniform(*parts: str) -> float:
     return int.from_bytes(_digest(*parts)[:8], "big") / 2**64
 
 
+def parse_judge_prompt(text: str) -> tuple[str, str, str] | None:
+    """(question, answer_a, answer_b) of a prompt of the built-in judge template, else None."""
+    from judges.llm import JUDGE_HEADER
+
+    if not isinstance(text, str) or not text.startswith(JUDGE_HEADER):
+        return None
+    q_open, qa, ab, b_close = (
+        "\n<question>\n",
+        "\n</question>\n\n<answer_a>\n",
+        "\n</answer_a>\n\n<answer_b>\n",
+        "\n</answer_b>\n",
+    )
+    try:
+        q0 = text.index(q_open) + len(q_open)
+        q1 = text.index(qa, q0)
+        a0 = q1 + len(qa)
+        a1 = text.rindex(ab, a0)
+        b0 = a1 + len(ab)
+        b1 = text.rindex(b_close)
+    except ValueError:
+        return None
+    return (text[q0:q1], text[a0:a1], text[b0:b1]) if b1 >= b0 else None
+
+
 def count_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
@@ -191,8 +215,6 @@ class FakeProvider:
             return fault
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
-
-        from judges.llm import parse_judge_prompt
 
         prompt = _message_text(messages[-1].get("content"))
         all_text = "\n".join(_message_text(m.get("content")) for m in messages)

@@ -13,14 +13,25 @@ import pytest
 import uvicorn
 
 from judges.llm import render_judge_prompt
-from service.clients import ClientError, build_client
+from service.clients import ClientError, parse_client_config
+from service.clients import build_client as build_client_from_model
 from service.fake_provider import (
     add_fake_provider_parser,
     create_fake_provider_app,
     parse_quality_options,
     quality_from_name,
 )
-from service.judging import build_judge
+from service.judging import build_judge as build_judge_from_model
+from service.judging import parse_judge_config
+
+
+def build_client(cfg, *args, **kw):
+    return build_client_from_model(parse_client_config(cfg), *args, **kw)
+
+
+def build_judge(cfg, *args, **kw):
+    return build_judge_from_model(parse_judge_config(cfg), *args, **kw)
+
 
 BASE = "http://fake.test/v1"
 

@@ -12,11 +12,33 @@ from judges.llm import (
     JUDGE_HEADER,
     LLMJudge,
     combine,
-    parse_judge_prompt,
     parse_verdict,
     render_judge_prompt,
 )
-from service.judging import build_judge, validate_judge_config
+from service.judging import build_judge as build_judge_from_model
+from service.judging import parse_judge_config, validate_judge_config
+
+
+def build_judge(cfg, names, **kw):
+    """Validate once (as the API and the stored row do), then build."""
+    return build_judge_from_model(parse_judge_config(cfg), names, **kw)
+
+
+def parse_judge_prompt(text):
+    """(question, answer_a, answer_b) of a prompt of the built-in template, else None (test helper)."""
+    if not isinstance(text, str) or not text.startswith(JUDGE_HEADER):
+        return None
+    try:
+        q0 = text.index("\n<question>\n") + len("\n<question>\n")
+        q1 = text.index("\n</question>\n\n<answer_a>\n", q0)
+        a0 = q1 + len("\n</question>\n\n<answer_a>\n")
+        a1 = text.rindex("\n</answer_a>\n\n<answer_b>\n", a0)
+        b0 = a1 + len("\n</answer_a>\n\n<answer_b>\n")
+        b1 = text.rindex("\n</answer_b>\n")
+    except ValueError:
+        return None
+    return (text[q0:q1], text[a0:a1], text[b0:b1]) if b1 >= b0 else None
+
 
 NAMES = ["alpha", "beta", "gamma"]
 P3 = [[0.5, 0.8, 0.6], [0.2, 0.5, 0.7], [0.4, 0.3, 0.5]]
@@ -62,7 +84,7 @@ def test_invalid_judge_configs(cfg, n, needle):
 
 
 def test_valid_judge_configs_are_normalised():
-    assert validate_judge_config({"kind": "human"}) == {"kind": "human"}
+    assert validate_judge_config({"kind": "human"}) == {"kind": "human", "fee_per_vote": 0.0}
     sim = validate_judge_config({"kind": "simulated", "preference": [[0, 1 - 1e-9], [0, 0]]})
     assert sim["tie_prob"] == 0.0 and sim["preference"][0][1] == pytest.approx(1.0)
     llm = validate_judge_config({"kind": "llm", "client": {"kind": "openai", "model": "j"}})
@@ -114,7 +136,15 @@ async def test_simulated_judge_ties_and_bad_indices():
 def test_verdict_rejects_unknown_choice():
     with pytest.raises(ValueError):
         Verdict("x")
-    assert Verdict("both_bad", 0.1).to_dict() == {"choice": "both_bad", "cost": 0.1, "detail": {}, "error": None}
+    assert Verdict("both_bad", 0.1).to_dict() == {
+        "choice": "both_bad",
+        "cost": 0.1,
+        "detail": {},
+        "error": None,
+        "score": None,
+    }
+    with pytest.raises(ValueError):
+        Verdict("a", score=1.5)
 
 
 # ---------------------------------------------------------------- parsing
@@ -150,10 +180,17 @@ def test_judge_prompt_round_trip():
 
 
 def test_combine():
-    assert combine(["a", "a"]) == "a"
-    assert combine(["a", "b"]) == "tie"
-    assert combine(["tie", "b"]) == "tie"
-    assert combine(["b"]) == "b"
+    # built-in scores (1, 0, 1/2): both agree -> that verdict, else a tie
+    assert combine([1.0, 1.0]) == 1.0
+    assert combine([1.0, 0.0]) == 0.5
+    assert combine([0.5, 0.0]) == 0.5
+    assert combine([0.0]) == 0.0
+    # strengths: the orders must favour the same answer, then their mean counts
+    assert combine([1.0, 0.75]) == pytest.approx(0.875)
+    assert combine([0.25, 0.0]) == pytest.approx(0.125)
+    assert combine([1.0, 0.25]) == 0.5
+    assert combine([1.0, 0.25], "mean") == pytest.approx(0.625)
+    assert combine([1.0, 0.0], "mean") == 0.5
 
 
 # ---------------------------------------------------------------- LLM judge over respx

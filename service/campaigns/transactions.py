@@ -62,7 +62,8 @@ class CampaignTransactions:
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
         costs = [m.cost for m in body.models]
-        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(body.judge))
+        judge = body.stored_judge()
+        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge))
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
@@ -72,9 +73,9 @@ class CampaignTransactions:
             delta=body.delta,
             tie_policy=body.tie_policy,
             status=CampaignStatus.RUNNING,
-            models=[{"name": m.name, "cost": m.cost, "client": m.client} for m in body.models],
+            models=[m.stored() for m in body.models],
             n_prompts=len(body.prompts),
-            judge=body.judge,
+            judge=judge,
             budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
             max_duels=body.max_duels,
             seed=seed,
