@@ -132,10 +132,12 @@ class DuelOrchestration:
                 reference=getattr(plan, "reference", None),
             )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
+            score_a = verdict.score
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
+            score_a = None
             log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
         try:
             outcome = await self.in_thread(
@@ -145,6 +147,7 @@ class DuelOrchestration:
                 judged_by=f"judge:{plan.judge.get('kind')}",
                 judge_cost=cost,
                 judge_detail=detail,
+                judge_score=score_a,
                 judge_error=error,
             )
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile

@@ -396,6 +396,7 @@ class CampaignTransactions:
         judge_cost: float = 0.0,
         judge_detail: dict | None = None,
         judge_error: str | None = None,
+        judge_score: float | None = None,
     ) -> DuelOutcome:
         """Step 4 (locked): a vote or an automatic verdict, counted exactly once.
 
@@ -466,7 +467,9 @@ class CampaignTransactions:
                 else:
                     d.status = DuelStatus.JUDGED
                     d.choice = choice
-                    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number)
+                    score = rules.score_of(
+                        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, judge_score
+                    )
                     if score is not None:
                         d.score = score
                         d.counted = True
