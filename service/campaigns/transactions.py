@@ -457,6 +457,24 @@ class CampaignTransactions:
                     c.version += 1
                     c.updated_at = now
             else:
+                fee_nusd = rules.vote_fee_nusd(c.judge) if principal is not None else 0
+                if fee_nusd:  # a human judge's fee: charged once per recorded vote
+                    s.execute(
+                        insert(Charge),
+                        [
+                            {
+                                "campaign_id": c.id,
+                                "duel_id": d.id,
+                                "kind": "judge",
+                                "model_index": None,
+                                "amount_nusd": fee_nusd,
+                                "created_at": now,
+                            }
+                        ],
+                    )
+                    d.cost_nusd += fee_nusd
+                    c.spend_nusd += fee_nusd
+                    c.judge_spend_nusd += fee_nusd
                 d.judged_at = now
                 d.judged_by = judged_by
                 d.judge_detail = jsonable(judge_detail) if judge_detail else None
