@@ -137,3 +137,33 @@ def test_campaign_body_holds_the_models_and_stores_the_same_json():
                 "judge": OLD_JUDGES[1],
             }
         )
+
+
+def test_docs_name_every_config_field():
+    """docs/clients-and-judges.md is the config reference: it names every field of every model."""
+    from pathlib import Path
+
+    from service.clients.config import (
+        AnthropicClientConfig,
+        GeminiClientConfig,
+        OpenAIClientConfig,
+        Price,
+        SimulatedClientConfig,
+    )
+    from service.judging import SimulatedJudgeConfig, VerdictPatterns
+
+    doc = (Path(__file__).parent.parent / "docs" / "clients-and-judges.md").read_text()
+    for model in (
+        SimulatedClientConfig,
+        OpenAIClientConfig,
+        AnthropicClientConfig,
+        GeminiClientConfig,
+        Price,
+        HumanJudgeConfig,
+        SimulatedJudgeConfig,
+        LLMJudgeConfig,
+        VerdictPatterns,
+    ):
+        for name, field in model.model_fields.items():
+            assert f"`{name}`" in doc or f'"{name}"' in doc or f"{name}:" in doc, f"{model.__name__}.{name}"
+            assert field.description, f"{model.__name__}.{name} has no description"
