@@ -97,3 +97,18 @@ async def test_bad_fees_are_422(api, fee):
         r = await api.post("/v1/campaigns", content=raw, headers={"Content-Type": "application/json"})
     assert r.status_code == 422, r.text
     assert any("fee_per_vote" in e["loc"] or "fee_per_vote" in e["msg"] for e in r.json()["detail"]), r.text
+
+
+@pytest.mark.parametrize("hot", [True, False])
+async def test_a_fee_that_spends_the_budget_ends_the_campaign(api, monkeypatch, hot):
+    monkeypatch.setattr(hotpath, "ENABLED", hot)
+    # every model costs 0.001: one duel is 0.002 for the answers plus the fee, exactly the budget
+    body = campaign_body(
+        name="one paid vote", costs=[0.001] * 3, judge={"kind": "human", "fee_per_vote": FEE}, budget=0.002 + FEE
+    )
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    duel = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+    assert (await api.post(f"/v1/duels/{duel['id']}/vote", json={"choice": "a"})).status_code == 200
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["status"] == "budget_exhausted" and view["spend"] == pytest.approx(0.002 + FEE)
+    assert view["judge_spend"] == pytest.approx(FEE)

@@ -262,23 +262,15 @@ class _HTTPClientConfig(_Config):
 
     @model_validator(mode="after")
     def _after(self) -> "_HTTPClientConfig":
-        if not isinstance(self.base_url, str) or not _URL.match(self.base_url):
-            raise ValueError(".base_url: must be an http:// or https:// URL")
-        if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
-            # Not echoed: people paste the key itself here by mistake.
-            raise ValueError(
-                ".api_key_env: must be the NAME of an environment variable (letters, digits, underscore), "
-                "not the key itself"
-            )
         reserved = set(self.params) & self._reserved_params
         if reserved:
             raise ValueError(f".params.{sorted(reserved)[0]}: is set by the client and cannot be overridden")
-        object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         return self
 
 
 def _api_key_env_check(v: Any) -> Any:
-    if v is not None and not isinstance(v, str):
+    if v is not None and (not isinstance(v, str) or not _ENV_NAME.match(v)):
+        # Not echoed: people paste the key itself here by mistake.
         raise ValueError(
             "must be the NAME of an environment variable (letters, digits, underscore), not the key itself"
         )
@@ -292,9 +284,9 @@ def _params_check(v: Any) -> Any:
 
 
 def _url_check(v: Any) -> Any:
-    if not isinstance(v, str):
+    if not isinstance(v, str) or not _URL.match(v):
         raise ValueError("must be an http:// or https:// URL")
-    return v
+    return v.rstrip("/")
 
 
 ApiKeyEnv = Annotated[str | None, BeforeValidator(_api_key_env_check)]
