@@ -19,7 +19,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 from algorithms.vocabulary import JudgeKind
 from judges import TIE_POLICIES, HumanJudge, Judge, LLMJudge, SimulatedJudge
 from judges.llm import (
-    COMBINE_RULES,
     DEFAULT_VERDICT,
     JUDGE_TEMPLATE,
     TEMPLATE_FIELDS,
@@ -58,12 +57,6 @@ class HumanJudgeConfig(_Config):
         "reserved by the budget and used as the judge cost c_J of the allocation.",
         examples=[0.05],
     )
-
-    @model_validator(mode="after")
-    def _cap(self) -> "HumanJudgeConfig":
-        if self.fee_per_vote > 1e6:
-            raise ValueError(".fee_per_vote: must be at most 1e6 USD")
-        return self
 
 
 # ---------------------------------------------------------------- simulated
@@ -146,6 +139,26 @@ def _template(v: Any) -> Any:
     return v
 
 
+def _nested_repeat(items: Any, inside: bool = False) -> bool:
+    """Does a parsed regex repeat something that itself repeats (``(a+)+``)? Such patterns can
+    take exponential time on a reply that almost matches."""
+    import re._constants as c
+
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            repeats = av[1] > 1 and av[0] != av[1]  # a fixed count (a{2}) does not branch
+            if (repeats and inside) or _nested_repeat(av[2], inside or repeats):
+                return True
+        elif op in (c.SUBPATTERN, c.ATOMIC_GROUP, c.ASSERT, c.ASSERT_NOT):
+            sub = av[-1] if op != c.ATOMIC_GROUP else av
+            if _nested_repeat(sub, inside):
+                return True
+        elif op == c.BRANCH:
+            if any(_nested_repeat(b, inside) for b in av[1]):
+                return True
+    return False
+
+
 def _regexes(v: Any) -> Any:
     if isinstance(v, str):
         v = [v]
@@ -160,6 +173,10 @@ def _regexes(v: Any) -> Any:
             raise ValueError(f"[{n}]: is not a valid regular expression ({exc})") from None
         if rx.groups != 1:
             raise ValueError(f"[{n}]: must have exactly one capturing group (the verdict label), has {rx.groups}")
+        import re._parser as sre_parse
+
+        if _nested_repeat(sre_parse.parse(p)):
+            raise ValueError(f"[{n}]: must not repeat a repetition such as (a+)+: it can take exponential time")
     return v
 
 
@@ -272,8 +289,6 @@ def _system(v: Any) -> Any:
         raise ValueError(f"must be a string of at most {MAX_TEMPLATE_CHARS} characters")
     return v
 
-
-assert set(COMBINE_RULES) == {"consistent", "mean"}
 
 JudgeConfig = Annotated[
     HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig,

@@ -419,6 +419,8 @@ async def test_default_judge_is_unchanged_by_configurability():
         ({"prompt_template": "{question} {answer_a} {answer_b} {"}, "judge.prompt_template: is not a valid template"),
         ({"verdict_patterns": {"regex": "(A", "scores": {"A": 1}}}, "judge.verdict_patterns.regex[0]: is not a valid"),
         ({"verdict_patterns": {"regex": r"(A)(B)", "scores": {"A": 1}}}, "must have exactly one capturing group"),
+        ({"verdict_patterns": {"regex": [r"\[(A)\]", r"((?:A+)+)$"], "scores": {"A": 1}}}, "regex[1]: must not repeat"),
+        ({"verdict_patterns": {"regex": r"(?:x|(y*)*)", "scores": {"A": 1}}}, "must not repeat a repetition"),
         (
             {"verdict_patterns": {"regex": r"(A)", "scores": {"A": 1.5}}},
             "judge.verdict_patterns.scores.A: must be in [0, 1]",
