@@ -167,3 +167,18 @@ def test_docs_name_every_config_field():
         for name, field in model.model_fields.items():
             assert f"`{name}`" in doc or f'"{name}"' in doc or f"{name}:" in doc, f"{model.__name__}.{name}"
             assert field.description, f"{model.__name__}.{name} has no description"
+
+
+def test_rules_read_a_config_model_as_its_stored_json():
+    from service.campaigns import rules
+
+    for cfg in (
+        {"kind": "human", "fee_per_vote": 0.1},
+        {"kind": "llm", "client": {**OLD_OPENAI, "params": {"max_tokens": 100}}, "cost": 0.01, "both_orders": False},
+    ):
+        model = parse_judge_config(cfg)
+        assert rules.judge_cost_per_duel(model) == rules.judge_cost_per_duel(judge_json(model)) > 0
+        assert rules.judge_bound_nusd(model, "q") == rules.judge_bound_nusd(judge_json(model), "q") > 0
+        assert rules.vote_fee_nusd(model) == rules.vote_fee_nusd(judge_json(model))
+    m = {"name": "a", "cost": 0.5, "client": parse_client_config({**OLD_OPENAI, "params": {"max_tokens": 10}})}
+    assert rules.model_bound_nusd(m, "q") == rules.model_bound_nusd({**m, "client": client_json(m["client"])}, "q")

@@ -104,6 +104,12 @@ def _ceil_nusd(usd: float) -> int:
     return int(math.ceil(float(usd) * 1e9))
 
 
+def stored(config: Any) -> Any:
+    """A config as the campaign row stores it: a client or judge config model becomes its JSON
+    (``model_dump(mode="json")``); stored JSON passes unchanged. The rules read the stored form."""
+    return config.model_dump(mode="json") if hasattr(config, "model_dump") else config
+
+
 def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """An upper bound of one model call's charge on ``prompt`` (nano-USD), or ``None``.
 
@@ -111,7 +117,7 @@ def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """
     from service.clients.config import call_cost_bound
 
-    b = call_cost_bound(model["client"], float(model["cost"]), len(prompt.encode("utf-8")))
+    b = call_cost_bound(stored(model["client"]), float(model["cost"]), len(prompt.encode("utf-8")))
     return None if b is None else _ceil_nusd(b)
 
 
@@ -123,6 +129,7 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     its system prompt and its template with the question, the reference answer and
     both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
     """
+    judge = stored(judge)
     if judge.get("kind") == "human":
         return vote_fee_nusd(judge)
     if judge.get("kind") != "llm":
@@ -288,6 +295,7 @@ def judge_cost_per_duel(judge: dict) -> float:
     judged; a human judge its ``fee_per_vote``; a simulated judge nothing
     (docs/service.md, Judge cost).
     """
+    judge = stored(judge)
     if judge.get("kind") == "human":
         return float(judge.get("fee_per_vote") or 0.0)
     if judge.get("kind") != "llm":
@@ -297,6 +305,7 @@ def judge_cost_per_duel(judge: dict) -> float:
 
 def vote_fee_nusd(judge: dict) -> int:
     """What one recorded human vote is charged (nano-USD): the judge's ``fee_per_vote``, 0 for other judges."""
+    judge = stored(judge)
     if judge.get("kind") != "human":
         return 0
     return cost_nusd(judge.get("fee_per_vote") or 0.0)
