@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import math
 import random
+import string
 from typing import Any, Iterable, Sequence
 
 from algorithms.vocabulary import Choice, DuelStatus, TiePolicy
@@ -141,9 +142,7 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     rendered = render_judge_prompt(prompt, "", "", reference, template)
     fixed = len(rendered.encode("utf-8")) + len((judge.get("system_prompt") or "").encode("utf-8"))
     # each answer field may appear more than once in a template
-    n_answers = sum(template.count(f) for f in ("{answer_a}", "{answer_b}")) - sum(
-        template.count(f) for f in ("{{answer_a}}", "{{answer_b}}")
-    )
+    n_answers = sum(1 for _, name, _, _ in string.Formatter().parse(template) if name in ("answer_a", "answer_b"))
     input_bytes = fixed + max(2, n_answers) * MAX_ANSWER_BYTES
     b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes)
     if b is None:
