@@ -48,7 +48,7 @@ class _Config(BaseModel):
 class HumanJudgeConfig(_Config):
     """People vote through the annotator page or ``POST /v1/duels/{id}/vote``."""
 
-    kind: Literal["human"] = Field(description="Human annotators.")
+    kind: Literal[JudgeKind.HUMAN] = Field(description="Human annotators.")
     fee_per_vote: Annotated[float, non_negative("USD paid per vote")] = Field(
         0.0,
         ge=0,
@@ -92,7 +92,7 @@ def _preference(p: Any) -> list[list[float]]:
 class SimulatedJudgeConfig(_Config):
     """Winners drawn from a preference matrix (offline; costs nothing)."""
 
-    kind: Literal["simulated"] = Field(description="Simulated judge.")
+    kind: Literal[JudgeKind.SIMULATED] = Field(description="Simulated judge.")
     preference: Annotated[list[list[float]], BeforeValidator(_preference)] = Field(
         description="preference[i][j] = P(model i beats model j), a square matrix in the order of the "
         "campaign's models with p[i][j] + p[j][i] = 1.",
@@ -240,7 +240,7 @@ def _simulated_judge_client(v: Any) -> Any:
 class LLMJudgeConfig(_Config):
     """A judge model (any HTTP client kind) compares the two answers, by default in both orders."""
 
-    kind: Literal["llm"] = Field(description="LLM as a judge.")
+    kind: Literal[JudgeKind.LLM] = Field(description="LLM as a judge.")
     client: Annotated[HTTPClientConfig, BeforeValidator(_simulated_judge_client)] = Field(
         description="The judge model's client config (kind openai, anthropic or gemini).",
         examples=[{"kind": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}],

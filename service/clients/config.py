@@ -25,6 +25,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from algorithms.vocabulary import JudgeKind
+
 KINDS = ("simulated", "openai", "anthropic", "gemini")
 
 DEFAULT_BASE_URLS = {
@@ -149,7 +151,7 @@ def format_validation_error(exc: ValidationError, prefix: str) -> str:
     return f"{path}: {msg}"
 
 
-_ALL_TAGS = set(KINDS) | {"human", "llm"}
+_ALL_TAGS = set(KINDS) | {k.value for k in JudgeKind}  # no config field is named like a kind
 
 
 # ---------------------------------------------------------------- the models
