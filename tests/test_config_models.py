@@ -182,3 +182,16 @@ def test_rules_read_a_config_model_as_its_stored_json():
         assert rules.vote_fee_nusd(model) == rules.vote_fee_nusd(judge_json(model))
     m = {"name": "a", "cost": 0.5, "client": parse_client_config({**OLD_OPENAI, "params": {"max_tokens": 10}})}
     assert rules.model_bound_nusd(m, "q") == rules.model_bound_nusd({**m, "client": client_json(m["client"])}, "q")
+
+
+def test_the_documented_yaml_judge_is_valid_and_reads_its_verdicts():
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")
+    doc = (Path(__file__).parent.parent / "docs" / "clients-and-judges.md").read_text()
+    block = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    cfg = parse_judge_config(yaml.safe_load(block)["judge"])
+    assert isinstance(cfg, LLMJudgeConfig) and cfg.system_prompt and "{reference}" in cfg.prompt_template
+    rule = cfg.verdict_rule()
+    assert rule.parse("... so my verdict is [[A>>B]]") == ("A>>B", 1.0)
+    assert rule.parse("final: [b>a]") == ("b>a", 0.25)  # the second regex, any case
