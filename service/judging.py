@@ -205,22 +205,22 @@ class VerdictPatterns(_Config):
     @model_validator(mode="after")
     def _check(self) -> "VerdictPatterns":
         if not self.scores or len(self.scores) > MAX_LABELS:
-            raise ValueError(f".scores: must map 1 to {MAX_LABELS} labels to scores")
+            raise ValueError(f"scores: must map 1 to {MAX_LABELS} labels to scores")
         keys: dict[str, str] = {}
         for label, s in self.scores.items():
             if not label.strip() or len(label) > 64:
-                raise ValueError(".scores: labels must be non-empty strings of at most 64 characters")
+                raise ValueError("scores: labels must be non-empty strings of at most 64 characters")
             if not 0.0 <= s <= 1.0:
-                raise ValueError(f".scores.{label}: must be in [0, 1], got {s}")
+                raise ValueError(f"scores.{label}: must be in [0, 1], got {s}")
             key = label.strip().upper() if self.ignore_case else label.strip()
             if key in keys:
-                raise ValueError(f".scores: labels {keys[key]!r} and {label!r} are the same verdict")
+                raise ValueError(f"scores: labels {keys[key]!r} and {label!r} are the same verdict")
             keys[key] = label
         for label, s in self.scores.items():
             m = mirror_label(label)
             if m in self.scores and abs(s + self.scores[m] - 1.0) > 1e-9:
                 raise ValueError(
-                    f".scores: {label!r} ({s:g}) and its mirror {m!r} ({self.scores[m]:g}) must add to 1, "
+                    f"scores: {label!r} ({s:g}) and its mirror {m!r} ({self.scores[m]:g}) must add to 1, "
                     "or the order the answers are shown in would favour one side"
                 )
         return self
@@ -274,7 +274,7 @@ class LLMJudgeConfig(_Config):
     @model_validator(mode="after")
     def _check(self) -> "LLMJudgeConfig":
         if self.system_prompt is not None and self.client.system is not None:
-            raise ValueError(".system_prompt: set the judge's system prompt here or in client.system, not both")
+            raise ValueError("system_prompt: set the judge's system prompt here or in client.system, not both")
         return self
 
     def verdict_rule(self) -> VerdictRule:

@@ -138,6 +138,8 @@ def format_validation_error(exc: ValidationError, prefix: str) -> str:
         msg = str(ctx.get("error", msg.removeprefix("Value error, ")))
         if msg.startswith((".", "[")):
             return path + msg
+        if _SUBPATH.match(msg):  # "params.n: ..." from a model-level check: a field of that model
+            return f"{path}.{msg}" if path else msg
     elif typ in ("union_tag_invalid", "union_tag_not_found"):
         tags = ctx.get("expected_tags", "")
         got = ctx.get("tag")
@@ -151,6 +153,8 @@ def format_validation_error(exc: ValidationError, prefix: str) -> str:
     return f"{path}: {msg}"
 
 
+# a message that starts with a field path ("params.n: ...", "scores.A>B: ...") names where it applies
+_SUBPATH = re.compile(r"^[A-Za-z_]\w*(?:[.\[][^:\s]*)?: ")
 _ALL_TAGS = set(KINDS) | {k.value for k in JudgeKind}  # no config field is named like a kind
 
 
@@ -254,7 +258,7 @@ class _HTTPClientConfig(_Config):
             if "api_key" in v or "key" in v:
                 # Deliberately do not echo the value: it is probably a secret.
                 raise ValueError(
-                    ".api_key: keys are not accepted in the config; put the key in an environment "
+                    "api_key: keys are not accepted in the config; put the key in an environment "
                     "variable and name that variable in 'api_key_env'"
                 )
             v = dict(v)
@@ -266,7 +270,7 @@ class _HTTPClientConfig(_Config):
     def _after(self) -> "_HTTPClientConfig":
         reserved = set(self.params) & self._reserved_params
         if reserved:
-            raise ValueError(f".params.{sorted(reserved)[0]}: is set by the client and cannot be overridden")
+            raise ValueError(f"params.{sorted(reserved)[0]}: is set by the client and cannot be overridden")
         return self
 
 
