@@ -273,7 +273,11 @@ class DuelOut(BaseModel):
     model_b_name: str | None = None
     choice: Choice | None
     counted: bool
-    score: float | None = Field(None, description="Score of the pair's first model (lower index) as recorded.")
+    score: float | None = Field(
+        None,
+        description="Score of the pair's first model (lower index) as recorded, in [0, 1]: 1 won, 0 lost, "
+        "1/2 a tie under tie_policy=half; an LLM judge with graded verdicts gives values in between (e.g. 0.75).",
+    )
     judged_by: str | None = None
     judge: dict[str, Any] | None = None
     error: str | None
