@@ -1,11 +1,11 @@
 """Judges: where a duel's preference comes from.
 
 ```python
-from service.judging import build_judge   # validates the config, builds an LLM judge's model client
+from service.judging import build_judge, parse_judge_config   # configs as pydantic models
 
-judge = build_judge(cfg, model_names=[...], tie_policy="drop", http=None)
+judge = build_judge(parse_judge_config(cfg), model_names=[...], tie_policy="drop", http=None)
 judge.automatic        # False for human judges
-verdict = await judge.judge(prompt, answer_a, answer_b, model_a=i, model_b=j, rng=rng)
+verdict = await judge.judge(prompt, answer_a, answer_b, model_a=i, model_b=j, rng=rng, reference=None)
 ```
 
 Kinds: ``human``, ``simulated`` (preference matrix), ``llm`` (a judge model

@@ -52,16 +52,22 @@ class Verdict:
     ``"both_bad"`` or ``None`` when the judge failed (then ``error`` says why and
     the duel is not a vote). ``cost`` is what the judgement cost in USD (always
     charged, also on error). ``detail`` is JSON-safe: raw outputs, parsed verdicts.
+    ``score`` is the score of answer ``a`` in [0, 1] when the judge grades its
+    verdicts (an LLM judge with strengths, e.g. 0.75 for a weak win); ``None``
+    means the plain 1 (``a``) or 0 (``b``). A tie (score 1/2) has ``choice="tie"``.
     """
 
     choice: str | None
     cost: float = 0.0
     detail: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    score: float | None = None
 
     def __post_init__(self) -> None:
         if self.choice is not None and self.choice not in CHOICES:
             raise ValueError(f"Verdict.choice must be one of {CHOICES} or None, got {self.choice!r}")
+        if self.score is not None and not 0.0 <= self.score <= 1.0:
+            raise ValueError(f"Verdict.score must be in [0, 1], got {self.score!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -92,8 +98,12 @@ class Judge(abc.ABC):
         model_a: int,
         model_b: int,
         rng: Any = None,
+        reference: str | None = None,
     ) -> Verdict:
-        """Judge ``answer_a`` (by model index ``model_a``) against ``answer_b``."""
+        """Judge ``answer_a`` (by model index ``model_a``) against ``answer_b``.
+
+        ``reference`` is the prompt's reference answer, when it has one (judges
+        that do not use it ignore it)."""
 
     async def aclose(self) -> None:
         """Release resources."""

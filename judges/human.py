@@ -12,5 +12,5 @@ class HumanJudge(Judge):
     kind = "human"
     automatic = False
 
-    async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None) -> Verdict:
+    async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None, reference=None) -> Verdict:
         raise RuntimeError("a human judge is not automatic: duels wait for a vote via POST /v1/duels/{id}/vote")

@@ -1,18 +1,22 @@
 """LLM-as-judge: a judge model given by the caller (see :class:`judges.base.JudgeModel`).
 
 Each duel is judged in both orders (the answers as shown, AB, and swapped, BA) to
-cancel position bias. The judge model is asked to end its reply with ``[[A]]``,
-``[[B]]`` or ``[[C]]`` (tie); the LAST such token in its output is the verdict.
-Both orders agree -> that verdict; they disagree -> ``"tie"`` (which the service
-maps through the campaign's tie policy); any output without a verdict, or any
-failed call -> ``choice=None`` with ``error`` set (a judge error, not a vote).
-The cost of a judgement is the sum of its calls' costs.
+cancel position bias. The built-in judge asks the judge model to end its reply
+with ``[[A]]``, ``[[B]]`` or ``[[C]]`` (tie); the LAST such token in its output is
+the verdict. A configured judge brings its own prompt template, regexes and label
+scores (:class:`VerdictRule`, e.g. ``A>>B`` = 1, ``A>B`` = 0.75). Each call gives
+a score of the answer shown as ``a``; the orders combine by :func:`combine`
+(built-in: both agree -> that verdict, they disagree -> ``"tie"``, which the
+service maps through the campaign's tie policy). Any output without a listed
+verdict, or any failed call -> ``choice=None`` with ``error`` set (a judge error,
+not a vote). The cost of a judgement is the sum of its calls' costs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from .base import Judge, JudgeModel, ModelCallError, Verdict
@@ -34,82 +38,140 @@ JUDGE_TEMPLATE = (
     "\n<answer_b>\n{answer_b}\n</answer_b>\n"
 )
 
-_VERDICT_RE = re.compile(r"\[\[\s*([ABC])\s*\]\]", re.IGNORECASE)
-_Q_OPEN, _Q_CLOSE = "\n<question>\n", "\n</question>\n"
-_A_OPEN, _A_CLOSE = "\n<answer_a>\n", "\n</answer_a>\n"
-_B_OPEN, _B_CLOSE = "\n<answer_b>\n", "\n</answer_b>\n"
-
+TEMPLATE_FIELDS = ("question", "answer_a", "answer_b", "reference")
+COMBINE_RULES = ("consistent", "mean")
+VERDICT_WINDOW = 20_000  # configured patterns read only the reply's last characters (bounded regex work)
 MAX_RAW_CHARS = 8000  # judge outputs stored in the verdict detail are cut to this
+_TIE_TOL = 1e-12
 
 
-def render_judge_prompt(question: str, answer_a: str, answer_b: str) -> str:
-    """The prompt sent to the judge model for one order."""
-    return JUDGE_TEMPLATE.format(question=question, answer_a=answer_a, answer_b=answer_b)
+@dataclass(frozen=True)
+class VerdictRule:
+    """How a verdict is read from a judge model's reply and what it is worth.
+
+    ``patterns`` are regular expressions with one group (the label), tried in
+    order: the first that matches gives the LAST of its matches. ``scores`` maps a
+    label to the score of the answer shown first in that call (1 won, 0 lost, 0.5
+    tie). With ``ignore_case`` the regex and the labels ignore case. ``window``:
+    only the reply's last characters are searched (``None``: all of it).
+    """
+
+    patterns: tuple[str, ...]
+    scores: dict[str, float]
+    ignore_case: bool = True
+    window: int | None = VERDICT_WINDOW
+
+    def __post_init__(self) -> None:
+        flags = re.IGNORECASE if self.ignore_case else 0
+        object.__setattr__(self, "_compiled", tuple(re.compile(p, flags) for p in self.patterns))
+        object.__setattr__(self, "_keys", {self._key(k): float(v) for k, v in self.scores.items()})
+
+    def _key(self, label: str) -> str:
+        label = label.strip()
+        return label.upper() if self.ignore_case else label
+
+    def describe(self) -> str:
+        return " / ".join(self.scores)
+
+    def parse(self, output: str | None) -> tuple[str | None, float | None]:
+        """``(label, score)`` of the verdict in ``output``; score ``None`` when the label is not listed."""
+        if not output:
+            return None, None
+        text = output if self.window is None else output[-self.window :]
+        for rx in self._compiled:  # type: ignore[attr-defined]
+            matches = [m for m in rx.findall(text) if isinstance(m, str) and m.strip()]
+            if matches:
+                label = matches[-1].strip()
+                return label, self._keys.get(self._key(label))  # type: ignore[attr-defined]
+        return None, None
 
 
-def parse_judge_prompt(text: str) -> tuple[str, str, str] | None:
-    """Inverse of :func:`render_judge_prompt` (used by the fake provider):
-    ``(question, answer_a, answer_b)`` or ``None`` if ``text`` is not a judge prompt."""
-    if not isinstance(text, str) or not text.startswith(JUDGE_HEADER):
-        return None
-    try:
-        q0 = text.index(_Q_OPEN) + len(_Q_OPEN)
-        q1 = text.index(_Q_CLOSE + _A_OPEN, q0)
-        a0 = q1 + len(_Q_CLOSE + _A_OPEN)
-        b_sep = _A_CLOSE + _B_OPEN
-        a1 = text.rindex(b_sep, a0)
-        b0 = a1 + len(b_sep)
-        b1 = text.rindex(_B_CLOSE)
-    except ValueError:
-        return None
-    if b1 < b0:
-        return None
-    return text[q0:q1], text[a0:a1], text[b0:b1]
+#: The built-in rule, read exactly as before configurable judges: the last [[A]], [[B]] or [[C]] anywhere.
+DEFAULT_VERDICT = VerdictRule((r"\[\[\s*([ABC])\s*\]\]",), {"A": 1.0, "B": 0.0, "C": 0.5}, True, None)
+
+
+def render_judge_prompt(
+    question: str, answer_a: str, answer_b: str, reference: str | None = None, template: str = JUDGE_TEMPLATE
+) -> str:
+    """The prompt sent to the judge model for one order (``reference`` empty when ``None``)."""
+    return template.format(question=question, answer_a=answer_a, answer_b=answer_b, reference=reference or "")
 
 
 def parse_verdict(output: str | None) -> str | None:
-    """``"A"``, ``"B"``, ``"C"`` from the last ``[[X]]`` in ``output``, else ``None``."""
-    if not output:
-        return None
-    matches = _VERDICT_RE.findall(output)
-    return matches[-1].upper() if matches else None
+    """``"A"``, ``"B"``, ``"C"`` from the last ``[[X]]`` in ``output`` (the built-in rule), else ``None``."""
+    label, _ = DEFAULT_VERDICT.parse(output)
+    return label.upper() if label else None
 
 
-# What a parsed token means for the answers as shown, per order.
-_MEANING = {
-    "ab": {"A": "a", "B": "b", "C": "tie"},
-    "ba": {"A": "b", "B": "a", "C": "tie"},
-}
+def choice_of(score_a: float) -> str:
+    """The choice (answers as shown) a score of answer ``a`` stands for: above 1/2 ``a``, below ``b``, else tie."""
+    if score_a > 0.5 + _TIE_TOL:
+        return "a"
+    if score_a < 0.5 - _TIE_TOL:
+        return "b"
+    return "tie"
 
 
-def combine(verdicts: list[str]) -> str:
-    """Verdicts (in shown terms) of the orders -> one outcome; disagreement -> tie."""
-    return verdicts[0] if all(v == verdicts[0] for v in verdicts) else "tie"
+def combine(scores_a: list[float], rule: str = "consistent") -> float:
+    """The scores of answer ``a`` from each order -> one score.
+
+    ``consistent``: the mean when every order favours the same answer (or every one
+    says tie), else 1/2 (a tie). ``mean``: the mean. With the built-in scores
+    (1, 0, 1/2) ``consistent`` is: both orders agree -> that verdict, else a tie.
+    """
+    mean = sum(scores_a) / len(scores_a)
+    if rule == "mean":
+        return mean
+    sides = {choice_of(s) for s in scores_a}
+    return mean if len(sides) == 1 else 0.5
 
 
 class LLMJudge(Judge):
-    """``{"kind": "llm", "client": {...}, "cost": 0.0, "both_orders": true}``."""
+    """``{"kind": "llm", "client": {...}, "cost": 0.0, "both_orders": true, ...}``.
+
+    ``template`` is the judge prompt (fields ``{question}``, ``{answer_a}``,
+    ``{answer_b}``, ``{reference}``), ``verdict`` the :class:`VerdictRule`,
+    ``combine`` one of :data:`COMBINE_RULES`; the defaults are the built-in judge.
+    """
 
     kind = "llm"
     automatic = True
 
-    def __init__(self, config, model_names, tie_policy="drop", *, client: JudgeModel):
+    def __init__(
+        self,
+        config,
+        model_names,
+        tie_policy="drop",
+        *,
+        client: JudgeModel,
+        template: str = JUDGE_TEMPLATE,
+        verdict: VerdictRule = DEFAULT_VERDICT,
+        combine: str = "consistent",
+    ):
         super().__init__(config, model_names, tie_policy)
+        if combine not in COMBINE_RULES:
+            raise ValueError(f"combine must be one of {COMBINE_RULES}, got {combine!r}")
         self.both_orders = bool(config.get("both_orders", True))
         self.client = client
+        self.template = template
+        self.verdict_rule = verdict
+        self.combine = combine
+        self.format = VERDICT_FORMAT if verdict is DEFAULT_VERDICT else verdict.describe()
 
-    async def _call(self, order: str, question: str, first: str, second: str) -> dict[str, Any]:
+    async def _call(self, order: str, question: str, first: str, second: str, reference: str | None) -> dict[str, Any]:
         rec: dict[str, Any] = {"order": order}
         try:
-            c = await self.client.complete(render_judge_prompt(question, first, second))
+            c = await self.client.complete(render_judge_prompt(question, first, second, reference, self.template))
         except ModelCallError as exc:
             rec.update(error=str(exc), cost=0.0, attempts=exc.attempts, status_code=exc.status_code)
             return rec
-        token = parse_verdict(c.text)
+        label, score_first = self.verdict_rule.parse(c.text)
+        score_a = None if score_first is None else (score_first if order == "ab" else 1.0 - score_first)
         rec.update(
             raw=c.text[:MAX_RAW_CHARS],
-            parsed=token,
-            verdict=_MEANING[order][token] if token else None,
+            parsed=label[:64] if label is not None else None,
+            verdict=choice_of(score_a) if score_a is not None else None,
+            score_a=score_a,
             cost=c.cost,
             input_tokens=c.input_tokens,
             output_tokens=c.output_tokens,
@@ -118,13 +180,13 @@ class LLMJudge(Judge):
         )
         return rec
 
-    async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None) -> Verdict:
-        calls = [self._call("ab", prompt, answer_a, answer_b)]
+    async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None, reference=None) -> Verdict:
+        calls = [self._call("ab", prompt, answer_a, answer_b, reference)]
         if self.both_orders:
-            calls.append(self._call("ba", prompt, answer_b, answer_a))
+            calls.append(self._call("ba", prompt, answer_b, answer_a, reference))
         records = list(await asyncio.gather(*calls))
         cost = float(sum(r.get("cost", 0.0) for r in records))
-        detail: dict[str, Any] = {"format": VERDICT_FORMAT, "calls": records}
+        detail: dict[str, Any] = {"format": self.format, "calls": records}
 
         failed = [r for r in records if "error" in r]
         if failed:
@@ -133,10 +195,14 @@ class LLMJudge(Judge):
         unparsed = [r for r in records if r["verdict"] is None]
         if unparsed:
             orders = ", ".join(r["order"] for r in unparsed)
-            return Verdict(None, cost, detail, error=f"judge output has no verdict {VERDICT_FORMAT} (order {orders})")
+            known = [r for r in unparsed if r["parsed"] is not None]
+            what = f"a label not in the scores ({known[0]['parsed']!r})" if known else "no verdict"
+            return Verdict(None, cost, detail, error=f"judge output has {what} {self.format} (order {orders})")
         verdicts = [r["verdict"] for r in records]
         detail["consistent"] = all(v == verdicts[0] for v in verdicts)
-        return Verdict(combine(verdicts), cost, detail)
+        score = combine([r["score_a"] for r in records], self.combine)
+        detail["score_a"] = score
+        return Verdict(choice_of(score), cost, detail, score=score)
 
     async def aclose(self) -> None:
         await self.client.aclose()

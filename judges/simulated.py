@@ -27,7 +27,7 @@ class SimulatedJudge(Judge):
         self.tie_prob = float(config.get("tie_prob", 0.0))
         self._own_rng = random.Random(0)
 
-    async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng: Any = None) -> Verdict:
+    async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng: Any = None, reference=None) -> Verdict:
         rng = rng if rng is not None else self._own_rng
         n = len(self.preference)
         if not (0 <= model_a < n and 0 <= model_b < n) or model_a == model_b:

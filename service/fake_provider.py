@@ -2,15 +2,23 @@
 end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]``.
 
 * ``POST /v1/chat/completions``: the answer of model ``m`` to a prompt is a
-  function of (m, prompt); it starts with a marker
-  ``<<fake model=m quality=q>>``. Token usage is derived from the text lengths
-  (about 4 characters per token).
-* When the prompt is an llmduel judge prompt (``judges.llm``), the server acts as
-  the judge: it reads the markers of both answers and answers in the verdict
-  format, preferring the higher quality (``strict`` mode: always; ``bradley-terry``
-  mode: with probability q_a / (q_a + q_b), drawn from a hash of the question and
-  the two answers, so both presentation orders agree). Answers without markers
-  are ranked by a hash (still order-consistent).
+  function of (m, prompt); it starts with an opaque marker ``<<fake:TOKEN>>``
+  that carries the model's quality, sealed with the provider's marker key (per
+  process unless ``--marker-key`` is given): the answer names no model, two answers
+  of one model carry different tokens, and only the provider that wrote a marker
+  can read it. Token usage is derived from the text lengths (about 4 characters
+  per token).
+* A model whose name contains ``judge`` (``fake-judge``, ``judge``) is a judge: it
+  never reads the prompt's wording. It takes the first two markers in the request
+  (system and user messages, in order) as answer A's and answer B's, and replies
+  with the verdict text the request asks for in ``fake_verdicts`` (set it in the
+  judge client's ``params``; default the built-in ``[[A]]``/``[[B]]``/``[[C]]``):
+  keys ``a``, ``b``, ``tie`` and optionally ``a_strong``/``b_strong`` (used when
+  one quality is at least twice the other). ``strict`` mode prefers the higher
+  quality; ``bradley-terry`` mode draws A with probability q_a / (q_a + q_b) from a
+  hash of the two markers, so both presentation orders agree. Fewer than two
+  readable markers: a tie. So a custom judge template works as long as it shows
+  answer A before answer B.
 * A model's quality is ``--quality name=value`` if given, else the number in a
   ``-q<number>`` name suffix (``good-q3``, ``weak-q0.5``), else 1.0. Distinct
   qualities give the campaign a Condorcet winner: the highest quality.
@@ -26,10 +34,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import hmac
 import json
 import math
 import random
 import re
+import secrets
+import struct
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +51,10 @@ if TYPE_CHECKING:  # fastapi is imported lazily: the CLI imports this module to 
 DEFAULT_PORT = 8900
 JUDGE_MODES = ("strict", "bradley-terry")
 
-_MARKER = re.compile(r"<<fake model=(\S+?) quality=([-+0-9.eE]+|inf)>>")
+_MARKER = re.compile(r"<<fake:([0-9a-f]{36})>>")
+#: the verdict texts a fake judge answers with unless the request's ``fake_verdicts`` says otherwise
+DEFAULT_VERDICTS = {"a": "[[A]]", "b": "[[B]]", "tie": "[[C]]"}
+VERDICT_KEYS = ("a", "b", "tie", "a_strong", "b_strong")
 _QUALITY_SUFFIX = re.compile(r"[-_@:]q(\d+(?:\.\d+)?)$")
 _VOCAB = (
     "result answer value step first second then because therefore example case "
@@ -104,6 +118,7 @@ class FakeProvider:
         seed: int = 0,
         latency_s: float = 0.0,
         timeout_sleep_s: float = 30.0,
+        marker_key: str | None = None,
     ) -> None:
         if judge_mode not in JUDGE_MODES:
             raise ValueError(f"judge_mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
@@ -117,6 +132,7 @@ class FakeProvider:
         self._rng = random.Random(seed)
         self.latency_s = latency_s
         self.timeout_sleep_s = timeout_sleep_s
+        self._marker_key = marker_key.encode() if marker_key else secrets.token_bytes(16)
         self.seen: set[str] = set()
         self._flaky_seen: set[bytes] = set()
         self.stats = {"requests": 0, "answers": 0, "judgements": 0, "errors": 0}
@@ -127,31 +143,56 @@ class FakeProvider:
         return quality_from_name(model, self.default_quality)
 
     # -- answers ---------------------------------------------------------------
+    def _pad(self, nonce: bytes) -> bytes:
+        return hashlib.sha256(self._marker_key + b"\x00" + nonce).digest()[:8]
+
+    def _tag(self, nonce: bytes, body: bytes) -> bytes:
+        return hashlib.sha256(self._marker_key + b"\x01" + nonce + body).digest()[:4]
+
+    def seal(self, quality: float, nonce: bytes) -> str:
+        """The opaque marker of an answer of quality ``quality`` (6-byte nonce, 8 sealed bytes, 4-byte tag)."""
+        body = bytes(x ^ y for x, y in zip(struct.pack(">d", quality), self._pad(nonce)))
+        return f"<<fake:{(nonce + body + self._tag(nonce, body)).hex()}>>"
+
+    def unseal(self, token: str) -> float | None:
+        """The quality in a marker's token, or ``None`` when this provider did not write it."""
+        raw = bytes.fromhex(token)
+        nonce, body, tag = raw[:6], raw[6:14], raw[14:]
+        if not hmac.compare_digest(tag, self._tag(nonce, body)):
+            return None
+        q = struct.unpack(">d", bytes(x ^ y for x, y in zip(body, self._pad(nonce))))[0]
+        return q if math.isfinite(q) and q >= 0 else None
+
     def answer(self, model: str, prompt: str) -> str:
         d = _digest(model, prompt)
         n = 8 + d[0] % 24
         words = [_VOCAB[(d[1 + i % 30] + 7 * i) % len(_VOCAB)] for i in range(n)]
-        return f"<<fake model={model} quality={self.quality(model):g}>> " + " ".join(words) + "."
+        return self.seal(self.quality(model), _digest("nonce", model, prompt)[:6]) + " " + " ".join(words) + "."
 
-    def judge(self, question: str, answer_a: str, answer_b: str) -> str:
-        ma, mb = _MARKER.search(answer_a), _MARKER.search(answer_b)
-        if ma and mb:
-            qa, qb = float(ma.group(2)), float(mb.group(2))
-            why = f"Answer A ({ma.group(1)}) has quality {qa:g}, answer B ({mb.group(1)}) {qb:g}."
-            if self.judge_mode == "strict" or qa == qb:
-                token = "A" if qa > qb else "B" if qb > qa else "C"
-            else:
-                # order-consistent Bernoulli(qa / (qa + qb)) from the unordered inputs
-                first, second = sorted([(answer_a, qa, "A"), (answer_b, qb, "B")])
-                total = first[1] + second[1]
-                p_first = 0.5 if total == 0 else first[1] / total
-                u = _uniform("bt", question, first[0], second[0])
-                token = first[2] if u < p_first else second[2]
+    @staticmethod
+    def is_judge(model: str) -> bool:
+        return "judge" in model.lower()
+
+    def judge(self, request_text: str, verdicts: dict[str, str] | None = None) -> str:
+        """A verdict from the first two markers of ``request_text`` (answer A's, then answer B's)."""
+        table = {**DEFAULT_VERDICTS, **(verdicts or {})}
+        marks = [(m.group(1), q) for m in _MARKER.finditer(request_text) if (q := self.unseal(m.group(1))) is not None]
+        if len(marks) < 2:
+            return f"Fewer than two answers carry a readable marker; calling it even.\n\n{table['tie']}"
+        (ta, qa), (tb, qb) = marks[0], marks[1]
+        if self.judge_mode == "strict" or qa == qb:
+            side = "a" if qa > qb else "b" if qb > qa else "tie"
         else:
-            ha, hb = _digest("rank", question, answer_a), _digest("rank", question, answer_b)
-            token = "A" if ha > hb else "B" if hb > ha else "C"
-            why = "No quality markers; ranked by content hash."
-        return f"{why} Weighing correctness and clarity, my verdict follows.\n\n[[{token}]]"
+            # order-consistent Bernoulli(qa / (qa + qb)) from the unordered pair of markers
+            (t1, q1, s1), (t2, q2, s2) = sorted([(ta, qa, "a"), (tb, qb, "b")])
+            total = q1 + q2
+            p_first = 0.5 if total == 0 else q1 / total
+            side = s1 if _uniform("bt", t1, t2) < p_first else s2
+        if side != "tie":
+            win, lose = (qa, qb) if side == "a" else (qb, qa)
+            if win >= 2 * lose and f"{side}_strong" in table:
+                side = f"{side}_strong"
+        return f"Judged from the answers' quality markers.\n\n{table[side]}"
 
     def _check_auth(self, request: Request) -> JSONResponse | None:
         if self._api_key is None:
@@ -192,14 +233,18 @@ class FakeProvider:
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
 
-        from judges.llm import parse_judge_prompt
-
         prompt = _message_text(messages[-1].get("content"))
         all_text = "\n".join(_message_text(m.get("content")) for m in messages)
-        parsed = parse_judge_prompt(prompt)
-        if parsed is not None:
+        if self.is_judge(model):
+            verdicts = body.get("fake_verdicts")
+            if verdicts is not None and (
+                not isinstance(verdicts, dict)
+                or not set(verdicts) <= set(VERDICT_KEYS)
+                or not all(isinstance(v, str) for v in verdicts.values())
+            ):
+                return _error(400, f"'fake_verdicts' must be an object of strings with keys among {VERDICT_KEYS}")
             self.stats["judgements"] += 1
-            text = self.judge(*parsed)
+            text = self.judge(all_text, verdicts)
             finish = "stop"
         else:
             self.stats["answers"] += 1
@@ -259,7 +304,7 @@ def _error(status: int, message: str, typ: str = "invalid_request_error") -> JSO
 
 def create_fake_provider_app(qualities: dict[str, float] | None = None, **options: Any) -> FastAPI:
     """The ASGI app. ``options``: judge_mode, default_quality, api_key,
-    failure_rate, seed, latency_s, timeout_sleep_s (see :class:`FakeProvider`).
+    failure_rate, seed, latency_s, timeout_sleep_s, marker_key (see :class:`FakeProvider`).
     The provider object is ``app.state.provider`` (its ``stats`` count requests)."""
     from fastapi import FastAPI
     from starlette.responses import JSONResponse
@@ -319,6 +364,12 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--failure-rate", type=float, default=0.0, help="random 503 rate (default 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the failure draws")
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to each answer")
+    p.add_argument(
+        "--marker-key",
+        default=None,
+        metavar="TEXT",
+        help="key sealing the quality markers in answers (default: random per process)",
+    )
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
 
 
@@ -348,6 +399,7 @@ def run(args: argparse.Namespace) -> int:
             failure_rate=args.failure_rate,
             seed=args.seed,
             latency_s=args.latency,
+            marker_key=args.marker_key,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

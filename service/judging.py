@@ -1,131 +1,375 @@
-"""A campaign's ``judge`` config: its validation, and :func:`build_judge`, which builds the judge
-(and an LLM judge's model client, given to the judge; judges/ never imports the service)."""
+"""A campaign's ``judge`` config as pydantic models, and :func:`build_judge`, which builds the judge
+(and an LLM judge's model client, given to the judge; judges/ never imports the service).
+
+``JudgeConfig`` is the discriminated union (on ``kind``) of :class:`HumanJudgeConfig`,
+:class:`SimulatedJudgeConfig` and :class:`LLMJudgeConfig`. The API body
+(``service.schemas.CampaignCreate.judge``) is typed with it; :func:`parse_judge_config`
+validates a stored row or a plain dict into the same models. ``model_dump(mode="json")``
+is what the database stores; rows stored before these models existed parse unchanged.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+import string
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from algorithms.vocabulary import JudgeKind
 from judges import TIE_POLICIES, HumanJudge, Judge, LLMJudge, SimulatedJudge
+from judges.llm import (
+    DEFAULT_VERDICT,
+    JUDGE_TEMPLATE,
+    TEMPLATE_FIELDS,
+    VerdictRule,
+)
 from service.clients import build_client
-from service.clients.config import finite_number, validate_client_config
+from service.clients.config import (
+    HTTPClientConfig,
+    finite_number,
+    format_validation_error,
+    non_negative,
+    strict_bool,
+)
 
 JUDGE_KINDS: tuple[str, ...] = tuple(k.value for k in JudgeKind)
 PREFERENCE_TOL = 1e-6
+MAX_TEMPLATE_CHARS = 50_000
+MAX_PATTERN_CHARS = 500
+MAX_LABELS = 32
 
 
-def _err(field: str, msg: str) -> ValueError:
-    return ValueError(f"judge.{field}: {msg}")
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _validate_preference(p: Any, n_models: int | None) -> list[list[float]]:
+# ---------------------------------------------------------------- human
+class HumanJudgeConfig(_Config):
+    """People vote through the annotator page or ``POST /v1/duels/{id}/vote``."""
+
+    kind: Literal[JudgeKind.HUMAN] = Field(description="Human annotators.")
+    fee_per_vote: Annotated[float, non_negative("USD paid per vote")] = Field(
+        0.0,
+        ge=0,
+        le=1e6,
+        description="USD paid to an annotator per recorded vote: charged in the ledger as a judge charge, "
+        "reserved by the budget and used as the judge cost c_J of the allocation.",
+        examples=[0.05],
+    )
+
+
+# ---------------------------------------------------------------- simulated
+def _preference(p: Any) -> list[list[float]]:
     if not isinstance(p, list) or not p:
-        raise _err("preference", "is required: a square matrix (list of rows) in the order of the models")
+        raise ValueError("is required: a square matrix (list of rows) in the order of the models")
     n = len(p)
     if n < 2:
-        raise _err("preference", "needs at least 2 models")
+        raise ValueError("needs at least 2 models")
     for i, row in enumerate(p):
         if not isinstance(row, list) or len(row) != n:
-            raise _err(
-                "preference",
-                f"must be square: row {i} has {len(row) if isinstance(row, list) else 'no'} entries, expected {n}",
+            raise ValueError(
+                f"must be square: row {i} has {len(row) if isinstance(row, list) else 'no'} entries, expected {n}"
             )
-    if n_models is not None and n != n_models:
-        raise _err("preference", f"is {n}x{n} but the campaign has {n_models} models")
     out = []
     for i, row in enumerate(p):
         r = []
         for j, x in enumerate(row):
             v = finite_number(x)
             if v is None:
-                raise _err(f"preference[{i}][{j}]", "must be a number")
+                raise ValueError(f"[{i}][{j}]: must be a number")
             if not 0.0 <= v <= 1.0:
-                raise _err(f"preference[{i}][{j}]", f"must be in [0, 1], got {v}")
+                raise ValueError(f"[{i}][{j}]: must be in [0, 1], got {v}")
             r.append(v)
         out.append(r)
     for i in range(n):
         for j in range(i + 1, n):
             if abs(out[i][j] + out[j][i] - 1.0) > PREFERENCE_TOL:
-                raise _err(
-                    "preference",
-                    f"p[{i}][{j}] + p[{j}][{i}] must equal 1 (got {out[i][j]} + {out[j][i]})",
-                )
+                raise ValueError(f"p[{i}][{j}] + p[{j}][{i}] must equal 1 (got {out[i][j]} + {out[j][i]})")
     return out
 
 
-def validate_judge_config(cfg: Any, n_models: int | None = None) -> dict[str, Any]:
-    """Check a judge config and return it normalised (a new dict).
+class SimulatedJudgeConfig(_Config):
+    """Winners drawn from a preference matrix (offline; costs nothing)."""
+
+    kind: Literal[JudgeKind.SIMULATED] = Field(description="Simulated judge.")
+    preference: Annotated[list[list[float]], BeforeValidator(_preference)] = Field(
+        description="preference[i][j] = P(model i beats model j), a square matrix in the order of the "
+        "campaign's models with p[i][j] + p[j][i] = 1.",
+        examples=[[[0.5, 0.7], [0.3, 0.5]]],
+    )
+    tie_prob: Annotated[float, BeforeValidator(lambda v: _tie_prob(v))] = Field(
+        0.0, ge=0, lt=1, description="Probability that a duel is a tie (drawn before the winner)."
+    )
+
+
+def _tie_prob(v: Any) -> float:
+    x = finite_number(v)
+    if x is None or not 0.0 <= x < 1.0:
+        raise ValueError(f"must be a number in [0, 1), got {str(v)[:40]}")
+    return x
+
+
+# ---------------------------------------------------------------- llm
+def _template(v: Any) -> Any:
+    if v is None:
+        return v
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError("must be a non-empty string")
+    if len(v) > MAX_TEMPLATE_CHARS:
+        raise ValueError(f"must be at most {MAX_TEMPLATE_CHARS} characters")
+    try:
+        parsed = list(string.Formatter().parse(v))
+    except ValueError as exc:
+        raise ValueError(f"is not a valid template ({exc}); write a literal brace as {{{{ or }}}}") from None
+    fields = set()
+    for _, name, spec, conv in parsed:
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS or spec or conv:
+            raise ValueError(
+                f"unknown field {{{name}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}; "
+                f"the fields are {', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)} "
+                "(write a literal brace as {{ or }})"
+            )
+        fields.add(name)
+    missing = [f for f in ("question", "answer_a", "answer_b") if f not in fields]
+    if missing:
+        raise ValueError(f"must contain {', '.join('{' + f + '}' for f in missing)}")
+    return v
+
+
+def _nested_repeat(items: Any, inside: bool = False) -> bool:
+    """Does a parsed regex repeat something that itself repeats (``(a+)+``)? Such patterns can
+    take exponential time on a reply that almost matches."""
+    import re._constants as c
+
+    for op, av in items:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+            repeats = av[1] > 1 and av[0] != av[1]  # a fixed count (a{2}) does not branch
+            if (repeats and inside) or _nested_repeat(av[2], inside or repeats):
+                return True
+        elif op in (c.SUBPATTERN, c.ATOMIC_GROUP, c.ASSERT, c.ASSERT_NOT):
+            sub = av[-1] if op != c.ATOMIC_GROUP else av
+            if _nested_repeat(sub, inside):
+                return True
+        elif op == c.BRANCH:
+            if any(_nested_repeat(b, inside) for b in av[1]):
+                return True
+    return False
+
+
+def _regexes(v: Any) -> Any:
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not v or len(v) > 8:
+        raise ValueError("must be a regular expression or a list of 1 to 8")
+    for n, p in enumerate(v):
+        if not isinstance(p, str) or not p or len(p) > MAX_PATTERN_CHARS:
+            raise ValueError(f"[{n}]: must be a non-empty string of at most {MAX_PATTERN_CHARS} characters")
+        try:
+            rx = re.compile(p)
+        except re.error as exc:
+            raise ValueError(f"[{n}]: is not a valid regular expression ({exc})") from None
+        if rx.groups != 1:
+            raise ValueError(f"[{n}]: must have exactly one capturing group (the verdict label), has {rx.groups}")
+        import re._parser as sre_parse
+
+        if _nested_repeat(sre_parse.parse(p)):
+            raise ValueError(f"[{n}]: must not repeat a repetition such as (a+)+: it can take exponential time")
+    return v
+
+
+def mirror_label(label: str) -> str:
+    """The label with A and B swapped: the same verdict seen from the other answer ("A>>B" -> "B>>A")."""
+    return label.translate(str.maketrans("ABab", "BAba"))
+
+
+class VerdictPatterns(_Config):
+    """How a verdict is read from the judge model's reply, and what it is worth to answer A."""
+
+    regex: Annotated[list[str], BeforeValidator(_regexes)] = Field(
+        description="Regular expression(s) with one capturing group, the verdict label. Tried in order; the "
+        "first that matches gives the LAST of its matches in the reply (in its final 20,000 characters).",
+        examples=[[r"\[\[([AB<>=]+)\]\]", r"\[([AB<>=]+)\]"]],
+    )
+    scores: dict[str, float] = Field(
+        description="Verdict label -> score of answer A in [0, 1] (1: A won, 0: B won, 0.5: tie). A label and "
+        "its mirror (A and B swapped) must add to 1. A label not listed is no verdict (a judge error).",
+        examples=[{"A>>B": 1.0, "A>B": 0.75, "A=B": 0.5, "B>A": 0.25, "B>>A": 0.0}],
+    )
+    ignore_case: Annotated[bool, BeforeValidator(strict_bool)] = Field(
+        True, description="Match the regex and the labels case-insensitively."
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "VerdictPatterns":
+        if not self.scores or len(self.scores) > MAX_LABELS:
+            raise ValueError(f"scores: must map 1 to {MAX_LABELS} labels to scores")
+        keys: dict[str, str] = {}
+        for label, s in self.scores.items():
+            if not label.strip() or len(label) > 64:
+                raise ValueError("scores: labels must be non-empty strings of at most 64 characters")
+            if not 0.0 <= s <= 1.0:
+                raise ValueError(f"scores.{label}: must be in [0, 1], got {s}")
+            key = label.strip().upper() if self.ignore_case else label.strip()
+            if key in keys:
+                raise ValueError(f"scores: labels {keys[key]!r} and {label!r} are the same verdict")
+            keys[key] = label
+        for label, s in self.scores.items():
+            m = mirror_label(label)
+            if m in self.scores and abs(s + self.scores[m] - 1.0) > 1e-9:
+                raise ValueError(
+                    f"scores: {label!r} ({s:g}) and its mirror {m!r} ({self.scores[m]:g}) must add to 1, "
+                    "or the order the answers are shown in would favour one side"
+                )
+        return self
+
+    def rule(self) -> VerdictRule:
+        return VerdictRule(tuple(self.regex), dict(self.scores), self.ignore_case)
+
+
+def _simulated_judge_client(v: Any) -> Any:
+    if isinstance(v, dict) and v.get("kind") == "simulated":
+        raise ValueError(".kind: a simulated client cannot judge; use the judge kind 'simulated'")
+    if v is None:
+        raise ValueError('is required: the judge model\'s client config, e.g. {"kind": "openai", ...}')
+    return v
+
+
+class LLMJudgeConfig(_Config):
+    """A judge model (any HTTP client kind) compares the two answers, by default in both orders."""
+
+    kind: Literal[JudgeKind.LLM] = Field(description="LLM as a judge.")
+    client: Annotated[HTTPClientConfig, BeforeValidator(_simulated_judge_client)] = Field(
+        description="The judge model's client config (kind openai, anthropic or gemini).",
+        examples=[{"kind": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}],
+    )
+    cost: Annotated[float, non_negative("USD per judge call when the client has no price")] = Field(
+        0.0, ge=0, description="USD per judge call (charged when the client has no price or no usage is reported)."
+    )
+    both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
+        True, description="Judge each duel twice, the answers swapped the second time, to cancel position bias."
+    )
+    system_prompt: Annotated[str | None, BeforeValidator(lambda v: _system(v))] = Field(
+        None,
+        description="System prompt of the judge model (null: none). Replaces client.system, which must then be unset.",
+    )
+    prompt_template: Annotated[str | None, BeforeValidator(_template)] = Field(
+        None,
+        description="The judge prompt with the fields {question}, {answer_a}, {answer_b} (all required) and "
+        "{reference} (the prompt's reference answer, empty when it has none); {{ and }} are literal braces. "
+        "null: the built-in template, whose verdicts are [[A]], [[B]] and [[C]] (tie).",
+    )
+    verdict_patterns: VerdictPatterns | None = Field(
+        None,
+        description="How verdicts are read and scored; null: the built-in [[A]] = 1, [[B]] = 0, [[C]] = 0.5.",
+    )
+    combine: Literal["consistent", "mean"] = Field(
+        "consistent",
+        description="How both orders combine (scores of the answer shown as A): consistent = the mean when "
+        "both favour the same answer (or both say tie), else a tie; mean = the mean of the two scores.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "LLMJudgeConfig":
+        if self.system_prompt is not None and self.client.system is not None:
+            raise ValueError("system_prompt: set the judge's system prompt here or in client.system, not both")
+        return self
+
+    def verdict_rule(self) -> VerdictRule:
+        return self.verdict_patterns.rule() if self.verdict_patterns is not None else DEFAULT_VERDICT
+
+    def template(self) -> str:
+        return self.prompt_template if self.prompt_template is not None else JUDGE_TEMPLATE
+
+
+def _system(v: Any) -> Any:
+    if v is not None and (not isinstance(v, str) or len(v) > MAX_TEMPLATE_CHARS):
+        raise ValueError(f"must be a string of at most {MAX_TEMPLATE_CHARS} characters")
+    return v
+
+
+JudgeConfig = Annotated[
+    HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig,
+    Field(discriminator="kind"),
+]
+AnyJudgeConfig = HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig
+_JUDGE_ADAPTER: TypeAdapter[AnyJudgeConfig] = TypeAdapter(JudgeConfig)
+
+
+def check_judge_size(cfg: AnyJudgeConfig, n_models: int) -> None:
+    """A simulated judge's matrix must have the campaign's number of models (ValueError)."""
+    if isinstance(cfg, SimulatedJudgeConfig) and len(cfg.preference) != n_models:
+        n = len(cfg.preference)
+        raise ValueError(f"judge.preference: is {n}x{n} but the campaign has {n_models} models")
+
+
+def parse_judge_config(cfg: Any, n_models: int | None = None) -> AnyJudgeConfig:
+    """A judge config (dict, e.g. a stored row) as its validated model.
 
     ``n_models`` (when given) is the number of models of the campaign; a
-    simulated judge's matrix must have that size. Raises ``ValueError`` naming
-    the field.
+    simulated judge's matrix must have that size. Raises ``ValueError`` with one
+    line naming the field.
     """
-    if not isinstance(cfg, dict):
+    if isinstance(cfg, BaseModel):
+        out = cfg
+    elif not isinstance(cfg, dict):
         raise ValueError("judge: must be an object with a 'kind' field")
-    kind = cfg.get("kind")
-    if kind not in JUDGE_KINDS:
-        raise _err("kind", f"must be one of {list(JUDGE_KINDS)}, got {kind!r}")
-    allowed = {
-        "human": {"kind"},
-        "simulated": {"kind", "preference", "tie_prob"},
-        "llm": {"kind", "client", "cost", "both_orders"},
-    }[kind]
-    unknown = set(cfg) - allowed
-    if unknown:
-        raise _err(sorted(unknown)[0], f"unknown field for judge kind {kind!r} (allowed: {sorted(allowed)})")
+    else:
+        try:
+            out = _JUDGE_ADAPTER.validate_python(cfg)
+        except ValidationError as exc:
+            raise ValueError(format_validation_error(exc, "judge")) from None
+    if n_models is not None:
+        check_judge_size(out, n_models)  # type: ignore[arg-type]
+    return out  # type: ignore[return-value]
 
-    if kind == "human":
-        return {"kind": "human"}
 
-    if kind == "simulated":
-        tie = finite_number(cfg.get("tie_prob", 0.0))
-        if tie is None or not 0.0 <= tie < 1.0:
-            raise _err("tie_prob", f"must be a number in [0, 1), got {str(cfg.get('tie_prob'))[:40]}")
-        return {
-            "kind": "simulated",
-            "preference": _validate_preference(cfg.get("preference"), n_models),
-            "tie_prob": float(tie),
-        }
+def judge_json(cfg: AnyJudgeConfig) -> dict[str, Any]:
+    """What the database stores for a judge config (every default filled in)."""
+    return cfg.model_dump(mode="json")
 
-    # llm
-    client = cfg.get("client")
-    if not isinstance(client, dict):
-        raise _err("client", 'is required: the judge model\'s client config, e.g. {"kind": "openai", ...}')
-    if client.get("kind") == "simulated":
-        raise _err("client.kind", "a simulated client cannot judge; use the judge kind 'simulated'")
-    try:
-        client_cfg = validate_client_config(client)
-    except ValueError as exc:
-        raise ValueError(f"judge.{exc}") from None
-    cost = finite_number(cfg.get("cost", 0.0))
-    if cost is None or cost < 0:
-        raise _err("cost", "must be a non-negative number (USD per judge call when the client has no price)")
-    both = cfg.get("both_orders", True)
-    if not isinstance(both, bool):
-        raise _err("both_orders", "must be true or false")
-    return {"kind": "llm", "client": client_cfg, "cost": float(cost), "both_orders": both}
+
+def validate_judge_config(cfg: Any, n_models: int | None = None) -> dict[str, Any]:
+    """Check a judge config and return its stored JSON form: ``judge_json(parse_judge_config(...))``."""
+    return judge_json(parse_judge_config(cfg, n_models))
 
 
 def build_judge(
-    cfg: dict[str, Any],
+    cfg: AnyJudgeConfig,
     model_names: list[str],
     tie_policy: str = "drop",
     http: Any = None,
     **options: Any,
 ) -> Judge:
-    """Build a judge for a campaign with models ``model_names``.
+    """Build a judge for a campaign with models ``model_names`` from its validated config.
 
-    ``cfg`` is validated with :func:`validate_judge_config`. ``http`` is an
-    optional shared ``httpx.AsyncClient`` for an LLM judge's model client;
-    ``options`` (``sleep``, ``rng``) are passed to that client (tests).
+    ``cfg`` is a model of :data:`JudgeConfig` (:func:`parse_judge_config` turns a
+    dict into one). ``http`` is an optional shared ``httpx.AsyncClient`` for an LLM
+    judge's model client; ``options`` (``sleep``, ``rng``) are passed to that client (tests).
     """
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie_policy: must be one of {list(TIE_POLICIES)}, got {tie_policy!r}")
-    cfg = validate_judge_config(cfg, n_models=len(model_names))
-    kind = cfg["kind"]
-    if kind == "human":
-        return HumanJudge(cfg, model_names, tie_policy)
-    if kind == "simulated":
-        return SimulatedJudge(cfg, model_names, tie_policy)
-    client = build_client(cfg["client"], model_name="judge", fixed_cost=cfg.get("cost", 0.0), http=http, **options)
-    return LLMJudge(cfg, model_names, tie_policy, client=client)
+    if not isinstance(cfg, BaseModel):
+        raise TypeError(f"build_judge needs a validated judge config (parse_judge_config), got {type(cfg).__name__}")
+    check_judge_size(cfg, len(model_names))  # type: ignore[arg-type]
+    data = judge_json(cfg)  # type: ignore[arg-type]
+    if isinstance(cfg, HumanJudgeConfig):
+        return HumanJudge(data, model_names, tie_policy)
+    if isinstance(cfg, SimulatedJudgeConfig):
+        return SimulatedJudge(data, model_names, tie_policy)
+    assert isinstance(cfg, LLMJudgeConfig)
+    client_cfg = cfg.client
+    if cfg.system_prompt is not None:
+        client_cfg = client_cfg.model_copy(update={"system": cfg.system_prompt})
+    client = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
+    return LLMJudge(
+        data,
+        model_names,
+        tie_policy,
+        client=client,
+        template=cfg.template(),
+        verdict=cfg.verdict_rule(),
+        combine=cfg.combine,
+    )

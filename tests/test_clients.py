@@ -8,6 +8,7 @@ from service.clients import (
     SimulatedClient,
     build_client,
     compute_cost,
+    parse_client_config,
     validate_client_config,
 )
 from service.clients.retry import RetryPolicy, is_retryable_status, parse_retry_after
@@ -139,9 +140,9 @@ def test_backoff_is_exponential_with_bounded_jitter():
 
 # ---------------------------------------------------------------- simulated client
 async def test_simulated_client_is_deterministic_and_charges_fixed_cost():
-    a = build_client({"kind": "simulated"}, model_name="m1", fixed_cost=0.002)
-    b = build_client({"kind": "simulated"}, model_name="m1", fixed_cost=0.002)
-    other = build_client({"kind": "simulated", "seed": 1}, model_name="m1", fixed_cost=0.002)
+    a = build_client(parse_client_config({"kind": "simulated"}), model_name="m1", fixed_cost=0.002)
+    b = build_client(parse_client_config({"kind": "simulated"}), model_name="m1", fixed_cost=0.002)
+    other = build_client(parse_client_config({"kind": "simulated", "seed": 1}), model_name="m1", fixed_cost=0.002)
     c1, c2 = await a.complete("What is 2+2?"), await b.complete("What is 2+2?")
     assert isinstance(a, SimulatedClient) and isinstance(c1, Completion)
     assert c1.text == c2.text and c1.text
@@ -149,17 +150,19 @@ async def test_simulated_client_is_deterministic_and_charges_fixed_cost():
     assert c1.input_tokens == 3 and c1.output_tokens == len(c1.text.split())
     assert (await other.complete("What is 2+2?")).text != c1.text
     assert (await a.complete("Another prompt")).text != c1.text
-    assert (await build_client({"kind": "simulated"}, "m2", 1.0).complete("What is 2+2?")).text != c1.text
+    assert (
+        await build_client(parse_client_config({"kind": "simulated"}), "m2", 1.0).complete("What is 2+2?")
+    ).text != c1.text
     await a.aclose()
 
 
 async def test_simulated_client_failure_rate():
-    always = build_client({"kind": "simulated", "failure_rate": 1.0}, "m", 0.5)
+    always = build_client(parse_client_config({"kind": "simulated", "failure_rate": 1.0}), "m", 0.5)
     with pytest.raises(ClientError) as ei:
         await always.complete("x")
     assert ei.value.status_code == 503 and ei.value.attempts == 1
     assert "simulated failure" in str(ei.value)
-    some = build_client({"kind": "simulated", "failure_rate": 0.3}, "m", 0.5)
+    some = build_client(parse_client_config({"kind": "simulated", "failure_rate": 0.3}), "m", 0.5)
     fails = 0
     for _ in range(400):
         try:
@@ -170,7 +173,7 @@ async def test_simulated_client_failure_rate():
 
 
 async def test_simulated_latency():
-    c = build_client({"kind": "simulated", "latency_s": 0.02}, "m", 0.0)
+    c = build_client(parse_client_config({"kind": "simulated", "latency_s": 0.02}), "m", 0.0)
     out = await c.complete("x")
     assert out.latency_s >= 0.02
 

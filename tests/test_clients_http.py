@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from service.clients import ClientError, build_client
+from service.clients import ClientError, build_client, parse_client_config
 
 KEY = "sk-test-SECRET-0123456789"
 
@@ -42,7 +42,14 @@ def sleep():
 
 
 def make(cfg, sleep, rng=None, fixed_cost=0.01, http=None):
-    return build_client(cfg, model_name="cand", fixed_cost=fixed_cost, http=http, sleep=sleep, rng=rng or FixedRng(0.5))
+    return build_client(
+        parse_client_config(cfg),
+        model_name="cand",
+        fixed_cost=fixed_cost,
+        http=http,
+        sleep=sleep,
+        rng=rng or FixedRng(0.5),
+    )
 
 
 OPENAI_OK = {

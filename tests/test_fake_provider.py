@@ -13,14 +13,25 @@ import pytest
 import uvicorn
 
 from judges.llm import render_judge_prompt
-from service.clients import ClientError, build_client
+from service.clients import ClientError, parse_client_config
+from service.clients import build_client as build_client_from_model
 from service.fake_provider import (
     add_fake_provider_parser,
     create_fake_provider_app,
     parse_quality_options,
     quality_from_name,
 )
-from service.judging import build_judge
+from service.judging import build_judge as build_judge_from_model
+from service.judging import parse_judge_config
+
+
+def build_client(cfg, *args, **kw):
+    return build_client_from_model(parse_client_config(cfg), *args, **kw)
+
+
+def build_judge(cfg, *args, **kw):
+    return build_judge_from_model(parse_judge_config(cfg), *args, **kw)
+
 
 BASE = "http://fake.test/v1"
 
@@ -58,7 +69,7 @@ async def test_answers_are_deterministic_with_usage(asgi):
     http, app = asgi
     c = client(http, "m1-q2")
     a1, a2 = await c.complete("What is the capital of France?"), await c.complete("What is the capital of France?")
-    assert a1.text == a2.text and a1.text.startswith("<<fake model=m1-q2 quality=2>> ")
+    assert a1.text == a2.text and a1.text.startswith("<<fake:") and "m1" not in a1.text
     assert a1.input_tokens == 8  # ceil(30 chars / 4)
     assert a1.output_tokens == -(-len(a1.text) // 4)
     assert (await c.complete("Another question")).text != a1.text
@@ -120,7 +131,9 @@ async def test_bradley_terry_judge_is_order_consistent_and_noisy():
     app = create_fake_provider_app(judge_mode="bradley-terry")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
         judge = build_judge(
-            {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "j"}}, ["a", "b"], http=http
+            {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}},
+            ["a", "b"],
+            http=http,
         )
         strong_c, weak_c = client(http, "s-q3"), client(http, "w-q1")
         wins = 0
@@ -133,21 +146,13 @@ async def test_bradley_terry_judge_is_order_consistent_and_noisy():
         assert 20 <= wins <= 39  # p = 3/4, but not always
 
 
-async def test_fake_judge_without_markers_is_order_consistent(asgi):
+async def test_fake_judge_without_markers_calls_it_even(asgi):
     http, _ = asgi
     judge = build_judge(
-        {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "j"}}, ["a", "b"], http=http
+        {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}}, ["a", "b"], http=http
     )
     v = await judge.judge("q", "plain answer one", "plain answer two", model_a=0, model_b=1)
-    assert v.choice in ("a", "b") and v.detail["consistent"] is True
-    r = await http.post(
-        f"{BASE}/chat/completions",
-        json={
-            "model": "j",
-            "messages": [{"role": "user", "content": render_judge_prompt("q", "plain answer one", "plain answer two")}],
-        },
-    )
-    assert r.json()["choices"][0]["message"]["content"].rstrip().endswith(("[[A]]", "[[B]]"))
+    assert v.choice == "tie" and v.detail["consistent"] is True and v.error is None
 
 
 async def test_injected_faults(asgi):
@@ -172,7 +177,7 @@ async def test_injected_faults(asgi):
         await client(http, "m-fault-badjson").complete("x")
 
     flaky = await client(http, "m-fault-flaky").complete("x")
-    assert flaky.attempts == 2 and flaky.text.startswith("<<fake model=m-fault-flaky")
+    assert flaky.attempts == 2 and flaky.text.startswith("<<fake:")
     # (timeouts need a real socket: see test_timeout_over_real_http)
 
 
@@ -229,7 +234,7 @@ async def test_over_real_http_models_and_judge(live_server):
     strong = build_client({**cfg, "model": "champion"}, "champion", 0.0)
     weak = build_client({**cfg, "model": "weak-q1"}, "weak", 0.0)
     a, b = await asyncio.gather(strong.complete(q), weak.complete(q))
-    assert a.text.startswith("<<fake model=champion quality=5>>")
+    assert a.text.startswith("<<fake:") and "champion" not in a.text
     assert a.cost == pytest.approx((a.input_tokens * 1 + a.output_tokens * 2) / 1e6) and a.cost > 0
     judge = build_judge({"kind": "llm", "client": {**cfg, "model": "judge"}}, ["champion", "weak"])
     v = await judge.judge(q, b.text, a.text, model_a=1, model_b=0)
@@ -285,7 +290,7 @@ def test_module_entry_point_serves(tmp_path):
                 assert time.monotonic() < deadline, "fake provider did not start"
                 time.sleep(0.1)
         assert r.status_code == 200
-        assert r.json()["choices"][0]["message"]["content"].startswith("<<fake model=x quality=2>>")
+        assert r.json()["choices"][0]["message"]["content"].startswith("<<fake:")
     finally:
         proc.terminate()
         proc.wait(10)
@@ -314,3 +319,83 @@ async def test_campaign_over_fake_provider_certifies_the_condorcet_winner():
             policy.record(i, j, 1.0 if v.choice == "a" else 0.0)
             duels += 1
         assert policy.should_stop() and policy.recommendation() == 1
+
+
+# ---------------------------------------------------------------- judging without reading the prompt
+STRENGTH_TEMPLATE = (
+    "Compare.\n== Q ==\n{question}\n== ONE ==\n{answer_a}\n== TWO ==\n{answer_b}\n"
+    "Say [[A>>B]], [[A>B]], [[A=B]], [[B>A]] or [[B>>A]]."
+)
+STRENGTH_VERDICTS = {"a": "[[A>B]]", "b": "[[B>A]]", "tie": "[[A=B]]", "a_strong": "[[A>>B]]", "b_strong": "[[B>>A]]"}
+
+
+def strength_judge(http, **kw):
+    return build_judge(
+        {
+            "kind": "llm",
+            "client": {
+                "kind": "openai",
+                "base_url": BASE,
+                "model": "fake-judge",
+                "params": {"fake_verdicts": STRENGTH_VERDICTS},
+            },
+            "system_prompt": "Grade two answers.",
+            "prompt_template": STRENGTH_TEMPLATE,
+            "verdict_patterns": {
+                "regex": r"\[\[([AB<>=]+)\]\]",
+                "scores": {"A>>B": 1.0, "A>B": 0.75, "A=B": 0.5, "B>A": 0.25, "B>>A": 0.0},
+            },
+            **kw,
+        },
+        ["x", "y"],
+        http=http,
+    )
+
+
+async def test_fake_judge_answers_a_custom_template_with_strengths(asgi):
+    http, app = asgi
+    q = "Explain recursion."
+    champion = (await client(http, "champion").complete(q)).text  # quality 5
+    good = (await client(http, "good-q4").complete(q)).text
+    weak = (await client(http, "weak-q1").complete(q)).text
+    judge = strength_judge(http)
+    v = await judge.judge(q, good, champion, model_a=0, model_b=1)  # 4 vs 5: a weak win of b in both orders
+    assert (v.choice, v.score) == ("b", pytest.approx(0.25)) and v.detail["consistent"], v.detail
+    assert [c["parsed"] for c in v.detail["calls"]] == ["B>A", "A>B"]
+    v = await judge.judge(q, champion, weak, model_a=1, model_b=0)  # 5 vs 1: strong
+    assert (v.choice, v.score) == ("a", pytest.approx(1.0))
+    v = await judge.judge(q, weak, weak, model_a=1, model_b=0)
+    assert v.choice == "tie"
+    assert app.state.provider.stats["judgements"] == 6
+
+
+async def test_fake_answers_name_no_model_and_markers_are_opaque(asgi):
+    http, app = asgi
+    a1 = (await client(http, "champion").complete("p1")).text
+    a2 = (await client(http, "champion").complete("p2")).text
+    assert "champion" not in a1 + a2 and "quality" not in a1
+    assert a1.split(">>")[0] != a2.split(">>")[0]  # one model, two different markers
+    # a marker written by another provider (another key) is not readable: no markers -> a tie
+    other = create_fake_provider_app({"champion": 5.0}, marker_key="other")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=other)) as http2:
+        foreign = (await client(http2, "champion").complete("p1")).text
+    weak = (await client(http, "weak-q1").complete("p1")).text
+    provider = app.state.provider
+    assert "[[C]]" in provider.judge(f"{foreign}\n{weak}")
+    assert "[[B]]" in provider.judge(f"{weak}\n{a1}")
+    assert "[[A]]" in provider.judge(f"xx {a1} yy {weak} zz {a2}")  # the first two markers count
+
+
+async def test_a_model_not_named_judge_answers_even_a_judge_prompt(asgi):
+    http, _ = asgi
+    prompt = render_judge_prompt("q", "<<fake:" + "0" * 36 + ">> a", "b")
+    r = await http.post(
+        f"{BASE}/chat/completions", json={"model": "plain-q2", "messages": [{"role": "user", "content": prompt}]}
+    )
+    text = r.json()["choices"][0]["message"]["content"]
+    assert text.startswith("<<fake:") and "[[" not in text
+    r = await http.post(
+        f"{BASE}/chat/completions",
+        json={"model": "fake-judge", "messages": [{"role": "user", "content": "x"}], "fake_verdicts": {"win": "W"}},
+    )
+    assert r.status_code == 400 and "fake_verdicts" in r.json()["error"]["message"]

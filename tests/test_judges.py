@@ -12,11 +12,33 @@ from judges.llm import (
     JUDGE_HEADER,
     LLMJudge,
     combine,
-    parse_judge_prompt,
     parse_verdict,
     render_judge_prompt,
 )
-from service.judging import build_judge, validate_judge_config
+from service.judging import build_judge as build_judge_from_model
+from service.judging import parse_judge_config, validate_judge_config
+
+
+def build_judge(cfg, names, **kw):
+    """Validate once (as the API and the stored row do), then build."""
+    return build_judge_from_model(parse_judge_config(cfg), names, **kw)
+
+
+def parse_judge_prompt(text):
+    """(question, answer_a, answer_b) of a prompt of the built-in template, else None (test helper)."""
+    if not isinstance(text, str) or not text.startswith(JUDGE_HEADER):
+        return None
+    try:
+        q0 = text.index("\n<question>\n") + len("\n<question>\n")
+        q1 = text.index("\n</question>\n\n<answer_a>\n", q0)
+        a0 = q1 + len("\n</question>\n\n<answer_a>\n")
+        a1 = text.rindex("\n</answer_a>\n\n<answer_b>\n", a0)
+        b0 = a1 + len("\n</answer_a>\n\n<answer_b>\n")
+        b1 = text.rindex("\n</answer_b>\n")
+    except ValueError:
+        return None
+    return (text[q0:q1], text[a0:a1], text[b0:b1]) if b1 >= b0 else None
+
 
 NAMES = ["alpha", "beta", "gamma"]
 P3 = [[0.5, 0.8, 0.6], [0.2, 0.5, 0.7], [0.4, 0.3, 0.5]]
@@ -62,7 +84,7 @@ def test_invalid_judge_configs(cfg, n, needle):
 
 
 def test_valid_judge_configs_are_normalised():
-    assert validate_judge_config({"kind": "human"}) == {"kind": "human"}
+    assert validate_judge_config({"kind": "human"}) == {"kind": "human", "fee_per_vote": 0.0}
     sim = validate_judge_config({"kind": "simulated", "preference": [[0, 1 - 1e-9], [0, 0]]})
     assert sim["tie_prob"] == 0.0 and sim["preference"][0][1] == pytest.approx(1.0)
     llm = validate_judge_config({"kind": "llm", "client": {"kind": "openai", "model": "j"}})
@@ -114,7 +136,15 @@ async def test_simulated_judge_ties_and_bad_indices():
 def test_verdict_rejects_unknown_choice():
     with pytest.raises(ValueError):
         Verdict("x")
-    assert Verdict("both_bad", 0.1).to_dict() == {"choice": "both_bad", "cost": 0.1, "detail": {}, "error": None}
+    assert Verdict("both_bad", 0.1).to_dict() == {
+        "choice": "both_bad",
+        "cost": 0.1,
+        "detail": {},
+        "error": None,
+        "score": None,
+    }
+    with pytest.raises(ValueError):
+        Verdict("a", score=1.5)
 
 
 # ---------------------------------------------------------------- parsing
@@ -150,10 +180,17 @@ def test_judge_prompt_round_trip():
 
 
 def test_combine():
-    assert combine(["a", "a"]) == "a"
-    assert combine(["a", "b"]) == "tie"
-    assert combine(["tie", "b"]) == "tie"
-    assert combine(["b"]) == "b"
+    # built-in scores (1, 0, 1/2): both agree -> that verdict, else a tie
+    assert combine([1.0, 1.0]) == 1.0
+    assert combine([1.0, 0.0]) == 0.5
+    assert combine([0.5, 0.0]) == 0.5
+    assert combine([0.0]) == 0.0
+    # strengths: the orders must favour the same answer, then their mean counts
+    assert combine([1.0, 0.75]) == pytest.approx(0.875)
+    assert combine([0.25, 0.0]) == pytest.approx(0.125)
+    assert combine([1.0, 0.25]) == 0.5
+    assert combine([1.0, 0.25], "mean") == pytest.approx(0.625)
+    assert combine([1.0, 0.0], "mean") == 0.5
 
 
 # ---------------------------------------------------------------- LLM judge over respx
@@ -282,3 +319,165 @@ async def test_single_order_and_fixed_judge_cost():
     )
     v = await j.judge("q", "x", "y", model_a=0, model_b=1)
     assert route.call_count == 1 and v.choice == "b" and v.cost == 0.004
+
+
+# ---------------------------------------------------------------- configured judges
+ARENA_TEMPLATE = (
+    "Question:\n{question}\n\nReference:\n{reference}\n\n"
+    "First reply:\n{answer_a}\n\nSecond reply:\n{answer_b}\n\n"
+    "Verdict as [[A>>B]], [[A>B]], [[A=B]], [[B>A]] or [[B>>A]]; a literal {{brace}} stays."
+)
+STRENGTHS = {"A>>B": 1.0, "A>B": 0.75, "A=B": 0.5, "B>A": 0.25, "B>>A": 0.0}
+
+
+def arena_judge(**kw):
+    cfg = {
+        "kind": "llm",
+        "client": {"kind": "openai", "base_url": "http://judge.test/v1", "model": "judge-1"},
+        "system_prompt": "You grade answers. Be strict.",
+        "prompt_template": ARENA_TEMPLATE,
+        "verdict_patterns": {"regex": [r"\[\[([AB<>=]+)\]\]", r"\[([AB<>=]+)\]"], "scores": STRENGTHS},
+        **kw,
+    }
+    return build_judge(cfg, NAMES)
+
+
+def replies(table):
+    """A judge model that answers from the pair shown (first reply, second reply) -> verdict text."""
+
+    def reply(request):
+        body = json.loads(request.content)
+        text = body["messages"][-1]["content"]
+        first = text.split("First reply:\n")[1].split("\n\nSecond reply:")[0]
+        second = text.split("Second reply:\n")[1].split("\n\nVerdict as")[0]
+        return chat(table[(first, second)], pt=10, ct=5)
+
+    return reply
+
+
+@respx.mock
+async def test_configured_judge_sends_system_prompt_template_and_reference():
+    route = respx.post(URL).mock(side_effect=replies({("x", "y"): "[[A>>B]]", ("y", "x"): "[[B>A]]"}))
+    v = await arena_judge().judge("2+2?", "x", "y", model_a=0, model_b=1, reference="4")
+    body = json.loads(route.calls[0].request.content)
+    assert body["messages"][0] == {"role": "system", "content": "You grade answers. Be strict."}
+    user = body["messages"][-1]["content"]
+    assert "Question:\n2+2?\n\nReference:\n4\n" in user and "a literal {brace} stays" in user
+    # ab: A>>B -> 1 for x; ba: B>A -> the second shown (x) won weakly -> 0.75 for x
+    assert v.choice == "a" and v.score == pytest.approx(0.875) and v.error is None
+    assert [c["parsed"] for c in v.detail["calls"]] == ["A>>B", "B>A"]
+    assert v.detail["format"] == "A>>B / A>B / A=B / B>A / B>>A"
+
+
+@respx.mock
+@pytest.mark.parametrize(
+    "ab, ba, combine_rule, choice, score",
+    [
+        ("[[A>B]]", "[[B>A]]", "consistent", "a", 0.75),
+        ("[[A>>B]]", "[[A>B]]", "consistent", "tie", 0.5),  # the orders disagree on the side
+        ("[[A>>B]]", "[[A>B]]", "mean", "a", 0.625),
+        ("[[B>>A]]", "[[A>>B]]", "mean", "b", 0.0),
+        ("[[A=B]]", "[[A=B]]", "consistent", "tie", 0.5),
+        ("verdict [A>B]", "[[B>A]]", "consistent", "a", 0.75),  # the second regex
+        ("[[a>b]]", "[[b>a]]", "consistent", "a", 0.75),  # ignore_case
+    ],
+)
+async def test_strengths_and_both_orders(ab, ba, combine_rule, choice, score):
+    respx.post(URL).mock(side_effect=replies({("x", "y"): ab, ("y", "x"): ba}))
+    v = await arena_judge(combine=combine_rule).judge("q", "x", "y", model_a=0, model_b=1)
+    assert (v.choice, v.score) == (choice, pytest.approx(score)), v.detail
+
+
+@respx.mock
+async def test_a_label_not_in_the_scores_is_a_judge_error():
+    respx.post(URL).mock(side_effect=replies({("x", "y"): "[[A>>>B]]", ("y", "x"): "[[B>A]]"}))
+    v = await arena_judge().judge("q", "x", "y", model_a=0, model_b=1)
+    assert v.choice is None and "'A>>>B'" in v.error and "order ab" in v.error
+
+
+@respx.mock
+async def test_default_judge_is_unchanged_by_configurability():
+    route = respx.post(URL).mock(return_value=chat("[[A]]"))
+    j = llm_judge()
+    v = await j.judge("q", "x", "y", model_a=0, model_b=1, reference="ignored by the built-in template")
+    sent = prompt_of(route.calls[0].request)
+    assert sent == render_judge_prompt("q", "x", "y")
+    assert len(json.loads(route.calls[0].request.content)["messages"]) == 1  # no system prompt
+    assert v.choice == "tie" and v.score == 0.5 and v.detail["format"] == "[[A]] / [[B]] / [[C]]"
+
+
+@pytest.mark.parametrize(
+    "patch, needle",
+    [
+        (
+            {"prompt_template": "{question} {answer_a} {answer_b} {model_a}"},
+            "judge.prompt_template: unknown field {model_a}",
+        ),
+        ({"prompt_template": "{question} {answer_a}"}, "judge.prompt_template: must contain {answer_b}"),
+        ({"prompt_template": "{question} {answer_a} {answer_b} {0}"}, "unknown field {0}"),
+        ({"prompt_template": "{question} {answer_a} {answer_b} {reference!r}"}, "unknown field {reference!r}"),
+        ({"prompt_template": "{question} {answer_a} {answer_b} {"}, "judge.prompt_template: is not a valid template"),
+        ({"verdict_patterns": {"regex": "(A", "scores": {"A": 1}}}, "judge.verdict_patterns.regex[0]: is not a valid"),
+        ({"verdict_patterns": {"regex": r"(A)(B)", "scores": {"A": 1}}}, "must have exactly one capturing group"),
+        ({"verdict_patterns": {"regex": [r"\[(A)\]", r"((?:A+)+)$"], "scores": {"A": 1}}}, "regex[1]: must not repeat"),
+        ({"verdict_patterns": {"regex": r"(?:x|(y*)*)", "scores": {"A": 1}}}, "must not repeat a repetition"),
+        (
+            {"verdict_patterns": {"regex": r"(A)", "scores": {"A": 1.5}}},
+            "judge.verdict_patterns.scores.A: must be in [0, 1]",
+        ),
+        ({"verdict_patterns": {"regex": r"(A)", "scores": {}}}, "judge.verdict_patterns.scores: must map"),
+        (
+            {"verdict_patterns": {"regex": r"(\S+)", "scores": {"A>B": 0.75, "B>A": 0.5}}},
+            "'A>B' (0.75) and its mirror 'B>A' (0.5) must add to 1",
+        ),
+        (
+            {"verdict_patterns": {"regex": r"(\S+)", "scores": {"a": 1, "A": 1}}},
+            "are the same verdict",
+        ),
+        ({"verdict_patterns": {"regex": r"(A)", "scores": {"A": 1}, "extra": 1}}, "judge.verdict_patterns.extra"),
+        ({"combine": "max"}, "judge.combine"),
+        ({"system_prompt": 3}, "judge.system_prompt"),
+        (
+            {"system_prompt": "s", "client": {"kind": "openai", "model": "m", "system": "t"}},
+            "judge.system_prompt: set the judge's system prompt here or in client.system",
+        ),
+    ],
+)
+def test_invalid_judge_templates_and_patterns(patch, needle):
+    cfg = {"kind": "llm", "client": {"kind": "openai", "model": "m"}, **patch}
+    with pytest.raises(ValueError) as ei:
+        validate_judge_config(cfg)
+    assert needle in str(ei.value), str(ei.value)
+
+
+def test_graded_score_reaches_the_policy_score_of_either_model():
+    from service.campaigns.rules import score_of
+
+    # answer a is model 2's, b model 0's; model_i = 0 (the pair's lower index)
+    assert score_of("a", 0, 2, 0, "drop", 1, 1, 0.75) == pytest.approx(0.25)
+    assert score_of("b", 0, 2, 0, "drop", 1, 1, 0.25) == pytest.approx(0.75)
+    assert score_of("a", 2, 2, 0, "drop", 1, 1, 0.75) == pytest.approx(0.75)
+    assert score_of("a", 2, 2, 0, "drop", 1, 1) == 1.0  # ungraded: 1 or 0
+    assert score_of("a", 2, 2, 0, "drop", 1, 1, 0.25) == 1.0  # a score on the wrong side is ignored
+    assert score_of("tie", 2, 2, 0, "drop", 1, 1, 0.5) is None  # ties follow the tie policy
+
+
+def test_judge_bound_covers_the_configured_template_system_prompt_and_reference():
+    from service.campaigns.rules import MAX_ANSWER_BYTES, judge_bound_nusd
+
+    client = {"kind": "openai", "model": "m", "price": {"input_per_1m": 1.0, "output_per_1m": 0.0}}
+    client["params"] = {"max_tokens": 0}
+    base = validate_judge_config({"kind": "llm", "client": client, "both_orders": False})
+    big = validate_judge_config(
+        {
+            "kind": "llm",
+            "client": client,
+            "both_orders": False,
+            "system_prompt": "s" * 10_000,
+            "prompt_template": "{question}{reference}{answer_a}{answer_b}{answer_a}",
+            "verdict_patterns": {"regex": r"\[\[([AB])\]\]", "scores": {"A": 1, "B": 0}},
+        }
+    )
+    b0, b1 = judge_bound_nusd(base, "q"), judge_bound_nusd(big, "q", reference="r" * 1000)
+    # one more answer slot, the system prompt and the reference, at 1 USD per 1M tokens (>= 1 byte per token)
+    assert b1 - b0 >= (MAX_ANSWER_BYTES + 10_000 + 1000 - len(render_judge_prompt("q", "", ""))) * 1e-6 * 1e9 - 1

@@ -10,11 +10,11 @@ from typing import Any, Callable
 import httpx
 
 from algorithms.vocabulary import DuelStatus
-from service.judging import build_judge
+from service.judging import build_judge, parse_judge_config
 
 from .. import hotpath
 from ..auth import Principal
-from ..clients import build_client
+from ..clients import build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan
@@ -76,8 +76,12 @@ class DuelOrchestration:
             if len(self._clients) >= 4096:  # clients share one HTTP pool: dropping them is cheap
                 self._clients.clear()
             m = plan.models[idx]
+            # the stored row (validated when the campaign was created) parsed into its config model
             client = build_client(
-                m["client"], model_name=m["name"], fixed_cost=float(m["cost"]), http=self.http_client()
+                parse_client_config(m["client"]),
+                model_name=m["name"],
+                fixed_cost=float(m["cost"]),
+                http=self.http_client(),
             )
             self._clients[key] = client
         return client
@@ -88,7 +92,7 @@ class DuelOrchestration:
             if len(self._judges) >= 1024:
                 self._judges.clear()
             judge = build_judge(
-                plan.judge,
+                parse_judge_config(plan.judge),
                 model_names=[m["name"] for m in plan.models],
                 tie_policy=plan.tie_policy,
                 http=self.http_client(),
@@ -125,12 +129,15 @@ class DuelOrchestration:
                 model_a=plan.model_a,
                 model_b=plan.model_b,
                 rng=rng,
+                reference=getattr(plan, "reference", None),
             )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
+            score_a = verdict.score
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
+            score_a = None
             log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
         try:
             outcome = await self.in_thread(
@@ -140,6 +147,7 @@ class DuelOrchestration:
                 judged_by=f"judge:{plan.judge.get('kind')}",
                 judge_cost=cost,
                 judge_detail=detail,
+                judge_score=score_a,
                 judge_error=error,
             )
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile

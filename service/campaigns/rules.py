@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import math
 import random
+import string
 from typing import Any, Iterable, Sequence
 
 from algorithms.vocabulary import Choice, DuelStatus, TiePolicy
@@ -104,6 +105,12 @@ def _ceil_nusd(usd: float) -> int:
     return int(math.ceil(float(usd) * 1e9))
 
 
+def stored(config: Any) -> Any:
+    """A config as the campaign row stores it: a client or judge config model becomes its JSON
+    (``model_dump(mode="json")``); stored JSON passes unchanged. The rules read the stored form."""
+    return config.model_dump(mode="json") if hasattr(config, "model_dump") else config
+
+
 def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """An upper bound of one model call's charge on ``prompt`` (nano-USD), or ``None``.
 
@@ -111,23 +118,32 @@ def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """
     from service.clients.config import call_cost_bound
 
-    b = call_cost_bound(model["client"], float(model["cost"]), len(prompt.encode("utf-8")))
+    b = call_cost_bound(stored(model["client"]), float(model["cost"]), len(prompt.encode("utf-8")))
     return None if b is None else _ceil_nusd(b)
 
 
-def judge_bound_nusd(judge: dict, prompt: str) -> int | None:
+def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> int | None:
     """An upper bound of a duel's judge charge (nano-USD), or ``None``.
 
-    Human and simulated judges charge nothing. An LLM judge makes one call per order
-    (two with ``both_orders``); each call's input is the judge template with the
-    question and both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
+    A simulated judge charges nothing, a human judge its ``fee_per_vote``. An LLM
+    judge makes one call per order (two with ``both_orders``); each call's input is
+    its system prompt and its template with the question, the reference answer and
+    both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
     """
+    judge = stored(judge)
+    if judge.get("kind") == "human":
+        return vote_fee_nusd(judge)
     if judge.get("kind") != "llm":
         return 0
-    from judges.llm import render_judge_prompt
+    from judges.llm import JUDGE_TEMPLATE, render_judge_prompt
     from service.clients.config import call_cost_bound
 
-    input_bytes = len(render_judge_prompt(prompt, "", "").encode("utf-8")) + 2 * MAX_ANSWER_BYTES
+    template = judge.get("prompt_template") or JUDGE_TEMPLATE
+    rendered = render_judge_prompt(prompt, "", "", reference, template)
+    fixed = len(rendered.encode("utf-8")) + len((judge.get("system_prompt") or "").encode("utf-8"))
+    # each answer field may appear more than once in a template
+    n_answers = sum(1 for _, name, _, _ in string.Formatter().parse(template) if name in ("answer_a", "answer_b"))
+    input_bytes = fixed + max(2, n_answers) * MAX_ANSWER_BYTES
     b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes)
     if b is None:
         return None
@@ -242,15 +258,26 @@ def new_duel_columns(
 
 # ---------------------------------------------------------------- recording a verdict
 def score_of(
-    choice: str, model_i: int, model_a: int, model_b: int, tie_policy: str, seed: int, number: int
+    choice: str,
+    model_i: int,
+    model_a: int,
+    model_b: int,
+    tie_policy: str,
+    seed: int,
+    number: int,
+    score_a: float | None = None,
 ) -> float | None:
     """The score of model_i for a verdict under the campaign's tie policy (None: not counted).
 
-    A win is 1 or 0; a tie or "both bad" counts half under ``half``, a fair coin
-    drawn from the campaign seed and duel number under ``random``, nothing under
-    ``drop``.
+    A win is 1 or 0; a graded verdict (an LLM judge with strengths) gives
+    ``score_a``, the score of answer ``a`` in [0, 1], instead (its side decides the
+    choice, so ``a`` has ``score_a > 1/2``). A tie or "both bad" counts half under
+    ``half``, a fair coin drawn from the campaign seed and duel number under
+    ``random``, nothing under ``drop``.
     """
     if choice in (Choice.A, Choice.B):
+        if score_a is not None and 0.0 <= score_a <= 1.0 and (score_a > 0.5) == (choice == Choice.A):
+            return float(score_a) if model_a == model_i else 1.0 - float(score_a)
         winner = model_a if choice == Choice.A else model_b
         return 1.0 if winner == model_i else 0.0
     if tie_policy == TiePolicy.HALF:
@@ -264,8 +291,20 @@ def judge_cost_per_duel(judge: dict) -> float:
     """c_J, the judge's expected cost per duel used by the cost-aware allocation.
 
     An LLM judge costs its configured per-call ``cost``, twice when both orders are
-    judged; human and simulated judges cost nothing (docs/service.md, Judge cost).
+    judged; a human judge its ``fee_per_vote``; a simulated judge nothing
+    (docs/service.md, Judge cost).
     """
+    judge = stored(judge)
+    if judge.get("kind") == "human":
+        return float(judge.get("fee_per_vote") or 0.0)
     if judge.get("kind") != "llm":
         return 0.0
     return float(judge.get("cost") or 0.0) * (2.0 if judge.get("both_orders", True) else 1.0)
+
+
+def vote_fee_nusd(judge: dict) -> int:
+    """What one recorded human vote is charged (nano-USD): the judge's ``fee_per_vote``, 0 for other judges."""
+    judge = stored(judge)
+    if judge.get("kind") != "human":
+        return 0
+    return cost_nusd(judge.get("fee_per_vote") or 0.0)

@@ -62,7 +62,8 @@ class CampaignTransactions:
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
         costs = [m.cost for m in body.models]
-        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(body.judge))
+        judge = body.stored_judge()
+        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge))
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
@@ -72,9 +73,9 @@ class CampaignTransactions:
             delta=body.delta,
             tie_policy=body.tie_policy,
             status=CampaignStatus.RUNNING,
-            models=[{"name": m.name, "cost": m.cost, "client": m.client} for m in body.models],
+            models=[m.stored() for m in body.models],
             n_prompts=len(body.prompts),
-            judge=body.judge,
+            judge=judge,
             budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
             max_duels=body.max_duels,
             seed=seed,
@@ -395,6 +396,7 @@ class CampaignTransactions:
         judge_cost: float = 0.0,
         judge_detail: dict | None = None,
         judge_error: str | None = None,
+        judge_score: float | None = None,
     ) -> DuelOutcome:
         """Step 4 (locked): a vote or an automatic verdict, counted exactly once.
 
@@ -455,6 +457,24 @@ class CampaignTransactions:
                     c.version += 1
                     c.updated_at = now
             else:
+                fee_nusd = rules.vote_fee_nusd(c.judge) if principal is not None else 0
+                if fee_nusd:  # a human judge's fee: charged once per recorded vote
+                    s.execute(
+                        insert(Charge),
+                        [
+                            {
+                                "campaign_id": c.id,
+                                "duel_id": d.id,
+                                "kind": "judge",
+                                "model_index": None,
+                                "amount_nusd": fee_nusd,
+                                "created_at": now,
+                            }
+                        ],
+                    )
+                    d.cost_nusd += fee_nusd
+                    c.spend_nusd += fee_nusd
+                    c.judge_spend_nusd += fee_nusd
                 d.judged_at = now
                 d.judged_by = judged_by
                 d.judge_detail = jsonable(judge_detail) if judge_detail else None
@@ -465,7 +485,9 @@ class CampaignTransactions:
                 else:
                     d.status = DuelStatus.JUDGED
                     d.choice = choice
-                    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number)
+                    score = rules.score_of(
+                        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, judge_score
+                    )
                     if score is not None:
                         d.score = score
                         d.counted = True

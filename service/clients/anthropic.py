@@ -19,18 +19,18 @@ class AnthropicClient(HTTPModelClient):
 
     def build_request(self, prompt, api_key):
         cfg = self.config
-        params = dict(cfg["params"])
+        params = dict(cfg.params)
         body: dict[str, Any] = {
-            "model": cfg["model"],
+            "model": cfg.model,
             "max_tokens": params.pop("max_tokens", DEFAULT_ANTHROPIC_MAX_TOKENS),
             "messages": [{"role": "user", "content": prompt}],
         }
-        if cfg.get("system"):
-            body["system"] = cfg["system"]
+        if cfg.system:
+            body["system"] = cfg.system
         body.update(params)
-        base = cfg["base_url"]
+        base = cfg.base_url
         url = f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-        headers = {"anthropic-version": cfg["anthropic_version"]}
+        headers = {"anthropic-version": cfg.anthropic_version}
         if api_key:
             headers["x-api-key"] = api_key
         return url, headers, body

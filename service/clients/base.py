@@ -94,11 +94,14 @@ def compute_cost(
 
 
 class ModelClient(abc.ABC):
-    """Base class: ``await complete(prompt)`` -> :class:`Completion`."""
+    """Base class: ``await complete(prompt)`` -> :class:`Completion`.
+
+    ``config`` is the validated config model of the client's kind
+    (:mod:`service.clients.config`)."""
 
     kind: str = "?"
 
-    def __init__(self, config: dict[str, Any], model_name: str, fixed_cost: float) -> None:
+    def __init__(self, config: Any, model_name: str, fixed_cost: float) -> None:
         self.config = config
         self.model_name = model_name
         self.fixed_cost = float(fixed_cost)
@@ -118,6 +121,6 @@ class ModelClient(abc.ABC):
 
     def __repr__(self) -> str:
         # Never includes secrets: the config holds only the env var *name*.
-        model = self.config.get("model")
+        model = getattr(self.config, "model", None)
         extra = f", model={model!r}" if model else ""
         return f"<{type(self).__name__} {self.model_name!r} kind={self.kind!r}{extra}>"

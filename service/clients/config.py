@@ -1,15 +1,31 @@
-"""Validation of a model's ``client`` config.
+"""A model's ``client`` config: one pydantic model per ``kind``, validated once at the boundary.
 
-``validate_client_config(cfg)`` returns a new, normalised dict (defaults filled
-in) or raises ``ValueError`` whose message names the offending field. Values that
-might be secrets are never echoed back in error messages.
+``ClientConfig`` is the discriminated union (on ``kind``) of
+:class:`SimulatedClientConfig`, :class:`OpenAIClientConfig`,
+:class:`AnthropicClientConfig` and :class:`GeminiClientConfig`. The API body
+(``service.schemas.ModelSpec.client``) is typed with it, so ``/openapi.json``
+shows every field with its description; :func:`parse_client_config` validates a
+plain dict (a stored row, a test) into the same models. ``model_dump(mode="json")``
+is what the database stores (every default filled in); it parses back unchanged,
+and so do rows stored before these models existed.
+
+Errors name the field (``client.base_url: must be an http:// or https:// URL``);
+values that might be secrets are never echoed back.
+
+The cost bound of one call (:func:`call_cost_bound`) reads the stored JSON, as the
+campaign rules do. Prices are an optional per-token override here; nothing in this
+module looks prices up.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from algorithms.vocabulary import JudgeKind
 
 KINDS = ("simulated", "openai", "anthropic", "gemini")
 
@@ -26,41 +42,11 @@ DEFAULT_API_KEY_ENVS = {
 }
 DEFAULT_ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_ANTHROPIC_MAX_TOKENS = 1024
-
-_HTTP_FIELDS = {
-    "kind",
-    "base_url",
-    "model",
-    "api_key_env",
-    "params",
-    "price",
-    "system",
-    "timeout_s",
-    "max_attempts",
-    "backoff_base_s",
-    "backoff_max_s",
-    "max_retry_after_s",
-    "max_cost_per_query",
-}
-_ALLOWED = {
-    "simulated": {"kind", "seed", "failure_rate", "latency_s"},
-    "openai": _HTTP_FIELDS,
-    "anthropic": _HTTP_FIELDS | {"anthropic_version"},
-    "gemini": _HTTP_FIELDS,
-}
-# params that the client itself sets; overriding them would break the request.
-_RESERVED_PARAMS = {
-    "openai": {"model", "messages", "stream", "n"},
-    "anthropic": {"model", "messages", "stream", "system"},
-    "gemini": {"contents", "systemInstruction", "system_instruction"},
-}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_URL = re.compile(r"^https?://[^\s/]+")
 
 
-def _err(field: str, msg: str) -> ValueError:
-    return ValueError(f"client.{field}: {msg}")
-
-
+# ---------------------------------------------------------------- value checks
 def finite_number(v: Any) -> float | None:
     """``v`` as a finite float, or ``None`` (bools, strings, NaN, inf, huge ints)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -72,135 +58,345 @@ def finite_number(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _number(cfg: dict, field: str, default: float, lo: float, hi: float, lo_open: bool = False) -> float:
-    v = finite_number(cfg.get(field, default))
-    if v is None:
-        raise _err(field, f"must be a finite number, got {type(cfg.get(field)).__name__}")
-    if v < lo or v > hi or (lo_open and v == lo):
-        left = "(" if lo_open else "["
-        raise _err(field, f"must be in {left}{lo}, {hi}], got {v}")
-    return float(v)
+def number_in(lo: float, hi: float, *, lo_open: bool = False, what: str = "") -> BeforeValidator:
+    """A strict check of a float field: a finite number (no bool, no string) in [lo, hi] or (lo, hi]."""
+
+    def check(v: Any) -> float:
+        x = finite_number(v)
+        if x is None:
+            raise ValueError(f"must be a finite number{what}, got {type(v).__name__}")
+        if x < lo or x > hi or (lo_open and x == lo):
+            raise ValueError(f"must be in {'(' if lo_open else '['}{lo:g}, {hi:g}]{what}, got {x:g}")
+        return x
+
+    return BeforeValidator(check)
 
 
-def _int(cfg: dict, field: str, default: int, lo: int, hi: int) -> int:
-    v = cfg.get(field, default)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _err(field, f"must be an integer, got {type(v).__name__}")
-    if v < lo or v > hi:
-        raise _err(field, f"must be between {lo} and {hi}, got {v}")
+def non_negative(what: str) -> BeforeValidator:
+    """A finite number >= 0 (``what`` says its unit in the error message); ``None`` passes to the type."""
+
+    def check(v: Any) -> Any:
+        if v is None:
+            return v
+        x = finite_number(v)
+        if x is None or x < 0:
+            raise ValueError(f"must be a non-negative number ({what})")
+        return x
+
+    return BeforeValidator(check)
+
+
+def int_in(lo: int, hi: int) -> BeforeValidator:
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"must be an integer, got {type(v).__name__}")
+        if v < lo or v > hi:
+            raise ValueError(f"must be between {lo} and {hi}, got {v}")
+        return v
+
+    return BeforeValidator(check)
+
+
+def strict_str(what: str, *, non_empty: bool = False) -> BeforeValidator:
+    def check(v: Any) -> Any:
+        if v is None:
+            return v
+        if not isinstance(v, str) or (non_empty and not v.strip()):
+            raise ValueError(f"must be {'a non-empty' if non_empty else 'a'} string ({what})")
+        return v
+
+    return BeforeValidator(check)
+
+
+def strict_bool(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError("must be true or false")
     return v
 
 
-def _price(v: Any) -> dict[str, float] | None:
-    if v is None:
-        return None
-    if not isinstance(v, dict):
-        raise _err("price", 'must be an object like {"input_per_1m": 0.27, "output_per_1m": 0.85}')
-    unknown = set(v) - {"input_per_1m", "output_per_1m"}
-    if unknown:
-        raise _err("price", f"unknown field(s) {sorted(unknown)}; expected input_per_1m and output_per_1m")
-    out = {}
-    for k in ("input_per_1m", "output_per_1m"):
-        if k not in v:
-            raise _err(f"price.{k}", "is required (USD per million tokens)")
-        x = finite_number(v[k])
-        if x is None or x < 0:
-            raise _err(f"price.{k}", "must be a non-negative number (USD per million tokens)")
-        out[k] = x
-    return out
+# ---------------------------------------------------------------- error messages
+def format_validation_error(exc: ValidationError, prefix: str) -> str:
+    """The first error of ``exc`` as one line ``prefix.field: message``.
+
+    Discriminator tags that pydantic puts in an error's location (``openai`` in
+    ``('openai', 'base_url')``) are left out. A message starting with ``.`` or
+    ``[`` continues the path (``[0][1]: must be a number`` under ``preference``).
+    Input values are never included (they may be secrets).
+    """
+    err = exc.errors(include_input=False, include_url=False)[0]
+    loc = list(err.get("loc", ()))
+    typ = err.get("type", "")
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif str(part) not in _ALL_TAGS:  # no field has a kind's name
+            path += f".{part}" if path else str(part)
+    ctx = err.get("ctx") or {}
+    msg = str(err.get("msg", "invalid value"))
+    if typ == "value_error":
+        msg = str(ctx.get("error", msg.removeprefix("Value error, ")))
+        if msg.startswith((".", "[")):
+            return path + msg
+        if _SUBPATH.match(msg):  # "params.n: ..." from a model-level check: a field of that model
+            return f"{path}.{msg}" if path else msg
+    elif typ in ("union_tag_invalid", "union_tag_not_found"):
+        tags = ctx.get("expected_tags", "")
+        got = ctx.get("tag")
+        return f"{path}.kind: must be one of [{tags}]" + (f", got {got!r}" if got is not None else " (missing)")
+    elif typ == "extra_forbidden":
+        msg = "unknown field"
+    elif typ == "missing":
+        msg = "is required"
+    elif typ in ("dict_type", "model_type", "model_attributes_type"):
+        msg = "must be an object"
+    return f"{path}: {msg}"
+
+
+# a message that starts with a field path ("params.n: ...", "scores.A>B: ...") names where it applies
+_SUBPATH = re.compile(r"^[A-Za-z_]\w*(?:[.\[][^:\s]*)?: ")
+_ALL_TAGS = set(KINDS) | {k.value for k in JudgeKind}  # no config field is named like a kind
+
+
+# ---------------------------------------------------------------- the models
+class Price(BaseModel):
+    """Per-token prices of a model (USD per million tokens)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_1m: Annotated[float, non_negative("USD per million tokens")] = Field(
+        description="USD per million input (prompt) tokens.", ge=0, examples=[0.27]
+    )
+    output_per_1m: Annotated[float, non_negative("USD per million tokens")] = Field(
+        description="USD per million output (completion) tokens.", ge=0, examples=[0.85]
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shape(cls, v: Any) -> Any:
+        if isinstance(v, Price):
+            return v
+        if not isinstance(v, dict):
+            raise ValueError('must be an object like {"input_per_1m": 0.27, "output_per_1m": 0.85}')
+        unknown = set(v) - {"input_per_1m", "output_per_1m"}
+        if unknown:
+            raise ValueError(f"unknown field(s) {sorted(unknown)}; expected input_per_1m and output_per_1m")
+        return v
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SimulatedClientConfig(_Config):
+    """Offline answers: deterministic text from (model name, prompt, seed), the model's fixed cost."""
+
+    kind: Literal["simulated"] = Field(description="Offline simulated model (no network).")
+    seed: Annotated[int, int_in(-(2**63), 2**63 - 1)] = Field(
+        0, description="Seed of the simulated text and failure draws."
+    )
+    failure_rate: Annotated[float, number_in(0.0, 1.0)] = Field(
+        0.0, ge=0, le=1, description="Probability that a call fails (HTTP 503 equivalent), for fault tests."
+    )
+    latency_s: Annotated[float, number_in(0.0, 60.0)] = Field(
+        0.0, ge=0, le=60, description="Seconds each call waits before answering."
+    )
+
+
+class _HTTPClientConfig(_Config):
+    """Fields shared by the HTTP providers."""
+
+    _reserved_params: ClassVar[frozenset[str]] = frozenset()
+
+    kind: str = Field(description="The provider.")
+    base_url: str = Field(description="Base URL of the API (http:// or https://; a trailing slash is dropped).")
+    model: Annotated[str, strict_str("the provider's model id", non_empty=True)] = Field(
+        description="The provider's model id.", examples=["deepseek-chat"]
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="NAME of the environment variable holding the API key (never the key itself); "
+        "null for servers that need no key.",
+        examples=["OPENAI_API_KEY"],
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra request parameters merged into the request body (temperature, max_tokens, ...).",
+        examples=[{"temperature": 0.7, "max_tokens": 1024}],
+    )
+    price: Price | None = Field(
+        None,
+        description="Per-token prices; when set and the provider reports usage, a call is charged its "
+        "token cost instead of the model's fixed cost.",
+    )
+    max_cost_per_query: Annotated[float | None, non_negative("USD; the most one call can cost")] = Field(
+        None, ge=0, description="Upper bound (USD) of one call's charge, used by budget reservations."
+    )
+    system: Annotated[str | None, strict_str("a system prompt")] = Field(
+        None, description="System prompt sent with every call."
+    )
+    timeout_s: Annotated[float, number_in(0.0, 3600.0, lo_open=True)] = Field(
+        60.0, gt=0, le=3600, description="Timeout of one HTTP attempt (seconds)."
+    )
+    max_attempts: Annotated[int, int_in(1, 10)] = Field(
+        4, ge=1, le=10, description="Tries per call (retries on 429, 5xx, timeouts, connection errors)."
+    )
+    backoff_base_s: Annotated[float, number_in(0.0, 60.0)] = Field(
+        0.5, ge=0, le=60, description="First backoff delay (seconds; doubles per retry, with jitter)."
+    )
+    backoff_max_s: Annotated[float, number_in(0.0, 600.0)] = Field(
+        20.0, ge=0, le=600, description="Largest backoff delay (seconds)."
+    )
+    max_retry_after_s: Annotated[float, number_in(0.0, 3600.0)] = Field(
+        60.0, ge=0, le=3600, description="Longest Retry-After the client waits for; longer fails the call."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            if "api_key" in v or "key" in v:
+                # Deliberately do not echo the value: it is probably a secret.
+                raise ValueError(
+                    "api_key: keys are not accepted in the config; put the key in an environment "
+                    "variable and name that variable in 'api_key_env'"
+                )
+            v = dict(v)
+            if v.get("params") is None:
+                v["params"] = {}
+        return v
+
+    @model_validator(mode="after")
+    def _after(self) -> "_HTTPClientConfig":
+        reserved = set(self.params) & self._reserved_params
+        if reserved:
+            raise ValueError(f"params.{sorted(reserved)[0]}: is set by the client and cannot be overridden")
+        return self
+
+
+def _api_key_env_check(v: Any) -> Any:
+    if v is not None and (not isinstance(v, str) or not _ENV_NAME.match(v)):
+        # Not echoed: people paste the key itself here by mistake.
+        raise ValueError(
+            "must be the NAME of an environment variable (letters, digits, underscore), not the key itself"
+        )
+    return v
+
+
+def _params_check(v: Any) -> Any:
+    if v is not None and not isinstance(v, dict):
+        raise ValueError("must be an object of extra request parameters")
+    return v
+
+
+def _url_check(v: Any) -> Any:
+    if not isinstance(v, str) or not _URL.match(v):
+        raise ValueError("must be an http:// or https:// URL")
+    return v.rstrip("/")
+
+
+ApiKeyEnv = Annotated[str | None, BeforeValidator(_api_key_env_check)]
+Params = Annotated[dict[str, Any], BeforeValidator(_params_check)]
+BaseURL = Annotated[str, BeforeValidator(_url_check)]
+
+
+class OpenAIClientConfig(_HTTPClientConfig):
+    """Any OpenAI-compatible chat-completions server (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp, ...)."""
+
+    _reserved_params: ClassVar[frozenset[str]] = frozenset({"model", "messages", "stream", "n"})
+    kind: Literal["openai"] = Field(description="OpenAI-compatible `POST {base_url}/chat/completions`.")
+    base_url: BaseURL = Field(DEFAULT_BASE_URLS["openai"], description="Base URL, up to and including /v1.")
+    api_key_env: ApiKeyEnv = Field(
+        DEFAULT_API_KEY_ENVS["openai"],
+        description="NAME of the environment variable holding the key (sent as a Bearer token); "
+        "null (default) for servers that need no key.",
+        examples=["OPENAI_API_KEY"],
+    )
+    params: Params = Field(
+        default_factory=dict,
+        description="Extra body fields (temperature, max_tokens, max_completion_tokens, ...); "
+        "model, messages, stream and n are set by the client.",
+        examples=[{"temperature": 0.7, "max_tokens": 1024}],
+    )
+
+
+class AnthropicClientConfig(_HTTPClientConfig):
+    """Anthropic Messages API."""
+
+    _reserved_params: ClassVar[frozenset[str]] = frozenset({"model", "messages", "stream", "system"})
+    kind: Literal["anthropic"] = Field(description="Anthropic `POST {base_url}/v1/messages`.")
+    base_url: BaseURL = Field(DEFAULT_BASE_URLS["anthropic"], description="Base URL of the Messages API.")
+    api_key_env: ApiKeyEnv = Field(
+        DEFAULT_API_KEY_ENVS["anthropic"], description="NAME of the environment variable holding the key."
+    )
+    params: Params = Field(
+        default_factory=dict,
+        description=f"Extra body fields (max_tokens defaults to {DEFAULT_ANTHROPIC_MAX_TOKENS}, temperature, "
+        "...); model, messages, stream and system are set by the client.",
+        examples=[{"max_tokens": 1024}],
+    )
+    anthropic_version: Annotated[str, strict_str("like '2023-06-01'", non_empty=True)] = Field(
+        DEFAULT_ANTHROPIC_VERSION, description="The anthropic-version header."
+    )
+
+
+class GeminiClientConfig(_HTTPClientConfig):
+    """Google Gemini generateContent."""
+
+    _reserved_params: ClassVar[frozenset[str]] = frozenset({"contents", "systemInstruction", "system_instruction"})
+    kind: Literal["gemini"] = Field(description="Gemini `POST {base_url}/models/{model}:generateContent`.")
+    base_url: BaseURL = Field(DEFAULT_BASE_URLS["gemini"], description="Base URL of the Gemini API.")
+    api_key_env: ApiKeyEnv = Field(
+        DEFAULT_API_KEY_ENVS["gemini"],
+        description="NAME of the environment variable holding the key (sent in the x-goog-api-key header).",
+    )
+    params: Params = Field(
+        default_factory=dict,
+        description="Generation parameters (temperature, maxOutputTokens, ... go to generationConfig; "
+        "safetySettings, tools, ... stay top-level); contents and systemInstruction are set by the client.",
+        examples=[{"temperature": 0.2, "maxOutputTokens": 1024}],
+    )
+
+
+HTTPClientConfig = Annotated[
+    OpenAIClientConfig | AnthropicClientConfig | GeminiClientConfig,
+    Field(discriminator="kind"),
+]
+ClientConfig = Annotated[
+    SimulatedClientConfig | OpenAIClientConfig | AnthropicClientConfig | GeminiClientConfig,
+    Field(discriminator="kind"),
+]
+AnyClientConfig = SimulatedClientConfig | OpenAIClientConfig | AnthropicClientConfig | GeminiClientConfig
+_CLIENT_ADAPTER: TypeAdapter[AnyClientConfig] = TypeAdapter(ClientConfig)
+
+
+def parse_client_config(cfg: Any, prefix: str = "client") -> AnyClientConfig:
+    """A client config (dict, e.g. a stored row) as its validated model.
+
+    Raises ``ValueError`` with one line naming the field, e.g.
+    ``client.model: is required``.
+    """
+    if isinstance(cfg, BaseModel):
+        return cfg  # type: ignore[return-value]
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{prefix}: must be an object with a 'kind' field")
+    try:
+        return _CLIENT_ADAPTER.validate_python(cfg)
+    except ValidationError as exc:
+        raise ValueError(format_validation_error(exc, prefix)) from None
+
+
+def client_json(cfg: AnyClientConfig) -> dict[str, Any]:
+    """What the database stores for a client config (every default filled in)."""
+    return cfg.model_dump(mode="json")
 
 
 def validate_client_config(cfg: Any) -> dict[str, Any]:
-    """Check a client config and return it normalised (a new dict).
+    """Check a client config and return its stored JSON form (a new dict, defaults filled in).
 
-    Raises ``ValueError`` with a message naming the field, e.g.
-    ``client.model: is required for kind 'openai'``.
+    The same as ``client_json(parse_client_config(cfg))``; raises ``ValueError`` naming the field.
     """
-    if not isinstance(cfg, dict):
-        raise ValueError("client: must be an object with a 'kind' field")
-    if "api_key" in cfg or "key" in cfg:
-        # Deliberately do not echo the value: it is probably a secret.
-        raise _err(
-            "api_key",
-            "keys are not accepted in the config; put the key in an environment "
-            "variable and name that variable in 'api_key_env'",
-        )
-    kind = cfg.get("kind")
-    if kind not in KINDS:
-        raise _err("kind", f"must be one of {list(KINDS)}, got {kind!r}")
-    unknown = set(cfg) - _ALLOWED[kind]
-    if unknown:
-        raise _err(
-            sorted(unknown)[0],
-            f"unknown field for kind {kind!r} (allowed: {sorted(_ALLOWED[kind])})",
-        )
-
-    if kind == "simulated":
-        seed = cfg.get("seed", 0)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise _err("seed", f"must be an integer, got {type(seed).__name__}")
-        return {
-            "kind": "simulated",
-            "seed": seed,
-            "failure_rate": _number(cfg, "failure_rate", 0.0, 0.0, 1.0),
-            "latency_s": _number(cfg, "latency_s", 0.0, 0.0, 60.0),
-        }
-
-    out: dict[str, Any] = {"kind": kind}
-    base_url = cfg.get("base_url", DEFAULT_BASE_URLS[kind])
-    if not isinstance(base_url, str) or not re.match(r"^https?://[^\s/]+", base_url):
-        raise _err("base_url", "must be an http:// or https:// URL")
-    out["base_url"] = base_url.rstrip("/")
-
-    model = cfg.get("model")
-    if not isinstance(model, str) or not model.strip():
-        raise _err("model", f"is required for kind {kind!r} (the provider's model id)")
-    out["model"] = model
-
-    env = cfg.get("api_key_env", DEFAULT_API_KEY_ENVS[kind])
-    if env is not None:
-        if not isinstance(env, str) or not _ENV_NAME.match(env):
-            # Not echoed: people paste the key itself here by mistake.
-            raise _err(
-                "api_key_env",
-                "must be the NAME of an environment variable (letters, digits, underscore), not the key itself",
-            )
-    out["api_key_env"] = env
-
-    params = cfg.get("params", {})
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise _err("params", "must be an object of extra request parameters")
-    reserved = set(params) & _RESERVED_PARAMS[kind]
-    if reserved:
-        raise _err(f"params.{sorted(reserved)[0]}", "is set by the client and cannot be overridden")
-    out["params"] = dict(params)
-
-    out["price"] = _price(cfg.get("price"))
-    if cfg.get("max_cost_per_query") is not None:
-        cap = finite_number(cfg.get("max_cost_per_query"))
-        if cap is None or cap < 0:
-            raise _err("max_cost_per_query", "must be a non-negative number (USD; the most one call can cost)")
-        out["max_cost_per_query"] = cap
-
-    system = cfg.get("system")
-    if system is not None and not isinstance(system, str):
-        raise _err("system", "must be a string (a system prompt)")
-    out["system"] = system
-
-    out["timeout_s"] = _number(cfg, "timeout_s", 60.0, 0.0, 3600.0, lo_open=True)
-    out["max_attempts"] = _int(cfg, "max_attempts", 4, 1, 10)
-    out["backoff_base_s"] = _number(cfg, "backoff_base_s", 0.5, 0.0, 60.0)
-    out["backoff_max_s"] = _number(cfg, "backoff_max_s", 20.0, 0.0, 600.0)
-    out["max_retry_after_s"] = _number(cfg, "max_retry_after_s", 60.0, 0.0, 3600.0)
-
-    if kind == "anthropic":
-        ver = cfg.get("anthropic_version", DEFAULT_ANTHROPIC_VERSION)
-        if not isinstance(ver, str) or not ver:
-            raise _err("anthropic_version", "must be a non-empty string like '2023-06-01'")
-        out["anthropic_version"] = ver
-    return out
+    return client_json(parse_client_config(cfg))
 
 
 # ---------------------------------------------------------------- cost upper bound
@@ -209,7 +405,7 @@ TEMPLATE_OVERHEAD_TOKENS = 256
 
 
 def output_token_limit(cfg: dict[str, Any]) -> int | None:
-    """The configured maximum of output tokens of one call, or ``None`` when unset."""
+    """The configured maximum of output tokens of one call (stored JSON), or ``None`` when unset."""
     params = cfg.get("params") or {}
     kind = cfg.get("kind")
     if kind == "anthropic":
@@ -225,7 +421,7 @@ def output_token_limit(cfg: dict[str, Any]) -> int | None:
 
 
 def call_cost_bound(cfg: dict[str, Any], fixed_cost: float, input_bytes: int) -> float | None:
-    """An upper bound (USD) of what one call of a validated client config can be charged.
+    """An upper bound (USD) of what one call of a client config (stored JSON) can be charged.
 
     A call is charged its per-token cost when the config has ``price`` and the
     provider reports usage, else ``fixed_cost``. Without ``price`` the bound is

@@ -20,16 +20,16 @@ class GeminiClient(HTTPModelClient):
 
     def build_request(self, prompt, api_key):
         cfg = self.config
-        model = cfg["model"].removeprefix("models/")
+        model = cfg.model.removeprefix("models/")
         body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
-        if cfg.get("system"):
-            body["systemInstruction"] = {"parts": [{"text": cfg["system"]}]}
-        gen = {k: v for k, v in cfg["params"].items() if k not in _TOP_LEVEL}
+        if cfg.system:
+            body["systemInstruction"] = {"parts": [{"text": cfg.system}]}
+        gen = {k: v for k, v in cfg.params.items() if k not in _TOP_LEVEL}
         if gen:
             body["generationConfig"] = gen
-        body.update({k: v for k, v in cfg["params"].items() if k in _TOP_LEVEL})
+        body.update({k: v for k, v in cfg.params.items() if k in _TOP_LEVEL})
         headers = {"x-goog-api-key": api_key} if api_key else {}
-        return f"{cfg['base_url']}/models/{model}:generateContent", headers, body
+        return f"{cfg.base_url}/models/{model}:generateContent", headers, body
 
     def parse_response(self, data):
         if not isinstance(data, dict):

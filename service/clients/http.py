@@ -32,7 +32,7 @@ class HTTPModelClient(ModelClient):
 
     def __init__(
         self,
-        config: dict[str, Any],
+        config: Any,
         model_name: str,
         fixed_cost: float,
         http: httpx.AsyncClient | None = None,
@@ -46,10 +46,10 @@ class HTTPModelClient(ModelClient):
         self._sleep = sleep or asyncio.sleep
         self._rng = rng or random.Random()
         self.retry = RetryPolicy(
-            max_attempts=config["max_attempts"],
-            base_delay=config["backoff_base_s"],
-            max_delay=config["backoff_max_s"],
-            max_retry_after=config["max_retry_after_s"],
+            max_attempts=config.max_attempts,
+            base_delay=config.backoff_base_s,
+            max_delay=config.backoff_max_s,
+            max_retry_after=config.max_retry_after_s,
         )
 
     # -- provider specifics -------------------------------------------------
@@ -63,7 +63,7 @@ class HTTPModelClient(ModelClient):
 
     # -- machinery -----------------------------------------------------------
     def _api_key(self) -> str | None:
-        env = self.config.get("api_key_env")
+        env = self.config.api_key_env
         if env is None:
             return None
         key = os.environ.get(env)
@@ -77,7 +77,7 @@ class HTTPModelClient(ModelClient):
 
     def _client(self) -> httpx.AsyncClient:
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=self.config["timeout_s"])
+            self._http = httpx.AsyncClient(timeout=self.config.timeout_s)
             self._owns_http = True
         return self._http
 
@@ -120,7 +120,7 @@ class HTTPModelClient(ModelClient):
         url, headers, body = self.build_request(prompt, key)
         headers = {"user-agent": USER_AGENT, **headers}
         http = self._client()
-        timeout = self.config["timeout_s"]
+        timeout = self.config.timeout_s
         attempt = 0
         while True:
             attempt += 1
@@ -194,7 +194,7 @@ class HTTPModelClient(ModelClient):
                 resp.status_code,
                 attempt,
             ) from None
-        cost = compute_cost(self.config.get("price"), tin, tout, self.fixed_cost)
+        cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, self.fixed_cost)
         return Completion(text, tin, tout, cost, latency, attempt)
 
     async def aclose(self) -> None:

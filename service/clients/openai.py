@@ -18,12 +18,12 @@ class OpenAIClient(HTTPModelClient):
     def build_request(self, prompt, api_key):
         cfg = self.config
         messages = []
-        if cfg.get("system"):
-            messages.append({"role": "system", "content": cfg["system"]})
+        if cfg.system:
+            messages.append({"role": "system", "content": cfg.system})
         messages.append({"role": "user", "content": prompt})
-        body: dict[str, Any] = {"model": cfg["model"], "messages": messages, **cfg["params"]}
+        body: dict[str, Any] = {"model": cfg.model, "messages": messages, **cfg.params}
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        return f"{cfg['base_url']}/chat/completions", headers, body
+        return f"{cfg.base_url}/chat/completions", headers, body
 
     def parse_response(self, data):
         if not isinstance(data, dict):

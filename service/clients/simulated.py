@@ -46,9 +46,9 @@ class SimulatedClient(ModelClient):
 
     def __init__(self, config, model_name, fixed_cost):
         super().__init__(config, model_name, fixed_cost)
-        self.seed = int(config.get("seed", 0))
-        self.failure_rate = float(config.get("failure_rate", 0.0))
-        self.latency_s = float(config.get("latency_s", 0.0))
+        self.seed = config.seed
+        self.failure_rate = config.failure_rate
+        self.latency_s = config.latency_s
         self._rng = random.Random(f"{model_name}|{self.seed}|{next(_instances)}")
 
     @property

@@ -187,9 +187,11 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     cfg = await _config(svc, tx, crow.id)
     if rules.max_duels_reached(cfg.max_duels, crow.duels_judged + 1):
         raise Fallback  # this vote ends the campaign: the general path does it
-    if rules.budget_spent(cfg.budget_nusd, crow.spend_nusd):
-        raise Fallback
+    fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
+    if rules.budget_spent(cfg.budget_nusd, crow.spend_nusd + fee):
+        raise Fallback  # this vote spends the budget: the general path ends the campaign
     d = DuelRow(**drow._asdict())
+    d.cost_nusd = int(d.cost_nusd or 0) + fee
     c = SimpleNamespace(
         id=crow.id, models=cfg.models, status=CampaignStatus.RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed
     )
@@ -203,6 +205,7 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
         "judged_by": d.judged_by,
         "now": now,
         "record_seq": None,
+        "fee": fee,
     }
     recorded = None
     if score is not None:
@@ -215,7 +218,7 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
         judged.update(score=score, counted=True, record_seq=seq)
         policy_state, counts, stats, leader = policy_snapshot(policy)
         recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
-    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now}, recorded):
+    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded):
         raise Fallback  # the duel was not pending after all: nothing was written
     if recorded is not None:
         tx.after_commit = lambda: svc.policies.put(crow.id, recorded["seq"], policy)

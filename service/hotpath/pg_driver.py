@@ -15,7 +15,22 @@ from functools import lru_cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, NamedTuple
 
-from sqlalchemy import JSON, Integer, and_, bindparam, case, cast, column, exists, func, insert, null, select, true
+from sqlalchemy import (
+    JSON,
+    Integer,
+    and_,
+    bindparam,
+    case,
+    cast,
+    column,
+    exists,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    true,
+)
 from sqlalchemy.dialects import postgresql
 
 from ..db import HotPathUnavailable, is_connection_error
@@ -101,7 +116,23 @@ def _after_judged(campaign_update):
     """The duel's ``pending -> judged`` update and the campaign's, one statement: the
     campaign changes only when the duel did (RETURNING tells)."""
     judged = sync_driver.JUDGED_DUEL.returning(D.id).cte("u")
-    return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged))
+    # a human judge's fee per vote: one judge charge, written only when the duel was judged and fee > 0
+    fee = (
+        insert(Charge.__table__)
+        .from_select(
+            ["campaign_id", "duel_id", "kind", "model_index", "amount_nusd", "created_at"],
+            select(
+                cast(bindparam("cid"), CH.campaign_id.type),
+                judged.c.id,
+                literal("judge", CH.kind.type),
+                null(),
+                cast(bindparam("fee"), CH.amount_nusd.type),
+                cast(bindparam("now"), CH.created_at.type),
+            ).where(cast(bindparam("fee"), CH.amount_nusd.type) > 0),
+        )
+        .cte("f")
+    )
+    return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged).add_cte(fee))
 
 
 PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)

@@ -76,12 +76,28 @@ JUDGED_DUEL = (
         judged_by=bindparam("judged_by"),
         judged_at=bindparam("now"),
         record_seq=bindparam("record_seq"),
+        cost_nusd=D.cost_nusd + bindparam("fee"),
     )
+)
+# A human judge's fee per vote (rules.vote_fee_nusd; 0 for none): one judge charge with the vote.
+VOTE_FEE_CHARGE = insert(Charge.__table__).values(
+    campaign_id=bindparam("cid"),
+    duel_id=bindparam("did"),
+    kind="judge",
+    model_index=None,
+    amount_nusd=bindparam("fee"),
+    created_at=bindparam("now"),
 )
 VOTED_TIE = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
-    .values(duels_judged=C.duels_judged + 1, version=C.version + 1, updated_at=bindparam("now"))
+    .values(
+        duels_judged=C.duels_judged + 1,
+        spend_nusd=C.spend_nusd + bindparam("fee"),
+        judge_spend_nusd=C.judge_spend_nusd + bindparam("fee"),
+        version=C.version + 1,
+        updated_at=bindparam("now"),
+    )
 )
 VOTED = (
     update(Campaign.__table__)
@@ -89,6 +105,8 @@ VOTED = (
     .values(
         duels_judged=C.duels_judged + 1,
         duels_counted=C.duels_counted + 1,
+        spend_nusd=C.spend_nusd + bindparam("fee"),
+        judge_spend_nusd=C.judge_spend_nusd + bindparam("fee"),
         event_seq=bindparam("seq"),
         policy_state=bindparam("policy_state", type_=C.policy_state.type),
         counts=bindparam("counts", type_=C.counts.type),
@@ -144,6 +162,8 @@ class SyncTx:
     async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
+        if judged["fee"]:
+            self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
         return True
 
