@@ -53,8 +53,10 @@ def _telemetry_option(settings: Settings) -> dict:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = (settings or Settings.from_env()).ensure_api_key()
-    announce_generated_key(settings)
+    settings = settings or Settings.from_env()
+    if not settings.api_key:
+        settings = settings.ensure_api_key()
+        announce_generated_key(settings)
     db = Database(settings.database_url, settings.pg_synchronous_commit, settings.hot_pool_size)
     prepare_database(settings, db)
     service = CampaignService(settings, db)

@@ -170,27 +170,33 @@ async def test_dashboards_need_the_admin_key_from_afar(app):
         assert (await c.get("/live/campaigns", params={"v": live.headers["x-llmduel-version"]})).status_code == 204
 
 
-async def test_local_rule_for_the_demo_and_when_configured(app, monkeypatch):
-    import dataclasses
+async def test_local_rule_for_the_demo_and_when_configured(app):
+    def configure(**changes):  # what LLMDUEL_WEB_AUTH / --demo set at start (Settings.web_auth, Settings.demo)
+        app.state.settings = app.state.settings.replace(**changes)
 
     async with client(app, base_url="http://127.0.0.1:8000", client_addr=("127.0.0.1", 50000)) as c:
         assert (await c.get("/")).status_code == 401  # default: the key, even from this machine
-        monkeypatch.setenv("LLMDUEL_WEB_AUTH", "local")
+        configure(web_auth="local")
         assert (await c.get("/")).status_code == 200
         assert (await c.get("/", headers={"X-Forwarded-For": "198.51.100.7"})).status_code == 401
-        monkeypatch.setenv("LLMDUEL_WEB_AUTH", "bogus")  # unknown values fail closed
-        assert (await c.get("/")).status_code == 401
-        monkeypatch.delenv("LLMDUEL_WEB_AUTH")
-        app.state.settings = dataclasses.replace(app.state.settings, demo=True)  # llmduel serve --demo
+        configure(web_auth=None, demo=True)  # llmduel serve --demo
         assert (await c.get("/")).status_code == 200
-        monkeypatch.setenv("LLMDUEL_WEB_AUTH", "key")
+        configure(web_auth="key")
         assert (await c.get("/")).status_code == 401
-    monkeypatch.delenv("LLMDUEL_WEB_AUTH")
+    configure(web_auth=None)
     async with client(app) as c:  # the demo rule is still local-only
         assert (await c.get("/")).status_code == 401
-    monkeypatch.setenv("LLMDUEL_WEB_AUTH", "open")
+    configure(web_auth="open")
     async with client(app) as c:
         assert (await c.get("/")).status_code == 200
+
+
+def test_unknown_web_auth_is_refused_at_start(monkeypatch):
+    from service.config import SettingsError
+
+    monkeypatch.setenv("LLMDUEL_WEB_AUTH", "bogus")
+    with pytest.raises(SettingsError, match="LLMDUEL_WEB_AUTH"):
+        Settings.from_env()
 
 
 # ---------------------------------------------------------------- pages

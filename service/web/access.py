@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import os
 
 from fastapi import Request
 
@@ -35,12 +34,12 @@ PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "x-forwarded-host"
 COOKIE_MAX_AGE = 7 * 24 * 3600
 
 
-def mode(request: Request | None = None) -> str:
-    raw = (os.environ.get("LLMDUEL_WEB_AUTH") or "").strip().lower()
-    if not raw:
-        settings = getattr(request.app.state, "settings", None) if request is not None else None
-        return "local" if getattr(settings, "demo", False) else "key"
-    return raw if raw in MODES else "key"  # unknown values fail closed
+def mode(request: Request) -> str:
+    """The rule in force: ``Settings.web_auth`` (validated at start), else ``local`` for the demo, else ``key``."""
+    settings = request.app.state.settings
+    if settings.web_auth:
+        return settings.web_auth
+    return "local" if settings.demo else "key"
 
 
 def _admin_key(request: Request) -> str | None:
