@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
-from . import api_docs, web
+from . import api_docs, log_redaction, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit
 from .campaigns import CampaignService, warm_policies
@@ -61,8 +61,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     prepare_database(settings, db)
     service = CampaignService(settings, db)
 
+    log_redaction.install()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        log_redaction.install()  # again: the server may have configured logging after create_app
         await anyio.to_thread.run_sync(warm_policies)  # before the first request, not during it
         # Everything loaded so far (FastAPI, SQLAlchemy, numpy, numba: ~200k objects)
         # lives as long as the process. Scanning it made each full garbage collection
