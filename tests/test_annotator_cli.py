@@ -70,7 +70,7 @@ def test_annotator_cli_add_list_revoke(live_server):
         (("annotator", "revoke", str(cid), "987654321", "--url", url), "HTTP 404"),
         (("annotator", "add", "abc", "--url", url), "CAMPAIGN_ID must be an integer"),
         (("annotator", "list", str(cid), "--url", "http://127.0.0.1:1"), "cannot reach"),
-        (("annotator", "list", str(2**70), "--url", url), "HTTP 422"),
+        (("annotator", "list", str(2**70), "--url", url), "CAMPAIGN_ID must be between"),
     ]:
         p = llmduel(*args)
         assert p.returncode == 2, (args, p.stdout, p.stderr)

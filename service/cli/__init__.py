@@ -63,6 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("llmduel: interrupted", file=sys.stderr)
         return 130
+    except (RecursionError, MemoryError, UnicodeError, OSError) as exc:
+        # Input the command could not take (a file nested too deeply, not text, unreadable):
+        # still one line, never a traceback.
+        print(f"llmduel: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] or "no detail"
 
 
 if __name__ == "__main__":  # pragma: no cover

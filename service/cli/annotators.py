@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from service.cli.args import whole_number
+from service.cli.args import record_id
 from service.cli.remote import add_remote_arguments, remote_from_args
 
 
@@ -25,7 +25,7 @@ def add_annotator_parser(subparsers) -> None:
         description="Manage the annotators of a human-judged campaign on a running llmduel server.",
     )
     sub = p.add_subparsers(dest="annotator_command", required=True, metavar="ACTION")
-    campaign = whole_number("CAMPAIGN_ID")
+    campaign = record_id("CAMPAIGN_ID")
 
     add = sub.add_parser("add", help="create an annotator and print its voting link")
     add.add_argument("campaign_id", type=campaign, metavar="CAMPAIGN_ID")
@@ -42,7 +42,7 @@ def add_annotator_parser(subparsers) -> None:
 
     rv = sub.add_parser("revoke", help="revoke an annotator's link (its pending duels are released)")
     rv.add_argument("campaign_id", type=campaign, metavar="CAMPAIGN_ID")
-    rv.add_argument("annotator_id", type=whole_number("ANNOTATOR_ID"), metavar="ANNOTATOR_ID")
+    rv.add_argument("annotator_id", type=record_id("ANNOTATOR_ID"), metavar="ANNOTATOR_ID")
     add_remote_arguments(rv)
     rv.set_defaults(handler=cmd_revoke)
 

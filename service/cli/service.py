@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 
-from service.cli.args import CLIError
+from service.cli.args import CLIError, record_id
 
 
 def add_parsers(subparsers) -> None:
@@ -103,6 +104,21 @@ def cmd_serve(args) -> int:
     return 0
 
 
+@contextmanager
+def database_errors(url: str):
+    """A database that cannot be reached or used becomes one :class:`CLIError` line (the URL without its password)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        first = (str(reason).strip().splitlines() or [type(reason).__name__])[0]
+        raise CLIError(f"database {_redact_url(url)}: {type(reason).__name__}: {first[:300]}") from None
+    except OSError as exc:
+        raise CLIError(f"database {_redact_url(url)}: {exc.strerror or exc}") from None
+
+
 def settings_from_env():
     """:meth:`Settings.from_env`, a bad value as a one-line :class:`CLIError`."""
     from service.config import Settings, SettingsError
@@ -130,26 +146,25 @@ def add_replay_parser(subparsers) -> None:
         description="Exit 0 when the stored state equals the state rebuilt from the "
         "duel log, 1 with a diff when it does not, 2 when the campaign is missing.",
     )
-    p.add_argument("campaign_id", type=int, metavar="CAMPAIGN_ID")
+    p.add_argument("campaign_id", type=record_id("CAMPAIGN_ID"), metavar="CAMPAIGN_ID")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_replay)
 
 
 def cmd_replay(args) -> int:
     from service.campaigns import CampaignService, NotFound
-    from service.config import Settings  # noqa: F401
     from service.db import Database
 
     settings = settings_from_env()
-    db = Database(settings.database_url)
-    try:
+    with database_errors(settings.database_url):
+        db = Database(settings.database_url)
         try:
-            result = CampaignService(settings, db).replay(args.campaign_id)
-        except NotFound as exc:
-            print(f"llmduel replay: {exc.detail}", file=sys.stderr)
-            return 2
-    finally:
-        db.dispose()
+            try:
+                result = CampaignService(settings, db).replay(args.campaign_id)
+            except NotFound as exc:
+                raise CLIError(f"replay: {exc.detail}") from None
+        finally:
+            db.dispose()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif result.ok:
@@ -177,7 +192,8 @@ def cmd_db_upgrade(args) -> int:
     from service.db import upgrade_database
 
     settings = settings_from_env()
-    upgrade_database(settings.database_url, args.revision)
+    with database_errors(settings.database_url):
+        upgrade_database(settings.database_url, args.revision)
     print(f"database {_redact_url(settings.database_url)} upgraded to {args.revision}", file=sys.stderr)
     return 0
 
@@ -186,11 +202,13 @@ def cmd_db_current(args) -> int:
     from service.config import Settings  # noqa: F401
     from service.db import Database, head_revision
 
-    db = Database(settings_from_env().database_url)
-    try:
-        current = db.current_revision()
-    finally:
-        db.dispose()
+    url = settings_from_env().database_url
+    with database_errors(url):
+        db = Database(url)
+        try:
+            current = db.current_revision()
+        finally:
+            db.dispose()
     head = head_revision()
     print(f"{current or '(empty)'}{' (head)' if current == head else f' (head is {head})'}")
     return 0
