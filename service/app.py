@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from . import api_docs, log_redaction, web
 from .api import install_error_handlers, router
-from .api.errors import BodySizeLimit
+from .api.errors import BodySizeLimit, ContainErrors
 from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
@@ -102,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(ContainErrors)  # outermost of ours: a 500 does not reset keep-alive connections
     web.register(app)  # the web pages and /static
     api_docs.register(app)  # the offline API docs
     return app

@@ -76,3 +76,17 @@ def test_three_annotators_vote_one_is_revoked_and_the_dashboard_shows_labels(ser
         assert page.errors == [], page.errors
         page.close()
     admin.close()
+
+
+def test_docs_page_renders_under_its_content_security_policy(server, browser):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on("pageerror", lambda exc: violations.append(str(exc)))
+    response = page.goto(f"{server}/docs")
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    page.wait_for_selector(".swagger-ui .info .title", timeout=20000)
+    assert "llmduel" in page.inner_text(".swagger-ui .info .title")
+    assert page.locator(".opblock").count() > 5  # the operations rendered from /openapi.json
+    assert violations == [], violations
+    page.close()
