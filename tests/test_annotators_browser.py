@@ -71,6 +71,12 @@ def test_three_annotators_vote_one_is_revoked_and_the_dashboard_shows_labels(ser
     cells = [c.strip() for c in admin.locator("td.judged-by").all_inner_texts()]
     assert {"alice", "bob", "carol"} <= set(cells), cells
     assert not any(c.startswith("annotator:") for c in cells), cells
+    rows = {
+        r.locator("td.annotator-label").inner_text().strip(): r.inner_text()
+        for r in admin.locator("#annotators-section tr.annotator").all()
+    }
+    assert set(rows) == {"alice", "bob", "carol"}, rows
+    assert "revoked" in rows["carol"] and "active" in rows["alice"] and "active" in rows["bob"]
     admin.screenshot(path=str(ARTIFACTS / "web-dashboard-annotator-labels.png"), full_page=True)
     for page in pages.values():
         assert page.errors == [], page.errors

@@ -280,6 +280,7 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "progress_tip": tip,
         "recent": recent_duels(svc, campaign_id),
         "judge_kind": (view["judge"] or {}).get("kind"),
+        "annotators": svc.list_annotators(campaign_id),
     }
 
 
