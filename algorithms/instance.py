@@ -123,10 +123,14 @@ class Instance:
             raise InstanceError(f"instance file not found: {path}") from None
         except OSError as exc:
             raise InstanceError(f"cannot read instance file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise InstanceError(f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InstanceError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise InstanceError(f"{path} is nested too deeply to be an instance file") from None
         return cls.from_dict(data, require_condorcet=require_condorcet)
 
     def with_costs(self, costs: Any) -> "Instance":

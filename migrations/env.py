@@ -1,18 +1,17 @@
 """Alembic environment for llmduel.
 
 URL: the ``sqlalchemy.url`` main option when set by the service
-(``service.db.upgrade_database``), else ``DATABASE_URL``, else the SQLite default.
+(``service.db.upgrade_database``), else ``DATABASE_URL`` read by ``service.config.Settings``.
 """
 
 from __future__ import annotations
 
-import os
 from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from service.config import DEFAULT_DATABASE_URL, normalise_database_url
+from service.config import Settings, normalise_database_url
 from service.models import Base
 
 config = context.config
@@ -24,8 +23,8 @@ target_metadata = Base.metadata
 
 def _url() -> str:
     url = config.get_main_option("sqlalchemy.url")
-    if not url:
-        url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+    if not url:  # the alembic command line: DATABASE_URL through the service's settings
+        url = Settings.from_env().database_url
     return normalise_database_url(url)
 
 

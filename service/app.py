@@ -13,9 +13,9 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
-from . import api_docs, web
+from . import api_docs, log_redaction, web
 from .api import install_error_handlers, router
-from .api.errors import BodySizeLimit
+from .api.errors import BodySizeLimit, ContainErrors
 from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
@@ -53,14 +53,19 @@ def _telemetry_option(settings: Settings) -> dict:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = (settings or Settings.from_env()).ensure_api_key()
-    announce_generated_key(settings)
+    settings = settings or Settings.from_env()
+    if not settings.api_key:
+        settings = settings.ensure_api_key()
+        announce_generated_key(settings)
     db = Database(settings.database_url, settings.pg_synchronous_commit, settings.hot_pool_size)
     prepare_database(settings, db)
     service = CampaignService(settings, db)
 
+    log_redaction.install()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        log_redaction.install()  # again: the server may have configured logging after create_app
         await anyio.to_thread.run_sync(warm_policies)  # before the first request, not during it
         # Everything loaded so far (FastAPI, SQLAlchemy, numpy, numba: ~200k objects)
         # lives as long as the process. Scanning it made each full garbage collection
@@ -97,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
+    app.add_middleware(ContainErrors)  # outermost of ours: a 500 does not reset keep-alive connections
     web.register(app)  # the web pages and /static
     api_docs.register(app)  # the offline API docs
     return app

@@ -58,7 +58,10 @@ def bearer_token(request: Request) -> str | None:
     return value.strip()
 
 
-TOKEN_CACHE_SECONDS = 30.0
+# An annotator token found valid is trusted this long without a database lookup:
+# a revoked token is refused at once by the worker that revoked it, and within
+# this time by the others (docs/service.md, "Annotators").
+TOKEN_CACHE_SECONDS = 2.0
 TOKEN_CACHE_SIZE = 10_000
 
 

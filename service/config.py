@@ -1,59 +1,33 @@
-"""Service settings, read from the environment.
+"""Service settings: one pydantic-settings model, the only place the environment is read.
 
-| variable | default | meaning |
-|---|---|---|
-| `DATABASE_URL` | `sqlite:///./llmduel.db` | SQLAlchemy URL (`postgresql://...` in production) |
-| `LLMDUEL_API_KEY` | unset | admin key (`Authorization: Bearer <key>`); unset: one is generated at start and printed once to stderr |
-| `LLMDUEL_DUEL_EXPIRY_SECONDS` | `1800` | a pending duel not judged within this time stops counting as in flight |
-| `LLMDUEL_CALL_TIMEOUT_SECONDS` | `600` | a duel whose models have not both answered within this time expires (e.g. its process died) |
-| `LLMDUEL_AUTO_MIGRATE` | `sqlite` | bring the schema to head at start: `sqlite` (only for SQLite), `always`, `never` |
-| `LLMDUEL_RUN_MAX_FAILURES` | `20` | a background run pauses after this many consecutive failed duels |
-| `LLMDUEL_WEBHOOK_TIMEOUT_SECONDS` | `10` | timeout of the final-report webhook POST |
-| `LLMDUEL_RESUME_RUNS` | `1` | at start, resume background runs that were active when the service stopped |
-| `LLMDUEL_PG_SYNCHRONOUS_COMMIT` | `on` | PostgreSQL `synchronous_commit` of the service's sessions; `off` trades the durability of the last few hundred ms of commits on a *database server* crash for throughput (atomicity is unchanged) |
+:class:`Settings` reads every variable of the table in docs/service.md ("Settings")
+once, validates it, and is then passed around (``app.state.settings``,
+``CampaignService.settings``); no other module reads ``os.environ`` for a setting.
+:meth:`Settings.from_env` turns a bad value into :class:`SettingsError`, one line
+that names the variable (``llmduel serve`` prints it and exits 2).
+
+Constructing ``Settings(...)`` directly (tests, benchmarks) also reads the
+environment for the fields not given; keyword arguments win over the environment.
+Fields marked ``env=False`` (``demo``, ``api_key_generated``) are set by code only.
 """
 
 from __future__ import annotations
 
-import os
+import math
 import secrets
 import sys
-from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite:///./llmduel.db"
+ENV_PREFIX = "LLMDUEL_"
 
 
-def _env_float(name: str, default: float, lo: float = 0.0) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, got {raw!r}") from None
-    if not value > lo:
-        raise ValueError(f"{name} must be > {lo}, got {raw!r}")
-    return value
-
-
-def _env_int(name: str, default: int, lo: int = 1) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {raw!r}")
-    return value
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
+class SettingsError(ValueError):
+    """A setting with a bad value: one line naming the variable."""
 
 
 def normalise_database_url(url: str) -> str:
@@ -65,66 +39,146 @@ def normalise_database_url(url: str) -> str:
     return url
 
 
-@dataclass(frozen=True)
-class Settings:
-    database_url: str = DEFAULT_DATABASE_URL
-    api_key: str | None = None
-    api_key_generated: bool = False
-    duel_expiry_seconds: float = 1800.0
-    call_timeout_seconds: float = 600.0
-    auto_migrate: str = "sqlite"
-    run_max_failures: int = 20
-    webhook_timeout_seconds: float = 10.0
+def _code_only(default: Any) -> Any:
+    """A field that is never read from the environment (set by code)."""
+    return Field(default=default, json_schema_extra={"env": False})
+
+
+class _EnvSource(EnvSettingsSource):
+    """The environment, minus the fields marked ``env=False``."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and extra.get("env") is False:
+            return None, field_name, False
+        return super().get_field_value(field, field_name)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,  # VAR= means "the default"
+        frozen=True,
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    # SQLAlchemy URL (`postgresql://...` in production).
+    database_url: str = Field(DEFAULT_DATABASE_URL, validation_alias="DATABASE_URL")
+    # The admin key; unset: one is generated at start and printed once to stderr.
+    api_key: str | None = Field(None, repr=False)
+    api_key_generated: bool = _code_only(False)
+    duel_expiry_seconds: float = Field(1800.0, gt=0)
+    call_timeout_seconds: float = Field(600.0, gt=0)
+    auto_migrate: Literal["sqlite", "always", "never"] = "sqlite"
+    run_max_failures: int = Field(20, ge=1)
+    webhook_timeout_seconds: float = Field(10.0, gt=0)
     resume_runs: bool = True
-    pg_synchronous_commit: str = "on"
+    pg_synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] = "on"
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
     inline_transactions: bool = True
-    hot_pool_size: int = 8  # PostgreSQL connections per process for those (LLMDUEL_PG_HOT_POOL_SIZE)
-    telemetry: bool = False  # FastAPI's OpenTelemetry instrumentation (LLMDUEL_TELEMETRY)
-    # Demo campaign (llmduel serve --demo): created at start, run in the background.
-    demo: bool = False
+    hot_pool_size: int = Field(8, ge=1, validation_alias="LLMDUEL_PG_HOT_POOL_SIZE")
+    telemetry: bool = False  # FastAPI's OpenTelemetry instrumentation
+    # Who may read the dashboards: local, key or open; unset: key (local with --demo).
+    web_auth: Literal["local", "key", "open"] | None = None
+    # A dashboard login (the cookie of the /login form) expires after this many hours.
+    login_hours: float = Field(12.0, gt=0, le=24 * 366)
+    # The address users reach the service at (absolute annotator links); unset: the request's own.
     public_base_url: str | None = None
+    # Demo campaign (llmduel serve --demo): created at start, run in the background.
+    demo: bool = _code_only(False)
 
     @classmethod
-    def from_env(cls, **overrides) -> "Settings":
-        auto = os.environ.get("LLMDUEL_AUTO_MIGRATE", "sqlite").strip().lower() or "sqlite"
-        if auto not in {"sqlite", "always", "never"}:
-            raise ValueError(f"LLMDUEL_AUTO_MIGRATE must be sqlite, always or never, got {auto!r}")
-        key = os.environ.get("LLMDUEL_API_KEY") or None
-        values = dict(
-            database_url=normalise_database_url(os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL),
-            api_key=key,
-            duel_expiry_seconds=_env_float("LLMDUEL_DUEL_EXPIRY_SECONDS", 1800.0),
-            call_timeout_seconds=_env_float("LLMDUEL_CALL_TIMEOUT_SECONDS", 600.0),
-            auto_migrate=auto,
-            run_max_failures=_env_int("LLMDUEL_RUN_MAX_FAILURES", 20),
-            webhook_timeout_seconds=_env_float("LLMDUEL_WEBHOOK_TIMEOUT_SECONDS", 10.0),
-            resume_runs=_env_bool("LLMDUEL_RESUME_RUNS", True),
-            inline_transactions=_env_bool("LLMDUEL_INLINE_TRANSACTIONS", True),
-            hot_pool_size=_env_int("LLMDUEL_PG_HOT_POOL_SIZE", 8),
-            telemetry=_env_bool("LLMDUEL_TELEMETRY", False),
-            pg_synchronous_commit=os.environ.get("LLMDUEL_PG_SYNCHRONOUS_COMMIT", "on").strip().lower() or "on",
-        )
-        values.update(overrides)
-        if values["pg_synchronous_commit"] not in {"on", "off", "local", "remote_write", "remote_apply"}:
-            raise ValueError("LLMDUEL_PG_SYNCHRONOUS_COMMIT must be on, off, local, remote_write or remote_apply")
-        settings = cls(**values)
-        return settings.with_database_url(settings.database_url)
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _EnvSource(settings_cls))
 
-    def with_database_url(self, url: str) -> "Settings":
-        return replace(self, database_url=normalise_database_url(url))
+    @field_validator("auto_migrate", "pg_synchronous_commit", "web_auth", mode="before")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("duel_expiry_seconds", "call_timeout_seconds", "webhook_timeout_seconds", "login_hours")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @field_validator("database_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        return normalise_database_url(v.strip())
+
+    @field_validator("public_base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.strip().rstrip("/")
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        """The settings from the environment (``overrides`` win); :class:`SettingsError` on a bad value."""
+        try:
+            return cls(**overrides)
+        except ValidationError as exc:
+            raise SettingsError(describe_error(exc)) from None
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes``, validated like the original."""
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        values.update(changes)
+        return type(self)(**values)
+
+    def with_database_url(self, url: str) -> Settings:
+        return self.model_copy(update={"database_url": normalise_database_url(url)})
 
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
 
-    def ensure_api_key(self) -> "Settings":
+    @property
+    def login_seconds(self) -> int:
+        return int(self.login_hours * 3600)
+
+    def ensure_api_key(self) -> Settings:
         """Return settings with an admin key: the configured one, or a new random
         key (printed once to stderr by the caller)."""
         if self.api_key:
             return self
-        return replace(self, api_key="llmd_" + secrets.token_urlsafe(24), api_key_generated=True)
+        return self.model_copy(update={"api_key": "llmd_" + secrets.token_urlsafe(24), "api_key_generated": True})
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a :class:`Settings` field."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    return alias if isinstance(alias, str) else ENV_PREFIX + field.upper()
+
+
+def describe_error(exc: ValidationError) -> str:
+    """One line for the first bad setting: its variable, what is wrong, the value (never for the key)."""
+    err = exc.errors()[0]
+    loc = str(err["loc"][0]) if err.get("loc") else ""
+    field = loc if loc in Settings.model_fields else next((n for n in Settings.model_fields if env_name(n) == loc), loc)
+    name = env_name(field) if field in Settings.model_fields else loc
+    msg = err.get("msg", "invalid value")
+    if field == "api_key":
+        return f"{name}: {msg}"
+    value = err.get("input")
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return f"{name}: {msg}, got {str(value)[:80]!r}{more}"
 
 
 def announce_generated_key(settings: Settings) -> None:

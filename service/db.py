@@ -17,7 +17,6 @@ import asyncio
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager, nullcontext
-from pathlib import Path
 from typing import Iterator
 
 import asyncpg
@@ -33,9 +32,17 @@ from .models import Campaign
 
 log = logging.getLogger("llmduel.db")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-MIGRATIONS_DIR = REPO_ROOT / "migrations"
-ALEMBIC_INI = REPO_ROOT / "alembic.ini"
+MIGRATIONS_PACKAGE = "migrations"  # installed with the service (pyproject: packages "migrations*")
+
+
+def migrations_dir() -> str:
+    """The Alembic scripts, located as the ``migrations`` package's resources (not by a path
+    relative to this file): the same in a checkout, an editable install and a wheel.
+    **choice**: the package must live in a directory (not a zip): Alembic reads the
+    version scripts as files."""
+    from importlib.resources import files
+
+    return str(files(MIGRATIONS_PACKAGE))
 
 
 def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
@@ -276,8 +283,9 @@ class Database:
 
 
 def alembic_config(url: str):
-    cfg = Config(str(ALEMBIC_INI)) if ALEMBIC_INI.exists() else Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg = Config()  # no alembic.ini: everything the service needs is set here
+    cfg.set_main_option("script_location", migrations_dir())
+    cfg.set_main_option("path_separator", "os")
     cfg.set_main_option("sqlalchemy.url", normalise_database_url(url).replace("%", "%%"))
     cfg.attributes["configure_logging"] = False
     return cfg

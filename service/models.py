@@ -200,3 +200,17 @@ class Annotator(Base):
     label: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class DashboardLogin(Base):
+    """One sign-in through the ``/login`` form: its cookie's SHA-256, expiry and revocation
+    (service/web/logins.py). ``key_id`` ties it to the admin key it was made with."""
+
+    __tablename__ = "dashboard_logins"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the cookie value
+    key_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)

@@ -48,17 +48,24 @@ def reuseport_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
     return sock
 
 
-def _worker(sock: socket.socket, log_level: str) -> None:  # pragma: no cover - runs in the child
+def _worker(sock: socket.socket, log_level: str, settings=None) -> None:  # pragma: no cover - runs in the child
+    import functools
+
     import uvicorn
 
-    config = uvicorn.Config("service.app:create_app", factory=True, log_level=log_level)
+    from service.app import create_app
+
+    # The supervisor's settings (a generated admin key included) arrive as an argument,
+    # never through the environment.
+    config = uvicorn.Config(functools.partial(create_app, settings), factory=True, log_level=log_level)
     uvicorn.Server(config).run(sockets=[sock])
 
 
 class Supervisor:
     """Start ``n`` workers, keep them running, stop them on SIGINT/SIGTERM."""
 
-    def __init__(self, host: str, port: int, n: int, log_level: str = "info"):
+    def __init__(self, host: str, port: int, n: int, log_level: str = "info", settings=None):
+        self.settings = settings
         self.sockets = [reuseport_socket(host, port) for _ in range(n)]
         self.log_level = log_level
         self.ctx = multiprocessing.get_context("spawn")
@@ -68,7 +75,9 @@ class Supervisor:
         self.stop = threading.Event()
 
     def _start(self, k: int) -> None:
-        proc = self.ctx.Process(target=_worker, args=(self.sockets[k], self.log_level), name=f"llmduel-worker-{k}")
+        proc = self.ctx.Process(
+            target=_worker, args=(self.sockets[k], self.log_level, self.settings), name=f"llmduel-worker-{k}"
+        )
         proc.start()
         self.procs[k] = proc
         self.started_at[k] = time.monotonic()

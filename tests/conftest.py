@@ -121,7 +121,12 @@ class LiveServer:
 
 
 def start_live_server(
-    database_url: str, log_path: Path, extra_env: dict | None = None, workers: int = 1, timeout: float = 120.0
+    database_url: str,
+    log_path: Path,
+    extra_env: dict | None = None,
+    workers: int = 1,
+    timeout: float = 120.0,
+    log_level: str = "warning",
 ) -> LiveServer:
     """The service on a free 127.0.0.1 port: ``uvicorn --factory service.app:create_app``
     for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more."""
@@ -143,7 +148,7 @@ def start_live_server(
         "--port",
         str(port),
         "--log-level",
-        "warning",
+        log_level,
     ]
     if workers > 1:
         cmd = [
@@ -156,7 +161,7 @@ def start_live_server(
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
             "--workers",
             str(workers),
         ]

@@ -56,10 +56,10 @@ PUBLIC = {  # no credentials by design
     ("MOUNT", "/docs-static"): "Swagger UI assets",
     ("MOUNT", "/static"): "CSS and JS of the pages",
     ("GET", "/login"): "the sign-in form",
-    ("POST", "/logout"): "only deletes the caller's own cookie",
+    ("POST", "/logout"): "only revokes the caller's own login",
 }
-DASHBOARD = "admin key (header, ?key= or cookie); 401 page without it"
-ANNOTATOR_LINK = "the annotator token in the path; 404 page for an unknown token"
+DASHBOARD = "admin key (header or login cookie, never ?key=); 401 page without it"
+ANNOTATOR_LINK = "the annotator token in the path; 403 page for an unknown or revoked token"
 LOGIN = "checks the admin key in the form; 401 without a cookie when wrong"
 
 
@@ -72,6 +72,8 @@ def classify(method: str, path: str) -> str:
         return "annotator-link"
     if (method, path) == ("POST", "/login"):
         return "login"
+    if (method, path) == ("POST", "/logout/all"):
+        return "dashboard"  # needs a signed-in admin (header or live login cookie)
     if method == "GET" and (path == "/" or path.startswith(("/campaigns/", "/live/"))):
         return "dashboard"
     return "unclassified"
@@ -121,7 +123,7 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
     assert not unclassified, f"new routes: say how they authenticate in test_security.py: {unclassified}"
 
     s = await setup_two_campaigns(api)
-    ids = {"campaign_id": s["b"], "cid": s["b"], "duel_id": s["duel_b"], "token": "ann_" + "x" * 43}
+    ids = {"campaign_id": s["b"], "cid": s["b"], "duel_id": s["duel_b"], "annotator_id": 1, "token": "ann_" + "x" * 43}
     before = await snapshot(api, s["b"], s["duel_b"])
     bodies = {
         "/v1/campaigns": campaign_body(name="should not exist"),
@@ -156,7 +158,7 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
                     r = await anon.request(
                         method, url, data={"duel_id": str(s["duel_b"]), "choice": "a"}, headers=headers
                     )
-                    assert r.status_code == 404, (method, path, r.status_code)
+                    assert r.status_code == 403, (method, path, r.status_code)
                 elif kind == "login":
                     r = await anon.post(url, data={"key": headers.get("Authorization", "nothing"), "next": "/"})
                     assert r.status_code == 401 and "set-cookie" not in r.headers
@@ -168,7 +170,7 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
 async def test_annotator_tokens_cannot_reach_another_campaign_on_any_route(api):
     s = await setup_two_campaigns(api)
     tok_a = {"Authorization": f"Bearer {s['tok_a']}"}
-    ids = {"campaign_id": s["b"], "duel_id": s["duel_b"]}
+    ids = {"campaign_id": s["b"], "duel_id": s["duel_b"], "annotator_id": 1}
     before = await snapshot(api, s["b"], s["duel_b"])
     refused = 0
     for method, path in all_routes(api.app):
@@ -186,7 +188,7 @@ async def test_annotator_tokens_cannot_reach_another_campaign_on_any_route(api):
     r = await api.post(
         f"/annotate/{s['tok_a']}/vote", data={"duel_id": str(s["duel_b"]), "choice": "a"}, headers={"Authorization": ""}
     )
-    assert r.status_code == 404
+    assert r.status_code == 403
     assert await snapshot(api, s["b"], s["duel_b"]) == before
     # Its own campaign works with the same token (the refusals above were not a broken token).
     assert (await api.get(f"/v1/campaigns/{s['a']}", headers=tok_a)).status_code == 200

@@ -150,11 +150,13 @@ async def test_dashboards_need_the_admin_key_from_afar(app):
         assert r.status_code == 401 and 'name="key"' in r.text and "text/html" in r.headers["content-type"]
         assert (await c.get("/", headers=ADMIN)).status_code == 200
         assert (await c.get("/", headers={"Authorization": "Bearer wrong"})).status_code == 401
-        assert (await c.get("/?key=wrong")).status_code == 401
-        r = await c.get("/?key=" + KEY + "&offset=0")
+        # the key is never taken from an address (it would reach access logs and history)
+        assert (await c.get("/?key=" + KEY)).status_code == 401
+        r = await c.post("/login", data={"key": KEY, "next": "/?offset=0"})
         assert r.status_code == 303 and r.headers["location"] == "/?offset=0"
         cookie = r.headers["set-cookie"]
         assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower() and KEY not in cookie
+        assert "max-age=43200" in cookie.lower()  # LLMDUEL_LOGIN_HOURS=12
         r = await c.get("/")  # the cookie jar now holds the dashboard cookie
         assert r.status_code == 200 and "<h1>Campaigns</h1>" in r.text
         await c.post("/logout")
@@ -170,27 +172,33 @@ async def test_dashboards_need_the_admin_key_from_afar(app):
         assert (await c.get("/live/campaigns", params={"v": live.headers["x-llmduel-version"]})).status_code == 204
 
 
-async def test_local_rule_for_the_demo_and_when_configured(app, monkeypatch):
-    import dataclasses
+async def test_local_rule_for_the_demo_and_when_configured(app):
+    def configure(**changes):  # what LLMDUEL_WEB_AUTH / --demo set at start (Settings.web_auth, Settings.demo)
+        app.state.settings = app.state.settings.replace(**changes)
 
     async with client(app, base_url="http://127.0.0.1:8000", client_addr=("127.0.0.1", 50000)) as c:
         assert (await c.get("/")).status_code == 401  # default: the key, even from this machine
-        monkeypatch.setenv("LLMDUEL_WEB_AUTH", "local")
+        configure(web_auth="local")
         assert (await c.get("/")).status_code == 200
         assert (await c.get("/", headers={"X-Forwarded-For": "198.51.100.7"})).status_code == 401
-        monkeypatch.setenv("LLMDUEL_WEB_AUTH", "bogus")  # unknown values fail closed
-        assert (await c.get("/")).status_code == 401
-        monkeypatch.delenv("LLMDUEL_WEB_AUTH")
-        app.state.settings = dataclasses.replace(app.state.settings, demo=True)  # llmduel serve --demo
+        configure(web_auth=None, demo=True)  # llmduel serve --demo
         assert (await c.get("/")).status_code == 200
-        monkeypatch.setenv("LLMDUEL_WEB_AUTH", "key")
+        configure(web_auth="key")
         assert (await c.get("/")).status_code == 401
-    monkeypatch.delenv("LLMDUEL_WEB_AUTH")
+    configure(web_auth=None)
     async with client(app) as c:  # the demo rule is still local-only
         assert (await c.get("/")).status_code == 401
-    monkeypatch.setenv("LLMDUEL_WEB_AUTH", "open")
+    configure(web_auth="open")
     async with client(app) as c:
         assert (await c.get("/")).status_code == 200
+
+
+def test_unknown_web_auth_is_refused_at_start(monkeypatch):
+    from service.config import SettingsError
+
+    monkeypatch.setenv("LLMDUEL_WEB_AUTH", "bogus")
+    with pytest.raises(SettingsError, match="LLMDUEL_WEB_AUTH"):
+        Settings.from_env()
 
 
 # ---------------------------------------------------------------- pages
@@ -211,7 +219,7 @@ async def test_pages_escape_names_and_send_security_headers(app):
         assert (await c.get("/static/annotate.js")).status_code == 200
 
 
-async def test_unknown_campaign_and_token_give_friendly_404(app):
+async def test_unknown_campaign_gives_friendly_404_and_unknown_token_403(app):
     async with client(app, headers=ADMIN) as c:
         for path in ("/campaigns/987654321", "/campaigns/abc", "/campaigns/0", "/campaigns/99999999999999999999"):
             r = await c.get(path)
@@ -220,9 +228,9 @@ async def test_unknown_campaign_and_token_give_friendly_404(app):
         assert (await c.get("/campaigns/987654321/live")).status_code == 404
         for token in ("ann_doesnotexist", "x" * 300, KEY):
             r = await c.get(f"/annotate/{token}")
-            assert r.status_code == 404 and "This annotator link is not valid" in r.text
+            assert r.status_code == 403 and "This annotator link is not valid" in r.text
         r = await c.post("/annotate/ann_nope/vote", data={"duel_id": "1", "choice": "a"}, headers=JSON_HDR)
-        assert r.status_code == 404 and r.json()["state"] == "invalid"
+        assert r.status_code == 403 and r.json()["state"] == "invalid"
 
 
 async def test_certified_dashboard_replay_plots_winner_and_oracle(app, monkeypatch):

@@ -164,9 +164,12 @@ def wait_for_next_panel(page, last_duel: str | None) -> str:
 
 
 def sign_in(page, server: str) -> None:
-    """Open the dashboards the way an admin does: ``?key=`` once, then the cookie."""
-    page.goto(f"{server}/?key={KEY}")
-    assert page.url == f"{server}/" and page.locator("h1", has_text="Campaigns").count() == 1
+    """Open the dashboards the way an admin does: the login form once, then the cookie."""
+    page.goto(f"{server}/")
+    page.fill("#key", KEY)
+    page.click("#login button[type=submit]")
+    page.wait_for_url(f"{server}/")
+    assert page.locator("h1", has_text="Campaigns").count() == 1
 
 
 def no_horizontal_overflow(page, width: int) -> bool:

@@ -64,7 +64,7 @@ def test_non_editable_install_migrates_and_serves(tmp_path):
     up = subprocess.run([str(llmduel), "db", "upgrade"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert up.returncode == 0, up.stderr
     cur = subprocess.run([str(llmduel), "db", "current"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
-    assert cur.returncode == 0 and "0001" in cur.stdout, (cur.stdout, cur.stderr)
+    assert cur.returncode == 0 and "(head)" in cur.stdout, (cur.stdout, cur.stderr)  # at the newest migration
 
     port = _free_port()
     log = open(tmp_path / "serve.log", "wb")

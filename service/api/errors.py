@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..campaigns import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from ..db import HotPathUnavailable, is_connection_error
+from ..log_redaction import redact
 
 log = logging.getLogger("llmduel.api")
 
@@ -53,6 +54,24 @@ def is_db_unavailable(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
+def unreadable_body(exc: StarletteHTTPException) -> dict[str, Any] | None:
+    """The 422 error for a JSON body FastAPI could not parse (it answers 400 "There was an
+    error parsing the body" for what is not a plain JSON syntax error: invalid UTF-8, nesting
+    deeper than the parser's recursion limit); None for any other HTTP error."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None or isinstance(cause, StarletteHTTPException):
+        return None
+    if isinstance(cause, RecursionError):
+        msg = "the request body is nested too deeply"
+    elif isinstance(cause, UnicodeError):
+        msg = "the request body is not valid UTF-8"
+    elif isinstance(cause, ValueError):
+        msg = "the request body is not valid JSON"
+    else:
+        return None
+    return {"loc": ["body"], "msg": msg, "type": "json_invalid"}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
@@ -64,6 +83,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = unreadable_body(exc)
+        if unreadable is not None:
+            return JSONResponse({"detail": [unreadable]}, status_code=422)
         detail = exc.detail if exc.detail is not None else "error"
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
@@ -73,7 +95,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if is_db_unavailable(exc):
             log.warning("database unavailable: %s", type(exc).__name__)
             return JSONResponse({"detail": DB_UNAVAILABLE}, status_code=503, headers={"Retry-After": "1"})
-        log.error("database error on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        log.error("database error on %s %s: %s", request.method, redact(request.url.path), type(exc).__name__)
         return JSONResponse({"detail": "database error; retry later"}, status_code=503, headers={"Retry-After": "1"})
 
     for cls in (
@@ -87,8 +109,50 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        log.exception("unexpected error on %s %s", request.method, redact(request.url.path))
         return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+
+class ContainErrors:
+    """ASGI middleware: an unexpected exception becomes a JSON 500 and stops here.
+
+    Starlette's outermost middleware answers 500 but then re-raises, and uvicorn
+    closes a connection whose request raised: a client's keep-alive connection
+    would be reset after every 500. Here the error is logged with its traceback,
+    answered (when no response was started yet) and not re-raised, so the
+    connection stays usable. A failure after the response started cannot be
+    answered any more; it is logged and the connection is left to the server.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message):
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("unexpected error on %s %s", scope.get("method"), redact(str(scope.get("path"))))
+            if started:
+                raise
+            body = b'{"detail":"internal server error"}'
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
 
 
 class BodySizeLimit:

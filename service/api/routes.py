@@ -162,14 +162,44 @@ async def stop_campaign(campaign_id: Id, svc: Svc, _: Admin):
     status_code=201,
     response_model=schemas.AnnotatorOut,
     responses=ERRORS,
-    tags=["campaigns"],
-    summary="Create an annotator token for this campaign",
+    tags=["annotators"],
+    summary="Create an annotator: its token and absolute voting link (shown once)",
 )
 async def create_annotator(
-    campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.AnnotatorIn | None, Body()] = None
+    campaign_id: Id,
+    svc: Svc,
+    _: Admin,
+    request: Request,
+    response: Response,
+    body: Annotated[schemas.AnnotatorIn | None, Body()] = None,
 ):
     label = body.label if body else None
-    return await _t(svc.create_annotator, campaign_id, label)
+    created = await _t(svc.create_annotator, campaign_id, label)
+    base = svc.settings.public_base_url or str(request.base_url).rstrip("/")
+    response.headers["Cache-Control"] = "no-store"  # the body holds a credential
+    return dict(created, url=f"{base}/annotate/{created['token']}")
+
+
+@router.get(
+    "/v1/campaigns/{campaign_id}/annotators",
+    response_model=list[schemas.AnnotatorRecord],
+    responses=ERRORS,
+    tags=["annotators"],
+    summary="The campaign's annotators with their votes and agreement",
+)
+async def list_annotators(campaign_id: Id, svc: Svc, _: Admin):
+    return await _t(svc.list_annotators, campaign_id)
+
+
+@router.delete(
+    "/v1/campaigns/{campaign_id}/annotators/{annotator_id}",
+    response_model=schemas.AnnotatorRecord,
+    responses=ERRORS,
+    tags=["annotators"],
+    summary="Revoke an annotator's token (its pending duels are released)",
+)
+async def revoke_annotator(campaign_id: Id, annotator_id: Id, svc: Svc, _: Admin):
+    return await _t(svc.revoke_annotator, campaign_id, annotator_id)
 
 
 @router.get(

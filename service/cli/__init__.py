@@ -22,6 +22,7 @@ REGISTRARS: list[tuple[str, str]] = [
     ("service.cli.service", "add_parsers"),
     ("service.fake_provider", "add_fake_provider_parser"),
     ("service.cli.research", "add_parsers"),
+    ("service.cli.annotators", "add_annotator_parser"),
 ]
 
 
@@ -71,6 +72,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except (RecursionError, MemoryError, UnicodeError, OSError) as exc:
+        # Input the command could not take (a file nested too deeply, not text, unreadable):
+        # still one line, never a traceback.
+        print(f"llmduel: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] or "no detail"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,6 +42,24 @@ def whole_number(option: str, allow_zero: bool = False) -> Callable[[str], int]:
     return parse
 
 
+MAX_ID = 2**62  # the largest id the API and the database accept
+
+
+def record_id(option: str) -> Callable[[str], int]:
+    """A parser for a database id (1 to 2**62, as the API's paths); errors name ``option``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be an integer, got {text!r}") from None
+        if not 1 <= v <= MAX_ID:
+            raise argparse.ArgumentTypeError(f"{option} must be between 1 and 2**62, got {text}")
+        return v
+
+    return parse
+
+
 def delta_value(text: str) -> float:
     """``--delta``: an error probability accepted by the algorithms (:func:`algorithms.thresholds.delta_problem`)."""
     try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
+from contextlib import contextmanager
+
+from service.cli.args import CLIError, record_id
 
 
 def add_parsers(subparsers) -> None:
@@ -52,25 +54,26 @@ def cmd_serve(args) -> int:
 
     import uvicorn
 
-    from service.config import Settings, announce_generated_key
+    from service.config import Settings, SettingsError, announce_generated_key
     from service.db import Database, head_revision
 
     if args.workers < 1:
-        print("llmduel serve: --workers must be >= 1", file=sys.stderr)
-        return 2
+        raise CLIError("serve: --workers must be >= 1")
     if args.demo and args.workers > 1:
-        print("llmduel serve: --demo runs in a single worker; drop --workers", file=sys.stderr)
-        return 2
+        raise CLIError("serve: --demo runs in a single worker; drop --workers")
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(levelname)s %(name)s: %(message)s")
     if args.log_level != "debug":
         logging.getLogger("alembic").setLevel(logging.WARNING)
     shown_host = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
-    settings = Settings.from_env(demo=args.demo, public_base_url=f"http://{shown_host}:{args.port}").ensure_api_key()
-    if settings.api_key_generated:
-        # Workers inherit the key through the environment, so all of them accept it.
-        os.environ["LLMDUEL_API_KEY"] = settings.api_key
-        announce_generated_key(settings)
-        settings = Settings.from_env(demo=args.demo, public_base_url=settings.public_base_url)
+    try:
+        settings = Settings.from_env(demo=args.demo)
+    except SettingsError as exc:
+        raise CLIError(str(exc)) from None
+    if settings.public_base_url is None:
+        settings = settings.model_copy(update={"public_base_url": f"http://{shown_host}:{args.port}"})
+    # A generated key is printed once here; the workers get these settings (key included) as an argument.
+    settings = settings.ensure_api_key()
+    announce_generated_key(settings)
     # Migrate once here, before any worker starts (no race between workers).
     if settings.auto_migrate == "always" or (settings.auto_migrate == "sqlite" and settings.is_sqlite):
         db = Database(settings.database_url)
@@ -89,7 +92,7 @@ def cmd_serve(args) -> int:
         from service.workers import Supervisor
 
         try:
-            supervisor = Supervisor(args.host, args.port, args.workers, args.log_level)
+            supervisor = Supervisor(args.host, args.port, args.workers, args.log_level, settings)
         except OSError as exc:
             print(f"llmduel serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
             return 2
@@ -99,6 +102,31 @@ def cmd_serve(args) -> int:
 
         uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+@contextmanager
+def database_errors(url: str):
+    """A database that cannot be reached or used becomes one :class:`CLIError` line (the URL without its password)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        reason = getattr(exc, "orig", None) or exc
+        first = (str(reason).strip().splitlines() or [type(reason).__name__])[0]
+        raise CLIError(f"database {_redact_url(url)}: {type(reason).__name__}: {first[:300]}") from None
+    except OSError as exc:
+        raise CLIError(f"database {_redact_url(url)}: {exc.strerror or exc}") from None
+
+
+def settings_from_env():
+    """:meth:`Settings.from_env`, a bad value as a one-line :class:`CLIError`."""
+    from service.config import Settings, SettingsError
+
+    try:
+        return Settings.from_env()
+    except SettingsError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _redact_url(url: str) -> str:
@@ -118,26 +146,25 @@ def add_replay_parser(subparsers) -> None:
         description="Exit 0 when the stored state equals the state rebuilt from the "
         "duel log, 1 with a diff when it does not, 2 when the campaign is missing.",
     )
-    p.add_argument("campaign_id", type=int, metavar="CAMPAIGN_ID")
+    p.add_argument("campaign_id", type=record_id("CAMPAIGN_ID"), metavar="CAMPAIGN_ID")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_replay)
 
 
 def cmd_replay(args) -> int:
     from service.campaigns import CampaignService, NotFound
-    from service.config import Settings
     from service.db import Database
 
-    settings = Settings.from_env()
-    db = Database(settings.database_url)
-    try:
+    settings = settings_from_env()
+    with database_errors(settings.database_url):
+        db = Database(settings.database_url)
         try:
-            result = CampaignService(settings, db).replay(args.campaign_id)
-        except NotFound as exc:
-            print(f"llmduel replay: {exc.detail}", file=sys.stderr)
-            return 2
-    finally:
-        db.dispose()
+            try:
+                result = CampaignService(settings, db).replay(args.campaign_id)
+            except NotFound as exc:
+                raise CLIError(f"replay: {exc.detail}") from None
+        finally:
+            db.dispose()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif result.ok:
@@ -161,24 +188,27 @@ def add_db_parser(subparsers) -> None:
 
 
 def cmd_db_upgrade(args) -> int:
-    from service.config import Settings
+    from service.config import Settings  # noqa: F401
     from service.db import upgrade_database
 
-    settings = Settings.from_env()
-    upgrade_database(settings.database_url, args.revision)
+    settings = settings_from_env()
+    with database_errors(settings.database_url):
+        upgrade_database(settings.database_url, args.revision)
     print(f"database {_redact_url(settings.database_url)} upgraded to {args.revision}", file=sys.stderr)
     return 0
 
 
 def cmd_db_current(args) -> int:
-    from service.config import Settings
+    from service.config import Settings  # noqa: F401
     from service.db import Database, head_revision
 
-    db = Database(Settings.from_env().database_url)
-    try:
-        current = db.current_revision()
-    finally:
-        db.dispose()
+    url = settings_from_env().database_url
+    with database_errors(url):
+        db = Database(url)
+        try:
+            current = db.current_revision()
+        finally:
+            db.dispose()
     head = head_revision()
     print(f"{current or '(empty)'}{' (head)' if current == head else f' (head is {head})'}")
     return 0

@@ -1,6 +1,6 @@
 """Who may read the dashboards (``/`` and ``/campaigns/{id}``).
 
-``LLMDUEL_WEB_AUTH`` chooses the rule (see docs/web.md):
+``LLMDUEL_WEB_AUTH`` (``Settings.web_auth``) chooses the rule (see docs/web.md):
 
 * ``key`` (default): the admin key is always needed.
 * ``local`` (default of ``llmduel serve --demo``): no key needed for a browser
@@ -12,43 +12,38 @@
 * ``open``: anyone who can reach the service may read the dashboards (a public
   demo). The annotator pages and the REST API are not affected.
 
-The admin key is accepted as ``Authorization: Bearer <key>``, once as
-``?key=<key>`` (answered with a redirect that drops it from the address and
-sets a cookie), or through the ``/login`` form. The cookie holds an HMAC of a
-fixed label under the admin key, not the key itself: it grants read access to
-the dashboards only, is ``HttpOnly`` and ``SameSite=Strict``, and changes when
-the admin key changes.
+The admin key is accepted as ``Authorization: Bearer <key>`` or through the
+``/login`` form (POST), which starts a login (service/web/logins.py): a random
+cookie value, ``HttpOnly``, ``SameSite=Strict``, that expires and can be revoked.
+**choice**: the key is never accepted in an address (``?key=`` is ignored), so it
+cannot reach access logs, browser history or ``Referer`` headers.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
-import os
 
+import anyio
 from fastapi import Request
+
+from . import logins
 
 COOKIE = "llmduel_dashboard"
 MODES = ("local", "key", "open")
 PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-real-ip", "x-forwarded-host")
-COOKIE_MAX_AGE = 7 * 24 * 3600
 
 
-def mode(request: Request | None = None) -> str:
-    raw = (os.environ.get("LLMDUEL_WEB_AUTH") or "").strip().lower()
-    if not raw:
-        settings = getattr(request.app.state, "settings", None) if request is not None else None
-        return "local" if getattr(settings, "demo", False) else "key"
-    return raw if raw in MODES else "key"  # unknown values fail closed
+def mode(request: Request) -> str:
+    """The rule in force: ``Settings.web_auth`` (validated at start), else ``local`` for the demo, else ``key``."""
+    settings = request.app.state.settings
+    if settings.web_auth:
+        return settings.web_auth
+    return "local" if settings.demo else "key"
 
 
 def _admin_key(request: Request) -> str | None:
     return request.app.state.service.settings.api_key
-
-
-def cookie_value(admin_key: str) -> str:
-    return hmac.new(admin_key.encode("utf-8"), b"llmduel dashboard read access v1", hashlib.sha256).hexdigest()
 
 
 def key_matches(request: Request, candidate: str | None) -> bool:
@@ -79,32 +74,56 @@ def is_local(request: Request) -> bool:
     return _is_loopback(client[0]) and _is_loopback(server[0])
 
 
-def can_read_dashboards(request: Request) -> bool:
-    m = mode(request)
-    if m == "open":
-        return True
-    key = _admin_key(request)
+def _bearer_is_admin(request: Request) -> bool:
     header = request.headers.get("authorization") or ""
     scheme, _, value = header.partition(" ")
-    if scheme.lower() == "bearer" and key_matches(request, value.strip()):
+    return scheme.lower() == "bearer" and key_matches(request, value.strip())
+
+
+async def can_read_dashboards(request: Request) -> bool:
+    m = mode(request)
+    if m == "open" or _bearer_is_admin(request):
+        return True
+    if m == "local" and is_local(request):
         return True
     cookie = request.cookies.get(COOKIE)
-    if (
-        key
-        and cookie
-        and hmac.compare_digest(cookie.encode("utf-8", "surrogatepass"), cookie_value(key).encode("ascii"))
-    ):
+    if not cookie:
+        return False
+    return await anyio.to_thread.run_sync(logins.is_valid, request.app.state.service.db, _admin_key(request), cookie)
+
+
+async def is_signed_in(request: Request) -> bool:
+    """The admin key in the header, or a live login cookie (not merely an open or local rule)."""
+    if _bearer_is_admin(request):
         return True
-    return m == "local" and is_local(request)
+    cookie = request.cookies.get(COOKIE)
+    if not cookie:
+        return False
+    return await anyio.to_thread.run_sync(logins.is_valid, request.app.state.service.db, _admin_key(request), cookie)
 
 
-def set_cookie(response, request: Request) -> None:
+async def start_login(response, request: Request) -> None:
+    """Make a new login and set its cookie on ``response`` (after the key was checked)."""
+    settings = request.app.state.settings
+    value = await anyio.to_thread.run_sync(
+        logins.create, request.app.state.service.db, _admin_key(request), settings.login_seconds
+    )
     response.set_cookie(
         COOKIE,
-        cookie_value(_admin_key(request)),
-        max_age=COOKIE_MAX_AGE,
+        value,
+        max_age=settings.login_seconds,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
         path="/",
     )
+
+
+async def end_login(response, request: Request, everywhere: bool = False) -> None:
+    """Revoke this login (or every login) and clear the cookie."""
+    db = request.app.state.service.db
+    if everywhere:
+        await anyio.to_thread.run_sync(logins.revoke_all, db)
+    else:
+        await anyio.to_thread.run_sync(logins.revoke, db, request.cookies.get(COOKIE))
+    response.delete_cookie(COOKIE, path="/")

@@ -227,6 +227,7 @@ def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) 
     if total == 0:
         return []
     page = svc.list_duels(campaign_id, n, max(0, total - n))
+    labels = svc.annotator_labels(campaign_id)  # "annotator:3" -> the label the admin gave it
     out = []
     for d in reversed(page["items"]):
         winner = None
@@ -234,7 +235,7 @@ def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) 
             winner = d["model_a_name"]
         elif d["choice"] == "b":
             winner = d["model_b_name"]
-        out.append(dict(d, winner_name=winner))
+        out.append(dict(d, winner_name=winner, judged_by_label=labels.get(d["judged_by"] or "", d["judged_by"])))
     return out
 
 
@@ -279,6 +280,7 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "progress_tip": tip,
         "recent": recent_duels(svc, campaign_id),
         "judge_kind": (view["judge"] or {}).get("kind"),
+        "annotators": svc.list_annotators(campaign_id),
     }
 
 

@@ -184,24 +184,8 @@ def _t(fn, *args):
 
 
 # ---------------------------------------------------------------- dashboard access
-def _key_redirect(request: Request) -> Response | None:
-    """``?key=...``: set the cookie and redirect to the same address without the key."""
-    if "key" not in request.query_params:
-        return None
-    if not access.key_matches(request, request.query_params.get("key")):
-        return login_page(request, message="That key is not the admin key.", status_code=401)
-    url = request.url.remove_query_params("key")
-    target = url.path + (f"?{url.query}" if url.query else "")
-    resp = RedirectResponse(target, status_code=303, headers=_headers())
-    access.set_cookie(resp, request)
-    return resp
-
-
-def _guard(request: Request) -> Response | None:
-    redirect = _key_redirect(request)
-    if redirect is not None:
-        return redirect
-    if access.can_read_dashboards(request):
+async def _guard(request: Request) -> Response | None:
+    if await access.can_read_dashboards(request):
         return None
     return login_page(request, status_code=401)
 
@@ -216,7 +200,12 @@ def login_page(request: Request, message: str | None = None, status_code: int = 
         next=_safe_next(nxt),
         show_nav=False,
         title="Sign in",
+        login_hours=_hours(request),
     )
+
+
+def _hours(request: Request) -> str:
+    return f"{request.app.state.settings.login_hours:g}"
 
 
 def _safe_next(nxt: str | None) -> str:
@@ -245,16 +234,28 @@ async def login_submit(request: Request):
             next=nxt,
             show_nav=False,
             title="Sign in",
+            login_hours=_hours(request),
         )
     resp = RedirectResponse(_root(request) + nxt, status_code=303, headers=_headers())
-    access.set_cookie(resp, request)
+    await access.start_login(resp, request)
     return resp
 
 
 @router.post("/logout")
 async def logout(request: Request):
+    """End this login (its cookie is refused from now on, on every worker)."""
     resp = RedirectResponse(_root(request) + "/login", status_code=303, headers=_headers())
-    resp.delete_cookie(access.COOKIE, path="/")
+    await access.end_login(resp, request)
+    return resp
+
+
+@router.post("/logout/all")
+async def logout_everywhere(request: Request):
+    """End every dashboard login (a lost laptop, a shared screen): needs a signed-in admin."""
+    if not await access.is_signed_in(request):
+        return login_page(request, status_code=401)
+    resp = RedirectResponse(_root(request) + "/login", status_code=303, headers=_headers())
+    await access.end_login(resp, request, everywhere=True)
     return resp
 
 
@@ -266,7 +267,7 @@ def _offset(request: Request) -> int:
 
 @router.get("/", response_class=HTMLResponse)
 async def index(request: Request):
-    denied = _guard(request)
+    denied = await _guard(request)
     if denied is not None:
         return denied
     offset = _offset(request)
@@ -285,7 +286,7 @@ async def index(request: Request):
 
 @router.get("/live/campaigns")
 async def index_live(request: Request):
-    if not access.can_read_dashboards(request):
+    if not await access.can_read_dashboards(request):
         return Response(status_code=401, headers=_headers())
     offset = _offset(request)
     svc = _svc(request)
@@ -305,7 +306,7 @@ async def index_live(request: Request):
 # ---------------------------------------------------------------- dashboard
 @router.get("/campaigns/{cid}", response_class=HTMLResponse)
 async def campaign_page(request: Request, cid: str):
-    denied = _guard(request)
+    denied = await _guard(request)
     if denied is not None:
         return denied
     campaign_id = _parse_id(cid)
@@ -320,7 +321,7 @@ async def campaign_page(request: Request, cid: str):
 
 @router.get("/campaigns/{cid}/live")
 async def campaign_live(request: Request, cid: str):
-    if not access.can_read_dashboards(request):
+    if not await access.can_read_dashboards(request):
         return Response(status_code=401, headers=_headers())
     campaign_id = _parse_id(cid)
     if campaign_id is None:
@@ -434,11 +435,12 @@ def _panel_response(request: Request, token: str, ctx: dict) -> Response:
 
 
 def _bad_token(request: Request) -> Response:
+    """An unknown or revoked annotator link: 403 (the same answer for both)."""
     if _wants_json(request):
-        return JSONResponse({"state": "invalid", "html": ""}, status_code=404, headers=_headers())
+        return JSONResponse({"state": "invalid", "html": ""}, status_code=403, headers=_headers())
     return error_page(
         request,
-        404,
+        403,
         "This annotator link is not valid",
         "The link may be mistyped, or it was revoked. Ask the campaign's organiser for a new one.",
     )

@@ -46,7 +46,7 @@
     }).then(function (r) {
       return r.json().catch(function () { return null; }).then(function (data) {
         if (!r.ok || !data || typeof data.html !== "string") {
-          throw new Error(r.status === 404 ? "This annotator link is no longer valid." : "The server answered " + r.status + ".");
+          throw new Error((r.status === 403 || r.status === 401) ? "This annotator link is no longer valid." : "The server answered " + r.status + ".");
         }
         return data;
       });

@@ -1,0 +1,98 @@
+"""Three annotators vote in headless Chromium from the links the API returned; one is
+revoked mid-way and its link is refused; the dashboard names them by label."""
+
+from __future__ import annotations
+
+import pytest
+from test_web_browser import ARTIFACTS, api, browser, create, server, sign_in, wait_for_next_panel  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def _vote(page, last: str | None) -> str:
+    state = wait_for_next_panel(page, last)
+    assert state == "duel", state
+    duel = page.get_attribute("#panel", "data-duel")
+    page.click("#vote-a")
+    return duel
+
+
+def test_three_annotators_vote_one_is_revoked_and_the_dashboard_shows_labels(server, api, browser):  # noqa: F811
+    cid = create(api, "browser: three annotators", [("m0", 1.0), ("m1", 1.0), ("m2", 1.0)], delta=1e-6)
+    links = {}
+    for label in ("alice", "bob", "carol"):
+        r = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})
+        assert r.status_code == 201, r.text
+        out = r.json()
+        assert out["url"] == f"{server}/annotate/{out['token']}"
+        links[label] = out
+    pages = {}
+    last = {}
+    for label, out in links.items():
+        page = browser.new_page(viewport={"width": 1100, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc, errors=errors: errors.append(str(exc)))
+        page.errors = errors
+        assert page.goto(out["url"]).status == 200
+        pages[label] = page
+        last[label] = None
+    for _ in range(2):
+        for label, page in pages.items():
+            last[label] = _vote(page, last[label])
+
+    # carol now has a new duel on screen; she is revoked before voting on it
+    carol = pages["carol"]
+    assert wait_for_next_panel(carol, last["carol"]) == "duel"
+    carol_duel = int(carol.get_attribute("#panel", "data-duel"))
+    r = api.delete(f"/v1/campaigns/{cid}/annotators/{links['carol']['id']}")
+    assert r.status_code == 200 and r.json()["revoked_at"]
+    carol.click("#vote-a")
+    carol.wait_for_selector(".notice.error.client", timeout=15000)
+    assert "no longer valid" in carol.inner_text(".notice.error.client")
+    released = api.get(f"/v1/duels/{carol_duel}").json()
+    assert released["status"] == "expired" and released["choice"] is None
+    response = carol.goto(links["carol"]["url"])
+    assert response.status == 403 and "not valid" in carol.inner_text("body")
+    carol.screenshot(path=str(ARTIFACTS / "web-annotate-revoked.png"), full_page=True)
+    # the others go on
+    for label in ("alice", "bob"):
+        last[label] = _vote(pages[label], last[label])
+    for label in ("alice", "bob"):  # their last votes are stored once the next duel shows
+        assert wait_for_next_panel(pages[label], last[label]) == "duel"
+
+    listed = {a["label"]: a for a in api.get(f"/v1/campaigns/{cid}/annotators").json()}
+    assert (listed["alice"]["votes"], listed["bob"]["votes"], listed["carol"]["votes"]) == (3, 3, 2)
+    assert listed["carol"]["revoked_at"] is not None
+
+    admin = browser.new_page(viewport={"width": 1280, "height": 900})
+    sign_in(admin, server)
+    admin.goto(f"{server}/campaigns/{cid}")
+    admin.wait_for_selector("td.judged-by")
+    cells = [c.strip() for c in admin.locator("td.judged-by").all_inner_texts()]
+    assert {"alice", "bob", "carol"} <= set(cells), cells
+    assert not any(c.startswith("annotator:") for c in cells), cells
+    rows = {
+        r.locator("td.annotator-label").inner_text().strip(): r.inner_text()
+        for r in admin.locator("#annotators-section tr.annotator").all()
+    }
+    assert set(rows) == {"alice", "bob", "carol"}, rows
+    assert "revoked" in rows["carol"] and "active" in rows["alice"] and "active" in rows["bob"]
+    admin.screenshot(path=str(ARTIFACTS / "web-dashboard-annotator-labels.png"), full_page=True)
+    for page in pages.values():
+        assert page.errors == [], page.errors
+        page.close()
+    admin.close()
+
+
+def test_docs_page_renders_under_its_content_security_policy(server, browser):  # noqa: F811
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on("pageerror", lambda exc: violations.append(str(exc)))
+    response = page.goto(f"{server}/docs")
+    assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+    page.wait_for_selector(".swagger-ui .info .title", timeout=20000)
+    assert "llmduel" in page.inner_text(".swagger-ui .info .title")
+    assert page.locator(".opblock").count() > 5  # the operations rendered from /openapi.json
+    assert violations == [], violations
+    page.close()
