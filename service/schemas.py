@@ -13,6 +13,7 @@ from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, TiePolicy
 from service.clients import validate_client_config
 from service.judging import validate_judge_config
+from service.names import check_name, duplicate_names
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -57,7 +58,8 @@ def check_json_safe(value: Any, path: str = "", depth: int = 0) -> Any:
 
 
 SafeText = Annotated[str, AfterValidator(_check_text)]
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text)]
+# Visible, without invisible or control characters (service/names.py).
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text), AfterValidator(check_name)]
 PromptText = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_check_text)]
 # At least one nano-USD (the ledger's unit: a smaller budget would be stored as 0), at most MAX_USD.
 USD = Annotated[float, Field(ge=1e-9, le=MAX_USD, allow_inf_nan=False)]
@@ -136,9 +138,12 @@ class CampaignCreate(_Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> "CampaignCreate":
-        names = [m.name for m in self.models]
-        if len(set(names)) != len(names):
-            raise ValueError("models: names must be unique")
+        repeated = duplicate_names([m.name for m in self.models])
+        if repeated:
+            raise ValueError(
+                f"models: names must be unique after Unicode (NFKC) and whitespace normalisation; "
+                f"{repeated[0]!r} repeats another model's name"
+            )
         check_json_safe(self.judge, "judge")
 
         try:
