@@ -2,11 +2,13 @@
 end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]``.
 
 * ``POST /v1/chat/completions``: the answer of model ``m`` to a prompt is a
-  function of (m, prompt); it starts with a marker
-  ``<<fake model=m quality=q>>``. Token usage is derived from the text lengths
-  (about 4 characters per token).
+  function of (m, prompt); it starts with a marker ``<<fake id=h>>``, ``h`` a
+  hash of (m, prompt) under a random per-process salt. The answer names neither
+  the model nor its quality (annotators must not learn which model answered;
+  docs/reliability.md, Blinding): only this process can map ``h`` back to its
+  model. Token usage is derived from the text lengths (about 4 characters per token).
 * When the prompt is an llmduel judge prompt (``judges.llm``), the server acts as
-  the judge: it reads the markers of both answers and answers in the verdict
+  the judge: it looks up the markers of both answers and answers in the verdict
   format, preferring the higher quality (``strict`` mode: always; ``bradley-terry``
   mode: with probability q_a / (q_a + q_b), drawn from a hash of the question and
   the two answers, so both presentation orders agree). Answers without markers
@@ -30,6 +32,7 @@ import json
 import math
 import random
 import re
+import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +43,8 @@ if TYPE_CHECKING:  # fastapi is imported lazily: the CLI imports this module to 
 DEFAULT_PORT = 8900
 JUDGE_MODES = ("strict", "bradley-terry")
 
-_MARKER = re.compile(r"<<fake model=(\S+?) quality=([-+0-9.eE]+|inf)>>")
+_MARKER = re.compile(r"<<fake id=([0-9a-f]{16})>>")
+MAX_REMEMBERED_ANSWERS = 200_000
 _QUALITY_SUFFIX = re.compile(r"[-_@:]q(\d+(?:\.\d+)?)$")
 _VOCAB = (
     "result answer value step first second then because therefore example case "
@@ -118,6 +122,8 @@ class FakeProvider:
         self.latency_s = latency_s
         self.timeout_sleep_s = timeout_sleep_s
         self.seen: set[str] = set()
+        self._salt = secrets.token_bytes(16)
+        self._marked: dict[str, str] = {}  # marker id -> model
         self._flaky_seen: set[bytes] = set()
         self.stats = {"requests": 0, "answers": 0, "judgements": 0, "errors": 0}
 
@@ -131,13 +137,25 @@ class FakeProvider:
         d = _digest(model, prompt)
         n = 8 + d[0] % 24
         words = [_VOCAB[(d[1 + i % 30] + 7 * i) % len(_VOCAB)] for i in range(n)]
-        return f"<<fake model={model} quality={self.quality(model):g}>> " + " ".join(words) + "."
+        return f"<<fake id={self._marker_id(model, prompt)}>> " + " ".join(words) + "."
+
+    def _marker_id(self, model: str, prompt: str) -> str:
+        mid = hashlib.sha256(self._salt + _digest(model, prompt)).hexdigest()[:16]
+        if len(self._marked) >= MAX_REMEMBERED_ANSWERS:
+            self._marked.clear()
+        self._marked[mid] = model
+        return mid
+
+    def model_of(self, answer: str) -> str | None:
+        """The model behind an answer this process gave (None: no marker, or not one of ours)."""
+        m = _MARKER.search(answer)
+        return self._marked.get(m.group(1)) if m else None
 
     def judge(self, question: str, answer_a: str, answer_b: str) -> str:
-        ma, mb = _MARKER.search(answer_a), _MARKER.search(answer_b)
-        if ma and mb:
-            qa, qb = float(ma.group(2)), float(mb.group(2))
-            why = f"Answer A ({ma.group(1)}) has quality {qa:g}, answer B ({mb.group(1)}) {qb:g}."
+        ma, mb = self.model_of(answer_a), self.model_of(answer_b)
+        if ma is not None and mb is not None:
+            qa, qb = self.quality(ma), self.quality(mb)
+            why = f"Answer A ({ma}) has quality {qa:g}, answer B ({mb}) {qb:g}."
             if self.judge_mode == "strict" or qa == qb:
                 token = "A" if qa > qb else "B" if qb > qa else "C"
             else:

@@ -121,6 +121,13 @@ class CampaignCreate(_Strict):
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
     )
+    max_pending_per_annotator: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Duels one annotator may hold in flight at once; asking for another at the limit "
+        "hands back the annotator's oldest such duel (200) instead of starting a new one.",
+    )
 
     @field_validator("webhook_url")
     @classmethod
@@ -219,6 +226,7 @@ class CampaignOut(BaseModel):
     remaining_budget: float | None
     max_duels: int | None
     seed: int
+    max_pending_per_annotator: int
     webhook_url: str | None = None
     leader: str | None
     leader_index: int | None
@@ -245,6 +253,17 @@ class CampaignOut(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None
+
+
+class AnnotatorCampaignOut(BaseModel):
+    """A campaign as its annotators see it: no models, statistics, costs or draw inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    name: str
+    status: CampaignStatus = Field(description="running while votes are wanted.")
+    judge_kind: str = Field(description="human when the campaign is judged by votes.")
 
 
 class CampaignPage(BaseModel):
@@ -287,6 +306,30 @@ class DuelOut(BaseModel):
     judged_at: dt.datetime | None
     expires_at: dt.datetime
     campaign_status: CampaignStatus | None = None
+
+
+class AnnotatorDuelOut(BaseModel):
+    """A duel as the annotator who asked for it sees it: the prompt and two answers, nothing
+    that tells which model gave which (docs/reliability.md, Blinding)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    campaign_id: int
+    status: DuelStatus
+    prompt: str
+    answer_a: str | None
+    answer_b: str | None
+    choice: Choice | None = Field(description="This annotator's vote, once cast.")
+    error: str | None = Field(description="Why the duel cannot be voted on (one sentence per status).")
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    campaign_status: CampaignStatus | None
+
+
+# Admin views or annotator views; each matches only its own shape (extra="forbid" above).
+AnyCampaignOut = CampaignOut | AnnotatorCampaignOut
+AnyDuelOut = DuelOut | AnnotatorDuelOut
 
 
 class DuelPage(BaseModel):

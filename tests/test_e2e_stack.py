@@ -114,7 +114,7 @@ def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_pro
     judged = [d for d in duels if d["status"] == "judged"]
     assert len(judged) == view["duels"] > 0
     # answers came from the fake provider over HTTP, and the judge's cost was charged
-    assert all(d["answer_a"].startswith("<<fake model=") for d in judged)
+    assert all(d["answer_a"].startswith("<<fake id=") for d in judged)
     assert view["judge_spend"] > 0
     kinds = {ch["kind"] for d in duels for ch in d["charges"]}
     assert len(kinds) >= 2

@@ -2,6 +2,7 @@
 
 import asyncio
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -58,7 +59,9 @@ async def test_answers_are_deterministic_with_usage(asgi):
     http, app = asgi
     c = client(http, "m1-q2")
     a1, a2 = await c.complete("What is the capital of France?"), await c.complete("What is the capital of France?")
-    assert a1.text == a2.text and a1.text.startswith("<<fake model=m1-q2 quality=2>> ")
+    assert a1.text == a2.text and re.match(r"<<fake id=[0-9a-f]{16}>> ", a1.text)
+    assert "m1" not in a1.text and "quality" not in a1.text  # the answer does not name its model
+    assert app.state.provider.model_of(a1.text) == "m1-q2"
     assert a1.input_tokens == 8  # ceil(30 chars / 4)
     assert a1.output_tokens == -(-len(a1.text) // 4)
     assert (await c.complete("Another question")).text != a1.text
@@ -151,7 +154,7 @@ async def test_fake_judge_without_markers_is_order_consistent(asgi):
 
 
 async def test_injected_faults(asgi):
-    http, _ = asgi
+    http, app = asgi
     with pytest.raises(ClientError) as ei:
         await client(http, "m-fault-500", max_attempts=3).complete("x")
     assert ei.value.status_code == 500 and ei.value.attempts == 3
@@ -172,7 +175,7 @@ async def test_injected_faults(asgi):
         await client(http, "m-fault-badjson").complete("x")
 
     flaky = await client(http, "m-fault-flaky").complete("x")
-    assert flaky.attempts == 2 and flaky.text.startswith("<<fake model=m-fault-flaky")
+    assert flaky.attempts == 2 and app.state.provider.model_of(flaky.text) == "m-fault-flaky"
     # (timeouts need a real socket: see test_timeout_over_real_http)
 
 
@@ -229,7 +232,7 @@ async def test_over_real_http_models_and_judge(live_server):
     strong = build_client({**cfg, "model": "champion"}, "champion", 0.0)
     weak = build_client({**cfg, "model": "weak-q1"}, "weak", 0.0)
     a, b = await asyncio.gather(strong.complete(q), weak.complete(q))
-    assert a.text.startswith("<<fake model=champion quality=5>>")
+    assert a.text.startswith("<<fake id=") and "champion" not in a.text and "champion" not in b.text
     assert a.cost == pytest.approx((a.input_tokens * 1 + a.output_tokens * 2) / 1e6) and a.cost > 0
     judge = build_judge({"kind": "llm", "client": {**cfg, "model": "judge"}}, ["champion", "weak"])
     v = await judge.judge(q, b.text, a.text, model_a=1, model_b=0)
@@ -285,7 +288,7 @@ def test_module_entry_point_serves(tmp_path):
                 assert time.monotonic() < deadline, "fake provider did not start"
                 time.sleep(0.1)
         assert r.status_code == 200
-        assert r.json()["choices"][0]["message"]["content"].startswith("<<fake model=x quality=2>>")
+        assert r.json()["choices"][0]["message"]["content"].startswith("<<fake id=")
     finally:
         proc.terminate()
         proc.wait(10)

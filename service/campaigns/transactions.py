@@ -24,7 +24,7 @@ from ..schemas import CampaignCreate
 from . import rules
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
-from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, HeldDuel, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -78,6 +78,8 @@ class CampaignTransactions:
             budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
             max_duels=body.max_duels,
             seed=seed,
+            draw_key=rules.new_draw_key(),
+            max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
             policy_state=state,
             counts=counts,
@@ -139,6 +141,7 @@ class CampaignTransactions:
         """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
         t0 = time.perf_counter()
         err: DomainError | None = None
+        held: int | None = None
         with self.db.write() as s:
             c = self.lock_existing(s, campaign_id)
             if principal is not None and not principal.can_access(campaign_id):
@@ -158,9 +161,14 @@ class CampaignTransactions:
             if err is None:
                 now = utcnow()
                 inflight = s.execute(
-                    select(Duel.id, Duel.model_i, Duel.model_j, Duel.expected_cost_nusd, Duel.expires_at).where(
-                        Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
-                    )
+                    select(
+                        Duel.id,
+                        Duel.model_i,
+                        Duel.model_j,
+                        Duel.expected_cost_nusd,
+                        Duel.expires_at,
+                        Duel.requested_by,
+                    ).where(Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
                 ).all()
                 stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
@@ -171,6 +179,9 @@ class CampaignTransactions:
                         .execution_options(synchronize_session=False)
                     )
                     inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+                if principal is not None and not principal.admin:
+                    held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
+            if err is None and held is None:
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
                     if not inflight:
                         self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now)
@@ -180,12 +191,12 @@ class CampaignTransactions:
                             f"max_duels ({c.max_duels}) is reached counting the {len(inflight)} duels in flight",
                             retry_later=True,
                         )
-            if err is None:
+            if err is None and held is None:
                 policy = self.policies.take(c.id, c.event_seq, c.policy_state)
                 pending = rules.pending_pairs(inflight)
                 i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
                 number = c.duels_created + 1
-                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
+                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts, c.draw_key)
                 prompt_text = self.prompt_text(s, campaign_id, prompt_index)
                 # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
                 expected = rules.reserve_duel_nusd(
@@ -208,7 +219,7 @@ class CampaignTransactions:
                             f"the remaining budget is reserved by {len(inflight)} duels in flight",
                             retry_later=True,
                         )
-            if err is None:
+            if err is None and held is None:
                 c.event_seq += 1
                 duel = Duel(
                     **rules.new_duel_columns(
@@ -266,6 +277,8 @@ class CampaignTransactions:
                     )
         if err is not None:
             raise err
+        if held is not None:
+            raise HeldDuel(held)
         plan.select_ms = (time.perf_counter() - t0) * 1000.0
         return plan
 
@@ -416,6 +429,12 @@ class CampaignTransactions:
             if principal is not None and not principal.can_access(c.id):
                 raise Forbidden("this token does not give access to this duel's campaign")
             d = s.get(Duel, duel_id)
+            if (
+                principal is not None
+                and not principal.admin
+                and not rules.annotator_owns(d.requested_by, principal.label)
+            ):
+                raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd = cost_nusd(judge_cost)
@@ -465,7 +484,9 @@ class CampaignTransactions:
                 else:
                     d.status = DuelStatus.JUDGED
                     d.choice = choice
-                    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number)
+                    score = rules.score_of(
+                        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, c.draw_key
+                    )
                     if score is not None:
                         d.score = score
                         d.counted = True
