@@ -20,6 +20,7 @@ from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
 from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import rules
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
@@ -282,8 +283,11 @@ class CampaignTransactions:
         plan.select_ms = (time.perf_counter() - t0) * 1000.0
         return plan
 
-    @staticmethod
-    def _settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
+    def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
+        """The keys a campaign's stored text must not contain (service.redaction)."""
+        return configured_keys(models, judge, extra=(self.settings.api_key,))
+
+    def _settle_answers(self, plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
         """What both calls' results mean for the duel.
 
         Returns (charges, total, fields, error): the charge rows (without
@@ -293,6 +297,7 @@ class CampaignTransactions:
         errors: list[str] = []
         charges: list[dict] = []
         info: dict[int, dict] = {}
+        keys = self.secret_keys(plan.models, plan.judge)
         for idx in (plan.i, plan.j):
             res = results[idx]
             name = plan.models[idx]["name"]
@@ -318,7 +323,7 @@ class CampaignTransactions:
                         }
                     )
             else:
-                message = _error_text(res)
+                message = redact(_error_text(res), keys)
                 info[idx] = {"model": name, "error": message}
                 errors.append(f"model {name!r}: {message}")
         total = sum(ch["amount_nusd"] for ch in charges)
@@ -328,8 +333,8 @@ class CampaignTransactions:
             error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
         else:
             fields.update(
-                answer_a=clean_text(results[plan.model_a].text),
-                answer_b=clean_text(results[plan.model_b].text),
+                answer_a=redact(clean_text(results[plan.model_a].text), keys),
+                answer_b=redact(clean_text(results[plan.model_b].text), keys),
                 answered_at=now,
             )
         return charges, total, fields, error
@@ -476,11 +481,12 @@ class CampaignTransactions:
             else:
                 d.judged_at = now
                 d.judged_by = judged_by
-                d.judge_detail = jsonable(judge_detail) if judge_detail else None
+                keys = self.secret_keys(c.models, c.judge)
+                d.judge_detail = redact_json(jsonable(judge_detail), keys) if judge_detail else None
                 score = None
                 if choice is None:
                     d.status = DuelStatus.FAILED
-                    d.error = clean_text(f"judge error: {judge_error or 'no verdict'}", MAX_ERROR_CHARS)
+                    d.error = clean_text(redact(f"judge error: {judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
                 else:
                     d.status = DuelStatus.JUDGED
                     d.choice = choice
@@ -596,7 +602,7 @@ class CampaignTransactions:
                 return
             c.run_active = False
             if error:
-                c.run_error = clean_text(error, MAX_ERROR_CHARS)
+                c.run_error = clean_text(redact(error, self.secret_keys(c.models, c.judge)), MAX_ERROR_CHARS)
             c.updated_at = utcnow()
 
     def active_run_ids(self) -> list[int]:
