@@ -31,6 +31,9 @@ import re
 import httpx
 from scipy.stats import binomtest
 from service_helpers import campaign_body
+from sqlalchemy import text
+
+from service.campaigns.views import ANNOTATOR_DUEL_FIELDS
 
 NAMES = ("zephyr-alpha-7", "quokka-beta-3")
 JSON_HDR = {"X-Llmduel": "1"}
@@ -220,12 +223,74 @@ async def test_annotator_cannot_predict_sides_better_than_chance(api):
     received = "\n".join(adv.seen)
     for name in NAMES:
         assert name not in received, f"the model name {name!r} reached the annotator"
-    for text in adv.seen:
+    for body in adv.seen:
         try:
-            data = json.loads(text)
+            data = json.loads(body)
         except ValueError:
             continue
         for item in data.get("items", [data]) if isinstance(data, dict) else []:
             if isinstance(item, dict):
                 leaked = {"seed", "n_prompts", "number", "model_a", "model_b", *STAT_KEYS} & set(item)
                 assert not leaked, f"annotator-visible fields {sorted(leaked)} in {sorted(item)}"
+
+
+async def test_annotators_see_only_their_own_duels_and_votes(api):
+    r = await api.post("/v1/campaigns", json=campaign_body(name="two annotators"))
+    cid = r.json()["id"]
+    heads = []
+    for label in ("one", "two"):
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
+        heads.append({"Authorization": f"Bearer {token}"})
+    mine = (await api.post(f"/v1/campaigns/{cid}/duels", headers=heads[0])).json()
+    assert set(mine) == set(ANNOTATOR_DUEL_FIELDS)
+    assert (await api.post(f"/v1/duels/{mine['id']}/vote", json={"choice": "a"}, headers=heads[0])).status_code == 200
+    # The other annotator can neither read this duel (nor its vote) nor vote on it.
+    assert (await api.get(f"/v1/duels/{mine['id']}", headers=heads[1])).status_code == 404
+    theirs = (await api.post(f"/v1/campaigns/{cid}/duels", headers=heads[0])).json()
+    r = await api.post(f"/v1/duels/{theirs['id']}/vote", json={"choice": "b"}, headers=heads[1])
+    assert r.status_code == 404, r.text
+    assert (await api.get(f"/v1/duels/{theirs['id']}")).json()["status"] == "pending"
+    # A duel the admin started is no annotator's: any annotator of the campaign may vote on it.
+    admins = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+    r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=heads[1])
+    assert r.status_code == 200 and set(r.json()) == set(ANNOTATOR_DUEL_FIELDS)
+    # The annotator's campaign view: name and status only.
+    view = (await api.get(f"/v1/campaigns/{cid}", headers=heads[1])).json()
+    assert view == {"id": cid, "name": "two annotators", "status": "running", "judge_kind": "human"}
+
+
+async def test_draw_key_is_secret_and_old_campaigns_keep_their_seed_draws(api, monkeypatch):
+    from service.campaigns import rules
+
+    r = await api.post("/v1/campaigns", json=campaign_body(name="legacy", seed=99))
+    cid = r.json()["id"]
+    db = api.app.state.db
+    with db.engine.begin() as conn:
+        key = conn.execute(text("SELECT draw_key FROM campaigns WHERE id = :c"), {"c": cid}).scalar_one()
+        assert len(key) == 64 and int(key, 16) >= 0
+        # Routes never show the key, not even to the admin.
+        for body in [(await api.get(f"/v1/campaigns/{cid}")).text, (await api.get("/v1/campaigns")).text]:
+            assert key not in body and "draw_key" not in body
+        conn.execute(text("UPDATE campaigns SET draw_key = NULL WHERE id = :c"), {"c": cid})  # as before 0002
+    api.app.state.service.config_cache.clear()
+    for _ in range(6):
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        prompt_index = campaign_body()["prompts"].index(d["prompt"])
+        expected = rules.draw_prompt_and_side(99, d["number"], 3)
+        assert (prompt_index, d["model_a"] == min(d["model_a"], d["model_b"])) == expected
+        assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+def test_keyed_draws_are_balanced_and_depend_on_the_key():
+    from service.campaigns import rules
+
+    k1, k2 = rules.new_draw_key(), rules.new_draw_key()
+    draws = [rules.draw_prompt_and_side(7, n, 5, k1) for n in range(1, 2001)]
+    sides = sum(side for _, side in draws)
+    assert binomtest(sides, 2000, 0.5).pvalue > 1e-4
+    counts = [sum(p == k for p, _ in draws) for k in range(5)]
+    assert min(counts) > 300 and max(counts) < 500
+    assert draws != [rules.draw_prompt_and_side(7, n, 5, k2) for n in range(1, 2001)]
+    ties = sum(rules.tie_coin(7, n, k1) for n in range(1, 2001))
+    assert binomtest(ties, 2000, 0.5).pvalue > 1e-4

@@ -241,9 +241,13 @@ def tie_coin(seed: int, number: int, draw_key: str | None = None) -> bool:
 DEFAULT_MAX_PENDING_PER_ANNOTATOR = 1
 
 
+ANNOTATOR_LABEL_PREFIX = "annotator:"  # service.auth.Principal.label of an annotator
+
+
 def annotator_owns(requested_by: str | None, label: str) -> bool:
-    """An annotator may read and vote on the duels it asked for, and on no other."""
-    return requested_by is not None and requested_by == label
+    """An annotator may read and vote on the duels it asked for, and on duels no annotator
+    asked for (the admin's); never on another annotator's duel (its answers and vote)."""
+    return requested_by == label or not (requested_by or "").startswith(ANNOTATOR_LABEL_PREFIX)
 
 
 def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:
