@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from typing import Any, Iterable
 
 MIN_FRAGMENT = 8
@@ -43,13 +42,38 @@ def configured_keys(*configs: Any, extra: Iterable[str | None] = ()) -> tuple[st
     return tuple(sorted(found))
 
 
+_PROBE = 4  # characters of the cheap first pass
+
+
 @functools.lru_cache(maxsize=256)
-def _pattern(key: str) -> re.Pattern:
-    """Zero-width matches at every position where an ``MIN_FRAGMENT``-character piece of ``key`` starts."""
+def _pieces(key: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The key's ``MIN_FRAGMENT``-character pieces and its ``_PROBE``-character pieces."""
+    return (
+        frozenset(key[i : i + MIN_FRAGMENT] for i in range(len(key) - MIN_FRAGMENT + 1)),
+        frozenset(key[i : i + _PROBE] for i in range(len(key) - _PROBE + 1)),
+    )
+
+
+def _spans(text: str, key: str) -> list[tuple[int, int]]:
+    """The ``MIN_FRAGMENT``-character windows of ``text`` that are pieces of ``key`` (their
+    union covers every longer fragment), or the occurrences of a short key."""
     if len(key) < MIN_FRAGMENT:
-        return re.compile("(?=(" + re.escape(key) + "))")
-    pieces = sorted({key[i : i + MIN_FRAGMENT] for i in range(len(key) - MIN_FRAGMENT + 1)})
-    return re.compile("(?=(" + "|".join(map(re.escape, pieces)) + "))")
+        out, pos = [], text.find(key)
+        while pos >= 0:
+            out.append((pos, pos + len(key)))
+            pos = text.find(key, pos + 1)
+        return out
+    pieces, probes = _pieces(key)
+    # A window at s contains the _PROBE characters at the multiple of _PROBE in [s, s + 4],
+    # and they are a piece of the key too: only windows next to such a probe hit are checked.
+    n = len(text)
+    hits = [p for p in range(0, n - _PROBE + 1, _PROBE) if text[p : p + _PROBE] in probes]
+    out = []
+    for p in hits:
+        for s in range(max(0, p - _PROBE), p + 1):
+            if s + MIN_FRAGMENT <= n and text[s : s + MIN_FRAGMENT] in pieces:
+                out.append((s, s + MIN_FRAGMENT))
+    return out
 
 
 def redact(text: str, keys: Iterable[str]) -> str:
@@ -59,7 +83,7 @@ def redact(text: str, keys: Iterable[str]) -> str:
     spans: list[tuple[int, int]] = []
     for key in keys:
         if key:
-            spans += [(m.start(), m.start() + len(m.group(1))) for m in _pattern(key).finditer(text)]
+            spans += _spans(text, key)
     if not spans:
         return text
     spans.sort()

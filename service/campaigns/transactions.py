@@ -360,13 +360,14 @@ class CampaignTransactions:
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
         """Step 3 (locked): charges for what the calls really cost, answers or failure."""
         now = utcnow()
+        # Before the lock: cleaning and masking (service.redaction) a long answer takes a while.
+        charges, total, fields, error = self._settle_answers(plan, results, now)
         with self.db.write() as s:
             c = self.db.lock_campaign(s, plan.campaign_id)
             d = s.get(Duel, plan.duel_id)
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
-            charges, total, fields, error = self._settle_answers(plan, results, now)
             if charges:
                 s.execute(insert(Charge), [dict(ch, duel_id=d.id) for ch in charges])
             d.cost_nusd += total
