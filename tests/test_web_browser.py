@@ -194,6 +194,10 @@ def test_annotator_votes_through_a_campaign_until_it_is_certified(server, api, b
         good_is_a = api.get(f"/v1/duels/{last}").json()["model_a_name"] == "good"  # the admin knows
         if n == 0:
             page.screenshot(path=str(ARTIFACTS / "web-annotate-desktop.png"), full_page=True)
+            # A and B look alike: no colour singles out a side.
+            for a_sel, b_sel in (("#vote-a", "#vote-b"), ("#answer-a .tag", "#answer-b .tag")):
+                style = "e => [getComputedStyle(e).backgroundColor, getComputedStyle(e).color]"
+                assert page.eval_on_selector(a_sel, style) == page.eval_on_selector(b_sel, style)
             page.keyboard.press("t")  # a tie: not counted under tie_policy=drop
             cast["tie"] += 1
         elif n == 1:
