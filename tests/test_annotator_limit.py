@@ -100,3 +100,21 @@ async def test_concurrent_requests_over_http_to_two_processes(live_server):
         assert all(r.status_code in (200, 201) for r in rs), [r.text for r in rs]
         assert sum(r.status_code == 201 for r in rs) == 2 and len({r.json()["id"] for r in rs}) == 2
         assert (await c.get(f"/v1/campaigns/{cid}")).json()["duels_created"] == 2
+
+
+async def test_voting_page_double_request_waits_for_the_duel_in_flight(api):
+    slow = [{"kind": "simulated", "latency_s": 0.5}] * 3
+    cid = await _campaign(api, clients=slow)
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={})).json()["token"]
+    hdr = {"X-Llmduel": "1"}
+    first, second = await asyncio.gather(
+        api.post(f"/annotate/{token}/next", headers=hdr),
+        api.post(f"/annotate/{token}/next", headers=hdr),
+    )
+    states = sorted([first.json()["state"], second.json()["state"]])
+    assert states == ["duel", "wait"], (first.json(), second.json())
+    waiting = first.json() if first.json()["state"] == "wait" else second.json()
+    assert "still answering" in waiting["html"]
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["duels_created"] == 1
+    again = (await api.post(f"/annotate/{token}/next", headers=hdr)).json()
+    assert again["state"] == "duel" and again["duel_id"] in (first.json()["duel_id"], second.json()["duel_id"])

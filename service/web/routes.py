@@ -404,6 +404,10 @@ async def _panel(
                 ctx["state"] = "wait"
                 ctx["wait_reason"] = exc.detail
             return ctx
+    if view["status"] == "calling":  # its own duel handed back while the models still answer
+        ctx["state"] = "wait"
+        ctx["wait_reason"] = "The two models are still answering your current duel"
+        return ctx
     if view["status"] != "pending":
         ctx["state"] = "failed"
         ctx["duel"] = view
