@@ -117,7 +117,13 @@ class CampaignCreate(_Strict):
     )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
     tie_policy: TiePolicy = TiePolicy.DROP
-    seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
+    seed: int | None = Field(
+        None,
+        ge=0,
+        le=2**62,
+        description="Seed of the automatic judges' random draws. The prompt, answer order and tie "
+        "coin are drawn from a secret per-campaign key instead (docs/reliability.md, Blinding).",
+    )
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
     )
