@@ -420,7 +420,7 @@ async def annotator(
                 sh.ended.add(cid)
                 sh.tickets += 1
                 continue
-            if r.status_code != 201:
+            if r.status_code not in (200, 201):  # 200: its own duel still in flight, handed back
                 sh.errors.append(f"next duel: HTTP {r.status_code} {r.text[:200]}")
                 sh.tickets += 1
                 continue

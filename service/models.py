@@ -92,6 +92,11 @@ class Campaign(Base):
     budget_nusd: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     max_duels: Mapped[int | None] = mapped_column(Integer, nullable=True)
     seed: Mapped[int] = mapped_column(BigInteger)
+    # HMAC key of the prompt, side and tie draws (rules.draw_prompt_and_side); never shown by
+    # any route. NULL for campaigns made before it existed: they keep their seed draws.
+    draw_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Duels an annotator may hold in flight at once (rules.annotator_may_start).
+    max_pending_per_annotator: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     webhook_url: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     # Policy state (policy.to_state()) and what GET shows, updated with every vote.

@@ -13,6 +13,7 @@ from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, TiePolicy
 from service.clients.config import ClientConfig, client_json
 from service.judging import JudgeConfig, check_judge_size, judge_json
+from service.names import check_name, duplicate_names
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -57,7 +58,8 @@ def check_json_safe(value: Any, path: str = "", depth: int = 0) -> Any:
 
 
 SafeText = Annotated[str, AfterValidator(_check_text)]
-Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text)]
+# Visible, without invisible or control characters (service/names.py).
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check_text), AfterValidator(check_name)]
 PromptText = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_check_text)]
 # At least one nano-USD (the ledger's unit: a smaller budget would be stored as 0), at most MAX_USD.
 USD = Annotated[float, Field(ge=1e-9, le=MAX_USD, allow_inf_nan=False)]
@@ -113,9 +115,22 @@ class CampaignCreate(_Strict):
     )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
     tie_policy: TiePolicy = TiePolicy.DROP
-    seed: int | None = Field(None, ge=0, le=2**62, description="Seed of prompt draws, answer order and coins.")
+    seed: int | None = Field(
+        None,
+        ge=0,
+        le=2**62,
+        description="Seed of the automatic judges' random draws. The prompt, answer order and tie "
+        "coin are drawn from a secret per-campaign key instead (docs/reliability.md, Blinding).",
+    )
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
+    )
+    max_pending_per_annotator: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Duels one annotator may hold in flight at once; asking for another at the limit "
+        "hands back the annotator's oldest such duel (200) instead of starting a new one.",
     )
 
     @field_validator("judge", mode="before")
@@ -145,9 +160,12 @@ class CampaignCreate(_Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> "CampaignCreate":
-        names = [m.name for m in self.models]
-        if len(set(names)) != len(names):
-            raise ValueError("models: names must be unique")
+        repeated = duplicate_names([m.name for m in self.models])
+        if repeated:
+            raise ValueError(
+                f"models: names must be unique after Unicode (NFKC) and whitespace normalisation; "
+                f"{repeated[0]!r} repeats another model's name"
+            )
         check_judge_size(self.judge, len(self.models))
         if self.budget is not None:
             from service.campaigns.rules import unbounded_cost_reason
@@ -216,6 +234,7 @@ class CampaignOut(BaseModel):
     remaining_budget: float | None
     max_duels: int | None
     seed: int
+    max_pending_per_annotator: int
     webhook_url: str | None = None
     leader: str | None
     leader_index: int | None
@@ -242,6 +261,17 @@ class CampaignOut(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None
+
+
+class AnnotatorCampaignOut(BaseModel):
+    """A campaign as its annotators see it: no models, statistics, costs or draw inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    name: str
+    status: CampaignStatus = Field(description="running while votes are wanted.")
+    judge_kind: str = Field(description="human when the campaign is judged by votes.")
 
 
 class CampaignPage(BaseModel):
@@ -288,6 +318,30 @@ class DuelOut(BaseModel):
     judged_at: dt.datetime | None
     expires_at: dt.datetime
     campaign_status: CampaignStatus | None = None
+
+
+class AnnotatorDuelOut(BaseModel):
+    """A duel as the annotator who asked for it sees it: the prompt and two answers, nothing
+    that tells which model gave which (docs/reliability.md, Blinding)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    campaign_id: int
+    status: DuelStatus
+    prompt: str
+    answer_a: str | None
+    answer_b: str | None
+    choice: Choice | None = Field(description="This annotator's vote, once cast.")
+    error: str | None = Field(description="Why the duel cannot be voted on (one sentence per status).")
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    campaign_status: CampaignStatus | None
+
+
+# Admin views or annotator views; each matches only its own shape (extra="forbid" above).
+AnyCampaignOut = CampaignOut | AnnotatorCampaignOut
+AnyDuelOut = DuelOut | AnnotatorDuelOut
 
 
 class DuelPage(BaseModel):

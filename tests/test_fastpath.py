@@ -38,7 +38,13 @@ def strip(view: dict) -> dict:
 
 async def session(api, name: str, tie_policy: str) -> tuple[dict, list[dict]]:
     body = campaign_body(
-        name=name, costs=[0.004, 0.001, 0.002, 0.003], tie_policy=tie_policy, budget=50.0, max_duels=10_000, delta=1e-6
+        name=name,
+        costs=[0.004, 0.001, 0.002, 0.003],
+        tie_policy=tie_policy,
+        budget=50.0,
+        max_duels=10_000,
+        delta=1e-6,
+        max_pending_per_annotator=5,  # the session holds up to 4 duels in flight
     )
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "fast"})).json()["token"]
@@ -70,6 +76,9 @@ async def session(api, name: str, tie_policy: str) -> tuple[dict, list[dict]]:
 
 @pytest.mark.parametrize("tie_policy", ["drop", "half"])
 async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkeypatch, tie_policy):
+    from service.campaigns import rules
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # every session draws the same prompts and sides
     svc = api.app.state.service
     on_postgres = not svc.db.is_sqlite
     used = {"plan": 0, "vote": 0, "plan_async": 0, "vote_async": 0}

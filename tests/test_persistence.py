@@ -194,15 +194,23 @@ def test_active_runs_resume_at_start(db_url):
         svc.db.dispose()
 
 
-def test_prompts_are_stored_apart_and_drawn_reproducibly(db_url):
+def test_prompts_are_stored_apart_and_drawn_from_the_campaigns_secret_key(db_url, monkeypatch):
+    from service.campaigns import rules
+
     svc = make_service(db_url)
     try:
         prompts = [f"prompt {n}" for n in range(50)]
+        # The draws follow the campaign's secret draw key, not its (public, guessable) seed ...
         a = create(svc, prompts=prompts, seed=11)
         b = create(svc, prompts=prompts, seed=11)
         drawn_a = [human_duel(svc, a, "a")["prompt"] for _ in range(5)]
         drawn_b = [human_duel(svc, b, "a")["prompt"] for _ in range(5)]
-        assert drawn_a == drawn_b and set(drawn_a) <= set(prompts) and len(set(drawn_a)) > 1
+        assert drawn_a != drawn_b and set(drawn_a) <= set(prompts) and len(set(drawn_a)) > 1
+        # ... and the same key draws the same prompts.
+        monkeypatch.setattr(rules, "new_draw_key", lambda: "ab" * 32)
+        c, d = create(svc, prompts=prompts, seed=1), create(svc, prompts=prompts, seed=2)
+        drawn_c = [human_duel(svc, c, "a")["prompt"] for _ in range(5)]
+        assert drawn_c == [human_duel(svc, d, "a")["prompt"] for _ in range(5)] and len(set(drawn_c)) > 1
         assert svc.get_campaign(a)["n_prompts"] == 50
     finally:
         svc.db.dispose()

@@ -47,7 +47,7 @@ def _annotator(url: str, token: str, cid: int, stop: threading.Event, seen: list
             try:
                 r = client.post(f"/v1/campaigns/{cid}/duels")
                 seen.append((r.status_code, r.headers.get("retry-after"), r.text[:200]))
-                if r.status_code == 201:
+                if r.status_code in (200, 201):  # 200: its own duel still in flight, handed back
                     d = r.json()["id"]
                     v = client.post(f"/v1/duels/{d}/vote", json={"choice": rng.choice(["a", "b"])})
                     seen.append((v.status_code, v.headers.get("retry-after"), v.text[:200]))
@@ -104,7 +104,7 @@ def test_terminated_backends_give_503_never_500_and_the_pools_heal(pg_url, tmp_p
                     if r.status_code != 503:
                         break
                     time.sleep(0.1)
-                assert r.status_code == 201, r.text
+                assert r.status_code in (200, 201), r.text  # 200: a duel left in flight by the outage
                 v = client.post(f"/v1/duels/{r.json()['id']}/vote", headers=h, json={"choice": "a"})
                 assert v.status_code == 200, v.text
     finally:

@@ -351,7 +351,8 @@ async def test_annotator_flow_without_javascript(app):
 
 async def test_annotator_answers_are_escaped(app):
     async with client(app, headers=ADMIN) as c:
-        camp = await create(c, name="xss", models=[(PAYLOAD, 1.0), ("honest", 1.0)])
+        # Answers no longer carry model names; the prompt goes through the same rendering.
+        camp = await create(c, name="xss", models=[(PAYLOAD, 1.0), ("honest", 1.0)], prompts=[f"Say {PAYLOAD}"])
         token = await token_for(c, camp["id"])
     async with client(app) as a:
         data = (await a.post(f"/annotate/{token}/next", headers=JSON_HDR)).json()
@@ -375,7 +376,7 @@ async def test_annotator_pages_for_automatic_and_finished_campaigns(app):
         assert (await a.post(f"/annotate/{auto_token}/next", headers=JSON_HDR)).json()["state"] == "automatic"
         r = await a.get(f"/annotate/{token}")
         assert r.status_code == 200 and 'id="end"' in r.text and "This campaign is finished" in r.text
-        assert "stopped by the admin" in r.text
+        assert "It has ended." in r.text and "stopped by the admin" not in r.text  # no end reason: admin-only
         assert (await a.post(f"/annotate/{token}/next", headers=JSON_HDR)).json()["state"] == "done"
 
 

@@ -88,10 +88,10 @@ async def list_campaigns(
 
 @router.get(
     "/v1/campaigns/{campaign_id}",
-    response_model=schemas.CampaignOut,
+    response_model=schemas.AnyCampaignOut,
     responses=ERRORS,
     tags=["campaigns"],
-    summary="A campaign's status and statistics",
+    summary="A campaign's status and statistics (annotators: its name and status only)",
 )
 async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
     require_campaign(who, campaign_id)
@@ -101,15 +101,18 @@ async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
 @router.post(
     "/v1/campaigns/{campaign_id}/duels",
     status_code=201,
-    response_model=schemas.DuelOut,
+    response_model=schemas.AnyDuelOut,
     responses=ERRORS,
     tags=["duels"],
-    summary="Start the next duel",
+    summary="Start the next duel (an annotator at its limit of duels in flight gets its oldest one again, 200)",
 )
 async def next_duel(campaign_id: Id, svc: Svc, who: Caller, response: Response):
     require_campaign(who, campaign_id)
     view, select_ms = await svc.next_duel(campaign_id, who)
-    response.headers["Server-Timing"] = f"select;dur={select_ms:.3f}"
+    if select_ms is None:  # the annotator's own duel in flight, handed back (max_pending_per_annotator)
+        response.status_code = 200
+    else:
+        response.headers["Server-Timing"] = f"select;dur={select_ms:.3f}"
     response.headers["Location"] = f"/v1/duels/{view['id']}"
     return view
 
@@ -214,10 +217,10 @@ async def replay_campaign(campaign_id: Id, svc: Svc, _: Admin):
 
 @router.get(
     "/v1/duels/{duel_id}",
-    response_model=schemas.DuelOut,
+    response_model=schemas.AnyDuelOut,
     responses=ERRORS,
     tags=["duels"],
-    summary="One duel (annotators do not see which model is which)",
+    summary="One duel (annotators: only their own, without anything telling the models apart)",
 )
 async def get_duel(duel_id: Id, svc: Svc, who: Caller):
     return await _t(svc.get_duel, duel_id, who)
@@ -225,10 +228,10 @@ async def get_duel(duel_id: Id, svc: Svc, who: Caller):
 
 @router.post(
     "/v1/duels/{duel_id}/vote",
-    response_model=schemas.DuelOut,
+    response_model=schemas.AnyDuelOut,
     responses=ERRORS,
     tags=["duels"],
-    summary="Vote on a pending duel (counted exactly once)",
+    summary="Vote on a pending duel (counted exactly once; annotators: only their own duels)",
 )
 async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
     return await svc.vote(duel_id, body.choice, who)

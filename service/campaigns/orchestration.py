@@ -17,7 +17,7 @@ from ..auth import Principal
 from ..clients import build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
-from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
 
 log = logging.getLogger("llmduel.campaigns")
@@ -206,8 +206,13 @@ class DuelOrchestration:
                 self.schedule_webhook(campaign_id)
             raise
 
-    async def next_duel(self, campaign_id: int, principal: Principal) -> tuple[dict, float]:
-        plan = await self.plan(campaign_id, principal)
+    async def next_duel(self, campaign_id: int, principal: Principal) -> tuple[dict, float | None]:
+        """A new duel and its selection time in ms; for an annotator at its limit of duels in
+        flight (``max_pending_per_annotator``), its oldest such duel again and ``None``."""
+        try:
+            plan = await self.plan(campaign_id, principal)
+        except HeldDuel as held:
+            return await self.in_thread(self.get_duel, held.duel_id, principal), None
         outcome = await self.execute(plan)
         if outcome.view is None:
             return await self.in_thread(self.get_duel, plan.duel_id, principal), plan.select_ms

@@ -9,9 +9,12 @@ plain values out.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import hmac
 import json
 import math
 import random
+import secrets
 import string
 from typing import Any, Iterable, Sequence
 
@@ -211,11 +214,67 @@ def budget_spent(budget_nusd: int | None, spend_nusd: int) -> bool:
     return spend_nusd >= effective_budget(budget_nusd)
 
 
-def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, bool]:
-    """Duel ``number``'s prompt index and whether answer "a" is model_i's (from the campaign seed)."""
-    rng = random.Random(f"{seed}:{number}:draw")
-    prompt_index = rng.randrange(n_prompts)
-    return prompt_index, rng.random() < 0.5
+# ---------------------------------------------------------------- blinding: the secret draws
+DRAW_KEY_BYTES = 32
+
+
+def new_draw_key() -> str:
+    """A campaign's draw key: 256 random bits (hex) from :mod:`secrets`, never shown by any route."""
+    return secrets.token_hex(DRAW_KEY_BYTES)
+
+
+def _keyed_uniform(draw_key: str, label: str) -> int:
+    """A 256-bit integer, HMAC-SHA256 of ``label`` under the campaign's draw key."""
+    return int.from_bytes(hmac.new(bytes.fromhex(draw_key), label.encode("ascii"), hashlib.sha256).digest(), "big")
+
+
+def draw_prompt_and_side(seed: int, number: int, n_prompts: int, draw_key: str | None = None) -> tuple[int, bool]:
+    """Duel ``number``'s prompt index and whether answer "a" is model_i's.
+
+    With a draw key (every campaign created since the blinding): HMAC-SHA256 of
+    ``"{number}:prompt"`` and ``"{number}:side"`` under the key; the prompt index is
+    the first value modulo ``n_prompts`` (bias below ``n_prompts / 2**256``), the side
+    the second value's lowest bit. Without one (older campaigns, ``draw_key`` NULL):
+    the former draw from the campaign seed, so their duels keep their old draws.
+    """
+    if draw_key is None:
+        rng = random.Random(f"{seed}:{number}:draw")
+        prompt_index = rng.randrange(n_prompts)
+        return prompt_index, rng.random() < 0.5
+    prompt_index = _keyed_uniform(draw_key, f"{number}:prompt") % n_prompts
+    return prompt_index, bool(_keyed_uniform(draw_key, f"{number}:side") & 1)
+
+
+def tie_coin(seed: int, number: int, draw_key: str | None = None) -> bool:
+    """The fair coin of a tie under ``tie_policy=random``: True credits model_i (keyed like the draw)."""
+    if draw_key is None:
+        return random.Random(f"{seed}:{number}:tie").random() < 0.5
+    return bool(_keyed_uniform(draw_key, f"{number}:tie") & 1)
+
+
+# ---------------------------------------------------------------- annotators
+#: Default of ``max_pending_per_annotator``: one duel in flight per annotator.
+DEFAULT_MAX_PENDING_PER_ANNOTATOR = 1
+
+
+ANNOTATOR_LABEL_PREFIX = "annotator:"  # service.auth.Principal.label of an annotator
+
+
+def annotator_owns(requested_by: str | None, label: str) -> bool:
+    """An annotator may read and vote on the duels it asked for, and on duels no annotator
+    asked for (the admin's); never on another annotator's duel (its answers and vote)."""
+    return requested_by == label or not (requested_by or "").startswith(ANNOTATOR_LABEL_PREFIX)
+
+
+def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:
+    """The duel to hand back instead of a new one, or None when the annotator may start one.
+
+    ``inflight``: the campaign's live in-flight duels (``id``, ``requested_by``). An
+    annotator holding ``limit`` of them gets its oldest one again (same duel, no new
+    charge); under the limit it gets a new duel.
+    """
+    own = sorted(int(r.id) for r in inflight if r.requested_by == label)
+    return own[0] if len(own) >= max(1, int(limit)) else None
 
 
 def new_duel_columns(
@@ -266,13 +325,15 @@ def score_of(
     seed: int,
     number: int,
     score_a: float | None = None,
+    *,
+    draw_key: str | None = None,
 ) -> float | None:
     """The score of model_i for a verdict under the campaign's tie policy (None: not counted).
 
     A win is 1 or 0; a graded verdict (an LLM judge with strengths) gives
     ``score_a``, the score of answer ``a`` in [0, 1], instead (its side decides the
     choice, so ``a`` has ``score_a > 1/2``). A tie or "both bad" counts half under
-    ``half``, a fair coin drawn from the campaign seed and duel number under
+    ``half``, a fair coin (:func:`tie_coin`, keyed by the campaign's draw key) under
     ``random``, nothing under ``drop``.
     """
     if choice in (Choice.A, Choice.B):
@@ -283,7 +344,7 @@ def score_of(
     if tie_policy == TiePolicy.HALF:
         return 0.5
     if tie_policy == TiePolicy.RANDOM:
-        return 1.0 if random.Random(f"{seed}:{number}:tie").random() < 0.5 else 0.0
+        return 1.0 if tie_coin(seed, number, draw_key) else 0.0
     return None
 
 

@@ -20,11 +20,12 @@ from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
 from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import rules
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
-from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, HeldDuel, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -79,6 +80,8 @@ class CampaignTransactions:
             budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
             max_duels=body.max_duels,
             seed=seed,
+            draw_key=rules.new_draw_key(),
+            max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
             policy_state=state,
             counts=counts,
@@ -140,6 +143,7 @@ class CampaignTransactions:
         """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
         t0 = time.perf_counter()
         err: DomainError | None = None
+        held: int | None = None
         with self.db.write() as s:
             c = self.lock_existing(s, campaign_id)
             if principal is not None and not principal.can_access(campaign_id):
@@ -159,9 +163,14 @@ class CampaignTransactions:
             if err is None:
                 now = utcnow()
                 inflight = s.execute(
-                    select(Duel.id, Duel.model_i, Duel.model_j, Duel.expected_cost_nusd, Duel.expires_at).where(
-                        Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
-                    )
+                    select(
+                        Duel.id,
+                        Duel.model_i,
+                        Duel.model_j,
+                        Duel.expected_cost_nusd,
+                        Duel.expires_at,
+                        Duel.requested_by,
+                    ).where(Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
                 ).all()
                 stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
@@ -172,6 +181,9 @@ class CampaignTransactions:
                         .execution_options(synchronize_session=False)
                     )
                     inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+                if principal is not None and not principal.admin:
+                    held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
+            if err is None and held is None:
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
                     if not inflight:
                         self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now)
@@ -181,12 +193,12 @@ class CampaignTransactions:
                             f"max_duels ({c.max_duels}) is reached counting the {len(inflight)} duels in flight",
                             retry_later=True,
                         )
-            if err is None:
+            if err is None and held is None:
                 policy = self.policies.take(c.id, c.event_seq, c.policy_state)
                 pending = rules.pending_pairs(inflight)
                 i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
                 number = c.duels_created + 1
-                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts)
+                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts, c.draw_key)
                 prompt_text = self.prompt_text(s, campaign_id, prompt_index)
                 # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
                 expected = rules.reserve_duel_nusd(
@@ -209,7 +221,7 @@ class CampaignTransactions:
                             f"the remaining budget is reserved by {len(inflight)} duels in flight",
                             retry_later=True,
                         )
-            if err is None:
+            if err is None and held is None:
                 c.event_seq += 1
                 duel = Duel(
                     **rules.new_duel_columns(
@@ -267,11 +279,16 @@ class CampaignTransactions:
                     )
         if err is not None:
             raise err
+        if held is not None:
+            raise HeldDuel(held)
         plan.select_ms = (time.perf_counter() - t0) * 1000.0
         return plan
 
-    @staticmethod
-    def _settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
+    def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
+        """The keys a campaign's stored text must not contain (service.redaction)."""
+        return configured_keys(models, judge, extra=(self.settings.api_key,))
+
+    def _settle_answers(self, plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
         """What both calls' results mean for the duel.
 
         Returns (charges, total, fields, error): the charge rows (without
@@ -281,6 +298,7 @@ class CampaignTransactions:
         errors: list[str] = []
         charges: list[dict] = []
         info: dict[int, dict] = {}
+        keys = self.secret_keys(plan.models, plan.judge)
         for idx in (plan.i, plan.j):
             res = results[idx]
             name = plan.models[idx]["name"]
@@ -306,7 +324,7 @@ class CampaignTransactions:
                         }
                     )
             else:
-                message = _error_text(res)
+                message = redact(_error_text(res), keys)
                 info[idx] = {"model": name, "error": message}
                 errors.append(f"model {name!r}: {message}")
         total = sum(ch["amount_nusd"] for ch in charges)
@@ -316,8 +334,8 @@ class CampaignTransactions:
             error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
         else:
             fields.update(
-                answer_a=clean_text(results[plan.model_a].text),
-                answer_b=clean_text(results[plan.model_b].text),
+                answer_a=redact(clean_text(results[plan.model_a].text), keys),
+                answer_b=redact(clean_text(results[plan.model_b].text), keys),
                 answered_at=now,
             )
         return charges, total, fields, error
@@ -343,13 +361,14 @@ class CampaignTransactions:
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
         """Step 3 (locked): charges for what the calls really cost, answers or failure."""
         now = utcnow()
+        # Before the lock: cleaning and masking (service.redaction) a long answer takes a while.
+        charges, total, fields, error = self._settle_answers(plan, results, now)
         with self.db.write() as s:
             c = self.db.lock_campaign(s, plan.campaign_id)
             d = s.get(Duel, plan.duel_id)
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
-            charges, total, fields, error = self._settle_answers(plan, results, now)
             if charges:
                 s.execute(insert(Charge), [dict(ch, duel_id=d.id) for ch in charges])
             d.cost_nusd += total
@@ -418,6 +437,12 @@ class CampaignTransactions:
             if principal is not None and not principal.can_access(c.id):
                 raise Forbidden("this token does not give access to this duel's campaign")
             d = s.get(Duel, duel_id)
+            if (
+                principal is not None
+                and not principal.admin
+                and not rules.annotator_owns(d.requested_by, principal.label)
+            ):
+                raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd = cost_nusd(judge_cost)
@@ -477,16 +502,25 @@ class CampaignTransactions:
                     c.judge_spend_nusd += fee_nusd
                 d.judged_at = now
                 d.judged_by = judged_by
-                d.judge_detail = jsonable(judge_detail) if judge_detail else None
+                keys = self.secret_keys(c.models, c.judge)
+                d.judge_detail = redact_json(jsonable(judge_detail), keys) if judge_detail else None
                 score = None
                 if choice is None:
                     d.status = DuelStatus.FAILED
-                    d.error = clean_text(f"judge error: {judge_error or 'no verdict'}", MAX_ERROR_CHARS)
+                    d.error = clean_text(redact(f"judge error: {judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
                 else:
                     d.status = DuelStatus.JUDGED
                     d.choice = choice
                     score = rules.score_of(
-                        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, judge_score
+                        choice,
+                        d.model_i,
+                        d.model_a,
+                        d.model_b,
+                        c.tie_policy,
+                        c.seed,
+                        d.number,
+                        judge_score,
+                        draw_key=c.draw_key,
                     )
                     if score is not None:
                         d.score = score
@@ -597,7 +631,7 @@ class CampaignTransactions:
                 return
             c.run_active = False
             if error:
-                c.run_error = clean_text(error, MAX_ERROR_CHARS)
+                c.run_error = clean_text(redact(error, self.secret_keys(c.models, c.judge)), MAX_ERROR_CHARS)
             c.updated_at = utcnow()
 
     def active_run_ids(self) -> list[int]:

@@ -41,6 +41,14 @@ class Unprocessable(DomainError):
     """The request is well-formed but its content cannot be used."""
 
 
+class HeldDuel(Exception):
+    """Not an error: the annotator already holds its limit of duels in flight; ``duel_id`` is handed back."""
+
+    def __init__(self, duel_id: int):
+        super().__init__(f"duel {duel_id} is still waiting for this annotator")
+        self.duel_id = duel_id
+
+
 @dataclass
 class DuelPlan:
     """What the model calls of one duel need, taken from the plan transaction."""

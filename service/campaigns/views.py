@@ -22,14 +22,53 @@ CONDORCET_NOTE = (
     "every other) exists. If none exists it can certify a wrong model; dctas-pc answers 'no Condorcet winner' "
     "instead."
 )
-ADMIN_DUEL_FIELDS = ("model_a", "model_b", "model_a_name", "model_b_name", "score", "judged_by", "judge", "charges")
+# ---------------------------------------------------------------- what an annotator sees
+# Whitelists (a field added to the admin views stays admin-only until it is added here):
+# the voting form needs the prompt, the two answers, its own duel and whether the
+# campaign still runs; nothing that tells the models or the draw apart (docs/reliability.md,
+# Blinding). schemas.AnnotatorDuelOut and schemas.AnnotatorCampaignOut are these fields.
+ANNOTATOR_DUEL_FIELDS = (
+    "id",
+    "campaign_id",
+    "status",
+    "prompt",
+    "answer_a",
+    "answer_b",
+    "choice",
+    "error",
+    "created_at",
+    "expires_at",
+    "campaign_status",
+)
+ANNOTATOR_CAMPAIGN_FIELDS = ("id", "name", "status", "judge_kind")
+# A failed, expired or cancelled duel's error as an annotator reads it: the stored text
+# names models and providers, so annotators get one sentence per status instead.
+ANNOTATOR_ERRORS = {
+    "failed": "this duel could not be completed (a model or the judge failed); it costs you nothing",
+    "expired": "this duel expired and no longer counts",
+    "cancelled": "the campaign ended before this duel was judged",
+}
+
+
+def annotator_error(status: str, error: str | None) -> str | None:
+    """The error an annotator may read: a fixed sentence for the duel's status, never the stored text."""
+    if error is None:
+        return None
+    return ANNOTATOR_ERRORS.get(str(status), "this duel cannot be voted on")
 
 
 def duel_view_for(view: dict, admin: bool) -> dict:
-    """Annotators do not see which model is behind which answer (nor the judge's notes)."""
+    """The admin view of a duel, or what an annotator may see of it (:data:`ANNOTATOR_DUEL_FIELDS`)."""
     if admin:
         return view
-    return {k: v for k, v in view.items() if k not in ADMIN_DUEL_FIELDS}
+    out = {k: view.get(k) for k in ANNOTATOR_DUEL_FIELDS}
+    out["error"] = annotator_error(view["status"], view.get("error"))
+    return out
+
+
+def annotator_campaign_view(c: Campaign) -> dict:
+    """What an annotator may see of its campaign: its name and whether it still runs."""
+    return {"id": c.id, "name": c.name, "status": c.status, "judge_kind": c.judge.get("kind")}
 
 
 def jsonable_report(view: dict) -> dict:
@@ -84,6 +123,8 @@ class CampaignViews:
         )
 
     def campaign_view(self, c: Campaign, pending: int, admin: bool = True) -> dict:
+        if not admin:
+            return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
         stats = c.stats or {}
         counts = c.counts or {}
@@ -125,6 +166,7 @@ class CampaignViews:
             "remaining_budget": None if budget is None else max(0.0, (c.budget_nusd - c.spend_nusd) / 1e9),
             "max_duels": c.max_duels,
             "seed": c.seed,
+            "max_pending_per_annotator": c.max_pending_per_annotator,
             "webhook_url": c.webhook_url if admin else None,
             "leader": names[c.leader] if c.leader is not None else None,
             "leader_index": c.leader,
@@ -245,6 +287,8 @@ class CampaignViews:
                 if d is not None and not principal.admin:
                     raise Forbidden("this token does not give access to this duel's campaign")
                 raise NotFound(f"duel {duel_id} not found")
+            if not principal.admin and not rules.annotator_owns(d.requested_by, principal.label):
+                raise NotFound(f"duel {duel_id} not found")  # another annotator's duel (and vote)
             c = s.get(Campaign, d.campaign_id)
             charges = None
             if principal.admin:

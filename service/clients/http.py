@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
+from ..redaction import redact
 from .base import ClientError, Completion, ModelClient, compute_cost
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
 
@@ -83,9 +84,8 @@ class HTTPModelClient(ModelClient):
 
     @staticmethod
     def _redact(text: str, key: str | None) -> str:
-        if key and key in text:
-            text = text.replace(key, "***")
-        return text
+        """The key and any fragment of it masked (service.redaction, the one rule)."""
+        return redact(text, (key,)) if key else text
 
     def _error_message(self, resp: httpx.Response, key: str | None = None) -> str:
         detail = ""
@@ -112,8 +112,10 @@ class HTTPModelClient(ModelClient):
             exc.message = self._redact(exc.message, key)
             exc.args = (exc.message,)
             raise
-        if key and key in completion.text:  # a provider echoing the key: never store or show it
-            completion = dataclasses.replace(completion, text=self._redact(completion.text, key))
+        if key:  # a provider echoing the key or pieces of it: never store or show them
+            text = self._redact(completion.text, key)
+            if text != completion.text:
+                completion = dataclasses.replace(completion, text=text)
         return completion
 
     async def _complete(self, prompt: str, key: str | None) -> Completion:

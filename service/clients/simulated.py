@@ -21,11 +21,16 @@ _instances = itertools.count()
 
 
 def simulated_text(model_name: str, prompt: str, seed: int = 0) -> str:
-    """The deterministic answer of ``model_name`` to ``prompt`` under ``seed``."""
+    """The deterministic answer of ``model_name`` to ``prompt`` under ``seed``.
+
+    The text does not contain the model's name (annotators must not learn which model
+    answered; docs/reliability.md, Blinding): it is a word salad drawn from a hash
+    of the three.
+    """
     digest = hashlib.sha256(f"{model_name}\x00{seed}\x00{prompt}".encode()).digest()
     n_words = 12 + digest[0] % 29
     words = [_WORDS[digest[1 + i % 31] * (i + 1) % len(_WORDS)] for i in range(n_words)]
-    return f"[{model_name}] " + " ".join(words) + "."
+    return " ".join(words).capitalize() + "."
 
 
 def count_tokens(text: str) -> int:
@@ -71,7 +76,7 @@ class SimulatedClient(ModelClient):
         if start is None:
             start = time.perf_counter()
         if self.failure_rate > 0 and self._rng.random() < self.failure_rate:
-            raise ClientError(f"simulated failure of model {self.model_name!r}", status_code=503, attempts=1)
+            raise ClientError("simulated failure", status_code=503, attempts=1)
         text = simulated_text(self.model_name, prompt, self.seed)
         return Completion(
             text=text,

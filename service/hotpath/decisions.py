@@ -41,9 +41,21 @@ class CampaignConfig:
     n_prompts: int
     max_duels: int | None
     budget_nusd: int | None
+    draw_key: str | None
+    max_pending_per_annotator: int
 
 
-_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "max_duels", "budget_nusd")
+_CONFIG_COLUMNS = (
+    "models",
+    "judge",
+    "tie_policy",
+    "seed",
+    "n_prompts",
+    "max_duels",
+    "budget_nusd",
+    "draw_key",
+    "max_pending_per_annotator",
+)
 
 
 class DuelRow(SimpleNamespace):
@@ -67,6 +79,8 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
         n_prompts=int(row.n_prompts),
         max_duels=row.max_duels,
         budget_nusd=row.budget_nusd,
+        draw_key=row.draw_key,
+        max_pending_per_annotator=int(row.max_pending_per_annotator),
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -105,13 +119,15 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     now = utcnow()
     if any(rules.is_stale(r.expires_at, now) for r in inflight):
         raise Fallback  # stale duels to expire
+    if not principal.admin and rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator) is not None:
+        raise Fallback  # the annotator's own duel is handed back: the general path does it
     if rules.max_duels_reached(cfg.max_duels, row.duels_judged, len(inflight)):
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     pending = rules.pending_pairs(inflight)
     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
     number = row.duels_created + 1
-    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts)
+    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     seq = row.event_seq + 1
     prompt = svc.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
@@ -184,6 +200,8 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     now = utcnow()
     if drow is None or drow.status != DuelStatus.PENDING or rules.is_stale(drow.expires_at, now):
         raise Fallback
+    if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
+        raise Fallback  # another annotator's duel: the general path refuses it
     cfg = await _config(svc, tx, crow.id)
     if rules.max_duels_reached(cfg.max_duels, crow.duels_judged + 1):
         raise Fallback  # this vote ends the campaign: the general path does it
@@ -195,7 +213,9 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     c = SimpleNamespace(
         id=crow.id, models=cfg.models, status=CampaignStatus.RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed
     )
-    score = rules.score_of(choice, d.model_i, d.model_a, d.model_b, cfg.tie_policy, cfg.seed, d.number)
+    score = rules.score_of(
+        choice, d.model_i, d.model_a, d.model_b, cfg.tie_policy, cfg.seed, d.number, draw_key=cfg.draw_key
+    )
     d.status, d.choice, d.judged_by, d.judged_at = DuelStatus.JUDGED, choice, principal.label, now
     judged: dict[str, Any] = {
         "did": duel_id,

@@ -39,7 +39,7 @@ _PLAN_COLUMNS = (
     "judge_spend_nusd",
 )
 LOCK_FOR_PLAN = select(*(C[k] for k in _PLAN_COLUMNS)).where(C.id == bindparam("cid")).with_for_update()
-_IN_FLIGHT_COLUMNS = ("model_i", "model_j", "expected_cost_nusd", "expires_at")
+_IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires_at", "requested_by")
 # The statuses as plain bound values (not an "expanding" IN), so the statement compiles once for asyncpg too.
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])

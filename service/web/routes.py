@@ -376,7 +376,7 @@ async def _panel(
         ctx["state"] = "done"
         ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
         return ctx
-    if (campaign["judge"] or {}).get("kind") != "human":
+    if campaign["judge_kind"] != "human":
         ctx["state"] = "automatic"
         return ctx
     duel_id = await _t(data.open_duel_of, svc, cid, principal.label)
@@ -405,6 +405,10 @@ async def _panel(
                 ctx["state"] = "wait"
                 ctx["wait_reason"] = exc.detail
             return ctx
+    if view["status"] == "calling":  # its own duel handed back while the models still answer
+        ctx["state"] = "wait"
+        ctx["wait_reason"] = "The two models are still answering your current duel"
+        return ctx
     if view["status"] != "pending":
         ctx["state"] = "failed"
         ctx["duel"] = view
@@ -496,8 +500,8 @@ async def annotate_vote(request: Request, token: str):
         )
     notice, kind = None, "info"
     try:
-        view = await _svc(request).vote(duel_id, choice, principal)
-        notice = f"Vote on duel {view['number']} saved: {CHOICE_LABELS[choice]}."
+        await _svc(request).vote(duel_id, choice, principal)
+        notice = f"Vote saved: {CHOICE_LABELS[choice]}."
     except Forbidden:
         return _bad_token(request)
     except (Conflict, NotFound) as exc:

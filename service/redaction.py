@@ -1,0 +1,112 @@
+"""Secrets never stored or shown: one rule for provider keys echoed back in text.
+
+A provider may echo its API key, whole or in pieces, into an answer, an error
+message or a judge's reasoning. Everything the service stores or shows from a
+provider goes through :func:`redact`: any run of text made of substrings of a
+configured key that are at least :data:`MIN_FRAGMENT` characters long is replaced
+by :data:`MASK`. A key shorter than that is replaced where it occurs whole.
+
+**choice**: 8 characters. Shorter runs of a random key's characters occur in
+ordinary text by chance (``"sk-proj-"`` alone is 8 characters and is replaced,
+which only hides a well-known prefix); a fragment of 8 random key characters
+carries about 48 bits, too much to show.
+
+The configured keys of a campaign are the values of the environment variables its
+client configs name in ``api_key_env`` (at any depth of its model and judge configs),
+read when the text is stored, plus the admin key.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Iterable
+
+MIN_FRAGMENT = 8
+MASK = "***"
+
+
+def configured_keys(*configs: Any, extra: Iterable[str | None] = ()) -> tuple[str, ...]:
+    """The secret values named by ``api_key_env`` anywhere in ``configs`` (dicts/lists), plus ``extra``."""
+    found: set[str] = {k for k in extra if k}
+    stack = list(configs)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            env = value.get("api_key_env")
+            if isinstance(env, str) and os.environ.get(env):
+                found.add(os.environ[env])
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return tuple(sorted(found))
+
+
+_PROBE = 4  # characters of the cheap first pass
+
+
+@functools.lru_cache(maxsize=256)
+def _pieces(key: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The key's ``MIN_FRAGMENT``-character pieces and its ``_PROBE``-character pieces."""
+    return (
+        frozenset(key[i : i + MIN_FRAGMENT] for i in range(len(key) - MIN_FRAGMENT + 1)),
+        frozenset(key[i : i + _PROBE] for i in range(len(key) - _PROBE + 1)),
+    )
+
+
+def _spans(text: str, key: str) -> list[tuple[int, int]]:
+    """The ``MIN_FRAGMENT``-character windows of ``text`` that are pieces of ``key`` (their
+    union covers every longer fragment), or the occurrences of a short key."""
+    if len(key) < MIN_FRAGMENT:
+        out, pos = [], text.find(key)
+        while pos >= 0:
+            out.append((pos, pos + len(key)))
+            pos = text.find(key, pos + 1)
+        return out
+    pieces, probes = _pieces(key)
+    # A window at s contains the _PROBE characters at the multiple of _PROBE in [s, s + 4],
+    # and they are a piece of the key too: only windows next to such a probe hit are checked.
+    n = len(text)
+    hits = [p for p in range(0, n - _PROBE + 1, _PROBE) if text[p : p + _PROBE] in probes]
+    out = []
+    for p in hits:
+        for s in range(max(0, p - _PROBE), p + 1):
+            if s + MIN_FRAGMENT <= n and text[s : s + MIN_FRAGMENT] in pieces:
+                out.append((s, s + MIN_FRAGMENT))
+    return out
+
+
+def redact(text: str, keys: Iterable[str]) -> str:
+    """``text`` with every fragment (>= :data:`MIN_FRAGMENT` characters) of every key masked."""
+    if not text:
+        return text
+    spans: list[tuple[int, int]] = []
+    for key in keys:
+        if key:
+            spans += _spans(text, key)
+    if not spans:
+        return text
+    spans.sort()
+    out, pos, start, end = [], 0, *spans[0]
+    for s, e in spans[1:]:
+        if s <= end:  # overlapping or adjacent pieces form one masked run
+            end = max(end, e)
+            continue
+        out += [text[pos:start], MASK]
+        pos, start, end = end, s, e
+    out += [text[pos:start], MASK, text[end:]]
+    return "".join(out)
+
+
+def redact_json(value: Any, keys: Iterable[str]) -> Any:
+    """:func:`redact` on every string (and dict key) of a JSON value."""
+    keys = tuple(keys)
+    if not keys:
+        return value
+    if isinstance(value, str):
+        return redact(value, keys)
+    if isinstance(value, dict):
+        return {redact_json(k, keys): redact_json(v, keys) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_json(v, keys) for v in value]
+    return value
