@@ -9,7 +9,9 @@
 | `LLMDUEL_AUTO_MIGRATE` | `sqlite` | bring the schema to head at start: `sqlite` (only for SQLite), `always`, `never` |
 | `LLMDUEL_RUN_MAX_FAILURES` | `20` | a background run pauses after this many consecutive failed duels |
 | `LLMDUEL_WEBHOOK_TIMEOUT_SECONDS` | `10` | timeout of the final-report webhook POST |
-| `LLMDUEL_RESUME_RUNS` | `1` | at start, resume background runs that were active when the service stopped |
+| `LLMDUEL_RESUME_RUNS` | `1` | take over background runs whose owner is gone (at start, and polled every heartbeat while serving) |
+| `LLMDUEL_RUN_LEASE_SECONDS` | `20` | a background run's owner holds a lease this long; another process takes the run over once it expires |
+| `LLMDUEL_RUN_HEARTBEAT_SECONDS` | `5` | how often an owner renews its leases (and a process looks for expired ones); must be below the lease |
 | `LLMDUEL_PG_SYNCHRONOUS_COMMIT` | `on` | PostgreSQL `synchronous_commit` of the service's sessions; `off` trades the durability of the last few hundred ms of commits on a *database server* crash for throughput (atomicity is unchanged) |
 """
 
@@ -76,6 +78,8 @@ class Settings:
     run_max_failures: int = 20
     webhook_timeout_seconds: float = 10.0
     resume_runs: bool = True
+    run_lease_seconds: float = 20.0  # LLMDUEL_RUN_LEASE_SECONDS (docs/reliability.md, Run ownership)
+    run_heartbeat_seconds: float = 5.0  # LLMDUEL_RUN_HEARTBEAT_SECONDS
     pg_synchronous_commit: str = "on"
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
@@ -101,6 +105,8 @@ class Settings:
             run_max_failures=_env_int("LLMDUEL_RUN_MAX_FAILURES", 20),
             webhook_timeout_seconds=_env_float("LLMDUEL_WEBHOOK_TIMEOUT_SECONDS", 10.0),
             resume_runs=_env_bool("LLMDUEL_RESUME_RUNS", True),
+            run_lease_seconds=_env_float("LLMDUEL_RUN_LEASE_SECONDS", 20.0),
+            run_heartbeat_seconds=_env_float("LLMDUEL_RUN_HEARTBEAT_SECONDS", 5.0),
             inline_transactions=_env_bool("LLMDUEL_INLINE_TRANSACTIONS", True),
             hot_pool_size=_env_int("LLMDUEL_PG_HOT_POOL_SIZE", 8),
             telemetry=_env_bool("LLMDUEL_TELEMETRY", False),
@@ -109,6 +115,8 @@ class Settings:
         values.update(overrides)
         if values["pg_synchronous_commit"] not in {"on", "off", "local", "remote_write", "remote_apply"}:
             raise ValueError("LLMDUEL_PG_SYNCHRONOUS_COMMIT must be on, off, local, remote_write or remote_apply")
+        if values["run_heartbeat_seconds"] >= values["run_lease_seconds"]:
+            raise ValueError("LLMDUEL_RUN_HEARTBEAT_SECONDS must be below LLMDUEL_RUN_LEASE_SECONDS")
         settings = cls(**values)
         return settings.with_database_url(settings.database_url)
 

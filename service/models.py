@@ -114,6 +114,10 @@ class Campaign(Base):
     run_remaining: Mapped[int | None] = mapped_column(Integer, nullable=True)
     run_concurrency: Mapped[int] = mapped_column(Integer, default=1)
     run_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The run's one owner (host:pid:random of a service process) and its lease
+    # (service/campaigns/leases.py); free when NULL or expired.
+    run_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    run_lease_expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     webhook_state: Mapped[str] = mapped_column(String(12), default="none")
     webhook_error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -294,7 +294,12 @@ def _replay(db_url: str, cid: int):
 
 @pytest.mark.slow
 def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tmp_path):
-    env = {"LLMDUEL_RESUME_RUNS": "1", "LLMDUEL_DUEL_EXPIRY_SECONDS": "3"}
+    env = {
+        "LLMDUEL_RESUME_RUNS": "1",
+        "LLMDUEL_DUEL_EXPIRY_SECONDS": "3",
+        "LLMDUEL_RUN_LEASE_SECONDS": "2",  # the restart takes the dead owner's run over once it expires
+        "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5",
+    }
     P = [[0.5, 0.68, 0.72], [0.32, 0.5, 0.6], [0.28, 0.4, 0.5]]
     clients = [{"kind": "simulated", "latency_s": 0.03}] * 3
     body = campaign_body(

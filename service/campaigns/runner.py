@@ -1,4 +1,10 @@
-"""Background runs: duels with an automatic judge until the campaign ends, resumed after a restart."""
+"""Background runs: duels with an automatic judge until the campaign ends.
+
+Each run has one owner process at a time (:mod:`.leases`). The *keeper* task of a
+process renews its leases every heartbeat and, when ``LLMDUEL_RESUME_RUNS`` is on,
+takes over active runs whose lease expired (their owner died) or was released (a
+graceful stop).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,6 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
-from ..models import Campaign
 from .types import Conflict, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
@@ -19,8 +24,16 @@ class BackgroundRuns:
     def init_runs(self) -> None:
         self._runs: dict[int, asyncio.Task] = {}
         self._background: set[asyncio.Task] = set()
+        self._keeper: asyncio.Task | None = None
+        self._starting: set[int] = set()  # runs being started here (not yet in _runs)
+        self.init_leases()
 
     async def cancel_runs(self) -> None:
+        """Stop this process's runs and give their leases up (another process takes them over)."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            self._keeper = None
+        ids = list(self._runs)
         for task in list(self._runs.values()):
             task.cancel()
         for task in list(self._runs.values()):
@@ -29,6 +42,36 @@ class BackgroundRuns:
             except BaseException:
                 pass
         self._runs.clear()
+        try:
+            await self.in_thread(self.release_leases_tx, ids)
+        except Exception as exc:  # the database is away: the leases expire instead
+            log.warning("could not release the run leases (%s)", type(exc).__name__)
+
+    # ------------------------------------------------------------ the keeper
+    def ensure_keeper(self) -> None:
+        """Start this process's keeper task (heartbeat and take-over), once."""
+        if self._keeper is None or self._keeper.done():
+            self._keeper = self.spawn(self._keep())
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.run_heartbeat_seconds)
+            try:
+                await self.keeper_tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # database away: try again at the next beat
+                log.warning("run keeper: %s", type(exc).__name__)
+
+    async def keeper_tick(self) -> None:
+        """One heartbeat: renew this process's leases, then take over runs whose owner is gone."""
+        mine = [cid for cid in self._runs if self.run_active_here(cid)]
+        if mine:
+            kept = await self.in_thread(self.renew_leases_tx, mine)
+            for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
+                log.warning("campaign %s: this process lost its run's lease", cid)
+        if self.settings.resume_runs:
+            await self.resume_runs()
 
     # ------------------------------------------------------------ background runs
     def spawn(self, coro) -> asyncio.Task:
@@ -40,8 +83,13 @@ class BackgroundRuns:
     async def start_run(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         if campaign_id in self._runs and not self._runs[campaign_id].done():
             raise Conflict(f"a run is already active for campaign {campaign_id}")
-        run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)
-        self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
+        self._starting.add(campaign_id)
+        try:
+            run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
+            self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
+        finally:
+            self._starting.discard(campaign_id)
+        self.ensure_keeper()
         return run
 
     def run_active_here(self, campaign_id: int) -> bool:
@@ -102,12 +150,16 @@ class BackgroundRuns:
             else:
                 failures = 0
 
+    def _driven_here(self, campaign_id: int) -> bool:
+        return self.run_active_here(campaign_id) or campaign_id in self._starting
+
     async def resume_runs(self) -> list[int]:
-        ids = await self.in_thread(self.active_run_ids)
-        for cid in ids:
-            if not self.run_active_here(cid):
-                with self.db.read() as s:
-                    concurrency = s.get(Campaign, cid).run_concurrency or 1
-                self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
-                log.info("campaign %s: resumed its background run", cid)
-        return ids
+        """Take over the active runs whose lease is free or expired, and drive them here."""
+        taken = await self.in_thread(self.take_over_runs_tx, self._driven_here)
+        for cid, concurrency in taken:
+            if self.run_active_here(cid) or cid in self._starting:  # started here meanwhile
+                continue
+            self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
+            log.info("campaign %s: took over its background run", cid)
+        self.ensure_keeper()
+        return [cid for cid, _ in taken]
