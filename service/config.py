@@ -7,7 +7,7 @@
 | `LLMDUEL_DUEL_EXPIRY_SECONDS` | `1800` | a pending duel not judged within this time stops counting as in flight |
 | `LLMDUEL_CALL_TIMEOUT_SECONDS` | `600` | a duel whose models have not both answered within this time expires (e.g. its process died) |
 | `LLMDUEL_AUTO_MIGRATE` | `sqlite` | bring the schema to head at start: `sqlite` (only for SQLite), `always`, `never` |
-| `LLMDUEL_RUN_MAX_FAILURES` | `20` | a background run pauses after this many consecutive failed duels |
+| `LLMDUEL_RUN_MAX_FAILURES` | `20` | a background run pauses after this many consecutive failed duels (over all its concurrent tasks) |
 | `LLMDUEL_WEBHOOK_TIMEOUT_SECONDS` | `10` | timeout of the final-report webhook POST |
 | `LLMDUEL_RESUME_RUNS` | `1` | take over background runs whose owner is gone (at start, and polled every heartbeat while serving) |
 | `LLMDUEL_RUN_LEASE_SECONDS` | `20` | a background run's owner holds a lease this long; another process takes the run over once it expires |

@@ -13,9 +13,31 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
-from .types import Conflict, NotFound
+from .types import Conflict, DuelOutcome, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
+
+
+class RunFailures:
+    """The run's failure cap (``LLMDUEL_RUN_MAX_FAILURES``), shared by its concurrent tasks.
+
+    Consecutive failed duels of the whole run, in the order they finish: a duel that
+    succeeds resets the count. At the cap the run starts no further duel (the ones
+    in flight finish) and ``error`` says why.
+    """
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.consecutive = 0
+        self.error: str | None = None
+
+    def count(self, outcome: DuelOutcome) -> None:
+        if not outcome.failed:
+            self.consecutive = 0
+            return
+        self.consecutive += 1
+        if self.error is None and self.consecutive >= self.cap:
+            self.error = f"run paused after {self.consecutive} consecutive failed duels; last error: {outcome.error}"
 
 
 class BackgroundRuns:
@@ -98,8 +120,9 @@ class BackgroundRuns:
 
     async def _run_loop(self, campaign_id: int, concurrency: int) -> None:
         try:
-            results = await asyncio.gather(*(self._run_worker(campaign_id) for _ in range(concurrency)))
-            error = next((r for r in results if r), None)
+            failures = RunFailures(self.settings.run_max_failures)
+            await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
+            error = failures.error
             # Every duel this run started is finished now.
             await self.in_thread(self.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:
@@ -114,20 +137,19 @@ class BackgroundRuns:
             if self._runs.get(campaign_id) is asyncio.current_task():
                 self._runs.pop(campaign_id, None)
 
-    async def _run_worker(self, campaign_id: int) -> str | None:
-        """Drive duels until the campaign or the run ends; returns an error or None."""
-        failures = 0
+    async def _run_worker(self, campaign_id: int, failures: "RunFailures") -> None:
+        """Drive duels until the campaign ends, the run ends, or the run's failure cap is reached."""
         db_backoff = 0.5
-        while True:
+        while failures.error is None:
             try:
                 plan = await self.plan(campaign_id, None, True)
             except Conflict as exc:
                 if exc.retry_later:
                     await asyncio.sleep(0.05)
                     continue
-                return None
+                return
             except NotFound:
-                return None
+                return
             except Exception as exc:
                 if isinstance(exc, DBAPIError):  # database away: wait and retry
                     log.warning("campaign %s: database error in run, retrying in %.1fs", campaign_id, db_backoff)
@@ -143,12 +165,7 @@ class BackgroundRuns:
                     await asyncio.sleep(db_backoff)
                     continue
                 raise
-            if outcome.failed:
-                failures += 1
-                if failures >= self.settings.run_max_failures:
-                    return f"run paused after {failures} consecutive failed duels; last error: {outcome.error}"
-            else:
-                failures = 0
+            failures.count(outcome)
 
     def _driven_here(self, campaign_id: int) -> bool:
         return self.run_active_here(campaign_id) or campaign_id in self._starting
