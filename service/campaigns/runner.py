@@ -91,7 +91,7 @@ class BackgroundRuns:
         if mine:
             kept = await self.in_thread(self.renew_leases_tx, mine)
             for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
-                log.warning("campaign %s: this process lost its run's lease", cid)
+                log.info("campaign %s: this process no longer owns its run", cid)
         if self.settings.resume_runs:
             await self.resume_runs()
 
