@@ -8,7 +8,9 @@
 | `LLMDUEL_CALL_TIMEOUT_SECONDS` | `600` | a duel whose models have not both answered within this time expires (e.g. its process died) |
 | `LLMDUEL_AUTO_MIGRATE` | `sqlite` | bring the schema to head at start: `sqlite` (only for SQLite), `always`, `never` |
 | `LLMDUEL_RUN_MAX_FAILURES` | `20` | a background run pauses after this many consecutive failed duels (over all its concurrent tasks) |
-| `LLMDUEL_WEBHOOK_TIMEOUT_SECONDS` | `10` | timeout of the final-report webhook POST |
+| `LLMDUEL_WEBHOOK_TIMEOUT_SECONDS` | `10` | timeout of one webhook request |
+| `LLMDUEL_WEBHOOK_MAX_ATTEMPTS` | `12` | a webhook event is given up (`failed`) after this many attempts without a 2xx answer |
+| `LLMDUEL_WEBHOOK_RETRY_SECONDS` | `2` | the first retry's delay; each further retry waits twice as long (at most 1 h) |
 | `LLMDUEL_RESUME_RUNS` | `1` | take over background runs whose owner is gone (at start, and polled every heartbeat while serving) |
 | `LLMDUEL_RUN_LEASE_SECONDS` | `20` | a background run's owner holds a lease this long; another process takes the run over once it expires |
 | `LLMDUEL_RUN_HEARTBEAT_SECONDS` | `5` | how often an owner renews its leases (and a process looks for expired ones); must be below the lease |
@@ -77,6 +79,8 @@ class Settings:
     auto_migrate: str = "sqlite"
     run_max_failures: int = 20
     webhook_timeout_seconds: float = 10.0
+    webhook_max_attempts: int = 12  # LLMDUEL_WEBHOOK_MAX_ATTEMPTS (docs/reliability.md, Webhook delivery)
+    webhook_retry_seconds: float = 2.0  # LLMDUEL_WEBHOOK_RETRY_SECONDS
     resume_runs: bool = True
     run_lease_seconds: float = 20.0  # LLMDUEL_RUN_LEASE_SECONDS (docs/reliability.md, Run ownership)
     run_heartbeat_seconds: float = 5.0  # LLMDUEL_RUN_HEARTBEAT_SECONDS
@@ -104,6 +108,8 @@ class Settings:
             auto_migrate=auto,
             run_max_failures=_env_int("LLMDUEL_RUN_MAX_FAILURES", 20),
             webhook_timeout_seconds=_env_float("LLMDUEL_WEBHOOK_TIMEOUT_SECONDS", 10.0),
+            webhook_max_attempts=_env_int("LLMDUEL_WEBHOOK_MAX_ATTEMPTS", 12),
+            webhook_retry_seconds=_env_float("LLMDUEL_WEBHOOK_RETRY_SECONDS", 2.0),
             resume_runs=_env_bool("LLMDUEL_RESUME_RUNS", True),
             run_lease_seconds=_env_float("LLMDUEL_RUN_LEASE_SECONDS", 20.0),
             run_heartbeat_seconds=_env_float("LLMDUEL_RUN_HEARTBEAT_SECONDS", 5.0),

@@ -236,7 +236,12 @@ class CampaignOut(BaseModel):
         description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
     )
     run: RunOut
-    webhook_state: str
+    webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
+    webhook_secret: str | None = Field(
+        None,
+        description="Only in the response to POST /v1/campaigns with a webhook_url: the key of the "
+        "HMAC-SHA256 signatures of the campaign's webhook requests (shown once; docs/reliability.md).",
+    )
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None

@@ -64,6 +64,8 @@ class BackgroundRuns:
             except BaseException:
                 pass
         self._runs.clear()
+        for task in list(self._background):  # webhook sends: their claims expire, another process resends
+            task.cancel()
         try:
             await self.in_thread(self.release_leases_tx, ids)
         except Exception as exc:  # the database is away: the leases expire instead
@@ -86,7 +88,8 @@ class BackgroundRuns:
                 log.warning("run keeper: %s", type(exc).__name__)
 
     async def keeper_tick(self) -> None:
-        """One heartbeat: renew this process's leases, then take over runs whose owner is gone."""
+        """One heartbeat: renew this process's leases, take over runs whose owner is gone,
+        and send the webhook events that are due (retries, and claims a dead process left)."""
         mine = [cid for cid in self._runs if self.run_active_here(cid)]
         if mine:
             kept = await self.in_thread(self.renew_leases_tx, mine)
@@ -94,6 +97,7 @@ class BackgroundRuns:
                 log.info("campaign %s: this process no longer owns its run", cid)
         if self.settings.resume_runs:
             await self.resume_runs()
+        await self.deliver_webhooks()
 
     # ------------------------------------------------------------ background runs
     def spawn(self, coro) -> asyncio.Task:

@@ -26,6 +26,7 @@ from .leases import RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound
+from .webhooks import new_webhook_secret
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -80,6 +81,7 @@ class CampaignTransactions:
             max_duels=body.max_duels,
             seed=seed,
             webhook_url=body.webhook_url,
+            webhook_secret=new_webhook_secret() if body.webhook_url else None,
             policy_state=state,
             counts=counts,
             stats=stats,
@@ -126,8 +128,7 @@ class CampaignTransactions:
         c.run_active = False
         c.run_owner = None
         c.run_lease_expires_at = None
-        if c.webhook_url and c.webhook_state == "none":
-            c.webhook_state = "pending"
+        self.enqueue_webhook(s, c, now)  # the outbox row commits with the end, or not at all
         cond = [Duel.campaign_id == c.id, Duel.status.in_(IN_FLIGHT)]
         if keep_duel is not None:
             cond.append(Duel.id != keep_duel)
