@@ -201,3 +201,101 @@ def test_heartbeat_must_be_below_the_lease(monkeypatch, heartbeat, lease):
     monkeypatch.setenv("LLMDUEL_RUN_LEASE_SECONDS", str(lease))
     with pytest.raises(ValueError, match="LLMDUEL_RUN_HEARTBEAT_SECONDS must be below"):
         Settings.from_env()
+
+
+@pytest.mark.slow
+def test_two_real_workers_one_owner_and_kill_9_of_the_owner_is_taken_over(db_url, tmp_path):
+    """``llmduel serve --workers 2`` after a restart: one worker drives the run; SIGKILL
+    of that worker hands the run to another process once the lease expires."""
+    import os
+    import signal
+
+    from conftest import start_live_server, stop_live_server
+
+    from service.campaigns.leases import ORPHAN_ERROR
+    from service.db import Database
+    from service.models import Campaign, Duel
+
+    db = Database(db_url)
+
+    async def orphan_a_run() -> int:  # a run whose owner died: what a restart finds
+        app = _app(db_url)
+        try:
+            async with _client(app) as api:
+                body = _slow_body("two workers", latency=0.3, max_duels=60)
+                cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+                assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})).status_code == 202
+                await asyncio.sleep(0.2)
+                _crash(app)
+                return cid
+        finally:
+            app.state.db.dispose()
+
+    cid = asyncio.run(orphan_a_run())
+    env = {"LLMDUEL_RESUME_RUNS": "1", "LLMDUEL_RUN_LEASE_SECONDS": "2", "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.4"}
+    server = start_live_server(db_url, tmp_path / "workers.log", extra_env=env, workers=2)
+    try:
+        peak, owners = 0, []
+
+        def sample() -> tuple[str | None, int]:
+            nonlocal peak
+            with db.read() as s:
+                owner = s.get(Campaign, cid).run_owner
+                n = _run_duels_in_flight(db, cid)
+            peak = max(peak, n)
+            if owner and (not owners or owners[-1] != owner):
+                owners.append(owner)
+            return owner, n
+
+        deadline = time.monotonic() + 60
+        while len(owners) < 1 or _judged(db, cid) < 8:  # taken over by one worker, which makes progress
+            sample()
+            assert time.monotonic() < deadline, "no worker took the run over"
+            time.sleep(0.02)
+        assert len(owners) == 1  # the two workers did not both take it
+        pid = int(owners[0].split(":")[1])
+        assert pid != server.process.pid  # a worker, not the supervisor
+        with db.read() as s:
+            calling = [
+                d.id for d in s.execute(select(Duel).where(Duel.campaign_id == cid, Duel.status == "calling")).scalars()
+            ]
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+        while len(owners) < 2:
+            sample()
+            assert time.monotonic() - killed < 30, "nobody took the run over after the kill"
+            time.sleep(0.02)
+        assert owners[1] != owners[0] and int(owners[1].split(":")[1]) != pid
+        while (c := _campaign(db, cid)).status == "running":  # (the killed worker's socket waits for its restart)
+            sample()
+            assert time.monotonic() - killed < 90, (c.duels_judged, c.run_owner)
+            time.sleep(0.05)
+        assert peak <= 4, peak  # never more than the run's concurrency in flight
+        assert c.status == "stopped" and c.duels_judged == 60  # the campaign's max_duels, not more
+        with db.read() as s:
+            rows = s.execute(select(Duel.status, Duel.error).where(Duel.id.in_(calling))).all()
+        assert rows and all(status == "expired" and error == ORPHAN_ERROR for status, error in rows)
+        replay = httpx.get(f"{server.url}/v1/campaigns/{cid}/replay", headers=_admin(), timeout=120)
+        assert replay.json()["ok"] is True
+        assert "Traceback" not in server.log()
+    finally:
+        stop_live_server(server)
+        db.dispose()
+
+
+def _admin() -> dict:
+    return {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+def _campaign(db, cid: int):
+    from types import SimpleNamespace
+
+    from service.models import Campaign
+
+    with db.read() as s:
+        c = s.get(Campaign, cid)
+        return SimpleNamespace(status=c.status, duels_judged=c.duels_judged, run_owner=c.run_owner)
+
+
+def _judged(db, cid: int) -> int:
+    return _campaign(db, cid).duels_judged
