@@ -218,6 +218,23 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
     assert ev.state == "delivered" and ev.attempts == 2
 
 
+async def test_processes_sending_at_once_deliver_a_due_event_once(db_url, receiver_factory):
+    rx = receiver_factory([200])
+    a, b = _app(db_url), _app(db_url)
+    try:
+        async with _client(a) as api:
+            cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook race", webhook_url=rx.url))).json()[
+                "id"
+            ]
+        a.state.service.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
+        sent = await asyncio.gather(*(app.state.service.deliver_webhooks() for app in (a, b, a, b)))
+    finally:
+        await _close(a, b)
+    assert sum(sent) == 1 and len(rx.requests) == 1  # each claim is taken by one sender
+    (ev,) = _events(a.state.db, cid)
+    assert ev.state == "delivered" and ev.attempts == 1
+
+
 # ---------------------------------------------------------------- the upgrade
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def empty_db_url(request, tmp_path):

@@ -47,6 +47,7 @@ class BackgroundRuns:
         self._runs: dict[int, asyncio.Task] = {}
         self._background: set[asyncio.Task] = set()
         self._keeper: asyncio.Task | None = None
+        self._keeper_sends: asyncio.Task | None = None
         self._starting: set[int] = set()  # runs being started here (not yet in _runs)
         self.init_leases()
 
@@ -97,7 +98,9 @@ class BackgroundRuns:
                 log.info("campaign %s: this process no longer owns its run", cid)
         if self.settings.resume_runs:
             await self.resume_runs()
-        await self.deliver_webhooks()
+        # Webhook sends wait for receivers: in their own task, never holding up the heartbeat.
+        if self._keeper_sends is None or self._keeper_sends.done():
+            self._keeper_sends = self.spawn(self._deliver_quietly())
 
     # ------------------------------------------------------------ background runs
     def spawn(self, coro) -> asyncio.Task:

@@ -202,14 +202,18 @@ class Webhooks:
             claims = await self.in_thread(self.claim_webhooks_tx)
             if not claims:
                 return sent
-            for claim in claims:
-                ok, error = await self._send(claim)
-                delay = await self.in_thread(self.record_webhook_tx, claim["id"], ok, error)
-                sent += ok
-                if not ok:
-                    log.warning("webhook %s (attempt %d): %s", claim["id"], claim["attempt"], error)
-                if delay is not None:
-                    self.spawn(self._deliver_later(delay))
+            # At once: each claim must be sent within its own lease, whatever the other receivers do.
+            results = await asyncio.gather(*(self._attempt(claim) for claim in claims))
+            sent += sum(results)
+
+    async def _attempt(self, claim: dict) -> bool:
+        ok, error = await self._send(claim)
+        delay = await self.in_thread(self.record_webhook_tx, claim["id"], ok, error)
+        if not ok:
+            log.warning("webhook %s (attempt %d): %s", claim["id"], claim["attempt"], error)
+        if delay is not None:
+            self.spawn(self._deliver_later(delay))
+        return ok
 
     async def _deliver_later(self, delay: float) -> None:
         await asyncio.sleep(delay)
