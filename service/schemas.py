@@ -184,6 +184,10 @@ class RunOut(BaseModel):
     remaining: int | None
     concurrency: int
     error: str | None
+    owner: str | None = Field(
+        None, description="Admin only: the process driving the run (host:pid:random), while it holds the lease."
+    )
+    lease_expires_at: dt.datetime | None = Field(None, description="Admin only: when the owner's lease runs out.")
 
 
 class CampaignOut(BaseModel):

@@ -94,6 +94,8 @@ async def test_two_concurrent_run_starts_give_one_202_and_one_409(db_url):
             owners = [app for app in (a, b) if app.state.service.run_active_here(cid)]
             assert len(owners) == 1
             assert _owner(a.state.db, cid) == owners[0].state.service.owner_id
+            run = (await cb.get(f"/v1/campaigns/{cid}")).json()["run"]
+            assert run["owner"] == owners[0].state.service.owner_id and run["lease_expires_at"]
             deadline = time.monotonic() + 30
             while (await ca.get(f"/v1/campaigns/{cid}")).json()["run"]["active"]:
                 assert _run_duels_in_flight(a.state.db, cid) <= 2

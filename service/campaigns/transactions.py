@@ -603,15 +603,6 @@ class CampaignTransactions:
                 c.run_error = clean_text(error, MAX_ERROR_CHARS)
             c.updated_at = utcnow()
 
-    def active_run_ids(self) -> list[int]:
-        with self.db.read() as s:
-            return [
-                int(x)
-                for x in s.execute(
-                    select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING)
-                ).scalars()
-            ]
-
 
 def _error_text(exc: BaseException) -> str:
     if isinstance(exc, ClientError):
