@@ -143,6 +143,8 @@ class Webhooks:
             ).scalar_one_or_none()
             if ev is None or ev.state != "pending":
                 return None
+            if not ok and ev.claimed_by != self.owner_id:
+                return None  # our claim ran out and another process is sending: its outcome counts
             now = utcnow()
             c = self.db.lock_campaign(s, ev.campaign_id)
             ev.claimed_by = None
