@@ -77,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await service.resume_runs()
             except Exception as exc:
                 log.warning("could not resume background runs (%s)", type(exc).__name__)
+        service.ensure_keeper()  # leases, run take-over, the webhook outbox
         if settings.demo:
             await start_demo(service, settings.public_base_url)
         try:

@@ -18,7 +18,7 @@ import secrets
 import sys
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -73,7 +73,13 @@ class Settings(BaseSettings):
     auto_migrate: Literal["sqlite", "always", "never"] = "sqlite"
     run_max_failures: int = Field(20, ge=1)
     webhook_timeout_seconds: float = Field(10.0, gt=0)
+    # Webhook delivery (docs/reliability.md, Webhook delivery).
+    webhook_max_attempts: int = Field(12, ge=1)
+    webhook_retry_seconds: float = Field(2.0, gt=0)
     resume_runs: bool = True
+    # Run ownership (docs/reliability.md, Run ownership): the lease and its heartbeat.
+    run_lease_seconds: float = Field(20.0, gt=0)
+    run_heartbeat_seconds: float = Field(5.0, gt=0)
     pg_synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] = "on"
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
@@ -105,7 +111,15 @@ class Settings(BaseSettings):
     def _lower(cls, v: Any) -> Any:
         return v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("duel_expiry_seconds", "call_timeout_seconds", "webhook_timeout_seconds", "login_hours")
+    @field_validator(
+        "duel_expiry_seconds",
+        "call_timeout_seconds",
+        "webhook_timeout_seconds",
+        "webhook_retry_seconds",
+        "run_lease_seconds",
+        "run_heartbeat_seconds",
+        "login_hours",
+    )
     @classmethod
     def _finite(cls, v: float) -> float:
         if not math.isfinite(v):
@@ -126,6 +140,12 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v
+
+    @model_validator(mode="after")
+    def _heartbeat_below_lease(self) -> Settings:
+        if self.run_heartbeat_seconds >= self.run_lease_seconds:
+            raise ValueError("LLMDUEL_RUN_HEARTBEAT_SECONDS must be below LLMDUEL_RUN_LEASE_SECONDS")
+        return self
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:

@@ -119,9 +119,15 @@ class Campaign(Base):
     run_remaining: Mapped[int | None] = mapped_column(Integer, nullable=True)
     run_concurrency: Mapped[int] = mapped_column(Integer, default=1)
     run_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The run's one owner (host:pid:random of a service process) and its lease
+    # (service/campaigns/leases.py); free when NULL or expired.
+    run_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    run_lease_expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     webhook_state: Mapped[str] = mapped_column(String(12), default="none")
     webhook_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # HMAC-SHA256 key of the campaign's webhook requests, returned once at creation.
+    webhook_secret: Mapped[str | None] = mapped_column(String(100), nullable=True)
 
     version: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
@@ -219,3 +225,29 @@ class DashboardLogin(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, index=True)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class WebhookEvent(Base):
+    """The webhook outbox: one row per event, written in the transaction that causes it.
+
+    Delivered at least once (service/campaigns/webhooks.py): claimed with a lease
+    (``claimed_by``, ``claimed_until``) by whichever process sends it, retried with
+    exponential backoff until a 2xx answer or ``LLMDUEL_WEBHOOK_MAX_ATTEMPTS``.
+    """
+
+    __tablename__ = "webhook_events"
+    __table_args__ = (Index("ix_webhook_events_due", "state", "next_attempt_at"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)  # "evt_...": the receivers' idempotency key
+    campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
+    event_type: Mapped[str] = mapped_column(String(40))
+    url: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # frozen at the first attempt
+    state: Mapped[str] = mapped_column(String(12))  # pending, delivered, failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    claimed_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    claimed_until: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    delivered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)

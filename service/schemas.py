@@ -204,6 +204,10 @@ class RunOut(BaseModel):
     remaining: int | None
     concurrency: int
     error: str | None
+    owner: str | None = Field(
+        None, description="Admin only: the process driving the run (host:pid:random), while it holds the lease."
+    )
+    lease_expires_at: dt.datetime | None = Field(None, description="Admin only: when the owner's lease runs out.")
 
 
 class CampaignOut(BaseModel):
@@ -257,7 +261,12 @@ class CampaignOut(BaseModel):
         description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
     )
     run: RunOut
-    webhook_state: str
+    webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
+    webhook_secret: str | None = Field(
+        None,
+        description="Only in the response to POST /v1/campaigns with a webhook_url: the key of the "
+        "HMAC-SHA256 signatures of the campaign's webhook requests (shown once; docs/reliability.md).",
+    )
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None

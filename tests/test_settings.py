@@ -90,9 +90,16 @@ def test_env_names_follow_the_documented_table():
 
 def test_no_service_module_reads_settings_from_the_environment():
     """Only config.py reads settings; the others that touch os.environ read provider API keys
-    *named* by a client config (clients/http.py, fake_provider.py) or the CLI client's own
+    *named* by a client config (clients/http.py, fake_provider.py, and redaction.py, which masks
+    their fragments) or the CLI client's own
     LLMDUEL_URL/LLMDUEL_API_KEY (cli/remote.py, the caller's side)."""
-    allowed = {"service/config.py", "service/clients/http.py", "service/fake_provider.py", "service/cli/remote.py"}
+    allowed = {
+        "service/config.py",
+        "service/clients/http.py",
+        "service/fake_provider.py",
+        "service/redaction.py",
+        "service/cli/remote.py",
+    }
     readers = set()
     for path in (REPO / "service").rglob("*.py"):
         text = path.read_text()

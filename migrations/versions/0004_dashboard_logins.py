@@ -1,7 +1,7 @@
 """dashboard logins
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 One row per sign-in through the /login form (cookie hash, admin-key id, expiry, revocation).
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 revision: str = "0004"
-down_revision: Union[str, None] = "0002"
+down_revision: Union[str, None] = "0003"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

@@ -66,7 +66,10 @@ async def _t(fn, *args):
 async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, response: Response):
     campaign_id = await _t(svc.create_campaign, body)
     response.headers["Location"] = f"/v1/campaigns/{campaign_id}"
-    return await _t(svc.get_campaign, campaign_id)
+    view = await _t(svc.get_campaign, campaign_id)
+    if body.webhook_url:  # shown this once: the key to verify the campaign's webhook signatures
+        view["webhook_secret"] = await _t(svc.webhook_secret_of, campaign_id)
+    return view
 
 
 @router.get(

@@ -10,8 +10,11 @@
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
 * :mod:`.orchestration`: one duel end to end (model calls, judge; hot path or
   general transactions, see :mod:`service.hotpath`);
-* :mod:`.runner`: background runs and their resumption after a restart;
-* :mod:`.webhooks`: the ``campaign.ended`` webhook;
+* :mod:`.runner`: background runs, the failure cap, and the keeper task
+  (heartbeat, take-over, webhook sends);
+* :mod:`.leases`: one owner per background run (lease, heartbeat, take-over);
+* :mod:`.webhooks`: the webhook outbox (at-least-once, retried) and
+  :mod:`.webhook_signature`: the HMAC signature of its requests;
 * :mod:`.service`: :class:`CampaignService`, the facade the API, the web pages,
   the CLI and the demo use; it composes the parts above (each keeps its own state
   and private helpers; they call each other through public methods only).

@@ -188,6 +188,16 @@ def reserve_duel_nusd(
     return total
 
 
+def lease_free(owner: str | None, expires_at: dt.datetime | None, now: dt.datetime) -> bool:
+    """A background run's lease can be taken: nobody holds it, or its holder let it expire."""
+    return owner is None or expires_at is None or expires_at <= now
+
+
+def run_slots_full(run_in_flight: int, concurrency: int | None) -> bool:
+    """A background run may not start another duel: ``concurrency`` of its duels are in flight."""
+    return run_in_flight >= max(1, concurrency or 1)
+
+
 def max_duels_reached(max_duels: int | None, judged: int, in_flight: int = 0) -> bool:
     """No further duel may start: judged plus in-flight duels reach ``max_duels``."""
     return max_duels is not None and judged + in_flight >= max_duels

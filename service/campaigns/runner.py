@@ -1,4 +1,10 @@
-"""Background runs: duels with an automatic judge until the campaign ends, resumed after a restart."""
+"""Background runs: duels with an automatic judge until the campaign ends.
+
+Each run has one owner process at a time (:mod:`.leases`). The *keeper* task of a
+process renews its leases every heartbeat and, when ``LLMDUEL_RESUME_RUNS`` is on,
+takes over active runs whose lease expired (their owner died) or was released (a
+graceful stop).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,31 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
-from ..models import Campaign
-from .types import Conflict, NotFound
+from .types import Conflict, DuelOutcome, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
+
+
+class RunFailures:
+    """The run's failure cap (``LLMDUEL_RUN_MAX_FAILURES``), shared by its concurrent tasks.
+
+    Consecutive failed duels of the whole run, in the order they finish: a duel that
+    succeeds resets the count. At the cap the run starts no further duel (the ones
+    in flight finish) and ``error`` says why.
+    """
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.consecutive = 0
+        self.error: str | None = None
+
+    def count(self, outcome: DuelOutcome) -> None:
+        if not outcome.failed:
+            self.consecutive = 0
+            return
+        self.consecutive += 1
+        if self.error is None and self.consecutive >= self.cap:
+            self.error = f"run paused after {self.consecutive} consecutive failed duels; last error: {outcome.error}"
 
 
 class BackgroundRuns:
@@ -19,8 +46,17 @@ class BackgroundRuns:
     def init_runs(self) -> None:
         self._runs: dict[int, asyncio.Task] = {}
         self._background: set[asyncio.Task] = set()
+        self._keeper: asyncio.Task | None = None
+        self._keeper_sends: asyncio.Task | None = None
+        self._starting: set[int] = set()  # runs being started here (not yet in _runs)
+        self.init_leases()
 
     async def cancel_runs(self) -> None:
+        """Stop this process's runs and give their leases up (another process takes them over)."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            self._keeper = None
+        ids = list(self._runs)
         for task in list(self._runs.values()):
             task.cancel()
         for task in list(self._runs.values()):
@@ -29,6 +65,42 @@ class BackgroundRuns:
             except BaseException:
                 pass
         self._runs.clear()
+        for task in list(self._background):  # webhook sends: their claims expire, another process resends
+            task.cancel()
+        try:
+            await self.in_thread(self.release_leases_tx, ids)
+        except Exception as exc:  # the database is away: the leases expire instead
+            log.warning("could not release the run leases (%s)", type(exc).__name__)
+
+    # ------------------------------------------------------------ the keeper
+    def ensure_keeper(self) -> None:
+        """Start this process's keeper task (heartbeat and take-over), once."""
+        if self._keeper is None or self._keeper.done():
+            self._keeper = self.spawn(self._keep())
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.run_heartbeat_seconds)
+            try:
+                await self.keeper_tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # database away: try again at the next beat
+                log.warning("run keeper: %s", type(exc).__name__)
+
+    async def keeper_tick(self) -> None:
+        """One heartbeat: renew this process's leases, take over runs whose owner is gone,
+        and send the webhook events that are due (retries, and claims a dead process left)."""
+        mine = [cid for cid in self._runs if self.run_active_here(cid)]
+        if mine:
+            kept = await self.in_thread(self.renew_leases_tx, mine)
+            for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
+                log.info("campaign %s: this process no longer owns its run", cid)
+        if self.settings.resume_runs:
+            await self.resume_runs()
+        # Webhook sends wait for receivers: in their own task, never holding up the heartbeat.
+        if self._keeper_sends is None or self._keeper_sends.done():
+            self._keeper_sends = self.spawn(self._deliver_quietly())
 
     # ------------------------------------------------------------ background runs
     def spawn(self, coro) -> asyncio.Task:
@@ -40,8 +112,13 @@ class BackgroundRuns:
     async def start_run(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         if campaign_id in self._runs and not self._runs[campaign_id].done():
             raise Conflict(f"a run is already active for campaign {campaign_id}")
-        run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)
-        self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
+        self._starting.add(campaign_id)
+        try:
+            run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
+            self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
+        finally:
+            self._starting.discard(campaign_id)
+        self.ensure_keeper()
         return run
 
     def run_active_here(self, campaign_id: int) -> bool:
@@ -50,8 +127,9 @@ class BackgroundRuns:
 
     async def _run_loop(self, campaign_id: int, concurrency: int) -> None:
         try:
-            results = await asyncio.gather(*(self._run_worker(campaign_id) for _ in range(concurrency)))
-            error = next((r for r in results if r), None)
+            failures = RunFailures(self.settings.run_max_failures)
+            await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
+            error = failures.error
             # Every duel this run started is finished now.
             await self.in_thread(self.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:
@@ -66,20 +144,19 @@ class BackgroundRuns:
             if self._runs.get(campaign_id) is asyncio.current_task():
                 self._runs.pop(campaign_id, None)
 
-    async def _run_worker(self, campaign_id: int) -> str | None:
-        """Drive duels until the campaign or the run ends; returns an error or None."""
-        failures = 0
+    async def _run_worker(self, campaign_id: int, failures: "RunFailures") -> None:
+        """Drive duels until the campaign ends, the run ends, or the run's failure cap is reached."""
         db_backoff = 0.5
-        while True:
+        while failures.error is None:
             try:
                 plan = await self.plan(campaign_id, None, True)
             except Conflict as exc:
                 if exc.retry_later:
                     await asyncio.sleep(0.05)
                     continue
-                return None
+                return
             except NotFound:
-                return None
+                return
             except Exception as exc:
                 if isinstance(exc, DBAPIError):  # database away: wait and retry
                     log.warning("campaign %s: database error in run, retrying in %.1fs", campaign_id, db_backoff)
@@ -95,19 +172,18 @@ class BackgroundRuns:
                     await asyncio.sleep(db_backoff)
                     continue
                 raise
-            if outcome.failed:
-                failures += 1
-                if failures >= self.settings.run_max_failures:
-                    return f"run paused after {failures} consecutive failed duels; last error: {outcome.error}"
-            else:
-                failures = 0
+            failures.count(outcome)
+
+    def _driven_here(self, campaign_id: int) -> bool:
+        return self.run_active_here(campaign_id) or campaign_id in self._starting
 
     async def resume_runs(self) -> list[int]:
-        ids = await self.in_thread(self.active_run_ids)
-        for cid in ids:
-            if not self.run_active_here(cid):
-                with self.db.read() as s:
-                    concurrency = s.get(Campaign, cid).run_concurrency or 1
-                self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
-                log.info("campaign %s: resumed its background run", cid)
-        return ids
+        """Take over the active runs whose lease is free or expired, and drive them here."""
+        taken = await self.in_thread(self.take_over_runs_tx, self._driven_here)
+        for cid, concurrency in taken:
+            if self.run_active_here(cid) or cid in self._starting:  # started here meanwhile
+                continue
+            self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
+            log.info("campaign %s: took over its background run", cid)
+        self.ensure_keeper()
+        return [cid for cid, _ in taken]

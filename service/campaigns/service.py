@@ -30,6 +30,7 @@ import anyio
 from ..config import Settings
 from ..db import Database
 from .annotators import AnnotatorAdmin
+from .leases import RunLeases
 from .orchestration import DuelOrchestration
 from .replay import CampaignReplay
 from .runner import BackgroundRuns
@@ -41,7 +42,14 @@ log = logging.getLogger("llmduel.campaigns")
 
 
 class CampaignService(
-    CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks, AnnotatorAdmin
+    CampaignTransactions,
+    CampaignViews,
+    CampaignReplay,
+    DuelOrchestration,
+    BackgroundRuns,
+    RunLeases,
+    Webhooks,
+    AnnotatorAdmin,
 ):
     """Domain logic over one :class:`Database`; one instance per app."""
 

@@ -12,7 +12,7 @@ import secrets
 import time
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
@@ -23,9 +23,11 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import rules
+from .leases import RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, HeldDuel, NotFound
+from .webhooks import new_webhook_secret
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -83,6 +85,7 @@ class CampaignTransactions:
             draw_key=rules.new_draw_key(),
             max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
+            webhook_secret=new_webhook_secret() if body.webhook_url else None,
             policy_state=state,
             counts=counts,
             stats=stats,
@@ -127,8 +130,9 @@ class CampaignTransactions:
         c.end_reason = reason
         c.ended_at = now
         c.run_active = False
-        if c.webhook_url and c.webhook_state == "none":
-            c.webhook_state = "pending"
+        c.run_owner = None
+        c.run_lease_expires_at = None
+        self.enqueue_webhook(s, c, now)  # the outbox row commits with the end, or not at all
         cond = [Duel.campaign_id == c.id, Duel.status.in_(IN_FLIGHT)]
         if keep_duel is not None:
             cond.append(Duel.id != keep_duel)
@@ -156,10 +160,20 @@ class CampaignTransactions:
             if run:
                 if not c.run_active:
                     raise Conflict("the run was stopped")
-                if c.run_remaining is not None:
-                    if c.run_remaining <= 0:  # the loop ends; run_active drops when all its duels are done
-                        raise Conflict("the run reached its max_duels")
-                    c.run_remaining -= 1
+                if c.run_owner != self.owner_id:  # fencing: the lease went to another process
+                    raise Conflict("the run is owned by another process")
+                if c.run_remaining is not None and c.run_remaining <= 0:
+                    raise Conflict("the run reached its max_duels")  # the loop ends; run_active drops later
+                run_in_flight = s.execute(
+                    select(func.count(Duel.id)).where(
+                        Duel.campaign_id == campaign_id,
+                        Duel.status.in_(IN_FLIGHT),
+                        Duel.requested_by == RUN_REQUESTER,
+                        Duel.expires_at > utcnow(),
+                    )
+                ).scalar_one()
+                if rules.run_slots_full(run_in_flight, c.run_concurrency):
+                    raise Conflict(f"{run_in_flight} duels of the run are in flight", retry_later=True)
             if err is None:
                 now = utcnow()
                 inflight = s.execute(
@@ -223,6 +237,8 @@ class CampaignTransactions:
                         )
             if err is None and held is None:
                 c.event_seq += 1
+                if run and c.run_remaining is not None:
+                    c.run_remaining -= 1  # only for a duel that starts (a refused plan leaves it)
                 duel = Duel(
                     **rules.new_duel_columns(
                         campaign_id,
@@ -233,7 +249,7 @@ class CampaignTransactions:
                         expected,
                         c.event_seq,
                         pending,
-                        principal.label if principal is not None else "run",
+                        principal.label if principal is not None else RUN_REQUESTER,
                         now,
                         now + self.call_expiry,
                     )
@@ -617,6 +633,13 @@ class CampaignTransactions:
                 raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
             if c.judge.get("kind") == "human":
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
+            now = utcnow()
+            if c.run_active and not rules.lease_free(c.run_owner, c.run_lease_expires_at, now):
+                raise Conflict(
+                    f"a run is already active for campaign {campaign_id} (its owner's lease runs until "
+                    f"{c.run_lease_expires_at.isoformat()}); stop the campaign or wait for the run to end"
+                )
+            self.take_lease(s, c, now)
             c.run_active = True
             c.run_remaining = max_duels
             c.run_concurrency = concurrency
@@ -627,21 +650,14 @@ class CampaignTransactions:
     def end_run_tx(self, campaign_id: int, error: str | None = None) -> None:
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
-            if c is None:
-                return
+            if c is None or c.run_owner not in (None, self.owner_id):
+                return  # the run was taken over: it is no longer this process's to end
             c.run_active = False
+            c.run_owner = None
+            c.run_lease_expires_at = None
             if error:
                 c.run_error = clean_text(redact(error, self.secret_keys(c.models, c.judge)), MAX_ERROR_CHARS)
             c.updated_at = utcnow()
-
-    def active_run_ids(self) -> list[int]:
-        with self.db.read() as s:
-            return [
-                int(x)
-                for x in s.execute(
-                    select(Campaign.id).where(Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING)
-                ).scalars()
-            ]
 
 
 def _error_text(exc: BaseException) -> str:

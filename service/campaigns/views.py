@@ -191,6 +191,8 @@ class CampaignViews:
                 "remaining": c.run_remaining,
                 "concurrency": c.run_concurrency,
                 "error": c.run_error,
+                "owner": c.run_owner if admin else None,
+                "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
             },
             "webhook_state": c.webhook_state,
             "created_at": c.created_at,

@@ -1,0 +1,53 @@
+"""The background run's failure cap counts the whole run, not each of its concurrent tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+from conftest import ADMIN_KEY, make_settings
+from service_helpers import campaign_body, simulated_judge
+
+
+async def test_the_failure_cap_counts_consecutive_failures_of_the_whole_run(db_url):
+    from service.app import create_app
+
+    cap, concurrency = 5, 4
+    app = create_app(make_settings(db_url, run_max_failures=cap))
+    clients = [{"kind": "simulated", "failure_rate": 1.0, "latency_s": 0.05}] * 3  # every call fails
+    body = campaign_body(name="failure cap", judge=simulated_judge(), clients=clients)
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://t",
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        ) as api:
+            cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+            r = await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": concurrency})
+            assert r.status_code == 202
+            deadline = time.monotonic() + 30
+            while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["run"]["active"]:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            assert view["status"] == "running" and view["duels"] == 0
+            assert view["run"]["error"].startswith(f"run paused after {cap} consecutive failed duels")
+            # The cap stops new duels; the (concurrency - 1) others already in flight may still fail.
+            # Counted per task, the run would go on to about cap * concurrency = 20 failures.
+            assert cap <= view["duels_failed"] <= cap + concurrency - 1, view["duels_failed"]
+            assert view["duels_created"] == view["duels_failed"]
+    finally:
+        await app.state.service.aclose()
+        app.state.db.dispose()
+
+
+def test_a_success_resets_the_count():
+    from service.campaigns.runner import RunFailures
+    from service.campaigns.types import DuelOutcome
+
+    failures = RunFailures(3)
+    for failed in (True, True, False, True, True):
+        failures.count(DuelOutcome(1, "x", failed=failed, error="boom"))
+    assert failures.error is None and failures.consecutive == 2
+    failures.count(DuelOutcome(2, "x", failed=True, error="boom"))
+    assert failures.error == "run paused after 3 consecutive failed duels; last error: boom"
