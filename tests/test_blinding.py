@@ -33,8 +33,6 @@ from scipy.stats import binomtest
 from service_helpers import campaign_body
 from sqlalchemy import text
 
-from service.campaigns.views import ANNOTATOR_DUEL_FIELDS
-
 NAMES = ("zephyr-alpha-7", "quokka-beta-3")
 JSON_HDR = {"X-Llmduel": "1"}
 TARGET_DUELS = 48
@@ -235,6 +233,8 @@ async def test_annotator_cannot_predict_sides_better_than_chance(api):
 
 
 async def test_annotators_see_only_their_own_duels_and_votes(api):
+    from service.campaigns.views import ANNOTATOR_DUEL_FIELDS
+
     r = await api.post("/v1/campaigns", json=campaign_body(name="two annotators"))
     cid = r.json()["id"]
     heads = []
