@@ -33,8 +33,6 @@ from scipy.stats import binomtest
 from service_helpers import campaign_body
 from sqlalchemy import text
 
-from service.campaigns.views import ANNOTATOR_DUEL_FIELDS
-
 NAMES = ("zephyr-alpha-7", "quokka-beta-3")
 JSON_HDR = {"X-Llmduel": "1"}
 TARGET_DUELS = 48
@@ -235,6 +233,8 @@ async def test_annotator_cannot_predict_sides_better_than_chance(api):
 
 
 async def test_annotators_see_only_their_own_duels_and_votes(api):
+    from service.campaigns.views import ANNOTATOR_DUEL_FIELDS
+
     r = await api.post("/v1/campaigns", json=campaign_body(name="two annotators"))
     cid = r.json()["id"]
     heads = []
@@ -294,3 +294,29 @@ def test_keyed_draws_are_balanced_and_depend_on_the_key():
     assert draws != [rules.draw_prompt_and_side(7, n, 5, k2) for n in range(1, 2001)]
     ties = sum(rules.tie_coin(7, n, k1) for n in range(1, 2001))
     assert binomtest(ties, 2000, 0.5).pvalue > 1e-4
+
+
+def test_migration_0002_keeps_existing_campaigns_with_their_seed_draws(tmp_path):
+    import sqlalchemy as sa
+
+    from service.db import upgrade_database
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade_database(url, "0001")
+    engine = sa.create_engine(url)
+    row = dict(
+        name="before 0002", algorithm="dctas-pc", delta=0.05, tie_policy="drop", status="running",
+        models="[]", n_prompts=3, judge='{"kind": "human"}', seed=5, policy_state="{}", counts="{}",
+        stats="{}", event_seq=0, spend_nusd=0, judge_spend_nusd=0, duels_created=0, duels_judged=0,
+        duels_counted=0, duels_failed=0, run_active=False, run_concurrency=1, webhook_state="none",
+        version=0, created_at="2026-01-01 00:00:00", updated_at="2026-01-01 00:00:00",
+    )  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(f"INSERT INTO campaigns ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})"), row
+        )
+    upgrade_database(url)
+    with engine.connect() as conn:
+        got = conn.execute(sa.text("SELECT name, seed, draw_key, max_pending_per_annotator FROM campaigns")).one()
+    engine.dispose()
+    assert tuple(got) == ("before 0002", 5, None, 1)

@@ -296,12 +296,13 @@ def test_dashboard_updates_while_the_campaign_runs(server, api, browser):
 
 
 def test_model_answer_with_script_is_shown_as_text(server, api, browser):
-    cid = create(api, "hostile " + PAYLOAD, [(PAYLOAD, 1.0), ("honest", 1.0)])
+    # Answers no longer carry model names: the payload comes in the prompt, rendered the same way.
+    cid = create(api, "hostile " + PAYLOAD, [(PAYLOAD, 1.0), ("honest", 1.0)], prompts=[f"Say {PAYLOAD}"])
     token = annotator_token(api, cid)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
     page.goto(f"{server}/annotate/{token}")
     wait_for_next_panel(page, None)
-    answers = page.inner_text("#answer-a") + page.inner_text("#answer-b")
+    answers = page.inner_text("#prompt")
     assert "<script>window.__pwned=1</script>" in answers  # visible as text
     assert '<img src=x onerror="window.__pwned=1">' in answers
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
