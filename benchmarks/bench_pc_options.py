@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--part", choices=["cost", "errors"], required=True)
     ap.add_argument("--variants", default="mixture,kk,stitched,stick=1,stick=3")
     ap.add_argument("--trials", type=int, default=500, help="trials per cell at delta = 0.01")
-    ap.add_argument("--tiny-trials", type=int, default=100, help="trials per cell at delta = 1e-10")
+    ap.add_argument("--tiny-trials", type=int, default=100, help="trials per cell at delta = 1e-10 (0: skip)")
+    ap.add_argument("--delta", type=float, default=0.01, help="the first delta of part cost (default 0.01)")
     ap.add_argument("--error-trials", type=int, default=10_000)
     ap.add_argument("--instances", default=None, help="comma-separated (part errors: hard,intransitive)")
     ap.add_argument("--jobs", type=int, default=1)
@@ -55,9 +56,11 @@ def main() -> None:
             f"{'/LB':>6} {'vs first':>10} {'paired':>8} {'+-95%':>6} {'errors':>6} {'sec':>5}",
             flush=True,
         )
-        for delta, n in ((0.01, a.trials), (1e-10, a.tiny_trials)):
+        for delta, n in ((a.delta, a.trials), (1e-10, a.tiny_trials)):
+            if n <= 0:
+                continue
             for name in names:
-                inst = resolve_instance(name)
+                inst = {"hard": HARD, "intransitive": INTRANSITIVE}.get(name) or resolve_instance(name)
                 ref = None
                 for v in variants:
                     t0 = time.perf_counter()
