@@ -7,12 +7,13 @@ import math
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, TiePolicy
 from service.clients import validate_client_config
 from service.judging import validate_judge_config
+from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -69,12 +70,30 @@ class _Strict(BaseModel):
 
 class ModelSpec(_Strict):
     name: Name = Field(description="Unique name of the model within the campaign.")
-    cost: USD = Field(description="Expected cost of one query in USD (used by the policy).")
+    cost: USD | None = Field(
+        None,
+        description="Expected cost of one query in USD (used by the policy). Omitted: derived from the model's "
+        "per-token price (client.price or the price map) and the expected tokens (docs/service.md, Pricing).",
+    )
+    expected_output_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=10_000_000,
+        description="Output tokens of one answer for a derived cost (default: the campaign's).",
+    )
     client: dict[str, Any] = Field(
         description='How to call the model, e.g. {"kind": "simulated"} or an OpenAI-compatible '
         'endpoint with "api_key_env" naming the environment variable that holds the key.',
         json_schema_extra={"example": {"kind": "simulated"}},
     )
+    _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
+
+    def stored(self) -> dict[str, Any]:
+        """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
+        out = {"name": self.name, "cost": self.cost, "client": self.client}
+        if self._pricing is not None:
+            out["pricing"] = self._pricing
+        return out
 
     @field_validator("client")
     @classmethod
@@ -119,6 +138,17 @@ class CampaignCreate(_Strict):
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
     )
+    price_map: dict[str, Any] | None = Field(
+        None,
+        description="Per-token prices in LiteLLM's format ({model: {input_cost_per_token, output_cost_per_token}}); "
+        "its entries win over the LLMDUEL_PRICE_MAP file and the bundled map.",
+    )
+    expected_output_tokens: int = Field(
+        DEFAULT_EXPECTED_OUTPUT_TOKENS,
+        ge=0,
+        le=10_000_000,
+        description="Output tokens of one answer, for the cost of models without a 'cost' (docs/service.md, Pricing).",
+    )
 
     @field_validator("webhook_url")
     @classmethod
@@ -140,6 +170,7 @@ class CampaignCreate(_Strict):
         if len(set(names)) != len(names):
             raise ValueError("models: names must be unique")
         check_json_safe(self.judge, "judge")
+        self._resolve_costs()
 
         try:
             self.judge = validate_judge_config(self.judge, n_models=len(self.models))
@@ -150,10 +181,25 @@ class CampaignCreate(_Strict):
         if self.budget is not None:
             from service.campaigns.rules import unbounded_cost_reason
 
-            reason = unbounded_cost_reason([m.model_dump() for m in self.models], self.judge)
+            reason = unbounded_cost_reason([m.stored() for m in self.models], self.judge)
             if reason is not None:
                 raise ValueError(reason)
         return self
+
+    def _resolve_costs(self) -> None:
+        """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
+        check_json_safe(self.price_map, "price_map")
+        user_map = normalise_price_map(self.price_map, "price_map") if self.price_map is not None else None
+        for m in self.models:
+            cost, client, record = resolve_model_cost(
+                m.name,
+                m.cost,
+                m.client,
+                self.prompts,
+                m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
+                user_map,
+            )
+            m.cost, m.client, m._pricing = cost, client, record
 
 
 class VoteIn(_Strict):
@@ -172,11 +218,32 @@ class AnnotatorIn(_Strict):
 
 
 # ---------------------------------------------------------------- responses
+class PriceOut(BaseModel):
+    input_per_1m: float
+    output_per_1m: float
+    source: str = Field(
+        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), bundled."
+    )
+    key: str | None = Field(None, description="The price-map key that matched.")
+
+
 class ModelOut(BaseModel):
     index: int
     name: str
-    cost: float
+    cost: float = Field(description="Expected cost per query (USD) used by the allocation.")
     client: dict[str, Any]
+    cost_source: str | None = Field(
+        None, description="configured (the body's cost) or derived (price x tokens). Admin only."
+    )
+    derived_cost: float | None = Field(None, description="The cost the price and expected tokens give. Admin only.")
+    price: PriceOut | None = Field(None, description="Per-token price (USD per million tokens). Admin only.")
+    expected_input_tokens: float | None = None
+    expected_output_tokens: int | None = None
+    calls: int | None = Field(None, description="Charged calls of this model so far (ledger). Admin only.")
+    observed_cost: float | None = Field(None, description="Mean charge of those calls (USD). Admin only.")
+    cost_warning: str | None = Field(
+        None, description="Set when the observed mean differs from cost by more than 2x after 10 calls. Admin only."
+    )
 
 
 class RunOut(BaseModel):
@@ -234,6 +301,9 @@ class CampaignOut(BaseModel):
     beta: float
     lower_bound: float | None = Field(
         description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
+    )
+    cost_warnings: list[str] | None = Field(
+        None, description="The models' cost warnings (admin only; docs/service.md, Pricing)."
     )
     run: RunOut
     webhook_state: str

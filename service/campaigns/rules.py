@@ -107,11 +107,13 @@ def _ceil_nusd(usd: float) -> int:
 def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """An upper bound of one model call's charge on ``prompt`` (nano-USD), or ``None``.
 
-    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes.
+    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes, the
+    output limit the client's or, for a price from a price map, the provider's (``pricing.max_output_tokens``).
     """
     from service.clients.config import call_cost_bound
 
-    b = call_cost_bound(model["client"], float(model["cost"]), len(prompt.encode("utf-8")))
+    limit = (model.get("pricing") or {}).get("max_output_tokens")
+    b = call_cost_bound(model["client"], float(model["cost"]), len(prompt.encode("utf-8")), limit)
     return None if b is None else _ceil_nusd(b)
 
 

@@ -72,7 +72,7 @@ class CampaignTransactions:
             delta=body.delta,
             tie_policy=body.tie_policy,
             status=CampaignStatus.RUNNING,
-            models=[{"name": m.name, "cost": m.cost, "client": m.client} for m in body.models],
+            models=[m.stored() for m in body.models],
             n_prompts=len(body.prompts),
             judge=body.judge,
             budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
