@@ -202,6 +202,19 @@ class CampaignCreate(_Strict):
             m.cost, m.client, m._pricing = cost, client, record
 
 
+class CampaignLimits(_Strict):
+    budget: USD | None = Field(None, description="New spend limit in USD (not below what is already spent).")
+    max_duels: int | None = Field(
+        None, ge=1, le=10**9, description="New cap on judged duels (not below the duels already judged)."
+    )
+
+    @model_validator(mode="after")
+    def _some(self) -> "CampaignLimits":
+        if self.budget is None and self.max_duels is None:
+            raise ValueError("give budget and/or max_duels")
+        return self
+
+
 class VoteIn(_Strict):
     choice: Choice = Field(description="The answers as shown: a, b, tie or both_bad.")
 
@@ -258,6 +271,10 @@ class CampaignOut(BaseModel):
     name: str
     status: CampaignStatus
     end_reason: str | None
+    end_limit: str | None = Field(
+        None,
+        description="budget or max_duels when that limit ended the campaign: raising it (PATCH) continues the campaign.",
+    )
     algorithm: str
     assumes_condorcet_winner: bool = Field(
         description="True for the paper's five algorithms: their certificate is only valid if some model beats "

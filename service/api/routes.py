@@ -98,6 +98,21 @@ async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
     return await _t(svc.get_campaign, campaign_id, who.admin)
 
 
+@router.patch(
+    "/v1/campaigns/{campaign_id}",
+    response_model=schemas.CampaignOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Raise the budget or the duel cap; a campaign that ended on one continues",
+    description="A campaign that ended on its budget (budget_exhausted) or its duel cap and has room under the "
+    "new limits goes back to running with its policy state intact (start a run again with POST /run). "
+    "409 for a campaign that ended otherwise (certified, no Condorcet winner, stopped by the admin); "
+    "422 for a limit below what is already spent or judged.",
+)
+async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, svc: Svc, _: Admin):
+    return await svc.update_limits(campaign_id, body.budget, body.max_duels)
+
+
 @router.post(
     "/v1/campaigns/{campaign_id}/duels",
     status_code=201,

@@ -197,6 +197,52 @@ def budget_spent(budget_nusd: int | None, spend_nusd: int) -> bool:
     return spend_nusd >= effective_budget(budget_nusd)
 
 
+# ---------------------------------------------------------------- raising a limit
+END_LIMIT_BUDGET = "budget"
+END_LIMIT_MAX_DUELS = "max_duels"
+END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS)
+
+
+def limit_below_use(
+    new_budget_nusd: int | None, spend_nusd: int, new_max_duels: int | None, duels_judged: int
+) -> str | None:
+    """Why new limits cannot be set (they are below what the campaign already used), or None."""
+    if new_budget_nusd is not None and new_budget_nusd < spend_nusd:
+        return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spend_nusd / 1e9:.9g} USD already spent"
+    if new_max_duels is not None and new_max_duels < duels_judged:
+        return f"max_duels {new_max_duels} is below the {duels_judged} duels already judged"
+    return None
+
+
+def continue_refusal(
+    status: str,
+    end_limit: str | None,
+    budget_raised: bool,
+    max_duels_raised: bool,
+    budget_nusd: int | None,
+    spend_nusd: int,
+    max_duels: int | None,
+    duels_judged: int,
+) -> str | None:
+    """Why an ended campaign does not go back to running with these (new) limits, or None when it does.
+
+    Only a campaign that ended on its budget or duel cap continues, once that limit
+    was raised and neither limit is reached any more (the policy state is untouched,
+    so the certificate's guarantee is that of one uninterrupted campaign).
+    """
+    if end_limit not in END_LIMITS:
+        return f"the campaign ended with status {status}, not on its budget or duel cap; it cannot be continued"
+    if end_limit == END_LIMIT_BUDGET and not budget_raised:
+        return "the campaign ended on its budget: raise the budget to continue it"
+    if end_limit == END_LIMIT_MAX_DUELS and not max_duels_raised:
+        return "the campaign ended on its duel cap: raise max_duels to continue it"
+    if budget_spent(budget_nusd, spend_nusd):
+        return f"the budget ({budget_nusd / 1e9 if budget_nusd else 0:.9g} USD) is already spent; raise it further"
+    if max_duels_reached(max_duels, duels_judged):
+        return f"max_duels ({max_duels}) is already reached; raise it further"
+    return None
+
+
 def draw_prompt_and_side(seed: int, number: int, n_prompts: int) -> tuple[int, bool]:
     """Duel ``number``'s prompt index and whether answer "a" is model_i's (from the campaign seed)."""
     rng = random.Random(f"{seed}:{number}:draw")

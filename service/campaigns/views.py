@@ -147,6 +147,7 @@ class CampaignViews:
             "name": c.name,
             "status": c.status,
             "end_reason": c.end_reason,
+            "end_limit": c.end_limit,
             "algorithm": c.algorithm,
             "assumes_condorcet_winner": c.algorithm in PAPER_ALGORITHMS,
             "condorcet_note": CONDORCET_NOTE if c.algorithm in PAPER_ALGORITHMS else None,

@@ -32,18 +32,19 @@ class Fallback(Exception):
 
 @dataclass(frozen=True)
 class CampaignConfig:
-    """What never changes once a campaign exists (cached per process)."""
+    """What never changes once a campaign exists (cached per process).
+
+    The budget and the duel cap can be raised (PATCH): they are read with the locked row instead.
+    """
 
     models: list
     judge: dict
     tie_policy: str
     seed: int
     n_prompts: int
-    max_duels: int | None
-    budget_nusd: int | None
 
 
-_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "max_duels", "budget_nusd")
+_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts")
 
 
 class DuelRow(SimpleNamespace):
@@ -65,8 +66,6 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
         tie_policy=row.tie_policy,
         seed=int(row.seed),
         n_prompts=int(row.n_prompts),
-        max_duels=row.max_duels,
-        budget_nusd=row.budget_nusd,
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -105,7 +104,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     now = utcnow()
     if any(rules.is_stale(r.expires_at, now) for r in inflight):
         raise Fallback  # stale duels to expire
-    if rules.max_duels_reached(cfg.max_duels, row.duels_judged, len(inflight)):
+    if rules.max_duels_reached(row.max_duels, row.duels_judged, len(inflight)):
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     pending = rules.pending_pairs(inflight)
@@ -121,7 +120,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed
     )
     reserved = sum(int(r.expected_cost_nusd) for r in inflight)
-    if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
+    if rules.over_budget(row.budget_nusd, row.spend_nusd, reserved, expected):
         raise Fallback
     duel = rules.new_duel_columns(
         campaign_id,
@@ -185,9 +184,9 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     if drow is None or drow.status != DuelStatus.PENDING or rules.is_stale(drow.expires_at, now):
         raise Fallback
     cfg = await _config(svc, tx, crow.id)
-    if rules.max_duels_reached(cfg.max_duels, crow.duels_judged + 1):
+    if rules.max_duels_reached(crow.max_duels, crow.duels_judged + 1):
         raise Fallback  # this vote ends the campaign: the general path does it
-    if rules.budget_spent(cfg.budget_nusd, crow.spend_nusd):
+    if rules.budget_spent(crow.budget_nusd, crow.spend_nusd):
         raise Fallback
     d = DuelRow(**drow._asdict())
     c = SimpleNamespace(
