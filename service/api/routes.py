@@ -69,6 +69,42 @@ async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, resp
     return await _t(svc.get_campaign, campaign_id)
 
 
+ForecastTrials = Annotated[
+    int, Query(ge=10, le=1000, description="Simulated campaigns (the answer may rest on fewer: time limit).")
+]
+
+
+@router.post(
+    "/v1/campaigns/forecast",
+    response_model=schemas.ForecastOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Forecast the cost to certify a campaign before creating it",
+    description="The body is a campaign-create body; nothing is created. The simulator runs the campaign's "
+    "algorithm on preference matrices from a prior (the simulated judge's matrix, else Bradley-Terry draws "
+    "with strength spread `spread`), the judge's cost included (docs/service.md, Forecast).",
+)
+async def forecast_campaign(
+    body: schemas.CampaignCreate,
+    svc: Svc,
+    _: Admin,
+    trials: ForecastTrials = 200,
+    spread: Annotated[float, Query(gt=0, le=5, description="Standard deviation of the prior's strengths.")] = 0.5,
+):
+    return await _t(svc.forecast_prior, body, trials, spread)
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/forecast",
+    response_model=schemas.ForecastOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Forecast the cost to certify from a campaign's duels so far (pilot)",
+)
+async def forecast_pilot(campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials = 200):
+    return await _t(svc.forecast_pilot, campaign_id, trials)
+
+
 @router.get(
     "/v1/campaigns",
     response_model=schemas.CampaignPage,

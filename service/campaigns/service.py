@@ -29,6 +29,7 @@ import anyio
 
 from ..config import Settings
 from ..db import Database
+from .forecasting import CampaignForecasts
 from .orchestration import DuelOrchestration
 from .replay import CampaignReplay
 from .runner import BackgroundRuns
@@ -39,7 +40,15 @@ from .webhooks import Webhooks
 log = logging.getLogger("llmduel.campaigns")
 
 
-class CampaignService(CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks):
+class CampaignService(
+    CampaignTransactions,
+    CampaignViews,
+    CampaignReplay,
+    CampaignForecasts,
+    DuelOrchestration,
+    BackgroundRuns,
+    Webhooks,
+):
     """Domain logic over one :class:`Database`; one instance per app."""
 
     def __init__(self, settings: Settings, db: Database):
