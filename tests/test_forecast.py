@@ -10,9 +10,8 @@ import pytest
 from service_helpers import SYNTHETIC_P, campaign_body, simulated_judge
 
 from algorithms import forecast as fc
-from algorithms.instance import condorcet_winner
+from algorithms.instance import Instance, condorcet_winner
 from algorithms.simulator import simulate
-from algorithms.instance import Instance
 
 
 def test_prior_draws_are_preference_matrices():
@@ -106,7 +105,9 @@ async def test_forecast_route_prior_and_simulated_judge(api):
     # bad input: 422, not admin: 401
     assert (await api.post("/v1/campaigns/forecast", json={"name": "x"})).status_code == 422
     assert (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 5})).status_code == 422
-    assert (await api.post("/v1/campaigns/forecast", json=body, headers={"Authorization": "Bearer no"})).status_code == 401
+    assert (
+        await api.post("/v1/campaigns/forecast", json=body, headers={"Authorization": "Bearer no"})
+    ).status_code == 401
 
 
 async def test_pilot_forecast_from_a_running_campaign(api):

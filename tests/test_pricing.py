@@ -8,11 +8,11 @@ import json
 import httpx
 import pytest
 import respx
+from service_helpers import campaign_body, simulated_judge
 
 from service import pricing
 from service.clients.config import validate_client_config
 from service.schemas import CampaignCreate
-from tests.service_helpers import campaign_body, simulated_judge
 
 PROMPTS = ["x" * 400, "y" * 800]  # mean 600 characters = 150 tokens
 
