@@ -141,6 +141,15 @@ async def test_price_map_in_the_body_prices_an_unknown_model(api):
     m0 = r.json()["models"][0]
     assert m0["cost"] == pytest.approx((150 * 1.0 + 500 * 3.0) / 1e6)  # default 500 output tokens
     assert m0["cost_source"] == "derived" and m0["price"]["source"] == "price_map"
+    assert m0["calls"] == 0 and m0["observed_cost"] is None and m0["cost_warning"] is None
+    page = (await api.get(f"/campaigns/{r.json()['id']}")).text
+    models_table = page.split('id="models-section"')[1].split("</table>")[0]
+    assert "derived" in models_table and "house-model" in models_table
+    # annotators see neither prices nor observed costs
+    cid = r.json()["id"]
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={})).json()["token"]
+    seen = (await api.get(f"/v1/campaigns/{cid}", headers={"Authorization": f"Bearer {token}"})).json()
+    assert seen["cost_warnings"] is None and all(m["price"] is None and m["calls"] is None for m in seen["models"])
 
 
 def _usage_reply(completion_tokens: int):
@@ -188,3 +197,9 @@ async def test_observed_cost_three_times_the_configured_one_warns(api):
     assert by_name["m0"]["cost_warning"] and "3 times" in by_name["m0"]["cost_warning"]
     assert by_name["m1"]["cost_warning"] is None
     assert view["cost_warnings"] == [by_name["m0"]["cost_warning"]]
+    # the dashboard shows the observed mean beside the expected cost, and the warning
+    page = await api.get(f"/campaigns/{cid}")
+    assert page.status_code == 200, page.text
+    assert 'id="cost-warnings"' in page.text and "3 times the expected cost per query" in page.text
+    assert "derived" not in page.text.split('id="models-section"')[1].split("</table>")[0]  # all configured here
+    assert "0.03" in page.text and f"{by_name['m0']['calls']} calls" in page.text
