@@ -167,3 +167,60 @@ async def test_continued_campaign_sends_its_ended_webhook_again(api):
         await delivered(2)
     assert [e["campaign"]["duels"] for e in seen] == [2, 4]
     assert all(e["campaign"]["status"] == "stopped" for e in seen)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_db_url(request, tmp_path):
+    """A new, empty database (no schema yet), on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old.db'}"
+        return
+    import uuid
+
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    server = make_url(request.getfixturevalue("pg_url"))
+    conninfo = server.set(drivername="postgresql", database="postgres").render_as_string(hide_password=False)
+    name = f"llmduel_mig_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield server.set(database=name).render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_migration_0006_fills_end_limit_of_existing_campaigns(empty_db_url):
+    """Campaigns stored before the end_limit column keep their rows; the ones that ended on a limit can continue."""
+    from sqlalchemy import create_engine, insert, select
+
+    from service.db import normalise_database_url, upgrade_database
+    from service.models import Campaign, utcnow
+
+    upgrade_database(empty_db_url, "0001")
+    engine = create_engine(normalise_database_url(empty_db_url))
+    now = utcnow()
+    base = dict(
+        algorithm="dctas-pc", delta=0.05, tie_policy="drop", models=[], n_prompts=1, judge={"kind": "human"},
+        seed=1, policy_state={}, counts={}, stats={}, event_seq=0, spend_nusd=0, judge_spend_nusd=0,
+        duels_created=0, duels_judged=0, duels_counted=0, duels_failed=0, run_active=False, run_concurrency=1,
+        webhook_state="none", version=0, created_at=now, updated_at=now,
+    )  # fmt: skip
+    rows = [
+        ("budget", "budget_exhausted", "spend reached the budget"),
+        ("cap", "stopped", "max_duels (40) reached"),
+        ("admin", "stopped", "stopped by the admin"),
+        ("won", "certified", "certified by the dctas-pc stopping rule at delta=0.05"),
+        ("live", "running", None),
+    ]
+    t = Campaign.__table__
+    columns_0001 = [c for c in t.c if c.name != "end_limit"]
+    with engine.begin() as conn:
+        for name, status, reason in rows:
+            conn.execute(insert(t).values(name=name, status=status, end_reason=reason, **base), [{}])
+    upgrade_database(empty_db_url, "0006")
+    with engine.connect() as conn:
+        got = dict(conn.execute(select(t.c.name, t.c.end_limit)).all())
+        assert len(conn.execute(select(*columns_0001)).all()) == 5
+    engine.dispose()
+    assert got == {"budget": "budget", "cap": "max_duels", "admin": None, "won": None, "live": None}

@@ -203,3 +203,37 @@ async def test_observed_cost_three_times_the_configured_one_warns(api):
     assert 'id="cost-warnings"' in page.text and "3 times the expected cost per query" in page.text
     assert "derived" not in page.text.split('id="models-section"')[1].split("</table>")[0]  # all configured here
     assert "0.03" in page.text and f"{by_name['m0']['calls']} calls" in page.text
+
+
+async def test_budget_reserves_with_the_price_maps_output_limit(api):
+    """A model priced from the map needs no max_tokens under a budget: the map's max_output_tokens bounds a call."""
+    from service.campaigns import rules
+    from service.models import Campaign
+
+    body = campaign_body(clients=[{"kind": "openai", "model": "gpt-4o"}] * 3, budget=10.0, prompts=PROMPTS)
+    for m in body["models"]:
+        m.pop("cost")
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    svc = api.app.state.service
+
+    def stored_models():
+        with svc.db.read() as s:
+            return s.get(Campaign, cid).models
+
+    stored = await svc.in_thread(stored_models)
+    assert stored[0]["pricing"]["max_output_tokens"] == 16384 and "max_tokens" not in stored[0]["client"]["params"]
+    # the bound: input bytes + template overhead at 2.5 USD/M, 16384 output tokens at 10 USD/M
+    bound = rules.model_bound_nusd(stored[0], "x" * 100)
+    assert bound == pytest.approx(((100 + 256) * 2.5 + 16384 * 10.0) / 1e6 * 1e9, rel=1e-6)
+    # a price without any output limit cannot be reserved against: adding a budget later is refused
+    own = {
+        "kind": "openai",
+        "model": "house",
+        "base_url": "http://h.test/v1",
+        "price": {"input_per_1m": 1, "output_per_1m": 1},
+    }
+    cid = (await api.post("/v1/campaigns", json=campaign_body(clients=[own] * 3))).json()["id"]
+    r = await api.patch(f"/v1/campaigns/{cid}", json={"budget": 5.0})
+    assert r.status_code == 422 and "max_tokens" in r.text
