@@ -224,3 +224,27 @@ def test_migration_0006_fills_end_limit_of_existing_campaigns(empty_db_url):
         assert len(conn.execute(select(*columns_0001)).all()) == 5
     engine.dispose()
     assert got == {"budget": "budget", "cap": "max_duels", "admin": None, "won": None, "live": None}
+
+
+async def test_a_background_run_continues_a_raised_budget(api):
+    """A run ends with the budget; after PATCH the campaign runs again (POST /run) to the new budget, replay exact."""
+    body = campaign_body(costs=(0.01, 0.01, 0.01), judge=simulated_judge(EVEN), budget=0.1)
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+
+    async def run_to_end() -> dict:
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})).status_code == 202
+        for _ in range(600):
+            view = (await api.get(f"/v1/campaigns/{cid}")).json()
+            if view["status"] != "running" and not view["run"]["active"] and view["pending"] == 0:
+                return view
+            await asyncio.sleep(0.02)
+        raise AssertionError(view)
+
+    view = await run_to_end()
+    assert view["status"] == "budget_exhausted" and view["spend"] <= 0.1 + 1e-12
+    assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 409  # ended: no run
+    r = await api.patch(f"/v1/campaigns/{cid}", json={"budget": 0.2})
+    assert r.status_code == 200 and r.json()["status"] == "running" and r.json()["run"]["active"] is False
+    view = await run_to_end()
+    assert view["status"] == "budget_exhausted" and 0.1 < view["spend"] <= 0.2 + 1e-12
+    await replay_ok(api, cid)
