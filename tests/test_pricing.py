@@ -237,3 +237,16 @@ async def test_budget_reserves_with_the_price_maps_output_limit(api):
     cid = (await api.post("/v1/campaigns", json=campaign_body(clients=[own] * 3))).json()["id"]
     r = await api.patch(f"/v1/campaigns/{cid}", json={"budget": 5.0})
     assert r.status_code == 422 and "max_tokens" in r.text
+
+
+async def test_unreadable_price_map_file_is_a_clear_422(api, monkeypatch, tmp_path):
+    monkeypatch.setenv(pricing.PRICE_MAP_ENV, str(tmp_path / "missing.json"))
+    body = campaign_body(clients=[{"kind": "openai", "model": "gpt-4o"}] * 3)
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 422 and pricing.PRICE_MAP_ENV in r.text and "cannot read" in r.text
+    (tmp_path / "bad.json").write_text("{not json")
+    monkeypatch.setenv(pricing.PRICE_MAP_ENV, str(tmp_path / "bad.json"))
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 422 and "not a readable JSON file" in r.text
+    # simulated models never look prices up: unaffected
+    assert (await api.post("/v1/campaigns", json=campaign_body())).status_code == 201
