@@ -20,7 +20,7 @@ Where the matrices come from:
   given the duels counted so far (uniform prior, pairs independent);
 * :func:`fixed_draws`: one known matrix (a simulated judge's).
 
-Bounded: each trial stops at ``duel_cap`` duels (it then counts as not certified:
+Bounded: each trial stops at ``duel_cap`` duels (:func:`trial_duel_cap`) (it then counts as not certified:
 its cost is a lower bound of the real one) and no new trial starts after
 ``time_limit_s`` seconds, so the answer may rest on fewer trials than asked.
 """
@@ -48,12 +48,15 @@ __all__ = [
     "posterior_draws",
     "fixed_draws",
     "run_forecast",
+    "trial_duel_cap",
     "spread_summary",
 ]
 
 DEFAULT_TRIALS = 200
 DEFAULT_SPREAD = 0.5
 DEFAULT_TRIAL_DUEL_CAP = 50_000
+#: Pair-steps one trial may take (a step of dctas-pc scans every pair): caps the duels of a trial with many models.
+TRIAL_PAIR_STEPS = 5_000_000
 DEFAULT_TIME_LIMIT_S = 4.0
 MAX_TRIALS = 1000
 
@@ -109,6 +112,17 @@ def spread_summary(x: np.ndarray) -> dict[str, float]:
     return {"mean": float(x.mean()), "p10": float(p10), "median": float(med), "p90": float(p90)}
 
 
+def trial_duel_cap(L: int) -> int:
+    """Duels one trial may take with ``L`` models: :data:`DEFAULT_TRIAL_DUEL_CAP`, fewer when the pairs are many.
+
+    A step costs about one unit of work per pair, so the cap is
+    ``min(DEFAULT_TRIAL_DUEL_CAP, TRIAL_PAIR_STEPS / (L (L - 1) / 2))``, at least 1000:
+    50,000 duels up to 45 models' pairs, 2,480 at 64 models.
+    """
+    pairs = max(1, L * (L - 1) // 2)
+    return max(1000, min(DEFAULT_TRIAL_DUEL_CAP, TRIAL_PAIR_STEPS // pairs))
+
+
 @dataclass
 class Forecast:
     """Per-trial results of :func:`run_forecast` (one trial per drawn matrix)."""
@@ -162,19 +176,21 @@ def run_forecast(
     algorithm: str = "dctas-pc",
     judge_cost: float = 0.0,
     seed: int = 0,
-    duel_cap: int = DEFAULT_TRIAL_DUEL_CAP,
+    duel_cap: int | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Forecast:
     """One simulated campaign per matrix (in order) until all ran or ``time_limit_s`` passed.
 
     ``costs`` are the models' expected costs per query, ``judge_cost`` the judge's
-    per duel (``c_J``); trial ``n`` uses simulator seed ``seed + n``.
+    per duel (``c_J``); trial ``n`` uses simulator seed ``seed + n``; ``duel_cap``
+    defaults to :func:`trial_duel_cap`.
     """
     n = int(matrices.shape[0])
     if n < 1 or n > MAX_TRIALS:
         raise ValueError(f"trials must be between 1 and {MAX_TRIALS}, got {n}")
     L = len(costs)
+    duel_cap = trial_duel_cap(L) if duel_cap is None else int(duel_cap)
     names = [f"m{i}" for i in range(L)]
     start = clock()
     out_cost, out_duels, out_ok, bounds = [], [], [], []

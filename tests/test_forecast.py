@@ -75,6 +75,11 @@ def test_forecast_is_bounded_in_duels_and_time():
     assert f.trials == 5 and f.timed_out  # start at tick 0; before trial k the clock reads k: 5 > 4.5 stops
     with pytest.raises(ValueError):
         fc.run_forecast(fc.fixed_draws(SYNTHETIC_P, 1)[:0], [1.0, 1.0, 1.0], 0.1)
+    # many models: a step scans every pair, so a trial gets fewer duels
+    assert fc.trial_duel_cap(3) == fc.DEFAULT_TRIAL_DUEL_CAP and fc.trial_duel_cap(64) == 2480
+    assert fc.trial_duel_cap(200) == 1000
+    big = fc.run_forecast(fc.bradley_terry_draws(64, 0.01, 1, np.random.default_rng(0)), [1.0] * 64, 0.05)
+    assert big.duel_cap == 2480 and big.duels[0] <= 2480
 
 
 async def test_forecast_route_prior_and_simulated_judge(api):

@@ -17,7 +17,6 @@ import numpy as np
 from algorithms.forecast import (
     DEFAULT_SPREAD,
     DEFAULT_TIME_LIMIT_S,
-    DEFAULT_TRIAL_DUEL_CAP,
     DEFAULT_TRIALS,
     Forecast,
     bradley_terry_draws,
@@ -69,7 +68,6 @@ def _run(matrices: np.ndarray, costs: list[float], delta: float, algorithm: str,
             algorithm,
             judge_cost,
             seed=seed,
-            duel_cap=DEFAULT_TRIAL_DUEL_CAP,
             time_limit_s=DEFAULT_TIME_LIMIT_S,
         )
     finally:
