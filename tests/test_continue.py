@@ -84,10 +84,22 @@ async def test_continue_after_max_duels_and_refusals(api):
     assert (await api.post(f"/v1/campaigns/{cid2}/stop")).status_code == 200
     r = await api.patch(f"/v1/campaigns/{cid2}", json={"max_duels": 30})
     assert r.status_code == 409 and "cannot be continued" in r.text
-    # a running campaign gets its new limits and keeps running
-    cid3 = (await api.post("/v1/campaigns", json=campaign_body(max_duels=3))).json()["id"]
+    # a running campaign gets its new limits and keeps running; duels in flight hold their place and reservation
+    cid3 = (await api.post("/v1/campaigns", json=campaign_body(max_duels=3, costs=(1.0, 1.0, 1.0)))).json()["id"]
     r = await api.patch(f"/v1/campaigns/{cid3}", json={"max_duels": 5, "budget": 100})
     assert r.status_code == 200 and r.json()["status"] == "running" and r.json()["budget"] == 100
+    duel = (await api.post(f"/v1/campaigns/{cid3}/duels")).json()  # human judge: stays in flight
+    assert duel["status"] == "pending"
+    # spent 2 USD (both answers) and the duel still holds its reservation of 2 USD, as the next plan counts it
+    r = await api.patch(f"/v1/campaigns/{cid3}", json={"budget": 3.9})
+    assert r.status_code == 422 and "reserved by duels in flight" in r.text
+    assert (await api.patch(f"/v1/campaigns/{cid3}", json={"budget": 4.0})).status_code == 200
+    assert (await api.patch(f"/v1/campaigns/{cid3}", json={"max_duels": 1})).status_code == 200  # 0 judged + 1
+    r = await api.post(f"/v1/campaigns/{cid3}/duels")
+    assert r.status_code == 409 and "in flight" in r.text  # the cap is held by the duel in flight
+    assert (await api.post(f"/v1/duels/{duel['id']}/vote", json={"choice": "a"})).status_code == 200
+    view = (await api.get(f"/v1/campaigns/{cid3}")).json()
+    assert view["status"] == "stopped" and view["end_limit"] == "max_duels" and view["spend"] <= 4.0
     assert (await api.patch("/v1/campaigns/999999999", json={"max_duels": 5})).status_code == 404
 
 

@@ -204,13 +204,24 @@ END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS)
 
 
 def limit_below_use(
-    new_budget_nusd: int | None, spend_nusd: int, new_max_duels: int | None, duels_judged: int
+    new_budget_nusd: int | None,
+    spend_nusd: int,
+    reserved_nusd: int,
+    new_max_duels: int | None,
+    duels_judged: int,
+    in_flight: int = 0,
 ) -> str | None:
-    """Why new limits cannot be set (they are below what the campaign already used), or None."""
-    if new_budget_nusd is not None and new_budget_nusd < spend_nusd:
-        return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spend_nusd / 1e9:.9g} USD already spent"
-    if new_max_duels is not None and new_max_duels < duels_judged:
-        return f"max_duels {new_max_duels} is below the {duels_judged} duels already judged"
+    """Why new limits cannot be set, or None.
+
+    A budget must cover what is spent plus what the duels in flight reserved (so the
+    spend never passes it), a duel cap the duels judged plus those in flight.
+    """
+    if new_budget_nusd is not None and new_budget_nusd < spend_nusd + reserved_nusd:
+        held = f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels in flight" if reserved_nusd else ""
+        return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spend_nusd / 1e9:.9g} USD already spent{held}"
+    if new_max_duels is not None and new_max_duels < duels_judged + in_flight:
+        held = f" plus {in_flight} in flight" if in_flight else ""
+        return f"max_duels {new_max_duels} is below the {duels_judged} duels already judged{held}"
     return None
 
 

@@ -603,7 +603,24 @@ class CampaignTransactions:
         new_budget = to_nusd(budget) if budget is not None else None
         with self.db.write() as s:
             c = self.lock_existing(s, campaign_id)
-            reason = rules.limit_below_use(new_budget, c.spend_nusd, max_duels, c.duels_judged)
+            now = utcnow()
+            inflight = [
+                r
+                for r in s.execute(
+                    select(Duel.expected_cost_nusd, Duel.expires_at).where(
+                        Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
+                    )
+                ).all()
+                if not rules.is_stale(r.expires_at, now)
+            ]
+            reason = rules.limit_below_use(
+                new_budget,
+                c.spend_nusd,
+                sum(int(r.expected_cost_nusd) for r in inflight),
+                max_duels,
+                c.duels_judged,
+                len(inflight),
+            )
             if reason is not None:
                 raise Unprocessable(reason)
             if new_budget is not None and c.budget_nusd is None:
@@ -637,7 +654,7 @@ class CampaignTransactions:
             c.budget_nusd = budget_nusd
             c.max_duels = cap
             c.version += 1
-            c.updated_at = utcnow()
+            c.updated_at = now
         return resumed
 
     def start_run_tx(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
