@@ -90,7 +90,8 @@ async def test_forecast_route_prior_and_simulated_judge(api):
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["basis"] == "prior" and out["algorithm"] == "dctas-pc" and out["delta"] == 0.05
-    assert 10 <= out["trials"] <= 60 and out["requested_trials"] == 60
+    assert 1 <= out["trials"] <= 60 and out["requested_trials"] == 60
+    assert out["timed_out"] == (out["trials"] < 60)  # fewer trials only when the time limit stopped it
     assert out["cost"]["p10"] <= out["cost"]["median"] <= out["cost"]["p90"]
     assert out["duels"]["p10"] <= out["duels"]["median"] <= out["duels"]["p90"]
     assert 0.0 <= out["within_budget"] <= 1.0
