@@ -64,7 +64,18 @@ def test_non_editable_install_migrates_and_serves(tmp_path):
     up = subprocess.run([str(llmduel), "db", "upgrade"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert up.returncode == 0, up.stderr
     cur = subprocess.run([str(llmduel), "db", "current"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
-    assert cur.returncode == 0 and "0001" in cur.stdout, (cur.stdout, cur.stderr)
+    from service.db import head_revision
+
+    assert cur.returncode == 0 and head_revision() in cur.stdout, (cur.stdout, cur.stderr)
+    prices = subprocess.run(  # the bundled price map is package data
+        [str(py), "-c", "from service.pricing import bundled_map; print(len(bundled_map()))"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert prices.returncode == 0 and int(prices.stdout) >= 30, (prices.stdout, prices.stderr)
 
     port = _free_port()
     log = open(tmp_path / "serve.log", "wb")
