@@ -84,6 +84,9 @@ class Campaign(Base):
     tie_policy: Mapped[str] = mapped_column(String(8))
     status: Mapped[str] = mapped_column(String(20), index=True)
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The limit that ended the campaign ("budget" or "max_duels"; rules.END_LIMITS), else NULL:
+    # such a campaign continues when the limit is raised (PATCH /v1/campaigns/{id}).
+    end_limit: Mapped[str | None] = mapped_column(String(12), nullable=True)
 
     # Configuration (client configs name API-key variables, never keys).
     models: Mapped[list] = mapped_column(JSON)

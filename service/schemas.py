@@ -7,13 +7,14 @@ import math
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, TiePolicy
-from service.clients.config import ClientConfig, client_json
+from service.clients.config import ClientConfig, client_json, parse_client_config
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
+from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -71,12 +72,30 @@ class _Strict(BaseModel):
 
 class ModelSpec(_Strict):
     name: Name = Field(description="Unique name of the model within the campaign.")
-    cost: USD = Field(description="Expected cost of one query in USD (used by the policy).")
+    cost: USD | None = Field(
+        None,
+        description="Expected cost of one query in USD (used by the policy). Omitted: derived from the model's "
+        "per-token price (client.price or the price map) and the expected tokens (docs/service.md, Pricing).",
+    )
+    expected_output_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=10_000_000,
+        description="Output tokens of one answer for a derived cost (default: the campaign's).",
+    )
     client: ClientConfig = Field(
         description="How to call the model: one config per `kind` (simulated, openai, anthropic, gemini). "
         "Keys are never accepted; `api_key_env` names the environment variable that holds one.",
         examples=[{"kind": "simulated"}, {"kind": "openai", "model": "deepseek-chat", "api_key_env": "DS_KEY"}],
     )
+    _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
+
+    def stored(self) -> dict[str, Any]:
+        """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
+        out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
+        if self._pricing is not None:
+            out["pricing"] = self._pricing
+        return out
 
     @field_validator("client", mode="before")
     @classmethod
@@ -84,10 +103,6 @@ class ModelSpec(_Strict):
         if isinstance(v, dict):
             check_json_safe(v, "client")
         return v
-
-    def stored(self) -> dict[str, Any]:
-        """The model as the campaign row stores it."""
-        return {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
 
 
 class CampaignCreate(_Strict):
@@ -133,6 +148,18 @@ class CampaignCreate(_Strict):
         "hands back the annotator's oldest such duel (200) instead of starting a new one.",
     )
 
+    price_map: dict[str, Any] | None = Field(
+        None,
+        description="Per-token prices in LiteLLM's format ({model: {input_cost_per_token, output_cost_per_token}}); "
+        "its entries win over the LLMDUEL_PRICE_MAP file and the bundled map.",
+    )
+    expected_output_tokens: int = Field(
+        DEFAULT_EXPECTED_OUTPUT_TOKENS,
+        ge=0,
+        le=10_000_000,
+        description="Output tokens of one answer, for the cost of models without a 'cost' (docs/service.md, Pricing).",
+    )
+
     @field_validator("judge", mode="before")
     @classmethod
     def _judge(cls, v: Any) -> Any:
@@ -167,12 +194,41 @@ class CampaignCreate(_Strict):
                 f"{repeated[0]!r} repeats another model's name"
             )
         check_judge_size(self.judge, len(self.models))
+        self._resolve_costs()
         if self.budget is not None:
             from service.campaigns.rules import unbounded_cost_reason
 
             reason = unbounded_cost_reason([m.stored() for m in self.models], self.stored_judge())
             if reason is not None:
                 raise ValueError(reason)
+        return self
+
+    def _resolve_costs(self) -> None:
+        """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
+        check_json_safe(self.price_map, "price_map")
+        user_map = normalise_price_map(self.price_map, "price_map") if self.price_map is not None else None
+        for m in self.models:
+            cost, client, record = resolve_model_cost(
+                m.name,
+                m.cost,
+                client_json(m.client),
+                self.prompts,
+                m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
+                user_map,
+            )
+            m.cost, m.client, m._pricing = cost, parse_client_config(client), record
+
+
+class CampaignLimits(_Strict):
+    budget: USD | None = Field(None, description="New spend limit in USD (not below what is already spent).")
+    max_duels: int | None = Field(
+        None, ge=1, le=10**9, description="New cap on judged duels (not below the duels already judged)."
+    )
+
+    @model_validator(mode="after")
+    def _some(self) -> "CampaignLimits":
+        if self.budget is None and self.max_duels is None:
+            raise ValueError("give budget and/or max_duels")
         return self
 
 
@@ -192,11 +248,32 @@ class AnnotatorIn(_Strict):
 
 
 # ---------------------------------------------------------------- responses
+class PriceOut(BaseModel):
+    input_per_1m: float
+    output_per_1m: float
+    source: str = Field(
+        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), bundled."
+    )
+    key: str | None = Field(None, description="The price-map key that matched.")
+
+
 class ModelOut(BaseModel):
     index: int
     name: str
-    cost: float
+    cost: float = Field(description="Expected cost per query (USD) used by the allocation.")
     client: dict[str, Any]
+    cost_source: str | None = Field(
+        None, description="configured (the body's cost) or derived (price x tokens). Admin only."
+    )
+    derived_cost: float | None = Field(None, description="The cost the price and expected tokens give. Admin only.")
+    price: PriceOut | None = Field(None, description="Per-token price (USD per million tokens). Admin only.")
+    expected_input_tokens: float | None = None
+    expected_output_tokens: int | None = None
+    calls: int | None = Field(None, description="Charged calls of this model so far (ledger). Admin only.")
+    observed_cost: float | None = Field(None, description="Mean charge of those calls (USD). Admin only.")
+    cost_warning: str | None = Field(
+        None, description="Set when the observed mean differs from cost by more than 2x after 10 calls. Admin only."
+    )
 
 
 class RunOut(BaseModel):
@@ -215,6 +292,10 @@ class CampaignOut(BaseModel):
     name: str
     status: CampaignStatus
     end_reason: str | None
+    end_limit: str | None = Field(
+        None,
+        description="budget or max_duels when that limit ended the campaign: raising it (PATCH) continues the campaign.",
+    )
     algorithm: str
     assumes_condorcet_winner: bool = Field(
         description="True for the paper's five algorithms: their certificate is only valid if some model beats "
@@ -259,6 +340,9 @@ class CampaignOut(BaseModel):
     beta: float
     lower_bound: float | None = Field(
         description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
+    )
+    cost_warnings: list[str] | None = Field(
+        None, description="The models' cost warnings (admin only; docs/service.md, Pricing)."
     )
     run: RunOut
     webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
@@ -385,6 +469,40 @@ class AnnotatorRecord(BaseModel):
 class RunStarted(BaseModel):
     campaign_id: int
     run: RunOut
+
+
+class Spread(BaseModel):
+    mean: float | None
+    p10: float | None
+    median: float | None
+    p90: float | None
+
+
+class ForecastOut(BaseModel):
+    basis: str = Field(
+        description="prior (before the campaign: a simulated judge's matrix or Bradley-Terry draws) "
+        "or pilot (posterior draws from a campaign's counted duels)."
+    )
+    trials: int = Field(description="Simulated campaigns the figures rest on (fewer than asked if time ran out).")
+    requested_trials: int
+    algorithm: str
+    delta: float
+    cost: Spread = Field(description="Cost to certify (USD), models and judge.")
+    duels: Spread = Field(description="Duels to certify.")
+    lower_bound: float | None = Field(
+        description="Median over the drawn matrices of the oracle's lower bound c* log(1/(4 delta)) (USD)."
+    )
+    within_budget: float | None = Field(
+        description="Fraction of trials that certified within the budget and max_duels (null: neither set)."
+    )
+    unfinished: int = Field(description="Trials stopped at duel_cap before certifying.")
+    duel_cap: int
+    timed_out: bool
+    budget: float | None
+    max_duels: int | None
+    spent: float | None = Field(None, description="pilot: what the campaign has spent so far (USD).")
+    remaining: Spread | None = Field(None, description="pilot: cost minus spent, floored at 0.")
+    note: str
 
 
 class ErrorOut(BaseModel):

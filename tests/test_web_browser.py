@@ -267,6 +267,12 @@ def test_dashboard_renders_its_plots(server, api, browser):
     assert page.locator("svg.plot-pairs rect.bar.oracle").count() == 3
     assert page.locator("svg.plot-spend g.lower-bound").count() == 1
     assert page.locator("table.duels tr.duel").count() == min(12, view["duels_created"])
+    # the models table: expected cost (configured here) beside the observed mean charge of the calls
+    models = page.locator("#models-section table.models")
+    assert "observed" in models.locator("thead").inner_text().lower()
+    first = models.locator("tbody tr").first.inner_text()
+    assert "configured" in first and f"{view['models'][0]['calls']} calls" in first
+    assert page.locator("#cost-warnings").count() == 0  # simulated models charge exactly their cost
     page.screenshot(path=str(ARTIFACTS / "web-dashboard.png"), full_page=True)
     page.goto(f"{server}/")
     row = page.locator(f'tr.campaign[data-id="{cid}"]')

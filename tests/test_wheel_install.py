@@ -65,6 +65,15 @@ def test_non_editable_install_migrates_and_serves(tmp_path):
     assert up.returncode == 0, up.stderr
     cur = subprocess.run([str(llmduel), "db", "current"], cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert cur.returncode == 0 and "(head)" in cur.stdout, (cur.stdout, cur.stderr)  # at the newest migration
+    prices = subprocess.run(  # the bundled price map is package data
+        [str(py), "-c", "from service.pricing import bundled_map; print(len(bundled_map()))"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert prices.returncode == 0 and int(prices.stdout) >= 30, (prices.stdout, prices.stderr)
 
     port = _free_port()
     log = open(tmp_path / "serve.log", "wb")

@@ -72,6 +72,42 @@ async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, resp
     return view
 
 
+ForecastTrials = Annotated[
+    int, Query(ge=10, le=1000, description="Simulated campaigns (the answer may rest on fewer: time limit).")
+]
+
+
+@router.post(
+    "/v1/campaigns/forecast",
+    response_model=schemas.ForecastOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Forecast the cost to certify a campaign before creating it",
+    description="The body is a campaign-create body; nothing is created. The simulator runs the campaign's "
+    "algorithm on preference matrices from a prior (the simulated judge's matrix, else Bradley-Terry draws "
+    "with strength spread `spread`), the judge's cost included (docs/service.md, Forecast).",
+)
+async def forecast_campaign(
+    body: schemas.CampaignCreate,
+    svc: Svc,
+    _: Admin,
+    trials: ForecastTrials = 200,
+    spread: Annotated[float, Query(gt=0, le=5, description="Standard deviation of the prior's strengths.")] = 0.5,
+):
+    return await _t(svc.forecast_prior, body, trials, spread)
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/forecast",
+    response_model=schemas.ForecastOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Forecast the cost to certify from a campaign's duels so far (pilot)",
+)
+async def forecast_pilot(campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials = 200):
+    return await _t(svc.forecast_pilot, campaign_id, trials)
+
+
 @router.get(
     "/v1/campaigns",
     response_model=schemas.CampaignPage,
@@ -99,6 +135,21 @@ async def list_campaigns(
 async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
     require_campaign(who, campaign_id)
     return await _t(svc.get_campaign, campaign_id, who.admin)
+
+
+@router.patch(
+    "/v1/campaigns/{campaign_id}",
+    response_model=schemas.CampaignOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Raise the budget or the duel cap; a campaign that ended on one continues",
+    description="A campaign that ended on its budget (budget_exhausted) or its duel cap and has room under the "
+    "new limits goes back to running with its policy state intact (start a run again with POST /run). "
+    "409 for a campaign that ended otherwise (certified, no Condorcet winner, stopped by the admin); "
+    "422 for a limit below what is already spent or judged.",
+)
+async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, svc: Svc, _: Admin):
+    return await svc.update_limits(campaign_id, body.budget, body.max_duels)
 
 
 @router.post(

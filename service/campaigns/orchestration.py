@@ -226,6 +226,11 @@ class DuelOrchestration:
             self.schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)
 
+    async def update_limits(self, campaign_id: int, budget: float | None, max_duels: int | None) -> dict:
+        """PATCH: raise the budget or duel cap (continuing a campaign that ended on one); the campaign view."""
+        await self.in_thread(self.update_limits_tx, campaign_id, budget, max_duels)
+        return await self.in_thread(self.get_campaign, campaign_id)
+
     async def stop(self, campaign_id: int) -> dict:
         await self.in_thread(self.stop_tx, campaign_id)
         self.schedule_webhook(campaign_id)

@@ -117,11 +117,13 @@ def stored(config: Any) -> Any:
 def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """An upper bound of one model call's charge on ``prompt`` (nano-USD), or ``None``.
 
-    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes.
+    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes, the
+    output limit the client's or, for a price from a price map, the provider's (``pricing.max_output_tokens``).
     """
     from service.clients.config import call_cost_bound
 
-    b = call_cost_bound(stored(model["client"]), float(model["cost"]), len(prompt.encode("utf-8")))
+    limit = (model.get("pricing") or {}).get("max_output_tokens")
+    b = call_cost_bound(stored(model["client"]), float(model["cost"]), len(prompt.encode("utf-8")), limit)
     return None if b is None else _ceil_nusd(b)
 
 
@@ -285,6 +287,63 @@ def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:
     """
     own = sorted(int(r.id) for r in inflight if r.requested_by == label)
     return own[0] if len(own) >= max(1, int(limit)) else None
+
+
+# ---------------------------------------------------------------- raising a limit
+END_LIMIT_BUDGET = "budget"
+END_LIMIT_MAX_DUELS = "max_duels"
+END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS)
+
+
+def limit_below_use(
+    new_budget_nusd: int | None,
+    spend_nusd: int,
+    reserved_nusd: int,
+    new_max_duels: int | None,
+    duels_judged: int,
+    in_flight: int = 0,
+) -> str | None:
+    """Why new limits cannot be set, or None.
+
+    A budget must cover what is spent plus what the duels in flight reserved (so the
+    spend never passes it), a duel cap the duels judged plus those in flight.
+    """
+    if new_budget_nusd is not None and new_budget_nusd < spend_nusd + reserved_nusd:
+        held = f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels in flight" if reserved_nusd else ""
+        return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spend_nusd / 1e9:.9g} USD already spent{held}"
+    if new_max_duels is not None and new_max_duels < duels_judged + in_flight:
+        held = f" plus {in_flight} in flight" if in_flight else ""
+        return f"max_duels {new_max_duels} is below the {duels_judged} duels already judged{held}"
+    return None
+
+
+def continue_refusal(
+    status: str,
+    end_limit: str | None,
+    budget_raised: bool,
+    max_duels_raised: bool,
+    budget_nusd: int | None,
+    spend_nusd: int,
+    max_duels: int | None,
+    duels_judged: int,
+) -> str | None:
+    """Why an ended campaign does not go back to running with these (new) limits, or None when it does.
+
+    Only a campaign that ended on its budget or duel cap continues, once that limit
+    was raised and neither limit is reached any more (the policy state is untouched,
+    so the certificate's guarantee is that of one uninterrupted campaign).
+    """
+    if end_limit not in END_LIMITS:
+        return f"the campaign ended with status {status}, not on its budget or duel cap; it cannot be continued"
+    if end_limit == END_LIMIT_BUDGET and not budget_raised:
+        return "the campaign ended on its budget: raise the budget to continue it"
+    if end_limit == END_LIMIT_MAX_DUELS and not max_duels_raised:
+        return "the campaign ended on its duel cap: raise max_duels to continue it"
+    if budget_spent(budget_nusd, spend_nusd):
+        return f"the budget ({budget_nusd / 1e9 if budget_nusd else 0:.9g} USD) is already spent; raise it further"
+    if max_duels_reached(max_duels, duels_judged):
+        return f"max_duels ({max_duels}) is already reached; raise it further"
+    return None
 
 
 def new_duel_columns(

@@ -30,6 +30,7 @@ import anyio
 from ..config import Settings
 from ..db import Database
 from .annotators import AnnotatorAdmin
+from .forecasting import CampaignForecasts
 from .leases import RunLeases
 from .orchestration import DuelOrchestration
 from .replay import CampaignReplay
@@ -45,6 +46,7 @@ class CampaignService(
     CampaignTransactions,
     CampaignViews,
     CampaignReplay,
+    CampaignForecasts,
     DuelOrchestration,
     BackgroundRuns,
     RunLeases,

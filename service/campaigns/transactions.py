@@ -26,7 +26,17 @@ from . import rules
 from .leases import RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
-from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, HeldDuel, NotFound
+from .types import (
+    CampaignEnded,
+    Conflict,
+    DomainError,
+    DuelOutcome,
+    DuelPlan,
+    Forbidden,
+    HeldDuel,
+    NotFound,
+    Unprocessable,
+)
 from .webhooks import new_webhook_secret
 
 log = logging.getLogger("llmduel.campaigns")
@@ -124,10 +134,23 @@ class CampaignTransactions:
             return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
 
     # ------------------------------------------------------------ state transitions
-    def finish(self, s, c: Campaign, status: str, reason: str, now: dt.datetime, keep_duel: int | None = None) -> None:
-        """End a running campaign: in-flight duels are cancelled, the run stops."""
+    def finish(
+        self,
+        s,
+        c: Campaign,
+        status: str,
+        reason: str,
+        now: dt.datetime,
+        keep_duel: int | None = None,
+        limit: str | None = None,
+    ) -> None:
+        """End a running campaign: in-flight duels are cancelled, the run stops.
+
+        ``limit``: the limit that ended it (``rules.END_LIMITS``), so that raising it continues the campaign.
+        """
         c.status = status
         c.end_reason = reason
+        c.end_limit = limit
         c.ended_at = now
         c.run_active = False
         c.run_owner = None
@@ -200,7 +223,14 @@ class CampaignTransactions:
             if err is None and held is None:
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
                     if not inflight:
-                        self.finish(s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now)
+                        self.finish(
+                            s,
+                            c,
+                            CampaignStatus.STOPPED,
+                            f"max_duels ({c.max_duels}) reached",
+                            now,
+                            limit=rules.END_LIMIT_MAX_DUELS,
+                        )
                         err = CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached")
                     else:
                         err = Conflict(
@@ -228,6 +258,7 @@ class CampaignTransactions:
                             f"the next duel's cost bound ({expected / 1e9:.6g} USD) exceeds the "
                             f"remaining budget ({(rules.effective_budget(c.budget_nusd) - c.spend_nusd) / 1e9:.6g} USD)",
                             now,
+                            limit=rules.END_LIMIT_BUDGET if c.budget_nusd is not None else None,
                         )
                         err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")
                     else:
@@ -600,11 +631,25 @@ class CampaignTransactions:
                             ended = True
                     if not ended and rules.max_duels_reached(c.max_duels, c.duels_judged):
                         self.finish(
-                            s, c, CampaignStatus.STOPPED, f"max_duels ({c.max_duels}) reached", now, keep_duel=d.id
+                            s,
+                            c,
+                            CampaignStatus.STOPPED,
+                            f"max_duels ({c.max_duels}) reached",
+                            now,
+                            keep_duel=d.id,
+                            limit=rules.END_LIMIT_MAX_DUELS,
                         )
                         ended = True
                 if not ended and rules.budget_spent(c.budget_nusd, c.spend_nusd):
-                    self.finish(s, c, CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", now, keep_duel=d.id)
+                    self.finish(
+                        s,
+                        c,
+                        CampaignStatus.BUDGET_EXHAUSTED,
+                        "spend reached the budget",
+                        now,
+                        keep_duel=d.id,
+                        limit=rules.END_LIMIT_BUDGET if c.budget_nusd is not None else None,
+                    )
                     ended = True
                 c.version += 1
                 c.updated_at = now
@@ -625,6 +670,74 @@ class CampaignTransactions:
             c.version += 1
             c.updated_at = now
             return True
+
+    def update_limits_tx(self, campaign_id: int, budget: float | None, max_duels: int | None) -> bool:
+        """Set a campaign's budget and/or duel cap (PATCH); continue it if it had ended on one of them.
+
+        422 (:class:`Unprocessable`) for a limit below what is already spent or
+        judged, or a budget the campaign's clients cannot reserve against; 409
+        (:class:`Conflict`) for an ended campaign that does not continue
+        (:func:`rules.continue_refusal`). A continued campaign keeps its policy
+        state, counters and ledger; its run stays off (POST /run starts one) and
+        its ``campaign.ended`` webhook fires again at the next ending. Returns
+        True when the campaign went back to running.
+        """
+        new_budget = to_nusd(budget) if budget is not None else None
+        with self.db.write() as s:
+            c = self.lock_existing(s, campaign_id)
+            now = utcnow()
+            inflight = [
+                r
+                for r in s.execute(
+                    select(Duel.expected_cost_nusd, Duel.expires_at).where(
+                        Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
+                    )
+                ).all()
+                if not rules.is_stale(r.expires_at, now)
+            ]
+            reason = rules.limit_below_use(
+                new_budget,
+                c.spend_nusd,
+                sum(int(r.expected_cost_nusd) for r in inflight),
+                max_duels,
+                c.duels_judged,
+                len(inflight),
+            )
+            if reason is not None:
+                raise Unprocessable(reason)
+            if new_budget is not None and c.budget_nusd is None:
+                why = rules.unbounded_cost_reason(c.models, c.judge)
+                if why is not None:
+                    raise Unprocessable(why)
+            budget_nusd = new_budget if new_budget is not None else c.budget_nusd
+            cap = max_duels if max_duels is not None else c.max_duels
+            resumed = False
+            if c.status != CampaignStatus.RUNNING:
+                refusal = rules.continue_refusal(
+                    c.status,
+                    c.end_limit,
+                    new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
+                    max_duels is not None and (c.max_duels is None or max_duels > c.max_duels),
+                    budget_nusd,
+                    c.spend_nusd,
+                    cap,
+                    c.duels_judged,
+                )
+                if refusal is not None:
+                    raise Conflict(f"campaign {campaign_id}: {refusal}")
+                c.status = CampaignStatus.RUNNING
+                c.end_reason = None
+                c.end_limit = None
+                c.ended_at = None
+                if c.webhook_state != "sending":  # the next ending sends its own campaign.ended
+                    c.webhook_state = "none"
+                    c.webhook_error = None
+                resumed = True
+            c.budget_nusd = budget_nusd
+            c.max_duels = cap
+            c.version += 1
+            c.updated_at = now
+        return resumed
 
     def start_run_tx(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         with self.db.write() as s:

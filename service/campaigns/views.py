@@ -13,6 +13,7 @@ from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
 from ..models import Campaign, Charge, Duel, from_nusd, utcnow
+from ..pricing import cost_warning
 from . import rules
 from .rules import finite_or_none, jsonable
 from .types import Forbidden, NotFound
@@ -122,7 +123,52 @@ class CampaignViews:
             ).scalar_one()
         )
 
-    def campaign_view(self, c: Campaign, pending: int, admin: bool = True) -> dict:
+    def observed_costs(self, s, campaign_id: int) -> dict[int, tuple[int, int]]:
+        """Per model index: (charged calls, their total in nano-USD), from the ledger's model charges."""
+        rows = s.execute(
+            select(Charge.model_index, func.count(Charge.id), func.sum(Charge.amount_nusd))
+            .where(Charge.campaign_id == campaign_id, Charge.kind == "model")
+            .group_by(Charge.model_index)
+        ).all()
+        return {int(k): (int(n), int(total or 0)) for k, n, total in rows if k is not None}
+
+    def model_views(self, c: Campaign, admin: bool, observed: dict[int, tuple[int, int]] | None) -> list[dict]:
+        """The models as the campaign view lists them; prices and observed costs for the admin only."""
+        out = []
+        for n, m in enumerate(c.models):
+            view = {
+                "index": n,
+                "name": m["name"],
+                "cost": m["cost"],
+                "client": m["client"] if admin else {"kind": m["client"].get("kind")},
+            }
+            if admin:
+                pricing_record = m.get("pricing") or {}
+                calls, total = (observed or {}).get(n, (0, 0))
+                mean = total / 1e9 / calls if calls else None
+                price = pricing_record.get("price") or m["client"].get("price")
+                view.update(
+                    cost_source=pricing_record.get("cost_source", "configured"),
+                    derived_cost=pricing_record.get("derived_cost"),
+                    price=None
+                    if price is None
+                    else {
+                        **price,
+                        "source": pricing_record.get("price_source") or "client",
+                        "key": pricing_record.get("price_key"),
+                    },
+                    expected_input_tokens=pricing_record.get("expected_input_tokens"),
+                    expected_output_tokens=pricing_record.get("expected_output_tokens"),
+                    calls=calls if observed is not None else None,
+                    observed_cost=mean,
+                    cost_warning=cost_warning(m["name"], float(m["cost"]), mean, calls),
+                )
+            out.append(view)
+        return out
+
+    def campaign_view(
+        self, c: Campaign, pending: int, admin: bool = True, observed: dict[int, tuple[int, int]] | None = None
+    ) -> dict:
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
@@ -142,6 +188,7 @@ class CampaignViews:
             "name": c.name,
             "status": c.status,
             "end_reason": c.end_reason,
+            "end_limit": c.end_limit,
             "algorithm": c.algorithm,
             "assumes_condorcet_winner": c.algorithm in PAPER_ALGORITHMS,
             "condorcet_note": CONDORCET_NOTE if c.algorithm in PAPER_ALGORITHMS else None,
@@ -151,15 +198,7 @@ class CampaignViews:
             "top_cycle": [names[m] for m in stats["top_cycle"]] if stats.get("top_cycle") is not None else None,
             "delta": c.delta,
             "tie_policy": c.tie_policy,
-            "models": [
-                {
-                    "index": n,
-                    "name": m["name"],
-                    "cost": m["cost"],
-                    "client": m["client"] if admin else {"kind": m["client"].get("kind")},
-                }
-                for n, m in enumerate(c.models)
-            ],
+            "models": self.model_views(c, admin, observed),
             "judge": c.judge if admin else {"kind": c.judge.get("kind")},
             "n_prompts": c.n_prompts,
             "budget": budget,
@@ -199,6 +238,7 @@ class CampaignViews:
             "updated_at": c.updated_at,
             "ended_at": c.ended_at,
         }
+        view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
         return view
 
     def get_campaign(self, campaign_id: int, admin: bool = True) -> dict:
@@ -206,7 +246,8 @@ class CampaignViews:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            return self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin)
+            observed = self.observed_costs(s, campaign_id) if admin else None
+            return self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed)
 
     def list_campaigns(self, limit: int, offset: int, status: str | None = None) -> dict:
         with self.db.read() as s:

@@ -420,7 +420,9 @@ def output_token_limit(cfg: dict[str, Any]) -> int | None:
     return v
 
 
-def call_cost_bound(cfg: dict[str, Any], fixed_cost: float, input_bytes: int) -> float | None:
+def call_cost_bound(
+    cfg: dict[str, Any], fixed_cost: float, input_bytes: int, max_output_tokens: int | None = None
+) -> float | None:
     """An upper bound (USD) of what one call of a client config (stored JSON) can be charged.
 
     A call is charged its per-token cost when the config has ``price`` and the
@@ -429,7 +431,9 @@ def call_cost_bound(cfg: dict[str, Any], fixed_cost: float, input_bytes: int) ->
     ``(I * input_per_1m + max_tokens * output_per_1m) / 1e6`` where the input
     token count is bounded by ``I = input_bytes + bytes(system) +
     TEMPLATE_OVERHEAD_TOKENS`` (a token of a byte-level tokenizer covers at least
-    one UTF-8 byte). ``None`` when neither a cap nor an output-token limit is set.
+    one UTF-8 byte). The output-token limit is the config's (``params.max_tokens``
+    and the like), else ``max_output_tokens`` (the provider's limit from the price
+    map, :mod:`service.pricing`). ``None`` when neither a cap nor a limit is known.
     """
     fixed = max(0.0, float(fixed_cost))
     price = cfg.get("price")
@@ -439,6 +443,8 @@ def call_cost_bound(cfg: dict[str, Any], fixed_cost: float, input_bytes: int) ->
     if cap is not None:
         return max(fixed, float(cap))
     max_tokens = output_token_limit(cfg)
+    if max_tokens is None:
+        max_tokens = max_output_tokens
     if max_tokens is None:
         return None
     system = cfg.get("system") or ""

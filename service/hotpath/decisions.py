@@ -32,30 +32,21 @@ class Fallback(Exception):
 
 @dataclass(frozen=True)
 class CampaignConfig:
-    """What never changes once a campaign exists (cached per process)."""
+    """What never changes once a campaign exists (cached per process).
+
+    The budget and the duel cap can be raised (PATCH): they are read with the locked row instead.
+    """
 
     models: list
     judge: dict
     tie_policy: str
     seed: int
     n_prompts: int
-    max_duels: int | None
-    budget_nusd: int | None
     draw_key: str | None
     max_pending_per_annotator: int
 
 
-_CONFIG_COLUMNS = (
-    "models",
-    "judge",
-    "tie_policy",
-    "seed",
-    "n_prompts",
-    "max_duels",
-    "budget_nusd",
-    "draw_key",
-    "max_pending_per_annotator",
-)
+_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "draw_key", "max_pending_per_annotator")
 
 
 class DuelRow(SimpleNamespace):
@@ -77,8 +68,6 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
         tie_policy=row.tie_policy,
         seed=int(row.seed),
         n_prompts=int(row.n_prompts),
-        max_duels=row.max_duels,
-        budget_nusd=row.budget_nusd,
         draw_key=row.draw_key,
         max_pending_per_annotator=int(row.max_pending_per_annotator),
     )
@@ -121,7 +110,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         raise Fallback  # stale duels to expire
     if not principal.admin and rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator) is not None:
         raise Fallback  # the annotator's own duel is handed back: the general path does it
-    if rules.max_duels_reached(cfg.max_duels, row.duels_judged, len(inflight)):
+    if rules.max_duels_reached(row.max_duels, row.duels_judged, len(inflight)):
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     pending = rules.pending_pairs(inflight)
@@ -137,7 +126,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed
     )
     reserved = sum(int(r.expected_cost_nusd) for r in inflight)
-    if rules.over_budget(cfg.budget_nusd, row.spend_nusd, reserved, expected):
+    if rules.over_budget(row.budget_nusd, row.spend_nusd, reserved, expected):
         raise Fallback
     duel = rules.new_duel_columns(
         campaign_id,
@@ -203,10 +192,10 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise Fallback  # another annotator's duel: the general path refuses it
     cfg = await _config(svc, tx, crow.id)
-    if rules.max_duels_reached(cfg.max_duels, crow.duels_judged + 1):
+    if rules.max_duels_reached(crow.max_duels, crow.duels_judged + 1):
         raise Fallback  # this vote ends the campaign: the general path does it
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
-    if rules.budget_spent(cfg.budget_nusd, crow.spend_nusd + fee):
+    if rules.budget_spent(crow.budget_nusd, crow.spend_nusd + fee):
         raise Fallback  # this vote spends the budget: the general path ends the campaign
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + fee

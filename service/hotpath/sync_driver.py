@@ -37,6 +37,8 @@ _PLAN_COLUMNS = (
     "duels_failed",
     "spend_nusd",
     "judge_spend_nusd",
+    "max_duels",  # limits that PATCH can raise: read under the lock, never cached
+    "budget_nusd",
 )
 LOCK_FOR_PLAN = select(*(C[k] for k in _PLAN_COLUMNS)).where(C.id == bindparam("cid")).with_for_update()
 _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires_at", "requested_by")
@@ -58,7 +60,7 @@ PLANNED = (
         updated_at=bindparam("now"),
     )
 )
-_VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd")
+_VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd", "max_duels", "budget_nusd")
 LOCK_FOR_VOTE = (
     select(*(C[k] for k in _VOTE_COLUMNS))
     .where(C.id == select(D.campaign_id).where(D.id == bindparam("did")).scalar_subquery())

@@ -1,0 +1,294 @@
+"""Model prices: the bundled LiteLLM-format price map, user overrides, the derived
+cost per query, and the observed-versus-expected cost warning.
+
+Where a model's per-token price comes from, first match wins:
+
+1. its client config's ``price`` (``{"input_per_1m", "output_per_1m"}``);
+2. the campaign body's ``price_map`` (LiteLLM format, see below);
+3. the file named by the environment variable ``LLMDUEL_PRICE_MAP`` (same format);
+4. the bundled map ``service/data/litellm_prices.json`` (a subset of LiteLLM's
+   ``model_prices_and_context_window.json``; source and date in :mod:`service.data`).
+
+A map is a JSON object ``{"<model key>": {"input_cost_per_token": USD,
+"output_cost_per_token": USD, "litellm_provider": str?, "max_output_tokens": int?},
+...}``; other fields are ignored. A model is looked up by its provider model id
+(``client.model``) under the keys :func:`candidate_keys` lists, as LiteLLM names
+them: ``"<provider>/<model>"`` (``gemini/gemini-2.5-pro``, ``deepseek/deepseek-chat``),
+then the bare id (``gpt-4o``, ``claude-sonnet-4-5``), then the id without a
+provider prefix (``openai/gpt-4o`` -> ``gpt-4o``). The provider of an
+OpenAI-compatible client is read from its ``base_url`` host (:data:`PROVIDER_HOSTS`).
+
+The expected cost per query (:func:`expected_query_cost`, used by the allocation
+when a model has no ``cost``): ``(I * input + O * output) / 1e6`` USD where ``I`` is
+the mean prompt length of the campaign in characters over :data:`CHARS_PER_TOKEN`
+plus the system prompt's, and ``O`` is ``expected_output_tokens`` (default
+:data:`DEFAULT_EXPECTED_OUTPUT_TOKENS`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from .clients.config import finite_number
+from .data import PRICES_FILE
+
+PRICE_MAP_ENV = "LLMDUEL_PRICE_MAP"
+#: Characters per token of the input estimate (English text with GPT/Claude tokenizers: about 4).
+CHARS_PER_TOKEN = 4.0
+#: Output tokens of one answer when a model or campaign does not say (a medium answer).
+DEFAULT_EXPECTED_OUTPUT_TOKENS = 500
+#: The cheapest expected cost a derived cost is given (USD): the policy needs costs > 0.
+MIN_DERIVED_COST = 1e-9
+#: The observed-cost warning: after at least this many charged calls of a model ...
+COST_CHECK_MIN_CALLS = 10
+#: ... its mean charge differs from the expected cost by more than this factor (either way).
+COST_CHECK_FACTOR = 2.0
+MAX_PRICE_MAP_ENTRIES = 10_000
+
+#: OpenAI-compatible hosts and LiteLLM's provider names for them.
+PROVIDER_HOSTS = {
+    "api.openai.com": "openai",
+    "api.deepseek.com": "deepseek",
+    "api.mistral.ai": "mistral",
+    "api.groq.com": "groq",
+    "api.together.xyz": "together_ai",
+    "api.together.ai": "together_ai",
+    "api.fireworks.ai": "fireworks_ai",
+    "openrouter.ai": "openrouter",
+    "api.x.ai": "xai",
+}
+_KIND_PROVIDERS = {"anthropic": "anthropic", "gemini": "gemini"}
+
+
+class PriceMapError(ValueError):
+    """A price map (the body's, the file's) is not usable; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class Price:
+    """A model's per-token price as USD per million tokens, and where it was found."""
+
+    input_per_1m: float
+    output_per_1m: float
+    source: str  # "client" (its config), "price_map" (campaign body), "file" (LLMDUEL_PRICE_MAP), "bundled"
+    key: str | None = None  # the map key that matched
+    max_output_tokens: int | None = None  # the provider's output limit, when the map says
+
+    def as_client_price(self) -> dict[str, float]:
+        return {"input_per_1m": self.input_per_1m, "output_per_1m": self.output_per_1m}
+
+
+# ---------------------------------------------------------------- maps
+def normalise_price_map(raw: Any, where: str) -> dict[str, dict[str, Any]]:
+    """A LiteLLM-format map checked and reduced to what pricing uses.
+
+    Entries need ``input_cost_per_token`` and ``output_cost_per_token``
+    (non-negative numbers, USD per token). Non-model keys LiteLLM keeps in its file
+    (``sample_spec``) and entries that are not objects are skipped; an entry with a
+    missing or invalid cost is an error naming it.
+    """
+    if not isinstance(raw, dict):
+        raise PriceMapError(f"{where}: must be a JSON object of model entries (LiteLLM's price-map format)")
+    if len(raw) > MAX_PRICE_MAP_ENTRIES:
+        raise PriceMapError(f"{where}: at most {MAX_PRICE_MAP_ENTRIES} entries")
+    out: dict[str, dict[str, Any]] = {}
+    for key, entry in raw.items():
+        if key == "sample_spec" or not isinstance(entry, dict):
+            continue
+        if not isinstance(key, str) or not key.strip() or len(key) > 300:
+            raise PriceMapError(f"{where}: model keys must be non-empty strings of at most 300 characters")
+        costs = {}
+        for field in ("input_cost_per_token", "output_cost_per_token"):
+            x = finite_number(entry.get(field))
+            if x is None or x < 0:
+                raise PriceMapError(f"{where}[{key!r}].{field}: must be a non-negative number (USD per token)")
+            costs[field] = x
+        max_out = entry.get("max_output_tokens")
+        out[key] = {
+            **costs,
+            "litellm_provider": entry.get("litellm_provider")
+            if isinstance(entry.get("litellm_provider"), str)
+            else None,
+            "max_output_tokens": max_out
+            if isinstance(max_out, int) and not isinstance(max_out, bool) and max_out > 0
+            else None,
+        }
+    return out
+
+
+@lru_cache(maxsize=1)
+def bundled_map() -> dict[str, dict[str, Any]]:
+    """The bundled subset of LiteLLM's price map (read once per process)."""
+    text = resources.files("service.data").joinpath(PRICES_FILE).read_text("utf-8")
+    return normalise_price_map(json.loads(text), "bundled price map")
+
+
+_file_cache: dict[str, tuple[float, dict]] = {}
+
+
+def file_map(path: str | None = None) -> dict[str, dict[str, Any]]:
+    """The map in the file named by ``LLMDUEL_PRICE_MAP`` ({} when unset); re-read when the file changes."""
+    path = os.environ.get(PRICE_MAP_ENV, "") if path is None else path
+    if not path.strip():
+        return {}
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError as exc:
+        raise PriceMapError(f"{PRICE_MAP_ENV}: cannot read {path!r} ({exc.strerror or type(exc).__name__})") from None
+    hit = _file_cache.get(path)
+    if hit is not None and hit[0] == mtime:
+        return hit[1]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise PriceMapError(f"{PRICE_MAP_ENV}: {path!r} is not a readable JSON file ({type(exc).__name__})") from None
+    parsed = normalise_price_map(raw, PRICE_MAP_ENV)
+    _file_cache[path] = (mtime, parsed)
+    return parsed
+
+
+# ---------------------------------------------------------------- lookup
+def provider_of(client: Mapping[str, Any]) -> str | None:
+    """LiteLLM's provider name for a client config (from its kind, or an OpenAI-compatible base_url's host)."""
+    kind = client.get("kind")
+    if kind in _KIND_PROVIDERS:
+        return _KIND_PROVIDERS[kind]
+    if kind == "openai":
+        host = (urlsplit(str(client.get("base_url") or "https://api.openai.com")).hostname or "").lower()
+        return PROVIDER_HOSTS.get(host)
+    return None
+
+
+def candidate_keys(client: Mapping[str, Any]) -> list[str]:
+    """The price-map keys a client's model is looked up under, most specific first."""
+    model = client.get("model")
+    if not isinstance(model, str) or not model.strip():
+        return []
+    model = model.strip()
+    if client.get("kind") == "gemini" and model.startswith("models/"):
+        model = model[len("models/") :]
+    provider = provider_of(client)
+    keys = []
+    if provider is not None and not model.startswith(provider + "/"):
+        keys.append(f"{provider}/{model}")
+    keys.append(model)
+    if "/" in model:  # "openai/gpt-4o" (LiteLLM's provider-prefixed spelling) -> "gpt-4o"
+        keys.append(model.split("/", 1)[1])
+    return list(dict.fromkeys(keys))
+
+
+def lookup_price(client: Mapping[str, Any], price_map: Mapping[str, dict] | None = None) -> Price | None:
+    """A client's price: its own ``price``, else the first map entry (user maps before the bundled one)."""
+    own = client.get("price")
+    if isinstance(own, dict):
+        return Price(float(own["input_per_1m"]), float(own["output_per_1m"]), "client")
+    keys = candidate_keys(client)
+    if not keys:
+        return None
+    for source, entries in (("price_map", price_map or {}), ("file", file_map()), ("bundled", bundled_map())):
+        for key in keys:
+            entry = entries.get(key)
+            if entry is not None:
+                return Price(
+                    entry["input_cost_per_token"] * 1e6,
+                    entry["output_cost_per_token"] * 1e6,
+                    source,
+                    key,
+                    entry.get("max_output_tokens"),
+                )
+    return None
+
+
+# ---------------------------------------------------------------- derived cost
+def expected_input_tokens(prompts: Sequence[str], system: str | None = None) -> float:
+    """The expected input tokens of one query: mean prompt characters (plus the system prompt's) / CHARS_PER_TOKEN."""
+    mean_chars = sum(len(p) for p in prompts) / max(1, len(prompts))
+    return (mean_chars + len(system or "")) / CHARS_PER_TOKEN
+
+
+def expected_query_cost(price: Price, input_tokens: float, output_tokens: float) -> float:
+    """The expected cost (USD) of one query at ``price``, at least :data:`MIN_DERIVED_COST`."""
+    cost = (input_tokens * price.input_per_1m + output_tokens * price.output_per_1m) / 1e6
+    return max(MIN_DERIVED_COST, cost)
+
+
+def _unknown_model_message(name: str, client: Mapping[str, Any]) -> str:
+    what = f"model {client.get('model')!r}" if client.get("model") else f"a {client.get('kind')!r} client"
+    keys = candidate_keys(client)
+    looked = f" (looked up as {', '.join(repr(k) for k in keys)})" if keys else ""
+    return (
+        f"models[{name!r}]: no cost and no price for {what}{looked}; give the model a 'cost' (USD per query), "
+        "a client 'price' {input_per_1m, output_per_1m}, or an entry in the campaign's 'price_map' "
+        f"or the {PRICE_MAP_ENV} file (LiteLLM format: input_cost_per_token, output_cost_per_token)"
+    )
+
+
+def resolve_model_cost(
+    name: str,
+    cost: float | None,
+    client: dict[str, Any],
+    prompts: Sequence[str],
+    expected_output_tokens: int,
+    price_map: Mapping[str, dict] | None = None,
+) -> tuple[float, dict[str, Any], dict[str, Any]]:
+    """A model's expected cost per query, its client config with the price filled in, and the pricing record.
+
+    A price found in a map is written into the client config (``client.price``) so
+    the client charges per token when the provider reports usage. ``cost`` given:
+    kept (``cost_source`` "configured"); else derived from the price
+    (``"derived"``). Raises ``ValueError`` naming the model when neither is known.
+    """
+    price = None if client.get("kind") == "simulated" else lookup_price(client, price_map)
+    if cost is None and price is None:
+        raise ValueError(_unknown_model_message(name, client))
+    client = dict(client)
+    if price is not None and client.get("price") is None:
+        client["price"] = price.as_client_price()
+    in_tokens = expected_input_tokens(prompts, client.get("system"))
+    record: dict[str, Any] = {
+        "cost_source": "configured" if cost is not None else "derived",
+        "price": price.as_client_price() if price is not None else None,
+        "price_source": price.source if price is not None else None,
+        "price_key": price.key if price is not None else None,
+        "max_output_tokens": price.max_output_tokens if price is not None else None,
+        "expected_input_tokens": round(in_tokens, 1),
+        "expected_output_tokens": int(expected_output_tokens),
+    }
+    if cost is None:
+        assert price is not None
+        cost = expected_query_cost(price, in_tokens, expected_output_tokens)
+    record["derived_cost"] = (
+        expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
+    )
+    return float(cost), client, record
+
+
+# ---------------------------------------------------------------- observed cost
+def cost_warning(name: str, expected: float, observed_mean: float | None, calls: int) -> str | None:
+    """The warning when a model's observed mean charge is off its expected cost.
+
+    Rule: at least :data:`COST_CHECK_MIN_CALLS` charged calls and a ratio
+    observed/expected above :data:`COST_CHECK_FACTOR` or below its inverse. The
+    allocation weighs models by the expected cost, so a wrong one makes the
+    campaign pick pairs for a cost that is not the real one.
+    """
+    if observed_mean is None or calls < COST_CHECK_MIN_CALLS or not math.isfinite(observed_mean):
+        return None
+    if expected <= 0:
+        return None
+    ratio = observed_mean / expected
+    if 1 / COST_CHECK_FACTOR <= ratio <= COST_CHECK_FACTOR:
+        return None
+    return (
+        f"model {name!r}: the mean charge of its {calls} calls is {observed_mean:.6g} USD, "
+        f"{ratio:.3g} times the expected cost per query {expected:.6g} USD used by the allocation; "
+        "check its cost or price"
+    )

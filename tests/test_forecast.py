@@ -1,0 +1,134 @@
+"""The cost forecast: algorithms.forecast (pure) and POST /v1/campaigns/forecast,
+POST /v1/campaigns/{id}/forecast (pilot)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from service_helpers import SYNTHETIC_P, campaign_body, simulated_judge
+
+from algorithms import forecast as fc
+from algorithms.instance import Instance, condorcet_winner
+from algorithms.simulator import simulate
+
+
+def test_prior_draws_are_preference_matrices():
+    P = fc.bradley_terry_draws(4, 0.5, 50, np.random.default_rng(0))
+    assert P.shape == (50, 4, 4)
+    assert np.allclose(P + P.transpose(0, 2, 1), 1.0)
+    assert np.all((P > 0) & (P < 1))
+    # a wider spread gives larger gaps
+    wide = fc.bradley_terry_draws(4, 2.0, 50, np.random.default_rng(0))
+    assert np.abs(wide - 0.5).mean() > np.abs(P - 0.5).mean()
+    with pytest.raises(ValueError):
+        fc.bradley_terry_draws(4, 0.0, 5, np.random.default_rng(0))
+
+
+def test_posterior_draws_concentrate_on_the_counts():
+    W = np.array([[0, 90, 80], [10, 0, 50], [20, 50, 0]], dtype=float)
+    N = W + W.T
+    P = fc.posterior_draws(W, N, 400, np.random.default_rng(1))
+    assert np.allclose(P + P.transpose(0, 2, 1), 1.0)
+    assert P[:, 0, 1].mean() == pytest.approx(91 / 102, abs=0.01)  # Beta(1 + 90, 1 + 10)
+    assert P[:, 0, 1].std() < 0.05
+    flat = fc.posterior_draws(np.zeros((3, 3)), np.zeros((3, 3)), 400, np.random.default_rng(1))
+    assert flat[:, 0, 1].std() > 0.25  # uniform: nothing known yet
+
+
+def test_forecast_shape_order_and_exact_trials():
+    P = fc.fixed_draws(SYNTHETIC_P, 30)
+    f = fc.run_forecast(P, [4.0, 1.0, 1.0], 0.05, "dctas-pc", judge_cost=0.5, seed=3)
+    s = f.summary(budget=1e9, max_duels=None)
+    assert s["trials"] == 30 and s["unfinished"] == 0
+    for key in ("cost", "duels"):
+        assert s[key]["p10"] <= s[key]["median"] <= s[key]["p90"]
+        assert s[key]["p10"] > 0
+    assert s["within_budget"] == 1.0
+    assert s["lower_bound"] > 0
+    assert f.summary()["within_budget"] is None
+    # each trial is the simulator's campaign with the same seed, the judge's cost per duel included
+    inst = Instance(["m0", "m1", "m2"], [4.0, 1.0, 1.0], SYNTHETIC_P)
+    one = simulate(inst, "dctas-pc", 0.05, 1, seed=3 + 7, judge_cost=0.5)
+    assert f.costs[7] == pytest.approx(one.costs[0]) and f.duels[7] == one.pulls[0]
+    # a budget below the p10 is rarely enough
+    assert f.within(s["cost"]["p10"] * 0.99, None) <= 0.1
+
+
+def test_a_larger_delta_forecasts_less():
+    P = fc.bradley_terry_draws(3, 0.8, 60, np.random.default_rng(5))
+    strict = fc.run_forecast(P, [1.0, 1.0, 2.0], 0.001, seed=1).summary()
+    loose = fc.run_forecast(P, [1.0, 1.0, 2.0], 0.2, seed=1).summary()
+    assert loose["cost"]["median"] < strict["cost"]["median"]
+    assert loose["cost"]["mean"] < strict["cost"]["mean"]
+    assert loose["lower_bound"] < strict["lower_bound"]
+
+
+def test_forecast_is_bounded_in_duels_and_time():
+    nearly_even = fc.fixed_draws([[0.5, 0.5001], [0.4999, 0.5]], 20)
+    f = fc.run_forecast(nearly_even, [1.0, 1.0], 0.01, duel_cap=2000, seed=0)
+    assert f.duels.max() == 2000 and f.summary()["unfinished"] >= 18  # (a rare trial ends early, wrongly)
+    assert np.all(f.costs[~f.certified] == 2 * 2000)
+    ticks = iter(range(1000))
+    f = fc.run_forecast(nearly_even, [1.0, 1.0], 0.01, duel_cap=10, time_limit_s=4.5, clock=lambda: next(ticks))
+    assert f.trials == 5 and f.timed_out  # start at tick 0; before trial k the clock reads k: 5 > 4.5 stops
+    with pytest.raises(ValueError):
+        fc.run_forecast(fc.fixed_draws(SYNTHETIC_P, 1)[:0], [1.0, 1.0, 1.0], 0.1)
+    # many models: a step scans every pair, so a trial gets fewer duels
+    assert fc.trial_duel_cap(3) == fc.DEFAULT_TRIAL_DUEL_CAP and fc.trial_duel_cap(64) == 2480
+    assert fc.trial_duel_cap(200) == 1000
+    big = fc.run_forecast(fc.bradley_terry_draws(64, 0.01, 1, np.random.default_rng(0)), [1.0] * 64, 0.05)
+    assert big.duel_cap == 2480 and big.duels[0] <= 2480
+
+
+async def test_forecast_route_prior_and_simulated_judge(api):
+    body = campaign_body(costs=(0.004, 0.001, 0.002), budget=5.0, delta=0.05)
+    t0 = time.perf_counter()
+    r = await api.post("/v1/campaigns/forecast", json=body, params={"trials": 60})
+    elapsed = time.perf_counter() - t0
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["basis"] == "prior" and out["algorithm"] == "dctas-pc" and out["delta"] == 0.05
+    assert 1 <= out["trials"] <= 60 and out["requested_trials"] == 60
+    assert out["timed_out"] == (out["trials"] < 60)  # fewer trials only when the time limit stopped it
+    assert out["cost"]["p10"] <= out["cost"]["median"] <= out["cost"]["p90"]
+    assert out["duels"]["p10"] <= out["duels"]["median"] <= out["duels"]["p90"]
+    assert 0.0 <= out["within_budget"] <= 1.0
+    assert "Bradley-Terry" in out["note"]
+    assert elapsed < 30  # the time limit is 4 s of simulation; the rest is this loaded machine
+    # nothing was created
+    assert all(c["name"] != body["name"] for c in (await api.get("/v1/campaigns")).json()["items"])
+    # the simulated judge's matrix is the one to simulate: the duels match the simulator's
+    body = campaign_body(costs=(4.0, 1.0, 1.0), judge=simulated_judge(), delta=0.05, max_duels=10_000)
+    out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 20})).json()
+    assert "simulated judge" in out["note"] and out["within_budget"] is not None
+    inst = Instance(["m0", "m1", "m2"], [4.0, 1.0, 1.0], SYNTHETIC_P)
+    sim = simulate(inst, "dctas-pc", 0.05, 20, seed=7)  # campaign_body's seed is 7: trial k uses seed 7 + k
+    expected = [simulate(inst, "dctas-pc", 0.05, 1, seed=7 + k).pulls[0] for k in range(out["trials"])]
+    assert out["duels"]["median"] == pytest.approx(float(np.median(expected)))
+    assert sim.trials == 20
+    # bad input: 422, not admin: 401
+    assert (await api.post("/v1/campaigns/forecast", json={"name": "x"})).status_code == 422
+    assert (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 5})).status_code == 422
+    assert (
+        await api.post("/v1/campaigns/forecast", json=body, headers={"Authorization": "Bearer no"})
+    ).status_code == 401
+
+
+async def test_pilot_forecast_from_a_running_campaign(api):
+    body = campaign_body(costs=(0.004, 0.001, 0.002), judge=simulated_judge(), delta=0.01, max_duels=60)
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    for _ in range(60):
+        if (await api.post(f"/v1/campaigns/{cid}/duels")).status_code != 201:
+            break
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    r = await api.post(f"/v1/campaigns/{cid}/forecast", params={"trials": 40})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["basis"] == "pilot" and out["spent"] == pytest.approx(view["spend"])
+    assert out["cost"]["p10"] <= out["cost"]["median"] <= out["cost"]["p90"]
+    assert out["remaining"]["median"] == pytest.approx(max(0.0, out["cost"]["median"] - view["spend"]))
+    assert f"{view['duels_counted']} duels counted" in out["note"]
+    assert condorcet_winner(np.array(SYNTHETIC_P)) == 0
+    assert (await api.post("/v1/campaigns/999999999/forecast")).status_code == 404
