@@ -89,6 +89,35 @@ class ModelSpec(_Strict):
             raise ValueError(f"client: invalid config ({type(exc).__name__})") from None
 
 
+class PromptTurn(_Strict):
+    content: PromptText
+
+
+class PromptObject(_Strict):
+    """A prompt with an id, a category, several user turns or a reference answer (``service/prompts.py``)."""
+
+    id: Name | None = Field(None, description="The question's id (arena-hard `question_id`), kept in the duel log.")
+    prompt: PromptText | None = None
+    turns: list[PromptText | PromptTurn] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="User turns, sent in order as consecutive user messages of one call (docs/guide.md).",
+    )
+    category: Name | None = None
+    reference: PromptText | None = Field(None, description="A reference answer handed to the judge.")
+
+    @model_validator(mode="after")
+    def _one_text(self) -> "PromptObject":
+        if (self.prompt is None) == (self.turns is None):
+            raise ValueError("a prompt object needs exactly one of 'prompt' or 'turns'")
+        if self.turns is not None:
+            total = sum(len(t if isinstance(t, str) else t.content) for t in self.turns)
+            if total > MAX_PROMPT_CHARS:
+                raise ValueError(f"turns: at most {MAX_PROMPT_CHARS} characters in all")
+        return self
+
+
 class CampaignCreate(_Strict):
     name: Name
     delta: float = Field(
@@ -104,7 +133,11 @@ class CampaignCreate(_Strict):
         "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
     )
     models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
-    prompts: list[PromptText] = Field(min_length=1, max_length=MAX_PROMPTS)
+    prompts: list[PromptText | PromptObject] = Field(
+        min_length=1,
+        max_length=MAX_PROMPTS,
+        description='Strings, or objects {"id", "prompt" | "turns", "category", "reference"} (arena-hard style).',
+    )
     judge: dict[str, Any] = Field(
         description='{"kind": "human"}, {"kind": "simulated", "preference": [[...]]} or '
         '{"kind": "llm", "client": {...}}.',
@@ -139,6 +172,9 @@ class CampaignCreate(_Strict):
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ValueError("models: names must be unique")
+        qids = [p.id for p in self.prompts if isinstance(p, PromptObject) and p.id is not None]
+        if len(set(qids)) != len(qids):
+            raise ValueError("prompts: ids must be unique")
         check_json_safe(self.judge, "judge")
 
         try:

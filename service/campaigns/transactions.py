@@ -20,6 +20,7 @@ from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
 from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..prompts import normalize_prompt
 from ..schemas import CampaignCreate
 from . import rules
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
@@ -103,7 +104,10 @@ class CampaignTransactions:
             s.flush()
             s.execute(
                 insert(Prompt),
-                [{"campaign_id": campaign.id, "idx": n, "text": text} for n, text in enumerate(body.prompts)],
+                [
+                    {"campaign_id": campaign.id, "idx": n, **normalize_prompt(item)}
+                    for n, item in enumerate(body.prompts)
+                ],
             )
             return int(campaign.id)
 
