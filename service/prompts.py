@@ -56,3 +56,8 @@ def normalize_prompt(item: Any) -> dict[str, Any]:
         "turns": turns if len(turns) > 1 else None,
         "reference": data.get("reference"),
     }
+
+
+def question_id(qid: str | None, idx: int) -> str:
+    """The id a duel log shows for a prompt: its own id, else its position (``p1``, ``p2``, ...)."""
+    return qid if qid is not None else f"p{idx + 1}"

@@ -310,6 +310,8 @@ class DuelOut(BaseModel):
     score: float | None = Field(None, description="Score of the pair's first model (lower index) as recorded.")
     judged_by: str | None = None
     judge: dict[str, Any] | None = None
+    question_id: str | None = Field(None, description="The prompt's id (its position p1, p2, ... when it has none).")
+    category: str | None = Field(None, description="The prompt's category, if it has one.")
     error: str | None
     cost: float
     charges: list[ChargeOut] | None = None

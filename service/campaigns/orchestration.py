@@ -96,9 +96,21 @@ class DuelOrchestration:
             self._judges[plan.campaign_id] = judge
         return judge
 
-    async def _call_model(self, plan: DuelPlan, idx: int):
+    async def _extras(self, plan: DuelPlan) -> tuple[list[str] | None, str | None]:
+        """The duel's prompt turns and reference answer (cached; one read per prompt and process)."""
+        if plan.prompt_index is None:
+            return None, None
+        cached = self._prompt_extras.get((plan.campaign_id, plan.prompt_index))
+        if cached is not None:
+            return cached
+        return await self.in_thread(self.prompt_extras, plan.campaign_id, plan.prompt_index)
+
+    async def _call_model(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
         try:
-            return await self._client(plan, idx).complete(plan.prompt)
+            client = self._client(plan, idx)
+            if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
+                return await client.complete(plan.prompt, turns=turns)
+            return await client.complete(plan.prompt)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
@@ -109,7 +121,10 @@ class DuelOrchestration:
         if plan.outcome is not None:  # answered inside the plan transaction
             res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
         else:
-            res_i, res_j = await asyncio.gather(self._call_model(plan, plan.i), self._call_model(plan, plan.j))
+            turns, _ = await self._extras(plan)
+            res_i, res_j = await asyncio.gather(
+                self._call_model(plan, plan.i, turns), self._call_model(plan, plan.j, turns)
+            )
             outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
         if outcome.ended:
             self.schedule_webhook(plan.campaign_id)
@@ -118,6 +133,9 @@ class DuelOrchestration:
         judge = self._judge(plan)
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         try:
+            _, reference = await self._extras(plan)
+            # The reference answer reaches judges that take it (keyword ``reference`` of Judge.judge).
+            extra = {"reference": reference} if reference is not None else {}
             verdict = await judge.judge(
                 plan.prompt,
                 res_i.text if plan.a_is_i else res_j.text,
@@ -125,6 +143,7 @@ class DuelOrchestration:
                 model_a=plan.model_a,
                 model_b=plan.model_b,
                 rng=rng,
+                **extra,
             )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
         except asyncio.CancelledError:
