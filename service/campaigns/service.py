@@ -31,6 +31,7 @@ from ..config import Settings
 from ..db import Database
 from .orchestration import DuelOrchestration
 from .replay import CampaignReplay
+from .results import CampaignResults
 from .runner import BackgroundRuns
 from .transactions import CampaignTransactions
 from .views import CampaignViews
@@ -39,7 +40,9 @@ from .webhooks import Webhooks
 log = logging.getLogger("llmduel.campaigns")
 
 
-class CampaignService(CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks):
+class CampaignService(
+    CampaignTransactions, CampaignViews, CampaignReplay, CampaignResults, DuelOrchestration, BackgroundRuns, Webhooks
+):
     """Domain logic over one :class:`Database`; one instance per app."""
 
     def __init__(self, settings: Settings, db: Database):
