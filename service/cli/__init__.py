@@ -21,6 +21,7 @@ REGISTRARS: list[tuple[str, str]] = [
     ("service.cli.service", "add_parsers"),
     ("service.fake_provider", "add_fake_provider_parser"),
     ("service.cli.research", "add_parsers"),
+    ("service.cli.campaigns", "add_parsers"),
 ]
 
 
