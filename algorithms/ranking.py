@@ -77,6 +77,7 @@ def bootstrap_ranking(
     score_i: npt.ArrayLike,
     n_models: int,
     *,
+    weights: npt.ArrayLike | None = None,
     reps: int = 1000,
     level: float = 0.95,
     seed: int = 0,
@@ -84,7 +85,9 @@ def bootstrap_ranking(
     """Win rates against the field and their percentile bootstrap intervals.
 
     Duel k opposed ``model_i[k]`` and ``model_j[k]`` and scored ``score_i[k]`` for the
-    first (1 win, 0.5 tie, 0 loss). ``reps`` resamples of all duels, seeded by ``seed``.
+    first (1 win, 0.5 tie, 0 loss); ``weights[k]`` (whole numbers, default 1) says how many
+    duels row k stands for, so a log aggregated by outcome gives the same result as the
+    full log. ``reps`` resamples of all duels, seeded by ``seed``.
     """
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
@@ -93,8 +96,11 @@ def bootstrap_ranking(
     a = np.asarray(model_i, dtype=np.int64).ravel()
     b = np.asarray(model_j, dtype=np.int64).ravel()
     s = np.asarray(score_i, dtype=float).ravel()
-    if not (len(a) == len(b) == len(s)):
-        raise ValueError("model_i, model_j and score_i must have the same length")
+    w = np.ones(len(a), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64).ravel()
+    if not (len(a) == len(b) == len(s) == len(w)):
+        raise ValueError("model_i, model_j, score_i and weights must have the same length")
+    if np.any(w < 0):
+        raise ValueError("weights must be >= 0")
     if len(a) and (a.min() < 0 or b.min() < 0 or max(a.max(), b.max()) >= n_models or np.any(a == b)):
         raise ValueError("model indices must be distinct and in [0, n_models)")
     if np.any((s < 0) | (s > 1)) or not np.all(np.isfinite(s)):
@@ -102,9 +108,12 @@ def bootstrap_ranking(
     # Categories: (lower index, higher index, score of the lower one).
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     s_lo = np.where(a == lo, s, 1.0 - s)
-    keys, counts = np.unique(np.stack([lo, hi, s_lo], axis=1), axis=0, return_counts=True)
+    keys, inverse = np.unique(np.stack([lo, hi, s_lo], axis=1), axis=0, return_inverse=True)
+    counts = np.bincount(inverse.ravel(), weights=w, minlength=len(keys)).astype(np.int64)
+    keep = counts > 0
+    keys, counts = keys[keep], counts[keep]
     cat_i, cat_j, cat_s = keys[:, 0].astype(int), keys[:, 1].astype(int), keys[:, 2]
-    n = int(len(a))
+    n = int(counts.sum())
     W, N = _matrices(cat_i, cat_j, cat_s, counts[None, :].astype(float), n_models)
     rate = field_win_rates(W[0], N[0])
     duels = N[0].sum(axis=1).astype(np.int64)

@@ -96,3 +96,13 @@ def test_empty_and_bad_input():
         bootstrap_ranking([0], [3], [1.0], 2)
     with pytest.raises(ValueError):
         bootstrap_ranking([0], [1], [2.0], 2)
+
+
+def test_weights_equal_repeated_rows():
+    rng = np.random.default_rng(9)
+    a, b, s = sample([[0.5, 0.7, 0.6], [0.3, 0.5, 0.5], [0.4, 0.5, 0.5]], 40, rng)
+    full = bootstrap_ranking(a, b, s, 3, reps=300, seed=2)
+    keys, counts = np.unique(np.stack([a, b, s], axis=1), axis=0, return_counts=True)
+    agg = bootstrap_ranking(keys[:, 0], keys[:, 1], keys[:, 2], 3, weights=counts, reps=300, seed=2)
+    assert np.allclose(full.win_rate, agg.win_rate) and np.allclose(full.low, agg.low)
+    assert np.allclose(full.high, agg.high) and list(full.duels) == list(agg.duels)

@@ -63,11 +63,48 @@ def _tstamp(d: Duel) -> float | None:
 class CampaignResults:
     """Reads a campaign's log once and derives the exported files and the dashboard's ranking."""
 
-    def _results_data(self, campaign_id: int) -> dict[str, Any]:
+    def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
+        """Aggregates for the ranking: judged outcomes by (model a, model b, choice), spend and calls per model."""
+        cid = c.id
+        outcomes = s.execute(
+            select(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice, func.count(Duel.id))
+            .where(Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+            .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice)
+        ).all()
+        spend = dict(
+            s.execute(
+                select(Charge.model_index, func.sum(Charge.amount_nusd))
+                .where(Charge.campaign_id == cid, Charge.kind == "model")
+                .group_by(Charge.model_index)
+            ).all()
+        )
+        calls: dict[int, int] = {}
+        # an answered call of either side: answer a is model_i's when a_is_i
+        for r in s.execute(
+            select(Duel.model_i, Duel.model_j, Duel.a_is_i, func.count(Duel.answer_a), func.count(Duel.answer_b))
+            .where(Duel.campaign_id == cid)
+            .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i)
+        ).all():
+            ma, mb = (r[0], r[1]) if r[2] else (r[1], r[0])
+            calls[ma] = calls.get(ma, 0) + int(r[3])
+            calls[mb] = calls.get(mb, 0) + int(r[4])
+        rows = []
+        for i, j, a_is_i, choice, n in outcomes:
+            a, b = (i, j) if a_is_i else (j, i)
+            rows.append((a, b, choice, int(n)))
+        return {"outcomes": rows, "spend": spend, "calls": calls}
+
+    def _results_data(self, campaign_id: int, with_duels: bool = True) -> dict[str, Any]:
         with self.db.read() as s:
+            if not self.db.is_sqlite:  # the row, the log and the ledger from one snapshot
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
+            data = self._ranking_data(s, c)
+            data["view"] = self.campaign_view(c, 0)
+            if not with_duels:
+                return data
             duels = (
                 s.execute(
                     select(Duel)
@@ -83,26 +120,7 @@ class CampaignResults:
                     select(Prompt.idx, Prompt.qid, Prompt.category).where(Prompt.campaign_id == campaign_id)
                 ).all()
             }
-            spend = dict(
-                s.execute(
-                    select(Charge.model_index, func.sum(Charge.amount_nusd))
-                    .where(Charge.campaign_id == campaign_id, Charge.kind == "model")
-                    .group_by(Charge.model_index)
-                ).all()
-            )
-            calls: dict[int, int] = {}
-            for d in s.execute(
-                select(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.answer_a, Duel.answer_b).where(
-                    Duel.campaign_id == campaign_id, Duel.answered_at.is_not(None)
-                )
-            ).all():
-                ma, mb = (d.model_i, d.model_j) if d.a_is_i else (d.model_j, d.model_i)
-                if d.answer_a is not None:
-                    calls[ma] = calls.get(ma, 0) + 1
-                if d.answer_b is not None:
-                    calls[mb] = calls.get(mb, 0) + 1
-            view = self.campaign_view(c, 0)
-            rows = [
+            data["duels"] = [
                 {
                     "id": d.id,
                     "number": d.number,
@@ -119,19 +137,20 @@ class CampaignResults:
                 }
                 for d in duels
             ]
-        return {"view": view, "duels": rows, "spend": spend, "calls": calls}
+        return data
 
     # ------------------------------------------------------------ pieces
     @staticmethod
     def _ranking(data: dict[str, Any], seed: int) -> list[dict[str, Any]]:
         view = data["view"]
         names = [m["name"] for m in view["models"]]
-        scored = [d for d in data["duels"] if d["choice"] in SCORE_OF_A]
+        scored = [o for o in data["outcomes"] if o[2] in SCORE_OF_A]
         r = bootstrap_ranking(
-            [d["a"] for d in scored],
-            [d["b"] for d in scored],
-            [SCORE_OF_A[d["choice"]] for d in scored],
+            [o[0] for o in scored],
+            [o[1] for o in scored],
+            [SCORE_OF_A[o[2]] for o in scored],
             len(names),
+            weights=[o[3] for o in scored],
             reps=BOOTSTRAP_REPS,
             seed=seed,
         )
@@ -260,7 +279,7 @@ class CampaignResults:
     # ------------------------------------------------------------ public
     def ranking(self, campaign_id: int) -> list[dict[str, Any]]:
         """The ranking table (win rate against the field with bootstrap intervals, costs, spend)."""
-        data = self._results_data(campaign_id)
+        data = self._results_data(campaign_id, with_duels=False)
         return self._ranking(data, int(data["view"]["seed"]) % 2**32)
 
     def export(self, campaign_id: int) -> dict[str, Any]:
