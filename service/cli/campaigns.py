@@ -152,19 +152,31 @@ def cmd_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_forecast(f: dict[str, Any]) -> str:
-    def spread(d: dict[str, Any], money: bool) -> str:
-        fmt = _money if money else (lambda x: f"{x:,.0f}")
-        return f"mean {fmt(d['mean'])} (p10 {fmt(d['p10'])}, median {fmt(d['median'])}, p90 {fmt(d['p90'])})"
+def format_forecast(f: Any) -> str:
+    """The forecast of ``POST /v1/campaigns/forecast`` in words (fields it lacks are left out)."""
+    if not isinstance(f, dict):
+        raise CLIError("the server's forecast is not a JSON object")
+
+    def num(x: Any, money: bool) -> str:
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            return "-"
+        return _money(float(x)) if money else f"{float(x):,.0f}"
+
+    def spread(d: Any, money: bool) -> str:
+        d = d if isinstance(d, dict) else {}
+        return (
+            f"mean {num(d.get('mean'), money)} (p10 {num(d.get('p10'), money)}, "
+            f"median {num(d.get('median'), money)}, p90 {num(d.get('p90'), money)})"
+        )
 
     lines = [
         f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, delta {f.get('delta')})",
-        f"  cost to certify   {spread(f['cost'], True)} USD",
-        f"  duels             {spread(f['duels'], False)}",
+        f"  cost to certify   {spread(f.get('cost'), True)} USD",
+        f"  duels             {spread(f.get('duels'), False)}",
     ]
     if f.get("lower_bound") is not None:
-        lines.append(f"  lower bound       {_money(f['lower_bound'])} USD")
-    if f.get("within_budget") is not None:
+        lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
+    if isinstance(f.get("within_budget"), (int, float)):
         lines.append(f"  within budget     {100 * f['within_budget']:.0f}% of runs")
     if f.get("note"):
         lines.append(f"  note: {f['note']}")
@@ -268,7 +280,8 @@ def cmd_continue(args: argparse.Namespace) -> int:
     if args.max_duels is not None:
         patch["max_duels"] = args.max_duels
     with remote_from_args(args) as remote:
-        c = remote.patch(f"/v1/campaigns/{args.id}", json=patch)
+        remote.patch(f"/v1/campaigns/{args.id}", json=patch)
+        c = remote.get(f"/v1/campaigns/{args.id}")
         run = {"concurrency": args.concurrency} if args.concurrency else {}
         started = None if args.no_run else _start_run(remote, c, run)
     if args.json:
