@@ -73,3 +73,23 @@ async def test_bad_prompt_objects(api):
     for prompts in bad:
         r = await api.post("/v1/campaigns", json=campaign_body(prompts=prompts))
         assert r.status_code == 422, (prompts, r.text)
+
+
+async def test_reference_reaches_a_judge_that_takes_it(api, monkeypatch):
+    from judges.simulated import SimulatedJudge
+
+    seen = []
+    original = SimulatedJudge.judge
+
+    async def judge_with_reference(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None, reference=None):
+        seen.append((prompt, reference))
+        return await original(self, prompt, answer_a, answer_b, model_a=model_a, model_b=model_b, rng=rng)
+
+    monkeypatch.setattr(SimulatedJudge, "judge", judge_with_reference)
+    prompts = [{"id": "r", "prompt": "What is 2+2?", "reference": "4"}, {"id": "n", "prompt": "No reference here."}]
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=simulated_judge(), prompts=prompts, seed=1))
+    cid = r.json()["id"]
+    for _ in range(8):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    assert ("What is 2+2?", "4") in seen and ("No reference here.", None) in seen
+    assert all((p == "What is 2+2?") == (ref == "4") for p, ref in seen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import random
 from typing import Any, Callable
@@ -21,6 +22,15 @@ from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan
 from .views import duel_view_for
 
 log = logging.getLogger("llmduel.campaigns")
+
+
+def _takes_reference(judge: Any) -> bool:
+    """Whether ``judge.judge`` accepts the keyword ``reference`` (a reference answer)."""
+    try:
+        params = inspect.signature(judge.judge).parameters
+    except (TypeError, ValueError):
+        return False
+    return "reference" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 class DuelOrchestration:
@@ -135,7 +145,7 @@ class DuelOrchestration:
         try:
             _, reference = await self._extras(plan)
             # The reference answer reaches judges that take it (keyword ``reference`` of Judge.judge).
-            extra = {"reference": reference} if reference is not None else {}
+            extra = {"reference": reference} if reference is not None and _takes_reference(judge) else {}
             verdict = await judge.judge(
                 plan.prompt,
                 res_i.text if plan.a_is_i else res_j.text,
