@@ -250,3 +250,15 @@ def test_watch_draws_a_bar_on_a_terminal(service, tmp_path, monkeypatch, capsys)
     assert drawn.startswith("\r\x1b[2K[") and drawn.endswith("\n") and "spend" in drawn and "leader" in drawn
     out = capsys.readouterr().out.strip()
     assert out.startswith("certified: best") or out.startswith("not certified")
+
+
+def test_stop_a_held_campaign(service, tmp_path):
+    camp = tmp_path / "sim.yaml"
+    camp.write_text(SIMULATED.format(name="held", cap=100))
+    r = llmduel(service, "campaign", "create", str(camp), "--no-run")
+    assert r.returncode == 0 and "held (--no-run)" in r.stdout, r.stderr
+    cid = r.stdout.split(":", 1)[0].split()[-1]
+    r = llmduel(service, "campaign", "stop", cid)
+    assert r.returncode == 0 and r.stdout.startswith(f"campaign {cid} stopped"), (r.stdout, r.stderr)
+    r = llmduel(service, "campaign", "stop", cid)
+    assert r.returncode == 2 and "HTTP 409" in r.stderr and r.stderr.count("\n") == 1

@@ -138,10 +138,12 @@ def cmd_create(args: argparse.Namespace) -> int:
             return 0
         c = remote.post("/v1/campaigns", json=body)
         started = None if args.no_run else _start_run(remote, c, run)
+        dashboard = f"{remote.url}/campaigns/{c['id']}"
     if args.json:
         _print_json({**c, "run_started": started is not None})
         return 0
     sys.stdout.write(summary(c))
+    print(f"  dashboard  {dashboard}")
     if started is not None:
         print(f"  started the background run (concurrency {started['run']['concurrency']})")
         print(f"watch it:  llmduel campaign watch {c['id']}")
