@@ -56,19 +56,22 @@ def field_win_rates(wins: npt.ArrayLike, counts: npt.ArrayLike) -> npt.NDArray[n
         return np.where(n_opp > 0, rate.sum(axis=-1) / np.maximum(n_opp, 1), np.nan)
 
 
-def _matrices(cat_i, cat_j, cat_s, weights, n_models):
-    """Stacks of (W, N) for category weights of shape (B, C)."""
-    B = weights.shape[0]
-    W = np.zeros((B, n_models, n_models))
-    N = np.zeros((B, n_models, n_models))
-    for c in range(len(cat_i)):
-        i, j, s = cat_i[c], cat_j[c], cat_s[c]
-        w = weights[:, c]
-        N[:, i, j] += w
-        N[:, j, i] += w
-        W[:, i, j] += w * s
-        W[:, j, i] += w * (1.0 - s)
-    return W, N
+def _pair_rates(weights, starts, s_sorted, inc_lo, inc_hi):
+    """Field win rates for each row of category ``weights`` (shape (B, C), sorted by pair).
+
+    Per pair p: N_p and the lower model's wins W_p (sums over the pair's categories);
+    then every model averages its rate over the pairs it met, with one product by the
+    (P, L) incidence matrices of the pairs' lower and higher models.
+    """
+    Np = np.add.reduceat(weights, starts, axis=1)
+    Wp = np.add.reduceat(weights * s_sorted, starts, axis=1)
+    met = Np > 0
+    rate_lo = np.where(met, Wp / np.where(met, Np, 1.0), 0.0)
+    rate_hi = np.where(met, 1.0 - rate_lo, 0.0)
+    sums = rate_lo @ inc_lo + rate_hi @ inc_hi
+    n_opp = met.astype(float) @ (inc_lo + inc_hi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_opp > 0, sums / np.maximum(n_opp, 1.0), np.nan)
 
 
 def bootstrap_ranking(
@@ -114,16 +117,26 @@ def bootstrap_ranking(
     keys, counts = keys[keep], counts[keep]
     cat_i, cat_j, cat_s = keys[:, 0].astype(int), keys[:, 1].astype(int), keys[:, 2]
     n = int(counts.sum())
-    W, N = _matrices(cat_i, cat_j, cat_s, counts[None, :].astype(float), n_models)
-    rate = field_win_rates(W[0], N[0])
-    duels = N[0].sum(axis=1).astype(np.int64)
+    # np.unique sorts rows, so categories are already grouped by pair (lo, hi).
+    new_pair = np.ones(len(keys), dtype=bool)
+    new_pair[1:] = (cat_i[1:] != cat_i[:-1]) | (cat_j[1:] != cat_j[:-1])
+    starts = np.flatnonzero(new_pair)
+    inc_lo = np.zeros((len(starts), n_models))
+    inc_hi = np.zeros((len(starts), n_models))
+    inc_lo[np.arange(len(starts)), cat_i[starts]] = 1.0
+    inc_hi[np.arange(len(starts)), cat_j[starts]] = 1.0
+    duels = np.zeros(n_models, dtype=np.int64)
+    np.add.at(duels, cat_i, counts)
+    np.add.at(duels, cat_j, counts)
     low = np.full(n_models, np.nan)
     high = np.full(n_models, np.nan)
-    if n > 0:
+    if n == 0:
+        rate = np.full(n_models, np.nan)
+    else:
+        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
         rng = np.random.default_rng(seed)
         draws = rng.multinomial(n, counts / n, size=reps).astype(float)
-        Wb, Nb = _matrices(cat_i, cat_j, cat_s, draws, n_models)
-        boot = field_win_rates(Wb, Nb)  # (reps, L)
+        boot = _pair_rates(draws, starts, cat_s, inc_lo, inc_hi)  # (reps, L)
         alpha = (1.0 - level) / 2.0
         for m in range(n_models):
             col = boot[:, m]

@@ -40,6 +40,10 @@ from .types import NotFound
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 SCORE_OF_A = {Choice.A: 1.0, Choice.B: 0.0, Choice.TIE: 0.5, Choice.BOTH_BAD: 0.5}
 BOOTSTRAP_REPS = 1000
+# While a campaign runs the dashboard redraws its ranking at every change: fewer resamples
+# (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
+RUNNING_REPS = 250
+RANKING_CACHE = 64
 VERDICTS = {
     CampaignStatus.CERTIFIED: "certified: {winner} beats every other model (error probability at most {delta:g})",
     CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner: every model was shown to lose to another one",
@@ -103,6 +107,7 @@ class CampaignResults:
                 raise NotFound(f"campaign {campaign_id} not found")
             data = self._ranking_data(s, c)
             data["view"] = self.campaign_view(c, 0)
+            data["version"] = int(c.version)
             if not with_duels:
                 return data
             duels = (
@@ -141,7 +146,7 @@ class CampaignResults:
 
     # ------------------------------------------------------------ pieces
     @staticmethod
-    def _ranking(data: dict[str, Any], seed: int) -> list[dict[str, Any]]:
+    def _ranking(data: dict[str, Any], seed: int, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
         view = data["view"]
         names = [m["name"] for m in view["models"]]
         scored = [o for o in data["outcomes"] if o[2] in SCORE_OF_A]
@@ -151,7 +156,7 @@ class CampaignResults:
             [SCORE_OF_A[o[2]] for o in scored],
             len(names),
             weights=[o[3] for o in scored],
-            reps=BOOTSTRAP_REPS,
+            reps=reps,
             seed=seed,
         )
 
@@ -280,7 +285,16 @@ class CampaignResults:
     def ranking(self, campaign_id: int) -> list[dict[str, Any]]:
         """The ranking table (win rate against the field with bootstrap intervals, costs, spend)."""
         data = self._results_data(campaign_id, with_duels=False)
-        return self._ranking(data, int(data["view"]["seed"]) % 2**32)
+        key = (campaign_id, data["version"])
+        cache = self.__dict__.setdefault("_ranking_cache", {})
+        if key in cache:
+            return cache[key]
+        running = data["view"]["status"] == CampaignStatus.RUNNING
+        rows = self._ranking(data, int(data["view"]["seed"]) % 2**32, RUNNING_REPS if running else BOOTSTRAP_REPS)
+        if len(cache) >= RANKING_CACHE:
+            cache.clear()
+        cache[key] = rows
+        return rows
 
     def export(self, campaign_id: int) -> dict[str, Any]:
         """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
