@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from . import api_docs, log_redaction, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
+from .api.exports import router as exports_router
 from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = service
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(exports_router)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(ContainErrors)  # outermost of ours: a 500 does not reset keep-alive connections
     web.register(app)  # the web pages and /static

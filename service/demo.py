@@ -73,7 +73,7 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
             _say(f"cannot read progress ({type(exc).__name__})")
             continue
         line = (
-            f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f}, "
+            f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f} cost units, "
             f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}"
         )
         if view["status"] != CampaignStatus.RUNNING:
@@ -81,7 +81,8 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
             if view["winner"] is not None:
                 _say(
                     f"certified winner: {view['winner']} after {view['duels']} duels and spend "
-                    f"{view['spend']:.0f} ({time.monotonic() - start:.0f} s); the service keeps running (Ctrl-C to quit)"
+                    f"{view['spend']:.0f} cost units ({time.monotonic() - start:.0f} s); "
+                    "the service keeps running (Ctrl-C to quit)"
                 )
             return
         _say(line)

@@ -404,6 +404,13 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(
+        f"fake provider: OpenAI-compatible API at http://{host}:{args.port}/v1 "
+        f"(judge mode {args.judge_mode}; Ctrl-C to stop)",
+        file=sys.stderr,
+        flush=True,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 

@@ -145,7 +145,11 @@ class Prompt(Base):
         BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True
     )
     idx: Mapped[int] = mapped_column(Integer, primary_key=True)
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)  # what the judge and the log show (turns rendered, service/prompts.py)
+    qid: Mapped[str | None] = mapped_column(String(200), nullable=True)  # the question's own id
+    category: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    turns: Mapped[list | None] = mapped_column(JSON, nullable=True)  # user turns of a multi-turn prompt
+    reference: Mapped[str | None] = mapped_column(Text, nullable=True)  # reference answer for the judge
 
 
 class Duel(Base):

@@ -15,6 +15,7 @@ from service.clients.config import ClientConfig, client_json, parse_client_confi
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
 from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
+from service.prompts import normalize_prompt
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -105,6 +106,35 @@ class ModelSpec(_Strict):
         return v
 
 
+class PromptTurn(_Strict):
+    content: PromptText
+
+
+class PromptObject(_Strict):
+    """A prompt with an id, a category, several user turns or a reference answer (``service/prompts.py``)."""
+
+    id: Name | None = Field(None, description="The question's id (arena-hard `question_id`), kept in the duel log.")
+    prompt: PromptText | None = None
+    turns: list[PromptText | PromptTurn] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="User turns, sent in order as consecutive user messages of one call (docs/guide.md).",
+    )
+    category: Name | None = None
+    reference: PromptText | None = Field(None, description="A reference answer handed to the judge.")
+
+    @model_validator(mode="after")
+    def _one_text(self) -> "PromptObject":
+        if (self.prompt is None) == (self.turns is None):
+            raise ValueError("a prompt object needs exactly one of 'prompt' or 'turns'")
+        if self.turns is not None:
+            total = sum(len(t if isinstance(t, str) else t.content) for t in self.turns)
+            if total > MAX_PROMPT_CHARS:
+                raise ValueError(f"turns: at most {MAX_PROMPT_CHARS} characters in all")
+        return self
+
+
 class CampaignCreate(_Strict):
     name: Name
     delta: float = Field(
@@ -120,7 +150,11 @@ class CampaignCreate(_Strict):
         "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
     )
     models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
-    prompts: list[PromptText] = Field(min_length=1, max_length=MAX_PROMPTS)
+    prompts: list[PromptText | PromptObject] = Field(
+        min_length=1,
+        max_length=MAX_PROMPTS,
+        description='Strings, or objects {"id", "prompt" | "turns", "category", "reference"} (arena-hard style).',
+    )
     judge: JudgeConfig = Field(
         description="Where preferences come from: one config per `kind` (human, simulated, llm).",
         examples=[{"kind": "human"}, {"kind": "llm", "client": {"kind": "openai", "model": "gpt-4.1"}}],
@@ -193,6 +227,9 @@ class CampaignCreate(_Strict):
                 f"models: names must be unique after Unicode (NFKC) and whitespace normalisation; "
                 f"{repeated[0]!r} repeats another model's name"
             )
+        qids = [p.id for p in self.prompts if isinstance(p, PromptObject) and p.id is not None]
+        if len(set(qids)) != len(qids):
+            raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
         self._resolve_costs()
         if self.budget is not None:
@@ -212,7 +249,7 @@ class CampaignCreate(_Strict):
                 m.name,
                 m.cost,
                 client_json(m.client),
-                self.prompts,
+                [normalize_prompt(p)["text"] for p in self.prompts],
                 m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
                 user_map,
             )
@@ -403,6 +440,8 @@ class DuelOut(BaseModel):
     )
     judged_by: str | None = None
     judge: dict[str, Any] | None = None
+    question_id: str | None = Field(None, description="The prompt's id (its position p1, p2, ... when it has none).")
+    category: str | None = Field(None, description="The prompt's category, if it has one.")
     error: str | None
     cost: float
     charges: list[ChargeOut] | None = None

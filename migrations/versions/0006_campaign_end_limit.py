@@ -1,7 +1,7 @@
 """campaign end_limit: which limit (budget or max_duels) ended a campaign
 
 Revision ID: 0006
-Revises: 0004
+Revises: 0005
 A campaign that ended on its budget or its duel cap can be continued after the
 limit is raised (PATCH /v1/campaigns/{id}); ``end_limit`` records that limit
 ("budget" or "max_duels"), NULL for every other ending and for running campaigns.
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 
 revision: str = '0006'
-down_revision: Union[str, None] = '0004'
+down_revision: Union[str, None] = '0005'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

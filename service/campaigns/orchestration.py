@@ -100,9 +100,21 @@ class DuelOrchestration:
             self._judges[plan.campaign_id] = judge
         return judge
 
-    async def _call_model(self, plan: DuelPlan, idx: int):
+    async def _extras(self, plan: DuelPlan) -> tuple[list[str] | None, str | None]:
+        """The duel's prompt turns and reference answer (cached; one read per prompt and process)."""
+        if plan.prompt_index is None:
+            return None, None
+        cached = self._prompt_extras.get((plan.campaign_id, plan.prompt_index))
+        if cached is not None:
+            return cached
+        return await self.in_thread(self.prompt_extras, plan.campaign_id, plan.prompt_index)
+
+    async def _call_model(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
         try:
-            return await self._client(plan, idx).complete(plan.prompt)
+            client = self._client(plan, idx)
+            if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
+                return await client.complete(plan.prompt, turns=turns)
+            return await client.complete(plan.prompt)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
@@ -113,7 +125,10 @@ class DuelOrchestration:
         if plan.outcome is not None:  # answered inside the plan transaction
             res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
         else:
-            res_i, res_j = await asyncio.gather(self._call_model(plan, plan.i), self._call_model(plan, plan.j))
+            turns, _ = await self._extras(plan)
+            res_i, res_j = await asyncio.gather(
+                self._call_model(plan, plan.i, turns), self._call_model(plan, plan.j, turns)
+            )
             outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
         if outcome.ended:
             self.schedule_webhook(plan.campaign_id)
@@ -122,6 +137,8 @@ class DuelOrchestration:
         judge = self._judge(plan)
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         try:
+            _, reference = await self._extras(plan)
+            # The prompt's reference answer, if any (keyword ``reference`` of Judge.judge).
             verdict = await judge.judge(
                 plan.prompt,
                 res_i.text if plan.a_is_i else res_j.text,
@@ -129,7 +146,7 @@ class DuelOrchestration:
                 model_a=plan.model_a,
                 model_b=plan.model_b,
                 rng=rng,
-                reference=getattr(plan, "reference", None),
+                reference=reference,
             )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
             score_a = verdict.score

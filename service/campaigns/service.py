@@ -34,6 +34,7 @@ from .forecasting import CampaignForecasts
 from .leases import RunLeases
 from .orchestration import DuelOrchestration
 from .replay import CampaignReplay
+from .results import CampaignResults
 from .runner import BackgroundRuns
 from .transactions import CampaignTransactions
 from .views import CampaignViews
@@ -46,6 +47,7 @@ class CampaignService(
     CampaignTransactions,
     CampaignViews,
     CampaignReplay,
+    CampaignResults,
     CampaignForecasts,
     DuelOrchestration,
     BackgroundRuns,

@@ -20,6 +20,7 @@ from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
 from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import rules
@@ -51,6 +52,7 @@ class CampaignTransactions:
         self.policies = PolicyCache()
         self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
         self._prompts: dict[tuple[int, int], str] = {}
+        self._prompt_extras: dict[tuple[int, int], tuple[list[str] | None, str | None]] = {}
 
     def cached_prompt(self, campaign_id: int, idx: int) -> str | None:
         return self._prompts.get((campaign_id, idx))
@@ -61,6 +63,21 @@ class CampaignTransactions:
             self._prompts.clear()
         self._prompts[(campaign_id, idx)] = text
         return text
+
+    def prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None]:
+        """A prompt's user turns (None: a single turn) and reference answer; cached, they never change."""
+        key = (campaign_id, idx)
+        extras = self._prompt_extras.get(key)
+        if extras is None:
+            with self.db.read() as s:
+                row = s.execute(
+                    select(Prompt.turns, Prompt.reference).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)
+                ).first()
+            extras = (row.turns, row.reference) if row is not None else (None, None)
+            if len(self._prompt_extras) >= 50_000:
+                self._prompt_extras.clear()
+            self._prompt_extras[key] = extras
+        return extras
 
     def prompt_text(self, s, campaign_id: int, idx: int) -> str:
         text = self.cached_prompt(campaign_id, idx)
@@ -120,7 +137,10 @@ class CampaignTransactions:
             s.flush()
             s.execute(
                 insert(Prompt),
-                [{"campaign_id": campaign.id, "idx": n, "text": text} for n, text in enumerate(body.prompts)],
+                [
+                    {"campaign_id": campaign.id, "idx": n, **normalize_prompt(item)}
+                    for n, item in enumerate(body.prompts)
+                ],
             )
             return int(campaign.id)
 
@@ -304,6 +324,7 @@ class CampaignTransactions:
                     judge=dict(c.judge),
                     tie_policy=c.tie_policy,
                     seed=int(c.seed),
+                    prompt_index=prompt_index,
                 )
                 charges, columns = self.answer_now(plan, now)
                 for key, value in columns.items():

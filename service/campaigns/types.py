@@ -64,6 +64,7 @@ class DuelPlan:
     judge: dict
     tie_policy: str
     seed: int
+    prompt_index: int | None = None  # row of the prompts table (its turns and reference: prompt_extras)
     select_ms: float = 0.0
     # Set when both models answered inside the plan transaction (instant clients):
     results: dict[int, Any] | None = None

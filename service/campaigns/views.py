@@ -12,8 +12,9 @@ from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
-from ..models import Campaign, Charge, Duel, from_nusd, utcnow
+from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
+from ..prompts import question_id
 from . import rules
 from .rules import finite_or_none, jsonable
 from .types import Forbidden, NotFound
@@ -282,8 +283,29 @@ class CampaignViews:
             "next_offset": nxt if nxt < total else None,
         }
 
-    def duel_view(self, d: Duel, c: Campaign | None, charges: list[Charge] | None = None) -> dict:
-        """The full (admin) view of a duel; :func:`duel_view_for` strips it for annotators."""
+    def prompt_meta(self, s, campaign_id: int, indices) -> dict[int, tuple[str, str | None]]:
+        """``prompt index -> (question id, category)`` for these prompts of a campaign."""
+        wanted = sorted(set(indices))
+        if not wanted:
+            return {}
+        rows = s.execute(
+            select(Prompt.idx, Prompt.qid, Prompt.category).where(
+                Prompt.campaign_id == campaign_id, Prompt.idx.in_(wanted)
+            )
+        ).all()
+        return {r.idx: (question_id(r.qid, r.idx), r.category) for r in rows}
+
+    def duel_view(
+        self,
+        d: Duel,
+        c: Campaign | None,
+        charges: list[Charge] | None = None,
+        meta: tuple[str, str | None] | None = None,
+    ) -> dict:
+        """The full (admin) view of a duel; :func:`duel_view_for` strips it for annotators.
+
+        ``meta``: the prompt's (question id, category) when the caller looked them up.
+        """
         names = [m["name"] for m in c.models] if c is not None else None
         view = {
             "id": d.id,
@@ -309,6 +331,8 @@ class CampaignViews:
             "score": d.score,
             "judged_by": d.judged_by,
             "judge": d.judge_detail,
+            "question_id": meta[0] if meta else None,
+            "category": meta[1] if meta else None,
         }
         if charges is not None:
             view["charges"] = [
@@ -336,7 +360,8 @@ class CampaignViews:
             charges = None
             if principal.admin:
                 charges = s.execute(select(Charge).where(Charge.duel_id == duel_id).order_by(Charge.id)).scalars().all()
-            return duel_view_for(self.duel_view(d, c, charges), principal.admin)
+            meta = self.prompt_meta(s, d.campaign_id, [d.prompt_index]).get(d.prompt_index)
+            return duel_view_for(self.duel_view(d, c, charges, meta), principal.admin)
 
     def list_duels(self, campaign_id: int, limit: int, offset: int, status: str | None = None) -> dict:
         with self.db.read() as s:
@@ -354,7 +379,8 @@ class CampaignViews:
                     select(Charge).where(Charge.duel_id.in_(list(by_duel))).order_by(Charge.id)
                 ).scalars():
                     by_duel[ch.duel_id].append(ch)
-            items = [self.duel_view(d, c, by_duel[d.id]) for d in duels]
+            meta = self.prompt_meta(s, campaign_id, [d.prompt_index for d in duels])
+            items = [self.duel_view(d, c, by_duel[d.id], meta.get(d.prompt_index)) for d in duels]
         nxt = offset + len(items)
         return {
             "items": items,

@@ -23,6 +23,7 @@ REGISTRARS: list[tuple[str, str]] = [
     ("service.fake_provider", "add_fake_provider_parser"),
     ("service.cli.research", "add_parsers"),
     ("service.cli.annotators", "add_annotator_parser"),
+    ("service.cli.campaigns", "add_parsers"),
 ]
 
 

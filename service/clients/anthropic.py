@@ -17,13 +17,13 @@ class AnthropicClient(HTTPModelClient):
     kind = "anthropic"
     provider = "anthropic"
 
-    def build_request(self, prompt, api_key):
+    def build_request(self, prompt, api_key, turns=None):
         cfg = self.config
         params = dict(cfg.params)
         body: dict[str, Any] = {
             "model": cfg.model,
             "max_tokens": params.pop("max_tokens", DEFAULT_ANTHROPIC_MAX_TOKENS),
-            "messages": [{"role": "user", "content": prompt}],
+            "messages": [{"role": "user", "content": t} for t in (turns or [prompt])],
         }
         if cfg.system:
             body["system"] = cfg.system

@@ -107,8 +107,13 @@ class ModelClient(abc.ABC):
         self.fixed_cost = float(fixed_cost)
 
     @abc.abstractmethod
-    async def complete(self, prompt: str) -> Completion:
-        """Answer ``prompt``; raise :class:`ClientError` on failure."""
+    async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
+        """Answer ``prompt``; raise :class:`ClientError` on failure.
+
+        ``turns``: the user turns of a multi-turn prompt (``prompt`` is then their
+        rendering, service/prompts.py); HTTP clients send them as consecutive user
+        messages of one call.
+        """
 
     async def aclose(self) -> None:
         """Release resources (HTTP connections the client opened itself)."""

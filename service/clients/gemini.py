@@ -18,10 +18,10 @@ class GeminiClient(HTTPModelClient):
     kind = "gemini"
     provider = "gemini"
 
-    def build_request(self, prompt, api_key):
+    def build_request(self, prompt, api_key, turns=None):
         cfg = self.config
         model = cfg.model.removeprefix("models/")
-        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": t}]} for t in (turns or [prompt])]}
         if cfg.system:
             body["systemInstruction"] = {"parts": [{"text": cfg.system}]}
         gen = {k: v for k, v in cfg.params.items() if k not in _TOP_LEVEL}

@@ -55,8 +55,10 @@ class HTTPModelClient(ModelClient):
 
     # -- provider specifics -------------------------------------------------
     @abc.abstractmethod
-    def build_request(self, prompt: str, api_key: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """Return (url, headers, json body)."""
+    def build_request(
+        self, prompt: str, api_key: str | None, turns: list[str] | None = None
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """Return (url, headers, json body); ``turns``: user messages sent in order instead of ``prompt``."""
 
     @abc.abstractmethod
     def parse_response(self, data: Any) -> tuple[str, int | None, int | None]:
@@ -104,10 +106,10 @@ class HTTPModelClient(ModelClient):
         msg = f"{self.provider} returned HTTP {resp.status_code}"
         return self._redact(f"{msg}: {detail}" if detail else msg, key)
 
-    async def complete(self, prompt: str) -> Completion:
+    async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
         key = self._api_key()
         try:
-            completion = await self._complete(prompt, key)
+            completion = await self._complete(prompt, key, turns)
         except ClientError as exc:
             exc.message = self._redact(exc.message, key)
             exc.args = (exc.message,)
@@ -118,8 +120,8 @@ class HTTPModelClient(ModelClient):
                 completion = dataclasses.replace(completion, text=text)
         return completion
 
-    async def _complete(self, prompt: str, key: str | None) -> Completion:
-        url, headers, body = self.build_request(prompt, key)
+    async def _complete(self, prompt: str, key: str | None, turns: list[str] | None = None) -> Completion:
+        url, headers, body = self.build_request(prompt, key, turns) if turns else self.build_request(prompt, key)
         headers = {"user-agent": USER_AGENT, **headers}
         http = self._client()
         timeout = self.config.timeout_s

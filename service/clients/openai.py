@@ -15,12 +15,12 @@ class OpenAIClient(HTTPModelClient):
     kind = "openai"
     provider = "openai-compatible endpoint"
 
-    def build_request(self, prompt, api_key):
+    def build_request(self, prompt, api_key, turns=None):
         cfg = self.config
         messages = []
         if cfg.system:
             messages.append({"role": "system", "content": cfg.system})
-        messages.append({"role": "user", "content": prompt})
+        messages.extend({"role": "user", "content": t} for t in (turns or [prompt]))
         body: dict[str, Any] = {"model": cfg.model, "messages": messages, **cfg.params}
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         return f"{cfg.base_url}/chat/completions", headers, body

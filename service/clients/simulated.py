@@ -61,7 +61,7 @@ class SimulatedClient(ModelClient):
         """True when an answer needs no waiting: :meth:`complete_now` may be used."""
         return self.latency_s <= 0
 
-    async def complete(self, prompt: str) -> Completion:
+    async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
         start = time.perf_counter()
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)

@@ -153,6 +153,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         judge=dict(cfg.judge),
         tie_policy=cfg.tie_policy,
         seed=cfg.seed,
+        prompt_index=prompt_index,
     )
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)

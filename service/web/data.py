@@ -101,19 +101,39 @@ class Evidence:
     points: int
 
 
-def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
-    """The evidence plot, from a replay of the log; returns (section, possibly refreshed view)."""
-    cid = view["id"]
-    state = _policy_state(svc, cid)
-    points, policy = cache.series(svc.db, cid, state)
-    if policy.t > view["t"]:  # duels were recorded since the view was read: show the newer state
-        view = svc.get_campaign(cid, admin=True)
-    replay_ok = policy.t == view["t"] and _replayed_counts(policy) == view["counts"]
-    if not replay_ok:  # stale cache (e.g. a database was replaced): rebuild once
-        cache.forget(cid)
+REPLAY_CATCH_UP = 5
+
+
+def _replay_in_step(svc: CampaignService, cache: SeriesCache, cid: int) -> tuple[list, Any, dict, bool | None]:
+    """Replay the log, then read the campaign, until both describe the same counted duel ``t``.
+
+    The view is read *after* the replay, so it has at least the replayed duels
+    (a duel's record and the campaign row commit together); duels recorded in
+    between (a run with several duels in flight) only make the view newer, and the
+    replay catches up. Returns (points, policy, view, ok) with ok None when the
+    campaign kept moving through every attempt (nothing to compare, no warning).
+    """
+    points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
+    view = svc.get_campaign(cid, admin=True)
+    for _ in range(REPLAY_CATCH_UP):
+        if policy.t >= view["t"]:
+            break
         points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
         view = svc.get_campaign(cid, admin=True)
-        replay_ok = policy.t == view["t"] and _replayed_counts(policy) == view["counts"]
+    if policy.t != view["t"]:
+        return points, policy, view, None if policy.t < view["t"] else False
+    return points, policy, view, _replayed_counts(policy) == view["counts"]
+
+
+def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
+    """The evidence plot, from a replay of the log; returns (section, refreshed view)."""
+    cid = view["id"]
+    points, policy, view, ok = _replay_in_step(svc, cache, cid)
+    if ok is False:  # stale cache (e.g. a database was replaced): rebuild once
+        cache.forget(cid)
+        points, policy, view, ok = _replay_in_step(svc, cache, cid)
+    replay_ok = ok is not False
+    state = _policy_state(svc, cid)
     names = [m["name"] for m in view["models"]]
     ref = view["winner_index"] if view["winner_index"] is not None else view["leader_index"]
     stopping_rule = getattr(policy, "stopping_rule", "glr")
@@ -222,21 +242,50 @@ def oracle_section(view: dict) -> dict:
     }
 
 
-def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) -> list[dict]:
-    total = svc.list_duels(campaign_id, 1, 0)["total"]
-    if total == 0:
-        return []
-    page = svc.list_duels(campaign_id, n, max(0, total - n))
+def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) -> tuple[list[dict], int]:
+    """The last ``n`` duels that were not cancelled, newest first, and how many were cancelled.
+
+    **choice**: cancelled duels (in flight when the campaign ended) are hidden: after
+    a certificate with several duels in flight they would fill the table.
+    """
+    with svc.db.read() as s:
+        c = s.get(Campaign, campaign_id)
+        if c is None:
+            return [], 0
+        cancelled = int(
+            s.execute(
+                select(func.count(Duel.id)).where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.CANCELLED)
+            ).scalar_one()
+        )
+        duels = (
+            s.execute(
+                select(Duel)
+                .where(Duel.campaign_id == campaign_id, Duel.status != DuelStatus.CANCELLED)
+                .order_by(Duel.id.desc())
+                .limit(n)
+            )
+            .scalars()
+            .all()
+        )
+        meta = svc.prompt_meta(s, campaign_id, [d.prompt_index for d in duels])
+        items = [svc.duel_view(d, c, None, meta.get(d.prompt_index)) for d in duels]
     labels = svc.annotator_labels(campaign_id)  # "annotator:3" -> the label the admin gave it
     out = []
-    for d in reversed(page["items"]):
+    for d in items:
         winner = None
         if d["choice"] == "a":
             winner = d["model_a_name"]
         elif d["choice"] == "b":
             winner = d["model_b_name"]
         out.append(dict(d, winner_name=winner, judged_by_label=labels.get(d["judged_by"] or "", d["judged_by"])))
-    return out
+    return out, cancelled
+
+
+def cost_unit(view: dict) -> str:
+    """**choice**: "cost units" when every model and the judge are simulated (the paper's
+    instances: no money is spent, costs are the paper's units), else "USD"."""
+    simulated = all((m["client"] or {}).get("kind") == "simulated" for m in view["models"])
+    return "cost units" if simulated and (view["judge"] or {}).get("kind") != "llm" else "USD"
 
 
 def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dict:
@@ -265,6 +314,8 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         )
     frac, tip = progress_of(view)
     spend = view["spend"] or 0.0
+    unit = cost_unit(view)
+    recent, cancelled = recent_duels(svc, campaign_id)
     return {
         "c": view,
         "version": version[0] if version else 0,
@@ -274,11 +325,14 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "evidence": evidence,
         "heatmap": plots.heatmap(names, wins, counts),
         "oracle": oracle_section(view),
-        "spend_plot": plots.spend_gauge(spend, view["budget"], finite_or_none(view["lower_bound"])),
+        "spend_plot": plots.spend_gauge(spend, view["budget"], finite_or_none(view["lower_bound"]), unit=unit),
+        "unit": unit,
+        "ranking": svc.ranking(campaign_id),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
-        "recent": recent_duels(svc, campaign_id),
+        "recent": recent,
+        "cancelled": cancelled,
         "judge_kind": (view["judge"] or {}).get("kind"),
         "annotators": svc.list_annotators(campaign_id),
     }

@@ -1,0 +1,147 @@
+"""A readable ranking from a duel log: each model's win rate against the field, with bootstrap intervals.
+
+The win rate of model i *against the field* is the mean, over the opponents j that
+i met at least once, of its empirical win rate against j::
+
+    r_i = mean_{j : N_ij > 0} W_ij / N_ij
+
+(ties count half a win each). **choice**: averaging the pairwise rates, rather than
+dividing i's wins by its duels, weighs every opponent equally: the sampling policies
+spend most duels on the close pairs, so a raw share of wins would depend on which
+opponents the policy happened to pick for i.
+
+Confidence intervals are percentile bootstrap intervals (B. Efron and R. Tibshirani,
+*An Introduction to the Bootstrap*, Chapman & Hall 1993, ch. 13), resampling whole
+duels with replacement as Chatbot Arena does for its leaderboard intervals (W.-L.
+Chiang et al., "Chatbot Arena", ICML 2024). A duel log is a sample of categorical
+outcomes (which pair, which score), so one resample of n duels is one multinomial
+draw of n over the observed categories: exact, and fast for any n. Seeded: the
+same log and seed give the same intervals.
+
+The intervals describe the resampling variability of these estimates only; they are
+not the sequential certificate (which holds at confidence 1 - delta at a random
+stopping time, see :mod:`algorithms.stats`), and with adaptive sampling they are
+approximate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Per-model estimates (index = model); ``order``: model indices, best first."""
+
+    win_rate: npt.NDArray[np.float64]  # NaN for a model without any counted duel
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
+    duels: npt.NDArray[np.int64]  # counted duels the model took part in
+    order: list[int]
+    level: float
+    reps: int
+
+
+def field_win_rates(wins: npt.ArrayLike, counts: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """``r_i = mean_{j: N_ij > 0} W_ij / N_ij`` for one matrix (or a stack ``(..., L, L)``); NaN without data."""
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
+    met = N > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(met, W / np.where(met, N, 1.0), 0.0)
+        n_opp = met.sum(axis=-1)
+        return np.where(n_opp > 0, rate.sum(axis=-1) / np.maximum(n_opp, 1), np.nan)
+
+
+def _pair_rates(weights, starts, s_sorted, inc_lo, inc_hi):
+    """Field win rates for each row of category ``weights`` (shape (B, C), sorted by pair).
+
+    Per pair p: N_p and the lower model's wins W_p (sums over the pair's categories);
+    then every model averages its rate over the pairs it met, with one product by the
+    (P, L) incidence matrices of the pairs' lower and higher models.
+    """
+    Np = np.add.reduceat(weights, starts, axis=1)
+    Wp = np.add.reduceat(weights * s_sorted, starts, axis=1)
+    met = Np > 0
+    rate_lo = np.where(met, Wp / np.where(met, Np, 1.0), 0.0)
+    rate_hi = np.where(met, 1.0 - rate_lo, 0.0)
+    sums = rate_lo @ inc_lo + rate_hi @ inc_hi
+    n_opp = met.astype(float) @ (inc_lo + inc_hi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n_opp > 0, sums / np.maximum(n_opp, 1.0), np.nan)
+
+
+def bootstrap_ranking(
+    model_i: npt.ArrayLike,
+    model_j: npt.ArrayLike,
+    score_i: npt.ArrayLike,
+    n_models: int,
+    *,
+    weights: npt.ArrayLike | None = None,
+    reps: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> Ranking:
+    """Win rates against the field and their percentile bootstrap intervals.
+
+    Duel k opposed ``model_i[k]`` and ``model_j[k]`` and scored ``score_i[k]`` for the
+    first (1 win, 0.5 tie, 0 loss); ``weights[k]`` (whole numbers, default 1) says how many
+    duels row k stands for, so a log aggregated by outcome gives the same result as the
+    full log. ``reps`` resamples of all duels, seeded by ``seed``.
+    """
+    if not 0 < level < 1:
+        raise ValueError("level must be in (0, 1)")
+    if reps < 1:
+        raise ValueError("reps must be >= 1")
+    a = np.asarray(model_i, dtype=np.int64).ravel()
+    b = np.asarray(model_j, dtype=np.int64).ravel()
+    s = np.asarray(score_i, dtype=float).ravel()
+    w = np.ones(len(a), dtype=np.int64) if weights is None else np.asarray(weights, dtype=np.int64).ravel()
+    if not (len(a) == len(b) == len(s) == len(w)):
+        raise ValueError("model_i, model_j, score_i and weights must have the same length")
+    if np.any(w < 0):
+        raise ValueError("weights must be >= 0")
+    if len(a) and (a.min() < 0 or b.min() < 0 or max(a.max(), b.max()) >= n_models or np.any(a == b)):
+        raise ValueError("model indices must be distinct and in [0, n_models)")
+    if np.any((s < 0) | (s > 1)) or not np.all(np.isfinite(s)):
+        raise ValueError("scores must be in [0, 1]")
+    # Categories: (lower index, higher index, score of the lower one).
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    s_lo = np.where(a == lo, s, 1.0 - s)
+    keys, inverse = np.unique(np.stack([lo, hi, s_lo], axis=1), axis=0, return_inverse=True)
+    counts = np.bincount(inverse.ravel(), weights=w, minlength=len(keys)).astype(np.int64)
+    keep = counts > 0
+    keys, counts = keys[keep], counts[keep]
+    cat_i, cat_j, cat_s = keys[:, 0].astype(int), keys[:, 1].astype(int), keys[:, 2]
+    n = int(counts.sum())
+    # np.unique sorts rows, so categories are already grouped by pair (lo, hi).
+    new_pair = np.ones(len(keys), dtype=bool)
+    new_pair[1:] = (cat_i[1:] != cat_i[:-1]) | (cat_j[1:] != cat_j[:-1])
+    starts = np.flatnonzero(new_pair)
+    inc_lo = np.zeros((len(starts), n_models))
+    inc_hi = np.zeros((len(starts), n_models))
+    inc_lo[np.arange(len(starts)), cat_i[starts]] = 1.0
+    inc_hi[np.arange(len(starts)), cat_j[starts]] = 1.0
+    duels = np.zeros(n_models, dtype=np.int64)
+    np.add.at(duels, cat_i, counts)
+    np.add.at(duels, cat_j, counts)
+    low = np.full(n_models, np.nan)
+    high = np.full(n_models, np.nan)
+    if n == 0:
+        rate = np.full(n_models, np.nan)
+    else:
+        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
+        rng = np.random.default_rng(seed)
+        draws = rng.multinomial(n, counts / n, size=reps).astype(float)
+        boot = _pair_rates(draws, starts, cat_s, inc_lo, inc_hi)  # (reps, L)
+        alpha = (1.0 - level) / 2.0
+        for m in range(n_models):
+            col = boot[:, m]
+            col = col[np.isfinite(col)]
+            if len(col) and np.isfinite(rate[m]):
+                low[m], high[m] = np.quantile(col, [alpha, 1.0 - alpha])
+    order = sorted(range(n_models), key=lambda m: (-np.nan_to_num(rate[m], nan=-1.0), m))
+    return Ranking(rate, low, high, duels, order, level, reps)

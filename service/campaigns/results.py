@@ -1,0 +1,320 @@
+"""A campaign's results as files people can read and take away (``GET /v1/campaigns/{id}/export``).
+
+* ``certificate.json``: the verdict (winner, or why there is none), delta, algorithm,
+  spend, duels, when and why the campaign ended;
+* ``battles.jsonl``: the judged duels as a FastChat / LMArena battle log
+  (``model_a``, ``model_b``, ``winner`` in ``model_a | model_b | tie | tie (bothbad)``,
+  ``question_id``, ``category``, ``judge``, ``turn``, ``anony``, ``tstamp``) plus
+  llmduel's own fields (``campaign_id``, ``duel_id``, ``number``, ``counted``,
+  ``score``, ``cost``); ``llmduel analyze battles.jsonl`` reads it back;
+* ``matrix.csv``: **choice**: one row per ordered pair (``model``, ``opponent``,
+  ``wins``, ``losses``, ``ties``, ``duels``, ``win_rate`` with ties as halves), every
+  judged duel whatever the tie policy; a long table reads in any spreadsheet and
+  keeps the counts next to the rates;
+* ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field with
+  a seeded bootstrap interval (:mod:`algorithms.ranking`), its duels, the configured
+  cost per query, the observed cost per query (its model charges over its answered
+  calls) and its observed spend.
+
+**choice**: the export is one JSON object ``{"campaign_id", "files": {name: text}}``
+(not a zip): it reads with curl and jq, and ``llmduel campaign export`` writes each
+file as is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from sqlalchemy import func, select
+
+from algorithms.ranking import bootstrap_ranking
+from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
+
+from ..models import Campaign, Charge, Duel, Prompt, from_nusd
+from ..prompts import question_id
+from .types import NotFound
+
+FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
+SCORE_OF_A = {Choice.A: 1.0, Choice.B: 0.0, Choice.TIE: 0.5, Choice.BOTH_BAD: 0.5}
+BOOTSTRAP_REPS = 1000
+# While a campaign runs the dashboard redraws its ranking at every change: fewer resamples
+# (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
+RUNNING_REPS = 250
+RANKING_CACHE = 64
+VERDICTS = {
+    CampaignStatus.CERTIFIED: "certified: {winner} beats every other model (error probability at most {delta:g})",
+    CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner: every model was shown to lose to another one",
+    CampaignStatus.BUDGET_EXHAUSTED: "not certified: the budget or the duel cap ran out (leader: {leader})",
+    CampaignStatus.STOPPED: "not certified: stopped by an admin (leader: {leader})",
+    CampaignStatus.RUNNING: "running: not certified yet (leader: {leader})",
+}
+
+
+def verdict_text(status: str, winner: str | None, leader: str | None, delta: float) -> str:
+    """The campaign's outcome in plain words."""
+    template = VERDICTS.get(status, "{status}")
+    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status)
+
+
+def _tstamp(d: Duel) -> float | None:
+    t = d.judged_at or d.created_at
+    return round(t.timestamp(), 3) if t is not None else None
+
+
+class CampaignResults:
+    """Reads a campaign's log once and derives the exported files and the dashboard's ranking."""
+
+    def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
+        """Aggregates for the ranking: judged outcomes by (model a, model b, choice), spend and calls per model."""
+        cid = c.id
+        outcomes = s.execute(
+            select(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice, func.count(Duel.id))
+            .where(Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+            .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice)
+        ).all()
+        spend = dict(
+            s.execute(
+                select(Charge.model_index, func.sum(Charge.amount_nusd))
+                .where(Charge.campaign_id == cid, Charge.kind == "model")
+                .group_by(Charge.model_index)
+            ).all()
+        )
+        calls: dict[int, int] = {}
+        # an answered call of either side: answer a is model_i's when a_is_i
+        for r in s.execute(
+            select(Duel.model_i, Duel.model_j, Duel.a_is_i, func.count(Duel.answer_a), func.count(Duel.answer_b))
+            .where(Duel.campaign_id == cid)
+            .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i)
+        ).all():
+            ma, mb = (r[0], r[1]) if r[2] else (r[1], r[0])
+            calls[ma] = calls.get(ma, 0) + int(r[3])
+            calls[mb] = calls.get(mb, 0) + int(r[4])
+        rows = []
+        for i, j, a_is_i, choice, n in outcomes:
+            a, b = (i, j) if a_is_i else (j, i)
+            rows.append((a, b, choice, int(n)))
+        return {"outcomes": rows, "spend": spend, "calls": calls}
+
+    def _results_data(self, campaign_id: int, with_duels: bool = True) -> dict[str, Any]:
+        with self.db.read() as s:
+            if not self.db.is_sqlite:  # the row, the log and the ledger from one snapshot
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            data = self._ranking_data(s, c)
+            data["view"] = self.campaign_view(c, 0)
+            data["version"] = int(c.version)
+            if not with_duels:
+                return data
+            duels = (
+                s.execute(
+                    select(Duel)
+                    .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED)
+                    .order_by(Duel.id)
+                )
+                .scalars()
+                .all()
+            )
+            meta = {
+                r.idx: (question_id(r.qid, r.idx), r.category)
+                for r in s.execute(
+                    select(Prompt.idx, Prompt.qid, Prompt.category).where(Prompt.campaign_id == campaign_id)
+                ).all()
+            }
+            data["duels"] = [
+                {
+                    "id": d.id,
+                    "number": d.number,
+                    "a": d.model_a,
+                    "b": d.model_b,
+                    "choice": d.choice,
+                    "counted": bool(d.counted),
+                    "score": d.score,
+                    "model_i": d.model_i,
+                    "judged_by": d.judged_by,
+                    "cost": from_nusd(d.cost_nusd),
+                    "tstamp": _tstamp(d),
+                    "meta": meta.get(d.prompt_index, (question_id(None, d.prompt_index), None)),
+                }
+                for d in duels
+            ]
+        return data
+
+    # ------------------------------------------------------------ pieces
+    @staticmethod
+    def _ranking(data: dict[str, Any], seed: int, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
+        view = data["view"]
+        names = [m["name"] for m in view["models"]]
+        scored = [o for o in data["outcomes"] if o[2] in SCORE_OF_A]
+        r = bootstrap_ranking(
+            [o[0] for o in scored],
+            [o[1] for o in scored],
+            [SCORE_OF_A[o[2]] for o in scored],
+            len(names),
+            weights=[o[3] for o in scored],
+            reps=reps,
+            seed=seed,
+        )
+
+        def num(x: float) -> float | None:
+            return None if x != x else round(float(x), 4)
+
+        out = []
+        for rank, m in enumerate(r.order, 1):
+            spend = from_nusd(int(data["spend"].get(m) or 0)) or 0.0
+            calls = int(data["calls"].get(m, 0))
+            out.append(
+                {
+                    "rank": rank,
+                    "model": names[m],
+                    "win_rate": num(r.win_rate[m]),
+                    "ci_low": num(r.low[m]),
+                    "ci_high": num(r.high[m]),
+                    "duels": int(r.duels[m]),
+                    "cost_per_query": view["models"][m]["cost"],
+                    "observed_cost_per_query": round(spend / calls, 9) if calls else None,
+                    "calls": calls,
+                    "spend": round(spend, 9),
+                }
+            )
+        return out
+
+    @staticmethod
+    def _matrix_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+        names = [m["name"] for m in data["view"]["models"]]
+        L = len(names)
+        wins = [[0] * L for _ in range(L)]
+        ties = [[0] * L for _ in range(L)]
+        for d in data["duels"]:
+            a, b, ch = d["a"], d["b"], d["choice"]
+            if ch == Choice.A:
+                wins[a][b] += 1
+            elif ch == Choice.B:
+                wins[b][a] += 1
+            elif ch in (Choice.TIE, Choice.BOTH_BAD):
+                ties[a][b] += 1
+                ties[b][a] += 1
+        rows = []
+        for i in range(L):
+            for j in range(L):
+                n = wins[i][j] + wins[j][i] + ties[i][j]
+                if i == j:
+                    continue
+                rows.append(
+                    {
+                        "model": names[i],
+                        "opponent": names[j],
+                        "wins": wins[i][j],
+                        "losses": wins[j][i],
+                        "ties": ties[i][j],
+                        "duels": n,
+                        "win_rate": round((wins[i][j] + 0.5 * ties[i][j]) / n, 4) if n else "",
+                    }
+                )
+        return rows
+
+    @staticmethod
+    def _battles(data: dict[str, Any]) -> list[dict[str, Any]]:
+        view = data["view"]
+        names = [m["name"] for m in view["models"]]
+        out = []
+        for d in data["duels"]:
+            if d["choice"] not in FASTCHAT_WINNER:
+                continue
+            qid, category = d["meta"]
+            score_a = None
+            if d["score"] is not None:
+                score_a = d["score"] if d["a"] == d["model_i"] else 1.0 - d["score"]
+            out.append(
+                {
+                    "question_id": qid,
+                    "category": category,
+                    "model_a": names[d["a"]],
+                    "model_b": names[d["b"]],
+                    "winner": FASTCHAT_WINNER[d["choice"]],
+                    "judge": d["judged_by"],
+                    "turn": 1,
+                    "anony": True,
+                    "tstamp": d["tstamp"],
+                    "campaign_id": view["id"],
+                    "duel_id": d["id"],
+                    "number": d["number"],
+                    "counted": d["counted"],
+                    "score_a": score_a,
+                    "cost": d["cost"],
+                }
+            )
+        return out
+
+    @staticmethod
+    def _certificate(data: dict[str, Any]) -> dict[str, Any]:
+        v = data["view"]
+        names = [m["name"] for m in v["models"]]
+        ended = v["ended_at"]
+        return {
+            "campaign_id": v["id"],
+            "name": v["name"],
+            "status": v["status"],
+            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"]),
+            "winner": v["winner"],
+            "leader": v["leader"],
+            "delta": v["delta"],
+            "confidence": 1.0 - v["delta"],
+            "algorithm": v["algorithm"],
+            "assumes_condorcet_winner": v["assumes_condorcet_winner"],
+            "certified_pairs": [[names[w], names[x]] for w, x in (v["certificates"] or [])],
+            "tie_policy": v["tie_policy"],
+            "spend": v["spend"],
+            "judge_spend": v["judge_spend"],
+            "budget": v["budget"],
+            "duels": v["duels"],
+            "duels_counted": v["duels_counted"],
+            "duels_failed": v["duels_failed"],
+            "max_duels": v["max_duels"],
+            "end_reason": v["end_reason"],
+            "ended_at": ended.isoformat() if ended is not None else None,
+            "models": [{"name": m["name"], "cost_per_query": m["cost"]} for m in v["models"]],
+            "seed": v["seed"],
+        }
+
+    # ------------------------------------------------------------ public
+    def ranking(self, campaign_id: int) -> list[dict[str, Any]]:
+        """The ranking table (win rate against the field with bootstrap intervals, costs, spend)."""
+        data = self._results_data(campaign_id, with_duels=False)
+        key = (campaign_id, data["version"])
+        cache = self.__dict__.setdefault("_ranking_cache", {})
+        if key in cache:
+            return cache[key]
+        running = data["view"]["status"] == CampaignStatus.RUNNING
+        rows = self._ranking(data, int(data["view"]["seed"]) % 2**32, RUNNING_REPS if running else BOOTSTRAP_REPS)
+        if len(cache) >= RANKING_CACHE:
+            cache.clear()
+        cache[key] = rows
+        return rows
+
+    def export(self, campaign_id: int) -> dict[str, Any]:
+        """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
+        data = self._results_data(campaign_id)
+        ranking = self._ranking(data, int(data["view"]["seed"]) % 2**32)
+        files: dict[str, str] = {}
+        files["certificate.json"] = json.dumps(self._certificate(data), indent=1) + "\n"
+        files["battles.jsonl"] = "".join(json.dumps(b) + "\n" for b in self._battles(data))
+        files["matrix.csv"] = _csv(
+            ["model", "opponent", "wins", "losses", "ties", "duels", "win_rate"], self._matrix_rows(data)
+        )
+        files["ranking.csv"] = _csv(list(ranking[0]) if ranking else ["rank", "model"], ranking)
+        files["ranking.json"] = json.dumps(ranking, indent=1) + "\n"
+        return {"campaign_id": campaign_id, "files": files}
+
+
+def _csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: "" if row.get(k) is None else row[k] for k in columns})
+    return buf.getvalue()

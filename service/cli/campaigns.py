@@ -1,0 +1,378 @@
+"""``llmduel campaign ...``: run a real evaluation from a campaign file against a running server.
+
+Every sub-command talks to the server over the REST API (:mod:`service.cli.remote`:
+``--url``, else ``LLMDUEL_URL``, else http://127.0.0.1:8000; the admin key from
+``LLMDUEL_API_KEY``). Files are read by :mod:`service.campaign_files`; results go
+to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
+
+* ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N]``: create the
+  campaign and start its background run when the judge is automatic;
+  ``--dry-run`` prints the forecast of its cost instead (nothing is created);
+* ``list``, ``show ID``, ``stop ID``;
+* ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
+  seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json;
+* ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
+  ran out of budget or duels and run it again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from service.cli.args import CLIError, whole_number
+from service.cli.remote import Remote, add_remote_arguments, remote_from_args
+
+AUTOMATIC_JUDGES = ("llm", "simulated")
+RUN_KEYS = {"concurrency", "max_duels"}
+
+
+# ---------------------------------------------------------------- formatting
+def _money(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.4f}" if abs(x) < 100 else f"{x:,.2f}"
+
+
+def verdict_line(c: dict[str, Any]) -> str:
+    """The outcome of a campaign in one line."""
+    status = c["status"]
+    if status == "certified":
+        return f"certified: {c['winner']} beats every other model (delta {c['delta']:g})"
+    if status == "no_condorcet_winner":
+        return "no Condorcet winner: every model was shown to lose to another one"
+    leader = c.get("leader") or "none"
+    if status == "budget_exhausted":
+        return f"not certified: {c.get('end_reason') or 'budget or duel cap reached'} (leader {leader})"
+    if status == "stopped":
+        return f"not certified: stopped (leader {leader})"
+    return f"running (leader {leader})"
+
+
+def progress_fraction(c: dict[str, Any]) -> float:
+    """Evidence against the threshold, in [0, 1] (1: the test stops)."""
+    beta = float(c.get("beta") or 0.0)
+    z = float(c.get("Z") or 0.0)
+    if c["status"] != "running":
+        return 1.0
+    if beta <= 0:
+        return 0.0
+    return max(0.0, min(1.0, z / beta))
+
+
+def progress_line(c: dict[str, Any], width: int = 24) -> str:
+    frac = progress_fraction(c)
+    filled = int(round(frac * width))
+    bar = "#" * filled + "." * (width - filled)
+    budget = f" of {_money(c['budget'])}" if c.get("budget") is not None else ""
+    cap = f"/{c['max_duels']}" if c.get("max_duels") else ""
+    return (
+        f"[{bar}] evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
+        f"  spend {_money(c['spend'])}{budget} USD  duels {c['duels']}{cap}"
+        f"  leader {c.get('leader') or '-'}"
+    )
+
+
+def summary(c: dict[str, Any]) -> str:
+    lines = [
+        f"campaign {c['id']}: {c['name']}",
+        f"  status     {c['status']}" + (f" ({c['end_reason']})" if c.get("end_reason") else ""),
+        f"  verdict    {verdict_line(c)}",
+        f"  algorithm  {c['algorithm']}, delta {c['delta']:g}, tie policy {c['tie_policy']}",
+        f"  judge      {c['judge'].get('kind')}",
+        "  models     " + ", ".join(f"{m['name']} ({m['cost']:g}/query)" for m in c["models"]),
+        f"  prompts    {c['n_prompts']}",
+        f"  spend      {_money(c['spend'])} USD"
+        + (f" of {_money(c['budget'])}" if c.get("budget") is not None else "")
+        + f" (judge {_money(c['judge_spend'])})",
+        f"  duels      {c['duels']} judged, {c['duels_failed']} failed, {c['pending']} in flight"
+        + (f", cap {c['max_duels']}" if c.get("max_duels") else ""),
+        f"  evidence   {float(c.get('Z') or 0):.3f} of threshold {float(c.get('beta') or 0):.3f}",
+        f"  run        {'active' if c['run']['active'] else 'idle'}"
+        + (f", error: {c['run']['error']}" if c["run"].get("error") else ""),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+# ---------------------------------------------------------------- commands
+def _start_run(remote: Remote, c: dict[str, Any], run: dict[str, Any]) -> dict[str, Any] | None:
+    if c["judge"].get("kind") not in AUTOMATIC_JUDGES or c["status"] != "running":
+        return None
+    return remote.post(f"/v1/campaigns/{c['id']}/run", json=run)
+
+
+def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> dict[str, Any]:
+    run = body.pop("run", None) or {}
+    if not isinstance(run, dict) or set(run) - RUN_KEYS:
+        raise CLIError(f"{path}: 'run' must be a mapping with concurrency and/or max_duels")
+    if args.concurrency is not None:
+        run["concurrency"] = args.concurrency
+    return run
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from service.campaign_files import CampaignFileError, read_campaign_file
+
+    try:
+        body = read_campaign_file(args.file)
+    except CampaignFileError as exc:
+        raise CLIError(str(exc)) from None
+    run = _run_options(body, args, args.file)
+    with remote_from_args(args) as remote:
+        if args.dry_run:
+            forecast = remote.post("/v1/campaigns/forecast", json=body)
+            if args.json:
+                _print_json(forecast)
+            else:
+                sys.stdout.write(format_forecast(forecast))
+            return 0
+        c = remote.post("/v1/campaigns", json=body)
+        started = None if args.no_run else _start_run(remote, c, run)
+        dashboard = f"{remote.url}/campaigns/{c['id']}"
+    if args.json:
+        _print_json({**c, "run_started": started is not None})
+        return 0
+    sys.stdout.write(summary(c))
+    print(f"  dashboard  {dashboard}")
+    if started is not None:
+        print(f"  started the background run (concurrency {started['run']['concurrency']})")
+        print(f"watch it:  llmduel campaign watch {c['id']}")
+    elif c["judge"].get("kind") == "human":
+        print(f"human judge: create voting links with POST /v1/campaigns/{c['id']}/annotators")
+    else:
+        print(f"held (--no-run); start it with POST /v1/campaigns/{c['id']}/run")
+    return 0
+
+
+def format_forecast(f: Any) -> str:
+    """The forecast of ``POST /v1/campaigns/forecast`` in words (fields it lacks are left out)."""
+    if not isinstance(f, dict):
+        raise CLIError("the server's forecast is not a JSON object")
+
+    def num(x: Any, money: bool) -> str:
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            return "-"
+        return _money(float(x)) if money else f"{float(x):,.0f}"
+
+    def spread(d: Any, money: bool) -> str:
+        d = d if isinstance(d, dict) else {}
+        return (
+            f"mean {num(d.get('mean'), money)} (p10 {num(d.get('p10'), money)}, "
+            f"median {num(d.get('median'), money)}, p90 {num(d.get('p90'), money)})"
+        )
+
+    lines = [
+        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, delta {f.get('delta')})",
+        f"  cost to certify   {spread(f.get('cost'), True)} USD",
+        f"  duels             {spread(f.get('duels'), False)}",
+    ]
+    if f.get("lower_bound") is not None:
+        lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
+    if isinstance(f.get("within_budget"), (int, float)):
+        lines.append(f"  within budget     {100 * f['within_budget']:.0f}% of runs")
+    if f.get("note"):
+        lines.append(f"  note: {f['note']}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.status:
+        params["status"] = args.status
+    with remote_from_args(args) as remote:
+        page = remote.get("/v1/campaigns", params=params)
+    if args.json:
+        _print_json(page)
+        return 0
+    print(f"{'id':>5}  {'status':<19} {'duels':>6} {'spend':>10}  {'winner/leader':<20} name")
+    for c in page["items"]:
+        who = c["winner"] or (f"({c['leader']})" if c.get("leader") else "-")
+        print(f"{c['id']:>5}  {c['status']:<19} {c['duels']:>6} {_money(c['spend']):>10}  {who:<20} {c['name']}")
+    if page.get("next_offset") is not None:
+        print(f"... {page['total']} campaigns in all (--limit)", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with remote_from_args(args) as remote:
+        c = remote.get(f"/v1/campaigns/{args.id}")
+    if args.json:
+        _print_json(c)
+    else:
+        sys.stdout.write(summary(c))
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    with remote_from_args(args) as remote:
+        c = remote.post(f"/v1/campaigns/{args.id}/stop")
+    if args.json:
+        _print_json(c)
+    else:
+        print(f"campaign {c['id']} {c['status']}: {verdict_line(c)}")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    tty = sys.stderr.isatty()
+    last_line = 0.0
+    with remote_from_args(args) as remote:
+        while True:
+            c = remote.get(f"/v1/campaigns/{args.id}")
+            line = progress_line(c)
+            now = time.monotonic()
+            if tty:
+                sys.stderr.write("\r\x1b[2K" + line)
+                sys.stderr.flush()
+            elif now - last_line >= args.every or c["status"] != "running":
+                print(line, file=sys.stderr, flush=True)
+                last_line = now
+            if c["status"] != "running":
+                if tty:
+                    sys.stderr.write("\n")
+                print(verdict_line(c))
+                return 0
+            run = c.get("run") or {}
+            if c["judge"].get("kind") in AUTOMATIC_JUDGES and not run.get("active") and run.get("error"):
+                if tty:
+                    sys.stderr.write("\n")
+                print(f"llmduel: the background run stopped: {run['error']}", file=sys.stderr)
+                return 1
+            time.sleep(args.interval)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} exists and is not a directory")
+    with remote_from_args(args) as remote:
+        data = remote.get(f"/v1/campaigns/{args.id}/export")
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        raise CLIError("the server's export has no files")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            if "/" in name or "\\" in name or name.startswith("."):
+                raise CLIError(f"the server sent an unsafe file name {name!r}")
+            (out / name).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
+    for name in files:
+        print(out / name)
+    return 0
+
+
+def cmd_continue(args: argparse.Namespace) -> int:
+    if args.budget is None and args.max_duels is None:
+        raise CLIError("continue needs --budget and/or --max-duels (the new, higher limit)")
+    patch: dict[str, Any] = {}
+    if args.budget is not None:
+        patch["budget"] = args.budget
+    if args.max_duels is not None:
+        patch["max_duels"] = args.max_duels
+    with remote_from_args(args) as remote:
+        remote.patch(f"/v1/campaigns/{args.id}", json=patch)
+        c = remote.get(f"/v1/campaigns/{args.id}")
+        run = {"concurrency": args.concurrency} if args.concurrency else {}
+        started = None if args.no_run else _start_run(remote, c, run)
+    if args.json:
+        _print_json({**c, "run_started": started is not None})
+        return 0
+    sys.stdout.write(summary(c))
+    if started is not None:
+        print(f"watch it:  llmduel campaign watch {c['id']}")
+    return 0
+
+
+# ---------------------------------------------------------------- parser
+def _usd(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget must be a number of USD, got {text!r}") from None
+    if not v > 0 or v != v or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"--budget must be > 0, got {text}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < v <= 3600:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, 3600], got {text}")
+    return v
+
+
+def _campaign_id(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a campaign id is a whole number, got {text!r}") from None
+    if not 1 <= v <= 2**62:
+        raise argparse.ArgumentTypeError(f"a campaign id is >= 1, got {v}")
+    return v
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "campaign",
+        help="create, watch and export campaigns on a running server (docs/guide.md)",
+        description="Campaigns on a running llmduel server (--url, else LLMDUEL_URL, else http://127.0.0.1:8000; "
+        "the admin key from LLMDUEL_API_KEY). See docs/guide.md.",
+    )
+    csub = p.add_subparsers(dest="campaign_command", metavar="ACTION", parser_class=type(p))
+    p.set_defaults(handler=lambda a: (p.print_help(sys.stderr), 2)[1])
+
+    def action(name: str, help: str, handler, *, with_id: bool = True, json_flag: bool = True):
+        a = csub.add_parser(name, help=help, description=help)
+        if with_id:
+            a.add_argument("id", type=_campaign_id, metavar="ID")
+        if json_flag:
+            a.add_argument("--json", action="store_true", help="print JSON for machines")
+        add_remote_arguments(a)
+        a.set_defaults(handler=handler)
+        return a
+
+    a = action("create", "create a campaign from a YAML/JSON campaign file and start it", cmd_create, with_id=False)
+    a.add_argument("file", metavar="FILE", help="campaign file (YAML or JSON; prompts inline or {file: ...})")
+    a.add_argument("--no-run", action="store_true", help="create it but do not start the background run")
+    a.add_argument("--dry-run", action="store_true", help="print the forecast of its cost; create nothing")
+    a.add_argument(
+        "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default 1)"
+    )
+
+    a = action("list", "list campaigns, newest first", cmd_list, with_id=False)
+    a.add_argument("--status", default=None, help="only campaigns with this status")
+    a.add_argument("--limit", type=whole_number("--limit"), default=50, help="at most this many (default 50)")
+
+    action("show", "a campaign's status, spend and verdict", cmd_show)
+
+    a = action("watch", "a progress bar until the campaign ends, then its verdict", cmd_watch, json_flag=False)
+    a.add_argument("--interval", type=_seconds, default=1.0, help="seconds between polls (default 1)")
+    a.add_argument(
+        "--every", type=_seconds, default=10.0, help="seconds between progress lines when not a terminal (default 10)"
+    )
+
+    action("stop", "end a running campaign", cmd_stop)
+
+    a = action("export", "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json", cmd_export)
+    a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
+
+    a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)
+    a.add_argument("--budget", type=_usd, default=None, help="the new budget in USD")
+    a.add_argument("--max-duels", type=whole_number("--max-duels"), default=None, help="the new duel cap")
+    a.add_argument("--no-run", action="store_true", help="do not restart the background run")
+    a.add_argument("--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight")

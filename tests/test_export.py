@@ -1,0 +1,90 @@
+"""GET /v1/campaigns/{id}/export: certificate, FastChat battle log, matrix, ranking; read back by `llmduel analyze`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from service_helpers import all_duels, campaign_body, simulated_judge
+
+from algorithms.research.analyze import analyze_source
+
+PROMPTS = [{"id": f"q{n}", "prompt": f"question {n}", "category": "odd" if n % 2 else "even"} for n in range(6)]
+
+
+async def certified_campaign(api) -> dict:
+    body = campaign_body(judge=simulated_judge(), prompts=PROMPTS, seed=11, delta=0.1, tie_policy="drop")
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(3000):
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        if r.status_code != 201:
+            break
+    c = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert c["status"] == "certified", c["status"]
+    return c
+
+
+async def test_export_files(api, tmp_path):
+    c = await certified_campaign(api)
+    r = await api.get(f"/v1/campaigns/{c['id']}/export")
+    assert r.status_code == 200, r.text
+    files = r.json()["files"]
+    assert set(files) == {"certificate.json", "battles.jsonl", "matrix.csv", "ranking.csv", "ranking.json"}
+
+    cert = json.loads(files["certificate.json"])
+    assert cert["winner"] == c["winner"] and cert["status"] == "certified" and cert["delta"] == 0.1
+    assert cert["duels"] == c["duels"] and cert["spend"] == c["spend"] and cert["ended_at"]
+    assert c["winner"] in cert["verdict"] and cert["algorithm"] == "dctas-pc"
+
+    battles = [json.loads(line) for line in files["battles.jsonl"].splitlines()]
+    judged = [d for d in await all_duels(api, c["id"]) if d["status"] == "judged"]
+    assert len(battles) == len(judged) == c["duels"]
+    by_id = {d["id"]: d for d in judged}
+    for b in battles:
+        d = by_id[b["duel_id"]]
+        assert b["model_a"] == d["model_a_name"] and b["model_b"] == d["model_b_name"]
+        expected = {"a": "model_a", "b": "model_b", "tie": "tie", "both_bad": "tie (bothbad)"}[d["choice"]]
+        assert b["winner"] == expected
+        assert b["question_id"] == d["question_id"] and b["question_id"].startswith("q")
+        assert b["category"] == ("odd" if int(b["question_id"][1:]) % 2 else "even")
+        assert b["judge"] == "judge:simulated" and isinstance(b["tstamp"], float)
+
+    # `llmduel analyze` reads the battle log back and names the same winner
+    path = tmp_path / "battles.jsonl"
+    path.write_text(files["battles.jsonl"])
+    rep = analyze_source(str(path))
+    assert rep["condorcet_winner"] == c["winner"]
+
+    rows = list(csv.DictReader(io.StringIO(files["matrix.csv"])))
+    assert len(rows) == 3 * 2
+    total = sum(int(r["duels"]) for r in rows)
+    assert total == 2 * len(battles)
+    for r in rows:  # the mirror row swaps wins and losses
+        mirror = next(x for x in rows if x["model"] == r["opponent"] and x["opponent"] == r["model"])
+        assert (r["wins"], r["losses"]) == (mirror["losses"], mirror["wins"])
+
+    ranking = json.loads(files["ranking.json"])
+    assert ranking[0]["model"] == c["winner"]
+    assert [r["rank"] for r in ranking] == [1, 2, 3]
+    for r in ranking:
+        assert r["ci_low"] <= r["win_rate"] <= r["ci_high"]
+        assert r["cost_per_query"] in (4.0, 1.0)
+    assert abs(sum(r["spend"] for r in ranking) - (c["spend"] - c["judge_spend"])) < 1e-6
+    assert list(csv.DictReader(io.StringIO(files["ranking.csv"])))[0]["model"] == c["winner"]
+    # the same export twice (seeded bootstrap)
+    assert (await api.get(f"/v1/campaigns/{c['id']}/export")).json()["files"] == files
+
+
+async def test_export_errors(api):
+    assert (await api.get("/v1/campaigns/999999/export")).status_code == 404
+    r = await api.post("/v1/campaigns", json=campaign_body())
+    cid = r.json()["id"]
+    tok = (await api.post(f"/v1/campaigns/{cid}/annotators", json={})).json()["token"]
+    r = await api.get(f"/v1/campaigns/{cid}/export", headers={"Authorization": f"Bearer {tok}"})
+    assert r.status_code == 403
+    # an empty campaign exports empty logs, not an error
+    files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
+    assert files["battles.jsonl"] == "" and json.loads(files["certificate.json"])["winner"] is None

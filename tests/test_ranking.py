@@ -1,0 +1,108 @@
+"""algorithms/ranking.py: win rate against the field and its seeded percentile bootstrap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from algorithms.ranking import bootstrap_ranking, field_win_rates
+
+
+def sample(P, pairs_n, rng):
+    """Duels on every pair (n each) with P[i][j] = P(i beats j)."""
+    a, b, s = [], [], []
+    L = len(P)
+    for i in range(L):
+        for j in range(i + 1, L):
+            wins = rng.random(pairs_n) < P[i][j]
+            a += [i] * pairs_n
+            b += [j] * pairs_n
+            s += list(wins.astype(float))
+    return np.array(a), np.array(b), np.array(s)
+
+
+def test_point_estimate_is_mean_of_pairwise_rates():
+    # 0 beats 1 three times out of 4; 0 beats 2 once out of 1 (a tie counts half: 2 vs 1 tie)
+    r = bootstrap_ranking([0, 0, 1, 0, 2], [1, 1, 0, 2, 1], [1, 1, 0, 1, 0.5], 3, reps=50, seed=1)
+    # pair (0,1): duels 0,1,2 -> 0 won all 3 (duel 2: model 1 scored 0) ; pair (0,2): 0 won 1
+    assert r.win_rate[0] == pytest.approx(1.0)
+    assert r.win_rate[1] == pytest.approx((0.0 + 0.5) / 2)
+    assert r.win_rate[2] == pytest.approx((0.0 + 0.5) / 2)
+    assert r.order[0] == 0 and list(r.duels) == [4, 4, 2]
+    W = [[0, 3, 1], [0, 0, 0.5], [0, 0.5, 0]]
+    N = [[0, 3, 1], [3, 0, 1], [1, 1, 0]]
+    assert np.allclose(field_win_rates(W, N), r.win_rate)
+
+
+def test_seeded_and_contains_estimate():
+    rng = np.random.default_rng(3)
+    P = [[0.5, 0.7, 0.8], [0.3, 0.5, 0.6], [0.2, 0.4, 0.5]]
+    a, b, s = sample(P, 80, rng)
+    r1 = bootstrap_ranking(a, b, s, 3, reps=400, seed=7)
+    r2 = bootstrap_ranking(a, b, s, 3, reps=400, seed=7)
+    r3 = bootstrap_ranking(a, b, s, 3, reps=400, seed=8)
+    assert np.array_equal(r1.low, r2.low) and np.array_equal(r1.high, r2.high)
+    assert not np.array_equal(r1.low, r3.low)
+    assert np.all(r1.low <= r1.win_rate) and np.all(r1.win_rate <= r1.high)
+    assert r1.order == [0, 1, 2]
+
+
+def test_interval_narrows_with_data_and_covers_truth():
+    P = np.array([[0.5, 0.65, 0.75], [0.35, 0.5, 0.55], [0.25, 0.45, 0.5]])
+    truth = np.array([(P[m].sum() - 0.5) / 2 for m in range(3)])
+    rng = np.random.default_rng(0)
+    widths, covered = [], 0
+    for t in range(60):
+        a, b, s = sample(P, 60, rng)
+        r = bootstrap_ranking(a, b, s, 3, reps=300, seed=t)
+        covered += int(np.all((r.low <= truth) & (truth <= r.high)))
+        widths.append(np.mean(r.high - r.low))
+    # three 95% intervals at once: joint coverage at least ~85% of 60 trials
+    assert covered >= 48, covered
+    a, b, s = sample(P, 600, rng)
+    big = bootstrap_ranking(a, b, s, 3, reps=300, seed=0)
+    assert np.mean(big.high - big.low) < 0.5 * np.mean(widths)
+
+
+def test_brute_force_resampling_agrees():
+    rng = np.random.default_rng(5)
+    a, b, s = sample([[0.5, 0.6], [0.4, 0.5]], 200, rng)
+    r = bootstrap_ranking(a, b, s, 2, reps=2000, seed=0)
+    brute = []
+    for _ in range(2000):
+        k = rng.integers(0, len(a), len(a))
+        brute.append(field_win_rates(*_wn(a[k], b[k], s[k]))[0])
+    lo, hi = np.quantile(brute, [0.025, 0.975])
+    assert abs(lo - r.low[0]) < 0.02 and abs(hi - r.high[0]) < 0.02
+
+
+def _wn(a, b, s):
+    W = np.zeros((2, 2))
+    N = np.zeros((2, 2))
+    for i, j, x in zip(a, b, s):
+        N[i, j] += 1
+        N[j, i] += 1
+        W[i, j] += x
+        W[j, i] += 1 - x
+    return W, N
+
+
+def test_empty_and_bad_input():
+    r = bootstrap_ranking([], [], [], 2)
+    assert np.all(np.isnan(r.win_rate)) and np.all(np.isnan(r.low))
+    with pytest.raises(ValueError):
+        bootstrap_ranking([0], [0], [1.0], 2)
+    with pytest.raises(ValueError):
+        bootstrap_ranking([0], [3], [1.0], 2)
+    with pytest.raises(ValueError):
+        bootstrap_ranking([0], [1], [2.0], 2)
+
+
+def test_weights_equal_repeated_rows():
+    rng = np.random.default_rng(9)
+    a, b, s = sample([[0.5, 0.7, 0.6], [0.3, 0.5, 0.5], [0.4, 0.5, 0.5]], 40, rng)
+    full = bootstrap_ranking(a, b, s, 3, reps=300, seed=2)
+    keys, counts = np.unique(np.stack([a, b, s], axis=1), axis=0, return_counts=True)
+    agg = bootstrap_ranking(keys[:, 0], keys[:, 1], keys[:, 2], 3, weights=counts, reps=300, seed=2)
+    assert np.allclose(full.win_rate, agg.win_rate) and np.allclose(full.low, agg.low)
+    assert np.allclose(full.high, agg.high) and list(full.duels) == list(agg.duels)

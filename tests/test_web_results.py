@@ -1,0 +1,73 @@
+"""The dashboard's results: the ranking table first, cost units, cancelled duels hidden,
+and no false "replayed log does not match" while duels are recorded during the replay."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from test_web import ADMIN, STRONG_P, app, client, create, run_to_end, web_db  # noqa: F401 (fixtures)
+
+
+async def test_ranking_table_opens_the_dashboard(app):  # noqa: F811
+    async with client(app, headers=ADMIN) as c:
+        camp = await create(c, name="ranked", judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2)
+        view = await run_to_end(c, camp["id"])
+        assert view["status"] == "certified"
+        html = (await c.get(f"/campaigns/{camp['id']}")).text
+    assert html.index('id="ranking-section"') < html.index('id="spend-section"') < html.index('id="evidence-section"')
+    rows = re.findall(r'<tr class="(is-winner|is-leader|)">\s*<td class="num">(\d+)</td><td>([^<]+)</td>', html)
+    assert [r[2] for r in rows][0] == "m0" and rows[0][0] == "is-winner" and [int(r[1]) for r in rows] == [1, 2, 3]
+    assert "Costs are in cost units" in html and " USD" not in html  # simulated: the paper's cost units
+    assert html.count('class="plain"') == 4  # one plain line under each plot
+
+
+async def test_cancelled_duels_are_hidden_from_recent_duels(app):  # noqa: F811
+    async with client(app, headers=ADMIN) as c:
+        camp = await create(c, name="stopped with duels in flight")
+        cid = camp["id"]
+        for _ in range(3):
+            assert (await c.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+        first = (await c.get(f"/v1/campaigns/{cid}/duels")).json()["items"][0]
+        assert (await c.post(f"/v1/duels/{first['id']}/vote", json={"choice": "a"})).status_code == 200
+        assert (await c.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        html = (await c.get(f"/campaigns/{cid}")).text
+    assert 'id="cancelled-note"' in html and "2 duels in flight" in html
+    assert "status-cancelled" not in html and html.count('<tr class="duel status-judged"') == 1
+
+
+async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, monkeypatch):  # noqa: F811
+    from service.web import data
+    from service.web.series import SeriesCache
+
+    async with client(app, headers=ADMIN) as c:
+        camp = await create(c, name="busy", judge={"kind": "human"})
+        cid = camp["id"]
+        for _ in range(6):
+            assert (await c.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+        pending = [d["id"] for d in (await c.get(f"/v1/campaigns/{cid}/duels")).json()["items"]]
+        assert (await c.post(f"/v1/duels/{pending.pop(0)}/vote", json={"choice": "a"})).status_code == 200
+    svc = app.state.service
+    real = svc.get_campaign
+    landed = []
+
+    def land():  # another duel is recorded (a run with duels in flight), while any is left
+        if pending:
+            duel_id = pending.pop(0)
+            svc.record_verdict_tx(duel_id, "b", judged_by="racer")
+            landed.append(duel_id)
+
+    def busy_get_campaign(campaign_id, admin=True):
+        land()
+        return real(campaign_id, admin)
+
+    class BusyCache(SeriesCache):
+        def series(self, db, campaign_id, state):
+            land()
+            return super().series(db, campaign_id, state)
+
+    monkeypatch.setattr(svc, "get_campaign", busy_get_campaign)
+    d = await asyncio.to_thread(data.dashboard, svc, BusyCache(), cid)
+    assert len(landed) == 5
+    assert d["evidence"].replay_ok is True
+    assert d["c"]["t"] == 6 and d["evidence"].points >= 1
