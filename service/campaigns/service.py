@@ -32,6 +32,7 @@ from ..db import Database
 from .orchestration import DuelOrchestration
 from .replay import CampaignReplay
 from .runner import BackgroundRuns
+from .stores import CampaignStores
 from .transactions import CampaignTransactions
 from .views import CampaignViews
 from .webhooks import Webhooks
@@ -39,7 +40,9 @@ from .webhooks import Webhooks
 log = logging.getLogger("llmduel.campaigns")
 
 
-class CampaignService(CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks):
+class CampaignService(
+    CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks, CampaignStores
+):
     """Domain logic over one :class:`Database`; one instance per app."""
 
     def __init__(self, settings: Settings, db: Database):

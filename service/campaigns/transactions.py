@@ -21,7 +21,7 @@ from ..clients import ClientError, Completion
 from ..config import Settings
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
 from ..schemas import CampaignCreate
-from . import rules
+from . import rules, stores
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, Forbidden, NotFound
@@ -71,6 +71,8 @@ class CampaignTransactions:
             algorithm=body.algorithm,
             delta=body.delta,
             tie_policy=body.tie_policy,
+            answers=body.answers,
+            verdicts=body.verdicts,
             status=CampaignStatus.RUNNING,
             models=[{"name": m.name, "cost": m.cost, "client": m.client} for m in body.models],
             n_prompts=len(body.prompts),
@@ -244,6 +246,8 @@ class CampaignTransactions:
                     judge=dict(c.judge),
                     tie_policy=c.tie_policy,
                     seed=int(c.seed),
+                    answers=c.answers,
+                    verdicts=c.verdicts,
                 )
                 charges, columns = self.answer_now(plan, now)
                 for key, value in columns.items():
@@ -283,7 +287,16 @@ class CampaignTransactions:
         for idx in (plan.i, plan.j):
             res = results[idx]
             name = plan.models[idx]["name"]
-            if isinstance(res, Completion):
+            if isinstance(res, stores.Stored):  # reused: a zero-cost ledger row naming the charge that paid
+                info[idx] = {
+                    "model": name,
+                    "input_tokens": res.input_tokens,
+                    "output_tokens": res.output_tokens,
+                    "cost": 0.0,
+                    "reused_answer": res.id,
+                }
+                charges.append(stores.reuse_charge(plan.campaign_id, "model", idx, res, now))
+            elif isinstance(res, Completion):
                 amount = cost_nusd(res.cost)
                 info[idx] = {
                     "model": name,
@@ -349,8 +362,17 @@ class CampaignTransactions:
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
             charges, total, fields, error = self._settle_answers(plan, results, now)
-            if charges:
-                s.execute(insert(Charge), [dict(ch, duel_id=d.id) for ch in charges])
+            charge_ids: dict[int, int] = {}
+            for ch in charges:
+                charge_ids[ch["model_index"]] = s.execute(
+                    insert(Charge).values(**ch, duel_id=d.id).returning(Charge.id)
+                ).scalar_one()
+            for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
+                res = results.get(idx) if isinstance(idx, int) else None
+                if isinstance(res, Completion):
+                    stores.finalize_answer(
+                        s, claim, res, clean_text(res.text), cost_nusd(res.cost), charge_ids.get(idx)
+                    )
             d.cost_nusd += total
             c.spend_nusd += total
             for key, value in fields.items():
@@ -395,8 +417,16 @@ class CampaignTransactions:
         judge_cost: float = 0.0,
         judge_detail: dict | None = None,
         judge_error: str | None = None,
+        verdict_claim: stores.Claim | None = None,
+        stored_choice: str | None = None,
+        reused_verdict: stores.Stored | None = None,
     ) -> DuelOutcome:
         """Step 4 (locked): a vote or an automatic verdict, counted exactly once.
+
+        ``verdict_claim``: the verdict store row this judgement was paid for; it is
+        stored (``stored_choice``, in the stored order) with its charge when the judge
+        gave a verdict. ``reused_verdict``: the verdict came from the store (a zero-cost
+        ledger row names the charge that paid for it).
 
         The duel moves pending -> judged by a conditional UPDATE (``WHERE status =
         'pending'``) in the same transaction as the policy update; a duplicate
@@ -419,21 +449,35 @@ class CampaignTransactions:
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd = cost_nusd(judge_cost)
+            judge_charge_id = None
+            if reused_verdict is not None:
+                s.execute(
+                    insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, reused_verdict, now), duel_id=d.id)
+                )
             if judge_nusd:
                 # A judge call is charged whatever happens to its verdict.
-                s.execute(
-                    insert(Charge),
-                    [
-                        {
-                            "campaign_id": c.id,
-                            "duel_id": d.id,
-                            "kind": "judge",
-                            "model_index": None,
-                            "amount_nusd": judge_nusd,
-                            "created_at": now,
-                        }
-                    ],
+                judge_charge_id = s.execute(
+                    insert(Charge)
+                    .values(
+                        campaign_id=c.id,
+                        duel_id=d.id,
+                        kind="judge",
+                        model_index=None,
+                        amount_nusd=judge_nusd,
+                        created_at=now,
+                    )
+                    .returning(Charge.id)
+                ).scalar_one()
+            if verdict_claim is not None and choice is not None and stored_choice is not None:
+                stores.finalize_verdict(
+                    s,
+                    verdict_claim,
+                    stored_choice,
+                    jsonable(judge_detail) if judge_detail else None,
+                    judge_nusd,
+                    judge_charge_id,
                 )
+            if judge_nusd:
                 d.cost_nusd += judge_nusd
                 c.spend_nusd += judge_nusd
                 c.judge_spend_nusd += judge_nusd

@@ -41,9 +41,21 @@ class CampaignConfig:
     n_prompts: int
     max_duels: int | None
     budget_nusd: int | None
+    answers: str = "fresh"
+    verdicts: str = "fresh"
 
 
-_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "max_duels", "budget_nusd")
+_CONFIG_COLUMNS = (
+    "models",
+    "judge",
+    "tie_policy",
+    "seed",
+    "n_prompts",
+    "max_duels",
+    "budget_nusd",
+    "answers",
+    "verdicts",
+)
 
 
 class DuelRow(SimpleNamespace):
@@ -67,6 +79,8 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
         n_prompts=int(row.n_prompts),
         max_duels=row.max_duels,
         budget_nusd=row.budget_nusd,
+        answers=row.answers,
+        verdicts=row.verdicts,
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -148,6 +162,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         judge=dict(cfg.judge),
         tie_policy=cfg.tie_policy,
         seed=cfg.seed,
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
     )
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)
