@@ -173,6 +173,8 @@ def test_each_answer_and_verdict_is_paid_once_and_a_second_campaign_reuses_them(
         assert view["winner"] == "large"
         assert view["answers"] == "reuse" and view["verdicts"] == "reuse"
         assert view["cost_model"] == "marginal given stored answers"
+        # the policy ended with marginal costs: most answers of the first campaign were stored by then
+        assert max(view["policy_costs"]) < 0.001 and view["policy_judge_cost"] < 2 * 0.0002
         reqs = [r for r in _requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
 
         # every (model, prompt) answer and every (question, first, second) judgement requested at most once

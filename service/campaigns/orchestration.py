@@ -288,6 +288,7 @@ class DuelOrchestration:
 
     async def plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
+            await self.update_store_costs(campaign_id, wait=principal is None)
             if principal is not None and not run:
                 return await self._hot(
                     hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id, principal

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -35,6 +36,8 @@ from sqlalchemy.exc import IntegrityError
 from algorithms.vocabulary import Choice, CostModel, JudgeKind, Reuse
 
 from ..models import StoredAnswer, StoredVerdict, utcnow
+
+log = logging.getLogger("llmduel.campaigns")
 
 GENERATING = "generating"
 READY = "ready"
@@ -193,6 +196,20 @@ def marginal_costs(
     return {"costs": costs, "judge_cost": judge}
 
 
+def apply_costs(policy: Any, target: dict | None) -> dict | None:
+    """Give the policy the campaign's current marginal costs before a selection.
+
+    Returns what the duel log records (``duels.costs_at_select``) when the costs
+    changed, else None; replay calls ``set_costs`` with the recorded values at the
+    same point, so it stays exact however the costs were computed.
+    """
+    if target is None or not hasattr(policy, "set_costs"):
+        return None
+    if policy.set_costs(target["costs"], target["judge_cost"]):
+        return {"costs": [float(x) for x in target["costs"]], "judge_cost": float(target["judge_cost"])}
+    return None
+
+
 # ---------------------------------------------------------------- what a duel gets from a store
 @dataclass
 class Stored:
@@ -275,7 +292,96 @@ def finalize_verdict(
 
 
 class CampaignStores:
-    """The stores' own short transactions (they run in worker threads, outside any campaign lock)."""
+    """The stores' own short transactions (they run in worker threads, outside any campaign lock),
+    and the per-process marginal costs handed to the policies."""
+
+    #: How old (seconds) a campaign's marginal costs may be before a plan refreshes them.
+    store_costs_ttl = 0.5
+
+    def _store_cost_cache(self) -> dict:
+        cache = self.__dict__.get("_store_costs")
+        if cache is None:
+            cache = self.__dict__["_store_costs"] = {}
+        return cache
+
+    def store_costs_for(self, campaign_id: int) -> dict | None:
+        """The latest marginal costs of a campaign using the stores ({"costs", "judge_cost"}), or None."""
+        hit = self._store_cost_cache().get(campaign_id)
+        return None if hit is None else hit[1]
+
+    def refresh_store_costs(self, campaign_id: int) -> dict | None:
+        """Recompute a campaign's marginal costs from the stores (a worker thread; no lock held).
+
+        None for a campaign whose cost model is "per query" (its policy's costs never change).
+        """
+        import time
+
+        from ..models import Campaign, Prompt
+        from . import rules
+
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                return None
+            if cost_model(c.answers, c.verdicts, c.models, c.judge) == CostModel.PER_QUERY:
+                self._store_cost_cache()[campaign_id] = (math.inf, None)  # never changes
+                return None
+            models, judge, answers, verdicts = list(c.models), dict(c.judge), c.answers, c.verdicts
+            hashes_cache = self.__dict__.setdefault("_prompt_hashes", {})
+            hashes = hashes_cache.get(campaign_id)
+            if hashes is None:
+                texts = s.execute(select(Prompt.text).where(Prompt.campaign_id == campaign_id).order_by(Prompt.idx))
+                hashes = [prompt_hash(t) for t in texts.scalars()]
+                if len(hashes_cache) >= 1000:
+                    hashes_cache.clear()
+                hashes_cache[campaign_id] = hashes
+        mkeys = [model_key(m) if stores_answers(answers, m) else None for m in models]
+        jkey = judge_key(judge) if stores_verdicts(verdicts, judge) else None
+        cov = self.coverage(mkeys, jkey, hashes)
+        n_prompts = len(set(hashes))
+        L = len(models)
+        per_prompt = L * (L - 1) // 2 * (1 if bool(judge.get("both_orders", True)) else 2)
+        out = marginal_costs(
+            [float(m["cost"]) for m in models],
+            rules.judge_cost_per_duel(judge),
+            [None if k is None else cov["answered"].get(k, 0) for k in mkeys],
+            None if jkey is None else cov["judged"],
+            (n_prompts, n_prompts * per_prompt),
+        )
+        cache = self._store_cost_cache()
+        if len(cache) >= 10_000:
+            cache.clear()
+        cache[campaign_id] = (time.monotonic(), out)
+        return out
+
+    def store_costs_stale(self, campaign_id: int) -> bool:
+        import time
+
+        hit = self._store_cost_cache().get(campaign_id)
+        return hit is None or (hit[0] != math.inf and time.monotonic() - hit[0] > self.store_costs_ttl)
+
+    async def update_store_costs(self, campaign_id: int, wait: bool) -> None:
+        """Refresh a campaign's marginal costs when stale: awaited the first time or when ``wait``,
+        else in the background (an annotator's next duel does not wait for it)."""
+        if not self.store_costs_stale(campaign_id):
+            return
+        busy: set = self.__dict__.setdefault("_store_costs_busy", set())
+        if wait or campaign_id not in self._store_cost_cache():
+            await self.in_thread(self.refresh_store_costs, campaign_id)
+            return
+        if campaign_id in busy:
+            return
+
+        async def refresh() -> None:
+            try:
+                await self.in_thread(self.refresh_store_costs, campaign_id)
+            except Exception as exc:  # the previous costs stay in use
+                log.warning("campaign %s: marginal costs not refreshed (%s)", campaign_id, type(exc).__name__)
+            finally:
+                busy.discard(campaign_id)
+
+        busy.add(campaign_id)
+        self.spawn(refresh())
 
     def claim_tx(self, table: str, key: str, columns: dict, lease: dt.timedelta) -> tuple[str, Any]:
         """Look ``key`` up and claim it when missing.

@@ -184,6 +184,7 @@ class CampaignTransactions:
                         )
             if err is None:
                 policy = self.policies.take(c.id, c.event_seq, c.policy_state)
+                costs_record = stores.apply_costs(policy, self.store_costs_for(c.id))
                 pending = rules.pending_pairs(inflight)
                 i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
                 number = c.duels_created + 1
@@ -227,8 +228,9 @@ class CampaignTransactions:
                         now + self.call_expiry,
                     )
                 )
+                duel.costs_at_select = costs_record
                 state = jsonable(policy.to_state())
-                if state != c.policy_state:  # next_pair changed the state (not the case for today's policies)
+                if state != c.policy_state:  # set_costs (marginal costs given the stores) changed the state
                     c.policy_state = state
                 c.duels_created = number
                 s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(campaign_id, seq, p)

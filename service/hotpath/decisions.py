@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import rules
+from ..campaigns import rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..models import Duel, utcnow
@@ -122,6 +122,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     if rules.max_duels_reached(cfg.max_duels, row.duels_judged, len(inflight)):
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
+    if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
+        raise Fallback  # the marginal costs changed: the general path stores the policy's new state
     pending = rules.pending_pairs(inflight)
     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
     number = row.duels_created + 1
