@@ -280,6 +280,7 @@ class ChargeOut(BaseModel):
     reuses_charge_id: int | None = Field(
         None, description="A zero-cost reuse of a stored answer or verdict: the charge that paid for it."
     )
+    reused: bool = Field(False, description="A zero-cost row: the answer or verdict came from the store.")
     created_at: dt.datetime
 
 

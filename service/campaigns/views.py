@@ -242,6 +242,7 @@ class CampaignViews:
                     "model_index": ch.model_index,
                     "amount": from_nusd(ch.amount_nusd),
                     "reuses_charge_id": ch.reuses_charge_id,
+                    "reused": bool(ch.detail and ch.detail.get("reused")),
                     "created_at": ch.created_at,
                 }
                 for ch in charges
