@@ -189,7 +189,10 @@ class Charge(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
-    duel_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True)
+    # NULL: an answer pre-generated for annotators before any duel needed it (service/campaigns/pregeneration.py)
+    duel_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True, nullable=True
+    )
     kind: Mapped[str] = mapped_column(String(8))  # "model" or "judge"
     model_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     amount_nusd: Mapped[int] = mapped_column(BigInteger)

@@ -241,3 +241,53 @@ def test_fresh_answers_pay_per_duel(service, fake_provider, db_url):
     assert max(answers.values()) > 1
     assert sum(answers.values()) == 2 * len([d for d in duels if d["status"] in ("judged", "failed", "cancelled")])
     _replay_ok(db_url, cid)
+
+
+async def test_answers_are_pre_generated_for_annotators(api, fake_provider):
+    """Human judge + reuse: after a next-duel, the next planned duels' answers are generated in the
+    background and charged to the campaign; the next duel takes them from the store."""
+    import asyncio
+
+    from service.campaigns.pregeneration import PREGEN_DUELS, planned_prompts
+
+    tag = f"p{time.monotonic_ns()}"
+    prompts = [f"Pregen question {n}." for n in range(10)]
+    body = _body(fake_provider, tag, prompts)
+    body["models"] = body["models"][:3]
+    body["judge"] = {"kind": "human"}
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+    who = {"Authorization": f"Bearer {token}"}
+    r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+    assert r.status_code == 201, r.text
+    first = r.json()
+    models = [m["client"]["model"] for m in body["models"]]
+    wanted = {(m, prompts[i]) for i in planned_prompts(11, 1, len(prompts), PREGEN_DUELS) for m in models}
+    deadline = time.monotonic() + 60
+    while True:
+        asked = {(q["model"], q["prompt"]) for q in _requests(fake_provider) if q["kind"] == "answer"}
+        if wanted <= asked or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert wanted <= asked, wanted - asked
+    await asyncio.sleep(0.5)  # the last pre-generated answer's transaction
+    n_before = len(_requests(fake_provider))
+    assert (await api.post(f"/v1/duels/{first['id']}/vote", headers=who, json={"choice": "a"})).status_code == 200
+    r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+    assert r.status_code == 201, r.text
+    second = (await api.get(f"/v1/duels/{r.json()['id']}")).json()
+    # both answers came from the store: zero-cost reuse rows, no new answer request for its prompt
+    model_charges = [ch for ch in second["charges"] if ch["kind"] == "model"]
+    assert len(model_charges) == 2 and all(ch["reused"] and ch["amount"] == 0 for ch in model_charges)
+    new = [q for q in _requests(fake_provider)[n_before:] if q["kind"] == "answer" and q["prompt"] == second["prompt"]]
+    assert new == []
+    # the pre-generated answers are charged to the campaign: spend = the provider's requests x prices
+    await asyncio.sleep(1.0)
+    mine = [q for q in _requests(fake_provider) if q["model"].startswith(tag + "-")]
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["spend"] == pytest.approx(
+        sum(_nusd(q["prompt_tokens"], q["completion_tokens"], PRICE) for q in mine), abs=1e-9 * (len(mine) + 1)
+    )
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]

@@ -4,7 +4,8 @@ Revision ID: 0008
 Revises: 0001
 The answer store and the verdict store shared by every campaign, the campaign's
 ``answers`` / ``verdicts`` settings (existing campaigns keep ``fresh``), the
-ledger's ``reuses_charge_id`` and the duel log's ``costs_at_select``.
+ledger's ``reuses_charge_id`` (and ``duel_id`` NULL for answers pre-generated
+for annotators) and the duel log's ``costs_at_select``.
 """
 from typing import Sequence, Union
 
@@ -62,15 +63,18 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('verdicts', sa.String(length=8), server_default='fresh', nullable=False))
     with op.batch_alter_table('charges', schema=None) as batch_op:
         batch_op.add_column(sa.Column('reuses_charge_id', sa.BigInteger(), nullable=True))
+        batch_op.alter_column('duel_id', existing_type=sa.BigInteger(), nullable=True)
     with op.batch_alter_table('duels', schema=None) as batch_op:
         batch_op.add_column(sa.Column('costs_at_select', sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
+    op.execute("DELETE FROM charges WHERE duel_id IS NULL")  # pre-generation charges have no duel
     with op.batch_alter_table('duels', schema=None) as batch_op:
         batch_op.drop_column('costs_at_select')
     with op.batch_alter_table('charges', schema=None) as batch_op:
         batch_op.drop_column('reuses_charge_id')
+        batch_op.alter_column('duel_id', existing_type=sa.BigInteger(), nullable=False)
     with op.batch_alter_table('campaigns', schema=None) as batch_op:
         batch_op.drop_column('verdicts')
         batch_op.drop_column('answers')

@@ -30,6 +30,7 @@ import anyio
 from ..config import Settings
 from ..db import Database
 from .orchestration import DuelOrchestration
+from .pregeneration import Pregeneration
 from .replay import CampaignReplay
 from .runner import BackgroundRuns
 from .stores import CampaignStores
@@ -41,7 +42,14 @@ log = logging.getLogger("llmduel.campaigns")
 
 
 class CampaignService(
-    CampaignTransactions, CampaignViews, CampaignReplay, DuelOrchestration, BackgroundRuns, Webhooks, CampaignStores
+    CampaignTransactions,
+    CampaignViews,
+    CampaignReplay,
+    DuelOrchestration,
+    BackgroundRuns,
+    Webhooks,
+    CampaignStores,
+    Pregeneration,
 ):
     """Domain logic over one :class:`Database`; one instance per app."""
 

@@ -390,6 +390,10 @@ class CampaignStores:
         caller holds a live claim. A claim older than ``lease`` is taken over.
         """
         model = _TABLES[table]
+        with self.db.read() as s:  # the common case, a stored result, without the write lock
+            row = s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none()
+            if row is not None:
+                return "ready", _stored(table, row)
         now = utcnow()
         try:
             with self.db.write() as s:
