@@ -291,3 +291,19 @@ async def test_answers_are_pre_generated_for_annotators(api, fake_provider):
         sum(_nusd(q["prompt_tokens"], q["completion_tokens"], PRICE) for q in mine), abs=1e-9 * (len(mine) + 1)
     )
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
+
+
+async def test_two_models_with_one_generation_config_do_not_wait_for_each_other(api, fake_provider):
+    """Same provider model and parameters under two names: one duel needs the same stored answer
+    twice; it must not wait for itself (the second call is charged, not stored)."""
+    import asyncio
+
+    tag = f"d{time.monotonic_ns()}"
+    body = _body(fake_provider, tag, ["Twin question."], judge={"kind": "human"})
+    body["models"] = [dict(body["models"][0], name="one"), dict(body["models"][0], name="two")]
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    r = await asyncio.wait_for(api.post(f"/v1/campaigns/{cid}/duels"), timeout=30)
+    assert r.status_code == 201, r.text
+    duel = (await api.get(f"/v1/duels/{r.json()['id']}")).json()
+    assert duel["status"] == "pending" and duel["answer_a"] == duel["answer_b"]
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]

@@ -118,6 +118,10 @@ class DuelOrchestration:
         the lease (``call_expiry``), then taken over.
         """
         loop = asyncio.get_running_loop()
+        asked = plan.__dict__.setdefault("_store_keys", set())
+        if key in asked:
+            return None  # two models of one duel with the same generation config: the second is not stored
+        asked.add(key)
         while True:
             fut = self._flights.get(key)
             if fut is not None:
