@@ -14,7 +14,9 @@ run (``--concurrency`` duels at once), dctas-pc, delta = 0.05.
 For each prompt-set size (50 and 500) and seed, the same campaign runs twice:
 ``answers: fresh, verdicts: fresh`` (every duel pays two answers and two judge
 calls), then ``answers: reuse, verdicts: reuse`` (the defaults). Each seed uses its
-own model names, so the reuse campaigns start with empty stores. Printed per
+own model names and the database is a new file, so the reuse campaigns start with
+empty stores; the names are fixed, so the fake judge's draws (a hash of question
+and answers) are the same at every run. Printed per
 campaign: status, duels, spend (USD, the ledger), provider requests, and the
 bound = every (model, prompt) answer once + every pair judged once (both orders)
 on every prompt, computed from the fake provider's deterministic token counts.
@@ -180,7 +182,6 @@ def main() -> int:
 
     async def run() -> None:
         nonlocal bad
-        run_id = uuid.uuid4().hex[:6]
         print(
             f"{'prompts':>7} {'seed':>4} {'mode':<6} {'status':<10} {'duels':>6} {'spend USD':>10} "
             f"{'bound USD':>10} {'spend/bound':>11} {'answers':>7} {'judge':>6} {'max/key':>7} {'s':>5}"
@@ -189,7 +190,7 @@ def main() -> int:
         for size in [int(x) for x in args.sizes.split(",")]:
             prompts = [f"Benchmark question {n}: explain topic {n % 37} in case {n}." for n in range(size)]
             for seed in range(args.seeds):
-                tag = f"{run_id}-P{size}-s{seed}"
+                tag = f"P{size}-s{seed}"  # fixed names: the judge's draws (a hash of the texts) repeat
                 bound = bound_usd(tag, prompts)
                 for reuse in (False, True):
                     before = len(httpx.get(fake + "/v1/requests", timeout=60).json()["requests"])
