@@ -1,6 +1,6 @@
 """Pre-generation for annotators: answers for the next duels, made before anyone waits for them.
 
-With a human judge and answer reuse, after each next-duel request the service
+With a human judge and answer reuse, after each annotator's next-duel request the service
 generates, in a small background task per campaign, the stored answers that the
 next ``PREGEN_DUELS`` planned duels will need: the prompts those duels will draw
 (the campaign's own prompt draw, :func:`service.campaigns.rules.draw_prompt_and_side`)
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -36,6 +37,7 @@ log = logging.getLogger("llmduel.campaigns")
 
 PREGEN_DUELS = 4  # planned duels ahead whose answers are generated
 PREGEN_CONCURRENCY = 2  # model calls at once per campaign
+PREGEN_PAUSE_S = 30.0  # no pre-generation for a campaign this long after a failed call
 
 
 def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int) -> list[int]:
@@ -52,14 +54,20 @@ class Pregeneration:
     """Background pre-generation of the answers the next duels need (human judges, answer reuse)."""
 
     def schedule_pregeneration(self, campaign_id: int) -> None:
+        """After an annotator's next-duel: pre-generate in the background (one task per campaign;
+        paused for ``PREGEN_PAUSE_S`` after a failed call, so a failing provider is not called more)."""
         busy: set = self.__dict__.setdefault("_pregen_busy", set())
-        if campaign_id in busy:
+        paused: dict = self.__dict__.setdefault("_pregen_paused", {})
+        if campaign_id in busy or paused.get(campaign_id, 0.0) > time.monotonic():
             return
         busy.add(campaign_id)
 
         async def run() -> None:
             try:
-                await self.pregenerate(campaign_id)
+                if await self.pregenerate(campaign_id) < 0:
+                    if len(paused) >= 10_000:
+                        paused.clear()
+                    paused[campaign_id] = time.monotonic() + PREGEN_PAUSE_S
             except Exception as exc:  # never breaks a request; the duels call the models themselves
                 log.warning("campaign %s: pre-generation failed (%s)", campaign_id, type(exc).__name__)
             finally:
@@ -114,15 +122,19 @@ class Pregeneration:
         return plan, [w for w in wanted if w[2] not in have]
 
     async def pregenerate(self, campaign_id: int) -> int:
-        """Generate the missing answers of the next planned duels; returns how many were paid for."""
+        """Generate the missing answers of the next planned duels; returns how many were paid for,
+        or -1 when a call failed (the remaining ones are not made)."""
         found = await self.in_thread(self.pregen_targets_tx, campaign_id)
         if not found:
             return 0
         context, targets = found
         gate = asyncio.Semaphore(PREGEN_CONCURRENCY)
+        failed = []
 
         async def one(n: int, prompt: str, key: str, mkey: str, phash: str) -> int:
             async with gate:
+                if failed:
+                    return 0
                 plan = DuelPlan(**{**context.__dict__, "prompt": prompt, "claims": {}})
                 try:
                     stored = await self._acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
@@ -132,11 +144,13 @@ class Pregeneration:
                     if isinstance(res, Completion):
                         await self.in_thread(self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res)
                         return 1
+                    failed.append(n)
                     return 0
                 finally:
                     await self._settle_claims(plan, [n])
 
-        return sum(await asyncio.gather(*(one(*t) for t in targets)))
+        paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
+        return -1 if failed else paid
 
     def store_pregenerated_tx(self, campaign_id: int, n: int, claim: Any, res: Completion) -> None:
         """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction."""
