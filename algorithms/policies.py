@@ -181,6 +181,31 @@ class Policy:
         k = self._choose(self._pending_counts(pending))
         return int(self.PI[k]), int(self.PJ[k])
 
+    def set_costs(self, costs: Sequence[float], judge_cost: Any = None) -> bool:
+        """Use new per-arm costs (and judge cost ``c_J``, unchanged when None) from now on.
+
+        For costs that change during a campaign, e.g. the marginal cost of a duel
+        given answers already paid for. Counts, wins and the stopping statistics are
+        kept; the cost-dependent caches are rebuilt. Returns False (and changes
+        nothing) when the costs are the ones in use, so a policy whose costs never
+        change behaves exactly as before.
+        """
+        c = _validate_costs(costs)
+        if c.shape != self.costs.shape:
+            raise PolicyError(f"costs must have {self.L} entries, got {c.shape[0]}")
+        jc = self.judge_cost if judge_cost is None else _validate_judge_cost(judge_cost)
+        if np.array_equal(c, self.costs) and jc == self.judge_cost:
+            return False
+        self.costs, self.judge_cost = c, jc
+        if jc:
+            self.params["judge_cost"] = jc
+        else:
+            self.params.pop("judge_cost", None)
+        self.duel_costs = effective_costs(self.costs, self.judge_cost)
+        self._policy_costs = self._costs_for_sampling()
+        self._rebuild()
+        return True
+
     def record(self, i: int, j: int, score: float) -> None:
         """Record a judged duel: ``score`` is the score of arm ``i`` (1 win, 0 loss, 0.5 half)."""
         k = self.pair_index(i, j)

@@ -73,4 +73,34 @@ class JudgeKind(StrEnum):
 
 IN_FLIGHT: tuple[DuelStatus, ...] = (DuelStatus.CALLING, DuelStatus.PENDING)
 
-__all__ = ["Algorithm", "CampaignStatus", "Choice", "DuelStatus", "IN_FLIGHT", "JudgeKind", "TiePolicy"]
+
+class Reuse(StrEnum):
+    """A campaign's ``answers`` and ``verdicts`` settings (docs/reuse.md).
+
+    ``reuse``: one answer per (model, prompt), one LLM verdict per (prompt, answer
+    pair, order), paid once and shared by every campaign; ``fresh``: every duel pays
+    for new ones.
+    """
+
+    REUSE = "reuse"
+    FRESH = "fresh"
+
+
+class CostModel(StrEnum):
+    """What the cost-aware policy, the oracle and the lower bound count as a duel's cost."""
+
+    PER_QUERY = "per query"
+    MARGINAL = "marginal given stored answers"
+
+
+__all__ = [
+    "Algorithm",
+    "CampaignStatus",
+    "Choice",
+    "CostModel",
+    "DuelStatus",
+    "IN_FLIGHT",
+    "JudgeKind",
+    "Reuse",
+    "TiePolicy",
+]

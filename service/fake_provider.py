@@ -27,6 +27,10 @@ end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]`
   ``fault-timeout`` (sleeps ``timeout_sleep_s`` then answers) or ``fault-flaky``
   (the first request with a given body fails with 503, the next succeeds).
 * ``GET /v1/models`` lists the configured models and those seen so far.
+* ``GET /v1/requests`` lists every answered request in order (kind ``answer`` with
+  the prompt, or ``judge`` with the markers of both answers as shown, ``first`` and
+  ``second``, and ``question`` None since the judge does not read the prompt; model;
+  token counts): tests count calls and recompute charges from it.
 """
 
 from __future__ import annotations
@@ -136,6 +140,8 @@ class FakeProvider:
         self.seen: set[str] = set()
         self._flaky_seen: set[bytes] = set()
         self.stats = {"requests": 0, "answers": 0, "judgements": 0, "errors": 0}
+        # Every answered request, in order (GET /v1/requests): what tests count calls and prices from.
+        self.requests: list[dict[str, Any]] = []
 
     def quality(self, model: str) -> float:
         if model in self.qualities:
@@ -255,6 +261,21 @@ class FakeProvider:
                 text = text[: 4 * limit]
                 finish = "length"
         pt, ct = count_tokens(all_text), count_tokens(text)
+        entry: dict[str, Any] = {"model": model, "prompt_tokens": pt, "completion_tokens": ct}
+        if self.is_judge(model):
+            # the answers a judge request shows, as their markers in order (a marker stands for one
+            # model's answer to one prompt, so the pair also names the prompt); the prompt's wording is not read
+            marks = _MARKER.findall(all_text)
+            entry.update(
+                kind="judge",
+                question=None,
+                first=marks[0] if marks else None,
+                second=marks[1] if len(marks) > 1 else None,
+            )
+        else:
+            entry.update(kind="answer", prompt=prompt)
+        if len(self.requests) < 1_000_000:
+            self.requests.append(entry)
         return JSONResponse(
             {
                 "id": "chatcmpl-fake-" + _digest(model, all_text).hex()[:16],
@@ -320,11 +341,15 @@ def create_fake_provider_app(qualities: dict[str, float] | None = None, **option
     async def models(request):
         return JSONResponse(provider.models())
 
+    async def requests(request):
+        return JSONResponse({"requests": provider.requests})
+
     async def health(request):
         return JSONResponse({"status": "ok"})
 
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
     app.add_route("/v1/models", models, methods=["GET"])
+    app.add_route("/v1/requests", requests, methods=["GET"])
     app.add_route("/health", health, methods=["GET"])
     return app
 

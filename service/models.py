@@ -116,6 +116,9 @@ class Campaign(Base):
     duels_judged: Mapped[int] = mapped_column(Integer, default=0)
     duels_counted: Mapped[int] = mapped_column(Integer, default=0)
     duels_failed: Mapped[int] = mapped_column(Integer, default=0)
+    # Pay once (docs/reuse.md): "reuse" shares stored answers / LLM verdicts, "fresh" pays each duel.
+    answers: Mapped[str] = mapped_column(String(8), default="fresh", server_default="fresh")
+    verdicts: Mapped[str] = mapped_column(String(8), default="fresh", server_default="fresh")
 
     # Background run (POST /run): survives restarts when LLMDUEL_RESUME_RUNS is on.
     run_active: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -181,6 +184,9 @@ class Duel(Base):
     select_seq: Mapped[int] = mapped_column(Integer)
     pending_at_select: Mapped[list] = mapped_column(JSON)
     record_seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The per-model and judge costs given to the policy before this selection, when they
+    # changed (marginal costs given the stores; replay calls policy.set_costs with them).
+    costs_at_select: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     requested_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     answered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -201,11 +207,65 @@ class Charge(Base):
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
-    duel_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True)
+    # NULL: an answer pre-generated for annotators before any duel needed it (service/campaigns/pregeneration.py)
+    duel_id: Mapped[int | None] = mapped_column(
+        BigInteger, ForeignKey("duels.id", ondelete="CASCADE"), index=True, nullable=True
+    )
     kind: Mapped[str] = mapped_column(String(8))  # "model" or "judge"
     model_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     amount_nusd: Mapped[int] = mapped_column(BigInteger)
     detail: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    # A zero-cost reuse row: the charge that paid for the stored answer or verdict (no
+    # foreign key: the paying charge may belong to another campaign, deleted since).
+    reuses_charge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class StoredAnswer(Base):
+    """One model's answer to one prompt, paid once and shared by every campaign (service/campaigns/stores.py).
+
+    ``key`` = sha256 of (``model_key``, ``prompt_hash``); ``model_key`` hashes the
+    generation config (what changes the output). ``status`` is ``generating`` while a
+    process holds the claim (``claimed_at``), ``ready`` once the answer and its charge
+    are committed. Failed calls are never stored.
+    """
+
+    __tablename__ = "answer_store"
+    __table_args__ = (Index("ix_answer_store_model_prompt", "model_key", "prompt_hash"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    model_key: Mapped[str] = mapped_column(String(64))
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(12))
+    text: Mapped[str | None] = mapped_column(Text, nullable=True)
+    input_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    charge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    claimed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class StoredVerdict(Base):
+    """One LLM judge's verdict on one (prompt, answer pair, order), paid once (service/campaigns/stores.py).
+
+    ``choice`` is in the terms of the stored order (``a`` = the first answer of the key).
+    """
+
+    __tablename__ = "verdict_store"
+    __table_args__ = (Index("ix_verdict_store_judge_prompt", "judge_key", "prompt_hash"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    judge_key: Mapped[str] = mapped_column(String(64))
+    prompt_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(12))
+    choice: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    detail: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    charge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    claimed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
-from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, TiePolicy
+from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, Reuse, TiePolicy
 from service.clients.config import ClientConfig, client_json, parse_client_config
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
@@ -164,6 +164,17 @@ class CampaignCreate(_Strict):
     )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
     tie_policy: TiePolicy = TiePolicy.DROP
+    answers: Reuse = Field(
+        Reuse.REUSE,
+        description="reuse (default): one answer per (model, prompt), paid once and shared with every campaign "
+        "using the same generation config; fresh: a new answer per duel (sampling at temperature > 0). "
+        "Simulated models always answer per duel (docs/reuse.md).",
+    )
+    verdicts: Reuse = Field(
+        Reuse.REUSE,
+        description="reuse (default): an LLM judge rules once per (prompt, answer pair, order); fresh: a new "
+        "verdict per duel. Human judges always give fresh votes.",
+    )
     seed: int | None = Field(
         None,
         ge=0,
@@ -340,6 +351,17 @@ class CampaignOut(BaseModel):
     )
     condorcet_note: str | None = Field(description="That assumption in plain words (None for dctas-pc).")
     judge_cost: float = Field(description="c_J, the judge's expected cost per duel used by the allocation (USD).")
+    answers: Reuse = Field(Reuse.FRESH, description="Answer reuse: reuse or fresh (docs/reuse.md).")
+    verdicts: Reuse = Field(Reuse.FRESH, description="LLM verdict reuse: reuse or fresh.")
+    cost_model: str = Field(
+        "per query",
+        description="What the policy, the oracle and the lower bound count as a duel's cost: 'per query' "
+        "(configured costs) or 'marginal given stored answers' (a stored answer or verdict costs nothing).",
+    )
+    policy_costs: list[float] | None = Field(
+        None, description="The per-model costs the policy uses now (marginal costs given the stores)."
+    )
+    policy_judge_cost: float | None = Field(None, description="The judge cost the policy uses now.")
     certificates: list[list[int]] | None = Field(
         None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom)."
     )
@@ -413,9 +435,14 @@ class CampaignPage(BaseModel):
 
 
 class ChargeOut(BaseModel):
+    id: int | None = None
     kind: str
     model_index: int | None
     amount: float
+    reuses_charge_id: int | None = Field(
+        None, description="A zero-cost reuse of a stored answer or verdict: the charge that paid for it."
+    )
+    reused: bool = Field(False, description="A zero-cost row: the answer or verdict came from the store.")
     created_at: dt.datetime
 
 

@@ -96,6 +96,7 @@ async def test_concurrent_next_duel_requests_never_overrun_the_budget(api, facto
         "judge": {"kind": "human"},
         "budget": budget,
         "seed": 1,
+        "answers": "fresh",  # every duel pays for both calls (reuse is tested in tests/test_reuse_e2e.py)
     }
     with respx.mock(assert_all_called=False) as mock:
         mock.post("http://provider.test/v1/chat/completions").mock(side_effect=_provider(factor))

@@ -120,7 +120,8 @@ async def check_ledger(api, cid: int, provider: FaultyProvider, models: list[str
     spend == ledger, stored state == replayed log."""
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     duels = await all_duels(api, cid)
-    charges = Counter(ch["model_index"] for d in duels for ch in d["charges"] if ch["kind"] == "model")
+    paid = [[ch for ch in d["charges"] if not ch["reused"]] for d in duels]  # reuse rows cost 0 (docs/reuse.md)
+    charges = Counter(ch["model_index"] for dc in paid for ch in dc if ch["kind"] == "model")
     for idx, model in enumerate(models):
         assert charges[idx] == provider.outcomes(model)["ok"], (model, charges, provider.outcomes(model))
     for d in duels:
@@ -128,7 +129,7 @@ async def check_ledger(api, cid: int, provider: FaultyProvider, models: list[str
         assert all(n == 1 for n in per_model.values()), d  # one charge per model and duel at most
         for ch in d["charges"]:
             if ch["kind"] == "model":
-                assert ch["amount"] == pytest.approx(costs[ch["model_index"]])
+                assert ch["amount"] == pytest.approx(0.0 if ch["reused"] else costs[ch["model_index"]])
         assert d["cost"] == pytest.approx(sum(ch["amount"] for ch in d["charges"]))
     assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
     rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()

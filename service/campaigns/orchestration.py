@@ -17,10 +17,14 @@ from ..auth import Principal
 from ..clients import build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
+from . import stores
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
 
 log = logging.getLogger("llmduel.campaigns")
+
+#: The key of a graded verdict's score (of the answer shown first) in the judge detail a verdict store keeps.
+STORED_SCORE = "score_first_shown"
 
 
 class DuelOrchestration:
@@ -33,6 +37,10 @@ class DuelOrchestration:
         # PostgreSQL: hot fast-path transactions on the event loop (asyncpg, service.db.HotPool).
         self._on_loop = settings.inline_transactions and db.hot_pool is not None
         self.hot_counts = {"loop": 0, "thread": 0}  # hot-path transactions by where they ran
+        # Single flight in this process: store key -> future of the duel paying for it (stores.Stored,
+        # or None: not stored, look again).
+        self._flights: dict[str, asyncio.Future] = {}
+        self.store_poll_s = 0.2  # polling a claim held by another process
 
     async def close_clients(self) -> None:
         for obj in list(self._clients.values()) + list(self._judges.values()):
@@ -120,55 +128,159 @@ class DuelOrchestration:
         except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
             return exc
 
+    # ------------------------------------------------------------ the stores (pay once)
+    async def _acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict):
+        """A stored result for ``key`` (stores.Stored), or None: this duel claimed it and pays for the call.
+
+        One paid call per key: in this process a second duel awaits the first one's
+        future; another process's claim is polled until it is ready or older than
+        the lease (``call_expiry``), then taken over.
+        """
+        loop = asyncio.get_running_loop()
+        asked = plan.__dict__.setdefault("_store_keys", set())
+        if key in asked:
+            return None  # two models of one duel with the same generation config: the second is not stored
+        asked.add(key)
+        while True:
+            fut = self._flights.get(key)
+            if fut is not None:
+                out = await asyncio.shield(fut)
+                if out is not None:
+                    return out
+                continue
+            fut = loop.create_future()
+            self._flights[key] = fut
+            try:
+                status, info = await self.in_thread(self.claim_tx, table, key, columns, self.call_expiry)
+            except BaseException:
+                self._resolve(key, fut, None)
+                raise
+            if status == "claimed":
+                plan.claims[slot] = stores.Claim(table, int(info), key, extra={"future": fut})
+                return None
+            self._resolve(key, fut, info if status == "ready" else None)
+            if status == "ready":
+                return info
+            await asyncio.sleep(self.store_poll_s)
+
+    def _resolve(self, key: str, fut: asyncio.Future, value: Any) -> None:
+        if self._flights.get(key) is fut:
+            del self._flights[key]
+        if not fut.done():
+            fut.set_result(value)
+
+    async def _settle_claims(self, plan: DuelPlan, slots: list) -> None:
+        """After the transaction that stores results: wake the waiters; release what was not stored."""
+        for slot in slots:
+            claim = plan.claims.pop(slot, None)
+            if claim is None:
+                continue
+            if claim.finalized is None:
+                try:
+                    await asyncio.shield(self.in_thread(self.release_tx, claim))
+                except Exception as exc:  # the claim then lapses after its lease
+                    log.warning("releasing store claim %s failed: %s", claim.row_id, type(exc).__name__)
+            self._resolve(claim.key, claim.extra["future"], claim.finalized)
+
+    async def _answer(self, plan: DuelPlan, idx: int, turns: list[str] | None):
+        """Model ``idx``'s answer: from the answer store when the campaign reuses answers, else a call."""
+        model = plan.models[idx]
+        if not stores.stores_answers(plan.answers, model):
+            return await self._call_model(plan, idx, turns)
+        mkey, phash = stores.model_key(model), stores.prompt_hash(plan.prompt)
+        key = stores.answer_key(mkey, phash)
+        stored = await self._acquire(plan, idx, "answer", key, {"model_key": mkey, "prompt_hash": phash})
+        if stored is not None:
+            return stored
+        return await self._call_model(plan, idx, turns)
+
+    async def _answers(self, plan: DuelPlan):
+        turns, _ = await self._extras(plan)
+        try:
+            res_i, res_j = await asyncio.gather(self._answer(plan, plan.i, turns), self._answer(plan, plan.j, turns))
+            outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
+        finally:
+            await self._settle_claims(plan, [plan.i, plan.j])
+        return res_i, res_j, outcome
+
+    async def _verdict(self, plan: DuelPlan, judge, text_a: str, text_b: str) -> dict:
+        """The judge's verdict on the duel (in the duel's a/b terms) and the record_verdict_tx arguments."""
+        rng = random.Random(f"{plan.seed}:{plan.number}:judge")
+        _, reference = await self._extras(plan)  # the prompt's reference answer, if any
+        extra: dict[str, Any] = {}
+        first, second, swapped, model_first, model_second = text_a, text_b, False, plan.model_a, plan.model_b
+        if stores.stores_verdicts(plan.verdicts, plan.judge):
+            first, second, swapped, order = stores.verdict_order(plan.judge, text_a, text_b)
+            if swapped:
+                model_first, model_second = plan.model_b, plan.model_a
+            # a reference answer is part of what the judge reads: it is part of the key
+            question = plan.prompt if reference is None else f"{plan.prompt}\x00reference\x00{reference}"
+            jkey, phash = stores.judge_key(plan.judge), stores.prompt_hash(question)
+            key = stores.verdict_key(jkey, phash, first, second, order)
+            stored = await self._acquire(plan, "judge", "verdict", key, {"judge_key": jkey, "prompt_hash": phash})
+            if stored is not None:
+                choice = stores.mirror(stored.choice) if swapped else stored.choice
+                first_score = (stored.detail or {}).get(STORED_SCORE)  # a graded judge's score of the first answer
+                return dict(
+                    choice=choice,
+                    judge_score=None if first_score is None else (1.0 - first_score if swapped else first_score),
+                    judge_cost=0.0,
+                    judge_detail={"reused_verdict": stored.id, "stored_order_swapped": swapped},
+                    judge_error=None,
+                    reused_verdict=stored,
+                )
+            extra["verdict_claim"] = plan.claims["judge"]
+        try:
+            verdict = await judge.judge(
+                plan.prompt, first, second, model_a=model_first, model_b=model_second, rng=rng, reference=reference
+            )
+            choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
+            first_score = verdict.score  # a graded judge's score of the answer shown first, else None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
+            first_score = None
+            log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
+        if first_score is not None:  # kept with a stored verdict, so that a reuse gives the same graded score
+            detail = {**(detail or {}), STORED_SCORE: first_score}
+        if extra:
+            extra["stored_choice"] = choice
+        return dict(
+            choice=stores.mirror(choice) if swapped else choice,
+            judge_cost=cost,
+            judge_detail=detail,
+            judge_error=error,
+            judge_score=None if first_score is None else (1.0 - first_score if swapped else first_score),
+            **extra,
+        )
+
     async def execute(self, plan: DuelPlan) -> DuelOutcome:
-        """Steps 2-4 of a duel: call both models, store, judge automatically."""
+        """Steps 2-4 of a duel: answers (stored or called), store, judge automatically."""
         if plan.outcome is not None:  # answered inside the plan transaction
             res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
         else:
-            turns, _ = await self._extras(plan)
-            res_i, res_j = await asyncio.gather(
-                self._call_model(plan, plan.i, turns), self._call_model(plan, plan.j, turns)
-            )
-            outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
+            res_i, res_j, outcome = await self._answers(plan)
         if outcome.ended:
             self.schedule_webhook(plan.campaign_id)
         if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
             return outcome
         judge = self._judge(plan)
-        rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         try:
-            _, reference = await self._extras(plan)
-            # The prompt's reference answer, if any (keyword ``reference`` of Judge.judge).
-            verdict = await judge.judge(
-                plan.prompt,
-                res_i.text if plan.a_is_i else res_j.text,
-                res_j.text if plan.a_is_i else res_i.text,
-                model_a=plan.model_a,
-                model_b=plan.model_b,
-                rng=rng,
-                reference=reference,
+            verdict = await self._verdict(
+                plan, judge, res_i.text if plan.a_is_i else res_j.text, res_j.text if plan.a_is_i else res_i.text
             )
-            choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
-            score_a = verdict.score
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
-            score_a = None
-            log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
-        try:
             outcome = await self.in_thread(
                 self.record_verdict_tx,
                 plan.duel_id,
-                choice,
+                verdict.pop("choice"),
                 judged_by=f"judge:{plan.judge.get('kind')}",
-                judge_cost=cost,
-                judge_detail=detail,
-                judge_score=score_a,
-                judge_error=error,
+                **verdict,
             )
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
+        finally:
+            await self._settle_claims(plan, ["judge"])
         if outcome.ended:
             self.schedule_webhook(plan.campaign_id)
         return outcome
@@ -212,6 +324,7 @@ class DuelOrchestration:
 
     async def plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
+            await self.update_store_costs(campaign_id, wait=principal is None)
             if principal is not None and not run:
                 return await self._hot(
                     hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id, principal
@@ -231,6 +344,11 @@ class DuelOrchestration:
         except HeldDuel as held:
             return await self.in_thread(self.get_duel, held.duel_id, principal), None
         outcome = await self.execute(plan)
+        if not principal.admin and (
+            stores.stores_answers(plan.answers, plan.models[plan.i])
+            or stores.stores_answers(plan.answers, plan.models[plan.j])
+        ):
+            self.schedule_pregeneration(campaign_id)  # the next duels' answers, in the background
         if outcome.view is None:
             return await self.in_thread(self.get_duel, plan.duel_id, principal), plan.select_ms
         return duel_view_for(outcome.view, principal.admin), plan.select_ms

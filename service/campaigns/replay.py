@@ -26,7 +26,8 @@ class CampaignReplay:
         """Rebuild the policy from the duel log, in the order the policy saw it.
 
         Selections are replayed too (``next_pair`` with the pending pairs of the
-        time must give the logged pair). Also checks the counters and the ledger.
+        time must give the logged pair), after the cost changes logged with them
+        (``costs_at_select``: marginal costs given the answer and verdict stores). Also checks the counters and the ledger.
         """
         with self.db.read() as s:
             if not self.db.is_sqlite:  # the row, the log and the ledger from one snapshot (a live campaign
@@ -46,6 +47,7 @@ class CampaignReplay:
                     Duel.status,
                     Duel.cost_nusd,
                     Duel.choice,
+                    Duel.costs_at_select,
                 ).where(Duel.campaign_id == campaign_id)
             ).all()
             charge_sums = dict(
@@ -74,6 +76,8 @@ class CampaignReplay:
         policy = new_policy(algorithm, costs, delta, judge_cost)
         for seq, kind, r in events:
             if kind == 0:
+                if r.costs_at_select:  # the marginal costs given the stores changed before this selection
+                    policy.set_costs(r.costs_at_select["costs"], r.costs_at_select["judge_cost"])
                 pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
                 if sorted(pair) != [r.model_i, r.model_j]:
                     diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")

@@ -33,9 +33,11 @@ from .annotators import AnnotatorAdmin
 from .forecasting import CampaignForecasts
 from .leases import RunLeases
 from .orchestration import DuelOrchestration
+from .pregeneration import Pregeneration
 from .replay import CampaignReplay
 from .results import CampaignResults
 from .runner import BackgroundRuns
+from .stores import CampaignStores
 from .transactions import CampaignTransactions
 from .views import CampaignViews
 from .webhooks import Webhooks
@@ -54,6 +56,8 @@ class CampaignService(
     RunLeases,
     Webhooks,
     AnnotatorAdmin,
+    CampaignStores,
+    Pregeneration,
 ):
     """Domain logic over one :class:`Database`; one instance per app."""
 

@@ -23,7 +23,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import rules
+from . import rules, stores
 from .leases import RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
@@ -102,6 +102,8 @@ class CampaignTransactions:
             algorithm=body.algorithm,
             delta=body.delta,
             tie_policy=body.tie_policy,
+            answers=body.answers,
+            verdicts=body.verdicts,
             status=CampaignStatus.RUNNING,
             models=[m.stored() for m in body.models],
             n_prompts=len(body.prompts),
@@ -259,6 +261,7 @@ class CampaignTransactions:
                         )
             if err is None and held is None:
                 policy = self.policies.take(c.id, c.event_seq, c.policy_state)
+                costs_record = stores.apply_costs(policy, self.store_costs_for(c.id))
                 pending = rules.pending_pairs(inflight)
                 i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
                 number = c.duels_created + 1
@@ -305,8 +308,9 @@ class CampaignTransactions:
                         now + self.call_expiry,
                     )
                 )
+                duel.costs_at_select = costs_record
                 state = jsonable(policy.to_state())
-                if state != c.policy_state:  # next_pair changed the state (not the case for today's policies)
+                if state != c.policy_state:  # set_costs (marginal costs given the stores) changed the state
                     c.policy_state = state
                 c.duels_created = number
                 s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(campaign_id, seq, p)
@@ -325,6 +329,8 @@ class CampaignTransactions:
                     tie_policy=c.tie_policy,
                     seed=int(c.seed),
                     prompt_index=prompt_index,
+                    answers=c.answers,
+                    verdicts=c.verdicts,
                 )
                 charges, columns = self.answer_now(plan, now)
                 for key, value in columns.items():
@@ -370,7 +376,16 @@ class CampaignTransactions:
         for idx in (plan.i, plan.j):
             res = results[idx]
             name = plan.models[idx]["name"]
-            if isinstance(res, Completion):
+            if isinstance(res, stores.Stored):  # reused: a zero-cost ledger row naming the charge that paid
+                info[idx] = {
+                    "model": name,
+                    "input_tokens": res.input_tokens,
+                    "output_tokens": res.output_tokens,
+                    "cost": 0.0,
+                    "reused_answer": res.id,
+                }
+                charges.append(stores.reuse_charge(plan.campaign_id, "model", idx, res, now))
+            elif isinstance(res, Completion):
                 amount = cost_nusd(res.cost)
                 info[idx] = {
                     "model": name,
@@ -437,8 +452,22 @@ class CampaignTransactions:
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
-            if charges:
-                s.execute(insert(Charge), [dict(ch, duel_id=d.id) for ch in charges])
+            charge_ids: dict[int, int] = {}
+            for ch in charges:
+                charge_ids[ch["model_index"]] = s.execute(
+                    insert(Charge).values(**ch, duel_id=d.id).returning(Charge.id)
+                ).scalar_one()
+            for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
+                res = results.get(idx) if isinstance(idx, int) else None
+                if isinstance(res, Completion):
+                    stores.finalize_answer(
+                        s,
+                        claim,
+                        res,
+                        redact(clean_text(res.text), self.secret_keys(c.models, c.judge)),
+                        cost_nusd(res.cost),
+                        charge_ids.get(idx),
+                    )
             d.cost_nusd += total
             c.spend_nusd += total
             for key, value in fields.items():
@@ -484,8 +513,16 @@ class CampaignTransactions:
         judge_detail: dict | None = None,
         judge_error: str | None = None,
         judge_score: float | None = None,
+        verdict_claim: stores.Claim | None = None,
+        stored_choice: str | None = None,
+        reused_verdict: stores.Stored | None = None,
     ) -> DuelOutcome:
         """Step 4 (locked): a vote or an automatic verdict, counted exactly once.
+
+        ``verdict_claim``: the verdict store row this judgement was paid for; it is
+        stored (``stored_choice``, in the stored order) with its charge when the judge
+        gave a verdict. ``reused_verdict``: the verdict came from the store (a zero-cost
+        ledger row names the charge that paid for it).
 
         The duel moves pending -> judged by a conditional UPDATE (``WHERE status =
         'pending'``) in the same transaction as the policy update; a duplicate
@@ -514,21 +551,35 @@ class CampaignTransactions:
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd = cost_nusd(judge_cost)
+            judge_charge_id = None
+            if reused_verdict is not None:
+                s.execute(
+                    insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, reused_verdict, now), duel_id=d.id)
+                )
             if judge_nusd:
                 # A judge call is charged whatever happens to its verdict.
-                s.execute(
-                    insert(Charge),
-                    [
-                        {
-                            "campaign_id": c.id,
-                            "duel_id": d.id,
-                            "kind": "judge",
-                            "model_index": None,
-                            "amount_nusd": judge_nusd,
-                            "created_at": now,
-                        }
-                    ],
+                judge_charge_id = s.execute(
+                    insert(Charge)
+                    .values(
+                        campaign_id=c.id,
+                        duel_id=d.id,
+                        kind="judge",
+                        model_index=None,
+                        amount_nusd=judge_nusd,
+                        created_at=now,
+                    )
+                    .returning(Charge.id)
+                ).scalar_one()
+            if verdict_claim is not None and choice is not None and stored_choice is not None:
+                stores.finalize_verdict(
+                    s,
+                    verdict_claim,
+                    stored_choice,
+                    jsonable(judge_detail) if judge_detail else None,
+                    judge_nusd,
+                    judge_charge_id,
                 )
+            if judge_nusd:
                 d.cost_nusd += judge_nusd
                 c.spend_nusd += judge_nusd
                 c.judge_spend_nusd += judge_nusd

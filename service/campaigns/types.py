@@ -66,6 +66,10 @@ class DuelPlan:
     seed: int
     prompt_index: int | None = None  # row of the prompts table (its turns and reference: prompt_extras)
     select_ms: float = 0.0
+    answers: str = "fresh"  # the campaign's answer and verdict reuse settings (service/campaigns/stores.py)
+    verdicts: str = "fresh"
+    # Store rows this duel claimed before paying for a call (model index or "judge" -> stores.Claim).
+    claims: dict[Any, Any] = field(default_factory=dict)
     # Set when both models answered inside the plan transaction (instant clients):
     results: dict[int, Any] | None = None
     outcome: "DuelOutcome | None" = None

@@ -15,7 +15,7 @@ from ..auth import Principal
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import rules
+from . import rules, stores
 from .rules import finite_or_none, jsonable
 from .types import Forbidden, NotFound
 
@@ -104,6 +104,12 @@ def json_diff(stored: Any, replayed: Any, path: str = "") -> list[str]:
     return []
 
 
+def _bound_costs(c) -> list[float]:
+    """The costs of the lower bound and the oracle: the policy's (marginal given the stores, or configured)."""
+    costs = (c.policy_state or {}).get("costs")
+    return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
+
+
 class CampaignViews:
     """Read-only views of campaigns and duels."""
 
@@ -178,9 +184,7 @@ class CampaignViews:
         lower = None
         if (stats.get("t") or 0) > 0:
             try:
-                lower = finite_or_none(
-                    plugin_lower_bound(counts["W"], counts["N"], [m["cost"] for m in c.models], c.delta)
-                )
+                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
             except Exception:  # a statistic must never break the view
                 lower = None
         budget = from_nusd(c.budget_nusd)
@@ -194,6 +198,11 @@ class CampaignViews:
             "assumes_condorcet_winner": c.algorithm in PAPER_ALGORITHMS,
             "condorcet_note": CONDORCET_NOTE if c.algorithm in PAPER_ALGORITHMS else None,
             "judge_cost": rules.judge_cost_per_duel(c.judge),
+            "answers": c.answers,
+            "verdicts": c.verdicts,
+            "cost_model": stores.cost_model(c.answers, c.verdicts, c.models, c.judge),
+            "policy_costs": (c.policy_state or {}).get("costs"),
+            "policy_judge_cost": ((c.policy_state or {}).get("params") or {}).get("judge_cost", 0.0),
             "certificates": stats.get("certificates"),
             "copeland_winner": names[stats["copeland_winner"]] if stats.get("copeland_winner") is not None else None,
             "top_cycle": [names[m] for m in stats["top_cycle"]] if stats.get("top_cycle") is not None else None,
@@ -337,9 +346,12 @@ class CampaignViews:
         if charges is not None:
             view["charges"] = [
                 {
+                    "id": ch.id,
                     "kind": ch.kind,
                     "model_index": ch.model_index,
                     "amount": from_nusd(ch.amount_nusd),
+                    "reuses_charge_id": ch.reuses_charge_id,
+                    "reused": bool(ch.detail and ch.detail.get("reused")),
                     "created_at": ch.created_at,
                 }
                 for ch in charges

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import rules
+from ..campaigns import rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..models import Duel, utcnow
@@ -44,9 +44,21 @@ class CampaignConfig:
     n_prompts: int
     draw_key: str | None
     max_pending_per_annotator: int
+    answers: str = "fresh"
+    verdicts: str = "fresh"
 
 
-_CONFIG_COLUMNS = ("models", "judge", "tie_policy", "seed", "n_prompts", "draw_key", "max_pending_per_annotator")
+_CONFIG_COLUMNS = (
+    "models",
+    "judge",
+    "tie_policy",
+    "seed",
+    "n_prompts",
+    "draw_key",
+    "max_pending_per_annotator",
+    "answers",
+    "verdicts",
+)
 
 
 class DuelRow(SimpleNamespace):
@@ -70,6 +82,8 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
         n_prompts=int(row.n_prompts),
         draw_key=row.draw_key,
         max_pending_per_annotator=int(row.max_pending_per_annotator),
+        answers=row.answers,
+        verdicts=row.verdicts,
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -113,6 +127,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     if rules.max_duels_reached(row.max_duels, row.duels_judged, len(inflight)):
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
+    if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
+        raise Fallback  # the marginal costs changed: the general path stores the policy's new state
     pending = rules.pending_pairs(inflight)
     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
     number = row.duels_created + 1
@@ -154,6 +170,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         tie_policy=cfg.tie_policy,
         seed=cfg.seed,
         prompt_index=prompt_index,
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
     )
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)

@@ -191,7 +191,8 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
 def oracle_section(view: dict) -> dict:
     """Pulls per pair beside the oracle allocation at the empirical matrix."""
     names = [m["name"] for m in view["models"]]
-    costs = [float(m["cost"]) for m in view["models"]]
+    # the policy's costs: marginal given the stores when the campaign reuses answers (view["cost_model"])
+    costs = [float(x) for x in view.get("policy_costs") or [m["cost"] for m in view["models"]]]
     L = len(names)
     N = np.asarray(view["counts"] or np.zeros((L, L)), dtype=float)
     W = np.asarray(view["wins"] or np.zeros((L, L)), dtype=float)

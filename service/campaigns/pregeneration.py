@@ -1,0 +1,190 @@
+"""Pre-generation for annotators: answers for the next duels, made before anyone waits for them.
+
+With a human judge and answer reuse, after each annotator's next-duel request the service
+generates, in a small background task per campaign, the stored answers that the
+next ``PREGEN_DUELS`` planned duels will need: the prompts those duels will draw
+(the campaign's own prompt draw, :func:`service.campaigns.rules.draw_prompt_and_side`)
+answered by every model that uses the answer store and has no stored answer yet.
+When the duel comes, its answers are in the store and the annotator does not
+wait for the models.
+
+Pre-generated answers are charged to the campaign like any answer (a ``charges``
+row with no duel, ``detail.pregenerated``) and count toward its spend. **choice**:
+pre-generation runs only for campaigns without a budget: its calls are not
+reserved the way a duel's are (docs/service.md, Budget and caps), so with a budget
+it stays off rather than risk the budget. It uses the single flight of the store:
+a duel needing an answer being pre-generated waits for it instead of paying again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from algorithms.vocabulary import CampaignStatus, JudgeKind
+
+from ..clients import Completion
+from ..models import Campaign, Charge, Prompt, StoredAnswer, utcnow
+from . import rules, stores
+from .rules import clean_text, cost_nusd
+from .types import DuelPlan
+
+log = logging.getLogger("llmduel.campaigns")
+
+PREGEN_DUELS = 4  # planned duels ahead whose answers are generated
+PREGEN_CONCURRENCY = 2  # model calls at once per campaign
+PREGEN_PAUSE_S = 30.0  # no pre-generation for a campaign this long after a failed call
+
+
+def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int, draw_key: str | None = None) -> list[int]:
+    """The prompt indices of the next ``k`` planned duels (the same draw as the plan transaction)."""
+    out: list[int] = []
+    for number in range(duels_created + 1, duels_created + 1 + k):
+        idx = rules.draw_prompt_and_side(seed, number, n_prompts, draw_key)[0]
+        if idx not in out:
+            out.append(idx)
+    return out
+
+
+class Pregeneration:
+    """Background pre-generation of the answers the next duels need (human judges, answer reuse)."""
+
+    def schedule_pregeneration(self, campaign_id: int) -> None:
+        """After an annotator's next-duel: pre-generate in the background (one task per campaign;
+        paused for ``PREGEN_PAUSE_S`` after a failed call, so a failing provider is not called more)."""
+        busy: set = self.__dict__.setdefault("_pregen_busy", set())
+        paused: dict = self.__dict__.setdefault("_pregen_paused", {})
+        if campaign_id in busy or paused.get(campaign_id, 0.0) > time.monotonic():
+            return
+        busy.add(campaign_id)
+
+        async def run() -> None:
+            try:
+                if await self.pregenerate(campaign_id) < 0:
+                    if len(paused) >= 10_000:
+                        paused.clear()
+                    paused[campaign_id] = time.monotonic() + PREGEN_PAUSE_S
+            except Exception as exc:  # never breaks a request; the duels call the models themselves
+                log.warning("campaign %s: pre-generation failed (%s)", campaign_id, type(exc).__name__)
+            finally:
+                busy.discard(campaign_id)
+
+        self.spawn(run())
+
+    def pregen_targets_tx(self, campaign_id: int, k: int = PREGEN_DUELS) -> tuple[DuelPlan, list] | None:
+        """What to pre-generate: a plan-like context and [(model index, prompt, key, model_key, prompt_hash)]."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if (
+                c is None
+                or c.status != CampaignStatus.RUNNING
+                or c.judge.get("kind") != JudgeKind.HUMAN
+                or c.budget_nusd is not None
+            ):
+                return None
+            users = [n for n, m in enumerate(c.models) if stores.stores_answers(c.answers, m)]
+            if not users:
+                return None
+            indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, c.draw_key)
+            rows = s.execute(
+                select(Prompt.idx, Prompt.text, Prompt.turns).where(
+                    Prompt.campaign_id == campaign_id, Prompt.idx.in_(indices)
+                )
+            ).all()
+            texts = {r.idx: r.text for r in rows}
+            turns = {r.idx: r.turns for r in rows}  # a multi-turn prompt is sent as its turns, as in a duel
+            wanted = []
+            for idx in indices:
+                phash = stores.prompt_hash(texts[idx])
+                for n in users:
+                    mkey = stores.model_key(c.models[n])
+                    wanted.append((n, texts[idx], stores.answer_key(mkey, phash), mkey, phash, turns[idx]))
+            have = set(
+                s.execute(select(StoredAnswer.key).where(StoredAnswer.key.in_([w[2] for w in wanted]))).scalars()
+            )
+            plan = DuelPlan(
+                campaign_id=campaign_id,
+                duel_id=0,
+                number=0,
+                i=0,
+                j=1,
+                a_is_i=True,
+                prompt="",
+                models=[dict(m) for m in c.models],
+                judge=dict(c.judge),
+                tie_policy=c.tie_policy,
+                seed=int(c.seed),
+                answers=c.answers,
+                verdicts=c.verdicts,
+            )
+        return plan, [w for w in wanted if w[2] not in have]
+
+    async def pregenerate(self, campaign_id: int) -> int:
+        """Generate the missing answers of the next planned duels; returns how many were paid for,
+        or -1 when a call failed (the remaining ones are not made)."""
+        found = await self.in_thread(self.pregen_targets_tx, campaign_id)
+        if not found:
+            return 0
+        context, targets = found
+        gate = asyncio.Semaphore(PREGEN_CONCURRENCY)
+        failed = []
+
+        async def one(n: int, prompt: str, key: str, mkey: str, phash: str, turns: list[str] | None) -> int:
+            async with gate:
+                if failed:
+                    return 0
+                plan = DuelPlan(**{**context.__dict__, "prompt": prompt, "claims": {}})
+                try:
+                    stored = await self._acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
+                    if stored is not None:
+                        return 0
+                    res = await self._call_model(plan, n, turns)
+                    if isinstance(res, Completion):
+                        await self.in_thread(self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res)
+                        return 1
+                    failed.append(n)
+                    return 0
+                finally:
+                    await self._settle_claims(plan, [n])
+
+        paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
+        return -1 if failed else paid
+
+    def store_pregenerated_tx(self, campaign_id: int, n: int, claim: Any, res: Completion) -> None:
+        """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction."""
+        now = utcnow()
+        amount = cost_nusd(res.cost)
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None:
+                return
+            charge_id = None
+            if amount:
+                charge_id = s.execute(
+                    insert(Charge)
+                    .values(
+                        campaign_id=campaign_id,
+                        duel_id=None,
+                        kind="model",
+                        model_index=n,
+                        amount_nusd=amount,
+                        detail={
+                            "pregenerated": True,
+                            "input_tokens": res.input_tokens,
+                            "output_tokens": res.output_tokens,
+                        },
+                        created_at=now,
+                    )
+                    .returning(Charge.id)
+                ).scalar_one()
+                s.execute(
+                    update(Campaign)
+                    .where(Campaign.id == campaign_id)
+                    .values(spend_nusd=Campaign.spend_nusd + amount, version=Campaign.version + 1, updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+            stores.finalize_answer(s, claim, res, clean_text(res.text), amount, charge_id)

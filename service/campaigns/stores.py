@@ -1,0 +1,474 @@
+"""Pay once: the answer store and the verdict store (docs/reuse.md, docs/service.md "Answer and verdict reuse").
+
+A model's answer to a prompt, and an LLM judge's verdict on a (prompt, answer
+pair, order), are paid for once and shared by every campaign that needs the same
+thing, across restarts. This module holds the rules once, for the general
+transactions, the orchestration and the hot path:
+
+* the store keys (what identifies "the same answer" and "the same verdict");
+* which models and judges use the stores;
+* the marginal cost of a duel given the stores, handed to the policy;
+* :class:`CampaignStores`, the store's own short transactions (claim, release,
+  coverage), and :func:`finalize_answer` / :func:`finalize_verdict` that the
+  answer and verdict transactions call so that a stored result and its charge
+  commit together.
+
+Single flight. A missing answer is claimed before the call: a row with status
+``generating`` under a unique key, so a second process finds the claim and polls
+until the row is ``ready`` (or the claim is older than the lease and it takes
+over); in one process a second duel awaits the first one's future instead of
+polling. A failed call releases its claim: failures are never stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from algorithms.vocabulary import Choice, CostModel, JudgeKind, Reuse
+
+from ..models import StoredAnswer, StoredVerdict, utcnow
+
+log = logging.getLogger("llmduel.campaigns")
+
+GENERATING = "generating"
+READY = "ready"
+
+#: Client fields that do not change what a model answers: left out of the store key.
+#: Every other field (kind, base_url, model, params such as temperature and
+#: max_tokens, system prompt, and any field added later) is part of it.
+NON_OUTPUT_CLIENT_FIELDS = frozenset(
+    {
+        "api_key_env",
+        "price",
+        "max_cost_per_query",
+        "timeout_s",
+        "max_attempts",
+        "backoff_base_s",
+        "backoff_max_s",
+        "max_retry_after_s",
+        "failure_rate",
+        "latency_s",
+    }
+)
+#: Judge fields that do not change a verdict (its price).
+NON_OUTPUT_JUDGE_FIELDS = frozenset({"cost", "fee", "price", "verdicts"})
+
+#: The marginal cost of a component whose results are all stored, as a fraction of
+#: its configured cost (policies need positive costs; docs/reuse.md, "The policy").
+COST_FLOOR = 0.01
+#: The missing fraction is rounded up to a multiple of 1/COST_STEPS, so the policy's
+#: costs change at most COST_STEPS times per component in a campaign.
+COST_STEPS = 20
+
+
+def _sha(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+# ---------------------------------------------------------------- keys
+def prompt_hash(prompt: str) -> str:
+    return _sha("prompt", prompt)
+
+
+def text_hash(text: str) -> str:
+    return _sha("text", text)
+
+
+def generation_config(client: dict) -> dict:
+    """The part of a client config that changes the output (the store key's material)."""
+    return {k: v for k, v in sorted(dict(client or {}).items()) if k not in NON_OUTPUT_CLIENT_FIELDS}
+
+
+def model_key(model: dict) -> str | None:
+    """The hash of a model's generation config, or None when its answers are never stored.
+
+    Simulated clients are not stored: they have no provider to pay, compute their
+    answers locally inside the plan transaction, and their configured cost stands
+    for a per-query price (the paper's cost model).
+    """
+    client = dict(model.get("client") or {})
+    if client.get("kind") in (None, "simulated"):
+        return None
+    return _sha("model", _canonical(generation_config(client)))
+
+
+def answer_key(mkey: str, phash: str) -> str:
+    return _sha("answer", mkey, phash)
+
+
+def judge_key(judge: dict) -> str | None:
+    """The hash of an LLM judge's config (client generation config, template, orders), else None."""
+    if judge.get("kind") != JudgeKind.LLM:
+        return None
+    material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS}
+    material["client"] = generation_config(judge.get("client") or {})
+    material["both_orders"] = bool(judge.get("both_orders", True))
+    return _sha("judge", _canonical(material))
+
+
+def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, bool, str]:
+    """How a duel's verdict is asked for and stored: (first, second, swapped, order).
+
+    A judge that sees both orders gives the mirror verdict for the mirror
+    presentation, so its verdict is stored once per unordered pair, in a canonical
+    order (``order = "both"``, first = the answer with the smaller hash); a one-order
+    judge's verdict is stored per presentation order (``order = "ab"``).
+    ``swapped``: the stored order is the duel's (b, a).
+    """
+    if bool(judge.get("both_orders", True)):
+        if text_hash(answer_b) < text_hash(answer_a):
+            return answer_b, answer_a, True, "both"
+        return answer_a, answer_b, False, "both"
+    return answer_a, answer_b, False, "ab"
+
+
+def verdict_key(jkey: str, phash: str, first: str, second: str, order: str) -> str:
+    return _sha("verdict", jkey, phash, text_hash(first), text_hash(second), order)
+
+
+def mirror(choice: str | None) -> str | None:
+    """A verdict seen from the other side (a <-> b; ties and "both bad" unchanged)."""
+    if choice == Choice.A:
+        return str(Choice.B)
+    if choice == Choice.B:
+        return str(Choice.A)
+    return choice
+
+
+# ---------------------------------------------------------------- which components use the stores
+def stores_answers(setting: str | None, model: dict) -> bool:
+    return setting == Reuse.REUSE and model_key(model) is not None
+
+
+def stores_verdicts(setting: str | None, judge: dict) -> bool:
+    """LLM judges only: a human always gives a fresh vote, a simulated judge costs nothing."""
+    return setting == Reuse.REUSE and judge_key(judge) is not None
+
+
+def cost_model(answers: str | None, verdicts: str | None, models: Sequence[dict], judge: dict) -> str:
+    """What the policy, the oracle and the lower bound count as a duel's cost."""
+    if any(stores_answers(answers, m) for m in models) or stores_verdicts(verdicts, judge):
+        return str(CostModel.MARGINAL)
+    return str(CostModel.PER_QUERY)
+
+
+# ---------------------------------------------------------------- marginal costs
+def missing_fraction(stored: int, total: int) -> float:
+    """The expected marginal fraction of a component's cost: the share of results not yet
+    stored, rounded up to a multiple of 1/COST_STEPS, at least COST_FLOOR."""
+    if total <= 0:
+        return 1.0
+    missing = max(0, total - min(stored, total)) / total
+    q = math.ceil(missing * COST_STEPS - 1e-9) / COST_STEPS
+    return max(COST_FLOOR, min(1.0, q))
+
+
+def marginal_costs(
+    base_costs: Sequence[float], base_judge: float, answered: Sequence[int | None], judged: int | None, totals: tuple
+) -> dict:
+    """The cost vector the policy uses given the stores.
+
+    ``answered[i]``: how many of the campaign's prompts have a stored answer of
+    model ``i`` (None: the model does not use the store, its cost stays);
+    ``judged``: stored verdicts of the campaign's judge on its prompts (None: not
+    stored); ``totals`` = (prompts, verdicts the campaign can need). The cost of a
+    uniformly drawn prompt is the configured cost times the chance that its result
+    is missing.
+    """
+    n_prompts, n_verdicts = totals
+    costs = [
+        float(c) if a is None else float(c) * missing_fraction(int(a), n_prompts) for c, a in zip(base_costs, answered)
+    ]
+    judge = float(base_judge) if judged is None else float(base_judge) * missing_fraction(int(judged), n_verdicts)
+    return {"costs": costs, "judge_cost": judge}
+
+
+def apply_costs(policy: Any, target: dict | None) -> dict | None:
+    """Give the policy the campaign's current marginal costs before a selection.
+
+    Returns what the duel log records (``duels.costs_at_select``) when the costs
+    changed, else None; replay calls ``set_costs`` with the recorded values at the
+    same point, so it stays exact however the costs were computed.
+    """
+    if target is None or not hasattr(policy, "set_costs"):
+        return None
+    if policy.set_costs(target["costs"], target["judge_cost"]):
+        return {"costs": [float(x) for x in target["costs"]], "judge_cost": float(target["judge_cost"])}
+    return None
+
+
+# ---------------------------------------------------------------- what a duel gets from a store
+@dataclass
+class Stored:
+    """A result taken from a store instead of a new call (charged 0, refers to its paying charge)."""
+
+    id: int
+    charge_id: int | None
+    text: str = ""
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    choice: str | None = None
+    detail: dict | None = None
+    cost: float = 0.0
+
+
+@dataclass
+class Claim:
+    """A store row this process claimed (status generating) before paying for the call."""
+
+    table: str  # "answer" or "verdict"
+    row_id: int
+    key: str
+    finalized: Stored | None = None
+    extra: dict = field(default_factory=dict)
+
+
+_TABLES = {"answer": StoredAnswer, "verdict": StoredVerdict}
+
+
+def reuse_charge(campaign_id: int, kind: str, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
+    """The ledger row of a reuse: zero cost, a reference to the charge that paid."""
+    return {
+        "campaign_id": campaign_id,
+        "kind": kind,
+        "model_index": model_index,
+        "amount_nusd": 0,
+        "reuses_charge_id": stored.charge_id,
+        "detail": {"reused": "answer" if kind == "model" else "verdict", "store_id": stored.id},
+        "created_at": now,
+    }
+
+
+def finalize_answer(s, claim: Claim, completion: Any, text: str, amount_nusd: int, charge_id: int | None) -> None:
+    """Inside the answers transaction: the claimed row becomes the stored answer (with its charge)."""
+    now = utcnow()
+    s.execute(
+        update(StoredAnswer)
+        .where(StoredAnswer.id == claim.row_id)
+        .values(
+            status=READY,
+            text=text,
+            input_tokens=getattr(completion, "input_tokens", None),
+            output_tokens=getattr(completion, "output_tokens", None),
+            cost_nusd=amount_nusd,
+            charge_id=charge_id,
+            claimed_at=now,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    claim.finalized = Stored(
+        claim.row_id,
+        charge_id,
+        text=text,
+        input_tokens=getattr(completion, "input_tokens", None),
+        output_tokens=getattr(completion, "output_tokens", None),
+    )
+
+
+def finalize_verdict(
+    s, claim: Claim, choice: str, detail: dict | None, amount_nusd: int, charge_id: int | None
+) -> None:
+    """Inside the verdict transaction: the claimed row becomes the stored verdict (stored order)."""
+    s.execute(
+        update(StoredVerdict)
+        .where(StoredVerdict.id == claim.row_id)
+        .values(status=READY, choice=choice, detail=detail, cost_nusd=amount_nusd, charge_id=charge_id)
+        .execution_options(synchronize_session=False)
+    )
+    claim.finalized = Stored(claim.row_id, charge_id, choice=choice, detail=detail)
+
+
+class CampaignStores:
+    """The stores' own short transactions (they run in worker threads, outside any campaign lock),
+    and the per-process marginal costs handed to the policies."""
+
+    #: How old (seconds) a campaign's marginal costs may be before a plan refreshes them.
+    store_costs_ttl = 0.5
+
+    def _store_cost_cache(self) -> dict:
+        cache = self.__dict__.get("_store_costs")
+        if cache is None:
+            cache = self.__dict__["_store_costs"] = {}
+        return cache
+
+    def store_costs_for(self, campaign_id: int) -> dict | None:
+        """The latest marginal costs of a campaign using the stores ({"costs", "judge_cost"}), or None."""
+        hit = self._store_cost_cache().get(campaign_id)
+        return None if hit is None else hit[1]
+
+    def refresh_store_costs(self, campaign_id: int) -> dict | None:
+        """Recompute a campaign's marginal costs from the stores (a worker thread; no lock held).
+
+        None for a campaign whose cost model is "per query" (its policy's costs never change).
+        """
+        import time
+
+        from ..models import Campaign, Prompt
+        from . import rules
+
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                return None
+            if cost_model(c.answers, c.verdicts, c.models, c.judge) == CostModel.PER_QUERY:
+                self._store_cost_cache()[campaign_id] = (math.inf, None)  # never changes
+                return None
+            models, judge, answers, verdicts = list(c.models), dict(c.judge), c.answers, c.verdicts
+            hashes_cache = self.__dict__.setdefault("_prompt_hashes", {})
+            hashes = hashes_cache.get(campaign_id)
+            if hashes is None:
+                texts = s.execute(select(Prompt.text).where(Prompt.campaign_id == campaign_id).order_by(Prompt.idx))
+                hashes = [prompt_hash(t) for t in texts.scalars()]
+                if len(hashes_cache) >= 1000:
+                    hashes_cache.clear()
+                hashes_cache[campaign_id] = hashes
+        mkeys = [model_key(m) if stores_answers(answers, m) else None for m in models]
+        jkey = judge_key(judge) if stores_verdicts(verdicts, judge) else None
+        cov = self.coverage(mkeys, jkey, hashes)
+        n_prompts = len(set(hashes))
+        L = len(models)
+        per_prompt = L * (L - 1) // 2 * (1 if bool(judge.get("both_orders", True)) else 2)
+        out = marginal_costs(
+            [float(m["cost"]) for m in models],
+            rules.judge_cost_per_duel(judge),
+            [None if k is None else cov["answered"].get(k, 0) for k in mkeys],
+            None if jkey is None else cov["judged"],
+            (n_prompts, n_prompts * per_prompt),
+        )
+        cache = self._store_cost_cache()
+        if len(cache) >= 10_000:
+            cache.clear()
+        cache[campaign_id] = (time.monotonic(), out)
+        return out
+
+    def store_costs_stale(self, campaign_id: int) -> bool:
+        import time
+
+        hit = self._store_cost_cache().get(campaign_id)
+        return hit is None or (hit[0] != math.inf and time.monotonic() - hit[0] > self.store_costs_ttl)
+
+    async def update_store_costs(self, campaign_id: int, wait: bool) -> None:
+        """Refresh a campaign's marginal costs when stale: awaited the first time or when ``wait``,
+        else in the background (an annotator's next duel does not wait for it)."""
+        if not self.store_costs_stale(campaign_id):
+            return
+        busy: set = self.__dict__.setdefault("_store_costs_busy", set())
+        if wait or campaign_id not in self._store_cost_cache():
+            await self.in_thread(self.refresh_store_costs, campaign_id)
+            return
+        if campaign_id in busy:
+            return
+
+        async def refresh() -> None:
+            try:
+                await self.in_thread(self.refresh_store_costs, campaign_id)
+            except Exception as exc:  # the previous costs stay in use
+                log.warning("campaign %s: marginal costs not refreshed (%s)", campaign_id, type(exc).__name__)
+            finally:
+                busy.discard(campaign_id)
+
+        busy.add(campaign_id)
+        self.spawn(refresh())
+
+    def claim_tx(self, table: str, key: str, columns: dict, lease: dt.timedelta) -> tuple[str, Any]:
+        """Look ``key`` up and claim it when missing.
+
+        Returns ("ready", Stored), ("claimed", row id) or ("wait", None) when another
+        caller holds a live claim. A claim older than ``lease`` is taken over.
+        """
+        model = _TABLES[table]
+        with self.db.read() as s:  # the common case, a stored result, without the write lock
+            row = s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none()
+            if row is not None:
+                return "ready", _stored(table, row)
+        now = utcnow()
+        try:
+            with self.db.write() as s:
+                row = s.execute(select(model).where(model.key == key)).scalar_one_or_none()
+                if row is None:
+                    row_id = s.execute(
+                        insert(model)
+                        .values(key=key, status=GENERATING, cost_nusd=0, claimed_at=now, created_at=now, **columns)
+                        .returning(model.id)
+                    ).scalar_one()
+                    return "claimed", int(row_id)
+                if row.status == READY:
+                    return "ready", _stored(table, row)
+                if row.claimed_at + lease > now:
+                    return "wait", None
+                taken = s.execute(
+                    update(model)
+                    .where(model.id == row.id, model.status == GENERATING, model.claimed_at == row.claimed_at)
+                    .values(claimed_at=now)
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+                return ("claimed", int(row.id)) if taken == 1 else ("wait", None)
+        except IntegrityError:  # another process inserted the same key meanwhile
+            return "wait", None
+
+    def release_tx(self, claim: Claim) -> None:
+        """Drop a claim whose call failed or whose result was not stored (never a ready row)."""
+        model = _TABLES[claim.table]
+        with self.db.write() as s:
+            s.execute(
+                delete(model)
+                .where(model.id == claim.row_id, model.status == GENERATING)
+                .execution_options(synchronize_session=False)
+            )
+
+    def coverage(self, model_keys: Sequence[str | None], jkey: str | None, prompt_hashes: Sequence[str]) -> dict:
+        """How many of ``prompt_hashes`` have a stored answer per model key, and stored verdicts of ``jkey``."""
+        keys = sorted({k for k in model_keys if k is not None})
+        answered: dict[str, int] = dict.fromkeys(keys, 0)
+        judged = 0
+        hashes = list(dict.fromkeys(prompt_hashes))
+        with self.db.read() as s:
+            for start in range(0, len(hashes), 500):
+                chunk = hashes[start : start + 500]
+                if keys:
+                    for mk, n in s.execute(
+                        select(StoredAnswer.model_key, func.count())
+                        .where(
+                            StoredAnswer.model_key.in_(keys),
+                            StoredAnswer.prompt_hash.in_(chunk),
+                            StoredAnswer.status == READY,
+                        )
+                        .group_by(StoredAnswer.model_key)
+                    ).all():
+                        answered[mk] += int(n)
+                if jkey is not None:
+                    judged += int(
+                        s.execute(
+                            select(func.count()).where(
+                                StoredVerdict.judge_key == jkey,
+                                StoredVerdict.prompt_hash.in_(chunk),
+                                StoredVerdict.status == READY,
+                            )
+                        ).scalar_one()
+                    )
+        return {"answered": answered, "judged": judged}
+
+
+def _stored(table: str, row: Any) -> Stored:
+    if table == "answer":
+        return Stored(
+            int(row.id),
+            row.charge_id,
+            text=row.text or "",
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+        )
+    return Stored(int(row.id), row.charge_id, choice=row.choice, detail=row.detail)

@@ -1,0 +1,104 @@
+"""The answer store's claims and single flight (service/campaigns/stores.py), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+
+import pytest
+from conftest import make_settings
+
+from service.campaigns import stores
+from service.campaigns.types import DuelPlan
+from service.clients import ClientError, Completion
+
+
+@pytest.fixture
+def svc(db_url):
+    from service.app import create_app
+
+    app = create_app(make_settings(db_url))
+    yield app.state.service
+    app.state.db.dispose()
+
+
+def _plan(prompt: str, model: str) -> DuelPlan:
+    m = {"name": "m", "cost": 0.001, "client": {"kind": "openai", "base_url": "http://x.test/v1", "model": model}}
+    return DuelPlan(
+        campaign_id=1,
+        duel_id=1,
+        number=1,
+        i=0,
+        j=1,
+        a_is_i=True,
+        prompt=prompt,
+        models=[m, dict(m, name="n")],
+        judge={"kind": "human"},
+        tie_policy="drop",
+        seed=0,
+        answers="reuse",
+    )
+
+
+def test_claims_wait_take_over_and_become_ready(svc):
+    key = uuid.uuid4().hex
+    cols = {"model_key": "mk", "prompt_hash": "ph"}
+    lease = dt.timedelta(seconds=60)
+    status, row_id = svc.claim_tx("answer", key, cols, lease)
+    assert status == "claimed"
+    assert svc.claim_tx("answer", key, cols, lease) == ("wait", None)  # another caller: wait, do not pay
+    status, again = svc.claim_tx("answer", key, cols, dt.timedelta(0))  # the claim outlived its lease
+    assert (status, again) == ("claimed", row_id)
+    claim = stores.Claim("answer", row_id, key)
+    with svc.db.write() as s:
+        stores.finalize_answer(s, claim, Completion("stored text", 3, 4, 0.1, 0.0), "stored text", 100, 7)
+    status, stored = svc.claim_tx("answer", key, cols, lease)
+    assert status == "ready" and stored.text == "stored text" and stored.charge_id == 7
+    svc.release_tx(claim)  # never drops a ready answer
+    assert svc.claim_tx("answer", key, cols, lease)[0] == "ready"
+
+
+def test_a_released_claim_lets_the_next_caller_pay(svc):
+    key = uuid.uuid4().hex
+    cols = {"model_key": "mk", "prompt_hash": "ph"}
+    status, row_id = svc.claim_tx("answer", key, cols, dt.timedelta(seconds=60))
+    svc.release_tx(stores.Claim("answer", row_id, key))
+    assert svc.claim_tx("answer", key, cols, dt.timedelta(seconds=60))[0] == "claimed"
+
+
+async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
+    calls = []
+    fail = {"on": True}
+
+    async def call(plan, idx):
+        calls.append(plan.prompt)
+        await asyncio.sleep(0.2)
+        if fail["on"]:
+            return ClientError("provider down", status_code=503, attempts=1)
+        return Completion("the answer", 3, 4, 0.1, 0.2)
+
+    svc._call_model = call
+    prompt, model = f"q {uuid.uuid4().hex}", f"m-{uuid.uuid4().hex[:8]}"
+
+    async def duel():
+        plan = _plan(prompt, model)
+        res = await svc._answer(plan, 0)
+        if 0 in plan.claims and isinstance(res, Completion):
+            with svc.db.write() as s:  # what store_answers_tx does for a paid answer
+                stores.finalize_answer(s, plan.claims[0], res, res.text, 100, None)
+        await svc._settle_claims(plan, [0])
+        return res
+
+    # a failed call is not stored: the waiting duel calls again (and fails again), nothing is stored
+    out = await asyncio.gather(duel(), duel())
+    assert all(isinstance(r, ClientError) for r in out) and len(calls) == 2
+    fail["on"] = False
+    calls.clear()
+    out = await asyncio.gather(*(duel() for _ in range(5)))
+    assert len(calls) == 1  # five duels needing the same missing answer at once: one call
+    assert sum(isinstance(r, Completion) for r in out) == 1
+    assert all(r.text == "the answer" for r in out)
+    assert sum(isinstance(r, stores.Stored) for r in out) == 4
+    again = await duel()
+    assert isinstance(again, stores.Stored) and len(calls) == 1
