@@ -197,3 +197,40 @@ def live_server(db_url, tmp_path_factory):
     server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
     yield server
     stop_live_server(server)
+
+
+def start_fake_provider(log_path: Path, *args: str) -> tuple[str, subprocess.Popen]:
+    """A real fake-provider server (``llmduel fake-provider``) on a free port: its base URL and process.
+
+    ``args`` are extra command-line options (``--latency 0.02``, ``--judge-mode bradley-terry``);
+    its output goes to ``log_path``. Stop it with :func:`stop_process`.
+    """
+    import httpx
+
+    port = free_port()
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "fake-provider", "--host", "127.0.0.1", "--port", str(port), *args],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return url, proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"fake provider did not start; its output: {log_path.read_text(errors='replace')[-2000:]}")
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

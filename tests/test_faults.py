@@ -152,6 +152,7 @@ async def test_provider_faults_fail_duels_cleanly_and_the_campaign_goes_on(api, 
     models = names("alpha", "beta", "gamma")
     costs = [0.003, 0.002, 0.001]
     body = campaign_body(name=f"faults {fault}", costs=costs, clients=[provider.client(m) for m in models])
+    body["answers"] = "fresh"  # every duel calls both models (a stored answer would be a zero-cost reuse)
     c = (await api.post("/v1/campaigns", json=body)).json()
     cid = c["id"]
     text, attempts = FAULTS[fault]

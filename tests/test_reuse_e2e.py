@@ -19,7 +19,7 @@ import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, free_port, start_live_server, stop_live_server
+from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
 
 pytestmark = pytest.mark.slow
 
@@ -30,38 +30,9 @@ JUDGE_PRICE = {"input_per_1m": 3.0, "output_per_1m": 6.0}
 
 @pytest.fixture(scope="module")
 def fake_provider(tmp_path_factory):
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("fake") / "fake.log", "wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service.fake_provider",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--latency",
-            "0.02",
-        ],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise RuntimeError("fake provider did not start")
+    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log", "--latency", "0.02")
     yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    stop_process(proc)
 
 
 @pytest.fixture(scope="module")
