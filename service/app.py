@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 import anyio
 from fastapi import FastAPI
 
-from . import api_docs, log_redaction, web
+from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
@@ -99,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         **_telemetry_option(settings),
     )
     app.state.settings = settings
+    pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
     app.state.service = service
     install_error_handlers(app)

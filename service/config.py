@@ -92,6 +92,8 @@ class Settings(BaseSettings):
     login_hours: float = Field(12.0, gt=0, le=24 * 366)
     # The address users reach the service at (absolute annotator links); unset: the request's own.
     public_base_url: str | None = None
+    # A JSON price map in LiteLLM's format whose entries win over the bundled one (service.pricing).
+    price_map: str | None = None
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = _code_only(False)
 

@@ -131,11 +131,19 @@ def bundled_map() -> dict[str, dict[str, Any]]:
 
 
 _file_cache: dict[str, tuple[float, dict]] = {}
+# The process's price map file: ``Settings.price_map`` (``LLMDUEL_PRICE_MAP``), set by the app at start.
+_price_map_file: str | None = None
+
+
+def set_price_map_file(path: str | None) -> None:
+    """Use the file at ``path`` (``LLMDUEL_PRICE_MAP``, read by :class:`service.config.Settings`) as the user's map."""
+    global _price_map_file
+    _price_map_file = path or None
 
 
 def file_map(path: str | None = None) -> dict[str, dict[str, Any]]:
-    """The map in the file named by ``LLMDUEL_PRICE_MAP`` ({} when unset); re-read when the file changes."""
-    path = os.environ.get(PRICE_MAP_ENV, "") if path is None else path
+    """The map in the configured file (``LLMDUEL_PRICE_MAP``; {} when unset); re-read when the file changes."""
+    path = (_price_map_file or "") if path is None else path
     if not path.strip():
         return {}
     try:

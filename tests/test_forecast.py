@@ -83,7 +83,9 @@ def test_forecast_is_bounded_in_duels_and_time():
 
 
 async def test_forecast_route_prior_and_simulated_judge(api):
-    body = campaign_body(costs=(0.004, 0.001, 0.002), budget=5.0, delta=0.05)
+    body = campaign_body(
+        name=f"forecast only {time.monotonic_ns()}", costs=(0.004, 0.001, 0.002), budget=5.0, delta=0.05
+    )
     t0 = time.perf_counter()
     r = await api.post("/v1/campaigns/forecast", json=body, params={"trials": 60})
     elapsed = time.perf_counter() - t0

@@ -30,18 +30,22 @@ def judge_config(**kw) -> dict:
     }
 
 
-async def test_configured_judge_with_strengths_through_the_service(api):
+@pytest.mark.parametrize("verdicts", ["fresh", "reuse"])
+async def test_configured_judge_with_strengths_through_the_service(api, verdicts):
     fake = create_fake_provider_app()
     svc = api.app.state.service
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))  # the service's shared HTTP client
-    names = ["small-q3", "mid-q4", "large-q5"]  # quality ratios below 2: every win is a weak one
+    # quality ratios below 2: every win is a weak one; one set of provider models per case (the answer
+    # store is shared by the campaigns of a database, and each fake provider seals its answers with its own key)
+    names = [f"{verdicts}-small-q3", f"{verdicts}-mid-q4", f"{verdicts}-large-q5"]
     body = campaign_body(
-        name="arena-style judge",
+        name=f"arena-style judge {verdicts}",
         costs=[0.001, 0.002, 0.003],
         clients=[{"kind": "openai", "base_url": BASE, "model": n} for n in names],
         judge=judge_config(),
         budget=10.0,
     )
+    body["verdicts"] = verdicts  # reuse: a stored graded verdict is mirrored for the other presentation
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     c = r.json()
@@ -60,12 +64,17 @@ async def test_configured_judge_with_strengths_through_the_service(api):
         lower_won = max(d["model_a"], d["model_b"]) != (d["model_a"] if winner_a else d["model_b"])
         assert d["score"] == pytest.approx(0.75 if lower_won else 0.25), d
         calls = d["judge"]["calls"]
-        assert [c["parsed"] for c in calls] == (["A>B", "B>A"] if winner_a else ["B>A", "A>B"])
-        assert d["judge"]["score_a"] == pytest.approx(0.75 if winner_a else 0.25)
+        # the two orders' labels (a stored verdict is asked in one canonical order and mirrored, so the
+        # calls are in that order; the score above shows the mirroring kept the winner's side)
+        assert sorted(c["parsed"] for c in calls) == ["A>B", "B>A"]
+        shown_first_won = winner_a != d["judge"].get("stored_order_swapped", False)  # the judge's own order
+        assert d["judge"]["score_a"] == pytest.approx(0.75 if shown_first_won else 0.25)
         assert "small" not in (d["answer_a"] + d["answer_b"])  # fake answers name no model
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert view["leader"] == "m2"  # campaign_body names the models m0, m1, m2 (large-q5)
-    assert view["judge_spend"] == pytest.approx(12 * 0.002)
+    paid = [d for d in duels if "reused_verdict" not in d["judge"]]
+    assert len(paid) == 12 if verdicts == "fresh" else 0 < len(paid) < 12
+    assert view["judge_spend"] == pytest.approx(len(paid) * 0.002)
     # W[i][j] holds the graded scores: 0.75 per weak win
     assert any(
         abs(w - 0.75 * n) < 1e-9 and n
@@ -73,7 +82,7 @@ async def test_configured_judge_with_strengths_through_the_service(api):
         for w, n in zip(row_w, row_n)
     )
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    assert fake.state.provider.stats["judgements"] == 24
+    assert fake.state.provider.stats["judgements"] == 2 * len(paid)  # both orders of each paid verdict
     await svc._http.aclose()
     svc._http = None
 

@@ -66,7 +66,7 @@ def test_user_maps_win_over_the_bundled_one(tmp_path, monkeypatch):
             }
         )
     )
-    monkeypatch.setenv(pricing.PRICE_MAP_ENV, str(path))
+    monkeypatch.setattr(pricing, "_price_map_file", str(path))
     p = pricing.lookup_price(_client("gpt-4o"))
     assert (p.source, p.input_per_1m, p.output_per_1m) == ("file", pytest.approx(1.0), pytest.approx(2.0))
     assert pricing.lookup_price(_client("my-local-llama", base_url="http://localhost:8000/v1")).source == "file"
@@ -240,12 +240,12 @@ async def test_budget_reserves_with_the_price_maps_output_limit(api):
 
 
 async def test_unreadable_price_map_file_is_a_clear_422(api, monkeypatch, tmp_path):
-    monkeypatch.setenv(pricing.PRICE_MAP_ENV, str(tmp_path / "missing.json"))
+    monkeypatch.setattr(pricing, "_price_map_file", str(tmp_path / "missing.json"))
     body = campaign_body(clients=[{"kind": "openai", "model": "gpt-4o"}] * 3)
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 422 and pricing.PRICE_MAP_ENV in r.text and "cannot read" in r.text
     (tmp_path / "bad.json").write_text("{not json")
-    monkeypatch.setenv(pricing.PRICE_MAP_ENV, str(tmp_path / "bad.json"))
+    monkeypatch.setattr(pricing, "_price_map_file", str(tmp_path / "bad.json"))
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 422 and "not a readable JSON file" in r.text
     # simulated models never look prices up: unaffected

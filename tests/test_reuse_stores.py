@@ -71,7 +71,7 @@ async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
     calls = []
     fail = {"on": True}
 
-    async def call(plan, idx):
+    async def call(plan, idx, turns=None):
         calls.append(plan.prompt)
         await asyncio.sleep(0.2)
         if fail["on"]:

@@ -182,7 +182,7 @@ class DuelOrchestration:
                     log.warning("releasing store claim %s failed: %s", claim.row_id, type(exc).__name__)
             self._resolve(claim.key, claim.extra["future"], claim.finalized)
 
-    async def _answer(self, plan: DuelPlan, idx: int, turns: list[str] | None):
+    async def _answer(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
         """Model ``idx``'s answer: from the answer store when the campaign reuses answers, else a call."""
         model = plan.models[idx]
         if not stores.stores_answers(plan.answers, model):
@@ -225,7 +225,12 @@ class DuelOrchestration:
                     choice=choice,
                     judge_score=None if first_score is None else (1.0 - first_score if swapped else first_score),
                     judge_cost=0.0,
-                    judge_detail={"reused_verdict": stored.id, "stored_order_swapped": swapped},
+                    # the stored judgement's own detail (in the store's order), and where it came from
+                    judge_detail={
+                        **(stored.detail or {}),
+                        "reused_verdict": stored.id,
+                        "stored_order_swapped": swapped,
+                    },
                     judge_error=None,
                     reused_verdict=stored,
                 )
@@ -244,6 +249,8 @@ class DuelOrchestration:
             log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
         if first_score is not None:  # kept with a stored verdict, so that a reuse gives the same graded score
             detail = {**(detail or {}), STORED_SCORE: first_score}
+        if extra and detail is not None:  # asked in the store's canonical order: say whether it is the duel's
+            detail = {**detail, "stored_order_swapped": swapped}
         if extra:
             extra["stored_choice"] = choice
         return dict(
