@@ -310,6 +310,13 @@ def test_priced_from_the_maps_with_an_arena_hard_judge(service, fake_provider, p
     r = llmduel(service, "campaign", "export", str(cid), "--out", str(out))
     assert r.returncode == 0, r.stderr
     assert json.loads((out / "certificate.json").read_text())["winner"] == "large"
+    # the exported ranking's observed cost is the view's: the mean charge of the paid calls
+    for row in json.loads((out / "ranking.json").read_text()):
+        m = next(m for m in view["models"] if m["name"] == row["model"])
+        assert row["calls"] == m["calls"] and row["observed_cost_per_query"] == pytest.approx(
+            m["observed_cost"], abs=1e-9
+        )  # 9 decimals
+        assert row["cost_per_query"] == m["cost"]
     r = llmduel(service, "analyze", str(out / "battles.jsonl"), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["condorcet_winner"] == "large"
