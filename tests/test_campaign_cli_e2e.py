@@ -347,7 +347,7 @@ def test_show_prints_observed_costs_and_the_cost_warning(service, fake_provider,
     assert r.returncode == 0, r.stderr
     cid = str(json.loads(r.stdout)["id"])
     r = llmduel(service, "campaign", "watch", cid, "--interval", "0.2")
-    assert r.returncode == 0 and r.stdout.startswith("not certified"), (r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (60) reached"), (r.stdout, r.stderr)
 
     view = json.loads(llmduel(service, "campaign", "show", cid, "--json").stdout)
     under = view["models"][0]
@@ -424,7 +424,7 @@ def test_continue_a_campaign_that_hit_its_duel_cap(service, tmp_path):
     assert r.returncode == 0, r.stderr
     cid = str(json.loads(r.stdout)["id"])
     r = llmduel(service, "campaign", "watch", cid, "--interval", "0.2")
-    assert r.returncode == 0 and r.stdout.startswith("not certified"), (r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (5) reached"), (r.stdout, r.stderr)
     r = llmduel(service, "campaign", "continue", cid, "--max-duels", "5000")
     if r.returncode == 2 and ("HTTP 405" in r.stderr or "HTTP 404" in r.stderr):
         pytest.skip("PATCH /v1/campaigns/{id} is not served by this server (API contract, prices)")

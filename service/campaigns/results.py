@@ -53,10 +53,19 @@ VERDICTS = {
 }
 
 
-def verdict_text(status: str, winner: str | None, leader: str | None, delta: float) -> str:
-    """The campaign's outcome in plain words."""
+#: Ended without a winner: the recorded end reason says why (the duel cap, the admin, the budget).
+ENDED_BY_REASON = "not certified: {reason} (leader: {leader})"
+
+
+def verdict_text(
+    status: str, winner: str | None, leader: str | None, delta: float, end_reason: str | None = None
+) -> str:
+    """The campaign's outcome in plain words; a campaign stopped or out of budget names its ``end_reason``
+    (``stopped`` is also the status of a campaign that reached its ``max_duels``)."""
     template = VERDICTS.get(status, "{status}")
-    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status)
+    if end_reason and status in (CampaignStatus.STOPPED, CampaignStatus.BUDGET_EXHAUSTED):
+        template = ENDED_BY_REASON
+    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status, reason=end_reason)
 
 
 def _tstamp(d: Duel) -> float | None:
@@ -247,7 +256,7 @@ class CampaignResults:
             "campaign_id": v["id"],
             "name": v["name"],
             "status": v["status"],
-            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"]),
+            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
             "winner": v["winner"],
             "leader": v["leader"],
             "delta": v["delta"],

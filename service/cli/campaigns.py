@@ -49,8 +49,8 @@ def verdict_line(c: dict[str, Any]) -> str:
     leader = c.get("leader") or "none"
     if status == "budget_exhausted":
         return f"not certified: {c.get('end_reason') or 'budget or duel cap reached'} (leader {leader})"
-    if status == "stopped":
-        return f"not certified: stopped (leader {leader})"
+    if status == "stopped":  # by the admin, or on reaching max_duels: the end reason says which
+        return f"not certified: {c.get('end_reason') or 'stopped'} (leader {leader})"
     return f"running (leader {leader})"
 
 
