@@ -339,7 +339,7 @@ def test_show_prints_observed_costs_and_the_cost_warning(service, fake_provider,
         "  - {name: sim1, cost: 1, client: {kind: simulated}}\n"
         "  - {name: sim2, cost: 1, client: {kind: simulated}}\n"
         "judge: {kind: simulated, preference: [[0.5, 0.5, 0.5], [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]}\n"
-        "max_duels: 60\n"
+        "max_duels: 120\n"
         "answers: fresh\n"
         f"prompts: {json.dumps([f'question {n} of {tag}' for n in range(30)])}\n"
     )
@@ -347,7 +347,7 @@ def test_show_prints_observed_costs_and_the_cost_warning(service, fake_provider,
     assert r.returncode == 0, r.stderr
     cid = str(json.loads(r.stdout)["id"])
     r = llmduel(service, "campaign", "watch", cid, "--interval", "0.2")
-    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (60) reached"), (r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (120) reached"), (r.stdout, r.stderr)
 
     view = json.loads(llmduel(service, "campaign", "show", cid, "--json").stdout)
     under = view["models"][0]

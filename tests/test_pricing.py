@@ -181,16 +181,19 @@ async def test_observed_cost_three_times_the_configured_one_warns(api):
     ]
     even = [[0.5] * 3 for _ in range(3)]  # nobody can be certified: the campaign runs on
     body = campaign_body(
-        costs=(0.01, 0.01, 0.01), clients=clients, judge=simulated_judge(even), max_duels=30, answers="fresh"
+        costs=(0.01, 0.01, 0.01), clients=clients, judge=simulated_judge(even), max_duels=200, answers="fresh"
     )
     with respx.mock(assert_all_called=False) as mock:
         mock.post("http://p0.test/v1/chat/completions").mock(side_effect=_usage_reply(30))  # 0.03 USD
         mock.post("http://p1.test/v1/chat/completions").mock(side_effect=_usage_reply(10))
         mock.post("http://p2.test/v1/chat/completions").mock(side_effect=_usage_reply(10))
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
-        for _ in range(30):
+        for _ in range(200):  # until m0 has been called enough (the policy picks the pairs)
             r = await api.post(f"/v1/campaigns/{cid}/duels")
             if r.status_code != 201:
+                break
+            view = (await api.get(f"/v1/campaigns/{cid}")).json()
+            if view["models"][0]["calls"] >= pricing.COST_CHECK_MIN_CALLS:
                 break
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     by_name = {m["name"]: m for m in view["models"]}
