@@ -204,6 +204,32 @@ def read_prompt_file(path: str | Path, fmt: str | None = None) -> list[str | dic
     return [item for _, item in items]
 
 
+#: YAML 1.2's floats: PyYAML (YAML 1.1) reads ``1e-6`` (no dot) as a string, which is how
+#: prices are usually written (``input_cost_per_token: 1e-6``).
+_YAML12_FLOAT = r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+|[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+|\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+|[-+]?\.(?:inf|Inf|INF)
+|\.(?:nan|NaN|NAN))$"""
+
+
+def _yaml_loader():
+    """PyYAML's safe loader with YAML 1.2 floats (``1e-6`` is a number, as in JSON)."""
+    import re
+
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.yaml_implicit_resolvers = {
+        key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
+        for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_YAML12_FLOAT, re.X), list("-+0123456789."))
+    return Loader
+
+
 def read_campaign_file(path: str | Path) -> dict[str, Any]:
     """A campaign file as the body of ``POST /v1/campaigns`` (prompt files read and inlined)."""
     import yaml
@@ -217,7 +243,7 @@ def read_campaign_file(path: str | Path) -> dict[str, Any]:
             raise CampaignFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     else:
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""

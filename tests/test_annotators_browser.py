@@ -1,7 +1,11 @@
 """Three annotators vote in headless Chromium from the links the API returned; one is
-revoked mid-way and its link is refused; the dashboard names them by label."""
+revoked mid-way and its link is refused; the dashboard names them by label and ranks the
+models with an interval around each win rate."""
 
 from __future__ import annotations
+
+import json
+import re
 
 import pytest
 from test_web_browser import ARTIFACTS, api, browser, create, server, sign_in, wait_for_next_panel  # noqa: F401
@@ -15,6 +19,41 @@ def _vote(page, last: str | None) -> str:
     duel = page.get_attribute("#panel", "data-duel")
     page.click("#vote-a")
     return duel
+
+
+INTERVAL = re.compile(r"^(\d+\.\d)% \u2013 (\d+\.\d)%$")
+
+
+def _check_ranking(admin, client, cid: int) -> None:
+    """The dashboard's ranking table, at the top: every model by name with its win rate against the
+    field inside a shown interval, and the duels, win rates and costs of the exported ranking."""
+    sections = admin.eval_on_selector_all("section", "els => els.map(e => e.id || e.className)")
+    before = sections[: sections.index("ranking-section")]
+    assert set(before) <= {"winner", "no-condorcet-winner", "ended"}, sections  # at the top, under the outcome
+    exported = {
+        r["model"]: r for r in json.loads(client.get(f"/v1/campaigns/{cid}/export").json()["files"]["ranking.json"])
+    }
+    assert set(exported) == {"m0", "m1", "m2"}
+    shown = {}
+    for row in admin.locator("#ranking tbody tr").all():
+        cells = [c.strip() for c in row.locator("td").all_inner_texts()]
+        shown[cells[1]] = cells
+    assert set(shown) == set(exported), shown
+    ranked = 0
+    for model, cells in shown.items():
+        want = exported[model]
+        assert int(cells[0]) == want["rank"] and int(cells[4]) == want["duels"], (cells, want)
+        if want["duels"] == 0:
+            continue
+        ranked += 1
+        rate = float(cells[2].rstrip("%"))
+        assert rate == pytest.approx(100 * want["win_rate"], abs=0.05), (cells, want)
+        m = INTERVAL.match(cells[3])
+        assert m, cells  # e.g. "41.0% – 73.0%"
+        low, high = float(m.group(1)), float(m.group(2))
+        assert 0 <= low <= rate <= high <= 100 and low < high, cells
+        assert float(cells[5]) == pytest.approx(want["cost_per_query"], rel=1e-3), cells
+    assert ranked >= 2, shown  # eight votes: at least two models have met others
 
 
 def test_three_annotators_vote_one_is_revoked_and_the_dashboard_shows_labels(server, api, browser):  # noqa: F811
@@ -78,6 +117,7 @@ def test_three_annotators_vote_one_is_revoked_and_the_dashboard_shows_labels(ser
     assert set(rows) == {"alice", "bob", "carol"}, rows
     assert "revoked" in rows["carol"] and "active" in rows["alice"] and "active" in rows["bob"]
     admin.screenshot(path=str(ARTIFACTS / "web-dashboard-annotator-labels.png"), full_page=True)
+    _check_ranking(admin, api, cid)
     for page in pages.values():
         assert page.errors == [], page.errors
         page.close()

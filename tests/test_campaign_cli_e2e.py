@@ -15,6 +15,9 @@ import httpx
 import pytest
 from conftest import ADMIN_KEY, REPO, free_port, start_live_server, stop_live_server
 
+from service.campaign_files import read_campaign_file
+from service.prompts import normalize_prompt
+
 pytestmark = pytest.mark.slow
 
 
@@ -48,8 +51,21 @@ def fake_provider(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def service(db_url, tmp_path_factory):
-    server = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log", workers=1)
+def price_map_file(tmp_path_factory):
+    """The server's LLMDUEL_PRICE_MAP file (LiteLLM format); a test writes its entries before it creates a campaign."""
+    path = tmp_path_factory.mktemp("prices") / "prices.json"
+    path.write_text("{}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def service(db_url, tmp_path_factory, price_map_file):
+    server = start_live_server(
+        db_url,
+        tmp_path_factory.mktemp("svc") / "server.log",
+        extra_env={"LLMDUEL_PRICE_MAP": str(price_map_file)},
+        workers=1,
+    )
     yield server
     stop_live_server(server)
 
@@ -139,6 +155,221 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
         assert client.get(f"/v1/campaigns/{cid}/replay").json()["ok"] is True
 
 
+# Per-token prices (USD per token, LiteLLM's format) of the priced case's models: two from the campaign
+# file's price_map, one from the server's LLMDUEL_PRICE_MAP file (whose entry for "large" the campaign's wins over).
+MAP_PRICES = {"small": (1e-6, 2e-6), "large": (3e-6, 9e-6)}
+FILE_PRICES = {"mid": (2e-6, 4e-6), "large": (3e-4, 9e-4)}
+JUDGE_CALL_COST = 0.001
+STRENGTH_SCORES = {"A>>B": 1.0, "A>B": 0.75, "A=B": 0.5, "B>A": 0.25, "B>>A": 0.0}
+
+
+def _entry(price: tuple[float, float]) -> dict:
+    return {"input_cost_per_token": price[0], "output_cost_per_token": price[1], "max_output_tokens": 4096}
+
+
+def write_priced_campaign(tmp_path, fake_url: str, tag: str) -> str:
+    """The same 50 questions; models with no cost (priced from the maps), an arena-hard style judge.
+
+    Qualities 1, 1.5 and 2.5: large beats small by 2x or more (a strong verdict) and the
+    other pairs by less (a weak one), so the duel log carries graded scores."""
+    write_campaign(tmp_path, fake_url)  # the question file
+    names = {"small": f"small-{tag}-q1", "mid": f"mid-{tag}-q1.5", "large": f"large-{tag}-q2.5"}
+    price_map = {names[m]: _entry(p) for m, p in MAP_PRICES.items()}
+    client = "{kind: openai, base_url: '" + fake_url + "/v1', model: %s}"
+    verdicts = {"a": "[[A>B]]", "b": "[[B>A]]", "tie": "[[A=B]]", "a_strong": "[[A>>B]]", "b_strong": "[[B>>A]]"}
+    (tmp_path / "priced.yaml").write_text(
+        f"name: priced arena-hard style e2e {tag}\n"
+        "delta: 0.05\n"
+        "seed: 5\n"
+        "models:\n"
+        f"  - {{name: small, client: {client % names['small']}}}\n"
+        f"  - {{name: large, client: {client % names['large']}}}\n"
+        f"  - {{name: mid, client: {client % names['mid']}}}\n"
+        "expected_output_tokens: 50\n"
+        f"price_map: {json.dumps(price_map)}\n"
+        "judge:\n"
+        "  kind: llm\n"
+        f"  cost: {JUDGE_CALL_COST}\n"
+        "  both_orders: true\n"
+        "  combine: consistent\n"
+        "  client:\n"
+        "    kind: openai\n"
+        f"    base_url: '{fake_url}/v1'\n"
+        f"    model: judge-{tag}\n"
+        f"    params: {{temperature: 0, fake_verdicts: {json.dumps(verdicts)}}}\n"
+        "  system_prompt: |\n"
+        "    You compare two replies to the same user request. Finish with exactly one verdict label:\n"
+        "    [[A>>B]] A is much better, [[A>B]] A is better, [[A=B]] about the same,\n"
+        "    [[B>A]] B is better, [[B>>A]] B is much better.\n"
+        "  prompt_template: |\n"
+        "    <|User request|>\n"
+        "    {question}\n"
+        "\n"
+        "    <|Reference answer (may be empty)|>\n"
+        "    {reference}\n"
+        "\n"
+        "    <|Reply A|>\n"
+        "    {answer_a}\n"
+        "    <|End of reply A|>\n"
+        "\n"
+        "    <|Reply B|>\n"
+        "    {answer_b}\n"
+        "    <|End of reply B|>\n"
+        "  verdict_patterns:\n"
+        "    regex: ['\\[\\[([AB<>=]+)\\]\\]', '\\[([AB<>=]+)\\]']\n"
+        "    ignore_case: true\n"
+        f"    scores: {json.dumps(STRENGTH_SCORES)}\n"
+        "budget: 100000\n"
+        "prompts: {file: data/question.jsonl}\n"
+        "run: {concurrency: 4}\n"
+    )
+    return str(tmp_path / "priced.yaml"), names
+
+
+def _duel_log(client: httpx.Client, cid: int) -> list[dict]:
+    duels: list[dict] = []
+    while True:
+        page = client.get(f"/v1/campaigns/{cid}/duels", params={"limit": 1000, "offset": len(duels)}).json()
+        duels += page["items"]
+        if not page["items"] or len(duels) >= page["total"]:
+            return duels
+
+
+def test_priced_from_the_maps_with_an_arena_hard_judge(service, fake_provider, price_map_file, tmp_path):
+    tag = os.urandom(4).hex()
+    camp, names = write_priced_campaign(tmp_path, fake_provider, tag)
+    price_map_file.write_text(
+        json.dumps({f"{m}-{tag}-q{q}": _entry(FILE_PRICES[m]) for m, q in (("mid", "1.5"), ("large", "2.5"))})
+    )
+    prices = {names[m]: p for m, p in {**FILE_PRICES, **MAP_PRICES}.items()}  # the campaign's map wins
+
+    r = llmduel(service, "campaign", "create", camp, "--json")
+    assert r.returncode == 0, r.stderr
+    created = json.loads(r.stdout)
+    cid = created["id"]
+    by_name = {m["name"]: m for m in created["models"]}
+    texts = [normalize_prompt(p)["text"] for p in read_campaign_file(camp)["prompts"]]
+    input_tokens = sum(map(len, texts)) / len(texts) / 4  # 4 characters per token (docs/service.md, Pricing)
+    for name, m in by_name.items():
+        inp, out = prices[names[name]]
+        assert m["cost_source"] == "derived", m
+        assert m["price"]["source"] == ("file" if name == "mid" else "price_map") and m["price"]["key"] == names[name]
+        assert m["price"]["input_per_1m"] == pytest.approx(inp * 1e6) and m["expected_output_tokens"] == 50
+        expected = input_tokens * inp + 50 * out
+        assert m["expected_input_tokens"] == pytest.approx(input_tokens, abs=0.05)
+        assert m["cost"] == pytest.approx(expected, rel=1e-9) and m["derived_cost"] == pytest.approx(expected)
+    assert by_name["small"]["cost"] < by_name["mid"]["cost"] < by_name["large"]["cost"]
+
+    r = llmduel(service, "campaign", "watch", str(cid), "--interval", "0.3", "--every", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("certified: large beats every other model"), r.stdout
+
+    r = llmduel(service, "campaign", "show", str(cid), "--json")
+    view = json.loads(r.stdout)
+    assert view["status"] == "certified" and view["winner"] == "large"
+    assert all(m["cost_source"] == "derived" for m in view["models"])
+    # the text view names the derived costs beside the observed ones
+    text = llmduel(service, "campaign", "show", str(cid)).stdout
+    for m in view["models"]:
+        assert any(line.split()[:1] == [m["name"]] and "derived" in line for line in text.splitlines()), text
+
+    # every answer request the provider served is charged at the map's price, and nothing else is
+    served = httpx.get(fake_provider + "/v1/requests").json()["requests"]
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+        duels = _duel_log(client, cid)
+    charged: dict[int, list[float]] = {}
+    for d in duels:
+        for ch in d["charges"] or []:
+            if ch["kind"] == "model" and not ch["reused"]:
+                charged.setdefault(ch["model_index"], []).append(ch["amount"])
+    model_spend = 0.0
+    for m in view["models"]:
+        inp, out = prices[names[m["name"]]]
+        mine = [q for q in served if q["model"] == names[m["name"]]]
+        assert mine and all(q["kind"] == "answer" for q in mine)
+        bill = sum(q["prompt_tokens"] * inp + q["completion_tokens"] * out for q in mine)
+        assert m["calls"] == len(mine) == len(charged[m["index"]]), (m, len(mine))
+        assert sum(charged[m["index"]]) == pytest.approx(bill, rel=1e-6)
+        assert m["calls"] * m["observed_cost"] == pytest.approx(bill, rel=1e-6)
+        model_spend += bill
+    judged = [q for q in served if q["model"] == f"judge-{tag}"]
+    assert judged and all(q["kind"] == "judge" for q in judged)
+    assert view["judge_spend"] == pytest.approx(len(judged) * JUDGE_CALL_COST, rel=1e-6)
+    assert view["spend"] == pytest.approx(model_spend + len(judged) * JUDGE_CALL_COST, rel=1e-6)
+    # the expected output tokens fit the fake answers: no model's mean charge is 2x off its derived cost
+    assert view["cost_warnings"] == [], view["cost_warnings"]
+
+    # the judge's replies were read with their strengths: graded scores in the duel log
+    scores = [d["score"] for d in duels if d["counted"]]
+    assert set(scores) <= set(STRENGTH_SCORES.values()), sorted(set(scores))
+    assert {0.25, 0.75} & set(scores) and {0.0, 1.0} & set(scores), sorted(set(scores))
+    labels = {c.get("parsed") for d in duels for c in ((d["judge"] or {}).get("calls") or [])}
+    assert {"A>>B", "B>>A"} & labels and {"A>B", "B>A"} & labels, labels
+
+    out = tmp_path / "priced-result"
+    r = llmduel(service, "campaign", "export", str(cid), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "certificate.json").read_text())["winner"] == "large"
+    # the exported ranking's observed cost is the view's: the mean charge of the paid calls
+    for row in json.loads((out / "ranking.json").read_text()):
+        m = next(m for m in view["models"] if m["name"] == row["model"])
+        assert row["calls"] == m["calls"] and row["observed_cost_per_query"] == pytest.approx(
+            m["observed_cost"], abs=1e-9
+        )  # 9 decimals
+        assert row["cost_per_query"] == m["cost"]
+    r = llmduel(service, "analyze", str(out / "battles.jsonl"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["condorcet_winner"] == "large"
+
+
+def test_show_prints_observed_costs_and_the_cost_warning(service, fake_provider, tmp_path):
+    """A fake-provider model charged per token about 3x the cost it is configured with: ``campaign show``
+    prints each model's cost beside its observed mean charge and calls, and the campaign's warning."""
+    tag = os.urandom(4).hex()
+    # 0.001 USD per output token; a fake answer has 33 to 68 tokens, so a call costs 0.03 to 0.07 USD
+    client = (
+        "{kind: openai, base_url: '" + fake_provider + "/v1', model: under-" + tag + ", "
+        "price: {input_per_1m: 0, output_per_1m: 1000}}"
+    )
+    (tmp_path / "under.yaml").write_text(
+        f"name: underpriced {tag}\n"
+        "seed: 3\n"
+        "models:\n"
+        f"  - {{name: under, cost: 0.016, client: {client}}}\n"
+        "  - {name: sim1, cost: 1, client: {kind: simulated}}\n"
+        "  - {name: sim2, cost: 1, client: {kind: simulated}}\n"
+        "judge: {kind: simulated, preference: [[0.5, 0.5, 0.5], [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]]}\n"
+        "max_duels: 120\n"
+        "answers: fresh\n"
+        f"prompts: {json.dumps([f'question {n} of {tag}' for n in range(30)])}\n"
+    )
+    r = llmduel(service, "campaign", "create", str(tmp_path / "under.yaml"), "--json")
+    assert r.returncode == 0, r.stderr
+    cid = str(json.loads(r.stdout)["id"])
+    r = llmduel(service, "campaign", "watch", cid, "--interval", "0.2")
+    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (120) reached"), (r.stdout, r.stderr)
+
+    view = json.loads(llmduel(service, "campaign", "show", cid, "--json").stdout)
+    under = view["models"][0]
+    assert under["calls"] >= 10 and 2 < under["observed_cost"] / under["cost"] < 5, under
+    assert len(view["cost_warnings"]) == 1 and view["cost_warnings"][0] == under["cost_warning"]
+    assert "'under'" in under["cost_warning"] and "times the expected cost" in under["cost_warning"]
+
+    r = llmduel(service, "campaign", "show", cid)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header = next(line for line in lines if line.split()[:2] == ["models", "model"])
+    assert "cost/query" in header and "observed/query" in header and "calls" in header
+    row = next(line for line in lines if line.split()[:1] == ["under"]).split()
+    assert float(row[1]) == pytest.approx(0.016) and row[2] == "configured"
+    assert float(row[3]) == pytest.approx(under["observed_cost"], rel=1e-5) and int(row[4]) == under["calls"]
+    sims = [line.split() for line in lines if line.split()[:1] in (["sim1"], ["sim2"])]
+    # simulated models are charged their configured cost: observed as configured, no warning mark
+    assert len(sims) == 2 and all(s[1:4] == ["1", "configured", "1"] and int(s[4]) >= 1 and len(s) == 5 for s in sims)
+    assert row[5:] == ["!"]
+    assert f"  warning    {under['cost_warning']}" in lines
+
+
 def test_cli_errors_are_one_line(service, tmp_path):
     bad = tmp_path / "campaign.yaml"
     (tmp_path / "q.jsonl").write_text('{"question_id": "a", "turns": [{"content": "x"}]}\n{oops\n')
@@ -193,7 +424,7 @@ def test_continue_a_campaign_that_hit_its_duel_cap(service, tmp_path):
     assert r.returncode == 0, r.stderr
     cid = str(json.loads(r.stdout)["id"])
     r = llmduel(service, "campaign", "watch", cid, "--interval", "0.2")
-    assert r.returncode == 0 and r.stdout.startswith("not certified"), (r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (5) reached"), (r.stdout, r.stderr)
     r = llmduel(service, "campaign", "continue", cid, "--max-duels", "5000")
     if r.returncode == 2 and ("HTTP 405" in r.stderr or "HTTP 404" in r.stderr):
         pytest.skip("PATCH /v1/campaigns/{id} is not served by this server (API contract, prices)")

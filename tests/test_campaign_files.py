@@ -121,3 +121,18 @@ def test_bad_campaign_files(tmp_path, text, words):
     with pytest.raises(CampaignFileError) as exc:
         read_campaign_file(camp)
     assert words in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_yaml_prices_without_a_dot_are_numbers(tmp_path):
+    """``1e-6`` is a float in JSON and YAML 1.2; PyYAML's YAML 1.1 would read it as the string '1e-6'."""
+    camp = write(
+        tmp_path,
+        "c.yaml",
+        "name: p\nprompts: [x]\nmodels: []\n"
+        "price_map: {house: {input_cost_per_token: 1e-6, output_cost_per_token: 2.5E-06}}\n"
+        "budget: 1e3\ntags: [1e3x, '1e-6', 0x10, 1_000, .5, -.inf]\n",
+    )
+    body = read_campaign_file(camp)
+    assert body["price_map"]["house"] == {"input_cost_per_token": 1e-6, "output_cost_per_token": 2.5e-6}
+    assert body["budget"] == 1000.0 and isinstance(body["budget"], float)
+    assert body["tags"] == ["1e3x", "1e-6", 16, 1000, 0.5, float("-inf")]

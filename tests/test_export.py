@@ -88,3 +88,22 @@ async def test_export_errors(api):
     # an empty campaign exports empty logs, not an error
     files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
     assert files["battles.jsonl"] == "" and json.loads(files["certificate.json"])["winner"] is None
+
+
+async def test_certificate_says_why_an_uncertified_campaign_ended(api):
+    """``stopped`` is the status of an admin's stop and of a reached duel cap: the verdict names which."""
+    even = [[0.5] * 3 for _ in range(3)]
+    capped = (await api.post("/v1/campaigns", json=campaign_body(judge=simulated_judge(even), max_duels=4))).json()
+    for _ in range(10):
+        if (await api.post(f"/v1/campaigns/{capped['id']}/duels")).status_code != 201:
+            break
+    halted = (await api.post("/v1/campaigns", json=campaign_body(judge=simulated_judge(even)))).json()
+    assert (await api.post(f"/v1/campaigns/{halted['id']}/stop")).status_code == 200
+    verdicts = {}
+    for name, c in (("capped", capped), ("halted", halted)):
+        view = (await api.get(f"/v1/campaigns/{c['id']}")).json()
+        assert view["status"] == "stopped", view["status"]
+        files = (await api.get(f"/v1/campaigns/{c['id']}/export")).json()["files"]
+        verdicts[name] = json.loads(files["certificate.json"])["verdict"]
+    assert verdicts["capped"].startswith("not certified: max_duels (4) reached (leader: "), verdicts
+    assert verdicts["halted"].startswith("not certified: stopped by the admin (leader: "), verdicts

@@ -180,15 +180,20 @@ async def test_observed_cost_three_times_the_configured_one_warns(api):
         {"kind": "openai", "base_url": f"http://p{n}.test/v1", "model": f"house-{n}", "price": price} for n in range(3)
     ]
     even = [[0.5] * 3 for _ in range(3)]  # nobody can be certified: the campaign runs on
-    body = campaign_body(costs=(0.01, 0.01, 0.01), clients=clients, judge=simulated_judge(even), max_duels=30)
+    body = campaign_body(
+        costs=(0.01, 0.01, 0.01), clients=clients, judge=simulated_judge(even), max_duels=200, answers="fresh"
+    )
     with respx.mock(assert_all_called=False) as mock:
         mock.post("http://p0.test/v1/chat/completions").mock(side_effect=_usage_reply(30))  # 0.03 USD
         mock.post("http://p1.test/v1/chat/completions").mock(side_effect=_usage_reply(10))
         mock.post("http://p2.test/v1/chat/completions").mock(side_effect=_usage_reply(10))
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
-        for _ in range(30):
+        for _ in range(200):  # until m0 has been called enough (the policy picks the pairs)
             r = await api.post(f"/v1/campaigns/{cid}/duels")
             if r.status_code != 201:
+                break
+            view = (await api.get(f"/v1/campaigns/{cid}")).json()
+            if view["models"][0]["calls"] >= pricing.COST_CHECK_MIN_CALLS:
                 break
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     by_name = {m["name"]: m for m in view["models"]}
@@ -203,6 +208,30 @@ async def test_observed_cost_three_times_the_configured_one_warns(api):
     assert 'id="cost-warnings"' in page.text and "3 times the expected cost per query" in page.text
     assert "derived" not in page.text.split('id="models-section"')[1].split("</table>")[0]  # all configured here
     assert "0.03" in page.text and f"{by_name['m0']['calls']} calls" in page.text
+
+
+async def test_reused_answers_are_not_calls_of_the_observed_cost(api):
+    """With answer reuse, a model is paid once per prompt; the zero-cost reuse rows are no calls,
+    so the observed mean stays the price of a call (and raises no false warning)."""
+    price = {"input_per_1m": 0.0, "output_per_1m": 1000.0}
+    clients = [
+        {"kind": "openai", "base_url": f"http://r{n}.test/v1", "model": f"reused-{n}", "price": price} for n in range(3)
+    ]
+    even = [[0.5] * 3 for _ in range(3)]
+    body = campaign_body(costs=(0.03, 0.01, 0.01), clients=clients, judge=simulated_judge(even), max_duels=30)
+    with respx.mock(assert_all_called=False) as mock:
+        for n, tokens in enumerate((30, 10, 10)):
+            mock.post(f"http://r{n}.test/v1/chat/completions").mock(side_effect=_usage_reply(tokens))
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        for _ in range(30):
+            if (await api.post(f"/v1/campaigns/{cid}/duels")).status_code != 201:
+                break
+        paid = mock.calls.call_count
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    m0 = view["models"][0]
+    assert view["duels"] >= 20 and paid <= 3 * len(body["prompts"])  # answers were reused
+    assert sum(m["calls"] for m in view["models"]) == paid and m0["calls"] <= len(body["prompts"])
+    assert m0["observed_cost"] == pytest.approx(0.03) and view["cost_warnings"] == []
 
 
 async def test_budget_reserves_with_the_price_maps_output_limit(api):

@@ -33,7 +33,7 @@ from sqlalchemy import func, select
 from algorithms.ranking import bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
-from ..models import Campaign, Charge, Duel, Prompt, from_nusd
+from ..models import Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
 from .types import NotFound
 
@@ -53,10 +53,19 @@ VERDICTS = {
 }
 
 
-def verdict_text(status: str, winner: str | None, leader: str | None, delta: float) -> str:
-    """The campaign's outcome in plain words."""
+#: Ended without a winner: the recorded end reason says why (the duel cap, the admin, the budget).
+ENDED_BY_REASON = "not certified: {reason} (leader: {leader})"
+
+
+def verdict_text(
+    status: str, winner: str | None, leader: str | None, delta: float, end_reason: str | None = None
+) -> str:
+    """The campaign's outcome in plain words; a campaign stopped or out of budget names its ``end_reason``
+    (``stopped`` is also the status of a campaign that reached its ``max_duels``)."""
     template = VERDICTS.get(status, "{status}")
-    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status)
+    if end_reason and status in (CampaignStatus.STOPPED, CampaignStatus.BUDGET_EXHAUSTED):
+        template = ENDED_BY_REASON
+    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status, reason=end_reason)
 
 
 def _tstamp(d: Duel) -> float | None:
@@ -75,23 +84,11 @@ class CampaignResults:
             .where(Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
             .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice)
         ).all()
-        spend = dict(
-            s.execute(
-                select(Charge.model_index, func.sum(Charge.amount_nusd))
-                .where(Charge.campaign_id == cid, Charge.kind == "model")
-                .group_by(Charge.model_index)
-            ).all()
-        )
-        calls: dict[int, int] = {}
-        # an answered call of either side: answer a is model_i's when a_is_i
-        for r in s.execute(
-            select(Duel.model_i, Duel.model_j, Duel.a_is_i, func.count(Duel.answer_a), func.count(Duel.answer_b))
-            .where(Duel.campaign_id == cid)
-            .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i)
-        ).all():
-            ma, mb = (r[0], r[1]) if r[2] else (r[1], r[0])
-            calls[ma] = calls.get(ma, 0) + int(r[3])
-            calls[mb] = calls.get(mb, 0) + int(r[4])
+        # paid calls and their total per model, by the rule of the campaign view's observed cost
+        # (CampaignViews.observed_costs: a zero-cost reuse of a stored answer is no call)
+        observed = self.observed_costs(s, cid)  # type: ignore[attr-defined]
+        spend = {m: total for m, (_, total) in observed.items()}
+        calls = {m: n for m, (n, _) in observed.items()}
         rows = []
         for i, j, a_is_i, choice, n in outcomes:
             a, b = (i, j) if a_is_i else (j, i)
@@ -259,7 +256,7 @@ class CampaignResults:
             "campaign_id": v["id"],
             "name": v["name"],
             "status": v["status"],
-            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"]),
+            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
             "winner": v["winner"],
             "leader": v["leader"],
             "delta": v["delta"],

@@ -131,10 +131,13 @@ class CampaignViews:
         )
 
     def observed_costs(self, s, campaign_id: int) -> dict[int, tuple[int, int]]:
-        """Per model index: (charged calls, their total in nano-USD), from the ledger's model charges."""
+        """Per model index: (charged calls, their total in nano-USD), from the ledger's model charges.
+
+        A reuse row (a stored answer served again at no cost) is no call: counting it would
+        pull the mean charge below the price of a call and raise a false cost warning."""
         rows = s.execute(
             select(Charge.model_index, func.count(Charge.id), func.sum(Charge.amount_nusd))
-            .where(Charge.campaign_id == campaign_id, Charge.kind == "model")
+            .where(Charge.campaign_id == campaign_id, Charge.kind == "model", Charge.reuses_charge_id.is_(None))
             .group_by(Charge.model_index)
         ).all()
         return {int(k): (int(n), int(total or 0)) for k, n, total in rows if k is not None}

@@ -49,8 +49,8 @@ def verdict_line(c: dict[str, Any]) -> str:
     leader = c.get("leader") or "none"
     if status == "budget_exhausted":
         return f"not certified: {c.get('end_reason') or 'budget or duel cap reached'} (leader {leader})"
-    if status == "stopped":
-        return f"not certified: stopped (leader {leader})"
+    if status == "stopped":  # by the admin, or on reaching max_duels: the end reason says which
+        return f"not certified: {c.get('end_reason') or 'stopped'} (leader {leader})"
     return f"running (leader {leader})"
 
 
@@ -85,7 +85,7 @@ def summary(c: dict[str, Any]) -> str:
         f"  verdict    {verdict_line(c)}",
         f"  algorithm  {c['algorithm']}, delta {c['delta']:g}, tie policy {c['tie_policy']}",
         f"  judge      {c['judge'].get('kind')}",
-        "  models     " + ", ".join(f"{m['name']} ({m['cost']:g}/query)" for m in c["models"]),
+        *model_lines(c["models"]),
         f"  prompts    {c['n_prompts']}",
         f"  spend      {_money(c['spend'])} USD"
         + (f" of {_money(c['budget'])}" if c.get("budget") is not None else "")
@@ -95,8 +95,25 @@ def summary(c: dict[str, Any]) -> str:
         f"  evidence   {float(c.get('Z') or 0):.3f} of threshold {float(c.get('beta') or 0):.3f}",
         f"  run        {'active' if c['run']['active'] else 'idle'}"
         + (f", error: {c['run']['error']}" if c["run"].get("error") else ""),
+        *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
+
+
+def model_lines(models: list[dict[str, Any]]) -> list[str]:
+    """The models as a table: expected cost per query (configured or derived from prices) beside the
+    observed mean charge of its calls (the admin view's ``cost_source``, ``observed_cost``, ``calls``)."""
+    width = max([len(m["name"]) for m in models] + [5])
+    rows = [f"  models     {'model':<{width}}  {'cost/query':>12}  {'source':<10}  {'observed/query':>14}  calls"]
+    for m in models:
+        observed = m.get("observed_cost")
+        calls = m.get("calls")
+        rows.append(
+            f"             {m['name']:<{width}}  {m['cost']:>12.6g}  {m.get('cost_source') or '-':<10}  "
+            f"{'-' if observed is None else format(observed, '.6g'):>14}  {'-' if calls is None else calls}"
+            + (" !" if m.get("cost_warning") else "")
+        )
+    return rows
 
 
 def _print_json(obj: Any) -> None:
