@@ -9,11 +9,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, free_port, start_live_server, stop_live_server
+from conftest import ADMIN_KEY, REPO, free_port, start_fake_provider, start_live_server, stop_live_server, stop_process
 
 from service.campaign_files import read_campaign_file
 from service.prompts import normalize_prompt
@@ -23,31 +22,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def fake_provider(tmp_path_factory):
-    port = free_port()
     log_path = tmp_path_factory.mktemp("fake") / "fake.log"
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "fake-provider", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise RuntimeError("fake provider did not start")
+    url, proc = start_fake_provider(log_path)
     # it says where it listens
     assert f"{url}/v1" in log_path.read_text()
     yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    stop_process(proc)
 
 
 @pytest.fixture(scope="module")
