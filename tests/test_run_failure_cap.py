@@ -51,3 +51,43 @@ def test_a_success_resets_the_count():
     assert failures.error is None and failures.consecutive == 2
     failures.count(DuelOutcome(2, "x", failed=True, error="boom"))
     assert failures.error == "run paused after 3 consecutive failed duels; last error: boom"
+
+
+async def test_a_run_duel_that_met_a_database_error_is_released_and_the_run_goes_on(api, monkeypatch):
+    """A database error while a run duel is under way (its answers could not be stored) used to
+    leave the duel ``calling`` until the call timeout, holding one of the run's slots: with both
+    slots held the run stalled for 10 minutes. The task now expires the duel once the database
+    answers again, and the run goes on."""
+    from service_helpers import all_duels
+    from sqlalchemy.exc import OperationalError
+
+    from service.campaigns.leases import ABANDONED_ERROR
+
+    svc = api.app.state.service
+    body = campaign_body(
+        name=f"db error mid-duel {time.monotonic_ns()}",
+        judge=simulated_judge(),
+        clients=[{"kind": "simulated", "latency_s": 0.01}] * 3,
+        delta=1e-6,
+    )
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    store = svc.store_answers_tx
+    failed = {"n": 0}
+
+    def flaky(plan, results):
+        if failed["n"] < 2:  # the first two duels, one per task: both of the run's slots
+            failed["n"] += 1
+            raise OperationalError("UPDATE duels", {}, Exception("server closed the connection unexpectedly"))
+        return store(plan, results)
+
+    monkeypatch.setattr(svc, "store_answers_tx", flaky)
+    assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})).status_code == 202
+    deadline = time.monotonic() + 30
+    while (await api.get(f"/v1/campaigns/{cid}")).json()["duels"] < 10:
+        assert time.monotonic() < deadline, "the run stalled on duels left in flight by a database error"
+        await asyncio.sleep(0.1)
+    await api.post(f"/v1/campaigns/{cid}/stop")
+    assert failed["n"] == 2
+    released = [d for d in await all_duels(api, cid) if d["error"] == ABANDONED_ERROR]
+    assert len(released) == 2 and all(d["status"] == "expired" for d in released)
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True

@@ -39,6 +39,7 @@ from . import rules
 RUN_REQUESTER = "run"
 
 ORPHAN_ERROR = "its background run's owner stopped before the duel finished (the run was taken over)"
+ABANDONED_ERROR = "the database was unreachable while this run duel was under way; it no longer counts"
 
 
 def new_owner_id() -> str:
@@ -65,6 +66,24 @@ class RunLeases:
             .values(status=DuelStatus.EXPIRED, error=ORPHAN_ERROR)
             .execution_options(synchronize_session=False)
         ).rowcount
+
+    def release_run_duel_tx(self, campaign_id: int, duel_id: int) -> bool:
+        """Expire one run duel whose execution met a database error (its task gave it up).
+
+        Without this, the duel would stay ``calling`` until the call timeout and hold one
+        of the run's ``concurrency`` slots (and its budget and ``max_duels`` reservations)
+        the whole time: a database outage would stall the run. Returns whether it was in flight.
+        """
+        with self.db.write() as s:
+            self.db.lock_campaign(s, campaign_id)
+            return bool(
+                s.execute(
+                    update(Duel)
+                    .where(Duel.id == duel_id, Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER)
+                    .values(status=DuelStatus.EXPIRED, error=ABANDONED_ERROR, expires_at=utcnow())
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+            )
 
     def take_lease(self, s, c: Campaign, now: dt.datetime) -> None:
         """Make this process the run's owner (the caller holds the row lock and checked the lease is free)."""

@@ -144,6 +144,21 @@ class BackgroundRuns:
             if self._runs.get(campaign_id) is asyncio.current_task():
                 self._runs.pop(campaign_id, None)
 
+    async def _give_up_duel(self, campaign_id: int, duel_id: int) -> None:
+        """A run duel whose execution met a database error: expire it once the database answers again,
+        so it does not hold one of the run's slots until the call timeout."""
+        backoff = 0.5
+        while True:
+            try:
+                await self.in_thread(self.release_run_duel_tx, campaign_id, duel_id)
+                return
+            except DBAPIError:
+                log.warning(
+                    "campaign %s: database error releasing duel %s, retrying in %.1fs", campaign_id, duel_id, backoff
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+
     async def _run_worker(self, campaign_id: int, failures: "RunFailures") -> None:
         """Drive duels until the campaign ends, the run ends, or the run's failure cap is reached."""
         db_backoff = 0.5
@@ -169,7 +184,7 @@ class BackgroundRuns:
                 outcome = await self.execute(plan)
             except Exception as exc:
                 if isinstance(exc, DBAPIError):
-                    await asyncio.sleep(db_backoff)
+                    await self._give_up_duel(campaign_id, plan.duel_id)
                     continue
                 raise
             failures.count(outcome)
