@@ -42,3 +42,13 @@ async def all_duels(api, cid: int) -> list[dict]:
         items += page["items"]
         offset = page["next_offset"]
     return items
+
+
+def all_duels_sync(client, cid: int) -> list[dict]:
+    """Every duel of a campaign through the paginated audit log, with a blocking ``httpx.Client``."""
+    items, offset = [], 0
+    while offset is not None:
+        page = client.get(f"/v1/campaigns/{cid}/duels", params={"limit": 500, "offset": offset}).json()
+        items += page["items"]
+        offset = page["next_offset"]
+    return items

@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 import pytest
 from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
+from service_helpers import all_duels_sync
 
 pytestmark = pytest.mark.slow
 
@@ -42,15 +43,6 @@ def _wait_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
             return view
         time.sleep(0.3)
     raise AssertionError(f"campaign {cid} did not end: {view}")
-
-
-def _all_duels(client: httpx.Client, cid: int) -> list[dict]:
-    duels, offset = [], 0
-    while offset is not None:
-        page = client.get(f"/v1/campaigns/{cid}/duels", params={"limit": 500, "offset": offset}).json()
-        duels += page["items"]
-        offset = page["next_offset"]
-    return duels
 
 
 def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_provider, db_url):
@@ -91,7 +83,7 @@ def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_pro
         view = _wait_end(client, cid)
         assert view["status"] == "certified", view
         assert view["winner"] == "large"
-        duels = _all_duels(client, cid)
+        duels = all_duels_sync(client, cid)
     judged = [d for d in duels if d["status"] == "judged"]
     assert len(judged) == view["duels"] > 0
     # answers came from the fake provider over HTTP, and the judge's cost was charged

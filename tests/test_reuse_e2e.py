@@ -20,6 +20,7 @@ import time
 import httpx
 import pytest
 from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
+from service_helpers import all_duels_sync
 
 pytestmark = pytest.mark.slow
 
@@ -61,15 +62,6 @@ def _wait_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
                 time.sleep(1.0)
         time.sleep(0.3)
     raise AssertionError(f"campaign {cid} did not end: {view}")
-
-
-def _all_duels(client: httpx.Client, cid: int) -> list[dict]:
-    duels, offset = [], 0
-    while offset is not None:
-        page = client.get(f"/v1/campaigns/{cid}/duels", params={"limit": 500, "offset": offset}).json()
-        duels += page["items"]
-        offset = page["next_offset"]
-    return duels
 
 
 def _body(fake: str, tag: str, prompts: list[str], **extra) -> dict:
@@ -117,7 +109,7 @@ def _run(client: httpx.Client, body: dict) -> tuple[int, dict, list[dict]]:
     r = client.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4, "max_duels": 3000})
     assert r.status_code == 202, r.text
     view = _wait_end(client, cid)
-    return cid, view, _all_duels(client, cid)
+    return cid, view, all_duels_sync(client, cid)
 
 
 def _replay_ok(db_url: str, cid: int) -> None:
