@@ -566,23 +566,38 @@ class PCPolicy(Policy):
         return a if a >= 0 else super().leader()
 
     def summary(self) -> dict[str, Any]:
+        """The base summary plus the certificates, the Copeland winner and the top cycle.
+
+        Computed on plain Python lists (L is small; this runs on every recorded vote):
+        ``P[m][n] = W[m][n] / N[m][n]`` (1/2 for a pair never compared); the Copeland
+        winner has the most ``P[m][n] > 1/2`` (ties to the lowest index); the top cycle is
+        the set of arms that reach every arm by a path of ``P >= 1/2`` edges (Warshall's
+        transitive closure on bit masks).
+        """
         out = super().summary()
         L = self.L
-        beats = [[int(w), int(lo)] for w in range(L) for lo in range(L) if self.BEAT[w, lo]]
-        P = np.where(self.counts_matrix() > 0, self.wins_matrix() / np.maximum(self.counts_matrix(), 1), 0.5)
-        copeland = [(int(np.sum(P[m] > 0.5)), -m) for m in range(L)]
-        # top cycle of the estimated tournament: arms that reach every other arm by "beats or ties" paths
-        R = (P >= 0.5) | np.eye(L, dtype=bool)
+        N, W = out["N"], out["W"]
+        P = [[W[m][n] / N[m][n] if N[m][n] > 0 else 0.5 for n in range(L)] for m in range(L)]
+        best, copeland_winner = -1, 0
+        for m in range(L):
+            wins = sum(1 for n in range(L) if P[m][n] > 0.5)
+            if wins > best:
+                best, copeland_winner = wins, m
+        # reach[m]: bit n set when m reaches n by "beats or ties" edges (itself included)
+        reach = [sum(1 << n for n in range(L) if n == m or P[m][n] >= 0.5) for m in range(L)]
         for q in range(L):
-            R = R | (R[:, [q]] & R[[q], :])
-        top = [m for m in range(L) if all(R[m, n] for n in range(L))]
+            bit, rq = 1 << q, reach[q]
+            for m in range(L):
+                if reach[m] & bit:
+                    reach[m] |= rq
+        everyone = (1 << L) - 1
         out.update(
             {
                 "verdict": self.verdict if self.verdict else ("winner" if self.stopped else None),
-                "certificates": beats,
-                "certified_beaten": [int(m) for m in range(L) if self.BEAT[:, m].any()],
-                "copeland_winner": int(-max(copeland)[1]),
-                "top_cycle": top,
+                "certificates": np.argwhere(self.BEAT).tolist(),
+                "certified_beaten": np.flatnonzero(self.BEAT.any(axis=0)).tolist(),
+                "copeland_winner": copeland_winner,
+                "top_cycle": [m for m in range(L) if reach[m] == everyone],
             }
         )
         return out

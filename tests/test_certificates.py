@@ -139,3 +139,43 @@ def test_mixture_kernel_matches_its_formula_and_is_a_supermartingale():
         m1 = p * math.exp(kern.pc_log_mixture(1.0, 1.0)) + (1 - p) * math.exp(kern.pc_log_mixture(1.0, 0.0))
         assert m1 <= 1.0 + 1e-12
     assert math.exp(kern.pc_log_mixture(2.0, 1.0)) <= 1.0 + 1e-12  # a tie (two halves) never adds evidence
+
+
+def _reference_tournament(policy):
+    """The Copeland winner and top cycle by the matrix formulas (numpy), for the summary's check."""
+    L = policy.L
+    N, W = policy.counts_matrix(), policy.wins_matrix()
+    P = np.where(N > 0, W / np.maximum(N, 1), 0.5)
+    copeland = [(int(np.sum(P[m] > 0.5)), -m) for m in range(L)]
+    R = (P >= 0.5) | np.eye(L, dtype=bool)
+    for q in range(L):
+        R = R | (R[:, [q]] & R[[q], :])
+    beats = [[w, lo] for w in range(L) for lo in range(L) if policy.BEAT[w, lo]]
+    beaten = [m for m in range(L) if policy.BEAT[:, m].any()]
+    return int(-max(copeland)[1]), [m for m in range(L) if R[m].all()], beats, beaten
+
+
+def test_summary_tournament_fields_match_the_matrix_formulas():
+    rng = np.random.default_rng(11)
+    tops = set()
+    for _ in range(150):
+        L = int(rng.integers(2, 8))
+        pol = make_policy("dctas-pc", list(rng.uniform(0.5, 3.0, L)), 0.05)
+        M = rng.uniform(0, 1, (L, L))
+        M = np.triu(M, 1) + np.tril(1 - np.triu(M, 1).T, -1)
+        for _ in range(int(rng.integers(0, 150))):
+            if pol.should_stop():
+                break
+            i, j = pol.next_pair()
+            u = rng.random()
+            pol.record(i, j, 1.0 if u < 0.9 * M[i, j] else (0.5 if u < M[i, j] else 0.0))
+        s = pol.summary()
+        copeland, top, beats, beaten = _reference_tournament(pol)
+        assert (s["copeland_winner"], s["top_cycle"], s["certificates"], s["certified_beaten"]) == (
+            copeland,
+            top,
+            beats,
+            beaten,
+        )
+        tops.add(tuple(top))
+    assert len(tops) > 5  # the instances exercise many different top cycles
