@@ -17,6 +17,7 @@ from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
+from .auth import watch_revocations
 from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
@@ -79,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             except Exception as exc:
                 log.warning("could not resume background runs (%s)", type(exc).__name__)
         service.ensure_keeper()  # leases, run take-over, the webhook outbox
+        service.spawn(watch_revocations(service))  # cached annotator tokens stay trusted while it polls
         if settings.demo:
             await start_demo(service, settings.public_base_url)
         try:

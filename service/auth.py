@@ -8,6 +8,7 @@ SHA-256 is stored.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import hmac
 import secrets
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 from sqlalchemy import select
 
-from .models import Annotator
+from .models import Annotator, utcnow
 
 TOKEN_PREFIX = "ann_"
 
@@ -58,11 +59,21 @@ def bearer_token(request: Request) -> str | None:
     return value.strip()
 
 
-# An annotator token found valid is trusted this long without a database lookup:
-# a revoked token is refused at once by the worker that revoked it, and within
-# this time by the others (docs/service.md, "Annotators").
-TOKEN_CACHE_SECONDS = 2.0
+# An annotator token found valid is cached in-process: its entry lives
+# TOKEN_CACHE_SECONDS, but it is trusted only while this process's revocation watch
+# (watch_revocations) is fresh: a successful poll of the revocations started less
+# than REVOCATION_SECONDS ago. Each poll drops the cached tokens revoked since the
+# last one. So a revoked token is refused by the worker that revoked it at once,
+# and by every other worker within REVOCATION_SECONDS, while valid tokens cost no
+# database lookup per request (docs/service.md, "Annotators"). A process without a
+# running watch (or whose polls fail) trusts no cached entry and looks each token up.
+TOKEN_CACHE_SECONDS = 30.0
 TOKEN_CACHE_SIZE = 10_000
+REVOCATION_SECONDS = 2.0  # the bound: a revoked token is refused everywhere within this
+REVOCATION_POLL_SECONDS = 0.5  # how often the watch polls (well inside the bound)
+# Each poll asks for the tokens revoked within this window: a revocation committed
+# a little after its stamp, or stamped by a process whose clock is behind, is still seen.
+REVOCATION_LOOKBACK = dt.timedelta(seconds=60)
 
 
 def _token_digest(token: str) -> str | None:
@@ -73,15 +84,18 @@ def _token_digest(token: str) -> str | None:
 
 
 def _cached_annotator(service, digest: str) -> tuple[int, int] | None:
-    """(annotator id, campaign id) from the in-process cache, without I/O (None: not cached)."""
+    """(annotator id, campaign id) from the in-process cache, without I/O (None: not cached or not trusted)."""
     hit = service.token_cache.get(digest)
-    if hit is not None and hit[2] > time.monotonic():
+    if hit is None:
+        return None
+    now = time.monotonic()
+    if hit[2] > now and now - service.revocations_polled_at < REVOCATION_SECONDS:
         return hit[0], hit[1]
     return None
 
 
 def _lookup_annotator(service, digest: str) -> tuple[int, int] | None:
-    """(annotator id, campaign id) for a valid token's digest; cached briefly in-process."""
+    """(annotator id, campaign id) for a valid token's digest; cached in-process."""
     hit = _cached_annotator(service, digest)
     if hit is not None:
         return hit
@@ -100,6 +114,40 @@ def _lookup_annotator(service, digest: str) -> tuple[int, int] | None:
         cache.clear()
     cache[digest] = (int(row.id), int(row.campaign_id), now + TOKEN_CACHE_SECONDS)
     return int(row.id), int(row.campaign_id)
+
+
+def poll_revocations(service) -> None:
+    """One poll of the revocation watch (blocking): drop from the cache every token revoked
+    within the last REVOCATION_LOOKBACK, and mark the cache trusted as of this poll's start."""
+    started = time.monotonic()
+    since = utcnow() - REVOCATION_LOOKBACK
+    with service.db.read() as s:
+        revoked = s.execute(select(Annotator.token_hash).where(Annotator.revoked_at >= since)).scalars().all()
+    cache: dict = service.token_cache
+    for digest in revoked:
+        cache.pop(digest, None)
+    service.revocations_polled_at = started  # what this poll saw is as of its start
+
+
+async def watch_revocations(service) -> None:
+    """The revocation watch of a process (a task for the app's lifetime): poll every
+    REVOCATION_POLL_SECONDS; a failed poll is retried at the next one (meanwhile the
+    cached tokens stop being trusted, see :func:`_cached_annotator`)."""
+    import asyncio
+    import logging
+
+    import anyio
+
+    failures = 0
+    while True:
+        try:
+            await anyio.to_thread.run_sync(poll_revocations, service)
+            failures = 0
+        except Exception as exc:  # the database is away: look tokens up meanwhile
+            failures += 1
+            if failures == 1:
+                logging.getLogger("llmduel.auth").warning("revocation watch: %s", type(exc).__name__)
+        await asyncio.sleep(REVOCATION_POLL_SECONDS)
 
 
 def _admin_or_token(request: Request) -> tuple[Principal | None, str]:

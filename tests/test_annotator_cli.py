@@ -12,7 +12,7 @@ import httpx
 from conftest import ADMIN_KEY, REPO
 from service_helpers import campaign_body
 
-from service.auth import TOKEN_CACHE_SECONDS
+from service.auth import REVOCATION_SECONDS
 
 
 def llmduel(*args: str, key: str | None = ADMIN_KEY) -> subprocess.CompletedProcess:
@@ -56,7 +56,7 @@ def test_annotator_cli_add_list_revoke(live_server):
     p = llmduel("annotator", "revoke", str(cid), str(alice["id"]), "--url", url)
     assert p.returncode == 0, p.stderr
     assert "revoked" in p.stdout
-    time.sleep(TOKEN_CACHE_SECONDS + 0.5)  # the other worker's token cache
+    time.sleep(REVOCATION_SECONDS + 0.5)  # the other worker's revocation watch
     for _ in range(6):  # fresh connections reach both workers
         with httpx.Client(base_url=url, headers=who) as c:
             assert c.get(f"/v1/campaigns/{cid}").status_code == 401

@@ -23,6 +23,7 @@ orchestrate them with the model and judge calls.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Callable
 
 import anyio
@@ -65,6 +66,7 @@ class CampaignService(
         self.settings = settings
         self.db = db
         self.token_cache: dict[str, tuple[int, int, float]] = {}  # service.auth's cache of annotator tokens
+        self.revocations_polled_at = -math.inf  # monotonic start of service.auth's last revocation poll
         self.init_transactions(settings)
         self.init_orchestration(settings, db)
         self.init_runs()

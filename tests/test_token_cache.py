@@ -1,0 +1,99 @@
+"""Annotator tokens: cached per process while its revocation watch is fresh, refused by
+every process within REVOCATION_SECONDS of a revocation (SQLite and PostgreSQL).
+
+Two apps on one database stand for two workers of ``llmduel serve --workers 2``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+from conftest import ADMIN_KEY, make_settings
+from service_helpers import campaign_body
+
+from service import auth
+from service.app import create_app
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+@pytest.fixture
+async def two_workers(db_url, monkeypatch):
+    lookups = {"n": 0}
+    real = auth._lookup_annotator
+
+    def counted(service, digest):
+        if auth._cached_annotator(service, digest) is None:
+            lookups["n"] += 1
+        return real(service, digest)
+
+    monkeypatch.setattr(auth, "_lookup_annotator", counted)
+    apps = [create_app(make_settings(db_url)) for _ in range(2)]
+    clients = [
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://testserver", headers=ADMIN)
+        for a in apps
+    ]
+    watches = [a.state.service.spawn(auth.watch_revocations(a.state.service)) for a in apps]
+    yield apps, clients, watches, lookups
+    for w in watches:
+        w.cancel()
+    for c, a in zip(clients, apps):
+        await c.aclose()
+        await a.state.service.aclose()
+        a.state.db.dispose()
+
+
+async def _token(client) -> tuple[int, dict, str]:
+    r = await client.post("/v1/campaigns", json=campaign_body(name="token cache"))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    r = await client.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})
+    assert r.status_code == 201, r.text
+    return cid, r.json(), r.json()["token"]
+
+
+async def _wait_for_watch(app) -> None:
+    for _ in range(100):
+        if time.monotonic() - app.state.service.revocations_polled_at < auth.REVOCATION_SECONDS:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the revocation watch never polled")
+
+
+async def test_a_cached_token_costs_no_lookup_and_a_revocation_reaches_the_other_worker(two_workers):
+    apps, (a, b), _, lookups = two_workers
+    cid, annotator, token = await _token(a)
+    await _wait_for_watch(apps[1])
+    who = {"Authorization": f"Bearer {token}"}
+    before = lookups["n"]
+    for _ in range(20):
+        assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200
+    assert lookups["n"] - before == 1  # looked up once, then trusted from the cache
+
+    r = await a.delete(f"/v1/campaigns/{cid}/annotators/{annotator['id']}")
+    assert r.status_code == 200, r.text
+    assert (await a.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 401  # at once where revoked
+    t0 = time.monotonic()
+    while (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200:
+        assert time.monotonic() - t0 < auth.REVOCATION_SECONDS + 0.5, "the other worker still accepts the token"
+        await asyncio.sleep(0.05)
+
+
+async def test_without_a_fresh_watch_the_cache_is_not_trusted(two_workers):
+    apps, (a, b), watches, lookups = two_workers
+    cid, annotator, token = await _token(a)
+    await _wait_for_watch(apps[1])
+    who = {"Authorization": f"Bearer {token}"}
+    assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200
+    watches[1].cancel()  # the watch of worker b stops (as when its polls fail)
+    apps[1].state.service.revocations_polled_at -= auth.REVOCATION_SECONDS  # its last poll is now too old
+    before = lookups["n"]
+    for _ in range(3):
+        assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200
+    assert lookups["n"] - before == 3  # every request looks the token up
+    r = await a.delete(f"/v1/campaigns/{cid}/annotators/{annotator['id']}")
+    assert r.status_code == 200, r.text
+    assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 401  # refused at once
