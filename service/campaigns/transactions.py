@@ -277,10 +277,10 @@ class CampaignTransactions:
                 prompt_text = self.prompt_text(s, campaign_id, prompt_index)
                 # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
                 expected = self.duel_reservation(s, c, i, j, a_is_i, prompt_index, prompt_text)
-                held = holds.held_nusd(s, campaign_id, now)  # pre-generation calls in flight
-                reserved = sum(int(r.expected_cost_nusd) for r in inflight) + held
+                pregen_held = holds.held_nusd(s, campaign_id, now)  # pre-generation calls in flight
+                reserved = sum(int(r.expected_cost_nusd) for r in inflight) + pregen_held
                 if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
-                    if not inflight and not held:
+                    if not inflight and not pregen_held:
                         self.finish(
                             s,
                             c,
@@ -294,7 +294,7 @@ class CampaignTransactions:
                     else:
                         err = Conflict(
                             f"the remaining budget is reserved by {len(inflight)} duels in flight"
-                            + (" and answers being pre-generated" if held else ""),
+                            + (" and answers being pre-generated" if pregen_held else ""),
                             retry_later=True,
                         )
             if err is None and held is None:
