@@ -248,10 +248,14 @@ def duel_answer_keys(answers: str | None, models: Sequence[dict], i: int, j: int
     ``i`` is listed.
     """
     out: dict[int, str] = {}
-    phash = prompt_hash(prompt)
+    if answers != Reuse.REUSE:
+        return out
+    phash = None
     for k in (i, j):
-        if stores_answers(answers, models[k]):
-            key = answer_key(model_key(models[k]), phash)
+        mkey = model_key(models[k])
+        if mkey is not None:
+            phash = phash or prompt_hash(prompt)
+            key = answer_key(mkey, phash)
             if key not in out.values():
                 out[k] = key
     return out
