@@ -337,7 +337,7 @@ def limit_below_use(
     """
     if new_budget_nusd is not None and new_budget_nusd < spend_nusd + reserved_nusd:
         held = (
-            f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels and pre-generated answers in flight"
+            f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels in flight and pre-generation calls"
             if reserved_nusd
             else ""
         )
