@@ -269,6 +269,30 @@ class StoredVerdict(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
+class BudgetHold(Base):
+    """Budget held by a model call that is not a duel's: a pre-generated answer
+    (service/campaigns/pregeneration.py, service/campaigns/holds.py).
+
+    Made before the call, in a transaction holding the campaign's row lock, when
+    ``amount_nusd`` (the call's bound) fits the budget; deleted in the transaction
+    that stores and charges the answer, or when the call fails. A hold counts while
+    ``expires_at`` is in the future, so a process that died mid-call does not hold the
+    budget longer than a duel's call would.
+    """
+
+    __tablename__ = "budget_holds"
+    __table_args__ = (Index("ix_budget_holds_campaign_expires", "campaign_id", "expires_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"))
+    amount_nusd: Mapped[int] = mapped_column(BigInteger)
+    purpose: Mapped[str] = mapped_column(String(16))  # "pregeneration"
+    model_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # the answer-store key being paid for
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
 class Annotator(Base):
     __tablename__ = "annotators"
 

@@ -307,3 +307,114 @@ async def test_a_lock_held_past_the_command_timeout_gives_503_and_nothing_is_wri
     assert view["duels"] == 1 and view["pending"] == 0
     rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
     assert rep["ok"] is True, rep["diff"]
+
+
+async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, monkeypatch):
+    """Provider models with answer reuse: a duel's reservation (``expected_cost_nusd``) leaves out
+    the answers already stored, which every path looks up; the stored duels, reservations and
+    charges are identical whichever path planned them."""
+    import uuid
+
+    import httpx
+    import respx
+    from sqlalchemy import select
+
+    from service.campaigns import rules
+    from service.models import Charge, Duel
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "3c" * 32)
+    svc = api.app.state.service
+    monkeypatch.setattr(svc, "schedule_pregeneration", lambda cid: None)  # no background answers: a fixed store
+    # the policy's marginal costs refreshed before every plan, not by a timer: the same pairs on every path
+    monkeypatch.setattr(svc, "store_costs_ttl", 0.0)
+    refresh = svc.update_store_costs
+
+    async def costs_now(campaign_id, wait):
+        await refresh(campaign_id, True)
+
+    monkeypatch.setattr(svc, "update_store_costs", costs_now)
+    on_postgres = not svc.db.is_sqlite
+    used = {"plan": 0, "plan_async": 0}
+    for name, kind in (("plan_duel", "plan"), ("plan_duel_async", "plan_async")):
+        fn = getattr(fastpath, name)
+        if asyncio.iscoroutinefunction(fn):
+
+            async def wrapped(*a, _fn=fn, _k=kind, **k):
+                out = await _fn(*a, **k)
+                used[_k] += 1
+                return out
+        else:
+
+            def wrapped(*a, _fn=fn, _k=kind, **k):
+                out = _fn(*a, **k)
+                used[_k] += 1
+                return out
+
+        monkeypatch.setattr(fastpath, name, wrapped)
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "choices": [{"message": {"role": "assistant", "content": "an answer"}}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 50},
+            },
+        )
+
+    async def run(label: str) -> list:
+        tag = uuid.uuid4().hex[:8]
+        body = {
+            "name": label,
+            "models": [
+                {
+                    "name": n,
+                    "cost": 0.001,
+                    "client": {
+                        "kind": "openai",
+                        "base_url": "http://fastpath.test/v1",
+                        "model": f"{tag}-{n}",
+                        "price": {"input_per_1m": 1.0, "output_per_1m": 1000.0},
+                        "params": {"max_tokens": 100},
+                    },
+                }
+                for n in "abc"
+            ],
+            "prompts": [f"question {n}" for n in range(3)],
+            "judge": {"kind": "human", "fee_per_vote": 0.001},
+            "budget": 50.0,
+            "seed": 9,
+        }
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "s"})).json()["token"]
+        ann = {"Authorization": f"Bearer {token}"}
+        for n in range(10):
+            r = await api.post(f"/v1/campaigns/{cid}/duels", headers=ann)
+            assert r.status_code == 201, r.text
+            r = await api.post(f"/v1/duels/{r.json()['id']}/vote", json={"choice": "ab"[n % 2]}, headers=ann)
+            assert r.status_code == 200, r.text
+        with svc.db.read() as s:
+            duels = [
+                (d.number, d.model_i, d.model_j, d.prompt_index, d.a_is_i, d.status, d.expected_cost_nusd, d.cost_nusd)
+                for d in s.execute(select(Duel).where(Duel.campaign_id == cid).order_by(Duel.number)).scalars()
+            ]
+            charges = [
+                (ch.kind, ch.model_index, ch.amount_nusd, ch.reuses_charge_id is not None)
+                for ch in s.execute(select(Charge).where(Charge.campaign_id == cid).order_by(Charge.id)).scalars()
+            ]
+        return [duels, charges]
+
+    runs = {}
+    with respx.mock(assert_all_called=False) as mock:
+        mock.post("http://fastpath.test/v1/chat/completions").mock(side_effect=reply)
+        runs["fast"] = await run("fast path")
+        # the plans whose marginal costs do not change take the fast path (the others the general one)
+        assert used["plan_async" if on_postgres else "plan"] >= 1 and used["plan" if on_postgres else "plan_async"] == 0
+        if on_postgres:
+            monkeypatch.setattr(svc, "_on_loop", False)
+            runs["sync on postgres"] = await run("sync driver")
+        monkeypatch.setattr(fastpath, "ENABLED", False)
+        general = await run("general path")
+    reservations = [d[6] for d in general[0]]
+    assert len(set(reservations)) > 1 and min(reservations) == rules.to_nusd(0.001)  # some duels reused both answers
+    for label, got in runs.items():
+        assert got == general, label

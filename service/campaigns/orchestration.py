@@ -214,8 +214,10 @@ class DuelOrchestration:
             if swapped:
                 model_first, model_second = plan.model_b, plan.model_a
             # a reference answer is part of what the judge reads: it is part of the key
-            question = plan.prompt if reference is None else f"{plan.prompt}\x00reference\x00{reference}"
-            jkey, phash = stores.judge_key(plan.judge), stores.prompt_hash(question)
+            jkey, phash = (
+                stores.judge_key(plan.judge),
+                stores.prompt_hash(stores.verdict_question(plan.prompt, reference)),
+            )
             key = stores.verdict_key(jkey, phash, first, second, order)
             stored = await self._acquire(plan, "judge", "verdict", key, {"judge_key": jkey, "prompt_hash": phash})
             if stored is not None:

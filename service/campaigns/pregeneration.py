@@ -9,11 +9,15 @@ When the duel comes, its answers are in the store and the annotator does not
 wait for the models.
 
 Pre-generated answers are charged to the campaign like any answer (a ``charges``
-row with no duel, ``detail.pregenerated``) and count toward its spend. **choice**:
-pre-generation runs only for campaigns without a budget: its calls are not
-reserved the way a duel's are (docs/service.md, Budget and caps), so with a budget
-it stays off rather than risk the budget. It uses the single flight of the store:
-a duel needing an answer being pre-generated waits for it instead of paying again.
+row with no duel, ``detail.pregenerated``) and count toward its spend. Each call
+first holds its cost bound against the budget (:mod:`service.campaigns.holds`: a
+``budget_holds`` row made under the campaign's row lock, only when the bound fits
+``budget - spend - reservations of duels in flight - other holds``); the hold is
+deleted in the transaction that stores and charges the answer, or when the call
+fails, and lapses at the call expiry if the process dies. When a bound does not
+fit, nothing more is pre-generated in that round. It uses the single flight of the
+store: a duel needing an answer being pre-generated waits for it instead of paying
+again.
 """
 
 from __future__ import annotations
@@ -25,11 +29,11 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from algorithms.vocabulary import CampaignStatus, JudgeKind
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 
 from ..clients import Completion
-from ..models import Campaign, Charge, Prompt, StoredAnswer, utcnow
-from . import rules, stores
+from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
+from . import holds, rules, stores
 from .rules import clean_text, cost_nusd
 from .types import DuelPlan
 
@@ -79,12 +83,7 @@ class Pregeneration:
         """What to pre-generate: a plan-like context and [(model index, prompt, key, model_key, prompt_hash)]."""
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
-            if (
-                c is None
-                or c.status != CampaignStatus.RUNNING
-                or c.judge.get("kind") != JudgeKind.HUMAN
-                or c.budget_nusd is not None
-            ):
+            if c is None or c.status != CampaignStatus.RUNNING or not stores.pregenerates(c.answers, c.models, c.judge):
                 return None
             users = [n for n, m in enumerate(c.models) if stores.stores_answers(c.answers, m)]
             if not users:
@@ -131,37 +130,77 @@ class Pregeneration:
             return 0
         context, targets = found
         gate = asyncio.Semaphore(PREGEN_CONCURRENCY)
-        failed = []
+        failed: list[int] = []
+        no_room: list[int] = []
 
         async def one(n: int, prompt: str, key: str, mkey: str, phash: str, turns: list[str] | None) -> int:
             async with gate:
-                if failed:
+                if failed or no_room:
                     return 0
                 plan = DuelPlan(**{**context.__dict__, "prompt": prompt, "claims": {}})
                 try:
                     stored = await self._acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
                     if stored is not None:
                         return 0
-                    res = await self._call_model(plan, n, turns)
-                    if isinstance(res, Completion):
-                        await self.in_thread(self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res)
-                        return 1
-                    failed.append(n)
-                    return 0
+                    hold = await self.in_thread(self.hold_pregen_tx, campaign_id, n, prompt, key)
+                    if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
+                        no_room.append(n)
+                        return 0
+                    try:
+                        res = await self._call_model(plan, n, turns)
+                        if isinstance(res, Completion):
+                            await self.in_thread(self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold)
+                            hold = None  # released with the charge
+                            return 1
+                        failed.append(n)
+                        return 0
+                    finally:
+                        if hold is not None:
+                            await asyncio.shield(self.in_thread(self.release_hold_tx, hold))
                 finally:
                     await self._settle_claims(plan, [n])
 
         paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
         return -1 if failed else paid
 
-    def store_pregenerated_tx(self, campaign_id: int, n: int, claim: Any, res: Completion) -> None:
-        """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction."""
+    def hold_pregen_tx(self, campaign_id: int, n: int, prompt: str, key: str) -> int | None:
+        """Hold the bound of model ``n``'s call on ``prompt`` against the budget (locked); the hold's
+        id, or None when the campaign no longer runs or the bound does not fit."""
+        now = utcnow()
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or c.status != CampaignStatus.RUNNING:
+                return None
+            amount = rules.answer_reserve_nusd(c.models[n], prompt)
+            inflight = s.execute(
+                select(Duel.expected_cost_nusd, Duel.expires_at).where(
+                    Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
+                )
+            ).all()
+            reserved = sum(int(r.expected_cost_nusd) for r in inflight if not rules.is_stale(r.expires_at, now))
+            reserved += holds.held_nusd(s, campaign_id, now)
+            if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, amount):
+                return None
+            return holds.take_hold(s, campaign_id, amount, now, now + self.call_expiry, n, key)
+
+    def release_hold_tx(self, hold_id: int) -> None:
+        """Release a pre-generation call's hold (the call failed, or its answer was not stored)."""
+        with self.db.write() as s:
+            holds.drop_hold(s, hold_id)
+
+    def store_pregenerated_tx(
+        self, campaign_id: int, n: int, claim: Any, res: Completion, hold_id: int | None = None
+    ) -> None:
+        """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction
+        that also releases the call's budget hold."""
         now = utcnow()
         amount = cost_nusd(res.cost)
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
             if c is None:
                 return
+            if hold_id is not None:
+                holds.drop_hold(s, hold_id)
             charge_id = None
             if amount:
                 charge_id = s.execute(

@@ -216,20 +216,47 @@ def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
     return None
 
 
+def answer_reserve_nusd(model: dict, prompt: str) -> int:
+    """What the budget reserves for one model call on ``prompt``: its bound (:func:`model_bound_nusd`),
+    or its configured cost when none can be derived (a campaign made before bounds were required)."""
+    b = model_bound_nusd(model, prompt)
+    return b if b is not None else to_nusd(float(model["cost"]))
+
+
+def judge_orders(judge: dict) -> int:
+    """How many calls an LLM judge makes per duel: one per order (two with ``both_orders``)."""
+    return 2 if stored(judge).get("both_orders", True) else 1
+
+
 def reserve_duel_nusd(
-    models: Sequence[dict], i: int, j: int, judge: dict, prompt: str, judge_spend_nusd: int, duels_done: int
+    models: Sequence[dict],
+    i: int,
+    j: int,
+    judge: dict,
+    prompt: str,
+    judge_spend_nusd: int,
+    duels_done: int,
+    stored_answers: Iterable[int] = (),
+    stored_orders: int = 0,
 ) -> int:
-    """What the budget reserves for a new duel: an upper bound of its charges.
+    """What the budget reserves for a new duel: an upper bound of what it may still have to pay.
 
     Models ``i`` and ``j`` answer ``prompt`` once each, then the judge judges. A
-    component without a derivable bound (a campaign made before bounds were
-    required) falls back to its expected cost.
+    model in ``stored_answers`` takes its answer from the answer store (a STORED
+    answer: it costs the duel nothing) and reserves 0; an LLM judge reserves its
+    per-order bound for each of its orders except the ``stored_orders`` already in
+    the verdict store. A component without a derivable bound (a campaign made
+    before bounds were required) falls back to its expected cost.
     """
-    total = 0
-    for k in (i, j):
-        b = model_bound_nusd(models[k], prompt)
-        total += b if b is not None else to_nusd(float(models[k]["cost"]))
+    free = {int(k) for k in stored_answers}
+    total = sum(answer_reserve_nusd(models[k], prompt) for k in (i, j) if k not in free)
     jb = judge_bound_nusd(judge, prompt)
+    if stored(judge).get("kind") == "llm" and stored_orders > 0:
+        orders = judge_orders(judge)
+        left = max(0, orders - int(stored_orders))
+        if jb is None:
+            return total + (expected_judge_nusd(judge_spend_nusd, duels_done) if left else 0)
+        return total + jb // orders * left
     total += jb if jb is not None else expected_judge_nusd(judge_spend_nusd, duels_done)
     return total
 
@@ -353,7 +380,11 @@ def limit_below_use(
     spend never passes it), a duel cap the duels judged plus those in flight.
     """
     if new_budget_nusd is not None and new_budget_nusd < spend_nusd + reserved_nusd:
-        held = f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels in flight" if reserved_nusd else ""
+        held = (
+            f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels in flight and pre-generation calls"
+            if reserved_nusd
+            else ""
+        )
         return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spend_nusd / 1e9:.9g} USD already spent{held}"
     if new_max_duels is not None and new_max_duels < duels_judged + in_flight:
         held = f" plus {in_flight} in flight" if in_flight else ""

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from algorithms.vocabulary import Choice, CostModel, JudgeKind, Reuse
@@ -136,7 +136,30 @@ def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, 
 
 
 def verdict_key(jkey: str, phash: str, first: str, second: str, order: str) -> str:
-    return _sha("verdict", jkey, phash, text_hash(first), text_hash(second), order)
+    return verdict_key_of_hashes(jkey, phash, text_hash(first), text_hash(second), order)
+
+
+def verdict_key_of_hashes(jkey: str, phash: str, first_hash: str, second_hash: str, order: str) -> str:
+    """:func:`verdict_key` from the answers' :func:`text_hash` values."""
+    return _sha("verdict", jkey, phash, first_hash, second_hash, order)
+
+
+def verdict_question(prompt: str, reference: str | None) -> str:
+    """What a verdict's prompt hash covers: the question and, when the prompt has one, its reference
+    answer (the judge reads it, so it is part of the key)."""
+    return prompt if reference is None else f"{prompt}\x00reference\x00{reference}"
+
+
+def duel_verdict_key(judge: dict, prompt: str, reference: str | None, hash_a: str, hash_b: str) -> str:
+    """The verdict-store key of a duel whose answers shown as a and b have text hashes ``hash_a`` and
+    ``hash_b`` (the key :meth:`DuelOrchestration._verdict` asks for; see :func:`verdict_order`)."""
+    if bool(judge.get("both_orders", True)):
+        first, second, order = (hash_b, hash_a, "both") if hash_b < hash_a else (hash_a, hash_b, "both")
+    else:
+        first, second, order = hash_a, hash_b, "ab"
+    return verdict_key_of_hashes(
+        judge_key(judge), prompt_hash(verdict_question(prompt, reference)), first, second, order
+    )
 
 
 def mirror(choice: str | None) -> str | None:
@@ -156,6 +179,12 @@ def stores_answers(setting: str | None, model: dict) -> bool:
 def stores_verdicts(setting: str | None, judge: dict) -> bool:
     """LLM judges only: a human always gives a fresh vote, a simulated judge costs nothing."""
     return setting == Reuse.REUSE and judge_key(judge) is not None
+
+
+def pregenerates(answers: str | None, models: Sequence[dict], judge: dict) -> bool:
+    """A campaign whose answers are pre-generated for annotators (human judge, a model using the
+    answer store; service/campaigns/pregeneration.py): the only campaigns with budget holds."""
+    return judge.get("kind") == JudgeKind.HUMAN and any(stores_answers(answers, m) for m in models)
 
 
 def cost_model(answers: str | None, verdicts: str | None, models: Sequence[dict], judge: dict) -> str:
@@ -208,6 +237,139 @@ def apply_costs(policy: Any, target: dict | None) -> dict | None:
     if policy.set_costs(target["costs"], target["judge_cost"]):
         return {"costs": [float(x) for x in target["costs"]], "judge_cost": float(target["judge_cost"])}
     return None
+
+
+# ---------------------------------------------------------------- what a duel will take from the stores
+def duel_answer_keys(answers: str | None, models: Sequence[dict], i: int, j: int, prompt: str) -> dict[int, str]:
+    """The answer-store keys of a duel on (``i``, ``j``), by model index, for the models that use the store.
+
+    Two models with one generation config share a key; the duel takes the stored
+    answer for ``i`` only and calls ``j`` (:meth:`DuelOrchestration._acquire`), so only
+    ``i`` is listed.
+    """
+    out: dict[int, str] = {}
+    if answers != Reuse.REUSE:
+        return out
+    phash = None
+    for k in (i, j):
+        mkey = model_key(models[k])
+        if mkey is not None:
+            phash = phash or prompt_hash(prompt)
+            key = answer_key(mkey, phash)
+            if key not in out.values():
+                out[k] = key
+    return out
+
+
+#: The readiness lookups of a duel's reservation, as statements every path runs (the asyncpg
+#: driver compiles them): the answer keys (with the texts when a verdict key is derived from
+#: them), a verdict key, a prompt's reference answer.
+READY_ANSWER_KEYS = select(StoredAnswer.key).where(
+    StoredAnswer.key.in_([bindparam("k1"), bindparam("k2")]), StoredAnswer.status == READY
+)
+READY_ANSWER_TEXTS = select(StoredAnswer.key, StoredAnswer.text).where(
+    StoredAnswer.key.in_([bindparam("k1"), bindparam("k2")]), StoredAnswer.status == READY
+)
+READY_VERDICT = select(StoredVerdict.id).where(StoredVerdict.key == bindparam("vk"), StoredVerdict.status == READY)
+
+
+class StoredKeys:
+    """Which store keys are ready, remembered per process.
+
+    A stored (``ready``) answer or verdict is never changed or deleted (only claims
+    are), so a key once seen ready stays ready: the cache can only miss, never be
+    wrong. A miss costs one indexed lookup. Answers map to their text hash (None
+    when the text was not read).
+    """
+
+    limit = 200_000
+
+    def __init__(self) -> None:
+        self.answers: dict[str, str | None] = {}
+        self.verdicts: set[str] = set()
+
+    def answer(self, key: str, text_hash_: str | None) -> None:
+        if len(self.answers) >= self.limit:
+            self.answers.clear()
+        if text_hash_ is not None or key not in self.answers:
+            self.answers[key] = text_hash_
+
+    def verdict(self, key: str) -> None:
+        if len(self.verdicts) >= self.limit:
+            self.verdicts.clear()
+        self.verdicts.add(key)
+
+
+async def stored_for_duel(
+    known: StoredKeys,
+    lookup: Any,
+    answers: str | None,
+    verdicts: str | None,
+    models: Sequence[dict],
+    judge: dict,
+    i: int,
+    j: int,
+    a_is_i: bool,
+    prompt: str,
+    reference: Any,
+) -> tuple[list[int], int]:
+    """What a planned duel will take from the stores: (the model indices whose answer is
+    stored, the number of judge orders whose verdict is stored), the inputs of
+    :func:`service.campaigns.rules.reserve_duel_nusd`.
+
+    An answer counts only when it is stored (``ready``); one being generated (a
+    claim) may still fail, so it stays reserved. A verdict can be known only when
+    both answers are stored (its key hashes their texts). ``lookup``: awaitable
+    ``ready_answers(keys, with_text) -> {key: text or None}`` and
+    ``ready_verdict(key) -> bool`` on the plan's transaction; ``reference``: an
+    awaitable callable giving the prompt's reference answer. Written once for every
+    path (the general transaction runs it with :func:`run_now`).
+    """
+    keys = duel_answer_keys(answers, models, i, j, prompt)
+    if not keys:
+        return [], 0
+    need_verdict = len(keys) == 2 and stores_verdicts(verdicts, judge)
+    missing = [k for k in keys.values() if k not in known.answers or (need_verdict and known.answers[k] is None)]
+    if missing:
+        for key, text in (await lookup.ready_answers(missing, need_verdict)).items():
+            known.answer(key, text_hash(text or "") if need_verdict else None)
+    have = [idx for idx, k in keys.items() if k in known.answers]
+    if not (need_verdict and len(have) == 2):
+        return have, 0
+    hi, hj = known.answers[keys[i]], known.answers[keys[j]]
+    vkey = duel_verdict_key(judge, prompt, await reference(), hi if a_is_i else hj, hj if a_is_i else hi)
+    if vkey not in known.verdicts:
+        if not await lookup.ready_verdict(vkey):
+            return have, 0
+        known.verdict(vkey)
+    from .rules import judge_orders
+
+    return have, judge_orders(judge)
+
+
+class SessionLookup:
+    """:func:`stored_for_duel`'s lookups on a synchronous session or connection (its awaits never suspend)."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+
+    async def ready_answers(self, keys: Sequence[str], with_text: bool) -> dict[str, str | None]:
+        stmt = READY_ANSWER_TEXTS if with_text else READY_ANSWER_KEYS
+        rows = self.conn.execute(stmt, {"k1": keys[0], "k2": keys[-1]}).all()
+        return {r.key: (r.text if with_text else None) for r in rows}
+
+    async def ready_verdict(self, key: str) -> bool:
+        return self.conn.execute(READY_VERDICT, {"vk": key}).first() is not None
+
+
+def run_now(coro: Any) -> Any:
+    """Run a coroutine whose awaits never suspend (synchronous lookups) to its end."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a synchronous lookup tried to suspend")
 
 
 # ---------------------------------------------------------------- what a duel gets from a store

@@ -23,7 +23,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import rules, stores
+from . import holds, rules, stores
 from .leases import RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
@@ -53,6 +53,7 @@ class CampaignTransactions:
         self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
         self._prompts: dict[tuple[int, int], str] = {}
         self._prompt_extras: dict[tuple[int, int], tuple[list[str] | None, str | None]] = {}
+        self.stored_keys = stores.StoredKeys()  # store keys seen ready (they stay ready)
 
     def cached_prompt(self, campaign_id: int, idx: int) -> str | None:
         return self._prompts.get((campaign_id, idx))
@@ -66,13 +67,20 @@ class CampaignTransactions:
 
     def prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None]:
         """A prompt's user turns (None: a single turn) and reference answer; cached, they never change."""
+        extras = self._prompt_extras.get((campaign_id, idx))
+        if extras is None:
+            with self.db.read() as s:
+                extras = self.prompt_extras_in(s, campaign_id, idx)
+        return extras
+
+    def prompt_extras_in(self, s, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None]:
+        """:meth:`prompt_extras` read in the caller's session ``s`` on a cache miss."""
         key = (campaign_id, idx)
         extras = self._prompt_extras.get(key)
         if extras is None:
-            with self.db.read() as s:
-                row = s.execute(
-                    select(Prompt.turns, Prompt.reference).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)
-                ).first()
+            row = s.execute(
+                select(Prompt.turns, Prompt.reference).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)
+            ).first()
             extras = (row.turns, row.reference) if row is not None else (None, None)
             if len(self._prompt_extras) >= 50_000:
                 self._prompt_extras.clear()
@@ -267,13 +275,12 @@ class CampaignTransactions:
                 number = c.duels_created + 1
                 prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts, c.draw_key)
                 prompt_text = self.prompt_text(s, campaign_id, prompt_index)
-                # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
-                expected = rules.reserve_duel_nusd(
-                    c.models, i, j, c.judge, prompt_text, c.judge_spend_nusd, c.duels_judged + c.duels_failed
-                )
-                reserved = sum(int(r.expected_cost_nusd) for r in inflight)
+                # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
+                expected = self.duel_reservation(s, c, i, j, a_is_i, prompt_index, prompt_text)
+                pregen_held = holds.held_nusd(s, campaign_id, now)  # pre-generation calls in flight
+                reserved = sum(int(r.expected_cost_nusd) for r in inflight) + pregen_held
                 if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
-                    if not inflight:
+                    if not inflight and not pregen_held:
                         self.finish(
                             s,
                             c,
@@ -286,7 +293,8 @@ class CampaignTransactions:
                         err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")
                     else:
                         err = Conflict(
-                            f"the remaining budget is reserved by {len(inflight)} duels in flight",
+                            f"the remaining budget is reserved by {len(inflight)} duels in flight"
+                            + (" and answers being pre-generated" if pregen_held else ""),
                             retry_later=True,
                         )
             if err is None and held is None:
@@ -357,6 +365,31 @@ class CampaignTransactions:
             raise HeldDuel(held)
         plan.select_ms = (time.perf_counter() - t0) * 1000.0
         return plan
+
+    def duel_reservation(self, s, c: Campaign, i: int, j: int, a_is_i: bool, prompt_index: int, prompt: str) -> int:
+        """:func:`rules.reserve_duel_nusd` given what the stores already hold (read in session ``s``)."""
+
+        async def reference() -> str | None:
+            return self.prompt_extras_in(s, c.id, prompt_index)[1]
+
+        have, orders = stores.run_now(
+            stores.stored_for_duel(
+                self.stored_keys,
+                stores.SessionLookup(s),
+                c.answers,
+                c.verdicts,
+                c.models,
+                c.judge,
+                i,
+                j,
+                a_is_i,
+                prompt,
+                reference,
+            )
+        )
+        return rules.reserve_duel_nusd(
+            c.models, i, j, c.judge, prompt, c.judge_spend_nusd, c.duels_judged + c.duels_failed, have, orders
+        )
 
     def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
         """The keys a campaign's stored text must not contain (service.redaction)."""
@@ -770,7 +803,7 @@ class CampaignTransactions:
             reason = rules.limit_below_use(
                 new_budget,
                 c.spend_nusd,
-                sum(int(r.expected_cost_nusd) for r in inflight),
+                sum(int(r.expected_cost_nusd) for r in inflight) + holds.held_nusd(s, campaign_id, now),
                 max_duels,
                 c.duels_judged,
                 len(inflight),

@@ -107,6 +107,12 @@ async def _policy(svc: CampaignService, tx, campaign_id: int, event_seq: int, fe
     return restore_policy(state)
 
 
+async def _reference(svc: CampaignService, tx, campaign_id: int, idx: int) -> str | None:
+    """A prompt's reference answer (part of a verdict's store key): the process's cache, else a read."""
+    extras = svc._prompt_extras.get((campaign_id, idx))
+    return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
+
+
 # ---------------------------------------------------------------- the decisions
 async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
     """:meth:`CampaignService.plan_duel_tx` for a running campaign with nothing to expire or end."""
@@ -137,11 +143,26 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     prompt = svc.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
         prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
-    # the reservation is an upper bound of the duel's charges (stored as expected_cost_nusd)
+    # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
+    have, orders = await stores.stored_for_duel(
+        svc.stored_keys,
+        tx,
+        cfg.answers,
+        cfg.verdicts,
+        cfg.models,
+        cfg.judge,
+        i,
+        j,
+        a_is_i,
+        prompt,
+        lambda: _reference(svc, tx, campaign_id, prompt_index),
+    )
     expected = rules.reserve_duel_nusd(
-        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed
+        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
     reserved = sum(int(r.expected_cost_nusd) for r in inflight)
+    if stores.pregenerates(cfg.answers, cfg.models, cfg.judge):  # budget holds of pre-generation calls
+        reserved += await tx.held(campaign_id, now)
     if rules.over_budget(row.budget_nusd, row.spend_nusd, reserved, expected):
         raise Fallback
     duel = rules.new_duel_columns(

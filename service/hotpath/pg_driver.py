@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
+from ..campaigns import holds, stores
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
@@ -101,6 +102,11 @@ def _unless_cached(seq_matches):
 PG_CONFIG = compile_pg(sync_driver.CONFIG)
 PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
+PG_REFERENCE = compile_pg(sync_driver.REFERENCE)
+PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
+PG_READY_ANSWER_TEXTS = compile_pg(stores.READY_ANSWER_TEXTS)
+PG_READY_VERDICT = compile_pg(stores.READY_VERDICT)
+PG_HELD = compile_pg(holds.HELD)
 PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(C.event_seq == bindparam("seq"))))
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
 PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
@@ -263,6 +269,21 @@ class PgTx:
     async def prompt(self, campaign_id: int, idx: int) -> str:
         await self._begin()
         return (await self._fetchrow(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
+
+    async def reference(self, campaign_id: int, idx: int) -> str | None:
+        row = await self._fetchrow(PG_REFERENCE, {"cid": campaign_id, "idx": idx})
+        return None if row is None else row.reference
+
+    async def ready_answers(self, keys, with_text: bool) -> dict:
+        query = PG_READY_ANSWER_TEXTS if with_text else PG_READY_ANSWER_KEYS
+        rows = await self._fetch(query, {"k1": keys[0], "k2": keys[-1]})
+        return {r.key: (r.text if with_text else None) for r in rows}
+
+    async def ready_verdict(self, key: str) -> bool:
+        return await self._fetchrow(PG_READY_VERDICT, {"vk": key}) is not None
+
+    async def held(self, campaign_id: int, now) -> int:
+        return int((await self._fetchrow(PG_HELD, {"cid": campaign_id, "now": now})).held)
 
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         columns = tuple(sorted(duel))

@@ -15,6 +15,7 @@ from sqlalchemy import bindparam, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
+from ..campaigns import holds, stores
 from ..models import Campaign, Charge, Duel, Prompt
 from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
 
@@ -29,6 +30,7 @@ D = Duel.__table__.c
 CONFIG = select(*(C[k] for k in _CONFIG_COLUMNS)).where(C.id == bindparam("cid"))
 POLICY_STATE = select(C.policy_state).where(C.id == bindparam("cid"))
 PROMPT = select(Prompt.text).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
+REFERENCE = select(Prompt.reference).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
 _PLAN_COLUMNS = (
     "status",
     "event_seq",
@@ -148,6 +150,18 @@ class SyncTx:
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
         return self.conn.execute(PROMPT, {"cid": campaign_id, "idx": idx}).scalar_one()
+
+    async def reference(self, campaign_id: int, idx: int) -> str | None:
+        return self.conn.execute(REFERENCE, {"cid": campaign_id, "idx": idx}).scalar_one_or_none()
+
+    async def ready_answers(self, keys, with_text: bool) -> dict:
+        return await stores.SessionLookup(self.conn).ready_answers(keys, with_text)
+
+    async def ready_verdict(self, key: str) -> bool:
+        return await stores.SessionLookup(self.conn).ready_verdict(key)
+
+    async def held(self, campaign_id: int, now) -> int:
+        return holds.held_nusd(self.conn, campaign_id, now)
 
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())

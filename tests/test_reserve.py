@@ -1,0 +1,518 @@
+"""The budget reserves what a duel may still pay, and pre-generation holds its calls' bounds.
+
+* A duel whose answers (and, with an LLM judge, verdict) are already stored reserves
+  nothing for them, so a campaign whose remaining budget is below a full duel bound
+  keeps running on stored answers; the spend never exceeds the budget, also under
+  concurrent requests.
+* Pre-generation with a budget: each call holds its bound (``budget_holds``) before it
+  is made, the hold is released when the answer is charged or the call fails, a hold
+  of a dead process lapses, and two services on one database never overrun the budget.
+
+Providers are stood in by respx; SQLite and PostgreSQL (the ``api`` fixture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+
+import httpx
+import pytest
+import respx
+from conftest import make_settings
+from sqlalchemy import func, select
+
+from service.campaigns import rules, stores
+from service.models import BudgetHold, Campaign, Charge, Duel, StoredAnswer, StoredVerdict, utcnow
+
+PRICE = {"input_per_1m": 1.0, "output_per_1m": 1000.0}  # 0.001 USD per output token
+URL = "http://reserve.test/v1/chat/completions"
+
+
+def _model(tag: str, name: str) -> dict:
+    return {
+        "name": name,
+        "cost": 0.001,
+        "client": {
+            "kind": "openai",
+            "base_url": "http://reserve.test/v1",
+            "model": f"{tag}-{name}",
+            "price": PRICE,
+            "params": {"max_tokens": 200},
+        },
+    }
+
+
+def _reply(tokens: int = 100):
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "choices": [{"message": {"role": "assistant", "content": f"answer {uuid.uuid4().hex[:6]}"}}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": tokens},  # about tokens x 0.001 USD
+            },
+        )
+
+    return answer
+
+
+def _tag() -> str:
+    return "r" + uuid.uuid4().hex[:10]  # models unique to a test: the stores are shared by the database
+
+
+def _campaign(svc, cid: int):
+    with svc.db.read() as s:
+        c = s.get(Campaign, cid)
+        return type("Row", (), {"models": list(c.models), "spend_nusd": int(c.spend_nusd)})
+
+
+def _store_answers(svc, cid: int, prompts: list[str], models: list[int] | None = None) -> None:
+    """Stored answers of the campaign's models to ``prompts``, as a former campaign would have left them."""
+    c = _campaign(svc, cid)
+    now = utcnow()
+    with svc.db.write() as s:
+        for n, m in enumerate(c.models):
+            if models is not None and n not in models:
+                continue
+            mkey = stores.model_key(m)
+            for p in prompts:
+                ph = stores.prompt_hash(p)
+                s.add(
+                    StoredAnswer(
+                        key=stores.answer_key(mkey, ph),
+                        model_key=mkey,
+                        prompt_hash=ph,
+                        status=stores.READY,
+                        text=f"stored answer of {m['name']} to {p}",
+                        cost_nusd=0,
+                        charge_id=None,
+                        claimed_at=now,
+                        created_at=now,
+                    )
+                )
+
+
+def _reservations(svc, cid: int) -> list[int]:
+    with svc.db.read() as s:
+        return [
+            int(x)
+            for x in s.execute(
+                select(Duel.expected_cost_nusd).where(Duel.campaign_id == cid).order_by(Duel.number)
+            ).scalars()
+        ]
+
+
+def _holds(svc, cid: int) -> int:
+    with svc.db.read() as s:
+        return int(s.execute(select(func.count(BudgetHold.id)).where(BudgetHold.campaign_id == cid)).scalar_one())
+
+
+def _ledger(svc, cid: int) -> int:
+    with svc.db.read() as s:
+        return int(
+            s.execute(
+                select(func.coalesce(func.sum(Charge.amount_nusd), 0)).where(Charge.campaign_id == cid)
+            ).scalar_one()
+        )
+
+
+# ---------------------------------------------------------------- the rule
+def test_stored_answers_and_verdicts_reserve_nothing():
+    ms = [_model("t", n) for n in "ab"]
+    bound = rules.model_bound_nusd(ms[0], "q")
+    human = {"kind": "human", "fee_per_vote": 0.01}
+    assert rules.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0) == 2 * bound + 10_000_000
+    assert rules.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[1]) == bound + 10_000_000
+    assert rules.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[0, 1]) == 10_000_000
+    judge = {
+        "kind": "llm",
+        "both_orders": True,
+        "client": {"kind": "openai", "model": "j", "price": PRICE, "max_cost_per_query": 0.01},
+    }
+    assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1]) == 2 * 10_000_000
+    assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=1) == 10_000_000
+    assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=2) == 0
+    one = dict(judge, both_orders=False)
+    assert rules.reserve_duel_nusd(ms, 0, 1, one, "q", 0, 0, [0, 1], stored_orders=1) == 0
+
+
+class _Lookup:
+    def __init__(self, answers: dict[str, str], verdicts: set[str]):
+        self.answers, self.verdicts, self.asked = answers, verdicts, []
+
+    async def ready_answers(self, keys, with_text):
+        self.asked.append(tuple(keys))
+        return {k: self.answers[k] for k in keys if k in self.answers}
+
+    async def ready_verdict(self, key):
+        self.asked.append(key)
+        return key in self.verdicts
+
+
+def test_what_a_duel_takes_from_the_stores():
+    ms = [_model("t", "a"), _model("t", "b"), dict(_model("t", "a"), name="twin")]
+    keys = stores.duel_answer_keys("reuse", ms, 0, 1, "q")
+    assert set(keys) == {0, 1}
+    assert stores.duel_answer_keys("reuse", ms, 0, 2, "q") == {0: keys[0]}  # one generation config: j is called
+    assert stores.duel_answer_keys("fresh", ms, 0, 1, "q") == {}
+    judge = {"kind": "llm", "both_orders": True, "client": {"kind": "openai", "model": "j"}}
+    texts = {keys[0]: "A", keys[1]: "B"}
+    vkey = stores.duel_verdict_key(judge, "q", None, stores.text_hash("B"), stores.text_hash("A"))
+    known = stores.StoredKeys()
+    look = _Lookup({keys[0]: "A"}, {vkey})
+    run = stores.run_now
+
+    async def no_reference():
+        return None
+
+    # one answer stored (the other only claimed, or missing): the verdict cannot be known
+    assert run(stores.stored_for_duel(known, look, "reuse", "reuse", ms, judge, 0, 1, True, "q", no_reference)) == (
+        [0],
+        0,
+    )
+    look.answers = texts
+    # both stored and the verdict (canonical order: either side gives the same key)
+    for a_is_i in (True, False):
+        got = run(stores.stored_for_duel(known, look, "reuse", "reuse", ms, judge, 0, 1, a_is_i, "q", no_reference))
+        assert got == ([0, 1], 2)
+    asked = len(look.asked)
+    run(stores.stored_for_duel(known, look, "reuse", "reuse", ms, judge, 0, 1, True, "q", no_reference))
+    assert len(look.asked) == asked  # remembered: stored results never change
+    # with a reference answer the verdict is another one
+    other = run(
+        stores.stored_for_duel(stores.StoredKeys(), look, "reuse", "reuse", ms, judge, 0, 1, True, "q", _ref("r"))
+    )
+    assert other == ([0, 1], 0)
+
+
+def _ref(text):
+    async def reference():
+        return text
+
+    return reference
+
+
+# ---------------------------------------------------------------- near the budget, on stored answers
+@pytest.mark.parametrize("path", ["hot", "general"])
+async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypatch, path):
+    from service import hotpath
+
+    if path == "general":
+        monkeypatch.setattr(hotpath, "ENABLED", False)
+    svc = api.app.state.service
+    tag = _tag()
+    prompts = [f"stored question {n}" for n in range(3)]
+    fee = 0.01
+    body = {
+        "name": "near budget",
+        "models": [_model(tag, n) for n in "abc"],
+        "prompts": prompts,
+        "judge": {"kind": "human", "fee_per_vote": fee},
+        "budget": 3.5 * fee,  # far below one duel's full bound (two calls of up to 0.2 USD)
+        "seed": 3,
+    }
+    full = rules.reserve_duel_nusd(body["models"], 0, 1, body["judge"], prompts[0], 0, 0)
+    assert full > rules.to_nusd(body["budget"])
+    with respx.mock(assert_all_called=False) as mock:
+        calls = mock.post(URL).mock(side_effect=_reply())
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        _store_answers(svc, cid, prompts)
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "near"})).json()["token"]
+        who = {"Authorization": f"Bearer {token}"}
+        voted = 0
+        for _ in range(10):
+            r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            if r.status_code == 410 or r.status_code == 409:
+                break
+            assert r.status_code == 201, r.text
+            r = await api.post(f"/v1/duels/{r.json()['id']}/vote", headers=who, json={"choice": "a"})
+            assert r.status_code == 200, r.text
+            voted += 1
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert calls.call_count == 0  # every answer came from the store
+    assert voted == 3, view
+    assert view["status"] == "budget_exhausted" and view["spend"] == pytest.approx(3 * fee), view
+    assert view["spend"] <= body["budget"]
+    assert _reservations(svc, cid) == [rules.to_nusd(fee)] * 3  # only the vote fee was reserved
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
+
+
+@pytest.mark.parametrize("path", ["hot", "general"])
+async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
+    """LLM judge, verdict reuse: once the answers and the verdict are stored a duel reserves 0,
+    so a campaign with a tiny budget runs to its duel cap (the verdict lookup on every path)."""
+    from service import hotpath
+
+    if path == "general":
+        monkeypatch.setattr(hotpath, "ENABLED", False)
+    svc = api.app.state.service
+    tag = _tag()
+    judge = {
+        "kind": "llm",
+        "client": {
+            "kind": "openai",
+            "base_url": "http://reserve.test/v1",
+            "model": f"{tag}-judge",
+            "price": PRICE,
+            "params": {"max_tokens": 10},
+        },
+    }
+    body = {
+        "name": "stored verdict",
+        "models": [_model(tag, n) for n in "ab"],
+        "prompts": ["the one question"],
+        "judge": judge,
+        "seed": 4,
+        "max_duels": 4,
+    }
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        if f"{tag}-judge" in request.content.decode():
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [{"message": {"role": "assistant", "content": "[[A]]"}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 3},
+                },
+            )
+        return _reply(5)(request)
+
+    with respx.mock(assert_all_called=False) as mock:
+        calls = mock.post(URL).mock(side_effect=reply)
+        first = (await api.post("/v1/campaigns", json=body)).json()["id"]  # no budget: it pays once
+        r = await api.post(f"/v1/campaigns/{first}/duels")
+        assert r.status_code == 201 and r.json()["status"] == "judged", r.text
+        paid = calls.call_count
+        assert paid == 4  # two answers, the judge in both orders
+        cid = (await api.post("/v1/campaigns", json=dict(body, budget=1e-6))).json()["id"]
+        for _ in range(4):
+            r = await api.post(f"/v1/campaigns/{cid}/duels")
+            assert r.status_code == 201 and r.json()["status"] == "judged", r.text
+        assert calls.call_count == paid
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["status"] == "stopped" and view["spend"] == 0, view
+    assert _reservations(svc, cid) == [0, 0, 0, 0]
+    with svc.db.read() as s:
+        assert s.execute(select(func.count(StoredVerdict.id)).where(StoredVerdict.status == "ready")).scalar_one()
+
+
+@pytest.mark.parametrize("factor", [100, 190])
+async def test_concurrent_duels_on_partly_stored_answers_never_overrun_the_budget(api, factor):
+    svc = api.app.state.service
+    tag = _tag()
+    prompts = [f"partly stored {n}" for n in range(6)]
+    budget = 1.0
+    body = {
+        "name": "partly stored",
+        "models": [_model(tag, n) for n in "abc"],
+        "prompts": prompts,
+        "judge": {"kind": "human"},
+        "budget": budget,
+        "seed": 5,
+    }
+    with respx.mock(assert_all_called=False) as mock:
+        mock.post(URL).mock(side_effect=_reply(factor))
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        _store_answers(svc, cid, prompts[:3])  # half the prompts answered by every model
+        _store_answers(svc, cid, prompts[3:], models=[0])
+        for _ in range(4):  # concurrent rounds; the votes free the pairs
+            rs = await asyncio.gather(*[api.post(f"/v1/campaigns/{cid}/duels") for _ in range(20)])
+            codes = {x.status_code for x in rs}
+            assert codes <= {201, 409, 410}, [x.text for x in rs if x.status_code not in (201, 409, 410)]
+            for x in rs:
+                if x.status_code == 201:
+                    await api.post(f"/v1/duels/{x.json()['id']}/vote", json={"choice": "tie"})
+            c = (await api.get(f"/v1/campaigns/{cid}")).json()
+            assert c["spend"] <= budget + 1e-9, c
+            if c["status"] != "running":
+                break
+    assert c["spend"] <= budget + 1e-9 and c["duels_created"] > 0, c
+    assert rules.to_nusd(c["spend"]) == _ledger(svc, cid)
+
+
+# ---------------------------------------------------------------- pre-generation with a budget
+def _human_body(tag: str, prompts: list[str], budget: float) -> dict:
+    return {
+        "name": "pregen budget",
+        "models": [_model(tag, n) for n in "abc"],
+        "prompts": prompts,
+        "judge": {"kind": "human"},
+        "budget": budget,
+        "seed": 6,
+    }
+
+
+async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_its_answers(api, monkeypatch):
+    from service.campaigns.pregeneration import PREGEN_DUELS, planned_prompts
+
+    svc = api.app.state.service
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "7a" * 32)
+    tag = _tag()
+    prompts = [f"pregen budget question {n}" for n in range(8)]
+    bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    budget = 2.0
+    seen_holds: list[int] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        with svc.db.read() as s:  # during the call: the holds of the pre-generation calls in flight
+            seen_holds.append(
+                int(
+                    s.execute(
+                        select(func.coalesce(func.sum(BudgetHold.amount_nusd), 0)).where(
+                            BudgetHold.campaign_id == cid_box[0]
+                        )
+                    ).scalar_one()
+                )
+            )
+        return _reply(100)(request)
+
+    cid_box = [0]
+    with respx.mock(assert_all_called=False) as mock:
+        mock.post(URL).mock(side_effect=reply)
+        cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, budget))).json()["id"]
+        cid_box[0] = cid
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "pre"})).json()["token"]
+        who = {"Authorization": f"Bearer {token}"}
+        r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+        assert r.status_code == 201, r.text
+        first = r.json()
+        wanted = set(planned_prompts(6, 1, len(prompts), PREGEN_DUELS, "7a" * 32))
+        for _ in range(400):  # the background pre-generation of the next duels' answers
+            if not svc.__dict__.get("_pregen_busy"):
+                break
+            await asyncio.sleep(0.05)
+        assert not svc.__dict__.get("_pregen_busy")
+        assert _holds(svc, cid) == 0  # every hold was released with its charge
+        with svc.db.read() as s:
+            pre = s.execute(
+                select(func.count(Charge.id)).where(Charge.campaign_id == cid, Charge.duel_id.is_(None))
+            ).scalar_one()
+        assert pre > 0 and max(seen_holds) >= bound  # calls were made, each under a hold
+        c = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert c["spend"] <= budget
+        assert (await api.post(f"/v1/duels/{first['id']}/vote", headers=who, json={"choice": "a"})).status_code == 200
+        r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+        assert r.status_code == 201, r.text
+        second = (await api.get(f"/v1/duels/{r.json()['id']}")).json()
+        # its prompt is the first one pre-generated: both answers came from the store, and it reserved nothing
+        assert second["prompt"] in {prompts[i] for i in wanted}
+        model_charges = [ch for ch in second["charges"] if ch["kind"] == "model"]
+        assert len(model_charges) == 2 and all(ch["reused"] and ch["amount"] == 0 for ch in model_charges), second
+        assert _reservations(svc, cid)[-1] == 0
+        # annotators vote until the budget ends the campaign; the spend never passes it
+        for _ in range(60):
+            await api.post(f"/v1/duels/{r.json()['id']}/vote", headers=who, json={"choice": "b"})
+            r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            c = (await api.get(f"/v1/campaigns/{cid}")).json()
+            assert c["spend"] <= budget + 1e-9, c
+            if r.status_code != 201:
+                break
+        for _ in range(400):
+            if not svc.__dict__.get("_pregen_busy"):
+                break
+            await asyncio.sleep(0.05)
+    c = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert c["spend"] <= budget + 1e-9, c
+    assert rules.to_nusd(c["spend"]) == _ledger(svc, cid)
+    assert _holds(svc, cid) == 0
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
+
+
+async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
+    svc = api.app.state.service
+    tag = _tag()
+    prompts = [f"hold question {n}" for n in range(3)]
+    cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 5.0))).json()["id"]
+    with respx.mock(assert_all_called=False) as mock:
+        mock.post(URL).mock(return_value=httpx.Response(500, json={"error": "down"}))
+        assert await svc.pregenerate(cid) == -1
+    assert _holds(svc, cid) == 0 and _ledger(svc, cid) == 0
+    with svc.db.read() as s:  # the failed call's claim was released too
+        assert not s.execute(select(StoredAnswer.id).where(StoredAnswer.status == stores.GENERATING)).first()
+    with respx.mock(assert_all_called=False) as mock:
+        calls = mock.post(URL).mock(side_effect=_reply(100))
+        paid = await svc.pregenerate(cid)
+    assert paid == calls.call_count > 0
+    assert _holds(svc, cid) == 0
+    assert _ledger(svc, cid) == rules.to_nusd(_campaign(svc, cid).spend_nusd / 1e9)
+    assert _ledger(svc, cid) <= paid * rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+
+
+async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_lapses(api):
+    svc = api.app.state.service
+    tag = _tag()
+    prompts = [f"tight question {n}" for n in range(3)]
+    bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 0.9 * bound / 1e9))).json()["id"]
+    with respx.mock(assert_all_called=False) as mock:
+        calls = mock.post(URL).mock(side_effect=_reply(100))
+        assert await svc.pregenerate(cid) == 0
+        assert calls.call_count == 0  # not one call: its bound does not fit
+    # a hold left by a process that died: counted until it expires, then ignored
+    cid = (await api.post("/v1/campaigns", json=_human_body(tag + "x", prompts, 3.5 * bound / 1e9))).json()["id"]
+    now = utcnow()
+    with svc.db.write() as s:
+        s.add(
+            BudgetHold(
+                campaign_id=cid,
+                amount_nusd=3 * bound,
+                purpose="pregeneration",
+                created_at=now,
+                expires_at=now + dt.timedelta(minutes=5),
+            )
+        )
+    with respx.mock(assert_all_called=False) as mock:
+        calls = mock.post(URL).mock(side_effect=_reply(100))
+        assert await svc.pregenerate(cid) == 0 and calls.call_count == 0
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert r.status_code == 409 and "pre-generated" in r.text, r.text  # held: retry later, not ended
+        with svc.db.write() as s:  # the dead process's hold expires
+            s.execute(
+                BudgetHold.__table__.update()
+                .where(BudgetHold.campaign_id == cid)
+                .values(expires_at=now - dt.timedelta(seconds=1))
+            )
+        assert await svc.pregenerate(cid) > 0
+    assert _holds(svc, cid) == 0  # the expired hold was cleared on the way
+    assert _ledger(svc, cid) <= 3.5 * bound
+
+
+async def test_two_services_pre_generating_on_one_database_never_overrun_the_budget(api, db_url):
+    """Two processes' worth of services (separate caches and single-flight maps) pre-generate the
+    same campaign at once; the holds, taken under the campaign's row lock, keep the budget."""
+    from service.app import create_app
+
+    svc = api.app.state.service
+    other_app = create_app(make_settings(db_url))
+    other = other_app.state.service
+    tag = _tag()
+    prompts = [f"two services question {n}" for n in range(12)]
+    bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    budget_nusd = 5 * bound + bound // 2  # room for five calls' bounds
+    body = _human_body(tag, prompts, budget_nusd / 1e9)
+    body["answers"] = "reuse"
+    in_flight, most = [0], [0]
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        await asyncio.sleep(0.2)
+        in_flight[0] -= 1
+        return _reply(190)(request)  # each call costs close to its bound
+
+    try:
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        with respx.mock(assert_all_called=False) as mock:
+            calls = mock.post(URL).mock(side_effect=slow)
+            for _ in range(3):
+                got = await asyncio.gather(svc.pregenerate(cid), other.pregenerate(cid))
+                assert min(got) >= 0
+        assert most[0] >= 2  # the two services' calls overlapped
+        spend = _campaign(svc, cid).spend_nusd
+        assert spend <= budget_nusd and spend == _ledger(svc, cid)
+        assert 0 < calls.call_count <= 5
+        assert _holds(svc, cid) == 0
+    finally:
+        await other.aclose()
+        other_app.state.db.dispose()
