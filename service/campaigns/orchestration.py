@@ -112,7 +112,7 @@ class DuelOrchestration:
         """The duel's prompt turns and reference answer (cached; one read per prompt and process)."""
         if plan.prompt_index is None:
             return None, None
-        cached = self._prompt_extras.get((plan.campaign_id, plan.prompt_index))
+        cached = self.cached_prompt_extras(plan.campaign_id, plan.prompt_index)
         if cached is not None:
             return cached
         return await self.in_thread(self.prompt_extras, plan.campaign_id, plan.prompt_index)

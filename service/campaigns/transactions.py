@@ -65,9 +65,13 @@ class CampaignTransactions:
         self._prompts[(campaign_id, idx)] = text
         return text
 
+    def cached_prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None] | None:
+        """:meth:`prompt_extras` from this process's cache only (None: not cached yet)."""
+        return self._prompt_extras.get((campaign_id, idx))
+
     def prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None]:
         """A prompt's user turns (None: a single turn) and reference answer; cached, they never change."""
-        extras = self._prompt_extras.get((campaign_id, idx))
+        extras = self.cached_prompt_extras(campaign_id, idx)
         if extras is None:
             with self.db.read() as s:
                 extras = self.prompt_extras_in(s, campaign_id, idx)

@@ -109,7 +109,7 @@ async def _policy(svc: CampaignService, tx, campaign_id: int, event_seq: int, fe
 
 async def _reference(svc: CampaignService, tx, campaign_id: int, idx: int) -> str | None:
     """A prompt's reference answer (part of a verdict's store key): the process's cache, else a read."""
-    extras = svc._prompt_extras.get((campaign_id, idx))
+    extras = svc.cached_prompt_extras(campaign_id, idx)
     return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
 
