@@ -185,13 +185,9 @@ class SyncTx:
 
 
 def run_sync(coro: Coroutine):
-    """Run a coroutine whose awaits never suspend (a :class:`SyncTx` transaction) to its end."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("a synchronous fast-path transaction tried to suspend")
+    """Run a coroutine whose awaits never suspend (a :class:`SyncTx` transaction) to its end
+    (:func:`service.campaigns.stores.run_now`; a suspension is a RuntimeError)."""
+    return stores.run_now(coro)
 
 
 def _in_session(svc: CampaignService, make):
