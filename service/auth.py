@@ -8,7 +8,6 @@ SHA-256 is stored.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import hmac
 import secrets
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from fastapi import HTTPException, Request
 from sqlalchemy import bindparam, select
 
-from .models import Annotator, utcnow
+from .models import Annotator
 
 TOKEN_PREFIX = "ann_"
 
@@ -61,19 +60,17 @@ def bearer_token(request: Request) -> str | None:
 
 # An annotator token found valid is cached in-process: its entry lives
 # TOKEN_CACHE_SECONDS, but it is trusted only while this process's revocation watch
-# (watch_revocations) is fresh: a successful poll of the revocations started less
-# than REVOCATION_SECONDS ago. Each poll drops the cached tokens revoked since the
-# last one. So a revoked token is refused by the worker that revoked it at once,
-# and by every other worker within REVOCATION_SECONDS, while valid tokens cost no
-# database lookup per request (docs/service.md, "Annotators"). A process without a
-# running watch (or whose polls fail) trusts no cached entry and looks each token up.
+# (watch_revocations) is fresh: a successful poll started less than
+# REVOCATION_SECONDS ago. Each poll confirms every cached token against the database
+# and drops the ones no longer valid. So a revoked token is refused by the worker that
+# revoked it at once, and by every other worker within REVOCATION_SECONDS, while
+# valid tokens cost no database lookup per request (docs/service.md, "Annotators").
+# A process without a running watch (or whose polls fail) trusts no cached entry and
+# looks each token up.
 TOKEN_CACHE_SECONDS = 30.0
 TOKEN_CACHE_SIZE = 10_000
 REVOCATION_SECONDS = 2.0  # the bound: a revoked token is refused everywhere within this
 REVOCATION_POLL_SECONDS = 0.75  # how often the watch polls (well inside the bound)
-# Each poll asks for the tokens revoked within this window: a revocation committed
-# a little after its stamp, or stamped by a process whose clock is behind, is still seen.
-REVOCATION_LOOKBACK = dt.timedelta(seconds=60)
 
 
 def _token_digest(token: str) -> str | None:
@@ -116,20 +113,38 @@ def _lookup_annotator(service, digest: str) -> tuple[int, int] | None:
     return int(row.id), int(row.campaign_id)
 
 
-_REVOKED_SINCE = select(Annotator.token_hash).where(Annotator.revoked_at >= bindparam("since"))
+REVALIDATE_CHUNK = 500  # digests per query (well under SQLite's bound-parameter limit)
 
 
 def poll_revocations(service) -> None:
-    """One poll of the revocation watch (blocking): drop from the cache every token revoked
-    within the last REVOCATION_LOOKBACK, and mark the cache trusted as of this poll's start."""
+    """One poll of the revocation watch (blocking): confirm every cached token against the
+    database, drop those no longer valid (revoked, or gone), and mark the cache trusted as
+    of this poll's start.
+
+    No clock is compared: the poll asks the database which of the cached digests are still
+    valid now, so a revocation stamped by a worker whose clock is off, or committed long
+    after its stamp, is seen by the first poll that starts after its commit. The cost is
+    one indexed query per REVALIDATE_CHUNK cached tokens (``annotators.token_hash`` is unique).
+    """
     started = time.monotonic()
-    since = utcnow() - REVOCATION_LOOKBACK
-    with service.db.engine.connect() as conn:  # Core, no ORM session: this runs twice a second per worker
-        revoked = conn.execute(_REVOKED_SINCE, {"since": since}).scalars().all()
     cache: dict = service.token_cache
-    for digest in revoked:
-        cache.pop(digest, None)
-    service.revocations_polled_at = started  # what this poll saw is as of its start
+    digests = list(cache)
+    valid: set[str] = set()
+    if digests:
+        with service.db.engine.connect() as conn:  # Core, no ORM session: this runs every poll
+            for k in range(0, len(digests), REVALIDATE_CHUNK):
+                chunk = digests[k : k + REVALIDATE_CHUNK]
+                valid.update(conn.execute(_STILL_VALID, {"digests": chunk}).scalars())
+    for digest in digests:
+        if digest not in valid:
+            cache.pop(digest, None)
+    service.revocations_polled_at = started  # what this poll confirmed is as of its start
+
+
+_STILL_VALID = select(Annotator.token_hash).where(
+    Annotator.token_hash.in_(bindparam("digests", expanding=True)), Annotator.revoked_at.is_(None)
+)
+_WATCH_THREAD = None  # the watch's own thread slot, so a busy thread pool cannot delay it
 
 
 async def watch_revocations(service) -> None:
@@ -141,10 +156,13 @@ async def watch_revocations(service) -> None:
 
     import anyio
 
+    global _WATCH_THREAD
+    if _WATCH_THREAD is None:
+        _WATCH_THREAD = anyio.CapacityLimiter(1)
     failures = 0
     while True:
         try:
-            await anyio.to_thread.run_sync(poll_revocations, service)
+            await anyio.to_thread.run_sync(poll_revocations, service, limiter=_WATCH_THREAD)
             failures = 0
         except Exception as exc:  # the database is away: look tokens up meanwhile
             failures += 1

@@ -97,3 +97,27 @@ async def test_without_a_fresh_watch_the_cache_is_not_trusted(two_workers):
     r = await a.delete(f"/v1/campaigns/{cid}/annotators/{annotator['id']}")
     assert r.status_code == 200, r.text
     assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 401  # refused at once
+
+
+async def test_a_revocation_stamped_by_a_clock_far_behind_is_still_seen(two_workers):
+    """The watch compares no clocks: a worker whose clock is a day behind revokes, and the
+    other worker refuses the token within REVOCATION_SECONDS all the same."""
+    import datetime as dt
+
+    from sqlalchemy import update
+
+    from service.models import Annotator, utcnow
+
+    apps, (a, b), _, _ = two_workers
+    cid, annotator, token = await _token(a)
+    await _wait_for_watch(apps[1])
+    who = {"Authorization": f"Bearer {token}"}
+    assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200  # cached in b
+    with apps[0].state.db.write() as s:
+        s.execute(
+            update(Annotator).where(Annotator.id == annotator["id"]).values(revoked_at=utcnow() - dt.timedelta(days=1))
+        )
+    t0 = time.monotonic()
+    while (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200:
+        assert time.monotonic() - t0 < auth.REVOCATION_SECONDS + 0.5, "the other worker still accepts the token"
+        await asyncio.sleep(0.05)
