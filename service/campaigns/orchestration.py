@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from typing import Any, Callable
 
 import httpx
@@ -14,10 +15,10 @@ from service.judging import build_judge, parse_judge_config
 
 from .. import hotpath
 from ..auth import Principal
-from ..clients import build_client, parse_client_config
+from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
-from . import stores
+from . import rules, stores
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
 
@@ -25,6 +26,9 @@ log = logging.getLogger("llmduel.campaigns")
 
 #: The key of a graded verdict's score (of the answer shown first) in the judge detail a verdict store keeps.
 STORED_SCORE = "score_first_shown"
+#: The errors of a call or a judgement abandoned because its duel's reservation lapsed (rules.call_deadline).
+CALL_OUTLIVED_EXPIRY = "the call did not return before the duel's reservation expired (LLMDUEL_CALL_TIMEOUT_SECONDS)"
+JUDGE_OUTLIVED_EXPIRY = "the judge did not decide before the duel expired (LLMDUEL_DUEL_EXPIRY_SECONDS)"
 
 
 class DuelOrchestration:
@@ -118,13 +122,19 @@ class DuelOrchestration:
         return await self.in_thread(self.prompt_extras, plan.campaign_id, plan.prompt_index)
 
     async def _call_model(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
+        """Model ``idx``'s answer (a Completion) or the exception that ended the call; a call
+        still running at ``plan.deadline`` is abandoned (ClientError): its reservation lapses then."""
+        limit = None if plan.deadline is None else plan.deadline - time.monotonic()
         try:
             client = self._client(plan, idx)
-            if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
-                return await client.complete(plan.prompt, turns=turns)
-            return await client.complete(plan.prompt)
+            async with asyncio.timeout(limit):
+                if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
+                    return await client.complete(plan.prompt, turns=turns)
+                return await client.complete(plan.prompt)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            return ClientError(CALL_OUTLIVED_EXPIRY)
         except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
             return exc
 
@@ -203,8 +213,9 @@ class DuelOrchestration:
             await self._settle_claims(plan, [plan.i, plan.j])
         return res_i, res_j, outcome
 
-    async def _verdict(self, plan: DuelPlan, judge, text_a: str, text_b: str) -> dict:
-        """The judge's verdict on the duel (in the duel's a/b terms) and the record_verdict_tx arguments."""
+    async def _verdict(self, plan: DuelPlan, judge, text_a: str, text_b: str, deadline: float | None = None) -> dict:
+        """The judge's verdict on the duel (in the duel's a/b terms) and the record_verdict_tx arguments;
+        a judge still deciding at ``deadline`` (time.monotonic()) is abandoned as a judge error."""
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         _, reference = await self._extras(plan)  # the prompt's reference answer, if any
         extra: dict[str, Any] = {}
@@ -238,13 +249,16 @@ class DuelOrchestration:
                 )
             extra["verdict_claim"] = plan.claims["judge"]
         try:
-            verdict = await judge.judge(
-                plan.prompt, first, second, model_a=model_first, model_b=model_second, rng=rng, reference=reference
-            )
+            async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):
+                verdict = await judge.judge(
+                    plan.prompt, first, second, model_a=model_first, model_b=model_second, rng=rng, reference=reference
+                )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
             first_score = verdict.score  # a graded judge's score of the answer shown first, else None
         except asyncio.CancelledError:
             raise
+        except TimeoutError:  # the pending duel's reservation lapses at its expiry: never charged after it
+            choice, cost, detail, error, first_score = None, 0.0, None, JUDGE_OUTLIVED_EXPIRY, None
         except Exception as exc:
             choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
             first_score = None
@@ -275,9 +289,14 @@ class DuelOrchestration:
         if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
             return outcome
         judge = self._judge(plan)
+        deadline = rules.call_deadline(self.pending_expiry)  # the pending duel expires then
         try:
             verdict = await self._verdict(
-                plan, judge, res_i.text if plan.a_is_i else res_j.text, res_j.text if plan.a_is_i else res_i.text
+                plan,
+                judge,
+                res_i.text if plan.a_is_i else res_j.text,
+                res_j.text if plan.a_is_i else res_i.text,
+                deadline,
             )
             outcome = await self.in_thread(
                 self.record_verdict_tx,

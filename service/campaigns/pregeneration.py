@@ -33,6 +33,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 
 from ..clients import Completion
 from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
+from ..redaction import redact
 from . import holds, rules, stores
 from .rules import clean_text, cost_nusd
 from .types import DuelPlan
@@ -124,7 +125,8 @@ class Pregeneration:
 
     async def pregenerate(self, campaign_id: int) -> int:
         """Generate the missing answers of the next planned duels; returns how many were paid for,
-        or -1 when a call failed (the remaining ones are not made)."""
+        or -1 when a call failed, or when nothing was paid because no call's bound fit the budget
+        (the remaining ones are not made, and pre-generation pauses for the campaign)."""
         found = await self.in_thread(self.pregen_targets_tx, campaign_id)
         if not found:
             return 0
@@ -146,6 +148,7 @@ class Pregeneration:
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
+                    plan.deadline = rules.call_deadline(self.call_expiry)  # the hold lapses then
                     try:
                         res = await self._call_model(plan, n, turns)
                         if isinstance(res, Completion):
@@ -161,7 +164,7 @@ class Pregeneration:
                     await self._settle_claims(plan, [n])
 
         paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
-        return -1 if failed else paid
+        return -1 if failed or (no_room and not paid) else paid
 
     def hold_pregen_tx(self, campaign_id: int, n: int, prompt: str, key: str) -> int | None:
         """Hold the bound of model ``n``'s call on ``prompt`` against the budget (locked); the hold's
@@ -226,4 +229,5 @@ class Pregeneration:
                     .values(spend_nusd=Campaign.spend_nusd + amount, version=Campaign.version + 1, updated_at=now)
                     .execution_options(synchronize_session=False)
                 )
-            stores.finalize_answer(s, claim, res, clean_text(res.text), amount, charge_id)
+            text = redact(clean_text(res.text), self.secret_keys(c.models, c.judge))  # as a duel's answer
+            stores.finalize_answer(s, claim, res, text, amount, charge_id)

@@ -16,6 +16,7 @@ import math
 import random
 import secrets
 import string
+import time
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -119,6 +120,15 @@ def ordered_pair(i: int, j: int) -> tuple[int, int]:
 def pending_pairs(inflight: Iterable[Any]) -> list[list[int]]:
     """The in-flight duels' pairs, as the policy's ``pending`` argument."""
     return [[int(r.model_i), int(r.model_j)] for r in inflight]
+
+
+def call_deadline(expiry: dt.timedelta) -> float:
+    """The ``time.monotonic()`` by which a call must have returned when what it is reserved
+    by (a duel, a pre-generation hold) lapses after ``expiry``: a call still running then
+    is abandoned as failed, so it is never charged after its reservation stopped counting
+    (docs/reliability.md, *Budget*). The margin is 10% of the expiry, at most 5 s."""
+    seconds = expiry.total_seconds()
+    return time.monotonic() + seconds - min(5.0, 0.1 * seconds)
 
 
 def is_stale(expires_at: dt.datetime, now: dt.datetime) -> bool:

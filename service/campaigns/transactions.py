@@ -48,6 +48,7 @@ class CampaignTransactions:
 
     def init_transactions(self, settings: Settings) -> None:
         self._expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)
+        self.pending_expiry = self._expiry  # a duel waiting for its verdict expires after this
         self.call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
         self.policies = PolicyCache()
         self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
@@ -343,6 +344,7 @@ class CampaignTransactions:
                     prompt_index=prompt_index,
                     answers=c.answers,
                     verdicts=c.verdicts,
+                    deadline=rules.call_deadline(self.call_expiry),
                 )
                 charges, columns = self.answer_now(plan, now)
                 for key, value in columns.items():

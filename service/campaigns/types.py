@@ -70,6 +70,8 @@ class DuelPlan:
     verdicts: str = "fresh"
     # Store rows this duel claimed before paying for a call (model index or "judge" -> stores.Claim).
     claims: dict[Any, Any] = field(default_factory=dict)
+    # time.monotonic() by which the model calls must return (rules.call_deadline; None: no limit)
+    deadline: float | None = None
     # Set when both models answered inside the plan transaction (instant clients):
     results: dict[int, Any] | None = None
     outcome: "DuelOutcome | None" = None

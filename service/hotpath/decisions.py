@@ -193,6 +193,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         prompt_index=prompt_index,
         answers=cfg.answers,
         verdicts=cfg.verdicts,
+        deadline=rules.call_deadline(svc.call_expiry),
     )
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)
