@@ -59,6 +59,34 @@ def test_claims_wait_take_over_and_become_ready(svc):
     assert svc.claim_tx("answer", key, cols, lease)[0] == "ready"
 
 
+def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
+    """A call that outlived its claim finishes after the caller that took the claim over
+    stored its own result: the stored result stays (a ready row is never changed)."""
+    lease = dt.timedelta(seconds=60)
+    key = uuid.uuid4().hex
+    cols = {"model_key": "mk", "prompt_hash": "ph"}
+    _, row_id = svc.claim_tx("answer", key, cols, lease)
+    _, taken = svc.claim_tx("answer", key, cols, dt.timedelta(0))  # taken over by a second caller
+    assert taken == row_id
+    with svc.db.write() as s:  # the taker stores first
+        stores.finalize_answer(s, stores.Claim("answer", row_id, key), Completion("T2", 1, 2, 0.1, 0.0), "T2", 100, 8)
+    with svc.db.write() as s:  # then the first caller, late
+        stores.finalize_answer(s, stores.Claim("answer", row_id, key), Completion("T1", 1, 2, 0.1, 0.0), "T1", 100, 9)
+    status, stored = svc.claim_tx("answer", key, cols, lease)
+    assert (status, stored.text, stored.charge_id) == ("ready", "T2", 8)
+
+    vkey = uuid.uuid4().hex
+    vcols = {"judge_key": "jk", "prompt_hash": "ph"}
+    _, vrow = svc.claim_tx("verdict", vkey, vcols, lease)
+    svc.claim_tx("verdict", vkey, vcols, dt.timedelta(0))
+    with svc.db.write() as s:
+        stores.finalize_verdict(s, stores.Claim("verdict", vrow, vkey), "a", {"n": 2}, 10, 11)
+    with svc.db.write() as s:
+        stores.finalize_verdict(s, stores.Claim("verdict", vrow, vkey), "b", {"n": 1}, 10, 12)
+    status, stored = svc.claim_tx("verdict", vkey, vcols, lease)
+    assert (status, stored.choice, stored.charge_id) == ("ready", "a", 11)
+
+
 def test_a_released_claim_lets_the_next_caller_pay(svc):
     key = uuid.uuid4().hex
     cols = {"model_key": "mk", "prompt_hash": "ph"}

@@ -336,7 +336,10 @@ async def stored_for_duel(
     have = [idx for idx, k in keys.items() if k in known.answers]
     if not (need_verdict and len(have) == 2):
         return have, 0
-    hi, hj = known.answers[keys[i]], known.answers[keys[j]]
+    # .get: another thread may clear the cache meanwhile (StoredKeys.limit); unknown counts as not stored
+    hi, hj = known.answers.get(keys[i]), known.answers.get(keys[j])
+    if hi is None or hj is None:
+        return have, 0
     vkey = duel_verdict_key(judge, prompt, await reference(), hi if a_is_i else hj, hj if a_is_i else hi)
     if vkey not in known.verdicts:
         if not await lookup.ready_verdict(vkey):
@@ -419,7 +422,9 @@ def finalize_answer(s, claim: Claim, completion: Any, text: str, amount_nusd: in
     now = utcnow()
     s.execute(
         update(StoredAnswer)
-        .where(StoredAnswer.id == claim.row_id)
+        # a ready row is never changed: when this call outlived its claim and another caller
+        # took it over and stored its answer first, that stored answer stays
+        .where(StoredAnswer.id == claim.row_id, StoredAnswer.status != READY)
         .values(
             status=READY,
             text=text,
@@ -446,7 +451,7 @@ def finalize_verdict(
     """Inside the verdict transaction: the claimed row becomes the stored verdict (stored order)."""
     s.execute(
         update(StoredVerdict)
-        .where(StoredVerdict.id == claim.row_id)
+        .where(StoredVerdict.id == claim.row_id, StoredVerdict.status != READY)  # see finalize_answer
         .values(status=READY, choice=choice, detail=detail, cost_nusd=amount_nusd, charge_id=charge_id)
         .execution_options(synchronize_session=False)
     )
