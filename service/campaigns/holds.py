@@ -25,10 +25,19 @@ import datetime as dt
 from sqlalchemy import bindparam, delete, func, insert, select
 
 from ..models import BudgetHold
+from .stores import pregenerates
 
 H = BudgetHold.__table__.c
 
 PREGENERATION = "pregeneration"
+
+
+def may_hold(answers: str | None, models: list, judge: dict) -> bool:
+    """Whether a campaign can have holds at all: holds are taken only by pre-generation
+    (``stores.pregenerates``). The hot path reads the holds only of such campaigns, to
+    save a round trip; a new kind of hold must widen this predicate."""
+    return pregenerates(answers, models, judge)
+
 
 #: The live holds of a campaign (one indexed range read); also compiled for the asyncpg driver.
 HELD = select(func.coalesce(func.sum(H.amount_nusd), 0).label("held")).where(

@@ -180,8 +180,8 @@ class Pregeneration:
                     Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                 )
             ).all()
-            reserved = sum(int(r.expected_cost_nusd) for r in inflight if not rules.is_stale(r.expires_at, now))
-            reserved += holds.held_nusd(s, campaign_id, now)
+            live = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+            reserved = rules.reserved_nusd(live, holds.held_nusd(s, campaign_id, now))
             if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, amount):
                 return None
             return holds.take_hold(s, campaign_id, amount, now, now + self.call_expiry, n, key)

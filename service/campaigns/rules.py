@@ -297,6 +297,13 @@ def effective_budget(budget_nusd: int | None) -> int:
     return LEDGER_CAP_NUSD if budget_nusd is None else min(budget_nusd, LEDGER_CAP_NUSD)
 
 
+def reserved_nusd(inflight: Iterable[Any], held_nusd: int = 0) -> int:
+    """What the budget check counts as reserved besides the spend: the bounds of the duels in
+    flight and not expired (``expected_cost_nusd``) plus the live budget holds of
+    pre-generation calls (:mod:`service.campaigns.holds`). Every path sums it here."""
+    return sum(int(r.expected_cost_nusd) for r in inflight) + int(held_nusd)
+
+
 def over_budget(budget_nusd: int | None, spend_nusd: int, reserved_nusd: int, expected_nusd: int) -> bool:
     """The budget reservation check: spend, in-flight reservations and the new duel exceed the budget."""
     return spend_nusd + reserved_nusd + expected_nusd > effective_budget(budget_nusd)

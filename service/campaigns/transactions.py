@@ -283,7 +283,7 @@ class CampaignTransactions:
                 # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
                 expected = self.duel_reservation(s, c, i, j, a_is_i, prompt_index, prompt_text)
                 pregen_held = holds.held_nusd(s, campaign_id, now)  # pre-generation calls in flight
-                reserved = sum(int(r.expected_cost_nusd) for r in inflight) + pregen_held
+                reserved = rules.reserved_nusd(inflight, pregen_held)
                 if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
                     if not inflight and not pregen_held:
                         self.finish(
@@ -809,7 +809,7 @@ class CampaignTransactions:
             reason = rules.limit_below_use(
                 new_budget,
                 c.spend_nusd,
-                sum(int(r.expected_cost_nusd) for r in inflight) + holds.held_nusd(s, campaign_id, now),
+                rules.reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
                 max_duels,
                 c.duels_judged,
                 len(inflight),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import rules, stores
+from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..models import Duel, utcnow
@@ -160,9 +160,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     expected = rules.reserve_duel_nusd(
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
-    reserved = sum(int(r.expected_cost_nusd) for r in inflight)
-    if stores.pregenerates(cfg.answers, cfg.models, cfg.judge):  # budget holds of pre-generation calls
-        reserved += await tx.held(campaign_id, now)
+    held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
+    reserved = rules.reserved_nusd(inflight, held)
     if rules.over_budget(row.budget_nusd, row.spend_nusd, reserved, expected):
         raise Fallback
     duel = rules.new_duel_columns(
