@@ -128,11 +128,15 @@ def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, 
     judge's verdict is stored per presentation order (``order = "ab"``).
     ``swapped``: the stored order is the duel's (b, a).
     """
+    swapped, order = stored_order(judge, text_hash(answer_a), text_hash(answer_b))
+    return (answer_b, answer_a, True, order) if swapped else (answer_a, answer_b, False, order)
+
+
+def stored_order(judge: dict, hash_a: str, hash_b: str) -> tuple[bool, str]:
+    """The rule of :func:`verdict_order` on the answers' text hashes: (swapped, order)."""
     if bool(judge.get("both_orders", True)):
-        if text_hash(answer_b) < text_hash(answer_a):
-            return answer_b, answer_a, True, "both"
-        return answer_a, answer_b, False, "both"
-    return answer_a, answer_b, False, "ab"
+        return hash_b < hash_a, "both"
+    return False, "ab"
 
 
 def verdict_key(jkey: str, phash: str, first: str, second: str, order: str) -> str:
@@ -153,10 +157,8 @@ def verdict_question(prompt: str, reference: str | None) -> str:
 def duel_verdict_key(judge: dict, prompt: str, reference: str | None, hash_a: str, hash_b: str) -> str:
     """The verdict-store key of a duel whose answers shown as a and b have text hashes ``hash_a`` and
     ``hash_b`` (the key :meth:`DuelOrchestration._verdict` asks for; see :func:`verdict_order`)."""
-    if bool(judge.get("both_orders", True)):
-        first, second, order = (hash_b, hash_a, "both") if hash_b < hash_a else (hash_a, hash_b, "both")
-    else:
-        first, second, order = hash_a, hash_b, "ab"
+    swapped, order = stored_order(judge, hash_a, hash_b)
+    first, second = (hash_b, hash_a) if swapped else (hash_a, hash_b)
     return verdict_key_of_hashes(
         judge_key(judge), prompt_hash(verdict_question(prompt, reference)), first, second, order
     )
