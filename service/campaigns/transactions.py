@@ -104,6 +104,7 @@ class CampaignTransactions:
             tie_policy=body.tie_policy,
             answers=body.answers,
             verdicts=body.verdicts,
+            prompt_sampling=body.prompt_sampling,
             status=CampaignStatus.RUNNING,
             models=[m.stored() for m in body.models],
             n_prompts=len(body.prompts),
