@@ -69,6 +69,10 @@ class PolicyError(ValueError):
     """Bad input to a policy (unknown pair, score out of range, malformed state)."""
 
 
+class NoPairAvailable(PolicyError):
+    """``next_pair``: every useful pair is exhausted counting the pending duels (sampling without replacement)."""
+
+
 def pair_index_arrays(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(PI, PJ, PK)``: pair k is ``(PI[k], PJ[k])``, ``PK[i, j]`` its index (-1 on the diagonal)."""
     pairs = [(i, j) for i in range(L) for j in range(i + 1, L)]

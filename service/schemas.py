@@ -508,6 +508,16 @@ class DuelOut(BaseModel):
         description="Score of the pair's first model (lower index) as recorded, in [0, 1]: 1 won, 0 lost, "
         "1/2 a tie under tie_policy=half; an LLM judge with graded verdicts gives values in between (e.g. 0.75).",
     )
+    position: int | None = Field(
+        None,
+        description="Prompts sampled without replacement: the duel's position in its pair's sequence (the "
+        "pair's q-th prompt of the campaign's secret permutation); None with replacement.",
+    )
+    record_seq: int | None = Field(
+        None,
+        description="When the policy counted the outcome (its event number; replay follows it). Without "
+        "replacement a judged duel waits (None) until its pair's earlier positions are counted.",
+    )
     judged_by: str | None = None
     judge: dict[str, Any] | None = None
     question_id: str | None = Field(None, description="The prompt's id (its position p1, p2, ... when it has none).")

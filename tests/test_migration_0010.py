@@ -5,9 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import sqlalchemy as sa
-from test_migration_0005 import fresh_url  # noqa: F401 (the fixture: a new SQLite file or PostgreSQL database)
-
 from alembic import command
+from test_migration_0005 import fresh_url  # noqa: F401 (the fixture: a new SQLite file or PostgreSQL database)
 
 from service.db import alembic_config, upgrade_database
 
@@ -32,9 +31,21 @@ def test_existing_campaigns_keep_with_replacement_and_their_duels_have_no_positi
         cid = conn.execute(campaigns.insert().values(**values)).inserted_primary_key[0]
         conn.execute(
             duels.insert().values(
-                campaign_id=cid, number=1, model_i=0, model_j=1, a_is_i=True, prompt_index=1, prompt="p",
-                status="calling", counted=False, cost_nusd=0, expected_cost_nusd=0, select_seq=1,
-                pending_at_select=[], created_at=now, expires_at=now,
+                campaign_id=cid,
+                number=1,
+                model_i=0,
+                model_j=1,
+                a_is_i=True,
+                prompt_index=1,
+                prompt="p",
+                status="calling",
+                counted=False,
+                cost_nusd=0,
+                expected_cost_nusd=0,
+                select_seq=1,
+                pending_at_select=[],
+                created_at=now,
+                expires_at=now,
             )  # fmt: skip
         )
     engine.dispose()

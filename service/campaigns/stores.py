@@ -33,7 +33,7 @@ from typing import Any, Sequence
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from algorithms.vocabulary import Choice, CostModel, JudgeKind, Reuse
+from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
 
 from ..models import StoredAnswer, StoredVerdict, utcnow
 
@@ -323,8 +323,12 @@ class CampaignStores:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 return None
-            if cost_model(c.answers, c.verdicts, c.models, c.judge) == CostModel.PER_QUERY:
-                self._store_cost_cache()[campaign_id] = (math.inf, None)  # never changes
+            # per query: the costs never change; without replacement the policy computes its own
+            # marginal costs from the shared permutation (set_costs is never called)
+            if c.prompt_sampling == PromptSampling.WITHOUT_REPLACEMENT or (
+                cost_model(c.answers, c.verdicts, c.models, c.judge) == CostModel.PER_QUERY
+            ):
+                self._store_cost_cache()[campaign_id] = (math.inf, None)
                 return None
             models, judge, answers, verdicts = list(c.models), dict(c.judge), c.answers, c.verdicts
             hashes_cache = self.__dict__.setdefault("_prompt_hashes", {})

@@ -344,6 +344,8 @@ class CampaignViews:
             "model_a_name": names[d.model_a] if names else None,
             "model_b_name": names[d.model_b] if names else None,
             "score": d.score,
+            "position": d.position,
+            "record_seq": d.record_seq,
             "judged_by": d.judged_by,
             "judge": d.judge_detail,
             "question_id": meta[0] if meta else None,
