@@ -50,6 +50,7 @@ class CampaignStatus(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     STOPPED = "stopped"
     NO_CONDORCET_WINNER = "no_condorcet_winner"  # dctas-pc certified that no model beats all others
+    UNDECIDABLE = "undecidable"  # no winner can be decided on this prompt set (dctas-pc without replacement)
 
 
 class DuelStatus(StrEnum):
