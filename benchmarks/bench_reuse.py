@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_reuse.py [--seeds 1] [--sizes 50,500] [--concurrency 8]
                                                [--max-duels 20000] [--fresh-max-duels 1500]
+                                               [--modes fresh,reuse,wor]
 
 Everything runs on 127.0.0.1: the fake provider (``python -m service.fake_provider
 --judge-mode bradley-terry``, a real local HTTP server) answers as four models
@@ -11,11 +12,13 @@ probability q_a / (q_a + q_b), drawn once per (question, answers)); the service
 runs in this process on a fresh SQLite file, each campaign driven by a background
 run (``--concurrency`` duels at once), dctas-pc, delta = 0.05.
 
-For each prompt-set size (50 and 500) and seed, the same campaign runs twice:
-``answers: fresh, verdicts: fresh`` (every duel pays two answers and two judge
-calls), then ``answers: reuse, verdicts: reuse`` (the defaults). Each seed uses its
-own model names and the database is a new file, so the reuse campaigns start with
-empty stores; the names are fixed, so the fake judge's draws (a hash of question
+For each prompt-set size (50 and 500) and seed, the same campaign runs in each of
+``--modes``: ``fresh`` (``answers: fresh, verdicts: fresh``: every duel pays two
+answers and two judge calls), ``reuse`` (``answers: reuse, verdicts: reuse``,
+prompts drawn with replacement) and ``wor`` (reuse, prompts sampled without
+replacement: the default for these campaigns). Each seed uses its own model names
+(``wor`` its own again) and the database is a new file, so the reuse campaigns
+start with empty stores; the names are fixed, so the fake judge's draws (a hash of question
 and answers) are the same at every run. Printed per
 campaign: status, duels, spend (USD, the ledger), provider requests, and the
 bound = every (model, prompt) answer once + every pair judged once (both orders)
@@ -79,7 +82,8 @@ def start_fake_provider() -> tuple[subprocess.Popen, str]:
     raise SystemExit("the fake provider did not start")
 
 
-def body(fake: str, tag: str, prompts: list[str], seed: int, reuse: bool) -> dict:
+def body(fake: str, tag: str, prompts: list[str], seed: int, mode: str) -> dict:
+    """``mode``: fresh, reuse (with replacement) or wor (reuse, prompts sampled without replacement)."""
     models = [
         {
             "name": f"m{k}",
@@ -94,7 +98,7 @@ def body(fake: str, tag: str, prompts: list[str], seed: int, reuse: bool) -> dic
         "cost": 2e-5,
         "both_orders": True,
     }
-    mode = "reuse" if reuse else "fresh"
+    setting = "fresh" if mode == "fresh" else "reuse"
     return {
         "name": f"{tag} {mode}",
         "delta": 0.05,
@@ -102,8 +106,9 @@ def body(fake: str, tag: str, prompts: list[str], seed: int, reuse: bool) -> dic
         "prompts": prompts,
         "judge": judge,
         "seed": seed,
-        "answers": mode,
-        "verdicts": mode,
+        "answers": setting,
+        "verdicts": setting,
+        "prompt_sampling": "without_replacement" if mode == "wor" else "with_replacement",
     }
 
 
@@ -163,6 +168,11 @@ def main() -> int:
         "lower bound of its spend to certify, printed with '>='",
     )
     ap.add_argument("--sizes", default="50,500", help="prompt-set sizes, comma-separated")
+    ap.add_argument(
+        "--modes",
+        default="fresh,reuse,wor",
+        help="fresh, reuse (with replacement), wor (reuse, prompts sampled without replacement); comma-separated",
+    )
     args = ap.parse_args()
 
     from service.app import create_app
@@ -192,39 +202,48 @@ def main() -> int:
             for seed in range(args.seeds):
                 tag = f"P{size}-s{seed}"  # fixed names: the judge's draws (a hash of the texts) repeat
                 bound = bound_usd(tag, prompts)
-                for reuse in (False, True):
+                for mode in args.modes.split(","):
+                    reuse = mode != "fresh"
+                    # without replacement on its own model names: the stores hold the reuse campaign's answers
+                    mtag = f"{tag}-w" if mode == "wor" else tag
+                    mbound = bound_usd(mtag, prompts) if mode == "wor" else bound
                     before = len(httpx.get(fake + "/v1/requests", timeout=60).json()["requests"])
                     cap = args.max_duels if reuse else args.fresh_max_duels
-                    view = await run_campaign(svc, body(fake, tag, prompts, seed, reuse), args.concurrency, cap)
+                    view = await run_campaign(svc, body(fake, mtag, prompts, seed, mode), args.concurrency, cap)
                     reqs = httpx.get(fake + "/v1/requests", timeout=60).json()["requests"][before:]
                     answers = collections.Counter((r["model"], r["prompt"]) for r in reqs if r["kind"] == "answer")
                     judged = collections.Counter(
                         (r["question"], r["first"], r["second"]) for r in reqs if r["kind"] == "judge"
                     )
                     most = max(list(answers.values()) + list(judged.values()) + [0])
-                    mode = "reuse" if reuse else "fresh"
                     ge = ">=" if view["status"] != "certified" else "  "
                     print(
                         f"{size:>7} {seed:>4} {mode:<6} {view['status']:<10} {view['duels']:>6} "
-                        f"{ge}{view['spend']:>8.5f} {bound:>10.5f} {view['spend'] / bound:>11.3f} "
+                        f"{ge}{view['spend']:>8.5f} {mbound:>10.5f} {view['spend'] / mbound:>11.3f} "
                         f"{sum(answers.values()):>7} {sum(judged.values()):>6} {most:>7} {view['elapsed_s']:>5.1f}",
                         flush=True,
                     )
                     summary[(size, mode)].append((view["spend"], view["status"] == "certified"))
                     if reuse and view["status"] != "certified":
-                        print("   the reuse campaign did not certify")
+                        print(f"   the {mode} campaign did not certify")
                         bad += 1
                     if not view["replay_ok"]:
                         print("   replay differs from the stored state")
                         bad += 1
-                    if reuse and (view["spend"] > bound + 1e-12 or most > 1):
-                        print("   a reuse campaign spent more than the bound or paid something twice")
+                    if reuse and (view["spend"] > mbound + 1e-12 or most > 1):
+                        print(f"   a {mode} campaign spent more than the bound or paid something twice")
                         bad += 1
         print()
         for size in sorted({k[0] for k in summary}):
             fresh = [s for s, _ in summary[(size, "fresh")]]
             capped = not all(ok for _, ok in summary[(size, "fresh")])
             reuse = [s for s, _ in summary[(size, "reuse")]]
+            wor = [s for s, _ in summary[(size, "wor")]]
+            if reuse and wor:
+                mr, mw = sum(reuse) / len(reuse), sum(wor) / len(wor)
+                print(
+                    f"{size} prompts: mean spend reuse {mr:.5f} USD, without replacement {mw:.5f} USD ({mr / mw:.2f}x)"
+                )
             if fresh and reuse:
                 mf, mr = sum(fresh) / len(fresh), sum(reuse) / len(reuse)
                 ge = ">= " if capped else ""
