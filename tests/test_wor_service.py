@@ -18,6 +18,7 @@ import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 
 from service.campaigns import Conflict, rules
+from service.cli.campaigns import summary, verdict_line
 from service.fake_provider import create_fake_provider_app
 from service.models import Campaign, Duel
 
@@ -225,3 +226,8 @@ async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
     assert 'id="undecidable"' in page and "m0 vs m1: 0.500" in page
     cert = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]["certificate.json"]
     assert '"status": "undecidable"' in cert and '"preference": 0.5' in cert and "undecidable:" in cert
+    # campaign show / watch
+    text = summary(end)
+    assert "undecidable: no model can be certified on this prompt set (2 prompts)" in text
+    assert "sampling   prompts without replacement" in text and "exact      m0 vs m1: 0.5 on all 2 prompts" in text
+    assert verdict_line(end).startswith("undecidable")
