@@ -64,7 +64,6 @@ NON_OUTPUT_CLIENT_FIELDS = frozenset(
 NON_OUTPUT_JUDGE_FIELDS = frozenset({"cost", "fee", "price", "verdicts"})
 
 
-
 def _sha(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
