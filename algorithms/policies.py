@@ -542,9 +542,7 @@ class PCPolicy(Policy):
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         # only non-default options go into params, so a default policy's state is unchanged
-        opts: dict[str, Any] = {
-            k: v for k, v in (("threshold", threshold), ("stick", stick)) if v != PC_DEFAULTS[k]
-        }
+        opts: dict[str, Any] = {k: v for k, v in (("threshold", threshold), ("stick", stick)) if v != PC_DEFAULTS[k]}
         if population is not None:
             population = _validate_population(population)
             if opts:
@@ -641,9 +639,7 @@ class PCPolicy(Policy):
     def _record(self, k: int, s: float) -> None:
         if self.population is None:
             super()._record(k, s)
-            kern.pc_update(
-                k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW
-            )
+            kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
             if self.stick > 0.0:
                 kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
             return
