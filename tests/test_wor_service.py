@@ -231,3 +231,54 @@ async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
     assert "undecidable: no model can be certified on this prompt set (2 prompts)" in text
     assert "sampling   prompts without replacement" in text and "exact      m0 vs m1: 0.5 on all 2 prompts" in text
     assert verdict_line(end).startswith("undecidable")
+
+
+class _SlowFirstCall(httpx.AsyncBaseTransport):
+    """The fake provider in process; the first model call whose body holds ``target`` waits ``delay`` seconds."""
+
+    def __init__(self, app, delay: float):
+        self._inner = httpx.ASGITransport(app=app)
+        self._delay = delay
+        self.target: str | None = None
+        self.delayed = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.target is not None and not self.delayed and self.target in request.content.decode():
+            self.delayed += 1
+            await asyncio.sleep(self._delay)
+        return await self._inner.handle_async_request(request)
+
+
+async def test_a_run_whose_first_call_is_slow_counts_each_pair_in_position_order(api):
+    # two models (one pair), two duels at once: the first duel's answer is late, so position 1 is
+    # judged before position 0; it is held, then counted after position 0
+    fake = create_fake_provider_app()
+    svc = api.app.state.service
+    transport = _SlowFirstCall(fake, 1.5)
+    svc._http = httpx.AsyncClient(transport=transport)
+    try:
+        tag = f"s{time.monotonic_ns()}"
+        body = campaign_body(
+            name="slow first call",
+            costs=(0.001, 0.001),
+            clients=[{"kind": "openai", "base_url": BASE, "model": f"{tag}-{n}"} for n in ("weak-q1", "strong-q4")],
+            judge={"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.0},
+        )
+        body["prompts"] = [f"slow question {n}." for n in range(20)]  # none a substring of another
+        view = await _create(api, body)
+        assert view["prompt_sampling"] == "without_replacement"
+        transport.target = body["prompts"][_perm(svc, view["id"])[0]]  # position 0's prompt
+        end = await _run_to_end(api, view["id"], concurrency=2)
+        assert transport.delayed == 1
+    finally:
+        await svc._http.aclose()
+        svc._http = None
+    assert end["status"] == "certified" and end["winner"] == "m1", end
+    duels = await all_duels(api, view["id"])
+    by_position = {d["position"]: d for d in duels if d["status"] == "judged"}
+    first, second = by_position[0], by_position[1]
+    assert second["judged_at"] < first["judged_at"]  # position 1 was judged first ...
+    assert first["record_seq"] < second["record_seq"]  # ... and counted after position 0
+    counted = sorted((d for d in duels if d["record_seq"] is not None), key=lambda d: d["record_seq"])
+    assert [d["position"] for d in counted] == list(range(len(counted)))
+    assert (await api.get(f"/v1/campaigns/{view['id']}/replay")).json()["ok"] is True
