@@ -391,7 +391,7 @@ class CampaignOut(BaseModel):
         description="without_replacement: the population each pair samples from, the campaign's prompt set "
         "(a pair is judged at most once per prompt).",
     )
-    exact: list[list[float]] | None = Field(
+    exact: list[tuple[int, int, float]] | None = Field(
         None,
         description="without_replacement: [i, j, p_ij] for each pair judged on every prompt: its preference on "
         "the prompt set, known exactly (model indices in the order of models).",
