@@ -65,7 +65,18 @@ def free_port() -> int:
 def start_fake_provider() -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.fake_provider", "--port", str(port), "--judge-mode", "bradley-terry"],
+        # a fixed marker key: the judge's draws (a hash of the answers' markers) are the same at every run
+        [
+            sys.executable,
+            "-m",
+            "service.fake_provider",
+            "--port",
+            str(port),
+            "--judge-mode",
+            "bradley-terry",
+            "--marker-key",
+            "bench-reuse",
+        ],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -132,7 +143,7 @@ def bound_usd(tag: str, prompts: list[str]) -> float:
         for i, j in itertools.combinations(range(len(answers)), 2):
             for first, second in ((answers[i], answers[j]), (answers[j], answers[i])):
                 shown = render_judge_prompt(p, first, second)
-                total += usd(count_tokens(shown), count_tokens(fp.judge(p, first, second)), JUDGE_PRICE)
+                total += usd(count_tokens(shown), count_tokens(fp.judge(shown)), JUDGE_PRICE)
     return total
 
 
@@ -194,7 +205,7 @@ def main() -> int:
         nonlocal bad
         print(
             f"{'prompts':>7} {'seed':>4} {'mode':<6} {'status':<10} {'duels':>6} {'spend USD':>10} "
-            f"{'bound USD':>10} {'spend/bound':>11} {'answers':>7} {'judge':>6} {'max/key':>7} {'s':>5}"
+            f"{'bound USD':>10} {'spend/bound':>11} {'answers':>7} {'judge':>6} {'max/key':>7} {'s':>5}  winner"
         )
         summary = collections.defaultdict(list)
         for size in [int(x) for x in args.sizes.split(",")]:
@@ -220,7 +231,7 @@ def main() -> int:
                     print(
                         f"{size:>7} {seed:>4} {mode:<6} {view['status']:<10} {view['duels']:>6} "
                         f"{ge}{view['spend']:>8.5f} {mbound:>10.5f} {view['spend'] / mbound:>11.3f} "
-                        f"{sum(answers.values()):>7} {sum(judged.values()):>6} {most:>7} {view['elapsed_s']:>5.1f}",
+                        f"{sum(answers.values()):>7} {sum(judged.values()):>6} {most:>7} {view['elapsed_s']:>5.1f}  {view['winner'] or '-'}",
                         flush=True,
                     )
                     summary[(size, mode)].append((view["spend"], view["status"] == "certified"))
