@@ -17,7 +17,7 @@ import httpx
 import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 
-from service.campaigns import Conflict, rules
+from service.campaigns import Conflict, PolicyCache, rules
 from service.cli.campaigns import summary, verdict_line
 from service.fake_provider import create_fake_provider_app
 from service.models import Campaign, Duel
@@ -95,6 +95,8 @@ async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api)
     # held duels count as in flight for the policy: the next duel takes position 3
     p3 = await asyncio.to_thread(svc.plan_duel_tx, cid, None)
     assert _duel(svc, p3.duel_id).position == 3
+    # a restart forgets every in-memory policy: the held outcomes are in their duel rows
+    svc.policies = PolicyCache()
     await asyncio.to_thread(svc.record_verdict_tx, plans[0].duel_id, "b", judged_by="judge:simulated")
     recorded = [_duel(svc, p.duel_id) for p in plans]
     seqs = [d.record_seq for d in recorded]
