@@ -16,10 +16,11 @@ For each prompt-set size (50 and 500) and seed, the same campaign runs in each o
 ``--modes``: ``fresh`` (``answers: fresh, verdicts: fresh``: every duel pays two
 answers and two judge calls), ``reuse`` (``answers: reuse, verdicts: reuse``,
 prompts drawn with replacement) and ``wor`` (reuse, prompts sampled without
-replacement: the default for these campaigns). Each seed uses its own model names
-(``wor`` its own again) and the database is a new file, so the reuse campaigns
-start with empty stores; the names are fixed, so the fake judge's draws (a hash of question
-and answers) are the same at every run. Printed per
+replacement: the default for these campaigns). Each seed uses its own model names,
+the same in every mode, and the stores are emptied before each campaign, so every
+campaign starts with nothing paid for and sees the same answers and judge draws
+(the fake judge's draw is a hash of the answers' markers, sealed with a fixed
+marker key); the prompt set's Condorcet winner under these draws is printed first. Printed per
 campaign: status, duels, spend (USD, the ledger), provider requests, and the
 bound = every (model, prompt) answer once + every pair judged once (both orders)
 on every prompt, computed from the fake provider's deterministic token counts.
@@ -54,6 +55,7 @@ PRICES = [
     {"input_per_1m": 4.0, "output_per_1m": 8.0},
 ]
 JUDGE_PRICE = {"input_per_1m": 3.0, "output_per_1m": 6.0}
+MARKER_KEY = "bench-reuse"  # the fake provider's: fixed, so the judge's draws are the same at every run
 
 
 def free_port() -> int:
@@ -75,7 +77,7 @@ def start_fake_provider() -> tuple[subprocess.Popen, str]:
             "--judge-mode",
             "bradley-terry",
             "--marker-key",
-            "bench-reuse",
+            MARKER_KEY,
         ],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
@@ -147,6 +149,44 @@ def bound_usd(tag: str, prompts: list[str]) -> float:
     return total
 
 
+def prompt_set_winner(tag: str, prompts: list[str]) -> str:
+    """The Condorcet winner on the prompt set (``m<k>`` or ``none``) of the judge's fixed verdicts.
+
+    The fake judge in bradley-terry mode draws from the unordered pair of answer markers, so both
+    orders agree and ``v_ij(p)`` is 0 or 1 (no ties); the winner beats every other model on more
+    than half of the prompts (docs/reuse.md, The population is the prompt set).
+    """
+    from judges.llm import render_judge_prompt
+    from service.fake_provider import FakeProvider
+
+    fp = FakeProvider(judge_mode="bradley-terry", marker_key=MARKER_KEY)
+    L = len(QUALITIES)
+    wins = [[0] * L for _ in range(L)]
+    for p in prompts:
+        answers = [fp.answer(f"{tag}-m{k}-{q}", p) for k, q in enumerate(QUALITIES)]
+        for i, j in itertools.combinations(range(L), 2):
+            if fp.judge(render_judge_prompt(p, answers[i], answers[j])).endswith("[[A]]"):
+                wins[i][j] += 1
+            else:
+                wins[j][i] += 1
+    for m in range(L):
+        if all(2 * wins[m][k] > len(prompts) for k in range(L) if k != m):
+            return f"m{m}"
+    return "none"
+
+
+def clear_stores(svc) -> None:
+    """Empty the answer and verdict stores: every campaign of a seed starts with nothing paid for,
+    on the same model names (so the same answers and the same judge draws)."""
+    from sqlalchemy import delete
+
+    from service.models import StoredAnswer, StoredVerdict
+
+    with svc.db.write() as s:
+        s.execute(delete(StoredAnswer))
+        s.execute(delete(StoredVerdict))
+
+
 async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> dict:
     from service.schemas import CampaignCreate
 
@@ -213,14 +253,13 @@ def main() -> int:
             for seed in range(args.seeds):
                 tag = f"P{size}-s{seed}"  # fixed names: the judge's draws (a hash of the texts) repeat
                 bound = bound_usd(tag, prompts)
+                print(f"{size:>7} {seed:>4} the prompt set's Condorcet winner: {prompt_set_winner(tag, prompts)}")
                 for mode in args.modes.split(","):
                     reuse = mode != "fresh"
-                    # without replacement on its own model names: the stores hold the reuse campaign's answers
-                    mtag = f"{tag}-w" if mode == "wor" else tag
-                    mbound = bound_usd(mtag, prompts) if mode == "wor" else bound
+                    clear_stores(svc)
                     before = len(httpx.get(fake + "/v1/requests", timeout=60).json()["requests"])
                     cap = args.max_duels if reuse else args.fresh_max_duels
-                    view = await run_campaign(svc, body(fake, mtag, prompts, seed, mode), args.concurrency, cap)
+                    view = await run_campaign(svc, body(fake, tag, prompts, seed, mode), args.concurrency, cap)
                     reqs = httpx.get(fake + "/v1/requests", timeout=60).json()["requests"][before:]
                     answers = collections.Counter((r["model"], r["prompt"]) for r in reqs if r["kind"] == "answer")
                     judged = collections.Counter(
@@ -230,7 +269,7 @@ def main() -> int:
                     ge = ">=" if view["status"] != "certified" else "  "
                     print(
                         f"{size:>7} {seed:>4} {mode:<6} {view['status']:<10} {view['duels']:>6} "
-                        f"{ge}{view['spend']:>8.5f} {mbound:>10.5f} {view['spend'] / mbound:>11.3f} "
+                        f"{ge}{view['spend']:>8.5f} {bound:>10.5f} {view['spend'] / bound:>11.3f} "
                         f"{sum(answers.values()):>7} {sum(judged.values()):>6} {most:>7} {view['elapsed_s']:>5.1f}  {view['winner'] or '-'}",
                         flush=True,
                     )
@@ -241,7 +280,7 @@ def main() -> int:
                     if not view["replay_ok"]:
                         print("   replay differs from the stored state")
                         bad += 1
-                    if reuse and (view["spend"] > mbound + 1e-12 or most > 1):
+                    if reuse and (view["spend"] > bound + 1e-12 or most > 1):
                         print(f"   a {mode} campaign spent more than the bound or paid something twice")
                         bad += 1
         print()
