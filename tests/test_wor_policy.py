@@ -336,6 +336,16 @@ def test_bad_population_is_refused(bad):
 
 
 @pytest.mark.parametrize("opts", [{"threshold": "kk"}, {"stick": 1.0}])
+def test_population_is_for_dctas_pc_only():
+    with pytest.raises(PolicyError, match="dctas-pc only"):
+        make_policy("dctas", [1.0, 2.0], 0.1, population=4)
+    assert (
+        make_policy("dctas", [1.0, 2.0], 0.1, population=None).to_state()
+        == make_policy("dctas", [1.0, 2.0], 0.1).to_state()
+    )
+
+
+@pytest.mark.parametrize("opts", [{"threshold": "kk"}, {"stick": 1.0}])
 def test_population_refuses_options_that_cannot_apply(opts):
     with pytest.raises(PolicyError, match="cannot be combined"):
         make_policy("dctas-pc", [1.0, 2.0], 0.1, population=4, **opts)
