@@ -335,7 +335,6 @@ def test_bad_population_is_refused(bad):
         policy_from_state(state)
 
 
-@pytest.mark.parametrize("opts", [{"threshold": "kk"}, {"stick": 1.0}])
 def test_population_is_for_dctas_pc_only():
     with pytest.raises(PolicyError, match="dctas-pc only"):
         make_policy("dctas", [1.0, 2.0], 0.1, population=4)
