@@ -393,7 +393,7 @@ def test_error_rate_without_replacement_is_within_delta():
     """Wrong winner, or no winner although a prompt-set winner exists, at most delta = 0.1.
 
     A hard-ish instance: the winner's gaps on the 200 prompts are 0.010, 0.012, 0.062
-    (about 2% errors measured). The test fails if a one-sided binomial test rejects
+    (9 errors in these 600 campaigns, 1.5%). The test fails if a one-sided binomial test rejects
     "error rate <= delta" at p < 0.01 (600 trials: a true rate of 0.15 fails it almost surely).
     """
     inst = bradley_terry_prompts([0.15, 0.1, 0.05, 0.0], 200, costs=[4, 2, 1, 1], judge_cost=1.5, tie_prob=0.1, seed=1)
