@@ -134,9 +134,14 @@ def test_pc_choose_kernel_is_the_frozen_one_on_random_states():
         kern.pc_recount(BEAT, CB, CW)
         a = int(kern.pc_leader(CB, AMAX))
         args = (N, float(N.sum()), a, G, AMAX, c, PI, PJ, PK, BEAT, CB)
-        a1, a2 = np.zeros(K), np.zeros(K)
-        assert kern.pc_choose(*args, a1) == _pc_choose_before(*args, a2)
+        a1, a2, a3 = np.zeros(K), np.zeros(K), np.zeros(K)
+        expected = _pc_choose_before(*args, a2)
+        assert kern.pc_choose(*args, a1) == expected
         assert np.array_equal(a1, a2)
+        # the masked kernel with every pair allowed and CK[k] = c_i + c_j decides the same
+        CK = c[PI] + c[PJ]
+        OK = np.ones(K, dtype=np.bool_)
+        assert kern.pc_choose_masked(N, float(N.sum()), a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, a3, OK) == expected
 
 
 # ---------------------------------------------------------------- helpers
