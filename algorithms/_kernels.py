@@ -606,29 +606,81 @@ def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha):
     leader itself seems to lose, its best adversary gets ``1 / alpha_a``: that certifies the
     leader beaten and moves the lead on, which is how every arm gets certified when there
     is no Condorcet winner. Weights are in pulls (``1 / (g c)``), normalised (Lemma 2).
-
-    Per-arm costs ``c`` (a pair costs ``c_i + c_j``) and every pair allowed: this is
-    :func:`pc_choose_masked` with ``CK[k] = c[PI[k]] + c[PJ[k]]`` and no mask, bit for bit
-    (``tests/test_wor_policy.py`` checks it against the kernel as it was before).
     """
     K = NEFF.shape[0]
-    CK = np.empty(K)
-    OK = np.ones(K, dtype=np.bool_)
+    L = AMAX.shape[0]
+    # pairs that matter: some arm in it is not yet certified beaten, or it is a leader pair still to prove
+    best = -1
+    low = 1e300
+    fe = math.sqrt(t) - 0.5 * K
     for k in range(K):
-        CK[k] = c[PI[k]] + c[PJ[k]]
-    return pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK)
+        nk = NEFF[k]
+        if nk >= low or (nk != 0.0 and nk >= fe):
+            continue
+        i = PI[k]
+        j = PJ[k]
+        if (CB[i] == 0 or CB[j] == 0) or (a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))):
+            low = nk
+            best = k
+    if best >= 0:
+        return best
+    for k in range(K):
+        alpha[k] = 0.0
+    total = 0.0
+    for m in range(L):
+        if m == a:
+            continue
+        if a < 0 or BEAT[a, m]:
+            continue
+        k = PK[m, a]
+        if G[m, a] > 0.0:
+            w = 1.0 / G[m, a] / (c[m] + c[a])
+        else:
+            # m does not seem to lose to the leader: weight 1/d at the edge of a
+            # 1/sqrt(n) band around 1/2, so the pair keeps a share growing with its count
+            w = 1.0 / kl_half(0.5 - 0.5 / math.sqrt(NEFF[k] + 1.0))
+        alpha[k] += w
+        total += w
+    if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best adversary
+        nb = 0
+        for n in range(L):
+            if n != a and G[a, n] > G[a, nb] or nb == a:
+                nb = n
+        k = PK[a, nb]
+        w = 1.0 / AMAX[a] / (c[a] + c[nb])
+        alpha[k] += w
+        total += w
+    if total <= 0.0:
+        # nothing to track: the least-pulled pair that matters (or any least-pulled pair)
+        best = 0
+        for k in range(K):
+            if NEFF[k] < NEFF[best]:
+                best = k
+        return best
+    best = -1
+    deficit = -1e300
+    for k in range(K):
+        if alpha[k] > 0.0:
+            d = alpha[k] / total * t - NEFF[k]
+            if d > deficit:
+                deficit = d
+                best = k
+    return best
 
 
 @njit(cache=True)
 def pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK):
     """:func:`pc_choose` with per-pair costs ``CK[k]`` and only the pairs with ``OK[k]``; -1 if none.
 
-    A pair outside ``OK`` is never returned and gets no tracking weight; the leader's
-    best adversary is the best one among the allowed pairs.
+    The same rule line for line (kept as a separate body so that :func:`pc_choose`, the
+    hot path of the simulator and of every campaign, is untouched); a pair outside ``OK``
+    is never returned and gets no tracking weight, and the leader's best adversary is the
+    best one among the allowed pairs. With every pair allowed and ``CK[k] = c_i + c_j``
+    it decides as :func:`pc_choose` (``tests/test_wor_policy.py`` checks both against a
+    frozen copy of the kernel).
     """
     K = NEFF.shape[0]
     L = AMAX.shape[0]
-    # pairs that matter: some arm in it is not yet certified beaten, or it is a leader pair still to prove
     best = -1
     low = 1e300
     fe = math.sqrt(t) - 0.5 * K
@@ -659,12 +711,10 @@ def pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK):
         if G[m, a] > 0.0:
             w = 1.0 / G[m, a] / CK[k]
         else:
-            # m does not seem to lose to the leader: weight 1/d at the edge of a
-            # 1/sqrt(n) band around 1/2, so the pair keeps a share growing with its count
             w = 1.0 / kl_half(0.5 - 0.5 / math.sqrt(NEFF[k] + 1.0))
         alpha[k] += w
         total += w
-    if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best (allowed) adversary
+    if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best allowed adversary
         nb = -1
         for n in range(L):
             if n == a or not OK[PK[a, n]]:

@@ -790,6 +790,10 @@ def _float_array(state: Mapping[str, Any], key: str, size: int) -> np.ndarray:
 def make_policy(algorithm: str, costs: Sequence[float], delta: float, **params: Any) -> Policy:
     """Build a policy by name: one of ``dctas-pc`` (default elsewhere), ``dctas``, ``tas``, ``crr``, ``dctac``, ``dpca``."""
     name = str(algorithm).lower()
+    if name != "dctas-pc" and "population" in params:
+        if params["population"] is not None:
+            raise PolicyError(f"population (sampling without replacement) is supported by dctas-pc only, not {name!r}")
+        params = {k: v for k, v in params.items() if k != "population"}
     if name == "dctas-pc":
         return PCPolicy(costs, delta, **params)
     if name == "dctas":
