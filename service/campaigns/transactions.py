@@ -349,17 +349,23 @@ class CampaignTransactions:
                     pending += rules.pending_pairs(held_rows)
                     try:
                         i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
-                    except NoPairAvailable as exc:
+                        position = self.wor_position(s, c, i, j)
+                    except NoPairAvailable as exc:  # err, not raise: the stale duels above stay expired
                         if inflight or held_rows:
-                            raise Conflict(
+                            err = Conflict(
                                 f"every useful pair is exhausted counting the {len(inflight) + len(held_rows)} "
                                 "duels in flight or waiting for an earlier position; retry once they settle",
                                 retry_later=True,
-                            ) from None
-                        raise Conflict(f"no pair is available and nothing is in flight ({exc})") from None
-                    position = self.wor_position(s, c, i, j)
+                            )
+                        else:
+                            err = Conflict(f"no pair is available and nothing is in flight ({exc})")
+                        # next_pair changed nothing: the policy goes back to the cache
+                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(
+                            campaign_id, seq, p
+                        )
                 else:
                     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
+            if err is None and held is None:
                 number = c.duels_created + 1
                 prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts, c.draw_key)
                 if position is not None:
