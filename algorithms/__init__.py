@@ -8,13 +8,14 @@ step-wise interface, and a fast simulator. No I/O, no web, no database.
 
 from .instance import Instance, InstanceError, synthetic_instance
 from .oracle import OracleResult, lower_bound, plugin_lower_bound, solve_oracle
-from .policies import ALGORITHMS, Policy, PolicyError, make_policy, policy_from_state
+from .policies import ALGORITHMS, NoPairAvailable, Policy, PolicyError, make_policy, policy_from_state
 from .thresholds import beta, calibration_C
 
 __all__ = [
     "ALGORITHMS",
     "Instance",
     "InstanceError",
+    "NoPairAvailable",
     "OracleResult",
     "Policy",
     "PolicyError",

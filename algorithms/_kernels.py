@@ -20,6 +20,9 @@ import math
 import numpy as np
 from numba import njit
 
+from .prompt_level import log_wealth_step
+from .reuse_costs import COST_FLOOR as PC_WOR_COST_FLOOR  # a duel already paid for still counts 1% of a fresh one
+
 GAMMA_RTOL = 1e-9  # relative tolerance when collecting the argmax set Gamma_m
 
 
@@ -663,3 +666,217 @@ def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha):
                 deficit = d
                 best = k
     return best
+
+
+@njit(cache=True)
+def pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK):
+    """:func:`pc_choose` with per-pair costs ``CK[k]`` and only the pairs with ``OK[k]``; -1 if none.
+
+    The same rule line for line (kept as a separate body so that :func:`pc_choose`, the
+    hot path of the simulator and of every campaign, is untouched); a pair outside ``OK``
+    is never returned and gets no tracking weight, and the leader's best adversary is the
+    best one among the allowed pairs. With every pair allowed and ``CK[k] = c_i + c_j``
+    it decides as :func:`pc_choose` (``tests/test_wor_policy.py`` checks both against a
+    frozen copy of the kernel).
+    """
+    K = NEFF.shape[0]
+    L = AMAX.shape[0]
+    best = -1
+    low = 1e300
+    fe = math.sqrt(t) - 0.5 * K
+    for k in range(K):
+        if not OK[k]:
+            continue
+        nk = NEFF[k]
+        if nk >= low or (nk != 0.0 and nk >= fe):
+            continue
+        i = PI[k]
+        j = PJ[k]
+        if (CB[i] == 0 or CB[j] == 0) or (a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))):
+            low = nk
+            best = k
+    if best >= 0:
+        return best
+    for k in range(K):
+        alpha[k] = 0.0
+    total = 0.0
+    for m in range(L):
+        if m == a:
+            continue
+        if a < 0 or BEAT[a, m]:
+            continue
+        k = PK[m, a]
+        if not OK[k]:
+            continue
+        if G[m, a] > 0.0:
+            w = 1.0 / G[m, a] / CK[k]
+        else:
+            w = 1.0 / kl_half(0.5 - 0.5 / math.sqrt(NEFF[k] + 1.0))
+        alpha[k] += w
+        total += w
+    if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best allowed adversary
+        nb = -1
+        for n in range(L):
+            if n == a or not OK[PK[a, n]]:
+                continue
+            if nb < 0 or G[a, n] > G[a, nb]:
+                nb = n
+        if nb >= 0 and G[a, nb] > 0.0:
+            k = PK[a, nb]
+            w = 1.0 / G[a, nb] / CK[k]
+            alpha[k] += w
+            total += w
+    if total <= 0.0:
+        # nothing to track: the least-pulled allowed pair
+        best = -1
+        for k in range(K):
+            if OK[k] and (best < 0 or NEFF[k] < NEFF[best]):
+                best = k
+        return best
+    best = -1
+    deficit = -1e300
+    for k in range(K):
+        if alpha[k] > 0.0:
+            d = alpha[k] / total * t - NEFF[k]
+            if d > deficit:
+                deficit = d
+                best = k
+    return best
+
+
+# ---------------------------------------------------------------- dctas-pc without replacement (docs/reuse.md)
+# Pair k's n-th duel uses prompt perm[n] of a secret uniformly random permutation of the P prompts,
+# shared by all pairs; answers and verdicts are paid once. Per pair: LA[k] = log K_t of (R4) against
+# "p_ij <= 1/2" (certifies "j beaten by i"), LB[k] the same on 1 - x (certifies "i beaten by j"),
+# SQ[k] the sum of squared scores of PI[k]; W[k] is the sum, N[k] the count.
+
+
+@njit(cache=True)
+def pc_wor_bet(k, x, N, W, SQ, LA, LB, P):
+    """Before recording score ``x`` (of ``PI[k]``) on pair ``k``: both bettors' (R4) factors, ``N = P``, ``m0 = 1/2``.
+
+    The bets use the pair's earlier outcomes only (``N[k]``, ``W[k]``, ``SQ[k]`` before
+    this duel), through :func:`algorithms.prompt_level.log_wealth_step`. An infinite
+    factor (``m_t < 0``: the drawn values alone decide the mean) is not added: that
+    pair already holds its exact certificate (:func:`pc_wor_update`).
+    """
+    n = N[k]
+    s = W[k]
+    sq = SQ[k]
+    a = log_wealth_step(n, s, sq, x, P, 0.5)
+    if a < np.inf:
+        LA[k] += a
+    b = log_wealth_step(n, n - s, n - 2.0 * s + sq, 1.0 - x, P, 0.5)
+    if b < np.inf:
+        LB[k] += b
+    SQ[k] = sq + x * x
+
+
+@njit(cache=True)
+def pc_wor_update(k, N, W, PI, PJ, P, LA, LB, log_thr, BEAT, CB, CW):
+    """After a duel on pair ``k`` (counts updated): issue its certificate if one is due. True if issued.
+
+    A pair holding a certificate (either direction) is decided and not looked at again.
+    Exact first: ``2 W > P`` means ``p_ij > 1/2`` on the prompt set whatever is left, so
+    "j beaten by i" with no error (likewise ``2 (N - W) > P``). Else the (R4) tests:
+    ``LA >= log((L - 1)/delta)`` certifies "j beaten by i", ``LB`` "i beaten by j".
+    """
+    i = PI[k]
+    j = PJ[k]
+    if BEAT[i, j] or BEAT[j, i]:
+        return False
+    n = N[k]
+    w = W[k]
+    if 2.0 * w > P:
+        pc_set(i, j, BEAT, CB, CW)
+    elif 2.0 * (n - w) > P:
+        pc_set(j, i, BEAT, CB, CW)
+    elif LA[k] >= log_thr:
+        pc_set(i, j, BEAT, CB, CW)
+    elif LB[k] >= log_thr:
+        pc_set(j, i, BEAT, CB, CW)
+    else:
+        return False
+    return True
+
+
+@njit(cache=True)
+def pc_wor_useful(N, PI, PJ, BEAT, CB, P, OK):
+    """Mark in ``OK`` the useful pairs on the recorded data; return how many.
+
+    Useful: undecided (no certificate either way), not exhausted (``N < P``), and one of
+    its directions is still possible and would beat a model not yet beaten or complete
+    the certificates of a model not yet beaten (dctas-pc names a winner only when it
+    holds a certificate against every other model). With ``N < P`` at least one direction
+    is possible (both impossible needs ``N >= P``), so this is "one of its two models is
+    not yet beaten".
+    """
+    K = N.shape[0]
+    count = 0
+    for k in range(K):
+        i = PI[k]
+        j = PJ[k]
+        u = N[k] < P and not (BEAT[i, j] or BEAT[j, i]) and (CB[i] == 0 or CB[j] == 0)
+        OK[k] = u
+        if u:
+            count += 1
+    return count
+
+
+@njit(cache=True)
+def pc_wor_choose(NEFF, N, W, c, cj, PI, PJ, PK, BEAT, CB, P, G, AMAX, CK, OK, alpha):
+    """Next pair for dctas-pc without replacement, or -1 when every useful pair is exhausted counting ``NEFF``.
+
+    ``NEFF = N + pending``. Allowed pairs: useful (:func:`pc_wor_useful`) and
+    ``NEFF[k] < P``. Marginal costs (base per-arm costs ``c``, judge ``cj``): model ``m``
+    has answered the prompts ``perm[0 .. prefix_m - 1]``, ``prefix_m = max_{k ∋ m} NEFF[k]``;
+    the next duel on ``k = (i, j)`` is at position ``n = NEFF[k]`` and costs
+    ``CK[k] = c_i [n >= prefix_i] + c_j [n >= prefix_j] + cj`` (every (pair, prompt)
+    verdict is new in a campaign), at least ``PC_WOR_COST_FLOOR (c_i + c_j + cj)``.
+    ``G``/``AMAX`` are rebuilt with these per-pair costs, the leader is the plug-in
+    one (:func:`pc_leader`), and :func:`pc_choose_masked` picks the pair.
+    """
+    K = NEFF.shape[0]
+    L = c.shape[0]
+    pc_wor_useful(N, PI, PJ, BEAT, CB, P, OK)
+    n_ok = 0
+    for k in range(K):
+        if OK[k] and NEFF[k] >= P:
+            OK[k] = False
+        if OK[k]:
+            n_ok += 1
+    if n_ok == 0:
+        return -1
+    prefix = np.zeros(L)
+    for k in range(K):
+        if NEFF[k] > prefix[PI[k]]:
+            prefix[PI[k]] = NEFF[k]
+        if NEFF[k] > prefix[PJ[k]]:
+            prefix[PJ[k]] = NEFF[k]
+    G[:, :] = 0.0
+    for k in range(K):
+        i = PI[k]
+        j = PJ[k]
+        n = NEFF[k]
+        ck = cj
+        if n >= prefix[i]:
+            ck += c[i]
+        if n >= prefix[j]:
+            ck += c[j]
+        floor = PC_WOR_COST_FLOOR * (c[i] + c[j] + cj)
+        CK[k] = ck if ck > floor else floor
+        if N[k] > 0:
+            p = W[k] / N[k]
+            G[i, j] = kl_half(p) / CK[k]
+            G[j, i] = kl_half(1.0 - p) / CK[k]
+    for m in range(L):
+        best = 0.0
+        for q in range(L):
+            if G[m, q] > best:
+                best = G[m, q]
+        AMAX[m] = best
+    a = pc_leader(CB, AMAX)
+    t = 0.0
+    for k in range(K):
+        t += NEFF[k]
+    return pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK)

@@ -53,6 +53,8 @@ __all__ = [
     "PCPolicy",
     "PAPER_ALGORITHMS",
     "NO_CONDORCET_WINNER",
+    "UNDECIDABLE",
+    "NoPairAvailable",
     "make_policy",
     "policy_from_state",
     "pair_index_arrays",
@@ -61,12 +63,18 @@ __all__ = [
 ALGORITHMS = ("dctas-pc", "dctas", "tas", "crr", "dctac", "dpca")
 PAPER_ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
 NO_CONDORCET_WINNER = "no_condorcet_winner"
+UNDECIDABLE = "undecidable"  # dctas-pc without replacement: no winner can be decided on this prompt set
 CW_ASSUMPTION = "the paper's stopping rule assumes a Condorcet winner exists; without one its certificate is not valid"
 STATE_VERSION = 1
 
 
 class PolicyError(ValueError):
     """Bad input to a policy (unknown pair, score out of range, malformed state)."""
+
+
+class NoPairAvailable(PolicyError):
+    """dctas-pc without replacement: every useful pair has used up the prompt set counting the duels
+    in flight. Nothing is wrong; ask again once one of them is recorded (the service retries later)."""
 
 
 def pair_index_arrays(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -497,6 +505,23 @@ class PCPolicy(Policy):
     other arm; stop with the verdict "no Condorcet winner" when every arm is certified
     beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
     with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
+
+    **Without replacement** (``population=P``, docs/reuse.md, "The service's policy without
+    replacement"): pair ``(i, j)``'s ``n``-th recorded outcome is its value on prompt
+    ``perm[n]`` of one secret uniformly random permutation of the campaign's ``P`` prompts,
+    shared by all pairs; the preference certified is the prompt-set mean (R1). Each pair
+    runs two one-sided without-replacement betting tests (R3, R4) with ``N = P`` at level
+    ``alpha = delta / (L - 1)``, one per direction (:func:`algorithms._kernels.pc_wor_bet`,
+    the bet of :func:`algorithms.prompt_level.bet_size`), plus exact certificates when the
+    pair's sum already decides the prompt-set mean (``2 W > P``;
+    :func:`algorithms._kernels.pc_wor_update`); the ``threshold`` tests (for i.i.d.
+    outcomes) are not used. A pair is never given more than ``P`` outcomes. Besides the
+    two verdicts above, the campaign stops with ``verdict = "undecidable"`` (winner None)
+    when no useful pair is left (:func:`algorithms._kernels.pc_wor_useful`): no model can
+    be the prompt-set Condorcet winner unless a certificate is wrong. ``next_pair`` picks
+    among useful pairs not exhausted counting the pending duels, with per-pair marginal
+    costs (:func:`algorithms._kernels.pc_wor_choose`), and raises :class:`NoPairAvailable`
+    when every useful pair is exhausted counting the pending duels.
     """
 
     name = "dctas-pc"
@@ -510,15 +535,25 @@ class PCPolicy(Policy):
         judge_cost: Any = 0.0,
         threshold: str = PC_DEFAULTS["threshold"],
         stick: float = PC_DEFAULTS["stick"],
+        population: int | None = None,
     ) -> None:
         try:
             threshold, stick = validate_pc_params(threshold, stick)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         # only non-default options go into params, so a default policy's state is unchanged
-        opts = {k: v for k, v in (("threshold", threshold), ("stick", stick)) if v != PC_DEFAULTS[k]}
+        opts: dict[str, Any] = {k: v for k, v in (("threshold", threshold), ("stick", stick)) if v != PC_DEFAULTS[k]}
+        if population is not None:
+            population = _validate_population(population)
+            if opts:
+                raise PolicyError(
+                    "population (sampling without replacement) uses its own certificate test and leader; "
+                    f"it cannot be combined with {' or '.join(sorted(opts))}"
+                )
+            opts["population"] = population
         super().__init__(costs, delta, judge_cost=judge_cost, **opts)
         self.threshold, self.stick = threshold, stick
+        self.population: int | None = population
         self.BEAT = np.zeros((self.L, self.L), dtype=np.bool_)
         self._CB = np.zeros(self.L, dtype=np.int64)
         self._CW = np.zeros(self.L, dtype=np.int64)
@@ -526,8 +561,62 @@ class PCPolicy(Policy):
         self._alpha = np.zeros(self.K)
         self._rule, self._c0 = certificate_test(threshold, self.delta, self.L)
         self.verdict: str | None = None
+        if population is not None:
+            self._LA = np.zeros(self.K)  # log K_t (R4): "PJ[k] beaten by PI[k]"
+            self._LB = np.zeros(self.K)  # log K_t (R4) on 1 - x: "PI[k] beaten by PJ[k]"
+            self._SQ = np.zeros(self.K)  # sum of squared scores of PI[k]
+            self._log_thr = math.log((self.L - 1) / self.delta)  # log(1/alpha), alpha = delta / (L - 1)
+            self._CK = np.zeros(self.K)
+            self._GW = np.zeros((self.L, self.L))
+            self._AW = np.zeros(self.L)
+            self._OK = np.zeros(self.K, dtype=np.bool_)
+
+    # ---------------------------------------------------------------- sampling
+    def next_pair(self, pending: Iterable[Sequence[int]] = ()) -> tuple[int, int]:
+        """The pair to duel next, counting ``pending`` (assigned, not yet judged) duels as pulled.
+
+        Without replacement: never a pair that is not useful or has ``N_k + pending_k >= P``;
+        :class:`NoPairAvailable` when every useful pair is exhausted counting ``pending``,
+        :class:`PolicyError` once the campaign has stopped (no pair is useful then).
+        """
+        if self.population is None:
+            return super().next_pair(pending)
+        if self.stopped:
+            raise PolicyError("the campaign has stopped (without replacement no pair is useful any more)")
+        k = self._choose_wor(self._pending_counts(pending))
+        if k < 0:
+            raise NoPairAvailable(
+                f"every useful pair has used up the {self.population} prompts counting the duels in flight; "
+                "retry when one of them is recorded"
+            )
+        return int(self.PI[k]), int(self.PJ[k])
+
+    def _choose_wor(self, pend: np.ndarray) -> int:
+        assert self.population is not None
+        return int(
+            kern.pc_wor_choose(
+                self.N + pend,
+                self.N,
+                self.W,
+                self.costs,
+                self.judge_cost,
+                self.PI,
+                self.PJ,
+                self.PK,
+                self.BEAT,
+                self._CB,
+                float(self.population),
+                self._GW,
+                self._AW,
+                self._CK,
+                self._OK,
+                self._alpha,
+            )
+        )
 
     def _choose(self, pend: np.ndarray) -> int:
+        if self.population is not None:
+            return self._choose_wor(pend)
         neff = self.N + pend
         return int(
             kern.pc_choose(
@@ -546,16 +635,41 @@ class PCPolicy(Policy):
             )
         )
 
+    # ---------------------------------------------------------------- recording
     def _record(self, k: int, s: float) -> None:
+        if self.population is None:
+            super()._record(k, s)
+            kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
+            if self.stick > 0.0:
+                kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
+            return
+        P = float(self.population)
+        if self.N[k] >= P:
+            raise PolicyError(
+                f"pair ({int(self.PI[k])}, {int(self.PJ[k])}) already has an outcome for each of the "
+                f"{self.population} prompts; without replacement it cannot have more"
+            )
+        kern.pc_wor_bet(k, s, self.N, self.W, self._SQ, self._LA, self._LB, P)
         super()._record(k, s)
-        kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
-        if self.stick > 0.0:
-            kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
+        kern.pc_wor_update(
+            k, self.N, self.W, self.PI, self.PJ, P, self._LA, self._LB, self._log_thr, self.BEAT, self._CB, self._CW
+        )
+
+    def useful_pairs(self) -> list[tuple[int, int]]:
+        """Without replacement: the useful pairs on the recorded data (undecided, ``N < P``,
+        one model not yet beaten); every pair otherwise."""
+        if self.population is None:
+            return self.pairs()
+        kern.pc_wor_useful(self.N, self.PI, self.PJ, self.BEAT, self._CB, float(self.population), self._OK)
+        return [(int(self.PI[k]), int(self.PJ[k])) for k in range(self.K) if self._OK[k]]
 
     def record(self, i: int, j: int, score: float) -> None:
         super().record(i, j, score)
         if not self.stopped and kern.pc_verdict(self._CB, self._CW) == -2:
             self.stopped, self.stop_t, self.verdict = True, self.t, NO_CONDORCET_WINNER
+        if self.population is not None and not self.stopped and not self.useful_pairs():
+            # decided on recorded data only, so never while useful pairs are merely in flight
+            self.stopped, self.stop_t, self.verdict = True, self.t, UNDECIDABLE
 
     def _stop_winner(self) -> int | None:
         v = int(kern.pc_verdict(self._CB, self._CW))
@@ -600,12 +714,28 @@ class PCPolicy(Policy):
                 "top_cycle": [m for m in range(L) if reach[m] == everyone],
             }
         )
+        if self.population is not None:
+            n_pop = self.population
+            out["population"] = n_pop
+            # exhausted pairs: p_ij is the exact prompt-set mean (R1)
+            out["exact"] = [
+                [int(self.PI[k]), int(self.PJ[k]), float(self.W[k]) / n_pop]
+                for k in range(self.K)
+                if self.N[k] >= n_pop
+            ]
         return out
 
+    # ---------------------------------------------------------------- state
     def _extra_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {"BEAT": self.BEAT.astype(int).tolist(), "verdict": self.verdict}
         if self.stick > 0.0:
             out["lead"] = int(self._LEAD[0])
+        if self.population is not None:
+            out["wor"] = {
+                "log_wealth": [[float(a), float(b)] for a, b in zip(self._LA, self._LB)],
+                "sums": [float(x) for x in self.W],
+                "sumsq": [float(x) for x in self._SQ],
+            }
         return out
 
     def _load_extra(self, state: Mapping[str, Any]) -> None:
@@ -622,9 +752,42 @@ class PCPolicy(Policy):
             raise PolicyError(f"malformed dctas-pc state: lead must be an arm index or -1, got {lead!r}")
         self._LEAD[0] = lead
         v = state.get("verdict")
-        if v not in (None, NO_CONDORCET_WINNER):
+        allowed = (None, NO_CONDORCET_WINNER) if self.population is None else (None, NO_CONDORCET_WINNER, UNDECIDABLE)
+        if v not in allowed:
             raise PolicyError(f"malformed dctas-pc state: unknown verdict {v!r}")
         self.verdict = v
+        if self.population is not None:
+            self._load_wor(state)
+
+    def _load_wor(self, state: Mapping[str, Any]) -> None:
+        wor = state.get("wor")
+        if not isinstance(wor, Mapping):
+            raise PolicyError("malformed dctas-pc state: population is set but 'wor' is missing")
+        try:
+            LW = np.array(wor["log_wealth"], dtype=float)
+        except (KeyError, TypeError, ValueError):
+            raise PolicyError("malformed dctas-pc state: wor.log_wealth must be K pairs of numbers") from None
+        if LW.shape != (self.K, 2) or not np.all(np.isfinite(LW)):
+            raise PolicyError("malformed dctas-pc state: wor.log_wealth must be K pairs of finite numbers")
+        sums = _float_array(wor, "sums", self.K)
+        SQ = _float_array(wor, "sumsq", self.K)
+        if not np.array_equal(sums, self.W):
+            raise PolicyError("malformed dctas-pc state: wor.sums must equal W")
+        P = float(self.population or 0)
+        if np.any(self.N > P) or np.any(SQ < 0) or np.any(SQ > self.W + 1e-9 * (1.0 + self.N)):
+            raise PolicyError("malformed dctas-pc state: inconsistent without-replacement counts")
+        self._LA = LW[:, 0].copy()
+        self._LB = LW[:, 1].copy()
+        self._SQ = SQ
+
+
+def _validate_population(population: Any) -> int:
+    """The prompt-set size for sampling without replacement: an integer >= 1."""
+    if isinstance(population, bool) or not isinstance(population, (int, np.integer)):
+        raise PolicyError(f"population must be an integer >= 1 (the number of prompts), got {population!r}")
+    if int(population) < 1:
+        raise PolicyError(f"population must be an integer >= 1 (the number of prompts), got {population!r}")
+    return int(population)
 
 
 def _float_array(state: Mapping[str, Any], key: str, size: int) -> np.ndarray:
@@ -642,6 +805,10 @@ def _float_array(state: Mapping[str, Any], key: str, size: int) -> np.ndarray:
 def make_policy(algorithm: str, costs: Sequence[float], delta: float, **params: Any) -> Policy:
     """Build a policy by name: one of ``dctas-pc`` (default elsewhere), ``dctas``, ``tas``, ``crr``, ``dctac``, ``dpca``."""
     name = str(algorithm).lower()
+    if name != "dctas-pc" and "population" in params:
+        if params["population"] is not None:
+            raise PolicyError(f"population (sampling without replacement) is supported by dctas-pc only, not {name!r}")
+        params = {k: v for k, v in params.items() if k != "population"}
     if name == "dctas-pc":
         return PCPolicy(costs, delta, **params)
     if name == "dctas":

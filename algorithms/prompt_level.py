@@ -50,6 +50,7 @@ __all__ = [
     "bradley_terry_prompts",
     "bet_size",
     "log_wealth",
+    "log_wealth_step",
     "cs_contains",
     "cs_bounds",
 ]
@@ -204,6 +205,33 @@ def bet_size(n, s, sq, m_t):
 
 
 @njit(cache=True)
+def log_wealth_step(t, s, sq, x, N, m0):
+    """``log`` of factor ``t + 1`` of (R2) (``N = 0``) or (R4) (``N > 0``): the one place the bet is applied.
+
+    ``t`` values already drawn with sum ``s`` and sum of squares ``sq``, ``x`` the new
+    value, ``m0`` the null mean. Without replacement the null mean of the next value
+    is (R3) ``m_t = (N m0 - s) / (N - t)``. When ``m_t > 1`` no bet is made (the
+    values left cannot average above 1, ``mu < m0`` is certain: returns 0); when
+    ``m_t < 0`` the values drawn alone exceed ``N m0`` (``mu > m0`` is certain:
+    returns ``inf``). Otherwise ``log1p(lambda (x - m_t))`` with the predictable bet
+    :func:`bet_size` (0 when it does not bet). Used by :func:`log_wealth` and by
+    dctas-pc without replacement (:func:`algorithms._kernels.pc_wor_bet`).
+    """
+    if N > 0:
+        m_t = (N * m0 - s) / (N - t)
+    else:
+        m_t = m0
+    if m_t > 1.0:
+        return 0.0
+    if m_t < 0.0:
+        return np.inf
+    lam = bet_size(t, s, sq, m_t)
+    if lam > 0.0:
+        return math.log1p(lam * (x - m_t))
+    return 0.0
+
+
+@njit(cache=True)
 def _log_wealth(x, N, m0):
     T = x.size
     out = np.empty(T)
@@ -211,21 +239,7 @@ def _log_wealth(x, N, m0):
     s = 0.0
     sq = 0.0
     for t in range(T):
-        if N > 0:
-            m_t = (N * m0 - s) / (N - t)
-        else:
-            m_t = m0
-        if m_t > 1.0:
-            # the values left cannot average above 1: mu < m0 is certain, no bet
-            lam = 0.0
-        elif m_t < 0.0:
-            # already sum_{r<t} X_r > N m0: mu > m0 is certain
-            lw = np.inf
-            lam = 0.0
-        else:
-            lam = bet_size(t, s, sq, m_t)
-        if lam > 0.0:
-            lw += math.log1p(lam * (x[t] - m_t))
+        lw += log_wealth_step(t, s, sq, x[t], N, m0)
         out[t] = lw
         s += x[t]
         sq += x[t] * x[t]

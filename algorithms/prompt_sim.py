@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from algorithms.prompt_level import PromptInstance, bet_size
+from algorithms.prompt_level import PromptInstance, log_wealth_step
 
 __all__ = [
     "MODE_FRESH",
@@ -210,20 +210,13 @@ def _campaign(H, costs, cj, mode, alpha, seed, max_duels, trace):
         s = SH[k] / 2.0
         sB = nk - s
         sqB = nk - 2.0 * s + SQ[k]
-        if mode == MODE_WOR:
-            mA = (0.5 * P - s) / (P - nk)
-            mB = (0.5 * P - sB) / (P - nk)
-        else:
-            mA = 0.5
-            mB = 0.5
-        if 0.0 <= mA <= 1.0:
-            lam = bet_size(nk, s, SQ[k], mA)
-            if lam > 0.0:
-                logA[k] += math.log1p(lam * (x - mA))
-        if 0.0 <= mB <= 1.0:
-            lam = bet_size(nk, sB, sqB, mB)
-            if lam > 0.0:
-                logB[k] += math.log1p(lam * ((1.0 - x) - mB))
+        Npop = P if mode == MODE_WOR else 0  # (R4) with N = P, else (R2)
+        inc = log_wealth_step(nk, s, SQ[k], x, Npop, 0.5)
+        if inc < np.inf:  # inf (m_s < 0) only on a pair already closed by its exact certificate
+            logA[k] += inc
+        inc = log_wealth_step(nk, sB, sqB, 1.0 - x, Npop, 0.5)
+        if inc < np.inf:
+            logB[k] += inc
         n[k] = nk + 1
         SH[k] += H[i, j, p]
         SQ[k] += x * x

@@ -50,6 +50,7 @@ class CampaignStatus(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     STOPPED = "stopped"
     NO_CONDORCET_WINNER = "no_condorcet_winner"  # dctas-pc certified that no model beats all others
+    UNDECIDABLE = "undecidable"  # no winner can be decided on this prompt set (dctas-pc without replacement)
 
 
 class DuelStatus(StrEnum):
@@ -86,6 +87,20 @@ class Reuse(StrEnum):
     FRESH = "fresh"
 
 
+class PromptSampling(StrEnum):
+    """How a campaign draws its duels' prompts (docs/reuse.md, "In the service").
+
+    ``with_replacement``: each duel draws a prompt uniformly at random;
+    ``without_replacement``: pair (i, j)'s q-th duel uses prompt ``perm[q]`` of a
+    secret permutation of the prompt set shared by all pairs. ``auto`` is a request
+    value only: it resolves to one of the two when the campaign is created.
+    """
+
+    WITH_REPLACEMENT = "with_replacement"
+    WITHOUT_REPLACEMENT = "without_replacement"
+    AUTO = "auto"
+
+
 class CostModel(StrEnum):
     """What the cost-aware policy, the oracle and the lower bound count as a duel's cost."""
 
@@ -101,6 +116,7 @@ __all__ = [
     "DuelStatus",
     "IN_FLIGHT",
     "JudgeKind",
+    "PromptSampling",
     "Reuse",
     "TiePolicy",
 ]

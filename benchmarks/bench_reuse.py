@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_reuse.py [--seeds 1] [--sizes 50,500] [--concurrency 8]
                                                [--max-duels 20000] [--fresh-max-duels 1500]
+                                               [--modes fresh,reuse,wor]
 
 Everything runs on 127.0.0.1: the fake provider (``python -m service.fake_provider
 --judge-mode bradley-terry``, a real local HTTP server) answers as four models
@@ -11,12 +12,15 @@ probability q_a / (q_a + q_b), drawn once per (question, answers)); the service
 runs in this process on a fresh SQLite file, each campaign driven by a background
 run (``--concurrency`` duels at once), dctas-pc, delta = 0.05.
 
-For each prompt-set size (50 and 500) and seed, the same campaign runs twice:
-``answers: fresh, verdicts: fresh`` (every duel pays two answers and two judge
-calls), then ``answers: reuse, verdicts: reuse`` (the defaults). Each seed uses its
-own model names and the database is a new file, so the reuse campaigns start with
-empty stores; the names are fixed, so the fake judge's draws (a hash of question
-and answers) are the same at every run. Printed per
+For each prompt-set size (50 and 500) and seed, the same campaign runs in each of
+``--modes``: ``fresh`` (``answers: fresh, verdicts: fresh``: every duel pays two
+answers and two judge calls), ``reuse`` (``answers: reuse, verdicts: reuse``,
+prompts drawn with replacement) and ``wor`` (reuse, prompts sampled without
+replacement: the default for these campaigns). Each seed uses its own model names,
+the same in every mode, and the stores are emptied before each campaign, so every
+campaign starts with nothing paid for and sees the same answers and judge draws
+(the fake judge's draw is a hash of the answers' markers, sealed with a fixed
+marker key); the prompt set's Condorcet winner under these draws is printed first. Printed per
 campaign: status, duels, spend (USD, the ledger), provider requests, and the
 bound = every (model, prompt) answer once + every pair judged once (both orders)
 on every prompt, computed from the fake provider's deterministic token counts.
@@ -51,6 +55,7 @@ PRICES = [
     {"input_per_1m": 4.0, "output_per_1m": 8.0},
 ]
 JUDGE_PRICE = {"input_per_1m": 3.0, "output_per_1m": 6.0}
+MARKER_KEY = "bench-reuse"  # the fake provider's: fixed, so the judge's draws are the same at every run
 
 
 def free_port() -> int:
@@ -62,7 +67,18 @@ def free_port() -> int:
 def start_fake_provider() -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.fake_provider", "--port", str(port), "--judge-mode", "bradley-terry"],
+        # a fixed marker key: the judge's draws (a hash of the answers' markers) are the same at every run
+        [
+            sys.executable,
+            "-m",
+            "service.fake_provider",
+            "--port",
+            str(port),
+            "--judge-mode",
+            "bradley-terry",
+            "--marker-key",
+            MARKER_KEY,
+        ],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -79,7 +95,8 @@ def start_fake_provider() -> tuple[subprocess.Popen, str]:
     raise SystemExit("the fake provider did not start")
 
 
-def body(fake: str, tag: str, prompts: list[str], seed: int, reuse: bool) -> dict:
+def body(fake: str, tag: str, prompts: list[str], seed: int, mode: str) -> dict:
+    """``mode``: fresh, reuse (with replacement) or wor (reuse, prompts sampled without replacement)."""
     models = [
         {
             "name": f"m{k}",
@@ -94,7 +111,7 @@ def body(fake: str, tag: str, prompts: list[str], seed: int, reuse: bool) -> dic
         "cost": 2e-5,
         "both_orders": True,
     }
-    mode = "reuse" if reuse else "fresh"
+    setting = "fresh" if mode == "fresh" else "reuse"
     return {
         "name": f"{tag} {mode}",
         "delta": 0.05,
@@ -102,8 +119,9 @@ def body(fake: str, tag: str, prompts: list[str], seed: int, reuse: bool) -> dic
         "prompts": prompts,
         "judge": judge,
         "seed": seed,
-        "answers": mode,
-        "verdicts": mode,
+        "answers": setting,
+        "verdicts": setting,
+        "prompt_sampling": "without_replacement" if mode == "wor" else "with_replacement",
     }
 
 
@@ -127,8 +145,46 @@ def bound_usd(tag: str, prompts: list[str]) -> float:
         for i, j in itertools.combinations(range(len(answers)), 2):
             for first, second in ((answers[i], answers[j]), (answers[j], answers[i])):
                 shown = render_judge_prompt(p, first, second)
-                total += usd(count_tokens(shown), count_tokens(fp.judge(p, first, second)), JUDGE_PRICE)
+                total += usd(count_tokens(shown), count_tokens(fp.judge(shown)), JUDGE_PRICE)
     return total
+
+
+def prompt_set_winner(tag: str, prompts: list[str]) -> str:
+    """The Condorcet winner on the prompt set (``m<k>`` or ``none``) of the judge's fixed verdicts.
+
+    The fake judge in bradley-terry mode draws from the unordered pair of answer markers, so both
+    orders agree and ``v_ij(p)`` is 0 or 1 (no ties); the winner beats every other model on more
+    than half of the prompts (docs/reuse.md, The population is the prompt set).
+    """
+    from judges.llm import render_judge_prompt
+    from service.fake_provider import FakeProvider
+
+    fp = FakeProvider(judge_mode="bradley-terry", marker_key=MARKER_KEY)
+    L = len(QUALITIES)
+    wins = [[0] * L for _ in range(L)]
+    for p in prompts:
+        answers = [fp.answer(f"{tag}-m{k}-{q}", p) for k, q in enumerate(QUALITIES)]
+        for i, j in itertools.combinations(range(L), 2):
+            if fp.judge(render_judge_prompt(p, answers[i], answers[j])).endswith("[[A]]"):
+                wins[i][j] += 1
+            else:
+                wins[j][i] += 1
+    for m in range(L):
+        if all(2 * wins[m][k] > len(prompts) for k in range(L) if k != m):
+            return f"m{m}"
+    return "none"
+
+
+def clear_stores(svc) -> None:
+    """Empty the answer and verdict stores: every campaign of a seed starts with nothing paid for,
+    on the same model names (so the same answers and the same judge draws)."""
+    from sqlalchemy import delete
+
+    from service.models import StoredAnswer, StoredVerdict
+
+    with svc.db.write() as s:
+        s.execute(delete(StoredAnswer))
+        s.execute(delete(StoredVerdict))
 
 
 async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> dict:
@@ -163,6 +219,11 @@ def main() -> int:
         "lower bound of its spend to certify, printed with '>='",
     )
     ap.add_argument("--sizes", default="50,500", help="prompt-set sizes, comma-separated")
+    ap.add_argument(
+        "--modes",
+        default="fresh,reuse,wor",
+        help="fresh, reuse (with replacement), wor (reuse, prompts sampled without replacement); comma-separated",
+    )
     args = ap.parse_args()
 
     from service.app import create_app
@@ -184,7 +245,7 @@ def main() -> int:
         nonlocal bad
         print(
             f"{'prompts':>7} {'seed':>4} {'mode':<6} {'status':<10} {'duels':>6} {'spend USD':>10} "
-            f"{'bound USD':>10} {'spend/bound':>11} {'answers':>7} {'judge':>6} {'max/key':>7} {'s':>5}"
+            f"{'bound USD':>10} {'spend/bound':>11} {'answers':>7} {'judge':>6} {'max/key':>7} {'s':>5}  winner"
         )
         summary = collections.defaultdict(list)
         for size in [int(x) for x in args.sizes.split(",")]:
@@ -192,39 +253,47 @@ def main() -> int:
             for seed in range(args.seeds):
                 tag = f"P{size}-s{seed}"  # fixed names: the judge's draws (a hash of the texts) repeat
                 bound = bound_usd(tag, prompts)
-                for reuse in (False, True):
+                print(f"{size:>7} {seed:>4} the prompt set's Condorcet winner: {prompt_set_winner(tag, prompts)}")
+                for mode in args.modes.split(","):
+                    reuse = mode != "fresh"
+                    clear_stores(svc)
                     before = len(httpx.get(fake + "/v1/requests", timeout=60).json()["requests"])
                     cap = args.max_duels if reuse else args.fresh_max_duels
-                    view = await run_campaign(svc, body(fake, tag, prompts, seed, reuse), args.concurrency, cap)
+                    view = await run_campaign(svc, body(fake, tag, prompts, seed, mode), args.concurrency, cap)
                     reqs = httpx.get(fake + "/v1/requests", timeout=60).json()["requests"][before:]
                     answers = collections.Counter((r["model"], r["prompt"]) for r in reqs if r["kind"] == "answer")
                     judged = collections.Counter(
                         (r["question"], r["first"], r["second"]) for r in reqs if r["kind"] == "judge"
                     )
                     most = max(list(answers.values()) + list(judged.values()) + [0])
-                    mode = "reuse" if reuse else "fresh"
                     ge = ">=" if view["status"] != "certified" else "  "
                     print(
                         f"{size:>7} {seed:>4} {mode:<6} {view['status']:<10} {view['duels']:>6} "
                         f"{ge}{view['spend']:>8.5f} {bound:>10.5f} {view['spend'] / bound:>11.3f} "
-                        f"{sum(answers.values()):>7} {sum(judged.values()):>6} {most:>7} {view['elapsed_s']:>5.1f}",
+                        f"{sum(answers.values()):>7} {sum(judged.values()):>6} {most:>7} {view['elapsed_s']:>5.1f}  {view['winner'] or '-'}",
                         flush=True,
                     )
                     summary[(size, mode)].append((view["spend"], view["status"] == "certified"))
                     if reuse and view["status"] != "certified":
-                        print("   the reuse campaign did not certify")
+                        print(f"   the {mode} campaign did not certify")
                         bad += 1
                     if not view["replay_ok"]:
                         print("   replay differs from the stored state")
                         bad += 1
                     if reuse and (view["spend"] > bound + 1e-12 or most > 1):
-                        print("   a reuse campaign spent more than the bound or paid something twice")
+                        print(f"   a {mode} campaign spent more than the bound or paid something twice")
                         bad += 1
         print()
         for size in sorted({k[0] for k in summary}):
             fresh = [s for s, _ in summary[(size, "fresh")]]
             capped = not all(ok for _, ok in summary[(size, "fresh")])
             reuse = [s for s, _ in summary[(size, "reuse")]]
+            wor = [s for s, _ in summary[(size, "wor")]]
+            if reuse and wor:
+                mr, mw = sum(reuse) / len(reuse), sum(wor) / len(wor)
+                print(
+                    f"{size} prompts: mean spend reuse {mr:.5f} USD, without replacement {mw:.5f} USD ({mr / mw:.2f}x)"
+                )
             if fresh and reuse:
                 mf, mr = sum(fresh) / len(fresh), sum(reuse) / len(reuse)
                 ge = ">= " if capped else ""

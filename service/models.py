@@ -119,6 +119,10 @@ class Campaign(Base):
     # Pay once (docs/reuse.md): "reuse" shares stored answers / LLM verdicts, "fresh" pays each duel.
     answers: Mapped[str] = mapped_column(String(8), default="fresh", server_default="fresh")
     verdicts: Mapped[str] = mapped_column(String(8), default="fresh", server_default="fresh")
+    # How duels draw their prompts (docs/reuse.md): "with_replacement" or "without_replacement".
+    prompt_sampling: Mapped[str] = mapped_column(
+        String(20), default="with_replacement", server_default="with_replacement"
+    )
 
     # Background run (POST /run): survives restarts when LLMDUEL_RESUME_RUNS is on.
     run_active: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -184,6 +188,9 @@ class Duel(Base):
     select_seq: Mapped[int] = mapped_column(Integer)
     pending_at_select: Mapped[list] = mapped_column(JSON)
     record_seq: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Without replacement: the duel's position in its pair's sequence (its prompt is perm[position]).
+    # A judged duel whose record_seq is NULL is held until the pair's earlier positions are recorded.
+    position: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # The per-model and judge costs given to the policy before this selection, when they
     # changed (marginal costs given the stores; replay calls policy.set_costs with them).
     costs_at_select: Mapped[dict | None] = mapped_column(JSON, nullable=True)

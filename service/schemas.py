@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
-from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, Reuse, TiePolicy
+from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, PromptSampling, Reuse, TiePolicy
 from service.clients.config import ClientConfig, client_json, parse_client_config
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
@@ -163,7 +163,20 @@ class CampaignCreate(_Strict):
         None, description="Spend limit in USD (never overrun: each duel reserves an upper bound of its cost)."
     )
     max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
-    tie_policy: TiePolicy = TiePolicy.DROP
+    tie_policy: TiePolicy | None = Field(
+        None,
+        description="What a tie does to the statistics: drop, half or random. Absent: half for a campaign whose "
+        "prompt_sampling resolves to without_replacement, drop otherwise (the view shows the resolved value).",
+    )
+    prompt_sampling: PromptSampling = Field(
+        PromptSampling.AUTO,
+        description="How duels draw their prompts (docs/reuse.md). with_replacement: uniformly at random for "
+        "each duel. without_replacement: pair (i, j)'s q-th duel uses prompt q of a secret permutation shared "
+        "by all pairs; needs algorithm dctas-pc, answers reuse, an llm or simulated judge and tie_policy half "
+        "or random; can end 'undecidable' (no winner on this prompt set). auto (default): without_replacement "
+        "when those hold, the judge is an llm judge and verdicts is reuse, else with_replacement. The "
+        "resolved value is stored.",
+    )
     answers: Reuse = Field(
         Reuse.REUSE,
         description="reuse (default): one answer per (model, prompt), paid once and shared with every campaign "
@@ -242,6 +255,7 @@ class CampaignCreate(_Strict):
         if len(set(qids)) != len(qids):
             raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
+        self._resolve_sampling()
         self._resolve_costs()
         if self.budget is not None:
             from service.campaigns.rules import unbounded_cost_reason
@@ -250,6 +264,20 @@ class CampaignCreate(_Strict):
             if reason is not None:
                 raise ValueError(reason)
         return self
+
+    def _resolve_sampling(self) -> None:
+        """Resolve ``prompt_sampling: auto`` and an absent ``tie_policy`` (stored resolved)."""
+        from service.campaigns.rules import resolve_prompt_sampling
+
+        sampling, tie_policy = resolve_prompt_sampling(
+            self.prompt_sampling,
+            self.tie_policy,
+            algorithm=self.algorithm,
+            answers=self.answers,
+            verdicts=self.verdicts,
+            judge_kind=self.stored_judge().get("kind"),
+        )
+        self.prompt_sampling, self.tie_policy = PromptSampling(sampling), TiePolicy(tie_policy)
 
     def _resolve_costs(self) -> None:
         """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
@@ -353,6 +381,21 @@ class CampaignOut(BaseModel):
     judge_cost: float = Field(description="c_J, the judge's expected cost per duel used by the allocation (USD).")
     answers: Reuse = Field(Reuse.FRESH, description="Answer reuse: reuse or fresh (docs/reuse.md).")
     verdicts: Reuse = Field(Reuse.FRESH, description="LLM verdict reuse: reuse or fresh.")
+    prompt_sampling: PromptSampling = Field(
+        PromptSampling.WITH_REPLACEMENT,
+        description="How duels draw their prompts, as resolved at creation: with_replacement or "
+        "without_replacement (docs/reuse.md).",
+    )
+    population: int | None = Field(
+        None,
+        description="without_replacement: the population each pair samples from, the campaign's prompt set "
+        "(a pair is judged at most once per prompt).",
+    )
+    exact: list[tuple[int, int, float]] | None = Field(
+        None,
+        description="without_replacement: [i, j, p_ij] for each pair judged on every prompt: its preference on "
+        "the prompt set, known exactly (model indices in the order of models).",
+    )
     cost_model: str = Field(
         "per query",
         description="What the policy, the oracle and the lower bound count as a duel's cost: 'per query' "
@@ -464,6 +507,16 @@ class DuelOut(BaseModel):
         None,
         description="Score of the pair's first model (lower index) as recorded, in [0, 1]: 1 won, 0 lost, "
         "1/2 a tie under tie_policy=half; an LLM judge with graded verdicts gives values in between (e.g. 0.75).",
+    )
+    position: int | None = Field(
+        None,
+        description="Prompts sampled without replacement: the duel's position in its pair's sequence (the "
+        "pair's q-th prompt of the campaign's secret permutation); None with replacement.",
+    )
+    record_seq: int | None = Field(
+        None,
+        description="When the policy counted the outcome (its event number; replay follows it). Without "
+        "replacement a judged duel waits (None) until its pair's earlier positions are counted.",
     )
     judged_by: str | None = None
     judge: dict[str, Any] | None = None

@@ -39,8 +39,15 @@ def _wait_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         view = client.get(f"/v1/campaigns/{cid}").json()
-        if view["status"] != "running":
-            return view
+        if view["status"] != "running" and view["pending"] == 0:
+            # duels cancelled at the end may still be settling their calls' charges: wait until still
+            last = None
+            while time.monotonic() < deadline:
+                view = client.get(f"/v1/campaigns/{cid}").json()
+                if view["spend"] == last:
+                    return view
+                last = view["spend"]
+                time.sleep(1.0)
         time.sleep(0.3)
     raise AssertionError(f"campaign {cid} did not end: {view}")
 

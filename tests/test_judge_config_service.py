@@ -46,6 +46,7 @@ async def test_configured_judge_with_strengths_through_the_service(api, verdicts
         budget=10.0,
     )
     body["verdicts"] = verdicts  # reuse: a stored graded verdict is mirrored for the other presentation
+    body["prompt_sampling"] = "with_replacement"  # 12 duels on 3 prompts: prompts repeat, verdicts are reused
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     c = r.json()

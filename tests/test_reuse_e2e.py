@@ -94,6 +94,8 @@ def _body(fake: str, tag: str, prompts: list[str], **extra) -> dict:
         "prompts": prompts,
         "judge": {"kind": "llm", "client": judge_client, "cost": 0.0002, "both_orders": True},
         "seed": 11,
+        # mode (b) of docs/reuse.md: uniform draws with replacement (tests/test_wor_e2e.py: without)
+        "prompt_sampling": "with_replacement",
         **extra,
     }
 

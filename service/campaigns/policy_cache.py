@@ -10,9 +10,14 @@ from algorithms import ALGORITHMS, make_policy, policy_from_state
 from .rules import jsonable
 
 
-def new_policy(algorithm: str, costs: list[float], delta: float, judge_cost: float = 0.0):
-    """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`)."""
-    return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost)
+def new_policy(
+    algorithm: str, costs: list[float], delta: float, judge_cost: float = 0.0, population: int | None = None
+):
+    """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`); ``population``:
+    the prompt set's size for a campaign sampling its prompts without replacement (None: with)."""
+    if population is None:
+        return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost)
+    return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population))
 
 
 def restore_policy(state: dict):

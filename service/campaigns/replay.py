@@ -48,6 +48,8 @@ class CampaignReplay:
                     Duel.cost_nusd,
                     Duel.choice,
                     Duel.costs_at_select,
+                    Duel.position,
+                    Duel.prompt_index,
                 ).where(Duel.campaign_id == campaign_id)
             ).all()
             charge_sums = dict(
@@ -61,6 +63,9 @@ class CampaignReplay:
             algorithm, delta = c.algorithm, c.delta
             costs = [float(m["cost"]) for m in c.models]
             judge_cost = rules.judge_cost_per_duel(c.judge)
+            wor = rules.is_wor(c.prompt_sampling)
+            population = int(c.n_prompts) if wor else None
+            perm = self.permutation(c) if wor else None
             counters = dict(
                 spend=c.spend_nusd,
                 judged=c.duels_judged,
@@ -73,7 +78,8 @@ class CampaignReplay:
         events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
         events.sort(key=lambda e: (e[0], e[1]))
         diff: list[str] = []
-        policy = new_policy(algorithm, costs, delta, judge_cost)
+        policy = new_policy(algorithm, costs, delta, judge_cost, population)
+        next_position: dict[tuple[int, int], int] = {}
         for seq, kind, r in events:
             if kind == 0:
                 if r.costs_at_select:  # the marginal costs given the stores changed before this selection
@@ -82,6 +88,15 @@ class CampaignReplay:
                 if sorted(pair) != [r.model_i, r.model_j]:
                     diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")
             else:
+                if perm is not None:  # each pair's outcomes entered the policy in permutation order
+                    pair = (int(r.model_i), int(r.model_j))
+                    q = next_position.get(pair, 0)
+                    if r.position != q or r.prompt_index != perm[q]:
+                        diff.append(
+                            f"duel {r.id}: recorded as pair {pair}'s outcome {q} but has position {r.position} "
+                            f"(prompt {r.prompt_index}, permutation gives {perm[q] if q < len(perm) else None})"
+                        )
+                    next_position[pair] = q + 1
                 policy.record(r.model_i, r.model_j, r.score)
         replayed = jsonable(policy.to_state())
         diff.extend(json_diff(jsonable(stored_state), replayed, "policy_state"))

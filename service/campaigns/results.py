@@ -47,6 +47,8 @@ RANKING_CACHE = 64
 VERDICTS = {
     CampaignStatus.CERTIFIED: "certified: {winner} beats every other model (error probability at most {delta:g})",
     CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner: every model was shown to lose to another one",
+    CampaignStatus.UNDECIDABLE: "undecidable: no model can be certified on this prompt set (the exhausted "
+    "pairs' preferences are known exactly; no pair left could decide)",
     CampaignStatus.BUDGET_EXHAUSTED: "not certified: the budget or the duel cap ran out (leader: {leader})",
     CampaignStatus.STOPPED: "not certified: stopped by an admin (leader: {leader})",
     CampaignStatus.RUNNING: "running: not certified yet (leader: {leader})",
@@ -265,6 +267,12 @@ class CampaignResults:
             "assumes_condorcet_winner": v["assumes_condorcet_winner"],
             "certified_pairs": [[names[w], names[x]] for w, x in (v["certificates"] or [])],
             "tie_policy": v["tie_policy"],
+            "prompt_sampling": v.get("prompt_sampling"),
+            "population": v.get("population"),
+            "exact_preferences": [
+                {"model": names[int(i)], "opponent": names[int(j)], "preference": p}
+                for i, j, p in (v.get("exact") or [])
+            ],
             "spend": v["spend"],
             "judge_spend": v["judge_spend"],
             "budget": v["budget"],

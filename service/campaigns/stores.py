@@ -33,7 +33,8 @@ from typing import Any, Sequence
 from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from algorithms.vocabulary import Choice, CostModel, JudgeKind, Reuse
+from algorithms.reuse_costs import COST_FLOOR, COST_STEPS, marginal_costs, missing_fraction  # noqa: F401 (re-exported)
+from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
 
 from ..models import StoredAnswer, StoredVerdict, utcnow
 
@@ -61,13 +62,6 @@ NON_OUTPUT_CLIENT_FIELDS = frozenset(
 )
 #: Judge fields that do not change a verdict (its price).
 NON_OUTPUT_JUDGE_FIELDS = frozenset({"cost", "fee", "price", "verdicts"})
-
-#: The marginal cost of a component whose results are all stored, as a fraction of
-#: its configured cost (policies need positive costs; docs/reuse.md, "The policy").
-COST_FLOOR = 0.01
-#: The missing fraction is rounded up to a multiple of 1/COST_STEPS, so the policy's
-#: costs change at most COST_STEPS times per component in a campaign.
-COST_STEPS = 20
 
 
 def _sha(*parts: str) -> str:
@@ -197,34 +191,7 @@ def cost_model(answers: str | None, verdicts: str | None, models: Sequence[dict]
 
 
 # ---------------------------------------------------------------- marginal costs
-def missing_fraction(stored: int, total: int) -> float:
-    """The expected marginal fraction of a component's cost: the share of results not yet
-    stored, rounded up to a multiple of 1/COST_STEPS, at least COST_FLOOR."""
-    if total <= 0:
-        return 1.0
-    missing = max(0, total - min(stored, total)) / total
-    q = math.ceil(missing * COST_STEPS - 1e-9) / COST_STEPS
-    return max(COST_FLOOR, min(1.0, q))
-
-
-def marginal_costs(
-    base_costs: Sequence[float], base_judge: float, answered: Sequence[int | None], judged: int | None, totals: tuple
-) -> dict:
-    """The cost vector the policy uses given the stores.
-
-    ``answered[i]``: how many of the campaign's prompts have a stored answer of
-    model ``i`` (None: the model does not use the store, its cost stays);
-    ``judged``: stored verdicts of the campaign's judge on its prompts (None: not
-    stored); ``totals`` = (prompts, verdicts the campaign can need). The cost of a
-    uniformly drawn prompt is the configured cost times the chance that its result
-    is missing.
-    """
-    n_prompts, n_verdicts = totals
-    costs = [
-        float(c) if a is None else float(c) * missing_fraction(int(a), n_prompts) for c, a in zip(base_costs, answered)
-    ]
-    judge = float(base_judge) if judged is None else float(base_judge) * missing_fraction(int(judged), n_verdicts)
-    return {"costs": costs, "judge_cost": judge}
+# COST_FLOOR, COST_STEPS, missing_fraction and marginal_costs: algorithms/reuse_costs.py (pure; imported above)
 
 
 def apply_costs(policy: Any, target: dict | None) -> dict | None:
@@ -492,8 +459,12 @@ class CampaignStores:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 return None
-            if cost_model(c.answers, c.verdicts, c.models, c.judge) == CostModel.PER_QUERY:
-                self._store_cost_cache()[campaign_id] = (math.inf, None)  # never changes
+            # per query: the costs never change; without replacement the policy computes its own
+            # marginal costs from the shared permutation (set_costs is never called)
+            if c.prompt_sampling == PromptSampling.WITHOUT_REPLACEMENT or (
+                cost_model(c.answers, c.verdicts, c.models, c.judge) == CostModel.PER_QUERY
+            ):
+                self._store_cost_cache()[campaign_id] = (math.inf, None)
                 return None
             models, judge, answers, verdicts = list(c.models), dict(c.judge), c.answers, c.verdicts
             hashes_cache = self.__dict__.setdefault("_prompt_hashes", {})

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
+from algorithms import NoPairAvailable
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
@@ -102,11 +103,86 @@ class CampaignTransactions:
             )
         return text
 
+    # ------------------------------------------------------------ sampling without replacement
+    def permutation(self, c: Campaign) -> list[int]:
+        """The campaign's secret prompt permutation (:func:`rules.prompt_permutation`), cached per process."""
+        cache = self.__dict__.setdefault("_permutations", {})
+        key = (int(c.id), c.draw_key, int(c.n_prompts))
+        perm = cache.get(key)
+        if perm is None:
+            perm = rules.prompt_permutation(c.draw_key, c.n_prompts)
+            if len(cache) >= 1000:
+                cache.clear()
+            cache[key] = perm
+        return perm
+
+    def wor_position(self, s, c: Campaign, i: int, j: int) -> int:
+        """The lowest position of pair (i, j) neither judged nor in flight (stale duels are already expired)."""
+        occupied = s.execute(
+            select(Duel.position).where(
+                Duel.campaign_id == c.id,
+                Duel.model_i == i,
+                Duel.model_j == j,
+                Duel.position.is_not(None),
+                Duel.status.in_((DuelStatus.JUDGED, *IN_FLIGHT)),
+            )
+        ).scalars()
+        q = rules.free_position(occupied, c.n_prompts)
+        if q is None:  # the policy never picks a pair whose positions are all taken (NoPairAvailable)
+            raise Conflict(f"pair ({i}, {j}) has no free position", retry_later=True)
+        return q
+
+    def held_duels(self, s, campaign_id: int, pair: tuple[int, int] | None = None) -> list:
+        """Judged duels whose outcome waits for an earlier position of their pair (``record_seq`` NULL)."""
+        cond = [
+            Duel.campaign_id == campaign_id,
+            Duel.status == DuelStatus.JUDGED,
+            Duel.position.is_not(None),
+            Duel.score.is_not(None),
+            Duel.record_seq.is_(None),
+        ]
+        if pair is not None:
+            cond += [Duel.model_i == pair[0], Duel.model_j == pair[1]]
+        return s.execute(
+            select(Duel.id, Duel.model_i, Duel.model_j, Duel.position, Duel.score).where(*cond).order_by(Duel.id)
+        ).all()
+
+    def release_in_order(self, s, c: Campaign, policy, i: int, j: int) -> dict[int, int]:
+        """Record pair (i, j)'s held outcomes that are next in position order; returns {duel id: record_seq}.
+
+        Each one enters the policy with the next ``event_seq`` as its ``record_seq``, so replay (by
+        sequence) sees them in the order the policy did. Stops at a gap or when the policy stops.
+        """
+        recorded = s.execute(
+            select(func.count(Duel.id)).where(
+                Duel.campaign_id == c.id, Duel.model_i == i, Duel.model_j == j, Duel.record_seq.is_not(None)
+            )
+        ).scalar_one()
+        held: dict[int, Any] = {}
+        for r in self.held_duels(s, c.id, (i, j)):
+            held.setdefault(int(r.position), r)
+        out: dict[int, int] = {}
+        for r in rules.next_in_order(int(recorded), held):
+            policy.record(i, j, float(r.score))
+            c.event_seq += 1
+            c.duels_counted += 1
+            s.execute(
+                update(Duel)
+                .where(Duel.id == r.id)
+                .values(record_seq=c.event_seq, counted=True)
+                .execution_options(synchronize_session=False)
+            )
+            out[int(r.id)] = c.event_seq
+            if policy.should_stop():
+                break
+        return out
+
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
-        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge))
+        population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
+        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
@@ -117,6 +193,7 @@ class CampaignTransactions:
             tie_policy=body.tie_policy,
             answers=body.answers,
             verdicts=body.verdicts,
+            prompt_sampling=body.prompt_sampling,
             status=CampaignStatus.RUNNING,
             models=[m.stored() for m in body.models],
             n_prompts=len(body.prompts),
@@ -273,12 +350,39 @@ class CampaignTransactions:
                             retry_later=True,
                         )
             if err is None and held is None:
+                wor = rules.is_wor(c.prompt_sampling)
                 policy = self.policies.take(c.id, c.event_seq, c.policy_state)
-                costs_record = stores.apply_costs(policy, self.store_costs_for(c.id))
+                # without replacement the policy computes its own marginal costs from the shared permutation
+                costs_record = None if wor else stores.apply_costs(policy, self.store_costs_for(c.id))
                 pending = rules.pending_pairs(inflight)
-                i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
+                position = None
+                if wor:
+                    # judged duels waiting for an earlier position of their pair count as in flight
+                    held_rows = self.held_duels(s, campaign_id)
+                    pending += rules.pending_pairs(held_rows)
+                    try:
+                        i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
+                        position = self.wor_position(s, c, i, j)
+                    except NoPairAvailable as exc:  # err, not raise: the stale duels above stay expired
+                        if inflight or held_rows:
+                            err = Conflict(
+                                f"every useful pair is exhausted counting the {len(inflight) + len(held_rows)} "
+                                "duels in flight or waiting for an earlier position; retry once they settle",
+                                retry_later=True,
+                            )
+                        else:
+                            err = Conflict(f"no pair is available and nothing is in flight ({exc})")
+                        # next_pair changed nothing: the policy goes back to the cache
+                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(
+                            campaign_id, seq, p
+                        )
+                else:
+                    i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
+            if err is None and held is None:
                 number = c.duels_created + 1
                 prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts, c.draw_key)
+                if position is not None:
+                    prompt_index = self.permutation(c)[position]
                 prompt_text = self.prompt_text(s, campaign_id, prompt_index)
                 # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
                 expected = self.duel_reservation(s, c, i, j, a_is_i, prompt_index, prompt_text)
@@ -322,6 +426,7 @@ class CampaignTransactions:
                     )
                 )
                 duel.costs_at_select = costs_record
+                duel.position = position
                 state = jsonable(policy.to_state())
                 if state != c.policy_state:  # set_costs (marginal costs given the stores) changed the state
                     c.policy_state = state
@@ -660,6 +765,7 @@ class CampaignTransactions:
                     c.judge_spend_nusd += fee_nusd
                 d.judged_at = now
                 d.judged_by = judged_by
+                wor = rules.is_wor(c.prompt_sampling) and d.position is not None
                 keys = self.secret_keys(c.models, c.judge)
                 d.judge_detail = redact_json(jsonable(judge_detail), keys) if judge_detail else None
                 score = None
@@ -682,8 +788,9 @@ class CampaignTransactions:
                     )
                     if score is not None:
                         d.score = score
-                        d.counted = True
-                        d.record_seq = c.event_seq + 1
+                        if not wor:  # without replacement: recorded below, in position order
+                            d.counted = True
+                            d.record_seq = c.event_seq + 1
                 claimed = s.execute(
                     update(Duel)
                     .where(Duel.id == duel_id, Duel.status == DuelStatus.PENDING)
@@ -708,17 +815,43 @@ class CampaignTransactions:
                     c.duels_failed += 1
                 else:
                     c.duels_judged += 1
+                    recorded = 0
                     if score is not None:
                         policy = self.policies.take(c.id, c.event_seq, c.policy_state)
-                        policy.record(d.model_i, d.model_j, score)
-                        c.event_seq += 1
-                        c.duels_counted += 1
+                        if wor:
+                            # The pair's outcomes enter the policy in position order: this one waits
+                            # (held in its row) while an earlier position is in flight (docs/reuse.md).
+                            released = self.release_in_order(s, c, policy, d.model_i, d.model_j)
+                            recorded = len(released)
+                            if d.id in released:
+                                d.counted, d.record_seq = True, released[d.id]
+                            else:  # held: the policy is unchanged, back in the cache
+                                s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(
+                                    cid, seq, p
+                                )
+                        else:
+                            policy.record(d.model_i, d.model_j, score)
+                            c.event_seq += 1
+                            c.duels_counted += 1
+                            recorded = 1
+                    if recorded:
                         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
                         s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(
                             cid, seq, p
                         )
                         if policy.should_stop():
-                            if getattr(policy, "verdict", None) == CampaignStatus.NO_CONDORCET_WINNER:
+                            if getattr(policy, "verdict", None) == CampaignStatus.UNDECIDABLE:
+                                self.finish(
+                                    s,
+                                    c,
+                                    CampaignStatus.UNDECIDABLE,
+                                    f"no model can be certified on this prompt set ({c.n_prompts} prompts, "
+                                    f"sampled without replacement): no pair left can decide between the models "
+                                    f"not shown to lose (the {c.algorithm} certificates at delta={c.delta:g})",
+                                    now,
+                                    keep_duel=d.id,
+                                )
+                            elif getattr(policy, "verdict", None) == CampaignStatus.NO_CONDORCET_WINNER:
                                 self.finish(
                                     s,
                                     c,

@@ -46,6 +46,8 @@ def verdict_line(c: dict[str, Any]) -> str:
         return f"certified: {c['winner']} beats every other model (delta {c['delta']:g})"
     if status == "no_condorcet_winner":
         return "no Condorcet winner: every model was shown to lose to another one"
+    if status == "undecidable":
+        return f"undecidable: no model can be certified on this prompt set ({c.get('population')} prompts)"
     leader = c.get("leader") or "none"
     if status == "budget_exhausted":
         return f"not certified: {c.get('end_reason') or 'budget or duel cap reached'} (leader {leader})"
@@ -84,6 +86,8 @@ def summary(c: dict[str, Any]) -> str:
         f"  status     {c['status']}" + (f" ({c['end_reason']})" if c.get("end_reason") else ""),
         f"  verdict    {verdict_line(c)}",
         f"  algorithm  {c['algorithm']}, delta {c['delta']:g}, tie policy {c['tie_policy']}",
+        f"  sampling   prompts {str(c.get('prompt_sampling') or 'with_replacement').replace('_', ' ')}",
+        *exact_lines(c),
         f"  judge      {c['judge'].get('kind')}",
         *model_lines(c["models"]),
         f"  prompts    {c['n_prompts']}",
@@ -98,6 +102,15 @@ def summary(c: dict[str, Any]) -> str:
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
+
+
+def exact_lines(c: dict[str, Any]) -> list[str]:
+    """Without replacement: the pairs judged on every prompt, whose preference is known exactly."""
+    names = [m["name"] for m in c["models"]]
+    return [
+        f"  exact      {names[int(i)]} vs {names[int(j)]}: {float(p):.4g} on all {c.get('population')} prompts"
+        for i, j, p in c.get("exact") or []
+    ]
 
 
 def model_lines(models: list[dict[str, Any]]) -> list[str]:
@@ -258,6 +271,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 if tty:
                     sys.stderr.write("\n")
                 print(verdict_line(c))
+                for line in exact_lines(c):
+                    print(line.strip())
                 return 0
             run = c.get("run") or {}
             if c["judge"].get("kind") in AUTOMATIC_JUDGES and not run.get("active") and run.get("error"):

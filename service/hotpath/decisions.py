@@ -46,6 +46,7 @@ class CampaignConfig:
     max_pending_per_annotator: int
     answers: str = "fresh"
     verdicts: str = "fresh"
+    prompt_sampling: str = "with_replacement"
 
 
 _CONFIG_COLUMNS = (
@@ -58,6 +59,7 @@ _CONFIG_COLUMNS = (
     "max_pending_per_annotator",
     "answers",
     "verdicts",
+    "prompt_sampling",
 )
 
 
@@ -84,6 +86,7 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
         max_pending_per_annotator=int(row.max_pending_per_annotator),
         answers=row.answers,
         verdicts=row.verdicts,
+        prompt_sampling=row.prompt_sampling,
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -125,6 +128,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
     if not principal.admin and cfg.judge.get("kind") != "human":
         raise Fallback
+    if rules.is_wor(cfg.prompt_sampling):
+        raise Fallback  # without replacement: positions and held outcomes are the general path's
     now = utcnow()
     if any(rules.is_stale(r.expires_at, now) for r in inflight):
         raise Fallback  # stale duels to expire
@@ -232,6 +237,8 @@ async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, princ
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise Fallback  # another annotator's duel: the general path refuses it
     cfg = await _config(svc, tx, crow.id)
+    if rules.is_wor(cfg.prompt_sampling):
+        raise Fallback  # without replacement: outcomes are recorded in position order by the general path
     if rules.max_duels_reached(crow.max_duels, crow.duels_judged + 1):
         raise Fallback  # this vote ends the campaign: the general path does it
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote

@@ -32,6 +32,7 @@ STATUS_LABELS = {
     "budget_exhausted": "budget exhausted",
     "stopped": "stopped",
     "no_condorcet_winner": "no Condorcet winner",
+    "undecidable": "undecidable on this prompt set",
 }
 
 
