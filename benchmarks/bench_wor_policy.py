@@ -20,17 +20,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from bench_reuse_sim import COSTS, JUDGE, THETAS  # noqa: E402  (the instances of docs/reuse.md, defined once)
 from scipy.stats import beta as beta_dist  # noqa: E402
 
 from algorithms.prompt_level import bradley_terry_prompts  # noqa: E402
 from algorithms.prompt_policy_sim import policy_trials  # noqa: E402
 from algorithms.prompt_sim import CAPPED, NO_CW, UNDECIDABLE  # noqa: E402
-
-COSTS = [4.0, 2.0, 1.0, 1.0]
-JUDGE = 1.5
-THETAS = {"clear": [1.0, 0.3, 0.0, -0.3], "small gaps": [0.3, 0.15, 0.0, -0.1]}
 
 
 def main() -> None:
