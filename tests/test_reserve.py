@@ -265,6 +265,8 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
         "judge": judge,
         "seed": 4,
         "max_duels": 4,
+        # the same prompt again and again: drawn with replacement (without, one prompt ends the campaign)
+        "prompt_sampling": "with_replacement",
     }
 
     def reply(request: httpx.Request) -> httpx.Response:
