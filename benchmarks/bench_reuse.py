@@ -195,7 +195,8 @@ async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> 
     t0 = time.monotonic()
     while True:
         view = await svc.in_thread(svc.get_campaign, cid)
-        if view["status"] != "running" and view["pending"] == 0 and not svc.run_active_here(cid):
+        # ended, or the run reached its duel cap (a capped campaign stays running): nothing in flight
+        if view["pending"] == 0 and not svc.run_active_here(cid):
             break
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.3)
