@@ -27,7 +27,7 @@ import numpy as np
 
 from .policies import UNDECIDABLE, make_policy
 from .prompt_level import PromptInstance
-from .prompt_sim import CAPPED, NO_CW
+from .prompt_sim import CAPPED, NO_CW, tally_trials
 from .prompt_sim import UNDECIDABLE as UNDECIDABLE_CODE
 from .reuse_costs import marginal_costs
 
@@ -117,20 +117,6 @@ def policy_trials(
     Condorcet winner"/"undecidable" when one exists (or a winner when none exists).
     Capped campaigns are counted apart, not as errors.
     """
-    truth = instance.condorcet_winner()
-    outcome = np.empty(trials, np.int64)
-    spend = np.empty(trials)
-    duels = np.empty(trials, np.int64)
-    for t in range(trials):
-        r = policy_campaign(instance, mode, delta, seed + t, max_duels=max_duels)
-        outcome[t], spend[t], duels[t] = r.outcome, r.spend, r.duels
-    capped = outcome == CAPPED
-    wrong = (outcome >= 0) if truth is None else ((outcome != truth) & ~capped)
-    return {
-        "outcome": outcome,
-        "spend": spend,
-        "duels": duels,
-        "errors": int(wrong.sum()),
-        "capped": int(capped.sum()),
-        "truth": truth,
-    }
+    return tally_trials(
+        instance, trials, lambda t: policy_campaign(instance, mode, delta, seed + t, max_duels=max_duels)
+    )

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -323,18 +324,23 @@ def run_trials(
     "no Condorcet winner" when one exists (or a winner when none exists).
     Capped campaigns are counted apart (``capped``), not as errors.
     """
+    return tally_trials(
+        instance, trials, lambda t: simulate_campaign(instance, mode, delta, seed + t, max_duels=max_duels)
+    )
+
+
+def tally_trials(instance: PromptInstance, trials: int, campaign: Any) -> dict:
+    """Run ``campaign(t)`` for ``t = 0..trials-1`` (each result has ``outcome``, ``spend``,
+    ``duels``) and count errors against ``instance``'s prompt-set winner, capped apart."""
     truth = instance.condorcet_winner()
     outcome = np.empty(trials, np.int64)
     spend = np.empty(trials)
     duels = np.empty(trials, np.int64)
     for t in range(trials):
-        r = simulate_campaign(instance, mode, delta, seed + t, max_duels=max_duels)
+        r = campaign(t)
         outcome[t], spend[t], duels[t] = r.outcome, r.spend, r.duels
     capped = outcome == CAPPED
-    if truth is None:
-        wrong = outcome >= 0
-    else:
-        wrong = (outcome != truth) & ~capped
+    wrong = (outcome >= 0) if truth is None else ((outcome != truth) & ~capped)
     return {
         "outcome": outcome,
         "spend": spend,
