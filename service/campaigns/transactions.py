@@ -48,8 +48,7 @@ class CampaignTransactions:
     """The locked write transactions (synchronous: they run in worker threads)."""
 
     def init_transactions(self, settings: Settings) -> None:
-        self._expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)
-        self.pending_expiry = self._expiry  # a duel waiting for its verdict expires after this
+        self.pending_expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)  # a duel waiting for its verdict
         self.call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
         self.policies = PolicyCache()
         self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
@@ -582,7 +581,7 @@ class CampaignTransactions:
         if error is not None:
             columns.update(status=DuelStatus.FAILED, error=error)
         else:
-            columns.update(status=DuelStatus.PENDING, expires_at=now + self._expiry)
+            columns.update(status=DuelStatus.PENDING, expires_at=now + self.pending_expiry)
         return charges, columns
 
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
@@ -623,7 +622,7 @@ class CampaignTransactions:
                     c.duels_failed += 1
             elif d.status == DuelStatus.CALLING:
                 d.status = DuelStatus.PENDING
-                d.expires_at = now + self._expiry
+                d.expires_at = now + self.pending_expiry
             s.execute(
                 update(Duel)
                 .where(Duel.id == d.id)
