@@ -57,6 +57,13 @@ class HumanJudgeConfig(_Config):
         "reserved by the budget and used as the judge cost c_J of the allocation.",
         examples=[0.05],
     )
+    guidelines: str | None = Field(
+        None,
+        max_length=20_000,
+        description="Guidelines shown to annotators above every duel on the voting page (Markdown, rendered "
+        "without raw HTML, images or scripts; at most 20,000 characters).",
+        examples=["Prefer the answer that is **correct** first, then the clearer one."],
+    )
 
 
 # ---------------------------------------------------------------- simulated

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -199,6 +200,7 @@ class Duel(Base):
     answered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     judged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    comment: Mapped[str | None] = mapped_column(Text, nullable=True)  # the annotator's note with its vote
 
     @property
     def model_a(self) -> int:
@@ -273,6 +275,24 @@ class StoredVerdict(Base):
     cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     charge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     claimed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class DuelSkip(Base):
+    """An annotator skipped a duel: the duel went back to the pool (its ``requested_by``
+    became :data:`service.campaigns.rules.POOL_REQUESTER`) and is never handed to this
+    annotator again; the annotator list counts these rows."""
+
+    __tablename__ = "duel_skips"
+    __table_args__ = (
+        UniqueConstraint("duel_id", "annotator", name="uq_duel_skips_duel_annotator"),
+        Index("ix_duel_skips_campaign_annotator", "campaign_id", "annotator"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"))
+    duel_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("duels.id", ondelete="CASCADE"))
+    annotator: Mapped[str] = mapped_column(String(40))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 

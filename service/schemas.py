@@ -310,6 +310,11 @@ class CampaignLimits(_Strict):
 
 class VoteIn(_Strict):
     choice: Choice = Field(description="The answers as shown: a, b, tie or both_bad.")
+    comment: str | None = Field(
+        None,
+        max_length=2000,
+        description="An optional note stored with the vote and exported (at most 2000 characters).",
+    )
 
 
 class RunIn(_Strict):
@@ -467,6 +472,9 @@ class AnnotatorCampaignOut(BaseModel):
     name: str
     status: CampaignStatus = Field(description="running while votes are wanted.")
     judge_kind: str = Field(description="human when the campaign is judged by votes.")
+    guidelines: str | None = Field(None, description="The campaign's guidelines for annotators (Markdown).")
+    votes_counted: int = Field(0, description="Votes and verdicts counted in this campaign so far.")
+    max_duels: int | None = Field(None, description="The campaign's duel cap, if it has one.")
 
 
 class CampaignPage(BaseModel):
@@ -522,6 +530,7 @@ class DuelOut(BaseModel):
     judge: dict[str, Any] | None = None
     question_id: str | None = Field(None, description="The prompt's id (its position p1, p2, ... when it has none).")
     category: str | None = Field(None, description="The prompt's category, if it has one.")
+    comment: str | None = Field(None, description="The note the annotator left with the vote, if any.")
     error: str | None
     cost: float
     charges: list[ChargeOut] | None = None
@@ -549,6 +558,7 @@ class AnnotatorDuelOut(BaseModel):
     created_at: dt.datetime
     expires_at: dt.datetime
     campaign_status: CampaignStatus | None
+    comment: str | None = Field(None, description="This annotator's note with its vote, if any.")
 
 
 # Admin views or annotator views; each matches only its own shape (extra="forbid" above).
@@ -576,6 +586,7 @@ class AnnotatorRecord(BaseModel):
     id: int
     label: str | None
     votes: int = Field(description="Votes this annotator cast.")
+    skips: int = Field(0, description="Duels this annotator skipped (handed back to the pool, not counted).")
     agreement: float | None = Field(
         description="Mean agreement of its votes on items others also voted on with the majority of their votes "
         "(docs/service.md, Annotators); null without shared items."

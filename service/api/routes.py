@@ -288,7 +288,19 @@ async def get_duel(duel_id: Id, svc: Svc, who: Caller):
     summary="Vote on a pending duel (counted exactly once; annotators: only their own duels)",
 )
 async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
-    return await svc.vote(duel_id, body.choice, who)
+    return await svc.vote(duel_id, body.choice, who, comment=body.comment)
+
+
+@router.post(
+    "/v1/duels/{duel_id}/skip",
+    status_code=204,
+    responses=ERRORS,
+    tags=["duels"],
+    summary="Skip a pending duel (annotators): it goes back to the pool for another annotator, not counted",
+)
+async def skip(duel_id: Id, svc: Svc, who: Caller) -> Response:
+    await svc.skip(duel_id, who)
+    return Response(status_code=204)
 
 
 @router.get("/healthz", tags=["meta"], summary="Liveness and database check")

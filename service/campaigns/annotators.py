@@ -27,6 +27,7 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Annotator, Duel, utcnow
+from .skips import skips_by_annotator
 from .types import NotFound
 
 ANNOTATOR_PREFIX = "annotator:"
@@ -75,12 +76,13 @@ def annotator_id_of(label: str | None) -> int | None:
     return None
 
 
-def _record(row: Any, votes: int, stats: tuple[float | None, int] | None) -> dict:
+def _record(row: Any, votes: int, stats: tuple[float | None, int] | None, skipped: int = 0) -> dict:
     agree, shared_items = stats if stats is not None else (None, 0)
     return {
         "id": int(row.id),
         "label": row.label,
         "votes": votes,
+        "skips": skipped,
         "agreement": agree,
         "shared_items": shared_items,
         "created_at": row.created_at,
@@ -123,9 +125,13 @@ class AnnotatorAdmin:
                 .order_by(Annotator.id)
             ).all()
             votes = self._annotator_votes(s, campaign_id)
+            skipped = skips_by_annotator(s, campaign_id)
         counts = Counter(v[0] for v in votes)
         stats = agreement(votes)
-        return [_record(r, counts.get(int(r.id), 0), stats.get(int(r.id))) for r in rows]
+        return [
+            _record(r, counts.get(int(r.id), 0), stats.get(int(r.id)), skipped.get(f"{ANNOTATOR_PREFIX}{r.id}", 0))
+            for r in rows
+        ]
 
     def annotator_labels(self, campaign_id: int) -> dict[str, str]:
         """``{"annotator:<id>": label}`` for the dashboards (``annotator <id>`` when it has none)."""

@@ -18,7 +18,7 @@ from ..auth import Principal
 from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
-from . import rules, stores
+from . import rules, skips, stores
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
 
@@ -381,13 +381,23 @@ class DuelOrchestration:
             return await self.in_thread(self.get_duel, plan.duel_id, principal), plan.select_ms
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
-    async def vote(self, duel_id: int, choice: str, principal: Principal) -> dict:
+    async def vote(self, duel_id: int, choice: str, principal: Principal, comment: str | None = None) -> dict:
+        """Count a vote; ``comment`` (optional, service/campaigns/skips.py) is stored with it."""
+        note = skips.clean_comment(comment)  # ValueError before anything is written
         outcome = await self._hot(
             hotpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice, principal
         )
+        if note is not None:
+            await self.in_thread(skips.save_comment, self.db, duel_id, principal, note)
+            if outcome.view is not None:
+                outcome.view["comment"] = note
         if outcome.ended:
             self.schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)
+
+    async def skip(self, duel_id: int, principal: Principal) -> None:
+        """An annotator hands its pending duel back to the pool (not counted, not charged again)."""
+        await self.in_thread(skips.skip_duel, self.db, duel_id, principal)
 
     async def update_limits(self, campaign_id: int, budget: float | None, max_duels: int | None) -> dict:
         """PATCH: raise the budget or duel cap (continuing a campaign that ended on one); the campaign view."""

@@ -6,7 +6,8 @@
   (``model_a``, ``model_b``, ``winner`` in ``model_a | model_b | tie | tie (bothbad)``,
   ``question_id``, ``category``, ``judge``, ``turn``, ``anony``, ``tstamp``) plus
   llmduel's own fields (``campaign_id``, ``duel_id``, ``number``, ``counted``,
-  ``score``, ``cost``); ``llmduel analyze battles.jsonl`` reads it back;
+  ``score``, ``cost``, and ``comment`` when the annotator left one with the vote);
+  ``llmduel analyze battles.jsonl`` reads it back;
 * ``matrix.csv``: **choice**: one row per ordered pair (``model``, ``opponent``,
   ``wins``, ``losses``, ``ties``, ``duels``, ``win_rate`` with ties as halves), every
   judged duel whatever the tie policy; a long table reads in any spreadsheet and
@@ -137,6 +138,7 @@ class CampaignResults:
                     "judged_by": d.judged_by,
                     "cost": from_nusd(d.cost_nusd),
                     "tstamp": _tstamp(d),
+                    "comment": d.comment,
                     "meta": meta.get(d.prompt_index, (question_id(None, d.prompt_index), None)),
                 }
                 for d in duels
@@ -247,6 +249,8 @@ class CampaignResults:
                     "cost": d["cost"],
                 }
             )
+            if d.get("comment"):
+                out[-1]["comment"] = d["comment"]
         return out
 
     @staticmethod

@@ -24,7 +24,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import holds, rules, stores
+from . import holds, rules, skips, stores
 from .leases import RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
@@ -331,6 +331,8 @@ class CampaignTransactions:
                     inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
                 if principal is not None and not principal.admin:
                     held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
+                    if held is None:  # a duel another annotator skipped comes before a new one
+                        held = skips.claim_pooled(s, campaign_id, principal.label)
             if err is None and held is None:
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
                     if not inflight:

@@ -41,8 +41,9 @@ ANNOTATOR_DUEL_FIELDS = (
     "created_at",
     "expires_at",
     "campaign_status",
+    "comment",
 )
-ANNOTATOR_CAMPAIGN_FIELDS = ("id", "name", "status", "judge_kind")
+ANNOTATOR_CAMPAIGN_FIELDS = ("id", "name", "status", "judge_kind", "guidelines", "votes_counted", "max_duels")
 # A failed, expired or cancelled duel's error as an annotator reads it: the stored text
 # names models and providers, so annotators get one sentence per status instead.
 ANNOTATOR_ERRORS = {
@@ -69,8 +70,17 @@ def duel_view_for(view: dict, admin: bool) -> dict:
 
 
 def annotator_campaign_view(c: Campaign) -> dict:
-    """What an annotator may see of its campaign: its name and whether it still runs."""
-    return {"id": c.id, "name": c.name, "status": c.status, "judge_kind": c.judge.get("kind")}
+    """What an annotator may see of its campaign: its name, whether it still runs, the
+    annotators' guidelines and how many votes are in (never models, costs or statistics)."""
+    return {
+        "id": c.id,
+        "name": c.name,
+        "status": c.status,
+        "judge_kind": c.judge.get("kind"),
+        "guidelines": c.judge.get("guidelines"),
+        "votes_counted": int(c.duels_judged or 0),
+        "max_duels": c.max_duels,
+    }
 
 
 def jsonable_report(view: dict) -> dict:
@@ -350,6 +360,7 @@ class CampaignViews:
             "judge": d.judge_detail,
             "question_id": meta[0] if meta else None,
             "category": meta[1] if meta else None,
+            "comment": d.comment,
         }
         if charges is not None:
             view["charges"] = [

@@ -6,7 +6,7 @@ Talks to the REST API through :mod:`service.cli.remote` (``--url``/``LLMDUEL_URL
 * ``add CAMPAIGN_ID [--label L] [--json]``: ``POST /v1/campaigns/{id}/annotators``;
   prints the voting link (it holds the token: send it to the annotator privately);
 * ``list CAMPAIGN_ID [--json]``: ``GET /v1/campaigns/{id}/annotators``, a table of
-  id, label, votes, agreement, shared items, state;
+  id, label, votes, skips, agreement, shared items, state;
 * ``revoke CAMPAIGN_ID ANNOTATOR_ID``: ``DELETE /v1/campaigns/{id}/annotators/{aid}``.
 """
 
@@ -73,11 +73,21 @@ def cmd_list(args) -> int:
     if not rows:
         print(f"campaign {args.campaign_id} has no annotators (add one with `llmduel annotator add`)")
         return 0
-    table = [("id", "label", "votes", "agreement", "shared", "state")]
+    table = [("id", "label", "votes", "skips", "agreement", "shared", "state")]
     for r in rows:
         state = f"revoked {r['revoked_at'][:19]}" if r["revoked_at"] else "active"
         label = " ".join(str(r["label"] or "-").split())[:40]
-        table.append((str(r["id"]), label, str(r["votes"]), _agreement(r["agreement"]), str(r["shared_items"]), state))
+        table.append(
+            (
+                str(r["id"]),
+                label,
+                str(r["votes"]),
+                str(r.get("skips", 0)),
+                _agreement(r["agreement"]),
+                str(r["shared_items"]),
+                state,
+            )
+        )
     widths = [max(len(row[k]) for row in table) for k in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -18,6 +18,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
+from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..models import Duel, utcnow
 
@@ -135,6 +136,8 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
         raise Fallback  # stale duels to expire
     if not principal.admin and rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator) is not None:
         raise Fallback  # the annotator's own duel is handed back: the general path does it
+    if not principal.admin and any(r.requested_by == POOL_REQUESTER for r in inflight):
+        raise Fallback  # a skipped duel may be handed over: the general path does it
     if rules.max_duels_reached(row.max_duels, row.duels_judged, len(inflight)):
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)

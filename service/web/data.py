@@ -20,7 +20,7 @@ from algorithms.stats import empirical_preference
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import CampaignService, finite_or_none
-from ..models import Campaign, Duel, utcnow
+from ..models import Campaign, Duel, DuelSkip, utcnow
 from . import plots
 from .series import SeriesCache
 
@@ -357,12 +357,15 @@ def open_duel_of(svc: CampaignService, campaign_id: int, label: str) -> int | No
         ).scalar_one_or_none()
 
 
-def votes_of(svc: CampaignService, campaign_id: int, label: str) -> int:
+def annotator_progress(svc: CampaignService, campaign_id: int, label: str) -> tuple[int, int]:
+    """(votes cast, duels skipped) by this annotator in this campaign."""
     with svc.db.read() as s:
-        return int(
-            s.execute(
-                select(func.count(Duel.id)).where(
-                    Duel.campaign_id == campaign_id, Duel.judged_by == label, Duel.choice.is_not(None)
-                )
-            ).scalar_one()
-        )
+        votes = s.execute(
+            select(func.count(Duel.id)).where(
+                Duel.campaign_id == campaign_id, Duel.judged_by == label, Duel.choice.is_not(None)
+            )
+        ).scalar_one()
+        skipped = s.execute(
+            select(func.count(DuelSkip.id)).where(DuelSkip.campaign_id == campaign_id, DuelSkip.annotator == label)
+        ).scalar_one()
+    return int(votes), int(skipped)

@@ -49,10 +49,20 @@ ALLOWED_ATTRIBUTES = {
 URL_SCHEMES = {"http", "https", "mailto"}
 
 
+def _link_allowed(url: str) -> bool:
+    """Only http(s), mailto and relative targets become links; anything else, such as the
+    fake provider's ``<<fake:...>>`` marker (an autolink to a made-up scheme), stays text."""
+    scheme, sep, _ = url.partition(":")
+    if not sep or "/" in scheme or "?" in scheme or "#" in scheme:
+        return True  # no scheme: a relative link (nh3 still checks it)
+    return scheme.strip().lower() in URL_SCHEMES
+
+
 def _make_renderer() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True})
     md.enable(["table", "strikethrough"])
     md.disable("image")
+    md.validateLink = _link_allowed
     return md
 
 

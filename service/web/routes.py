@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from algorithms.vocabulary import CampaignStatus, Choice
 
 from ..auth import Principal, authenticate
-from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound
+from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound, skips
 from . import access, data
 from .markdown import render_markdown
 from .series import SeriesCache
@@ -372,9 +372,9 @@ async def _panel(
     ctx: dict[str, Any] = {"notice": notice, "notice_kind": notice_kind}
     campaign = await _t(svc.get_campaign, cid, False)
     ctx["campaign"] = campaign
+    ctx["votes"], ctx["skips"] = await _t(data.annotator_progress, svc, cid, principal.label)
     if campaign["status"] != CampaignStatus.RUNNING:
         ctx["state"] = "done"
-        ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
         return ctx
     if campaign["judge_kind"] != "human":
         ctx["state"] = "automatic"
@@ -400,7 +400,6 @@ async def _panel(
             ctx["campaign"] = campaign
             if campaign["status"] != CampaignStatus.RUNNING:
                 ctx["state"] = "done"
-                ctx["votes"] = await _t(data.votes_of, svc, cid, principal.label)
             else:
                 ctx["state"] = "wait"
                 ctx["wait_reason"] = exc.detail
@@ -499,12 +498,44 @@ async def annotate_vote(request: Request, token: str):
             request, 422, "That vote could not be read", "Go back to the duel and press one of the four buttons."
         )
     notice, kind = None, "info"
+    comment = (form or {}).get("comment") or None
+    if comment is not None and len(comment) > skips.MAX_COMMENT_CHARS:
+        ctx = await _panel(
+            request,
+            principal,
+            create=False,
+            notice=f"That comment is too long (at most {skips.MAX_COMMENT_CHARS} characters); nothing was saved.",
+            notice_kind="error",
+        )
+        return _panel_response(request, token, ctx)
     try:
-        await _svc(request).vote(duel_id, choice, principal)
+        await _svc(request).vote(duel_id, choice, principal, comment=comment)
         notice = f"Vote saved: {CHOICE_LABELS[choice]}."
     except Forbidden:
         return _bad_token(request)
     except (Conflict, NotFound) as exc:
         notice, kind = f"That vote was not counted: {exc.detail}.", "warn"
+    ctx = await _panel(request, principal, create=True, notice=notice, notice_kind=kind)
+    return _panel_response(request, token, ctx)
+
+
+@router.post("/annotate/{token}/skip")
+async def annotate_skip(request: Request, token: str):
+    """Hand the shown duel back to the pool (another annotator gets it) and show the next one."""
+    principal = await _annotator(request, token)
+    if principal is None:
+        return _bad_token(request)
+    form = await _form(request)
+    duel_id = _parse_id((form or {}).get("duel_id", ""))
+    notice, kind = "Skipped: this duel goes to another annotator.", "info"
+    if duel_id is None:
+        notice, kind = "That skip could not be read; nothing changed.", "error"
+    else:
+        try:
+            await _svc(request).skip(duel_id, principal)
+        except Forbidden:
+            return _bad_token(request)
+        except (Conflict, NotFound) as exc:
+            notice, kind = f"That duel was not skipped: {exc.detail}.", "warn"
     ctx = await _panel(request, principal, create=True, notice=notice, notice_kind=kind)
     return _panel_response(request, token, ctx)

@@ -10,6 +10,7 @@
   var busy = false;
   var retryTimer = null;
   var KEYS = { "1": "a", "a": "a", "2": "b", "b": "b", "3": "tie", "t": "tie", "4": "both_bad", "x": "both_bad" };
+  // Keyboard: 1/a, 2/b, 3/t, 4/x vote; s skips.
 
   function panel() { return document.getElementById("panel"); }
 
@@ -91,7 +92,13 @@
   document.addEventListener("keydown", function (e) {
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     if (e.target && e.target.closest && e.target.closest("input, textarea, select, [contenteditable]")) return;
-    var choice = KEYS[(e.key || "").toLowerCase()];
+    var key = (e.key || "").toLowerCase();
+    if (key === "s" && !busy) {
+      var skip = document.querySelector("#panel #skip");
+      if (skip && !skip.disabled) { e.preventDefault(); skip.click(); }
+      return;
+    }
+    var choice = KEYS[key];
     if (!choice || busy) return;
     var btn = document.querySelector('#panel button[name="choice"][value="' + choice + '"]');
     if (!btn || btn.disabled) return;

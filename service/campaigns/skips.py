@@ -1,0 +1,115 @@
+"""Annotator skips and vote comments (the voting page, docs/web.md).
+
+A **skip** hands a pending duel back to the campaign's pool: its ``requested_by``
+becomes :data:`POOL_REQUESTER` and a :class:`~service.models.DuelSkip` row remembers who
+skipped it. Nothing is counted and nothing is charged again: the answers are already
+paid for, and the next annotator who asks for a duel gets the oldest pooled duel that
+they have not skipped before a new one is planned (:func:`claim_pooled`, called by the
+planning transaction under the campaign's row lock). A pooled duel that nobody takes
+expires like any other duel.
+
+``POOL_REQUESTER`` starts with the annotator prefix on purpose: no annotator owns it
+(:func:`service.campaigns.rules.annotator_owns`), so no annotator can read or vote on a
+pooled duel by guessing its id until it is handed to them.
+
+A **comment** is an optional note (at most :data:`MAX_COMMENT_CHARS` characters) stored
+on the duel, in the same request as the vote, by the annotator who cast it; the export
+writes it beside the vote (``battles.jsonl``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.orm import Session
+
+from algorithms.vocabulary import DuelStatus
+
+from ..auth import Principal
+from ..models import Campaign, Duel, DuelSkip, utcnow
+from .rules import ANNOTATOR_LABEL_PREFIX, clean_text
+from .types import Conflict, Forbidden, NotFound
+
+#: ``requested_by`` of a duel an annotator skipped, waiting for another annotator.
+POOL_REQUESTER = f"{ANNOTATOR_LABEL_PREFIX}pool"
+
+#: The longest comment stored with a vote.
+MAX_COMMENT_CHARS = 2000
+
+
+def skip_duel(db, duel_id: int, principal: Principal) -> None:
+    """An annotator hands its own pending duel back to the pool (one transaction).
+
+    Raises :class:`NotFound` for a duel that does not exist or that the annotator does
+    not own (the same answer for both, so ids are not probed), :class:`Conflict` when
+    the duel no longer waits for a vote.
+    """
+    if principal.admin:
+        raise Forbidden("only annotators skip duels; an admin can stop a campaign instead")
+    with db.write() as s:
+        c = s.execute(
+            select(Campaign)
+            .where(Campaign.id == select(Duel.campaign_id).where(Duel.id == duel_id).scalar_subquery())
+            .with_for_update()
+        ).scalar_one_or_none()
+        d = s.get(Duel, duel_id) if c is not None else None
+        if d is None or not principal.can_access(c.id) or d.requested_by != principal.label:
+            raise NotFound(f"duel {duel_id} not found")
+        if d.status != DuelStatus.PENDING or d.expires_at <= utcnow():
+            raise Conflict(f"duel {duel_id} no longer waits for a vote")
+        d.requested_by = POOL_REQUESTER
+        s.execute(
+            insert(DuelSkip).values(campaign_id=c.id, duel_id=d.id, annotator=principal.label, created_at=utcnow())
+        )
+
+
+def claim_pooled(s: Session, campaign_id: int, label: str) -> int | None:
+    """Inside the planning transaction (campaign row locked): hand the oldest live pooled
+    duel that ``label`` has not skipped to ``label``; its id, or None when there is none."""
+    skipped = select(DuelSkip.duel_id).where(DuelSkip.campaign_id == campaign_id, DuelSkip.annotator == label)
+    duel_id = s.execute(
+        select(Duel.id)
+        .where(
+            Duel.campaign_id == campaign_id,
+            Duel.requested_by == POOL_REQUESTER,
+            Duel.status == DuelStatus.PENDING,
+            Duel.expires_at > utcnow(),
+            Duel.id.not_in(skipped),
+        )
+        .order_by(Duel.id)
+        .limit(1)
+    ).scalar_one_or_none()
+    if duel_id is None:
+        return None
+    s.execute(update(Duel).where(Duel.id == duel_id).values(requested_by=label))
+    return int(duel_id)
+
+
+def clean_comment(comment: str | None) -> str | None:
+    """The comment as stored: control characters dropped, trimmed, None when empty;
+    :class:`ValueError` past :data:`MAX_COMMENT_CHARS`."""
+    if comment is None:
+        return None
+    if len(comment) > MAX_COMMENT_CHARS:
+        raise ValueError(f"a comment has at most {MAX_COMMENT_CHARS} characters (got {len(comment)})")
+    text = clean_text(comment).strip()
+    return text or None
+
+
+def save_comment(db, duel_id: int, principal: Principal, comment: str) -> None:
+    """Store ``comment`` on the duel this caller just voted on (its ``judged_by``)."""
+    with db.write() as s:
+        s.execute(
+            update(Duel)
+            .where(Duel.id == duel_id, Duel.judged_by == principal.label, Duel.choice.is_not(None))
+            .values(comment=comment)
+        )
+
+
+def skips_by_annotator(s: Session, campaign_id: int) -> dict[str, int]:
+    """``{annotator label: skips}`` of a campaign."""
+    rows = s.execute(
+        select(DuelSkip.annotator, func.count(DuelSkip.id))
+        .where(DuelSkip.campaign_id == campaign_id)
+        .group_by(DuelSkip.annotator)
+    ).all()
+    return {str(label): int(n) for label, n in rows}
