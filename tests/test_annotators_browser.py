@@ -136,3 +136,53 @@ def test_docs_page_renders_under_its_content_security_policy(server, browser):  
     assert page.locator(".opblock").count() > 5  # the operations rendered from /openapi.json
     assert violations == [], violations
     page.close()
+
+
+def test_voting_page_progress_guidelines_skip_and_comment(server, api, browser):  # noqa: F811
+    """The page an annotator sees: the campaign's guidelines (Markdown), votes done and
+    remaining, a comment saved with the vote, and a skip (keyboard S) that shows another
+    duel and is counted per annotator, not as a vote."""
+    guidelines = "## How to judge\n\nPrefer the **correct** answer, then the *clearer* one."
+    cid = create(
+        api,
+        "browser: voting page",
+        [("v0", 1.0), ("v1", 1.0)],
+        judge={"kind": "human", "guidelines": guidelines},
+        max_duels=6,
+    )
+    r = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "dana"})
+    assert r.status_code == 201, r.text
+    aid, url = r.json()["id"], r.json()["url"]
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    assert page.goto(url).status == 200
+    assert page.inner_text("#guidelines h2") == "How to judge"
+    assert page.inner_text("#guidelines strong") == "correct"
+    first = _vote_ready(page, None)
+    assert page.inner_text("#my-votes") == "0" and page.inner_text("#votes-remaining") == "6"
+    page.screenshot(path=str(ARTIFACTS / "web-annotate-guidelines.png"), full_page=True)
+    page.fill("#comment", "B ignores the question.")
+    page.keyboard.press("Escape")
+    page.click("#vote-a")
+    second = _vote_ready(page, first)
+    assert page.inner_text("#my-votes") == "1" and page.inner_text("#votes-remaining") == "5"
+    assert api.get(f"/v1/duels/{first}").json()["comment"] == "B ignores the question."
+    page.locator("#prompt").click()  # focus out of the comment box: S is a shortcut again
+    page.keyboard.press("s")
+    third = _vote_ready(page, second)
+    assert "Skipped" in page.inner_text("#notice") and page.inner_text("#my-skips") == "1"
+    assert page.inner_text("#my-votes") == "1"  # a skip is not a vote
+    page.screenshot(path=str(ARTIFACTS / "web-annotate-skip.png"), full_page=True)
+    row = next(a for a in api.get(f"/v1/campaigns/{cid}/annotators").json() if a["id"] == aid)
+    assert row["skips"] == 1 and row["votes"] == 1
+    assert api.get(f"/v1/duels/{second}").json()["choice"] is None  # skipped: in the pool, not counted
+    assert third != second
+    assert errors == []
+    page.close()
+
+
+def _vote_ready(page, last: str | None) -> str:
+    state = wait_for_next_panel(page, last)
+    assert state == "duel", state
+    return page.get_attribute("#panel", "data-duel")

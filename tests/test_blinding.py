@@ -254,9 +254,18 @@ async def test_annotators_see_only_their_own_duels_and_votes(api):
     admins = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
     r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=heads[1])
     assert r.status_code == 200 and set(r.json()) == set(ANNOTATOR_DUEL_FIELDS)
-    # The annotator's campaign view: name and status only.
+    # The annotator's campaign view: name, status, guidelines and the campaign-wide vote count only
+    # (no model, cost or per-model statistic).
     view = (await api.get(f"/v1/campaigns/{cid}", headers=heads[1])).json()
-    assert view == {"id": cid, "name": "two annotators", "status": "running", "judge_kind": "human"}
+    assert view == {
+        "id": cid,
+        "name": "two annotators",
+        "status": "running",
+        "judge_kind": "human",
+        "guidelines": None,
+        "votes_counted": 2,
+        "max_duels": None,
+    }
 
 
 async def test_draw_key_is_secret_and_old_campaigns_keep_their_seed_draws(api, monkeypatch):
