@@ -123,6 +123,7 @@ class FakeProvider:
         latency_s: float = 0.0,
         timeout_sleep_s: float = 30.0,
         marker_key: str | None = None,
+        rpm_quota: int | None = None,
     ) -> None:
         if judge_mode not in JUDGE_MODES:
             raise ValueError(f"judge_mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
@@ -139,7 +140,12 @@ class FakeProvider:
         self._marker_key = marker_key.encode() if marker_key else secrets.token_bytes(16)
         self.seen: set[str] = set()
         self._flaky_seen: set[bytes] = set()
-        self.stats = {"requests": 0, "answers": 0, "judgements": 0, "errors": 0}
+        self.stats = {"requests": 0, "answers": 0, "judgements": 0, "errors": 0, "rate_limited": 0}
+        # A provider's quota: at most rpm_quota accepted requests in any 60 s; past it, 429 with Retry-After.
+        if rpm_quota is not None and rpm_quota < 1:
+            raise ValueError("rpm_quota must be at least 1")
+        self.rpm_quota = rpm_quota
+        self._accepted: list[float] = []  # monotonic times of the requests the quota let through
         # Every answered request, in order (GET /v1/requests): what tests count calls and prices from.
         self.requests: list[dict[str, Any]] = []
 
@@ -207,11 +213,25 @@ class FakeProvider:
             return _error(401, "Incorrect API key provided.", "invalid_request_error")
         return None
 
+    def _over_quota(self) -> Response | None:
+        """429 with Retry-After when ``rpm_quota`` requests were accepted in the last 60 s."""
+        if self.rpm_quota is None:
+            return None
+        now = time.monotonic()
+        self._accepted = [t for t in self._accepted if t > now - 60.0]
+        if len(self._accepted) >= self.rpm_quota:
+            self.stats["rate_limited"] += 1
+            resp = _error(429, "Rate limit reached for requests per minute", "rate_limit_error")
+            resp.headers["retry-after"] = str(max(1, math.ceil(self._accepted[0] + 60.0 - now)))
+            return resp
+        self._accepted.append(now)
+        return None
+
     async def chat_completions(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         self.stats["requests"] += 1
-        denied = self._check_auth(request)
+        denied = self._check_auth(request) or self._over_quota()
         if denied is not None:
             self.stats["errors"] += 1
             return denied
@@ -342,7 +362,7 @@ def create_fake_provider_app(qualities: dict[str, float] | None = None, **option
         return JSONResponse(provider.models())
 
     async def requests(request):
-        return JSONResponse({"requests": provider.requests})
+        return JSONResponse({"requests": provider.requests, "stats": provider.stats})
 
     async def health(request):
         return JSONResponse({"status": "ok"})
@@ -395,6 +415,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TEXT",
         help="key sealing the quality markers in answers (default: random per process)",
     )
+    p.add_argument(
+        "--rpm-quota",
+        type=int,
+        default=None,
+        metavar="N",
+        help="accept at most N requests in any 60 s, then answer 429 with Retry-After (a provider's quota)",
+    )
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
 
 
@@ -425,6 +452,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             latency_s=args.latency,
             marker_key=args.marker_key,
+            rpm_quota=args.rpm_quota,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

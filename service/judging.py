@@ -354,7 +354,8 @@ def build_judge(
 
     ``cfg`` is a model of :data:`JudgeConfig` (:func:`parse_judge_config` turns a
     dict into one). ``http`` is an optional shared ``httpx.AsyncClient`` for an LLM
-    judge's model client; ``options`` (``sleep``, ``rng``) are passed to that client (tests).
+    judge's model client; ``options`` (``limiter``, the shared rate limiter; ``sleep``, ``rng`` for tests) are
+    passed to that client.
     """
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie_policy: must be one of {list(TIE_POLICIES)}, got {tie_policy!r}")

@@ -296,6 +296,31 @@ class DuelSkip(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
+class RateLimitKey(Base):
+    """One provider credential's shared quota (service/ratelimits.py): the row every
+    worker locks before counting the window, and when the provider's last 429 lets it
+    send again (``blocked_until``, seconds since the epoch). ``key`` is a hash
+    (service/clients/ratelimit.py: credential_key), never the API key."""
+
+    __tablename__ = "rate_limit_keys"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    blocked_until: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+
+
+class RateLimitEvent(Base):
+    """A request sent on a credential within the last minute and its tokens (the estimate
+    until the provider reports its usage); older rows are deleted as the window moves."""
+
+    __tablename__ = "rate_limit_events"
+    __table_args__ = (Index("ix_rate_limit_events_key_at", "key", "at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    key: Mapped[str] = mapped_column(String(64))
+    at: Mapped[float] = mapped_column(Float)
+    tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
 class BudgetHold(Base):
     """Budget held by a model call that is not a duel's: a pre-generated answer
     (service/campaigns/pregeneration.py, service/campaigns/holds.py).

@@ -18,6 +18,7 @@ from ..auth import Principal
 from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
+from ..ratelimits import DatabaseRateLimiter
 from . import rules, skips, stores
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
@@ -45,6 +46,8 @@ class DuelOrchestration:
         # or None: not stored, look again).
         self._flights: dict[str, asyncio.Future] = {}
         self.store_poll_s = 0.2  # polling a claim held by another process
+        # rpm/tpm of a client config, shared by every worker through the database (service/ratelimits.py)
+        self.rate_limiter = DatabaseRateLimiter(db)
 
     async def close_clients(self) -> None:
         for obj in list(self._clients.values()) + list(self._judges.values()):
@@ -94,6 +97,7 @@ class DuelOrchestration:
                 model_name=m["name"],
                 fixed_cost=float(m["cost"]),
                 http=self.http_client(),
+                limiter=self.rate_limiter,
             )
             self._clients[key] = client
         return client
@@ -108,6 +112,7 @@ class DuelOrchestration:
                 model_names=[m["name"] for m in plan.models],
                 tie_policy=plan.tie_policy,
                 http=self.http_client(),
+                limiter=self.rate_limiter,
             )
             self._judges[plan.campaign_id] = judge
         return judge

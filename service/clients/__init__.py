@@ -68,7 +68,8 @@ def build_client(
     configured per-query cost in USD (charged when no per-token price is configured
     or the provider reports no usage); ``http`` an optional shared
     ``httpx.AsyncClient`` (not closed by ``aclose``; when ``None`` an HTTP client
-    creates and owns its own). ``options`` are for tests: ``sleep`` (async callable
+    creates and owns its own). ``limiter``: the shared :class:`~service.clients.ratelimit.RateLimiter`
+    used when the config sets ``rpm`` or ``tpm``. Other ``options`` are for tests: ``sleep`` (async callable
     used for backoff waits) and ``rng`` (a ``random.Random`` for the jitter).
     """
     if isinstance(cfg, SimulatedClientConfig):

@@ -97,6 +97,16 @@ def int_in(lo: int, hi: int) -> BeforeValidator:
     return BeforeValidator(check)
 
 
+def optional_int_in(lo: int, hi: int) -> BeforeValidator:
+    """:func:`int_in` that also takes null."""
+    inner = int_in(lo, hi).func
+
+    def check(v: Any) -> int | None:
+        return None if v is None else inner(v)  # type: ignore[call-arg]
+
+    return BeforeValidator(check)
+
+
 def strict_str(what: str, *, non_empty: bool = False) -> BeforeValidator:
     def check(v: Any) -> Any:
         if v is None:
@@ -249,6 +259,22 @@ class _HTTPClientConfig(_Config):
     )
     max_retry_after_s: Annotated[float, number_in(0.0, 3600.0)] = Field(
         60.0, ge=0, le=3600, description="Longest Retry-After the client waits for; longer fails the call."
+    )
+    rpm: Annotated[int | None, optional_int_in(1, 10**7)] = Field(
+        None,
+        ge=1,
+        le=10**7,
+        description="Requests per minute allowed on this credential (base URL and API key), shared by every "
+        "worker and campaign through the database; null: no limit of llmduel's own (docs/clients-and-judges.md).",
+        examples=[500],
+    )
+    tpm: Annotated[int | None, optional_int_in(1, 10**10)] = Field(
+        None,
+        ge=1,
+        le=10**10,
+        description="Tokens per minute (input plus output) allowed on this credential, shared like rpm; a request "
+        "counts its input estimate plus its max_tokens until the provider reports its usage.",
+        examples=[200000],
     )
 
     @model_validator(mode="before")

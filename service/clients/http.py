@@ -15,6 +15,8 @@ import httpx
 
 from ..redaction import redact
 from .base import ClientError, Completion, ModelClient, compute_cost
+from .config import output_token_limit
+from .ratelimit import RateLimiter, estimated_tokens, quota_of
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
 
 log = logging.getLogger("llmduel.clients")
@@ -40,8 +42,10 @@ class HTTPModelClient(ModelClient):
         *,
         sleep: Callable[[float], Awaitable[Any]] | None = None,
         rng: random.Random | None = None,
+        limiter: RateLimiter | None = None,
     ) -> None:
         super().__init__(config, model_name, fixed_cost)
+        self._limiter = limiter  # shared rpm/tpm (service/clients/ratelimit.py); used when the config sets them
         self._http = http
         self._owns_http = http is None
         self._sleep = sleep or asyncio.sleep
@@ -125,10 +129,13 @@ class HTTPModelClient(ModelClient):
         headers = {"user-agent": USER_AGENT, **headers}
         http = self._client()
         timeout = self.config.timeout_s
+        quota = quota_of(self.config, key) if self._limiter is not None else None
+        tokens = estimated_tokens(prompt, turns, output_token_limit(self.config.model_dump())) if quota else 0
         attempt = 0
         while True:
             attempt += 1
             retry_after: float | None = None
+            slot = await self._limiter.acquire(quota, tokens) if quota and self._limiter else None
             t0 = time.perf_counter()
             try:
                 resp = await http.post(url, headers=headers, json=body, timeout=timeout)
@@ -150,11 +157,20 @@ class HTTPModelClient(ModelClient):
                 latency = time.perf_counter() - t0
                 status = resp.status_code
                 if 200 <= status < 300:
-                    return self._completion(resp, latency, attempt)
+                    completion = self._completion(resp, latency, attempt)
+                    if slot is not None and self._limiter is not None:
+                        used = None
+                        if completion.input_tokens is not None or completion.output_tokens is not None:
+                            used = (completion.input_tokens or 0) + (completion.output_tokens or 0)
+                        await self._limiter.settle(slot, used)
+                    return completion
                 retryable = is_retryable_status(status)
                 err = ClientError(self._error_message(resp, key), status, attempt, retryable=retryable)
                 if retryable:
                     retry_after = parse_retry_after(resp.headers)
+                if status == 429 and quota is not None and self._limiter is not None:
+                    # every worker on this credential waits, not only this one
+                    await self._limiter.block(quota, retry_after if retry_after is not None else 1.0)
 
             if not err.retryable:
                 raise err
