@@ -1,7 +1,7 @@
 """provider rate limits shared across workers
 
 Revision ID: 0017
-Revises: 0010
+Revises: 0014
 ``rate_limit_keys`` (one row per credential: the lock every worker takes, and the
 provider's last Retry-After) and ``rate_limit_events`` (the requests of the last
 minute with their tokens), service/ratelimits.py.
@@ -12,7 +12,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision: str = '0017'
-down_revision: Union[str, None] = '0010'
+down_revision: Union[str, None] = '0014'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
