@@ -3,7 +3,8 @@
 The layers, lowest first: ``algorithms`` (pure mathematics) -> ``judges`` -> ``service``
 -> ``service.cli`` (the command line). A module may import from its own layer and the
 layers below, never above; and no two of our modules may import each other, directly or
-through others (an import cycle), counting imports inside functions too.
+through others (an import cycle), counting imports inside functions and under
+``if TYPE_CHECKING:`` too.
 """
 
 from __future__ import annotations
@@ -55,17 +56,9 @@ def imports_of(module: str) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    # Imports under ``if TYPE_CHECKING:`` never run, so they are not edges of the import graph.
-    type_only = {
-        id(n)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for stmt in block.body
-        for n in ast.walk(stmt)
-    }
+    # Imports under ``if TYPE_CHECKING:`` count too: a type-only import is still a dependency a reader
+    # follows, and a cycle through one is a cycle in the design.
     for node in ast.walk(tree):
-        if id(node) in type_only:
-            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

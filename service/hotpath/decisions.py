@@ -24,7 +24,7 @@ from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
-    from ..campaigns import CampaignService
+    from .service_port import HotService
 
 
 class Fallback(Exception):
@@ -76,7 +76,7 @@ class DuelRow(SimpleNamespace):
         super().__init__(**{**self._EMPTY, **columns})
 
 
-def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignConfig:
+def _remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
     cfg = CampaignConfig(
         models=row.models,
         judge=row.judge,
@@ -96,12 +96,12 @@ def _remember_config(svc: CampaignService, campaign_id: int, row) -> CampaignCon
     return cfg
 
 
-async def _config(svc: CampaignService, tx, campaign_id: int) -> CampaignConfig:
+async def _config(svc: HotService, tx, campaign_id: int) -> CampaignConfig:
     cfg = svc.config_cache.get(campaign_id)
     return cfg if cfg is not None else _remember_config(svc, campaign_id, await tx.config(campaign_id))
 
 
-async def _policy(svc: CampaignService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
+async def _policy(svc: HotService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
     """The campaign's policy at ``event_seq``: the cached object, else rebuilt from
     its stored state (``fetched_state`` when the first round trip brought it)."""
     hit = svc.policies.take_exact(campaign_id, event_seq)
@@ -111,14 +111,14 @@ async def _policy(svc: CampaignService, tx, campaign_id: int, event_seq: int, fe
     return restore_policy(state)
 
 
-async def _reference(svc: CampaignService, tx, campaign_id: int, idx: int) -> str | None:
+async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | None:
     """A prompt's reference answer (part of a verdict's store key): the process's cache, else a read."""
     extras = svc.cached_prompt_extras(campaign_id, idx)
     return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
 
 # ---------------------------------------------------------------- the decisions
-async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
+async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
     """:meth:`CampaignService.plan_duel_tx` for a running campaign with nothing to expire or end."""
     if not principal.can_access(campaign_id):
         raise Fallback
@@ -228,7 +228,7 @@ async def decide_plan(svc: CampaignService, tx, campaign_id: int, principal: Pri
     return plan
 
 
-async def decide_vote(svc: CampaignService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
     """:meth:`CampaignService.record_verdict_tx` for a human vote that neither ends the campaign nor fails."""
     hint = principal.campaign_id  # an annotator's campaign (the admin's is learnt from the duel)
     crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)

@@ -45,7 +45,8 @@ CH = Charge.__table__.c
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
-    from ..campaigns import CampaignService, DuelOutcome, DuelPlan
+    from ..campaigns.types import DuelOutcome, DuelPlan
+    from .service_port import HotService
 
 
 # ---------------------------------------------------------------- driver 2: asyncpg, asynchronous
@@ -313,7 +314,7 @@ class PgTx:
         return await self._write_and_commit(PG_VOTED_TIE if recorded is None else PG_VOTED, params) is not None
 
 
-async def _on_pool(svc: CampaignService, make):
+async def _on_pool(svc: HotService, make):
     """Run one transaction on a pooled connection, and its ``after_commit`` after COMMIT.
 
     A connection that died while idle in the pool (the server restarted, a proxy
@@ -343,7 +344,7 @@ async def _on_pool(svc: CampaignService, make):
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-async def plan_duel_async(svc: CampaignService, campaign_id: int, principal: Principal) -> DuelPlan:
+async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
     """The plain-case plan transaction on the event loop (PostgreSQL; raises :class:`Fallback`)."""
     t0 = time.perf_counter()
     plan = await _on_pool(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
@@ -351,6 +352,6 @@ async def plan_duel_async(svc: CampaignService, campaign_id: int, principal: Pri
     return plan
 
 
-async def record_vote_async(svc: CampaignService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+async def record_vote_async(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
     """The plain-case vote transaction on the event loop (PostgreSQL; raises :class:`Fallback`)."""
     return await _on_pool(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))

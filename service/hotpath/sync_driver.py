@@ -21,7 +21,8 @@ from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
-    from ..campaigns import CampaignService, DuelOutcome, DuelPlan
+    from ..campaigns.types import DuelOutcome, DuelPlan
+    from .service_port import HotService
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
@@ -190,7 +191,7 @@ def run_sync(coro: Coroutine):
     return stores.run_now(coro)
 
 
-def _in_session(svc: CampaignService, make):
+def _in_session(svc: HotService, make):
     with svc.db.write() as s:
         tx = SyncTx(s)
         out = run_sync(make(tx))
@@ -199,7 +200,7 @@ def _in_session(svc: CampaignService, make):
     return out
 
 
-def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal) -> DuelPlan:
+def plan_duel(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
     """The plain-case plan transaction in the calling thread (raises :class:`Fallback`)."""
     t0 = time.perf_counter()
     plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
@@ -207,6 +208,6 @@ def plan_duel(svc: CampaignService, campaign_id: int, principal: Principal) -> D
     return plan
 
 
-def record_vote(svc: CampaignService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
+def record_vote(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
     """The plain-case vote transaction in the calling thread (raises :class:`Fallback`)."""
     return _in_session(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))
