@@ -55,6 +55,21 @@ def _bodies() -> dict[str, dict]:
         "judge client price": campaign_body(
             judge={"kind": "llm", "client": _openai("judge-model", price={"input_per_1m": HUGE, "output_per_1m": 1.0})}
         ),
+        "call bound from max_tokens": campaign_body(
+            clients=[
+                _openai(price={"input_per_1m": 100.0, "output_per_1m": 100.0}, params={"max_tokens": 10**15}),
+                {"kind": "simulated"},
+                {"kind": "simulated"},
+            ]
+        ),
+        "judge call bound from max_tokens": campaign_body(
+            judge={
+                "kind": "llm",
+                "client": _openai(
+                    "j", price={"input_per_1m": 1.0, "output_per_1m": 100.0}, params={"max_tokens": 10**15}
+                ),
+            }
+        ),
         "derived cost over the bound": {
             **campaign_body(),
             "models": [

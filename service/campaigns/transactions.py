@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from algorithms import NoPairAvailable
+from algorithms import NoPairAvailable, PolicyError
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
@@ -181,7 +181,10 @@ class CampaignTransactions:
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
-        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
+        try:
+            policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
+        except PolicyError as exc:  # the schema's bounds should catch it first; never a 500
+            raise Unprocessable(f"campaign: {exc}") from None
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
