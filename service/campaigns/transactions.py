@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from algorithms import NoPairAvailable, PolicyError
+from algorithms import NoPairAvailable
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
@@ -26,7 +26,7 @@ from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import holds, rules, stores
 from .leases import RUN_REQUESTER
-from .policy_cache import PolicyCache, new_policy, policy_snapshot
+from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import (
     CampaignEnded,
@@ -181,10 +181,7 @@ class CampaignTransactions:
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
-        try:
-            policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
-        except PolicyError as exc:  # the schema's bounds should catch it first; never a 500
-            raise Unprocessable(f"campaign: {exc}") from None
+        policy = new_campaign_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
