@@ -158,3 +158,22 @@ async def test_a_policy_error_at_create_is_unprocessable(api):
     body.models[0].cost = 1e13  # above the policy's COST_MAX: bypasses the schema on purpose
     with pytest.raises(Unprocessable, match="cost"):
         api.app.state.service.create_campaign(body)
+
+
+async def test_a_row_stored_before_the_bounds_ends_for_its_budget_not_with_a_500(api):
+    """A campaign stored by an older version with an absurd judge cost: asking for a duel no longer
+    fails on converting its cost bound; the bound fits no budget, so the campaign ends for its budget."""
+    from service.models import Campaign
+
+    judge = {"kind": "llm", "client": _openai("judge-model"), "cost": 1.0}
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=judge))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    db = api.app.state.db
+    with db.write() as s:
+        row = s.get(Campaign, cid)
+        row.judge = {**row.judge, "cost": HUGE}
+    d = await api.post(f"/v1/campaigns/{cid}/duels")
+    assert d.status_code < 500, d.text
+    c = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert c["status"] == "budget_exhausted" and c["spend"] == 0.0, (c["status"], c["spend"])

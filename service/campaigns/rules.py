@@ -159,7 +159,11 @@ MAX_ANSWER_BYTES = 4 * MAX_ANSWER_CHARS + len(ANSWER_MARKER.encode("utf-8"))
 
 
 def _ceil_nusd(usd: float) -> int:
-    return int(math.ceil(float(usd) * 1e9))
+    """``usd`` rounded up to whole nano-USD, saturated at ``LEDGER_CAP_NUSD`` (NaN too): a bound that
+    large (only in rows stored before the money bounds, docs/reliability.md, Limits) fits no budget,
+    so the duel is refused for its budget instead of the request failing."""
+    x = float(usd) * 1e9
+    return int(math.ceil(x)) if x < LEDGER_CAP_NUSD else LEDGER_CAP_NUSD
 
 
 def stored(config: Any) -> Any:
