@@ -60,6 +60,22 @@ def test_the_alias_bomb_is_refused_in_one_line_with_exit_2(tmp_path):
     assert "aliases are expanded" in _one_line(r.stderr) and "bomb.yaml:" in r.stderr
 
 
+def test_campaign_commands_start_without_the_mathematics(tmp_path):
+    """``llmduel campaign ...`` registers only its own parser: numba and scipy (seconds of start-up
+    on a busy machine) are not imported, so a hostile file is refused at once."""
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(_alias_bomb())
+    code = (
+        "import sys\n"
+        "from service.cli import main\n"
+        f"rc = main(['campaign', 'create', {str(bomb)!r}])\n"
+        "print(rc, sorted(m for m in ('numba', 'scipy', 'algorithms') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.stdout.split("\n")[0] == "2 []", (r.stdout, r.stderr)
+    assert "aliases are expanded" in _one_line(r.stderr)
+
+
 @pytest.mark.parametrize(
     "name,text,words",
     [
