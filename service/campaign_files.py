@@ -3,7 +3,17 @@
 A campaign file is YAML (``.yaml``/``.yml``) or JSON (``.json``) with the fields of
 the REST body ``POST /v1/campaigns`` (:class:`service.schemas.CampaignCreate`),
 except that ``prompts`` may also be ``{"file": "questions.jsonl"}``, a path
-relative to the campaign file (``"format"`` overrides the guess from the extension).
+relative to the campaign file's folder (``"format"`` overrides the guess from the
+extension). A prompt file must lie inside that folder (symbolic links resolved):
+an absolute path or one that leaves the folder is refused unless the caller allows
+it (``llmduel campaign create --allow-outside-prompts``), so that a campaign file
+from someone else cannot upload local files as prompts.
+
+Limits, each refused with one line naming the file: a file of at most
+:data:`MAX_FILE_BYTES`; YAML nested at most :data:`MAX_DEPTH` deep, with at most
+:data:`MAX_ALIASES` aliases and at most :data:`MAX_NODES` values once aliases are
+expanded (a "billion laughs" alias bomb); numbers finite (``.nan``, ``.inf``,
+``1e400`` are refused: no JSON body can carry them).
 
 Prompt file formats (UTF-8; every error names the file and the line):
 
@@ -27,11 +37,22 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 FORMATS = ("jsonl", "json", "csv", "text")
 ID_KEYS = ("question_id", "id", "uid")
+#: The largest campaign or prompt file read (bytes): the server takes request bodies of at most
+#: 32 MiB (``service.app.MAX_BODY_BYTES``), so a larger file could never be sent.
+MAX_FILE_BYTES = 32 * 1024 * 1024
+#: YAML nesting depth (mappings and sequences inside each other).
+MAX_DEPTH = 64
+#: YAML aliases (``*name``) in one campaign file.
+MAX_ALIASES = 1000
+#: Values (scalars, sequences, mappings) of a YAML campaign file with its aliases expanded.
+MAX_NODES = 2_000_000
 
 
 class CampaignFileError(ValueError):
@@ -44,13 +65,18 @@ def _where(path: Path, line: int | None) -> str:
 
 def _read_text(path: Path) -> str:
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise CampaignFileError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CampaignFileError(f"{path}: is a directory, not a file") from None
     except OSError as exc:
         raise CampaignFileError(f"{path}: cannot read ({exc.strerror or type(exc).__name__})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise CampaignFileError(
+            f"{path}: larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB (the server's request limit)"
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -213,42 +239,171 @@ _YAML12_FLOAT = r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
 |\.(?:nan|NaN|NAN))$"""
 
 
-def _yaml_loader():
-    """PyYAML's safe loader with YAML 1.2 floats (``1e-6`` is a number, as in JSON)."""
-    import re
+# Implicit types left out: floats (replaced by YAML 1.2's below) and timestamps (a date stays text).
+_NOT_RESOLVED = ("tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp")
 
+
+def _finite(x: float, where: str) -> float:
+    if not math.isfinite(x):
+        raise CampaignFileError(f"{where}: numbers must be finite (no .nan, .inf or values beyond 1.8e308)")
+    return x
+
+
+def _yaml_loader(path: Path):
+    """PyYAML's safe loader with YAML 1.2 floats (``1e-6`` is a number, as in JSON), finite
+    numbers only, and the limits of :data:`MAX_DEPTH`, :data:`MAX_ALIASES` and :data:`MAX_NODES`."""
     import yaml
+    from yaml.events import AliasEvent
 
     class Loader(yaml.SafeLoader):
-        pass
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self._depth = 0
+            self._aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(AliasEvent):
+                self._aliases += 1
+                if self._aliases > MAX_ALIASES:
+                    raise CampaignFileError(f"{self._at()}: more than {MAX_ALIASES} YAML aliases")
+                return super().compose_node(parent, index)
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                raise CampaignFileError(f"{self._at()}: nested more than {MAX_DEPTH} levels deep")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+
+        def compose_document(self) -> Any:
+            node = super().compose_document()
+            _count_nodes(node, path)
+            return node
+
+        def construct_yaml_float(self, node: Any) -> float:
+            return _finite(super().construct_yaml_float(node), f"{path}:{node.start_mark.line + 1}")
+
+        def _at(self) -> str:
+            return f"{path}:{self.peek_event().start_mark.line + 1}"
 
     Loader.yaml_implicit_resolvers = {
-        key: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:float"]
+        key: [(tag, rx) for tag, rx in resolvers if tag not in _NOT_RESOLVED]
         for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
     Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_YAML12_FLOAT, re.X), list("-+0123456789."))
+    Loader.add_constructor("tag:yaml.org,2002:float", Loader.construct_yaml_float)
     return Loader
 
 
-def read_campaign_file(path: str | Path) -> dict[str, Any]:
-    """A campaign file as the body of ``POST /v1/campaigns`` (prompt files read and inlined)."""
+def _count_nodes(root: Any, path: Path) -> None:
+    """Refuse a YAML node graph that expands (aliases followed) to more than :data:`MAX_NODES` values,
+    or that refers to itself; each distinct node is visited once, so the check is as cheap as the file."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_nodes.discard(key)
+            children = _children(node)
+            total = 1 + sum(sizes[id(c)] for c in children)
+            if total > MAX_NODES:
+                raise CampaignFileError(
+                    f"{path}:{node.start_mark.line + 1}: more than {MAX_NODES} values once YAML aliases "
+                    "are expanded (an alias bomb?)"
+                )
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise CampaignFileError(f"{path}:{node.start_mark.line + 1}: a YAML alias refers to its own anchor")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+
+
+def _children(node: Any) -> list[Any]:
+    value = node.value
+    if isinstance(value, list):
+        return [x for item in value for x in (item if isinstance(item, tuple) else (item,))]
+    return []
+
+
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _load_json(path: Path, text: str) -> Any:
+    try:
+        data = json.loads(text, parse_constant=_json_constant)
+    except json.JSONDecodeError as exc:
+        raise CampaignFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # NaN, Infinity
+        raise CampaignFileError(f"{path}: numbers must be finite ({exc})") from None
+    except RecursionError:
+        raise CampaignFileError(f"{path}: nested too deeply") from None
+    _check_plain(data, path)
+    return data
+
+
+def _check_plain(data: Any, path: Path) -> None:
+    """Every value of a parsed file is plain JSON: finite numbers (``1e400`` parses to infinity),
+    no YAML-only types (``!!binary``, ``!!set``, ``!!timestamp``)."""
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float):
+            _finite(v, str(path))
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+            stack.extend(v.keys())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif v is not None and not isinstance(v, (str, int)):
+            raise CampaignFileError(f"{path}: a {type(v).__name__} value; use strings, numbers, lists and mappings")
+
+
+def _inside(base: Path, name: str, path: Path, allow_outside: bool) -> Path:
+    """The prompt file ``name`` of the campaign file ``path``, relative to its folder ``base``; refused
+    when absolute or outside that folder (symbolic links resolved) unless ``allow_outside``."""
+    target = base / name
+    if allow_outside:
+        return target
+    hint = "pass --allow-outside-prompts to read it anyway"
+    if Path(name).is_absolute():
+        raise CampaignFileError(f"{path}: prompts.file {name!r} is an absolute path; {hint}")
+    try:
+        inside = target.resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError):  # a symbolic link loop
+        inside = False
+    if not inside:
+        raise CampaignFileError(f"{path}: prompts.file {name!r} is outside the campaign file's folder; {hint}")
+    return target
+
+
+def read_campaign_file(path: str | Path, *, allow_outside_prompts: bool = False) -> dict[str, Any]:
+    """A campaign file as the body of ``POST /v1/campaigns`` (prompt files read and inlined).
+
+    ``allow_outside_prompts``: read a prompt file given by an absolute path or outside the
+    campaign file's folder (refused by default).
+    """
     import yaml
 
     path = Path(path)
     text = _read_text(path)
     if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CampaignFileError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+        data = _load_json(path, text)
     else:
         try:
-            data = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 (a SafeLoader)
+            data = yaml.load(text, Loader=_yaml_loader(path))  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""
             problem = getattr(exc, "problem", None) or type(exc).__name__
             raise CampaignFileError(f"{path}{line}: not valid YAML ({problem})") from None
+        _check_plain(data, path)
     if not isinstance(data, dict):
         raise CampaignFileError(f"{path}: expected a mapping of campaign fields (name, models, prompts, judge, ...)")
     body = dict(data)
@@ -262,7 +417,8 @@ def read_campaign_file(path: str | Path) -> dict[str, Any]:
         fmt = prompts.get("format")
         if fmt is not None and fmt not in FORMATS:
             raise CampaignFileError(f"{path}: prompts.format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        body["prompts"] = read_prompt_file(path.parent / prompts["file"], fmt)
+        prompt_path = _inside(path.parent, prompts["file"], path, allow_outside_prompts)
+        body["prompts"] = read_prompt_file(prompt_path, fmt)
     elif prompts is None:
         raise CampaignFileError(f"{path}: no 'prompts' (a list, or {{file: questions.jsonl}})")
     elif isinstance(prompts, list):

@@ -26,10 +26,11 @@ from judges.llm import (
 )
 from service.clients import build_client
 from service.clients.config import (
+    MAX_QUERY_USD,
     HTTPClientConfig,
     finite_number,
     format_validation_error,
-    non_negative,
+    money,
     strict_bool,
 )
 
@@ -49,10 +50,10 @@ class HumanJudgeConfig(_Config):
     """People vote through the annotator page or ``POST /v1/duels/{id}/vote``."""
 
     kind: Literal[JudgeKind.HUMAN] = Field(description="Human annotators.")
-    fee_per_vote: Annotated[float, non_negative("USD paid per vote")] = Field(
+    fee_per_vote: Annotated[float, money("USD paid per vote")] = Field(
         0.0,
         ge=0,
-        le=1e6,
+        le=MAX_QUERY_USD,
         description="USD paid to an annotator per recorded vote: charged in the ledger as a judge charge, "
         "reserved by the budget and used as the judge cost c_J of the allocation.",
         examples=[0.05],
@@ -252,8 +253,11 @@ class LLMJudgeConfig(_Config):
         description="The judge model's client config (kind openai, anthropic or gemini).",
         examples=[{"kind": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}],
     )
-    cost: Annotated[float, non_negative("USD per judge call when the client has no price")] = Field(
-        0.0, ge=0, description="USD per judge call (charged when the client has no price or no usage is reported)."
+    cost: Annotated[float, money("USD per judge call when the client has no price")] = Field(
+        0.0,
+        ge=0,
+        le=MAX_QUERY_USD,
+        description="USD per judge call (charged when the client has no price or no usage is reported).",
     )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
         True, description="Judge each duel twice, the answers swapped the second time, to cancel position bias."

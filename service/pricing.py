@@ -36,7 +36,7 @@ from importlib import resources
 from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from .clients.config import finite_number
+from .clients.config import MAX_PRICE_PER_1M, MAX_QUERY_USD, finite_number
 from .data import PRICES_FILE
 
 PRICE_MAP_ENV = "LLMDUEL_PRICE_MAP"
@@ -51,6 +51,8 @@ COST_CHECK_MIN_CALLS = 10
 #: ... its mean charge differs from the expected cost by more than this factor (either way).
 COST_CHECK_FACTOR = 2.0
 MAX_PRICE_MAP_ENTRIES = 10_000
+#: The largest per-token price a map entry may give (USD per token): ``MAX_PRICE_PER_1M`` per million.
+MAX_COST_PER_TOKEN = MAX_PRICE_PER_1M / 1e6
 
 #: OpenAI-compatible hosts and LiteLLM's provider names for them.
 PROVIDER_HOSTS = {
@@ -107,8 +109,11 @@ def normalise_price_map(raw: Any, where: str) -> dict[str, dict[str, Any]]:
         costs = {}
         for field in ("input_cost_per_token", "output_cost_per_token"):
             x = finite_number(entry.get(field))
-            if x is None or x < 0:
-                raise PriceMapError(f"{where}[{key!r}].{field}: must be a non-negative number (USD per token)")
+            if x is None or x < 0 or x > MAX_COST_PER_TOKEN:
+                raise PriceMapError(
+                    f"{where}[{key!r}].{field}: must be a finite number in [0, {MAX_COST_PER_TOKEN:g}] "
+                    f"(USD per token, at most {MAX_PRICE_PER_1M:g} USD per million tokens)"
+                )
             costs[field] = x
         max_out = entry.get("max_output_tokens")
         out[key] = {
@@ -273,6 +278,12 @@ def resolve_model_cost(
     if cost is None:
         assert price is not None
         cost = expected_query_cost(price, in_tokens, expected_output_tokens)
+        if cost > MAX_QUERY_USD:
+            raise ValueError(
+                f"models[{name!r}]: the cost per query derived from its price and {int(expected_output_tokens)} "
+                f"expected output tokens is {cost:.6g} USD, above the bound of {MAX_QUERY_USD:g} USD per query; "
+                "lower expected_output_tokens or give the model a 'cost'"
+            )
     record["derived_cost"] = (
         expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
     )

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, PromptSampling, Reuse, TiePolicy
-from service.clients.config import ClientConfig, client_json, parse_client_config
+from service.clients.config import MAX_QUERY_USD, ClientConfig, client_json, parse_client_config
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
 from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
@@ -22,7 +22,8 @@ MAX_PROMPTS = 100_000
 MAX_PROMPT_CHARS = 200_000
 MAX_JSON_DEPTH = 12
 # Amounts the int64 nano-USD ledger holds with room to spare (service/campaigns/rules.py,
-# LEDGER_CAP_NUSD ~ 4.6e9 USD): a budget or per-query cost above 1e9 USD is refused with 422.
+# LEDGER_CAP_NUSD ~ 4.6e9 USD): a budget above 1e9 USD, or a cost per query above MAX_QUERY_USD
+# (1e6 USD, service/clients/config.py), is refused with 422 (docs/reliability.md, Limits).
 MAX_USD = 1e9
 
 
@@ -65,6 +66,7 @@ Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_check
 PromptText = Annotated[str, Field(min_length=1, max_length=MAX_PROMPT_CHARS), AfterValidator(_check_text)]
 # At least one nano-USD (the ledger's unit: a smaller budget would be stored as 0), at most MAX_USD.
 USD = Annotated[float, Field(ge=1e-9, le=MAX_USD, allow_inf_nan=False)]
+QueryUSD = Annotated[float, Field(ge=1e-9, le=MAX_QUERY_USD, allow_inf_nan=False)]
 
 
 class _Strict(BaseModel):
@@ -73,7 +75,7 @@ class _Strict(BaseModel):
 
 class ModelSpec(_Strict):
     name: Name = Field(description="Unique name of the model within the campaign.")
-    cost: USD | None = Field(
+    cost: QueryUSD | None = Field(
         None,
         description="Expected cost of one query in USD (used by the policy). Omitted: derived from the model's "
         "per-token price (client.price or the price map) and the expected tokens (docs/service.md, Pricing).",
@@ -257,12 +259,14 @@ class CampaignCreate(_Strict):
         check_judge_size(self.judge, len(self.models))
         self._resolve_sampling()
         self._resolve_costs()
-        if self.budget is not None:
-            from service.campaigns.rules import unbounded_cost_reason
+        from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
 
-            reason = unbounded_cost_reason([m.stored() for m in self.models], self.stored_judge())
-            if reason is not None:
-                raise ValueError(reason)
+        models, judge = [m.stored() for m in self.models], self.stored_judge()
+        reason = excessive_cost_reason(models, judge)
+        if reason is None and self.budget is not None:
+            reason = unbounded_cost_reason(models, judge)
+        if reason is not None:
+            raise ValueError(reason)
         return self
 
     def _resolve_sampling(self) -> None:

@@ -130,9 +130,9 @@ def test_yaml_prices_without_a_dot_are_numbers(tmp_path):
         "c.yaml",
         "name: p\nprompts: [x]\nmodels: []\n"
         "price_map: {house: {input_cost_per_token: 1e-6, output_cost_per_token: 2.5E-06}}\n"
-        "budget: 1e3\ntags: [1e3x, '1e-6', 0x10, 1_000, .5, -.inf]\n",
+        "budget: 1e3\ntags: [1e3x, '1e-6', 0x10, 1_000, .5, -2.5e2]\n",
     )
     body = read_campaign_file(camp)
     assert body["price_map"]["house"] == {"input_cost_per_token": 1e-6, "output_cost_per_token": 2.5e-6}
     assert body["budget"] == 1000.0 and isinstance(body["budget"], float)
-    assert body["tags"] == ["1e3x", "1e-6", 16, 1000, 0.5, float("-inf")]
+    assert body["tags"] == ["1e3x", "1e-6", 16, 1000, 0.5, -250.0]  # infinities are refused (test_campaign_file_limits)

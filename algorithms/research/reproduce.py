@@ -27,7 +27,6 @@ chunk ``c`` of instance number ``n`` uses ``seed + 1000 n + c`` for every algori
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -38,6 +37,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+
+from ..csv_cells import write_csv
 
 __all__ = [
     "ALGORITHMS",
@@ -104,10 +105,7 @@ def _env() -> dict:
 
 def _write_csv(path: Path, rows: list[dict], fields: Sequence[str]) -> None:
     with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(fields), extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in fields})
+        write_csv(f, fields, rows, lineterminator="\r\n")
 
 
 def _fmt(x: float | None, ci: float | None = None, sig: int = 4) -> str:

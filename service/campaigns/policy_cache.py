@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from algorithms import ALGORITHMS, make_policy, policy_from_state
+from algorithms import ALGORITHMS, PolicyError, make_policy, policy_from_state
 
 from .rules import jsonable
+from .types import Unprocessable
 
 
 def new_policy(
@@ -18,6 +19,17 @@ def new_policy(
     if population is None:
         return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost)
     return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population))
+
+
+def new_campaign_policy(
+    algorithm: str, costs: list[float], delta: float, judge_cost: float = 0.0, population: int | None = None
+):
+    """:func:`new_policy` for a campaign being created: what the policy refuses (the schema's bounds
+    should catch it first) is a 422 (:class:`Unprocessable`), never a 500."""
+    try:
+        return new_policy(algorithm, costs, delta, judge_cost, population)
+    except PolicyError as exc:
+        raise Unprocessable(f"campaign: {exc}") from None
 
 
 def restore_policy(state: dict):

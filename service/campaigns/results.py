@@ -24,13 +24,13 @@ file as is.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from typing import Any
 
 from sqlalchemy import func, select
 
+from algorithms.csv_cells import write_csv
 from algorithms.ranking import bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
@@ -321,9 +321,8 @@ class CampaignResults:
 
 
 def _csv(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """A CSV file's text; text cells that a spreadsheet would run as a formula are escaped
+    (:mod:`algorithms.csv_cells`)."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
-    w.writeheader()
-    for row in rows:
-        w.writerow({k: "" if row.get(k) is None else row[k] for k in columns})
+    write_csv(buf, columns, rows)
     return buf.getvalue()

@@ -159,7 +159,11 @@ MAX_ANSWER_BYTES = 4 * MAX_ANSWER_CHARS + len(ANSWER_MARKER.encode("utf-8"))
 
 
 def _ceil_nusd(usd: float) -> int:
-    return int(math.ceil(float(usd) * 1e9))
+    """``usd`` rounded up to whole nano-USD, saturated at ``LEDGER_CAP_NUSD`` (NaN too): a bound that
+    large (only in rows stored before the money bounds, docs/reliability.md, Limits) fits no budget,
+    so the duel is refused for its budget instead of the request failing."""
+    x = float(usd) * 1e9
+    return int(math.ceil(x)) if x < LEDGER_CAP_NUSD else LEDGER_CAP_NUSD
 
 
 def stored(config: Any) -> Any:
@@ -222,6 +226,31 @@ def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
         return (
             "judge.client: with a budget, a judge client with per-token prices needs params.max_tokens "
             "(or the provider's output-token limit) or max_cost_per_query"
+        )
+    return None
+
+
+def excessive_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
+    """Why a model's or the judge's per-call cost bound (an empty prompt; for the judge the longest
+    answers) exceeds ``MAX_QUERY_USD``, or ``None``: a bound from a price and an output-token limit
+    (``params.max_tokens``) must stay one the int64 ledger can reserve (docs/reliability.md, Limits)."""
+    from service.clients.config import MAX_QUERY_USD
+
+    cap = _ceil_nusd(MAX_QUERY_USD)
+    for m in models:
+        b = model_bound_nusd(m, "")
+        if b is not None and b > cap:
+            return (
+                f"models[{m.get('name')!r}]: one call can cost up to {b / 1e9:.6g} USD (price x output-token "
+                f"limit), above the bound of {MAX_QUERY_USD:g} USD per call; lower params.max_tokens or set "
+                "max_cost_per_query"
+            )
+    b = judge_bound_nusd(judge, "")
+    if b is not None and b > judge_orders(judge) * cap:
+        return (
+            f"judge.client: one judge call can cost up to {b / judge_orders(judge) / 1e9:.6g} USD (price x the "
+            f"longest answers and output-token limit), above the bound of {MAX_QUERY_USD:g} USD per call; "
+            "lower params.max_tokens or set max_cost_per_query"
         )
     return None
 

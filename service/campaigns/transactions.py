@@ -26,7 +26,7 @@ from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import holds, rules, skips, stores
 from .leases import RUN_REQUESTER
-from .policy_cache import PolicyCache, new_policy, policy_snapshot
+from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
 from .types import (
     CampaignEnded,
@@ -181,7 +181,7 @@ class CampaignTransactions:
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
-        policy = new_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
+        policy = new_campaign_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)

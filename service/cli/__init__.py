@@ -26,6 +26,14 @@ REGISTRARS: list[tuple[str, str]] = [
     ("service.cli.campaigns", "add_parsers"),
 ]
 
+# Commands that talk to a server and need no mathematics: ``llmduel campaign ...`` registers only
+# its own parser, so it starts without importing numba and scipy (a second or more of CPU) and a
+# bad campaign file is refused at once.
+LIGHT_COMMANDS: dict[str, tuple[str, str]] = {
+    "campaign": ("service.cli.campaigns", "add_parsers"),
+    "annotator": ("service.cli.annotators", "add_annotator_parser"),
+}
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (``llmduel: error: ...``) and exit code 2."""
@@ -34,10 +42,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``llmduel`` parser; with ``command`` one of :data:`LIGHT_COMMANDS`, only that command's."""
     parser = _Parser(prog="llmduel", description="Find the best LLM at the least cost by pairwise duels (DCTAS).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module, func in REGISTRARS:
+    registrars = [LIGHT_COMMANDS[command]] if command in LIGHT_COMMANDS else REGISTRARS
+    for module, func in registrars:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
@@ -51,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:

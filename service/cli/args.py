@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Callable
 
-from algorithms.thresholds import delta_problem
-
 
 class CLIError(Exception):
     """A user error: printed as one line on stderr, exit code 2."""
@@ -66,6 +64,8 @@ def delta_value(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--delta must be a number, got {text!r}") from None
+    from algorithms.thresholds import delta_problem  # here: importing algorithms loads numba (a second or more)
+
     problem = delta_problem(v)
     if problem:
         raise argparse.ArgumentTypeError(f"--{problem}")

@@ -5,7 +5,7 @@ Every sub-command talks to the server over the REST API (:mod:`service.cli.remot
 ``LLMDUEL_API_KEY``). Files are read by :mod:`service.campaign_files`; results go
 to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 
-* ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N]``: create the
+* ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N] [--allow-outside-prompts]``: create the
   campaign and start its background run when the judge is automatic;
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
 * ``list``, ``show ID``, ``stop ID``;
@@ -154,7 +154,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     from service.campaign_files import CampaignFileError, read_campaign_file
 
     try:
-        body = read_campaign_file(args.file)
+        body = read_campaign_file(args.file, allow_outside_prompts=args.allow_outside_prompts)
     except CampaignFileError as exc:
         raise CLIError(str(exc)) from None
     run = _run_options(body, args, args.file)
@@ -382,6 +382,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("file", metavar="FILE", help="campaign file (YAML or JSON; prompts inline or {file: ...})")
     a.add_argument("--no-run", action="store_true", help="create it but do not start the background run")
     a.add_argument("--dry-run", action="store_true", help="print the forecast of its cost; create nothing")
+    a.add_argument(
+        "--allow-outside-prompts",
+        action="store_true",
+        help="read a prompts file given by an absolute path or outside the campaign file's folder (refused by default)",
+    )
     a.add_argument(
         "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default 1)"
     )

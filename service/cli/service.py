@@ -119,6 +119,29 @@ def database_errors(url: str):
         raise CLIError(f"database {_redact_url(url)}: {exc.strerror or exc}") from None
 
 
+def require_existing_database(url: str) -> None:
+    """A command that only reads must not create a database: SQLite creates a missing file on
+    connect, so a missing file is a :class:`CLIError` naming where it looked. Other databases
+    (PostgreSQL) are never created by a connection; a missing one is the driver's error."""
+    from pathlib import Path
+
+    from sqlalchemy.engine import make_url
+
+    try:
+        parsed = make_url(url)
+    except Exception:  # the engine reports a malformed URL itself
+        return
+    name = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not name or name == ":memory:" or parsed.query.get("uri"):
+        return
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise CLIError(
+            f"database {_redact_url(url)}: no such file {path.resolve()} (this command only reads and creates "
+            "no database; set DATABASE_URL to the service's database)"
+        )
+
+
 def settings_from_env():
     """:meth:`Settings.from_env`, a bad value as a one-line :class:`CLIError`."""
     from service.config import Settings, SettingsError
@@ -156,6 +179,7 @@ def cmd_replay(args) -> int:
     from service.db import Database
 
     settings = settings_from_env()
+    require_existing_database(settings.database_url)
     with database_errors(settings.database_url):
         db = Database(settings.database_url)
         try:
@@ -203,6 +227,7 @@ def cmd_db_current(args) -> int:
     from service.db import Database, head_revision
 
     url = settings_from_env().database_url
+    require_existing_database(url)
     with database_errors(url):
         db = Database(url)
         try:

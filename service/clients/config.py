@@ -45,6 +45,14 @@ DEFAULT_ANTHROPIC_MAX_TOKENS = 1024
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _URL = re.compile(r"^https?://[^\s/]+")
 
+# ---------------------------------------------------------------- money bounds
+# The ledger counts integer nano-USD in int64 columns (max ~9.2e18 nano-USD, ~9.2e9 USD). These
+# bounds keep every configured amount, and every sum the budget forms from them, far inside it
+# (docs/reliability.md, Limits): one query, one judge call, one vote fee or one call's cap at most
+# MAX_QUERY_USD; a per-token price at most MAX_PRICE_PER_1M USD per million tokens (1 USD a token).
+MAX_QUERY_USD = 1e6
+MAX_PRICE_PER_1M = 1e6
+
 
 # ---------------------------------------------------------------- value checks
 def finite_number(v: Any) -> float | None:
@@ -72,15 +80,18 @@ def number_in(lo: float, hi: float, *, lo_open: bool = False, what: str = "") ->
     return BeforeValidator(check)
 
 
-def non_negative(what: str) -> BeforeValidator:
-    """A finite number >= 0 (``what`` says its unit in the error message); ``None`` passes to the type."""
+def money(what: str, hi: float = MAX_QUERY_USD) -> BeforeValidator:
+    """A finite amount in [0, ``hi``] (``what`` says its unit); ``None`` passes to the type.
+
+    The message names the bound, never the value (``must be a number in [0, 1e+06] (USD per query)``).
+    """
 
     def check(v: Any) -> Any:
         if v is None:
             return v
         x = finite_number(v)
-        if x is None or x < 0:
-            raise ValueError(f"must be a non-negative number ({what})")
+        if x is None or x < 0 or x > hi:
+            raise ValueError(f"must be a finite number in [0, {hi:g}] ({what})")
         return x
 
     return BeforeValidator(check)
@@ -174,11 +185,11 @@ class Price(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    input_per_1m: Annotated[float, non_negative("USD per million tokens")] = Field(
-        description="USD per million input (prompt) tokens.", ge=0, examples=[0.27]
+    input_per_1m: Annotated[float, money("USD per million tokens", MAX_PRICE_PER_1M)] = Field(
+        description="USD per million input (prompt) tokens.", ge=0, le=MAX_PRICE_PER_1M, examples=[0.27]
     )
-    output_per_1m: Annotated[float, non_negative("USD per million tokens")] = Field(
-        description="USD per million output (completion) tokens.", ge=0, examples=[0.85]
+    output_per_1m: Annotated[float, money("USD per million tokens", MAX_PRICE_PER_1M)] = Field(
+        description="USD per million output (completion) tokens.", ge=0, le=MAX_PRICE_PER_1M, examples=[0.85]
     )
 
     @model_validator(mode="before")
@@ -239,8 +250,11 @@ class _HTTPClientConfig(_Config):
         description="Per-token prices; when set and the provider reports usage, a call is charged its "
         "token cost instead of the model's fixed cost.",
     )
-    max_cost_per_query: Annotated[float | None, non_negative("USD; the most one call can cost")] = Field(
-        None, ge=0, description="Upper bound (USD) of one call's charge, used by budget reservations."
+    max_cost_per_query: Annotated[float | None, money("USD; the most one call can cost")] = Field(
+        None,
+        ge=0,
+        le=MAX_QUERY_USD,
+        description="Upper bound (USD) of one call's charge, used by budget reservations.",
     )
     system: Annotated[str | None, strict_str("a system prompt")] = Field(
         None, description="System prompt sent with every call."
