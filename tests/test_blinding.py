@@ -320,3 +320,21 @@ def test_migration_0002_keeps_existing_campaigns_with_their_seed_draws(tmp_path)
         got = conn.execute(sa.text("SELECT name, seed, draw_key, max_pending_per_annotator FROM campaigns")).one()
     engine.dispose()
     assert tuple(got) == ("before 0002", 5, None, 1)
+
+
+async def test_an_admin_started_duel_shows_each_annotator_only_its_own_vote(api):
+    r = await api.post("/v1/campaigns", json=campaign_body(name="admin duel, two annotators"))
+    cid = r.json()["id"]
+    heads = []
+    for label in ("x", "y"):
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
+        heads.append({"Authorization": f"Bearer {token}"})
+    admins = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+    r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=heads[0])
+    assert r.status_code == 200 and r.json()["choice"] == "b"
+    # The voter reads its own vote back; the other annotator reads the duel without it.
+    assert (await api.get(f"/v1/duels/{admins['id']}", headers=heads[0])).json()["choice"] == "b"
+    other = await api.get(f"/v1/duels/{admins['id']}", headers=heads[1])
+    assert other.status_code == 200 and other.json()["status"] == "judged"
+    assert other.json()["choice"] is None, other.text
+    assert (await api.get(f"/v1/duels/{admins['id']}")).json()["choice"] == "b"  # the admin sees every vote

@@ -683,7 +683,7 @@ class CampaignTransactions:
             if c is None:
                 raise NotFound(f"duel {duel_id} not found")
             if principal is not None and not principal.can_access(c.id):
-                raise Forbidden("this token does not give access to this duel's campaign")
+                raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
             d = s.get(Duel, duel_id)
             if (
                 principal is not None
