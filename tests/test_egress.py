@@ -243,3 +243,37 @@ def test_excerpt_masks_secrets_and_cuts():
     assert out.startswith("Unauthorized: api_key=***")
     assert excerpt("model not found") == "model not found"
     assert excerpt("leaked mykey-0123456789 here", ("mykey-0123456789",)) == "leaked *** here"
+
+
+# ---------------------------------------------------------------- URL rules
+async def test_credentials_in_urls_and_malformed_webhook_urls_are_refused_at_create(api):
+    before = (await api.get("/v1/campaigns", params={"limit": 1})).json()["total"]
+    secret = "s3cr3t-Pa55word"
+    refused = {
+        "models[0].client.base_url: credentials in URLs are not accepted; use api_key_env": body_with(
+            f"http://admin:{secret}@model.example/v1"
+        ),
+        "judge.client.base_url: credentials in URLs are not accepted; use api_key_env": campaign_body(
+            judge={"kind": "llm", "client": openai_client(f"https://{secret}@judge.example/v1")}
+        ),
+        "webhook_url: credentials in URLs are not accepted": campaign_body(
+            webhook_url=f"https://hook:{secret}@hooks.example/x"
+        ),
+        "webhook_url: must not contain spaces, line breaks or control characters": campaign_body(
+            webhook_url="https://hooks.example/x\r\nX-Injected: 1"
+        ),
+        "webhook_url: must not contain spaces": campaign_body(webhook_url="https://hooks.example/a b"),
+        "webhook_url: must be an http:// or https:// URL with a valid host and a port from 1 to 65535": (
+            campaign_body(webhook_url="https://hooks.example:70000/x")
+        ),
+        "webhook_url: must be an absolute http(s) URL": campaign_body(webhook_url="gopher://hooks.example/x"),
+        "models[0].client.base_url: must have a port from 1 to 65535": body_with("http://model.example:0/v1"),
+    }
+    for message, body in refused.items():
+        r = await api.post("/v1/campaigns", json=body)
+        assert r.status_code == 422, (message, r.status_code, r.text)
+        field, msg = message.split(": ", 1)
+        errors = r.json()["detail"]
+        assert any(msg in e["msg"] and field.split(".")[-1] in e["loc"] for e in errors), (message, errors)
+        assert secret not in r.text
+    assert (await api.get("/v1/campaigns", params={"limit": 1})).json()["total"] == before
