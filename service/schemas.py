@@ -453,6 +453,9 @@ class CampaignOut(BaseModel):
     )
     run: RunOut
     webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
+    webhook_error: str | None = Field(
+        None, description="The last delivery error of the latest webhook event (null: none, or delivered)."
+    )
     webhook_secret: str | None = Field(
         None,
         description="Only in the response to POST /v1/campaigns with a webhook_url: the key of the "

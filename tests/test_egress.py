@@ -205,6 +205,7 @@ async def test_a_webhook_to_an_address_no_longer_allowed_is_not_sent(db_url, dns
         while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["webhook_state"] != "failed":
             assert time.monotonic() < deadline, view["webhook_state"]
             await asyncio.sleep(0.05)
+        assert "not sent: host hooks.test resolves to 127.0.0.1" in view["webhook_error"], view
         with api.app.state.db.read() as s:
             err = s.execute(
                 text("SELECT last_error FROM webhook_events WHERE campaign_id = :c"), {"c": cid}

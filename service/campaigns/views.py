@@ -250,6 +250,7 @@ class CampaignViews:
                 "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
             },
             "webhook_state": c.webhook_state,
+            "webhook_error": c.webhook_error if admin else None,
             "created_at": c.created_at,
             "updated_at": c.updated_at,
             "ended_at": c.ended_at,
