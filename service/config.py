@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     price_map: str | None = None
     # The hosts model clients and webhooks may reach (service.egress): names, *.domains, IPs, CIDR networks; * = all.
     allowed_hosts: str = "*"
+    # `llmduel fake-provider`'s secret (its --marker-key): keys its answer texts and markers; unset: random.
+    fake_secret: str | None = Field(None, repr=False)
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = _code_only(False)
 

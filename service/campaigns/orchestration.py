@@ -95,6 +95,7 @@ class DuelOrchestration:
                 model_name=m["name"],
                 fixed_cost=float(m["cost"]),
                 http=self.http_client(),
+                secret=rules.answer_secret(plan.draw_key),
             )
             self._clients[key] = client
         return client

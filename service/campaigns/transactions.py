@@ -448,6 +448,7 @@ class CampaignTransactions:
                     prompt_index=prompt_index,
                     answers=c.answers,
                     verdicts=c.verdicts,
+                    draw_key=c.draw_key,
                     deadline=rules.call_deadline(self.call_expiry),
                 )
                 charges, columns = self.answer_now(plan, now)
