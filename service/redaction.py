@@ -117,9 +117,10 @@ def redact_json(value: Any, keys: Iterable[str]) -> Any:
 #: Characters of a model server's error body kept in a duel's error (after masking).
 EXCERPT_CHARS = 80
 _NAMED_SECRET = re.compile(
-    r"(?i)\b(api[_-]?key|access[_-]?token|token|secret|password|passwd|pwd|authorization|bearer|cookie|session)"
-    r"(\"?\s*[:=]\s*\"?|\s+)([^\s\"',;&]+)"
+    r"(?i)\b(api[_-]?key|access[_-]?token|token|secret|password|passwd|pwd|authorization|cookie|session)"
+    r"(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"
 )
+_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{6,})")
 _URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@")
 # A long run of token-like characters mixing letters and digits: a key, a hash, a session id.
 _TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.]{20,}")
@@ -136,6 +137,7 @@ def excerpt(text: str, keys: Iterable[str] = (), limit: int = EXCERPT_CHARS) -> 
     token-like runs replaced by :data:`MASK`; at most ``limit`` characters (``…`` when cut)."""
     out = " ".join(redact(text or "", tuple(keys)).split())
     out = _URL_CREDENTIALS.sub(lambda m: m.group(1) + MASK + "@", out)
+    out = _AUTH_SCHEME.sub(lambda m: m.group(1) + m.group(2) + MASK, out)
     out = _NAMED_SECRET.sub(lambda m: m.group(1) + m.group(2) + MASK, out)
     out = _TOKEN_LIKE.sub(_masked_token, out)
     return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"

@@ -243,6 +243,9 @@ def test_excerpt_masks_secrets_and_cuts():
     assert "sk-live" not in out and "pw123" not in out and "Zm9vYmFy" not in out, out
     assert out.startswith("Unauthorized: api_key=***")
     assert excerpt("model not found") == "model not found"
+    # What helps to fix a call survives: no secret in it.
+    assert excerpt("max token limit exceeded: 4096 tokens") == "max token limit exceeded: 4096 tokens"
+    assert excerpt("Authorization: Bearer abcdefgh1234 rejected") == "Authorization: *** *** rejected"
     assert excerpt("leaked mykey-0123456789 here", ("mykey-0123456789",)) == "leaked *** here"
 
 
