@@ -202,9 +202,14 @@ class EgressTransport(httpx.AsyncHTTPTransport):
 
     def __init__(self, policy: EgressPolicy) -> None:
         super().__init__(trust_env=False)
-        # httpx builds its pool without a network backend argument: the same pool, with one.
+        # httpx builds its pool without a network backend argument: the same pool (httpx's
+        # default limits: 100 connections, 20 kept alive for 5 s), with one.
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False), network_backend=EgressBackend(policy)
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=EgressBackend(policy),
         )
 
 
