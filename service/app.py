@@ -22,6 +22,7 @@ from .campaigns import CampaignService, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
 from .demo import start_demo
+from .health import DatabaseHealth
 
 log = logging.getLogger("llmduel.app")
 
@@ -104,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
     app.state.service = service
+    app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(exports_router)

@@ -22,6 +22,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .egress import EgressPolicy
+
 DEFAULT_DATABASE_URL = "sqlite:///./llmduel.db"
 ENV_PREFIX = "LLMDUEL_"
 
@@ -94,6 +96,10 @@ class Settings(BaseSettings):
     public_base_url: str | None = None
     # A JSON price map in LiteLLM's format whose entries win over the bundled one (service.pricing).
     price_map: str | None = None
+    # The hosts model clients and webhooks may reach (service.egress): names, *.domains, IPs, CIDR networks; * = all.
+    allowed_hosts: str = "*"
+    # `llmduel fake-provider`'s secret (its --marker-key): keys its answer texts and markers; unset: random.
+    fake_secret: str | None = Field(None, repr=False)
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = _code_only(False)
 
@@ -142,6 +148,17 @@ class Settings(BaseSettings):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https://")
         return v
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _allowed_hosts(cls, v: str) -> str:
+        EgressPolicy.parse(v)  # a bad entry: ValueError naming it
+        return v.strip()
+
+    @property
+    def egress(self) -> EgressPolicy:
+        """The parsed ``LLMDUEL_ALLOWED_HOSTS``."""
+        return EgressPolicy.parse(self.allowed_hosts)
 
     @model_validator(mode="after")
     def _heartbeat_below_lease(self) -> Settings:

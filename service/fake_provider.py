@@ -2,11 +2,12 @@
 end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]``.
 
 * ``POST /v1/chat/completions``: the answer of model ``m`` to a prompt is a
-  function of (m, prompt); it starts with an opaque marker ``<<fake:TOKEN>>``
-  that carries the model's quality, sealed with the provider's marker key (per
-  process unless ``--marker-key`` is given): the answer names no model, two answers
-  of one model carry different tokens, and only the provider that wrote a marker
-  can read it. Token usage is derived from the text lengths (about 4 characters
+  function of (m, prompt) keyed with the provider's secret (its marker key: per
+  process unless ``--marker-key`` or ``LLMDUEL_FAKE_SECRET`` gives it); it starts
+  with an opaque marker ``<<fake:TOKEN>>`` that carries the model's quality, sealed
+  with that key: the answer names no model, two answers of one model carry
+  different tokens, only the provider that wrote a marker can read it, and nobody
+  who guesses model names can recompute an answer. Token usage is derived from the text lengths (about 4 characters
   per token).
 * A model whose name contains ``judge`` (``fake-judge``, ``judge``) is a judge: it
   never reads the prompt's wording. It takes the first two markers in the request
@@ -175,11 +176,17 @@ class FakeProvider:
         q = struct.unpack(">d", bytes(x ^ y for x, y in zip(body, self._pad(nonce))))[0]
         return q if math.isfinite(q) and q >= 0 else None
 
+    def _keyed(self, *parts: str) -> bytes:
+        """HMAC-SHA256 of ``parts`` under the marker key: what only this provider can compute."""
+        return hmac.new(self._marker_key, "\x00".join(parts).encode(), hashlib.sha256).digest()
+
     def answer(self, model: str, prompt: str) -> str:
-        d = _digest(model, prompt)
+        """The marker, then words drawn from the keyed hash of (model, prompt): someone who guesses the
+        model names cannot recompute an answer (nor its nonce) without the provider's key."""
+        d = self._keyed("words", model, prompt)
         n = 8 + d[0] % 24
         words = [_VOCAB[(d[1 + i % 30] + 7 * i) % len(_VOCAB)] for i in range(n)]
-        return self.seal(self.quality(model), _digest("nonce", model, prompt)[:6]) + " " + " ".join(words) + "."
+        return self.seal(self.quality(model), self._keyed("nonce", model, prompt)[:6]) + " " + " ".join(words) + "."
 
     @staticmethod
     def is_judge(model: str) -> bool:
@@ -298,7 +305,7 @@ class FakeProvider:
             self.requests.append(entry)
         return JSONResponse(
             {
-                "id": "chatcmpl-fake-" + _digest(model, all_text).hex()[:16],
+                "id": "chatcmpl-fake-" + self._keyed("id", model, all_text).hex()[:16],
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
@@ -413,7 +420,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         "--marker-key",
         default=None,
         metavar="TEXT",
-        help="key sealing the quality markers in answers (default: random per process)",
+        help="the provider's secret: seals the quality markers and keys the answer texts "
+        "(default: LLMDUEL_FAKE_SECRET, else random per process)",
     )
     p.add_argument(
         "--rpm-quota",
@@ -443,6 +451,15 @@ def run(args: argparse.Namespace) -> int:
         if not api_key:
             print(f"error: environment variable {args.api_key_env} is not set", file=sys.stderr)
             return 2
+    marker_key = args.marker_key
+    if marker_key is None:
+        from .config import Settings, SettingsError
+
+        try:
+            marker_key = Settings.from_env().fake_secret
+        except SettingsError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         app = create_fake_provider_app(
             qualities,
@@ -451,7 +468,7 @@ def run(args: argparse.Namespace) -> int:
             failure_rate=args.failure_rate,
             seed=args.seed,
             latency_s=args.latency,
-            marker_key=args.marker_key,
+            marker_key=marker_key,
             rpm_quota=args.rpm_quota,
         )
     except ValueError as exc:

@@ -394,3 +394,12 @@ class WebhookEvent(Base):
     delivered_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class HealthCheck(Base):
+    """The row ``/healthz`` writes to check that the database accepts writes (service/health.py)."""
+
+    __tablename__ = "health_checks"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    checked_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from typing import Any, Iterable
 
 MIN_FRAGMENT = 8
@@ -110,3 +111,33 @@ def redact_json(value: Any, keys: Iterable[str]) -> Any:
     if isinstance(value, list):
         return [redact_json(v, keys) for v in value]
     return value
+
+
+# ---------------------------------------------------------------- short excerpts of error bodies
+#: Characters of a model server's error body kept in a duel's error (after masking).
+EXCERPT_CHARS = 80
+_NAMED_SECRET = re.compile(
+    r"(?i)\b(api[_-]?key|access[_-]?token|token|secret|password|passwd|pwd|authorization|cookie|session)"
+    r"(\"?\s*[:=]\s*\"?)([^\s\"',;&]+)"
+)
+_AUTH_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)([A-Za-z0-9._~+/=-]{6,})")
+_URL_CREDENTIALS = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://)[^/\s@]+@")
+# A long run of token-like characters mixing letters and digits: a key, a hash, a session id.
+_TOKEN_LIKE = re.compile(r"[A-Za-z0-9_\-+/=.]{20,}")
+
+
+def _masked_token(m: re.Match[str]) -> str:
+    run = m.group(0)
+    return MASK if any(c.isdigit() for c in run) and any(c.isalpha() for c in run) else run
+
+
+def excerpt(text: str, keys: Iterable[str] = (), limit: int = EXCERPT_CHARS) -> str:
+    """A short, masked excerpt of an untrusted body (a model server's error): whitespace
+    collapsed; configured keys, ``key=value`` secrets, credentials in URLs and long
+    token-like runs replaced by :data:`MASK`; at most ``limit`` characters (``…`` when cut)."""
+    out = " ".join(redact(text or "", tuple(keys)).split())
+    out = _URL_CREDENTIALS.sub(lambda m: m.group(1) + MASK + "@", out)
+    out = _AUTH_SCHEME.sub(lambda m: m.group(1) + m.group(2) + MASK, out)
+    out = _NAMED_SECRET.sub(lambda m: m.group(1) + m.group(2) + MASK, out)
+    out = _TOKEN_LIKE.sub(_masked_token, out)
+    return out if len(out) <= limit else out[: limit - 1].rstrip() + "…"

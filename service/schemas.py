@@ -11,7 +11,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, CampaignStatus, Choice, DuelStatus, PromptSampling, Reuse, TiePolicy
-from service.clients.config import MAX_QUERY_USD, ClientConfig, client_json, parse_client_config
+from service.clients.config import (
+    MAX_QUERY_USD,
+    URL_CREDENTIALS,
+    ClientConfig,
+    client_json,
+    parse_client_config,
+    url_problem,
+)
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
 from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
@@ -243,6 +250,11 @@ class CampaignCreate(_Strict):
             raise ValueError("webhook_url: not a valid URL") from None
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError("webhook_url: must be an absolute http(s) URL")
+        problem = url_problem(v)
+        if problem == URL_CREDENTIALS:
+            raise ValueError(f"webhook_url: {URL_CREDENTIALS}; requests are signed with the webhook secret")
+        if problem:
+            raise ValueError(f"webhook_url: {problem}")
         return v
 
     @model_validator(mode="after")
@@ -457,6 +469,9 @@ class CampaignOut(BaseModel):
     )
     run: RunOut
     webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
+    webhook_error: str | None = Field(
+        None, description="The last delivery error of the latest webhook event (null: none, or delivered)."
+    )
     webhook_secret: str | None = Field(
         None,
         description="Only in the response to POST /v1/campaigns with a webhook_url: the key of the "

@@ -195,9 +195,10 @@ async def test_annotator_tokens_are_scoped_to_their_campaign(api):
     # Another campaign: no reading, no duel, no vote.
     assert (await api.get(f"/v1/campaigns/{c2['id']}", headers=tok1)).status_code == 403
     assert (await api.post(f"/v1/campaigns/{c2['id']}/duels", headers=tok1)).status_code == 403
-    assert (await api.get(f"/v1/duels/{other_duel}", headers=tok1)).status_code == 403
+    # Another campaign's duel: 404, as for an id that does not exist (probing ids tells nothing).
+    assert (await api.get(f"/v1/duels/{other_duel}", headers=tok1)).status_code == 404
     r = await api.post(f"/v1/duels/{other_duel}/vote", json={"choice": "a"}, headers=tok1)
-    assert r.status_code == 403
+    assert r.status_code == 404
     assert (await api.get(f"/v1/duels/{other_duel}")).json()["status"] == "pending"
     # Its own campaign: read, get a duel, vote; model identities stay hidden.
     assert (await api.get(f"/v1/campaigns/{c1['id']}", headers=tok1)).status_code == 200

@@ -329,3 +329,44 @@ def test_migration_0002_keeps_existing_campaigns_with_their_seed_draws(tmp_path)
         got = conn.execute(sa.text("SELECT name, seed, draw_key, max_pending_per_annotator FROM campaigns")).one()
     engine.dispose()
     assert tuple(got) == ("before 0002", 5, None, 1)
+
+
+async def test_an_admin_started_duel_shows_each_annotator_only_its_own_vote(api):
+    r = await api.post("/v1/campaigns", json=campaign_body(name="admin duel, two annotators"))
+    cid = r.json()["id"]
+    heads = []
+    for label in ("x", "y"):
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
+        heads.append({"Authorization": f"Bearer {token}"})
+    admins = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+    r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=heads[0])
+    assert r.status_code == 200 and r.json()["choice"] == "b"
+    # The voter reads its own vote back; the other annotator reads the duel without it.
+    assert (await api.get(f"/v1/duels/{admins['id']}", headers=heads[0])).json()["choice"] == "b"
+    other = await api.get(f"/v1/duels/{admins['id']}", headers=heads[1])
+    assert other.status_code == 200 and other.json()["status"] == "judged"
+    assert other.json()["choice"] is None, other.text
+    assert (await api.get(f"/v1/duels/{admins['id']}")).json()["choice"] == "b"  # the admin sees every vote
+
+
+async def test_guessing_model_names_and_seed_does_not_recompute_simulated_answers(api):
+    """Simulated texts are keyed with the campaign's secret: an annotator who knows (or guesses)
+    the model names, the client seed and the prompts cannot recompute them to tell the sides."""
+    from service.clients.simulated import simulated_text
+
+    body = campaign_body(name="recompute", costs=(1.0, 1.0), clients=[{"kind": "simulated", "seed": 0}] * 2)
+    body["models"][0]["name"], body["models"][1]["name"] = NAMES
+    body["prompts"] = [f"Question number {n}: what is {n} cubed?" for n in range(8)]
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "guesser"})).json()["token"]
+    head = {"Authorization": f"Bearer {token}"}
+    seen, recomputed = 0, 0
+    for _ in range(12):
+        d = (await api.post(f"/v1/campaigns/{cid}/duels", headers=head)).json()
+        if d["status"] != "pending":
+            continue
+        guesses = {simulated_text(name, d["prompt"], seed) for name in NAMES for seed in (0, 7, body["seed"])}
+        recomputed += (d["answer_a"] in guesses) + (d["answer_b"] in guesses)
+        seen += 2
+        assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"}, headers=head)).status_code == 200
+    assert seen >= 16 and recomputed == 0, (seen, recomputed)

@@ -399,3 +399,61 @@ async def test_a_model_not_named_judge_answers_even_a_judge_prompt(asgi):
         json={"model": "fake-judge", "messages": [{"role": "user", "content": "x"}], "fake_verdicts": {"win": "W"}},
     )
     assert r.status_code == 400 and "fake_verdicts" in r.json()["error"]["message"]
+
+
+def _public_answer(model: str, prompt: str) -> tuple[str, str]:
+    """What anyone could compute from a model's name and a prompt before the texts were keyed:
+    the marker's nonce (hex) and the words after the marker (the former sha256 formula)."""
+    import hashlib
+
+    from service.fake_provider import _VOCAB
+
+    def digest(*parts: str) -> bytes:
+        return hashlib.sha256("\x00".join(parts).encode()).digest()
+
+    d = digest(model, prompt)
+    words = [_VOCAB[(d[1 + i % 30] + 7 * i) % len(_VOCAB)] for i in range(8 + d[0] % 24)]
+    return digest("nonce", model, prompt)[:6].hex(), " ".join(words) + "."
+
+
+def test_guessing_model_names_does_not_recompute_the_fake_answers(monkeypatch):
+    from service.fake_provider import FakeProvider
+
+    names = ["gpt-large-q3", "small-model-q1"]
+    prompts = [f"Question {n}: how many legs has a spider?" for n in range(24)]
+    provider = FakeProvider(marker_key="deployment secret")
+    recomputed = 0
+    for prompt in prompts:
+        for model in names:
+            text = provider.answer(model, prompt)
+            token, words = text[len("<<fake:") :].split(">> ", 1)
+            for guess in names:  # the adversary tries every name it guessed
+                nonce, public_words = _public_answer(guess, prompt)
+                recomputed += words == public_words or token.startswith(nonce)
+    assert recomputed == 0
+    # Deterministic under one secret (a judge served by another process can share it), different under another.
+    assert FakeProvider(marker_key="deployment secret").answer(names[0], prompts[0]) == provider.answer(
+        names[0], prompts[0]
+    )
+    assert FakeProvider(marker_key="other").answer(names[0], prompts[0]) != provider.answer(names[0], prompts[0])
+    # Without a secret, each process draws its own.
+    assert FakeProvider().answer(names[0], prompts[0]) != FakeProvider().answer(names[0], prompts[0])
+
+
+def test_the_fake_provider_reads_its_secret_from_llmduel_fake_secret(tmp_path, monkeypatch):
+    from conftest import start_fake_provider, stop_process
+
+    from service.fake_provider import FakeProvider
+
+    monkeypatch.setenv("LLMDUEL_FAKE_SECRET", "shared between two processes")
+    url, proc = start_fake_provider(tmp_path / "fake.log")
+    try:
+        r = httpx.post(
+            url + "/v1/chat/completions",
+            timeout=10,
+            json={"model": "m-q2", "messages": [{"role": "user", "content": "hi there"}]},
+        )
+    finally:
+        stop_process(proc)
+    text = r.json()["choices"][0]["message"]["content"]
+    assert text == FakeProvider(marker_key="shared between two processes").answer("m-q2", "hi there")

@@ -176,19 +176,34 @@ async def test_annotator_tokens_cannot_reach_another_campaign_on_any_route(api):
     for method, path in all_routes(api.app):
         if classify(method, path) != "bearer":
             continue
-        r = await api.request(
-            method, fill(path, ids), json={"choice": "a"} if path.endswith("/vote") else None, headers=tok_a
-        )
-        # Reads and writes of campaign B, and every admin-only route: 403, never a 2xx.
-        assert r.status_code == 403, (method, path, r.status_code, r.text)
+        body = {"choice": "a"} if path.endswith("/vote") else None
+        r = await api.request(method, fill(path, ids), json=body, headers=tok_a)
+        if path.startswith("/v1/duels/"):
+            # A duel of campaign B is answered exactly like a duel id that does not exist:
+            # probing ids tells the annotator nothing.
+            missing = await api.request(method, fill(path, dict(ids, duel_id=2**62)), json=body, headers=tok_a)
+            assert (r.status_code, missing.status_code) == (404, 404), (method, path, r.text, missing.text)
+            assert r.json()["detail"].replace(str(s["duel_b"]), "N") == missing.json()["detail"].replace(
+                str(2**62), "N"
+            )
+        else:
+            # Reads and writes of campaign B, and every admin-only route: 403, never a 2xx.
+            assert r.status_code == 403, (method, path, r.status_code, r.text)
         assert "campaign B" not in r.text and "answer" not in r.text
         refused += 1
     assert refused == sum(1 for m, p in all_routes(api.app) if classify(m, p) == "bearer")
-    # The annotator page of campaign A cannot vote on campaign B's duel either.
-    r = await api.post(
-        f"/annotate/{s['tok_a']}/vote", data={"duel_id": str(s["duel_b"]), "choice": "a"}, headers={"Authorization": ""}
-    )
-    assert r.status_code == 403
+    # The annotator page of campaign A cannot vote on campaign B's duel either; it says so
+    # as it does for a duel id that does not exist.
+    pages = []
+    for duel_id in (s["duel_b"], 2**62):
+        r = await api.post(
+            f"/annotate/{s['tok_a']}/vote",
+            data={"duel_id": str(duel_id), "choice": "a"},
+            headers={"Authorization": "", "X-Llmduel": "1"},  # the page's JSON answer (its notice)
+        )
+        notice = re.search(r'id="notice">(.*?)</p>', r.json()["html"])
+        pages.append((r.status_code, notice.group(1).replace(str(duel_id), "N") if notice else None))
+    assert pages[0] == pages[1] == (200, "That vote was not counted: duel N not found."), pages
     assert await snapshot(api, s["b"], s["duel_b"]) == before
     # Its own campaign works with the same token (the refusals above were not a broken token).
     assert (await api.get(f"/v1/campaigns/{s['a']}", headers=tok_a)).status_code == 200

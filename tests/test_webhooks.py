@@ -138,6 +138,7 @@ async def test_signed_event_redirect_and_500_retried_then_delivered(db_url, rece
             assert got.get("webhook_secret") is None  # shown once, at creation only
             assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
             view = await _wait_state(api, cid, "sent")
+            assert view["webhook_error"] is None  # the 307 and the 500 before were not the last word
     finally:
         await _close(app)
     assert len(rx.requests) == 3  # 307 and 500 were not deliveries
@@ -171,7 +172,8 @@ async def test_a_receiver_that_always_fails_gets_max_attempts_then_failed(db_url
                 "id"
             ]
             await api.post(f"/v1/campaigns/{cid}/stop")
-            await _wait_state(api, cid, "failed")
+            view = await _wait_state(api, cid, "failed")
+            assert view["webhook_error"] == "HTTP 500"  # the campaign view says why
             await asyncio.sleep(0.5)  # no further attempt comes
     finally:
         await _close(app)

@@ -1,7 +1,7 @@
 """annotator skips and vote comments
 
 Revision ID: 0014
-Revises: 0010
+Revises: 0012
 The duel's ``comment`` (an optional note an annotator leaves with a vote; exported)
 and the ``duel_skips`` table: one row per (duel, annotator) skip, so a skipped duel
 goes back to the pool and is never handed to the same annotator again, and the
@@ -13,7 +13,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision: str = '0014'
-down_revision: Union[str, None] = '0010'
+down_revision: Union[str, None] = '0012'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

@@ -13,7 +13,7 @@ import httpx
 from algorithms.vocabulary import DuelStatus
 from service.judging import build_judge, parse_judge_config
 
-from .. import hotpath
+from .. import egress, hotpath
 from ..auth import Principal
 from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
@@ -64,7 +64,8 @@ class DuelOrchestration:
     # ------------------------------------------------------------ async orchestration
     def http_client(self):
         if self._http is None:
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+            # Under LLMDUEL_ALLOWED_HOSTS: every new connection is checked (service.egress).
+            self._http = egress.http_client(self.settings.egress, httpx.Timeout(120.0, connect=10.0))
         return self._http
 
     def instant_results(self, plan: DuelPlan) -> dict[int, Any] | None:
@@ -98,6 +99,7 @@ class DuelOrchestration:
                 fixed_cost=float(m["cost"]),
                 http=self.http_client(),
                 limiter=self.rate_limiter,
+                secret=rules.answer_secret(plan.draw_key),
             )
             self._clients[key] = client
         return client

@@ -120,6 +120,7 @@ class Pregeneration:
                 seed=int(c.seed),
                 answers=c.answers,
                 verdicts=c.verdicts,
+                draw_key=c.draw_key,
             )
         return plan, [w for w in wanted if w[2] not in have]
 

@@ -357,6 +357,14 @@ def _keyed_uniform(draw_key: str, label: str) -> int:
     return int.from_bytes(hmac.new(bytes.fromhex(draw_key), label.encode("ascii"), hashlib.sha256).digest(), "big")
 
 
+def answer_secret(draw_key: str | None) -> bytes | None:
+    """The key of a campaign's simulated answers, derived from its secret draw key (None: a
+    campaign made before draw keys, whose simulated texts stay as they were)."""
+    if draw_key is None:
+        return None
+    return hmac.new(bytes.fromhex(draw_key), b"simulated-answers", hashlib.sha256).digest()
+
+
 def draw_prompt_and_side(seed: int, number: int, n_prompts: int, draw_key: str | None = None) -> tuple[int, bool]:
     """Duel ``number``'s prompt index and whether answer "a" is model_i's.
 

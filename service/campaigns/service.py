@@ -30,6 +30,7 @@ import anyio
 
 from ..config import Settings
 from ..db import Database
+from ..egress import EgressDenied, EgressPolicy
 from .annotators import AnnotatorAdmin
 from .forecasting import CampaignForecasts
 from .leases import RunLeases
@@ -40,10 +41,27 @@ from .results import CampaignResults
 from .runner import BackgroundRuns
 from .stores import CampaignStores
 from .transactions import CampaignTransactions
+from .types import Unprocessable
 from .views import CampaignViews
 from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
+
+
+def check_egress(policy: EgressPolicy, body: Any) -> None:
+    """:class:`Unprocessable` naming the field and host of the first address of a campaign-create
+    body (model and judge ``base_url``, ``webhook_url``) that ``policy`` does not allow."""
+    if policy.allow_all:
+        return
+    targets = [(f"models[{n}].client.base_url", getattr(m.client, "base_url", None)) for n, m in enumerate(body.models)]
+    targets.append(("judge.client.base_url", getattr(getattr(body.judge, "client", None), "base_url", None)))
+    targets.append(("webhook_url", body.webhook_url))
+    for field, url in targets:
+        if url:
+            try:
+                policy.check_url(url)
+            except EgressDenied as exc:
+                raise Unprocessable(f"{field}: {exc.message}") from None
 
 
 class CampaignService(
@@ -70,6 +88,12 @@ class CampaignService(
         self.init_transactions(settings)
         self.init_orchestration(settings, db)
         self.init_runs()
+
+    # ------------------------------------------------------------ create
+    def create_campaign(self, body: Any) -> int:
+        """Create a campaign whose addresses ``LLMDUEL_ALLOWED_HOSTS`` allows (else 422 naming the host)."""
+        check_egress(self.settings.egress, body)
+        return super().create_campaign(body)
 
     # ------------------------------------------------------------ threads
     @staticmethod

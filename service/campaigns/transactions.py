@@ -450,6 +450,7 @@ class CampaignTransactions:
                     prompt_index=prompt_index,
                     answers=c.answers,
                     verdicts=c.verdicts,
+                    draw_key=c.draw_key,
                     deadline=rules.call_deadline(self.call_expiry),
                 )
                 charges, columns = self.answer_now(plan, now)
@@ -685,7 +686,7 @@ class CampaignTransactions:
             if c is None:
                 raise NotFound(f"duel {duel_id} not found")
             if principal is not None and not principal.can_access(c.id):
-                raise Forbidden("this token does not give access to this duel's campaign")
+                raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
             d = s.get(Duel, duel_id)
             if (
                 principal is not None

@@ -68,6 +68,7 @@ class DuelPlan:
     select_ms: float = 0.0
     answers: str = "fresh"  # the campaign's answer and verdict reuse settings (service/campaigns/stores.py)
     verdicts: str = "fresh"
+    draw_key: str | None = None  # the campaign's secret key (rules.answer_secret keys simulated answers with it)
     # Store rows this duel claimed before paying for a call (model index or "judge" -> stores.Claim).
     claims: dict[Any, Any] = field(default_factory=dict)
     # time.monotonic() by which the model calls must return (rules.call_deadline; None: no limit)

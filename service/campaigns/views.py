@@ -17,7 +17,7 @@ from ..pricing import cost_warning
 from ..prompts import question_id
 from . import rules, stores
 from .rules import finite_or_none, jsonable
-from .types import Forbidden, NotFound
+from .types import NotFound
 
 CONDORCET_NOTE = (
     "This algorithm is from the paper: its certificate assumes that a Condorcet winner (a model that beats "
@@ -260,6 +260,7 @@ class CampaignViews:
                 "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
             },
             "webhook_state": c.webhook_state,
+            "webhook_error": c.webhook_error if admin else None,
             "created_at": c.created_at,
             "updated_at": c.updated_at,
             "ended_at": c.ended_at,
@@ -380,19 +381,23 @@ class CampaignViews:
     def get_duel(self, duel_id: int, principal: Principal) -> dict:
         with self.db.read() as s:
             d = s.get(Duel, duel_id)
-            if d is None or not principal.can_access(d.campaign_id):
-                # Annotators of other campaigns learn nothing about this duel.
-                if d is not None and not principal.admin:
-                    raise Forbidden("this token does not give access to this duel's campaign")
+            # Another campaign's duel, or another annotator's: the same 404 as a missing id,
+            # so an annotator cannot learn which ids exist.
+            if (
+                d is None
+                or not principal.can_access(d.campaign_id)
+                or (not principal.admin and not rules.annotator_owns(d.requested_by, principal.label))
+            ):
                 raise NotFound(f"duel {duel_id} not found")
-            if not principal.admin and not rules.annotator_owns(d.requested_by, principal.label):
-                raise NotFound(f"duel {duel_id} not found")  # another annotator's duel (and vote)
             c = s.get(Campaign, d.campaign_id)
             charges = None
             if principal.admin:
                 charges = s.execute(select(Charge).where(Charge.duel_id == duel_id).order_by(Charge.id)).scalars().all()
             meta = self.prompt_meta(s, d.campaign_id, [d.prompt_index]).get(d.prompt_index)
-            return duel_view_for(self.duel_view(d, c, charges, meta), principal.admin)
+            view = duel_view_for(self.duel_view(d, c, charges, meta), principal.admin)
+            if not principal.admin and d.judged_by != principal.label:
+                view["choice"] = None  # an admin-started duel another annotator voted on: not this one's vote
+            return view
 
     def list_duels(self, campaign_id: int, limit: int, offset: int, status: str | None = None) -> dict:
         with self.db.read() as s:

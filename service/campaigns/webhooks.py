@@ -30,6 +30,7 @@ import time
 
 from sqlalchemy import or_, select
 
+from ..egress import EgressDenied
 from ..models import Campaign, WebhookEvent, utcnow
 from .rules import MAX_ERROR_CHARS, clean_text
 from .views import jsonable_report
@@ -191,6 +192,8 @@ class Webhooks:
             )
         except asyncio.CancelledError:
             raise
+        except EgressDenied as exc:  # LLMDUEL_ALLOWED_HOSTS, checked again at the connection
+            return False, f"not sent: {exc.message}"
         except Exception as exc:
             return False, f"{type(exc).__name__} (no answer)"
         if 200 <= resp.status_code < 300:

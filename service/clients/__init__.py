@@ -59,6 +59,7 @@ def build_client(
     model_name: str,
     fixed_cost: float = 0.0,
     http: Any = None,
+    secret: bytes | None = None,
     **options: Any,
 ) -> ModelClient:
     """Build the client for one model from its validated config.
@@ -68,12 +69,14 @@ def build_client(
     configured per-query cost in USD (charged when no per-token price is configured
     or the provider reports no usage); ``http`` an optional shared
     ``httpx.AsyncClient`` (not closed by ``aclose``; when ``None`` an HTTP client
-    creates and owns its own). ``limiter``: the shared :class:`~service.clients.ratelimit.RateLimiter`
-    used when the config sets ``rpm`` or ``tpm``. Other ``options`` are for tests: ``sleep`` (async callable
+    creates and owns its own). ``secret`` keys a simulated client's texts (a campaign's
+    answer secret; other kinds ignore it). ``limiter``: the shared
+    :class:`~service.clients.ratelimit.RateLimiter`, used when an HTTP config sets ``rpm`` or ``tpm``.
+    Other ``options`` are for tests: ``sleep`` (async callable
     used for backoff waits) and ``rng`` (a ``random.Random`` for the jitter).
     """
     if isinstance(cfg, SimulatedClientConfig):
-        return SimulatedClient(cfg, model_name, fixed_cost)
+        return SimulatedClient(cfg, model_name, fixed_cost, secret)
     if isinstance(cfg, OpenAIClientConfig):
         return OpenAIClient(cfg, model_name, fixed_cost, http=http, **options)
     if isinstance(cfg, AnthropicClientConfig):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
@@ -329,9 +330,39 @@ def _params_check(v: Any) -> Any:
     return v
 
 
+#: The message for a URL that carries a user name or password (they would be sent as Basic auth).
+URL_CREDENTIALS = "credentials in URLs are not accepted"
+
+
+def url_problem(url: str) -> str | None:
+    """What is wrong with an http(s) address the server will call, or None. The URL itself is
+    never part of the message (it may hold a secret)."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "must not contain spaces, line breaks or control characters"
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError above 65535 or not a number
+    except ValueError:
+        return "must be an http:// or https:// URL with a valid host and a port from 1 to 65535"
+    if parts.scheme.lower() not in ("http", "https") or not url.lower().startswith(("http://", "https://")):
+        return "must be an http:// or https:// URL"
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return URL_CREDENTIALS
+    if not parts.hostname:
+        return "must be an http:// or https:// URL with a host"
+    if port == 0:
+        return "must have a port from 1 to 65535"
+    return None
+
+
 def _url_check(v: Any) -> Any:
     if not isinstance(v, str) or not _URL.match(v):
         raise ValueError("must be an http:// or https:// URL")
+    problem = url_problem(v)
+    if problem == URL_CREDENTIALS:
+        raise ValueError(f"{URL_CREDENTIALS}; use api_key_env")
+    if problem:
+        raise ValueError(problem)
     return v.rstrip("/")
 
 

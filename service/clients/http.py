@@ -13,7 +13,8 @@ from typing import Any, Awaitable, Callable
 
 import httpx
 
-from ..redaction import redact
+from ..egress import EgressDenied
+from ..redaction import excerpt, redact
 from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import output_token_limit
 from .ratelimit import RateLimiter, estimated_tokens, quota_of
@@ -94,21 +95,23 @@ class HTTPModelClient(ModelClient):
         return redact(text, (key,)) if key else text
 
     def _error_message(self, resp: httpx.Response, key: str | None = None) -> str:
-        detail = ""
+        """The status and a short masked excerpt of the body (service.redaction.excerpt): an
+        error body may come from any server the base_url names, and is shown in the duel."""
         try:
             data = resp.json()
         except ValueError:
-            detail = resp.text[:300].strip()
+            detail = resp.text[:2000]
         else:
             err = data.get("error") if isinstance(data, dict) else None
             if isinstance(err, dict) and isinstance(err.get("message"), str):
-                detail = err["message"][:300]
+                detail = err["message"][:2000]
             elif isinstance(err, str):
-                detail = err[:300]
+                detail = err[:2000]
             else:
-                detail = str(data)[:300]
+                detail = str(data)[:2000]
+        detail = excerpt(detail, (key,) if key else ())
         msg = f"{self.provider} returned HTTP {resp.status_code}"
-        return self._redact(f"{msg}: {detail}" if detail else msg, key)
+        return f"{msg}: {detail}" if detail else msg
 
     async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
         key = self._api_key()
@@ -148,11 +151,13 @@ class HTTPModelClient(ModelClient):
                 )
             except httpx.TransportError as exc:
                 err = ClientError(
-                    f"{self.provider} connection error: {type(exc).__name__}: {self._redact(str(exc), key)[:200]}",
+                    f"{self.provider} connection error: {type(exc).__name__}: {excerpt(str(exc), (key,) if key else ())}",
                     None,
                     attempt,
                     retryable=True,
                 )
+            except EgressDenied as exc:  # LLMDUEL_ALLOWED_HOSTS, checked again at the connection
+                raise ClientError(f"{self.provider} not called: {exc.message}", None, attempt) from None
             else:
                 latency = time.perf_counter() - t0
                 status = resp.status_code
@@ -202,7 +207,7 @@ class HTTPModelClient(ModelClient):
             data = resp.json()
         except ValueError:
             raise ClientError(
-                f"{self.provider} returned malformed JSON: {resp.text[:120]!r}",
+                f"{self.provider} returned malformed JSON: {excerpt(resp.text[:2000])!r}",
                 resp.status_code,
                 attempt,
             ) from None

@@ -200,6 +200,7 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         prompt_index=prompt_index,
         answers=cfg.answers,
         verdicts=cfg.verdicts,
+        draw_key=cfg.draw_key,
         deadline=rules.call_deadline(svc.call_expiry),
     )
     charges, columns = svc.answer_now(plan, now)
