@@ -34,8 +34,8 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 from ..clients import Completion
 from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..redaction import redact
-from . import holds, rules, stores
-from .rules import clean_text, cost_nusd
+from . import holds, ledger, rules, stores
+from .rules import clean_text
 from .types import DuelPlan
 
 log = logging.getLogger("llmduel.campaigns")
@@ -152,7 +152,9 @@ class Pregeneration:
                     try:
                         res = await self._call_model(plan, n, turns)
                         if isinstance(res, Completion):
-                            await self.in_thread(self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold)
+                            await self.in_thread(
+                                self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold, prompt
+                            )
                             hold = None  # released with the charge
                             return 1
                         failed.append(n)
@@ -192,16 +194,24 @@ class Pregeneration:
             holds.drop_hold(s, hold_id)
 
     def store_pregenerated_tx(
-        self, campaign_id: int, n: int, claim: Any, res: Completion, hold_id: int | None = None
+        self,
+        campaign_id: int,
+        n: int,
+        claim: Any,
+        res: Completion,
+        hold_id: int | None = None,
+        prompt: str = "",
     ) -> None:
         """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction
-        that also releases the call's budget hold."""
+        that also releases the call's budget hold. The charge is the ledger's (at most the call's
+        bound, which the hold reserved); a provider fault pauses the campaign and the answer is not kept."""
         now = utcnow()
-        amount = cost_nusd(res.cost)
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
             if c is None:
                 return
+            charge = ledger.model_charge(c.models[n], prompt, res)
+            amount = charge.amount_nusd
             if hold_id is not None:
                 holds.drop_hold(s, hold_id)
             charge_id = None
@@ -218,6 +228,7 @@ class Pregeneration:
                             "pregenerated": True,
                             "input_tokens": res.input_tokens,
                             "output_tokens": res.output_tokens,
+                            **charge.detail(),
                         },
                         created_at=now,
                     )
@@ -229,5 +240,8 @@ class Pregeneration:
                     .values(spend_nusd=Campaign.spend_nusd + amount, version=Campaign.version + 1, updated_at=now)
                     .execution_options(synchronize_session=False)
                 )
+            if charge.fault is not None:
+                self.pause_for_fault(s, c, charge.fault, now)
+                return
             text = redact(clean_text(res.text), self.secret_keys(c.models, c.judge))  # as a duel's answer
             stores.finalize_answer(s, claim, res, text, amount, charge_id)
