@@ -25,7 +25,7 @@ from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import holds, ledger, rules, stores
-from .leases import RUN_REQUESTER
+from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .policy_cache import PolicyCache, new_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none, jsonable
 from .types import (
@@ -339,8 +339,9 @@ class CampaignTransactions:
                 if principal is not None and not principal.admin:
                     held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
             if err is None and held is None:
-                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
-                    if not inflight:
+                counting = [r for r in inflight if r.requested_by != ORPHAN_REQUESTER]  # orphans never count
+                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(counting)):
+                    if not counting:
                         self.finish(
                             s,
                             c,
@@ -352,7 +353,7 @@ class CampaignTransactions:
                         err = CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached")
                     else:
                         err = Conflict(
-                            f"max_duels ({c.max_duels}) is reached counting the {len(inflight)} duels in flight",
+                            f"max_duels ({c.max_duels}) is reached counting the {len(counting)} duels in flight",
                             retry_later=True,
                         )
             if err is None and held is None:
@@ -615,6 +616,15 @@ class CampaignTransactions:
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
+            late = rules.is_stale(d.expires_at, now) and bool(charges or faults)
+            if late:
+                # Its calls returned after the duel's hard deadline (the process stalled past it): the
+                # budget stopped holding the reservation then, so the ledger cannot take the charge
+                # (docs/reliability.md, Ledger: the assumption left). Nothing of it is kept.
+                lost = sum(ch["amount_nusd"] for ch in charges)
+                log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
+                charges, total, faults, fields = [], 0, {}, {}
+                error = f"its calls returned after the duel's hard deadline; {lost / 1e9:.9g} USD not charged"
             charge_ids: dict[int, int] = {}
             for ch in charges:
                 charge_ids[ch["model_index"]] = s.execute(
@@ -622,7 +632,7 @@ class CampaignTransactions:
                 ).scalar_one()
             for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
                 res = results.get(idx) if isinstance(idx, int) else None
-                if isinstance(res, Completion) and idx not in faults:  # a faulty call's answer is not kept
+                if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
                     stores.finalize_answer(
                         s,
                         claim,
@@ -635,7 +645,9 @@ class CampaignTransactions:
             c.spend_nusd += total
             for key, value in fields.items():
                 setattr(d, key, value)
-            if error is not None:
+            if d.requested_by == ORPHAN_REQUESTER and d.status in IN_FLIGHT:
+                d.status = DuelStatus.EXPIRED  # paid for, never counted: its run has another owner
+            elif error is not None:
                 d.error = error
                 if d.status in IN_FLIGHT:
                     d.status = DuelStatus.FAILED
@@ -716,7 +728,9 @@ class CampaignTransactions:
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd, judge_fault, fault_detail = 0, None, {}
-            if judge_cost:  # what a judge call is charged: at most its bound (ledger)
+            if judge_cost and rules.is_stale(d.expires_at, now):  # past the hard deadline (see store_answers_tx)
+                log.warning("duel %s: the judge returned after its hard deadline; not charged", d.id)
+            elif judge_cost:  # what a judge call is charged: at most its bound (ledger)
                 reference = self.prompt_extras_in(s, c.id, d.prompt_index)[1]
                 charge = ledger.judge_charge(c.judge, d.prompt, reference, judge_cost, judge_detail)
                 judge_nusd, judge_fault, fault_detail = charge.amount_nusd, charge.fault, charge.detail()
@@ -756,7 +770,10 @@ class CampaignTransactions:
                 d.cost_nusd += judge_nusd
                 c.spend_nusd += judge_nusd
                 c.judge_spend_nusd += judge_nusd
-            if d.status != DuelStatus.PENDING:
+            if d.status == DuelStatus.PENDING and d.requested_by == ORPHAN_REQUESTER:
+                d.status = DuelStatus.EXPIRED  # its run has another owner: never counted
+                err = Conflict(f"duel {duel_id}: {d.error}")
+            elif d.status != DuelStatus.PENDING:
                 err = Conflict(_not_pending_message(d))
             elif rules.is_stale(d.expires_at, now):
                 d.status = DuelStatus.EXPIRED
