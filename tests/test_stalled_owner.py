@@ -91,7 +91,22 @@ def test_a_stalled_owner_past_its_lease_does_not_overspend(pg_url, tmp_path):
                 c = s.get(Campaign, cid)
                 return (c.status, c.end_reason, int(c.spend_nusd)) if c.status != "running" else None
 
+        def landed() -> bool:  # both answers of each stalled duel charged
+            with db.read() as s:
+                n = s.execute(select(func.count(Charge.id)).where(Charge.duel_id.in_(stalled))).scalar_one()
+            return n == 2 * len(stalled)
+
+        def settled() -> bool:
+            with db.read() as s:
+                n = s.execute(
+                    select(func.count(Duel.id)).where(Duel.campaign_id == cid, Duel.status.in_(("calling", "pending")))
+                ).scalar_one()
+            return n == 0
+
+        _wait(landed, 30, "the stalled owner's calls land and are charged")
         status, reason, spend = _wait(ended, 60, "the campaign ends on its budget")
+        _wait(settled, 30, "no duel in flight")
+        status, reason, spend = ended()
         with db.read() as s:
             charged = s.execute(
                 select(func.coalesce(func.sum(Charge.amount_nusd), 0)).where(Charge.campaign_id == cid)
