@@ -40,7 +40,7 @@ def _body(base: str, tag: str) -> dict:
     return {
         "name": f"claims {tag}",
         "models": models,
-        "prompts": ["the one shared question"],
+        "prompts": [f"the one shared question {tag}"],
         "judge": {"kind": "human"},
         "answers": "reuse",
         "seed": 2,
@@ -59,7 +59,7 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
     db = Database(db_url)
     tag = "c" + uuid.uuid4().hex[:8]
     body = _body(base, tag)
-    mkeys = [stores.model_key(m) for m in body["models"]]
+    phash = stores.prompt_hash(body["prompts"][0])
     app = None
     killed = False
     try:
@@ -70,12 +70,14 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
 
             def generating() -> int:
                 with db.read() as s:
-                    rows = s.execute(select(StoredAnswer.status).where(StoredAnswer.model_key.in_(mkeys))).all()
+                    rows = s.execute(select(StoredAnswer.status).where(StoredAnswer.prompt_hash == phash)).all()
                 return sum(1 for (st,) in rows if st == stores.GENERATING)
 
             deadline = time.monotonic() + 30
             while generating() < 2:  # the owner claimed both answers and calls the slow provider
-                assert time.monotonic() < deadline and not hanging.done(), "no claims"
+                if hanging.done():
+                    raise AssertionError(f"the duel request ended: {hanging.result().text}")
+                assert time.monotonic() < deadline, f"no claims: {owner.log()[-3000:]}"
                 await asyncio.sleep(0.05)
 
             app = create_app(make_settings(db_url, run_lease_seconds=LEASE, run_heartbeat_seconds=BEAT))
