@@ -77,7 +77,9 @@ def _die_with_parent(parent: int, grace: float) -> None:  # pragma: no cover - r
     threading.Thread(target=watch, name="llmduel-parent-watch", daemon=True).start()
 
 
-def _worker(sock: socket.socket, log_level: str, settings=None, served=None) -> None:  # pragma: no cover - child
+def _worker(
+    sock: socket.socket, log_level: str, settings=None, served=None, parent: int = 0
+) -> None:  # pragma: no cover
     import functools
 
     import uvicorn
@@ -85,7 +87,7 @@ def _worker(sock: socket.socket, log_level: str, settings=None, served=None) -> 
     from service.app import create_app
 
     grace = settings.shutdown_grace_seconds if settings is not None else DEFAULT_GRACE_SECONDS
-    _die_with_parent(int(os.environ.get("LLMDUEL_SUPERVISOR_PID", os.getppid())), grace)
+    _die_with_parent(parent or os.getppid(), grace)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
@@ -124,7 +126,7 @@ class Supervisor:
         self.served[k] = self.ctx.Event()
         proc = self.ctx.Process(
             target=_worker,
-            args=(self.sockets[k], self.log_level, self.settings, self.served[k]),
+            args=(self.sockets[k], self.log_level, self.settings, self.served[k], os.getpid()),
             name=f"llmduel-worker-{k}",
         )
         proc.start()
@@ -141,7 +143,6 @@ class Supervisor:
     def run(self) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._on_signal)
-        os.environ["LLMDUEL_SUPERVISOR_PID"] = str(os.getpid())  # the parent each worker watches
         for k in range(len(self.sockets)):
             self._start(k)
         status = 0
