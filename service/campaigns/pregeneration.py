@@ -213,6 +213,10 @@ class Pregeneration:
             charge = ledger.model_charge(c.models[n], prompt, res)
             amount = charge.amount_nusd
             if hold_id is not None:
+                if not holds.hold_live(s, hold_id, now):  # past its hard deadline (a stall): not charged
+                    log.warning("campaign %s: a pre-generated answer arrived after its hold lapsed", campaign_id)
+                    holds.drop_hold(s, hold_id)
+                    return
                 holds.drop_hold(s, hold_id)
             charge_id = None
             if amount:
