@@ -277,3 +277,18 @@ async def test_a_run_with_a_judge_reporting_1e16_tokens_fails_its_duels_cleanly(
     assert "absurdly large" in view["run"]["error"], view["run"]
     assert view["duels"] == 0 and view["duels_failed"] >= 1
     assert _spend(svc, cid) == _ledger_sum(svc, cid) <= rules.to_nusd(BUDGET)
+
+
+def test_tokens_past_max_tokens_are_a_fault_unless_the_price_has_a_ceiling():
+    from service.clients import Completion, compute_cost
+
+    model = _model("t", "m")
+    price = model["client"]["price"]
+    over = Completion("t", 12, 110, compute_cost(price, 12, 110, 0.001), 0.1)  # 110 > max_tokens 100
+    fault = ledger.model_charge(model, "q", over)
+    assert fault.fault is not None and "110 output tokens for a request with max_tokens 100" in fault.fault
+    assert fault.amount_nusd == rules.cost_nusd(over.cost)  # under the cost bound: charged what it reported
+    # with max_cost_per_query the ceiling is the bound (providers bill hidden reasoning tokens as output)
+    capped_model = dict(model, client=dict(model["client"], max_cost_per_query=0.01))
+    ok = ledger.model_charge(capped_model, "q", over)
+    assert ok.fault is None and ok.amount_nusd == rules.cost_nusd(over.cost)

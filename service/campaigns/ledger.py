@@ -15,8 +15,9 @@ LLM judge's verdict) takes its amount from :func:`model_charge` or
    reserved for the call (:func:`service.campaigns.rules.model_bound_nusd`,
    :func:`service.campaigns.rules.judge_bound_nusd`: the price's ceiling
    ``max_cost_per_query``, or the request's ``max_tokens`` at the per-token
-   price). A reported usage above it (a cost above the bound, or more output
-   tokens than the request's own ``max_tokens``) is a *provider fault*: the call
+   price). A reported usage above it (a cost above the bound, or, without a
+   ``max_cost_per_query``, more output tokens than the request's own
+   ``max_tokens``) is a *provider fault*: the call
    is charged the bound, the reported figure is stored beside the charge and on
    the duel, and the caller pauses the campaign with :attr:`CallCharge.fault` as
    the reason.
@@ -142,6 +143,8 @@ def _over_limit(client: dict, output_tokens: Any) -> str | None:
     from service.clients.config import output_token_limit
 
     if client.get("kind") == "simulated" or not isinstance(output_tokens, int):
+        return None
+    if client.get("max_cost_per_query") is not None:  # the price's ceiling is the bound (hidden reasoning tokens)
         return None
     limit = output_token_limit(client)
     if limit is None or output_tokens <= limit:
