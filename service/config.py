@@ -82,6 +82,8 @@ class Settings(BaseSettings):
     # Run ownership (docs/reliability.md, Run ownership): the lease and its heartbeat.
     run_lease_seconds: float = Field(20.0, gt=0)
     run_heartbeat_seconds: float = Field(5.0, gt=0)
+    # Shutdown (SIGTERM/SIGINT): requests in progress get this long, then the workers are killed.
+    shutdown_grace_seconds: float = Field(10.0, gt=0)
     pg_synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] = "on"
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
@@ -126,6 +128,7 @@ class Settings(BaseSettings):
         "webhook_retry_seconds",
         "run_lease_seconds",
         "run_heartbeat_seconds",
+        "shutdown_grace_seconds",
         "login_hours",
     )
     @classmethod

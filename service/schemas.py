@@ -513,7 +513,19 @@ class ChargeOut(BaseModel):
         None, description="A zero-cost reuse of a stored answer or verdict: the charge that paid for it."
     )
     reused: bool = Field(False, description="A zero-cost row: the answer or verdict came from the store.")
+    provider_fault: str | None = Field(
+        None, description="The call reported usage above its bound: charged at the bound (docs/reliability.md, Ledger)."
+    )
+    reported_cost: float | None = Field(None, description="With a provider fault: what the reported usage would cost.")
     created_at: dt.datetime
+
+
+class ProviderFaultOut(BaseModel):
+    side: str = Field(description="Whose call: a, b (the answers) or judge.")
+    fault: str = Field(description="The model and the figure it reported.")
+    reported_cost: float | None = Field(None, description="USD the reported usage would cost.")
+    bound: float | None = Field(None, description="USD the call was charged: its bound.")
+    output_tokens: int | None = None
 
 
 class DuelOut(BaseModel):
@@ -553,6 +565,10 @@ class DuelOut(BaseModel):
     error: str | None
     cost: float
     charges: list[ChargeOut] | None = None
+    provider_faults: list[ProviderFaultOut] = Field(
+        default_factory=list,
+        description="Calls of this duel whose provider reported usage above the call's bound (a provider fault).",
+    )
     created_at: dt.datetime
     answered_at: dt.datetime | None
     judged_at: dt.datetime | None

@@ -11,16 +11,26 @@ of their addresses.
 The sockets are made here, in the supervisor, and each worker is handed its own.
 A worker that dies (a crash, SIGKILL, the OOM killer) is started again on the same
 socket, so connections that arrive meanwhile wait in that socket's backlog
-instead of being refused. A worker that dies repeatedly before it has served for
-:data:`STABLE_SECONDS` stops the supervisor with exit status 1 (a broken
-configuration would otherwise be restarted for ever). SIGINT and SIGTERM stop the
-workers gracefully (uvicorn finishes the requests in progress) and then exit.
+instead of being refused. Only a worker that dies before it ever served (its app
+never finished starting: a broken configuration) counts toward giving up:
+:data:`MAX_QUICK_FAILURES` of those in a row stop the supervisor with exit status 1;
+a worker that served and then died is always restarted, and resets the count.
+
+Shutdown is bounded. SIGINT or SIGTERM asks the workers to stop (uvicorn finishes
+the requests in progress); whatever still runs after ``LLMDUEL_SHUTDOWN_GRACE_SECONDS``
+(a request stuck on a slow model call, say) is killed, and the supervisor exits. A
+second signal kills the workers at once. No signal sequence leaves a worker without
+its supervisor: each worker asks the kernel for SIGTERM when its parent dies
+(``PR_SET_PDEATHSIG``, Linux) and also watches its parent itself; a worker whose
+parent is gone stops, and exits at the latest after the grace period.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import sys
@@ -29,9 +39,9 @@ import time
 
 log = logging.getLogger("llmduel.workers")
 
-STABLE_SECONDS = 10.0  # a worker that lived this long counts as started successfully
-MAX_QUICK_FAILURES = 3
-STOP_GRACE_SECONDS = 20.0
+MAX_QUICK_FAILURES = 3  # workers in a row that died before they ever served
+DEFAULT_GRACE_SECONDS = 10.0  # without settings (Settings.shutdown_grace_seconds)
+PR_SET_PDEATHSIG = 1
 
 
 def reuseport_socket(host: str, port: int, backlog: int = 2048) -> socket.socket:
@@ -48,17 +58,52 @@ def reuseport_socket(host: str, port: int, backlog: int = 2048) -> socket.socket
     return sock
 
 
-def _worker(sock: socket.socket, log_level: str, settings=None) -> None:  # pragma: no cover - runs in the child
+def _die_with_parent(parent: int, grace: float) -> None:  # pragma: no cover - runs in the child
+    """Stop this worker when its supervisor ``parent`` is gone: SIGTERM from the kernel (Linux),
+    and a watcher thread for the rest; either way the worker is gone ``grace`` seconds later."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful stop (no-op if PDEATHSIG came first)
+        time.sleep(grace)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="llmduel-parent-watch", daemon=True).start()
+
+
+def _worker(
+    sock: socket.socket, log_level: str, settings=None, served=None, parent: int = 0
+) -> None:  # pragma: no cover
     import functools
 
     import uvicorn
 
     from service.app import create_app
 
+    grace = settings.shutdown_grace_seconds if settings is not None else DEFAULT_GRACE_SECONDS
+    _die_with_parent(parent or os.getppid(), grace)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and served is not None:
+                served.set()  # the app started and accepts connections: this worker has served
+
     # The supervisor's settings (a generated admin key included) arrive as an argument,
     # never through the environment.
-    config = uvicorn.Config(functools.partial(create_app, settings), factory=True, log_level=log_level)
-    uvicorn.Server(config).run(sockets=[sock])
+    config = uvicorn.Config(
+        functools.partial(create_app, settings),
+        factory=True,
+        log_level=log_level,
+        timeout_graceful_shutdown=grace,
+    )
+    Server(config).run(sockets=[sock])
 
 
 class Supervisor:
@@ -70,22 +115,34 @@ class Supervisor:
         self.log_level = log_level
         self.ctx = multiprocessing.get_context("spawn")
         self.procs: list = [None] * n
+        self.served: list = [None] * n  # per worker: an Event set once its app started serving
         self.started_at = [0.0] * n
         self.quick_failures = 0
+        self.grace = settings.shutdown_grace_seconds if settings is not None else DEFAULT_GRACE_SECONDS
         self.stop = threading.Event()
+        self.signals = 0
 
     def _start(self, k: int) -> None:
+        self.served[k] = self.ctx.Event()
         proc = self.ctx.Process(
-            target=_worker, args=(self.sockets[k], self.log_level, self.settings), name=f"llmduel-worker-{k}"
+            target=_worker,
+            args=(self.sockets[k], self.log_level, self.settings, self.served[k], os.getpid()),
+            name=f"llmduel-worker-{k}",
         )
         proc.start()
         self.procs[k] = proc
         self.started_at[k] = time.monotonic()
         log.info("worker %d started (pid %d)", k, proc.pid)
 
+    def _on_signal(self, *_: object) -> None:
+        self.signals += 1
+        self.stop.set()
+        if self.signals > 1:  # a second signal: no more grace
+            self._kill_all()
+
     def run(self) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: self.stop.set())
+            signal.signal(sig, self._on_signal)
         for k in range(len(self.sockets)):
             self._start(k)
         status = 0
@@ -94,8 +151,16 @@ class Supervisor:
                 if proc.is_alive():
                     continue
                 lived = time.monotonic() - self.started_at[k]
-                self.quick_failures = self.quick_failures + 1 if lived < STABLE_SECONDS else 0
-                log.warning("worker %d (pid %d) exited with %s after %.1f s", k, proc.pid, proc.exitcode, lived)
+                served = self.served[k].is_set()
+                self.quick_failures = 0 if served else self.quick_failures + 1
+                log.warning(
+                    "worker %d (pid %d) exited with %s after %.1f s (%s)",
+                    k,
+                    proc.pid,
+                    proc.exitcode,
+                    lived,
+                    "it had served; restarting" if served else "before it ever served",
+                )
                 if self.quick_failures >= MAX_QUICK_FAILURES:
                     print(
                         f"llmduel serve: workers keep failing at start ({self.quick_failures} in a row); "
@@ -112,14 +177,21 @@ class Supervisor:
             sock.close()
         return status
 
-    def _stop_all(self) -> None:
+    def _kill_all(self) -> None:
         for proc in self.procs:
             if proc is not None and proc.is_alive():
-                proc.terminate()  # SIGTERM: uvicorn's graceful shutdown
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+                proc.kill()
+
+    def _stop_all(self) -> None:
+        """SIGTERM (uvicorn's graceful shutdown, itself bounded by the grace), then SIGKILL after the grace."""
+        for proc in self.procs:
+            if proc is not None and proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + self.grace
         for proc in self.procs:
             if proc is not None:
                 proc.join(max(0.1, deadline - time.monotonic()))
                 if proc.is_alive():
+                    log.warning("worker pid %d still running after the %.1f s grace: killed", proc.pid, self.grace)
                     proc.kill()
                     proc.join()

@@ -85,6 +85,11 @@ def take_hold(
     )
 
 
+def hold_live(conn, hold_id: int, now: dt.datetime) -> bool:
+    """Whether a hold still counts against the budget (it exists and has not expired)."""
+    return conn.execute(select(H.id).where(H.id == hold_id, H.expires_at > now)).scalar_one_or_none() is not None
+
+
 def drop_hold(conn, hold_id: int) -> None:
     """Release a hold (its answer was charged, or its call failed)."""
     conn.execute(delete(BudgetHold).where(BudgetHold.id == hold_id).execution_options(synchronize_session=False))

@@ -11,8 +11,11 @@ PostgreSQL; SQLite's single writer serialises), so at most one process wins:
 * the owner renews its leases every ``LLMDUEL_RUN_HEARTBEAT_SECONDS``;
 * a process that finds an active run with a free or expired lease (its owner died
   or stalled past the lease) takes it over: the duels the old owner left in flight
-  are expired at once (their budget and ``max_duels`` reservations are released),
-  and the run goes on with the new owner;
+  become *orphans* (``requested_by = 'run:orphan'``): they no longer take a slot of
+  the run nor count toward ``max_duels``, and none of them is ever counted, but each
+  keeps its budget reservation until its expiry (the hard deadline of its calls),
+  because a stalled owner that wakes up may still complete their calls and must be
+  able to pay for them (docs/reliability.md, *Ledger*); the run goes on with the new owner;
 * every run transaction checks ``run_owner`` (the plan refuses a run duel to a
   process that lost its lease), so a stalled owner that wakes up cannot start
   duels: the lease is also a fencing token.
@@ -37,6 +40,9 @@ from . import rules
 
 #: The ``requested_by`` of the duels a background run starts.
 RUN_REQUESTER = "run"
+#: The ``requested_by`` of a run duel whose owner lost the run (a take-over): never counted, its
+#: reservation kept until its expiry (its calls' hard deadline).
+ORPHAN_REQUESTER = "run:orphan"
 
 ORPHAN_ERROR = "its background run's owner stopped before the duel finished (the run was taken over)"
 ABANDONED_ERROR = "the database was unreachable while this run duel was under way; it no longer counts"
@@ -55,7 +61,12 @@ class RunLeases:
         self.lease_length = dt.timedelta(seconds=self.settings.run_lease_seconds)
 
     def settle_orphans(self, s, campaign_id: int) -> int:
-        """Expire the run duels a previous owner left in flight (inside the taking transaction)."""
+        """Orphan the run duels a previous owner left in flight (inside the taking transaction).
+
+        They stay in flight until their expiry, so the budget keeps their reservations while
+        the old owner may still be charged for their calls; an orphan is never counted (its
+        answers expire it, :meth:`store_answers_tx`), and it takes no slot of the run.
+        """
         return s.execute(
             update(Duel)
             .where(
@@ -63,7 +74,7 @@ class RunLeases:
                 Duel.status.in_(IN_FLIGHT),
                 Duel.requested_by == RUN_REQUESTER,
             )
-            .values(status=DuelStatus.EXPIRED, error=ORPHAN_ERROR)
+            .values(requested_by=ORPHAN_REQUESTER, error=ORPHAN_ERROR)
             .execution_options(synchronize_session=False)
         ).rowcount
 

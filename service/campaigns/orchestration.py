@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import random
 import time
@@ -48,6 +49,11 @@ class DuelOrchestration:
         self.store_poll_s = 0.2  # polling a claim held by another process
         # rpm/tpm of a client config, shared by every worker through the database (service/ratelimits.py)
         self.rate_limiter = DatabaseRateLimiter(db)
+        # Store claims (table, row id) this process holds: the keeper renews their ``claimed_at`` every
+        # heartbeat, so another process takes one over only once this process is gone or stalled,
+        # within the take-over bound (the run lease), never the call timeout.
+        self.live_claims: set[tuple[str, int]] = set()
+        self.claim_lease = dt.timedelta(seconds=settings.run_lease_seconds)
 
     async def close_clients(self) -> None:
         for obj in list(self._clients.values()) + list(self._judges.values()):
@@ -151,7 +157,8 @@ class DuelOrchestration:
 
         One paid call per key: in this process a second duel awaits the first one's
         future; another process's claim is polled until it is ready or older than
-        the lease (``call_expiry``), then taken over.
+        the take-over bound (``claim_lease``: the run lease; its owner renews it every
+        heartbeat while it lives), then taken over.
         """
         loop = asyncio.get_running_loop()
         asked = plan.__dict__.setdefault("_store_keys", set())
@@ -168,12 +175,14 @@ class DuelOrchestration:
             fut = loop.create_future()
             self._flights[key] = fut
             try:
-                status, info = await self.in_thread(self.claim_tx, table, key, columns, self.call_expiry)
+                status, info = await self.in_thread(self.claim_tx, table, key, columns, self.claim_lease)
             except BaseException:
                 self._resolve(key, fut, None)
                 raise
             if status == "claimed":
                 plan.claims[slot] = stores.Claim(table, int(info), key, extra={"future": fut})
+                self.live_claims.add((table, int(info)))
+                self.ensure_keeper()  # the heartbeat that keeps the claim
                 return None
             self._resolve(key, fut, info if status == "ready" else None)
             if status == "ready":
@@ -192,6 +201,7 @@ class DuelOrchestration:
             claim = plan.claims.pop(slot, None)
             if claim is None:
                 continue
+            self.live_claims.discard((claim.table, claim.row_id))
             if claim.finalized is None:
                 try:
                     await asyncio.shield(self.in_thread(self.release_tx, claim))

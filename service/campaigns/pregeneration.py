@@ -34,8 +34,8 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 from ..clients import Completion
 from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..redaction import redact
-from . import holds, rules, stores
-from .rules import clean_text, cost_nusd
+from . import holds, ledger, rules, stores
+from .rules import clean_text
 from .types import DuelPlan
 
 log = logging.getLogger("llmduel.campaigns")
@@ -153,7 +153,9 @@ class Pregeneration:
                     try:
                         res = await self._call_model(plan, n, turns)
                         if isinstance(res, Completion):
-                            await self.in_thread(self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold)
+                            await self.in_thread(
+                                self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold, prompt
+                            )
                             hold = None  # released with the charge
                             return 1
                         failed.append(n)
@@ -193,17 +195,29 @@ class Pregeneration:
             holds.drop_hold(s, hold_id)
 
     def store_pregenerated_tx(
-        self, campaign_id: int, n: int, claim: Any, res: Completion, hold_id: int | None = None
+        self,
+        campaign_id: int,
+        n: int,
+        claim: Any,
+        res: Completion,
+        hold_id: int | None = None,
+        prompt: str = "",
     ) -> None:
         """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction
-        that also releases the call's budget hold."""
+        that also releases the call's budget hold. The charge is the ledger's (at most the call's
+        bound, which the hold reserved); a provider fault pauses the campaign and the answer is not kept."""
         now = utcnow()
-        amount = cost_nusd(res.cost)
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
             if c is None:
                 return
+            charge = ledger.model_charge(c.models[n], prompt, res)
+            amount = charge.amount_nusd
             if hold_id is not None:
+                if not holds.hold_live(s, hold_id, now):  # past its hard deadline (a stall): not charged
+                    log.warning("campaign %s: a pre-generated answer arrived after its hold lapsed", campaign_id)
+                    holds.drop_hold(s, hold_id)
+                    return
                 holds.drop_hold(s, hold_id)
             charge_id = None
             if amount:
@@ -219,6 +233,7 @@ class Pregeneration:
                             "pregenerated": True,
                             "input_tokens": res.input_tokens,
                             "output_tokens": res.output_tokens,
+                            **charge.detail(),
                         },
                         created_at=now,
                     )
@@ -230,5 +245,8 @@ class Pregeneration:
                     .values(spend_nusd=Campaign.spend_nusd + amount, version=Campaign.version + 1, updated_at=now)
                     .execution_options(synchronize_session=False)
                 )
+            if charge.fault is not None:
+                self.pause_for_fault(s, c, charge.fault, now)
+                return
             text = redact(clean_text(res.text), self.secret_keys(c.models, c.judge))  # as a duel's answer
             stores.finalize_answer(s, claim, res, text, amount, charge_id)

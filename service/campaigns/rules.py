@@ -521,7 +521,8 @@ def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:
 # ---------------------------------------------------------------- raising a limit
 END_LIMIT_BUDGET = "budget"
 END_LIMIT_MAX_DUELS = "max_duels"
-END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS)
+END_LIMIT_PROVIDER = "provider"  # paused on a provider fault (service.campaigns.ledger): any PATCH continues it
+END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER)
 
 
 def limit_below_use(
@@ -563,7 +564,7 @@ def continue_refusal(
     """Why an ended campaign does not go back to running with these (new) limits, or None when it does.
 
     Only a campaign that ended on its budget or duel cap continues, once that limit
-    was raised and neither limit is reached any more (the policy state is untouched,
+    was raised (one paused on a provider fault continues without raising anything) and neither limit is reached any more (the policy state is untouched,
     so the certificate's guarantee is that of one uninterrupted campaign).
     """
     if end_limit not in END_LIMITS:

@@ -89,13 +89,15 @@ class BackgroundRuns:
                 log.warning("run keeper: %s", type(exc).__name__)
 
     async def keeper_tick(self) -> None:
-        """One heartbeat: renew this process's leases, take over runs whose owner is gone,
+        """One heartbeat: renew this process's leases and store claims, take over runs whose owner is gone,
         and send the webhook events that are due (retries, and claims a dead process left)."""
         mine = [cid for cid in self._runs if self.run_active_here(cid)]
         if mine:
             kept = await self.in_thread(self.renew_leases_tx, mine)
             for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
                 log.info("campaign %s: this process no longer owns its run", cid)
+        if self.live_claims:  # store claims of calls under way here: still alive
+            await self.in_thread(self.renew_claims_tx, list(self.live_claims))
         if self.settings.resume_runs:
             await self.resume_runs()
         # Webhook sends wait for receivers: in their own task, never holding up the heartbeat.

@@ -15,9 +15,12 @@ transactions, the orchestration and the hot path:
 
 Single flight. A missing answer is claimed before the call: a row with status
 ``generating`` under a unique key, so a second process finds the claim and polls
-until the row is ``ready`` (or the claim is older than the lease and it takes
-over); in one process a second duel awaits the first one's future instead of
-polling. A failed call releases its claim: failures are never stored.
+until the row is ``ready``; in one process a second duel awaits the first one's
+future instead of polling. A claim belongs to a live process: its owner renews
+``claimed_at`` every heartbeat (``LLMDUEL_RUN_HEARTBEAT_SECONDS``), and a claim not
+renewed for the take-over bound (``LLMDUEL_RUN_LEASE_SECONDS``; its owner died or
+stalled) is taken over, never only after the call timeout. A failed call releases
+its claim: failures are never stored.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -558,6 +561,27 @@ class CampaignStores:
                 return ("claimed", int(row.id)) if taken == 1 else ("wait", None)
         except IntegrityError:  # another process inserted the same key meanwhile
             return "wait", None
+
+    def renew_claims_tx(self, claims: Iterable[tuple[str, int]]) -> int:
+        """The heartbeat of this process's store claims: their ``claimed_at`` becomes now (a claim
+        another process took over, or that became ready, is left alone). Returns how many were renewed."""
+        by_table: dict[str, list[int]] = {}
+        for table, row_id in claims:
+            by_table.setdefault(table, []).append(int(row_id))
+        if not by_table:
+            return 0
+        renewed = 0
+        with self.db.write() as s:
+            now = utcnow()
+            for table, ids in sorted(by_table.items()):
+                model = _TABLES[table]
+                renewed += s.execute(
+                    update(model)
+                    .where(model.id.in_(sorted(ids)), model.status == GENERATING)
+                    .values(claimed_at=now)
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+        return renewed
 
     def release_tx(self, claim: Claim) -> None:
         """Drop a claim whose call failed or whose result was not stored (never a ready row)."""

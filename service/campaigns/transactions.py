@@ -24,10 +24,10 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import holds, rules, skips, stores
-from .leases import RUN_REQUESTER
+from . import holds, ledger, rules, skips, stores
+from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
-from .rules import MAX_ERROR_CHARS, clean_text, cost_nusd, finite_or_none, jsonable
+from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none, jsonable
 from .types import (
     CampaignEnded,
     Conflict,
@@ -277,6 +277,13 @@ class CampaignTransactions:
             .execution_options(synchronize_session=False)
         )
 
+    def pause_for_fault(self, s, c: Campaign, fault: str, now: dt.datetime, keep_duel: int | None = None) -> None:
+        """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with
+        ``end_limit = 'provider'``, and a PATCH of its limits continues it (rules.continue_refusal)."""
+        if c.status == CampaignStatus.RUNNING:
+            reason = f"paused on a provider fault: {fault}; fix the provider, then continue with PATCH"
+            self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
+
     def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
         t0 = time.perf_counter()
@@ -334,8 +341,9 @@ class CampaignTransactions:
                     if held is None:  # a duel another annotator skipped comes before a new one
                         held = skips.claim_pooled(s, campaign_id, principal.label)
             if err is None and held is None:
-                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(inflight)):
-                    if not inflight:
+                counting = [r for r in inflight if r.requested_by != ORPHAN_REQUESTER]  # orphans never count
+                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(counting)):
+                    if not counting:
                         self.finish(
                             s,
                             c,
@@ -347,7 +355,7 @@ class CampaignTransactions:
                         err = CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached")
                     else:
                         err = Conflict(
-                            f"max_duels ({c.max_duels}) is reached counting the {len(inflight)} duels in flight",
+                            f"max_duels ({c.max_duels}) is reached counting the {len(counting)} duels in flight",
                             retry_later=True,
                         )
             if err is None and held is None:
@@ -511,11 +519,14 @@ class CampaignTransactions:
     def _settle_answers(self, plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
         """What both calls' results mean for the duel.
 
-        Returns (charges, total, fields, error): the charge rows (without
-        ``duel_id``) for what the answers really cost, their sum in nano-USD, the
-        duel's answer columns, and the failure message (None when both answered).
+        Returns (charges, total, fields, error, faults): the charge rows (without
+        ``duel_id``) for what the answers cost (:func:`ledger.model_charge`: at most
+        each call's bound), their sum in nano-USD, the duel's answer columns, the
+        failure message (None when both answered) and the provider faults (the
+        models whose reported usage exceeded their bound: the duel fails).
         """
         errors: list[str] = []
+        faults: dict[int, str] = {}
         charges: list[dict] = []
         info: dict[int, dict] = {}
         keys = self.secret_keys(plan.models, plan.judge)
@@ -532,7 +543,8 @@ class CampaignTransactions:
                 }
                 charges.append(stores.reuse_charge(plan.campaign_id, "model", idx, res, now))
             elif isinstance(res, Completion):
-                amount = cost_nusd(res.cost)
+                charge = ledger.model_charge(plan.models[idx], plan.prompt, res)
+                amount = charge.amount_nusd
                 info[idx] = {
                     "model": name,
                     "input_tokens": res.input_tokens,
@@ -540,7 +552,11 @@ class CampaignTransactions:
                     "cost": from_nusd(amount),
                     "latency_s": finite_or_none(res.latency_s),
                     "attempts": res.attempts,
+                    **charge.detail(),
                 }
+                if charge.fault is not None:
+                    faults[idx] = charge.fault
+                    errors.append(f"provider fault: {charge.fault}")
                 if amount:
                     charges.append(
                         {
@@ -549,7 +565,11 @@ class CampaignTransactions:
                             "model_index": idx,
                             "amount_nusd": amount,
                             "created_at": now,
-                            "detail": {"input_tokens": res.input_tokens, "output_tokens": res.output_tokens},
+                            "detail": {
+                                "input_tokens": res.input_tokens,
+                                "output_tokens": res.output_tokens,
+                                **charge.detail(),
+                            },
                         }
                     )
             else:
@@ -567,7 +587,7 @@ class CampaignTransactions:
                 answer_b=redact(clean_text(results[plan.model_b].text), keys),
                 answered_at=now,
             )
-        return charges, total, fields, error
+        return charges, total, fields, error, faults
 
     def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
         """Both answers inside the plan transaction, when both models are instant.
@@ -579,7 +599,8 @@ class CampaignTransactions:
         plan.results = self.instant_results(plan)
         if plan.results is None:
             return [], {}
-        charges, total, columns, error = self._settle_answers(plan, plan.results, now)
+        # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)
+        charges, total, columns, error, _ = self._settle_answers(plan, plan.results, now)
         columns["cost_nusd"] = total
         if error is not None:
             columns.update(status=DuelStatus.FAILED, error=error)
@@ -591,13 +612,22 @@ class CampaignTransactions:
         """Step 3 (locked): charges for what the calls really cost, answers or failure."""
         now = utcnow()
         # Before the lock: cleaning and masking (service.redaction) a long answer takes a while.
-        charges, total, fields, error = self._settle_answers(plan, results, now)
+        charges, total, fields, error, faults = self._settle_answers(plan, results, now)
         with self.db.write() as s:
             c = self.db.lock_campaign(s, plan.campaign_id)
             d = s.get(Duel, plan.duel_id)
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
+            late = rules.is_stale(d.expires_at, now) and bool(charges or faults)
+            if late:
+                # Its calls returned after the duel's hard deadline (the process stalled past it): the
+                # budget stopped holding the reservation then, so the ledger cannot take the charge
+                # (docs/reliability.md, Ledger: the assumption left). Nothing of it is kept.
+                lost = sum(ch["amount_nusd"] for ch in charges)
+                log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
+                charges, total, faults, fields = [], 0, {}, {}
+                error = f"its calls returned after the duel's hard deadline; {lost / 1e9:.9g} USD not charged"
             charge_ids: dict[int, int] = {}
             for ch in charges:
                 charge_ids[ch["model_index"]] = s.execute(
@@ -605,20 +635,22 @@ class CampaignTransactions:
                 ).scalar_one()
             for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
                 res = results.get(idx) if isinstance(idx, int) else None
-                if isinstance(res, Completion):
+                if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
                     stores.finalize_answer(
                         s,
                         claim,
                         res,
                         redact(clean_text(res.text), self.secret_keys(c.models, c.judge)),
-                        cost_nusd(res.cost),
+                        next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0),
                         charge_ids.get(idx),
                     )
             d.cost_nusd += total
             c.spend_nusd += total
             for key, value in fields.items():
                 setattr(d, key, value)
-            if error is not None:
+            if d.requested_by == ORPHAN_REQUESTER and d.status in IN_FLIGHT:
+                d.status = DuelStatus.EXPIRED  # paid for, never counted: its run has another owner
+            elif error is not None:
                 d.error = error
                 if d.status in IN_FLIGHT:
                     d.status = DuelStatus.FAILED
@@ -642,6 +674,8 @@ class CampaignTransactions:
                 )
                 .execution_options(synchronize_session=False)
             )
+            if faults:
+                self.pause_for_fault(s, c, next(iter(faults.values())), now, d.id)
             # A spent budget ends the campaign when this duel's verdict is recorded
             # (or at the next plan), so the answers just paid for can still count.
             c.version += 1
@@ -696,7 +730,16 @@ class CampaignTransactions:
                 raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
-            judge_nusd = cost_nusd(judge_cost)
+            judge_nusd, judge_fault, fault_detail = 0, None, {}
+            if judge_cost and rules.is_stale(d.expires_at, now):  # past the hard deadline (see store_answers_tx)
+                log.warning("duel %s: the judge returned after its hard deadline; not charged", d.id)
+            elif judge_cost:  # what a judge call is charged: at most its bound (ledger)
+                reference = self.prompt_extras_in(s, c.id, d.prompt_index)[1]
+                charge = ledger.judge_charge(c.judge, d.prompt, reference, judge_cost, judge_detail)
+                judge_nusd, judge_fault, fault_detail = charge.amount_nusd, charge.fault, charge.detail()
+                if judge_fault is not None:  # the verdict of a lying judge is not counted
+                    choice, judge_error = None, f"provider fault: {judge_fault}"
+                    judge_detail = {**(judge_detail or {}), **fault_detail}
             judge_charge_id = None
             if reused_verdict is not None:
                 s.execute(
@@ -712,6 +755,7 @@ class CampaignTransactions:
                         kind="judge",
                         model_index=None,
                         amount_nusd=judge_nusd,
+                        detail=fault_detail or None,
                         created_at=now,
                     )
                     .returning(Charge.id)
@@ -729,7 +773,10 @@ class CampaignTransactions:
                 d.cost_nusd += judge_nusd
                 c.spend_nusd += judge_nusd
                 c.judge_spend_nusd += judge_nusd
-            if d.status != DuelStatus.PENDING:
+            if d.status == DuelStatus.PENDING and d.requested_by == ORPHAN_REQUESTER:
+                d.status = DuelStatus.EXPIRED  # its run has another owner: never counted
+                err = Conflict(f"duel {duel_id}: {d.error}")
+            elif d.status != DuelStatus.PENDING:
                 err = Conflict(_not_pending_message(d))
             elif rules.is_stale(d.expires_at, now):
                 d.status = DuelStatus.EXPIRED
@@ -737,6 +784,8 @@ class CampaignTransactions:
             elif c.status != CampaignStatus.RUNNING:
                 err = Conflict(f"campaign {c.id} has ended (status {c.status})")
             if err is not None:
+                if judge_fault is not None:  # a stale duel or an ended campaign: the fault still pauses it
+                    self.pause_for_fault(s, c, judge_fault, now)
                 if d.status == DuelStatus.EXPIRED or judge_nusd:
                     s.execute(
                         update(Duel)
@@ -896,6 +945,9 @@ class CampaignTransactions:
                         keep_duel=d.id,
                         limit=rules.END_LIMIT_BUDGET if c.budget_nusd is not None else None,
                     )
+                    ended = True
+                if judge_fault is not None and not ended:
+                    self.pause_for_fault(s, c, judge_fault, now, d.id)
                     ended = True
                 c.version += 1
                 c.updated_at = now

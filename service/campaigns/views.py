@@ -120,6 +120,24 @@ def _bound_costs(c) -> list[float]:
     return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
 
 
+def provider_faults(d: Duel) -> list[dict]:
+    """The provider faults of a duel (service.campaigns.ledger): each call that reported usage above
+    its bound, with the reported cost and the bound it was charged at."""
+    out = []
+    for side, rec in (("a", d.completion_a), ("b", d.completion_b), ("judge", d.judge_detail)):
+        if isinstance(rec, dict) and rec.get("provider_fault"):
+            out.append(
+                {
+                    "side": side,
+                    "fault": rec["provider_fault"],
+                    "reported_cost": rec.get("reported_cost"),
+                    "bound": rec.get("bound"),
+                    "output_tokens": rec.get("output_tokens"),
+                }
+            )
+    return out
+
+
 class CampaignViews:
     """Read-only views of campaigns and duels."""
 
@@ -362,6 +380,7 @@ class CampaignViews:
             "question_id": meta[0] if meta else None,
             "category": meta[1] if meta else None,
             "comment": d.comment,
+            "provider_faults": provider_faults(d),
         }
         if charges is not None:
             view["charges"] = [
@@ -372,6 +391,8 @@ class CampaignViews:
                     "amount": from_nusd(ch.amount_nusd),
                     "reuses_charge_id": ch.reuses_charge_id,
                     "reused": bool(ch.detail and ch.detail.get("reused")),
+                    "provider_fault": (ch.detail or {}).get("provider_fault"),
+                    "reported_cost": (ch.detail or {}).get("reported_cost"),
                     "created_at": ch.created_at,
                 }
                 for ch in charges

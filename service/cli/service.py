@@ -100,7 +100,13 @@ def cmd_serve(args) -> int:
     else:
         from service.app import create_app
 
-        uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=args.log_level)
+        uvicorn.run(
+            create_app(settings),
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        )
     return 0
 
 

@@ -45,10 +45,10 @@ class AnthropicClient(HTTPModelClient):
         usage = data.get("usage") or {}
         if not isinstance(usage, dict):
             usage = {}
-        tin = _token(usage.get("input_tokens"))
+        tin = _token(usage.get("input_tokens"), "input_tokens")
         if tin is not None:
             # prompt caching: cached tokens are reported separately (billed at other rates;
             # counted here at the input price, an upper bound for cache reads).
             for extra in ("cache_creation_input_tokens", "cache_read_input_tokens"):
-                tin += _token(usage.get(extra)) or 0
-        return text, tin, _token(usage.get("output_tokens"))
+                tin += _token(usage.get(extra), extra) or 0
+        return text, tin, _token(usage.get("output_tokens"), "output_tokens")

@@ -46,9 +46,11 @@ class GeminiClient(HTTPModelClient):
         usage = data.get("usageMetadata") or {}
         if not isinstance(usage, dict):
             usage = {}
-        tin = _token(usage.get("promptTokenCount"))
+        tin = _token(usage.get("promptTokenCount"), "promptTokenCount")
         tout = None
         if tin is not None:
             # candidatesTokenCount is absent for an empty answer; thinking tokens bill as output.
-            tout = (_token(usage.get("candidatesTokenCount")) or 0) + (_token(usage.get("thoughtsTokenCount")) or 0)
+            tout = (_token(usage.get("candidatesTokenCount"), "candidatesTokenCount") or 0) + (
+                _token(usage.get("thoughtsTokenCount"), "thoughtsTokenCount") or 0
+            )
         return text, tin, tout

@@ -213,7 +213,7 @@ class HTTPModelClient(ModelClient):
             ) from None
         try:
             text, tin, tout = self.parse_response(data)
-        except (ResponseShapeError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape, usage
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
                 resp.status_code,
@@ -228,7 +228,9 @@ class HTTPModelClient(ModelClient):
             self._http = None
 
 
-def _token(v: Any) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        return None
-    return int(v)
+def _token(v: Any, field: str) -> int | None:
+    """A reported token count, bounded by the ledger (service.campaigns.ledger.parse_tokens); raises
+    its ``UsageError`` (a ``ValueError``) for a figure that is not a whole number in range."""
+    from ..campaigns.ledger import parse_tokens  # here: the campaigns package imports the clients
+
+    return parse_tokens(v, field)

@@ -48,4 +48,8 @@ class OpenAIClient(HTTPModelClient):
         usage = data.get("usage") or {}
         if not isinstance(usage, dict):
             usage = {}
-        return text, _token(usage.get("prompt_tokens")), _token(usage.get("completion_tokens"))
+        return (
+            text,
+            _token(usage.get("prompt_tokens"), "prompt_tokens"),
+            _token(usage.get("completion_tokens"), "completion_tokens"),
+        )

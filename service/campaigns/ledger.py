@@ -1,0 +1,174 @@
+"""The ledger: the one place that decides what a model or judge call is charged.
+
+Every charge row a campaign writes (a duel's answers, a pre-generated answer, an
+LLM judge's verdict) takes its amount from :func:`model_charge` or
+:func:`judge_charge`; the clients parse a provider's usage figures with
+:func:`parse_tokens`. Its invariants (docs/reliability.md, *Ledger*):
+
+1. **Usage figures are bounded.** A token count is a whole number in
+   ``[0, MAX_USAGE_TOKENS]``: a JSON integer, or a float with an integral value.
+   Anything else (negative, fractional, ``1e16``, ``1e400`` which JSON reads as
+   infinity, a string, a boolean) raises :class:`UsageError`, which the client
+   turns into a failed call with that message: never an ``OverflowError``, never
+   an amount the int64 ledger cannot hold.
+2. **A call is charged at most its bound.** The bound is what the budget
+   reserved for the call (:func:`service.campaigns.rules.model_bound_nusd`,
+   :func:`service.campaigns.rules.judge_bound_nusd`: the price's ceiling
+   ``max_cost_per_query``, or the request's ``max_tokens`` at the per-token
+   price). A reported usage above it (a cost above the bound, or, without a
+   ``max_cost_per_query``, more output tokens than the request's own
+   ``max_tokens``) is a *provider fault*: the call
+   is charged the bound, the reported figure is stored beside the charge and on
+   the duel, and the caller pauses the campaign with :attr:`CallCharge.fault` as
+   the reason.
+3. **Without a derivable bound** (a campaign without a budget whose client has
+   per-token prices but no ``max_tokens``), a call is charged at most
+   ``MAX_CALL_NUSD``; with at most ``2**14`` calls in flight, a spend that stopped
+   below ``rules.LEDGER_CAP_NUSD = 2**62`` cannot pass ``2**63 - 1``.
+4. Amounts are non-negative Python ints (nano-USD); a reported cost that is
+   missing, negative or not finite counts 0 (:func:`rules.cost_nusd`).
+
+The ledger is pure: it computes amounts and reasons, the transactions write them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import from_nusd
+from . import rules
+
+#: The largest token count a provider may report for one call (no model reads or
+#: writes a trillion tokens in one call); above it the figure is refused.
+MAX_USAGE_TOKENS = 10**12
+
+#: The most a call without a derivable bound is charged (2**48 nano-USD, about 281,475 USD).
+MAX_CALL_NUSD = 2**48
+
+#: ``Campaign.end_limit`` of a campaign paused by a provider fault (continued by PATCH, rules.continue_refusal).
+END_LIMIT_PROVIDER = rules.END_LIMIT_PROVIDER
+
+
+class UsageError(ValueError):
+    """A usage figure that is not a whole number of tokens in ``[0, MAX_USAGE_TOKENS]``."""
+
+
+def parse_tokens(value: Any, field: str) -> int | None:
+    """A provider's token count (``field`` names it in the error); ``None`` when it is absent.
+
+    Raises :class:`UsageError` for a value that is not a whole number in ``[0, MAX_USAGE_TOKENS]``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"usage {field} = {value!r:.40} is not a number of tokens")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"usage {field} = {value!r} is not a finite number of tokens")
+    if value < 0:
+        raise UsageError(f"usage {field} = {value!r} is negative")
+    if value > MAX_USAGE_TOKENS:
+        raise UsageError(f"usage {field} = {value:.6g} tokens is absurdly large (more than {MAX_USAGE_TOKENS:.0e})")
+    if isinstance(value, float) and not value.is_integer():
+        raise UsageError(f"usage {field} = {value!r} is not a whole number of tokens")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class CallCharge:
+    """What one call (or one judgement's calls) is charged.
+
+    ``amount_nusd``: the charge; ``reported_nusd``: what the reported usage would
+    cost; ``bound_nusd``: the call's bound (``None``: none derivable); ``fault``:
+    the provider fault (a sentence naming the model and the figure), or ``None``.
+    """
+
+    amount_nusd: int
+    reported_nusd: int
+    bound_nusd: int | None
+    fault: str | None = None
+
+    def detail(self) -> dict[str, Any]:
+        """What a charge row and the duel keep of a faulty call (empty for a normal one)."""
+        if self.fault is None:
+            return {}
+        return {
+            "provider_fault": self.fault,
+            "reported_cost": from_nusd(self.reported_nusd),
+            "bound": from_nusd(self.bound_nusd) if self.bound_nusd is not None else None,
+        }
+
+
+def _usd(nusd: int) -> str:
+    return f"{nusd / 1e9:.6g} USD"
+
+
+def _reported_nusd(cost: Any) -> int:
+    """A reported cost in nano-USD: an infinite or huge cost (a price times a lying usage) counts as
+    ``2**62`` (above every bound), a missing, negative or NaN cost as 0."""
+    try:
+        v = float(cost)
+    except (TypeError, ValueError):
+        return 0
+    if math.isnan(v) or v <= 0:
+        return 0
+    if math.isinf(v) or v * 1e9 >= rules.LEDGER_CAP_NUSD:
+        return rules.LEDGER_CAP_NUSD
+    return rules.cost_nusd(v)
+
+
+def capped(reported_cost: Any, bound_nusd: int | None, who: str, over_tokens: str | None = None) -> CallCharge:
+    """The charge of a call that reported ``reported_cost`` (USD) against its bound.
+
+    ``over_tokens``: a sentence when the reported output tokens exceed the request's
+    own limit (a fault even when the cost stays under the bound). ``who`` names the
+    model or judge in the fault.
+    """
+    reported = _reported_nusd(reported_cost)
+    cap = bound_nusd if bound_nusd is not None else MAX_CALL_NUSD
+    if reported <= cap and over_tokens is None:
+        return CallCharge(reported, reported, bound_nusd)
+    if reported > cap:
+        what = f"a cost of {_usd(reported)}, above its bound of {_usd(cap)}"
+        if over_tokens is not None:
+            what = f"{over_tokens} and {what}"
+    else:
+        what = str(over_tokens)
+    return CallCharge(min(reported, cap), reported, bound_nusd, f"{who} reported {what}; charged at most the bound")
+
+
+def _over_limit(client: dict, output_tokens: Any) -> str | None:
+    """A sentence when ``output_tokens`` exceeds the request's own output-token limit."""
+    from service.clients.config import output_token_limit
+
+    if client.get("kind") == "simulated" or not isinstance(output_tokens, int):
+        return None
+    if client.get("max_cost_per_query") is not None:  # the price's ceiling is the bound (hidden reasoning tokens)
+        return None
+    limit = output_token_limit(client)
+    if limit is None or output_tokens <= limit:
+        return None
+    return f"{output_tokens} output tokens for a request with max_tokens {limit}"
+
+
+def model_charge(model: dict, prompt: str, completion: Any) -> CallCharge:
+    """The charge of model ``model``'s answer ``completion`` (a client ``Completion``) to ``prompt``."""
+    client = rules.stored(model["client"])
+    bound = rules.model_bound_nusd(model, prompt)
+    over = _over_limit(client, completion.output_tokens)
+    return capped(completion.cost, bound, f"model {model['name']!r}", over)
+
+
+def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None) -> CallCharge:
+    """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them)."""
+    judge = rules.stored(judge)
+    bound = rules.judge_bound_nusd(judge, prompt, reference) if judge.get("kind") == "llm" else None
+    over = None
+    if judge.get("kind") == "llm":
+        for call in (detail or {}).get("calls") or []:
+            if isinstance(call, dict):
+                over = over or _over_limit(judge["client"], call.get("output_tokens"))
+        model = judge["client"].get("model") or judge["client"].get("kind")
+        return capped(cost, bound, f"judge model {model!r}", over)
+    return capped(cost, bound, "the judge")
