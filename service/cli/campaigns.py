@@ -5,7 +5,7 @@ Every sub-command talks to the server over the REST API (:mod:`service.cli.remot
 ``LLMDUEL_API_KEY``). Files are read by :mod:`service.campaign_files`; results go
 to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 
-* ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N]``: create the
+* ``create FILE [--json] [--no-run] [--dry-run [--trials N]] [--concurrency N]``: create the
   campaign and start its background run when the judge is automatic;
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
 * ``list``, ``show ID``, ``stop ID``;
@@ -158,9 +158,12 @@ def cmd_create(args: argparse.Namespace) -> int:
     except CampaignFileError as exc:
         raise CLIError(str(exc)) from None
     run = _run_options(body, args, args.file)
+    if args.trials is not None and not args.dry_run:
+        raise CLIError("--trials goes with --dry-run (the number of simulated campaigns of the forecast)")
     with remote_from_args(args) as remote:
         if args.dry_run:
-            forecast = remote.post("/v1/campaigns/forecast", json=body)
+            params = {"trials": args.trials} if args.trials is not None else None
+            forecast = remote.post("/v1/campaigns/forecast", json=body, params=params)
             if args.json:
                 _print_json(forecast)
             else:
@@ -202,10 +205,13 @@ def format_forecast(f: Any) -> str:
         )
 
     lines = [
-        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, delta {f.get('delta')})",
+        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, "
+        f"delta {f.get('delta')}, {f.get('mode', 'fresh')} duels)",
         f"  cost to certify   {spread(f.get('cost'), True)} USD",
         f"  duels             {spread(f.get('duels'), False)}",
     ]
+    if f.get("ceiling") is not None:
+        lines.append(f"  ceiling           {num(f['ceiling'], True)} USD (every answer and verdict paid once)")
     if f.get("lower_bound") is not None:
         lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
     if isinstance(f.get("within_budget"), (int, float)):
@@ -382,6 +388,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("file", metavar="FILE", help="campaign file (YAML or JSON; prompts inline or {file: ...})")
     a.add_argument("--no-run", action="store_true", help="create it but do not start the background run")
     a.add_argument("--dry-run", action="store_true", help="print the forecast of its cost; create nothing")
+    a.add_argument(
+        "--trials",
+        type=whole_number("--trials"),
+        default=None,
+        help="--dry-run: simulated campaigns, 10 to 1000 (default 200; all of them run)",
+    )
     a.add_argument(
         "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default 1)"
     )
