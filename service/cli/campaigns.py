@@ -11,7 +11,7 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``list``, ``show ID``, ``stop ID``;
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
   seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
-* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again.
 """
@@ -412,7 +412,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     action("stop", "end a running campaign", cmd_stop)
 
-    a = action("export", "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json", cmd_export)
+    a = action(
+        "export",
+        "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv",
+        cmd_export,
+    )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
 
     a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)
