@@ -78,6 +78,9 @@ DEFAULT_TRIAL_DUEL_CAP = 50_000
 #: Pair-steps one trial may take (a step of dctas-pc scans every pair): caps the duels of a trial with many models.
 TRIAL_PAIR_STEPS = 5_000_000
 MAX_TRIALS = 1000
+#: A reuse trial stops at this many duels per (pair, prompt) verdict (at least 1000 duels): by then its duels
+#: are almost all free (stored answers and verdicts), so its spend is close to final while its duels are not.
+REUSE_DUELS_PER_VERDICT = 10
 #: Probability that one judge order says "tie" (prompt-level forecasts; both orders are combined, a split is a tie).
 DEFAULT_TIE_PROB = 0.1
 #: Standard deviation of a model's per-prompt strength around its strength (prompt-level forecasts).
@@ -251,6 +254,7 @@ class Forecast:
     duel_cap: int = DEFAULT_TRIAL_DUEL_CAP
     mode: str = "fresh"  # fresh (every duel pays), reuse or wor (prompt-level, pays what is not yet stored)
     ceiling: float | None = None  # every answer once and every pair judged once on every prompt (reuse, wor)
+    paid_out: int = 0  # trials ended uncertified with everything paid (their cost is final; reuse, wor)
 
     @property
     def trials(self) -> int:
@@ -282,6 +286,7 @@ class Forecast:
             "unfinished": int((~self.certified).sum()),
             "duel_cap": self.duel_cap,
             "ceiling": self.ceiling,
+            "paid_out": self.paid_out,
         }
 
 
@@ -349,9 +354,13 @@ def run_prompt_forecast(
     Trial ``k`` draws its verdict table of ``n_prompts`` prompts from
     ``strengths[k]`` with seed ``seed + k`` and runs
     :func:`algorithms.prompt_policy_sim.policy_campaign` in ``mode`` (``reuse`` or
-    ``wor``) with the same seed. ``judge_cost`` is ``c_J``, the judge's cost of one
+    ``wor``) with the same seed; ``duel_cap`` defaults to :func:`trial_duel_cap`, for
+    ``reuse`` at most :data:`REUSE_DUELS_PER_VERDICT` duels per (pair, prompt) verdict
+    (at least 1000). ``judge_cost`` is ``c_J``, the judge's cost of one
     verdict (both orders). A trial never spends more than the every-answer-once
-    ceiling ``P sum_i c_i + L (L - 1) / 2 P c_J`` (what it pays is never paid twice).
+    ceiling ``P sum_i c_i + L (L - 1) / 2 P c_J`` (what it pays is never paid twice);
+    one that has paid it all without certifying ends there (``paid_out``: later duels
+    are free, its cost is final; it counts as not certified).
     """
     if mode not in POLICY_MODES:
         raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
@@ -363,9 +372,14 @@ def run_prompt_forecast(
         raise ValueError(f"strengths must be an n x L array with L = {L} >= 2, got shape {th.shape}")
     if int(n_prompts) < 1:
         raise ValueError(f"n_prompts must be >= 1, got {n_prompts!r}")
-    duel_cap = trial_duel_cap(L) if duel_cap is None else int(duel_cap)
+    if duel_cap is None:
+        duel_cap = trial_duel_cap(L)
+        if mode == "reuse":
+            duel_cap = min(duel_cap, max(1000, REUSE_DUELS_PER_VERDICT * L * (L - 1) // 2 * int(n_prompts)))
+    duel_cap = int(duel_cap)
     out_cost, out_duels, out_ok = [], [], []
     ceiling = 0.0
+    paid_out = 0
     for k in range(n):
         inst = bradley_terry_prompts(
             th[k],
@@ -377,10 +391,11 @@ def run_prompt_forecast(
             seed=int(seed) + k,
         )
         ceiling = inst.every_answer_once_bound()
-        r = policy_campaign(inst, mode, delta, int(seed) + k, max_duels=int(duel_cap))
+        r = policy_campaign(inst, mode, delta, int(seed) + k, max_duels=int(duel_cap), until_paid=True)
         out_cost.append(r.spend)
         out_duels.append(r.duels)
         out_ok.append(r.outcome != CAPPED)
+        paid_out += int(r.outcome == CAPPED and r.spend >= ceiling * (1 - 1e-12))
     return Forecast(
         algorithm="dctas-pc",
         delta=float(delta),
@@ -391,4 +406,5 @@ def run_prompt_forecast(
         duel_cap=int(duel_cap),
         mode=mode,
         ceiling=ceiling,
+        paid_out=paid_out,
     )

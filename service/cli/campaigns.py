@@ -150,6 +150,10 @@ def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> d
     return run
 
 
+#: Seconds `create --dry-run` waits for the forecast (at least; --timeout may say more).
+FORECAST_TIMEOUT_S = 300.0
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     from service.campaign_files import CampaignFileError, read_campaign_file
 
@@ -163,7 +167,10 @@ def cmd_create(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
         if args.dry_run:
             params = {"trials": args.trials} if args.trials is not None else None
-            forecast = remote.post("/v1/campaigns/forecast", json=body, params=params)
+            # every trial runs: allow the server minutes, not the default request timeout
+            forecast = remote.post(
+                "/v1/campaigns/forecast", json=body, params=params, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
+            )
             if args.json:
                 _print_json(forecast)
             else:
