@@ -425,6 +425,26 @@ def test_dry_run_prints_a_forecast_and_creates_nothing(service, tmp_path):
     assert r.stdout.startswith("forecast (") and "cost to certify" in r.stdout
 
 
+def test_dry_run_forecasts_the_default_llm_campaign_with_every_trial(service, fake_provider, tmp_path):
+    """The default LLM-judged campaign (reuse, prompts without replacement): all trials run, a real range,
+    never above the every-answer-once ceiling (50 prompts x (1 + 3 + 2) + 3 pairs x 50 x c_J 1.0 = 450)."""
+    camp = write_campaign(tmp_path, fake_provider)
+    r = llmduel(service, "campaign", "create", camp, "--dry-run", "--trials", "30", "--json")
+    assert r.returncode == 0, r.stderr
+    f = json.loads(r.stdout)
+    assert f["mode"] == "wor" and f["trials"] == f["requested_trials"] == 30 and f["ceiling"] == pytest.approx(450)
+    assert f["cost"]["p10"] < f["cost"]["median"] < f["cost"]["p90"] <= 450
+    assert "stopped the forecast" not in f["note"]
+    r = llmduel(service, "campaign", "create", camp, "--dry-run", "--trials", "30")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("forecast (prior, 30 simulated runs of dctas-pc, delta 0.05, wor duels)"), r.stdout
+    assert "ceiling           450.00 USD" in r.stdout, r.stdout
+    r = llmduel(service, "campaign", "create", camp, "--trials", "30")
+    assert r.returncode == 2 and "--trials goes with --dry-run" in r.stderr and "Traceback" not in r.stderr
+    r = llmduel(service, "campaign", "create", camp, "--dry-run", "--trials", "5")
+    assert r.returncode == 2 and "HTTP 422" in r.stderr and "Traceback" not in r.stderr
+
+
 class _Tty:
     """A stderr that says it is a terminal and keeps what was written."""
 
