@@ -22,7 +22,8 @@ checks that the forecast simulates what the campaign does and that [p10, p90]
 holds about 80% of actual spends when the prior is right; it says nothing of one
 fixed set of models that the prior makes unusual.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_forecast.py [--truths 200] [--trials 200] [--pilot-truths 100]``
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_forecast.py [--truths 200] [--trials 200] [--pilot-truths 100]
+[--pilot-duels 40] [--cases fixed,clear,small,p500,pilot]``
 """
 
 from __future__ import annotations
@@ -141,14 +142,21 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=200, help="forecast trials (default 200, the service's)")
     ap.add_argument("--pilot-truths", type=int, default=100, help="true campaigns of the pilot case (default 100)")
     ap.add_argument("--pilot-duels", type=int, default=40, help="duels of each pilot (default 40)")
+    ap.add_argument("--cases", default="fixed,clear,small,p500,pilot", help="comma-separated subset of the cases")
     a = ap.parse_args()
+    cases = set(a.cases.split(","))
     t0 = time.perf_counter()
     print(f"delta {DELTA}, 4 models costing {COSTS}, judge c_J {JUDGE}; nominal coverage 80%")
-    case_fixed(a.truths, a.trials)
-    case_prior("llm wor, 50 prompts, clear gaps", 1.0, 50, a.truths, a.trials)
-    case_prior("llm wor, 50 prompts, small gaps", 0.25, 50, a.truths, a.trials)
-    case_prior("llm wor, 500 prompts", 0.5, 500, a.truths, a.trials)
-    case_pilot(a.pilot_truths, a.trials, a.pilot_duels)
+    if "fixed" in cases:
+        case_fixed(a.truths, a.trials)
+    if "clear" in cases:
+        case_prior("llm wor, 50 prompts, clear gaps", 1.0, 50, a.truths, a.trials)
+    if "small" in cases:
+        case_prior("llm wor, 50 prompts, small gaps", 0.25, 50, a.truths, a.trials)
+    if "p500" in cases:
+        case_prior("llm wor, 500 prompts", 0.5, 500, a.truths, a.trials)
+    if "pilot" in cases:
+        case_pilot(a.pilot_truths, a.trials, a.pilot_duels)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 
