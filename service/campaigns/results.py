@@ -336,7 +336,13 @@ class CampaignResults:
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
         data = self._results_data(campaign_id, with_duels=False)
-        return self._ranking_by_category(data)
+        key = (campaign_id, data["version"])
+        cache = self.__dict__.setdefault("_category_cache", {})
+        if key not in cache:
+            if len(cache) >= RANKING_CACHE:
+                cache.clear()
+            cache[key] = self._ranking_by_category(data)
+        return cache[key]
 
     def export(self, campaign_id: int) -> dict[str, Any]:
         """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
