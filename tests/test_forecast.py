@@ -213,3 +213,17 @@ async def test_forecast_route_models_reuse_and_sampling_without_replacement(api)
     body = _llm_body(answers="fresh", verdicts="fresh", prompt_sampling="with_replacement")
     out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 20, "spread": 0.1})).json()
     assert out["mode"] == "fresh" and out["ceiling"] is None
+
+
+async def test_default_trials_shrink_with_many_models_as_a_stated_choice(api):
+    from service.campaigns.forecasting import default_trials
+
+    assert default_trials(3) == default_trials(16) == 200 and default_trials(20) == 160 and default_trials(500) == 20
+    theta = np.linspace(4.0, -4.0, 20)  # far apart: each trial certifies quickly
+    P = (1 / (1 + np.exp(-(theta[:, None] - theta[None, :])))).tolist()
+    body = campaign_body(costs=[1.0] * 20, judge=simulated_judge(P), delta=0.1)
+    out = (await api.post("/v1/campaigns/forecast", json=body)).json()
+    assert out["trials"] == out["requested_trials"] == 160
+    assert "160 trials, the default for 20 models" in out["note"]
+    out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 12})).json()
+    assert out["trials"] == 12 and "the default for" not in out["note"]

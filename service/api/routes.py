@@ -74,7 +74,13 @@ async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, resp
 
 Spread = Annotated[float, Query(gt=0, le=5, description="Standard deviation of the prior's strengths.")]
 ForecastTrials = Annotated[
-    int, Query(ge=10, le=1000, description="Simulated campaigns; every one runs (fewer: a faster, rougher answer).")
+    int,
+    Query(
+        ge=10,
+        le=1000,
+        description="Simulated campaigns; every one runs (fewer: a faster, rougher answer). Absent: 200, "
+        "or 200 x 16 / L (at least 20) with more than 16 models.",
+    ),
 ]
 
 
@@ -93,7 +99,7 @@ async def forecast_campaign(
     body: schemas.CampaignCreate,
     svc: Svc,
     _: Admin,
-    trials: ForecastTrials = 200,
+    trials: ForecastTrials | None = None,
     spread: Spread = 0.5,
 ):
     return await _t(svc.forecast_prior, body, trials, spread)
@@ -106,7 +112,9 @@ async def forecast_campaign(
     tags=["campaigns"],
     summary="Forecast the cost to certify from a campaign's duels so far (pilot)",
 )
-async def forecast_pilot(campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials = 200, spread: Spread = 0.5):
+async def forecast_pilot(
+    campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials | None = None, spread: Spread = 0.5
+):
     return await _t(svc.forecast_pilot, campaign_id, trials, spread)
 
 

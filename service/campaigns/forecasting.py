@@ -67,6 +67,25 @@ class _Setup:
         return "fresh"
 
 
+#: With more models than this, the default number of trials shrinks as 1/L (a stated choice, never a time-out).
+FULL_TRIALS_UP_TO = 16
+MIN_DEFAULT_TRIALS = 20
+
+
+def default_trials(n_models: int) -> int:
+    """Trials of a forecast nobody gave a number for: 200, or ``200 x 16 / L`` (at least 20) beyond 16 models
+    (a trial's work grows with the pairs: this keeps a large forecast within minutes)."""
+    if n_models <= FULL_TRIALS_UP_TO:
+        return DEFAULT_TRIALS
+    return max(MIN_DEFAULT_TRIALS, DEFAULT_TRIALS * FULL_TRIALS_UP_TO // n_models)
+
+
+def _trials_note(asked: int | None, used: int, n_models: int) -> str:
+    if asked is not None or used == DEFAULT_TRIALS:
+        return ""
+    return f"{used} trials, the default for {n_models} models (200 x 16 / L; ask for more with ?trials=)"
+
+
 def _mode_note(mode: str, n_prompts: int) -> str:
     if mode == "fresh":
         return "every duel pays its two answers and its verdict"
@@ -142,9 +161,9 @@ class CampaignForecasts:
     """Forecasts of the cost to certify (synchronous: they run in worker threads)."""
 
     def forecast_prior(
-        self, body: CampaignCreate, trials: int = DEFAULT_TRIALS, spread: float = DEFAULT_SPREAD
+        self, body: CampaignCreate, trials: int | None = None, spread: float = DEFAULT_SPREAD
     ) -> dict[str, Any]:
-        """The forecast of a campaign that does not exist yet (basis ``prior``)."""
+        """The forecast of a campaign that does not exist yet (basis ``prior``); ``trials`` None: :func:`default_trials`."""
         judge = body.stored_judge()
         setup = _Setup(
             costs=[float(m.cost) for m in body.models],
@@ -159,6 +178,7 @@ class CampaignForecasts:
         )
         rng = np.random.default_rng(setup.seed)
         L = len(setup.costs)
+        asked, trials = trials, trials if trials is not None else default_trials(L)
         if judge.get("kind") == JudgeKind.SIMULATED:
             note = "the preference matrix is the simulated judge's"
 
@@ -176,10 +196,11 @@ class CampaignForecasts:
                 return theta if kind == "strengths" else _bt_matrices(theta)
 
         f = _run(setup, draw, trials)
-        return _answer("prior", f, body.budget, body.max_duels, note + "; " + _mode_note(f.mode, setup.n_prompts))
+        notes = [note, _trials_note(asked, trials, L), _mode_note(f.mode, setup.n_prompts)]
+        return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n))
 
     def forecast_pilot(
-        self, campaign_id: int, trials: int = DEFAULT_TRIALS, spread: float = DEFAULT_SPREAD
+        self, campaign_id: int, trials: int | None = None, spread: float = DEFAULT_SPREAD
     ) -> dict[str, Any]:
         """The forecast of a whole campaign like this one, from its counted duels (basis ``pilot``)."""
         with self.db.read() as s:
@@ -209,6 +230,7 @@ class CampaignForecasts:
             )
         rng = np.random.default_rng(setup.seed)
         prompt_level = setup.mode != "fresh"
+        asked, trials = trials, trials if trials is not None else default_trials(L)
 
         def draw(kind: str, n: int) -> np.ndarray:
             theta = pilot_posterior_strengths(
@@ -223,15 +245,14 @@ class CampaignForecasts:
             return theta if kind == "strengths" else _bt_matrices(theta)
 
         f = _run(setup, draw, trials)
-        out = _answer(
-            "pilot",
-            f,
-            budget,
-            max_duels,
+        notes = [
             f"strengths drawn from the Bradley-Terry posterior (Laplace approximation, prior N(0, {spread:g}^2)) "
             f"of the {t} duels counted so far; the figures are for a whole campaign from its start, 'remaining' "
-            f"subtracts what this one has spent; {_mode_note(f.mode, setup.n_prompts)}",
-        )
+            "subtracts what this one has spent",
+            _trials_note(asked, trials, L),
+            _mode_note(f.mode, setup.n_prompts),
+        ]
+        out = _answer("pilot", f, budget, max_duels, "; ".join(n for n in notes if n))
         out["spent"] = spend
         out["remaining"] = {k: max(0.0, v - spend) for k, v in out["cost"].items()}
         return out

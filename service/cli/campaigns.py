@@ -399,7 +399,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--trials",
         type=whole_number("--trials"),
         default=None,
-        help="--dry-run: simulated campaigns, 10 to 1000 (default 200; all of them run)",
+        help="--dry-run: simulated campaigns, 10 to 1000 (default 200, fewer beyond 16 models; all of them run)",
     )
     a.add_argument(
         "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default 1)"
