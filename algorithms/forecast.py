@@ -254,7 +254,6 @@ class Forecast:
     duel_cap: int = DEFAULT_TRIAL_DUEL_CAP
     mode: str = "fresh"  # fresh (every duel pays), reuse or wor (prompt-level, pays what is not yet stored)
     ceiling: float | None = None  # every answer once and every pair judged once on every prompt (reuse, wor)
-    paid_out: int = 0  # trials ended uncertified with everything paid (their cost is final; reuse, wor)
 
     @property
     def trials(self) -> int:
@@ -286,7 +285,6 @@ class Forecast:
             "unfinished": int((~self.certified).sum()),
             "duel_cap": self.duel_cap,
             "ceiling": self.ceiling,
-            "paid_out": self.paid_out,
         }
 
 
@@ -358,9 +356,7 @@ def run_prompt_forecast(
     ``reuse`` at most :data:`REUSE_DUELS_PER_VERDICT` duels per (pair, prompt) verdict
     (at least 1000). ``judge_cost`` is ``c_J``, the judge's cost of one
     verdict (both orders). A trial never spends more than the every-answer-once
-    ceiling ``P sum_i c_i + L (L - 1) / 2 P c_J`` (what it pays is never paid twice);
-    one that has paid it all without certifying ends there (``paid_out``: later duels
-    are free, its cost is final; it counts as not certified).
+    ceiling ``P sum_i c_i + L (L - 1) / 2 P c_J`` (what it pays is never paid twice).
     """
     if mode not in POLICY_MODES:
         raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
@@ -379,7 +375,6 @@ def run_prompt_forecast(
     duel_cap = int(duel_cap)
     out_cost, out_duels, out_ok = [], [], []
     ceiling = 0.0
-    paid_out = 0
     for k in range(n):
         inst = bradley_terry_prompts(
             th[k],
@@ -391,11 +386,10 @@ def run_prompt_forecast(
             seed=int(seed) + k,
         )
         ceiling = inst.every_answer_once_bound()
-        r = policy_campaign(inst, mode, delta, int(seed) + k, max_duels=int(duel_cap), until_paid=True)
+        r = policy_campaign(inst, mode, delta, int(seed) + k, max_duels=int(duel_cap))
         out_cost.append(r.spend)
         out_duels.append(r.duels)
         out_ok.append(r.outcome != CAPPED)
-        paid_out += int(r.outcome == CAPPED and r.spend >= ceiling * (1 - 1e-12))
     return Forecast(
         algorithm="dctas-pc",
         delta=float(delta),
@@ -406,5 +400,4 @@ def run_prompt_forecast(
         duel_cap=int(duel_cap),
         mode=mode,
         ceiling=ceiling,
-        paid_out=paid_out,
     )

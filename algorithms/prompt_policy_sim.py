@@ -52,19 +52,9 @@ class PolicyCampaign:
 
 
 def policy_campaign(
-    instance: PromptInstance,
-    mode: str,
-    delta: float,
-    seed: int,
-    *,
-    max_duels: int = 200_000,
-    until_paid: bool = False,
+    instance: PromptInstance, mode: str, delta: float, seed: int, *, max_duels: int = 200_000
 ) -> PolicyCampaign:
-    """Run dctas-pc on ``instance`` in ``mode`` (``reuse`` or ``wor``) until it stops or ``max_duels``.
-
-    ``until_paid``: also end (as ``CAPPED``) once every answer and every verdict is paid
-    (the every-answer-once ceiling): later duels are free, so the spend is final.
-    """
+    """Run dctas-pc on ``instance`` in ``mode`` (``reuse`` or ``wor``) until it stops or ``max_duels``."""
     if mode not in POLICY_MODES:
         raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
     if not 0.0 < delta < 1.0:
@@ -85,10 +75,7 @@ def policy_campaign(
     spend = 0.0
     duels = 0
     dirty = True
-    all_paid = L * P + n_verdicts
     while not pol.stopped and duels < max_duels:
-        if until_paid and sum(answered) + judged >= all_paid:
-            break
         if not wor and dirty:
             mc = marginal_costs(costs, cj, answered, judged, (P, n_verdicts))
             pol.set_costs(mc["costs"], mc["judge_cost"])

@@ -624,11 +624,6 @@ class ForecastOut(BaseModel):
         description="wor and reuse: every answer generated once and every pair judged once on every prompt "
         "(USD); no trial spends more. null for fresh."
     )
-    paid_out: int = Field(
-        0,
-        description="Trials that paid the whole ceiling without certifying (wor, reuse): their cost is final "
-        "(later duels are free); they count as not certified in within_budget.",
-    )
     budget: float | None
     max_duels: int | None
     spent: float | None = Field(None, description="pilot: what the campaign has spent so far (USD).")

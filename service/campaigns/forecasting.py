@@ -100,12 +100,7 @@ def _mode_note(mode: str, n_prompts: int) -> str:
 
 def _note(f: Forecast, extra: str) -> str:
     parts = [extra]
-    unfinished = int((~f.certified).sum()) - f.paid_out
-    if f.paid_out:
-        parts.append(
-            f"{f.paid_out} of {f.trials} simulated campaigns paid every answer and verdict (the ceiling) without "
-            "certifying: later duels are free, so their cost is final, but they count as not certified"
-        )
+    unfinished = int((~f.certified).sum())
     if unfinished:
         parts.append(
             f"{unfinished} of {f.trials} simulated campaigns had not certified after {f.duel_cap} duels: "
