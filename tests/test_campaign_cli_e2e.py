@@ -11,9 +11,11 @@ import subprocess
 import sys
 
 import httpx
+import numpy as np
 import pytest
 from conftest import ADMIN_KEY, REPO, free_port, start_fake_provider, start_live_server, stop_live_server, stop_process
 
+from algorithms.ranking import field_win_rates
 from service.campaign_files import read_campaign_file
 from service.prompts import normalize_prompt
 
@@ -297,6 +299,18 @@ def test_priced_from_the_maps_with_an_arena_hard_judge(service, fake_provider, p
             m["observed_cost"], abs=1e-9
         )  # 9 decimals
         assert row["cost_per_query"] == m["cost"]
+    # the ranking counts the graded scores as the certificate does (0.75, not 1)
+    L = len(view["models"])
+    W, N = np.zeros((L, L)), np.zeros((L, L))
+    for d in duels:
+        if d["counted"] and d["score"] is not None:
+            i, j = min(d["model_a"], d["model_b"]), max(d["model_a"], d["model_b"])
+            W[i, j], W[j, i] = W[i, j] + d["score"], W[j, i] + 1.0 - d["score"]
+            N[i, j], N[j, i] = N[i, j] + 1, N[j, i] + 1
+    rates = field_win_rates(W, N)
+    for row in json.loads((out / "ranking.json").read_text()):
+        m = next(m for m in view["models"] if m["name"] == row["model"])
+        assert row["win_rate"] == pytest.approx(rates[m["index"]], abs=1e-4), (row, rates)
     r = llmduel(service, "analyze", str(out / "battles.jsonl"), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["condorcet_winner"] == "large"
