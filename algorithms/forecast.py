@@ -32,8 +32,9 @@ strengths, then a prompt-level verdict table of the campaign's ``P`` prompts
 own ``dctas-pc`` policy on it (:func:`algorithms.prompt_policy_sim.policy_campaign`,
 modes ``reuse`` and ``wor``).
 
-Bounded: each trial stops at ``duel_cap`` duels (:func:`trial_duel_cap`) (it then
-counts as not certified: its cost is a lower bound of the real one). Every trial
+Bounded: each trial stops at ``duel_cap`` duels (:func:`trial_duel_cap`; a reuse
+trial at :data:`REUSE_DUELS_PER_VERDICT` duels per verdict) (it then counts as not
+certified: its cost is a lower bound of the real one). Every trial
 asked for runs: there is no time limit (a smaller count is the caller's choice).
 """
 
