@@ -648,7 +648,7 @@ class ForecastOut(BaseModel):
         description="prior (before the campaign: a simulated judge's matrix or Bradley-Terry draws) "
         "or pilot (posterior draws from a campaign's counted duels)."
     )
-    trials: int = Field(description="Simulated campaigns the figures rest on (fewer than asked if time ran out).")
+    trials: int = Field(description="Simulated campaigns the figures rest on (always the number asked for).")
     requested_trials: int
     algorithm: str
     delta: float
@@ -662,7 +662,14 @@ class ForecastOut(BaseModel):
     )
     unfinished: int = Field(description="Trials stopped at duel_cap before certifying.")
     duel_cap: int
-    timed_out: bool
+    mode: str = Field(
+        description="How a simulated duel pays: wor (prompts without replacement) or reuse (stored answers and "
+        "verdicts), each paying what is not yet stored on the campaign's own prompts; fresh: every duel pays."
+    )
+    ceiling: float | None = Field(
+        description="wor and reuse: every answer generated once and every pair judged once on every prompt "
+        "(USD); no trial spends more. null for fresh."
+    )
     budget: float | None
     max_duels: int | None
     spent: float | None = Field(None, description="pilot: what the campaign has spent so far (USD).")

@@ -14,7 +14,7 @@ class ExportOut(BaseModel):
     campaign_id: int
     files: dict[str, str] = Field(
         description="File name -> text: certificate.json, battles.jsonl (FastChat battle log), matrix.csv, "
-        "ranking.csv, ranking.json."
+        "ranking.csv, ranking.json, ranking_by_category.csv."
     )
 
 

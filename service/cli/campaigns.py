@@ -5,13 +5,13 @@ Every sub-command talks to the server over the REST API (:mod:`service.cli.remot
 ``LLMDUEL_API_KEY``). Files are read by :mod:`service.campaign_files`; results go
 to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 
-* ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N] [--allow-outside-prompts]``: create the
+* ``create FILE [--json] [--no-run] [--dry-run [--trials N]] [--concurrency N] [--allow-outside-prompts]``: create the
   campaign and start its background run when the judge is automatic;
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
 * ``list``, ``show ID``, ``stop ID``;
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
   seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
-* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again.
 """
@@ -150,6 +150,10 @@ def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> d
     return run
 
 
+#: Seconds `create --dry-run` waits for the forecast (at least; --timeout may say more).
+FORECAST_TIMEOUT_S = 300.0
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     from service.campaign_files import CampaignFileError, read_campaign_file
 
@@ -158,9 +162,15 @@ def cmd_create(args: argparse.Namespace) -> int:
     except CampaignFileError as exc:
         raise CLIError(str(exc)) from None
     run = _run_options(body, args, args.file)
+    if args.trials is not None and not args.dry_run:
+        raise CLIError("--trials goes with --dry-run (the number of simulated campaigns of the forecast)")
     with remote_from_args(args) as remote:
         if args.dry_run:
-            forecast = remote.post("/v1/campaigns/forecast", json=body)
+            params = {"trials": args.trials} if args.trials is not None else None
+            # every trial runs: allow the server minutes, not the default request timeout
+            forecast = remote.post(
+                "/v1/campaigns/forecast", json=body, params=params, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
+            )
             if args.json:
                 _print_json(forecast)
             else:
@@ -202,10 +212,13 @@ def format_forecast(f: Any) -> str:
         )
 
     lines = [
-        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, delta {f.get('delta')})",
+        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, "
+        f"delta {f.get('delta')}, {f.get('mode', 'fresh')} duels)",
         f"  cost to certify   {spread(f.get('cost'), True)} USD",
         f"  duels             {spread(f.get('duels'), False)}",
     ]
+    if f.get("ceiling") is not None:
+        lines.append(f"  ceiling           {num(f['ceiling'], True)} USD (every answer and verdict paid once)")
     if f.get("lower_bound") is not None:
         lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
     if isinstance(f.get("within_budget"), (int, float)):
@@ -388,6 +401,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="read a prompts file given by an absolute path or outside the campaign file's folder (refused by default)",
     )
     a.add_argument(
+        "--trials",
+        type=whole_number("--trials"),
+        default=None,
+        help="--dry-run: simulated campaigns, 10 to 1000 (default 200, fewer beyond 16 models; all of them run)",
+    )
+    a.add_argument(
         "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default 1)"
     )
 
@@ -405,7 +424,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     action("stop", "end a running campaign", cmd_stop)
 
-    a = action("export", "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json", cmd_export)
+    a = action(
+        "export",
+        "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv",
+        cmd_export,
+    )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
 
     a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)
