@@ -173,7 +173,7 @@ class CampaignCreate(_Strict):
         description="How duels draw their prompts (docs/reuse.md). with_replacement: uniformly at random for "
         "each duel. without_replacement: pair (i, j)'s q-th duel uses prompt q of a secret permutation shared "
         "by all pairs; needs algorithm dctas-pc, answers reuse, an llm or simulated judge and tie_policy half "
-        "or random; can end 'undecidable' (no winner on this prompt set). auto (default): without_replacement "
+        "(random is refused: the exact test would certify the tie coin); can end 'undecidable' (no winner on this prompt set). auto (default): without_replacement "
         "when those hold, the judge is an llm judge and verdicts is reuse, else with_replacement. The "
         "resolved value is stored.",
     )
