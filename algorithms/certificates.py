@@ -28,7 +28,7 @@ from scipy.special import zeta
 from . import _kernels as kern
 from .thresholds import calibration_C
 
-__all__ = ["PC_THRESHOLDS", "PC_DEFAULTS", "certificate_test", "validate_pc_params"]
+__all__ = ["PC_THRESHOLDS", "PC_DEFAULTS", "certificate_test", "certificate_log_stat", "validate_pc_params"]
 
 PC_THRESHOLDS = {"mixture": kern.PC_MIXTURE, "kk": kern.PC_KK, "stitched": kern.PC_STITCHED}
 PC_DEFAULTS: dict[str, Any] = {"threshold": "mixture", "stick": 0.0}
@@ -46,6 +46,28 @@ def certificate_test(threshold: str, delta: float, L: int) -> tuple[int, float]:
         # log(zeta(s) / (d' log(eta)^s)), written with log(1/d') so that tiny deltas stay finite
         return kern.PC_STITCHED, math.log(float(zeta(s))) + log_inv - s * math.log(math.log(eta))
     raise ValueError(f"unknown certificate threshold {threshold!r}; choose one of {', '.join(PC_THRESHOLDS)}")
+
+
+def certificate_log_stat(n: float, x: float, rule: int) -> float:
+    """The statistic of :func:`algorithms._kernels.pc_certifies` on a log scale, so that the test
+    certifies "beaten" (for ``x < n/2``) exactly when it reaches the test's ``c0``.
+
+    ``PC_MIXTURE``: ``log M_n`` (the log-wealth of the mixture martingale).
+    ``PC_KK``: ``n d(x/n, 1/2) - 3 log(1 + log n)`` (0 for the divergence when ``x >= n/2``).
+    ``PC_STITCHED``: ``(n/2 - x)_+^2 / (k1^2 v) - s log log(eta v / m)``: the boundary
+    ``n/2 - x >= k1 sqrt(v l(v))`` squared and moved to the side of the statistic.
+    0 for a pair never compared.
+    """
+    if n <= 0:
+        return 0.0
+    if rule == kern.PC_MIXTURE:
+        return float(kern.pc_log_mixture(float(n), float(x)))
+    if rule == kern.PC_KK:
+        div = float(kern.kl_half(x / n)) if x < 0.5 * n else 0.0
+        return n * div - 3.0 * math.log(1.0 + math.log(n)) if n >= 1.0 else n * div
+    v = max(0.25 * n, kern.PC_VMIN)
+    gap = max(0.0, 0.5 * n - x)
+    return gap * gap / (kern.PC_K1**2 * v) - kern.PC_S * math.log(math.log(kern.PC_ETA * v / kern.PC_VMIN))
 
 
 def validate_pc_params(threshold: Any, stick: Any) -> tuple[str, float]:

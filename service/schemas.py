@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -83,6 +83,13 @@ class ModelSpec(_Strict):
         ge=0,
         le=10_000_000,
         description="Output tokens of one answer for a derived cost (default: the campaign's).",
+    )
+    cost_source: Literal["configured", "price_map"] | None = Field(
+        None,
+        description="Which cost wins when the model has both a `cost` and a price-map price: configured (the "
+        "policy uses `cost` and each call is charged it) or price_map (the cost is derived from the price and "
+        "calls are charged per token). Absent: a `cost` that disagrees with the price map's derived cost by more "
+        "than a factor 2 is a 422 (docs/service.md, Pricing).",
     )
     client: ClientConfig = Field(
         description="How to call the model: one config per `kind` (simulated, openai, anthropic, gemini). "
@@ -291,6 +298,7 @@ class CampaignCreate(_Strict):
                 [normalize_prompt(p)["text"] for p in self.prompts],
                 m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
                 user_map,
+                m.cost_source,
             )
             m.cost, m.client, m._pricing = cost, parse_client_config(client), record
 
@@ -342,6 +350,11 @@ class ModelOut(BaseModel):
         None, description="configured (the body's cost) or derived (price x tokens). Admin only."
     )
     derived_cost: float | None = Field(None, description="The cost the price and expected tokens give. Admin only.")
+    charged: str | None = Field(
+        None,
+        description="How its calls are charged: per_token (at `price`, when the provider reports usage) or "
+        "per_call (the configured cost). Admin only.",
+    )
     price: PriceOut | None = Field(None, description="Per-token price (USD per million tokens). Admin only.")
     expected_input_tokens: float | None = None
     expected_output_tokens: int | None = None
@@ -361,6 +374,47 @@ class RunOut(BaseModel):
         None, description="Admin only: the process driving the run (host:pid:random), while it holds the lease."
     )
     lease_expires_at: dt.datetime | None = Field(None, description="Admin only: when the owner's lease runs out.")
+
+
+class CertificateEdge(BaseModel):
+    winner: str
+    loser: str
+    exact: bool = Field(False, description="without_replacement: decided exactly by the pair's sum, no error.")
+
+
+class PairEvidence(BaseModel):
+    loser: str
+    winner: str
+    n: float = Field(description="Counted duels of the pair.")
+    log_stat: float | None = Field(
+        description="The test's statistic on a log scale (log-wealth for mixture and without_replacement)."
+    )
+    log_threshold: float | None = Field(
+        description="The certificate is issued when log_stat reaches it: "
+        "log((L-1)/delta) for mixture and without_replacement."
+    )
+    certified: bool
+    exact: bool
+
+
+class LoserEvidence(BaseModel):
+    model: str
+    beaten_by: list[str]
+
+
+class PCEvidence(BaseModel):
+    test: str = Field(description="mixture, kk, stitched or without_replacement.")
+    statistic: str = Field(description="What log_stat is, in words.")
+    log_threshold: float | None
+    reference: str | None = Field(description="The certified winner, else the current leader.")
+    certified: int = Field(description="Certificates the reference holds.")
+    needed: int = Field(description="L - 1: certificates a winner needs.")
+    progress: float = Field(
+        description="Mean over the reference's L - 1 pairs of min(1, log_stat/log_threshold) "
+        "(1 for a certified pair; 1 once the campaign ended)."
+    )
+    pairs: list[PairEvidence]
+    losers: list[LoserEvidence]
 
 
 class CampaignOut(BaseModel):
@@ -408,10 +462,42 @@ class CampaignOut(BaseModel):
     certificates: list[list[int]] | None = Field(
         None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom)."
     )
-    copeland_winner: str | None = Field(
-        None, description="dctas-pc: the model beating the most others in the estimate."
+    certificate_graph: list[CertificateEdge] | None = Field(
+        None, description="dctas-pc: who was shown to beat whom, by name (the certificates, each at level delta/(L-1))."
     )
-    top_cycle: list[str] | None = Field(None, description="dctas-pc: the estimate's top cycle (smallest dominant set).")
+    copeland_winner: str | None = Field(
+        None, description="dctas-pc: the model beating the most others in the estimate (an estimate, not certified)."
+    )
+    top_cycle: list[str] | None = Field(
+        None,
+        description="dctas-pc: the plug-in estimate's top cycle (smallest dominant set). An estimate with no "
+        "uncertainty: the pages show top_cycle_certified instead.",
+    )
+    top_cycle_certified: list[str] = Field(
+        [],
+        description="The models that reach every other model through certified wins: in the top cycle unless a "
+        "certificate is wrong (probability at most delta). Other models may be in it too.",
+    )
+    not_beaten: list[str] = Field(
+        [], description="Ended campaigns and dctas-pc: the models no certificate shows to be beaten."
+    )
+    exact_ties: list[list[str]] = Field(
+        [],
+        description="without_replacement: pairs of not-beaten models whose preference on the whole prompt set is "
+        "exactly 1/2.",
+    )
+    cheapest: str | None = Field(
+        None,
+        description="undecidable or no_condorcet_winner: the cheapest (cost per query) of the models not beaten, "
+        "or of top_cycle_certified when every model is beaten.",
+    )
+    cost_unit: str = Field("USD", description="USD, or 'cost units' when every model and the judge are simulated.")
+    verdict: str = Field("", description="The verdict in plain words, by name.")
+    pc_evidence: PCEvidence | None = Field(
+        None,
+        description="dctas-pc: the evidence of the certificate tests that decide (the GLR Z and beta are only "
+        "the paper's algorithms' rule).",
+    )
     delta: float
     tie_policy: TiePolicy
     models: list[ModelOut]
