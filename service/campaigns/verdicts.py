@@ -194,7 +194,7 @@ def _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> 
     if status == CampaignStatus.CERTIFIED and view.get("winner") is not None:
         rest = [n for n in names if n != view["winner"]]
         return (
-            f"{view['winner']} is the certified winner: it was shown to beat {_names(rest)} "
+            f"{view['winner']} beats every other model: it was shown to beat {_names(rest)} "
             f"(error probability at most {delta:g})."
         )
     cheap = (
@@ -225,13 +225,27 @@ def _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> 
         return " ".join(parts) + cheap
     if status == CampaignStatus.NO_CONDORCET_WINNER:
         lost = "; ".join(f"{names[lo]} lost to {names[w]}" for w, lo in _one_loss_each(certs, L))
-        out = f"No Condorcet winner: every model was shown to lose to another ({lost})."
+        out = f"Every model was shown to lose to another ({lost})."
         if top:
             out += f" {_names([names[m] for m in top])} reach every other model through certified wins."
             if cheapest is not None:
                 out += f" The cheapest of them is {names[cheapest]} ({amount(costs[cheapest], unit)} per query)."
         return out
     return ""
+
+
+#: The verdict's first words by status (``campaign show``, ``watch`` and certificate.json).
+VERDICT_PREFIX = {
+    CampaignStatus.CERTIFIED: "certified",
+    CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner",
+    CampaignStatus.UNDECIDABLE: "undecidable",
+}
+
+
+def verdict_sentence(status: str, words: str) -> str | None:
+    """``"<status in words>: <verdict in plain words>"`` for the three verdicts (None otherwise)."""
+    prefix = VERDICT_PREFIX.get(status)
+    return f"{prefix}: {words}" if prefix and words else None
 
 
 def _one_loss_each(certs: list[tuple[int, int]], L: int) -> list[tuple[int, int]]:

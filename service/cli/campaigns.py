@@ -43,8 +43,9 @@ def verdict_line(c: dict[str, Any]) -> str:
     """The outcome of a campaign in one line: the server's plain-words verdict for an ended
     dctas-pc campaign (by name: what ties, what is not beaten, the cheapest)."""
     status = c["status"]
-    if c.get("verdict") and status in ("certified", "no_condorcet_winner", "undecidable"):
-        return f"{status.replace('_', ' ')}: {c['verdict']}"
+    prefix = {"certified": "certified", "no_condorcet_winner": "no Condorcet winner", "undecidable": "undecidable"}
+    if c.get("verdict") and status in prefix:
+        return f"{prefix[status]}: {c['verdict']}"
     if status == "certified":
         return f"certified: {c['winner']} beats every other model (delta {c['delta']:g})"
     if status == "no_condorcet_winner":
