@@ -169,6 +169,11 @@ async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and
     assert "0.001 USD" in box
     cert = await _certificate(api, cid)
     assert cert["verdict"] == "undecidable: " + words
+    listing = (await api.get("/")).text
+    row = listing[listing.index(f'data-id="{cid}"') :]
+    row = row[: row.index("</tr>")]
+    assert 'm0, m1 <span class="sub">not beaten</span>' in row and "leading" not in row
+    assert '<span class="sub">USD</span>' in row
     assert cert["not_beaten"] == ["m0", "m1"] and cert["cheapest"] == "m1"
     assert {"winner": "m0", "loser": "m2", "exact": True} in cert["certificate_graph"]
 
