@@ -28,7 +28,14 @@ from scipy.special import zeta
 from . import _kernels as kern
 from .thresholds import calibration_C
 
-__all__ = ["PC_THRESHOLDS", "PC_DEFAULTS", "certificate_test", "certificate_log_stat", "validate_pc_params"]
+__all__ = [
+    "PC_THRESHOLDS",
+    "PC_DEFAULTS",
+    "certificate_test",
+    "certificate_log_stat",
+    "certified_top",
+    "validate_pc_params",
+]
 
 PC_THRESHOLDS = {"mixture": kern.PC_MIXTURE, "kk": kern.PC_KK, "stitched": kern.PC_STITCHED}
 PC_DEFAULTS: dict[str, Any] = {"threshold": "mixture", "stick": 0.0}
@@ -81,3 +88,29 @@ def validate_pc_params(threshold: Any, stick: Any) -> tuple[str, float]:
     if not (math.isfinite(st) and st >= 0.0):
         raise ValueError(f"stick must be a finite number >= 0 (nats), got {stick!r}")
     return str(threshold), st
+
+
+def certified_top(certificates: Any, L: int) -> list[int]:
+    """The arms that reach every other arm through certified wins (``certificates``: ``[winner, loser]`` pairs).
+
+    If every certificate is right, each such arm reaches every arm by a path of true
+    ``p > 1/2`` edges, so it is in the top cycle (the smallest set whose members all beat
+    every non-member). It fails only if a certificate "t beaten by u" with ``t`` in the top
+    cycle and ``u`` outside is wrong: at most ``s (L - s) delta / (L - 1)`` for a top cycle of
+    ``s`` arms (docs/algorithms.md, "What the pages show beside a verdict"). Arms not listed
+    may be in the top cycle too (their missing edges are undecided).
+    """
+    beats: list[set[int]] = [set() for _ in range(L)]
+    for w, lo in certificates or []:
+        beats[int(w)].add(int(lo))
+    out = []
+    for m in range(L):
+        seen, stack = {m}, [m]
+        while stack:
+            for n in beats[stack.pop()]:
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        if len(seen) == L:
+            out.append(m)
+    return out

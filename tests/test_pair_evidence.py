@@ -68,3 +68,34 @@ def test_held_certificates_match_the_evidence(opts):
         assert all(e["log_threshold"] == pytest.approx(math.log(2 / 0.05)) for e in ev)
     else:
         assert policy.certificate_test_name == opts.get("threshold", "mixture")
+
+
+# ---------------------------------------------------------------- the certified part of the top cycle
+def test_certified_top_is_the_arms_reaching_every_other_by_certified_wins():
+    from algorithms.certificates import certified_top
+
+    assert certified_top([[0, 1], [1, 2], [2, 0]], 3) == [0, 1, 2]  # a certified cycle
+    assert certified_top([[0, 1], [0, 2]], 3) == [0]  # a winner
+    assert certified_top([[0, 1], [1, 2], [2, 0], [0, 3]], 5) == []  # arm 4 undecided: no one reaches it
+    assert certified_top([[0, 1], [1, 2], [2, 0], [1, 3], [2, 4]], 5) == [0, 1, 2]
+    assert certified_top([], 2) == []
+
+
+def test_the_certified_top_set_stays_inside_the_true_top_cycle():
+    """Refutable: on a 3-cycle at 0.6 with two close arms (0.55) the plug-in top cycle is often wrong;
+    the certified top set may leave the true top cycle {0, 1, 2} only with probability at most
+    s (L - s) delta / (L - 1) = 1.5 delta = 0.15 (docs/algorithms.md). 40 runs: more than 12 outside
+    would refute it (P <= 0.01 under the bound)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_top_cycle.py"
+    spec = importlib.util.spec_from_file_location("bench_top_cycle", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    P = bench.instance(0.6, 0.55)
+    outside = 0
+    for seed in range(40):
+        top, _plugin, _stopped, _t = bench.one_run(P, 0.1, 1000 + seed, 20_000)
+        outside += not top <= {0, 1, 2}
+    assert outside <= 12

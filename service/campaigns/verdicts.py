@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from algorithms import policy_from_state
+from algorithms.certificates import certified_top
 from algorithms.vocabulary import Algorithm, CampaignStatus
 
 PC_TESTS = {
@@ -135,29 +136,6 @@ def certificate_graph(certificates: list | None, names: list[str], exact_pairs: 
         {"winner": names[int(w)], "loser": names[int(lo)], "exact": (int(w), int(lo)) in exact_pairs}
         for w, lo in certificates or []
     ]
-
-
-def certified_top(certificates: list | None, L: int) -> list[int]:
-    """The models that reach every other model through certified wins.
-
-    Each such model reaches every model by a path of true ``p > 1/2`` edges when every
-    certificate is right (probability at least ``1 - delta``), so it is in the top cycle;
-    models outside this set may still be in it (their missing edges are not decided).
-    """
-    beats = [set() for _ in range(L)]
-    for w, lo in certificates or []:
-        beats[int(w)].add(int(lo))
-    out = []
-    for m in range(L):
-        seen, stack = {m}, [m]
-        while stack:
-            for n in beats[stack.pop()]:
-                if n not in seen:
-                    seen.add(n)
-                    stack.append(n)
-        if len(seen) == L:
-            out.append(m)
-    return out
 
 
 # ---------------------------------------------------------------- the verdict in plain words
