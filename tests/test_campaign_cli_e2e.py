@@ -104,7 +104,7 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     verdict = r.stdout.strip().splitlines()[-1]
     assert verdict.startswith("certified: large beats every other model"), r.stdout
     progress = [line for line in r.stderr.splitlines() if line.startswith("[")]
-    assert progress and "evidence" in progress[-1] and "leader" in progress[-1]  # periodic lines, not a tty
+    assert progress and "certified 2/2 pairs" in progress[-1] and "leader" in progress[-1]  # periodic lines, not a tty
 
     r = llmduel(service, "campaign", "show", str(cid), "--json")
     view = json.loads(r.stdout)

@@ -130,7 +130,7 @@ def summary(c: dict[str, Any]) -> str:
         f"  sampling   prompts {str(c.get('prompt_sampling') or 'with_replacement').replace('_', ' ')}",
         *exact_lines(c),
         f"  judge      {c['judge'].get('kind')}",
-        *model_lines(c["models"]),
+        *model_lines(c["models"], c.get("cost_unit") or "USD"),
         f"  prompts    {c['n_prompts']}",
         f"  spend      {_money(c['spend'])} {c.get('cost_unit') or 'USD'}"
         + (f" of {_money(c['budget'])} {c.get('cost_unit') or 'USD'}" if c.get("budget") is not None else "")
@@ -166,7 +166,7 @@ def exact_lines(c: dict[str, Any]) -> list[str]:
     ]
 
 
-def model_lines(models: list[dict[str, Any]]) -> list[str]:
+def model_lines(models: list[dict[str, Any]], unit: str = "USD") -> list[str]:
     """The models as a table: expected cost per query (configured or derived from prices) beside the
     observed mean charge of its calls (the admin view's ``cost_source``, ``observed_cost``, ``calls``)."""
     width = max([len(m["name"]) for m in models] + [5])
