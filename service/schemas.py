@@ -16,6 +16,7 @@ from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
 from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
 from service.prompts import normalize_prompt
+from service.verdict_schemas import CertificateEdge, PCEvidence
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -374,47 +375,6 @@ class RunOut(BaseModel):
         None, description="Admin only: the process driving the run (host:pid:random), while it holds the lease."
     )
     lease_expires_at: dt.datetime | None = Field(None, description="Admin only: when the owner's lease runs out.")
-
-
-class CertificateEdge(BaseModel):
-    winner: str
-    loser: str
-    exact: bool = Field(False, description="without_replacement: decided exactly by the pair's sum, no error.")
-
-
-class PairEvidence(BaseModel):
-    loser: str
-    winner: str
-    n: float = Field(description="Counted duels of the pair.")
-    log_stat: float | None = Field(
-        description="The test's statistic on a log scale (log-wealth for mixture and without_replacement)."
-    )
-    log_threshold: float | None = Field(
-        description="The certificate is issued when log_stat reaches it: "
-        "log((L-1)/delta) for mixture and without_replacement."
-    )
-    certified: bool
-    exact: bool
-
-
-class LoserEvidence(BaseModel):
-    model: str
-    beaten_by: list[str]
-
-
-class PCEvidence(BaseModel):
-    test: str = Field(description="mixture, kk, stitched or without_replacement.")
-    statistic: str = Field(description="What log_stat is, in words.")
-    log_threshold: float | None
-    reference: str | None = Field(description="The certified winner, else the current leader.")
-    certified: int = Field(description="Certificates the reference holds.")
-    needed: int = Field(description="L - 1: certificates a winner needs.")
-    progress: float = Field(
-        description="Mean over the reference's L - 1 pairs of min(1, log_stat/log_threshold) "
-        "(1 for a certified pair; 1 once the campaign ended)."
-    )
-    pairs: list[PairEvidence]
-    losers: list[LoserEvidence]
 
 
 class CampaignOut(BaseModel):
