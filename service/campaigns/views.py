@@ -268,7 +268,7 @@ class CampaignViews:
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
         view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
-        exact_pairs = {(lo, w) for lo, w in _exact_certificates(view["pc_evidence"], names)}
+        exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
         facts = verdicts.verdict_facts(view)
         facts["verdict"] = facts["verdict"] or verdict_text(
