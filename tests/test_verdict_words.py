@@ -166,6 +166,7 @@ async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and
     assert end["end_reason"] not in box
     assert "<li><strong>m0</strong> beat m2 <em>(exact" in box and "<h3>Shown to beat" in box
     assert 'class="sub">Shown to beat' not in page
+    assert 'id="not-beaten">m0, m1</span>' in page
     assert "0.001 USD" in box
     cert = await _certificate(api, cid)
     assert cert["verdict"] == "undecidable: " + words
@@ -199,6 +200,7 @@ async def test_no_condorcet_winner_shows_the_certified_cycle_not_the_plug_in_est
     assert "as far as the certificates show it: <strong>m0, m1, m2</strong>" in box
     assert "top cycle of the estimate" not in page
     assert "every model was certified beaten by some other model" in page
+    assert 'id="not-beaten">none</span>' in page and 'id="leader"' not in page
     assert "m0 beaten by any model" in page  # the chart: each model's strongest certificate
     text = summary(end)
     assert "top cycle  certified members: m0, m1, m2" in text and "GLR" not in text
