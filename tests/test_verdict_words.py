@@ -98,6 +98,7 @@ async def test_a_running_campaign_lists_its_certificate_progress(api):
     assert now["status"] == "running"
     ev = now["pc_evidence"]
     assert 0.0 <= ev["progress"] < 1.0 and ev["certified"] < 2
+    assert now["cheapest"] is None and now["verdict"].startswith("running")
     listing = (await api.get("/")).text
     row = listing[listing.index(f'data-id="{cid}"') :]
     row = row[: row.index("</tr>")]
@@ -190,7 +191,7 @@ async def test_no_condorcet_winner_shows_the_certified_cycle_not_the_plug_in_est
     assert end["verdict"].startswith(
         "Every model was shown to lose to another (m0 lost to m2; m1 lost to m0; m2 lost to m1)."
     )
-    assert "The cheapest of them is m1 (1 cost units per query)." in end["verdict"]
+    assert "The cheapest of them is m1 (1 cost unit per query)." in end["verdict"]
     page = (await api.get(f"/campaigns/{view['id']}")).text
     box = page[
         page.index('id="no-condorcet-winner"') : page.index("</section>", page.index('id="no-condorcet-winner"'))

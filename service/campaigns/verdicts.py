@@ -36,6 +36,8 @@ def amount(x: float | None, unit: str) -> str:
     """An amount with its unit: ``0.0123 USD``, ``12.5 cost units``."""
     if x is None:
         return "-"
+    if x == 1 and unit.endswith("units"):
+        unit = unit[:-1]  # "1 cost unit"
     return f"{x:.4g} {unit}" if abs(x) < 1000 else f"{x:,.2f} {unit}"
 
 
@@ -153,7 +155,8 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     top = certified_top(certs, L)
     unit = cost_unit(view["models"], view.get("judge"))
     group = not_beaten if not_beaten else top
-    cheapest = min(group, key=lambda m: (costs[m], m)) if len(group) > 1 else None
+    ended_open = view["status"] in (CampaignStatus.UNDECIDABLE, CampaignStatus.NO_CONDORCET_WINNER)
+    cheapest = min(group, key=lambda m: (costs[m], m)) if ended_open and len(group) > 1 else None
     facts = {
         "not_beaten": [names[m] for m in not_beaten],
         "exact_ties": [[names[i], names[j]] for i, j in ties],
