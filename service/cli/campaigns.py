@@ -148,10 +148,8 @@ def summary(c: dict[str, Any]) -> str:
 def certificate_lines(c: dict[str, Any]) -> list[str]:
     """Who was shown to beat whom, and the models that reach every other through certified wins."""
     graph = c.get("certificate_graph") or []
-    rows = [
-        f"  {'shown' if n == 0 else '':<10} {e['winner']} beats {e['loser']}" + (" (exact)" if e.get("exact") else "")
-        for n, e in enumerate(graph)
-    ]
+    shown = "; ".join(f"{e['winner']} beats {e['loser']}" + (" (exact)" if e.get("exact") else "") for e in graph)
+    rows = [f"  shown      {shown}"] if shown else []
     if c.get("top_cycle_certified") and c["status"] == "no_condorcet_winner":
         rows.append(f"  top cycle  certified members: {', '.join(c['top_cycle_certified'])}")
     return rows
