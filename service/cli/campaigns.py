@@ -110,12 +110,12 @@ def evidence_lines(c: dict[str, Any]) -> list[str]:
             continue
         state = "certified (exact)" if p["exact"] else "certified" if p["certified"] else "open"
         rows.append(
-            f"             {p['loser']} beaten by {p['winner']}: {float(p['log_stat'] or 0):.3f} of "
+            f"             - {p['loser']} beaten by {p['winner']}: {float(p['log_stat'] or 0):.3f} of "
             f"{float(p['log_threshold'] or 0):.3f} after {p['n']:g} duels, {state}"
         )
     for lo in ev["losers"]:
         if lo["beaten_by"] != [ev["reference"]]:
-            rows.append(f"             {lo['model']} shown to lose to {', '.join(lo['beaten_by'])}")
+            rows.append(f"             - {lo['model']} shown to lose to {', '.join(lo['beaten_by'])}")
     return rows
 
 
