@@ -28,7 +28,14 @@ from scipy.special import zeta
 from . import _kernels as kern
 from .thresholds import calibration_C
 
-__all__ = ["PC_THRESHOLDS", "PC_DEFAULTS", "certificate_test", "validate_pc_params"]
+__all__ = [
+    "PC_THRESHOLDS",
+    "PC_DEFAULTS",
+    "certificate_test",
+    "certificate_log_stat",
+    "certified_top",
+    "validate_pc_params",
+]
 
 PC_THRESHOLDS = {"mixture": kern.PC_MIXTURE, "kk": kern.PC_KK, "stitched": kern.PC_STITCHED}
 PC_DEFAULTS: dict[str, Any] = {"threshold": "mixture", "stick": 0.0}
@@ -48,6 +55,28 @@ def certificate_test(threshold: str, delta: float, L: int) -> tuple[int, float]:
     raise ValueError(f"unknown certificate threshold {threshold!r}; choose one of {', '.join(PC_THRESHOLDS)}")
 
 
+def certificate_log_stat(n: float, x: float, rule: int) -> float:
+    """The statistic of :func:`algorithms._kernels.pc_certifies` on a log scale, so that the test
+    certifies "beaten" (for ``x < n/2``) exactly when it reaches the test's ``c0``.
+
+    ``PC_MIXTURE``: ``log M_n`` (the log-wealth of the mixture martingale).
+    ``PC_KK``: ``n d(x/n, 1/2) - 3 log(1 + log n)`` (0 for the divergence when ``x >= n/2``).
+    ``PC_STITCHED``: ``(n/2 - x)_+^2 / (k1^2 v) - s log log(eta v / m)``: the boundary
+    ``n/2 - x >= k1 sqrt(v l(v))`` squared and moved to the side of the statistic.
+    0 for a pair never compared.
+    """
+    if n <= 0:
+        return 0.0
+    if rule == kern.PC_MIXTURE:
+        return float(kern.pc_log_mixture(float(n), float(x)))
+    if rule == kern.PC_KK:
+        div = float(kern.kl_half(x / n)) if x < 0.5 * n else 0.0
+        return n * div - 3.0 * math.log(1.0 + math.log(n)) if n >= 1.0 else n * div
+    v = max(0.25 * n, kern.PC_VMIN)
+    gap = max(0.0, 0.5 * n - x)
+    return gap * gap / (kern.PC_K1**2 * v) - kern.PC_S * math.log(math.log(kern.PC_ETA * v / kern.PC_VMIN))
+
+
 def validate_pc_params(threshold: Any, stick: Any) -> tuple[str, float]:
     """Check the dctas-pc options; ``ValueError`` with a message when one is bad."""
     if threshold not in PC_THRESHOLDS:
@@ -59,3 +88,29 @@ def validate_pc_params(threshold: Any, stick: Any) -> tuple[str, float]:
     if not (math.isfinite(st) and st >= 0.0):
         raise ValueError(f"stick must be a finite number >= 0 (nats), got {stick!r}")
     return str(threshold), st
+
+
+def certified_top(certificates: Any, L: int) -> list[int]:
+    """The arms that reach every other arm through certified wins (``certificates``: ``[winner, loser]`` pairs).
+
+    If every certificate is right, each such arm reaches every arm by a path of true
+    ``p > 1/2`` edges, so it is in the top cycle (the smallest set whose members all beat
+    every non-member). It fails only if a certificate "t beaten by u" with ``t`` in the top
+    cycle and ``u`` outside is wrong: at most ``s (L - s) delta / (L - 1)`` for a top cycle of
+    ``s`` arms (docs/algorithms.md, "What the pages show beside a verdict"). Arms not listed
+    may be in the top cycle too (their missing edges are undecided).
+    """
+    beats: list[set[int]] = [set() for _ in range(L)]
+    for w, lo in certificates or []:
+        beats[int(w)].add(int(lo))
+    out = []
+    for m in range(L):
+        seen, stack = {m}, [m]
+        while stack:
+            for n in beats[stack.pop()]:
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        if len(seen) == L:
+            out.append(m)
+    return out

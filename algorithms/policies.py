@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, certificate_test, validate_pc_params
+from .certificates import PC_DEFAULTS, certificate_log_stat, certificate_test, validate_pc_params
 from .instance import COST_MAX, cost_ok
 from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant, delta_problem
@@ -674,6 +674,51 @@ class PCPolicy(Policy):
     def _stop_winner(self) -> int | None:
         v = int(kern.pc_verdict(self._CB, self._CW))
         return v if v >= 0 else None
+
+    @property
+    def certificate_test_name(self) -> str:
+        """The test behind each certificate: ``without_replacement`` or the ``threshold`` option."""
+        return "without_replacement" if self.population is not None else self.threshold
+
+    def pair_evidence(self) -> list[dict[str, Any]]:
+        """Per ordered pair (loser ``m``, winner ``k``, ``m != k``): the evidence that ``m`` is beaten by ``k``.
+
+        Each item: ``loser``, ``winner`` (arm indices), ``n`` (duels of the pair), ``log_stat``
+        (the certificate test's statistic on a log scale: the log-wealth of the mixture martingale
+        or of the without-replacement betting test, or the log-scale forms of the ``kk`` and
+        ``stitched`` boundaries, :func:`algorithms.certificates.certificate_log_stat`),
+        ``log_threshold`` (the certificate is issued when ``log_stat`` reaches it; ``log((L-1)/delta)``
+        for the mixture and without-replacement tests), ``certified`` (the certificate is held) and
+        ``exact`` (without replacement: certified because the pair's sum already decides the
+        prompt-set mean, whatever ``log_stat`` says).
+        """
+        M = self.wins_matrix()
+        out: list[dict[str, Any]] = []
+        for k in range(self.K):
+            i, j = int(self.PI[k]), int(self.PJ[k])
+            n = float(self.N[k])
+            for loser, winner in ((i, j), (j, i)):
+                exact = False
+                if self.population is not None:
+                    stat = float(self._LB[k] if loser == i else self._LA[k])
+                    thr = self._log_thr
+                    won = n - float(M[loser, winner])  # the winner's score against the loser
+                    exact = bool(self.BEAT[winner, loser]) and 2.0 * won > float(self.population)
+                else:
+                    stat = certificate_log_stat(n, float(M[loser, winner]), self._rule)
+                    thr = float(self._c0)
+                out.append(
+                    {
+                        "loser": loser,
+                        "winner": winner,
+                        "n": int(n) if n.is_integer() else n,
+                        "log_stat": stat,
+                        "log_threshold": thr,
+                        "certified": bool(self.BEAT[winner, loser]),
+                        "exact": exact,
+                    }
+                )
+        return out
 
     def leader(self) -> int:
         a = int(kern.pc_lead(self._CB, self._AMAX, self._LEAD, self.stick))

@@ -251,6 +251,7 @@ def resolve_model_cost(
     prompts: Sequence[str],
     expected_output_tokens: int,
     price_map: Mapping[str, dict] | None = None,
+    cost_source: str | None = None,
 ) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """A model's expected cost per query, its client config with the price filled in, and the pricing record.
 
@@ -258,16 +259,49 @@ def resolve_model_cost(
     the client charges per token when the provider reports usage. ``cost`` given:
     kept (``cost_source`` "configured"); else derived from the price
     (``"derived"``). Raises ``ValueError`` naming the model when neither is known.
+
+    ``cost_source`` is the user's choice when both a ``cost`` and a price-map price are
+    known: ``configured`` (the cost is used and charged per call; the map's price is not
+    given to the client) or ``price_map`` (the cost is derived from the price and charged
+    per token). Without a choice, a ``cost`` that disagrees with the price map's derived cost
+    by more than :data:`COST_CHECK_FACTOR` either way is a ``ValueError`` asking for one.
+    The record's ``charged`` says how calls are charged: ``per_token`` or ``per_call``.
     """
+    if cost_source == "configured" and cost is None:
+        raise ValueError(f"models[{name!r}]: cost_source configured needs a 'cost' (USD per query)")
     price = None if client.get("kind") == "simulated" else lookup_price(client, price_map)
+    if cost_source == "price_map" and (price is None or price.source == "client"):
+        raise ValueError(
+            f"models[{name!r}]: cost_source price_map needs a price map entry for the model; "
+            + (_unknown_model_message(name, client) if price is None else "its price is the client's own 'price'")
+        )
     if cost is None and price is None:
         raise ValueError(_unknown_model_message(name, client))
     client = dict(client)
-    if price is not None and client.get("price") is None:
-        client["price"] = price.as_client_price()
     in_tokens = expected_input_tokens(prompts, client.get("system"))
+    derived = expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
+    from_map = price is not None and price.source != "client"
+    if cost is not None and from_map and cost_source is None and derived is not None:
+        ratio = cost / derived if derived > 0 else math.inf
+        if not (1 / COST_CHECK_FACTOR <= ratio <= COST_CHECK_FACTOR):
+            assert price is not None
+            raise ValueError(
+                f"models[{name!r}]: the configured cost {cost:.6g} USD per query disagrees with the price of "
+                f"{price.key!r} in the {price.source} price map ({derived:.6g} USD per query expected at "
+                f"{in_tokens:.0f} input and {expected_output_tokens} output tokens); say which one wins with "
+                "cost_source: configured (the policy uses the cost and each call is charged it) or "
+                "cost_source: price_map (the cost is derived from the price and calls are charged per token)"
+            )
+    if cost_source == "configured":
+        client.pop("price", None)  # charged the configured cost per call
+    elif price is not None and client.get("price") is None:
+        client["price"] = price.as_client_price()
+    if cost_source == "price_map":
+        cost = None
     record: dict[str, Any] = {
         "cost_source": "configured" if cost is not None else "derived",
+        "cost_choice": cost_source,
+        "charged": "per_token" if client.get("price") is not None else "per_call",
         "price": price.as_client_price() if price is not None else None,
         "price_source": price.source if price is not None else None,
         "price_key": price.key if price is not None else None,
@@ -276,17 +310,15 @@ def resolve_model_cost(
         "expected_output_tokens": int(expected_output_tokens),
     }
     if cost is None:
-        assert price is not None
-        cost = expected_query_cost(price, in_tokens, expected_output_tokens)
+        assert derived is not None
+        cost = derived
         if cost > MAX_QUERY_USD:
             raise ValueError(
                 f"models[{name!r}]: the cost per query derived from its price and {int(expected_output_tokens)} "
                 f"expected output tokens is {cost:.6g} USD, above the bound of {MAX_QUERY_USD:g} USD per query; "
                 "lower expected_output_tokens or give the model a 'cost'"
             )
-    record["derived_cost"] = (
-        expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
-    )
+    record["derived_cost"] = derived
     return float(cost), client, record
 
 

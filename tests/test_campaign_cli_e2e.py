@@ -106,7 +106,7 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     verdict = r.stdout.strip().splitlines()[-1]
     assert verdict.startswith("certified: large beats every other model"), r.stdout
     progress = [line for line in r.stderr.splitlines() if line.startswith("[")]
-    assert progress and "evidence" in progress[-1] and "leader" in progress[-1]  # periodic lines, not a tty
+    assert progress and "certified 2/2 pairs" in progress[-1] and "leader" in progress[-1]  # periodic lines, not a tty
 
     r = llmduel(service, "campaign", "show", str(cid), "--json")
     view = json.loads(r.stdout)
@@ -359,8 +359,10 @@ def test_show_prints_observed_costs_and_the_cost_warning(service, fake_provider,
     assert float(row[3]) == pytest.approx(under["observed_cost"], rel=1e-5) and int(row[4]) == under["calls"]
     sims = [line.split() for line in lines if line.split()[:1] in (["sim1"], ["sim2"])]
     # simulated models are charged their configured cost: observed as configured, no warning mark
-    assert len(sims) == 2 and all(s[1:4] == ["1", "configured", "1"] and int(s[4]) >= 1 and len(s) == 5 for s in sims)
-    assert row[5:] == ["!"]
+    assert len(sims) == 2 and all(
+        s[1:4] == ["1", "configured", "1"] and int(s[4]) >= 1 and s[5:] == ["per_call"] for s in sims
+    )
+    assert row[5:] == ["per_token", "!"]  # charged per token at its client's price
     assert f"  warning    {under['cost_warning']}" in lines
 
 

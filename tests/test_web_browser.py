@@ -255,7 +255,7 @@ def test_dashboard_renders_its_plots(server, api, browser):
     assert "Certified winner" in page.inner_text("#winner") and "m0" in page.inner_text("#winner")
     lines = page.locator("svg.plot-lines path.series")
     assert lines.count() == 3  # two challengers and the threshold
-    assert sorted(lines.nth(i).get_attribute("data-key") for i in range(3)) == ["beta", "model-1", "model-2"]
+    assert sorted(lines.nth(i).get_attribute("data-key") for i in range(3)) == ["model-1", "model-2", "threshold"]
     assert page.locator("svg.plot-lines g.vline").count() == 1
     box = page.locator("svg.plot-lines").bounding_box()
     assert box and box["width"] > 500 and box["height"] > 150

@@ -46,6 +46,7 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 from ..models import Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
 from .types import NotFound
+from .verdicts import verdict_sentence
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
@@ -294,7 +295,14 @@ class CampaignResults:
             "campaign_id": v["id"],
             "name": v["name"],
             "status": v["status"],
-            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
+            "verdict": verdict_sentence(v["status"], v.get("verdict") or "")
+            or verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
+            "certificate_graph": v.get("certificate_graph") or [],
+            "not_beaten": v.get("not_beaten") or [],
+            "exact_ties": v.get("exact_ties") or [],
+            "top_cycle_certified": v.get("top_cycle_certified") or [],
+            "cheapest": v.get("cheapest"),
+            "cost_unit": v.get("cost_unit") or "USD",
             "winner": v["winner"],
             "leader": v["leader"],
             "delta": v["delta"],
@@ -318,7 +326,10 @@ class CampaignResults:
             "max_duels": v["max_duels"],
             "end_reason": v["end_reason"],
             "ended_at": ended.isoformat() if ended is not None else None,
-            "models": [{"name": m["name"], "cost_per_query": m["cost"]} for m in v["models"]],
+            "models": [
+                {"name": m["name"], "cost_per_query": m["cost"], "cost_source": m.get("cost_source")}
+                for m in v["models"]
+            ],
             "seed": v["seed"],
         }
 

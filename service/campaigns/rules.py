@@ -390,9 +390,10 @@ def tie_coin(seed: int, number: int, draw_key: str | None = None) -> bool:
 
 
 # ---------------------------------------------------------------- sampling prompts without replacement
-#: Tie policies under which every judged duel is counted, so the population of a pair's
-#: outcomes is the whole prompt set (with ``drop`` it is the unknown set of decisive prompts).
-WOR_TIE_POLICIES = (TiePolicy.HALF, TiePolicy.RANDOM)
+#: The tie policy under which every judged duel is counted as a fixed value, so the population of
+#: a pair's outcomes is the whole prompt set (with ``drop`` it is the unknown set of decisive
+#: prompts; with ``random`` a tie's coin is a fresh draw, not a fixed value of the prompt).
+WOR_TIE_POLICIES = (TiePolicy.HALF,)
 
 
 def wor_refusal(algorithm: str, answers: str, judge_kind: str | None, tie_policy: str | None) -> str | None:
@@ -415,9 +416,15 @@ def wor_refusal(algorithm: str, answers: str, judge_kind: str | None, tie_policy
             "prompt_sampling without_replacement needs an automatic judge (llm or simulated); human-judged "
             "campaigns sample with replacement"
         )
+    if tie_policy == TiePolicy.RANDOM:
+        return (
+            "prompt_sampling without_replacement needs tie_policy half, got random (a tie's coin is drawn anew "
+            "for each duel, but the exact without-replacement test treats every outcome as a fixed value of its "
+            "prompt, so it would certify the coin: two identical models named winner over each other)"
+        )
     if tie_policy is not None and tie_policy not in WOR_TIE_POLICIES:
         return (
-            f"prompt_sampling without_replacement needs tie_policy half or random, got {tie_policy} (with drop the "
+            f"prompt_sampling without_replacement needs tie_policy half, got {tie_policy} (with drop the "
             "population of decisive prompts is unknown, so the without-replacement test cannot be set up)"
         )
     return None

@@ -40,8 +40,12 @@ def _money(x: float | None) -> str:
 
 
 def verdict_line(c: dict[str, Any]) -> str:
-    """The outcome of a campaign in one line."""
+    """The outcome of a campaign in one line: the server's plain-words verdict for an ended
+    dctas-pc campaign (by name: what ties, what is not beaten, the cheapest)."""
     status = c["status"]
+    prefix = {"certified": "certified", "no_condorcet_winner": "no Condorcet winner", "undecidable": "undecidable"}
+    if c.get("verdict") and status in prefix:
+        return f"{prefix[status]}: {c['verdict']}"
     if status == "certified":
         return f"certified: {c['winner']} beats every other model (delta {c['delta']:g})"
     if status == "no_condorcet_winner":
@@ -57,7 +61,10 @@ def verdict_line(c: dict[str, Any]) -> str:
 
 
 def progress_fraction(c: dict[str, Any]) -> float:
-    """Evidence against the threshold, in [0, 1] (1: the test stops)."""
+    """Evidence against the threshold, in [0, 1] (1: the test stops): dctas-pc's certificate
+    progress (``pc_evidence.progress``), else the GLR ``Z / beta``."""
+    if c.get("pc_evidence"):
+        return float(c["pc_evidence"]["progress"])
     beta = float(c.get("beta") or 0.0)
     z = float(c.get("Z") or 0.0)
     if c["status"] != "running":
@@ -74,34 +81,78 @@ def progress_line(c: dict[str, Any], width: int = 24) -> str:
     budget = f" of {_money(c['budget'])}" if c.get("budget") is not None else ""
     cap = f"/{c['max_duels']}" if c.get("max_duels") else ""
     return (
-        f"[{bar}] evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
-        f"  spend {_money(c['spend'])}{budget} USD  duels {c['duels']}{cap}"
+        f"[{bar}] {_evidence_short(c)}"
+        f"  spend {_money(c['spend'])}{budget} {c.get('cost_unit') or 'USD'}  duels {c['duels']}{cap}"
         f"  leader {c.get('leader') or '-'}"
     )
+
+
+def _evidence_short(c: dict[str, Any]) -> str:
+    ev = c.get("pc_evidence")
+    if ev:
+        return f"certified {ev['certified']}/{ev['needed']} pairs"
+    return f"evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
+
+
+def evidence_lines(c: dict[str, Any]) -> list[str]:
+    """The evidence of the rule that decides: dctas-pc's certificates, else the GLR Z of beta."""
+    ev = c.get("pc_evidence")
+    if not ev:
+        return [f"  evidence   GLR Z {float(c.get('Z') or 0):.3f} of threshold beta {float(c.get('beta') or 0):.3f}"]
+    thr = ev.get("log_threshold")
+    rows = [
+        f"  evidence   {ev['reference'] or '-'}: {ev['certified']} of {ev['needed']} pairs certified "
+        f"({ev['test']} test; a pair is certified when its log statistic reaches "
+        + (f"log((L-1)/delta) = {thr:.3f})" if thr is not None else "its threshold)")
+    ]
+    for p in ev["pairs"]:
+        if p["winner"] != ev["reference"]:
+            continue
+        state = "certified (exact)" if p["exact"] else "certified" if p["certified"] else "open"
+        rows.append(
+            f"             - {p['loser']} beaten by {p['winner']}: {float(p['log_stat'] or 0):.3f} of "
+            f"{float(p['log_threshold'] or 0):.3f} after {p['n']:g} duels, {state}"
+        )
+    for lo in ev["losers"]:
+        if lo["beaten_by"] != [ev["reference"]]:
+            rows.append(f"             - {lo['model']} shown to lose to {', '.join(lo['beaten_by'])}")
+    return rows
 
 
 def summary(c: dict[str, Any]) -> str:
     lines = [
         f"campaign {c['id']}: {c['name']}",
-        f"  status     {c['status']}" + (f" ({c['end_reason']})" if c.get("end_reason") else ""),
+        f"  status     {c['status']}"
+        + (f" ({c['end_reason']})" if c.get("end_reason") and c["status"] != "undecidable" else ""),
         f"  verdict    {verdict_line(c)}",
+        *certificate_lines(c),
         f"  algorithm  {c['algorithm']}, delta {c['delta']:g}, tie policy {c['tie_policy']}",
         f"  sampling   prompts {str(c.get('prompt_sampling') or 'with_replacement').replace('_', ' ')}",
         *exact_lines(c),
         f"  judge      {c['judge'].get('kind')}",
-        *model_lines(c["models"]),
+        *model_lines(c["models"], c.get("cost_unit") or "USD"),
         f"  prompts    {c['n_prompts']}",
-        f"  spend      {_money(c['spend'])} USD"
-        + (f" of {_money(c['budget'])}" if c.get("budget") is not None else "")
-        + f" (judge {_money(c['judge_spend'])})",
+        f"  spend      {_money(c['spend'])} {c.get('cost_unit') or 'USD'}"
+        + (f" of {_money(c['budget'])} {c.get('cost_unit') or 'USD'}" if c.get("budget") is not None else "")
+        + f" (judge {_money(c['judge_spend'])} {c.get('cost_unit') or 'USD'})",
         f"  duels      {c['duels']} judged, {c['duels_failed']} failed, {c['pending']} in flight"
         + (f", cap {c['max_duels']}" if c.get("max_duels") else ""),
-        f"  evidence   {float(c.get('Z') or 0):.3f} of threshold {float(c.get('beta') or 0):.3f}",
+        *evidence_lines(c),
         f"  run        {'active' if c['run']['active'] else 'idle'}"
         + (f", error: {c['run']['error']}" if c["run"].get("error") else ""),
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
+
+
+def certificate_lines(c: dict[str, Any]) -> list[str]:
+    """Who was shown to beat whom, and the models that reach every other through certified wins."""
+    graph = c.get("certificate_graph") or []
+    shown = "; ".join(f"{e['winner']} beats {e['loser']}" + (" (exact)" if e.get("exact") else "") for e in graph)
+    rows = [f"  shown      {shown}"] if shown else []
+    if c.get("top_cycle_certified") and c["status"] == "no_condorcet_winner":
+        rows.append(f"  top cycle  certified members: {', '.join(c['top_cycle_certified'])}")
+    return rows
 
 
 def exact_lines(c: dict[str, Any]) -> list[str]:
@@ -113,17 +164,20 @@ def exact_lines(c: dict[str, Any]) -> list[str]:
     ]
 
 
-def model_lines(models: list[dict[str, Any]]) -> list[str]:
+def model_lines(models: list[dict[str, Any]], unit: str = "USD") -> list[str]:
     """The models as a table: expected cost per query (configured or derived from prices) beside the
     observed mean charge of its calls (the admin view's ``cost_source``, ``observed_cost``, ``calls``)."""
     width = max([len(m["name"]) for m in models] + [5])
-    rows = [f"  models     {'model':<{width}}  {'cost/query':>12}  {'source':<10}  {'observed/query':>14}  calls"]
+    rows = [
+        f"  models     {'model':<{width}}  {'cost/query':>12}  {'source':<10}  {'observed/query':>14}  calls  charged"
+    ]
     for m in models:
         observed = m.get("observed_cost")
         calls = m.get("calls")
         rows.append(
             f"             {m['name']:<{width}}  {m['cost']:>12.6g}  {m.get('cost_source') or '-':<10}  "
             f"{'-' if observed is None else format(observed, '.6g'):>14}  {'-' if calls is None else calls}"
+            + f"  {m.get('charged') or '-'}"
             + (" !" if m.get("cost_warning") else "")
         )
     return rows

@@ -39,6 +39,7 @@ class Point:
     beta: float
     Z: float
     leader: int
+    pc: list[dict] | None = None  # dctas-pc: PCPolicy.pair_evidence() at this point
 
 
 @dataclass
@@ -60,6 +61,7 @@ def _point(policy) -> Point:
         beta=beta if math.isfinite(beta) else float("nan"),
         Z=float(policy.Z()),
         leader=int(policy.leader()),
+        pc=policy.pair_evidence() if hasattr(policy, "pair_evidence") else None,
     )
 
 
