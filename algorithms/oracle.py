@@ -38,6 +38,11 @@ __all__ = [
     "solve_oracle",
     "lower_bound",
     "plugin_lower_bound",
+    "PCResult",
+    "solve_pc_oracle",
+    "pc_lower_bound",
+    "plugin_pc_lower_bound",
+    "kl_delta",
 ]
 
 DEFAULT_RTOL = 1e-9
@@ -173,3 +178,142 @@ def plugin_lower_bound(
         return solve_oracle(P, costs, judge_cost=judge_cost).lower_bound(delta)
     except (InstanceError, ValueError):
         return None
+
+
+# -- the pairwise-certificate yardstick c_pc* (docs/algorithms.md, "The right yardstick") --------------
+
+
+def kl_delta(delta: float) -> float:
+    """``kl(delta, 1 - delta)``: the right-hand side of the transportation inequality at error ``delta``."""
+    if not (0 < delta < 1):
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    return max(0.0, float(kl_bernoulli(delta, 1.0 - delta))) if delta < 0.5 else 0.0
+
+
+@dataclass(frozen=True)
+class PCResult:
+    """The lower-bound constant of a rule whose answers are "arm a" or "no Condorcet winner".
+
+    Attributes
+    ----------
+    winner : int or None
+        The Condorcet winner, or None when the instance has none.
+    c_pc : float
+        ``c_pc*``: with a winner ``a``, ``sum_{m != a} (c_a + c_m + c_J) / d(p_am, 1/2)``; without one,
+        ``1 / t*`` of the linear programme of :func:`solve_pc_oracle`.
+    pair_costs : ndarray of shape (K,)
+        The optimal cost fractions over the canonical pairs (they sum to 1).
+    pairs : list of (i, j)
+        Canonical pair order, ``i < j``.
+    """
+
+    winner: int | None
+    c_pc: float
+    pair_costs: np.ndarray
+    pairs: list[tuple[int, int]]
+
+    def lower_bound(self, delta: float) -> float:
+        """``c_pc* log(1 / (4 delta))``: the same log term as :meth:`OracleResult.lower_bound`."""
+        if not (0 < delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        return self.c_pc * max(0.0, math.log(1.0 / (4.0 * delta)))
+
+    def floor(self, delta: float) -> float:
+        """``c_pc* kl(delta, 1 - delta)``: the sharper form of the bound (no delta-correct rule costs less)."""
+        return self.c_pc * kl_delta(delta)
+
+
+def _matrix_and_costs(instance_or_P: Instance | Any, costs: Sequence[float] | None) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(instance_or_P, Instance):
+        c = instance_or_P.costs if costs is None else np.asarray(costs, dtype=float)
+        return instance_or_P.preference, c
+    if costs is None:
+        raise ValueError("solve_pc_oracle(P, costs): costs are required with a matrix")
+    L = np.asarray(instance_or_P).shape[0] if np.ndim(instance_or_P) == 2 else 0
+    _, c, P = validate_components([f"arm{i}" for i in range(L)], costs, instance_or_P)
+    return P, c
+
+
+def solve_pc_oracle(
+    instance_or_P: Instance | Any, costs: Sequence[float] | None = None, *, judge_cost: float = 0.0
+) -> PCResult:
+    """``c_pc*`` for an :class:`Instance`, or for a preference matrix and costs.
+
+    With a Condorcet winner ``a``, an alternative only needs one pair ``(a, m)`` moved to
+    ``p_am <= 1/2``, so a pair's evidence ``N_am d(p_am, 1/2)`` must reach ``kl(delta, 1-delta)``
+    for every ``m`` separately: ``c_pc* = sum_{m != a} (c_a + c_m + c_J) / d(p_am, 1/2)``.
+    Without one, the answer "no Condorcet winner" is refuted by making any arm ``m`` beat every
+    arm it does not beat, so ``c_pc* = 1 / t*`` with ``t* = max t`` such that
+    ``sum_{k: p_mk <= 1/2} w_mk d(p_mk, 1/2) >= t`` for every ``m``, over cost fractions ``w >= 0``
+    with ``sum w_ij = 1`` (``w_ij`` is the spend on pair ij, ``w_ij / (c_i + c_j + c_J)`` its duels).
+    Infinite when a deciding pair sits exactly at 1/2.
+    """
+    cj = validate_judge_cost(judge_cost)
+    P, c = _matrix_and_costs(instance_or_P, costs)
+    L = P.shape[0]
+    ce = effective_costs(c, cj)
+    pairs = [(i, j) for i in range(L) for j in range(i + 1, L)]
+    index = {p: k for k, p in enumerate(pairs)}
+    D = np.asarray(kl_bernoulli(np.clip(P, 0.0, 1.0), 0.5), dtype=float)
+    a = condorcet_winner(P)
+    w = np.zeros(len(pairs))
+    if a is not None:
+        terms = np.array([(ce[a] + ce[m]) / D[a, m] if D[a, m] > 0 else np.inf for m in range(L) if m != a])
+        c_pc = float(terms.sum())
+        if math.isfinite(c_pc):
+            for t, m in zip(terms, (m for m in range(L) if m != a)):
+                w[index[(min(a, m), max(a, m))]] = t / c_pc
+        return PCResult(int(a), c_pc, w, pairs)
+    return _no_winner_pc(P, ce, pairs, index, D)
+
+
+def _no_winner_pc(
+    P: np.ndarray, ce: np.ndarray, pairs: list[tuple[int, int]], index: dict[tuple[int, int], int], D: np.ndarray
+) -> PCResult:
+    """The linear programme of :func:`solve_pc_oracle` when no arm beats every other."""
+    from scipy.optimize import linprog
+
+    L, K = P.shape[0], len(pairs)
+    # variables: w_0..w_{K-1}, t; maximise t
+    A, b = [], []
+    for m in range(L):
+        row = np.zeros(K + 1)
+        for k in range(L):
+            if k != m and P[m, k] <= 0.5:
+                i, j = min(m, k), max(m, k)
+                row[index[(i, j)]] = -D[m, k] / (ce[i] + ce[j])
+        row[K] = 1.0
+        A.append(row)
+        b.append(0.0)
+    res = linprog(
+        np.r_[np.zeros(K), -1.0],
+        A_ub=np.array(A),
+        b_ub=np.array(b),
+        A_eq=np.r_[np.ones(K), 0.0][None, :],
+        b_eq=[1.0],
+        bounds=[(0, None)] * (K + 1),
+        method="highs",
+    )
+    t = float(-res.fun) if res.success else 0.0
+    if not t > 0:
+        return PCResult(None, math.inf, np.zeros(K), pairs)
+    return PCResult(None, 1.0 / t, np.asarray(res.x[:K], dtype=float), pairs)
+
+
+def pc_lower_bound(instance: Instance, delta: float, judge_cost: float = 0.0) -> float:
+    """``c_pc* log(1/(4 delta))``: the bound of a rule that may also answer "no Condorcet winner"."""
+    return solve_pc_oracle(instance, judge_cost=judge_cost).lower_bound(delta)
+
+
+def plugin_pc_lower_bound(
+    wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float, judge_cost: float = 0.0
+) -> float | None:
+    """:func:`pc_lower_bound` at the empirical matrix; None if the estimate has no Condorcet winner or the bound is infinite."""
+    P = empirical_preference(wins, counts)
+    if condorcet_winner(P) is None:
+        return None
+    try:
+        lb = solve_pc_oracle(P, costs, judge_cost=judge_cost).lower_bound(delta)
+    except (InstanceError, ValueError):
+        return None
+    return lb if math.isfinite(lb) else None
