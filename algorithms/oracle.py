@@ -43,6 +43,7 @@ __all__ = [
     "pc_lower_bound",
     "plugin_pc_lower_bound",
     "kl_delta",
+    "half_divergence",
 ]
 
 DEFAULT_RTOL = 1e-9
@@ -64,11 +65,31 @@ def effective_costs(costs: Sequence[float] | np.ndarray, judge_cost: float = 0.0
     return np.asarray(costs, dtype=float) + validate_judge_cost(judge_cost) / 2.0
 
 
-def g_matrix(P: np.ndarray, costs: np.ndarray, judge_cost: float = 0.0) -> np.ndarray:
-    """``g[m, n] = d(p_mn, max(1/2, p_mn)) / (c_m + c_n + c_J)``; zero on the diagonal and where m does not lose."""
+def half_divergence(P: np.ndarray, ties: np.ndarray | None = None) -> np.ndarray:
+    """``D[m, n]``: the divergence from pair ``(m, n)``'s outcome law to the nearest law with ``p_mn >= 1/2``.
+
+    Without ties, ``d(p_mn, 1/2)``. With tie probability ``tau`` (outcomes 1, 1/2, 0 with
+    probabilities ``w, tau, l``), ``K_inf = (1 - tau) d(w / (1 - tau), 1/2)`` (the tie outcome
+    carries no information about the sign; docs/algorithms.md). Zero where ``m`` does not lose.
+    """
+    P = np.clip(np.asarray(P, dtype=float), 0.0, 1.0)
+    if ties is None:
+        return np.where(P < 0.5, kl_bernoulli(P, 0.5), 0.0)
+    T = np.asarray(ties, dtype=float)
+    dec = 1.0 - T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.clip(np.where(dec > 0, (P - T / 2.0) / np.where(dec > 0, dec, 1.0), 0.5), 0.0, 1.0)
+    return np.where(P < 0.5, dec * kl_bernoulli(q, 0.5), 0.0)
+
+
+def g_matrix(P: np.ndarray, costs: np.ndarray, judge_cost: float = 0.0, ties: np.ndarray | None = None) -> np.ndarray:
+    """``g[m, n] = d(p_mn, max(1/2, p_mn)) / (c_m + c_n + c_J)``; zero on the diagonal and where m does not lose.
+
+    With a tie matrix, ``d(p_mn, 1/2)`` is the tie-aware :func:`half_divergence`.
+    """
     P = np.asarray(P, dtype=float)
     c = effective_costs(costs, judge_cost)
-    D = np.where(P < 0.5, kl_bernoulli(np.clip(P, 0.0, 1.0), 0.5), 0.0)
+    D = half_divergence(P, ties)
     G = D / (c[:, None] + c[None, :])
     np.fill_diagonal(G, 0.0)
     return G
@@ -115,17 +136,20 @@ def solve_oracle(
     *,
     rtol: float = DEFAULT_RTOL,
     judge_cost: float = 0.0,
+    ties: Any = None,
 ) -> OracleResult:
     """Solve the oracle for an :class:`Instance`, or for a preference matrix and costs.
 
     ``rtol`` is the relative tolerance used to collect ``Gamma_m``: ``n`` is in
     ``Gamma_m`` when ``g[m, n] >= alpha_m (1 - rtol)``. Raises
     :class:`~algorithms.instance.InstanceError` when there is no Condorcet winner.
-    ``judge_cost`` is ``c_J``, added to the cost of every duel.
+    ``judge_cost`` is ``c_J``, added to the cost of every duel. ``ties`` (a tie matrix; an
+    :class:`Instance` brings its own) makes the divergences tie-aware (:func:`half_divergence`).
     """
     cj = validate_judge_cost(judge_cost)
     if isinstance(instance_or_P, Instance):
         P, c = instance_or_P.preference, instance_or_P.costs
+        ties = instance_or_P.ties
         if costs is not None:
             c = np.asarray(costs, dtype=float)
     else:
@@ -137,7 +161,7 @@ def solve_oracle(
     a = condorcet_winner(P)
     if a is None:
         raise InstanceError("the oracle needs a Condorcet winner; this preference matrix has none")
-    G = g_matrix(P, c, cj)
+    G = g_matrix(P, c, cj, None if ties is None else np.asarray(ties, dtype=float))
     c = effective_costs(c, cj)
     alpha = np.full(L, np.inf)
     gamma: list[tuple[int, ...]] = []
@@ -235,7 +259,7 @@ def _matrix_and_costs(instance_or_P: Instance | Any, costs: Sequence[float] | No
 
 
 def solve_pc_oracle(
-    instance_or_P: Instance | Any, costs: Sequence[float] | None = None, *, judge_cost: float = 0.0
+    instance_or_P: Instance | Any, costs: Sequence[float] | None = None, *, judge_cost: float = 0.0, ties: Any = None
 ) -> PCResult:
     """``c_pc*`` for an :class:`Instance`, or for a preference matrix and costs.
 
@@ -246,15 +270,20 @@ def solve_pc_oracle(
     arm it does not beat, so ``c_pc* = 1 / t*`` with ``t* = max t`` such that
     ``sum_{k: p_mk <= 1/2} w_mk d(p_mk, 1/2) >= t`` for every ``m``, over cost fractions ``w >= 0``
     with ``sum w_ij = 1`` (``w_ij`` is the spend on pair ij, ``w_ij / (c_i + c_j + c_J)`` its duels).
-    Infinite when a deciding pair sits exactly at 1/2.
+    Infinite when a deciding pair sits exactly at 1/2. With ties (``ties``, or the instance's),
+    ``d(p, 1/2)`` is the tie-aware :func:`half_divergence`.
     """
     cj = validate_judge_cost(judge_cost)
     P, c = _matrix_and_costs(instance_or_P, costs)
+    if isinstance(instance_or_P, Instance):
+        ties = instance_or_P.ties
     L = P.shape[0]
     ce = effective_costs(c, cj)
     pairs = [(i, j) for i in range(L) for j in range(i + 1, L)]
     index = {p: k for k, p in enumerate(pairs)}
-    D = np.asarray(kl_bernoulli(np.clip(P, 0.0, 1.0), 0.5), dtype=float)
+    Tm = None if ties is None else np.asarray(ties, dtype=float)
+    H = half_divergence(P, Tm)
+    D = H + H.T  # d(p_mk, 1/2) on both sides of every pair
     a = condorcet_winner(P)
     w = np.zeros(len(pairs))
     if a is not None:

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, certificate_test, validate_pc_params
+from .certificates import PC_DEFAULTS, certificate_test, tie_cap_for, validate_pc_params
 from .instance import Instance
 from .oracle import effective_costs, solve_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
@@ -43,6 +43,7 @@ NO_CW = -2  # recommended[] value of a trial that ended with the verdict "no Con
 def _run_trials(
     code,
     P,
+    TIE,
     c_true,
     c_pol,
     hoeffding,
@@ -54,6 +55,7 @@ def _run_trials(
     pc_rule,
     pc_c0,
     pc_stick,
+    pc_tie_cap,
     seeds,
     max_steps,
     out_cost,
@@ -98,6 +100,8 @@ def _run_trials(
     CB = np.zeros(L, dtype=np.int64)
     CW = np.zeros(L, dtype=np.int64)
     LEAD = -np.ones(1, dtype=np.int64)
+    H = np.zeros((K, 2 * kern.PC_LEVELS))
+    betting = code == 3 and pc_rule == kern.PC_BETTING
     tracing = trace_k.shape[0] > 0
     for trial in range(seeds.shape[0]):
         np.random.seed(seeds[trial])
@@ -115,6 +119,8 @@ def _run_trials(
         CB[:] = 0
         CW[:] = 0
         LEAD[0] = -1
+        if betting:
+            H[:, :] = 0.0
         META[0] = 1
         META[2] = -1
         META[3] = 0
@@ -131,14 +137,22 @@ def _run_trials(
                 k = kern.tracking_choose(N, alpha, CUM)
             elif code == 3:
                 a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
-                k = kern.pc_choose(N, float(steps), a, G, AMAX, c_pol, PI, PJ, PK, BEAT, CB, alpha)
+                k = kern.pc_choose(N, float(steps), a, G, AMAX, c_pol, PI, PJ, PK, BEAT, CB, alpha, pc_tie_cap)
             elif code == 1:
                 k = kern.crr_choose(N, c_true, PI, PJ)
             else:
                 k = kern.dpca_choose(META, n, ACT, ADV, INA, PK, zero)
             i = PI[k]
             j = PJ[k]
-            score = 1.0 if np.random.random() < P[i, j] else 0.0
+            # one uniform per duel: win below p - tau/2, tie up to p + tau/2 (tau = 0: the Bernoulli draw)
+            u = np.random.random()
+            tau = TIE[i, j]
+            if u < P[i, j] - 0.5 * tau:
+                score = 1.0
+            elif u < P[i, j] + 0.5 * tau:
+                score = 0.5
+            else:
+                score = 0.0
             if tracing:
                 trace_k[steps] = k
                 trace_s[steps] = score
@@ -156,7 +170,12 @@ def _run_trials(
             # --- stop
             if code == 3:
                 # the verdict can only change when a certificate is issued
-                if kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW):
+                if betting:
+                    kern.pc_hist_add(k, score, H)
+                    issued = kern.pc_update_bet(k, N, W, H, PI, PJ, pc_c0, BEAT, CB, CW)
+                else:
+                    issued = kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW)
+                if issued:
                     v = kern.pc_verdict(CB, CW)
                     if v != -1:
                         rec = v
@@ -291,16 +310,18 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     p = {**defaults, **params}
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
-    pc_rule, pc_c0, pc_stick = 0, 0.0, 0.0
+    pc_rule, pc_c0, pc_stick, pc_tie_cap = 0, 0.0, 0.0, 0.0
     if algorithm == "dctas-pc":
         try:
             threshold, pc_stick = validate_pc_params(p["threshold"], p["stick"])
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         pc_rule, pc_c0 = certificate_test(threshold, delta, L)
+        pc_tie_cap = tie_cap_for(threshold)
     return (
         code,
         np.ascontiguousarray(instance.preference, dtype=float),
+        np.ascontiguousarray(instance.tie_matrix(), dtype=float),
         c_true,
         c_pol,
         algorithm == "dctac",
@@ -312,6 +333,7 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
         int(pc_rule),
         float(pc_c0),
         float(pc_stick),
+        float(pc_tie_cap),
     )
 
 
