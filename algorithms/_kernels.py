@@ -493,9 +493,9 @@ def pc_certifies(n, x, rule, c0):
 # the default certificate test: a diversified-Kelly mixture of betting martingales (docs/algorithms.md)
 PC_BETTING = 3
 PC_LEVELS = 5  # scores are counted on the grid 0, 1/4, 1/2, 3/4, 1 (rounded against the certificate)
-PC_BET_FOCUS = 0.8  # prior mass on the components whose gap 1/2 - q_g is in [0.027, 0.33] (g = 2..13)
+PC_BET_FOCUS = 0.85  # prior mass on the components whose gap 1/2 - q_g is in [0.018, 0.32] (g = 2..15)
 PC_BET_G_LO = 2
-PC_BET_G_HI = 13
+PC_BET_G_HI = 15
 
 
 @njit(cache=True)
@@ -692,7 +692,7 @@ def pc_verdict(CB, CW):
 
 
 @njit(cache=True)
-def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, tie_cap):
+def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, tie_cap, explore, explore_frac):
     """Next pair for dctas-pc: initialise, forced exploration over pairs that still matter, then D-tracking.
 
     ``t = sum(NEFF)``; ``a`` is the leader (:func:`pc_lead`), the uncertified arm with the
@@ -714,13 +714,21 @@ def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, tie_cap):
     best = -1
     low = 1e300
     fe = math.sqrt(t) - 0.5 * K
+    # explore: 0 = every pair that matters at sqrt(t) - K/2; 1 = the leader's pairs only (others once);
+    # 2 = the leader's pairs at sqrt(t) - K/2, the other pairs that matter at explore_frac sqrt(t) - K/2
+    fo = fe
+    if explore == 1:
+        fo = 0.0
+    elif explore == 2:
+        fo = explore_frac * math.sqrt(t) - 0.5 * K
     for k in range(K):
         nk = NEFF[k]
         if nk >= low or (nk != 0.0 and nk >= fe):
             continue
         i = PI[k]
         j = PJ[k]
-        if (CB[i] == 0 or CB[j] == 0) or (a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))):
+        lead_pair = a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))
+        if lead_pair or ((CB[i] == 0 or CB[j] == 0) and (nk == 0.0 or nk < fo)):
             low = nk
             best = k
     if best >= 0:

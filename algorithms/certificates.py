@@ -7,9 +7,10 @@ validity argument of each and the measured costs):
 
 ``betting`` (default)
     a diversified-Kelly mixture of betting martingales (Waudby-Smith and Ramdas 2024) with
-    a prior focused on gaps 0.027 to 0.33 reaches ``1/d'``; ties are neutral (a factor of 1),
+    a prior focused on gaps 0.018 to 0.32 reaches ``1/d'``; ties are neutral (a factor of 1),
     so tie-heavy pairs certify sooner (:func:`algorithms._kernels.pc_bet_log_wealth`). With it,
-    dctas-pc also bounds the near-tie weight of its sampling rule (``PC_TIE_CAP``).
+    dctas-pc also bounds the near-tie weight of its sampling rule (``PC_TIE_CAP``) and explores
+    the pairs outside the leader's at half the rate (``PC_EXPLORE``).
 ``mixture`` (the default before ``betting``; stored states without a ``threshold`` use it)
     the grid mixture martingale of :func:`algorithms._kernels.pc_log_mixture` reaches ``1/d'``.
 ``kk``
@@ -39,6 +40,7 @@ __all__ = [
     "PC_LEGACY_THRESHOLD",
     "certificate_test",
     "tie_cap_for",
+    "explore_for",
     "validate_pc_params",
 ]
 
@@ -53,6 +55,16 @@ PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0}
 PC_LEGACY_THRESHOLD = "mixture"
 #: near-tie weight bound of :func:`algorithms._kernels.pc_choose` per test (0: unbounded, today's rule)
 PC_TIE_CAP = {"betting": 1.0}
+
+
+#: forced exploration of :func:`algorithms._kernels.pc_choose` per test: (mode, fraction); (0, 1.0) is today's rule
+PC_EXPLORE = {"betting": (2, 0.5)}
+
+
+def explore_for(threshold: str) -> tuple[int, float]:
+    """``(explore, explore_frac)`` of :func:`algorithms._kernels.pc_choose` that go with a certificate test."""
+    mode, frac = PC_EXPLORE.get(threshold, (0, 1.0))
+    return int(mode), float(frac)
 
 
 def tie_cap_for(threshold: str) -> float:

@@ -38,7 +38,14 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, PC_LEGACY_THRESHOLD, certificate_test, tie_cap_for, validate_pc_params
+from .certificates import (
+    PC_DEFAULTS,
+    PC_LEGACY_THRESHOLD,
+    certificate_test,
+    explore_for,
+    tie_cap_for,
+    validate_pc_params,
+)
 from .instance import COST_MAX, cost_ok
 from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant, delta_problem
@@ -568,6 +575,7 @@ class PCPolicy(Policy):
         self._alpha = np.zeros(self.K)
         self._rule, self._c0 = certificate_test(threshold, self.delta, self.L)
         self._tie_cap = tie_cap_for(threshold) if population is None else 0.0
+        self._explore, self._explore_frac = explore_for(threshold) if population is None else (0, 1.0)
         self._betting = population is None and self._rule == kern.PC_BETTING
         # the betting test's score counts on the quarter grid (kern.pc_hist_add): K x 10
         self._H = np.zeros((self.K, 2 * kern.PC_LEVELS))
@@ -644,6 +652,8 @@ class PCPolicy(Policy):
                 self._CB,
                 self._alpha,
                 self._tie_cap,
+                self._explore,
+                self._explore_frac,
             )
         )
 
@@ -657,9 +667,7 @@ class PCPolicy(Policy):
                     k, self.N, self.W, self._H, self.PI, self.PJ, self._c0, self.BEAT, self._CB, self._CW
                 )
             else:
-                kern.pc_update(
-                    k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW
-                )
+                kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
             if self.stick > 0.0:
                 kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
             return

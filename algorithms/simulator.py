@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, certificate_test, tie_cap_for, validate_pc_params
+from .certificates import PC_DEFAULTS, certificate_test, explore_for, tie_cap_for, validate_pc_params
 from .instance import Instance
 from .oracle import effective_costs, solve_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
@@ -56,6 +56,8 @@ def _run_trials(
     pc_c0,
     pc_stick,
     pc_tie_cap,
+    pc_explore,
+    pc_explore_frac,
     seeds,
     max_steps,
     out_cost,
@@ -137,7 +139,23 @@ def _run_trials(
                 k = kern.tracking_choose(N, alpha, CUM)
             elif code == 3:
                 a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
-                k = kern.pc_choose(N, float(steps), a, G, AMAX, c_pol, PI, PJ, PK, BEAT, CB, alpha, pc_tie_cap)
+                k = kern.pc_choose(
+                    N,
+                    float(steps),
+                    a,
+                    G,
+                    AMAX,
+                    c_pol,
+                    PI,
+                    PJ,
+                    PK,
+                    BEAT,
+                    CB,
+                    alpha,
+                    pc_tie_cap,
+                    pc_explore,
+                    pc_explore_frac,
+                )
             elif code == 1:
                 k = kern.crr_choose(N, c_true, PI, PJ)
             else:
@@ -310,7 +328,7 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     p = {**defaults, **params}
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
-    pc_rule, pc_c0, pc_stick, pc_tie_cap = 0, 0.0, 0.0, 0.0
+    pc_rule, pc_c0, pc_stick, pc_tie_cap, pc_explore, pc_explore_frac = 0, 0.0, 0.0, 0.0, 0, 1.0
     if algorithm == "dctas-pc":
         try:
             threshold, pc_stick = validate_pc_params(p["threshold"], p["stick"])
@@ -318,6 +336,7 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
             raise PolicyError(str(exc)) from None
         pc_rule, pc_c0 = certificate_test(threshold, delta, L)
         pc_tie_cap = tie_cap_for(threshold)
+        pc_explore, pc_explore_frac = explore_for(threshold)
     return (
         code,
         np.ascontiguousarray(instance.preference, dtype=float),
@@ -334,6 +353,8 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
         float(pc_c0),
         float(pc_stick),
         float(pc_tie_cap),
+        int(pc_explore),
+        float(pc_explore_frac),
     )
 
 

@@ -136,7 +136,7 @@ def test_pc_choose_kernel_is_the_frozen_one_on_random_states():
         args = (N, float(N.sum()), a, G, AMAX, c, PI, PJ, PK, BEAT, CB)
         a1, a2, a3 = np.zeros(K), np.zeros(K), np.zeros(K)
         expected = _pc_choose_before(*args, a2)
-        assert kern.pc_choose(*args, a1, 0.0) == expected
+        assert kern.pc_choose(*args, a1, 0.0, 0, 1.0) == expected
         assert np.array_equal(a1, a2)
         # the masked kernel with every pair allowed and CK[k] = c_i + c_j decides the same
         CK = c[PI] + c[PJ]

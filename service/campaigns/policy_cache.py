@@ -24,9 +24,7 @@ def new_policy(
     extra: dict[str, Any] = {} if threshold is None else {"threshold": threshold}
     if population is None:
         return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, **extra)
-    return make_policy(
-        algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population), **extra
-    )
+    return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population), **extra)
 
 
 def restore_policy(state: dict):
