@@ -211,7 +211,8 @@ def kl_delta(delta: float) -> float:
     """``kl(delta, 1 - delta)``: the right-hand side of the transportation inequality at error ``delta``."""
     if not (0 < delta < 1):
         raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    return max(0.0, float(kl_bernoulli(delta, 1.0 - delta))) if delta < 0.5 else 0.0
+    # kl(delta, 1 - delta) = (1 - 2 delta) log((1 - delta) / delta), written so that tiny deltas stay finite
+    return (1.0 - 2.0 * delta) * (math.log1p(-delta) - math.log(delta)) if delta < 0.5 else 0.0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Fast Monte-Carlo simulator of the policies on a known instance.
 
 ``simulate(instance, algorithm, delta, trials, seed, jobs)`` runs independent
-trials: each draws duel outcomes ``1{U < p_ij}`` from the instance's matrix and
+trials: each draws duel outcomes ``1{U < p_ij}`` from the instance's matrix (with a
+tie matrix ``tau``: 1 if ``U < p_ij - tau_ij/2``, 1/2 if ``U < p_ij + tau_ij/2``, else 0,
+one uniform per duel either way) and
 runs the policy until it stops (or ``max_steps`` duels). The per-step logic is
 the compiled kernels of :mod:`algorithms._kernels`, the same functions the
 step-wise :mod:`algorithms.policies` call, so both make identical decisions given
@@ -26,7 +28,7 @@ from numba import njit
 from . import _kernels as kern
 from .certificates import PC_DEFAULTS, certificate_test, explore_for, tie_cap_for, validate_pc_params
 from .instance import Instance
-from .oracle import effective_costs, solve_oracle, validate_judge_cost
+from .oracle import effective_costs, solve_oracle, solve_pc_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
 from .thresholds import beta_constant
 
@@ -275,6 +277,7 @@ class SimulationResult:
         sd = float(self.costs.std(ddof=1)) if n > 1 else 0.0
         has_cw = self.instance.condorcet_winner is not None
         lb = solve_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta) if has_cw else None
+        pc_lb = solve_pc_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta) if has_cw else None
         pairs = self.instance.pairs()
         paper = self.algorithm in PAPER_ALGORITHMS
         return {
@@ -295,6 +298,9 @@ class SimulationResult:
             "mean_pulls": float(self.pulls.mean()),
             "lower_bound": lb,
             "cost_over_lower_bound": mean_cost / lb if lb else None,
+            "pc_lower_bound": pc_lb,
+            "cost_over_pc_lower_bound": mean_cost / pc_lb if pc_lb else None,
+            "instance_has_ties": self.instance.ties is not None,
             "pull_fractions": [
                 {"pair": [self.instance.names[i], self.instance.names[j]], "fraction": float(f)}
                 for (i, j), f in zip(pairs, self.pair_pulls.sum(axis=0) / max(1.0, self.pulls.sum()))
@@ -398,7 +404,8 @@ def simulate(
         Per-trial cap on the number of duels; a capped trial counts as not stopped.
     params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
         default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA, ``threshold``
-        (``"mixture"``, ``"kk"``, ``"stitched"``) and ``stick`` (nats >= 0) for dctas-pc.
+        (``"betting"`` (default), ``"mixture"``, ``"kk"``, ``"stitched"``) and ``stick`` (nats >= 0)
+        for dctas-pc. An instance with ``ties`` draws win / tie / loss (scores 1, 1/2, 0).
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")

@@ -180,3 +180,12 @@ def test_pc_constant_without_a_winner_solves_the_linear_programme():
     assert res.pair_costs == pytest.approx([1 / 3] * 3, rel=1e-6)
     # an exact tie that decides makes the bound infinite
     assert solve_pc_oracle([[0.5, 0.5], [0.5, 0.5]], [1.0, 1.0]).c_pc == float("inf")
+
+
+def test_pc_floor_is_finite_for_the_smallest_delta():
+    from algorithms import solve_pc_oracle
+    from algorithms.oracle import kl_delta
+
+    assert kl_delta(1e-300) == pytest.approx(300 * np.log(10), rel=1e-12)
+    assert kl_delta(0.3) == pytest.approx(0.4 * np.log(0.7 / 0.3))
+    assert np.isfinite(solve_pc_oracle(synthetic_instance(4)).floor(1e-300))
