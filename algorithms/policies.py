@@ -507,9 +507,10 @@ class PCPolicy(Policy):
     """dctas-pc: pairwise certificates, the default (not from the paper; see ``docs/algorithms.md``).
 
     A certificate "m is beaten by k" is issued when the test chosen by ``threshold``
-    (:mod:`algorithms.certificates`; by default the mixture martingale of
-    :func:`algorithms._kernels.pc_log_mixture` reaching ``(L - 1) / delta``) rejects
-    ``p_mk >= 1/2``. Stop with winner ``a`` when ``a`` holds a certificate against every
+    (:mod:`algorithms.certificates`; by default the betting test of
+    :func:`algorithms._kernels.pc_bet_log_wealth` reaching ``(L - 1) / delta``; a stored
+    state that names no test uses the mixture test, the default before it) rejects
+    ``p_mk >= 1/2``. :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
     other arm; stop with the verdict "no Condorcet winner" when every arm is certified
     beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
     with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
