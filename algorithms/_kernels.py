@@ -38,6 +38,21 @@ def kl_half(x):
 
 
 @njit(cache=True)
+def draw_score(p, tau):
+    """One duel's score from one uniform: 1 below ``p - tau/2``, 1/2 up to ``p + tau/2``, else 0.
+
+    With ``tau = 0`` this is the Bernoulli draw ``1{U < p}`` to the bit (the simulator's draw
+    before ties existed).
+    """
+    u = np.random.random()
+    if u < p - 0.5 * tau:
+        return 1.0
+    if u < p + 0.5 * tau:
+        return 0.5
+    return 0.0
+
+
+@njit(cache=True)
 def refresh_pair(k, N, W, PI, PJ, c, T, G, S, AMAX):
     """Recompute the derived entries touched by pair ``k`` (rows ``PI[k]`` and ``PJ[k]``)."""
     i = PI[k]

@@ -164,15 +164,7 @@ def _run_trials(
                 k = kern.dpca_choose(META, n, ACT, ADV, INA, PK, zero)
             i = PI[k]
             j = PJ[k]
-            # one uniform per duel: win below p - tau/2, tie up to p + tau/2 (tau = 0: the Bernoulli draw)
-            u = np.random.random()
-            tau = TIE[i, j]
-            if u < P[i, j] - 0.5 * tau:
-                score = 1.0
-            elif u < P[i, j] + 0.5 * tau:
-                score = 0.5
-            else:
-                score = 0.0
+            score = kern.draw_score(P[i, j], TIE[i, j])
             if tracing:
                 trace_k[steps] = k
                 trace_s[steps] = score
@@ -192,10 +184,11 @@ def _run_trials(
                 # the verdict can only change when a certificate is issued
                 if betting:
                     kern.pc_hist_add(k, score, H)
-                    issued = kern.pc_update_bet(k, N, W, H, PI, PJ, pc_c0, BEAT, CB, CW)
-                else:
-                    issued = kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW)
-                if issued:
+                if (
+                    kern.pc_update_bet(k, N, W, H, PI, PJ, pc_c0, BEAT, CB, CW)
+                    if betting
+                    else kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW)
+                ):
                     v = kern.pc_verdict(CB, CW)
                     if v != -1:
                         rec = v
