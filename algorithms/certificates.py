@@ -5,7 +5,13 @@ A certificate "``m`` is beaten by ``k``" rejects ``H0: p_mk >= 1/2`` at level
 chosen by the ``threshold`` option of dctas-pc (see ``docs/algorithms.md`` for the
 validity argument of each and the measured costs):
 
-``mixture`` (default)
+``betting`` (default)
+    a diversified-Kelly mixture of betting martingales (Waudby-Smith and Ramdas 2024) with
+    a prior focused on gaps 0.018 to 0.32 reaches ``1/d'``; ties are neutral (a factor of 1),
+    so tie-heavy pairs certify sooner (:func:`algorithms._kernels.pc_bet_log_wealth`). With it,
+    dctas-pc also bounds the near-tie weight of its sampling rule (``PC_TIE_CAP``) and explores
+    the pairs outside the leader's at half the rate (``PC_EXPLORE``).
+``mixture`` (the default before ``betting``; stored states without a ``threshold`` use it)
     the grid mixture martingale of :func:`algorithms._kernels.pc_log_mixture` reaches ``1/d'``.
 ``kk``
     ``n d(phat, 1/2) > 3 log(1 + log n) + C(log(1/d'))``: the single-term threshold of
@@ -31,19 +37,48 @@ from .thresholds import calibration_C
 __all__ = [
     "PC_THRESHOLDS",
     "PC_DEFAULTS",
+    "PC_LEGACY_THRESHOLD",
     "certificate_test",
     "certificate_log_stat",
     "certified_top",
+    "tie_cap_for",
+    "explore_for",
     "validate_pc_params",
 ]
 
-PC_THRESHOLDS = {"mixture": kern.PC_MIXTURE, "kk": kern.PC_KK, "stitched": kern.PC_STITCHED}
-PC_DEFAULTS: dict[str, Any] = {"threshold": "mixture", "stick": 0.0}
+PC_THRESHOLDS = {
+    "betting": kern.PC_BETTING,
+    "mixture": kern.PC_MIXTURE,
+    "kk": kern.PC_KK,
+    "stitched": kern.PC_STITCHED,
+}
+PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0}
+#: the test of a stored dctas-pc state that names none (states written before ``betting`` became the default)
+PC_LEGACY_THRESHOLD = "mixture"
+#: near-tie weight bound of :func:`algorithms._kernels.pc_choose` per test (0: unbounded, today's rule)
+PC_TIE_CAP = {"betting": 1.0}
+
+
+#: forced exploration of :func:`algorithms._kernels.pc_choose` per test: (mode, fraction); (0, 1.0) is today's rule
+PC_EXPLORE = {"betting": (2, 0.5)}
+
+
+def explore_for(threshold: str) -> tuple[int, float]:
+    """``(explore, explore_frac)`` of :func:`algorithms._kernels.pc_choose` that go with a certificate test."""
+    mode, frac = PC_EXPLORE.get(threshold, (0, 1.0))
+    return int(mode), float(frac)
+
+
+def tie_cap_for(threshold: str) -> float:
+    """The ``tie_cap`` of :func:`algorithms._kernels.pc_choose` that goes with a certificate test."""
+    return float(PC_TIE_CAP.get(threshold, 0.0))
 
 
 def certificate_test(threshold: str, delta: float, L: int) -> tuple[int, float]:
     """``(rule, c0)`` for :func:`algorithms._kernels.pc_certifies` at ``d' = delta / (L - 1)``."""
     log_inv = math.log((L - 1) / delta)  # log(1/d')
+    if threshold == "betting":
+        return kern.PC_BETTING, log_inv
     if threshold == "mixture":
         return kern.PC_MIXTURE, log_inv
     if threshold == "kk":

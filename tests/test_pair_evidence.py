@@ -11,7 +11,7 @@ import pytest
 
 from algorithms import _kernels as kern
 from algorithms import make_policy
-from algorithms.certificates import certificate_log_stat, certificate_test
+from algorithms.certificates import PC_DEFAULTS, certificate_log_stat, certificate_test
 
 
 @pytest.mark.parametrize("threshold", ["mixture", "kk", "stitched"])
@@ -67,7 +67,7 @@ def test_held_certificates_match_the_evidence(opts):
         assert policy.certificate_test_name == "without_replacement"
         assert all(e["log_threshold"] == pytest.approx(math.log(2 / 0.05)) for e in ev)
     else:
-        assert policy.certificate_test_name == opts.get("threshold", "mixture")
+        assert policy.certificate_test_name == opts.get("threshold", PC_DEFAULTS["threshold"])
 
 
 # ---------------------------------------------------------------- the certified part of the top cycle

@@ -54,7 +54,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     end = await _run_to_end(api, cid)
     assert end["status"] == "certified" and end["winner"] == "m0", end
     ev = end["pc_evidence"]
-    assert ev["test"] == "mixture" and ev["reference"] == "m0"
+    assert ev["test"] == "betting" and ev["reference"] == "m0"  # the default certificate test
     assert ev["certified"] == 2 and ev["needed"] == 2 and ev["progress"] == 1.0
     assert ev["log_threshold"] == math.log(2 / end["delta"])
     assert len(ev["pairs"]) == 6

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from algorithms import make_policy
+from algorithms.policies import state_params
 
 from ..models import Duel
 
@@ -84,9 +85,7 @@ class SeriesCache:
         with self._lock:
             entry = self._items.get(campaign_id)
             if entry is None or entry.signature != signature:
-                policy = make_policy(
-                    state["algorithm"], state["costs"], state["delta"], **dict(state.get("params") or {})
-                )
+                policy = make_policy(state["algorithm"], state["costs"], state["delta"], **state_params(state))
                 entry = _Replay(signature=signature, policy=policy)
                 entry.points.append(_point(policy))
                 self._items[campaign_id] = entry
