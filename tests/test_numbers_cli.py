@@ -66,7 +66,7 @@ def test_show_and_watch_report_the_certificates_that_decide_dctas_pc(live_server
     assert "cost units" in watched.stderr
     shown = llmduel(live_server, "campaign", "show", cid)
     assert shown.returncode == 0, shown.stderr
-    assert "evidence   large: 1 of 1 pairs certified (mixture test" in shown.stdout
+    assert "evidence   large: 1 of 1 pairs certified (betting test" in shown.stdout
     assert "small beaten by large:" in shown.stdout and "certified" in shown.stdout
     assert "shown      large beats small" in shown.stdout and "GLR" not in shown.stdout
     as_json = json.loads(llmduel(live_server, "campaign", "show", cid, "--json").stdout)
