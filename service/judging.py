@@ -248,8 +248,15 @@ class LLMJudgeConfig(_Config):
     cost: Annotated[float, non_negative("USD per judge call when the client has no price")] = Field(
         0.0, ge=0, description="USD per judge call (charged when the client has no price or no usage is reported)."
     )
+    orders: Literal["both", "one"] = Field(
+        "both",
+        description="both: judge each duel twice, the answers swapped the second time (two calls); one: judge "
+        "it once, in the order the answers are shown, which the campaign draws with its secret key (one call; "
+        "position bias becomes zero-mean noise). Both estimate the preference averaged over the two orders.",
+    )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
-        True, description="Judge each duel twice, the answers swapped the second time, to cancel position bias."
+        True,
+        description="The older spelling of orders (true = both, false = one); stored equal to orders == both.",
     )
     system_prompt: Annotated[str | None, BeforeValidator(lambda v: _system(v))] = Field(
         None,
@@ -270,6 +277,27 @@ class LLMJudgeConfig(_Config):
         description="How both orders combine (scores of the answer shown as A): consistent = the mean when "
         "both favour the same answer (or both say tie), else a tie; mean = the mean of the two scores.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _orders(cls, data: Any) -> Any:
+        """``orders`` and its older spelling ``both_orders`` say the same thing; a row with only one gets both."""
+        if not isinstance(data, dict):
+            return data
+        has_orders, has_both = "orders" in data, "both_orders" in data
+        if has_both and not isinstance(data["both_orders"], bool):
+            return data  # strict_bool names the field
+        if has_orders and data["orders"] not in ("both", "one"):
+            return data  # the Literal names the field
+        if has_orders and has_both and (data["orders"] == "both") != data["both_orders"]:
+            raise ValueError(
+                f"orders: {data['orders']!r} contradicts both_orders: {str(data['both_orders']).lower()}; give only orders"
+            )
+        if has_orders:
+            return {**data, "both_orders": data["orders"] == "both"}
+        if has_both:
+            return {**data, "orders": "both" if data["both_orders"] else "one"}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "LLMJudgeConfig":

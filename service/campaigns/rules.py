@@ -185,7 +185,7 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     """An upper bound of a duel's judge charge (nano-USD), or ``None``.
 
     A simulated judge charges nothing, a human judge its ``fee_per_vote``. An LLM
-    judge makes one call per order (two with ``both_orders``); each call's input is
+    judge makes one call per order (:func:`judge_orders`); each call's input is
     its system prompt and its template with the question, the reference answer and
     both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
     """
@@ -206,7 +206,7 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes)
     if b is None:
         return None
-    return (2 if judge.get("both_orders", True) else 1) * _ceil_nusd(b)
+    return judge_orders(judge) * _ceil_nusd(b)
 
 
 def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
@@ -234,8 +234,12 @@ def answer_reserve_nusd(model: dict, prompt: str) -> int:
 
 
 def judge_orders(judge: dict) -> int:
-    """How many calls an LLM judge makes per duel: one per order (two with ``both_orders``)."""
-    return 2 if stored(judge).get("both_orders", True) else 1
+    """How many calls an LLM judge makes per duel: one per order, two with ``orders: both`` (the
+    default), one with ``orders: one``; a row stored before ``orders`` existed says it by ``both_orders``."""
+    judge = stored(judge)
+    if "orders" in judge:
+        return 2 if judge["orders"] == "both" else 1
+    return 2 if judge.get("both_orders", True) else 1
 
 
 def reserve_duel_nusd(
@@ -616,16 +620,16 @@ def score_of(
 def judge_cost_per_duel(judge: dict) -> float:
     """c_J, the judge's expected cost per duel used by the cost-aware allocation.
 
-    An LLM judge costs its configured per-call ``cost``, twice when both orders are
-    judged; a human judge its ``fee_per_vote``; a simulated judge nothing
-    (docs/service.md, Judge cost).
+    An LLM judge costs its configured per-call ``cost`` times its calls per duel
+    (:func:`judge_orders`: two with ``orders: both``, one with ``orders: one``); a human
+    judge its ``fee_per_vote``; a simulated judge nothing (docs/service.md, Judge cost).
     """
     judge = stored(judge)
     if judge.get("kind") == "human":
         return float(judge.get("fee_per_vote") or 0.0)
     if judge.get("kind") != "llm":
         return 0.0
-    return float(judge.get("cost") or 0.0) * (2.0 if judge.get("both_orders", True) else 1.0)
+    return float(judge.get("cost") or 0.0) * float(judge_orders(judge))
 
 
 def vote_fee_nusd(judge: dict) -> int:

@@ -107,9 +107,13 @@ def judge_key(judge: dict) -> str | None:
     """The hash of an LLM judge's config (client generation config, template, orders), else None."""
     if judge.get("kind") != JudgeKind.LLM:
         return None
-    material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS}
+    # ``orders`` is stored beside its older spelling ``both_orders`` (always equal): hashing only
+    # the latter keeps the keys of verdicts stored before ``orders`` existed
+    material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS and k != "orders"}
     material["client"] = generation_config(judge.get("client") or {})
-    material["both_orders"] = bool(judge.get("both_orders", True))
+    from .rules import judge_orders
+
+    material["both_orders"] = judge_orders(judge) == 2
     return _sha("judge", _canonical(material))
 
 
@@ -128,7 +132,9 @@ def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, 
 
 def stored_order(judge: dict, hash_a: str, hash_b: str) -> tuple[bool, str]:
     """The rule of :func:`verdict_order` on the answers' text hashes: (swapped, order)."""
-    if bool(judge.get("both_orders", True)):
+    from .rules import judge_orders
+
+    if judge_orders(judge) == 2:
         return hash_b < hash_a, "both"
     return False, "ab"
 
