@@ -14,7 +14,10 @@
 * ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field with
   a seeded bootstrap interval (:mod:`algorithms.ranking`), its duels, the configured
   cost per query, the observed cost per query (its model charges over its answered
-  calls) and its observed spend.
+  calls) and its observed spend;
+* ``judge_bias.json``: how often the judge picked the first position, how often its two
+  orders disagreed, how often the longer answer won, each with a 95% Wilson interval, and
+  the warnings past their limits (:mod:`service.campaigns.judge_bias`).
 
 **choice**: the export is one JSON object ``{"campaign_id", "files": {name: text}}``
 (not a zip): it reads with curl and jq, and ``llmduel campaign export`` writes each
@@ -35,6 +38,7 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..models import Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
+from .judge_bias import judge_bias
 from .types import NotFound
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
@@ -301,6 +305,33 @@ class CampaignResults:
         cache[key] = rows
         return rows
 
+    def judge_bias(self, campaign_id: int) -> dict[str, Any]:
+        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            key = (campaign_id, int(c.version))
+            cache = self.__dict__.setdefault("_bias_cache", {})
+            if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
+                return cache[key]
+            rows = s.execute(
+                select(
+                    Duel.choice,
+                    Duel.judge_detail,
+                    func.length(Duel.answer_a).label("len_a"),
+                    func.length(Duel.answer_b).label("len_b"),
+                )
+                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+                .order_by(Duel.id)
+            ).all()
+            judge = dict(c.judge or {})
+        out = {"campaign_id": campaign_id, **judge_bias(rows, judge)}
+        if len(cache) >= RANKING_CACHE:
+            cache.clear()
+        cache[key] = out
+        return out
+
     def export(self, campaign_id: int) -> dict[str, Any]:
         """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
         data = self._results_data(campaign_id)
@@ -313,6 +344,7 @@ class CampaignResults:
         )
         files["ranking.csv"] = _csv(list(ranking[0]) if ranking else ["rank", "model"], ranking)
         files["ranking.json"] = json.dumps(ranking, indent=1) + "\n"
+        files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
         return {"campaign_id": campaign_id, "files": files}
 
 

@@ -8,10 +8,10 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N]``: create the
   campaign and start its background run when the judge is automatic;
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
-* ``list``, ``show ID``, ``stop ID``;
+* ``list``, ``show ID`` (with the judge bias report), ``stop ID``;
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
   seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
-* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again.
 """
@@ -236,11 +236,32 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
         c = remote.get(f"/v1/campaigns/{args.id}")
+        bias = remote.get(f"/v1/campaigns/{args.id}/judge-bias")
     if args.json:
-        _print_json(c)
+        _print_json({**c, "judge_bias": bias})
     else:
-        sys.stdout.write(summary(c))
+        sys.stdout.write(summary(c) + "".join(line + "\n" for line in bias_lines(bias)))
     return 0
+
+
+def _rate_text(r: dict[str, Any] | None) -> str:
+    if not r or not r.get("of"):
+        return "no verdicts yet"
+    return f"{r['rate']:.0%} of {r['of']} (95% CI {r['low']:.0%} to {r['high']:.0%})"
+
+
+def bias_lines(b: dict[str, Any]) -> list[str]:
+    """The judge bias report (GET /v1/campaigns/{id}/judge-bias) as lines of ``campaign show``."""
+    lines = [
+        f"  judge bias first position {_rate_text(b['first_position'])}",
+        f"             longer answer wins {_rate_text(b['longer_wins'])}",
+    ]
+    if b.get("order_disagreement") is not None:
+        lines.insert(1, f"             orders disagree {_rate_text(b['order_disagreement'])}")
+    for juror in (b.get("jury") or {}).get("jurors") or []:
+        lines.append(f"  juror      {juror['name']}: agrees with the jury {_rate_text(juror['agreement'])}")
+    lines += [f"  warning    {w}" for w in b.get("warnings") or []]
+    return lines
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -400,7 +421,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     action("stop", "end a running campaign", cmd_stop)
 
-    a = action("export", "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json", cmd_export)
+    a = action(
+        "export", "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, judge_bias.json", cmd_export
+    )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
 
     a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)

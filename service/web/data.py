@@ -330,6 +330,7 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "spend_plot": plots.spend_gauge(spend, view["budget"], finite_or_none(view["lower_bound"]), unit=unit),
         "unit": unit,
         "ranking": svc.ranking(campaign_id),
+        "bias": svc.judge_bias(campaign_id),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
