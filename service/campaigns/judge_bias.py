@@ -11,7 +11,8 @@ small ``n`` and extreme rates, where the normal interval does not):
   orders both gave a verdict, the share where the two orders disagree (the verdict flips
   when the answers are swapped).
 * ``longer_wins``: of the decisive duel verdicts between answers of different lengths
-  (characters), the share won by the longer answer.
+  (characters), the share won by the longer answer;
+* ``jury`` (a jury only): per juror, the share of the jury's verdicts its own verdict agrees with.
 
 Only verdicts the judge actually gave count: a duel that reused a stored verdict repeats
 a judgement already counted. :data:`LIMITS` are the warning thresholds (docs/clients-and-judges.md,
@@ -78,15 +79,21 @@ def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
     """
     kind = judge.get("kind")
     llm = kind in ("llm", "jury")
-    from .rules import judge_orders
+    from .rules import judges_both_orders
 
-    both = llm and judge_orders(judge) == 2
+    both = llm and judges_both_orders(judge)
     first = decisive = flips = paired = longer = decided = verdicts = 0
+    agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
     for r in rows:
         detail = r.judge_detail or {}
         if "reused_verdict" in detail:
             continue
         verdicts += 1
+        for j in detail.get("jurors") or []:
+            if isinstance(j, dict) and "agrees" in j:
+                tally = agree.setdefault(str(j.get("name")), [0, 0])
+                tally[0] += int(bool(j["agrees"]))
+                tally[1] += 1
         if llm:
             by_juror: dict[Any, list[str]] = {}
             for c in _calls(detail):
@@ -116,6 +123,11 @@ def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
         "limits": dict(LIMITS),
         "jury": None,
     }
+    if kind == "jury":
+        out["jury"] = {
+            "combine": judge.get("combine", "majority"),
+            "jurors": [{"name": name, "agreement": rate(k, n)} for name, (k, n) in agree.items()],
+        }
     out["warnings"] = warnings(out)
     return out
 

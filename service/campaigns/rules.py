@@ -192,6 +192,9 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     judge = stored(judge)
     if judge.get("kind") == "human":
         return vote_fee_nusd(judge)
+    if judge.get("kind") == "jury":  # the sum of the jurors' bounds
+        bounds = [judge_bound_nusd(j, prompt, reference) for j in judge.get("judges") or []]
+        return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
     if judge.get("kind") != "llm":
         return 0
     from judges.llm import JUDGE_TEMPLATE, render_judge_prompt
@@ -237,9 +240,20 @@ def judge_orders(judge: dict) -> int:
     """How many calls an LLM judge makes per duel: one per order, two with ``orders: both`` (the
     default), one with ``orders: one``; a row stored before ``orders`` existed says it by ``both_orders``."""
     judge = stored(judge)
+    if judge.get("kind") == "jury":  # every juror's calls
+        return sum(judge_orders(j) for j in judge.get("judges") or [])
     if "orders" in judge:
         return 2 if judge["orders"] == "both" else 1
     return 2 if judge.get("both_orders", True) else 1
+
+
+def judges_both_orders(judge: dict) -> bool:
+    """Every verdict reads both orders: an LLM judge with ``orders: both``, a jury whose every
+    juror has it. Such a verdict is the mirror of the mirrored duel's (stored once per unordered pair)."""
+    judge = stored(judge)
+    if judge.get("kind") == "jury":
+        return all(judge_orders(j) == 2 for j in judge.get("judges") or [])
+    return judge_orders(judge) == 2
 
 
 def reserve_duel_nusd(
@@ -265,7 +279,7 @@ def reserve_duel_nusd(
     free = {int(k) for k in stored_answers}
     total = sum(answer_reserve_nusd(models[k], prompt) for k in (i, j) if k not in free)
     jb = judge_bound_nusd(judge, prompt)
-    if stored(judge).get("kind") == "llm" and stored_orders > 0:
+    if stored(judge).get("kind") in ("llm", "jury") and stored_orders > 0:
         orders = judge_orders(judge)
         left = max(0, orders - int(stored_orders))
         if jb is None:
@@ -411,7 +425,7 @@ def resolve_prompt_sampling(
             raise ValueError(refusal)
         sampling = PromptSampling.WITHOUT_REPLACEMENT
     elif requested == PromptSampling.AUTO:
-        wor = refusal is None and judge_kind == JudgeKind.LLM and verdicts == Reuse.REUSE
+        wor = refusal is None and judge_kind in (JudgeKind.LLM, JudgeKind.JURY) and verdicts == Reuse.REUSE
         sampling = PromptSampling.WITHOUT_REPLACEMENT if wor else PromptSampling.WITH_REPLACEMENT
     else:
         sampling = PromptSampling.WITH_REPLACEMENT
@@ -627,6 +641,8 @@ def judge_cost_per_duel(judge: dict) -> float:
     judge = stored(judge)
     if judge.get("kind") == "human":
         return float(judge.get("fee_per_vote") or 0.0)
+    if judge.get("kind") == "jury":  # each juror's calls at its own cost
+        return sum(judge_cost_per_duel(j) for j in judge.get("judges") or [])
     if judge.get("kind") != "llm":
         return 0.0
     return float(judge.get("cost") or 0.0) * float(judge_orders(judge))

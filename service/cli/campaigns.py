@@ -28,7 +28,7 @@ from typing import Any
 from service.cli.args import CLIError, whole_number
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
 
-AUTOMATIC_JUDGES = ("llm", "simulated")
+AUTOMATIC_JUDGES = ("llm", "jury", "simulated")
 RUN_KEYS = {"concurrency", "max_duels"}
 
 

@@ -287,7 +287,7 @@ def cost_unit(view: dict) -> str:
     """**choice**: "cost units" when every model and the judge are simulated (the paper's
     instances: no money is spent, costs are the paper's units), else "USD"."""
     simulated = all((m["client"] or {}).get("kind") == "simulated" for m in view["models"])
-    return "cost units" if simulated and (view["judge"] or {}).get("kind") != "llm" else "USD"
+    return "cost units" if simulated and (view["judge"] or {}).get("kind") not in ("llm", "jury") else "USD"
 
 
 def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dict:
