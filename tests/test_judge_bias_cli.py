@@ -49,13 +49,18 @@ def test_show_and_export_carry_the_judge_bias(live_server, fake_url, tmp_path):
         "seed": 3,
         "prompt_sampling": "with_replacement",
         "verdicts": "fresh",
+        "max_duels": 12,
     }
     with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60) as api:
         r = api.post("/v1/campaigns", json=body)
         assert r.status_code == 201, r.text
         cid = str(r.json()["id"])
-        for _ in range(12):
-            assert api.post(f"/v1/campaigns/{cid}/duels").status_code == 201
+        assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+    # watch: the verdict on stdout, the judge bias warning on stderr (the measured case had no hint)
+    r = llmduel(live_server, "campaign", "watch", cid, "--interval", "0.2")
+    assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (12) reached"), (r.stdout, r.stderr)
+    assert "llmduel: warning: the judge chose the first position in 100% of its 24 decisive verdicts" in r.stderr
+    assert f"(llmduel campaign show {cid})" in r.stderr
     r = llmduel(live_server, "campaign", "show", cid)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()

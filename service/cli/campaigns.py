@@ -10,7 +10,8 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
 * ``list``, ``show ID`` (with the judge bias report), ``stop ID``;
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
-  seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
+  seconds when stderr is not a terminal), then the verdict on stdout and the judge
+  bias warnings on stderr, exit 0;
 * ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again.
@@ -294,6 +295,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 print(verdict_line(c))
                 for line in exact_lines(c):
                     print(line.strip())
+                _bias_warnings(remote, args.id)
                 return 0
             run = c.get("run") or {}
             if c["judge"].get("kind") in AUTOMATIC_JUDGES and not run.get("active") and run.get("error"):
@@ -302,6 +304,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 print(f"llmduel: the background run stopped: {run['error']}", file=sys.stderr)
                 return 1
             time.sleep(args.interval)
+
+
+def _bias_warnings(remote: Remote, cid: Any) -> None:
+    """The judge bias warnings of an ended campaign, on stderr (a server without the report: none)."""
+    try:
+        bias = remote.get(f"/v1/campaigns/{cid}/judge-bias")
+    except CLIError:
+        return
+    for w in bias.get("warnings") or []:
+        print(f"llmduel: warning: {w} (llmduel campaign show {cid})", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
