@@ -163,6 +163,9 @@ async def test_majority_jury_through_the_service(api, fake, verdicts):
     assert agreement["judge-one"]["rate"] == 1.0 and agreement["judge-two"]["rate"] == 1.0
     assert agreement["judge-biased"]["rate"] == 0.0 and agreement["judge-biased"]["of"] == len(paid)
     assert bias["jury"]["combine"] == "majority"
+    first = {j["name"]: j["first_position"] for j in bias["jury"]["jurors"]}
+    assert first["judge-biased"]["rate"] == 1.0 and first["judge-biased"]["of"] == 2 * len(paid)
+    assert first["judge-one"]["rate"] == 0.5  # the same answer wins in both orders: once first, once second
     assert any(line.startswith("  juror      judge-biased: agrees with the jury 0% of") for line in bias_lines(bias))
     page = await api.get(f"/campaigns/{c['id']}")
     assert 'id="jury-agreement"' in page.text and "judge-biased" in page.text

@@ -53,7 +53,11 @@ class JudgeBiasOut(BaseModel):
     )
     limits: dict[str, float] = Field(description="The warning thresholds of the three rates.")
     warnings: list[str] = Field(description="A sentence per rate past its limit (from at least 10 verdicts).")
-    jury: dict[str, Any] | None = Field(None, description="A jury's per-juror agreement with its verdicts.")
+    jury: dict[str, Any] | None = Field(
+        None,
+        description="A jury: its combine rule and, per juror, its agreement with the jury's verdicts and its own "
+        "first_position rate.",
+    )
 
 
 @router.get(

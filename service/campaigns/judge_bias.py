@@ -12,7 +12,8 @@ small ``n`` and extreme rates, where the normal interval does not):
   when the answers are swapped).
 * ``longer_wins``: of the decisive duel verdicts between answers of different lengths
   (characters), the share won by the longer answer;
-* ``jury`` (a jury only): per juror, the share of the jury's verdicts its own verdict agrees with.
+* ``jury`` (a jury only): per juror, the share of the jury's verdicts its own verdict agrees with,
+  and its own ``first_position`` rate (which juror leans on the position).
 
 Only verdicts the judge actually gave count: a duel that reused a stored verdict repeats
 a judgement already counted. :data:`LIMITS` are the warning thresholds (docs/clients-and-judges.md,
@@ -84,6 +85,7 @@ def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
     both = llm and judges_both_orders(judge)
     first = decisive = flips = paired = longer = decided = verdicts = 0
     agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
+    juror_first: dict[str, list[int]] = {}  # juror -> [first position, decisive calls]
     for r in rows:
         detail = r.judge_detail or {}
         if "reused_verdict" in detail:
@@ -101,6 +103,10 @@ def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
                 if f is not None:
                     decisive += 1
                     first += int(f)
+                    if "juror" in c:
+                        tally = juror_first.setdefault(str(c["juror"]), [0, 0])
+                        tally[0] += int(f)
+                        tally[1] += 1
                 if c.get("verdict") in ("a", "b", "tie"):
                     by_juror.setdefault(c.get("juror"), []).append(c["verdict"])
             for vs in by_juror.values():
@@ -126,7 +132,10 @@ def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
     if kind == "jury":
         out["jury"] = {
             "combine": judge.get("combine", "majority"),
-            "jurors": [{"name": name, "agreement": rate(k, n)} for name, (k, n) in agree.items()],
+            "jurors": [
+                {"name": name, "agreement": rate(k, n), "first_position": rate(*juror_first.get(name, [0, 0]))}
+                for name, (k, n) in agree.items()
+            ],
         }
     out["warnings"] = warnings(out)
     return out
