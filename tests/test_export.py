@@ -32,7 +32,14 @@ async def test_export_files(api, tmp_path):
     r = await api.get(f"/v1/campaigns/{c['id']}/export")
     assert r.status_code == 200, r.text
     files = r.json()["files"]
-    assert set(files) == {"certificate.json", "battles.jsonl", "matrix.csv", "ranking.csv", "ranking.json"}
+    assert set(files) == {
+        "certificate.json",
+        "battles.jsonl",
+        "matrix.csv",
+        "ranking.csv",
+        "ranking.json",
+        "judge_bias.json",
+    }
 
     cert = json.loads(files["certificate.json"])
     assert cert["winner"] == c["winner"] and cert["status"] == "certified" and cert["delta"] == 0.1
