@@ -123,3 +123,17 @@ def test_c_j_counts_calls_per_duel_for_old_and_new_rows():
     assert rules.judge_cost_per_duel({**base, "both_orders": False}) == pytest.approx(0.5)
     assert rules.judge_cost_per_duel({**base, "orders": "one", "both_orders": False}) == pytest.approx(0.5)
     assert rules.judge_orders({**base, "orders": "both", "both_orders": True}) == 2
+
+
+def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
+    from service.campaigns import stores
+    from service.judging import validate_judge_config
+
+    old_row = validate_judge_config(llm_judge(both_orders=False))
+    old_row.pop("orders")  # as a row stored before the field existed
+    new_row = validate_judge_config(llm_judge(orders="one"))
+    assert new_row["orders"] == "one" and new_row["both_orders"] is False
+    assert stores.judge_key(old_row) == stores.judge_key(new_row)
+    assert stores.judge_key(new_row) != stores.judge_key(validate_judge_config(llm_judge()))
+    assert stores.stored_order(new_row, "b", "a") == (False, "ab")  # one order: stored per presentation
+    assert stores.stored_order(validate_judge_config(llm_judge()), "b", "a") == (True, "both")
