@@ -42,6 +42,7 @@ async def test_export_files(api, tmp_path):
         "ranking.csv",
         "ranking.json",
         "ranking_by_category.csv",
+        "judge_bias.json",
     }
 
     cert = json.loads(files["certificate.json"])

@@ -22,6 +22,9 @@
 * ``ranking_by_category.csv``: the same win rates and anytime-valid intervals per
   prompt category (``category``, ``rank``, ``model``, ``win_rate``, ``ci_low``,
   ``ci_high``, ``duels``); prompts without a category form the category ``(none)``.
+* ``judge_bias.json``: how often the judge picked the first position, how often its two
+  orders disagreed, how often the longer answer won, each with a 95% Wilson interval, and
+  the warnings past their limits (:mod:`service.campaigns.judge_bias`).
 
 CSV cells that a spreadsheet would read as a formula (starting with ``=``, ``+``,
 ``-``, ``@``, a tab or a carriage return) are prefixed with ``'`` (:func:`algorithms.csv_cells.csv_cell`).
@@ -45,6 +48,7 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..models import Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
+from .judge_bias import judge_bias
 from .types import NotFound
 from .verdicts import verdict_sentence
 
@@ -359,6 +363,33 @@ class CampaignResults:
             cache[key] = self._ranking_by_category(data)
         return cache[key]
 
+    def judge_bias(self, campaign_id: int) -> dict[str, Any]:
+        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            key = (campaign_id, int(c.version))
+            cache = self.__dict__.setdefault("_bias_cache", {})
+            if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
+                return cache[key]
+            rows = s.execute(
+                select(
+                    Duel.choice,
+                    Duel.judge_detail,
+                    func.length(Duel.answer_a).label("len_a"),
+                    func.length(Duel.answer_b).label("len_b"),
+                )
+                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+                .order_by(Duel.id)
+            ).all()
+            judge = dict(c.judge or {})
+        out = {"campaign_id": campaign_id, **judge_bias(rows, judge)}
+        if len(cache) >= RANKING_CACHE:
+            cache.clear()
+        cache[key] = out
+        return out
+
     def export(self, campaign_id: int) -> dict[str, Any]:
         """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
         data = self._results_data(campaign_id)
@@ -374,6 +405,7 @@ class CampaignResults:
         files["ranking_by_category.csv"] = _csv(
             RANKING_BY_CATEGORY_COLUMNS, [row for cat in self._ranking_by_category(data) for row in cat["rows"]]
         )
+        files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
         return {"campaign_id": campaign_id, "files": files}
 
 

@@ -29,7 +29,7 @@ def cost_unit(models: list[dict], judge: dict | None) -> str:
     """**choice**: "cost units" when every model and the judge are simulated (the paper's
     instances: no money is spent, costs are the paper's units), else "USD"."""
     simulated = all((m.get("client") or {}).get("kind") == "simulated" for m in models)
-    return "cost units" if simulated and (judge or {}).get("kind") != "llm" else "USD"
+    return "cost units" if simulated and (judge or {}).get("kind") not in ("llm", "jury") else "USD"
 
 
 def amount(x: float | None, unit: str) -> str:

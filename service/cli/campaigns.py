@@ -8,10 +8,11 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``create FILE [--json] [--no-run] [--dry-run [--trials N]] [--concurrency N] [--allow-outside-prompts]``: create the
   campaign and start its background run when the judge is automatic;
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
-* ``list``, ``show ID``, ``stop ID``;
+* ``list``, ``show ID`` (with the judge bias report), ``stop ID``;
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
-  seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
-* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv;
+  seconds when stderr is not a terminal), then the verdict on stdout and the judge
+  bias warnings on stderr, exit 0;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again.
 """
@@ -28,7 +29,7 @@ from typing import Any
 from service.cli.args import CLIError, whole_number
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
 
-AUTOMATIC_JUDGES = ("llm", "simulated")
+AUTOMATIC_JUDGES = ("llm", "jury", "simulated")
 RUN_KEYS = {"concurrency", "max_duels"}
 
 
@@ -303,11 +304,32 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
         c = remote.get(f"/v1/campaigns/{args.id}")
+        bias = remote.get(f"/v1/campaigns/{args.id}/judge-bias")
     if args.json:
-        _print_json(c)
+        _print_json({**c, "judge_bias": bias})
     else:
-        sys.stdout.write(summary(c))
+        sys.stdout.write(summary(c) + "".join(line + "\n" for line in bias_lines(bias)))
     return 0
+
+
+def _rate_text(r: dict[str, Any] | None) -> str:
+    if not r or not r.get("of"):
+        return "no verdicts yet"
+    return f"{r['rate']:.0%} of {r['of']} (95% CI {r['low']:.0%} to {r['high']:.0%})"
+
+
+def bias_lines(b: dict[str, Any]) -> list[str]:
+    """The judge bias report (GET /v1/campaigns/{id}/judge-bias) as lines of ``campaign show``."""
+    lines = [
+        f"  judge bias first position {_rate_text(b['first_position'])}",
+        f"             longer answer wins {_rate_text(b['longer_wins'])}",
+    ]
+    if b.get("order_disagreement") is not None:
+        lines.insert(1, f"             orders disagree {_rate_text(b['order_disagreement'])}")
+    for juror in (b.get("jury") or {}).get("jurors") or []:
+        lines.append(f"  juror      {juror['name']}: agrees with the jury {_rate_text(juror['agreement'])}")
+    lines += [f"  warning    {w}" for w in b.get("warnings") or []]
+    return lines
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -340,6 +362,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 print(verdict_line(c))
                 for line in exact_lines(c):
                     print(line.strip())
+                _bias_warnings(remote, args.id)
                 return 0
             run = c.get("run") or {}
             if c["judge"].get("kind") in AUTOMATIC_JUDGES and not run.get("active") and run.get("error"):
@@ -348,6 +371,16 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 print(f"llmduel: the background run stopped: {run['error']}", file=sys.stderr)
                 return 1
             time.sleep(args.interval)
+
+
+def _bias_warnings(remote: Remote, cid: Any) -> None:
+    """The judge bias warnings of an ended campaign, on stderr (a server without the report: none)."""
+    try:
+        bias = remote.get(f"/v1/campaigns/{cid}/judge-bias")
+    except CLIError:
+        return
+    for w in bias.get("warnings") or []:
+        print(f"llmduel: warning: {w} (llmduel campaign show {cid})", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -480,7 +513,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     a = action(
         "export",
-        "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv",
+        "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json",
         cmd_export,
     )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")

@@ -401,6 +401,7 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "unit": unit,
         "ranking": svc.ranking(campaign_id),
         "ranking_by_category": svc.ranking_by_category(campaign_id),
+        "bias": svc.judge_bias(campaign_id),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
