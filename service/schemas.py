@@ -319,6 +319,12 @@ class RunIn(_Strict):
     concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
 
 
+class ResumeIn(_Strict):
+    concurrency: int | None = Field(
+        None, ge=1, le=32, description="Duels in flight at once (default: the run's own concurrency)."
+    )
+
+
 class AnnotatorIn(_Strict):
     label: Name | None = None
 
@@ -588,6 +594,10 @@ class AnnotatorRecord(BaseModel):
 class RunStarted(BaseModel):
     campaign_id: int
     run: RunOut
+
+
+class RunResumed(RunStarted):
+    previous_error: str | None = Field(None, description="Why the run had paused or failed (its run.error).")
 
 
 class Spread(BaseModel):

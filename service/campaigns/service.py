@@ -37,6 +37,7 @@ from .orchestration import DuelOrchestration
 from .pregeneration import Pregeneration
 from .replay import CampaignReplay
 from .results import CampaignResults
+from .resume import RunResume
 from .runner import BackgroundRuns
 from .stores import CampaignStores
 from .transactions import CampaignTransactions
@@ -54,6 +55,7 @@ class CampaignService(
     CampaignForecasts,
     DuelOrchestration,
     BackgroundRuns,
+    RunResume,
     RunLeases,
     Webhooks,
     AnnotatorAdmin,
