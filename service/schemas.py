@@ -334,7 +334,8 @@ class PriceOut(BaseModel):
     input_per_1m: float
     output_per_1m: float
     source: str = Field(
-        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), bundled."
+        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), "
+        "litellm (an installed litellm package's map) or bundled (the copy of LiteLLM's map shipped with llmduel)."
     )
     key: str | None = Field(None, description="The price-map key that matched.")
 
