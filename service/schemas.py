@@ -349,6 +349,12 @@ class RunIn(_Strict):
     concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
 
 
+class ResumeIn(_Strict):
+    concurrency: int | None = Field(
+        None, ge=1, le=32, description="Duels in flight at once (default: the run's own concurrency)."
+    )
+
+
 class AnnotatorIn(_Strict):
     label: Name | None = None
 
@@ -358,7 +364,8 @@ class PriceOut(BaseModel):
     input_per_1m: float
     output_per_1m: float
     source: str = Field(
-        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), bundled."
+        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), "
+        "litellm (an installed litellm package's map) or bundled (the copy of LiteLLM's map shipped with llmduel)."
     )
     key: str | None = Field(None, description="The price-map key that matched.")
 
@@ -680,6 +687,10 @@ class AnnotatorRecord(BaseModel):
 class RunStarted(BaseModel):
     campaign_id: int
     run: RunOut
+
+
+class RunResumed(RunStarted):
+    previous_error: str | None = Field(None, description="Why the run had paused or failed (its run.error).")
 
 
 class Spread(BaseModel):

@@ -213,6 +213,22 @@ async def run_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[sche
 
 
 @router.post(
+    "/v1/campaigns/{campaign_id}/resume",
+    status_code=202,
+    response_model=schemas.RunResumed,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Restart a paused or failed background run with its own limits",
+    description="A run that paused after its consecutive-failure cap, or crashed, starts again with its stored "
+    "concurrency and remaining max_duels (`concurrency` in the body overrides the former). 422 naming the "
+    "api_key_env variables the server lacks (never a value), before any spend; 409 when the run is active, "
+    "the campaign ended (a budget or duel cap: PATCH a higher limit instead) or its judge is human.",
+)
+async def resume_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.ResumeIn | None, Body()] = None):
+    return await svc.resume_run(campaign_id, body.concurrency if body else None)
+
+
+@router.post(
     "/v1/campaigns/{campaign_id}/stop",
     response_model=schemas.CampaignOut,
     responses=ERRORS,

@@ -4,7 +4,8 @@
   spend, duels, when and why the campaign ended;
 * ``battles.jsonl``: the judged duels as a FastChat / LMArena battle log
   (``model_a``, ``model_b``, ``winner`` in ``model_a | model_b | tie | tie (bothbad)``,
-  ``question_id``, ``category``, ``judge``, ``turn``, ``anony``, ``tstamp``) plus
+  ``question_id``, ``category``, ``judge``, ``turn`` (the number of user turns of the
+  prompt, as FastChat counts them), ``anony``, ``tstamp``) plus
   llmduel's own fields (``campaign_id``, ``duel_id``, ``number``, ``counted``,
   ``score``, ``cost``, and ``comment`` when the annotator left one with the vote);
   ``llmduel analyze battles.jsonl`` reads it back;
@@ -144,12 +145,12 @@ class CampaignResults:
                 .scalars()
                 .all()
             )
-            meta = {
-                r.idx: (question_id(r.qid, r.idx), r.category)
-                for r in s.execute(
-                    select(Prompt.idx, Prompt.qid, Prompt.category).where(Prompt.campaign_id == campaign_id)
-                ).all()
-            }
+            prompt_rows = s.execute(
+                select(Prompt.idx, Prompt.qid, Prompt.category, Prompt.turns).where(Prompt.campaign_id == campaign_id)
+            ).all()
+            meta = {r.idx: (question_id(r.qid, r.idx), r.category) for r in prompt_rows}
+            # user turns of each prompt (a one-turn prompt stores no turns)
+            turns = {r.idx: len(r.turns) if isinstance(r.turns, list) and r.turns else 1 for r in prompt_rows}
             data["duels"] = [
                 {
                     "id": d.id,
@@ -165,6 +166,7 @@ class CampaignResults:
                     "tstamp": _tstamp(d),
                     "comment": d.comment,
                     "meta": meta.get(d.prompt_index, (question_id(None, d.prompt_index), None)),
+                    "turn": turns.get(d.prompt_index, 1),
                 }
                 for d in duels
             ]
@@ -275,7 +277,7 @@ class CampaignResults:
                     "model_b": names[d["b"]],
                     "winner": FASTCHAT_WINNER[d["choice"]],
                     "judge": d["judged_by"],
-                    "turn": 1,
+                    "turn": d["turn"],
                     "anony": True,
                     "tstamp": d["tstamp"],
                     "campaign_id": view["id"],

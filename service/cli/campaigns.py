@@ -14,7 +14,9 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
   bias warnings on stderr, exit 0;
 * ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
-  ran out of budget or duels and run it again.
+  ran out of budget or duels and run it again;
+* ``resume ID [--concurrency N]``: restart a paused or failed background run with its
+  own limits (the server first checks it has every ``api_key_env`` the campaign names).
 """
 
 from __future__ import annotations
@@ -243,9 +245,9 @@ def cmd_create(args: argparse.Namespace) -> int:
         print(f"  started the background run (concurrency {started['run']['concurrency']})")
         print(f"watch it:  llmduel campaign watch {c['id']}")
     elif c["judge"].get("kind") == "human":
-        print(f"human judge: create voting links with POST /v1/campaigns/{c['id']}/annotators")
+        print(f"human judge: create a voting link per annotator:  llmduel annotator add {c['id']} --label NAME")
     else:
-        print(f"held (--no-run); start it with POST /v1/campaigns/{c['id']}/run")
+        print(f"held (--no-run); start it with:  llmduel campaign resume {c['id']}")
     return 0
 
 
@@ -427,6 +429,22 @@ def cmd_continue(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    body = {"concurrency": args.concurrency} if args.concurrency else {}
+    with remote_from_args(args) as remote:
+        out = remote.post(f"/v1/campaigns/{args.id}/resume", json=body)
+    if args.json:
+        _print_json(out)
+        return 0
+    run = out["run"]
+    left = "" if run.get("remaining") is None else f", {run['remaining']} duels left in this run"
+    print(f"campaign {args.id}: resumed the background run (concurrency {run['concurrency']}{left})")
+    if out.get("previous_error"):
+        print(f"  it had stopped: {out['previous_error']}")
+    print(f"watch it:  llmduel campaign watch {args.id}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 def _usd(text: str) -> float:
     try:
@@ -523,3 +541,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--max-duels", type=whole_number("--max-duels"), default=None, help="the new duel cap")
     a.add_argument("--no-run", action="store_true", help="do not restart the background run")
     a.add_argument("--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight")
+
+    a = action("resume", "restart a paused or failed background run with its own limits", cmd_resume)
+    a.add_argument(
+        "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default: the run's)"
+    )
