@@ -216,6 +216,9 @@ def test_cli_resume_after_the_right_key_reaches_the_server(db_url, tmp_path, mon
         cid = json.loads(r.stdout)["id"]
         r = llmduel(s.url, "campaign", "watch", str(cid), "--interval", "0.2")
         assert r.returncode == 1 and "paused after 3 consecutive failed duels" in r.stderr, r.stderr
+        assert f"fix the cause, then: llmduel campaign resume {cid}" in r.stderr
+        shown = llmduel(s.url, "campaign", "show", str(cid)).stdout
+        assert "error: run paused after 3" in shown and f"llmduel campaign resume {cid})" in shown
         stop_live_server(servers.pop())
 
         # 3. restarted with the right key and LLMDUEL_RESUME_RUNS on: a paused run is not taken over

@@ -142,7 +142,12 @@ def summary(c: dict[str, Any]) -> str:
         + (f", cap {c['max_duels']}" if c.get("max_duels") else ""),
         *evidence_lines(c),
         f"  run        {'active' if c['run']['active'] else 'idle'}"
-        + (f", error: {c['run']['error']}" if c["run"].get("error") else ""),
+        + (f", error: {c['run']['error']}" if c["run"].get("error") else "")
+        + (
+            f" (fix the cause, then: llmduel campaign resume {c['id']})"
+            if c["run"].get("error") and not c["run"]["active"] and c["status"] == "running"
+            else ""
+        ),
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
@@ -371,6 +376,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 if tty:
                     sys.stderr.write("\n")
                 print(f"llmduel: the background run stopped: {run['error']}", file=sys.stderr)
+                print(f"llmduel: fix the cause, then: llmduel campaign resume {c['id']}", file=sys.stderr)
                 return 1
             time.sleep(args.interval)
 
