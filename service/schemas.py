@@ -515,7 +515,14 @@ class CampaignOut(BaseModel):
     Z: float
     beta: float
     lower_bound: float | None = Field(
-        description="Plug-in lower bound on the expected cost (USD) at the empirical matrix."
+        description="Plug-in lower bound on the expected cost (USD) at the empirical matrix: c*(P) log(1/4 delta), "
+        "the paper's bound, which assumes a Condorcet winner exists."
+    )
+    lower_bound_pc: float | None = Field(
+        None,
+        description="dctas-pc only: the plug-in bound of a rule that may also answer 'no Condorcet winner', "
+        "c_pc*(P) log(1/4 delta) with c_pc* = sum over m != a of (c_a + c_m) / d(p_am, 1/2) "
+        "(docs/algorithms.md, The right yardstick).",
     )
     cost_warnings: list[str] | None = Field(
         None, description="The models' cost warnings (admin only; docs/service.md, Pricing)."

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from algorithms import plugin_lower_bound
+from algorithms import plugin_lower_bound, plugin_pc_lower_bound
 from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
@@ -224,12 +224,14 @@ class CampaignViews:
         names = [m["name"] for m in c.models]
         stats = c.stats or {}
         counts = c.counts or {}
-        lower = None
+        lower = lower_pc = None
         if (stats.get("t") or 0) > 0:
             try:
                 lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
+                if c.algorithm == "dctas-pc":  # the bound of a rule that may also answer "no Condorcet winner"
+                    lower_pc = finite_or_none(plugin_pc_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
             except Exception:  # a statistic must never break the view
-                lower = None
+                lower = lower_pc = None
         budget = from_nusd(c.budget_nusd)
         view = {
             "id": c.id,
@@ -281,6 +283,7 @@ class CampaignViews:
             "Z": finite_or_none(stats.get("Z")) or 0.0,
             "beta": finite_or_none(stats.get("beta")) or 0.0,
             "lower_bound": lower,
+            "lower_bound_pc": lower_pc,
             "run": {
                 "active": bool(c.run_active),
                 "remaining": c.run_remaining,

@@ -334,14 +334,21 @@ def pair_bars(rows: Sequence[dict], *, title: str, width: int = 900) -> Markup:
 
 # ---------------------------------------------------------------- spend gauge
 def spend_gauge(
-    spend: float, budget: float | None, lower_bound: float | None, *, width: int = 900, unit: str = "USD"
+    spend: float,
+    budget: float | None,
+    lower_bound: float | None,
+    *,
+    width: int = 900,
+    unit: str = "USD",
+    lower_bound_pc: float | None = None,
 ) -> Markup:
-    """Spend as a bar against the budget, with the plug-in lower bound marked."""
-    marks = [v for v in (spend, budget, lower_bound) if v is not None and math.isfinite(v)]
+    """Spend as a bar against the budget, with the plug-in lower bounds marked: c* (green) and,
+    for dctas-pc, c_pc* (purple, the bound of a rule that may also answer "no Condorcet winner")."""
+    marks = [v for v in (spend, budget, lower_bound, lower_bound_pc) if v is not None and math.isfinite(v)]
     top_v = max(marks + [1e-12]) * 1.08
     ml, mr = 8, 8
     pw = width - ml - mr
-    height = 66
+    height = 78
     y, h = 20, 18
 
     def sx(v: float) -> float:
@@ -375,7 +382,17 @@ def spend_gauge(
             f'<g class="lower-bound" data-value="{lower_bound:.9g}"><line x1="{lx}" x2="{lx}" y1="{y - 2}" '
             f'y2="{y + h + 10}" stroke="#2f9e44" stroke-width="2" stroke-dasharray="3 2"/>'
             f'<text x="{lx}" y="{y + h + 22}" text-anchor="{anchor}" font-size="11" fill="#2f9e44">'
-            f"lower bound {esc(fmt(lower_bound))}</text></g>"
+            f"c* {esc(fmt(lower_bound))}</text></g>"
+        )
+    if lower_bound_pc is not None and math.isfinite(lower_bound_pc):
+        px = num(sx(lower_bound_pc))
+        pv = sx(lower_bound_pc)
+        anchor = "start" if pv < ml + 70 else ("end" if pv > ml + pw - 70 else "middle")
+        out.append(
+            f'<g class="lower-bound-pc" data-value="{lower_bound_pc:.9g}"><line x1="{px}" x2="{px}" y1="{y - 2}" '
+            f'y2="{y + h + 10}" stroke="#7048e8" stroke-width="2" stroke-dasharray="1 2"/>'
+            f'<text x="{px}" y="{y + h + 34}" text-anchor="{anchor}" font-size="11" fill="#7048e8">'
+            f"c_pc* {esc(fmt(lower_bound_pc))}</text></g>"
         )
     out.append("</svg>")
     return Markup("".join(out))
