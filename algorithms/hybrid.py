@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
+from .oracle import effective_costs
 from .policies import (
     NO_CONDORCET_WINNER,
     PolicyError,
@@ -46,7 +47,6 @@ from .policies import (
     pair_index_arrays,
 )
 from .policies import policy_from_state as _plain_policy_from_state
-from .oracle import effective_costs
 
 __all__ = [
     "HYBRID",
@@ -55,6 +55,7 @@ __all__ = [
     "hy_pi",
     "hy_range",
     "hy_record",
+    "hy_y",
     "policy_from_state",
 ]
 
@@ -72,9 +73,10 @@ NSTAT = 11
 def hy_lambda(num, den):
     """PPI++ power tuning (H4): ``lambda = num / (den + 1)`` clipped to ``[-1, 1]``.
 
-    ``num = sum_{human} h u (1/pi - 1) / pi`` and ``den = sum_{all} u^2 (1/pi - 1)`` over the
-    pair's past duels estimate ``E[h u (1/pi - 1)]`` and ``E[u^2 (1/pi - 1)]``, whose ratio
-    minimises the variance of (H1); the ``+ 1`` shrinks it to 0 while data are few.
+    ``num = sum_{human} h u / pi`` and ``den = sum_{all} u^2`` over the pair's past duels
+    estimate ``E[h u]`` and ``E[u^2]`` (inverse-probability weighting makes ``num``
+    unbiased); with a fixed ``pi`` their ratio minimises the variance of (H1). The ``+ 1``
+    shrinks it to 0 while data are few.
     """
     lam = num / (den + 1.0)
     if lam > 1.0:
@@ -89,6 +91,16 @@ def hy_range(lam, pi_min):
     """``M`` of (H2): the bound on ``|Y - 1/2|`` for any ``J, H`` in ``[0, 1]`` and ``pi >= pi_min``."""
     inv = 1.0 / pi_min
     return 0.5 * (inv + abs(lam) * (inv - 1.0))
+
+
+@njit(cache=True)
+def hy_y(lam, J, H, human, pi):
+    """``Y - 1/2`` of (H1): ``lam u + (h - lam u) xi / pi`` with ``u = J - 1/2``, ``h = H - 1/2``."""
+    u = J - 0.5
+    y = lam * u
+    if human:
+        y += (H - 0.5 - lam * u) / pi
+    return y
 
 
 @njit(cache=True)
@@ -136,16 +148,14 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
     bp = min(max(b, 0.0), cap)
     bm = min(max(-b, 0.0), cap)
     u = J - 0.5
-    y = lam * u
-    inv1 = 1.0 / pi - 1.0
+    y = hy_y(lam, J, H, human, pi)
     if human:
         h = H - 0.5
         r = h - lam * u
-        y += r / pi
-        ST[k, NUM] += h * u * inv1 / pi
+        ST[k, NUM] += h * u / pi
         ST[k, RES] += r * r / pi
         ST[k, NH] += 1.0
-    ST[k, DEN] += u * u * inv1
+    ST[k, DEN] += u * u
     if bp > 0.0:
         ST[k, LA] += math.log1p(bp * y)
     if bm > 0.0:

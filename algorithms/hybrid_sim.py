@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .hybrid import DEFAULT_FLOOR, DEFAULT_RATE, N_, NH, NSTAT, WP, hy_choose, hy_pi, hy_record
+from .hybrid import DEFAULT_FLOOR, DEFAULT_RATE, N_, NH, NSTAT, hy_choose, hy_pi, hy_record
 from .instance import Instance
 from .oracle import effective_costs
 from .policies import PolicyError
