@@ -24,7 +24,8 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .hybrid import DEFAULT_FLOOR, DEFAULT_RATE, N_, NH, NSTAT, hy_choose, hy_pi, hy_record
+from .certificates import certificate_test
+from .hybrid import DEFAULT_FLOOR, DEFAULT_RATE, N_, NH, NSTAT, HybridPolicy, hy_choose, hy_pi, hy_record
 from .instance import Instance
 from .oracle import effective_costs
 from .policies import PolicyError
@@ -261,10 +262,13 @@ def run_hybrid(
     Returns ``trials``, ``errors``, ``error_rate``, ``unfinished``, ``mean_duels``,
     ``mean_human_votes`` and the per-trial ``human_votes`` array.
     """
-    from .hybrid import HybridPolicy  # validation of the options, one place
-
     pol = HybridPolicy(
-        instance.costs, delta, judge_cost=judge_cost, human_fee=human_fee, human_rate=human_rate, floor=floor
+        [float(x) for x in instance.costs],
+        delta,
+        judge_cost=judge_cost,
+        human_fee=human_fee,
+        human_rate=human_rate,
+        floor=floor,
     )
     L = instance.L
     out = np.zeros((int(trials), 3))
@@ -286,8 +290,6 @@ def run_humans_only(
     max_duels: int = 1_000_000,
 ) -> dict[str, Any]:
     """``trials`` humans-only dctas-pc campaigns (default mixture certificates) on the same human-vote model."""
-    from .certificates import certificate_test
-
     rule, c0 = certificate_test("mixture", float(delta), instance.L)
     out = np.zeros((int(trials), 3))
     c = effective_costs(instance.costs, 0.0)
