@@ -62,7 +62,7 @@ __all__ = [
 HYBRID = "dctas-pc-hybrid"
 BET_FRACTION = 0.5  # c in (H3): every betting factor is >= 1 - c
 DEFAULT_RATE = 0.2
-DEFAULT_FLOOR = 0.05
+DEFAULT_FLOOR = 0.1
 HYBRID_STATE_VERSION = 1
 # per-pair statistics, columns of the K x NSTAT array ``ST``
 N_, WP, SY, SY2, LA, LB, NUM, DEN, RES, NH, SPI = range(11)
