@@ -5,7 +5,8 @@
 Part 1 (``--delta``, default 0.05, ``--trials`` per cell) on the 4-model instance of
 :func:`algorithms.hybrid_sim.hybrid_instance`: mean human votes of humans-only dctas-pc
 (default mixture certificates), of the hybrid policy with the calibrated judge and with the
-adversarial judge (fixed ``--rate``, default 0.2, and ``active``), of the hybrid test with
+adversarial judge (fixed ``--rate``, default 0.2, and ``active``), with a coin-flip judge
+(verdict independent of the human vote), of the hybrid test with
 ``pi = 1`` (humans only, the hybrid's betting test), mean duels (models and judge are paid on
 every duel) and error rates. Part 2 (``--error-trials`` at delta = 0.1, 0 to skip): error
 rates with the one-sided binomial p-value of ``H0: error rate <= delta`` on the 4-model
@@ -34,6 +35,8 @@ from algorithms.hybrid_sim import (  # noqa: E402
     run_hybrid,
 )
 
+# a judge whose verdict is independent of the human vote (agreement 1/2): no information at all
+COIN = JudgeModel(0.5, judge_tie=0.13, human_tie=0.13, name="coin")
 HARD = Instance(["a", "b"], [1.0, 1.0], [[0.5, 0.45], [0.55, 0.5]])
 
 
@@ -50,6 +53,7 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
     cal_a = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate="active")
     adv_a = run_hybrid(inst, adversarial_judge(), delta, trials, seed, human_rate="active")
     bet1 = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate=1.0)
+    coin = run_hybrid(inst, COIN, delta, trials, seed, human_rate=rate)
     return {
         "human_votes_ratio": cal["mean_human_votes"] / base,
         "adversarial_human_votes_ratio": adv["mean_human_votes"] / base,
@@ -61,6 +65,7 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
         "active_human_votes_ratio": cal_a["mean_human_votes"] / base,
         "active_adversarial_human_votes_ratio": adv_a["mean_human_votes"] / base,
         "humans_only_betting_ratio": bet1["mean_human_votes"] / base,
+        "coin_judge_human_votes_ratio": coin["mean_human_votes"] / base,
         "cells": {
             "humans_only_dctas_pc": _cell(humans),
             "hybrid_calibrated": _cell(cal),
@@ -68,6 +73,7 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
             "hybrid_calibrated_active": _cell(cal_a),
             "hybrid_adversarial_active": _cell(adv_a),
             "hybrid_test_pi_1": _cell(bet1),
+            "hybrid_coin_judge": _cell(coin),
         },
     }
 
@@ -116,7 +122,12 @@ def main() -> None:
         return
     for k in ("human_votes_ratio", "adversarial_human_votes_ratio", "error_rate", "adversarial_error_rate"):
         print(f"{k:40s} {out[k]:.4f}")
-    for k in ("active_human_votes_ratio", "active_adversarial_human_votes_ratio", "humans_only_betting_ratio"):
+    for k in (
+        "active_human_votes_ratio",
+        "active_adversarial_human_votes_ratio",
+        "humans_only_betting_ratio",
+        "coin_judge_human_votes_ratio",
+    ):
         print(f"{k:40s} {out[k]:.4f}")
     for name, c in out["cells"].items():
         print(
