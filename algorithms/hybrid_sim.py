@@ -110,6 +110,17 @@ def hybrid_instance() -> Instance:
 
 
 @njit(cache=True)
+def _seed(s):
+    """Seed numba's random stream (the one :func:`_draw` and :func:`_uniform` use)."""
+    np.random.seed(s)
+
+
+@njit(cache=True)
+def _uniform():
+    return np.random.random()
+
+
+@njit(cache=True)
 def _draw(p, a, ht, jt, pb):
     """One duel: ``(H, J)`` per the module docstring (scores of the first arm of the pair)."""
     q = (p - 0.5 * ht) / (1.0 - ht)
@@ -165,7 +176,7 @@ def _hybrid_trials(P, A, ht, jt, pb, c, rate, floor, active, pi_min, log_thr, se
             pi = rate
             if active:
                 pi = hy_pi(k, J, rate, floor, ST)
-            human = np.random.random() < pi
+            human = _uniform() < pi
             hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
             t += 1
             v = kern.pc_verdict(CB, CW)

@@ -6,6 +6,7 @@ import itertools
 import json
 import random
 
+import numpy as np
 import pytest
 from scipy.stats import binomtest
 
@@ -172,3 +173,40 @@ def test_error_rate_at_most_delta_binomial(judge, rate):
     assert res["trials"] == trials
     p_value = binomtest(res["errors"], trials, delta, alternative="greater").pvalue
     assert p_value > 0.001, res
+
+
+def test_calibrated_judge_reproduces_the_published_agreements():
+    """Simulated duels of the calibrated judge: 85% agreement without ties, 66% with, E[H] = p."""
+    from algorithms.hybrid_sim import _draw, _seed
+
+    j = calibrated_judge()
+    _seed(5)
+    n = 40_000
+    draws = np.array([_draw(0.6, j.agreement, j.human_tie, j.judge_tie, j.position_bias) for _ in range(n)])
+    H, J = draws[:, 0], draws[:, 1]
+    decisive = (H != 0.5) & (J != 0.5)
+    se = 0.5 / np.sqrt(n * 0.7)
+    assert abs((H[decisive] == J[decisive]).mean() - GPT4_AGREE_NO_TIES) < 4 * se
+    assert abs((H == J).mean() - GPT4_AGREE_TIES) < 4 * se
+    assert abs(H.mean() - 0.6) < 4 * 0.5 / np.sqrt(n)
+
+
+def test_simulator_runs_the_policy_kernels():
+    """The compiled simulator and HybridPolicy driven step by step on the same random stream agree exactly."""
+    from algorithms.hybrid_sim import _draw, _hybrid_trials, _seed, _uniform
+
+    inst = Instance(["a", "b", "c"], [1.0, 2.0, 1.0], [[0.5, 0.6, 0.65], [0.4, 0.5, 0.55], [0.35, 0.45, 0.5]])
+    judge = calibrated_judge()
+    for rate in (0.3, "active"):
+        pol = HybridPolicy([1.0, 2.0, 1.0], 0.2, human_fee=2.0, human_rate=rate)
+        out = np.zeros((1, 3))
+        P, A = np.asarray(inst.preference), judge.matrix(3)
+        args = (pol._c, float(pol.rate), float(pol.floor), pol.active, float(pol.pi_min), pol._log_thr)
+        _hybrid_trials(P, A, judge.human_tie, judge.judge_tie, 0.0, *args, np.array([77]), 100_000, out)
+        _seed(77)
+        while not pol.stopped:
+            i, j = pol.next_pair()
+            H, J = _draw(P[i, j], A[i, j], judge.human_tie, judge.judge_tie, 0.0)
+            pi = pol.human_probability(i, j, J)
+            pol.record(i, j, J, H if _uniform() < pi else None, pi)
+        assert (pol.recommendation(), pol.t, pol.human_votes) == (int(out[0, 0]), int(out[0, 1]), int(out[0, 2]))
