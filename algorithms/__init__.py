@@ -6,6 +6,7 @@ sampling policies (DCTAS and the baselines TAS, CRR, DCTAC, DPCA) behind one
 step-wise interface, and a fast simulator. No I/O, no web, no database.
 """
 
+from .hybrid import HybridPolicy
 from .instance import Instance, InstanceError, synthetic_instance
 from .oracle import OracleResult, lower_bound, plugin_lower_bound, solve_oracle
 from .policies import ALGORITHMS, NoPairAvailable, Policy, PolicyError, make_policy, policy_from_state
@@ -13,6 +14,7 @@ from .thresholds import beta, calibration_C
 
 __all__ = [
     "ALGORITHMS",
+    "HybridPolicy",
     "Instance",
     "InstanceError",
     "NoPairAvailable",

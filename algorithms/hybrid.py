@@ -319,8 +319,10 @@ class HybridPolicy:
         return float(hy_pi(k, J, self.rate, self.floor, self.ST))
 
     def record(self, i: int, j: int, judge_score: Any, human_score: Any, pi: Any) -> None:
-        """Record a duel: the judge's score of ``i``, the human's score of ``i`` (None: no human
-        asked) and the probability ``pi`` with which a human was asked (``pi_min <= pi <= 1``)."""
+        """Record a duel: the judge's score of ``i``, the human's score of ``i`` and the probability
+        ``pi`` (``pi_min <= pi <= 1``) with which a human was asked. ``human_score`` is None
+        exactly when the coin said "no human": the estimate (H1) is unbiased only if every
+        asked human's vote is recorded."""
         k = self.pair_index(i, j)
         J = _unit(judge_score, "judge_score")
         human = human_score is not None
@@ -421,7 +423,9 @@ class HybridPolicy:
         except KeyError as exc:
             raise PolicyError(f"hybrid policy state is missing {exc.args[0]!r}") from None
         except (TypeError, ValueError):
-            raise PolicyError("malformed hybrid policy state: stats and BEAT must be numeric matrices") from None
+            raise PolicyError(
+                "malformed hybrid policy state: params must be the policy's options, stats and BEAT numeric matrices"
+            ) from None
         if ST.shape != (p.K, NSTAT) or B.shape != (p.L, p.L) or not np.all(np.isfinite(ST)):
             raise PolicyError("malformed hybrid policy state: array shapes do not match the number of arms")
         if np.any(ST[:, N_] < 0) or np.any(ST[:, NH] > ST[:, N_]):
