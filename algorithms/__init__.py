@@ -8,7 +8,16 @@ step-wise interface, and a fast simulator. No I/O, no web, no database.
 
 from .hybrid import HybridPolicy
 from .instance import Instance, InstanceError, synthetic_instance
-from .oracle import OracleResult, lower_bound, plugin_lower_bound, solve_oracle
+from .oracle import (
+    OracleResult,
+    PCResult,
+    lower_bound,
+    pc_lower_bound,
+    plugin_lower_bound,
+    plugin_pc_lower_bound,
+    solve_oracle,
+    solve_pc_oracle,
+)
 from .policies import ALGORITHMS, NoPairAvailable, Policy, PolicyError, make_policy, policy_from_state
 from .thresholds import beta, calibration_C
 
@@ -19,14 +28,18 @@ __all__ = [
     "InstanceError",
     "NoPairAvailable",
     "OracleResult",
+    "PCResult",
     "Policy",
     "PolicyError",
     "beta",
     "calibration_C",
     "lower_bound",
     "make_policy",
+    "pc_lower_bound",
     "plugin_lower_bound",
+    "plugin_pc_lower_bound",
     "policy_from_state",
     "solve_oracle",
+    "solve_pc_oracle",
     "synthetic_instance",
 ]

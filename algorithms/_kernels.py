@@ -38,6 +38,21 @@ def kl_half(x):
 
 
 @njit(cache=True)
+def draw_score(p, tau):
+    """One duel's score from one uniform: 1 below ``p - tau/2``, 1/2 up to ``p + tau/2``, else 0.
+
+    With ``tau = 0`` this is the Bernoulli draw ``1{U < p}`` to the bit (the simulator's draw
+    before ties existed).
+    """
+    u = np.random.random()
+    if u < p - 0.5 * tau:
+        return 1.0
+    if u < p + 0.5 * tau:
+        return 0.5
+    return 0.0
+
+
+@njit(cache=True)
 def refresh_pair(k, N, W, PI, PJ, c, T, G, S, AMAX):
     """Recompute the derived entries touched by pair ``k`` (rows ``PI[k]`` and ``PJ[k]``)."""
     i = PI[k]
@@ -490,6 +505,102 @@ def pc_certifies(n, x, rule, c0):
     return 0.5 * n - x >= PC_K1 * math.sqrt(v * ell)
 
 
+# the default certificate test: a diversified-Kelly mixture of betting martingales (docs/algorithms.md)
+PC_BETTING = 3
+PC_LEVELS = 5  # scores are counted on the grid 0, 1/4, 1/2, 3/4, 1 (rounded against the certificate)
+PC_BET_FOCUS = 0.85  # prior mass on the components whose gap 1/2 - q_g is in [0.018, 0.32] (g = 2..15)
+PC_BET_G_LO = 2
+PC_BET_G_HI = 15
+
+
+@njit(cache=True)
+def _pc_bet_tables():
+    """``LF[l, g] = log(1 + mu_g (1/2 - l/4))`` with ``mu_g = 2 * 0.8^(g+1)`` and the log prior weights."""
+    LF = np.empty((PC_LEVELS, PC_GRID))
+    LPI = np.empty(PC_GRID)
+    n_in = PC_BET_G_HI - PC_BET_G_LO + 1
+    for g in range(PC_GRID):
+        mu = 2.0 * PC_RATIO ** (g + 1)
+        for lv in range(PC_LEVELS):
+            LF[lv, g] = math.log1p(mu * (0.5 - 0.25 * lv))
+        if PC_BET_G_LO <= g + 1 <= PC_BET_G_HI:
+            LPI[g] = math.log(PC_BET_FOCUS / n_in)
+        else:
+            LPI[g] = math.log((1.0 - PC_BET_FOCUS) / (PC_GRID - n_in))
+    return LF, LPI
+
+
+PC_BET_LF, PC_BET_LPI = _pc_bet_tables()
+
+
+@njit(cache=True)
+def pc_hist_add(k, x, H):
+    """Count score ``x`` of ``PI[k]`` on the quarter grid: ``H[k, l]`` rounded up, ``H[k, 5 + l]`` rounded down."""
+    v = 4.0 * x
+    up = int(math.ceil(v - 1e-12))
+    dn = int(math.floor(v + 1e-12))
+    if up > 4:
+        up = 4
+    if dn < 0:
+        dn = 0
+    H[k, up] += 1.0
+    H[k, PC_LEVELS + dn] += 1.0
+
+
+@njit(cache=True)
+def pc_bet_log_wealth(H, k, side):
+    """``log M`` of the test "``side`` of pair ``k`` is beaten" (0: ``PI[k]``, 1: ``PJ[k]``).
+
+    ``M = sum_g pi_g prod_t (1 + mu_g (1/2 - y_t))`` with ``y_t`` that arm's scores, each rounded
+    up to the quarter grid (which only lowers every factor). Under ``E y >= 1/2`` each product is
+    a nonnegative supermartingale, so ``M`` is one (Ville's inequality).
+    """
+    best = -1e300
+    vals = np.empty(PC_GRID)
+    for g in range(PC_GRID):
+        v = PC_BET_LPI[g]
+        for lv in range(PC_LEVELS):
+            if side == 0:
+                cnt = H[k, lv]
+            else:
+                cnt = H[k, PC_LEVELS + PC_LEVELS - 1 - lv]
+            if cnt != 0.0:
+                v += cnt * PC_BET_LF[lv, g]
+        vals[g] = v
+        if v > best:
+            best = v
+    s = 0.0
+    for g in range(PC_GRID):
+        s += math.exp(vals[g] - best)
+    return best + math.log(s)
+
+
+@njit(cache=True)
+def pc_bet_certifies(H, k, side, log_thr):
+    """``pc_bet_log_wealth(H, k, side) >= log_thr``."""
+    return pc_bet_log_wealth(H, k, side) >= log_thr
+
+
+@njit(cache=True)
+def pc_update_bet(k, N, W, H, PI, PJ, log_thr, BEAT, CB, CW):
+    """:func:`pc_update` for the betting test: certify the side that is behind if its wealth reaches ``log_thr``."""
+    i = PI[k]
+    j = PJ[k]
+    n = N[k]
+    xi = W[k]
+    issued = False
+    if xi < 0.5 * n and not BEAT[j, i]:
+        if pc_bet_certifies(H, k, 0, log_thr):
+            pc_set(j, i, BEAT, CB, CW)
+            issued = True
+    xj = n - xi
+    if xj < 0.5 * n and not BEAT[i, j]:
+        if pc_bet_certifies(H, k, 1, log_thr):
+            pc_set(i, j, BEAT, CB, CW)
+            issued = True
+    return issued
+
+
 @njit(cache=True)
 def pc_set(w, lo, BEAT, CB, CW):
     """Issue the certificate "``lo`` is beaten by ``w``" and keep the per-arm counts.
@@ -596,7 +707,7 @@ def pc_verdict(CB, CW):
 
 
 @njit(cache=True)
-def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha):
+def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, tie_cap, explore, explore_frac):
     """Next pair for dctas-pc: initialise, forced exploration over pairs that still matter, then D-tracking.
 
     ``t = sum(NEFF)``; ``a`` is the leader (:func:`pc_lead`), the uncertified arm with the
@@ -606,20 +717,33 @@ def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha):
     leader itself seems to lose, its best adversary gets ``1 / alpha_a``: that certifies the
     leader beaten and moves the lead on, which is how every arm gets certified when there
     is no Condorcet winner. Weights are in pulls (``1 / (g c)``), normalised (Lemma 2).
+    ``tie_cap > 0`` bounds a near-tie pair's weight by ``tie_cap`` times the largest weight of a
+    pair that seems to lose (the default certificate test); ``0`` is the unbounded rule
+    (``threshold = "mixture"``, unchanged).
     """
     K = NEFF.shape[0]
     L = AMAX.shape[0]
+    wlose = 0.0
+    nnear = 0
     # pairs that matter: some arm in it is not yet certified beaten, or it is a leader pair still to prove
     best = -1
     low = 1e300
     fe = math.sqrt(t) - 0.5 * K
+    # explore: 0 = every pair that matters at sqrt(t) - K/2; 1 = the leader's pairs only (others once);
+    # 2 = the leader's pairs at sqrt(t) - K/2, the other pairs that matter at explore_frac sqrt(t) - K/2
+    fo = fe
+    if explore == 1:
+        fo = 0.0
+    elif explore == 2:
+        fo = explore_frac * math.sqrt(t) - 0.5 * K
     for k in range(K):
         nk = NEFF[k]
         if nk >= low or (nk != 0.0 and nk >= fe):
             continue
         i = PI[k]
         j = PJ[k]
-        if (CB[i] == 0 or CB[j] == 0) or (a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))):
+        lead_pair = a >= 0 and ((i == a and not BEAT[a, j]) or (j == a and not BEAT[a, i]))
+        if lead_pair or ((CB[i] == 0 or CB[j] == 0) and (nk == 0.0 or nk < fo)):
             low = nk
             best = k
     if best >= 0:
@@ -635,12 +759,27 @@ def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha):
         k = PK[m, a]
         if G[m, a] > 0.0:
             w = 1.0 / G[m, a] / (c[m] + c[a])
+            if w > wlose:
+                wlose = w
         else:
             # m does not seem to lose to the leader: weight 1/d at the edge of a
             # 1/sqrt(n) band around 1/2, so the pair keeps a share growing with its count
             w = 1.0 / kl_half(0.5 - 0.5 / math.sqrt(NEFF[k] + 1.0))
+            if tie_cap > 0.0:
+                nnear += 1
         alpha[k] += w
         total += w
+    if tie_cap > 0.0 and nnear > 0 and wlose > 0.0:
+        # bounded near-tie weight: a pair that does not seem to lose gets at most tie_cap times the
+        # largest weight of a pair that does, so a near tie cannot absorb the samples (issue 23)
+        top = tie_cap * wlose
+        for m in range(L):
+            if m == a or a < 0 or BEAT[a, m]:
+                continue
+            k = PK[m, a]
+            if G[m, a] <= 0.0 and alpha[k] > top:
+                total -= alpha[k] - top
+                alpha[k] = top
     if a >= 0 and AMAX[a] > 0.0:  # the leader seems to lose: test it on its best adversary
         nb = 0
         for n in range(L):

@@ -5,7 +5,13 @@ A certificate "``m`` is beaten by ``k``" rejects ``H0: p_mk >= 1/2`` at level
 chosen by the ``threshold`` option of dctas-pc (see ``docs/algorithms.md`` for the
 validity argument of each and the measured costs):
 
-``mixture`` (default)
+``betting`` (default)
+    a diversified-Kelly mixture of betting martingales (Waudby-Smith and Ramdas 2024) with
+    a prior focused on gaps 0.018 to 0.32 reaches ``1/d'``; ties are neutral (a factor of 1),
+    so tie-heavy pairs certify sooner (:func:`algorithms._kernels.pc_bet_log_wealth`). With it,
+    dctas-pc also bounds the near-tie weight of its sampling rule (``PC_TIE_CAP``) and explores
+    the pairs outside the leader's at half the rate (``PC_EXPLORE``).
+``mixture`` (the default before ``betting``; stored states without a ``threshold`` use it)
     the grid mixture martingale of :func:`algorithms._kernels.pc_log_mixture` reaches ``1/d'``.
 ``kk``
     ``n d(phat, 1/2) > 3 log(1 + log n) + C(log(1/d'))``: the single-term threshold of
@@ -28,15 +34,51 @@ from scipy.special import zeta
 from . import _kernels as kern
 from .thresholds import calibration_C
 
-__all__ = ["PC_THRESHOLDS", "PC_DEFAULTS", "certificate_test", "validate_pc_params"]
+__all__ = [
+    "PC_THRESHOLDS",
+    "PC_DEFAULTS",
+    "PC_LEGACY_THRESHOLD",
+    "certificate_test",
+    "certificate_log_stat",
+    "certified_top",
+    "tie_cap_for",
+    "explore_for",
+    "validate_pc_params",
+]
 
-PC_THRESHOLDS = {"mixture": kern.PC_MIXTURE, "kk": kern.PC_KK, "stitched": kern.PC_STITCHED}
-PC_DEFAULTS: dict[str, Any] = {"threshold": "mixture", "stick": 0.0}
+PC_THRESHOLDS = {
+    "betting": kern.PC_BETTING,
+    "mixture": kern.PC_MIXTURE,
+    "kk": kern.PC_KK,
+    "stitched": kern.PC_STITCHED,
+}
+PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0}
+#: the test of a stored dctas-pc state that names none (states written before ``betting`` became the default)
+PC_LEGACY_THRESHOLD = "mixture"
+#: near-tie weight bound of :func:`algorithms._kernels.pc_choose` per test (0: unbounded, today's rule)
+PC_TIE_CAP = {"betting": 1.0}
+
+
+#: forced exploration of :func:`algorithms._kernels.pc_choose` per test: (mode, fraction); (0, 1.0) is today's rule
+PC_EXPLORE = {"betting": (2, 0.5)}
+
+
+def explore_for(threshold: str) -> tuple[int, float]:
+    """``(explore, explore_frac)`` of :func:`algorithms._kernels.pc_choose` that go with a certificate test."""
+    mode, frac = PC_EXPLORE.get(threshold, (0, 1.0))
+    return int(mode), float(frac)
+
+
+def tie_cap_for(threshold: str) -> float:
+    """The ``tie_cap`` of :func:`algorithms._kernels.pc_choose` that goes with a certificate test."""
+    return float(PC_TIE_CAP.get(threshold, 0.0))
 
 
 def certificate_test(threshold: str, delta: float, L: int) -> tuple[int, float]:
     """``(rule, c0)`` for :func:`algorithms._kernels.pc_certifies` at ``d' = delta / (L - 1)``."""
     log_inv = math.log((L - 1) / delta)  # log(1/d')
+    if threshold == "betting":
+        return kern.PC_BETTING, log_inv
     if threshold == "mixture":
         return kern.PC_MIXTURE, log_inv
     if threshold == "kk":
@@ -46,6 +88,28 @@ def certificate_test(threshold: str, delta: float, L: int) -> tuple[int, float]:
         # log(zeta(s) / (d' log(eta)^s)), written with log(1/d') so that tiny deltas stay finite
         return kern.PC_STITCHED, math.log(float(zeta(s))) + log_inv - s * math.log(math.log(eta))
     raise ValueError(f"unknown certificate threshold {threshold!r}; choose one of {', '.join(PC_THRESHOLDS)}")
+
+
+def certificate_log_stat(n: float, x: float, rule: int) -> float:
+    """The statistic of :func:`algorithms._kernels.pc_certifies` on a log scale, so that the test
+    certifies "beaten" (for ``x < n/2``) exactly when it reaches the test's ``c0``.
+
+    ``PC_MIXTURE``: ``log M_n`` (the log-wealth of the mixture martingale).
+    ``PC_KK``: ``n d(x/n, 1/2) - 3 log(1 + log n)`` (0 for the divergence when ``x >= n/2``).
+    ``PC_STITCHED``: ``(n/2 - x)_+^2 / (k1^2 v) - s log log(eta v / m)``: the boundary
+    ``n/2 - x >= k1 sqrt(v l(v))`` squared and moved to the side of the statistic.
+    0 for a pair never compared.
+    """
+    if n <= 0:
+        return 0.0
+    if rule == kern.PC_MIXTURE:
+        return float(kern.pc_log_mixture(float(n), float(x)))
+    if rule == kern.PC_KK:
+        div = float(kern.kl_half(x / n)) if x < 0.5 * n else 0.0
+        return n * div - 3.0 * math.log(1.0 + math.log(n)) if n >= 1.0 else n * div
+    v = max(0.25 * n, kern.PC_VMIN)
+    gap = max(0.0, 0.5 * n - x)
+    return gap * gap / (kern.PC_K1**2 * v) - kern.PC_S * math.log(math.log(kern.PC_ETA * v / kern.PC_VMIN))
 
 
 def validate_pc_params(threshold: Any, stick: Any) -> tuple[str, float]:
@@ -59,3 +123,29 @@ def validate_pc_params(threshold: Any, stick: Any) -> tuple[str, float]:
     if not (math.isfinite(st) and st >= 0.0):
         raise ValueError(f"stick must be a finite number >= 0 (nats), got {stick!r}")
     return str(threshold), st
+
+
+def certified_top(certificates: Any, L: int) -> list[int]:
+    """The arms that reach every other arm through certified wins (``certificates``: ``[winner, loser]`` pairs).
+
+    If every certificate is right, each such arm reaches every arm by a path of true
+    ``p > 1/2`` edges, so it is in the top cycle (the smallest set whose members all beat
+    every non-member). It fails only if a certificate "t beaten by u" with ``t`` in the top
+    cycle and ``u`` outside is wrong: at most ``s (L - s) delta / (L - 1)`` for a top cycle of
+    ``s`` arms (docs/algorithms.md, "What the pages show beside a verdict"). Arms not listed
+    may be in the top cycle too (their missing edges are undecided).
+    """
+    beats: list[set[int]] = [set() for _ in range(L)]
+    for w, lo in certificates or []:
+        beats[int(w)].add(int(lo))
+    out = []
+    for m in range(L):
+        seen, stack = {m}, [m]
+        while stack:
+            for n in beats[stack.pop()]:
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        if len(seen) == L:
+            out.append(m)
+    return out

@@ -16,38 +16,59 @@ Where the matrices come from:
   middle of what LMArena's categories give (the real-world instances of
   ``algorithms/research/instances``: strength standard deviations 0.17 (text, 5
   models) to 0.85 (genai-image, 6 models), docs/service.md, Forecast);
-* :func:`posterior_draws` (a pilot): each pair's ``P_ij ~ Beta(1 + W_ij, 1 + W_ji)``
-  given the duels counted so far (uniform prior, pairs independent);
+* :func:`posterior_draws`: each pair's ``P_ij ~ Beta(1 + W_ij, 1 + W_ji)`` (kept for
+  callers that want a model-free posterior; the service's pilot uses the next one);
+* :func:`pilot_posterior_strengths` (a pilot): the Bradley-Terry strengths'
+  posterior given the duels counted so far (Laplace approximation under the same
+  ``N(0, spread^2)`` prior), so every drawn matrix is consistent with what the pilot saw;
 * :func:`fixed_draws`: one known matrix (a simulated judge's).
 
-Bounded: each trial stops at ``duel_cap`` duels (:func:`trial_duel_cap`) (it then counts as not certified:
-its cost is a lower bound of the real one) and no new trial starts after
-``time_limit_s`` seconds, so the answer may rest on fewer trials than asked.
+Campaigns that store answers and verdicts (reuse) or draw prompts without
+replacement pay for what is not yet stored, never more than the every-answer-once
+ceiling, and certify on a prompt set: :func:`run_prompt_forecast` draws, per trial,
+strengths, then a prompt-level verdict table of the campaign's ``P`` prompts
+(:func:`algorithms.prompt_level.bradley_terry_prompts`, per-prompt strength noise
+``prompt_sd`` and a per-order tie probability ``tie_prob``) and runs the service's
+own ``dctas-pc`` policy on it (:func:`algorithms.prompt_policy_sim.policy_campaign`,
+modes ``reuse`` and ``wor``).
+
+Bounded: each trial stops at ``duel_cap`` duels (:func:`trial_duel_cap`; a reuse
+trial at :data:`REUSE_DUELS_PER_VERDICT` duels per verdict) (it then counts as not
+certified: its cost is a lower bound of the real one). Every trial
+asked for runs: there is no time limit (a smaller count is the caller's choice).
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+from scipy.optimize import minimize
 
 from .instance import Instance, condorcet_winner
 from .oracle import solve_oracle
+from .prompt_level import bradley_terry_prompts
+from .prompt_policy_sim import POLICY_MODES, policy_campaign
+from .prompt_sim import CAPPED
 from .simulator import simulate
 
 __all__ = [
     "DEFAULT_SPREAD",
     "DEFAULT_TRIALS",
     "DEFAULT_TRIAL_DUEL_CAP",
-    "DEFAULT_TIME_LIMIT_S",
+    "DEFAULT_TIE_PROB",
+    "DEFAULT_PROMPT_SD",
     "Forecast",
     "bradley_terry_draws",
+    "bradley_terry_strengths",
     "posterior_draws",
+    "pilot_posterior_strengths",
+    "prompt_level_preference",
     "fixed_draws",
     "run_forecast",
+    "run_prompt_forecast",
     "trial_duel_cap",
     "spread_summary",
 ]
@@ -57,17 +78,28 @@ DEFAULT_SPREAD = 0.5
 DEFAULT_TRIAL_DUEL_CAP = 50_000
 #: Pair-steps one trial may take (a step of dctas-pc scans every pair): caps the duels of a trial with many models.
 TRIAL_PAIR_STEPS = 5_000_000
-DEFAULT_TIME_LIMIT_S = 4.0
 MAX_TRIALS = 1000
+#: A reuse trial stops at this many duels per (pair, prompt) verdict (at least 1000 duels): by then its duels
+#: are almost all free (stored answers and verdicts), so its spend is close to final while its duels are not.
+REUSE_DUELS_PER_VERDICT = 10
+#: Probability that one judge order says "tie" (prompt-level forecasts; both orders are combined, a split is a tie).
+DEFAULT_TIE_PROB = 0.1
+#: Standard deviation of a model's per-prompt strength around its strength (prompt-level forecasts).
+DEFAULT_PROMPT_SD = 0.5
 
 
-def bradley_terry_draws(L: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` matrices (n x L x L) of a Bradley-Terry model with ``N(0, spread^2)`` strengths."""
+def bradley_terry_strengths(L: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` strength vectors (n x L), ``theta_i ~ N(0, spread^2)``."""
     if L < 2 or n < 1:
         raise ValueError("bradley_terry_draws needs L >= 2 and n >= 1")
     if not (math.isfinite(spread) and spread > 0):
         raise ValueError(f"spread must be a finite number > 0, got {spread!r}")
-    theta = rng.normal(0.0, spread, size=(n, L))
+    return rng.normal(0.0, spread, size=(n, L))
+
+
+def bradley_terry_draws(L: int, spread: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` matrices (n x L x L) of a Bradley-Terry model with ``N(0, spread^2)`` strengths."""
+    theta = bradley_terry_strengths(L, spread, n, rng)
     diff = theta[:, :, None] - theta[:, None, :]
     return _clip(1.0 / (1.0 + np.exp(-diff)))
 
@@ -88,6 +120,92 @@ def posterior_draws(wins: Any, counts: Any, n: int, rng: np.random.Generator) ->
             out[:, i, j] = p
             out[:, j, i] = 1.0 - p
     return _clip(out)
+
+
+_GH_X, _GH_W = np.polynomial.hermite_e.hermegauss(24)
+_GH_W = _GH_W / _GH_W.sum()
+
+
+def _link(d: np.ndarray, prompt_sd: float, tie_prob: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt-set preference ``p(d)`` of two models ``d`` apart in strength, and ``dp/dd``.
+
+    Under :func:`algorithms.prompt_level.bradley_terry_prompts` one order is won with
+    probability ``q = sigmoid(d + sqrt(2) prompt_sd z)`` (``z`` standard normal: the
+    prompt), tied with ``tie_prob``; combining the two orders (a split is a tie) gives
+    ``E v = (1 - tie_prob^2) q + tie_prob^2 / 2``. The expectation over ``z`` is a
+    24-node Gauss-Hermite quadrature.
+    """
+    x = np.asarray(d, dtype=float)[..., None] + math.sqrt(2.0) * prompt_sd * _GH_X
+    q = 1.0 / (1.0 + np.exp(-x))
+    a = 1.0 - tie_prob**2
+    p = a * (q @ _GH_W) + tie_prob**2 / 2.0
+    dp = a * ((q * (1.0 - q)) @ _GH_W)
+    return np.clip(p, 1e-9, 1 - 1e-9), dp
+
+
+def prompt_level_preference(theta: Any, prompt_sd: float = DEFAULT_PROMPT_SD, tie_prob: float = DEFAULT_TIE_PROB):
+    """The expected prompt-set matrix (L x L) of strengths ``theta`` under the prompt-level model."""
+    th = np.asarray(theta, dtype=float)
+    P, _ = _link(th[:, None] - th[None, :], prompt_sd, tie_prob)
+    idx = np.arange(th.size)
+    P[idx, idx] = 0.5
+    return P
+
+
+def pilot_posterior_strengths(
+    wins: Any,
+    counts: Any,
+    spread: float,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    prompt_sd: float = 0.0,
+    tie_prob: float = 0.0,
+) -> np.ndarray:
+    """``n`` strength vectors from the Bradley-Terry posterior given a pilot's counts (Laplace approximation).
+
+    Prior ``theta ~ N(0, spread^2 I)``; each pair's ``W_ij`` (wins, halves for ties)
+    out of ``N_ij`` duels is a quasi-binomial observation of ``p(theta_i - theta_j)``
+    (:func:`prompt_level_preference`'s link; ``prompt_sd = tie_prob = 0`` is the plain
+    Bradley-Terry link). The maximum a posteriori point ``theta_hat`` is found by
+    L-BFGS; the draws are ``N(theta_hat, H^-1)`` with ``H`` the prior precision plus
+    the Fisher information at ``theta_hat``. With no duels this is the prior.
+    """
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
+    L = W.shape[0] if W.ndim == 2 else 0
+    if W.shape != (L, L) or N.shape != (L, L) or L < 2:
+        raise ValueError("wins and counts must be L x L matrices with L >= 2")
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not (math.isfinite(spread) and spread > 0):
+        raise ValueError(f"spread must be a finite number > 0, got {spread!r}")
+    iu, ju = np.triu_indices(L, 1)
+    n_pair = np.maximum(N[iu, ju], 0.0)
+    w_pair = np.clip(W[iu, ju], 0.0, n_pair)
+    prec = 1.0 / spread**2
+
+    def objective(th: np.ndarray) -> tuple[float, np.ndarray]:
+        p, dp = _link(th[iu] - th[ju], prompt_sd, tie_prob)
+        nll = -(w_pair * np.log(p) + (n_pair - w_pair) * np.log1p(-p)).sum() + 0.5 * prec * (th @ th)
+        g_pair = -(w_pair / p - (n_pair - w_pair) / (1.0 - p)) * dp
+        grad = prec * th
+        np.add.at(grad, iu, g_pair)
+        np.add.at(grad, ju, -g_pair)
+        return float(nll), grad
+
+    res = minimize(objective, np.zeros(L), jac=True, method="L-BFGS-B")
+    theta_hat = res.x
+    p, dp = _link(theta_hat[iu] - theta_hat[ju], prompt_sd, tie_prob)
+    info = n_pair * dp**2 / (p * (1.0 - p))
+    H = prec * np.eye(L)
+    for k, (i, j) in enumerate(zip(iu, ju)):
+        H[i, i] += info[k]
+        H[j, j] += info[k]
+        H[i, j] -= info[k]
+        H[j, i] -= info[k]
+    cov = np.linalg.inv(H)
+    return rng.multivariate_normal(theta_hat, (cov + cov.T) / 2.0, size=n, method="cholesky")
 
 
 def fixed_draws(preference: Any, n: int) -> np.ndarray:
@@ -125,7 +243,7 @@ def trial_duel_cap(L: int) -> int:
 
 @dataclass
 class Forecast:
-    """Per-trial results of :func:`run_forecast` (one trial per drawn matrix)."""
+    """Per-trial results of :func:`run_forecast` or :func:`run_prompt_forecast` (one trial per draw)."""
 
     algorithm: str
     delta: float
@@ -135,7 +253,8 @@ class Forecast:
     lower_bounds: list[float] = field(default_factory=list)  # c* log(1/(4 delta)) per matrix with a Condorcet winner
     requested: int = 0
     duel_cap: int = DEFAULT_TRIAL_DUEL_CAP
-    timed_out: bool = False
+    mode: str = "fresh"  # fresh (every duel pays), reuse or wor (prompt-level, pays what is not yet stored)
+    ceiling: float | None = None  # every answer once and every pair judged once on every prompt (reuse, wor)
 
     @property
     def trials(self) -> int:
@@ -159,14 +278,20 @@ class Forecast:
             "trials": self.trials,
             "algorithm": self.algorithm,
             "delta": self.delta,
+            "mode": self.mode,
             "cost": spread_summary(self.costs),
             "duels": spread_summary(self.duels.astype(float)),
             "lower_bound": float(np.median(self.lower_bounds)) if self.lower_bounds else None,
             "within_budget": self.within(budget, max_duels),
             "unfinished": int((~self.certified).sum()),
             "duel_cap": self.duel_cap,
-            "timed_out": self.timed_out,
+            "ceiling": self.ceiling,
         }
+
+
+def _check_trials(n: int) -> None:
+    if n < 1 or n > MAX_TRIALS:
+        raise ValueError(f"trials must be between 1 and {MAX_TRIALS}, got {n}")
 
 
 def run_forecast(
@@ -177,28 +302,20 @@ def run_forecast(
     judge_cost: float = 0.0,
     seed: int = 0,
     duel_cap: int | None = None,
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    clock: Callable[[], float] = time.perf_counter,
 ) -> Forecast:
-    """One simulated campaign per matrix (in order) until all ran or ``time_limit_s`` passed.
+    """One simulated campaign per matrix (in order), every duel paying its answers and judge (``fresh``).
 
     ``costs`` are the models' expected costs per query, ``judge_cost`` the judge's
     per duel (``c_J``); trial ``n`` uses simulator seed ``seed + n``; ``duel_cap``
-    defaults to :func:`trial_duel_cap`.
+    defaults to :func:`trial_duel_cap`. Every matrix is simulated.
     """
     n = int(matrices.shape[0])
-    if n < 1 or n > MAX_TRIALS:
-        raise ValueError(f"trials must be between 1 and {MAX_TRIALS}, got {n}")
+    _check_trials(n)
     L = len(costs)
     duel_cap = trial_duel_cap(L) if duel_cap is None else int(duel_cap)
     names = [f"m{i}" for i in range(L)]
-    start = clock()
     out_cost, out_duels, out_ok, bounds = [], [], [], []
-    timed_out = False
     for k in range(n):
-        if k > 0 and clock() - start > time_limit_s:
-            timed_out = True
-            break
         P = matrices[k]
         inst = Instance(names, list(costs), P, require_condorcet=False)
         res = simulate(inst, algorithm, delta, 1, seed=int(seed) + k, max_steps=int(duel_cap), judge_cost=judge_cost)
@@ -216,5 +333,72 @@ def run_forecast(
         lower_bounds=bounds,
         requested=n,
         duel_cap=int(duel_cap),
-        timed_out=timed_out,
+    )
+
+
+def run_prompt_forecast(
+    strengths: np.ndarray,
+    costs: Sequence[float],
+    delta: float,
+    n_prompts: int,
+    mode: str,
+    judge_cost: float = 0.0,
+    seed: int = 0,
+    duel_cap: int | None = None,
+    prompt_sd: float = DEFAULT_PROMPT_SD,
+    tie_prob: float = DEFAULT_TIE_PROB,
+) -> Forecast:
+    """One ``dctas-pc`` campaign per strength vector on a drawn prompt-level table (module docstring).
+
+    Trial ``k`` draws its verdict table of ``n_prompts`` prompts from
+    ``strengths[k]`` with seed ``seed + k`` and runs
+    :func:`algorithms.prompt_policy_sim.policy_campaign` in ``mode`` (``reuse`` or
+    ``wor``) with the same seed; ``duel_cap`` defaults to :func:`trial_duel_cap`, for
+    ``reuse`` at most :data:`REUSE_DUELS_PER_VERDICT` duels per (pair, prompt) verdict
+    (at least 1000). ``judge_cost`` is ``c_J``, the judge's cost of one
+    verdict (both orders). A trial never spends more than the every-answer-once
+    ceiling ``P sum_i c_i + L (L - 1) / 2 P c_J`` (what it pays is never paid twice).
+    """
+    if mode not in POLICY_MODES:
+        raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
+    th = np.asarray(strengths, dtype=float)
+    n = int(th.shape[0])
+    _check_trials(n)
+    L = len(costs)
+    if th.ndim != 2 or th.shape[1] != L or L < 2:
+        raise ValueError(f"strengths must be an n x L array with L = {L} >= 2, got shape {th.shape}")
+    if int(n_prompts) < 1:
+        raise ValueError(f"n_prompts must be >= 1, got {n_prompts!r}")
+    if duel_cap is None:
+        duel_cap = trial_duel_cap(L)
+        if mode == "reuse":
+            duel_cap = min(duel_cap, max(1000, REUSE_DUELS_PER_VERDICT * L * (L - 1) // 2 * int(n_prompts)))
+    duel_cap = int(duel_cap)
+    out_cost, out_duels, out_ok = [], [], []
+    ceiling = 0.0
+    for k in range(n):
+        inst = bradley_terry_prompts(
+            th[k],
+            int(n_prompts),
+            costs=list(costs),
+            judge_cost=judge_cost / 2.0,
+            prompt_sd=prompt_sd,
+            tie_prob=tie_prob,
+            seed=int(seed) + k,
+        )
+        ceiling = inst.every_answer_once_bound()
+        r = policy_campaign(inst, mode, delta, int(seed) + k, max_duels=int(duel_cap))
+        out_cost.append(r.spend)
+        out_duels.append(r.duels)
+        out_ok.append(r.outcome != CAPPED)
+    return Forecast(
+        algorithm="dctas-pc",
+        delta=float(delta),
+        costs=np.asarray(out_cost, dtype=float),
+        duels=np.asarray(out_duels, dtype=np.int64),
+        certified=np.asarray(out_ok, dtype=bool),
+        requested=n,
+        duel_cap=int(duel_cap),
+        mode=mode,
+        ceiling=ceiling,
     )

@@ -47,6 +47,10 @@ class Instance:
         ``P[i, j] = p_ij``, entries in [0, 1], ``p_ij + p_ji = 1``.
     metadata : dict, optional
         Free-form extra keys (for example ``provenance``), kept on round trips.
+    ties : array-like of shape (L, L), optional
+        ``ties[i][j]`` = probability that a duel of ``i`` and ``j`` is a tie (score 1/2 each);
+        symmetric, ``0 <= ties[i][j] <= 2 min(p_ij, 1 - p_ij)``. ``preference`` stays the mean
+        score: ``p_ij = P(i wins) + ties[i][j] / 2``. None (the default): no ties.
     require_condorcet : bool, default True
         Raise if no Condorcet winner exists, naming each arm's defeat.
     """
@@ -55,6 +59,7 @@ class Instance:
     costs: np.ndarray
     preference: np.ndarray
     metadata: dict = field(default_factory=dict)
+    ties: np.ndarray | None = None
 
     def __init__(
         self,
@@ -64,12 +69,14 @@ class Instance:
         metadata: Mapping[str, Any] | None = None,
         *,
         require_condorcet: bool = True,
+        ties: Any = None,
     ) -> None:
         names_t, c, P = validate_components(names, costs, preference)
         object.__setattr__(self, "names", names_t)
         object.__setattr__(self, "costs", c)
         object.__setattr__(self, "preference", P)
         object.__setattr__(self, "metadata", dict(metadata or {}))
+        object.__setattr__(self, "ties", None if ties is None else validate_ties(names_t, P, ties))
         if require_condorcet and self.condorcet_winner is None:
             raise InstanceError("no Condorcet winner: " + describe_condorcet_failures(self.names, P))
 
@@ -102,8 +109,15 @@ class Instance:
         missing = [k for k in ("names", "costs", "preference") if k not in data]
         if missing:
             raise InstanceError(f"instance is missing key(s): {', '.join(missing)}")
-        extra = {k: v for k, v in data.items() if k not in ("names", "costs", "preference")}
-        return cls(data["names"], data["costs"], data["preference"], extra, require_condorcet=require_condorcet)
+        extra = {k: v for k, v in data.items() if k not in ("names", "costs", "preference", "ties")}
+        return cls(
+            data["names"],
+            data["costs"],
+            data["preference"],
+            extra,
+            require_condorcet=require_condorcet,
+            ties=data.get("ties"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -111,6 +125,8 @@ class Instance:
             "costs": [float(x) for x in self.costs],
             "preference": [[float(x) for x in row] for row in self.preference],
         }
+        if self.ties is not None:
+            out["ties"] = [[float(x) for x in row] for row in self.ties]
         out.update(self.metadata)
         return out
 
@@ -134,7 +150,11 @@ class Instance:
         return cls.from_dict(data, require_condorcet=require_condorcet)
 
     def with_costs(self, costs: Any) -> "Instance":
-        return Instance(self.names, costs, self.preference, self.metadata)
+        return Instance(self.names, costs, self.preference, self.metadata, ties=self.ties)
+
+    def tie_matrix(self) -> np.ndarray:
+        """``ties`` as an ``(L, L)`` array, zeros when the instance has none."""
+        return np.zeros((self.L, self.L)) if self.ties is None else self.ties
 
 
 #: The largest accepted per-query cost (any unit). Far above any real price, and small
@@ -192,6 +212,38 @@ def validate_components(names: Any, costs: Any, preference: Any) -> tuple[tuple[
     P = P.copy()
     np.fill_diagonal(P, 0.5)
     return names_t, c, P
+
+
+def validate_ties(names: Sequence[str], P: np.ndarray, ties: Any) -> np.ndarray:
+    """Validate a tie matrix against the preference matrix; return it with a zero diagonal."""
+    L = len(names)
+    try:
+        T = np.array(ties, dtype=float)
+    except (TypeError, ValueError):
+        raise InstanceError("ties must be a square matrix (list of lists) of numbers") from None
+    if T.shape != (L, L):
+        raise InstanceError(f"ties must be a {L}x{L} matrix (one row and column per arm), got shape {T.shape}")
+    if not np.all(np.isfinite(T)):
+        raise InstanceError("ties entries must be finite numbers")
+    off = ~np.eye(L, dtype=bool)
+    cap = 2.0 * np.minimum(P, 1.0 - P)
+    bad = np.argwhere(off & ((T < 0) | (T > cap + ANTISYMMETRY_TOL)))
+    if len(bad):
+        i, j = bad[0]
+        raise InstanceError(
+            f"ties must satisfy 0 <= ties[i][j] <= 2 min(p_ij, 1 - p_ij); ties[{names[i]}][{names[j]}] = "
+            f"{T[i, j]:.6g} with p = {P[i, j]:.6g}"
+        )
+    asym = np.argwhere(off & (np.abs(T - T.T) > ANTISYMMETRY_TOL))
+    if len(asym):
+        i, j = asym[0]
+        raise InstanceError(
+            f"ties must be symmetric; ties[{names[i]}][{names[j]}] = {T[i, j]:.6g} but "
+            f"ties[{names[j]}][{names[i]}] = {T[j, i]:.6g}"
+        )
+    T = np.clip((T + T.T) / 2.0, 0.0, cap)
+    np.fill_diagonal(T, 0.0)
+    return T
 
 
 def condorcet_winner(P: np.ndarray) -> int | None:

@@ -38,7 +38,15 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, certificate_test, validate_pc_params
+from .certificates import (
+    PC_DEFAULTS,
+    PC_LEGACY_THRESHOLD,
+    certificate_log_stat,
+    certificate_test,
+    explore_for,
+    tie_cap_for,
+    validate_pc_params,
+)
 from .instance import COST_MAX, cost_ok
 from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant, delta_problem
@@ -57,6 +65,7 @@ __all__ = [
     "NoPairAvailable",
     "make_policy",
     "policy_from_state",
+    "state_params",
     "pair_index_arrays",
 ]
 
@@ -499,9 +508,10 @@ class PCPolicy(Policy):
     """dctas-pc: pairwise certificates, the default (not from the paper; see ``docs/algorithms.md``).
 
     A certificate "m is beaten by k" is issued when the test chosen by ``threshold``
-    (:mod:`algorithms.certificates`; by default the mixture martingale of
-    :func:`algorithms._kernels.pc_log_mixture` reaching ``(L - 1) / delta``) rejects
-    ``p_mk >= 1/2``. Stop with winner ``a`` when ``a`` holds a certificate against every
+    (:mod:`algorithms.certificates`; by default the betting test of
+    :func:`algorithms._kernels.pc_bet_log_wealth` reaching ``(L - 1) / delta``; a stored
+    state that names no test uses the mixture test, the default before it) rejects
+    ``p_mk >= 1/2``. :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
     other arm; stop with the verdict "no Condorcet winner" when every arm is certified
     beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
     with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
@@ -533,16 +543,22 @@ class PCPolicy(Policy):
         delta: float,
         *,
         judge_cost: Any = 0.0,
-        threshold: str = PC_DEFAULTS["threshold"],
+        threshold: str | None = None,
         stick: float = PC_DEFAULTS["stick"],
         population: int | None = None,
     ) -> None:
+        explicit = threshold is not None
         try:
-            threshold, stick = validate_pc_params(threshold, stick)
+            threshold, stick = validate_pc_params(PC_DEFAULTS["threshold"] if threshold is None else threshold, stick)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
-        # only non-default options go into params, so a default policy's state is unchanged
-        opts: dict[str, Any] = {k: v for k, v in (("threshold", threshold), ("stick", stick)) if v != PC_DEFAULTS[k]}
+        # the state names the test unless it is the legacy one (a state without "threshold" is a
+        # mixture-test state, as every state written before "betting" became the default)
+        opts: dict[str, Any] = {}
+        if threshold != PC_LEGACY_THRESHOLD and (population is None or explicit):
+            opts["threshold"] = threshold
+        if stick != PC_DEFAULTS["stick"]:
+            opts["stick"] = stick
         if population is not None:
             population = _validate_population(population)
             if opts:
@@ -560,6 +576,11 @@ class PCPolicy(Policy):
         self._LEAD = -np.ones(1, dtype=np.int64)
         self._alpha = np.zeros(self.K)
         self._rule, self._c0 = certificate_test(threshold, self.delta, self.L)
+        self._tie_cap = tie_cap_for(threshold) if population is None else 0.0
+        self._explore, self._explore_frac = explore_for(threshold) if population is None else (0, 1.0)
+        self._betting = population is None and self._rule == kern.PC_BETTING
+        # the betting test's score counts on the quarter grid (kern.pc_hist_add): K x 10
+        self._H = np.zeros((self.K, 2 * kern.PC_LEVELS))
         self.verdict: str | None = None
         if population is not None:
             self._LA = np.zeros(self.K)  # log K_t (R4): "PJ[k] beaten by PI[k]"
@@ -632,6 +653,9 @@ class PCPolicy(Policy):
                 self.BEAT,
                 self._CB,
                 self._alpha,
+                self._tie_cap,
+                self._explore,
+                self._explore_frac,
             )
         )
 
@@ -639,7 +663,13 @@ class PCPolicy(Policy):
     def _record(self, k: int, s: float) -> None:
         if self.population is None:
             super()._record(k, s)
-            kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
+            if self._betting:
+                kern.pc_hist_add(k, s, self._H)
+                kern.pc_update_bet(
+                    k, self.N, self.W, self._H, self.PI, self.PJ, self._c0, self.BEAT, self._CB, self._CW
+                )
+            else:
+                kern.pc_update(k, self.N, self.W, self.PI, self.PJ, self._rule, self._c0, self.BEAT, self._CB, self._CW)
             if self.stick > 0.0:
                 kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
             return
@@ -674,6 +704,84 @@ class PCPolicy(Policy):
     def _stop_winner(self) -> int | None:
         v = int(kern.pc_verdict(self._CB, self._CW))
         return v if v >= 0 else None
+
+    @property
+    def certificate_test_name(self) -> str:
+        """The test behind each certificate: ``without_replacement`` or the ``threshold`` option."""
+        return "without_replacement" if self.population is not None else self.threshold
+
+    def pair_evidence(self) -> list[dict[str, Any]]:
+        """Per ordered pair (loser ``m``, winner ``k``, ``m != k``): the evidence that ``m`` is beaten by ``k``.
+
+        Each item: ``loser``, ``winner`` (arm indices), ``n`` (duels of the pair), ``log_stat``
+        (the certificate test's statistic on a log scale: the log-wealth of the mixture martingale
+        or of the without-replacement betting test, or the log-scale forms of the ``kk`` and
+        ``stitched`` boundaries, :func:`algorithms.certificates.certificate_log_stat`),
+        ``log_threshold`` (the certificate is issued when ``log_stat`` reaches it; ``log((L-1)/delta)``
+        for the mixture and without-replacement tests), ``certified`` (the certificate is held) and
+        ``exact`` (without replacement: certified because the pair's sum already decides the
+        prompt-set mean, whatever ``log_stat`` says).
+        """
+        M = self.wins_matrix()
+        out: list[dict[str, Any]] = []
+        for k in range(self.K):
+            i, j = int(self.PI[k]), int(self.PJ[k])
+            n = float(self.N[k])
+            for loser, winner in ((i, j), (j, i)):
+                exact = False
+                if self.population is not None:
+                    stat = float(self._LB[k] if loser == i else self._LA[k])
+                    thr = self._log_thr
+                    won = n - float(M[loser, winner])  # the winner's score against the loser
+                    exact = bool(self.BEAT[winner, loser]) and 2.0 * won > float(self.population)
+                elif self._betting:  # log of a mixture whose weights sum to 1: exactly 0 before any duel
+                    stat = float(kern.pc_bet_log_wealth(self._H, k, 0 if loser == i else 1)) if n > 0 else 0.0
+                    thr = float(self._c0)
+                else:
+                    stat = certificate_log_stat(n, float(M[loser, winner]), self._rule)
+                    thr = float(self._c0)
+                out.append(
+                    {
+                        "loser": loser,
+                        "winner": winner,
+                        "n": int(n) if n.is_integer() else n,
+                        "log_stat": stat,
+                        "log_threshold": thr,
+                        "certified": bool(self.BEAT[winner, loser]),
+                        "exact": exact,
+                    }
+                )
+        return out
+
+    @property
+    def certificate_log_threshold(self) -> float:
+        """``log((L - 1) / delta)``: a certificate is issued when its test's log-wealth reaches it."""
+        return math.log((self.L - 1) / self.delta)
+
+    def certificate_log_wealth(self) -> np.ndarray | None:
+        """``LW[m, k]``: the current log-wealth of the test "m is beaten by k" (0 on the diagonal).
+
+        For the ``betting`` and ``mixture`` tests (and the without-replacement tests), the
+        log of the nonnegative supermartingale that issues the certificate when it reaches
+        :attr:`certificate_log_threshold`; None for ``kk`` and ``stitched`` (no wealth).
+        Only a side that is behind (mean score below 1/2) can be certified; a pair already
+        certified keeps showing its wealth.
+        """
+        LW = np.zeros((self.L, self.L))
+        for k in range(self.K):
+            i, j = int(self.PI[k]), int(self.PJ[k])
+            if self.population is not None:
+                LW[j, i], LW[i, j] = self._LA[k], self._LB[k]
+            elif self._betting:
+                LW[i, j] = kern.pc_bet_log_wealth(self._H, k, 0)
+                LW[j, i] = kern.pc_bet_log_wealth(self._H, k, 1)
+            elif self._rule == kern.PC_MIXTURE:
+                n, x = float(self.N[k]), float(self.W[k])
+                LW[i, j] = kern.pc_log_mixture(n, x)
+                LW[j, i] = kern.pc_log_mixture(n, n - x)
+            else:
+                return None
+        return LW
 
     def leader(self) -> int:
         a = int(kern.pc_lead(self._CB, self._AMAX, self._LEAD, self.stick))
@@ -730,6 +838,8 @@ class PCPolicy(Policy):
         out: dict[str, Any] = {"BEAT": self.BEAT.astype(int).tolist(), "verdict": self.verdict}
         if self.stick > 0.0:
             out["lead"] = int(self._LEAD[0])
+        if self._betting:
+            out["hist"] = [[int(x) if float(x).is_integer() else float(x) for x in row] for row in self._H]
         if self.population is not None:
             out["wor"] = {
                 "log_wealth": [[float(a), float(b)] for a, b in zip(self._LA, self._LB)],
@@ -758,6 +868,20 @@ class PCPolicy(Policy):
         self.verdict = v
         if self.population is not None:
             self._load_wor(state)
+        if self._betting:
+            self._load_hist(state)
+
+    def _load_hist(self, state: Mapping[str, Any]) -> None:
+        try:
+            H = np.array(state["hist"], dtype=float)
+        except (KeyError, TypeError, ValueError):
+            raise PolicyError("malformed dctas-pc state: the betting test needs 'hist' (K rows of 10 counts)") from None
+        if H.shape != self._H.shape or not np.all(np.isfinite(H)) or np.any(H < 0):
+            raise PolicyError("malformed dctas-pc state: 'hist' must be K rows of 10 counts >= 0")
+        half = kern.PC_LEVELS
+        if not (np.array_equal(H[:, :half].sum(axis=1), self.N) and np.array_equal(H[:, half:].sum(axis=1), self.N)):
+            raise PolicyError("malformed dctas-pc state: 'hist' counts must add up to N")
+        self._H = H
 
     def _load_wor(self, state: Mapping[str, Any]) -> None:
         wor = state.get("wor")
@@ -824,6 +948,24 @@ def make_policy(algorithm: str, costs: Sequence[float], delta: float, **params: 
     raise PolicyError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
 
 
+def state_params(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy parameters a stored state was made with (for :func:`make_policy`).
+
+    A dctas-pc state that names no ``threshold`` (and no ``population``) was written when the
+    mixture test was the default: it gets ``threshold = "mixture"``, so stored campaigns load
+    and replay exactly.
+    """
+    params = dict(state.get("params") or {}) if isinstance(state, Mapping) else {}
+    if (
+        isinstance(state, Mapping)
+        and str(state.get("algorithm", "")).lower() == "dctas-pc"
+        and "threshold" not in params
+        and params.get("population") is None
+    ):
+        params["threshold"] = PC_LEGACY_THRESHOLD
+    return params
+
+
 def policy_from_state(state: Mapping[str, Any]) -> Policy:
     """Rebuild a policy from :meth:`Policy.to_state`; it continues with identical decisions."""
     if not isinstance(state, Mapping):
@@ -831,7 +973,7 @@ def policy_from_state(state: Mapping[str, Any]) -> Policy:
     if state.get("version") != STATE_VERSION:
         raise PolicyError(f"unsupported policy state version {state.get('version')!r}")
     try:
-        policy = make_policy(state["algorithm"], state["costs"], state["delta"], **dict(state.get("params") or {}))
+        policy = make_policy(state["algorithm"], state["costs"], state["delta"], **state_params(state))
     except KeyError as exc:
         raise PolicyError(f"policy state is missing {exc.args[0]!r}") from None
     policy.N = _float_array(state, "N", policy.K)

@@ -21,7 +21,7 @@ A duel's judge cost is ``2 x instance.judge_cost`` (a verdict is both orders), a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,13 +39,16 @@ POLICY_MODES = ("reuse", "wor")
 @dataclass(frozen=True)
 class PolicyCampaign:
     """One campaign: ``outcome`` is the winner's index, ``NO_CW``, ``UNDECIDABLE`` or ``CAPPED``
-    (codes of :mod:`algorithms.prompt_sim`); ``spend`` what was paid, ``duels`` judged duels."""
+    (codes of :mod:`algorithms.prompt_sim`); ``spend`` what was paid, ``duels`` judged duels;
+    ``wins``/``counts`` the policy's L x L win (ties as halves) and duel counts at the end."""
 
     outcome: int
     spend: float
     duels: int
     answers_paid: int
     verdicts_paid: int
+    wins: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 def policy_campaign(
@@ -105,7 +108,7 @@ def policy_campaign(
         outcome = UNDECIDABLE_CODE
     else:
         outcome = NO_CW
-    return PolicyCampaign(outcome, spend, duels, int(paid_ans.sum()), judged)
+    return PolicyCampaign(outcome, spend, duels, int(paid_ans.sum()), judged, pol.wins_matrix(), pol.counts_matrix())
 
 
 def policy_trials(

@@ -18,18 +18,39 @@ outcomes (which pair, which score), so one resample of n duels is one multinomia
 draw of n over the observed categories: exact, and fast for any n. Seeded: the
 same log and seed give the same intervals.
 
-The intervals describe the resampling variability of these estimates only; they are
-not the sequential certificate (which holds at confidence 1 - delta at a random
-stopping time, see :mod:`algorithms.stats`), and with adaptive sampling they are
-approximate.
+The bootstrap intervals describe the resampling variability of these estimates
+only: a campaign stops when its certificate crosses, which biases them (measured:
+docs/algorithms.md, *Ranking intervals*), so they are **descriptive**.
+
+Anytime-valid intervals (``interval="anytime"``, what the service shows): per pair,
+the two-sided normal-mixture confidence sequence of a mean of scores in [0, 1]
+(H. Robbins, "Statistical methods related to the law of the iterated logarithm",
+Ann. Math. Statist. 1970; S. R. Howard, A. Ramdas, J. McAuliffe, J. Sekhon,
+"Time-uniform, nonparametric, nonasymptotic confidence sequences", Ann. Statist.
+2021)::
+
+    |S_n - n p_ij| < sqrt(2 (n/4 + rho) log(sqrt((n/4 + rho) / rho) / alpha'))
+
+holds for every ``n`` at once with probability at least ``1 - alpha'`` (Ville's
+inequality on the mixture over ``lambda ~ N(0, 1/rho)`` of the supermartingales
+``exp(lambda (S_n - n p_ij) - lambda^2 n / 8)``, Hoeffding's lemma), so also at the
+campaign's stopping time, whatever rule chose the pairs. Model ``i``'s win rate
+against the whole field ``(1/(L-1)) sum_j p_ij`` then lies between the means of its
+``L - 1`` pair bounds (``[0, 1]`` for an opponent never met) with probability at
+least ``1 - alpha`` when each pair uses ``alpha' = alpha / (L - 1)`` (union bound).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+INTERVALS = ("anytime", "bootstrap")
+#: Duels of a pair at which the anytime interval is tightest (any choice is valid).
+ANYTIME_TUNED_AT = 100
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,7 @@ class Ranking:
     order: list[int]
     level: float
     reps: int
+    interval: str = "bootstrap"
 
 
 def field_win_rates(wins: npt.ArrayLike, counts: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -54,6 +76,51 @@ def field_win_rates(wins: npt.ArrayLike, counts: npt.ArrayLike) -> npt.NDArray[n
         rate = np.where(met, W / np.where(met, N, 1.0), 0.0)
         n_opp = met.sum(axis=-1)
         return np.where(n_opp > 0, rate.sum(axis=-1) / np.maximum(n_opp, 1), np.nan)
+
+
+def mixture_radius(n: npt.ArrayLike, alpha: float, tuned_at: int = ANYTIME_TUNED_AT) -> npt.NDArray[np.float64]:
+    """Half-width of the anytime-valid interval of a mean of ``n`` scores in [0, 1] at level ``alpha``.
+
+    ``sqrt(2 (n/4 + rho) log(sqrt((n/4 + rho)/rho)/alpha)) / n`` with
+    ``rho = m / (2 log(1/alpha) + log(1 + 2 log(1/alpha)))``, ``m = tuned_at / 4``: the
+    bound is near its tightest at ``tuned_at`` duels. ``inf`` for ``n = 0``.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError("alpha must be in (0, 1)")
+    n = np.asarray(n, dtype=float)
+    ell = math.log(1.0 / alpha)
+    rho = (tuned_at / 4.0) / (2.0 * ell + math.log(1.0 + 2.0 * ell))
+    v = n / 4.0 + rho
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.sqrt(2.0 * v * np.log(np.sqrt(v / rho) / alpha)) / n
+    return np.where(n > 0, r, np.inf)
+
+
+def anytime_field_intervals(
+    wins: npt.ArrayLike, counts: npt.ArrayLike, level: float = 0.95
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per model, an interval for its win rate against the whole field valid at any stopping time.
+
+    ``wins[i][j]``: the sum of ``i``'s scores against ``j`` over ``counts[i][j]`` duels.
+    Each pair's interval has level ``alpha / (L - 1)`` (module docstring), clipped
+    to [0, 1]; the model's bounds are the means of its pair bounds.
+    """
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
+    L = W.shape[0]
+    if L < 2 or W.shape != (L, L) or N.shape != (L, L):
+        raise ValueError("wins and counts must be L x L matrices with L >= 2")
+    if not 0 < level < 1:
+        raise ValueError("level must be in (0, 1)")
+    rad = mixture_radius(N, (1.0 - level) / (L - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(N > 0, W / np.where(N > 0, N, 1.0), 0.5)
+    lo = np.clip(mean - rad, 0.0, 1.0)
+    hi = np.clip(mean + rad, 0.0, 1.0)
+    off = ~np.eye(L, dtype=bool)
+    low = np.array([lo[m][off[m]].mean() for m in range(L)])
+    high = np.array([hi[m][off[m]].mean() for m in range(L)])
+    return low, high
 
 
 def _pair_rates(weights, starts, s_sorted, inc_lo, inc_hi):
@@ -84,14 +151,18 @@ def bootstrap_ranking(
     reps: int = 1000,
     level: float = 0.95,
     seed: int = 0,
+    interval: str = "bootstrap",
 ) -> Ranking:
-    """Win rates against the field and their percentile bootstrap intervals.
+    """Win rates against the field and their intervals: percentile bootstrap (descriptive) or ``anytime``.
 
     Duel k opposed ``model_i[k]`` and ``model_j[k]`` and scored ``score_i[k]`` for the
     first (1 win, 0.5 tie, 0 loss); ``weights[k]`` (whole numbers, default 1) says how many
     duels row k stands for, so a log aggregated by outcome gives the same result as the
-    full log. ``reps`` resamples of all duels, seeded by ``seed``.
+    full log. ``reps`` resamples of all duels, seeded by ``seed`` (bootstrap only);
+    ``interval="anytime"``: :func:`anytime_field_intervals` (valid under the campaign's stopping).
     """
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
     if reps < 1:
@@ -132,6 +203,18 @@ def bootstrap_ranking(
     high = np.full(n_models, np.nan)
     if n == 0:
         rate = np.full(n_models, np.nan)
+    elif interval == "anytime":
+        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
+        Wm = np.zeros((n_models, n_models))
+        Nm = np.zeros((n_models, n_models))
+        np.add.at(Wm, (cat_i, cat_j), counts * cat_s)
+        np.add.at(Wm, (cat_j, cat_i), counts * (1.0 - cat_s))
+        np.add.at(Nm, (cat_i, cat_j), counts)
+        np.add.at(Nm, (cat_j, cat_i), counts)
+        if n_models >= 2:
+            low, high = anytime_field_intervals(Wm, Nm, level)
+        low = np.where(np.isfinite(rate), low, np.nan)
+        high = np.where(np.isfinite(rate), high, np.nan)
     else:
         rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
         rng = np.random.default_rng(seed)
@@ -144,4 +227,4 @@ def bootstrap_ranking(
             if len(col) and np.isfinite(rate[m]):
                 low[m], high[m] = np.quantile(col, [alpha, 1.0 - alpha])
     order = sorted(range(n_models), key=lambda m: (-np.nan_to_num(rate[m], nan=-1.0), m))
-    return Ranking(rate, low, high, duels, order, level, reps)
+    return Ranking(rate, low, high, duels, order, level, reps if interval == "bootstrap" else 0, interval)

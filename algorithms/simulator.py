@@ -1,7 +1,9 @@
 """Fast Monte-Carlo simulator of the policies on a known instance.
 
 ``simulate(instance, algorithm, delta, trials, seed, jobs)`` runs independent
-trials: each draws duel outcomes ``1{U < p_ij}`` from the instance's matrix and
+trials: each draws duel outcomes ``1{U < p_ij}`` from the instance's matrix (with a
+tie matrix ``tau``: 1 if ``U < p_ij - tau_ij/2``, 1/2 if ``U < p_ij + tau_ij/2``, else 0,
+one uniform per duel either way) and
 runs the policy until it stops (or ``max_steps`` duels). The per-step logic is
 the compiled kernels of :mod:`algorithms._kernels`, the same functions the
 step-wise :mod:`algorithms.policies` call, so both make identical decisions given
@@ -24,9 +26,9 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, certificate_test, validate_pc_params
+from .certificates import PC_DEFAULTS, certificate_test, explore_for, tie_cap_for, validate_pc_params
 from .instance import Instance
-from .oracle import effective_costs, solve_oracle, validate_judge_cost
+from .oracle import effective_costs, solve_oracle, solve_pc_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
 from .thresholds import beta_constant
 
@@ -43,6 +45,7 @@ NO_CW = -2  # recommended[] value of a trial that ended with the verdict "no Con
 def _run_trials(
     code,
     P,
+    TIE,
     c_true,
     c_pol,
     hoeffding,
@@ -54,6 +57,9 @@ def _run_trials(
     pc_rule,
     pc_c0,
     pc_stick,
+    pc_tie_cap,
+    pc_explore,
+    pc_explore_frac,
     seeds,
     max_steps,
     out_cost,
@@ -98,6 +104,8 @@ def _run_trials(
     CB = np.zeros(L, dtype=np.int64)
     CW = np.zeros(L, dtype=np.int64)
     LEAD = -np.ones(1, dtype=np.int64)
+    H = np.zeros((K, 2 * kern.PC_LEVELS))
+    betting = code == 3 and pc_rule == kern.PC_BETTING
     tracing = trace_k.shape[0] > 0
     for trial in range(seeds.shape[0]):
         np.random.seed(seeds[trial])
@@ -115,6 +123,8 @@ def _run_trials(
         CB[:] = 0
         CW[:] = 0
         LEAD[0] = -1
+        if betting:
+            H[:, :] = 0.0
         META[0] = 1
         META[2] = -1
         META[3] = 0
@@ -131,14 +141,30 @@ def _run_trials(
                 k = kern.tracking_choose(N, alpha, CUM)
             elif code == 3:
                 a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
-                k = kern.pc_choose(N, float(steps), a, G, AMAX, c_pol, PI, PJ, PK, BEAT, CB, alpha)
+                k = kern.pc_choose(
+                    N,
+                    float(steps),
+                    a,
+                    G,
+                    AMAX,
+                    c_pol,
+                    PI,
+                    PJ,
+                    PK,
+                    BEAT,
+                    CB,
+                    alpha,
+                    pc_tie_cap,
+                    pc_explore,
+                    pc_explore_frac,
+                )
             elif code == 1:
                 k = kern.crr_choose(N, c_true, PI, PJ)
             else:
                 k = kern.dpca_choose(META, n, ACT, ADV, INA, PK, zero)
             i = PI[k]
             j = PJ[k]
-            score = 1.0 if np.random.random() < P[i, j] else 0.0
+            score = kern.draw_score(P[i, j], TIE[i, j])
             if tracing:
                 trace_k[steps] = k
                 trace_s[steps] = score
@@ -156,7 +182,13 @@ def _run_trials(
             # --- stop
             if code == 3:
                 # the verdict can only change when a certificate is issued
-                if kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW):
+                if betting:
+                    kern.pc_hist_add(k, score, H)
+                if (
+                    kern.pc_update_bet(k, N, W, H, PI, PJ, pc_c0, BEAT, CB, CW)
+                    if betting
+                    else kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW)
+                ):
                     v = kern.pc_verdict(CB, CW)
                     if v != -1:
                         rec = v
@@ -238,6 +270,7 @@ class SimulationResult:
         sd = float(self.costs.std(ddof=1)) if n > 1 else 0.0
         has_cw = self.instance.condorcet_winner is not None
         lb = solve_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta) if has_cw else None
+        pc_lb = solve_pc_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta) if has_cw else None
         pairs = self.instance.pairs()
         paper = self.algorithm in PAPER_ALGORITHMS
         return {
@@ -258,6 +291,9 @@ class SimulationResult:
             "mean_pulls": float(self.pulls.mean()),
             "lower_bound": lb,
             "cost_over_lower_bound": mean_cost / lb if lb else None,
+            "pc_lower_bound": pc_lb,
+            "cost_over_pc_lower_bound": mean_cost / pc_lb if pc_lb else None,
+            "instance_has_ties": self.instance.ties is not None,
             "pull_fractions": [
                 {"pair": [self.instance.names[i], self.instance.names[j]], "fraction": float(f)}
                 for (i, j), f in zip(pairs, self.pair_pulls.sum(axis=0) / max(1.0, self.pulls.sum()))
@@ -291,16 +327,19 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     p = {**defaults, **params}
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
-    pc_rule, pc_c0, pc_stick = 0, 0.0, 0.0
+    pc_rule, pc_c0, pc_stick, pc_tie_cap, pc_explore, pc_explore_frac = 0, 0.0, 0.0, 0.0, 0, 1.0
     if algorithm == "dctas-pc":
         try:
             threshold, pc_stick = validate_pc_params(p["threshold"], p["stick"])
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         pc_rule, pc_c0 = certificate_test(threshold, delta, L)
+        pc_tie_cap = tie_cap_for(threshold)
+        pc_explore, pc_explore_frac = explore_for(threshold)
     return (
         code,
         np.ascontiguousarray(instance.preference, dtype=float),
+        np.ascontiguousarray(instance.tie_matrix(), dtype=float),
         c_true,
         c_pol,
         algorithm == "dctac",
@@ -312,6 +351,9 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
         int(pc_rule),
         float(pc_c0),
         float(pc_stick),
+        float(pc_tie_cap),
+        int(pc_explore),
+        float(pc_explore_frac),
     )
 
 
@@ -355,7 +397,8 @@ def simulate(
         Per-trial cap on the number of duels; a capped trial counts as not stopped.
     params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
         default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA, ``threshold``
-        (``"mixture"``, ``"kk"``, ``"stitched"``) and ``stick`` (nats >= 0) for dctas-pc.
+        (``"betting"`` (default), ``"mixture"``, ``"kk"``, ``"stitched"``) and ``stick`` (nats >= 0)
+        for dctas-pc. An instance with ``ties`` draws win / tie / loss (scores 1, 1/2, 0).
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")

@@ -69,7 +69,8 @@ class JudgeKind(StrEnum):
 
     HUMAN = "human"  # annotators vote through the API or the web form
     SIMULATED = "simulated"  # drawn from a known preference matrix
-    LLM = "llm"  # a judge model, both orders
+    LLM = "llm"  # a judge model, both orders (or one: orders)
+    JURY = "jury"  # several LLM judges, their verdicts combined (majority or mean)
 
 
 IN_FLIGHT: tuple[DuelStatus, ...] = (DuelStatus.CALLING, DuelStatus.PENDING)

@@ -9,13 +9,14 @@ verdict = await judge.judge(prompt, answer_a, answer_b, model_a=i, model_b=j, rn
 ```
 
 Kinds: ``human``, ``simulated`` (preference matrix), ``llm`` (a judge model
-given by the caller as a :class:`JudgeModel`). See docs/clients-and-judges.md.
+given by the caller as a :class:`JudgeModel`), ``jury`` (several LLM judges combined). See docs/clients-and-judges.md.
 """
 
 from __future__ import annotations
 
 from .base import CHOICES, TIE_POLICIES, Completion, Judge, JudgeModel, ModelCallError, Verdict
 from .human import HumanJudge
+from .jury import JuryJudge
 from .llm import LLMJudge
 from .simulated import SimulatedJudge
 
@@ -26,6 +27,7 @@ __all__ = [
     "HumanJudge",
     "Judge",
     "JudgeModel",
+    "JuryJudge",
     "LLMJudge",
     "ModelCallError",
     "SimulatedJudge",

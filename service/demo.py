@@ -16,6 +16,7 @@ from algorithms.instance import SYNTHETIC_PREFERENCE
 from algorithms.vocabulary import CampaignStatus, TiePolicy
 
 from .campaigns import CampaignService
+from .campaigns.verdicts import evidence_line
 from .schemas import CampaignCreate
 
 SYNTHETIC_P = SYNTHETIC_PREFERENCE.tolist()
@@ -74,7 +75,7 @@ async def _progress(service: CampaignService, campaign_id: int, interval: float)
             continue
         line = (
             f"campaign {campaign_id}: {view['status']}, {view['duels']} duels, spend {view['spend']:.0f} cost units, "
-            f"leader {view['leader']}, Z {view['Z']:.2f} vs beta {view['beta']:.2f}"
+            f"leader {view['leader']}, {evidence_line(view)}"
         )
         if view["status"] != CampaignStatus.RUNNING:
             _say(line)

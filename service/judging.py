@@ -2,7 +2,7 @@
 (and an LLM judge's model client, given to the judge; judges/ never imports the service).
 
 ``JudgeConfig`` is the discriminated union (on ``kind``) of :class:`HumanJudgeConfig`,
-:class:`SimulatedJudgeConfig` and :class:`LLMJudgeConfig`. The API body
+:class:`SimulatedJudgeConfig`, :class:`LLMJudgeConfig` and :class:`JuryJudgeConfig`. The API body
 (``service.schemas.CampaignCreate.judge``) is typed with it; :func:`parse_judge_config`
 validates a stored row or a plain dict into the same models. ``model_dump(mode="json")``
 is what the database stores; rows stored before these models existed parse unchanged.
@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from algorithms.vocabulary import JudgeKind
-from judges import TIE_POLICIES, HumanJudge, Judge, LLMJudge, SimulatedJudge
+from judges import TIE_POLICIES, HumanJudge, Judge, JuryJudge, LLMJudge, SimulatedJudge
 from judges.llm import (
     DEFAULT_VERDICT,
     JUDGE_TEMPLATE,
@@ -259,8 +259,15 @@ class LLMJudgeConfig(_Config):
         le=MAX_QUERY_USD,
         description="USD per judge call (charged when the client has no price or no usage is reported).",
     )
+    orders: Literal["both", "one"] = Field(
+        "both",
+        description="both: judge each duel twice, the answers swapped the second time (two calls); one: judge "
+        "it once, in the order the answers are shown, which the campaign draws with its secret key (one call; "
+        "position bias becomes zero-mean noise). Both estimate the preference averaged over the two orders.",
+    )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
-        True, description="Judge each duel twice, the answers swapped the second time, to cancel position bias."
+        True,
+        description="The older spelling of orders (true = both, false = one); stored equal to orders == both.",
     )
     system_prompt: Annotated[str | None, BeforeValidator(lambda v: _system(v))] = Field(
         None,
@@ -282,6 +289,27 @@ class LLMJudgeConfig(_Config):
         "both favour the same answer (or both say tie), else a tie; mean = the mean of the two scores.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _orders(cls, data: Any) -> Any:
+        """``orders`` and its older spelling ``both_orders`` say the same thing; a row with only one gets both."""
+        if not isinstance(data, dict):
+            return data
+        has_orders, has_both = "orders" in data, "both_orders" in data
+        if has_both and not isinstance(data["both_orders"], bool):
+            return data  # strict_bool names the field
+        if has_orders and data["orders"] not in ("both", "one"):
+            return data  # the Literal names the field
+        if has_orders and has_both and (data["orders"] == "both") != data["both_orders"]:
+            raise ValueError(
+                f"orders: {data['orders']!r} contradicts both_orders: {str(data['both_orders']).lower()}; give only orders"
+            )
+        if has_orders:
+            return {**data, "both_orders": data["orders"] == "both"}
+        if has_both:
+            return {**data, "orders": "both" if data["both_orders"] else "one"}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "LLMJudgeConfig":
         if self.system_prompt is not None and self.client.system is not None:
@@ -301,11 +329,53 @@ def _system(v: Any) -> Any:
     return v
 
 
+# ---------------------------------------------------------------- jury
+MAX_JURORS = 9
+
+
+def _jurors(v: Any) -> Any:
+    if not isinstance(v, list) or not 2 <= len(v) <= MAX_JURORS:
+        raise ValueError(f"must be a list of 2 to {MAX_JURORS} LLM judge configs (the jurors)")
+    out = []
+    for n, j in enumerate(v):
+        if isinstance(j, dict) and j.get("kind", "llm") != "llm":
+            raise ValueError(f"[{n}].kind: a juror is an LLM judge (kind llm), got {str(j.get('kind'))[:40]!r}")
+        out.append({**j, "kind": "llm"} if isinstance(j, dict) else j)
+    return out
+
+
+class JuryJudgeConfig(_Config):
+    """Several LLM judges (jurors) judge each duel; their verdicts combine by majority or mean."""
+
+    kind: Literal[JudgeKind.JURY] = Field(description="A jury of LLM judges.")
+    judges: Annotated[list[LLMJudgeConfig], BeforeValidator(_jurors)] = Field(
+        description=f"The jurors: 2 to {MAX_JURORS} LLM judge configs (kind llm may be left out); each is paid "
+        "for its own calls (its cost, its orders).",
+        examples=[
+            [
+                {"client": {"kind": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}},
+                {"client": {"kind": "anthropic", "model": "claude-sonnet-4-5", "api_key_env": "ANTHROPIC_API_KEY"}},
+                {"client": {"kind": "gemini", "model": "gemini-2.5-pro", "api_key_env": "GEMINI_API_KEY"}},
+            ]
+        ],
+    )
+    combine: Literal["majority", "mean"] = Field(
+        "majority",
+        description="majority: the answer more jurors favour wins (equal votes: a tie); mean: the mean of the "
+        "jurors' scores of answer A (graded).",
+    )
+
+    def juror_names(self) -> list[str]:
+        """Each juror's label: its client's model, with its position when two jurors share a model."""
+        models = [j.client.model for j in self.judges]
+        return [m if models.count(m) == 1 else f"{m}#{n + 1}" for n, m in enumerate(models)]
+
+
 JudgeConfig = Annotated[
-    HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig,
+    HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig,
     Field(discriminator="kind"),
 ]
-AnyJudgeConfig = HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig
+AnyJudgeConfig = HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig
 _JUDGE_ADAPTER: TypeAdapter[AnyJudgeConfig] = TypeAdapter(JudgeConfig)
 
 
@@ -371,13 +441,20 @@ def build_judge(
         return HumanJudge(data, model_names, tie_policy)
     if isinstance(cfg, SimulatedJudgeConfig):
         return SimulatedJudge(data, model_names, tie_policy)
+    if isinstance(cfg, JuryJudgeConfig):
+        jurors = [_llm_judge(j, model_names, tie_policy, http, options) for j in cfg.judges]
+        return JuryJudge(data, model_names, tie_policy, jurors=jurors, names=cfg.juror_names())
     assert isinstance(cfg, LLMJudgeConfig)
+    return _llm_judge(cfg, model_names, tie_policy, http, options)
+
+
+def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, http: Any, options: dict) -> LLMJudge:
     client_cfg = cfg.client
     if cfg.system_prompt is not None:
         client_cfg = client_cfg.model_copy(update={"system": cfg.system_prompt})
     client = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
     return LLMJudge(
-        data,
+        judge_json(cfg),
         model_names,
         tie_policy,
         client=client,

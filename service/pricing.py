@@ -6,8 +6,10 @@ Where a model's per-token price comes from, first match wins:
 1. its client config's ``price`` (``{"input_per_1m", "output_per_1m"}``);
 2. the campaign body's ``price_map`` (LiteLLM format, see below);
 3. the file named by the environment variable ``LLMDUEL_PRICE_MAP`` (same format);
-4. the bundled map ``service/data/litellm_prices.json`` (a subset of LiteLLM's
-   ``model_prices_and_context_window.json``; source and date in :mod:`service.data`).
+4. LiteLLM's whole map: an installed ``litellm`` package's
+   ``model_prices_and_context_window_backup.json`` when the package is importable,
+   else the bundled copy ``service/data/litellm_prices.json`` (derived from LiteLLM
+   1.109.1 by :mod:`service.data.build_price_map`; provenance in its header entry).
 
 A map is a JSON object ``{"<model key>": {"input_cost_per_token": USD,
 "output_cost_per_token": USD, "litellm_provider": str?, "max_output_tokens": int?},
@@ -37,7 +39,7 @@ from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from .clients.config import MAX_PRICE_PER_1M, MAX_QUERY_USD, finite_number
-from .data import PRICES_FILE
+from .data import LITELLM_PACKAGE_FILE, PRICES_FILE
 
 PRICE_MAP_ENV = "LLMDUEL_PRICE_MAP"
 #: Characters per token of the input estimate (English text with GPT/Claude tokenizers: about 4).
@@ -79,7 +81,9 @@ class Price:
 
     input_per_1m: float
     output_per_1m: float
-    source: str  # "client" (its config), "price_map" (campaign body), "file" (LLMDUEL_PRICE_MAP), "bundled"
+    # "client" (its config), "price_map" (campaign body), "file" (LLMDUEL_PRICE_MAP),
+    # "litellm" (an installed litellm package's map) or "bundled" (the copy shipped with llmduel)
+    source: str
     key: str | None = None  # the map key that matched
     max_output_tokens: int | None = None  # the provider's output limit, when the map says
 
@@ -88,7 +92,9 @@ class Price:
 
 
 # ---------------------------------------------------------------- maps
-def normalise_price_map(raw: Any, where: str) -> dict[str, dict[str, Any]]:
+def normalise_price_map(
+    raw: Any, where: str, max_entries: int | None = MAX_PRICE_MAP_ENTRIES
+) -> dict[str, dict[str, Any]]:
     """A LiteLLM-format map checked and reduced to what pricing uses.
 
     Entries need ``input_cost_per_token`` and ``output_cost_per_token``
@@ -98,8 +104,8 @@ def normalise_price_map(raw: Any, where: str) -> dict[str, dict[str, Any]]:
     """
     if not isinstance(raw, dict):
         raise PriceMapError(f"{where}: must be a JSON object of model entries (LiteLLM's price-map format)")
-    if len(raw) > MAX_PRICE_MAP_ENTRIES:
-        raise PriceMapError(f"{where}: at most {MAX_PRICE_MAP_ENTRIES} entries")
+    if max_entries is not None and len(raw) > max_entries:
+        raise PriceMapError(f"{where}: at most {max_entries} entries")
     out: dict[str, dict[str, Any]] = {}
     for key, entry in raw.items():
         if key == "sample_spec" or not isinstance(entry, dict):
@@ -128,11 +134,80 @@ def normalise_price_map(raw: Any, where: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class BaseMap:
+    """LiteLLM's whole price map as llmduel reads it, and where it came from.
+
+    ``entries``: every priced model with the kept fields (:mod:`service.data.build_price_map`);
+    ``tokens``: the entries with per-token prices, normalised (what a campaign's lookup uses);
+    ``origin``: ``"litellm"`` (an installed ``litellm`` package's map) or ``"bundled"``,
+    with ``version``, ``date``, ``source``, ``licence`` and ``path`` in ``provenance``.
+    """
+
+    entries: dict[str, dict[str, Any]]
+    tokens: dict[str, dict[str, Any]]
+    origin: str
+    provenance: dict[str, Any]
+
+    def describe(self) -> str:
+        p = self.provenance
+        if self.origin == "litellm":
+            return f"the installed litellm package {p.get('version')} ({p.get('path')})"
+        return f"the bundled copy of LiteLLM's map {p.get('version')} of {p.get('date')} ({p.get('licence')} licence)"
+
+
+def _installed_litellm_map() -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """LiteLLM's map from an installed ``litellm`` package, found without importing it (the import is slow
+    and may fetch the map over the network); None when the package or its map file is absent or unreadable."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("litellm")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = os.path.join(folder, LITELLM_PACKAGE_FILE)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                raw = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(raw, dict):
+            continue
+        try:
+            version = importlib.metadata.version("litellm")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        return raw, {"source": "installed litellm package", "version": version, "path": path}
+    return None
+
+
 @lru_cache(maxsize=1)
+def base_map() -> BaseMap:
+    """The whole LiteLLM map: an installed ``litellm`` package's, else the bundled copy (read once per process)."""
+    from .data.build_price_map import HEADER_KEY, derive
+
+    installed = _installed_litellm_map()
+    if installed is not None:
+        derived = derive(installed[0], installed[1])
+        origin = "litellm"
+    else:
+        derived = json.loads(resources.files("service.data").joinpath(PRICES_FILE).read_text("utf-8"))
+        origin = "bundled"
+    provenance = derived.pop(HEADER_KEY, None) or {}
+    priced = {
+        k: v
+        for k, v in derived.items()
+        if isinstance(v, dict) and "input_cost_per_token" in v and "output_cost_per_token" in v
+    }
+    tokens = normalise_price_map(priced, f"{origin} price map", max_entries=None)
+    return BaseMap(derived, tokens, origin, provenance)
+
+
 def bundled_map() -> dict[str, dict[str, Any]]:
-    """The bundled subset of LiteLLM's price map (read once per process)."""
-    text = resources.files("service.data").joinpath(PRICES_FILE).read_text("utf-8")
-    return normalise_price_map(json.loads(text), "bundled price map")
+    """The per-token entries of the base map (:func:`base_map`: LiteLLM's, installed or bundled)."""
+    return base_map().tokens
 
 
 _file_cache: dict[str, tuple[float, dict]] = {}
@@ -206,7 +281,8 @@ def lookup_price(client: Mapping[str, Any], price_map: Mapping[str, dict] | None
     keys = candidate_keys(client)
     if not keys:
         return None
-    for source, entries in (("price_map", price_map or {}), ("file", file_map()), ("bundled", bundled_map())):
+    base = base_map()
+    for source, entries in (("price_map", price_map or {}), ("file", file_map()), (base.origin, base.tokens)):
         for key in keys:
             entry = entries.get(key)
             if entry is not None:
@@ -251,6 +327,7 @@ def resolve_model_cost(
     prompts: Sequence[str],
     expected_output_tokens: int,
     price_map: Mapping[str, dict] | None = None,
+    cost_source: str | None = None,
 ) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """A model's expected cost per query, its client config with the price filled in, and the pricing record.
 
@@ -258,16 +335,49 @@ def resolve_model_cost(
     the client charges per token when the provider reports usage. ``cost`` given:
     kept (``cost_source`` "configured"); else derived from the price
     (``"derived"``). Raises ``ValueError`` naming the model when neither is known.
+
+    ``cost_source`` is the user's choice when both a ``cost`` and a price-map price are
+    known: ``configured`` (the cost is used and charged per call; the map's price is not
+    given to the client) or ``price_map`` (the cost is derived from the price and charged
+    per token). Without a choice, a ``cost`` that disagrees with the price map's derived cost
+    by more than :data:`COST_CHECK_FACTOR` either way is a ``ValueError`` asking for one.
+    The record's ``charged`` says how calls are charged: ``per_token`` or ``per_call``.
     """
+    if cost_source == "configured" and cost is None:
+        raise ValueError(f"models[{name!r}]: cost_source configured needs a 'cost' (USD per query)")
     price = None if client.get("kind") == "simulated" else lookup_price(client, price_map)
+    if cost_source == "price_map" and (price is None or price.source == "client"):
+        raise ValueError(
+            f"models[{name!r}]: cost_source price_map needs a price map entry for the model; "
+            + (_unknown_model_message(name, client) if price is None else "its price is the client's own 'price'")
+        )
     if cost is None and price is None:
         raise ValueError(_unknown_model_message(name, client))
     client = dict(client)
-    if price is not None and client.get("price") is None:
-        client["price"] = price.as_client_price()
     in_tokens = expected_input_tokens(prompts, client.get("system"))
+    derived = expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
+    from_map = price is not None and price.source != "client"
+    if cost is not None and from_map and cost_source is None and derived is not None:
+        ratio = cost / derived if derived > 0 else math.inf
+        if not (1 / COST_CHECK_FACTOR <= ratio <= COST_CHECK_FACTOR):
+            assert price is not None
+            raise ValueError(
+                f"models[{name!r}]: the configured cost {cost:.6g} USD per query disagrees with the price of "
+                f"{price.key!r} in the {price.source} price map ({derived:.6g} USD per query expected at "
+                f"{in_tokens:.0f} input and {expected_output_tokens} output tokens); say which one wins with "
+                "cost_source: configured (the policy uses the cost and each call is charged it) or "
+                "cost_source: price_map (the cost is derived from the price and calls are charged per token)"
+            )
+    if cost_source == "configured":
+        client.pop("price", None)  # charged the configured cost per call
+    elif price is not None and client.get("price") is None:
+        client["price"] = price.as_client_price()
+    if cost_source == "price_map":
+        cost = None
     record: dict[str, Any] = {
         "cost_source": "configured" if cost is not None else "derived",
+        "cost_choice": cost_source,
+        "charged": "per_token" if client.get("price") is not None else "per_call",
         "price": price.as_client_price() if price is not None else None,
         "price_source": price.source if price is not None else None,
         "price_key": price.key if price is not None else None,
@@ -276,17 +386,15 @@ def resolve_model_cost(
         "expected_output_tokens": int(expected_output_tokens),
     }
     if cost is None:
-        assert price is not None
-        cost = expected_query_cost(price, in_tokens, expected_output_tokens)
+        assert derived is not None
+        cost = derived
         if cost > MAX_QUERY_USD:
             raise ValueError(
                 f"models[{name!r}]: the cost per query derived from its price and {int(expected_output_tokens)} "
                 f"expected output tokens is {cost:.6g} USD, above the bound of {MAX_QUERY_USD:g} USD per query; "
                 "lower expected_output_tokens or give the model a 'cost'"
             )
-    record["derived_cost"] = (
-        expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
-    )
+    record["derived_cost"] = derived
     return float(cost), client, record
 
 
@@ -311,3 +419,57 @@ def cost_warning(name: str, expected: float, observed_mean: float | None, calls:
         f"{ratio:.3g} times the expected cost per query {expected:.6g} USD used by the allocation; "
         "check its cost or price"
     )
+
+
+# ---------------------------------------------------------------- one model's listing (llmduel price)
+@dataclass(frozen=True)
+class Listing:
+    """A model's entry as ``llmduel price`` finds it: under its own name, or only under another provider's."""
+
+    key: str
+    entry: dict[str, Any]
+    source: str  # "file" (LLMDUEL_PRICE_MAP), "litellm" or "bundled"
+    exact: bool  # False: the model is listed only under other providers' prefixes; this is the first of them
+    others: tuple[str, ...] = ()  # further listings of the same model name under other prefixes
+
+
+def _same_model_elsewhere(model: str, entries: Mapping[str, dict]) -> list[str]:
+    """Keys that list ``model`` under a provider prefix (``vertex_ai/claude-3-5-haiku``), chat models first."""
+    tail = model.rsplit("/", 1)[-1]
+    found = [k for k in entries if k != model and k.rsplit("/", 1)[-1] == tail]
+    return sorted(found, key=lambda k: (entries[k].get("mode") not in (None, "chat"), k.count("/"), k))
+
+
+def find_listing(model: str, path: str | None = None) -> Listing | None:
+    """``model``'s entry in the user's file (``path``, ``LLMDUEL_PRICE_MAP``) or LiteLLM's map.
+
+    Tried in order: the name itself, the name without its first ``provider/`` prefix,
+    then (LiteLLM's map only) the same name under another provider's prefix.
+    """
+    model = model.strip()
+    keys = [model] + ([model.split("/", 1)[1]] if "/" in model else [])
+    base = base_map()
+    for source, entries in (("file", file_map(path)), (base.origin, base.entries)):
+        for key in keys:
+            if key in entries:
+                others = tuple(_same_model_elsewhere(key, base.entries)[:5])
+                return Listing(key, entries[key], source, True, others)
+    elsewhere = _same_model_elsewhere(model, base.entries)
+    if elsewhere:
+        return Listing(elsewhere[0], base.entries[elsewhere[0]], base.origin, False, tuple(elsewhere[1:6]))
+    return None
+
+
+def close_names(model: str, path: str | None = None, n: int = 6) -> list[str]:
+    """Model names near ``model`` (difflib), for an unknown model's error."""
+    import difflib
+
+    names = list(file_map(path)) + list(base_map().entries)
+    near = difflib.get_close_matches(model, names, n=n, cutoff=0.6)
+    tail = model.rsplit("/", 1)[-1]
+    if len(near) < n:  # the same name without, or with another, provider prefix
+        tails = {k.rsplit("/", 1)[-1]: k for k in names}
+        near += [
+            tails[t] for t in difflib.get_close_matches(tail, list(tails), n=n, cutoff=0.75) if tails[t] not in near
+        ]
+    return near[:n]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -23,6 +23,7 @@ from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
 from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
 from service.prompts import normalize_prompt
+from service.verdict_schemas import CertificateEdge, PCEvidence
 
 MAX_MODELS = 64
 MAX_PROMPTS = 100_000
@@ -92,6 +93,13 @@ class ModelSpec(_Strict):
         ge=0,
         le=10_000_000,
         description="Output tokens of one answer for a derived cost (default: the campaign's).",
+    )
+    cost_source: Literal["configured", "price_map"] | None = Field(
+        None,
+        description="Which cost wins when the model has both a `cost` and a price-map price: configured (the "
+        "policy uses `cost` and each call is charged it) or price_map (the cost is derived from the price and "
+        "calls are charged per token). Absent: a `cost` that disagrees with the price map's derived cost by more "
+        "than a factor 2 is a 422 (docs/service.md, Pricing).",
     )
     client: ClientConfig = Field(
         description="How to call the model: one config per `kind` (simulated, openai, anthropic, gemini). "
@@ -182,7 +190,7 @@ class CampaignCreate(_Strict):
         description="How duels draw their prompts (docs/reuse.md). with_replacement: uniformly at random for "
         "each duel. without_replacement: pair (i, j)'s q-th duel uses prompt q of a secret permutation shared "
         "by all pairs; needs algorithm dctas-pc, answers reuse, an llm or simulated judge and tie_policy half "
-        "or random; can end 'undecidable' (no winner on this prompt set). auto (default): without_replacement "
+        "(random is refused: the exact test would certify the tie coin); can end 'undecidable' (no winner on this prompt set). auto (default): without_replacement "
         "when those hold, the judge is an llm judge and verdicts is reuse, else with_replacement. The "
         "resolved value is stored.",
     )
@@ -307,6 +315,7 @@ class CampaignCreate(_Strict):
                 [normalize_prompt(p)["text"] for p in self.prompts],
                 m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
                 user_map,
+                m.cost_source,
             )
             m.cost, m.client, m._pricing = cost, parse_client_config(client), record
 
@@ -340,6 +349,12 @@ class RunIn(_Strict):
     concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
 
 
+class ResumeIn(_Strict):
+    concurrency: int | None = Field(
+        None, ge=1, le=32, description="Duels in flight at once (default: the run's own concurrency)."
+    )
+
+
 class AnnotatorIn(_Strict):
     label: Name | None = None
 
@@ -349,7 +364,8 @@ class PriceOut(BaseModel):
     input_per_1m: float
     output_per_1m: float
     source: str = Field(
-        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), bundled."
+        description="client (its config), price_map (the campaign body), file (LLMDUEL_PRICE_MAP), "
+        "litellm (an installed litellm package's map) or bundled (the copy of LiteLLM's map shipped with llmduel)."
     )
     key: str | None = Field(None, description="The price-map key that matched.")
 
@@ -363,6 +379,11 @@ class ModelOut(BaseModel):
         None, description="configured (the body's cost) or derived (price x tokens). Admin only."
     )
     derived_cost: float | None = Field(None, description="The cost the price and expected tokens give. Admin only.")
+    charged: str | None = Field(
+        None,
+        description="How its calls are charged: per_token (at `price`, when the provider reports usage) or "
+        "per_call (the configured cost). Admin only.",
+    )
     price: PriceOut | None = Field(None, description="Per-token price (USD per million tokens). Admin only.")
     expected_input_tokens: float | None = None
     expected_output_tokens: int | None = None
@@ -429,10 +450,42 @@ class CampaignOut(BaseModel):
     certificates: list[list[int]] | None = Field(
         None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom)."
     )
-    copeland_winner: str | None = Field(
-        None, description="dctas-pc: the model beating the most others in the estimate."
+    certificate_graph: list[CertificateEdge] | None = Field(
+        None, description="dctas-pc: who was shown to beat whom, by name (the certificates, each at level delta/(L-1))."
     )
-    top_cycle: list[str] | None = Field(None, description="dctas-pc: the estimate's top cycle (smallest dominant set).")
+    copeland_winner: str | None = Field(
+        None, description="dctas-pc: the model beating the most others in the estimate (an estimate, not certified)."
+    )
+    top_cycle: list[str] | None = Field(
+        None,
+        description="dctas-pc: the plug-in estimate's top cycle (smallest dominant set). An estimate with no "
+        "uncertainty: the pages show top_cycle_certified instead.",
+    )
+    top_cycle_certified: list[str] = Field(
+        [],
+        description="The models that reach every other model through certified wins: in the top cycle unless a "
+        "certificate is wrong (probability at most delta). Other models may be in it too.",
+    )
+    not_beaten: list[str] = Field(
+        [], description="Ended campaigns and dctas-pc: the models no certificate shows to be beaten."
+    )
+    exact_ties: list[list[str]] = Field(
+        [],
+        description="without_replacement: pairs of not-beaten models whose preference on the whole prompt set is "
+        "exactly 1/2.",
+    )
+    cheapest: str | None = Field(
+        None,
+        description="undecidable or no_condorcet_winner: the cheapest (cost per query) of the models not beaten, "
+        "or of top_cycle_certified when every model is beaten.",
+    )
+    cost_unit: str = Field("USD", description="USD, or 'cost units' when every model and the judge are simulated.")
+    verdict: str = Field("", description="The verdict in plain words, by name.")
+    pc_evidence: PCEvidence | None = Field(
+        None,
+        description="dctas-pc: the evidence of the certificate tests that decide (the GLR Z and beta are only "
+        "the paper's algorithms' rule).",
+    )
     delta: float
     tie_policy: TiePolicy
     models: list[ModelOut]
@@ -636,6 +689,10 @@ class RunStarted(BaseModel):
     run: RunOut
 
 
+class RunResumed(RunStarted):
+    previous_error: str | None = Field(None, description="Why the run had paused or failed (its run.error).")
+
+
 class Spread(BaseModel):
     mean: float | None
     p10: float | None
@@ -648,7 +705,7 @@ class ForecastOut(BaseModel):
         description="prior (before the campaign: a simulated judge's matrix or Bradley-Terry draws) "
         "or pilot (posterior draws from a campaign's counted duels)."
     )
-    trials: int = Field(description="Simulated campaigns the figures rest on (fewer than asked if time ran out).")
+    trials: int = Field(description="Simulated campaigns the figures rest on (always the number asked for).")
     requested_trials: int
     algorithm: str
     delta: float
@@ -662,7 +719,14 @@ class ForecastOut(BaseModel):
     )
     unfinished: int = Field(description="Trials stopped at duel_cap before certifying.")
     duel_cap: int
-    timed_out: bool
+    mode: str = Field(
+        description="How a simulated duel pays: wor (prompts without replacement) or reuse (stored answers and "
+        "verdicts), each paying what is not yet stored on the campaign's own prompts; fresh: every duel pays."
+    )
+    ceiling: float | None = Field(
+        description="wor and reuse: every answer generated once and every pair judged once on every prompt "
+        "(USD); no trial spends more. null for fresh."
+    )
     budget: float | None
     max_duels: int | None
     spent: float | None = Field(None, description="pilot: what the campaign has spent so far (USD).")

@@ -11,9 +11,11 @@ import subprocess
 import sys
 
 import httpx
+import numpy as np
 import pytest
 from conftest import ADMIN_KEY, REPO, free_port, start_fake_provider, start_live_server, stop_live_server, stop_process
 
+from algorithms.ranking import field_win_rates
 from service.campaign_files import read_campaign_file
 from service.prompts import normalize_prompt
 
@@ -104,7 +106,7 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     verdict = r.stdout.strip().splitlines()[-1]
     assert verdict.startswith("certified: large beats every other model"), r.stdout
     progress = [line for line in r.stderr.splitlines() if line.startswith("[")]
-    assert progress and "evidence" in progress[-1] and "leader" in progress[-1]  # periodic lines, not a tty
+    assert progress and "certified 2/2 pairs" in progress[-1] and "leader" in progress[-1]  # periodic lines, not a tty
 
     r = llmduel(service, "campaign", "show", str(cid), "--json")
     view = json.loads(r.stdout)
@@ -297,6 +299,18 @@ def test_priced_from_the_maps_with_an_arena_hard_judge(service, fake_provider, p
             m["observed_cost"], abs=1e-9
         )  # 9 decimals
         assert row["cost_per_query"] == m["cost"]
+    # the ranking counts the graded scores as the certificate does (0.75, not 1)
+    L = len(view["models"])
+    W, N = np.zeros((L, L)), np.zeros((L, L))
+    for d in duels:
+        if d["counted"] and d["score"] is not None:
+            i, j = min(d["model_a"], d["model_b"]), max(d["model_a"], d["model_b"])
+            W[i, j], W[j, i] = W[i, j] + d["score"], W[j, i] + 1.0 - d["score"]
+            N[i, j], N[j, i] = N[i, j] + 1, N[j, i] + 1
+    rates = field_win_rates(W, N)
+    for row in json.loads((out / "ranking.json").read_text()):
+        m = next(m for m in view["models"] if m["name"] == row["model"])
+        assert row["win_rate"] == pytest.approx(rates[m["index"]], abs=1e-4), (row, rates)
     r = llmduel(service, "analyze", str(out / "battles.jsonl"), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["condorcet_winner"] == "large"
@@ -345,8 +359,10 @@ def test_show_prints_observed_costs_and_the_cost_warning(service, fake_provider,
     assert float(row[3]) == pytest.approx(under["observed_cost"], rel=1e-5) and int(row[4]) == under["calls"]
     sims = [line.split() for line in lines if line.split()[:1] in (["sim1"], ["sim2"])]
     # simulated models are charged their configured cost: observed as configured, no warning mark
-    assert len(sims) == 2 and all(s[1:4] == ["1", "configured", "1"] and int(s[4]) >= 1 and len(s) == 5 for s in sims)
-    assert row[5:] == ["!"]
+    assert len(sims) == 2 and all(
+        s[1:4] == ["1", "configured", "1"] and int(s[4]) >= 1 and s[5:] == ["per_call"] for s in sims
+    )
+    assert row[5:] == ["per_token", "!"]  # charged per token at its client's price
     assert f"  warning    {under['cost_warning']}" in lines
 
 
@@ -423,6 +439,26 @@ def test_dry_run_prints_a_forecast_and_creates_nothing(service, tmp_path):
         pytest.skip("POST /v1/campaigns/forecast is not served by this server (API contract, prices)")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("forecast (") and "cost to certify" in r.stdout
+
+
+def test_dry_run_forecasts_the_default_llm_campaign_with_every_trial(service, fake_provider, tmp_path):
+    """The default LLM-judged campaign (reuse, prompts without replacement): all trials run, a real range,
+    never above the every-answer-once ceiling (50 prompts x (1 + 3 + 2) + 3 pairs x 50 x c_J 1.0 = 450)."""
+    camp = write_campaign(tmp_path, fake_provider)
+    r = llmduel(service, "campaign", "create", camp, "--dry-run", "--trials", "30", "--json")
+    assert r.returncode == 0, r.stderr
+    f = json.loads(r.stdout)
+    assert f["mode"] == "wor" and f["trials"] == f["requested_trials"] == 30 and f["ceiling"] == pytest.approx(450)
+    assert f["cost"]["p10"] < f["cost"]["median"] < f["cost"]["p90"] <= 450
+    assert "stopped the forecast" not in f["note"]
+    r = llmduel(service, "campaign", "create", camp, "--dry-run", "--trials", "30")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("forecast (prior, 30 simulated runs of dctas-pc, delta 0.05, wor duels)"), r.stdout
+    assert "ceiling           450.00 USD" in r.stdout, r.stdout
+    r = llmduel(service, "campaign", "create", camp, "--trials", "30")
+    assert r.returncode == 2 and "--trials goes with --dry-run" in r.stderr and "Traceback" not in r.stderr
+    r = llmduel(service, "campaign", "create", camp, "--dry-run", "--trials", "5")
+    assert r.returncode == 2 and "HTTP 422" in r.stderr and "Traceback" not in r.stderr
 
 
 class _Tty:

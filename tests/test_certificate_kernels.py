@@ -112,13 +112,18 @@ def test_options_make_the_same_decisions_in_the_policy_and_the_simulator(params,
 def test_the_options_change_the_run_and_defaults_keep_the_state_as_before():
     inst = synthetic_instance(4)
     base = simulate(inst, "dctas-pc", 0.05, 20, seed=3)
-    same = simulate(inst, "dctas-pc", 0.05, 20, seed=3, threshold="mixture", stick=0.0)
+    same = simulate(inst, "dctas-pc", 0.05, 20, seed=3, threshold="betting", stick=0.0)
     assert np.array_equal(base.pair_pulls, same.pair_pulls)
-    for params in ({"threshold": "kk"}, {"threshold": "stitched"}, {"stick": 2.0}):
+    mixture = simulate(inst, "dctas-pc", 0.05, 20, seed=3, threshold="mixture")
+    for params in ({"threshold": "kk"}, {"threshold": "stitched"}, {"stick": 2.0}, {"threshold": "mixture"}):
         other = simulate(inst, "dctas-pc", 0.05, 20, seed=3, **params)
         assert not np.array_equal(base.pair_pulls, other.pair_pulls), params
+        if params != {"threshold": "mixture"}:
+            assert not np.array_equal(mixture.pair_pulls, other.pair_pulls), params
+    # the state names the default test (betting); a mixture-test state names none, as before
     state = make_policy("dctas-pc", [1, 2, 3], 0.1).to_state()
-    assert state["params"] == {} and "lead" not in state
+    assert state["params"] == {"threshold": "betting"} and "lead" not in state
+    assert make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="mixture").to_state()["params"] == {}
     assert make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="kk").to_state()["params"] == {"threshold": "kk"}
 
 

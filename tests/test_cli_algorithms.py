@@ -208,3 +208,44 @@ def test_simulate_takes_dctas_pc_options_and_refuses_them_elsewhere():
     assert r.returncode == 2 and "dctas-pc only" in r.stderr and "Traceback" not in r.stderr
     r = run(*base, "--stick", "-1")
     assert r.returncode == 2 and "--stick" in r.stderr.strip().splitlines()[-1]
+
+
+def test_oracle_and_simulate_take_an_instance_with_ties(tmp_path):
+    from algorithms.instances import resolve_instance
+
+    path = tmp_path / "ties.json"
+    path.write_text(json.dumps(resolve_instance("genai-image-ties4").to_dict()))
+    r = run("oracle", str(path), "--delta", "0.01", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["has_ties"] is True and out["c_pc_star"] >= out["c_star"] > 0
+    assert out["pc_floor"] > out["pc_lower_bound"] > 0
+    means = {}
+    for threshold in ("betting", "mixture"):
+        r = run(
+            "simulate",
+            str(path),
+            "--delta",
+            "0.05",
+            "--trials",
+            "30",
+            "--seed",
+            "2",
+            "--threshold",
+            threshold,
+            "--json",
+        )
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["instance_has_ties"] is True and out["errors"] == 0
+        assert out["cost_over_pc_lower_bound"] > 0
+        means[threshold] = out["mean_cost"]
+    assert means["betting"] < means["mixture"]  # ties count for the betting test, not for the mixture
+    r = run("simulate", str(path), "--delta", "0.05", "--trials", "30", "--seed", "2")
+    assert r.returncode == 0 and "c_pc* bound" in r.stdout
+    bad = resolve_instance("genai-image-ties4").to_dict()
+    bad["ties"][0][1] = 0.99
+    path.write_text(json.dumps(bad))
+    r = run("simulate", str(path), "--delta", "0.05", "--trials", "3")
+    assert r.returncode == 2 and "ties" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

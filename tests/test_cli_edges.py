@@ -52,7 +52,9 @@ def test_replay_with_an_unreachable_or_empty_database_or_a_huge_id(tmp_path):
     p = llmduel("replay", "1", DATABASE_URL=pg)
     one_line_error(p, "database postgresql+psycopg://postgres:***@127.0.0.1:1/nowhere")
     assert "secret-pw" not in p.stderr
-    one_line_error(llmduel("replay", "1", DATABASE_URL=f"sqlite:///{tmp_path}/no/such/dir.db"), "unable to open")
+    # a missing file is named, not created (tests/test_cli_read_only.py)
+    one_line_error(llmduel("replay", "1", DATABASE_URL=f"sqlite:///{tmp_path}/no/such/dir.db"), "no such file")
+    (tmp_path / "empty.db").touch()  # an existing database without the schema
     one_line_error(llmduel("replay", "1", DATABASE_URL=f"sqlite:///{tmp_path}/empty.db"), "no such table")
     for huge in (str(2**63), "9" * 40, "0", "-3"):
         one_line_error(llmduel("replay", huge), "CAMPAIGN_ID must be")

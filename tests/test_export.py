@@ -6,8 +6,11 @@ import csv
 import io
 import json
 
+import numpy as np
+import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 
+from algorithms.ranking import field_win_rates
 from algorithms.research.analyze import analyze_source
 
 PROMPTS = [{"id": f"q{n}", "prompt": f"question {n}", "category": "odd" if n % 2 else "even"} for n in range(6)]
@@ -32,7 +35,15 @@ async def test_export_files(api, tmp_path):
     r = await api.get(f"/v1/campaigns/{c['id']}/export")
     assert r.status_code == 200, r.text
     files = r.json()["files"]
-    assert set(files) == {"certificate.json", "battles.jsonl", "matrix.csv", "ranking.csv", "ranking.json"}
+    assert set(files) == {
+        "certificate.json",
+        "battles.jsonl",
+        "matrix.csv",
+        "ranking.csv",
+        "ranking.json",
+        "ranking_by_category.csv",
+        "judge_bias.json",
+    }
 
     cert = json.loads(files["certificate.json"])
     assert cert["winner"] == c["winner"] and cert["status"] == "certified" and cert["delta"] == 0.1
@@ -107,3 +118,56 @@ async def test_certificate_says_why_an_uncertified_campaign_ended(api):
         verdicts[name] = json.loads(files["certificate.json"])["verdict"]
     assert verdicts["capped"].startswith("not certified: max_duels (4) reached (leader: "), verdicts
     assert verdicts["halted"].startswith("not certified: stopped by the admin (leader: "), verdicts
+
+
+def _field_rates(duels, names, keep=lambda d: True):
+    """Win rate against the field from the duel log: counted duels, the score of the lower-index model."""
+    L = len(names)
+    W = np.zeros((L, L))
+    N = np.zeros((L, L))
+    for d in duels:
+        if d["status"] != "judged" or not d["counted"] or d["score"] is None or not keep(d):
+            continue
+        i, j = min(d["model_a"], d["model_b"]), max(d["model_a"], d["model_b"])
+        W[i, j] += d["score"]
+        W[j, i] += 1.0 - d["score"]
+        N[i, j] += 1
+        N[j, i] += 1
+    return {names[m]: field_win_rates(W, N)[m] for m in range(L)}, {names[m]: int(N[m].sum()) for m in range(L)}
+
+
+async def test_ranking_counts_what_the_certificate_counts_and_ranks_each_category(api):
+    prompts = [dict(p, category="=cmd|' /C calc'!A0" if p["category"] == "odd" else "even") for p in PROMPTS]
+    body = campaign_body(
+        judge=simulated_judge(tie_prob=0.3), prompts=prompts, seed=5, delta=0.1, tie_policy="drop", max_duels=400
+    )
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    for _ in range(400):
+        if (await api.post(f"/v1/campaigns/{cid}/duels")).status_code != 201:
+            break
+    duels = await all_duels(api, cid)
+    names = ["m0", "m1", "m2"]
+    assert any(d["choice"] == "tie" and not d["counted"] for d in duels)  # ties dropped by the certificate
+    files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
+    ranking = json.loads(files["ranking.json"])
+    rates, counts = _field_rates(duels, names)
+    for r in ranking:  # counted duels only, as the certificate counts them (ties under drop are left out)
+        assert r["win_rate"] == pytest.approx(rates[r["model"]], abs=1e-4) and r["duels"] == counts[r["model"]]
+        assert r["ci_low"] <= r["win_rate"] <= r["ci_high"]
+        assert r["bootstrap_low"] <= r["win_rate"] <= r["bootstrap_high"]
+        assert r["ci_high"] - r["ci_low"] >= r["bootstrap_high"] - r["bootstrap_low"]  # valid at stopping: wider
+    rows = list(csv.DictReader(io.StringIO(files["ranking_by_category.csv"])))
+    assert list(rows[0]) == ["category", "rank", "model", "win_rate", "ci_low", "ci_high", "duels"]
+    # a category a spreadsheet would run as a formula is written with a leading quote
+    assert {r["category"] for r in rows} == {"even", "'=cmd|' /C calc'!A0"}
+    for cat, raw in (("even", "even"), ("'=cmd|' /C calc'!A0", "=cmd|' /C calc'!A0")):
+        mine = [r for r in rows if r["category"] == cat]
+        assert [r["model"] for r in mine] != [] and sorted(r["model"] for r in mine) == names
+        assert [int(r["rank"]) for r in mine] == [1, 2, 3]
+        want, n = _field_rates(duels, names, keep=lambda d, raw=raw: d["category"] == raw)
+        for r in mine:
+            assert float(r["win_rate"]) == pytest.approx(want[r["model"]], abs=1e-4)
+            assert int(r["duels"]) == n[r["model"]]
+            assert float(r["ci_low"]) <= float(r["win_rate"]) <= float(r["ci_high"])
+    # the two categories split the counted duels
+    assert sum(int(r["duels"]) for r in rows) == sum(r["duels"] for r in ranking)

@@ -141,3 +141,51 @@ def test_plugin_lower_bound():
     assert lb == pytest.approx(solve_oracle(inst).lower_bound(0.01))
     cyc_w = np.array([[0, 60, 40], [40, 0, 60], [60, 40, 0]], float)
     assert plugin_lower_bound(cyc_w, counts, inst.costs, 0.01) is None
+
+
+def test_pc_constant_is_the_sum_over_the_winners_pairs():
+    from algorithms import plugin_pc_lower_bound, solve_pc_oracle
+    from algorithms.stats import kl_bernoulli
+
+    inst = synthetic_instance(4)
+    P, c = inst.preference, inst.costs
+    expected = sum((c[0] + c[m] + 0.5) / kl_bernoulli(P[0, m], 0.5) for m in (1, 2))
+    res = solve_pc_oracle(inst, judge_cost=0.5)
+    assert res.winner == 0
+    assert res.c_pc == pytest.approx(expected)
+    assert res.pair_costs.sum() == pytest.approx(1.0)
+    assert res.pair_costs[res.pairs.index((1, 2))] == 0.0
+    # every lower bound of a rule with both verdicts is at least the paper's c* (the paper's rule needs less)
+    assert res.c_pc >= solve_oracle(inst, judge_cost=0.5).c_star - 1e-9
+    # the floor uses kl(delta, 1 - delta) >= log(1/(4 delta))
+    assert res.floor(0.01) == pytest.approx(res.c_pc * 0.98 * np.log(99))
+    assert res.floor(0.01) > res.lower_bound(0.01) == pytest.approx(res.c_pc * np.log(25))
+    counts = np.full((3, 3), 100.0)
+    np.fill_diagonal(counts, 0)
+    lb = plugin_pc_lower_bound(inst.preference * counts, counts, inst.costs, 0.01, 0.5)
+    assert lb == pytest.approx(res.lower_bound(0.01))
+    cyc_w = np.array([[0, 60, 40], [40, 0, 60], [60, 40, 0]], float)
+    assert plugin_pc_lower_bound(cyc_w, counts, inst.costs, 0.01) is None
+
+
+def test_pc_constant_without_a_winner_solves_the_linear_programme():
+    from algorithms import solve_pc_oracle
+    from algorithms.stats import kl_bernoulli
+
+    # a symmetric 3-cycle: each arm loses one pair, each pair refutes one arm -> spend 1/3 on each
+    P = [[0.5, 0.6, 0.4], [0.4, 0.5, 0.6], [0.6, 0.4, 0.5]]
+    res = solve_pc_oracle(P, [1.0, 1.0, 1.0])
+    assert res.winner is None
+    assert res.c_pc == pytest.approx(3 * 2 / kl_bernoulli(0.6, 0.5), rel=1e-6)
+    assert res.pair_costs == pytest.approx([1 / 3] * 3, rel=1e-6)
+    # an exact tie that decides makes the bound infinite
+    assert solve_pc_oracle([[0.5, 0.5], [0.5, 0.5]], [1.0, 1.0]).c_pc == float("inf")
+
+
+def test_pc_floor_is_finite_for_the_smallest_delta():
+    from algorithms import solve_pc_oracle
+    from algorithms.oracle import kl_delta
+
+    assert kl_delta(1e-300) == pytest.approx(300 * np.log(10), rel=1e-12)
+    assert kl_delta(0.3) == pytest.approx(0.4 * np.log(0.7 / 0.3))
+    assert np.isfinite(solve_pc_oracle(synthetic_instance(4)).floor(1e-300))

@@ -63,6 +63,9 @@ def test_db_upgrade_command_and_auto_upgrade_of_a_new_sqlite_file(tmp_path, monk
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     monkeypatch.setenv("DATABASE_URL", url)
+    assert main(["db", "current"]) == 2  # reading creates no database (tests/test_cli_read_only.py)
+    assert "no such file" in capsys.readouterr().err and not (tmp_path / "cli.db").exists()
+    (tmp_path / "cli.db").touch()
     assert main(["db", "current"]) == 0
     assert "(empty)" in capsys.readouterr().out
     assert main(["db", "upgrade"]) == 0

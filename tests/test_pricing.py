@@ -49,7 +49,11 @@ def test_lookup_exact_alias_and_provider_from_host():
     # an OpenAI-compatible host names the provider
     ds = pricing.lookup_price(_client("deepseek-chat", base_url="https://api.deepseek.com/v1"))
     assert ds.key == "deepseek/deepseek-chat"
-    assert pricing.lookup_price(_client("deepseek-chat", base_url="http://localhost:8000/v1")) is None
+    # LiteLLM keys deepseek-coder only under its provider: a local server of that name is not DeepSeek's API
+    assert pricing.lookup_price(_client("deepseek-coder", base_url="https://api.deepseek.com")).key == (
+        "deepseek/deepseek-coder"
+    )
+    assert pricing.lookup_price(_client("deepseek-coder", base_url="http://localhost:8000/v1")) is None
     assert pricing.lookup_price(_client("no-such-model")) is None
     # the client's own price wins over every map
     own = pricing.lookup_price(_client("gpt-4o", price={"input_per_1m": 1.0, "output_per_1m": 2.0}))

@@ -73,7 +73,7 @@ def test_held_outcomes_are_released_in_position_order_up_to_the_first_gap():
     "algorithm, answers, verdicts, judge, tie, resolved, tie_resolved",
     [
         ("dctas-pc", "reuse", "reuse", "llm", None, "without_replacement", "half"),
-        ("dctas-pc", "reuse", "reuse", "llm", "random", "without_replacement", "random"),
+        ("dctas-pc", "reuse", "reuse", "llm", "random", "with_replacement", "random"),
         ("dctas-pc", "reuse", "reuse", "llm", "half", "without_replacement", "half"),
         ("dctas-pc", "reuse", "reuse", "llm", "drop", "with_replacement", "drop"),
         ("dctas-pc", "reuse", "fresh", "llm", None, "with_replacement", "drop"),
@@ -124,7 +124,9 @@ INVALID = [
     ({"algorithm": "tas"}, "needs algorithm dctas-pc"),
     ({"answers": "fresh"}, "needs answers: reuse"),
     ({"judge": {"kind": "human"}}, "needs an automatic judge"),
-    ({"tie_policy": "drop"}, "needs tie_policy half or random"),
+    ({"tie_policy": "drop"}, "needs tie_policy half, got drop"),
+    ({"tie_policy": "random"}, "needs tie_policy half, got random"),
+    ({"judge": simulated_judge(), "tie_policy": "random"}, "it would certify the coin"),
     ({"judge": simulated_judge(), "tie_policy": "drop"}, "population of decisive prompts is unknown"),
 ]
 
@@ -174,7 +176,7 @@ def test_campaign_files_carry_the_setting(tmp_path):
     p.write_text(
         "name: wor\n"
         "prompt_sampling: without_replacement\n"
-        "tie_policy: random\n"
+        "tie_policy: half\n"
         "models:\n  - {name: a, cost: 1, client: {kind: simulated}}\n  - {name: b, cost: 1, client: {kind: simulated}}\n"
         "prompts: [one, two]\n"
         "judge: {kind: simulated, preference: [[0.5, 0.6], [0.4, 0.5]]}\n"
@@ -182,7 +184,9 @@ def test_campaign_files_carry_the_setting(tmp_path):
     body = read_campaign_file(p)
     assert body["prompt_sampling"] == "without_replacement"
     parsed = CampaignCreate.model_validate(body)
-    assert parsed.prompt_sampling == "without_replacement" and parsed.tie_policy == "random"
-    p.write_text(p.read_text().replace("tie_policy: random", "tie_policy: drop"))
-    with pytest.raises(ValueError, match="needs tie_policy half or random"):
-        CampaignCreate.model_validate(read_campaign_file(p))
+    assert parsed.prompt_sampling == "without_replacement" and parsed.tie_policy == "half"
+    for refused in ("drop", "random"):
+        p.write_text(p.read_text().replace("tie_policy: half", f"tie_policy: {refused}"))
+        with pytest.raises(ValueError, match=f"needs tie_policy half, got {refused}"):
+            CampaignCreate.model_validate(read_campaign_file(p))
+        p.write_text(p.read_text().replace(f"tie_policy: {refused}", "tie_policy: half"))

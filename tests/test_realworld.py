@@ -21,11 +21,22 @@ WINNERS = {
     "vision": "gemini-2.5-pro-exp-03-25",
     "image": "imagen-3.0-generate-002",
     "genai-image": "PlayGroundV2",
+    "genai-image-ties": "PlayGroundV2",
+    "genai-image-ties4": "SDXL",
 }
 
 
 def test_builtin_names_and_unknown_name():
-    assert builtin_instance_names() == ["search", "search-no-gemini", "text", "vision", "image", "genai-image"]
+    assert builtin_instance_names() == [
+        "search",
+        "search-no-gemini",
+        "text",
+        "vision",
+        "image",
+        "genai-image",
+        "genai-image-ties",
+        "genai-image-ties4",
+    ]
     with pytest.raises(KeyError, match="unknown builtin"):
         load_builtin_instance("nope")
 

@@ -199,7 +199,8 @@ async def test_a_crashed_owner_is_taken_over_after_its_lease_and_its_calling_due
                 # still reserved (its calls could land): calling until its expiry, but in no run slot
                 assert d["status"] == "calling" and _requested_by(second.state.db, did) == ORPHAN_REQUESTER
             view = (await c1.get(f"/v1/campaigns/{cid}")).json()
-            assert view["pending"] <= 3
+            assert view["pending"] <= 3 + len(orphans)  # the orphans, and at most the run's concurrency
+            assert _run_duels_in_flight(second.state.db, cid) <= 3
             # The run goes on under its new owner (the dead owner's duels never got judged).
             deadline = time.monotonic() + 20
             while (await c1.get(f"/v1/campaigns/{cid}")).json()["duels"] < 2:

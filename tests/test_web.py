@@ -267,7 +267,7 @@ async def test_certified_dashboard_replay_plots_winner_and_oracle(app, monkeypat
         assert 'id="winner"' in html and "Certified winner: <strong>m0</strong>" in html
         # Evidence: one line per challenger plus the threshold, each with at least two checkpoints.
         paths = re.findall(r'<path class="series" data-key="([^"]+)" data-label="[^"]*" data-points="(\d+)"', html)
-        assert sorted(k for k, _ in paths) == ["beta", "model-1", "model-2"]
+        assert sorted(k for k, _ in paths) == ["model-1", "model-2", "threshold"]
         assert all(2 <= int(n) <= MAX_POINTS + 1 for _, n in paths)
         assert 'class="vline"' in html and f"certified at t={view['t']}" in html
         # Heatmap: the counts of the cells are the campaign's counts.
@@ -280,7 +280,7 @@ async def test_certified_dashboard_replay_plots_winner_and_oracle(app, monkeypat
             r'data-oracle="([^"]*)"',
             html,
         )
-        assert [p[0] for p in pairs] == ["#0 vs #1", "#0 vs #2", "#1 vs #2"]
+        assert [p[0] for p in pairs] == ["m0 vs m1", "m0 vs m2", "m1 vs m2"]
         assert sum(int(p[1]) for p in pairs) == view["t"]
         assert all(p[2] for p in pairs) and abs(sum(float(p[2]) for p in pairs) - 1) < 1e-6
         assert 'class="lower-bound"' in html and 'class="budget"' in html

@@ -255,7 +255,7 @@ def test_dashboard_renders_its_plots(server, api, browser):
     assert "Certified winner" in page.inner_text("#winner") and "m0" in page.inner_text("#winner")
     lines = page.locator("svg.plot-lines path.series")
     assert lines.count() == 3  # two challengers and the threshold
-    assert sorted(lines.nth(i).get_attribute("data-key") for i in range(3)) == ["beta", "model-1", "model-2"]
+    assert sorted(lines.nth(i).get_attribute("data-key") for i in range(3)) == ["model-1", "model-2", "threshold"]
     assert page.locator("svg.plot-lines g.vline").count() == 1
     box = page.locator("svg.plot-lines").bounding_box()
     assert box and box["width"] > 500 and box["height"] > 150
@@ -355,3 +355,46 @@ def test_phone_sized_screens(server, api, browser):
     assert no_horizontal_overflow(page, 390)
     page.screenshot(path=str(ARTIFACTS / "web-dashboard-phone.png"), full_page=True)
     ctx.close()
+
+
+def test_ranking_by_category_section(server, api, browser):
+    prompts = [
+        {"id": "q1", "prompt": "Say hello.", "category": "greetings"},
+        {"id": "q2", "prompt": "Explain duels.", "category": "explain"},
+        {"id": "q3", "prompt": "Why is the sky blue?", "category": PAYLOAD},
+    ]
+    body = {
+        "name": "browser: categories",
+        "models": [{"name": n, "cost": 1.0, "client": {"kind": "simulated"}} for n in ("c0", "c1", "c2")],
+        "prompts": prompts,
+        "judge": {"kind": "simulated", "preference": STRONG_P},
+        "seed": 5,
+        "delta": 0.2,
+    }
+    r = api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+    deadline = time.monotonic() + 30
+    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+    exported = api.get(f"/v1/campaigns/{cid}/export").json()["files"]["ranking_by_category.csv"]
+    in_export = sorted({line.split(",")[0] for line in exported.splitlines()[1:]})
+    assert len(in_export) >= 2, exported  # (a category no counted duel drew is left out)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    sign_in(page, server)
+    page.goto(f"{server}/campaigns/{cid}")
+    section = page.locator("#category-ranking-section")
+    assert section.is_visible()
+    names = [h.split(" (")[0] for h in section.locator("h3.category-name").all_inner_texts()]
+    assert set(names) <= {"greetings", "explain", PAYLOAD} and names == sorted(names)  # the payload shown as text
+    assert len(names) == len(in_export) and page.evaluate("window.__pwned") is None
+    tables = section.locator("table.category-ranking")
+    assert tables.count() == len(names)
+    for k in range(len(names)):
+        rows = [[c.strip() for c in r.locator("td").all_inner_texts()] for r in tables.nth(k).locator("tbody tr").all()]
+        assert [r[0] for r in rows] == ["1", "2", "3"] and sorted(r[1] for r in rows) == ["c0", "c1", "c2"]
+        assert rows[0][1] in exported
+    section.screenshot(path=str(ARTIFACTS / "web-ranking-by-category.png"))
+    page.close()

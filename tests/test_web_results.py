@@ -4,9 +4,11 @@ and no false "replayed log does not match" while duels are recorded during the r
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import re
 
-from test_web import ADMIN, STRONG_P, app, client, create, run_to_end, web_db  # noqa: F401 (fixtures)
+from test_web import ADMIN, PAYLOAD, STRONG_P, app, client, create, run_to_end, web_db  # noqa: F401 (fixtures)
 
 
 async def test_ranking_table_opens_the_dashboard(app):  # noqa: F811
@@ -71,3 +73,39 @@ async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, mo
     assert len(landed) == 5
     assert d["evidence"].replay_ok is True
     assert d["c"]["t"] == 6 and d["evidence"].points >= 1
+
+
+async def test_ranking_by_category_section(app):  # noqa: F811
+    prompts = [
+        {"id": "q1", "prompt": "Say hello.", "category": "greetings"},
+        {"id": "q2", "prompt": "Explain duels.", "category": PAYLOAD},
+        {"id": "q3", "prompt": "Why is the sky blue?", "category": "greetings"},
+    ]
+    async with client(app, headers=ADMIN) as c:
+        camp = await create(
+            c, name="by category", judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2, prompts=prompts
+        )
+        view = await run_to_end(c, camp["id"])
+        html = (await c.get(f"/campaigns/{camp['id']}")).text
+        files = (await c.get(f"/v1/campaigns/{camp['id']}/export")).json()["files"]
+        plain = await create(c, name="no categories", judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2)
+        await run_to_end(c, plain["id"])
+        plain_html = (await c.get(f"/campaigns/{plain['id']}")).text
+    assert view["status"] == "certified"
+    assert html.index('id="ranking-section"') < html.index('id="category-ranking-section"')
+    section = html[html.index('id="category-ranking-section"') :]
+    section = section[: section.index("</section>")]
+    heads = re.findall(
+        r'<h3 class="category-name">(.*?) <span class="sub">\((\d+) counted duels\)</span></h3>', section
+    )
+    assert [h[0] for h in heads][1] == "greetings" and "<script>" not in section  # escaped, sorted by name
+    assert "&lt;script&gt;" in heads[0][0]
+    exported = list(csv.DictReader(io.StringIO(files["ranking_by_category.csv"])))
+    assert sum(int(h[1]) for h in heads) == view["duels_counted"]
+    rows = re.findall(r"<tr><td class=\"num\">(\d+)</td><td>([^<]+)</td>\s*<td class=\"num\">([\d.]+)%</td>", section)
+    assert len(rows) == 6 and len(exported) == 6
+    for (rank, model, rate), want in zip(rows, exported):  # the same numbers as the export
+        assert (int(rank), model) == (int(want["rank"]), want["model"])
+        assert float(rate) == round(100 * float(want["win_rate"]), 1)
+    # a campaign whose prompts have no category shows no such section
+    assert 'id="category-ranking-section"' not in plain_html

@@ -31,7 +31,8 @@ def _old_path_digest() -> str:
     out = []
     for seed, opts in ((0, {}), (1, {"judge_cost": 0.5}), (2, {"stick": 1.0}), (3, {"threshold": "kk"})):
         rng = random.Random(seed)
-        pol = make_policy("dctas-pc", [float(c) for c in range(1, L + 1)], 0.05, **opts)
+        # the mixture test, dctas-pc's default when this digest was recorded
+        pol = make_policy("dctas-pc", [float(c) for c in range(1, L + 1)], 0.05, **{"threshold": "mixture", **opts})
         pending: list = []
         pairs = []
         for _ in range(3000):
@@ -136,7 +137,7 @@ def test_pc_choose_kernel_is_the_frozen_one_on_random_states():
         args = (N, float(N.sum()), a, G, AMAX, c, PI, PJ, PK, BEAT, CB)
         a1, a2, a3 = np.zeros(K), np.zeros(K), np.zeros(K)
         expected = _pc_choose_before(*args, a2)
-        assert kern.pc_choose(*args, a1) == expected
+        assert kern.pc_choose(*args, a1, 0.0, 0, 1.0) == expected
         assert np.array_equal(a1, a2)
         # the masked kernel with every pair allowed and CK[k] = c_i + c_j decides the same
         CK = c[PI] + c[PJ]

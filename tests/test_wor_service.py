@@ -230,7 +230,7 @@ async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
     assert '"status": "undecidable"' in cert and '"preference": 0.5' in cert and "undecidable:" in cert
     # campaign show / watch
     text = summary(end)
-    assert "undecidable: no model can be certified on this prompt set (2 prompts)" in text
+    assert "undecidable: No model can be certified the winner on these 2 prompts. m0 and m1 tie at the top" in text
     assert "sampling   prompts without replacement" in text and "exact      m0 vs m1: 0.5 on all 2 prompts" in text
     assert verdict_line(end).startswith("undecidable")
 

@@ -358,6 +358,60 @@ def build_genai_image(data: Path | None = None, tie_policy: str = "drop") -> dic
     )
 
 
+#: the four GenAI-Arena generation models below the top two (PlayGroundV2, PixArtAlpha): 33% ties
+GENAI_TIES4 = ("SDXL", "SDXLTurbo", "OpenJourney", "LCM")
+
+
+def build_genai_image_ties(data: Path | None = None, models: tuple[str, ...] | None = None) -> dict:
+    """GenAI-Arena text-to-image with its ties: the mean score (half a win per tie) and a ``ties`` matrix.
+
+    ``ties[i][j]`` is the fraction of i-j battles voted ``tie`` or ``tie (bothbad)``;
+    ``preference[i][j]`` = (wins of i + ties / 2) / battles. ``models`` (short names) keeps a subset.
+    """
+    data = Path(data or default_data_dir())
+    path = data.joinpath(*GENAI_LOG)
+    bc = count_battles(str(path), model_filter=lambda m: m.endswith("_generation"))
+    if models is not None:
+        full = {_short_genai(n): n for n in bc.names}
+        bc = bc.subset([full[m] for m in models])
+    pdata = build_preference(bc, tie_policy="half", min_comparisons=1)
+    order = np.argsort(-np.nansum(pdata.preference, axis=1), kind="stable")
+    names = [pdata.names[i] for i in order]
+    ix_log = [bc.names.index(n) for n in names]
+    ix = np.ix_(order, order)
+    P, N = pdata.preference[ix], pdata.counts[ix]
+    T = (bc.ties + bc.bothbad)[np.ix_(ix_log, ix_log)]
+    ties = np.where(N > 0, T / np.where(N > 0, N, 1.0), 0.0)
+    np.fill_diagonal(ties, 0.0)
+    off = ~np.eye(len(names), dtype=bool)
+    share = float(T[off].sum() / N[off].sum())
+    subset = "all six *_generation models" if models is None else f"the generation models {', '.join(models)}"
+    prov = {
+        "kind": "empirical",
+        "source": "GenAI-Arena human battles (TIGER-AI-Lab/GenAI-Arena, arena_elo/clean_battle_20240220.json, "
+        "history commit e4e4637; Apache-2.0/MIT), ../shared/data/genai_arena/battles_20240220.csv",
+        "date": "2024-02-20",
+        "derivation": (
+            f"Battles between {subset} (text-to-image). A 'tie' or 'tie (bothbad)' vote is a tie. "
+            "ties[i][j] = tie votes of the pair / its battles; P[i][j] = (wins of i + ties / 2) / battles "
+            f"(the mean score). Share of ties over all pairs: {share:.3f}. Models sorted by row sum."
+        ),
+        "cost": "1 per image for every model (no per-image prices for these research models)",
+        "original_names": {_short_genai(n): n for n in names},
+        "built_by": "algorithms.research.realworld.build_genai_image_ties",
+    }
+    return _instance(
+        [_short_genai(n) for n in names],
+        [1.0] * len(names),
+        P,
+        prov,
+        ties=[[float(x) for x in row] for row in ties],
+        counts=N.tolist(),
+        tie_share=round(share, 4),
+        cost_unit="image (equal costs)",
+    )
+
+
 BUILDERS: dict[str, Callable[[Path | None], dict]] = {
     "search": lambda d=None: build_search(d, include_gemini=True),
     "search-no-gemini": lambda d=None: build_search(d, include_gemini=False),
@@ -365,6 +419,8 @@ BUILDERS: dict[str, Callable[[Path | None], dict]] = {
     "vision": build_vision,
     "image": build_image,
     "genai-image": build_genai_image,
+    "genai-image-ties": build_genai_image_ties,
+    "genai-image-ties4": lambda d=None: build_genai_image_ties(d, GENAI_TIES4),
 }
 
 

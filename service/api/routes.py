@@ -71,8 +71,15 @@ async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, resp
     return view
 
 
+Spread = Annotated[float, Query(gt=0, le=5, description="Standard deviation of the prior's strengths.")]
 ForecastTrials = Annotated[
-    int, Query(ge=10, le=1000, description="Simulated campaigns (the answer may rest on fewer: time limit).")
+    int,
+    Query(
+        ge=10,
+        le=1000,
+        description="Simulated campaigns; every one runs (fewer: a faster, rougher answer). Absent: 200, "
+        "or 200 x 16 / L (at least 20) with more than 16 models.",
+    ),
 ]
 
 
@@ -84,14 +91,15 @@ ForecastTrials = Annotated[
     summary="Forecast the cost to certify a campaign before creating it",
     description="The body is a campaign-create body; nothing is created. The simulator runs the campaign's "
     "algorithm on preference matrices from a prior (the simulated judge's matrix, else Bradley-Terry draws "
-    "with strength spread `spread`), the judge's cost included (docs/service.md, Forecast).",
+    "with strength spread `spread`), the judge's cost included; with reuse or prompts without replacement "
+    "each trial runs dctas-pc on a verdict table of the campaign's prompts (docs/service.md, Forecast).",
 )
 async def forecast_campaign(
     body: schemas.CampaignCreate,
     svc: Svc,
     _: Admin,
-    trials: ForecastTrials = 200,
-    spread: Annotated[float, Query(gt=0, le=5, description="Standard deviation of the prior's strengths.")] = 0.5,
+    trials: ForecastTrials | None = None,
+    spread: Spread = 0.5,
 ):
     return await _t(svc.forecast_prior, body, trials, spread)
 
@@ -103,8 +111,10 @@ async def forecast_campaign(
     tags=["campaigns"],
     summary="Forecast the cost to certify from a campaign's duels so far (pilot)",
 )
-async def forecast_pilot(campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials = 200):
-    return await _t(svc.forecast_pilot, campaign_id, trials)
+async def forecast_pilot(
+    campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials | None = None, spread: Spread = 0.5
+):
+    return await _t(svc.forecast_pilot, campaign_id, trials, spread)
 
 
 @router.get(
@@ -200,6 +210,22 @@ async def run_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[sche
     body = body or schemas.RunIn()
     run = await svc.start_run(campaign_id, body.max_duels, body.concurrency)
     return {"campaign_id": campaign_id, "run": run}
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/resume",
+    status_code=202,
+    response_model=schemas.RunResumed,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Restart a paused or failed background run with its own limits",
+    description="A run that paused after its consecutive-failure cap, or crashed, starts again with its stored "
+    "concurrency and remaining max_duels (`concurrency` in the body overrides the former). 422 naming the "
+    "api_key_env variables the server lacks (never a value), before any spend; 409 when the run is active, "
+    "the campaign ended (a budget or duel cap: PATCH a higher limit instead) or its judge is human.",
+)
+async def resume_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.ResumeIn | None, Body()] = None):
+    return await svc.resume_run(campaign_id, body.concurrency if body else None)
 
 
 @router.post(

@@ -2,28 +2,35 @@
 
 The mathematics is :mod:`algorithms.forecast`; this module only builds its input
 from a campaign-create body (the *prior*: a simulated judge's matrix, else
-Bradley-Terry draws) or from a running campaign's counts (the *pilot*: posterior
-draws), runs it in a worker thread, one forecast at a time per process, and says
-in ``note`` what the numbers rest on.
+Bradley-Terry strengths) or from a running campaign's counts (the *pilot*: the
+Bradley-Terry posterior of what it counted), chooses how a trial pays (``mode``:
+``wor`` and ``reuse`` pay only what is not yet stored, on the campaign's own
+prompt set; ``fresh`` pays every duel), runs it in a worker thread, one forecast
+at a time per process, and says in ``note`` what the numbers rest on. Every trial
+asked for runs (no time limit).
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from algorithms.forecast import (
+    DEFAULT_PROMPT_SD,
     DEFAULT_SPREAD,
-    DEFAULT_TIME_LIMIT_S,
+    DEFAULT_TIE_PROB,
     DEFAULT_TRIALS,
     Forecast,
-    bradley_terry_draws,
+    bradley_terry_strengths,
     fixed_draws,
-    posterior_draws,
+    pilot_posterior_strengths,
     run_forecast,
+    run_prompt_forecast,
 )
+from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
@@ -34,6 +41,63 @@ from .types import Conflict, NotFound
 _BUSY = threading.Lock()
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What a forecast needs to know of a campaign (a create body or a stored row)."""
+
+    costs: list[float]
+    delta: float
+    algorithm: str
+    judge: dict[str, Any]
+    n_prompts: int
+    prompt_sampling: str
+    answers: str
+    verdicts: str
+    seed: int
+
+    @property
+    def mode(self) -> str:
+        """``wor``, ``reuse`` (prompt-level, pays what is not stored) or ``fresh`` (every duel pays)."""
+        if self.algorithm != Algorithm.DCTAS_PC or self.judge.get("kind") == JudgeKind.SIMULATED:
+            return "fresh"
+        if rules.is_wor(self.prompt_sampling):
+            return "wor"
+        if self.answers == Reuse.REUSE and self.verdicts == Reuse.REUSE and self.judge.get("kind") == JudgeKind.LLM:
+            return "reuse"
+        return "fresh"
+
+
+#: With more models than this, the default number of trials shrinks as 1/L (a stated choice, never a time-out).
+FULL_TRIALS_UP_TO = 16
+MIN_DEFAULT_TRIALS = 20
+
+
+def default_trials(n_models: int) -> int:
+    """Trials of a forecast nobody gave a number for: 200, or ``200 x 16 / L`` (at least 20) beyond 16 models
+    (a trial's work grows with the pairs: this keeps a large forecast within minutes)."""
+    if n_models <= FULL_TRIALS_UP_TO:
+        return DEFAULT_TRIALS
+    return max(MIN_DEFAULT_TRIALS, DEFAULT_TRIALS * FULL_TRIALS_UP_TO // n_models)
+
+
+def _trials_note(asked: int | None, used: int, n_models: int) -> str:
+    if asked is not None or used == DEFAULT_TRIALS:
+        return ""
+    return f"{used} trials, the default for {n_models} models (200 x 16 / L; ask for more with ?trials=)"
+
+
+def _mode_note(mode: str, n_prompts: int) -> str:
+    if mode == "fresh":
+        return "every duel pays its two answers and its verdict"
+    how = "without replacement" if mode == "wor" else "with replacement, answers and verdicts reused"
+    return (
+        f"each trial draws a verdict table of the campaign's {n_prompts} prompts (per-prompt strength noise "
+        f"{DEFAULT_PROMPT_SD:g}, tie probability {DEFAULT_TIE_PROB:g} per judge order) and runs dctas-pc on it "
+        f"{how}, paying each answer and verdict once: never above the every-answer-once ceiling; answers "
+        "already stored by other campaigns are not counted as free"
+    )
+
+
 def _note(f: Forecast, extra: str) -> str:
     parts = [extra]
     unfinished = int((~f.certified).sum())
@@ -42,11 +106,9 @@ def _note(f: Forecast, extra: str) -> str:
             f"{unfinished} of {f.trials} simulated campaigns had not certified after {f.duel_cap} duels: "
             "their cost counts as if they ended there, so the upper figures are lower bounds"
         )
-    if f.timed_out:
-        parts.append(f"the time limit stopped the forecast after {f.trials} of {f.requested} trials")
     parts.append(
-        "models cost their expected cost per query (derived or configured), the judge its c_J per duel; "
-        "ties, failed calls and duels in flight are not simulated"
+        "models cost their expected cost per query (derived or configured), the judge its c_J per verdict; "
+        "failed calls and duels in flight are not simulated"
     )
     return "; ".join(parts) + "."
 
@@ -57,48 +119,84 @@ def _answer(basis: str, f: Forecast, budget: float | None, max_duels: int | None
     return rules.jsonable(out)
 
 
-def _run(matrices: np.ndarray, costs: list[float], delta: float, algorithm: str, judge_cost: float, seed: int):
+def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
+    """``draw(kind, n)`` gives n matrices (kind ``matrices``) or n strength vectors (kind ``strengths``)."""
     if not _BUSY.acquire(blocking=False):
         raise Conflict("another forecast is running in this process; retry in a few seconds", retry_later=True)
     try:
-        return run_forecast(
-            matrices,
-            costs,
-            delta,
-            algorithm,
+        judge_cost = rules.judge_cost_per_duel(setup.judge)
+        mode = setup.mode
+        if mode == "fresh":
+            matrices = draw("matrices", trials)
+            return run_forecast(matrices, setup.costs, setup.delta, setup.algorithm, judge_cost, seed=setup.seed)
+        return run_prompt_forecast(
+            draw("strengths", trials),
+            setup.costs,
+            setup.delta,
+            setup.n_prompts,
+            mode,
             judge_cost,
-            seed=seed,
-            time_limit_s=DEFAULT_TIME_LIMIT_S,
+            seed=setup.seed,
+            prompt_sd=DEFAULT_PROMPT_SD,
+            tie_prob=DEFAULT_TIE_PROB,
         )
     finally:
         _BUSY.release()
+
+
+def _bt_matrices(theta: np.ndarray) -> np.ndarray:
+    diff = theta[:, :, None] - theta[:, None, :]
+    P = np.clip(1.0 / (1.0 + np.exp(-diff)), 1e-6, 1 - 1e-6)
+    idx = np.arange(theta.shape[1])
+    P[:, idx, idx] = 0.5
+    return P
 
 
 class CampaignForecasts:
     """Forecasts of the cost to certify (synchronous: they run in worker threads)."""
 
     def forecast_prior(
-        self, body: CampaignCreate, trials: int = DEFAULT_TRIALS, spread: float = DEFAULT_SPREAD
+        self, body: CampaignCreate, trials: int | None = None, spread: float = DEFAULT_SPREAD
     ) -> dict[str, Any]:
-        """The forecast of a campaign that does not exist yet (basis ``prior``)."""
-        costs = [float(m.cost) for m in body.models]
-        seed = body.seed if body.seed is not None else 0
-        rng = np.random.default_rng(seed)
+        """The forecast of a campaign that does not exist yet (basis ``prior``); ``trials`` None: :func:`default_trials`."""
         judge = body.stored_judge()
-        if judge.get("kind") == "simulated":
-            matrices = fixed_draws(judge["preference"], trials)
+        setup = _Setup(
+            costs=[float(m.cost) for m in body.models],
+            delta=body.delta,
+            algorithm=str(body.algorithm),
+            judge=judge,
+            n_prompts=len(body.prompts),
+            prompt_sampling=str(body.prompt_sampling),
+            answers=str(body.answers),
+            verdicts=str(body.verdicts),
+            seed=body.seed if body.seed is not None else 0,
+        )
+        rng = np.random.default_rng(setup.seed)
+        L = len(setup.costs)
+        asked, trials = trials, trials if trials is not None else default_trials(L)
+        if judge.get("kind") == JudgeKind.SIMULATED:
             note = "the preference matrix is the simulated judge's"
+
+            def draw(kind: str, n: int) -> np.ndarray:
+                return fixed_draws(judge["preference"], n)
         else:
-            matrices = bradley_terry_draws(len(costs), spread, trials, rng)
             note = (
-                f"preference matrices drawn from a Bradley-Terry prior (strengths ~ N(0, {spread:g}^2)); "
-                "the real matrix decides the cost: a pilot forecast (POST /v1/campaigns/{id}/forecast) "
+                f"strengths drawn from a Bradley-Terry prior (theta ~ N(0, {spread:g}^2)); "
+                "the real strengths decide the cost: a pilot forecast (POST /v1/campaigns/{id}/forecast) "
                 "after some duels narrows it"
             )
-        f = _run(matrices, costs, body.delta, body.algorithm, rules.judge_cost_per_duel(judge), seed)
-        return _answer("prior", f, body.budget, body.max_duels, note)
 
-    def forecast_pilot(self, campaign_id: int, trials: int = DEFAULT_TRIALS) -> dict[str, Any]:
+            def draw(kind: str, n: int) -> np.ndarray:
+                theta = bradley_terry_strengths(L, spread, n, rng)
+                return theta if kind == "strengths" else _bt_matrices(theta)
+
+        f = _run(setup, draw, trials)
+        notes = [note, _trials_note(asked, trials, L), _mode_note(f.mode, setup.n_prompts)]
+        return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n))
+
+    def forecast_pilot(
+        self, campaign_id: int, trials: int | None = None, spread: float = DEFAULT_SPREAD
+    ) -> dict[str, Any]:
         """The forecast of a whole campaign like this one, from its counted duels (basis ``pilot``)."""
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
@@ -108,25 +206,48 @@ class CampaignForecasts:
             L = len(c.models)
             W = counts.get("W") or [[0.0] * L for _ in range(L)]
             N = counts.get("N") or [[0] * L for _ in range(L)]
-            costs = [float(m["cost"]) for m in c.models]
-            delta, algorithm, judge, seed = c.delta, c.algorithm, c.judge, int(c.seed)
+            setup = _Setup(
+                costs=[float(m["cost"]) for m in c.models],
+                delta=c.delta,
+                algorithm=c.algorithm,
+                judge=c.judge,
+                n_prompts=int(c.n_prompts),
+                prompt_sampling=c.prompt_sampling,
+                answers=c.answers,
+                verdicts=c.verdicts,
+                seed=int(c.seed),
+            )
             budget, max_duels, spend, t = (
                 from_nusd(c.budget_nusd),
                 c.max_duels,
                 from_nusd(c.spend_nusd),
                 c.duels_counted,
             )
-        matrices = posterior_draws(W, N, trials, np.random.default_rng(seed))
-        f = _run(matrices, costs, delta, algorithm, rules.judge_cost_per_duel(judge), seed)
-        out = _answer(
-            "pilot",
-            f,
-            budget,
-            max_duels,
-            f"preference matrices drawn from the posterior of the {t} duels counted so far "
-            "(uniform prior per pair); the figures are for a whole campaign from its start, 'remaining' "
+        rng = np.random.default_rng(setup.seed)
+        prompt_level = setup.mode != "fresh"
+        asked, trials = trials, trials if trials is not None else default_trials(L)
+
+        def draw(kind: str, n: int) -> np.ndarray:
+            theta = pilot_posterior_strengths(
+                W,
+                N,
+                spread,
+                n,
+                rng,
+                prompt_sd=DEFAULT_PROMPT_SD if prompt_level else 0.0,
+                tie_prob=DEFAULT_TIE_PROB if prompt_level else 0.0,
+            )
+            return theta if kind == "strengths" else _bt_matrices(theta)
+
+        f = _run(setup, draw, trials)
+        notes = [
+            f"strengths drawn from the Bradley-Terry posterior (Laplace approximation, prior N(0, {spread:g}^2)) "
+            f"of the {t} duels counted so far; the figures are for a whole campaign from its start, 'remaining' "
             "subtracts what this one has spent",
-        )
+            _trials_note(asked, trials, L),
+            _mode_note(f.mode, setup.n_prompts),
+        ]
+        out = _answer("pilot", f, budget, max_duels, "; ".join(n for n in notes if n))
         out["spent"] = spend
         out["remaining"] = {k: max(0.0, v - spend) for k, v in out["cost"].items()}
         return out

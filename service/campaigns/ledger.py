@@ -26,7 +26,11 @@ LLM judge's verdict) takes its amount from :func:`model_charge` or
    ``MAX_CALL_NUSD``; with at most ``2**14`` calls in flight, a spend that stopped
    below ``rules.LEDGER_CAP_NUSD = 2**62`` cannot pass ``2**63 - 1``.
 4. Amounts are non-negative Python ints (nano-USD); a reported cost that is
-   missing, negative or not finite counts 0 (:func:`rules.cost_nusd`).
+   missing, negative or NaN counts 0, an infinite one is above every bound.
+5. **A reservation is released only when its call can no longer be charged**
+   (enforced by the transactions, docs/reliability.md): a run take-over keeps the
+   reservations of the old owner's duels until their expiry, and a result that
+   arrives after its duel expired or its pre-generation hold lapsed is not charged.
 
 The ledger is pure: it computes amounts and reasons, the transactions write them.
 """

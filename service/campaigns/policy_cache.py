@@ -12,13 +12,20 @@ from .types import Unprocessable
 
 
 def new_policy(
-    algorithm: str, costs: list[float], delta: float, judge_cost: float = 0.0, population: int | None = None
+    algorithm: str,
+    costs: list[float],
+    delta: float,
+    judge_cost: float = 0.0,
+    population: int | None = None,
+    threshold: str | None = None,
 ):
     """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`); ``population``:
-    the prompt set's size for a campaign sampling its prompts without replacement (None: with)."""
+    the prompt set's size for a campaign sampling its prompts without replacement (None: with);
+    ``threshold``: dctas-pc's certificate test (None: the default; replays pass the stored one)."""
+    extra: dict[str, Any] = {} if threshold is None else {"threshold": threshold}
     if population is None:
-        return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost)
-    return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population))
+        return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, **extra)
+    return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population), **extra)
 
 
 def new_campaign_policy(

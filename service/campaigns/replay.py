@@ -6,6 +6,7 @@ import logging
 
 from sqlalchemy import func, select
 
+from algorithms.policies import state_params
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Charge, Duel
@@ -78,7 +79,10 @@ class CampaignReplay:
         events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
         events.sort(key=lambda e: (e[0], e[1]))
         diff: list[str] = []
-        policy = new_policy(algorithm, costs, delta, judge_cost, population)
+        # the certificate test the stored state was made with (a state from before "betting" was the
+        # default names none and is a mixture-test state)
+        threshold = state_params(stored_state).get("threshold") if stored_state else None
+        policy = new_policy(algorithm, costs, delta, judge_cost, population, threshold)
         next_position: dict[tuple[int, int], int] = {}
         for seq, kind, r in events:
             if kind == 0:

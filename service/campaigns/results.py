@@ -4,7 +4,8 @@
   spend, duels, when and why the campaign ended;
 * ``battles.jsonl``: the judged duels as a FastChat / LMArena battle log
   (``model_a``, ``model_b``, ``winner`` in ``model_a | model_b | tie | tie (bothbad)``,
-  ``question_id``, ``category``, ``judge``, ``turn``, ``anony``, ``tstamp``) plus
+  ``question_id``, ``category``, ``judge``, ``turn`` (the number of user turns of the
+  prompt, as FastChat counts them), ``anony``, ``tstamp``) plus
   llmduel's own fields (``campaign_id``, ``duel_id``, ``number``, ``counted``,
   ``score``, ``cost``, and ``comment`` when the annotator left one with the vote);
   ``llmduel analyze battles.jsonl`` reads it back;
@@ -12,10 +13,22 @@
   ``wins``, ``losses``, ``ties``, ``duels``, ``win_rate`` with ties as halves), every
   judged duel whatever the tie policy; a long table reads in any spreadsheet and
   keeps the counts next to the rates;
-* ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field with
-  a seeded bootstrap interval (:mod:`algorithms.ranking`), its duels, the configured
-  cost per query, the observed cost per query (its model charges over its answered
-  calls) and its observed spend.
+* ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field from
+  the counted duels' scores as the certificate counts them (graded scores, ties by the
+  tie policy), its 95% anytime-valid interval (``ci_low``, ``ci_high``: it holds at the
+  campaign's own stopping time) and the seeded bootstrap interval (``bootstrap_low``,
+  ``bootstrap_high``: descriptive only) (:mod:`algorithms.ranking`), its counted duels,
+  the configured cost per query, the observed cost per query (its model charges over
+  its answered calls) and its observed spend;
+* ``ranking_by_category.csv``: the same win rates and anytime-valid intervals per
+  prompt category (``category``, ``rank``, ``model``, ``win_rate``, ``ci_low``,
+  ``ci_high``, ``duels``); prompts without a category form the category ``(none)``.
+* ``judge_bias.json``: how often the judge picked the first position, how often its two
+  orders disagreed, how often the longer answer won, each with a 95% Wilson interval, and
+  the warnings past their limits (:mod:`service.campaigns.judge_bias`).
+
+CSV cells that a spreadsheet would read as a formula (starting with ``=``, ``+``,
+``-``, ``@``, a tab or a carriage return) are prefixed with ``'`` (:func:`algorithms.csv_cells.csv_cell`).
 
 **choice**: the export is one JSON object ``{"campaign_id", "files": {name: text}}``
 (not a zip): it reads with curl and jq, and ``llmduel campaign export`` writes each
@@ -31,16 +44,22 @@ from typing import Any
 from sqlalchemy import func, select
 
 from algorithms.csv_cells import write_csv
-from algorithms.ranking import bootstrap_ranking
+from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..models import Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
+from .judge_bias import judge_bias
 from .types import NotFound
+from .verdicts import verdict_sentence
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
-SCORE_OF_A = {Choice.A: 1.0, Choice.B: 0.0, Choice.TIE: 0.5, Choice.BOTH_BAD: 0.5}
 BOOTSTRAP_REPS = 1000
+#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time.
+INTERVAL = "anytime"
+INTERVAL_LEVEL = 0.95
+NO_CATEGORY = "(none)"
+RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low", "ci_high", "duels"]
 # While a campaign runs the dashboard redraws its ranking at every change: fewer resamples
 # (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
 RUNNING_REPS = 250
@@ -80,23 +99,30 @@ class CampaignResults:
     """Reads a campaign's log once and derives the exported files and the dashboard's ranking."""
 
     def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
-        """Aggregates for the ranking: judged outcomes by (model a, model b, choice), spend and calls per model."""
+        """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
         cid = c.id
+        counted = (Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.counted, Duel.score.is_not(None))
         outcomes = s.execute(
-            select(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice, func.count(Duel.id))
-            .where(Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
-            .group_by(Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.choice)
+            select(Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
+            .where(*counted)
+            .group_by(Duel.model_i, Duel.model_j, Duel.score)
+        ).all()
+        by_category = s.execute(
+            select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
+            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index))
+            .where(*counted)
+            .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
         ).all()
         # paid calls and their total per model, by the rule of the campaign view's observed cost
         # (CampaignViews.observed_costs: a zero-cost reuse of a stored answer is no call)
         observed = self.observed_costs(s, cid)  # type: ignore[attr-defined]
         spend = {m: total for m, (_, total) in observed.items()}
         calls = {m: n for m, (n, _) in observed.items()}
-        rows = []
-        for i, j, a_is_i, choice, n in outcomes:
-            a, b = (i, j) if a_is_i else (j, i)
-            rows.append((a, b, choice, int(n)))
-        return {"outcomes": rows, "spend": spend, "calls": calls}
+        rows = [(int(i), int(j), float(score), int(n)) for i, j, score, n in outcomes]
+        categories: dict[str, list[tuple[int, int, float, int]]] = {}
+        for cat, i, j, score, n in by_category:
+            categories.setdefault(cat if cat else NO_CATEGORY, []).append((int(i), int(j), float(score), int(n)))
+        return {"outcomes": rows, "categories": categories, "spend": spend, "calls": calls}
 
     def _results_data(self, campaign_id: int, with_duels: bool = True) -> dict[str, Any]:
         with self.db.read() as s:
@@ -119,12 +145,12 @@ class CampaignResults:
                 .scalars()
                 .all()
             )
-            meta = {
-                r.idx: (question_id(r.qid, r.idx), r.category)
-                for r in s.execute(
-                    select(Prompt.idx, Prompt.qid, Prompt.category).where(Prompt.campaign_id == campaign_id)
-                ).all()
-            }
+            prompt_rows = s.execute(
+                select(Prompt.idx, Prompt.qid, Prompt.category, Prompt.turns).where(Prompt.campaign_id == campaign_id)
+            ).all()
+            meta = {r.idx: (question_id(r.qid, r.idx), r.category) for r in prompt_rows}
+            # user turns of each prompt (a one-turn prompt stores no turns)
+            turns = {r.idx: len(r.turns) if isinstance(r.turns, list) and r.turns else 1 for r in prompt_rows}
             data["duels"] = [
                 {
                     "id": d.id,
@@ -140,6 +166,7 @@ class CampaignResults:
                     "tstamp": _tstamp(d),
                     "comment": d.comment,
                     "meta": meta.get(d.prompt_index, (question_id(None, d.prompt_index), None)),
+                    "turn": turns.get(d.prompt_index, 1),
                 }
                 for d in duels
             ]
@@ -150,20 +177,8 @@ class CampaignResults:
     def _ranking(data: dict[str, Any], seed: int, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
         view = data["view"]
         names = [m["name"] for m in view["models"]]
-        scored = [o for o in data["outcomes"] if o[2] in SCORE_OF_A]
-        r = bootstrap_ranking(
-            [o[0] for o in scored],
-            [o[1] for o in scored],
-            [SCORE_OF_A[o[2]] for o in scored],
-            len(names),
-            weights=[o[3] for o in scored],
-            reps=reps,
-            seed=seed,
-        )
-
-        def num(x: float) -> float | None:
-            return None if x != x else round(float(x), 4)
-
+        r = _rank(data["outcomes"], len(names), INTERVAL)
+        boot = _rank(data["outcomes"], len(names), "bootstrap", reps=reps, seed=seed)
         out = []
         for rank, m in enumerate(r.order, 1):
             spend = from_nusd(int(data["spend"].get(m) or 0)) or 0.0
@@ -172,9 +187,11 @@ class CampaignResults:
                 {
                     "rank": rank,
                     "model": names[m],
-                    "win_rate": num(r.win_rate[m]),
-                    "ci_low": num(r.low[m]),
-                    "ci_high": num(r.high[m]),
+                    "win_rate": _num(r.win_rate[m]),
+                    "ci_low": _num(r.low[m]),
+                    "ci_high": _num(r.high[m]),
+                    "bootstrap_low": _num(boot.low[m]),
+                    "bootstrap_high": _num(boot.high[m]),
                     "duels": int(r.duels[m]),
                     "cost_per_query": view["models"][m]["cost"],
                     "observed_cost_per_query": round(spend / calls, 9) if calls else None,
@@ -182,6 +199,28 @@ class CampaignResults:
                     "spend": round(spend, 9),
                 }
             )
+        return out
+
+    @staticmethod
+    def _ranking_by_category(data: dict[str, Any]) -> list[dict[str, Any]]:
+        """Per category (sorted by name, ``(none)`` last): the ranking rows with anytime-valid intervals."""
+        names = [m["name"] for m in data["view"]["models"]]
+        out = []
+        for cat in sorted(data["categories"], key=lambda x: (x == NO_CATEGORY, x)):
+            r = _rank(data["categories"][cat], len(names), INTERVAL)
+            rows = [
+                {
+                    "category": cat,
+                    "rank": rank,
+                    "model": names[m],
+                    "win_rate": _num(r.win_rate[m]),
+                    "ci_low": _num(r.low[m]),
+                    "ci_high": _num(r.high[m]),
+                    "duels": int(r.duels[m]),
+                }
+                for rank, m in enumerate(r.order, 1)
+            ]
+            out.append({"category": cat, "duels": sum(o[3] for o in data["categories"][cat]), "rows": rows})
         return out
 
     @staticmethod
@@ -238,7 +277,7 @@ class CampaignResults:
                     "model_b": names[d["b"]],
                     "winner": FASTCHAT_WINNER[d["choice"]],
                     "judge": d["judged_by"],
-                    "turn": 1,
+                    "turn": d["turn"],
                     "anony": True,
                     "tstamp": d["tstamp"],
                     "campaign_id": view["id"],
@@ -262,7 +301,14 @@ class CampaignResults:
             "campaign_id": v["id"],
             "name": v["name"],
             "status": v["status"],
-            "verdict": verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
+            "verdict": verdict_sentence(v["status"], v.get("verdict") or "")
+            or verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
+            "certificate_graph": v.get("certificate_graph") or [],
+            "not_beaten": v.get("not_beaten") or [],
+            "exact_ties": v.get("exact_ties") or [],
+            "top_cycle_certified": v.get("top_cycle_certified") or [],
+            "cheapest": v.get("cheapest"),
+            "cost_unit": v.get("cost_unit") or "USD",
             "winner": v["winner"],
             "leader": v["leader"],
             "delta": v["delta"],
@@ -286,7 +332,10 @@ class CampaignResults:
             "max_duels": v["max_duels"],
             "end_reason": v["end_reason"],
             "ended_at": ended.isoformat() if ended is not None else None,
-            "models": [{"name": m["name"], "cost_per_query": m["cost"]} for m in v["models"]],
+            "models": [
+                {"name": m["name"], "cost_per_query": m["cost"], "cost_source": m.get("cost_source")}
+                for m in v["models"]
+            ],
             "seed": v["seed"],
         }
 
@@ -305,6 +354,44 @@ class CampaignResults:
         cache[key] = rows
         return rows
 
+    def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
+        """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
+        data = self._results_data(campaign_id, with_duels=False)
+        key = (campaign_id, data["version"])
+        cache = self.__dict__.setdefault("_category_cache", {})
+        if key not in cache:
+            if len(cache) >= RANKING_CACHE:
+                cache.clear()
+            cache[key] = self._ranking_by_category(data)
+        return cache[key]
+
+    def judge_bias(self, campaign_id: int) -> dict[str, Any]:
+        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            key = (campaign_id, int(c.version))
+            cache = self.__dict__.setdefault("_bias_cache", {})
+            if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
+                return cache[key]
+            rows = s.execute(
+                select(
+                    Duel.choice,
+                    Duel.judge_detail,
+                    func.length(Duel.answer_a).label("len_a"),
+                    func.length(Duel.answer_b).label("len_b"),
+                )
+                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+                .order_by(Duel.id)
+            ).all()
+            judge = dict(c.judge or {})
+        out = {"campaign_id": campaign_id, **judge_bias(rows, judge)}
+        if len(cache) >= RANKING_CACHE:
+            cache.clear()
+        cache[key] = out
+        return out
+
     def export(self, campaign_id: int) -> dict[str, Any]:
         """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
         data = self._results_data(campaign_id)
@@ -317,7 +404,29 @@ class CampaignResults:
         )
         files["ranking.csv"] = _csv(list(ranking[0]) if ranking else ["rank", "model"], ranking)
         files["ranking.json"] = json.dumps(ranking, indent=1) + "\n"
+        files["ranking_by_category.csv"] = _csv(
+            RANKING_BY_CATEGORY_COLUMNS, [row for cat in self._ranking_by_category(data) for row in cat["rows"]]
+        )
+        files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
         return {"campaign_id": campaign_id, "files": files}
+
+
+def _num(x: float) -> float | None:
+    return None if x != x else round(float(x), 4)
+
+
+def _rank(outcomes: list[tuple[int, int, float, int]], n_models: int, interval: str, **kw: Any) -> Ranking:
+    """The ranking of counted outcomes ``(model i, model j, score of i, duels)``."""
+    return bootstrap_ranking(
+        [o[0] for o in outcomes],
+        [o[1] for o in outcomes],
+        [o[2] for o in outcomes],
+        n_models,
+        weights=[o[3] for o in outcomes],
+        level=INTERVAL_LEVEL,
+        interval=interval,
+        **kw,
+    )
 
 
 def _csv(columns: list[str], rows: list[dict[str, Any]]) -> str:

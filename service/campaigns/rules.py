@@ -189,13 +189,16 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     """An upper bound of a duel's judge charge (nano-USD), or ``None``.
 
     A simulated judge charges nothing, a human judge its ``fee_per_vote``. An LLM
-    judge makes one call per order (two with ``both_orders``); each call's input is
+    judge makes one call per order (:func:`judge_orders`); each call's input is
     its system prompt and its template with the question, the reference answer and
     both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
     """
     judge = stored(judge)
     if judge.get("kind") == "human":
         return vote_fee_nusd(judge)
+    if judge.get("kind") == "jury":  # the sum of the jurors' bounds
+        bounds = [judge_bound_nusd(j, prompt, reference) for j in judge.get("judges") or []]
+        return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
     if judge.get("kind") != "llm":
         return 0
     from judges.llm import JUDGE_TEMPLATE, render_judge_prompt
@@ -210,7 +213,7 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes)
     if b is None:
         return None
-    return (2 if judge.get("both_orders", True) else 1) * _ceil_nusd(b)
+    return judge_orders(judge) * _ceil_nusd(b)
 
 
 def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
@@ -263,8 +266,23 @@ def answer_reserve_nusd(model: dict, prompt: str) -> int:
 
 
 def judge_orders(judge: dict) -> int:
-    """How many calls an LLM judge makes per duel: one per order (two with ``both_orders``)."""
-    return 2 if stored(judge).get("both_orders", True) else 1
+    """How many calls an LLM judge makes per duel: one per order, two with ``orders: both`` (the
+    default), one with ``orders: one``; a row stored before ``orders`` existed says it by ``both_orders``."""
+    judge = stored(judge)
+    if judge.get("kind") == "jury":  # every juror's calls
+        return sum(judge_orders(j) for j in judge.get("judges") or [])
+    if "orders" in judge:
+        return 2 if judge["orders"] == "both" else 1
+    return 2 if judge.get("both_orders", True) else 1
+
+
+def judges_both_orders(judge: dict) -> bool:
+    """Every verdict reads both orders: an LLM judge with ``orders: both``, a jury whose every
+    juror has it. Such a verdict is the mirror of the mirrored duel's (stored once per unordered pair)."""
+    judge = stored(judge)
+    if judge.get("kind") == "jury":
+        return all(judge_orders(j) == 2 for j in judge.get("judges") or [])
+    return judge_orders(judge) == 2
 
 
 def reserve_duel_nusd(
@@ -290,7 +308,7 @@ def reserve_duel_nusd(
     free = {int(k) for k in stored_answers}
     total = sum(answer_reserve_nusd(models[k], prompt) for k in (i, j) if k not in free)
     jb = judge_bound_nusd(judge, prompt)
-    if stored(judge).get("kind") == "llm" and stored_orders > 0:
+    if stored(judge).get("kind") in ("llm", "jury") and stored_orders > 0:
         orders = judge_orders(judge)
         left = max(0, orders - int(stored_orders))
         if jb is None:
@@ -390,9 +408,10 @@ def tie_coin(seed: int, number: int, draw_key: str | None = None) -> bool:
 
 
 # ---------------------------------------------------------------- sampling prompts without replacement
-#: Tie policies under which every judged duel is counted, so the population of a pair's
-#: outcomes is the whole prompt set (with ``drop`` it is the unknown set of decisive prompts).
-WOR_TIE_POLICIES = (TiePolicy.HALF, TiePolicy.RANDOM)
+#: The tie policy under which every judged duel is counted as a fixed value, so the population of
+#: a pair's outcomes is the whole prompt set (with ``drop`` it is the unknown set of decisive
+#: prompts; with ``random`` a tie's coin is a fresh draw, not a fixed value of the prompt).
+WOR_TIE_POLICIES = (TiePolicy.HALF,)
 
 
 def wor_refusal(algorithm: str, answers: str, judge_kind: str | None, tie_policy: str | None) -> str | None:
@@ -415,9 +434,15 @@ def wor_refusal(algorithm: str, answers: str, judge_kind: str | None, tie_policy
             "prompt_sampling without_replacement needs an automatic judge (llm or simulated); human-judged "
             "campaigns sample with replacement"
         )
+    if tie_policy == TiePolicy.RANDOM:
+        return (
+            "prompt_sampling without_replacement needs tie_policy half, got random (a tie's coin is drawn anew "
+            "for each duel, but the exact without-replacement test treats every outcome as a fixed value of its "
+            "prompt, so it would certify the coin: two identical models named winner over each other)"
+        )
     if tie_policy is not None and tie_policy not in WOR_TIE_POLICIES:
         return (
-            f"prompt_sampling without_replacement needs tie_policy half or random, got {tie_policy} (with drop the "
+            f"prompt_sampling without_replacement needs tie_policy half, got {tie_policy} (with drop the "
             "population of decisive prompts is unknown, so the without-replacement test cannot be set up)"
         )
     return None
@@ -444,7 +469,7 @@ def resolve_prompt_sampling(
             raise ValueError(refusal)
         sampling = PromptSampling.WITHOUT_REPLACEMENT
     elif requested == PromptSampling.AUTO:
-        wor = refusal is None and judge_kind == JudgeKind.LLM and verdicts == Reuse.REUSE
+        wor = refusal is None and judge_kind in (JudgeKind.LLM, JudgeKind.JURY) and verdicts == Reuse.REUSE
         sampling = PromptSampling.WITHOUT_REPLACEMENT if wor else PromptSampling.WITH_REPLACEMENT
     else:
         sampling = PromptSampling.WITH_REPLACEMENT
@@ -654,16 +679,18 @@ def score_of(
 def judge_cost_per_duel(judge: dict) -> float:
     """c_J, the judge's expected cost per duel used by the cost-aware allocation.
 
-    An LLM judge costs its configured per-call ``cost``, twice when both orders are
-    judged; a human judge its ``fee_per_vote``; a simulated judge nothing
-    (docs/service.md, Judge cost).
+    An LLM judge costs its configured per-call ``cost`` times its calls per duel
+    (:func:`judge_orders`: two with ``orders: both``, one with ``orders: one``); a human
+    judge its ``fee_per_vote``; a simulated judge nothing (docs/service.md, Judge cost).
     """
     judge = stored(judge)
     if judge.get("kind") == "human":
         return float(judge.get("fee_per_vote") or 0.0)
+    if judge.get("kind") == "jury":  # each juror's calls at its own cost
+        return sum(judge_cost_per_duel(j) for j in judge.get("judges") or [])
     if judge.get("kind") != "llm":
         return 0.0
-    return float(judge.get("cost") or 0.0) * (2.0 if judge.get("both_orders", True) else 1.0)
+    return float(judge.get("cost") or 0.0) * float(judge_orders(judge))
 
 
 def vote_fee_nusd(judge: dict) -> int:

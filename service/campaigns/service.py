@@ -38,6 +38,7 @@ from .orchestration import DuelOrchestration
 from .pregeneration import Pregeneration
 from .replay import CampaignReplay
 from .results import CampaignResults
+from .resume import RunResume
 from .runner import BackgroundRuns
 from .stores import CampaignStores
 from .transactions import CampaignTransactions
@@ -72,6 +73,7 @@ class CampaignService(
     CampaignForecasts,
     DuelOrchestration,
     BackgroundRuns,
+    RunResume,
     RunLeases,
     Webhooks,
     AnnotatorAdmin,

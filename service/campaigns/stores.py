@@ -108,11 +108,18 @@ def answer_key(mkey: str, phash: str) -> str:
 
 def judge_key(judge: dict) -> str | None:
     """The hash of an LLM judge's config (client generation config, template, orders), else None."""
+    if judge.get("kind") == JudgeKind.JURY:  # the jurors' keys (in order) and the rule that combines them
+        keys = [judge_key({**j, "kind": JudgeKind.LLM}) for j in judge.get("judges") or []]
+        return _sha("jury", str(judge.get("combine", "majority")), *[k or "" for k in keys])
     if judge.get("kind") != JudgeKind.LLM:
         return None
-    material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS}
+    # ``orders`` is stored beside its older spelling ``both_orders`` (always equal): hashing only
+    # the latter keeps the keys of verdicts stored before ``orders`` existed
+    material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS and k != "orders"}
     material["client"] = generation_config(judge.get("client") or {})
-    material["both_orders"] = bool(judge.get("both_orders", True))
+    from .rules import judge_orders
+
+    material["both_orders"] = judge_orders(judge) == 2
     return _sha("judge", _canonical(material))
 
 
@@ -131,7 +138,9 @@ def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, 
 
 def stored_order(judge: dict, hash_a: str, hash_b: str) -> tuple[bool, str]:
     """The rule of :func:`verdict_order` on the answers' text hashes: (swapped, order)."""
-    if bool(judge.get("both_orders", True)):
+    from .rules import judges_both_orders
+
+    if judges_both_orders(judge):
         return hash_b < hash_a, "both"
     return False, "ab"
 

@@ -25,6 +25,7 @@ from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
 from . import holds, ledger, rules, skips, stores
+from .credentials import require_key_envs
 from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none, jsonable
@@ -178,6 +179,7 @@ class CampaignTransactions:
 
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
+        require_key_envs([m.stored() for m in body.models], body.stored_judge())  # 422 before anything is stored
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
@@ -1044,6 +1046,7 @@ class CampaignTransactions:
                 raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
             if c.judge.get("kind") == "human":
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
+            require_key_envs(c.models, c.judge)
             now = utcnow()
             if c.run_active and not rules.lease_free(c.run_owner, c.run_lease_expires_at, now):
                 raise Conflict(

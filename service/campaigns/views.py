@@ -15,7 +15,8 @@ from ..auth import Principal
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import rules, stores
+from . import rules, stores, verdicts
+from .results import verdict_text
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 
@@ -24,6 +25,16 @@ CONDORCET_NOTE = (
     "every other) exists. If none exists it can certify a wrong model; dctas-pc answers 'no Condorcet winner' "
     "instead."
 )
+
+
+def _exact_certificates(ev: dict | None, names: list[str]) -> list[tuple[int, int]]:
+    """(winner, loser) indices of the certificates issued exactly (without replacement)."""
+    if not ev:
+        return []
+    index = {n: i for i, n in enumerate(names)}
+    return [(index[p["winner"]], index[p["loser"]]) for p in ev["pairs"] if p["exact"]]
+
+
 # ---------------------------------------------------------------- what an annotator sees
 # Whitelists (a field added to the admin views stays admin-only until it is added here):
 # the voting form needs the prompt, the two answers, its own duel and whether the
@@ -188,6 +199,7 @@ class CampaignViews:
                 view.update(
                     cost_source=pricing_record.get("cost_source", "configured"),
                     derived_cost=pricing_record.get("derived_cost"),
+                    charged="per_token" if m["client"].get("price") is not None else "per_call",
                     price=None
                     if price is None
                     else {
@@ -284,6 +296,14 @@ class CampaignViews:
             "ended_at": c.ended_at,
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
+        view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
+        exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
+        view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
+        facts = verdicts.verdict_facts(view)
+        facts["verdict"] = facts["verdict"] or verdict_text(
+            c.status, view["winner"], view["leader"], c.delta, c.end_reason
+        )
+        view.update(facts)
         return view
 
     def get_campaign(self, campaign_id: int, admin: bool = True) -> dict:

@@ -24,6 +24,7 @@ REGISTRARS: list[tuple[str, str]] = [
     ("service.cli.research", "add_parsers"),
     ("service.cli.annotators", "add_annotator_parser"),
     ("service.cli.campaigns", "add_parsers"),
+    ("service.cli.prices", "add_parsers"),
 ]
 
 # Commands that talk to a server and need no mathematics: ``llmduel campaign ...`` registers only

@@ -40,16 +40,19 @@ def _load(spec: str, require_condorcet: bool = True):
 
 
 def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dict[str, Any]:
-    from algorithms.oracle import solve_oracle
+    from algorithms.oracle import solve_oracle, solve_pc_oracle
 
     res = solve_oracle(instance, judge_cost=judge_cost)
+    pc = solve_pc_oracle(instance, judge_cost=judge_cost)
     names = instance.names
     out: dict[str, Any] = {
         "winner": names[res.winner],
         "judge_cost": judge_cost,
+        "has_ties": instance.ties is not None,
         "assumes_condorcet_winner": True,
         "note": "the lower bound and allocations of the paper's algorithms assume a Condorcet winner exists",
         "c_star": res.c_star,
+        "c_pc_star": pc.c_pc,
         "alpha": {names[m]: (None if m == res.winner else float(res.alpha[m])) for m in range(instance.L)},
         "gamma": {names[m]: [names[n] for n in res.gamma[m]] for m in range(instance.L) if m != res.winner},
         "pull_fractions": [
@@ -62,6 +65,8 @@ def oracle_report(instance, delta: float | None, judge_cost: float = 0.0) -> dic
     if delta is not None:
         out["delta"] = delta
         out["lower_bound"] = res.lower_bound(delta)
+        out["pc_lower_bound"] = pc.lower_bound(delta)
+        out["pc_floor"] = pc.floor(delta)
     return out
 
 
@@ -74,8 +79,12 @@ def cmd_oracle(args: argparse.Namespace) -> int:
     print(f"Condorcet winner: {rep['winner']}")
     print(f"note: {rep['note']}")
     print(f"c* = {rep['c_star']:.6g}" + (f"  (judge cost {args.judge_cost:g} per duel)" if args.judge_cost else ""))
+    print(f"c_pc* = {rep['c_pc_star']:.6g}  (a rule that may also answer 'no Condorcet winner', like dctas-pc)")
+    if rep["has_ties"]:
+        print("ties: the instance's tie matrix is used (tie-aware divergences)")
     if args.delta is not None:
         print(f"lower bound at delta={args.delta:g}: {rep['lower_bound']:.6g}")
+        print(f"c_pc* lower bound at delta={args.delta:g}: {rep['pc_lower_bound']:.6g}")
     print(oracle_table(rep))
     return 0
 
@@ -138,6 +147,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(f"mean pulls     {rep['mean_pulls']:.6g}")
     if rep["lower_bound"] is not None:
         print(f"lower bound    {rep['lower_bound']:.6g}  (cost / bound = {rep['cost_over_lower_bound']:.3g})")
+    if rep.get("pc_lower_bound") is not None:
+        print(f"c_pc* bound    {rep['pc_lower_bound']:.6g}  (cost / bound = {rep['cost_over_pc_lower_bound']:.3g})")
     else:
         print("lower bound    none (the instance has no Condorcet winner)")
     if rep["note"]:
@@ -217,9 +228,9 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--threshold",
-        choices=["mixture", "kk", "stitched"],
+        choices=["betting", "mixture", "kk", "stitched"],
         default=None,
-        help="dctas-pc's certificate test (default mixture; see docs/algorithms.md)",
+        help="dctas-pc's certificate test (default betting; mixture is the test before it; see docs/algorithms.md)",
     )
     p.add_argument(
         "--stick",

@@ -5,15 +5,18 @@ Every sub-command talks to the server over the REST API (:mod:`service.cli.remot
 ``LLMDUEL_API_KEY``). Files are read by :mod:`service.campaign_files`; results go
 to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 
-* ``create FILE [--json] [--no-run] [--dry-run] [--concurrency N] [--allow-outside-prompts]``: create the
+* ``create FILE [--json] [--no-run] [--dry-run [--trials N]] [--concurrency N] [--allow-outside-prompts]``: create the
   campaign and start its background run when the judge is automatic;
   ``--dry-run`` prints the forecast of its cost instead (nothing is created);
-* ``list``, ``show ID``, ``stop ID``;
+* ``list``, ``show ID`` (with the judge bias report), ``stop ID``;
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
-  seconds when stderr is not a terminal), then the verdict on stdout, exit 0;
-* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json;
+  seconds when stderr is not a terminal), then the verdict on stdout and the judge
+  bias warnings on stderr, exit 0;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
-  ran out of budget or duels and run it again.
+  ran out of budget or duels and run it again;
+* ``resume ID [--concurrency N]``: restart a paused or failed background run with its
+  own limits (the server first checks it has every ``api_key_env`` the campaign names).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any
 from service.cli.args import CLIError, whole_number
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
 
-AUTOMATIC_JUDGES = ("llm", "simulated")
+AUTOMATIC_JUDGES = ("llm", "jury", "simulated")
 RUN_KEYS = {"concurrency", "max_duels"}
 
 
@@ -40,8 +43,12 @@ def _money(x: float | None) -> str:
 
 
 def verdict_line(c: dict[str, Any]) -> str:
-    """The outcome of a campaign in one line."""
+    """The outcome of a campaign in one line: the server's plain-words verdict for an ended
+    dctas-pc campaign (by name: what ties, what is not beaten, the cheapest)."""
     status = c["status"]
+    prefix = {"certified": "certified", "no_condorcet_winner": "no Condorcet winner", "undecidable": "undecidable"}
+    if c.get("verdict") and status in prefix:
+        return f"{prefix[status]}: {c['verdict']}"
     if status == "certified":
         return f"certified: {c['winner']} beats every other model (delta {c['delta']:g})"
     if status == "no_condorcet_winner":
@@ -57,7 +64,10 @@ def verdict_line(c: dict[str, Any]) -> str:
 
 
 def progress_fraction(c: dict[str, Any]) -> float:
-    """Evidence against the threshold, in [0, 1] (1: the test stops)."""
+    """Evidence against the threshold, in [0, 1] (1: the test stops): dctas-pc's certificate
+    progress (``pc_evidence.progress``), else the GLR ``Z / beta``."""
+    if c.get("pc_evidence"):
+        return float(c["pc_evidence"]["progress"])
     beta = float(c.get("beta") or 0.0)
     z = float(c.get("Z") or 0.0)
     if c["status"] != "running":
@@ -74,34 +84,83 @@ def progress_line(c: dict[str, Any], width: int = 24) -> str:
     budget = f" of {_money(c['budget'])}" if c.get("budget") is not None else ""
     cap = f"/{c['max_duels']}" if c.get("max_duels") else ""
     return (
-        f"[{bar}] evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
-        f"  spend {_money(c['spend'])}{budget} USD  duels {c['duels']}{cap}"
+        f"[{bar}] {_evidence_short(c)}"
+        f"  spend {_money(c['spend'])}{budget} {c.get('cost_unit') or 'USD'}  duels {c['duels']}{cap}"
         f"  leader {c.get('leader') or '-'}"
     )
+
+
+def _evidence_short(c: dict[str, Any]) -> str:
+    ev = c.get("pc_evidence")
+    if ev:
+        return f"certified {ev['certified']}/{ev['needed']} pairs"
+    return f"evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
+
+
+def evidence_lines(c: dict[str, Any]) -> list[str]:
+    """The evidence of the rule that decides: dctas-pc's certificates, else the GLR Z of beta."""
+    ev = c.get("pc_evidence")
+    if not ev:
+        return [f"  evidence   GLR Z {float(c.get('Z') or 0):.3f} of threshold beta {float(c.get('beta') or 0):.3f}"]
+    thr = ev.get("log_threshold")
+    rows = [
+        f"  evidence   {ev['reference'] or '-'}: {ev['certified']} of {ev['needed']} pairs certified "
+        f"({ev['test']} test; a pair is certified when its log statistic reaches "
+        + (f"log((L-1)/delta) = {thr:.3f})" if thr is not None else "its threshold)")
+    ]
+    for p in ev["pairs"]:
+        if p["winner"] != ev["reference"]:
+            continue
+        state = "certified (exact)" if p["exact"] else "certified" if p["certified"] else "open"
+        rows.append(
+            f"             - {p['loser']} beaten by {p['winner']}: {float(p['log_stat'] or 0):.3f} of "
+            f"{float(p['log_threshold'] or 0):.3f} after {p['n']:g} duels, {state}"
+        )
+    for lo in ev["losers"]:
+        if lo["beaten_by"] != [ev["reference"]]:
+            rows.append(f"             - {lo['model']} shown to lose to {', '.join(lo['beaten_by'])}")
+    return rows
 
 
 def summary(c: dict[str, Any]) -> str:
     lines = [
         f"campaign {c['id']}: {c['name']}",
-        f"  status     {c['status']}" + (f" ({c['end_reason']})" if c.get("end_reason") else ""),
+        f"  status     {c['status']}"
+        + (f" ({c['end_reason']})" if c.get("end_reason") and c["status"] != "undecidable" else ""),
         f"  verdict    {verdict_line(c)}",
+        *certificate_lines(c),
         f"  algorithm  {c['algorithm']}, delta {c['delta']:g}, tie policy {c['tie_policy']}",
         f"  sampling   prompts {str(c.get('prompt_sampling') or 'with_replacement').replace('_', ' ')}",
         *exact_lines(c),
         f"  judge      {c['judge'].get('kind')}",
-        *model_lines(c["models"]),
+        *model_lines(c["models"], c.get("cost_unit") or "USD"),
         f"  prompts    {c['n_prompts']}",
-        f"  spend      {_money(c['spend'])} USD"
-        + (f" of {_money(c['budget'])}" if c.get("budget") is not None else "")
-        + f" (judge {_money(c['judge_spend'])})",
+        f"  spend      {_money(c['spend'])} {c.get('cost_unit') or 'USD'}"
+        + (f" of {_money(c['budget'])} {c.get('cost_unit') or 'USD'}" if c.get("budget") is not None else "")
+        + f" (judge {_money(c['judge_spend'])} {c.get('cost_unit') or 'USD'})",
         f"  duels      {c['duels']} judged, {c['duels_failed']} failed, {c['pending']} in flight"
         + (f", cap {c['max_duels']}" if c.get("max_duels") else ""),
-        f"  evidence   {float(c.get('Z') or 0):.3f} of threshold {float(c.get('beta') or 0):.3f}",
+        *evidence_lines(c),
         f"  run        {'active' if c['run']['active'] else 'idle'}"
-        + (f", error: {c['run']['error']}" if c["run"].get("error") else ""),
+        + (f", error: {c['run']['error']}" if c["run"].get("error") else "")
+        + (
+            f" (fix the cause, then: llmduel campaign resume {c['id']})"
+            if c["run"].get("error") and not c["run"]["active"] and c["status"] == "running"
+            else ""
+        ),
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
+
+
+def certificate_lines(c: dict[str, Any]) -> list[str]:
+    """Who was shown to beat whom, and the models that reach every other through certified wins."""
+    graph = c.get("certificate_graph") or []
+    shown = "; ".join(f"{e['winner']} beats {e['loser']}" + (" (exact)" if e.get("exact") else "") for e in graph)
+    rows = [f"  shown      {shown}"] if shown else []
+    if c.get("top_cycle_certified") and c["status"] == "no_condorcet_winner":
+        rows.append(f"  top cycle  certified members: {', '.join(c['top_cycle_certified'])}")
+    return rows
 
 
 def exact_lines(c: dict[str, Any]) -> list[str]:
@@ -113,17 +172,20 @@ def exact_lines(c: dict[str, Any]) -> list[str]:
     ]
 
 
-def model_lines(models: list[dict[str, Any]]) -> list[str]:
+def model_lines(models: list[dict[str, Any]], unit: str = "USD") -> list[str]:
     """The models as a table: expected cost per query (configured or derived from prices) beside the
     observed mean charge of its calls (the admin view's ``cost_source``, ``observed_cost``, ``calls``)."""
     width = max([len(m["name"]) for m in models] + [5])
-    rows = [f"  models     {'model':<{width}}  {'cost/query':>12}  {'source':<10}  {'observed/query':>14}  calls"]
+    rows = [
+        f"  models     {'model':<{width}}  {'cost/query':>12}  {'source':<10}  {'observed/query':>14}  calls  charged"
+    ]
     for m in models:
         observed = m.get("observed_cost")
         calls = m.get("calls")
         rows.append(
             f"             {m['name']:<{width}}  {m['cost']:>12.6g}  {m.get('cost_source') or '-':<10}  "
             f"{'-' if observed is None else format(observed, '.6g'):>14}  {'-' if calls is None else calls}"
+            + f"  {m.get('charged') or '-'}"
             + (" !" if m.get("cost_warning") else "")
         )
     return rows
@@ -150,6 +212,10 @@ def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> d
     return run
 
 
+#: Seconds `create --dry-run` waits for the forecast (at least; --timeout may say more).
+FORECAST_TIMEOUT_S = 300.0
+
+
 def cmd_create(args: argparse.Namespace) -> int:
     from service.campaign_files import CampaignFileError, read_campaign_file
 
@@ -158,9 +224,15 @@ def cmd_create(args: argparse.Namespace) -> int:
     except CampaignFileError as exc:
         raise CLIError(str(exc)) from None
     run = _run_options(body, args, args.file)
+    if args.trials is not None and not args.dry_run:
+        raise CLIError("--trials goes with --dry-run (the number of simulated campaigns of the forecast)")
     with remote_from_args(args) as remote:
         if args.dry_run:
-            forecast = remote.post("/v1/campaigns/forecast", json=body)
+            params = {"trials": args.trials} if args.trials is not None else None
+            # every trial runs: allow the server minutes, not the default request timeout
+            forecast = remote.post(
+                "/v1/campaigns/forecast", json=body, params=params, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
+            )
             if args.json:
                 _print_json(forecast)
             else:
@@ -178,9 +250,9 @@ def cmd_create(args: argparse.Namespace) -> int:
         print(f"  started the background run (concurrency {started['run']['concurrency']})")
         print(f"watch it:  llmduel campaign watch {c['id']}")
     elif c["judge"].get("kind") == "human":
-        print(f"human judge: create voting links with POST /v1/campaigns/{c['id']}/annotators")
+        print(f"human judge: create a voting link per annotator:  llmduel annotator add {c['id']} --label NAME")
     else:
-        print(f"held (--no-run); start it with POST /v1/campaigns/{c['id']}/run")
+        print(f"held (--no-run); start it with:  llmduel campaign resume {c['id']}")
     return 0
 
 
@@ -202,10 +274,13 @@ def format_forecast(f: Any) -> str:
         )
 
     lines = [
-        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, delta {f.get('delta')})",
+        f"forecast ({f.get('basis')}, {f.get('trials')} simulated runs of {f.get('algorithm')}, "
+        f"delta {f.get('delta')}, {f.get('mode', 'fresh')} duels)",
         f"  cost to certify   {spread(f.get('cost'), True)} USD",
         f"  duels             {spread(f.get('duels'), False)}",
     ]
+    if f.get("ceiling") is not None:
+        lines.append(f"  ceiling           {num(f['ceiling'], True)} USD (every answer and verdict paid once)")
     if f.get("lower_bound") is not None:
         lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
     if isinstance(f.get("within_budget"), (int, float)):
@@ -236,11 +311,32 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
         c = remote.get(f"/v1/campaigns/{args.id}")
+        bias = remote.get(f"/v1/campaigns/{args.id}/judge-bias")
     if args.json:
-        _print_json(c)
+        _print_json({**c, "judge_bias": bias})
     else:
-        sys.stdout.write(summary(c))
+        sys.stdout.write(summary(c) + "".join(line + "\n" for line in bias_lines(bias)))
     return 0
+
+
+def _rate_text(r: dict[str, Any] | None) -> str:
+    if not r or not r.get("of"):
+        return "no verdicts yet"
+    return f"{r['rate']:.0%} of {r['of']} (95% CI {r['low']:.0%} to {r['high']:.0%})"
+
+
+def bias_lines(b: dict[str, Any]) -> list[str]:
+    """The judge bias report (GET /v1/campaigns/{id}/judge-bias) as lines of ``campaign show``."""
+    lines = [
+        f"  judge bias first position {_rate_text(b['first_position'])}",
+        f"             longer answer wins {_rate_text(b['longer_wins'])}",
+    ]
+    if b.get("order_disagreement") is not None:
+        lines.insert(1, f"             orders disagree {_rate_text(b['order_disagreement'])}")
+    for juror in (b.get("jury") or {}).get("jurors") or []:
+        lines.append(f"  juror      {juror['name']}: agrees with the jury {_rate_text(juror['agreement'])}")
+    lines += [f"  warning    {w}" for w in b.get("warnings") or []]
+    return lines
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -273,14 +369,26 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 print(verdict_line(c))
                 for line in exact_lines(c):
                     print(line.strip())
+                _bias_warnings(remote, args.id)
                 return 0
             run = c.get("run") or {}
             if c["judge"].get("kind") in AUTOMATIC_JUDGES and not run.get("active") and run.get("error"):
                 if tty:
                     sys.stderr.write("\n")
                 print(f"llmduel: the background run stopped: {run['error']}", file=sys.stderr)
+                print(f"llmduel: fix the cause, then: llmduel campaign resume {c['id']}", file=sys.stderr)
                 return 1
             time.sleep(args.interval)
+
+
+def _bias_warnings(remote: Remote, cid: Any) -> None:
+    """The judge bias warnings of an ended campaign, on stderr (a server without the report: none)."""
+    try:
+        bias = remote.get(f"/v1/campaigns/{cid}/judge-bias")
+    except CLIError:
+        return
+    for w in bias.get("warnings") or []:
+        print(f"llmduel: warning: {w} (llmduel campaign show {cid})", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -324,6 +432,22 @@ def cmd_continue(args: argparse.Namespace) -> int:
     sys.stdout.write(summary(c))
     if started is not None:
         print(f"watch it:  llmduel campaign watch {c['id']}")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    body = {"concurrency": args.concurrency} if args.concurrency else {}
+    with remote_from_args(args) as remote:
+        out = remote.post(f"/v1/campaigns/{args.id}/resume", json=body)
+    if args.json:
+        _print_json(out)
+        return 0
+    run = out["run"]
+    left = "" if run.get("remaining") is None else f", {run['remaining']} duels left in this run"
+    print(f"campaign {args.id}: resumed the background run (concurrency {run['concurrency']}{left})")
+    if out.get("previous_error"):
+        print(f"  it had stopped: {out['previous_error']}")
+    print(f"watch it:  llmduel campaign watch {args.id}")
     return 0
 
 
@@ -388,6 +512,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="read a prompts file given by an absolute path or outside the campaign file's folder (refused by default)",
     )
     a.add_argument(
+        "--trials",
+        type=whole_number("--trials"),
+        default=None,
+        help="--dry-run: simulated campaigns, 10 to 1000 (default 200, fewer beyond 16 models; all of them run)",
+    )
+    a.add_argument(
         "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default 1)"
     )
 
@@ -405,7 +535,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     action("stop", "end a running campaign", cmd_stop)
 
-    a = action("export", "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json", cmd_export)
+    a = action(
+        "export",
+        "write certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json",
+        cmd_export,
+    )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
 
     a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)
@@ -413,3 +547,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--max-duels", type=whole_number("--max-duels"), default=None, help="the new duel cap")
     a.add_argument("--no-run", action="store_true", help="do not restart the background run")
     a.add_argument("--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight")
+
+    a = action("resume", "restart a paused or failed background run with its own limits", cmd_resume)
+    a.add_argument(
+        "--concurrency", type=whole_number("--concurrency"), default=None, help="duels in flight (default: the run's)"
+    )

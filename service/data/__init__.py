@@ -1,22 +1,18 @@
 """Data files shipped with the service (package data).
 
-``litellm_prices.json``: per-token prices of common chat models in LiteLLM's
-price-map format (keys like ``"gpt-4o"``, ``"claude-sonnet-4-5"``,
-``"gemini/gemini-2.5-pro"``, ``"deepseek/deepseek-chat"``; values with
-``input_cost_per_token``, ``output_cost_per_token`` in USD, ``litellm_provider``,
-``max_input_tokens``, ``max_output_tokens``, ``mode``).
-
-Source: LiteLLM's ``model_prices_and_context_window.json``
-(https://github.com/BerriAI/litellm, branch main) as copied on
-2026-07-24 18:23 UTC by https://github.com/RoCry/llm-api-price (an unmodified
-copy plus a ``last_updated`` field). 54 entries were kept (OpenAI, Anthropic,
-Google Gemini API, Mistral, DeepSeek, and Llama models on Groq, Together AI and
-Fireworks), each with the six fields above only. Prices change: a campaign's
-``price_map`` field or the file named by ``LLMDUEL_PRICE_MAP`` overrides any
-entry (docs/service.md, Pricing).
+``litellm_prices.json``: LiteLLM's whole model price map (``model_prices_and_context_window.json``,
+https://github.com/BerriAI/litellm, MIT licence) as of LiteLLM 1.109.1, reduced by
+:mod:`service.data.build_price_map` to the fields llmduel reads: per-token input and
+output prices, per-request and search fees, per-image prices, ``litellm_provider``,
+``mode`` and ``max_output_tokens``. Its first entry, ``_llmduel_provenance``, records
+the source, version, date, licence, the command that built it and the SHA-256 of
+the input. Rebuild it from a newer map with
+``python -m service.data.build_price_map PATH``. When a ``litellm`` package is
+installed, :func:`service.pricing.base_map` reads that package's map instead.
+Prices change: a campaign's ``price_map`` field or the file named by
+``LLMDUEL_PRICE_MAP`` overrides any entry (docs/clients-and-judges.md, *Prices*).
 """
 
 PRICES_FILE = "litellm_prices.json"
-PRICES_SOURCE = (
-    "LiteLLM model_prices_and_context_window.json (github.com/BerriAI/litellm), copy of 2026-07-24 18:23 UTC"
-)
+#: The map inside an installed litellm package (its offline copy of the map).
+LITELLM_PACKAGE_FILE = "model_prices_and_context_window_backup.json"

@@ -20,6 +20,7 @@ from algorithms.stats import empirical_preference
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import CampaignService, finite_or_none
+from ..campaigns.verdicts import cost_unit as _cost_unit
 from ..models import Campaign, Duel, DuelSkip, utcnow
 from . import plots
 from .series import SeriesCache
@@ -38,9 +39,18 @@ STATUS_LABELS = {
 
 # ---------------------------------------------------------------- campaign list
 def progress_of(view: dict) -> tuple[float, str]:
-    """How close a campaign is to certification: Z / beta (1 once certified)."""
+    """How close a campaign is to certification (1 once certified): for dctas-pc its certificates
+    (``pc_evidence``: k of L-1 pairs of the leader certified), for the paper's algorithms Z / beta."""
     if view["status"] == CampaignStatus.CERTIFIED:
         return 1.0, "certified"
+    ev = view.get("pc_evidence")
+    if ev:
+        if view["status"] in (CampaignStatus.NO_CONDORCET_WINNER, CampaignStatus.UNDECIDABLE):
+            return 1.0, STATUS_LABELS[view["status"]]
+        if view.get("t", 0) == 0:
+            return 0.0, "no counted duels yet"
+        frac = float(ev["progress"])
+        return frac, f"{ev['reference']}: {ev['certified']} of {ev['needed']} pairs certified ({frac:.0%})"
     beta = view.get("beta") or 0.0
     z = max(0.0, view.get("Z") or 0.0)
     if view.get("t", 0) == 0 or beta <= 0:
@@ -142,6 +152,8 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
         return Evidence(
             plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok, len(points)
         ), view
+    if view.get("pc_evidence") and all(p.pc is not None for p in points):
+        return _pc_evidence_section(view, points, names, ref, state, replay_ok), view
     series = []
     legend = []
     for j, name in enumerate(names):
@@ -150,14 +162,14 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
         c = plots.color(j)
         series.append(
             {
-                "label": f"#{j} {name}",
+                "label": name,
                 "key": f"model-{j}",
                 "color": c,
                 "points": [(p.t, p.S[j] - p.S[ref]) for p in points],
             }
         )
         current = points[-1].S[j] - points[-1].S[ref]
-        legend.append({"swatch": plots.swatch(c), "label": f"#{j} {name}", "value": current})
+        legend.append({"swatch": plots.swatch(c), "label": name, "value": current})
     beta_pts = [(p.t, p.beta) for p in points if math.isfinite(p.beta)]
     series.append(
         {
@@ -180,13 +192,73 @@ def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tu
         vline = (float(state["stop_t"]), f"certified at t={state['stop_t']}")
     plot = plots.line_chart(
         series,
-        title=f"Evidence of each challenger against #{ref} {names[ref]}",
+        title=f"Evidence of each challenger against {names[ref]}",
         x_label="counted duels t",
         y_label="S_j \u2212 S_ref",
         vline=vline,
         integer_x=True,
     )
     return Evidence(plot, legend, ref, stopping_rule, replay_ok, len(points)), view
+
+
+def _pc_lines(view: dict, points: list, names: list[str], ref: int) -> list[tuple[int, str, list]]:
+    """(model, label, points) per line: the evidence that the model is beaten by the reference, or,
+    when every model is beaten (no Condorcet winner), the strongest evidence that it is beaten."""
+    L = len(names)
+    lines = []
+    every = view["status"] == CampaignStatus.NO_CONDORCET_WINNER
+    for m in range(L):
+        if m == ref and not every:
+            continue
+        pts = []
+        for p in points:
+            stats = [e["log_stat"] for e in p.pc if e["loser"] == m and (every or e["winner"] == ref)]
+            if stats and math.isfinite(max(stats)):
+                pts.append((p.t, max(stats)))
+        label = f"{names[m]} beaten by any model" if every else f"{names[m]} beaten by {names[ref]}"
+        lines.append((m, label, pts))
+    return lines
+
+
+def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, state: dict, replay_ok: bool):
+    """dctas-pc: each pair's certificate statistic against its threshold log((L-1)/delta)."""
+    ev = view["pc_evidence"]
+    thr = ev["log_threshold"]
+    series, legend = [], []
+    for m, label, pts in _pc_lines(view, points, names, ref):
+        c = plots.color(m)
+        series.append({"label": label, "key": f"model-{m}", "color": c, "points": pts})
+        legend.append({"swatch": plots.swatch(c), "label": label, "value": pts[-1][1] if pts else None})
+    if thr is not None:
+        t0, t1 = points[0].t, points[-1].t
+        series.append(
+            {
+                "label": "certificate threshold",
+                "key": "threshold",
+                "color": "#1f2933",
+                "dash": True,
+                "points": [(t0, thr), (t1, thr)],
+            }
+        )
+        legend.append({"swatch": plots.swatch("#1f2933", dash=True), "label": "threshold log((L−1)/δ)", "value": thr})
+    vline = None
+    if view["status"] != CampaignStatus.RUNNING and state.get("stop_t"):
+        what = "certified" if view["status"] == CampaignStatus.CERTIFIED else "ended"
+        vline = (float(state["stop_t"]), f"{what} at t={state['stop_t']}")
+    every = view["status"] == CampaignStatus.NO_CONDORCET_WINNER
+    plot = plots.line_chart(
+        series,
+        title="Evidence that each model is beaten" if every else f"Evidence that {names[ref]} beats each other model",
+        x_label="counted duels t",
+        y_label="log statistic of the certificate test",
+        vline=vline,
+        integer_x=True,
+    )
+    return Evidence(plot, legend, ref, "certificates", replay_ok, len(points))
+
+
+def _cut(name: str, n: int = 7) -> str:
+    return name if len(name) <= n else name[: n - 1] + "\u2026"
 
 
 def oracle_section(view: dict) -> dict:
@@ -222,7 +294,7 @@ def oracle_section(view: dict) -> dict:
             n = int(N[i][j])
             rows.append(
                 {
-                    "label": f"#{i} vs #{j}",
+                    "label": f"{_cut(names[i])} vs {_cut(names[j])}",
                     "tip": f"{names[i]} vs {names[j]}",
                     "count": n,
                     "share": n / t if view["t"] else 0.0,
@@ -284,10 +356,8 @@ def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) 
 
 
 def cost_unit(view: dict) -> str:
-    """**choice**: "cost units" when every model and the judge are simulated (the paper's
-    instances: no money is spent, costs are the paper's units), else "USD"."""
-    simulated = all((m["client"] or {}).get("kind") == "simulated" for m in view["models"])
-    return "cost units" if simulated and (view["judge"] or {}).get("kind") != "llm" else "USD"
+    """USD, or "cost units" when every model and the judge are simulated (:func:`service.campaigns.verdicts.cost_unit`)."""
+    return _cost_unit(view["models"], view["judge"])
 
 
 def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dict:
@@ -330,6 +400,8 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
         "spend_plot": plots.spend_gauge(spend, view["budget"], finite_or_none(view["lower_bound"]), unit=unit),
         "unit": unit,
         "ranking": svc.ranking(campaign_id),
+        "ranking_by_category": svc.ranking_by_category(campaign_id),
+        "bias": svc.judge_bias(campaign_id),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,

@@ -218,16 +218,18 @@ def heatmap(
     height = top + cell * L + 8
     out = [_svg_open("heatmap", width, height, title)]
     out.append(f'<g font-size="11" fill="{INK}">')
+    col_chars = max(3, int(cell // 7))  # column labels: the names, cut to the cell's width
     for j in range(L):
+        col = names[j] if len(names[j]) <= col_chars else names[j][: col_chars - 1] + "\u2026"
         out.append(
             f'<text x="{label_w + cell * j + cell / 2}" y="{top - 10}" text-anchor="middle">'
-            f"#{j}<title>{esc(names[j])}</title></text>"
+            f"{esc(col)}<title>{esc(names[j])}</title></text>"
         )
     for i in range(L):
         short = names[i] if len(names[i]) <= 20 else names[i][:19] + "\u2026"
         out.append(
             f'<text x="{label_w - 6}" y="{num(top + cell * i + cell / 2 + 4)}" text-anchor="end">'
-            f"#{i} {esc(short)}<title>{esc(names[i])}</title></text>"
+            f"{esc(short)}<title>{esc(names[i])}</title></text>"
         )
     out.append("</g>")
     show_text = cell >= 34

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from algorithms import make_policy
+from algorithms.policies import state_params
 
 from ..models import Duel
 
@@ -39,6 +40,7 @@ class Point:
     beta: float
     Z: float
     leader: int
+    pc: list[dict] | None = None  # dctas-pc: PCPolicy.pair_evidence() at this point
 
 
 @dataclass
@@ -60,6 +62,7 @@ def _point(policy) -> Point:
         beta=beta if math.isfinite(beta) else float("nan"),
         Z=float(policy.Z()),
         leader=int(policy.leader()),
+        pc=policy.pair_evidence() if hasattr(policy, "pair_evidence") else None,
     )
 
 
@@ -82,9 +85,7 @@ class SeriesCache:
         with self._lock:
             entry = self._items.get(campaign_id)
             if entry is None or entry.signature != signature:
-                policy = make_policy(
-                    state["algorithm"], state["costs"], state["delta"], **dict(state.get("params") or {})
-                )
+                policy = make_policy(state["algorithm"], state["costs"], state["delta"], **state_params(state))
                 entry = _Replay(signature=signature, policy=policy)
                 entry.points.append(_point(policy))
                 self._items[campaign_id] = entry

@@ -20,6 +20,8 @@ BUILTIN_DESCRIPTIONS = {
     "vision": "vision, rating-implied (LMArena 2025-04-24), the paper's 4 named models",
     "image": "text-to-image, rating-implied (LMArena 2025-04-24), 8 models",
     "genai-image": "GenAI-Arena text-to-image, empirical (2024-02-20), 6 models, unit costs",
+    "genai-image-ties": "GenAI-Arena text-to-image with its ties (27% of votes), 6 models, unit costs",
+    "genai-image-ties4": "GenAI-Arena text-to-image, the 4 models below the top two, 33% ties, unit costs",
 }
 
 

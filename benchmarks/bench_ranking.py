@@ -1,0 +1,112 @@
+"""Coverage of the ranking's 95% intervals for the winner's true win rate against the field,
+at the campaign's own stopping time (dctas-pc on genai-image, delta 0.05).
+
+Each campaign runs the step-wise dctas-pc policy on the instance's preference
+matrix (Bernoulli duels) until its certificate stops it; the ranking's intervals
+are computed from its final counts, as the export does, with the percentile
+bootstrap (descriptive) and with the anytime-valid intervals
+(:func:`algorithms.ranking.anytime_field_intervals`).
+
+``--wor``: also campaigns without replacement (the service's dctas-pc driver,
+:func:`algorithms.prompt_policy_sim.policy_campaign`, on prompt-level tables drawn
+from Bradley-Terry strengths ~ N(0, spread^2)), where the anytime interval's validity
+is not proven: its coverage of each model's prompt-set win rate against the field.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from algorithms.instances import resolve_instance
+from algorithms.policies import make_policy
+from algorithms.prompt_level import bradley_terry_prompts
+from algorithms.prompt_policy_sim import policy_campaign
+from algorithms.ranking import anytime_field_intervals, bootstrap_ranking
+
+
+def stopped_campaign(P: np.ndarray, costs, delta: float, seed: int, cap: int = 200_000):
+    """One dctas-pc campaign on Bernoulli duels: (winner, wins matrix, counts matrix)."""
+    rng = np.random.default_rng(seed)
+    pol = make_policy("dctas-pc", list(costs), delta)
+    t = 0
+    while not pol.should_stop() and t < cap:
+        i, j = pol.next_pair()
+        pol.record(i, j, float(rng.random() < P[i, j]))
+        t += 1
+    return pol.recommendation(), pol.wins_matrix(), pol.counts_matrix()
+
+
+def bootstrap_from_counts(W: np.ndarray, N: np.ndarray, seed: int, reps: int = 1000):
+    L = W.shape[0]
+    a, b, s, w = [], [], [], []
+    for i in range(L):
+        for j in range(i + 1, L):
+            a += [i, i]
+            b += [j, j]
+            s += [1.0, 0.0]
+            w += [int(round(W[i, j])), int(round(N[i, j] - W[i, j]))]
+    return bootstrap_ranking(a, b, s, L, weights=w, reps=reps, seed=seed)
+
+
+def wor_coverage(campaigns: int, n_prompts: int, spread: float, delta: float) -> None:
+    rng = np.random.default_rng(0)
+    hit_w = hit_all = n_w = n_all = 0
+    for t in range(campaigns):
+        theta = rng.normal(0.0, spread, 4)
+        inst = bradley_terry_prompts(
+            theta, n_prompts, costs=[2, 3, 4, 5], judge_cost=1.0, prompt_sd=0.5, tie_prob=0.1, seed=t
+        )
+        r = policy_campaign(inst, "wor", delta, t)
+        P = inst.preference()
+        truth = (P.sum(axis=1) - 0.5) / 3
+        lo, hi = anytime_field_intervals(r.wins, r.counts, 0.95)
+        inside = (lo <= truth) & (truth <= hi)
+        n_all += 4
+        hit_all += int(inside.sum())
+        if r.outcome >= 0:
+            n_w += 1
+            hit_w += int(inside[r.outcome])
+    print(
+        f"  wor, {n_prompts} prompts, spread {spread}: winner covered {100 * hit_w / max(n_w, 1):5.1f}% "
+        f"of {n_w} campaigns with a winner; every model {100 * hit_all / n_all:5.1f}% of {n_all}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--campaigns", type=int, default=200)
+    ap.add_argument("--instance", default="genai-image")
+    ap.add_argument("--delta", type=float, default=0.05)
+    ap.add_argument("--wor", action="store_true", help="also campaigns without replacement (4 models)")
+    a = ap.parse_args()
+    inst = resolve_instance(a.instance)
+    P = np.asarray(inst.preference)
+    L = P.shape[0]
+    t0 = time.perf_counter()
+    hit = {"bootstrap": 0, "anytime": 0}
+    width = {"bootstrap": [], "anytime": []}
+    for c in range(a.campaigns):
+        win, W, N = stopped_campaign(P, inst.costs, a.delta, seed=c)
+        truth = (P[win].sum() - 0.5) / (L - 1)
+        r = bootstrap_from_counts(W, N, seed=c)
+        lo, hi = anytime_field_intervals(W, N, 0.95)
+        for name, (low, high) in (("bootstrap", (r.low[win], r.high[win])), ("anytime", (lo[win], hi[win]))):
+            hit[name] += int(low <= truth <= high)
+            width[name].append(high - low)
+    print(f"{a.instance}, dctas-pc, delta {a.delta}, {a.campaigns} campaigns; 95% intervals of the winner")
+    for name in ("bootstrap", "anytime"):
+        print(f"  {name:<9} coverage {100 * hit[name] / a.campaigns:5.1f}%  median width {np.median(width[name]):.3f}")
+    if a.wor:
+        print("anytime 95% intervals, campaigns without replacement (prompt-set truth):")
+        for n_prompts, spread in ((50, 0.5), (200, 0.5), (50, 0.15)):
+            wor_coverage(a.campaigns, n_prompts, spread, a.delta)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""A campaign's judge bias, measured from its duel log (pure: rows in, a JSON-safe dict out).
+
+Three rates, each with a 95% Wilson score interval (Wilson 1927; the interval of
+``k`` successes in ``n`` Bernoulli trials that stays inside [0, 1] and keeps its level for
+small ``n`` and extreme rates, where the normal interval does not):
+
+* ``first_position``: of the judge's decisive verdicts, the share that picked the answer
+  shown first. An LLM judge counts per call (each order of each duel, each juror of a jury);
+  another judge (human, simulated) per duel, ``a`` being the answer shown first.
+* ``order_disagreement`` (LLM judges with ``orders: both`` only): of the duels whose two
+  orders both gave a verdict, the share where the two orders disagree (the verdict flips
+  when the answers are swapped).
+* ``longer_wins``: of the decisive duel verdicts between answers of different lengths
+  (characters), the share won by the longer answer;
+* ``jury`` (a jury only): per juror, the share of the jury's verdicts its own verdict agrees with,
+  and its own ``first_position`` rate (which juror leans on the position).
+
+Only verdicts the judge actually gave count: a duel that reused a stored verdict repeats
+a judgement already counted. :data:`LIMITS` are the warning thresholds (docs/clients-and-judges.md,
+"Judge bias").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+Z95 = 1.959963984540054
+#: Warnings: a judge choosing one position in more than 80% of its decisive verdicts; the two
+#: orders disagreeing on more than half the duels; the longer answer winning more than 80%.
+LIMITS = {"first_position": 0.80, "order_disagreement": 0.50, "longer_wins": 0.80}
+MIN_VERDICTS = 10  # no warning from fewer verdicts than this
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """The Wilson score interval of ``k`` successes in ``n`` trials, or None when ``n == 0``."""
+    if n <= 0:
+        return None
+    p = k / n
+    den = 1.0 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    # the ends are exactly 0 at k = 0 and 1 at k = n (rounding would leave a speck)
+    return (0.0 if k == 0 else max(0.0, mid - half)), (1.0 if k == n else min(1.0, mid + half))
+
+
+def rate(k: int, n: int) -> dict[str, Any]:
+    """``{"count", "of", "rate", "low", "high"}`` (rate and interval None when ``n == 0``)."""
+    ci = wilson(k, n)
+    return {
+        "count": int(k),
+        "of": int(n),
+        "rate": round(k / n, 4) if n else None,
+        "low": round(ci[0], 4) if ci else None,
+        "high": round(ci[1], 4) if ci else None,
+    }
+
+
+def _calls(detail: dict | None) -> list[dict]:
+    """The judge calls of a verdict detail (a jury's calls carry their ``juror``)."""
+    calls = (detail or {}).get("calls")
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+def first_position_of(call: dict) -> bool | None:
+    """Did this call pick the answer it showed first? None for a tie or no verdict.
+
+    ``verdict`` is in the terms of the judge's answer a; order ``ab`` showed a first, ``ba`` b."""
+    v, order = call.get("verdict"), call.get("order")
+    if v not in ("a", "b") or order not in ("ab", "ba"):
+        return None
+    return (v == "a") == (order == "ab")
+
+
+def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
+    """The bias report of a campaign's judged duels.
+
+    ``rows``: objects with ``choice``, ``judge_detail``, ``len_a``, ``len_b`` (the answers'
+    lengths as shown); ``judge``: the campaign's stored judge config.
+    """
+    kind = judge.get("kind")
+    llm = kind in ("llm", "jury")
+    from .rules import judges_both_orders
+
+    both = llm and judges_both_orders(judge)
+    first = decisive = flips = paired = longer = decided = verdicts = 0
+    agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
+    juror_first: dict[str, list[int]] = {}  # juror -> [first position, decisive calls]
+    for r in rows:
+        detail = r.judge_detail or {}
+        if "reused_verdict" in detail:
+            continue
+        verdicts += 1
+        for j in detail.get("jurors") or []:
+            if isinstance(j, dict) and "agrees" in j:
+                tally = agree.setdefault(str(j.get("name")), [0, 0])
+                tally[0] += int(bool(j["agrees"]))
+                tally[1] += 1
+        if llm:
+            by_juror: dict[Any, list[str]] = {}
+            for c in _calls(detail):
+                f = first_position_of(c)
+                if f is not None:
+                    decisive += 1
+                    first += int(f)
+                    if "juror" in c:
+                        tally = juror_first.setdefault(str(c["juror"]), [0, 0])
+                        tally[0] += int(f)
+                        tally[1] += 1
+                if c.get("verdict") in ("a", "b", "tie"):
+                    by_juror.setdefault(c.get("juror"), []).append(c["verdict"])
+            for vs in by_juror.values():
+                if len(vs) == 2:
+                    paired += 1
+                    flips += int(vs[0] != vs[1])
+        elif r.choice in ("a", "b"):
+            decisive += 1
+            first += int(r.choice == "a")
+        if r.choice in ("a", "b") and r.len_a is not None and r.len_b is not None and r.len_a != r.len_b:
+            decided += 1
+            longer += int((r.choice == "a") == (r.len_a > r.len_b))
+    out: dict[str, Any] = {
+        "judge": kind,
+        "orders": ("both" if both else "one") if llm else None,
+        "verdicts": verdicts,
+        "first_position": rate(first, decisive),
+        "order_disagreement": rate(flips, paired) if both else None,
+        "longer_wins": rate(longer, decided),
+        "limits": dict(LIMITS),
+        "jury": None,
+    }
+    if kind == "jury":
+        out["jury"] = {
+            "combine": judge.get("combine", "majority"),
+            "jurors": [
+                {"name": name, "agreement": rate(k, n), "first_position": rate(*juror_first.get(name, [0, 0]))}
+                for name, (k, n) in agree.items()
+            ],
+        }
+    out["warnings"] = warnings(out)
+    return out
+
+
+def warnings(report: dict[str, Any]) -> list[str]:
+    """Plain-language warnings for the rates past :data:`LIMITS` (each from at least MIN_VERDICTS)."""
+    out = []
+    fp = report["first_position"]
+    if fp["of"] >= MIN_VERDICTS and fp["rate"] is not None:
+        share = max(fp["rate"], 1 - fp["rate"])
+        if share > LIMITS["first_position"]:
+            side = "first" if fp["rate"] >= 0.5 else "second"
+            out.append(
+                f"the judge chose the {side} position in {share:.0%} of its {fp['of']} decisive verdicts "
+                f"(limit {LIMITS['first_position']:.0%}): it reads the position more than the answers; "
+                "check its prompt and verdict format"
+            )
+    od = report.get("order_disagreement")
+    if od and od["of"] >= MIN_VERDICTS and od["rate"] > LIMITS["order_disagreement"]:
+        out.append(
+            f"the two orders disagree on {od['rate']:.0%} of {od['of']} duels (limit "
+            f"{LIMITS['order_disagreement']:.0%}): these duels count as ties"
+        )
+    lw = report["longer_wins"]
+    if lw["of"] >= MIN_VERDICTS and lw["rate"] > LIMITS["longer_wins"]:
+        out.append(
+            f"the longer answer won {lw['rate']:.0%} of {lw['of']} decisive duels (limit "
+            f"{LIMITS['longer_wins']:.0%}): the judge may favour length"
+        )
+    return out

@@ -1,0 +1,47 @@
+"""The response schemas of what a campaign's certificates say (issue 22): the certificate graph and
+dctas-pc's per-pair evidence (``GET /v1/campaigns/{id}``: ``certificate_graph``, ``pc_evidence``)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class CertificateEdge(BaseModel):
+    winner: str
+    loser: str
+    exact: bool = Field(False, description="without_replacement: decided exactly by the pair's sum, no error.")
+
+
+class PairEvidence(BaseModel):
+    loser: str
+    winner: str
+    n: float = Field(description="Counted duels of the pair.")
+    log_stat: float | None = Field(
+        description="The test's statistic on a log scale (log-wealth for mixture and without_replacement)."
+    )
+    log_threshold: float | None = Field(
+        description="The certificate is issued when log_stat reaches it: "
+        "log((L-1)/delta) for mixture and without_replacement."
+    )
+    certified: bool
+    exact: bool
+
+
+class LoserEvidence(BaseModel):
+    model: str
+    beaten_by: list[str]
+
+
+class PCEvidence(BaseModel):
+    test: str = Field(description="mixture, kk, stitched or without_replacement.")
+    statistic: str = Field(description="What log_stat is, in words.")
+    log_threshold: float | None
+    reference: str | None = Field(description="The certified winner, else the current leader.")
+    certified: int = Field(description="Certificates the reference holds.")
+    needed: int = Field(description="L - 1: certificates a winner needs.")
+    progress: float = Field(
+        description="Mean over the reference's L - 1 pairs of min(1, log_stat/log_threshold) "
+        "(1 for a certified pair; 1 once the campaign ended)."
+    )
+    pairs: list[PairEvidence]
+    losers: list[LoserEvidence]

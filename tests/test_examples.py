@@ -1,0 +1,144 @@
+"""Every file in examples/ reads through the campaign-file loader into a valid campaign body, and every
+example that needs no network (the fake provider, simulated, human with scripted votes) runs to a verdict
+against a live server, through the command line as the examples' README tells."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
+
+from service.campaign_files import read_campaign_file
+from service.schemas import CampaignCreate
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = REPO / "examples"
+FAKE_URL = "http://127.0.0.1:9000/v1"  # what the examples say: `llmduel fake-provider --port 9000`
+OFFLINE = {"fake-provider.yaml", "simulated.yaml", "human.yaml"}
+CAMPAIGN_FILES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+
+
+def _clients(body: dict) -> list[dict]:
+    out = [m["client"] for m in body["models"]]
+    if isinstance(body["judge"].get("client"), dict):
+        out.append(body["judge"]["client"])
+    return out
+
+
+def needs_network(body: dict) -> bool:
+    return any(c.get("kind") != "simulated" and c.get("base_url") != FAKE_URL for c in _clients(body))
+
+
+def test_the_examples_are_all_here():
+    assert set(CAMPAIGN_FILES) >= OFFLINE | {
+        "openai-compatible.yaml",
+        "openai.yaml",
+        "anthropic.yaml",
+        "gemini.yaml",
+    }
+    questions = [json.loads(line) for line in (EXAMPLES / "question.jsonl").read_text().splitlines()]
+    assert len(questions) >= 20 and len({q["question_id"] for q in questions}) == len(questions)
+    assert all(q["category"] and q["turns"] and all(t["content"] for t in q["turns"]) for q in questions)
+    assert any(len(q["turns"]) == 2 for q in questions)
+    readme = (EXAMPLES / "README.md").read_text()
+    for name in CAMPAIGN_FILES:
+        assert name in readme, f"examples/README.md does not mention {name}"
+
+
+@pytest.mark.parametrize("name", CAMPAIGN_FILES)
+def test_every_example_reads_into_a_valid_campaign(name):
+    body = read_campaign_file(str(EXAMPLES / name))
+    run = body.pop("run", None)
+    assert run is None or set(run) <= {"concurrency", "max_duels"}
+    campaign = CampaignCreate.model_validate(body)  # prices of models without a cost are found, too
+    assert len(campaign.prompts) == 20 and all(m.cost > 0 for m in campaign.models)
+    assert needs_network(body) is (name not in OFFLINE)
+
+
+# ---------------------------------------------------------------- running the offline ones
+@pytest.fixture(scope="module")
+def fake_provider(tmp_path_factory):
+    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log")
+    yield url
+    stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def server(db_url, tmp_path_factory):
+    s = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log")
+    yield s
+    stop_live_server(s)
+
+
+@pytest.fixture
+def examples_here(tmp_path, fake_provider) -> Path:
+    """A copy of examples/ whose fake-provider address is this test's fake provider."""
+    out = tmp_path / "examples"
+    shutil.copytree(EXAMPLES, out)
+    for path in out.glob("*.yaml"):
+        path.write_text(path.read_text().replace(FAKE_URL, fake_provider + "/v1"))
+    return out
+
+
+def llmduel(server, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LLMDUEL_URL=server.url, LLMDUEL_API_KEY=ADMIN_KEY)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def created_id(stdout: str) -> int:
+    first = stdout.splitlines()[0]  # "campaign 7: example - ..."
+    assert first.startswith("campaign "), stdout
+    return int(first.split()[1].rstrip(":"))
+
+
+@pytest.mark.parametrize("name, winner", [("fake-provider.yaml", "large"), ("simulated.yaml", "expensive")])
+def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, name, winner):
+    r = llmduel(server, "campaign", "create", str(examples_here / name))
+    assert r.returncode == 0, r.stderr
+    cid = created_id(r.stdout)
+    assert f"watch it:  llmduel campaign watch {cid}" in r.stdout
+    r = llmduel(server, "campaign", "watch", str(cid), "--interval", "0.3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"certified: {winner} beats every other model (delta 0.05)", r.stdout
+    r = llmduel(server, "campaign", "export", str(cid), "--out", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    battles = [json.loads(x) for x in (tmp_path / "out" / "battles.jsonl").read_text().splitlines()]
+    assert battles and {b["question_id"] for b in battles} <= {f"ex{n:02d}" for n in range(1, 21)}
+
+
+def test_human_example_runs_to_a_verdict_with_scripted_votes(server, examples_here):
+    r = llmduel(server, "campaign", "create", str(examples_here / "human.yaml"))
+    assert r.returncode == 0, r.stderr
+    cid = created_id(r.stdout)
+    assert f"llmduel annotator add {cid} --label NAME" in r.stdout
+    r = llmduel(server, "annotator", "add", str(cid), "--label", "alice", "--json")
+    assert r.returncode == 0, r.stderr
+    token = json.loads(r.stdout)["token"]
+    annotator = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    admin = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+    deadline = time.monotonic() + 300
+    with annotator, admin:
+        while time.monotonic() < deadline:
+            d = annotator.post(f"/v1/campaigns/{cid}/duels")
+            if d.status_code == 409:  # the campaign ended
+                break
+            assert d.status_code in (200, 201), d.text
+            duel = d.json()
+            assert "model_a" not in duel  # blinded
+            who = admin.get(f"/v1/duels/{duel['id']}").json()
+            choice = "a" if who["model_a_name"] == "concise" else "b"  # alice always prefers "concise"
+            v = annotator.post(f"/v1/duels/{duel['id']}/vote", json={"choice": choice})
+            assert v.status_code in (200, 409), v.text
+    r = llmduel(server, "campaign", "watch", str(cid), "--interval", "0.3")
+    assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("certified: concise beats"), r.stdout

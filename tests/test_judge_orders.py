@@ -1,0 +1,139 @@
+"""The LLM judge option ``orders: both | one`` through the service, against the fake provider:
+validation, one judge call per duel, c_J per call, an order that varies and follows the secret draw key."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from service_helpers import all_duels, campaign_body
+
+from service.campaigns import rules
+from service.fake_provider import create_fake_provider_app
+
+BASE = "http://fake.test/v1"
+
+
+def llm_judge(**kw) -> dict:
+    return {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.01, **kw}
+
+
+@pytest.mark.parametrize(
+    "patch, where",
+    [
+        ({"orders": "three"}, "Input should be 'both' or 'one'"),
+        ({"orders": "one", "both_orders": True}, "contradicts both_orders"),
+        ({"orders": 1}, "orders"),
+    ],
+)
+async def test_bad_orders_are_422_with_a_message(api, patch, where):
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=llm_judge(**patch)))
+    assert r.status_code == 422, r.text
+    assert where in r.text
+
+
+async def _run(api, fake, names, orders, n_duels, seed=7, verdicts="fresh"):
+    body = campaign_body(
+        name=f"orders {orders}",
+        costs=[0.001, 0.002, 0.003],
+        clients=[{"kind": "openai", "base_url": BASE, "model": n} for n in names],
+        judge=llm_judge(**({} if orders is None else {"orders": orders})),
+        budget=10.0,
+        seed=seed,
+    )
+    body["verdicts"] = verdicts
+    body["prompt_sampling"] = "with_replacement"
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    c = r.json()
+    before = len(fake.state.provider.requests)
+    for _ in range(n_duels):
+        r = await api.post(f"/v1/campaigns/{c['id']}/duels")
+        assert r.status_code == 201, r.text
+        assert r.json()["status"] == "judged", r.json()
+    judge_requests = [q for q in fake.state.provider.requests[before:] if q["kind"] == "judge"]
+    return c, judge_requests, await all_duels(api, c["id"])
+
+
+@pytest.fixture
+async def fake(api):
+    app = create_fake_provider_app()
+    svc = api.app.state.service
+    svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    yield app
+    await svc._http.aclose()
+    svc._http = None
+
+
+async def test_one_order_makes_one_judge_call_per_duel_and_halves_c_j(api, fake):
+    names = ["ord1-small-q3", "ord1-mid-q4", "ord1-large-q5"]
+    c, calls, duels = await _run(api, fake, names, "one", 16)
+    assert c["judge"]["orders"] == "one" and c["judge"]["both_orders"] is False
+    assert c["judge_cost"] == pytest.approx(0.01)  # c_J: one call per duel
+    assert c["policy_judge_cost"] == pytest.approx(0.01)  # what the allocation uses
+    assert len(calls) == 16  # counted at the provider
+    for d in duels:
+        assert [x["order"] for x in d["judge"]["calls"]] == ["ab"]
+        assert d["judge"]["calls"][0]["cost"] == pytest.approx(0.01)
+    view = (await api.get(f"/v1/campaigns/{c['id']}")).json()
+    assert view["judge_spend"] == pytest.approx(16 * 0.01)
+    assert (await api.get(f"/v1/campaigns/{c['id']}/replay")).json()["ok"] is True
+
+    # the default is today's behaviour: both orders, two calls per duel, c_J twice the call's cost
+    c2, calls2, _ = await _run(api, fake, ["ord2-small-q3", "ord2-mid-q4", "ord2-large-q5"], None, 6)
+    assert c2["judge"]["orders"] == "both" and c2["judge_cost"] == pytest.approx(0.02)
+    assert len(calls2) == 12
+
+
+def _first_shown(fake, names, calls, duels):
+    """Per duel, the model index whose answer the judge read first (from the provider's view of the request)."""
+    prov = fake.state.provider
+    quality = {prov.quality(n): k for k, n in enumerate(names)}
+    return [quality[prov.unseal(q["first"])] == min(d["model_a"], d["model_b"]) for q, d in zip(calls, duels)]
+
+
+async def test_one_order_varies_across_duels_and_follows_the_secret_key(api, fake):
+    names = ["ord3-small-q3", "ord3-mid-q4", "ord3-large-q5"]
+    c1, calls1, duels1 = await _run(api, fake, names, "one", 24)
+    c2, calls2, duels2 = await _run(api, fake, names, "one", 24)  # same body, same seed
+    lower_first_1 = _first_shown(fake, names, calls1, duels1)
+    lower_first_2 = _first_shown(fake, names, calls2, duels2)
+    # the judge reads the duel's shown order (a first): it varies from duel to duel
+    for d, q in zip(duels1, calls1):
+        assert fake.state.provider.unseal(q["first"]) == fake.state.provider.quality(names[d["model_a"]])
+    assert 0 < sum(lower_first_1) < len(lower_first_1)
+    # the order is the keyed draw of the campaign's secret key, not a function of the public seed:
+    # two campaigns with the same body and seed order their duels differently
+    assert lower_first_1 != lower_first_2
+    # no route shows the key
+    for cid in (c1["id"], c2["id"]):
+        text = (await api.get(f"/v1/campaigns/{cid}")).text + (await api.get(f"/v1/campaigns/{cid}/duels")).text
+        assert "draw_key" not in text
+
+
+def test_the_order_draw_is_keyed_hmac():
+    key1, key2 = rules.new_draw_key(), rules.new_draw_key()
+    sides1 = [rules.draw_prompt_and_side(7, n, 3, key1)[1] for n in range(1, 65)]
+    sides2 = [rules.draw_prompt_and_side(7, n, 3, key2)[1] for n in range(1, 65)]
+    assert sides1 != sides2 and 10 < sum(sides1) < 54
+
+
+def test_c_j_counts_calls_per_duel_for_old_and_new_rows():
+    base = {"kind": "llm", "client": {"kind": "openai", "model": "j"}, "cost": 0.5}
+    assert rules.judge_cost_per_duel(base) == pytest.approx(1.0)  # a row from before `orders`: both
+    assert rules.judge_cost_per_duel({**base, "both_orders": False}) == pytest.approx(0.5)
+    assert rules.judge_cost_per_duel({**base, "orders": "one", "both_orders": False}) == pytest.approx(0.5)
+    assert rules.judge_orders({**base, "orders": "both", "both_orders": True}) == 2
+
+
+def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
+    from service.campaigns import stores
+    from service.judging import validate_judge_config
+
+    old_row = validate_judge_config(llm_judge(both_orders=False))
+    old_row.pop("orders")  # as a row stored before the field existed
+    new_row = validate_judge_config(llm_judge(orders="one"))
+    assert new_row["orders"] == "one" and new_row["both_orders"] is False
+    assert stores.judge_key(old_row) == stores.judge_key(new_row)
+    assert stores.judge_key(new_row) != stores.judge_key(validate_judge_config(llm_judge()))
+    assert stores.stored_order(new_row, "b", "a") == (False, "ab")  # one order: stored per presentation
+    assert stores.stored_order(validate_judge_config(llm_judge()), "b", "a") == (True, "both")
