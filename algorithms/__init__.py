@@ -6,6 +6,7 @@ sampling policies (DCTAS and the baselines TAS, CRR, DCTAC, DPCA) behind one
 step-wise interface, and a fast simulator. No I/O, no web, no database.
 """
 
+from .hybrid import HybridPolicy
 from .instance import Instance, InstanceError, synthetic_instance
 from .oracle import (
     OracleResult,
@@ -22,6 +23,7 @@ from .thresholds import beta, calibration_C
 
 __all__ = [
     "ALGORITHMS",
+    "HybridPolicy",
     "Instance",
     "InstanceError",
     "NoPairAvailable",

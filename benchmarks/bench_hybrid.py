@@ -1,0 +1,144 @@
+"""Human votes of the hybrid policy (LLM judge + sampled humans) against humans-only dctas-pc, same seeds.
+
+    .venv/bin/python benchmarks/bench_hybrid.py --trials 500 --error-trials 2000 --json
+
+Part 1 (``--delta``, default 0.05, ``--trials`` per cell) on the 4-model instance of
+:func:`algorithms.hybrid_sim.hybrid_instance`: mean human votes of humans-only dctas-pc
+(default mixture certificates), of the hybrid policy with the calibrated judge and with the
+adversarial judge (fixed ``--rate``, default 0.2, and ``active``), with a coin-flip judge
+(verdict independent of the human vote), of the hybrid test with
+``pi = 1`` (humans only, the hybrid's betting test), mean duels (models and judge are paid on
+every duel) and error rates. Part 2 (``--error-trials`` at delta = 0.1, 0 to skip): error
+rates with the one-sided binomial p-value of ``H0: error rate <= delta`` on the 4-model
+instance and on a 2-model instance where the adversarial judges favour the human loser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from scipy.stats import binomtest  # noqa: E402
+
+from algorithms import Instance  # noqa: E402
+from algorithms.hybrid_sim import (  # noqa: E402
+    JudgeModel,
+    adversarial_judge,
+    calibrated_judge,
+    hybrid_instance,
+    run_humans_only,
+    run_hybrid,
+)
+
+# a judge whose verdict is independent of the human vote (agreement 1/2): no information at all
+COIN = JudgeModel(0.5, judge_tie=0.13, human_tie=0.13, name="coin")
+HARD = Instance(["a", "b"], [1.0, 1.0], [[0.5, 0.45], [0.55, 0.5]])
+
+
+def _cell(res: dict) -> dict:
+    return {k: v for k, v in res.items() if k != "human_votes"}
+
+
+def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
+    inst = hybrid_instance()
+    humans = run_humans_only(inst, delta, trials, seed)
+    base = humans["mean_human_votes"]
+    cal = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate=rate)
+    adv = run_hybrid(inst, adversarial_judge(), delta, trials, seed, human_rate=rate)
+    cal_a = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate="active")
+    adv_a = run_hybrid(inst, adversarial_judge(), delta, trials, seed, human_rate="active")
+    bet1 = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate=1.0)
+    coin = run_hybrid(inst, COIN, delta, trials, seed, human_rate=rate)
+    return {
+        "human_votes_ratio": cal["mean_human_votes"] / base,
+        "adversarial_human_votes_ratio": adv["mean_human_votes"] / base,
+        "error_rate": cal["error_rate"],
+        "adversarial_error_rate": adv["error_rate"],
+        "trials": trials,
+        "delta": delta,
+        "rate": rate,
+        "active_human_votes_ratio": cal_a["mean_human_votes"] / base,
+        "active_adversarial_human_votes_ratio": adv_a["mean_human_votes"] / base,
+        "humans_only_betting_ratio": bet1["mean_human_votes"] / base,
+        "coin_judge_human_votes_ratio": coin["mean_human_votes"] / base,
+        "cells": {
+            "humans_only_dctas_pc": _cell(humans),
+            "hybrid_calibrated": _cell(cal),
+            "hybrid_adversarial": _cell(adv),
+            "hybrid_calibrated_active": _cell(cal_a),
+            "hybrid_adversarial_active": _cell(adv_a),
+            "hybrid_test_pi_1": _cell(bet1),
+            "hybrid_coin_judge": _cell(coin),
+        },
+    }
+
+
+def part_errors(trials: int, seed: int) -> list[dict]:
+    out = []
+    judges = [calibrated_judge(), adversarial_judge(), JudgeModel(0.1, human_tie=0.13, name="adversarial-90")]
+    for inst_name, inst in (("4-model", hybrid_instance()), ("hard-2", HARD)):
+        for judge in judges:
+            for rate in (0.2, "active"):
+                r = run_hybrid(inst, judge, 0.1, trials, seed, human_rate=rate, max_duels=200_000)
+                p = binomtest(r["errors"], trials, 0.1, alternative="greater").pvalue
+                out.append(
+                    {
+                        "instance": inst_name,
+                        "judge": judge.name,
+                        "rate": rate,
+                        "trials": trials,
+                        "errors": r["errors"],
+                        "error_rate": r["error_rate"],
+                        "unfinished": r["unfinished"],
+                        "p_value": float(p),
+                    }
+                )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=500)
+    ap.add_argument("--delta", type=float, default=0.05)
+    ap.add_argument("--rate", type=float, default=0.2, help="the fixed human rate pi (default 0.2)")
+    ap.add_argument("--error-trials", type=int, default=2000, help="trials per cell at delta = 0.1 (0: skip)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    a = ap.parse_args()
+    if a.trials < 1 or a.error_trials < 0 or not (0.0 < a.delta < 1.0) or not (0.0 < a.rate <= 1.0):
+        ap.error("need --trials >= 1, --error-trials >= 0, 0 < --delta < 1, 0 < --rate <= 1")
+    t0 = time.time()
+    out = part_votes(a.trials, a.delta, a.rate, a.seed)
+    if a.error_trials:
+        out["error_test"] = part_errors(a.error_trials, a.seed)
+    out["seconds"] = round(time.time() - t0, 1)
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return
+    for k in ("human_votes_ratio", "adversarial_human_votes_ratio", "error_rate", "adversarial_error_rate"):
+        print(f"{k:40s} {out[k]:.4f}")
+    for k in (
+        "active_human_votes_ratio",
+        "active_adversarial_human_votes_ratio",
+        "humans_only_betting_ratio",
+        "coin_judge_human_votes_ratio",
+    ):
+        print(f"{k:40s} {out[k]:.4f}")
+    for name, c in out["cells"].items():
+        print(
+            f"{name:28s} human votes {c['mean_human_votes']:9.1f}  duels {c['mean_duels']:9.1f}  errors {c['errors']}"
+        )
+    for e in out.get("error_test", []):
+        print(
+            f"delta=0.1 {e['instance']:8s} {e['judge']:15s} rate={e['rate']!s:6s} "
+            f"errors {e['errors']}/{e['trials']}  p={e['p_value']:.3g}"
+        )
+
+
+if __name__ == "__main__":
+    main()

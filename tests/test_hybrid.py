@@ -1,0 +1,240 @@
+"""The hybrid (LLM judge + sampled human votes) test, policy and simulator: algorithms/hybrid*.py."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from algorithms import Instance, PolicyError
+from algorithms.hybrid import HybridPolicy, hy_range, hy_y, policy_from_state
+from algorithms.hybrid_sim import (
+    GPT4_AGREE_NO_TIES,
+    GPT4_AGREE_TIES,
+    HUMAN_AGREE_NO_TIES,
+    HUMAN_AGREE_TIES,
+    JudgeModel,
+    adversarial_judge,
+    calibrated_judge,
+    hybrid_instance,
+    run_humans_only,
+    run_hybrid,
+    tie_rate_for,
+)
+
+
+def test_estimate_range_is_the_bound_H2_and_attained():
+    """|Y - 1/2| <= M(lambda, pi_min) for every score, vote and pi >= pi_min; equality is reached."""
+    for lam in (-1.0, -0.6, 0.0, 0.3, 1.0):
+        for pi_min in (0.05, 0.2, 1.0):
+            M = hy_range(lam, pi_min)
+            worst = 0.0
+            for J, H, human in itertools.product((0.0, 0.5, 1.0), (0.0, 0.5, 1.0), (False, True)):
+                for pi in (pi_min, (pi_min + 1) / 2, 1.0):
+                    y = abs(hy_y(lam, J, H, human, pi))
+                    assert y <= M + 1e-12
+                    worst = max(worst, y)
+            assert worst == pytest.approx(M)
+
+
+def test_estimate_is_unbiased_for_the_human_score_whatever_the_judge():
+    """E[Y] = E[H] exactly, computed by enumeration over (H, J, xi) for a judge anti-correlated with humans."""
+    lam, pi = 0.8, 0.25
+    # joint law of (H, J): the judge mostly picks the human loser
+    law = {(1.0, 0.0): 0.5, (0.0, 1.0): 0.2, (1.0, 1.0): 0.1, (0.5, 0.5): 0.2}
+    EH = sum(p * H for (H, _), p in law.items())
+    EY = sum(
+        p * ((pi * hy_y(lam, J, H, True, pi) + (1 - pi) * hy_y(lam, J, H, False, pi)) + 0.5)
+        for (H, J), p in law.items()
+    )
+    assert EY == pytest.approx(EH)
+
+
+def test_tie_rates_reproduce_the_published_agreements():
+    for w, a in ((GPT4_AGREE_TIES, GPT4_AGREE_NO_TIES), (HUMAN_AGREE_TIES, HUMAN_AGREE_NO_TIES)):
+        tau = tie_rate_for(w, a)
+        assert 0.0 < tau < 0.5
+        assert tau * tau + (1 - tau) ** 2 * a == pytest.approx(w)
+
+
+def _drive(policy: HybridPolicy, rng: random.Random, steps: int, p: float = 0.6) -> list:
+    log = []
+    for _ in range(steps):
+        i, j = policy.next_pair()
+        H = 1.0 if rng.random() < p else 0.0
+        J = H if rng.random() < 0.8 else rng.choice([0.0, 0.5, 1.0])
+        pi = policy.human_probability(i, j, J)
+        vote = H if rng.random() < pi else None
+        policy.record(i, j, J, vote, pi)
+        log.append((i, j, J, vote, pi, policy.recommendation()))
+    return log
+
+
+@pytest.mark.parametrize("rate", [0.2, "active"])
+def test_state_round_trip_continues_identically(rate):
+    a = HybridPolicy([1.0, 2.0, 1.0], 0.05, judge_cost=0.1, human_fee=3.0, human_rate=rate)
+    _drive(a, random.Random(1), 150)
+    state = json.loads(json.dumps(a.to_state()))
+    b = policy_from_state(state)
+    assert isinstance(b, HybridPolicy)
+    assert b.to_state() == a.to_state()
+    assert _drive(a, random.Random(2), 200) == _drive(b, random.Random(2), 200)
+    assert a.summary() == b.summary()
+    assert json.loads(json.dumps(a.summary()))["human_votes"] == a.human_votes
+
+
+def test_malformed_states_are_clear_errors():
+    good = HybridPolicy([1.0, 1.0, 1.0], 0.1).to_state()
+    for bad in (
+        {**good, "params": {"nonsense": 1}},
+        {**good, "stats": [[0.0] * 11]},
+        {**good, "stats": "x"},
+        {**good, "BEAT": [[0, 1]]},
+        {**good, "verdict": "maybe"},
+        {**good, "version": 7},
+    ):
+        with pytest.raises(PolicyError, match="hybrid policy state"):
+            policy_from_state(bad)
+
+
+def test_plain_states_still_load():
+    from algorithms import make_policy
+
+    p = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.05)
+    assert policy_from_state(p.to_state()).name == "dctas-pc"
+
+
+def test_reversed_pair_order_records_the_same_duel():
+    a = HybridPolicy([1.0, 1.0, 1.0], 0.1)
+    b = HybridPolicy([1.0, 1.0, 1.0], 0.1)
+    a.record(0, 2, 1.0, 0.0, 0.2)
+    b.record(2, 0, 0.0, 1.0, 0.2)
+    a.record(0, 2, 0.5, None, 0.5)
+    b.record(2, 0, 0.5, None, 0.5)
+    assert a.to_state() == b.to_state()
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(PolicyError, match="human_rate"):
+        HybridPolicy([1, 1], 0.1, human_rate=0)
+    with pytest.raises(PolicyError, match="human_rate"):
+        HybridPolicy([1, 1], 0.1, human_rate="often")
+    with pytest.raises(PolicyError, match="floor"):
+        HybridPolicy([1, 1], 0.1, human_rate="active", floor=0)
+    with pytest.raises(PolicyError, match="human_fee"):
+        HybridPolicy([1, 1], 0.1, human_fee=-1)
+    p = HybridPolicy([1, 1, 1], 0.1, human_rate=0.2)
+    with pytest.raises(PolicyError, match="pi must be in"):
+        p.record(0, 1, 1.0, 1.0, 0.1)  # below the rate the range (H2) was built for
+    with pytest.raises(PolicyError, match="judge_score"):
+        p.record(0, 1, 1.5, None, 0.2)
+    with pytest.raises(PolicyError, match="human_score"):
+        p.record(0, 1, 1.0, -1, 0.2)
+    with pytest.raises(PolicyError, match="two different arms"):
+        p.record(1, 1, 1.0, None, 0.2)
+    with pytest.raises(PolicyError, match="missing"):
+        policy_from_state({"version": 1, "algorithm": "dctas-pc-hybrid", "costs": [1, 1], "delta": 0.1})
+    assert p.t == 0  # nothing was recorded by the refused calls
+
+
+def test_active_rate_asks_more_where_the_judge_is_unsure_or_wrong():
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active", floor=0.05)
+    decisive, tie = p.human_probability(0, 1, 1.0), p.human_probability(0, 1, 0.5)
+    assert 0.05 <= decisive < tie <= 1.0
+    # pair (0, 1): the judge always agrees with the human; pair (0, 2): it says 1 whatever the human says
+    for n in range(100):
+        p.record(0, 1, float(n % 2), float(n % 2), 1.0)
+        p.record(0, 2, 1.0, float(n % 2), 1.0)
+    assert p.human_probability(0, 2, 1.0) > p.human_probability(0, 1, 1.0)
+    assert p.human_probability(0, 1, 1.0) >= 0.05
+
+
+def test_cost_aware_allocation_counts_the_human_fee():
+    """A costly human fee raises the duel cost the allocation divides by, like a judge cost would."""
+    a = HybridPolicy([1.0, 5.0, 1.0], 0.1, human_fee=0.0)
+    b = HybridPolicy([1.0, 5.0, 1.0], 0.1, human_fee=50.0, human_rate=0.2)
+    assert b._c.sum() - a._c.sum() == pytest.approx(3 * 10.0 / 2)
+
+
+def test_hybrid_certifies_the_human_winner_with_fewer_human_votes():
+    inst = hybrid_instance()
+    humans = run_humans_only(inst, 0.05, 60, seed=3)
+    hyb = run_hybrid(inst, calibrated_judge(), 0.05, 60, seed=3)
+    assert hyb["unfinished"] == 0 and humans["unfinished"] == 0
+    assert hyb["mean_human_votes"] < humans["mean_human_votes"]
+    assert hyb["mean_duels"] > hyb["mean_human_votes"]
+
+
+def _hard_instance() -> Instance:
+    # arm 1 is the human winner by a small margin; a judge that prefers the human loser
+    # on 90% of duels rates arm 0 higher (E[J_01] = 0.9 * 0.55 + 0.1 * 0.45 > 1/2)
+    return Instance(["a", "b"], [1.0, 1.0], [[0.5, 0.45], [0.55, 0.5]])
+
+
+@pytest.mark.parametrize(
+    "judge",
+    [calibrated_judge(), adversarial_judge(), JudgeModel(0.1, human_tie=0.13, name="very adversarial")],
+    ids=lambda j: j.name,
+)
+@pytest.mark.parametrize("rate", [0.2, "active"])
+def test_error_rate_at_most_delta_binomial(judge, rate):
+    """One-sided binomial test of H0: error rate <= delta; a judge-only or biased estimate fails it."""
+    delta, trials = 0.2, 300
+    res = run_hybrid(_hard_instance(), judge, delta, trials, seed=11, human_rate=rate, max_duels=20_000)
+    assert res["trials"] == trials
+    p_value = binomtest(res["errors"], trials, delta, alternative="greater").pvalue
+    assert p_value > 0.001, res
+
+
+def test_calibrated_judge_reproduces_the_published_agreements():
+    """Simulated duels of the calibrated judge: 85% agreement without ties, 66% with, E[H] = p."""
+    from algorithms.hybrid_sim import _draw, _seed
+
+    j = calibrated_judge()
+    _seed(5)
+    n = 40_000
+    draws = np.array([_draw(0.6, j.agreement, j.human_tie, j.judge_tie, j.position_bias) for _ in range(n)])
+    H, J = draws[:, 0], draws[:, 1]
+    decisive = (H != 0.5) & (J != 0.5)
+    se = 0.5 / np.sqrt(n * 0.7)
+    assert abs((H[decisive] == J[decisive]).mean() - GPT4_AGREE_NO_TIES) < 4 * se
+    assert abs((H == J).mean() - GPT4_AGREE_TIES) < 4 * se
+    assert abs(H.mean() - 0.6) < 4 * 0.5 / np.sqrt(n)
+
+
+def test_simulator_runs_the_policy_kernels():
+    """The compiled simulator and HybridPolicy driven step by step on the same random stream agree exactly."""
+    from algorithms.hybrid_sim import _draw, _hybrid_trials, _seed, _uniform
+
+    inst = Instance(["a", "b", "c"], [1.0, 2.0, 1.0], [[0.5, 0.6, 0.65], [0.4, 0.5, 0.55], [0.35, 0.45, 0.5]])
+    judge = calibrated_judge()
+    for rate in (0.3, "active"):
+        pol = HybridPolicy([1.0, 2.0, 1.0], 0.2, human_fee=2.0, human_rate=rate)
+        out = np.zeros((1, 3))
+        P, A = np.asarray(inst.preference), judge.matrix(3)
+        args = (pol._c, float(pol.rate), float(pol.floor), pol.active, float(pol.pi_min), pol._log_thr)
+        _hybrid_trials(P, A, judge.human_tie, judge.judge_tie, 0.0, *args, np.array([77]), 100_000, out)
+        _seed(77)
+        while not pol.stopped:
+            i, j = pol.next_pair()
+            H, J = _draw(P[i, j], A[i, j], judge.human_tie, judge.judge_tie, 0.0)
+            pi = pol.human_probability(i, j, J)
+            pol.record(i, j, J, H if _uniform() < pi else None, pi)
+        assert (pol.recommendation(), pol.t, pol.human_votes) == (int(out[0, 0]), int(out[0, 1]), int(out[0, 2]))
+
+
+def test_position_bias_makes_the_judge_blind_to_quality():
+    """With position_bias = 1 the judge always picks the answer shown first: a coin against the human vote."""
+    from algorithms.hybrid_sim import _draw, _seed
+
+    _seed(9)
+    n = 20_000
+    draws = np.array([_draw(0.8, 0.95, 0.0, 0.0, 1.0) for _ in range(n)])
+    H, J = draws[:, 0], draws[:, 1]
+    assert abs(J.mean() - 0.5) < 4 * 0.5 / np.sqrt(n)
+    assert abs((H == J).mean() - 0.5) < 4 * 0.5 / np.sqrt(n)
+    assert abs(H.mean() - 0.8) < 4 * 0.5 / np.sqrt(n)
