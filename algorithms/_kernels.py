@@ -508,8 +508,8 @@ def pc_certifies(n, x, rule, c0):
 # the default certificate test: a diversified-Kelly mixture of betting martingales (docs/algorithms.md)
 PC_BETTING = 3
 PC_LEVELS = 5  # scores are counted on the grid 0, 1/4, 1/2, 3/4, 1 (rounded against the certificate)
-PC_BET_FOCUS = 0.85  # prior mass on the components whose gap 1/2 - q_g is in [0.018, 0.32] (g = 2..15)
-PC_BET_G_LO = 2
+PC_BET_FOCUS = 0.98  # prior mass on the components whose gap 1/2 - q_g is in [0.018, 0.26] (g = 3..15)
+PC_BET_G_LO = 3
 PC_BET_G_HI = 15
 
 

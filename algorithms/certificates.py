@@ -7,7 +7,7 @@ validity argument of each and the measured costs):
 
 ``betting`` (default)
     a diversified-Kelly mixture of betting martingales (Waudby-Smith and Ramdas 2024) with
-    a prior focused on gaps 0.018 to 0.32 reaches ``1/d'``; ties are neutral (a factor of 1),
+    a prior focused on gaps 0.018 to 0.26 reaches ``1/d'``; ties are neutral (a factor of 1),
     so tie-heavy pairs certify sooner (:func:`algorithms._kernels.pc_bet_log_wealth`). With it,
     dctas-pc also bounds the near-tie weight of its sampling rule (``PC_TIE_CAP``) and explores
     the pairs outside the leader's at half the rate (``PC_EXPLORE``).

@@ -296,3 +296,21 @@ def test_default_error_rate_at_most_delta(instance):
     limit = binom.ppf(1 - 1e-3, n, delta)
     assert res.errors.sum() <= limit
     assert res.no_condorcet_winner.sum() <= limit
+
+
+@pytest.mark.parametrize("name, target", [("synthetic:k=4", 2.0), ("synthetic:k=19", 2.0), ("search", 2.8)])
+def test_default_cost_over_c_pc_star_meets_issue_23_targets(name, target):
+    """Mean cost / (c_pc* log(1/(4 delta))) at delta = 0.01 over 500 seeded trials (bench_certificates --part tests)."""
+    res = simulate(resolve_instance(name), "dctas-pc", 0.01, 500, seed=1, jobs=2)
+    summary = res.summary()
+    assert summary["errors"] == 0
+    assert summary["cost_over_pc_lower_bound"] <= target
+
+
+def test_betting_prior_puts_its_focus_mass_evenly_on_the_focus_gaps():
+    gaps = 0.5 * kern.PC_RATIO ** np.arange(1, kern.PC_GRID + 1)
+    pi = np.exp(kern.PC_BET_LPI)
+    focus = (gaps >= 0.017) & (gaps <= 0.26)
+    assert pi.sum() == pytest.approx(1.0)
+    assert pi[focus].sum() == pytest.approx(kern.PC_BET_FOCUS) and kern.PC_BET_FOCUS >= 0.95
+    assert np.ptp(pi[focus]) < 1e-15 and pi[focus].min() > pi[~focus].max()
