@@ -179,7 +179,7 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
 def hy_choose(NEFF, ST, PI, PJ, PK, G, AMAX, c, BEAT, CB, alpha):
     """dctas-pc's pair choice (:func:`algorithms._kernels.pc_choose`) on the hybrid plug-in means."""
     a = kern.pc_leader(CB, AMAX)
-    return kern.pc_choose(NEFF, NEFF.sum(), a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha)
+    return kern.pc_choose(NEFF, NEFF.sum(), a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, 0.0, 0, 0.0)
 
 
 def _unit(x: Any, what: str) -> float:

@@ -219,7 +219,7 @@ def _humans_trials(P, ht, c, rule, c0, seeds, max_duels, out):
         t = 0
         while t < max_duels:
             a = kern.pc_leader(CB, AMAX)
-            k = kern.pc_choose(N.copy(), N.sum(), a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha)
+            k = kern.pc_choose(N.copy(), N.sum(), a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, 0.0, 0, 0.0)
             H, J = _draw(P[PI[k], PJ[k]], 1.0, ht, 0.0, 0.0)
             N[k] += 1.0
             W[k] += H
