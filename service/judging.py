@@ -408,8 +408,12 @@ def parse_judge_config(cfg: Any, n_models: int | None = None) -> AnyJudgeConfig:
 
 
 def judge_json(cfg: AnyJudgeConfig) -> dict[str, Any]:
-    """What the database stores for a judge config (every default filled in)."""
-    return cfg.model_dump(mode="json")
+    """What the database stores for a judge config (every default filled in; a human judge
+    without guidelines is stored as before they existed)."""
+    out = cfg.model_dump(mode="json")
+    if out.get("kind") == JudgeKind.HUMAN and out.get("guidelines") is None:
+        out.pop("guidelines", None)
+    return out
 
 
 def validate_judge_config(cfg: Any, n_models: int | None = None) -> dict[str, Any]:

@@ -46,9 +46,9 @@ def test_annotator_cli_add_list_revoke(live_server):
     p = llmduel("annotator", "list", str(cid), "--url", url)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0].split() == ["id", "label", "votes", "agreement", "shared", "state"]
+    assert lines[0].split() == ["id", "label", "votes", "skips", "agreement", "shared", "state"]
     row = next(line.split() for line in lines[1:] if line.split()[1] == "alice")
-    assert row[2:] == ["1", "-", "0", "active"]
+    assert row[2:] == ["1", "0", "-", "0", "active"]
     p = llmduel("annotator", "list", str(cid), "--json", "--url", url)
     listed = json.loads(p.stdout)
     assert [a["label"] for a in listed] == ["alice", None] and alice["token"] not in p.stdout

@@ -110,7 +110,9 @@ def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, na
     assert f"watch it:  llmduel campaign watch {cid}" in r.stdout
     r = llmduel(server, "campaign", "watch", str(cid), "--interval", "0.3")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == f"certified: {winner} beats every other model (delta 0.05)", r.stdout
+    first = r.stdout.splitlines()[0]
+    assert first.startswith(f"certified: {winner} beats every other model: it was shown to beat "), r.stdout
+    assert first.endswith("(error probability at most 0.05)."), r.stdout
     r = llmduel(server, "campaign", "export", str(cid), "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     battles = [json.loads(x) for x in (tmp_path / "out" / "battles.jsonl").read_text().splitlines()]

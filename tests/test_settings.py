@@ -90,15 +90,18 @@ def test_env_names_follow_the_documented_table():
 
 def test_no_service_module_reads_settings_from_the_environment():
     """Only config.py reads settings; the others that touch os.environ read provider API keys
-    *named* by a client config (clients/http.py, fake_provider.py, and redaction.py, which masks
-    their fragments) or the CLI client's own
-    LLMDUEL_URL/LLMDUEL_API_KEY (cli/remote.py, the caller's side)."""
+    *named* by a client config (clients/http.py, fake_provider.py, redaction.py, which masks
+    their fragments, and campaigns/credentials.py, which checks they are set before any spend)
+    or the CLI's own variables on the caller's side (cli/remote.py: LLMDUEL_URL/LLMDUEL_API_KEY;
+    cli/prices.py: LLMDUEL_PRICE_MAP for ``llmduel price``)."""
     allowed = {
         "service/config.py",
         "service/clients/http.py",
         "service/fake_provider.py",
         "service/redaction.py",
+        "service/campaigns/credentials.py",
         "service/cli/remote.py",
+        "service/cli/prices.py",
     }
     readers = set()
     for path in (REPO / "service").rglob("*.py"):

@@ -218,7 +218,8 @@ def _priced_body(**model_extra) -> dict:
     return body
 
 
-async def test_a_configured_cost_that_disagrees_with_the_price_map_needs_a_choice(api):
+async def test_a_configured_cost_that_disagrees_with_the_price_map_needs_a_choice(api, monkeypatch):
+    monkeypatch.setenv("NO_SUCH_KEY", "sk-test-not-used")  # the server checks named keys exist before any spend
     r = await api.post("/v1/campaigns", json=_priced_body(cost=0.002))
     assert r.status_code == 422, r.text
     msg = str(r.json()["detail"])
