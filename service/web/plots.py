@@ -374,25 +374,20 @@ def spend_gauge(
             f'<text x="{bx}" dx="{bdx}" y="{y - 6}" text-anchor="{banchor}" font-size="12" fill="{INK}">'
             f"budget {esc(fmt(budget))}</text></g>"
         )
-    if lower_bound is not None and math.isfinite(lower_bound):
-        lx = num(sx(lower_bound))
-        lv = sx(lower_bound)
-        anchor = "start" if lv < ml + 70 else ("end" if lv > ml + pw - 70 else "middle")
+    # the plug-in lower bounds: c* (green, dashed) and, for dctas-pc, c_pc* (purple, dotted, a line lower)
+    for value, cls, label, colour, dash, text_y in (
+        (lower_bound, "lower-bound", "c*", "#2f9e44", "3 2", y + h + 22),
+        (lower_bound_pc, "lower-bound-pc", "c_pc*", "#7048e8", "1 2", y + h + 34),
+    ):
+        if value is None or not math.isfinite(value):
+            continue
+        vx = sx(value)
+        anchor = "start" if vx < ml + 70 else ("end" if vx > ml + pw - 70 else "middle")
         out.append(
-            f'<g class="lower-bound" data-value="{lower_bound:.9g}"><line x1="{lx}" x2="{lx}" y1="{y - 2}" '
-            f'y2="{y + h + 10}" stroke="#2f9e44" stroke-width="2" stroke-dasharray="3 2"/>'
-            f'<text x="{lx}" y="{y + h + 22}" text-anchor="{anchor}" font-size="11" fill="#2f9e44">'
-            f"c* {esc(fmt(lower_bound))}</text></g>"
-        )
-    if lower_bound_pc is not None and math.isfinite(lower_bound_pc):
-        px = num(sx(lower_bound_pc))
-        pv = sx(lower_bound_pc)
-        anchor = "start" if pv < ml + 70 else ("end" if pv > ml + pw - 70 else "middle")
-        out.append(
-            f'<g class="lower-bound-pc" data-value="{lower_bound_pc:.9g}"><line x1="{px}" x2="{px}" y1="{y - 2}" '
-            f'y2="{y + h + 10}" stroke="#7048e8" stroke-width="2" stroke-dasharray="1 2"/>'
-            f'<text x="{px}" y="{y + h + 34}" text-anchor="{anchor}" font-size="11" fill="#7048e8">'
-            f"c_pc* {esc(fmt(lower_bound_pc))}</text></g>"
+            f'<g class="{cls}" data-value="{value:.9g}"><line x1="{num(vx)}" x2="{num(vx)}" y1="{y - 2}" '
+            f'y2="{y + h + 10}" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>'
+            f'<text x="{num(vx)}" y="{text_y}" text-anchor="{anchor}" font-size="11" fill="{colour}">'
+            f"{label} {esc(fmt(value))}</text></g>"
         )
     out.append("</svg>")
     return Markup("".join(out))
