@@ -240,6 +240,40 @@ def _seeds(trials: int, seed: int) -> np.ndarray:
     return np.random.SeedSequence(int(seed)).generate_state(int(trials), dtype=np.uint32).astype(np.int64)
 
 
+def run_humans_only_default(
+    instance: Instance,
+    delta: float,
+    trials: int,
+    seed: int = 0,
+    *,
+    human_tie: float = HUMAN_TIE,
+    max_duels: int = 1_000_000,
+) -> dict[str, Any]:
+    """Humans-only dctas-pc with today's default certificate test, through the step-wise
+    policy (:func:`algorithms.make_policy`), on the same model of human votes as
+    :func:`run_humans_only` (its own random stream: same distribution, not the same draws)."""
+    from .policies import make_policy
+
+    P = np.asarray(instance.preference, dtype=float)
+    out = np.zeros((int(trials), 3))
+    for r, s in enumerate(_seeds(trials, seed)):
+        rng = np.random.default_rng(int(s))
+        policy = make_policy("dctas-pc", list(instance.costs), float(delta))
+        t = 0
+        while not policy.should_stop() and t < max_duels:
+            i, j = policy.next_pair()
+            q = min(max((P[i, j] - 0.5 * human_tie) / (1.0 - human_tie), 0.0), 1.0)
+            h = 0.5 if rng.random() < human_tie else (1.0 if rng.random() < q else 0.0)
+            policy.record(i, j, h)
+            t += 1
+        if policy.should_stop():
+            rec = policy.winner if policy.winner is not None else -2  # -2: "no Condorcet winner"
+        else:
+            rec = -1
+        out[r] = (rec, t, t)
+    return _tally(out, instance)
+
+
 def _tally(out: np.ndarray, instance: Instance) -> dict[str, Any]:
     cw = instance.condorcet_winner
     rec = out[:, 0].astype(int)

@@ -32,6 +32,7 @@ from algorithms.hybrid_sim import (  # noqa: E402
     calibrated_judge,
     hybrid_instance,
     run_humans_only,
+    run_humans_only_default,
     run_hybrid,
 )
 
@@ -54,9 +55,16 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
     adv_a = run_hybrid(inst, adversarial_judge(), delta, trials, seed, human_rate="active")
     bet1 = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate=1.0)
     coin = run_hybrid(inst, COIN, delta, trials, seed, human_rate=rate)
+    # humans-only dctas-pc with today's default test (betting): the baseline the target names now
+    default = run_humans_only_default(inst, delta, trials, seed)
+    base_default = default["mean_human_votes"]
     return {
         "human_votes_ratio": cal["mean_human_votes"] / base,
         "adversarial_human_votes_ratio": adv["mean_human_votes"] / base,
+        "human_votes_ratio_vs_default": cal["mean_human_votes"] / base_default,
+        "adversarial_human_votes_ratio_vs_default": adv["mean_human_votes"] / base_default,
+        "humans_only_default_votes": base_default,
+        "humans_only_default_errors": default["errors"],
         "error_rate": cal["error_rate"],
         "adversarial_error_rate": adv["error_rate"],
         "trials": trials,
