@@ -150,3 +150,23 @@ def test_fake_provider_markers_are_text_not_links():
     out = str(render_markdown("answer <<fake:00ff>> and <https://example.org> and <mailto:x@y.z>"))
     assert "fake:00ff" in out and 'href="fake:' not in out and "&lt;&lt;fake:00ff&gt;&gt;" in out
     assert 'href="https://example.org"' in out and 'href="mailto:x@y.z"' in out
+
+
+async def test_skips_are_bounded_so_an_annotator_cannot_make_the_campaign_pay_without_voting(api):
+    """Each skip makes the skipper's next request plan a new, paid duel: at most
+    max_pending_per_annotator of its skipped duels may wait in the pool at once."""
+    c = await _campaign(api)
+    cid = c["id"]
+    alice, _, _ = await _annotator(api, cid, "alice")
+    bob, _, _ = await _annotator(api, cid, "bob")
+    first = await _next(api, cid, alice)
+    assert (await api.post(f"/v1/duels/{first['id']}/skip", headers=alice)).status_code == 204
+    second = await _next(api, cid, alice)
+    r = await api.post(f"/v1/duels/{second['id']}/skip", headers=alice)
+    assert r.status_code == 409 and "still waiting" in r.json()["detail"], r.text
+    before = (await api.get(f"/v1/campaigns/{cid}")).json()["spend"]
+    assert (await _next(api, cid, alice))["id"] == second["id"]  # still hers: nothing new planned
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["spend"] == before
+    # once another annotator takes the pooled duel, alice may skip again
+    assert (await _next(api, cid, bob))["id"] == first["id"]
+    assert (await api.post(f"/v1/duels/{second['id']}/skip", headers=alice)).status_code == 204

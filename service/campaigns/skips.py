@@ -12,6 +12,11 @@ expires like any other duel.
 (:func:`service.campaigns.rules.annotator_owns`), so no annotator can read or vote on a
 pooled duel by guessing its id until it is handed to them.
 
+Skips are bounded: each one makes this annotator's next request plan (and pay for) a new
+duel, so an annotator may have at most ``max_pending_per_annotator`` skipped duels still
+waiting in the pool; past that a skip is refused (409) until another annotator takes one
+or it expires.
+
 A **comment** is an optional note (at most :data:`MAX_COMMENT_CHARS` characters) stored
 on the duel, in the same request as the vote, by the annotator who cast it; the export
 writes it beside the vote (``battles.jsonl``).
@@ -54,8 +59,28 @@ def skip_duel(db, duel_id: int, principal: Principal) -> None:
         d = s.get(Duel, duel_id) if c is not None else None
         if d is None or not principal.can_access(c.id) or d.requested_by != principal.label:
             raise NotFound(f"duel {duel_id} not found")
-        if d.status != DuelStatus.PENDING or d.expires_at <= utcnow():
+        now = utcnow()
+        if d.status != DuelStatus.PENDING or d.expires_at <= now:
             raise Conflict(f"duel {duel_id} no longer waits for a vote")
+        waiting = s.execute(
+            select(func.count(DuelSkip.id))
+            .join(Duel, Duel.id == DuelSkip.duel_id)
+            .where(
+                DuelSkip.campaign_id == c.id,
+                DuelSkip.annotator == principal.label,
+                Duel.requested_by == POOL_REQUESTER,
+                Duel.status == DuelStatus.PENDING,
+                Duel.expires_at > now,
+            )
+        ).scalar_one()
+        limit = max(1, int(c.max_pending_per_annotator))
+        if waiting >= limit:
+            # each skip makes the next request plan (and pay for) a new duel: bound what one
+            # annotator can make the campaign pay for without voting
+            raise Conflict(
+                f"you have {waiting} skipped duel{'s' if waiting != 1 else ''} still waiting for another annotator "
+                f"(at most {limit}); vote on this one, or skip again once another annotator has taken one"
+            )
         d.requested_by = POOL_REQUESTER
         s.execute(
             insert(DuelSkip).values(campaign_id=c.id, duel_id=d.id, annotator=principal.label, created_at=utcnow())
