@@ -28,7 +28,7 @@ from .certificates import certificate_test
 from .hybrid import DEFAULT_FLOOR, DEFAULT_RATE, N_, NH, NSTAT, HybridPolicy, hy_choose, hy_pi, hy_record
 from .instance import Instance
 from .oracle import effective_costs
-from .policies import PolicyError
+from .policies import PolicyError, make_policy, pair_index_arrays
 
 __all__ = [
     "HUMAN_TIE",
@@ -141,20 +141,9 @@ def _draw(p, a, ht, jt, pb):
 
 
 @njit(cache=True)
-def _hybrid_trials(P, A, ht, jt, pb, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out):
+def _hybrid_trials(P, A, ht, jt, pb, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out, PI, PJ, PK):
     L = P.shape[0]
     K = L * (L - 1) // 2
-    PI = np.empty(K, dtype=np.int64)
-    PJ = np.empty(K, dtype=np.int64)
-    PK = -np.ones((L, L), dtype=np.int64)
-    k = 0
-    for i in range(L):
-        for j in range(i + 1, L):
-            PI[k] = i
-            PJ[k] = j
-            PK[i, j] = k
-            PK[j, i] = k
-            k += 1
     for r in range(seeds.shape[0]):
         np.random.seed(seeds[r])
         ST = np.zeros((K, NSTAT))
@@ -188,21 +177,10 @@ def _hybrid_trials(P, A, ht, jt, pb, c, rate, floor, active, pi_min, log_thr, se
 
 
 @njit(cache=True)
-def _humans_trials(P, ht, c, rule, c0, seeds, max_duels, out):
+def _humans_trials(P, ht, c, rule, c0, seeds, max_duels, out, PI, PJ, PK):
     """Humans-only dctas-pc (its kernels, the default mixture test) on the same human votes."""
     L = P.shape[0]
     K = L * (L - 1) // 2
-    PI = np.empty(K, dtype=np.int64)
-    PJ = np.empty(K, dtype=np.int64)
-    PK = -np.ones((L, L), dtype=np.int64)
-    k = 0
-    for i in range(L):
-        for j in range(i + 1, L):
-            PI[k] = i
-            PJ[k] = j
-            PK[i, j] = k
-            PK[j, i] = k
-            k += 1
     for r in range(seeds.shape[0]):
         np.random.seed(seeds[r])
         N = np.zeros(K)
@@ -252,8 +230,6 @@ def run_humans_only_default(
     """Humans-only dctas-pc with today's default certificate test, through the step-wise
     policy (:func:`algorithms.make_policy`), on the same model of human votes as
     :func:`run_humans_only` (its own random stream: same distribution, not the same draws)."""
-    from .policies import make_policy
-
     P = np.asarray(instance.preference, dtype=float)
     out = np.zeros((int(trials), 3))
     for r, s in enumerate(_seeds(trials, seed)):
@@ -321,6 +297,7 @@ def run_hybrid(
         np.asarray(instance.preference, dtype=float), judge.matrix(L), float(judge.human_tie),
         float(judge.judge_tie), float(judge.position_bias), pol._c, float(pol.rate), float(pol.floor),
         pol.active, float(pol.pi_min), pol._log_thr, _seeds(trials, seed), int(max_duels), out,
+        *pair_index_arrays(L),
     )  # fmt: skip
     return _tally(out, instance)
 
@@ -340,6 +317,6 @@ def run_humans_only(
     c = effective_costs(instance.costs, 0.0)
     _humans_trials(
         np.asarray(instance.preference, dtype=float), float(human_tie), c, rule, c0, _seeds(trials, seed),
-        int(max_duels), out,
+        int(max_duels), out, *pair_index_arrays(instance.L),
     )  # fmt: skip
     return _tally(out, instance)

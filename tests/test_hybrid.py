@@ -209,6 +209,7 @@ def test_calibrated_judge_reproduces_the_published_agreements():
 def test_simulator_runs_the_policy_kernels():
     """The compiled simulator and HybridPolicy driven step by step on the same random stream agree exactly."""
     from algorithms.hybrid_sim import _draw, _hybrid_trials, _seed, _uniform
+    from algorithms.policies import pair_index_arrays
 
     inst = Instance(["a", "b", "c"], [1.0, 2.0, 1.0], [[0.5, 0.6, 0.65], [0.4, 0.5, 0.55], [0.35, 0.45, 0.5]])
     judge = calibrated_judge()
@@ -217,7 +218,8 @@ def test_simulator_runs_the_policy_kernels():
         out = np.zeros((1, 3))
         P, A = np.asarray(inst.preference), judge.matrix(3)
         args = (pol._c, float(pol.rate), float(pol.floor), pol.active, float(pol.pi_min), pol._log_thr)
-        _hybrid_trials(P, A, judge.human_tie, judge.judge_tie, 0.0, *args, np.array([77]), 100_000, out)
+        pairs = pair_index_arrays(3)
+        _hybrid_trials(P, A, judge.human_tie, judge.judge_tie, 0.0, *args, np.array([77]), 100_000, out, *pairs)
         _seed(77)
         while not pol.stopped:
             i, j = pol.next_pair()
