@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
+from .certificates import explore_for, tie_cap_for
 from .oracle import effective_costs
 from .policies import (
     NO_CONDORCET_WINNER,
@@ -60,13 +61,38 @@ __all__ = [
 ]
 
 HYBRID = "dctas-pc-hybrid"
-BET_FRACTION = 0.5  # c in (H3): every betting factor is >= 1 - c
 DEFAULT_RATE = 0.2
 DEFAULT_FLOOR = 0.1
-HYBRID_STATE_VERSION = 1
-# per-pair statistics, columns of the K x NSTAT array ``ST``
+HYBRID_STATE_VERSION = 2
+# the mixture of bets (H3): component g bets mu_g = MU_MAX * MU_RATIO**g on z = (Y - 1/2) / (2 M)
+MU_GRID = 24
+MU_MAX = 1.8  # every betting factor is >= 1 - MU_MAX / 2 = 0.1
+MU_RATIO = 0.8
+MU_FOCUS = 0.98  # prior mass on the components g < MU_FOCUS_G (bets mu_g from MU_MAX down to about 0.1)
+MU_FOCUS_G = 14
+POOL = 1.0  # weight of the other pairs' duels in a pair's lambda (H4)
+# per-pair statistics, columns of the K x NSTAT array ``ST``; columns WG.. hold the log-wealth of
+# each component, MU_GRID for "the first arm wins" (K+) then MU_GRID for "the second arm wins" (K-)
 N_, WP, SY, SY2, LA, LB, NUM, DEN, RES, NH, SPI = range(11)
-NSTAT = 11
+WG = 11
+NSTAT = WG + 2 * MU_GRID
+
+
+def _mu_tables():
+    mu = np.array([MU_MAX * MU_RATIO**g for g in range(MU_GRID)])
+    lpi = np.array(
+        [
+            math.log(MU_FOCUS / MU_FOCUS_G) if g < MU_FOCUS_G else math.log((1.0 - MU_FOCUS) / (MU_GRID - MU_FOCUS_G))
+            for g in range(MU_GRID)
+        ]
+    )
+    return mu, lpi
+
+
+HY_MU, HY_LPI = _mu_tables()
+# dctas-pc's sampling with its default (betting) test: bounded near-tie weight, half-rate exploration
+TIE_CAP = tie_cap_for("betting")
+EXPLORE, EXPLORE_FRAC = explore_for("betting")
 
 
 @njit(cache=True)
@@ -84,6 +110,19 @@ def hy_lambda(num, den):
     if lam < -1.0:
         return -1.0
     return lam
+
+
+@njit(cache=True)
+def hy_pair_lambda(ST, k):
+    """``lambda`` (H4) of pair ``k``: the pair's own sums plus ``POOL`` times the other pairs' sums.
+
+    ``h u`` and ``u^2`` do not change sign when a pair's arms swap, so the sums of every
+    pair estimate the same judge-human covariance when the judge is equally good on
+    every pair; the pair's own sums keep it pair-specific as they grow.
+    """
+    num = (1.0 - POOL) * ST[k, NUM] + POOL * ST[:, NUM].sum()
+    den = (1.0 - POOL) * ST[k, DEN] + POOL * ST[:, DEN].sum()
+    return hy_lambda(num, den)
 
 
 @njit(cache=True)
@@ -125,30 +164,34 @@ def hy_pi(k, J, rate, floor, ST):
 
 
 @njit(cache=True)
+def hy_log_mix(ST, k, col):
+    """``log sum_g pi_g exp(ST[k, col + g])``: the log-wealth of the mixture (H3) of one side of pair ``k``."""
+    best = -1e300
+    for g in range(MU_GRID):
+        v = HY_LPI[g] + ST[k, col + g]
+        if v > best:
+            best = v
+    s = 0.0
+    for g in range(MU_GRID):
+        s += math.exp(HY_LPI[g] + ST[k, col + g] - best)
+    return best + math.log(s)
+
+
+@njit(cache=True)
 def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW):
     """Record one duel of pair ``k``: judge score ``J``, human score ``H`` (used when ``human``), ``pi``.
 
-    Bets (H3) from the pair's past, ``lambda`` (H4) from the pair's past, then ``Y`` (H1),
-    the two log-wealths, the certificates at ``log_thr = log((L - 1) / delta)``, and the
+    ``lambda`` (H4) and the range ``M`` (H2) from the pair's past, then ``Y`` (H1), the
+    normalised ``z = (Y - 1/2) / (2 M)`` in ``[-1/2, 1/2]``, every component's two
+    log-wealths (H3), the certificates at ``log_thr = log((L - 1) / delta)``, and the
     plug-in statistics the allocation of :func:`algorithms._kernels.pc_choose` reads.
     """
     n = ST[k, N_]
-    lam = hy_lambda(ST[k, NUM], ST[k, DEN])
+    lam = hy_pair_lambda(ST, k)
     M = hy_range(lam, pi_min)
-    # aGRAPA-style predictable bet: regularised mean and variance of the past Y - 1/2
-    mu = ST[k, SY] / (n + 1.0)
-    var = 0.25
-    if n > 0:
-        v = ST[k, SY2] - ST[k, SY] * ST[k, SY] / n
-        if v < 0.0:
-            v = 0.0
-        var = (0.25 + v) / (n + 1.0)
-    b = mu / (var + mu * mu)
-    cap = BET_FRACTION / M
-    bp = min(max(b, 0.0), cap)
-    bm = min(max(-b, 0.0), cap)
     u = J - 0.5
     y = hy_y(lam, J, H, human, pi)
+    z = y / (2.0 * M)
     if human:
         h = H - 0.5
         r = h - lam * u
@@ -156,10 +199,12 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
         ST[k, RES] += r * r / pi
         ST[k, NH] += 1.0
     ST[k, DEN] += u * u
-    if bp > 0.0:
-        ST[k, LA] += math.log1p(bp * y)
-    if bm > 0.0:
-        ST[k, LB] += math.log1p(-bm * y)
+    if z != 0.0:
+        for g in range(MU_GRID):
+            ST[k, WG + g] += math.log1p(HY_MU[g] * z)
+            ST[k, WG + MU_GRID + g] += math.log1p(-HY_MU[g] * z)
+    ST[k, LA] = hy_log_mix(ST, k, WG)
+    ST[k, LB] = hy_log_mix(ST, k, WG + MU_GRID)
     ST[k, N_] = n + 1.0
     ST[k, SY] += y
     ST[k, SY2] += y * y
@@ -179,7 +224,7 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
 def hy_choose(NEFF, ST, PI, PJ, PK, G, AMAX, c, BEAT, CB, alpha):
     """dctas-pc's pair choice (:func:`algorithms._kernels.pc_choose`) on the hybrid plug-in means."""
     a = kern.pc_leader(CB, AMAX)
-    return kern.pc_choose(NEFF, NEFF.sum(), a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, 0.0, 0, 0.0)
+    return kern.pc_choose(NEFF, NEFF.sum(), a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, TIE_CAP, EXPLORE, EXPLORE_FRAC)
 
 
 def _unit(x: Any, what: str) -> float:
@@ -361,7 +406,7 @@ class HybridPolicy:
 
     def lambdas(self) -> list[float]:
         """The current ``lambda`` (H4) of each pair, canonical pair order."""
-        return [float(hy_lambda(self.ST[k, NUM], self.ST[k, DEN])) for k in range(self.K)]
+        return [float(hy_pair_lambda(self.ST, k)) for k in range(self.K)]
 
     def summary(self) -> dict[str, Any]:
         """JSON-safe snapshot: duels and human votes per pair, estimates, wealth, certificates."""
@@ -415,7 +460,7 @@ class HybridPolicy:
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> "HybridPolicy":
         if not isinstance(state, Mapping) or state.get("version") != HYBRID_STATE_VERSION:
-            raise PolicyError("unsupported hybrid policy state (need a JSON object with version 1)")
+            raise PolicyError("unsupported hybrid policy state (need a JSON object with version 2)")
         try:
             p = cls(state["costs"], state["delta"], **dict(state.get("params") or {}))
             ST = np.array(state["stats"], dtype=float)

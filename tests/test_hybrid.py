@@ -137,7 +137,7 @@ def test_bad_inputs_are_clear_errors():
     with pytest.raises(PolicyError, match="two different arms"):
         p.record(1, 1, 1.0, None, 0.2)
     with pytest.raises(PolicyError, match="missing"):
-        policy_from_state({"version": 1, "algorithm": "dctas-pc-hybrid", "costs": [1, 1], "delta": 0.1})
+        policy_from_state({"version": 2, "algorithm": "dctas-pc-hybrid", "costs": [1, 1], "delta": 0.1})
     assert p.t == 0  # nothing was recorded by the refused calls
 
 
