@@ -15,17 +15,22 @@ and Candes 2024). The range of (H1) (``docs/algorithms.md``, *Hybrid*) is
 
 .. math::  |Y_t - 1/2| \\le M_t = \\tfrac12 \\big(1/\\pi_{min} + |\\lambda_t| (1/\\pi_{min} - 1)\\big)   \\qquad (H2)
 
-and each pair runs two one-sided betting tests (Waudby-Smith and Ramdas 2024),
+and each pair runs two one-sided tests, mixtures of betting martingales (Waudby-Smith and
+Ramdas 2024) on the normalised estimate ``z_t = (Y_t - 1/2) / (2 M_t)`` in ``[-1/2, 1/2]``:
 
-.. math::  K^{\\pm}_n = \\prod_{t \\le n} \\big(1 \\pm b^{\\pm}_t (Y_t - 1/2)\\big),
-   \\quad 0 \\le b^{\\pm}_t \\le c / M_t,\\ c = 1/2                               \\qquad (H3)
+.. math::  K^{\\pm}_n = \\sum_g w_g \\prod_{t \\le n} \\big(1 \\pm \\mu_g z_t\\big),
+   \\quad \\mu_g = 1.8 \\cdot 0.8^g,\\ g < 24                                      \\qquad (H3)
 
-with predictable bets, so every factor is at least ``1 - c > 0``. Under ``p_ij <= 1/2``
-``K^+`` is a non-negative supermartingale; Ville's inequality bounds the chance it ever
-reaches ``(L - 1) / delta`` by ``delta / (L - 1)``: that issues the certificate "j is
-beaten by i" (and ``K^-`` "i is beaten by j"). The stopping rule and the union bound are
-dctas-pc's (:class:`algorithms.policies.PCPolicy`). ``lambda_t`` is the PPI++ power
-tuning (H4) estimated on past duels; ``pi_t`` is fixed or active (H5).
+``M_t`` uses the past only (``lambda_t`` and ``pi_min``, never ``J_t``), so every bet
+is predictable and every factor is at least ``1 - 0.9 > 0``. Under ``p_ij <= 1/2`` each
+product of ``K^+`` is a non-negative supermartingale, so ``K^+`` is one; Ville's
+inequality bounds the chance it ever reaches ``(L - 1) / delta`` by ``delta / (L - 1)``:
+that issues the certificate "j is beaten by i" (and ``K^-`` "i is beaten by j"). With
+``pi = 1``, ``z`` is the human score minus 1/2, so a tie is a factor 1 for every bet, as
+in dctas-pc's default ``betting`` test. The stopping rule, the sampling rule (with the
+default test's near-tie cap and exploration) and the union bound are dctas-pc's
+(:class:`algorithms.policies.PCPolicy`). ``lambda_t`` is the PPI++ power tuning (H4)
+estimated on past duels of every pair; ``pi_t`` is fixed or active (H5).
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ __all__ = [
     "HUMAN_TIE",
     "JudgeModel",
     "adversarial_judge",
+    "aipw_votes_ratio",
+    "judge_law",
     "calibrated_judge",
     "hybrid_instance",
     "run_humans_only",
@@ -320,3 +322,45 @@ def run_humans_only(
         int(max_duels), out, *pair_index_arrays(instance.L),
     )  # fmt: skip
     return _tally(out, instance)
+
+
+def judge_law(p: float, agreement: float, judge: JudgeModel) -> dict[tuple[float, float], float]:
+    """The exact joint law of ``(H, J)`` that :func:`_draw` samples for a pair with ``E[H] = p``."""
+    ht, jt, pb = float(judge.human_tie), float(judge.judge_tie), float(judge.position_bias)
+    q = min(max((p - 0.5 * ht) / (1.0 - ht), 0.0), 1.0)
+    law: dict[tuple[float, float], float] = {}
+    for H, pH in ((0.5, ht), (1.0, (1.0 - ht) * q), (0.0, (1.0 - ht) * (1.0 - q))):
+        if H == 0.5:
+            rest = ((1.0, q), (0.0, 1.0 - q))
+        else:
+            rest = ((H, agreement), (1.0 - H, 1.0 - agreement))
+        js = [(1.0, 0.5 * pb), (0.0, 0.5 * pb), (0.5, (1.0 - pb) * jt)]
+        js += [(J, (1.0 - pb) * (1.0 - jt) * w) for J, w in rest]
+        for J, pJ in js:
+            law[(H, J)] = law.get((H, J), 0.0) + pH * pJ
+    return law
+
+
+def aipw_votes_ratio(p: float, agreement: float, judge: JudgeModel, rate: float) -> float:
+    """Human votes of the best judge-augmented estimate over humans alone, for one pair, as ``n`` grows.
+
+    Among the unbiased per-duel estimates ``Y = f(J) + (H - f(J)) xi / pi`` with a fixed
+    ``pi = rate`` (``f = 1/2 + lambda u`` is the hybrid's), the variance is smallest at
+    ``f(J) = E[H | J]``: ``Var Y = E[Var(H | J)] / pi + Var(E[H | J])`` (augmented inverse-
+    probability weighting; Robins, Rotnitzky and Zhao 1994 show no regular estimator from
+    these data does better). A test on the mean needs human votes in proportion to
+    ``pi Var Y``, so ``(E[Var(H | J)] + pi Var(E[H | J])) / Var(H)`` bounds the ratio the
+    hybrid can reach on this pair with this judge, whatever its bets.
+    """
+    law = judge_law(p, agreement, judge)
+    EH = sum(w * H for (H, _), w in law.items())
+    VH = sum(w * (H - EH) ** 2 for (H, _), w in law.items())
+    within = between = 0.0
+    for J in {J for _, J in law}:
+        wj = sum(w for (_, j), w in law.items() if j == J)
+        if wj <= 0.0:
+            continue
+        m = sum(w * H for (H, j), w in law.items() if j == J) / wj
+        within += sum(w * (H - m) ** 2 for (H, j), w in law.items() if j == J)
+        between += wj * (m - EH) ** 2
+    return (within + float(rate) * between) / VH

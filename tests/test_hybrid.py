@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 
 import numpy as np
@@ -240,3 +241,71 @@ def test_position_bias_makes_the_judge_blind_to_quality():
     assert abs(J.mean() - 0.5) < 4 * 0.5 / np.sqrt(n)
     assert abs((H == J).mean() - 0.5) < 4 * 0.5 / np.sqrt(n)
     assert abs(H.mean() - 0.8) < 4 * 0.5 / np.sqrt(n)
+
+
+def test_every_betting_factor_is_positive_and_the_range_is_reached():
+    """Every component's factor 1 +- mu_g z is >= 1 - MU_MAX / 2 > 0; a duel at the range's edge reaches it."""
+    from algorithms.hybrid import HY_MU, MU_GRID, MU_MAX, WG
+
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=0.2)
+    rng = random.Random(4)
+    low = math.log(1.0 - MU_MAX / 2.0)
+    worst = 0.0
+    for n in range(400):
+        # mostly agreeing duels (lambda grows), then the judge and the human at opposite ends at pi_min
+        if n % 25 == 24:
+            J, H = 1.0, 0.0
+        else:
+            H = rng.choice([0.0, 0.5, 1.0])
+            J = H if rng.random() < 0.9 else rng.choice([0.0, 0.5, 1.0])
+        vote = H if (n % 25 == 24 or rng.random() < 0.2) else None
+        before = p.ST[:, WG:].copy()
+        p.record(0, 1, J, vote, 0.2)
+        step = p.ST[:, WG:] - before
+        assert np.all(np.isfinite(p.ST)) and step.min() >= low - 1e-12
+        worst = min(worst, step.min())
+    assert worst == pytest.approx(low)  # z = -1/2 against the largest bet mu_0 = MU_MAX
+    assert HY_MU[0] == MU_MAX and HY_MU.shape == (MU_GRID,)
+    assert p.lambdas()[0] > 0.4  # the judge agreed: lambda is large, so the edge case tested the widened range
+
+
+def test_a_human_tie_with_pi_1_is_neutral():
+    """With pi = 1 the estimate is the human score: a tie is a factor 1 for every bet, whatever the judge said."""
+    from algorithms.hybrid import WG
+
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=1.0)
+    for J in (1.0, 0.0, 1.0, 0.5):
+        p.record(0, 2, 1.0, 1.0, 1.0)
+        before = p.ST[:, WG:].copy()
+        p.record(0, 2, J, 0.5, 1.0)
+        assert np.array_equal(p.ST[:, WG:], before)
+
+
+def test_judge_law_is_what_the_simulator_draws():
+    from algorithms.hybrid_sim import _draw, _seed, judge_law
+
+    j = JudgeModel(0.8, judge_tie=0.1, human_tie=0.2, position_bias=0.1)
+    law = judge_law(0.6, 0.8, j)
+    assert sum(law.values()) == pytest.approx(1.0)
+    assert sum(w * H for (H, _), w in law.items()) == pytest.approx(0.6)
+    _seed(3)
+    n = 30_000
+    draws = [_draw(0.6, 0.8, 0.2, 0.1, 0.1) for _ in range(n)]
+    for key, w in law.items():
+        freq = sum(1 for d in draws if d == key) / n
+        assert abs(freq - w) < 4 * math.sqrt(w * (1 - w) / n) + 1e-9, key
+
+
+def test_aipw_bound_is_the_rate_for_a_perfect_judge_and_one_for_a_useless_one():
+    from algorithms.hybrid_sim import aipw_votes_ratio
+
+    perfect = JudgeModel(1.0, judge_tie=0.0, human_tie=0.0)
+    useless = JudgeModel(0.5, judge_tie=0.0, human_tie=0.0)
+    for rate in (0.1, 0.2, 1.0):
+        assert aipw_votes_ratio(0.6, 1.0, perfect, rate) == pytest.approx(rate)
+        assert aipw_votes_ratio(0.6, 0.5, useless, rate) == pytest.approx(1.0)
+    cal = calibrated_judge()
+    # a better judge and a smaller rate both lower the bound; at rate 1 it is 1 for any judge
+    assert aipw_votes_ratio(0.6, 0.95, cal, 0.2) < aipw_votes_ratio(0.6, 0.85, cal, 0.2) < 1.0
+    assert aipw_votes_ratio(0.6, 0.85, cal, 0.1) < aipw_votes_ratio(0.6, 0.85, cal, 0.2)
+    assert aipw_votes_ratio(0.6, 0.85, cal, 1.0) == pytest.approx(1.0)
