@@ -73,8 +73,8 @@ HYBRID_STATE_VERSION = 2
 MU_GRID = 24
 MU_MAX = 1.8  # every betting factor is >= 1 - MU_MAX / 2 = 0.1
 MU_RATIO = 0.8
-MU_FOCUS = 0.98  # prior mass on the components g < MU_FOCUS_G (bets mu_g from MU_MAX down to about 0.1)
-MU_FOCUS_G = 14
+MU_FOCUS = 0.98  # prior mass on the components g < MU_FOCUS_G (bets mu_g from MU_MAX down to 0.19)
+MU_FOCUS_G = 11
 POOL = 1.0  # weight of the other pairs' duels in a pair's lambda (H4)
 # per-pair statistics, columns of the K x NSTAT array ``ST``; columns WG.. hold the log-wealth of
 # each component, MU_GRID for "the first arm wins" (K+) then MU_GRID for "the second arm wins" (K-)
