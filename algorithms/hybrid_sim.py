@@ -37,6 +37,7 @@ __all__ = [
     "aipw_votes_ratio",
     "judge_law",
     "calibrated_judge",
+    "graded_judge",
     "hybrid_instance",
     "run_humans_only",
     "run_hybrid",
@@ -76,12 +77,23 @@ class JudgeModel:
     human_tie: float = 0.0
     position_bias: float = 0.0
     name: str = "judge"
+    confident: float = 1.0  # share of decisive verdicts that are confident (score 0 or 1); the rest score 1/4 or 3/4
+    agreement_confident: float = 1.0  # agreement of a confident verdict (used when confident < 1)
 
     def matrix(self, L: int) -> np.ndarray:
         a = np.asarray(self.agreement, dtype=float)
         A = np.full((L, L), float(a)) if a.ndim == 0 else a
         if A.shape != (L, L) or not np.all((A >= 0.0) & (A <= 1.0)):
             raise PolicyError(f"agreement must be a number or an {L} x {L} matrix in [0, 1]")
+        cs, ac = float(self.confident), float(self.agreement_confident)
+        if not (0.0 < cs <= 1.0 and 0.0 <= ac <= 1.0):
+            raise PolicyError("confident must be in (0, 1] and agreement_confident in [0, 1]")
+        if cs < 1.0:
+            unsure = (A - cs * ac) / (1.0 - cs)
+            if not np.all((unsure >= 0.0) & (unsure <= 1.0)):
+                raise PolicyError(
+                    "agreement_confident is too far from agreement: the unsure verdicts' agreement leaves [0, 1]"
+                )
         return A
 
 
@@ -95,6 +107,16 @@ def calibrated_judge() -> JudgeModel:
 def adversarial_judge() -> JudgeModel:
     """Prefers the human loser on 70% of the duels where the human vote is decisive; never ties."""
     return JudgeModel(0.3, judge_tie=0.0, human_tie=HUMAN_TIE, name="adversarial")
+
+
+def graded_judge() -> JudgeModel:
+    """The calibrated judge with graded verdicts: 60% of its decisive verdicts are confident (score 0 or 1)
+    and agree with the human 95% of the time, the rest are unsure (score 1/4 or 3/4) and agree 70%, so
+    the agreement over decisive verdicts is the published 85%. The split is an assumption (see docs)."""
+    tau = tie_rate_for(GPT4_AGREE_TIES, GPT4_AGREE_NO_TIES)
+    return JudgeModel(
+        GPT4_AGREE_NO_TIES, judge_tie=tau, human_tie=HUMAN_TIE, name="graded", confident=0.6, agreement_confident=0.95
+    )
 
 
 def hybrid_instance() -> Instance:
@@ -125,6 +147,14 @@ def _uniform():
 @njit(cache=True)
 def _draw(p, a, ht, jt, pb):
     """One duel: ``(H, J)`` per the module docstring (scores of the first arm of the pair)."""
+    return _draw_graded(p, a, ht, jt, pb, 1.0, a)
+
+
+@njit(cache=True)
+def _draw_graded(p, a, ht, jt, pb, cs, ac):
+    """:func:`_draw` with a graded judge: a decisive verdict is confident (score 0 or 1, agreement
+    ``ac``) with probability ``cs``, else unsure (score 1/4 or 3/4, agreement ``(a - cs ac) / (1 - cs)``),
+    so the agreement over decisive verdicts stays ``a``. ``cs = 1`` draws exactly what :func:`_draw` drew."""
     q = (p - 0.5 * ht) / (1.0 - ht)
     q = min(max(q, 0.0), 1.0)
     if np.random.random() < ht:
@@ -132,18 +162,28 @@ def _draw(p, a, ht, jt, pb):
     else:
         H = 1.0 if np.random.random() < q else 0.0
     if np.random.random() < pb:
-        J = 1.0 if np.random.random() < 0.5 else 0.0
-    elif np.random.random() < jt:
-        J = 0.5
-    elif H == 0.5:
-        J = 1.0 if np.random.random() < q else 0.0
+        return H, (1.0 if np.random.random() < 0.5 else 0.0)
+    if np.random.random() < jt:
+        return H, 0.5
+    s = 0.5
+    agree = a
+    if cs < 1.0:
+        if np.random.random() < cs:
+            agree = ac
+        else:
+            s = 0.25
+            agree = (a - cs * ac) / (1.0 - cs)
+    if H == 0.5:
+        win = 1.0 if np.random.random() < q else 0.0
     else:
-        J = H if np.random.random() < a else 1.0 - H
-    return H, J
+        win = H if np.random.random() < agree else 1.0 - H
+    return H, 0.5 + s * (2.0 * win - 1.0)
 
 
 @njit(cache=True)
-def _hybrid_trials(P, A, ht, jt, pb, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out, PI, PJ, PK):
+def _hybrid_trials(
+    P, A, ht, jt, pb, cs, ac, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out, PI, PJ, PK
+):
     L = P.shape[0]
     K = L * (L - 1) // 2
     for r in range(seeds.shape[0]):
@@ -163,7 +203,7 @@ def _hybrid_trials(P, A, ht, jt, pb, c, rate, floor, active, pi_min, log_thr, se
             k = hy_choose(ST[:, N_].copy(), ST, PI, PJ, PK, G, AMAX, c, BEAT, CB, alpha)
             i = PI[k]
             j = PJ[k]
-            H, J = _draw(P[i, j], A[i, j], ht, jt, pb)
+            H, J = _draw_graded(P[i, j], A[i, j], ht, jt, pb, cs, ac)
             pi = rate
             if active:
                 pi = hy_pi(k, J, rate, floor, ST)
@@ -297,7 +337,8 @@ def run_hybrid(
     out = np.zeros((int(trials), 3))
     _hybrid_trials(
         np.asarray(instance.preference, dtype=float), judge.matrix(L), float(judge.human_tie),
-        float(judge.judge_tie), float(judge.position_bias), pol._c, float(pol.rate), float(pol.floor),
+        float(judge.judge_tie), float(judge.position_bias), float(judge.confident),
+        float(judge.agreement_confident), pol._c, float(pol.rate), float(pol.floor),
         pol.active, float(pol.pi_min), pol._log_thr, _seeds(trials, seed), int(max_duels), out,
         *pair_index_arrays(L),
     )  # fmt: skip
@@ -325,17 +366,23 @@ def run_humans_only(
 
 
 def judge_law(p: float, agreement: float, judge: JudgeModel) -> dict[tuple[float, float], float]:
-    """The exact joint law of ``(H, J)`` that :func:`_draw` samples for a pair with ``E[H] = p``."""
+    """The exact joint law of ``(H, J)`` that :func:`_draw_graded` samples for a pair with ``E[H] = p``."""
     ht, jt, pb = float(judge.human_tie), float(judge.judge_tie), float(judge.position_bias)
+    cs, ac = float(judge.confident), float(judge.agreement_confident)
     q = min(max((p - 0.5 * ht) / (1.0 - ht), 0.0), 1.0)
+    grades = (
+        [(0.5, 1.0, agreement)] if cs >= 1.0 else [(0.5, cs, ac), (0.25, 1.0 - cs, (agreement - cs * ac) / (1.0 - cs))]
+    )
     law: dict[tuple[float, float], float] = {}
     for H, pH in ((0.5, ht), (1.0, (1.0 - ht) * q), (0.0, (1.0 - ht) * (1.0 - q))):
-        if H == 0.5:
-            rest = ((1.0, q), (0.0, 1.0 - q))
-        else:
-            rest = ((H, agreement), (1.0 - H, 1.0 - agreement))
         js = [(1.0, 0.5 * pb), (0.0, 0.5 * pb), (0.5, (1.0 - pb) * jt)]
-        js += [(J, (1.0 - pb) * (1.0 - jt) * w) for J, w in rest]
+        for s, share, a in grades:
+            w = (1.0 - pb) * (1.0 - jt) * (1.0 if cs >= 1.0 else share)
+            if H == 0.5:
+                js += [(0.5 + s, w * q), (0.5 - s, w * (1.0 - q))]
+            else:
+                sign = 1.0 if H == 1.0 else -1.0
+                js += [(0.5 + sign * s, w * a), (0.5 - sign * s, w * (1.0 - a))]
         for J, pJ in js:
             law[(H, J)] = law.get((H, J), 0.0) + pH * pJ
     return law

@@ -3,14 +3,20 @@
     .venv/bin/python benchmarks/bench_hybrid.py --trials 500 --error-trials 2000 --json
 
 Part 1 (``--delta``, default 0.05, ``--trials`` per cell) on the 4-model instance of
-:func:`algorithms.hybrid_sim.hybrid_instance`: mean human votes of humans-only dctas-pc
-(default mixture certificates), of the hybrid policy with the calibrated judge and with the
-adversarial judge (fixed ``--rate``, default 0.2, and ``active``), with a coin-flip judge
-(verdict independent of the human vote), of the hybrid test with
-``pi = 1`` (humans only, the hybrid's betting test), mean duels (models and judge are paid on
-every duel) and error rates. Part 2 (``--error-trials`` at delta = 0.1, 0 to skip): error
-rates with the one-sided binomial p-value of ``H0: error rate <= delta`` on the 4-model
-instance and on a 2-model instance where the adversarial judges favour the human loser.
+:func:`algorithms.hybrid_sim.hybrid_instance`. Every ratio is mean human votes over those of
+humans-only dctas-pc with its default (``betting``) certificate test, run through the
+step-wise policy on the same model of human votes: the hybrid policy with the calibrated
+judge and the adversarial judge (``human_votes_ratio``, ``adversarial_human_votes_ratio``;
+fixed ``--rate``, default 0.2), both with ``active`` rates, a coin-flip judge (verdict
+independent of the human vote), the graded judge (fixed and active), and the hybrid test
+with ``pi = 1`` (humans only). ``*_vs_mixture`` compare with humans-only dctas-pc on the
+older grid-mixture test. ``aipw_bound`` gives, per pair of the winner and judge, the
+fraction of humans-only votes below which no judge-augmented estimate can go at this rate
+(:func:`algorithms.hybrid_sim.aipw_votes_ratio`). Mean duels (models and judge are paid on
+every duel) and errors per cell under ``cells``. Part 2 (``--error-trials`` at delta = 0.1,
+0 to skip): error rates with the one-sided binomial p-value of ``H0: error rate <= delta``
+on the 4-model instance and on a 2-model instance where the adversarial judges favour the
+human loser.
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from algorithms import Instance  # noqa: E402
 from algorithms.hybrid_sim import (  # noqa: E402
     JudgeModel,
     adversarial_judge,
+    aipw_votes_ratio,
     calibrated_judge,
+    graded_judge,
     hybrid_instance,
     run_humans_only,
     run_humans_only_default,
@@ -45,43 +53,72 @@ def _cell(res: dict) -> dict:
     return {k: v for k, v in res.items() if k != "human_votes"}
 
 
+def _bounds(inst: Instance, rate: float) -> dict:
+    """``aipw_votes_ratio`` on the pairs of the Condorcet winner: no judge-augmented estimate with this
+    judge and a fixed ``rate`` needs fewer human votes than this fraction of humans alone (as n grows)."""
+    w = inst.condorcet_winner
+    P = inst.preference
+    out = {}
+    for judge in (calibrated_judge(), adversarial_judge(), graded_judge()):
+        a = float(judge.agreement)
+        out[judge.name] = {
+            f"p={P[w][m]:.2f}": round(aipw_votes_ratio(float(P[w][m]), a, judge, rate), 3)
+            for m in range(inst.L)
+            if m != w
+        }
+    return out
+
+
 def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
     inst = hybrid_instance()
+    # the baseline: humans-only dctas-pc with its default certificate test (betting), step-wise policy
+    default = run_humans_only_default(inst, delta, trials, seed)
+    base = default["mean_human_votes"]
+    # humans-only dctas-pc with the older grid-mixture test, compiled (kept for comparison)
     humans = run_humans_only(inst, delta, trials, seed)
-    base = humans["mean_human_votes"]
+    base_mix = humans["mean_human_votes"]
     cal = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate=rate)
     adv = run_hybrid(inst, adversarial_judge(), delta, trials, seed, human_rate=rate)
     cal_a = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate="active")
     adv_a = run_hybrid(inst, adversarial_judge(), delta, trials, seed, human_rate="active")
     bet1 = run_hybrid(inst, calibrated_judge(), delta, trials, seed, human_rate=1.0)
     coin = run_hybrid(inst, COIN, delta, trials, seed, human_rate=rate)
-    # humans-only dctas-pc with today's default test (betting): the baseline the issue's target names now
-    default = run_humans_only_default(inst, delta, trials, seed)
-    base_default = default["mean_human_votes"]
+    graded = run_hybrid(inst, graded_judge(), delta, trials, seed, human_rate=rate)
+    graded_a = run_hybrid(inst, graded_judge(), delta, trials, seed, human_rate="active")
     return {
         "human_votes_ratio": cal["mean_human_votes"] / base,
         "adversarial_human_votes_ratio": adv["mean_human_votes"] / base,
-        "human_votes_ratio_vs_default": cal["mean_human_votes"] / base_default,
-        "adversarial_human_votes_ratio_vs_default": adv["mean_human_votes"] / base_default,
-        "humans_only_default_votes": base_default,
-        "humans_only_default_errors": default["errors"],
         "error_rate": cal["error_rate"],
         "adversarial_error_rate": adv["error_rate"],
         "trials": trials,
         "delta": delta,
         "rate": rate,
+        # the same two ratios under their earlier names (the baseline is the default test in both)
+        "human_votes_ratio_vs_default": cal["mean_human_votes"] / base,
+        "adversarial_human_votes_ratio_vs_default": adv["mean_human_votes"] / base,
+        "human_votes_ratio_vs_mixture": cal["mean_human_votes"] / base_mix,
+        "adversarial_human_votes_ratio_vs_mixture": adv["mean_human_votes"] / base_mix,
+        "humans_only_default_votes": base,
+        "humans_only_default_errors": default["errors"],
+        "humans_only_mixture_votes": base_mix,
         "active_human_votes_ratio": cal_a["mean_human_votes"] / base,
         "active_adversarial_human_votes_ratio": adv_a["mean_human_votes"] / base,
-        "humans_only_betting_ratio": bet1["mean_human_votes"] / base,
+        "hybrid_test_pi_1_ratio": bet1["mean_human_votes"] / base,
         "coin_judge_human_votes_ratio": coin["mean_human_votes"] / base,
+        "graded_human_votes_ratio": graded["mean_human_votes"] / base,
+        "graded_active_human_votes_ratio": graded_a["mean_human_votes"] / base,
+        "aipw_bound": _bounds(inst, rate),
         "cells": {
-            "humans_only_dctas_pc": _cell(humans),
+            "humans_only_dctas_pc_default": _cell(default),
+            "humans_only_dctas_pc_mixture": _cell(humans),
             "hybrid_calibrated": _cell(cal),
             "hybrid_adversarial": _cell(adv),
             "hybrid_calibrated_active": _cell(cal_a),
             "hybrid_adversarial_active": _cell(adv_a),
             "hybrid_test_pi_1": _cell(bet1),
             "hybrid_coin_judge": _cell(coin),
+            "hybrid_graded": _cell(graded),
+            "hybrid_graded_active": _cell(graded_a),
         },
     }
 
@@ -133,8 +170,10 @@ def main() -> None:
     for k in (
         "active_human_votes_ratio",
         "active_adversarial_human_votes_ratio",
-        "humans_only_betting_ratio",
+        "hybrid_test_pi_1_ratio",
         "coin_judge_human_votes_ratio",
+        "graded_human_votes_ratio",
+        "graded_active_human_votes_ratio",
     ):
         print(f"{k:40s} {out[k]:.4f}")
     for name, c in out["cells"].items():

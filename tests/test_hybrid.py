@@ -220,7 +220,9 @@ def test_simulator_runs_the_policy_kernels():
         P, A = np.asarray(inst.preference), judge.matrix(3)
         args = (pol._c, float(pol.rate), float(pol.floor), pol.active, float(pol.pi_min), pol._log_thr)
         pairs = pair_index_arrays(3)
-        _hybrid_trials(P, A, judge.human_tie, judge.judge_tie, 0.0, *args, np.array([77]), 100_000, out, *pairs)
+        _hybrid_trials(
+            P, A, judge.human_tie, judge.judge_tie, 0.0, 1.0, 1.0, *args, np.array([77]), 100_000, out, *pairs
+        )
         _seed(77)
         while not pol.stopped:
             i, j = pol.next_pair()
@@ -309,3 +311,24 @@ def test_aipw_bound_is_the_rate_for_a_perfect_judge_and_one_for_a_useless_one():
     assert aipw_votes_ratio(0.6, 0.95, cal, 0.2) < aipw_votes_ratio(0.6, 0.85, cal, 0.2) < 1.0
     assert aipw_votes_ratio(0.6, 0.85, cal, 0.1) < aipw_votes_ratio(0.6, 0.85, cal, 0.2)
     assert aipw_votes_ratio(0.6, 0.85, cal, 1.0) == pytest.approx(1.0)
+
+
+def test_graded_judge_law_is_what_the_simulator_draws_and_keeps_the_published_agreement():
+    from algorithms.hybrid_sim import _draw_graded, _seed, graded_judge, judge_law
+
+    g = graded_judge()
+    law = judge_law(0.62, float(g.agreement), g)
+    assert sum(law.values()) == pytest.approx(1.0)
+    decisive = {k: w for k, w in law.items() if k[0] != 0.5 and k[1] != 0.5}
+    agree = sum(w for (H, J), w in decisive.items() if (J > 0.5) == (H > 0.5)) / sum(decisive.values())
+    assert agree == pytest.approx(GPT4_AGREE_NO_TIES)
+    assert {J for _, J in law} == {0.0, 0.25, 0.5, 0.75, 1.0}
+    _seed(8)
+    n = 30_000
+    args = (float(g.agreement), g.human_tie, g.judge_tie, g.position_bias, g.confident, g.agreement_confident)
+    draws = [_draw_graded(0.62, *args) for _ in range(n)]
+    for key, w in law.items():
+        freq = sum(1 for d in draws if d == key) / n
+        assert abs(freq - w) < 4 * math.sqrt(w * (1 - w) / n) + 1e-9, key
+    with pytest.raises(PolicyError, match="agreement_confident"):
+        JudgeModel(0.85, confident=0.9, agreement_confident=0.5).matrix(3)
