@@ -125,7 +125,12 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
 
 def part_errors(trials: int, seed: int) -> list[dict]:
     out = []
-    judges = [calibrated_judge(), adversarial_judge(), JudgeModel(0.1, human_tie=0.13, name="adversarial-90")]
+    judges = [
+        calibrated_judge(),
+        adversarial_judge(),
+        JudgeModel(0.1, human_tie=0.13, name="adversarial-90"),
+        graded_judge(),
+    ]
     for inst_name, inst in (("4-model", hybrid_instance()), ("hard-2", HARD)):
         for judge in judges:
             for rate in (0.2, "active"):

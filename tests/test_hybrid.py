@@ -21,6 +21,7 @@ from algorithms.hybrid_sim import (
     JudgeModel,
     adversarial_judge,
     calibrated_judge,
+    graded_judge,
     hybrid_instance,
     run_humans_only,
     run_hybrid,
@@ -178,7 +179,12 @@ def _hard_instance() -> Instance:
 
 @pytest.mark.parametrize(
     "judge",
-    [calibrated_judge(), adversarial_judge(), JudgeModel(0.1, human_tie=0.13, name="very adversarial")],
+    [
+        calibrated_judge(),
+        adversarial_judge(),
+        JudgeModel(0.1, human_tie=0.13, name="very adversarial"),
+        graded_judge(),
+    ],
     ids=lambda j: j.name,
 )
 @pytest.mark.parametrize("rate", [0.2, "active"])
