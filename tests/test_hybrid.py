@@ -338,3 +338,34 @@ def test_graded_judge_law_is_what_the_simulator_draws_and_keeps_the_published_ag
         assert abs(freq - w) < 4 * math.sqrt(w * (1 - w) / n) + 1e-9, key
     with pytest.raises(PolicyError, match="agreement_confident"):
         JudgeModel(0.85, confident=0.9, agreement_confident=0.5).matrix(3)
+
+
+def _judge_biased(H, rng):
+    return 1.0 if rng.random() < 0.9 else H  # names arm 0 on 90% of duels, follows the human otherwise
+
+
+def _judge_unsure_when_0_wins(H, rng):
+    return 1.0 if H == 0.0 else 0.5  # confidently wrong when arm 1 wins, a tie (so a large active pi) otherwise
+
+
+@pytest.mark.parametrize("judge", [_judge_biased, _judge_unsure_when_0_wins])
+@pytest.mark.parametrize("rate", [0.2, "active"])
+def test_false_certificate_rate_at_the_null_whatever_the_judge(rate, judge):
+    """p = 1/2 exactly, 13% human ties: the rate of runs that ever certify either side must pass
+    the one-sided binomial check at delta. It fails if the human term is not weighted by 1/pi, and
+    (second judge, active rate: E[H | J] > 1/2 exactly where pi is large) if the range were
+    taken at the duel's own pi, which depends on J, instead of the floor."""
+    rng = np.random.default_rng(21)
+    runs, duels, delta = 600, 300, 0.1
+    false = 0
+    for _ in range(runs):
+        p = HybridPolicy([1.0, 1.0], delta, human_rate=rate)
+        for _ in range(duels):
+            H = 0.5 if rng.random() < 0.13 else float(rng.random() < 0.5)
+            J = judge(H, rng)
+            pi = p.human_probability(0, 1, J)
+            p.record(0, 1, J, H if rng.random() < pi else None, pi)
+            if p.stopped:
+                break
+        false += int(p.stopped)
+    assert binomtest(false, runs, delta, alternative="greater").pvalue > 0.001, false
