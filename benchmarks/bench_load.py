@@ -46,21 +46,23 @@ Figures: votes per second, and p50/p90/p99/max of
 
 **Side by side with a baseline** (``--baseline REF``, e.g. ``--baseline main`` or a commit):
 REF is checked out (detached) into a temporary git worktree, and the same load runs
-against it and against this tree in one run: each tree migrates its own fresh database
-with its own migrations and is served by its own code (``PYTHONPATH`` and working
-directory of the server, ``llmduel db upgrade`` and ``llmduel replay``) on its own port,
-with the same seeds and the same campaigns. The phases alternate between the trees:
-solo and saturation baseline first, then the paced phase new tree first (so a machine
-that drifts slower during the run does not always penalise the same tree), and the
-paced phase offers both trees the same rate (the slower tree's, by the rule above).
-Every figure and consistency check is printed for both, labelled, then a table side by
-side and the ratio new/baseline of the **service CPU per vote**: user+system CPU seconds
-(``/proc/<pid>/stat`` utime+stime) of the server's process tree (the supervisor and its
-workers, read before and after each phase) per accepted vote, summed over the
-saturation and paced phases. PASS when the ratio is at most 1.25 (``MAX_CPU_RATIO``).
-The worktree is removed at the end. On a shared machine the ratio of two runs of the
-same code spreads by about +-0.2 (docs/reliability.md, *Load benchmark*): a MISS is a
-reason to run again, several times, before concluding.
+against it and against this tree in one run, one after the other: the baseline's server
+runs the three phases and stops, then this tree's. Each tree migrates its own fresh
+database with its own migrations and is served by its own code (working directory and
+``PYTHONPATH`` of the server, of ``llmduel db upgrade`` and of ``llmduel replay``) on its
+own port, with the same seeds and campaigns; the paced phase offers both the same rate
+(set by the baseline's saturation throughput, or ``--rate``). One server at a time
+because two would need more PostgreSQL connections than the default ``max_connections``
+of 100 (each worker's pools hold up to 38: the ORM pool's 10 + 20 overflow and the hot
+path's 8), and the starved one answers 503. Every figure and consistency check is
+printed for both, labelled, then a table side by side and the ratio new/baseline of the
+**service CPU per vote**: user+system CPU seconds (``/proc/<pid>/stat`` utime+stime) of
+the server's process tree (the supervisor and its workers, read before and after each
+phase) per accepted vote, over the saturation and paced phases together. PASS when the
+ratio is at most 1.25 (``MAX_CPU_RATIO``). The worktree is removed at the end. The
+machine's speed drifts during a run on a shared machine, and the ratio of two runs of
+the same code spreads by about +-0.2 (docs/reliability.md, *Load benchmark*): a MISS is
+a reason to run again, several times, before concluding.
 
 Under saturation the request latencies are mostly queueing (Little's law: 50
 annotators with no think time wait ~50/throughput per cycle); the paced phase
@@ -76,6 +78,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -597,6 +600,7 @@ class Target:
     errors: list[str] = field(default_factory=list)
     # phase name -> (its shared record, wall seconds, (service, load generator, PostgreSQL) CPU seconds)
     results: dict[str, tuple[Shared, float, tuple[float, float, float | None]]] = field(default_factory=dict)
+    torn_down: bool = False
 
     def title(self, text: str) -> str:
         return f"[{self.label}] {text}" if self.label else text
@@ -668,6 +672,10 @@ def setup_target(args, label: str, repo: Path, tmp: Path) -> Target:
 
 
 def teardown(args, t: Target) -> None:
+    """Stop the target's server and drop its database (once)."""
+    if t.torn_down:
+        return
+    t.torn_down = True
     if t.proc is not None:
         t.proc.terminate()
         try:
@@ -711,27 +719,36 @@ async def run_phase(
     return vps
 
 
-async def run_all(args, targets: list[Target]) -> None:
-    """Each phase against every target in turn (baseline first at saturation, last when paced),
-    each annotator keeping its client (and connection) per target for the whole run."""
-    for t in targets:
-        t.clients = [LeanClient(t.base, timeout=60) for _ in range(args.annotators)]
+async def run_target(args, t: Target, rate: float | None) -> float | None:
+    """The three phases against one target, each annotator keeping its client (and connection).
+
+    ``rate``: the paced phase's offered rate, decided by an earlier target (None: decide it
+    here from this target's saturation throughput). Returns the rate used.
+    """
+    t.clients = [LeanClient(t.base, timeout=60) for _ in range(args.annotators)]
     try:
         # Warm-up and the uncontended cost: one annotator alone (its votes are checked too).
-        for t in targets:
-            await run_phase(t, "solo", "one annotator alone (no contention)", args.solo_votes, 1, None, 3)
+        await run_phase(t, "solo", "one annotator alone (no contention)", args.solo_votes, 1, None, 3)
         sat = f"saturation ({args.annotators} annotators, no think time)"
-        vps = [await run_phase(t, "saturation", sat, args.votes, args.annotators, None, 1, True) for t in targets]
-        if args.paced_votes > 0:  # the same offered rate for every target: the slowest one's
-            slowest = min(vps)
-            rate = args.rate or (TARGET_VOTES_PER_S if slowest >= TARGET_VOTES_PER_S else round(slowest / 2, 1))
+        vps = await run_phase(t, "saturation", sat, args.votes, args.annotators, None, 1, True)
+        if args.paced_votes > 0:
+            if rate is None:
+                rate = args.rate or (TARGET_VOTES_PER_S if vps >= TARGET_VOTES_PER_S else round(vps / 2, 1))
             n_paced = min(args.paced_votes, max(100, int(rate * 30)))
-            for t in reversed(targets):
-                await run_phase(t, "paced", f"paced (offered {rate:g} votes/s)", n_paced, args.annotators, rate, 2)
+            await run_phase(t, "paced", f"paced (offered {rate:g} votes/s)", n_paced, args.annotators, rate, 2)
+        return rate
     finally:
-        for t in targets:
-            for c in t.clients:
-                await c.aclose()
+        for c in t.clients:
+            await c.aclose()
+
+
+def check_target(t: Target) -> list[str]:
+    """Every consistency check of one target (its server still running)."""
+    print("\n" + t.title("consistency (every campaign):"))
+    found = verify(t.base, t.campaigns, t.accepted, t.db_url, t.repo)
+    if t.errors:
+        found.append(f"{len(t.errors)} request errors")
+    return [t.title(p) for p in found]
 
 
 def print_targets(t: Target) -> None:
@@ -872,22 +889,23 @@ def parse_args(argv: list[str] | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows in a log file as it happens
     tmp = Path(tempfile.mkdtemp(prefix="llmduel-bench-"))
     targets: list[Target] = []
     tree = None
     try:
+        trees: list[tuple[str, Path]] = []
         if args.baseline:
             tree, sha = baseline_worktree(args.baseline, tmp)
-            targets.append(setup_target(args, f"baseline {args.baseline} {sha[:10]}", tree, tmp))
-        targets.append(setup_target(args, "new: this tree" if args.baseline else "", REPO, tmp))
-        asyncio.run(run_all(args, targets))
-        problems: list[str] = []
-        for t in targets:
-            print("\n" + t.title("consistency (every campaign):"))
-            found = verify(t.base, t.campaigns, t.accepted, t.db_url, t.repo)
-            if t.errors:
-                found.append(f"{len(t.errors)} request errors")
-            problems += [t.title(p) for p in found]
+            trees.append((f"baseline {args.baseline} {sha[:10]}", tree))
+        trees.append(("new: this tree" if args.baseline else "", REPO))
+        rate, problems = None, []
+        for label, repo in trees:  # one after the other: one server (and its connections) at a time
+            t = setup_target(args, label, repo, tmp)
+            targets.append(t)
+            rate = asyncio.run(run_target(args, t, rate))
+            problems += check_target(t)
+            teardown(args, t)
         print()
         for t in targets:
             print_targets(t)
@@ -903,6 +921,7 @@ def main(argv: list[str] | None = None) -> int:
             teardown(args, t)
         if tree is not None:
             remove_worktree(tree)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
