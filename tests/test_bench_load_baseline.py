@@ -1,4 +1,4 @@
-"""``benchmarks/bench_load.py --baseline REF``: the baseline's tree and the command-line errors.
+"""``benchmarks/bench_load.py --baseline REF [--rounds N]``: the baseline's tree, the verdict, the errors.
 
 The load itself needs PostgreSQL and minutes of CPU (it is a benchmark, run by hand); these
 tests check the parts that decide *which code* the baseline runs, and that a bad ref is a
@@ -83,5 +83,16 @@ def test_cpu_ratio_is_over_the_loaded_phases_only():
     same = target({"solo": 1.0, "saturation": 4.0, "paced": 2.0}, {"solo": 1, "saturation": 1000, "paced": 1000})
     worse = target({"solo": 1.0, "saturation": 6.0, "paced": 2.0}, {"solo": 1, "saturation": 1000, "paced": 1000})
     assert bench.cpu_per_vote_ms(base, ("saturation", "paced")) == 3.0  # (4 + 2) s / 2000 votes
-    assert bench.compare(base, same) is True  # the solo phase's cost does not count
-    assert bench.compare(base, worse) is False  # 8/6 = 1.33 > 1.25
+    assert bench.compare(base, same) == 1.0  # the solo phase's cost does not count
+    assert abs(bench.compare(base, worse) - 8 / 6) < 1e-12
+    assert bench.cpu_verdict([bench.compare(base, worse)]) is False  # 1.33 > 1.25
+    # several rounds: the verdict is on the median, so one slow round does not decide it
+    assert bench.cpu_verdict([1.0, 8 / 6, 1.1]) is True
+    assert bench.cpu_verdict([1.3, 8 / 6, 1.1]) is False
+
+
+def test_rounds_need_a_baseline():
+    p = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rounds", "2"], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 2 and "--rounds needs --baseline" in p.stderr
