@@ -50,8 +50,10 @@ against it and against this tree in one run, one after the other: the baseline's
 runs the three phases and stops, then this tree's. Each tree migrates its own fresh
 database with its own migrations and is served by its own code (working directory and
 ``PYTHONPATH`` of the server, of ``llmduel db upgrade`` and of ``llmduel replay``) on its
-own port, with the same seeds and campaigns; the paced phase offers both the same rate
-(set by the baseline's saturation throughput, or ``--rate``). One server at a time
+own port, with the same seeds and campaigns, each tree's numba kernels compiled before
+its server starts and the measurement started once every worker is up; the paced phase
+offers both the same rate (set by the baseline's saturation throughput, or ``--rate``).
+One server at a time
 because two would need more PostgreSQL connections than the default ``max_connections``
 of 100 (each worker's pools hold up to 38: the ORM pool's 10 + 20 overflow and the hot
 path's 8), and the starved one answers 503. Every figure and consistency check is
