@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_load.py [--votes 5000] [--annotators 50] [--campaigns 5]
                                               [--paced-votes 3000] [--rate RATE] [--workers 2]
-                                              [--server llmduel|uvicorn]
+                                              [--server llmduel|uvicorn] [--baseline REF [--rounds N]]
 
 What it does (everything on 127.0.0.1, nothing leaves the machine):
 
@@ -44,10 +44,35 @@ Figures: votes per second, and p50/p90/p99/max of
 * ``POST vote``: the request latency seen by the client (the service exposes no
   timing for votes).
 
+**Side by side with a baseline** (``--baseline REF``, e.g. ``--baseline main`` or a commit):
+REF is checked out (detached) into a temporary git worktree, and the same load runs
+against it and against this tree in one run, one after the other: the baseline's server
+runs the three phases and stops, then this tree's. Each tree migrates its own fresh
+database with its own migrations and is served by its own code (working directory and
+``PYTHONPATH`` of the server, of ``llmduel db upgrade`` and of ``llmduel replay``) on its
+own port, with the same seeds and campaigns, each tree's numba kernels compiled before
+its server starts and the measurement started once every worker is up; the paced phase
+offers both the same rate (set by the baseline's saturation throughput, or ``--rate``).
+One server at a time
+because two would need more PostgreSQL connections than the default ``max_connections``
+of 100 (each worker's pools hold up to 38: the ORM pool's 10 + 20 overflow and the hot
+path's 8), and the starved one answers 503. Every figure and consistency check is
+printed for both, labelled, then a table side by side and the ratio new/baseline of the
+**service CPU per vote**: user+system CPU seconds (``/proc/<pid>/stat`` utime+stime) of
+the server's process tree (the supervisor and its workers, read before and after each
+phase) per accepted vote, over the saturation and paced phases together. PASS when the
+ratio is at most 1.25 (``MAX_CPU_RATIO``). The worktree is removed at the end. The
+machine's speed drifts during a run on a shared machine, and the ratio of two runs of
+the same code spreads by about +-0.2 (docs/reliability.md, *Load benchmark*):
+``--rounds N`` runs both trees N times, each round on fresh databases, the order
+alternating (baseline first in odd rounds, this tree first in even ones), prints every
+round's ratio and decides on their median.
+
 Under saturation the request latencies are mostly queueing (Little's law: 50
 annotators with no think time wait ~50/throughput per cycle); the paced phase
 gives the latency at the target load. Exit status 0 when every consistency check
-passes (the speed targets only print PASS/MISS).
+passes (the speed targets only print PASS/MISS); 1 when one fails; with ``--baseline``,
+3 when every check passes but the CPU ratio misses; 2 for a ``--baseline`` that is not a commit.
 """
 
 from __future__ import annotations
@@ -57,12 +82,15 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -74,6 +102,8 @@ ADMIN_KEY = "bench-admin-key-" + uuid.uuid4().hex
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 TARGET_VOTES_PER_S = 300.0
 TARGET_P99_MS = 50.0
+# --baseline: the new tree's service CPU per vote may be at most this many times the baseline's.
+MAX_CPU_RATIO = 1.25
 
 
 # ---------------------------------------------------------------- infrastructure
@@ -105,13 +135,15 @@ def drop_database(conninfo: str, name: str) -> None:
 
 
 def start_server(
-    url: str, workers: int, log_path: Path, extra_env: dict, server: str = "llmduel"
+    url: str, workers: int, log_path: Path, extra_env: dict, server: str = "llmduel", repo: Path = REPO
 ) -> tuple[subprocess.Popen, str]:
     """``llmduel serve --workers N`` (one SO_REUSEPORT socket per worker), or plain
-    ``uvicorn --workers N`` (one socket shared by the workers) for comparison."""
+    ``uvicorn --workers N`` (one socket shared by the workers) for comparison; the code
+    is the tree at ``repo`` (this checkout, or the baseline's temporary worktree)."""
     port = free_port()
     env = dict(
         os.environ,
+        PYTHONPATH=str(repo),
         DATABASE_URL=url,
         LLMDUEL_API_KEY=ADMIN_KEY,
         LLMDUEL_RESUME_RUNS="0",
@@ -151,9 +183,9 @@ def start_server(
             "warning",
         ]
     with open(log_path, "wb") as log:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a fresh tree compiles its numba kernels first
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"uvicorn exited:\n{log_path.read_text(errors='replace')}")
@@ -164,24 +196,25 @@ def start_server(
             pass
         time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("uvicorn did not start in 60 s")
+    raise RuntimeError("the server did not start in 120 s")
 
 
 def tree_cpu_seconds(pid: int) -> float:
-    """User+system CPU seconds of a process and its live children (Linux /proc)."""
+    """User+system CPU seconds (utime+stime in ``/proc/<pid>/stat``) of a process and all its
+    live descendants: the supervisor and its workers (Linux /proc)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    pids = [pid]
-    try:
-        for entry in os.listdir(f"/proc/{pid}/task"):
-            children = Path(f"/proc/{pid}/task/{entry}/children").read_text().split()
-            pids += [int(c) for c in children]
-    except OSError:
-        pass
-    for p in pids:
+    todo, seen = [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             total += (int(fields[11]) + int(fields[12])) / tick
+            for entry in os.listdir(f"/proc/{p}/task"):
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{entry}/children").read_text().split()]
         except (OSError, IndexError, ValueError):
             pass
     return total
@@ -511,7 +544,9 @@ def report(
     return vps, pct(sh.duel_ms, 99), pct(sh.vote_ms, 99)
 
 
-def verify(base: str, campaigns: list[int], accepted: dict[int, dict[str, int]], db_url: str) -> list[str]:
+def verify(
+    base: str, campaigns: list[int], accepted: dict[int, dict[str, int]], db_url: str, repo: Path = REPO
+) -> list[str]:
     problems = []
     with httpx.Client(base_url=base, headers=ADMIN, timeout=120) as api:
         for cid in campaigns:
@@ -535,11 +570,11 @@ def verify(base: str, campaigns: list[int], accepted: dict[int, dict[str, int]],
             )
             if not ok:
                 problems.append(f"campaign {cid}: {rep['diff'][:5]} view={view['duels']},{view['duels_counted']}")
-    env = dict(os.environ, DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
+    env = dict(os.environ, PYTHONPATH=str(repo), DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
     for cid in campaigns:
         p = subprocess.run(
             [sys.executable, "-m", "service.cli", "replay", str(cid)],
-            cwd=REPO,
+            cwd=repo,
             env=env,
             capture_output=True,
             text=True,
@@ -551,66 +586,307 @@ def verify(base: str, campaigns: list[int], accepted: dict[int, dict[str, int]],
     return problems
 
 
-async def run_phases(args, base: str, tokens, campaigns: list[int], pid: int, conninfo: str, dbname: str):
-    """The three phases in one event loop, each annotator keeping its client (and connection)."""
-    clients = [LeanClient(base, timeout=60) for _ in range(args.annotators)]
+# ---------------------------------------------------------------- one service under test
+@dataclass
+class Target:
+    """One tree's service: its database, server, campaigns, annotators' clients and figures."""
+
+    label: str  # "" when the run has no baseline (the output then reads as it always did)
+    repo: Path
+    db_url: str
+    conninfo: str
+    dbname: str
+    proc: subprocess.Popen | None = None
+    base: str = ""
+    campaigns: list[int] = field(default_factory=list)
+    tokens: dict[int, dict[int, str]] = field(default_factory=dict)
+    clients: list[LeanClient] = field(default_factory=list)
+    accepted: dict[int, dict[str, int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    # phase name -> (its shared record, wall seconds, (service, load generator, PostgreSQL) CPU seconds)
+    results: dict[str, tuple[Shared, float, tuple[float, float, float | None]]] = field(default_factory=dict)
+    torn_down: bool = False
+
+    def title(self, text: str) -> str:
+        return f"[{self.label}] {text}" if self.label else text
+
+
+def migrate(t: Target) -> None:
+    """``llmduel db upgrade`` with the target's own code (the baseline migrates with its migrations)."""
+    env = dict(os.environ, PYTHONPATH=str(t.repo), DATABASE_URL=t.db_url)
+    p = subprocess.run(
+        [sys.executable, "-m", "service.cli", "db", "upgrade"],
+        cwd=t.repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if p.returncode != 0:
+        raise RuntimeError(f"llmduel db upgrade failed in {t.repo}:\n{p.stderr[-2000:]}")
+
+
+def create_campaigns(args, t: Target) -> None:
+    """``--campaigns`` human-judged campaigns with simulated models and a token per (annotator, campaign)."""
+    t.tokens = {n: {} for n in range(args.annotators)}
+    with httpx.Client(base_url=t.base, headers=ADMIN, timeout=60) as api:
+        for k in range(args.campaigns):
+            body = {
+                "name": f"load campaign {k}",
+                "delta": 0.001,
+                "models": [
+                    {"name": f"model-{m}", "cost": 0.001 * (1 + m % 3), "client": {"kind": "simulated"}}
+                    for m in range(args.models)
+                ],
+                "prompts": [f"Prompt number {p}: explain something." for p in range(20)],
+                "judge": {"kind": "human"},
+                "seed": k,
+            }
+            r = api.post("/v1/campaigns", json=body)
+            r.raise_for_status()
+            cid = r.json()["id"]
+            t.campaigns.append(cid)
+            for n in range(args.annotators):
+                r = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": f"annotator {n}"})
+                r.raise_for_status()
+                t.tokens[n][cid] = r.json()["token"]
+
+
+def compile_kernels(repo: Path) -> None:
+    """Fill the tree's numba cache once, in one process, before its server starts.
+
+    Each worker loads the compiled kernels at start-up (``warm_policies``); in a fresh
+    checkout (the baseline's worktree) every worker would otherwise compile them itself,
+    for tens of CPU seconds, possibly after the benchmark started measuring.
+    """
+    code = "from service.campaigns import warm_policies; warm_policies()"
+    env = dict(os.environ, PYTHONPATH=str(repo))
+    subprocess.run([sys.executable, "-c", code], cwd=repo, env=env, check=True, capture_output=True)
+
+
+def wait_until_quiet(pid: int, limit: float = 120.0) -> None:
+    """Wait until the server's process tree uses under 10% of a core over a second: every
+    worker has finished starting (the sockets accept connections before the apps are ready)."""
+    deadline = time.monotonic() + limit
+    before = tree_cpu_seconds(pid)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = tree_cpu_seconds(pid)
+        if now - before < 0.1:
+            return
+        before = now
+
+
+def setup_target(args, label: str, repo: Path, tmp: Path) -> Target:
+    """A fresh database, migrated and served by the code at ``repo``, with its campaigns."""
+    t = Target(label, repo, *create_database(args.pg))
+    try:
+        migrate(t)
+        compile_kernels(repo)
+        log = tmp / f"server-{len(list(tmp.iterdir()))}.log"
+        extra = {"LLMDUEL_PG_SYNCHRONOUS_COMMIT": args.synchronous_commit}
+        t.proc, t.base = start_server(t.db_url, args.workers, log, extra, args.server, repo)
+        wait_until_quiet(t.proc.pid)
+        create_campaigns(args, t)
+    except BaseException:
+        teardown(args, t)
+        raise
+    server_cmd = "llmduel serve" if args.server == "llmduel" else "uvicorn"
+    print(
+        t.title(
+            f"{server_cmd} --workers {args.workers} on {t.base}, PostgreSQL database {t.dbname} "
+            f"(synchronous_commit={args.synchronous_commit}); {os.cpu_count()} CPUs, "
+            f"load average {os.getloadavg()[0]:.2f}; {args.campaigns} human-judged campaigns x "
+            f"{args.models} simulated models, {args.annotators} annotators (one token per campaign each)"
+        )
+    )
+    return t
+
+
+def teardown(args, t: Target) -> None:
+    """Stop the target's server and drop its database (once)."""
+    if t.torn_down:
+        return
+    t.torn_down = True
+    if t.proc is not None:
+        t.proc.terminate()
+        try:
+            t.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            t.proc.kill()
+        t.proc = None
+    if args.keep:
+        print(f"database kept: {t.db_url}")
+    else:
+        drop_database(t.conninfo, t.dbname)
+
+
+# ---------------------------------------------------------------- the phases
+async def run_phase(
+    t: Target, key: str, title: str, votes: int, annotators: int, rate: float | None, seed: int, spread: bool = False
+) -> float:
+    """One phase against one target: its CPU, sessions and latencies printed; votes/s returned."""
+    pid = t.proc.pid
+    tokens = t.tokens if annotators > 1 else {0: t.tokens[0]}
+    cpu0 = cpu_now(pid)
+    s0 = pg_sessions(t.conninfo, t.dbname)
+    task = asyncio.ensure_future(phase(t.clients, tokens, t.campaigns, votes, annotators, rate, seed))
+    per_worker = None
+    if spread:
+        await asyncio.sleep(2.0)  # every annotator has connected by now
+        per_worker = await asyncio.to_thread(connections_per_worker, pid, int(t.base.rsplit(":", 1)[1]))
+    sh, wall = await task
+    cpu = cpu_since(pid, cpu0)
+    if per_worker:
+        print(t.title(f"annotator connections per worker process: {sorted(per_worker.values(), reverse=True)}"))
+    await asyncio.sleep(1.5)  # statistics are flushed about once a second
+    s1 = pg_sessions(t.conninfo, t.dbname)
+    vps, _, _ = report(t.title(title), sh, wall, cpu, None if s0 is None or s1 is None else s1 - s0)
+    for c, v in sh.accepted.items():
+        a = t.accepted.setdefault(c, {"votes": 0, "decisive": 0})
+        a["votes"] += v["votes"]
+        a["decisive"] += v["decisive"]
+    t.errors += sh.errors
+    t.results[key] = (sh, wall, cpu)
+    return vps
+
+
+async def run_target(args, t: Target, rate: float | None) -> float | None:
+    """The three phases against one target, each annotator keeping its client (and connection).
+
+    ``rate``: the paced phase's offered rate, decided by an earlier target (None: decide it
+    here from this target's saturation throughput). Returns the rate used.
+    """
+    t.clients = [LeanClient(t.base, timeout=60) for _ in range(args.annotators)]
     try:
         # Warm-up and the uncontended cost: one annotator alone (its votes are checked too).
-        cpu0 = cpu_now(pid)
-        solo, swall = await phase(clients, {0: tokens[0]}, campaigns, args.solo_votes, 1, None, 3)
-        cpu = cpu_since(pid, cpu0)
-        report("one annotator alone (no contention)", solo, swall, cpu)
-
-        cpu0 = cpu_now(pid)
-        s0 = pg_sessions(conninfo, dbname)
-        sat_task = asyncio.ensure_future(phase(clients, tokens, campaigns, args.votes, args.annotators, None, 1))
-        await asyncio.sleep(2.0)  # every annotator has connected by now
-        spread = await asyncio.to_thread(connections_per_worker, pid, int(base.rsplit(":", 1)[1]))
-        sat, wall = await sat_task
-        cpu = cpu_since(pid, cpu0)
-        if spread:
-            print(f"\nannotator connections per worker process: {sorted(spread.values(), reverse=True)}")
-        await asyncio.sleep(1.5)  # statistics are flushed about once a second
-        s1 = pg_sessions(conninfo, dbname)
-        vps, _, _ = report(
-            f"saturation ({args.annotators} annotators, no think time)",
-            sat,
-            wall,
-            cpu,
-            None if s0 is None or s1 is None else s1 - s0,
-        )
-        accepted: dict[int, dict[str, int]] = {}
-        for part in (solo, sat):
-            for c, v in part.accepted.items():
-                a = accepted.setdefault(c, {"votes": 0, "decisive": 0})
-                a["votes"] += v["votes"]
-                a["decisive"] += v["decisive"]
-        errors = solo.errors + sat.errors
-        paced = None
+        await run_phase(t, "solo", "one annotator alone (no contention)", args.solo_votes, 1, None, 3)
+        sat = f"saturation ({args.annotators} annotators, no think time)"
+        vps = await run_phase(t, "saturation", sat, args.votes, args.annotators, None, 1, True)
         if args.paced_votes > 0:
-            rate = args.rate or (TARGET_VOTES_PER_S if vps >= TARGET_VOTES_PER_S else round(vps / 2, 1))
+            if rate is None:
+                rate = args.rate or (TARGET_VOTES_PER_S if vps >= TARGET_VOTES_PER_S else round(vps / 2, 1))
             n_paced = min(args.paced_votes, max(100, int(rate * 30)))
-            cpu0 = cpu_now(pid)
-            s0 = pg_sessions(conninfo, dbname)
-            paced, pwall = await phase(clients, tokens, campaigns, n_paced, args.annotators, rate, 2)
-            cpu = cpu_since(pid, cpu0)
-            await asyncio.sleep(1.5)
-            s1 = pg_sessions(conninfo, dbname)
-            report(
-                f"paced (offered {rate:g} votes/s)", paced, pwall, cpu, None if s0 is None or s1 is None else s1 - s0
-            )
-            for c, v in paced.accepted.items():
-                a = accepted.setdefault(c, {"votes": 0, "decisive": 0})
-                a["votes"] += v["votes"]
-                a["decisive"] += v["decisive"]
-            errors += paced.errors
-        return accepted, errors, vps, paced, sat
+            await run_phase(t, "paced", f"paced (offered {rate:g} votes/s)", n_paced, args.annotators, rate, 2)
+        return rate
     finally:
-        for c in clients:
+        for c in t.clients:
             await c.aclose()
 
 
-def main() -> int:
+def check_target(t: Target) -> list[str]:
+    """Every consistency check of one target (its server still running)."""
+    print("\n" + t.title("consistency (every campaign):"))
+    found = verify(t.base, t.campaigns, t.accepted, t.db_url, t.repo)
+    if t.errors:
+        found.append(f"{len(t.errors)} request errors")
+    return [t.title(p) for p in found]
+
+
+def print_targets(t: Target) -> None:
+    """The speed targets (PASS/MISS printed, never the exit status)."""
+    vps = _votes_per_s(t, "saturation")
+    lat = t.results["paced"][0] if "paced" in t.results else t.results["saturation"][0]
+    src = "paced" if "paced" in t.results else "saturation"
+    print(t.title("targets:"))
+    print(
+        f"  votes/s (saturation)       {vps:7.0f}  >= {TARGET_VOTES_PER_S:.0f}  "
+        f"{'PASS' if vps >= TARGET_VOTES_PER_S else 'MISS'}"
+    )
+    for name, v in (
+        ("select p99 (server)", pct(lat.select_ms, 99)),
+        ("POST duels p99 (client)", pct(lat.duel_ms, 99)),
+        ("POST vote p99 (client)", pct(lat.vote_ms, 99)),
+    ):
+        print(f"  {name:<26} {v:7.2f} ms < {TARGET_P99_MS:.0f} ms ({src})  {'PASS' if v < TARGET_P99_MS else 'MISS'}")
+
+
+def _votes(sh: Shared) -> int:
+    return sum(a["votes"] for a in sh.accepted.values())
+
+
+def _votes_per_s(t: Target, key: str) -> float:
+    sh, wall, _ = t.results[key]
+    return _votes(sh) / wall
+
+
+def cpu_per_vote_ms(t: Target, keys: tuple[str, ...]) -> float:
+    """Service CPU (supervisor and workers) per accepted vote over the given phases, in ms."""
+    cpu = sum(t.results[k][2][0] for k in keys if k in t.results)
+    votes = sum(_votes(t.results[k][0]) for k in keys if k in t.results)
+    return cpu / max(1, votes) * 1000
+
+
+def compare(base: Target, new: Target) -> float:
+    """The two trees side by side; returns the ratio new/baseline of the service CPU per vote
+    over the loaded phases (saturation and paced), printed with PASS at MAX_CPU_RATIO or less."""
+    print(f"\nside by side ({base.label} / {new.label}):")
+    print(
+        f"  {'phase':<11} {'tree':<8} {'votes/s':>8} {'CPU ms/vote':>12} {'select p50/p99':>16} "
+        f"{'duels p50/p99':>16} {'vote p50/p99':>16}"
+    )
+    for key in ("solo", "saturation", "paced"):
+        for name, t in (("baseline", base), ("new", new)):
+            if key not in t.results:
+                continue
+            sh = t.results[key][0]
+            print(
+                f"  {key:<11} {name:<8} {_votes_per_s(t, key):8.0f} {cpu_per_vote_ms(t, (key,)):12.2f} "
+                f"{pct(sh.select_ms, 50):7.2f}/{pct(sh.select_ms, 99):<8.2f}"
+                f"{pct(sh.duel_ms, 50):7.2f}/{pct(sh.duel_ms, 99):<8.2f}"
+                f"{pct(sh.vote_ms, 50):7.2f}/{pct(sh.vote_ms, 99):<8.2f}"
+            )
+    loaded = ("saturation", "paced")
+    b, n = cpu_per_vote_ms(base, loaded), cpu_per_vote_ms(new, loaded)
+    ratio = n / b if b > 0 else float("inf")
+    ok = ratio <= MAX_CPU_RATIO
+    print(
+        f"  service CPU per vote, saturation and paced phases: new {n:.2f} ms / baseline {b:.2f} ms = "
+        f"{ratio:.2f}  <= {MAX_CPU_RATIO:g}  {'PASS' if ok else 'MISS'}"
+    )
+    return ratio
+
+
+def cpu_verdict(ratios: list[float]) -> bool:
+    """PASS when the median ratio over the rounds is at most MAX_CPU_RATIO (printed with every ratio)."""
+    median = statistics.median(ratios)
+    ok = median <= MAX_CPU_RATIO
+    if len(ratios) > 1:
+        print(
+            f"\nservice CPU per vote, new/baseline, {len(ratios)} rounds: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f"; median {median:.2f}  <= {MAX_CPU_RATIO:g}  {'PASS' if ok else 'MISS'}"
+        )
+    return ok
+
+
+# ---------------------------------------------------------------- the baseline's tree
+def baseline_worktree(ref: str, tmp: Path) -> tuple[Path, str]:
+    """Check ``ref`` out (detached) into a temporary git worktree; (its path, the commit)."""
+    p = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if p.returncode != 0:
+        print(f"bench_load.py: error: --baseline {ref!r} is not a commit of {REPO}", file=sys.stderr)
+        raise SystemExit(2)
+    sha = p.stdout.strip()
+    path = tmp / "baseline"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", "--quiet", str(path), sha], cwd=REPO, check=True, capture_output=True
+    )
+    return path, sha
+
+
+def remove_worktree(path: Path) -> None:
+    subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=REPO, check=False, capture_output=True)
+    subprocess.run(["git", "worktree", "prune"], cwd=REPO, check=False, capture_output=True)
+
+
+def parse_args(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "--pg",
@@ -625,7 +901,7 @@ def main() -> int:
         type=float,
         default=None,
         help="offered votes/s of the paced phase (default: 300, or half the saturation throughput "
-        "when that is below 300)",
+        "when that is below 300; with --baseline, of the slower tree)",
     )
     ap.add_argument("--annotators", type=int, default=50)
     ap.add_argument("--campaigns", type=int, default=5)
@@ -644,97 +920,72 @@ def main() -> int:
         choices=["on", "off"],
         help="LLMDUEL_PG_SYNCHRONOUS_COMMIT of the service (default on)",
     )
-    ap.add_argument("--keep", action="store_true", help="keep the database and print its URL")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--baseline",
+        metavar="REF",
+        default=None,
+        help="a git ref (main, a commit...): run the same load against that code too, checked out into a "
+        "temporary git worktree, each tree on its own fresh database and port, and compare the service's "
+        f"CPU per vote (PASS when new/baseline <= {MAX_CPU_RATIO:g})",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --baseline: run both trees this many times, the order alternating (baseline first in odd "
+        "rounds), each round on fresh databases; the verdict is on the median CPU ratio",
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the database(s) and print the URL(s)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or (args.rounds > 1 and not args.baseline):
+        ap.error("--rounds needs --baseline and must be at least 1")
+    return args
 
-    db_url, conninfo, dbname = create_database(args.pg)
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # progress shows in a log file as it happens
     tmp = Path(tempfile.mkdtemp(prefix="llmduel-bench-"))
-    proc = None
+    targets: list[Target] = []
+    tree = None
     try:
-        from service.db import upgrade_database
-
-        upgrade_database(db_url)
-        proc, base = start_server(
-            db_url,
-            args.workers,
-            tmp / "server.log",
-            {"LLMDUEL_PG_SYNCHRONOUS_COMMIT": args.synchronous_commit},
-            args.server,
-        )
-        server_cmd = "llmduel serve" if args.server == "llmduel" else "uvicorn"
-        print(
-            f"{server_cmd} --workers {args.workers} on {base}, PostgreSQL database {dbname} "
-            f"(synchronous_commit={args.synchronous_commit}); {os.cpu_count()} CPUs, "
-            f"load average {os.getloadavg()[0]:.2f} before the run"
-        )
-        campaigns: list[int] = []
-        tokens: dict[int, dict[int, str]] = {n: {} for n in range(args.annotators)}
-        with httpx.Client(base_url=base, headers=ADMIN, timeout=60) as api:
-            for k in range(args.campaigns):
-                body = {
-                    "name": f"load campaign {k}",
-                    "delta": 0.001,
-                    "models": [
-                        {"name": f"model-{m}", "cost": 0.001 * (1 + m % 3), "client": {"kind": "simulated"}}
-                        for m in range(args.models)
-                    ],
-                    "prompts": [f"Prompt number {p}: explain something." for p in range(20)],
-                    "judge": {"kind": "human"},
-                    "seed": k,
-                }
-                r = api.post("/v1/campaigns", json=body)
-                r.raise_for_status()
-                cid = r.json()["id"]
-                campaigns.append(cid)
-                for n in range(args.annotators):
-                    r = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": f"annotator {n}"})
-                    r.raise_for_status()
-                    tokens[n][cid] = r.json()["token"]
-        print(
-            f"{args.campaigns} human-judged campaigns x {args.models} simulated models, "
-            f"{args.annotators} annotators (one token per campaign each)"
-        )
-
-        accepted, errors, vps, paced, sat = asyncio.run(
-            run_phases(args, base, tokens, campaigns, proc.pid, conninfo, dbname)
-        )
-        print("\nconsistency (every campaign):")
-        problems = verify(base, campaigns, accepted, db_url)
-        lat = paced if paced is not None else sat
-        p99_sel, p99_duel, p99_vote = pct(lat.select_ms, 99), pct(lat.duel_ms, 99), pct(lat.vote_ms, 99)
-        print("\ntargets:")
-        print(
-            f"  votes/s (saturation)       {vps:7.0f}  >= {TARGET_VOTES_PER_S:.0f}  "
-            f"{'PASS' if vps >= TARGET_VOTES_PER_S else 'MISS'}"
-        )
-        src = "paced" if paced is not None else "saturation"
-        for name, v in (
-            ("select p99 (server)", p99_sel),
-            ("POST duels p99 (client)", p99_duel),
-            ("POST vote p99 (client)", p99_vote),
-        ):
-            print(
-                f"  {name:<26} {v:7.2f} ms < {TARGET_P99_MS:.0f} ms ({src})  {'PASS' if v < TARGET_P99_MS else 'MISS'}"
-            )
+        trees: list[tuple[str, Path]] = []
+        if args.baseline:
+            tree, sha = baseline_worktree(args.baseline, tmp)
+            trees.append((f"baseline {args.baseline} {sha[:10]}", tree))
+        trees.append(("new: this tree" if args.baseline else "", REPO))
+        rate, problems, pairs = None, [], []
+        for r in range(args.rounds):
+            # one tree after the other (one server and its connections at a time); the order
+            # alternates between rounds so that a machine slowing down does not favour one tree
+            order = trees if r % 2 == 0 else trees[::-1]
+            done: dict[Path, Target] = {}
+            for label, repo in order:
+                suffix = f" round {r + 1}" if args.rounds > 1 else ""
+                t = setup_target(args, label + suffix, repo, tmp)
+                targets.append(t)
+                rate = asyncio.run(run_target(args, t, rate))
+                problems += check_target(t)
+                teardown(args, t)
+                done[repo] = t
+            if args.baseline:
+                pairs.append((done[trees[0][1]], done[REPO]))
+        print()
+        for t in targets:
+            print_targets(t)
         print(f"  load average after the run: {os.getloadavg()[0]:.2f}")
-        if errors:
-            problems.append(f"{len(errors)} request errors")
+        cpu_ok = cpu_verdict([compare(b, n) for b, n in pairs]) if pairs else True
         if problems:
             print("\nCONSISTENCY PROBLEMS:", *problems, sep="\n  ")
             return 1
         print("\nconsistency: every campaign's stored state equals its replayed log; counts equal accepted votes")
-        return 0
+        return 0 if cpu_ok else 3
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        if args.keep:
-            print(f"database kept: {db_url}")
-        else:
-            drop_database(conninfo, dbname)
+        for t in targets:
+            teardown(args, t)
+        if tree is not None:
+            remove_worktree(tree)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from algorithms.policies import state_params
 from algorithms.vocabulary import DuelStatus
@@ -17,6 +20,139 @@ from .types import NotFound, ReplayResult
 from .views import json_diff
 
 log = logging.getLogger("llmduel.campaigns")
+
+
+@dataclass
+class ReplayLog:
+    """What a replay reads from one snapshot: the duel log, the ledger and the campaign row."""
+
+    rows: list[Any]
+    charge_sums: dict[int, int]
+    stored_state: dict[str, Any] | None
+    algorithm: str
+    delta: float
+    costs: list[float]
+    judge_cost: float
+    population: int | None
+    perm: list[int] | None
+    counters: dict[str, int]
+
+
+def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
+    """The campaign's duels (the columns replay needs), its charges per duel and its counters."""
+    rows = s.execute(
+        select(
+            Duel.id,
+            Duel.model_i,
+            Duel.model_j,
+            Duel.select_seq,
+            Duel.record_seq,
+            Duel.score,
+            Duel.pending_at_select,
+            Duel.status,
+            Duel.cost_nusd,
+            Duel.choice,
+            Duel.costs_at_select,
+            Duel.position,
+            Duel.prompt_index,
+        ).where(Duel.campaign_id == c.id)
+    ).all()
+    charge_sums = dict(
+        s.execute(
+            select(Charge.duel_id, func.sum(Charge.amount_nusd))
+            .where(Charge.campaign_id == c.id)
+            .group_by(Charge.duel_id)
+        ).all()
+    )
+    return ReplayLog(
+        rows=list(rows),
+        charge_sums=charge_sums,
+        stored_state=c.policy_state,
+        algorithm=c.algorithm,
+        delta=c.delta,
+        costs=[float(m["cost"]) for m in c.models],
+        judge_cost=rules.judge_cost_per_duel(c.judge),
+        population=int(c.n_prompts) if perm is not None else None,
+        perm=perm,
+        counters=dict(
+            spend=c.spend_nusd,
+            judged=c.duels_judged,
+            counted=c.duels_counted,
+            created=c.duels_created,
+            failed=c.duels_failed,
+            event_seq=c.event_seq,
+        ),
+    )
+
+
+def log_events(rows: list[Any]) -> list[tuple[int, int, Any]]:
+    """Selections (kind 0) and records (kind 1) in the order the policy saw them."""
+    events = [(r.select_seq, 0, r) for r in rows]
+    events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
+    events.sort(key=lambda e: (e[0], e[1]))
+    return events
+
+
+def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[str]:
+    """Feed the events to a fresh policy; the differences from the log and from the stored state."""
+    diff: list[str] = []
+    # the certificate test the stored state was made with (a state from before "betting" was the
+    # default names none and is a mixture-test state)
+    threshold = state_params(log.stored_state).get("threshold") if log.stored_state else None
+    policy = new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold)
+    next_position: dict[tuple[int, int], int] = {}
+    for _seq, kind, r in events:
+        if kind == 0:
+            if r.costs_at_select:  # the marginal costs given the stores changed before this selection
+                policy.set_costs(r.costs_at_select["costs"], r.costs_at_select["judge_cost"])
+            pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
+            if sorted(pair) != [r.model_i, r.model_j]:
+                diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")
+            continue
+        if log.perm is not None:  # each pair's outcomes entered the policy in permutation order
+            diff.extend(_check_position(r, log.perm, next_position))
+        policy.record(r.model_i, r.model_j, r.score)
+    diff.extend(json_diff(jsonable(log.stored_state), jsonable(policy.to_state()), "policy_state"))
+    return diff
+
+
+def _check_position(r: Any, perm: list[int], next_position: dict[tuple[int, int], int]) -> list[str]:
+    """Without replacement: the recorded duel is its pair's next position, on the permutation's prompt."""
+    pair = (int(r.model_i), int(r.model_j))
+    q = next_position.get(pair, 0)
+    next_position[pair] = q + 1
+    if r.position == q and r.prompt_index == perm[q]:
+        return []
+    return [
+        f"duel {r.id}: recorded as pair {pair}'s outcome {q} but has position {r.position} "
+        f"(prompt {r.prompt_index}, permutation gives {perm[q] if q < len(perm) else None})"
+    ]
+
+
+def check_counters(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[str]:
+    """The campaign row's counters and each duel's cost against what the log and the ledger give."""
+    diff: list[str] = []
+    rows, counters = log.rows, log.counters
+    seqs = [e[0] for e in events]
+    if len(set(seqs)) != len(seqs) or (seqs and max(seqs) != counters["event_seq"]):
+        diff.append(f"event sequence numbers are not unique or do not end at {counters['event_seq']}")
+    checks = {
+        "judged": (
+            sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED),
+            counters["judged"],
+        ),
+        "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
+        "created": (len(rows), counters["created"]),
+        "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
+        "spend_nusd": (int(sum(log.charge_sums.values())), counters["spend"]),
+    }
+    for name, (from_log, stored) in checks.items():
+        if from_log != stored:
+            diff.append(f"{name}: log gives {from_log}, campaign row says {stored}")
+    for r in rows:
+        if int(log.charge_sums.get(r.id, 0)) != int(r.cost_nusd):
+            diff.append(f"duel {r.id}: cost {r.cost_nusd} nUSD != its charges {log.charge_sums.get(r.id, 0)} nUSD")
+    return diff
 
 
 class CampaignReplay:
@@ -36,91 +172,7 @@ class CampaignReplay:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            rows = s.execute(
-                select(
-                    Duel.id,
-                    Duel.model_i,
-                    Duel.model_j,
-                    Duel.select_seq,
-                    Duel.record_seq,
-                    Duel.score,
-                    Duel.pending_at_select,
-                    Duel.status,
-                    Duel.cost_nusd,
-                    Duel.choice,
-                    Duel.costs_at_select,
-                    Duel.position,
-                    Duel.prompt_index,
-                ).where(Duel.campaign_id == campaign_id)
-            ).all()
-            charge_sums = dict(
-                s.execute(
-                    select(Charge.duel_id, func.sum(Charge.amount_nusd))
-                    .where(Charge.campaign_id == campaign_id)
-                    .group_by(Charge.duel_id)
-                ).all()
-            )
-            stored_state = c.policy_state
-            algorithm, delta = c.algorithm, c.delta
-            costs = [float(m["cost"]) for m in c.models]
-            judge_cost = rules.judge_cost_per_duel(c.judge)
-            wor = rules.is_wor(c.prompt_sampling)
-            population = int(c.n_prompts) if wor else None
-            perm = self.permutation(c) if wor else None
-            counters = dict(
-                spend=c.spend_nusd,
-                judged=c.duels_judged,
-                counted=c.duels_counted,
-                created=c.duels_created,
-                failed=c.duels_failed,
-                event_seq=c.event_seq,
-            )
-        events = [(r.select_seq, 0, r) for r in rows]
-        events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
-        events.sort(key=lambda e: (e[0], e[1]))
-        diff: list[str] = []
-        # the certificate test the stored state was made with (a state from before "betting" was the
-        # default names none and is a mixture-test state)
-        threshold = state_params(stored_state).get("threshold") if stored_state else None
-        policy = new_policy(algorithm, costs, delta, judge_cost, population, threshold)
-        next_position: dict[tuple[int, int], int] = {}
-        for seq, kind, r in events:
-            if kind == 0:
-                if r.costs_at_select:  # the marginal costs given the stores changed before this selection
-                    policy.set_costs(r.costs_at_select["costs"], r.costs_at_select["judge_cost"])
-                pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
-                if sorted(pair) != [r.model_i, r.model_j]:
-                    diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")
-            else:
-                if perm is not None:  # each pair's outcomes entered the policy in permutation order
-                    pair = (int(r.model_i), int(r.model_j))
-                    q = next_position.get(pair, 0)
-                    if r.position != q or r.prompt_index != perm[q]:
-                        diff.append(
-                            f"duel {r.id}: recorded as pair {pair}'s outcome {q} but has position {r.position} "
-                            f"(prompt {r.prompt_index}, permutation gives {perm[q] if q < len(perm) else None})"
-                        )
-                    next_position[pair] = q + 1
-                policy.record(r.model_i, r.model_j, r.score)
-        replayed = jsonable(policy.to_state())
-        diff.extend(json_diff(jsonable(stored_state), replayed, "policy_state"))
-        seqs = [e[0] for e in events]
-        if len(set(seqs)) != len(seqs) or (seqs and max(seqs) != counters["event_seq"]):
-            diff.append(f"event sequence numbers are not unique or do not end at {counters['event_seq']}")
-        checks = {
-            "judged": (
-                sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED),
-                counters["judged"],
-            ),
-            "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
-            "created": (len(rows), counters["created"]),
-            "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
-            "spend_nusd": (int(sum(charge_sums.values())), counters["spend"]),
-        }
-        for name, (from_log, stored) in checks.items():
-            if from_log != stored:
-                diff.append(f"{name}: log gives {from_log}, campaign row says {stored}")
-        for r in rows:
-            if int(charge_sums.get(r.id, 0)) != int(r.cost_nusd):
-                diff.append(f"duel {r.id}: cost {r.cost_nusd} nUSD != its charges {charge_sums.get(r.id, 0)} nUSD")
+            log = read_log(s, c, self.permutation(c) if rules.is_wor(c.prompt_sampling) else None)
+        events = log_events(log.rows)
+        diff = replay_policy(log, events) + check_counters(log, events)
         return ReplayResult(campaign_id, not diff, len(events), diff)

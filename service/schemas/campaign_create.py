@@ -1,0 +1,267 @@
+"""The body of ``POST /v1/campaigns``: models, prompts, judge, limits, resolved costs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, PrivateAttr, field_validator, model_validator
+
+from algorithms.thresholds import DELTA_MIN
+from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
+from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
+from service.judging import JudgeConfig, check_judge_size, judge_json
+from service.names import duplicate_names
+from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
+from service.prompts import normalize_prompt
+from service.schemas.common import (
+    MAX_MODELS,
+    MAX_PROMPT_CHARS,
+    MAX_PROMPTS,
+    USD,
+    Name,
+    PromptText,
+    QueryUSD,
+    StrictModel,
+    check_json_safe,
+    check_text,
+)
+
+
+class ModelSpec(StrictModel):
+    name: Name = Field(description="Unique name of the model within the campaign.")
+    cost: QueryUSD | None = Field(
+        None,
+        description="Expected cost of one query in USD (used by the policy). Omitted: derived from the model's "
+        "per-token price (client.price or the price map) and the expected tokens (docs/service.md, Pricing).",
+    )
+    expected_output_tokens: int | None = Field(
+        None,
+        ge=0,
+        le=10_000_000,
+        description="Output tokens of one answer for a derived cost (default: the campaign's).",
+    )
+    cost_source: Literal["configured", "price_map"] | None = Field(
+        None,
+        description="Which cost wins when the model has both a `cost` and a price-map price: configured (the "
+        "policy uses `cost` and each call is charged it) or price_map (the cost is derived from the price and "
+        "calls are charged per token). Absent: a `cost` that disagrees with the price map's derived cost by more "
+        "than a factor 2 is a 422 (docs/service.md, Pricing).",
+    )
+    client: ClientConfig = Field(
+        description="How to call the model: one config per `kind` (simulated, openai, anthropic, gemini). "
+        "Keys are never accepted; `api_key_env` names the environment variable that holds one.",
+        examples=[{"kind": "simulated"}, {"kind": "openai", "model": "deepseek-chat", "api_key_env": "DS_KEY"}],
+    )
+    _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
+
+    def stored(self) -> dict[str, Any]:
+        """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
+        out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
+        if self._pricing is not None:
+            out["pricing"] = self._pricing
+        return out
+
+    @field_validator("client", mode="before")
+    @classmethod
+    def _client(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            check_json_safe(v, "client")
+        return v
+
+
+class PromptTurn(StrictModel):
+    content: PromptText
+
+
+class PromptObject(StrictModel):
+    """A prompt with an id, a category, several user turns or a reference answer (``service/prompts.py``)."""
+
+    id: Name | None = Field(None, description="The question's id (arena-hard `question_id`), kept in the duel log.")
+    prompt: PromptText | None = None
+    turns: list[PromptText | PromptTurn] | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        description="User turns, sent in order as consecutive user messages of one call (docs/guide.md).",
+    )
+    category: Name | None = None
+    reference: PromptText | None = Field(None, description="A reference answer handed to the judge.")
+
+    @model_validator(mode="after")
+    def _one_text(self) -> "PromptObject":
+        if (self.prompt is None) == (self.turns is None):
+            raise ValueError("a prompt object needs exactly one of 'prompt' or 'turns'")
+        if self.turns is not None:
+            total = sum(len(t if isinstance(t, str) else t.content) for t in self.turns)
+            if total > MAX_PROMPT_CHARS:
+                raise ValueError(f"turns: at most {MAX_PROMPT_CHARS} characters in all")
+        return self
+
+
+class CampaignCreate(StrictModel):
+    name: Name
+    delta: float = Field(
+        0.05,
+        ge=DELTA_MIN,
+        lt=1,
+        allow_inf_nan=False,
+        description=f"Error probability of the certificate, in [{DELTA_MIN:g}, 1).",
+    )
+    algorithm: Algorithm = Field(
+        Algorithm.DCTAS_PC,
+        description="dctas-pc (default: pairwise certificates, can answer 'no Condorcet winner'; not from the "
+        "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
+    )
+    models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
+    prompts: list[PromptText | PromptObject] = Field(
+        min_length=1,
+        max_length=MAX_PROMPTS,
+        description='Strings, or objects {"id", "prompt" | "turns", "category", "reference"} (arena-hard style).',
+    )
+    judge: JudgeConfig = Field(
+        description="Where preferences come from: one config per `kind` (human, simulated, llm).",
+        examples=[{"kind": "human"}, {"kind": "llm", "client": {"kind": "openai", "model": "gpt-4.1"}}],
+    )
+    budget: USD | None = Field(
+        None, description="Spend limit in USD (never overrun: each duel reserves an upper bound of its cost)."
+    )
+    max_duels: int | None = Field(None, ge=1, le=10**9, description="End the campaign after this many judged duels.")
+    tie_policy: TiePolicy | None = Field(
+        None,
+        description="What a tie does to the statistics: drop, half or random. Absent: half for a campaign whose "
+        "prompt_sampling resolves to without_replacement, drop otherwise (the view shows the resolved value).",
+    )
+    prompt_sampling: PromptSampling = Field(
+        PromptSampling.AUTO,
+        description="How duels draw their prompts (docs/reuse.md). with_replacement: uniformly at random for "
+        "each duel. without_replacement: pair (i, j)'s q-th duel uses prompt q of a secret permutation shared "
+        "by all pairs; needs algorithm dctas-pc, answers reuse, an llm or simulated judge and tie_policy half "
+        "(random is refused: the exact test would certify the tie coin); can end 'undecidable' (no winner on this prompt set). auto (default): without_replacement "
+        "when those hold, the judge is an llm judge and verdicts is reuse, else with_replacement. The "
+        "resolved value is stored.",
+    )
+    answers: Reuse = Field(
+        Reuse.REUSE,
+        description="reuse (default): one answer per (model, prompt), paid once and shared with every campaign "
+        "using the same generation config; fresh: a new answer per duel (sampling at temperature > 0). "
+        "Simulated models always answer per duel (docs/reuse.md).",
+    )
+    verdicts: Reuse = Field(
+        Reuse.REUSE,
+        description="reuse (default): an LLM judge rules once per (prompt, answer pair, order); fresh: a new "
+        "verdict per duel. Human judges always give fresh votes.",
+    )
+    seed: int | None = Field(
+        None,
+        ge=0,
+        le=2**62,
+        description="Seed of the automatic judges' random draws. The prompt, answer order and tie "
+        "coin are drawn from a secret per-campaign key instead (docs/reliability.md, Blinding).",
+    )
+    webhook_url: str | None = Field(
+        None, max_length=2000, description="POSTed the final report once the campaign ends."
+    )
+    max_pending_per_annotator: int = Field(
+        1,
+        ge=1,
+        le=100,
+        description="Duels one annotator may hold in flight at once; asking for another at the limit "
+        "hands back the annotator's oldest such duel (200) instead of starting a new one.",
+    )
+
+    price_map: dict[str, Any] | None = Field(
+        None,
+        description="Per-token prices in LiteLLM's format ({model: {input_cost_per_token, output_cost_per_token}}); "
+        "its entries win over the LLMDUEL_PRICE_MAP file and the bundled map.",
+    )
+    expected_output_tokens: int = Field(
+        DEFAULT_EXPECTED_OUTPUT_TOKENS,
+        ge=0,
+        le=10_000_000,
+        description="Output tokens of one answer, for the cost of models without a 'cost' (docs/service.md, Pricing).",
+    )
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            check_json_safe(v, "judge")
+        return v
+
+    def stored_judge(self) -> dict[str, Any]:
+        """The judge config as the campaign row stores it."""
+        return judge_json(self.judge)
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        check_text(v)
+        try:
+            parts = urlsplit(v)
+        except ValueError:
+            raise ValueError("webhook_url: not a valid URL") from None
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("webhook_url: must be an absolute http(s) URL")
+        problem = url_problem(v)
+        if problem == URL_CREDENTIALS:
+            raise ValueError(f"webhook_url: {URL_CREDENTIALS}; requests are signed with the webhook secret")
+        if problem:
+            raise ValueError(f"webhook_url: {problem}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> "CampaignCreate":
+        repeated = duplicate_names([m.name for m in self.models])
+        if repeated:
+            raise ValueError(
+                f"models: names must be unique after Unicode (NFKC) and whitespace normalisation; "
+                f"{repeated[0]!r} repeats another model's name"
+            )
+        qids = [p.id for p in self.prompts if isinstance(p, PromptObject) and p.id is not None]
+        if len(set(qids)) != len(qids):
+            raise ValueError("prompts: ids must be unique")
+        check_judge_size(self.judge, len(self.models))
+        self._resolve_sampling()
+        self._resolve_costs()
+        from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
+
+        models, judge = [m.stored() for m in self.models], self.stored_judge()
+        reason = excessive_cost_reason(models, judge)
+        if reason is None and self.budget is not None:
+            reason = unbounded_cost_reason(models, judge)
+        if reason is not None:
+            raise ValueError(reason)
+        return self
+
+    def _resolve_sampling(self) -> None:
+        """Resolve ``prompt_sampling: auto`` and an absent ``tie_policy`` (stored resolved)."""
+        from service.campaigns.rules import resolve_prompt_sampling
+
+        sampling, tie_policy = resolve_prompt_sampling(
+            self.prompt_sampling,
+            self.tie_policy,
+            algorithm=self.algorithm,
+            answers=self.answers,
+            verdicts=self.verdicts,
+            judge_kind=self.stored_judge().get("kind"),
+        )
+        self.prompt_sampling, self.tie_policy = PromptSampling(sampling), TiePolicy(tie_policy)
+
+    def _resolve_costs(self) -> None:
+        """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
+        check_json_safe(self.price_map, "price_map")
+        user_map = normalise_price_map(self.price_map, "price_map") if self.price_map is not None else None
+        for m in self.models:
+            cost, client, record = resolve_model_cost(
+                m.name,
+                m.cost,
+                client_json(m.client),
+                [normalize_prompt(p)["text"] for p in self.prompts],
+                m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
+                user_map,
+                m.cost_source,
+            )
+            m.cost, m.client, m._pricing = cost, parse_client_config(client), record

@@ -1,0 +1,47 @@
+"""The smaller request bodies: campaign limits (PATCH), votes, runs, resumes, annotators."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from algorithms.vocabulary import Choice
+from service.schemas.common import USD, Name, StrictModel
+
+
+class CampaignLimits(StrictModel):
+    budget: USD | None = Field(None, description="New spend limit in USD (not below what is already spent).")
+    max_duels: int | None = Field(
+        None, ge=1, le=10**9, description="New cap on judged duels (not below the duels already judged)."
+    )
+
+    @model_validator(mode="after")
+    def _some(self) -> "CampaignLimits":
+        if self.budget is None and self.max_duels is None:
+            raise ValueError("give budget and/or max_duels")
+        return self
+
+
+class VoteIn(StrictModel):
+    choice: Choice = Field(description="The answers as shown: a, b, tie or both_bad.")
+    comment: str | None = Field(
+        None,
+        max_length=2000,
+        description="An optional note stored with the vote and exported (at most 2000 characters).",
+    )
+
+
+class RunIn(StrictModel):
+    max_duels: int | None = Field(
+        None, ge=1, le=10**9, description="Stop the run after this many duels (the campaign stays running)."
+    )
+    concurrency: int = Field(1, ge=1, le=32, description="Duels in flight at once.")
+
+
+class ResumeIn(StrictModel):
+    concurrency: int | None = Field(
+        None, ge=1, le=32, description="Duels in flight at once (default: the run's own concurrency)."
+    )
+
+
+class AnnotatorIn(StrictModel):
+    label: Name | None = None
