@@ -50,3 +50,18 @@ async def test_an_untouched_log_replays_ok_and_each_alteration_is_named(api):
     selections = [line for line in rep["diff"] if "replayed selection" in line]
     assert selections and selections[0].startswith(f"duel {third.id}: replayed selection")  # the selections
     assert "policy_state" in diff  # the recorded scores
+
+
+async def test_a_log_the_policy_refuses_is_a_named_difference_not_a_crash(api):
+    from service.models import Duel
+
+    cid = await _campaign_with_duels(api, 4)
+    db = api.app.state.db
+    with db.write() as s:
+        duel = s.execute(select(Duel).where(Duel.campaign_id == cid).order_by(Duel.select_seq)).scalars().first()
+        s.execute(update(Duel).where(Duel.id == duel.id).values(model_j=duel.model_i))  # a model against itself
+    r = await api.get(f"/v1/campaigns/{cid}/replay")
+    assert r.status_code == 200, r.text
+    rep = r.json()
+    assert rep["ok"] is False
+    assert any(line.startswith(f"duel {duel.id}: the policy refuses the logged outcome") for line in rep["diff"]), rep

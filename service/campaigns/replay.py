@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from algorithms.policies import state_params
+from algorithms.policies import PolicyError, state_params
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Charge, Duel
@@ -111,7 +111,10 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
             continue
         if log.perm is not None:  # each pair's outcomes entered the policy in permutation order
             diff.extend(_check_position(r, log.perm, next_position))
-        policy.record(r.model_i, r.model_j, r.score)
+        try:
+            policy.record(r.model_i, r.model_j, r.score)
+        except PolicyError as exc:  # a corrupt log (a model paired with itself, a score out of range)
+            diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
     diff.extend(json_diff(jsonable(log.stored_state), jsonable(policy.to_state()), "policy_state"))
     return diff
 
