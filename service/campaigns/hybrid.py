@@ -143,3 +143,22 @@ def counts_of(policy: HybridPolicy) -> dict[str, Any]:
         p = 0.5 if est is None else min(max(float(est), 0.0), 1.0)
         W[i][j], W[j][i] = n * p, n * (1.0 - p)
     return {"N": N, "W": W}
+
+
+def replay_record(policy: HybridPolicy, r: Any, draw_key: str, diff: list[str]) -> None:
+    """Replay one recorded hybrid duel: its coin must be the keyed draw (and ``selected`` its
+    outcome), a fixed rate's ``pi`` the rate; then the record the policy saw."""
+    h = detail_of(r.judge_detail)
+    if h is None:
+        diff.append(f"duel {r.id}: recorded without its hybrid record (judge verdict, pi, coin)")
+        return
+    coin = human_coin(draw_key, int(r.number))
+    if h.get("coin") != coin or h.get("selected") != (coin < float(h["pi"])):
+        diff.append(f"duel {r.id}: stored coin {h.get('coin')} / selected {h.get('selected')} != keyed draw {coin}")
+    if not policy.active and float(h["pi"]) != float(policy.human_rate):
+        diff.append(f"duel {r.id}: pi {h['pi']} != the fixed human_rate {policy.human_rate}")
+    if h["selected"] and r.score is None:
+        diff.append(f"duel {r.id}: selected for a human but recorded without a human score")
+        return
+    J, H, pi = record_args(r.judge_detail, r.score)
+    policy.record(int(r.model_i), int(r.model_j), J, H, pi)

@@ -10,7 +10,7 @@ from algorithms.policies import state_params
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Charge, Duel
-from . import rules
+from . import hybrid, rules
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -51,6 +51,8 @@ class CampaignReplay:
                     Duel.costs_at_select,
                     Duel.position,
                     Duel.prompt_index,
+                    Duel.number,  # hybrid hook: the keyed coin and the hybrid record
+                    Duel.judge_detail,
                 ).where(Duel.campaign_id == campaign_id)
             ).all()
             charge_sums = dict(
@@ -64,6 +66,7 @@ class CampaignReplay:
             algorithm, delta = c.algorithm, c.delta
             costs = [float(m["cost"]) for m in c.models]
             judge_cost = rules.judge_cost_per_duel(c.judge)
+            judge_cfg, draw_key = c.judge, c.draw_key
             wor = rules.is_wor(c.prompt_sampling)
             population = int(c.n_prompts) if wor else None
             perm = self.permutation(c) if wor else None
@@ -82,7 +85,12 @@ class CampaignReplay:
         # the certificate test the stored state was made with (a state from before "betting" was the
         # default names none and is a mixture-test state)
         threshold = state_params(stored_state).get("threshold") if stored_state else None
-        policy = new_policy(algorithm, costs, delta, judge_cost, population, threshold)
+        hyb = algorithm == hybrid.ALGORITHM  # hybrid hook: its policy and its records (J, H or None, pi)
+        policy = (
+            hybrid.new_policy(judge_cfg, costs, delta)
+            if hyb
+            else new_policy(algorithm, costs, delta, judge_cost, population, threshold)
+        )
         next_position: dict[tuple[int, int], int] = {}
         for seq, kind, r in events:
             if kind == 0:
@@ -101,7 +109,10 @@ class CampaignReplay:
                             f"(prompt {r.prompt_index}, permutation gives {perm[q] if q < len(perm) else None})"
                         )
                     next_position[pair] = q + 1
-                policy.record(r.model_i, r.model_j, r.score)
+                if hyb:
+                    hybrid.replay_record(policy, r, draw_key, diff)
+                else:
+                    policy.record(r.model_i, r.model_j, r.score)
         replayed = jsonable(policy.to_state())
         diff.extend(json_diff(jsonable(stored_state), replayed, "policy_state"))
         seqs = [e[0] for e in events]

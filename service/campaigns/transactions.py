@@ -24,7 +24,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import holds, hybrid, ledger, rules, skips, stores
+from . import holds, hybrid, hybrid_tx, ledger, rules, skips, stores
 from .credentials import require_key_envs
 from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
@@ -303,7 +303,7 @@ class CampaignTransactions:
                 raise Forbidden("this token does not give access to this campaign")
             if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
-            automatic = c.judge.get("kind") != "human"
+            automatic = c.judge.get("kind") not in ("human", hybrid.KIND)  # hybrid hook: annotators take its pool
             if principal is not None and not principal.admin and automatic:
                 raise Forbidden("annotators can only request duels of human-judged campaigns")
             if run:
@@ -335,6 +335,7 @@ class CampaignTransactions:
                         Duel.requested_by,
                     ).where(Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
                 ).all()
+                inflight = hybrid_tx.renew_selected(s, c, inflight, now, self.pending_expiry)  # hybrid hook
                 stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
                     s.execute(
@@ -348,6 +349,8 @@ class CampaignTransactions:
                     held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
                     if held is None:  # a duel another annotator skipped comes before a new one
                         held = skips.claim_pooled(s, campaign_id, principal.label)
+                    if hybrid.is_hybrid(c.judge):  # hybrid hook: annotators only vote on selected duels
+                        held = hybrid_tx.claimed(s, c, held, now, self.pending_expiry)
             if err is None and held is None:
                 counting = [r for r in inflight if r.requested_by != ORPHAN_REQUESTER]  # orphans never count
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(counting)):
@@ -736,6 +739,8 @@ class CampaignTransactions:
                 and not rules.annotator_owns(d.requested_by, principal.label)
             ):
                 raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
+            if hybrid.is_hybrid(c.judge):  # hybrid hook: a human vote on a selected duel
+                return hybrid_tx.record_human_vote(self, s, c, d, choice, principal or Principal(admin=True))
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd, judge_fault, fault_detail = 0, None, {}

@@ -88,7 +88,7 @@ def annotator_campaign_view(c: Campaign) -> dict:
         "name": c.name,
         "status": c.status,
         "judge_kind": c.judge.get("kind"),
-        "guidelines": c.judge.get("guidelines"),
+        "guidelines": c.judge.get("guidelines") or (c.judge.get("human") or {}).get("guidelines"),  # hybrid hook
         "votes_counted": int(c.duels_judged or 0),
         "max_duels": c.max_duels,
     }
