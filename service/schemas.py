@@ -19,6 +19,7 @@ from service.clients.config import (
     parse_client_config,
     url_problem,
 )
+from service.hybrid_schemas import HybridOut
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import check_name, duplicate_names
 from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
@@ -543,6 +544,7 @@ class CampaignOut(BaseModel):
         description="Only in the response to POST /v1/campaigns with a webhook_url: the key of the "
         "HMAC-SHA256 signatures of the campaign's webhook requests (shown once; docs/reliability.md).",
     )
+    hybrid: HybridOut | None = Field(None, description="A hybrid judge's figures (service/hybrid_schemas.py).")
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None
