@@ -136,3 +136,177 @@ async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duel
     assert 0 < ag["decisive_votes"] <= humans and ag["interval"][0] <= ag["rate"] <= ag["interval"][1]
     # the simulated judge follows the synthetic matrix, where the lower-numbered model is preferred
     assert ag["rate"] > 0.5 and hv["agreement_warning"] is None
+
+
+# ---------------------------------------------------------------- the pool, the order, the ledger
+async def hybrid_campaign(api, monkeypatch, rate=0.5, **extra) -> tuple[int, list[dict]]:
+    """A hybrid campaign with a fixed draw key and two annotators: (id, their auth headers)."""
+    from service.campaigns import rules
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "3c" * 32)  # the same coins on every run
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=rate), budget=100.0, **extra))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    anns = []
+    for label in ("p", "q"):
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
+        anns.append({"Authorization": f"Bearer {token}"})
+    return cid, anns
+
+
+async def admin_duels_until_selected(api, cid: int, limit: int = 60) -> dict:
+    """Admin duels until one is selected for a human; that duel (admin view)."""
+    for _ in range(limit):
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        full = (await api.get(f"/v1/duels/{d['id']}")).json()
+        if full["judge"]["hybrid"]["selected"]:
+            assert full["status"] == "pending" and full["choice"] is None
+            return full
+        assert full["status"] == "judged" and full["judged_by"] == "judge:hybrid"
+    raise AssertionError("no duel was selected")
+
+
+async def test_a_judge_only_duel_waits_behind_an_earlier_selected_duel_of_its_pair(api, monkeypatch):
+    cid, (ann, _) = await hybrid_campaign(api, monkeypatch)
+    first = await admin_duels_until_selected(api, cid)
+    pair = {first["model_a"], first["model_b"]}
+    later = None
+    for _ in range(80):  # a later judge-only duel of the same pair
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        full = (await api.get(f"/v1/duels/{d['id']}")).json()
+        if {full["model_a"], full["model_b"]} == pair and not full["judge"]["hybrid"]["selected"]:
+            later = full
+            break
+    assert later is not None
+    assert later["status"] == "judged" and later["record_seq"] is None and not later["counted"]  # held
+    t_before = (await api.get(f"/v1/campaigns/{cid}")).json()["t"]
+    shown = (await api.post(f"/v1/campaigns/{cid}/duels", headers=ann)).json()
+    assert shown["id"] == first["id"]  # the oldest selected duel of the pool
+    assert (await api.post(f"/v1/duels/{first['id']}/vote", json={"choice": "a"}, headers=ann)).status_code == 200
+    a = (await api.get(f"/v1/duels/{first['id']}")).json()
+    b = (await api.get(f"/v1/duels/{later['id']}")).json()
+    assert a["record_seq"] is not None and b["record_seq"] is not None and a["record_seq"] < b["record_seq"]
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["t"] >= t_before + 2
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_skips_lapsed_leases_and_revoked_annotators_return_a_selected_duel_to_the_pool(api, monkeypatch):
+    from sqlalchemy import update
+
+    from service.models import Duel, utcnow
+
+    cid, (p, q) = await hybrid_campaign(api, monkeypatch)
+    # nothing waits for a human yet: 409, nothing planned for the annotator
+    r = await api.post(f"/v1/campaigns/{cid}/duels", headers=p)
+    assert r.status_code == 409 and "waits for a human vote" in r.text
+    sel = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    # q cannot vote on p's duel
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=q)).status_code == 404
+    # a skip hands it to q
+    assert (await api.post(f"/v1/duels/{sel['id']}/skip", headers=p)).status_code in (200, 204)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=q)).json()["id"] == sel["id"]
+    # q's lease lapses: the next plan hands it back to the pool, never expires it
+    with api.app.state.db.write() as s:
+        s.execute(update(Duel).where(Duel.id == sel["id"]).values(expires_at=utcnow()))
+    r = await api.post(f"/v1/campaigns/{cid}/duels", headers=p)  # p skipped it: not offered to p again
+    assert r.status_code == 409, r.text
+    assert (await api.get(f"/v1/duels/{sel['id']}")).json()["status"] == "pending"
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=q)).json()["id"] == sel["id"]
+    # q is revoked: the duel goes back to the pool; a third annotator takes it and votes
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "r"})).json()["token"]
+    third = {"Authorization": f"Bearer {token}"}
+    annotators = (await api.get(f"/v1/campaigns/{cid}/annotators")).json()
+    rows = annotators["items"] if isinstance(annotators, dict) else annotators
+    q_id = next(a["id"] for a in rows if a["label"] == "q")
+    assert (await api.delete(f"/v1/campaigns/{cid}/annotators/{q_id}")).status_code == 200
+    assert (await api.get(f"/v1/duels/{sel['id']}")).json()["status"] == "pending"
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=third)).json()["id"] == sel["id"]
+    r = await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "b"}, headers=third)
+    assert r.status_code == 200, r.text
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "b"}, headers=third)).status_code == 409
+    rows = ledger_rows(api.app.state.db, cid)
+    fees = [r for r in rows if (r.detail or {}).get("human_fee")]
+    assert [(int(r.duel_id), int(r.amount_nusd)) for r in fees] == [(sel["id"], round(FEE * 1e9))]
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_a_campaign_that_ends_cancels_its_waiting_duels_without_a_fee(api, monkeypatch):
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["hybrid"]["human_votes_waiting"] == 1 and view["hybrid"]["human_votes"] == 0
+    assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+    assert (await api.get(f"/v1/duels/{sel['id']}")).json()["status"] == "cancelled"
+    assert not [r for r in ledger_rows(api.app.state.db, cid) if (r.detail or {}).get("human_fee")]
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"})).status_code == 409
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_the_budget_reserves_the_fee_of_each_waiting_duel(api, monkeypatch):
+    from service.campaigns import rules
+
+    cid, _ = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    with api.app.state.db.read() as s:
+        from service.models import Duel
+
+        d = s.get(Duel, sel["id"])
+        assert d.expected_cost_nusd == rules.cost_nusd(FEE)  # what it may still pay: the human fee
+    body = campaign_body(judge=hybrid_judge(rate=1.0))
+    judge = body["judge"]
+    assert rules.judge_bound_nusd(judge, "x") == rules.cost_nusd(FEE)  # simulated judge: free; plus one fee
+
+
+async def test_the_dashboard_and_campaign_show_report_the_human_votes(api, monkeypatch):
+    from service.cli.campaigns import summary
+
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch)
+    sel = await admin_duels_until_selected(api, cid)
+    (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    page = (await api.get(f"/campaigns/{cid}")).text
+    assert 'id="human-votes">1<' in page and "Judge agrees with humans" in page
+    text = summary(view)
+    assert "humans     1 votes, human_rate 0.5" in text
+
+
+def test_the_view_numbers():
+    from service.campaigns.hybrid import human_coin
+    from service.campaigns.hybrid_view import humans_alone_estimate, wilson
+    from service.cli.hybrid_show import hybrid_lines
+
+    lo, hi = wilson(8, 10)
+    assert 0.49 < lo < 0.50 and 0.94 < hi < 0.95  # Wilson 95% for 8/10: 0.490 to 0.943
+    assert wilson(0, 0) is None
+    coins = [human_coin("ab" * 32, n) for n in range(1, 4001)]
+    assert all(0 <= u < 1 for u in coins) and coins == [human_coin("ab" * 32, n) for n in range(1, 4001)]
+    assert abs(sum(coins) / len(coins) - 0.5) < 0.03 and len(set(coins)) == len(coins)
+    assert human_coin("cd" * 32, 1) != coins[0]
+    # per pair: n * Var(H) / Var(Y); a pair with Var(Y) = 4 Var(H) needs a quarter of the votes
+    from algorithms.hybrid import N_, NH, NSTAT, SY, SY2
+
+    row = [0.0] * NSTAT
+    row[N_], row[SY], row[SY2], row[NH] = 100.0, 0.0, 100.0 * 1.0, 50.0  # Var(Y) = 1
+    assert humans_alone_estimate({"stats": [row]}, {0: 0.25}) == 25
+    lines = hybrid_lines(
+        {
+            "hybrid": {
+                "human_rate": "active",
+                "human_votes": 12,
+                "human_votes_waiting": 2,
+                "human_votes_alone_estimate": 40,
+                "agreement": {
+                    "decisive_votes": 10,
+                    "agreeing": 3,
+                    "rate": 0.3,
+                    "interval": [0.1, 0.6],
+                    "confidence": 0.95,
+                },
+                "agreement_warning": "below chance",
+            }
+        }
+    )
+    assert lines[0].endswith("12 votes (2 waiting), human_rate active; humans alone would have needed about 40")
+    assert "3 of 10 decisive votes (30%" in lines[1] and lines[2] == "  warning    below chance"
