@@ -12,13 +12,16 @@ any other duel.
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import subprocess
+import sys
 import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, start_fake_provider, start_live_server, stop_live_server, stop_process
+from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
 from service_helpers import all_duels_sync
 from test_hybrid_service import check_ledger, ledger_rows
 from test_reuse_e2e import _body, _replay_ok, _wait_end
@@ -119,3 +122,35 @@ def test_a_hybrid_campaign_certifies_replays_and_pays_humans_only_for_their_vote
     # every automatic verdict was charged (the fake judge has a price)
     assert all(any(ch["kind"] == "judge" for ch in d["charges"]) for d in judged)
     _replay_ok(db_url, cid)
+
+
+def _llmduel(service, *args) -> subprocess.CompletedProcess:
+    env = dict(os.environ, LLMDUEL_URL=service.url, LLMDUEL_API_KEY=ADMIN_KEY)
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ("algorithm: dctas\n", "needs algorithm dctas-pc"),
+        ("prompt_sampling: without_replacement\n", "without_replacement is not supported"),
+        ("tie_policy: drop\n", "tie_policy half or random"),
+    ],
+)
+def test_campaign_files_with_a_refused_hybrid_exit_2(service, tmp_path, extra, words):
+    camp = tmp_path / "camp.yaml"
+    camp.write_text(
+        "name: hybrid file\nmodels:\n  - {name: a, cost: 1, client: {kind: simulated}}\n"
+        "  - {name: b, cost: 1, client: {kind: simulated}}\n"
+        "judge: {kind: hybrid, llm: {kind: simulated, preference: [[0.5, 0.6], [0.4, 0.5]]}, human_rate: 0.3}\n"
+        "prompts: [one, two]\n" + extra
+    )
+    r = _llmduel(service, "campaign", "create", str(camp), "--no-run")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert words in r.stderr and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+    camp.write_text(camp.read_text().replace(extra, ""))
+    r = _llmduel(service, "campaign", "create", str(camp), "--no-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "algorithm  dctas-pc-hybrid" in r.stdout and "humans     0 votes, human_rate 0.3" in r.stdout
