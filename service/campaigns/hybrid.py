@@ -25,6 +25,10 @@ from . import rules
 KIND = "hybrid"
 ALGORITHM = HYBRID  # what the campaign row stores: "dctas-pc-hybrid"
 COIN_BITS = 53
+FORECAST_REFUSAL = (
+    "forecasts do not simulate a hybrid judge (its human votes and the judge's agreement with them); "
+    "benchmarks/bench_hybrid.py simulates hybrid campaigns"
+)
 
 
 def is_hybrid(judge: Mapping[str, Any] | None) -> bool:

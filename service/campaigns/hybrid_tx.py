@@ -75,7 +75,7 @@ def claimed(s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.tim
         raise Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
     s.execute(
         update(Duel)
-        .where(Duel.id == duel_id, Duel.expires_at < now + lease)
+        .where(Duel.id == duel_id)
         .values(expires_at=now + lease)
         .execution_options(synchronize_session=False)
     )
