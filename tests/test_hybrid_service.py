@@ -310,3 +310,22 @@ def test_the_view_numbers():
     )
     assert lines[0].endswith("12 votes (2 waiting), human_rate active; humans alone would have needed about 40")
     assert "3 of 10 decisive votes (30%" in lines[1] and lines[2] == "  warning    below chance"
+
+
+def test_next_records_follow_the_draw_order_and_stop_at_the_first_unresolved_duel():
+    from types import SimpleNamespace as NS
+
+    from service.campaigns.hybrid import hybrid_record, next_records
+
+    def duel(seq, status, selected, score=None, detail=True):
+        rec = hybrid_record("a", 0.7, 0.5, 0.2 if selected else 0.9) if detail else None
+        return NS(id=seq, select_seq=seq, status=status, judge_detail={"hybrid": rec} if rec else {}, score=score)
+
+    judge_only = duel(5, "judged", False, 0.7)
+    waiting = duel(3, "pending", True)  # selected, no human vote yet
+    voted = duel(1, "judged", True, 1.0)
+    assert [r.id for r in next_records([judge_only, waiting, voted])] == [1]
+    waiting.status, waiting.score = "judged", 0.0
+    assert [r.id for r in next_records([judge_only, waiting, voted])] == [1, 3, 5]
+    no_verdict = duel(2, "calling", False, detail=False)  # still waiting for its answers or verdict
+    assert [r.id for r in next_records([judge_only, no_verdict, voted])] == [1]
