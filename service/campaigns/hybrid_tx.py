@@ -47,7 +47,7 @@ def _selected_waiting(r: Any) -> bool:
     return (r.requested_by or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
 
 
-def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime, lease: dt.timedelta) -> list:
+def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
     """Inside the plan transaction: a selected duel whose annotator let its lease lapse goes back
     to the pool (renewed, never expired); returns ``inflight`` as the caller should see it."""
     if not hybrid.is_hybrid(c.judge):
@@ -68,18 +68,21 @@ def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime, lease: dt.t
     return out
 
 
-def claimed(s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.timedelta) -> int:
-    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets
-    (its own or one from the pool, its lease starting now); 409 when none waits for a human."""
+def claimed(
+    s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.timedelta
+) -> tuple[int | None, Conflict | None]:
+    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (its
+    own or one from the pool, its lease starting now), or the 409 to answer (raised by the caller
+    after the commit, so the pool's renewals stay) when none waits for a human."""
     if duel_id is None:
-        raise Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
+        return None, Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
     s.execute(
         update(Duel)
         .where(Duel.id == duel_id)
         .values(expires_at=now + lease)
         .execution_options(synchronize_session=False)
     )
-    return duel_id
+    return duel_id, None
 
 
 def released_values(judge: dict, now: dt.datetime) -> dict | None:

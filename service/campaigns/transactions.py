@@ -335,7 +335,7 @@ class CampaignTransactions:
                         Duel.requested_by,
                     ).where(Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
                 ).all()
-                inflight = hybrid_tx.renew_selected(s, c, inflight, now, self.pending_expiry)  # hybrid hook
+                inflight = hybrid_tx.renew_selected(s, c, inflight, now)  # hybrid hook
                 stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
                     s.execute(
@@ -350,7 +350,7 @@ class CampaignTransactions:
                     if held is None:  # a duel another annotator skipped comes before a new one
                         held = skips.claim_pooled(s, campaign_id, principal.label)
                     if hybrid.is_hybrid(c.judge):  # hybrid hook: annotators only vote on selected duels
-                        held = hybrid_tx.claimed(s, c, held, now, self.pending_expiry)
+                        held, err = hybrid_tx.claimed(s, c, held, now, self.pending_expiry)
             if err is None and held is None:
                 counting = [r for r in inflight if r.requested_by != ORPHAN_REQUESTER]  # orphans never count
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(counting)):
