@@ -122,6 +122,12 @@ def test_a_hybrid_campaign_certifies_replays_and_pays_humans_only_for_their_vote
     # every automatic verdict was charged (the fake judge has a price)
     assert all(any(ch["kind"] == "judge" for ch in d["charges"]) for d in judged)
     _replay_ok(db_url, cid)
+    ag = hv["agreement"]
+    print(  # the figures of this run (pytest -s)
+        f"hybrid e2e: {len(judged)} judged duels, {humans} human votes (about "
+        f"{hv['human_votes_alone_estimate']} for humans alone, estimated), agreement {ag['agreeing']}/"
+        f"{ag['decisive_votes']} {ag['interval']}, spend {view['spend']:.4f} USD of which judge {view['judge_spend']:.4f}"
+    )
 
 
 def _llmduel(service, *args) -> subprocess.CompletedProcess:
