@@ -329,3 +329,25 @@ def test_next_records_follow_the_draw_order_and_stop_at_the_first_unresolved_due
     assert [r.id for r in next_records([judge_only, waiting, voted])] == [1, 3, 5]
     no_verdict = duel(2, "calling", False, detail=False)  # still waiting for its answers or verdict
     assert [r.id for r in next_records([judge_only, no_verdict, voted])] == [1]
+
+
+async def test_an_active_rate_gives_each_duel_its_own_pi_and_replays(api, monkeypatch):
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate="active")
+    pis = []
+    for _ in range(30):
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        if r.status_code != 201:  # the campaign ended (its budget of 100 buys about 20 duels)
+            assert (await api.get(f"/v1/campaigns/{cid}")).json()["status"] != "running", r.text
+            break
+        h = (await api.get(f"/v1/duels/{r.json()['id']}")).json()["judge"]["hybrid"]
+        assert 0.1 <= h["pi"] <= 1.0 and h["selected"] == (h["coin"] < h["pi"])
+        pis.append(h["pi"])
+        while True:
+            r = await api.post(f"/v1/campaigns/{cid}/duels", headers=p)
+            if r.status_code == 409:
+                break
+            assert (
+                await api.post(f"/v1/duels/{r.json()['id']}/vote", json={"choice": "b"}, headers=p)
+            ).status_code == 200
+    assert len(set(pis)) > 1  # the active rule moves pi with the judge's verdict and the pair's past
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
