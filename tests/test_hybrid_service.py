@@ -270,6 +270,8 @@ async def test_the_dashboard_and_campaign_show_report_the_human_votes(api, monke
     assert 'id="human-votes">1<' in page and "Judge agrees with humans" in page
     text = summary(view)
     assert "humans     1 votes, human_rate 0.5" in text
+    shown = (await api.get(f"/v1/campaigns/{cid}", headers=p)).json()  # an annotator counts human votes only
+    assert shown["votes_counted"] == 1 and view["duels"] > 1 and "hybrid" not in shown
 
 
 def test_the_view_numbers():

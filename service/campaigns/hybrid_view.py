@@ -58,6 +58,21 @@ def humans_alone_estimate(state: dict, human_var: dict[int, float]) -> int | Non
     return int(round(total))
 
 
+def summary_for(s, c: Campaign, admin: bool) -> dict[str, Any]:
+    """What a hybrid campaign's view adds: the ``hybrid`` object for the admin; for an annotator,
+    ``votes_counted`` is the human votes (the judge's verdicts are not votes)."""
+    if admin:
+        return {"hybrid": summary(s, c)}
+    n = s.execute(
+        select(func.count(Duel.id)).where(
+            Duel.campaign_id == c.id,
+            Duel.status == DuelStatus.JUDGED,
+            Duel.judged_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+        )
+    ).scalar_one()
+    return {"votes_counted": int(n)}
+
+
 def summary(s, c: Campaign) -> dict[str, Any]:
     """The ``hybrid`` object of a hybrid campaign's view (read in session ``s``)."""
     judge = rules.stored(c.judge)

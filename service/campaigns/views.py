@@ -316,8 +316,8 @@ class CampaignViews:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
             view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed)
-            if admin and hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement
-                view["hybrid"] = hybrid_view.summary(s, c)
+            if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
+                view.update(hybrid_view.summary_for(s, c, admin))
             return view
 
     def list_campaigns(self, limit: int, offset: int, status: str | None = None) -> dict:
