@@ -371,16 +371,70 @@ class JuryJudgeConfig(_Config):
         return [m if models.count(m) == 1 else f"{m}#{n + 1}" for n, m in enumerate(models)]
 
 
+# ---------------------------------------------------------------- hybrid
+AUTOMATIC_KINDS = (JudgeKind.LLM.value, JudgeKind.JURY.value, JudgeKind.SIMULATED.value)
+HYBRID_KIND = "hybrid"
+
+
+def _automatic(v: Any) -> Any:
+    if isinstance(v, dict) and v.get("kind") not in AUTOMATIC_KINDS:
+        raise ValueError(
+            f"must be an automatic judge (kind {', '.join(AUTOMATIC_KINDS)}), got {str(v.get('kind'))[:40]!r}"
+        )
+    return v
+
+
+def _human_rate(v: Any) -> Any:
+    if v == "active":
+        return v
+    x = None if isinstance(v, (bool, str)) else finite_number(v)
+    if x is None or not 0.0 < x <= 1.0:
+        raise ValueError(f'must be a number in (0, 1] or "active", got {str(v)[:40]!r}')
+    return x
+
+
+class HybridHumanConfig(_Config):
+    """The human side of a hybrid judge: what one vote costs, what annotators read."""
+
+    fee_per_vote: Annotated[float, money("USD paid per human vote")] = Field(
+        0.0,
+        ge=0,
+        le=MAX_QUERY_USD,
+        description="USD paid to an annotator per recorded vote: reserved when a duel is selected for a human, "
+        "charged only when the vote is recorded.",
+        examples=[0.05],
+    )
+    guidelines: str | None = Field(None, max_length=20_000, description="Shown above every duel (Markdown).")
+
+
+class HybridJudgeConfig(_Config):
+    """An automatic judge on every duel, annotators on a random fraction (docs/clients-and-judges.md, Hybrid)."""
+
+    kind: Literal["hybrid"] = Field(description="Human votes amplified by an automatic judge.")
+    llm: Annotated[
+        Annotated[SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig, Field(discriminator="kind")],
+        BeforeValidator(_automatic),
+    ] = Field(description="The automatic judge of every duel: an llm, jury or simulated judge config.")
+    human: HybridHumanConfig = Field(default_factory=HybridHumanConfig, description="The annotators' side.")
+    human_rate: Annotated[float | Literal["active"], BeforeValidator(_human_rate)] = Field(
+        0.2,
+        description='The probability that a duel goes to a human: a number in (0, 1], or "active" (higher '
+        "when the judge is unsure, at least 0.1).",
+    )
+
+
 JudgeConfig = Annotated[
-    HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig,
+    HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig | HybridJudgeConfig,
     Field(discriminator="kind"),
 ]
-AnyJudgeConfig = HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig
+AnyJudgeConfig = HumanJudgeConfig | SimulatedJudgeConfig | LLMJudgeConfig | JuryJudgeConfig | HybridJudgeConfig
 _JUDGE_ADAPTER: TypeAdapter[AnyJudgeConfig] = TypeAdapter(JudgeConfig)
 
 
 def check_judge_size(cfg: AnyJudgeConfig, n_models: int) -> None:
     """A simulated judge's matrix must have the campaign's number of models (ValueError)."""
+    if isinstance(cfg, HybridJudgeConfig):
+        cfg = cfg.llm
     if isinstance(cfg, SimulatedJudgeConfig) and len(cfg.preference) != n_models:
         n = len(cfg.preference)
         raise ValueError(f"judge.preference: is {n}x{n} but the campaign has {n_models} models")
@@ -440,6 +494,8 @@ def build_judge(
     if not isinstance(cfg, BaseModel):
         raise TypeError(f"build_judge needs a validated judge config (parse_judge_config), got {type(cfg).__name__}")
     check_judge_size(cfg, len(model_names))  # type: ignore[arg-type]
+    if isinstance(cfg, HybridJudgeConfig):  # the duel's automatic verdict (the human side votes on the page)
+        return build_judge(cfg.llm, model_names, tie_policy, http, **options)
     data = judge_json(cfg)  # type: ignore[arg-type]
     if isinstance(cfg, HumanJudgeConfig):
         return HumanJudge(data, model_names, tie_policy)

@@ -43,7 +43,7 @@ async def test_openapi_types_client_and_judge_as_unions_on_kind(client):
     schemas = spec["components"]["schemas"]
     judge = schemas["CampaignCreate"]["properties"]["judge"]
     assert judge["discriminator"]["propertyName"] == "kind"
-    assert set(judge["discriminator"]["mapping"]) == {"human", "simulated", "llm", "jury"}
+    assert set(judge["discriminator"]["mapping"]) == {"human", "simulated", "llm", "jury", "hybrid"}
     model_client = schemas["ModelSpec"]["properties"]["client"]
     assert model_client["discriminator"]["propertyName"] == "kind"
     assert set(model_client["discriminator"]["mapping"]) == {"simulated", "openai", "anthropic", "gemini"}
@@ -61,6 +61,8 @@ async def test_openapi_types_client_and_judge_as_unions_on_kind(client):
         "SimulatedJudgeConfig",
         "LLMJudgeConfig",
         "JuryJudgeConfig",
+        "HybridJudgeConfig",
+        "HybridHumanConfig",
         "VerdictPatterns",
     ):
         for field, prop in schemas[name]["properties"].items():

@@ -27,6 +27,7 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Annotator, Duel, utcnow
+from .hybrid_tx import released_values
 from .skips import skips_by_annotator
 from .types import NotFound
 
@@ -143,7 +144,7 @@ class AnnotatorAdmin:
         """Revoke the token (idempotent) and release the annotator's pending duels."""
         now = utcnow()
         with self.db.write() as s:
-            self.lock_existing(s, campaign_id)
+            c = self.lock_existing(s, campaign_id)
             row = s.get(Annotator, annotator_id)
             if row is None or int(row.campaign_id) != campaign_id:
                 raise NotFound(f"annotator {annotator_id} of campaign {campaign_id} not found")
@@ -156,7 +157,12 @@ class AnnotatorAdmin:
                         Duel.requested_by == f"{ANNOTATOR_PREFIX}{annotator_id}",
                         Duel.status == DuelStatus.PENDING,
                     )
-                    .values(status=DuelStatus.EXPIRED, error=RELEASED, expires_at=now)
+                    .values(
+                        **(
+                            released_values(c.judge, now)
+                            or {"status": DuelStatus.EXPIRED, "error": RELEASED, "expires_at": now}
+                        )
+                    )  # hybrid hook: back to its pool
                     .execution_options(synchronize_session=False)
                 )
             token_hash = row.token_hash

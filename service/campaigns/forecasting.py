@@ -34,8 +34,8 @@ from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
-from . import rules
-from .types import Conflict, NotFound
+from . import hybrid, rules
+from .types import Conflict, NotFound, Unprocessable
 
 # CPU work: one forecast at a time per process; a second one meanwhile gets 409 (retry later).
 _BUSY = threading.Lock()
@@ -160,6 +160,8 @@ class CampaignForecasts:
     ) -> dict[str, Any]:
         """The forecast of a campaign that does not exist yet (basis ``prior``); ``trials`` None: :func:`default_trials`."""
         judge = body.stored_judge()
+        if hybrid.is_hybrid(judge):  # hybrid hook
+            raise Unprocessable(hybrid.FORECAST_REFUSAL)
         setup = _Setup(
             costs=[float(m.cost) for m in body.models],
             delta=body.delta,
@@ -202,6 +204,8 @@ class CampaignForecasts:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
+            if hybrid.is_hybrid(c.judge):  # hybrid hook
+                raise Unprocessable(hybrid.FORECAST_REFUSAL)
             counts = c.counts or {}
             L = len(c.models)
             W = counts.get("W") or [[0.0] * L for _ in range(L)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import random
 import time
@@ -20,7 +21,7 @@ from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
 from ..ratelimits import DatabaseRateLimiter
-from . import rules, skips, stores
+from . import hybrid, hybrid_tx, rules, skips, stores
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
 
@@ -315,13 +316,17 @@ class DuelOrchestration:
                 res_j.text if plan.a_is_i else res_i.text,
                 deadline,
             )
-            outcome = await self.in_thread(
-                self.record_verdict_tx,
-                plan.duel_id,
-                verdict.pop("choice"),
-                judged_by=f"judge:{plan.judge.get('kind')}",
-                **verdict,
-            )
+            if hybrid.is_hybrid(plan.judge):  # hybrid hook: the automatic verdict, then the human coin
+                record = functools.partial(hybrid_tx.record_llm_verdict_tx, self)
+                outcome = await self.in_thread(record, plan.duel_id, verdict.pop("choice"), **verdict)
+            else:
+                outcome = await self.in_thread(
+                    self.record_verdict_tx,
+                    plan.duel_id,
+                    verdict.pop("choice"),
+                    judged_by=f"judge:{plan.judge.get('kind')}",
+                    **verdict,
+                )
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from algorithms import ALGORITHMS, PolicyError, make_policy, policy_from_state
+from algorithms import ALGORITHMS, PolicyError, make_policy
+from algorithms.hybrid import policy_from_state  # every state, the hybrid policy's too
 
 from .rules import jsonable
 from .types import Unprocessable
@@ -46,6 +47,10 @@ def restore_policy(state: dict):
 def policy_snapshot(policy) -> tuple[dict, dict, dict, int | None]:
     """(state, counts, stats, leader) as stored in the campaign row."""
     summary = jsonable(policy.summary())
+    if "N" not in summary and hasattr(policy, "human_votes"):  # hybrid hook: its counts as LxL matrices
+        from .hybrid import counts_of
+
+        summary.update(counts_of(policy))
     counts = {"N": summary.get("N"), "W": summary.get("W")}
     stats = {k: v for k, v in summary.items() if k not in ("N", "W")}
     t = int(summary.get("t") or 0)

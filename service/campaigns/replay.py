@@ -13,7 +13,7 @@ from algorithms.policies import PolicyError, state_params
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Charge, Duel
-from . import rules
+from . import hybrid, rules
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -36,6 +36,8 @@ class ReplayLog:
     population: int | None
     perm: list[int] | None
     counters: dict[str, int]
+    judge: dict[str, Any] | None = None  # a hybrid judge's config and the campaign's draw key
+    draw_key: Any = None
 
 
 def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
@@ -55,6 +57,8 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
             Duel.costs_at_select,
             Duel.position,
             Duel.prompt_index,
+            Duel.number,  # hybrid hook: the keyed coin and the hybrid record
+            Duel.judge_detail,
         ).where(Duel.campaign_id == c.id)
     ).all()
     charge_sums = dict(
@@ -82,6 +86,8 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
             failed=c.duels_failed,
             event_seq=c.event_seq,
         ),
+        judge=c.judge,
+        draw_key=c.draw_key,
     )
 
 
@@ -99,7 +105,12 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
     # the certificate test the stored state was made with (a state from before "betting" was the
     # default names none and is a mixture-test state)
     threshold = state_params(log.stored_state).get("threshold") if log.stored_state else None
-    policy = new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold)
+    hyb = log.algorithm == hybrid.ALGORITHM  # hybrid hook: its policy and its records (J, H or None, pi)
+    policy = (
+        hybrid.new_policy(log.judge, log.costs, log.delta)
+        if hyb
+        else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold)
+    )
     next_position: dict[tuple[int, int], int] = {}
     for _seq, kind, r in events:
         if kind == 0:
@@ -112,7 +123,10 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
         if log.perm is not None:  # each pair's outcomes entered the policy in permutation order
             diff.extend(_check_position(r, log.perm, next_position))
         try:
-            policy.record(r.model_i, r.model_j, r.score)
+            if hyb:
+                hybrid.replay_record(policy, r, log.draw_key, diff)
+            else:
+                policy.record(r.model_i, r.model_j, r.score)
         except PolicyError as exc:  # a corrupt log (a model paired with itself, a score out of range)
             diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
     diff.extend(json_diff(jsonable(log.stored_state), jsonable(policy.to_state()), "policy_state"))

@@ -194,6 +194,9 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
     """
     judge = stored(judge)
+    if judge.get("kind") == "hybrid":  # hybrid hook: the automatic judge's bound plus one human fee
+        b = judge_bound_nusd(judge["llm"], prompt, reference)
+        return None if b is None else b + cost_nusd((judge.get("human") or {}).get("fee_per_vote") or 0.0)
     if judge.get("kind") == "human":
         return vote_fee_nusd(judge)
     if judge.get("kind") == "jury":  # the sum of the jurors' bounds
@@ -269,6 +272,8 @@ def judge_orders(judge: dict) -> int:
     """How many calls an LLM judge makes per duel: one per order, two with ``orders: both`` (the
     default), one with ``orders: one``; a row stored before ``orders`` existed says it by ``both_orders``."""
     judge = stored(judge)
+    if judge.get("kind") == "hybrid":  # hybrid hook: the automatic judge's calls
+        return judge_orders(judge["llm"])
     if judge.get("kind") == "jury":  # every juror's calls
         return sum(judge_orders(j) for j in judge.get("judges") or [])
     if "orders" in judge:
@@ -280,6 +285,8 @@ def judges_both_orders(judge: dict) -> bool:
     """Every verdict reads both orders: an LLM judge with ``orders: both``, a jury whose every
     juror has it. Such a verdict is the mirror of the mirrored duel's (stored once per unordered pair)."""
     judge = stored(judge)
+    if judge.get("kind") == "hybrid":  # hybrid hook
+        return judges_both_orders(judge["llm"])
     if judge.get("kind") == "jury":
         return all(judge_orders(j) == 2 for j in judge.get("judges") or [])
     return judge_orders(judge) == 2
@@ -429,6 +436,8 @@ def wor_refusal(algorithm: str, answers: str, judge_kind: str | None, tie_policy
             "prompt_sampling without_replacement needs answers: reuse (each model answers each prompt once, so a "
             "pair's outcome on a prompt is a fixed value)"
         )
+    if judge_kind == "hybrid":  # hybrid hook
+        return "prompt_sampling without_replacement is not supported with a hybrid judge (its test samples with replacement)"
     if judge_kind == JudgeKind.HUMAN:
         return (
             "prompt_sampling without_replacement needs an automatic judge (llm or simulated); human-judged "
@@ -474,7 +483,8 @@ def resolve_prompt_sampling(
     else:
         sampling = PromptSampling.WITH_REPLACEMENT
     if tie_policy is None:
-        tie_policy = TiePolicy.HALF if sampling == PromptSampling.WITHOUT_REPLACEMENT else TiePolicy.DROP
+        half = sampling == PromptSampling.WITHOUT_REPLACEMENT or judge_kind == "hybrid"  # hybrid hook
+        tie_policy = TiePolicy.HALF if half else TiePolicy.DROP
     return str(sampling), str(tie_policy)
 
 
@@ -684,6 +694,8 @@ def judge_cost_per_duel(judge: dict) -> float:
     judge its ``fee_per_vote``; a simulated judge nothing (docs/service.md, Judge cost).
     """
     judge = stored(judge)
+    if judge.get("kind") == "hybrid":  # hybrid hook: the automatic judge; the human fee is the policy's own
+        return judge_cost_per_duel(judge["llm"])
     if judge.get("kind") == "human":
         return float(judge.get("fee_per_vote") or 0.0)
     if judge.get("kind") == "jury":  # each juror's calls at its own cost

@@ -24,7 +24,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import holds, ledger, rules, skips, stores
+from . import holds, hybrid, hybrid_tx, ledger, rules, skips, stores
 from .credentials import require_key_envs
 from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
@@ -183,13 +183,19 @@ class CampaignTransactions:
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
-        policy = new_campaign_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
+        algorithm = body.algorithm
+        if hybrid.is_hybrid(judge):  # hybrid hook: dctas-pc-hybrid with the human fee and rate
+            policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
+        else:
+            policy = new_campaign_policy(
+                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population
+            )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
         campaign = Campaign(
             name=body.name,
-            algorithm=body.algorithm,
+            algorithm=algorithm,
             delta=body.delta,
             tie_policy=body.tie_policy,
             answers=body.answers,
@@ -297,7 +303,7 @@ class CampaignTransactions:
                 raise Forbidden("this token does not give access to this campaign")
             if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
-            automatic = c.judge.get("kind") != "human"
+            automatic = c.judge.get("kind") not in ("human", hybrid.KIND)  # hybrid hook: annotators take its pool
             if principal is not None and not principal.admin and automatic:
                 raise Forbidden("annotators can only request duels of human-judged campaigns")
             if run:
@@ -329,6 +335,7 @@ class CampaignTransactions:
                         Duel.requested_by,
                     ).where(Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
                 ).all()
+                inflight = hybrid_tx.renew_selected(s, c, inflight, now)  # hybrid hook
                 stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
                 if stale:
                     s.execute(
@@ -342,6 +349,8 @@ class CampaignTransactions:
                     held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
                     if held is None:  # a duel another annotator skipped comes before a new one
                         held = skips.claim_pooled(s, campaign_id, principal.label)
+                    if hybrid.is_hybrid(c.judge):  # hybrid hook: annotators only vote on selected duels
+                        held, err = hybrid_tx.claimed(s, c, held, now, self.pending_expiry)
             if err is None and held is None:
                 counting = [r for r in inflight if r.requested_by != ORPHAN_REQUESTER]  # orphans never count
                 if rules.max_duels_reached(c.max_duels, c.duels_judged, len(counting)):
@@ -730,6 +739,8 @@ class CampaignTransactions:
                 and not rules.annotator_owns(d.requested_by, principal.label)
             ):
                 raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
+            if hybrid.is_hybrid(c.judge):  # hybrid hook: a human vote on a selected duel
+                return hybrid_tx.record_human_vote(self, s, c, d, choice, principal or Principal(admin=True))
             s.expunge(d)  # changed below by one conditional UPDATE
             now = utcnow()
             judge_nusd, judge_fault, fault_detail = 0, None, {}

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from algorithms import policy_from_state
 from algorithms.certificates import certified_top
+from algorithms.hybrid import policy_from_state
 from algorithms.vocabulary import Algorithm, CampaignStatus
 
 PC_TESTS = {

@@ -15,7 +15,7 @@ from ..auth import Principal
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import rules, stores, verdicts
+from . import hybrid, hybrid_view, rules, stores, verdicts
 from .results import verdict_text
 from .rules import finite_or_none, jsonable
 from .types import NotFound
@@ -88,7 +88,7 @@ def annotator_campaign_view(c: Campaign) -> dict:
         "name": c.name,
         "status": c.status,
         "judge_kind": c.judge.get("kind"),
-        "guidelines": c.judge.get("guidelines"),
+        "guidelines": c.judge.get("guidelines") or (c.judge.get("human") or {}).get("guidelines"),  # hybrid hook
         "votes_counted": int(c.duels_judged or 0),
         "max_duels": c.max_duels,
     }
@@ -315,7 +315,10 @@ class CampaignViews:
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
-            return self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed)
+            view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed)
+            if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
+                view.update(hybrid_view.summary_for(s, c, admin))
+            return view
 
     def list_campaigns(self, limit: int, offset: int, status: str | None = None) -> dict:
         with self.db.read() as s:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from service.cli.args import CLIError, whole_number
+from service.cli.hybrid_show import hybrid_lines
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
 
 AUTOMATIC_JUDGES = ("llm", "jury", "simulated")
@@ -133,6 +134,7 @@ def summary(c: dict[str, Any]) -> str:
         f"  sampling   prompts {str(c.get('prompt_sampling') or 'with_replacement').replace('_', ' ')}",
         *exact_lines(c),
         f"  judge      {c['judge'].get('kind')}",
+        *hybrid_lines(c),  # hybrid hook
         *model_lines(c["models"], c.get("cost_unit") or "USD"),
         f"  prompts    {c['n_prompts']}",
         f"  spend      {_money(c['spend'])} {c.get('cost_unit') or 'USD'}"
@@ -249,7 +251,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     if started is not None:
         print(f"  started the background run (concurrency {started['run']['concurrency']})")
         print(f"watch it:  llmduel campaign watch {c['id']}")
-    elif c["judge"].get("kind") == "human":
+    elif c["judge"].get("kind") in ("human", "hybrid"):
         print(f"human judge: create a voting link per annotator:  llmduel annotator add {c['id']} --label NAME")
     else:
         print(f"held (--no-run); start it with:  llmduel campaign resume {c['id']}")

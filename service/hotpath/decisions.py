@@ -241,6 +241,8 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise Fallback  # another annotator's duel: the general path refuses it
     cfg = await _config(svc, tx, crow.id)
+    if cfg.judge.get("kind") == "hybrid":
+        raise Fallback  # hybrid hook: its votes are recorded in draw order by the general path
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: outcomes are recorded in position order by the general path
     if rules.max_duels_reached(crow.max_duels, crow.duels_judged + 1):

@@ -225,6 +225,12 @@ class CampaignCreate(StrictModel):
             raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
         self._resolve_sampling()
+        from service.campaigns import hybrid  # hybrid hook: the combinations a hybrid judge refuses
+
+        if hybrid.is_hybrid(self.stored_judge()):
+            reason = hybrid.refusal(self.algorithm, self.prompt_sampling, self.tie_policy)
+            if reason is not None:
+                raise ValueError(f"judge: {reason}")
         self._resolve_costs()
         from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
 

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from algorithms.vocabulary import CampaignStatus, PromptSampling, Reuse, TiePolicy
+from service.hybrid_schemas import HybridOut
 from service.verdict_schemas import CertificateEdge, PCEvidence
 
 
@@ -188,6 +189,7 @@ class CampaignOut(BaseModel):
         description="Only in the response to POST /v1/campaigns with a webhook_url: the key of the "
         "HMAC-SHA256 signatures of the campaign's webhook requests (shown once; docs/reliability.md).",
     )
+    hybrid: HybridOut | None = Field(None, description="A hybrid judge's figures (service/hybrid_schemas.py).")
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None

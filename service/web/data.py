@@ -139,6 +139,9 @@ def _replay_in_step(svc: CampaignService, cache: SeriesCache, cid: int) -> tuple
 def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
     """The evidence plot, from a replay of the log; returns (section, refreshed view)."""
     cid = view["id"]
+    if view.get("hybrid") is not None:  # hybrid hook: its test is per-pair betting; the figures are in its panel
+        note = "a hybrid campaign: see Human votes and the pair certificates"
+        return Evidence(plots.empty_plot("lines", note), [], None, "hybrid", True, 0), view
     points, policy, view, ok = _replay_in_step(svc, cache, cid)
     if ok is False:  # stale cache (e.g. a database was replaced): rebuild once
         cache.forget(cid)

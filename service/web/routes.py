@@ -376,7 +376,7 @@ async def _panel(
     if campaign["status"] != CampaignStatus.RUNNING:
         ctx["state"] = "done"
         return ctx
-    if campaign["judge_kind"] != "human":
+    if campaign["judge_kind"] not in ("human", "hybrid"):  # hybrid hook: annotators vote on its selected duels
         ctx["state"] = "automatic"
         return ctx
     duel_id = await _t(data.open_duel_of, svc, cid, principal.label)

@@ -1,0 +1,321 @@
+"""The hybrid judge's transactions: the automatic verdict and its human coin, a human vote, the
+pool of selected duels, recording in draw order, and replay (decisions in :mod:`.hybrid`).
+
+Each function takes the campaign service ``svc`` (its ``db``, ``policies``, ``finish``, ...)
+and is called from a short hook in the cycle's code (listed in docs/clients-and-judges.md,
+*Hybrid*, "In the code").
+
+The life of a hybrid duel: planned and answered like any automatic duel; the automatic
+verdict arrives (:func:`record_llm_verdict_tx`, its judge charge as today); the policy gives
+``pi``; the keyed coin decides. Not selected: the duel is judged at once (its ``choice`` and
+``score`` are the judge's). Selected: it stays ``pending`` in the annotators' pool
+(``requested_by`` = the pool), its budget reservation becomes the human fee; an annotator
+asking for a duel takes it (:func:`renew_selected` keeps it alive while the campaign runs:
+an annotator's lapsed lease hands it back to the pool, never expires it), the vote
+(:func:`record_human_vote`) charges the fee. Either way the pair's resolved duels then enter
+the policy in the order they were drawn (:func:`flush`). A campaign that ends cancels its
+waiting duels: their fee was only reserved, never charged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
+
+from ..auth import Principal
+from ..models import Campaign, Charge, Duel, utcnow
+from ..redaction import redact, redact_json
+from . import hybrid, ledger, rules, stores
+from .leases import ORPHAN_REQUESTER
+from .policy_cache import policy_snapshot
+from .rules import MAX_ERROR_CHARS, clean_text, jsonable
+from .skips import POOL_REQUESTER
+from .types import Conflict, DuelOutcome, NotFound
+
+#: How long a selected duel waits in the pool before a plan renews it (renewed while the campaign runs).
+POOL_HOLD = dt.timedelta(days=30)
+HUMAN_FEE_DETAIL = {"human_fee": True}
+
+
+# ---------------------------------------------------------------- the pool
+def _selected_waiting(r: Any) -> bool:
+    return (r.requested_by or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
+
+
+def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
+    """Inside the plan transaction: a selected duel whose annotator let its lease lapse goes back
+    to the pool (renewed, never expired); returns ``inflight`` as the caller should see it."""
+    if not hybrid.is_hybrid(c.judge):
+        return inflight
+    out, lapsed = [], []
+    for r in inflight:
+        if _selected_waiting(r) and rules.is_stale(r.expires_at, now):
+            lapsed.append(int(r.id))
+            r = SimpleNamespace(**{**r._asdict(), "requested_by": POOL_REQUESTER, "expires_at": now + POOL_HOLD})
+        out.append(r)
+    if lapsed:
+        s.execute(
+            update(Duel)
+            .where(Duel.id.in_(lapsed), Duel.status == DuelStatus.PENDING)
+            .values(requested_by=POOL_REQUESTER, expires_at=now + POOL_HOLD)
+            .execution_options(synchronize_session=False)
+        )
+    return out
+
+
+def claimed(
+    s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.timedelta
+) -> tuple[int | None, Conflict | None]:
+    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (its
+    own or one from the pool, its lease starting now), or the 409 to answer (raised by the caller
+    after the commit, so the pool's renewals stay) when none waits for a human."""
+    if duel_id is None:
+        return None, Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
+    s.execute(
+        update(Duel)
+        .where(Duel.id == duel_id)
+        .values(expires_at=now + lease)
+        .execution_options(synchronize_session=False)
+    )
+    return duel_id, None
+
+
+def released_values(judge: dict, now: dt.datetime) -> dict | None:
+    """What a revoked annotator's pending duels become in a hybrid campaign: back to the pool."""
+    if not hybrid.is_hybrid(judge):
+        return None
+    return {"requested_by": POOL_REQUESTER, "expires_at": now + POOL_HOLD}
+
+
+# ---------------------------------------------------------------- recording in draw order
+def flush(svc, s, c: Campaign, policy) -> dict[int, int]:
+    """Record every pair's resolved duels that are next in draw order; returns {duel id: record_seq}."""
+    rows = s.execute(
+        select(Duel.id, Duel.model_i, Duel.model_j, Duel.select_seq, Duel.status, Duel.judge_detail, Duel.score).where(
+            Duel.campaign_id == c.id,
+            Duel.record_seq.is_(None),
+            Duel.status.in_((DuelStatus.JUDGED, *IN_FLIGHT)),
+        )
+    ).all()
+    pairs: dict[tuple[int, int], list] = {}
+    for r in rows:
+        pairs.setdefault((int(r.model_i), int(r.model_j)), []).append(r)
+    out: dict[int, int] = {}
+    for (i, j), items in sorted(pairs.items()):
+        for r in hybrid.next_records(items):
+            if policy.should_stop():
+                return out
+            J, H, pi = hybrid.record_args(r.judge_detail, r.score)
+            policy.record(i, j, J, H, pi)
+            c.event_seq += 1
+            c.duels_counted += 1
+            out[int(r.id)] = c.event_seq
+            s.execute(
+                update(Duel)
+                .where(Duel.id == r.id)
+                .values(record_seq=c.event_seq, counted=True)
+                .execution_options(synchronize_session=False)
+            )
+    return out
+
+
+def _flush_with(svc, s, c: Campaign, d: Duel, policy) -> int:
+    """:func:`flush`, and the duel ``d`` of this transaction shows its own record."""
+    s.flush()  # d's new state is what the query reads
+    out = flush(svc, s, c, policy)
+    if d.id in out:
+        d.counted, d.record_seq = True, out[d.id]
+    return len(out)
+
+
+def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.datetime) -> bool:
+    """Store the policy, end the campaign when it certifies or a limit is reached; True: ended."""
+    s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: svc.policies.put(cid, seq, p)
+    if recorded:
+        c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
+        if policy.should_stop():
+            if getattr(policy, "verdict", None) == CampaignStatus.NO_CONDORCET_WINNER:
+                status = CampaignStatus.NO_CONDORCET_WINNER
+                reason = (
+                    f"every model was shown to lose to another (the {c.algorithm} certificates at delta={c.delta:g})"
+                )
+            else:
+                c.winner = c.leader = int(policy.recommendation())
+                status = CampaignStatus.CERTIFIED
+                reason = f"certified by the {c.algorithm} stopping rule at delta={c.delta:g}"
+            svc.finish(s, c, status, reason, now, keep_duel=duel_id)
+            return True
+    if rules.max_duels_reached(c.max_duels, c.duels_judged):
+        svc.finish(
+            s,
+            c,
+            CampaignStatus.STOPPED,
+            f"max_duels ({c.max_duels}) reached",
+            now,
+            keep_duel=duel_id,
+            limit=rules.END_LIMIT_MAX_DUELS,
+        )
+        return True
+    if rules.budget_spent(c.budget_nusd, c.spend_nusd):
+        limit = rules.END_LIMIT_BUDGET if c.budget_nusd is not None else None
+        svc.finish(
+            s, c, CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", now, keep_duel=duel_id, limit=limit
+        )
+        return True
+    return False
+
+
+def _lock_duel(s, duel_id: int) -> tuple[Campaign, Duel]:
+    c = s.execute(
+        select(Campaign)
+        .where(Campaign.id == select(Duel.campaign_id).where(Duel.id == duel_id).scalar_subquery())
+        .with_for_update()
+    ).scalar_one_or_none()
+    if c is None:
+        raise NotFound(f"duel {duel_id} not found")
+    return c, s.get(Duel, duel_id)
+
+
+def _charge(s, c: Campaign, d: Duel, amount: int, detail: dict | None, now: dt.datetime) -> int:
+    cid = s.execute(
+        insert(Charge)
+        .values(
+            campaign_id=c.id,
+            duel_id=d.id,
+            kind="judge",
+            model_index=None,
+            amount_nusd=amount,
+            detail=detail,
+            created_at=now,
+        )
+        .returning(Charge.id)
+    ).scalar_one()
+    d.cost_nusd += amount
+    c.spend_nusd += amount
+    c.judge_spend_nusd += amount
+    return int(cid)
+
+
+# ---------------------------------------------------------------- the automatic verdict and the coin
+def record_llm_verdict_tx(
+    svc,
+    duel_id: int,
+    choice: str | None,
+    *,
+    judge_cost: float = 0.0,
+    judge_detail: dict | None = None,
+    judge_error: str | None = None,
+    judge_score: float | None = None,
+    verdict_claim: stores.Claim | None = None,
+    stored_choice: str | None = None,
+    reused_verdict: stores.Stored | None = None,
+) -> DuelOutcome:
+    """The automatic verdict of a hybrid duel (locked): charged as any judge call, then ``pi``,
+    the keyed coin, and either judged now or handed to the annotators' pool."""
+    with svc.db.write() as s:
+        c, d = _lock_duel(s, duel_id)
+        now = utcnow()
+        llm = hybrid.llm_part(c.judge)
+        judge_nusd, fault = 0, None
+        if judge_cost and not rules.is_stale(d.expires_at, now):
+            reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1]
+            charge = ledger.judge_charge(llm, d.prompt, reference, judge_cost, judge_detail)
+            judge_nusd, fault = charge.amount_nusd, charge.fault
+            if fault is not None:  # the verdict of a lying judge is not counted
+                choice, judge_error = None, f"provider fault: {fault}"
+                judge_detail = {**(judge_detail or {}), **charge.detail()}
+        if reused_verdict is not None:
+            s.execute(
+                insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, reused_verdict, now), duel_id=d.id)
+            )
+        charge_id = _charge(s, c, d, judge_nusd, None, now) if judge_nusd else None
+        if verdict_claim is not None and choice is not None and stored_choice is not None:
+            detail = jsonable(judge_detail) if judge_detail else None
+            stores.finalize_verdict(s, verdict_claim, stored_choice, detail, judge_nusd, charge_id)
+        err = None
+        if d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
+            err = Conflict(f"duel {duel_id} no longer waits for its verdict (status {d.status})")
+            if d.status == DuelStatus.PENDING:
+                d.status = DuelStatus.EXPIRED
+        elif rules.is_stale(d.expires_at, now):
+            d.status, err = DuelStatus.EXPIRED, Conflict(f"duel {duel_id} expired and no longer counts")
+        elif c.status != CampaignStatus.RUNNING:
+            err = Conflict(f"campaign {c.id} has ended (status {c.status})")
+        if err is not None:
+            if fault is not None:
+                svc.pause_for_fault(s, c, fault, now)
+            c.version += 1
+            c.updated_at = now
+        else:
+            outcome = _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault, now)
+    if err is not None:
+        raise err
+    return outcome
+
+
+def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault, now) -> DuelOutcome:
+    """:func:`record_llm_verdict_tx` once the duel is known to count."""
+    keys = svc.secret_keys(c.models, c.judge)
+    detail = redact_json(jsonable(judge_detail), keys) if judge_detail else {}
+    ended = False
+    if choice is None:
+        d.status, d.judged_at, d.judged_by = DuelStatus.FAILED, now, "judge:hybrid"
+        d.error = clean_text(redact(f"judge error: {judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
+        d.judge_detail = detail or None
+        c.duels_failed += 1
+    else:
+        J = hybrid.judge_score(choice, d.model_i, d.model_a, d.model_b, d.number, judge_score, c.draw_key)
+        policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
+        pi = float(policy.human_probability(d.model_i, d.model_j, J))
+        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number))
+        d.judge_detail = {**detail, "hybrid": rec}
+        if rec["selected"]:  # waits for an annotator; its reservation is now the human fee
+            d.requested_by = POOL_REQUESTER
+            d.expires_at = now + POOL_HOLD
+            d.expected_cost_nusd = hybrid.fee_nusd(c.judge)
+        else:
+            d.status, d.choice, d.score = DuelStatus.JUDGED, choice, J
+            d.judged_at, d.judged_by = now, "judge:hybrid"
+            c.duels_judged += 1
+        recorded = _flush_with(svc, s, c, d, policy)
+        ended = _after(svc, s, c, policy, recorded, d.id, now)
+    if fault is not None and not ended:
+        svc.pause_for_fault(s, c, fault, now, d.id)
+        ended = True
+    c.version += 1
+    c.updated_at = now
+    return DuelOutcome(d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=svc.duel_view(d, c))
+
+
+# ---------------------------------------------------------------- the human vote
+def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Principal) -> DuelOutcome:
+    """Inside the vote transaction (campaign locked): a human vote on a selected duel; its fee is
+    charged now, with the vote (never for a duel no human voted on)."""
+    h = hybrid.detail_of(d.judge_detail)
+    if not principal.admin and d.requested_by != principal.label:
+        raise NotFound(f"duel {d.id} not found")  # a duel not handed to this annotator
+    if d.status != DuelStatus.PENDING or h is None or not h["selected"]:
+        raise Conflict(f"duel {d.id} does not wait for a human vote (status {d.status})")
+    if c.status != CampaignStatus.RUNNING:
+        raise Conflict(f"campaign {c.id} has ended (status {c.status})")
+    now = utcnow()
+    fee = hybrid.fee_nusd(c.judge)
+    if fee:
+        _charge(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
+    d.score = rules.score_of(
+        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key
+    )
+    d.status, d.choice, d.judged_at, d.judged_by = DuelStatus.JUDGED, choice, now, principal.label
+    d.expected_cost_nusd = 0
+    c.duels_judged += 1
+    policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
+    recorded = _flush_with(svc, s, c, d, policy)
+    ended = _after(svc, s, c, policy, recorded, d.id, now)
+    c.version += 1
+    c.updated_at = now
+    return DuelOutcome(d.id, d.status, ended=ended, view=svc.duel_view(d, c))

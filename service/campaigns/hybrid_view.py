@@ -1,0 +1,133 @@
+"""What a hybrid campaign's view shows (docs/service.md, *Hybrid judge*): human votes used, the
+human votes humans alone would have needed (estimated), and how often the automatic judge agrees
+with the humans (a Wilson interval), with a warning below chance."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sqlalchemy import func, select
+
+from algorithms.hybrid import N_, NH, SY, SY2
+from algorithms.vocabulary import DuelStatus
+
+from ..models import Campaign, Duel
+from . import hybrid, rules
+
+#: The confidence of the agreement interval.
+AGREEMENT_CONFIDENCE = 0.95
+#: Decisive human votes needed before a below-chance agreement is warned about.
+WARN_MIN_VOTES = 10
+DECISIVE = ("a", "b")
+
+
+def wilson(k: int, n: int, confidence: float = AGREEMENT_CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson's score interval for a proportion ``k / n`` (None when ``n == 0``)."""
+    if n <= 0:
+        return None
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, mid - half), min(1.0, mid + half)
+
+
+def humans_alone_estimate(state: dict, human_var: dict[int, float]) -> int | None:
+    """Human votes a humans-only test would have needed for the same evidence: per pair, its duels
+    times ``Var(H) / Var(Y)`` (the per-duel variance of a human vote over that of the hybrid
+    estimate Y), summed. ``human_var``: the pairs' sample variances of human scores (pair index ->
+    variance); a pair with fewer than 2 human votes uses ``p(1 - p)`` at its estimate."""
+    stats = state.get("stats") if isinstance(state, dict) else None
+    if not stats:
+        return None
+    total = 0.0
+    for k, row in enumerate(stats):
+        n = float(row[N_])
+        if n < 2:
+            total += n
+            continue
+        mean = row[SY] / n
+        var_y = max(row[SY2] / n - mean * mean, 1e-12)
+        p = min(max(0.5 + mean, 0.0), 1.0)
+        var_h = human_var.get(k, p * (1.0 - p)) if row[NH] >= 2 else p * (1.0 - p)
+        total += n * min(var_h / var_y, 1e6)
+    return int(round(total))
+
+
+def summary_for(s, c: Campaign, admin: bool) -> dict[str, Any]:
+    """What a hybrid campaign's view adds: the ``hybrid`` object for the admin; for an annotator,
+    ``votes_counted`` is the human votes (the judge's verdicts are not votes)."""
+    if admin:
+        return {"hybrid": summary(s, c)}
+    n = s.execute(
+        select(func.count(Duel.id)).where(
+            Duel.campaign_id == c.id,
+            Duel.status == DuelStatus.JUDGED,
+            Duel.judged_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+        )
+    ).scalar_one()
+    return {"votes_counted": int(n)}
+
+
+def summary(s, c: Campaign) -> dict[str, Any]:
+    """The ``hybrid`` object of a hybrid campaign's view (read in session ``s``)."""
+    judge = rules.stored(c.judge)
+    rows = s.execute(
+        select(Duel.model_i, Duel.model_j, Duel.choice, Duel.score, Duel.judge_detail).where(
+            Duel.campaign_id == c.id,
+            Duel.status == DuelStatus.JUDGED,
+            Duel.judged_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+        )
+    ).all()
+    waiting = s.execute(
+        select(func.count(Duel.id)).where(
+            Duel.campaign_id == c.id,
+            Duel.status == DuelStatus.PENDING,
+            Duel.requested_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+        )
+    ).scalar_one()
+    decisive = agree = 0
+    scores: dict[int, list[float]] = {}
+    L = len(c.models)
+    for r in rows:
+        h = hybrid.detail_of(r.judge_detail) or {}
+        if r.choice in DECISIVE and h.get("judge_choice") in DECISIVE:
+            decisive += 1
+            agree += h["judge_choice"] == r.choice
+        if r.score is not None:
+            i, j = int(r.model_i), int(r.model_j)
+            k = i * L - i * (i + 1) // 2 + (j - i - 1)  # canonical pair order (i < j)
+            scores.setdefault(k, []).append(float(r.score))
+    human_var = {}
+    for k, xs in scores.items():
+        if len(xs) >= 2:
+            m = sum(xs) / len(xs)
+            human_var[k] = sum((x - m) ** 2 for x in xs) / len(xs)
+    interval = wilson(agree, decisive)
+    rate = agree / decisive if decisive else None
+    warning = None
+    if rate is not None and rate < 0.5 and decisive >= WARN_MIN_VOTES:
+        warning = (
+            f"the automatic judge agrees with the humans on {agree} of {decisive} decisive votes ({rate:.0%}, "
+            f"{AGREEMENT_CONFIDENCE:.0%} interval {interval[0]:.2f} to {interval[1]:.2f}): below chance. The "
+            "certificate stays valid, but this judge saves no human votes; check its prompt and answer order"
+        )
+    return {
+        "human_rate": judge.get("human_rate"),
+        "fee_per_vote": float((judge.get("human") or {}).get("fee_per_vote") or 0.0),
+        "human_votes": len(rows),
+        "human_votes_waiting": int(waiting),
+        "human_votes_alone_estimate": humans_alone_estimate(c.policy_state, human_var),
+        "agreement": {
+            "decisive_votes": decisive,
+            "agreeing": agree,
+            "rate": rate,
+            "interval": list(interval) if interval else None,
+            "confidence": AGREEMENT_CONFIDENCE,
+        },
+        "agreement_warning": warning,
+    }
