@@ -188,6 +188,7 @@ def clear_stores(svc) -> None:
 
 
 async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> dict:
+    from service.campaigns import Replay
     from service.schemas import CampaignCreate
 
     cid = await svc.in_thread(svc.create_campaign, CampaignCreate(**payload))
@@ -201,7 +202,7 @@ async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> 
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.3)
     view = await svc.in_thread(svc.get_campaign, cid)
-    replay = await svc.in_thread(svc.replay, cid)
+    replay = await svc.in_thread(Replay(svc.db).replay, cid)
     view["elapsed_s"] = time.monotonic() - t0
     view["replay_ok"] = replay.ok
     return view

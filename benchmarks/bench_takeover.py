@@ -82,7 +82,7 @@ async def trial(url: str, lease: float, heartbeat: float, rng: random.Random) ->
         return took, len(duels)
     finally:
         for app in (a, b):
-            await app.state.service.aclose()
+            await app.state.campaigns.aclose()
             app.state.db.dispose()
 
 

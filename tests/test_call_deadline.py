@@ -41,7 +41,7 @@ async def quick(db_url):
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         client.app = app
         yield app.state.service
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

@@ -178,7 +178,7 @@ async def pg_api(pg_url):
     ) as client:
         client.app = app
         yield client
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

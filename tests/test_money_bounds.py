@@ -126,7 +126,7 @@ async def test_price_map_file_entry_over_the_bound_is_a_422(db_url, tmp_path):
             r = await client.post("/v1/campaigns", json=body)
     finally:
         pricing.set_price_map_file(None)
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
     assert r.status_code == 422, r.text
     assert "LLMDUEL_PRICE_MAP" in _msg(r) and "1" in _msg(r)

@@ -37,7 +37,7 @@ async def test_the_failure_cap_counts_consecutive_failures_of_the_whole_run(db_u
             assert cap <= view["duels_failed"] <= cap + concurrency - 1, view["duels_failed"]
             assert view["duels_created"] == view["duels_failed"]
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 

@@ -38,7 +38,7 @@ def _client(app) -> httpx.AsyncClient:
 
 async def _close(*apps) -> None:
     for app in apps:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 

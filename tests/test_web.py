@@ -35,7 +35,7 @@ async def app(web_db, monkeypatch):
     settings = Settings(database_url=web_db, api_key=KEY, resume_runs=False, auto_migrate="never")
     application = create_app(settings)
     yield application
-    await application.state.service.aclose()
+    await application.state.campaigns.aclose()
     application.state.db.dispose()
 
 

@@ -105,7 +105,7 @@ def _client(app):
 
 async def _close(*apps):
     for app in apps:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 
@@ -198,11 +198,10 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
             while not rx.requests:  # the request reached the receiver, which holds it
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.02)
-        for task in list(first.state.service._background):  # the process dies mid-request
-            task.cancel()
+        first.state.campaigns.background.cancel_all()  # the process dies mid-request
         await asyncio.sleep(0.05)
         (ev,) = _events(first.state.db, cid)
-        assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.service.owner_id
+        assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.campaigns.webhooks.owner_id
         crashed = time.monotonic()
         second = _app(db_url, webhook_timeout_seconds=0.5)
         second.state.service.ensure_keeper()  # what the app's startup does
@@ -229,7 +228,7 @@ async def test_processes_sending_at_once_deliver_a_due_event_once(db_url, receiv
                 "id"
             ]
         a.state.service.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
-        sent = await asyncio.gather(*(app.state.service.deliver_webhooks() for app in (a, b, a, b)))
+        sent = await asyncio.gather(*(app.state.campaigns.webhooks.deliver_webhooks() for app in (a, b, a, b)))
     finally:
         await _close(a, b)
     assert sum(sent) == 1 and len(rx.requests) == 1  # each claim is taken by one sender

@@ -15,12 +15,19 @@
 * :mod:`.leases`: one owner per background run (lease, heartbeat, take-over);
 * :mod:`.webhooks`: the webhook outbox (at-least-once, retried) and
   :mod:`.webhook_signature`: the HMAC signature of its requests;
-* :mod:`.service`: :class:`CampaignService`, the facade the API, the web pages,
-  the CLI and the demo use; it composes the parts above (each keeps its own state
-  and private helpers; they call each other through public methods only).
+* :mod:`.tasks`: a process's background tasks, and blocking work in a thread;
+* :mod:`.service`: :class:`CampaignService`, the vote cycle, the runs and the stores;
+* :mod:`.container`: :class:`Campaigns`, every object above built once per process
+  with its collaborators (:func:`build_campaigns`), handed to the API, the web pages,
+  the CLI and the demo.
 """
 
+from .annotators import Annotators
+from .container import Campaigns, build_campaigns
+from .forecasting import Forecasts
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
+from .replay import Replay
+from .results import Results
 from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
 from .service import CampaignService
 from .types import (
@@ -35,9 +42,18 @@ from .types import (
     ReplayResult,
     Unprocessable,
 )
-from .views import duel_view_for, json_diff, jsonable_report
+from .views import Views, duel_view_for, json_diff, jsonable_report
+from .webhooks import Webhooks
 
 __all__ = [
+    "Annotators",
+    "Campaigns",
+    "Forecasts",
+    "Replay",
+    "Results",
+    "Views",
+    "Webhooks",
+    "build_campaigns",
     "CampaignEnded",
     "CampaignService",
     "Conflict",

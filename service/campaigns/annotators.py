@@ -26,9 +26,12 @@ from sqlalchemy import select, update
 
 from algorithms.vocabulary import DuelStatus
 
+from ..auth import TokenCache
+from ..db import Database
 from ..models import Annotator, Duel, utcnow
 from .skips import skips_by_annotator
 from .types import NotFound
+from .views import Views
 
 ANNOTATOR_PREFIX = "annotator:"
 RELEASED = "released: the annotator's token was revoked before it voted"
@@ -90,8 +93,16 @@ def _record(row: Any, votes: int, stats: tuple[float | None, int] | None, skippe
     }
 
 
-class AnnotatorAdmin:
-    """Mixed into :class:`~service.campaigns.CampaignService` (needs ``db``, ``token_cache``, ``lock_existing``)."""
+class Annotators:
+    """The admin's view and revocation of a campaign's annotators.
+
+    Revoking drops the token from this process's :class:`~service.auth.TokenCache` (handed in), so the
+    token is refused here at once."""
+
+    def __init__(self, db: Database, views: Views, tokens: TokenCache):
+        self.db = db
+        self.views = views
+        self.tokens = tokens
 
     def _annotator_votes(self, s, campaign_id: int) -> list[Vote]:
         rows = s.execute(
@@ -143,7 +154,7 @@ class AnnotatorAdmin:
         """Revoke the token (idempotent) and release the annotator's pending duels."""
         now = utcnow()
         with self.db.write() as s:
-            self.lock_existing(s, campaign_id)
+            self.views.lock_existing(s, campaign_id)
             row = s.get(Annotator, annotator_id)
             if row is None or int(row.campaign_id) != campaign_id:
                 raise NotFound(f"annotator {annotator_id} of campaign {campaign_id} not found")
@@ -160,5 +171,5 @@ class AnnotatorAdmin:
                     .execution_options(synchronize_session=False)
                 )
             token_hash = row.token_hash
-        self.token_cache.pop(token_hash, None)  # this process refuses it at once; others within the cache's TTL
+        self.tokens.drop(token_hash)  # this process refuses it at once; others within the cache's TTL
         return next(a for a in self.list_annotators(campaign_id) if a["id"] == annotator_id)

@@ -57,7 +57,6 @@ class RunLeases:
     """The lease transactions (synchronous: they run in worker threads)."""
 
     def init_leases(self) -> None:
-        self.owner_id = new_owner_id()
         self.lease_length = dt.timedelta(seconds=self.settings.run_lease_seconds)
 
     def settle_orphans(self, s, campaign_id: int) -> int:

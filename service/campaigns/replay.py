@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from algorithms.policies import state_params
 from algorithms.vocabulary import DuelStatus
 
+from ..db import Database
 from ..models import Campaign, Charge, Duel
 from . import rules
 from .policy_cache import new_policy
@@ -19,8 +20,11 @@ from .views import json_diff
 log = logging.getLogger("llmduel.campaigns")
 
 
-class CampaignReplay:
-    """Replays a campaign's log."""
+class Replay:
+    """Replays a campaign's log (stateless)."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     # ------------------------------------------------------------ replay
     def replay(self, campaign_id: int) -> ReplayResult:
@@ -66,7 +70,7 @@ class CampaignReplay:
             judge_cost = rules.judge_cost_per_duel(c.judge)
             wor = rules.is_wor(c.prompt_sampling)
             population = int(c.n_prompts) if wor else None
-            perm = self.permutation(c) if wor else None
+            perm = rules.prompt_permutation(c.draw_key, c.n_prompts) if wor else None
             counters = dict(
                 spend=c.spend_nusd,
                 judged=c.duels_judged,

@@ -16,6 +16,7 @@ from algorithms.vocabulary import CampaignStatus
 from ..models import Campaign, utcnow
 from . import rules
 from .credentials import require_key_envs
+from .tasks import in_thread
 from .types import Conflict, NotFound
 
 
@@ -50,6 +51,6 @@ class RunResume:
 
     async def resume_run(self, campaign_id: int, concurrency: int | None = None) -> dict:
         """Restart the campaign's paused or failed run; ``concurrency`` overrides the stored one."""
-        remaining, stored, error = await self.in_thread(self.resume_limits_tx, campaign_id)
+        remaining, stored, error = await in_thread(self.resume_limits_tx, campaign_id)
         run = await self.start_run(campaign_id, remaining, concurrency or stored)
         return {"campaign_id": campaign_id, "run": run, "previous_error": error}

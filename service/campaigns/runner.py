@@ -13,6 +13,7 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
+from .tasks import in_thread
 from .types import Conflict, DuelOutcome, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
@@ -45,7 +46,6 @@ class BackgroundRuns:
 
     def init_runs(self) -> None:
         self._runs: dict[int, asyncio.Task] = {}
-        self._background: set[asyncio.Task] = set()
         self._keeper: asyncio.Task | None = None
         self._keeper_sends: asyncio.Task | None = None
         self._starting: set[int] = set()  # runs being started here (not yet in _runs)
@@ -65,10 +65,9 @@ class BackgroundRuns:
             except BaseException:
                 pass
         self._runs.clear()
-        for task in list(self._background):  # webhook sends: their claims expire, another process resends
-            task.cancel()
+        self.background.cancel_all()  # webhook sends: their claims expire, another process resends
         try:
-            await self.in_thread(self.release_leases_tx, ids)
+            await in_thread(self.release_leases_tx, ids)
         except Exception as exc:  # the database is away: the leases expire instead
             log.warning("could not release the run leases (%s)", type(exc).__name__)
 
@@ -76,7 +75,7 @@ class BackgroundRuns:
     def ensure_keeper(self) -> None:
         """Start this process's keeper task (heartbeat and take-over), once."""
         if self._keeper is None or self._keeper.done():
-            self._keeper = self.spawn(self._keep())
+            self._keeper = self.background.spawn(self._keep())
 
     async def _keep(self) -> None:
         while True:
@@ -93,31 +92,25 @@ class BackgroundRuns:
         and send the webhook events that are due (retries, and claims a dead process left)."""
         mine = [cid for cid in self._runs if self.run_active_here(cid)]
         if mine:
-            kept = await self.in_thread(self.renew_leases_tx, mine)
+            kept = await in_thread(self.renew_leases_tx, mine)
             for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
                 log.info("campaign %s: this process no longer owns its run", cid)
         if self.live_claims:  # store claims of calls under way here: still alive
-            await self.in_thread(self.renew_claims_tx, list(self.live_claims))
+            await in_thread(self.renew_claims_tx, list(self.live_claims))
         if self.settings.resume_runs:
             await self.resume_runs()
         # Webhook sends wait for receivers: in their own task, never holding up the heartbeat.
         if self._keeper_sends is None or self._keeper_sends.done():
-            self._keeper_sends = self.spawn(self._deliver_quietly())
+            self._keeper_sends = self.background.spawn(self.webhooks.deliver_quietly())
 
     # ------------------------------------------------------------ background runs
-    def spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
-
     async def start_run(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         if campaign_id in self._runs and not self._runs[campaign_id].done():
             raise Conflict(f"a run is already active for campaign {campaign_id}")
         self._starting.add(campaign_id)
         try:
-            run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
-            self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
+            run = await in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
+            self._runs[campaign_id] = self.background.spawn(self._run_loop(campaign_id, concurrency))
         finally:
             self._starting.discard(campaign_id)
         self.ensure_keeper()
@@ -133,13 +126,13 @@ class BackgroundRuns:
             await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
             error = failures.error
             # Every duel this run started is finished now.
-            await self.in_thread(self.end_run_tx, campaign_id, error)
+            await in_thread(self.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - defensive
             log.exception("campaign %s: run crashed", campaign_id)
             try:
-                await self.in_thread(self.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
+                await in_thread(self.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
             except Exception:
                 pass
         finally:
@@ -152,7 +145,7 @@ class BackgroundRuns:
         backoff = 0.5
         while True:
             try:
-                await self.in_thread(self.release_run_duel_tx, campaign_id, duel_id)
+                await in_thread(self.release_run_duel_tx, campaign_id, duel_id)
                 return
             except DBAPIError:
                 log.warning(
@@ -196,11 +189,11 @@ class BackgroundRuns:
 
     async def resume_runs(self) -> list[int]:
         """Take over the active runs whose lease is free or expired, and drive them here."""
-        taken = await self.in_thread(self.take_over_runs_tx, self._driven_here)
+        taken = await in_thread(self.take_over_runs_tx, self._driven_here)
         for cid, concurrency in taken:
             if self.run_active_here(cid) or cid in self._starting:  # started here meanwhile
                 continue
-            self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
+            self._runs[cid] = self.background.spawn(self._run_loop(cid, concurrency))
             log.info("campaign %s: took over its background run", cid)
         self.ensure_keeper()
         return [cid for cid, _ in taken]

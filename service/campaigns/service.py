@@ -23,27 +23,21 @@ orchestrate them with the model and judge calls.
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any, Callable
-
-import anyio
+from typing import Any
 
 from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied, EgressPolicy
-from .annotators import AnnotatorAdmin
-from .forecasting import CampaignForecasts
 from .leases import RunLeases
 from .orchestration import DuelOrchestration
 from .pregeneration import Pregeneration
-from .replay import CampaignReplay
-from .results import CampaignResults
 from .resume import RunResume
 from .runner import BackgroundRuns
 from .stores import CampaignStores
+from .tasks import Background
 from .transactions import CampaignTransactions
 from .types import Unprocessable
-from .views import CampaignViews
+from .views import Views
 from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
@@ -67,26 +61,38 @@ def check_egress(policy: EgressPolicy, body: Any) -> None:
 
 class CampaignService(
     CampaignTransactions,
-    CampaignViews,
-    CampaignReplay,
-    CampaignResults,
-    CampaignForecasts,
     DuelOrchestration,
     BackgroundRuns,
     RunResume,
     RunLeases,
-    Webhooks,
-    AnnotatorAdmin,
     CampaignStores,
     Pregeneration,
 ):
-    """Domain logic over one :class:`Database`; one instance per app."""
+    """The vote cycle, the runs and the stores over one :class:`Database`; built by
+    :func:`service.campaigns.container.build_campaigns` with its collaborators."""
 
-    def __init__(self, settings: Settings, db: Database):
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        views: Views,
+        webhooks: Webhooks,
+        background: Background,
+        owner_id: str,
+    ):
         self.settings = settings
         self.db = db
-        self.token_cache: dict[str, tuple[int, int, float]] = {}  # service.auth's cache of annotator tokens
-        self.revocations_polled_at = -math.inf  # monotonic start of service.auth's last revocation poll
+        self.views = views
+        self.webhooks = webhooks
+        self.background = background
+        self.owner_id = owner_id  # this process's identity: run leases, store claims, webhook claims
+        # The collaborators' operations the transactions and the hot path (service.hotpath.HotService) call.
+        self.lock_existing = views.lock_existing
+        self.duel_view = views.duel_view
+        self.get_campaign = views.get_campaign
+        self.get_duel = views.get_duel
+        self.enqueue_webhook = webhooks.enqueue_webhook
+        self.schedule_webhook = webhooks.schedule_webhook
         self.init_transactions(settings)
         self.init_orchestration(settings, db)
         self.init_runs()
@@ -96,13 +102,6 @@ class CampaignService(
         """Create a campaign whose addresses ``LLMDUEL_ALLOWED_HOSTS`` allows (else 422 naming the host)."""
         check_egress(self.settings.egress, body)
         return super().create_campaign(body)
-
-    # ------------------------------------------------------------ threads
-    @staticmethod
-    async def in_thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-        return await anyio.to_thread.run_sync(fn, *args)
 
     # ------------------------------------------------------------ shutdown
     async def aclose(self) -> None:

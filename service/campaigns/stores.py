@@ -40,6 +40,7 @@ from algorithms.reuse_costs import COST_FLOOR, COST_STEPS, marginal_costs, missi
 from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
 
 from ..models import StoredAnswer, StoredVerdict, utcnow
+from .tasks import in_thread
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -519,21 +520,21 @@ class CampaignStores:
             return
         busy: set = self.__dict__.setdefault("_store_costs_busy", set())
         if wait or campaign_id not in self._store_cost_cache():
-            await self.in_thread(self.refresh_store_costs, campaign_id)
+            await in_thread(self.refresh_store_costs, campaign_id)
             return
         if campaign_id in busy:
             return
 
         async def refresh() -> None:
             try:
-                await self.in_thread(self.refresh_store_costs, campaign_id)
+                await in_thread(self.refresh_store_costs, campaign_id)
             except Exception as exc:  # the previous costs stay in use
                 log.warning("campaign %s: marginal costs not refreshed (%s)", campaign_id, type(exc).__name__)
             finally:
                 busy.discard(campaign_id)
 
         busy.add(campaign_id)
-        self.spawn(refresh())
+        self.background.spawn(refresh())
 
     def claim_tx(self, table: str, key: str, columns: dict, lease: dt.timedelta) -> tuple[str, Any]:
         """Look ``key`` up and claim it when missing.
