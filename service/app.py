@@ -63,7 +63,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     db = Database(settings.database_url, settings.pg_synchronous_commit, settings.hot_pool_size)
     prepare_database(settings, db)
     campaigns = build_campaigns(settings, db)
-    service = campaigns.core
 
     log_redaction.install()
 
@@ -78,10 +77,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.freeze()
         if settings.resume_runs:
             try:
-                await service.resume_runs()
+                await campaigns.runs.resume_runs()
             except Exception as exc:
                 log.warning("could not resume background runs (%s)", type(exc).__name__)
-        service.ensure_keeper()  # leases, run take-over, the webhook outbox
+        campaigns.keeper.ensure()  # leases, run take-over, the webhook outbox
         campaigns.background.spawn(
             watch_revocations(campaigns.tokens)
         )  # cached annotator tokens stay trusted while it polls
@@ -107,8 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
-    app.state.campaigns = campaigns
-    app.state.service = service
+    app.state.campaigns = campaigns  # every campaign object, built once (service/api/deps.py hands them out)
     app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)
     app.include_router(router)

@@ -24,7 +24,7 @@ def make_service(url: str, **overrides):
 def create(svc, **kw) -> int:
     from service.schemas import CampaignCreate
 
-    return svc.core.create_campaign(CampaignCreate(**campaign_body(**kw)))
+    return svc.cycle.create_campaign(CampaignCreate(**campaign_body(**kw)))
 
 
 def human_duel(svc, cid: int, choice: str = "a") -> dict:
@@ -32,9 +32,9 @@ def human_duel(svc, cid: int, choice: str = "a") -> dict:
     from service.auth import Principal
 
     admin = Principal(admin=True)
-    view, _ = asyncio.run(svc.core.next_duel(cid, admin))
+    view, _ = asyncio.run(svc.cycle.next_duel(cid, admin))
     if choice is not None:
-        return svc.core.record_verdict_tx(view["id"], choice, judged_by="admin").view
+        return svc.cycle.record_verdict_tx(view["id"], choice, judged_by="admin").view
     return view
 
 
@@ -168,9 +168,9 @@ def test_a_restarted_service_continues_from_the_stored_state(db_url):
 
 
 async def _run_some(svc, cid: int, n: int) -> dict:
-    await svc.core.start_run(cid, n, 1)
+    await svc.runs.start_run(cid, n, 1)
     deadline = time.monotonic() + 90
-    while svc.core.run_active_here(cid) and time.monotonic() < deadline:
+    while svc.runs.run_active_here(cid) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await svc.aclose()
     return svc.views.get_campaign(cid)
@@ -180,13 +180,13 @@ def test_active_runs_resume_at_start(db_url):
     svc = make_service(db_url)
     try:
         cid = create(svc, judge=simulated_judge())
-        svc.core.start_run_tx(cid, 7, 1)  # as if the process died with its run active
+        svc.cycle.start_run_tx(cid, 7, 1)  # as if the process died with its run active
 
         async def resume():
-            ids = await svc.core.resume_runs()
+            ids = await svc.runs.resume_runs()
             assert cid in ids
             deadline = time.monotonic() + 90
-            while svc.core.run_active_here(cid) and time.monotonic() < deadline:
+            while svc.runs.run_active_here(cid) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             await svc.aclose()
 

@@ -63,7 +63,7 @@ async def test_a_run_duel_that_met_a_database_error_is_released_and_the_run_goes
 
     from service.campaigns.leases import ABANDONED_ERROR
 
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     body = campaign_body(
         name=f"db error mid-duel {time.monotonic_ns()}",
         judge=simulated_judge(),

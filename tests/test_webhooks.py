@@ -204,7 +204,7 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
         assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.campaigns.webhooks.owner_id
         crashed = time.monotonic()
         second = _app(db_url, webhook_timeout_seconds=0.5)
-        second.state.service.ensure_keeper()  # what the app's startup does
+        second.state.campaigns.cycle.ensure_keeper()  # what the app's startup does
         async with _client(second) as api:
             await _wait_state(api, cid, "sent", timeout=15)
         assert time.monotonic() - crashed >= 1.0  # not before the claim expired
@@ -227,7 +227,7 @@ async def test_processes_sending_at_once_deliver_a_due_event_once(db_url, receiv
             cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook race", webhook_url=rx.url))).json()[
                 "id"
             ]
-        a.state.service.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
+        a.state.campaigns.cycle.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
         sent = await asyncio.gather(*(app.state.campaigns.webhooks.deliver_webhooks() for app in (a, b, a, b)))
     finally:
         await _close(a, b)
@@ -286,7 +286,7 @@ async def test_a_webhook_left_sending_before_the_upgrade_is_delivered_after_it(e
     upgrade_database(empty_db_url, "head")
     app = _app(empty_db_url)
     try:
-        app.state.service.ensure_keeper()
+        app.state.campaigns.cycle.ensure_keeper()
         async with _client(app) as api:
             await _wait_state(api, ids["sending"], "sent")
             assert (await api.get(f"/v1/campaigns/{ids['sent']}")).json()["webhook_state"] == "sent"

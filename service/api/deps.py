@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..auth import Principal, authenticate_async, require_admin
-from ..campaigns import Annotators, Campaigns, CampaignService, Forecasts, Replay, Results, Views
+from ..campaigns import Annotators, Campaigns, Cycle, Forecasts, Replay, Results, Runs, Views
 
 _bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
 
@@ -53,8 +53,12 @@ def annotators_of(request: Request) -> Annotators:
     return request.app.state.campaigns.annotators
 
 
-def core_of(request: Request) -> CampaignService:
-    return request.app.state.campaigns.core
+def cycle_of(request: Request) -> Cycle:
+    return request.app.state.campaigns.cycle
+
+
+def runs_of(request: Request) -> Runs:
+    return request.app.state.campaigns.runs
 
 
 Admin = Annotated[Principal, Depends(admin)]
@@ -65,4 +69,5 @@ ResultsDep = Annotated[Results, Depends(results_of)]
 ReplayDep = Annotated[Replay, Depends(replay_of)]
 ForecastsDep = Annotated[Forecasts, Depends(forecasts_of)]
 AnnotatorsDep = Annotated[Annotators, Depends(annotators_of)]
-CoreDep = Annotated[CampaignService, Depends(core_of)]
+CycleDep = Annotated[Cycle, Depends(cycle_of)]
+RunsDep = Annotated[Runs, Depends(runs_of)]

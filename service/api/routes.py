@@ -11,7 +11,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import schemas
 from ..auth import require_campaign
-from .deps import Admin, AnnotatorsDep, Caller, CampaignsDep, CoreDep, ForecastsDep, ReplayDep, ViewsDep
+from .deps import Admin, AnnotatorsDep, Caller, CampaignsDep, CycleDep, ForecastsDep, ReplayDep, RunsDep, ViewsDep
 
 router = APIRouter()
 
@@ -39,7 +39,7 @@ async def _t(fn, *args):
     summary="Create a campaign",
 )
 async def create_campaign(body: schemas.CampaignCreate, campaigns: CampaignsDep, _: Admin, response: Response):
-    campaign_id = await _t(campaigns.core.create_campaign, body)
+    campaign_id = await _t(campaigns.cycle.create_campaign, body)
     response.headers["Location"] = f"/v1/campaigns/{campaign_id}"
     view = await _t(campaigns.views.get_campaign, campaign_id)
     if body.webhook_url:  # shown this once: the key to verify the campaign's webhook signatures
@@ -133,8 +133,8 @@ async def get_campaign(campaign_id: Id, views: ViewsDep, who: Caller):
     "409 for a campaign that ended otherwise (certified, no Condorcet winner, stopped by the admin); "
     "422 for a limit below what is already spent or judged.",
 )
-async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, core: CoreDep, _: Admin):
-    return await core.update_limits(campaign_id, body.budget, body.max_duels)
+async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, cycle: CycleDep, _: Admin):
+    return await cycle.update_limits(campaign_id, body.budget, body.max_duels)
 
 
 @router.post(
@@ -145,9 +145,9 @@ async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, core: C
     tags=["duels"],
     summary="Start the next duel (an annotator at its limit of duels in flight gets its oldest one again, 200)",
 )
-async def next_duel(campaign_id: Id, core: CoreDep, who: Caller, response: Response):
+async def next_duel(campaign_id: Id, cycle: CycleDep, who: Caller, response: Response):
     require_campaign(who, campaign_id)
-    view, select_ms = await core.next_duel(campaign_id, who)
+    view, select_ms = await cycle.next_duel(campaign_id, who)
     if select_ms is None:  # the annotator's own duel in flight, handed back (max_pending_per_annotator)
         response.status_code = 200
     else:
@@ -182,9 +182,9 @@ async def list_duels(
     tags=["campaigns"],
     summary="Drive duels in the background (automatic judges)",
 )
-async def run_campaign(campaign_id: Id, core: CoreDep, _: Admin, body: Annotated[schemas.RunIn | None, Body()] = None):
+async def run_campaign(campaign_id: Id, runs: RunsDep, _: Admin, body: Annotated[schemas.RunIn | None, Body()] = None):
     body = body or schemas.RunIn()
-    run = await core.start_run(campaign_id, body.max_duels, body.concurrency)
+    run = await runs.start_run(campaign_id, body.max_duels, body.concurrency)
     return {"campaign_id": campaign_id, "run": run}
 
 
@@ -201,9 +201,9 @@ async def run_campaign(campaign_id: Id, core: CoreDep, _: Admin, body: Annotated
     "the campaign ended (a budget or duel cap: PATCH a higher limit instead) or its judge is human.",
 )
 async def resume_campaign(
-    campaign_id: Id, core: CoreDep, _: Admin, body: Annotated[schemas.ResumeIn | None, Body()] = None
+    campaign_id: Id, runs: RunsDep, _: Admin, body: Annotated[schemas.ResumeIn | None, Body()] = None
 ):
-    return await core.resume_run(campaign_id, body.concurrency if body else None)
+    return await runs.resume_run(campaign_id, body.concurrency if body else None)
 
 
 @router.post(
@@ -213,8 +213,8 @@ async def resume_campaign(
     tags=["campaigns"],
     summary="End a campaign",
 )
-async def stop_campaign(campaign_id: Id, core: CoreDep, _: Admin):
-    return await core.stop(campaign_id)
+async def stop_campaign(campaign_id: Id, cycle: CycleDep, _: Admin):
+    return await cycle.stop(campaign_id)
 
 
 @router.post(
@@ -227,15 +227,15 @@ async def stop_campaign(campaign_id: Id, core: CoreDep, _: Admin):
 )
 async def create_annotator(
     campaign_id: Id,
-    core: CoreDep,
+    cycle: CycleDep,
     _: Admin,
     request: Request,
     response: Response,
     body: Annotated[schemas.AnnotatorIn | None, Body()] = None,
 ):
     label = body.label if body else None
-    created = await _t(core.create_annotator, campaign_id, label)
-    base = core.settings.public_base_url or str(request.base_url).rstrip("/")
+    created = await _t(cycle.create_annotator, campaign_id, label)
+    base = cycle.settings.public_base_url or str(request.base_url).rstrip("/")
     response.headers["Cache-Control"] = "no-store"  # the body holds a credential
     return dict(created, url=f"{base}/annotate/{created['token']}")
 
@@ -290,8 +290,8 @@ async def get_duel(duel_id: Id, views: ViewsDep, who: Caller):
     tags=["duels"],
     summary="Vote on a pending duel (counted exactly once; annotators: only their own duels)",
 )
-async def vote(duel_id: Id, body: schemas.VoteIn, core: CoreDep, who: Caller):
-    return await core.vote(duel_id, body.choice, who, comment=body.comment)
+async def vote(duel_id: Id, body: schemas.VoteIn, cycle: CycleDep, who: Caller):
+    return await cycle.vote(duel_id, body.choice, who, comment=body.comment)
 
 
 @router.post(
@@ -301,8 +301,8 @@ async def vote(duel_id: Id, body: schemas.VoteIn, core: CoreDep, who: Caller):
     tags=["duels"],
     summary="Skip a pending duel (annotators): it goes back to the pool for another annotator, not counted",
 )
-async def skip(duel_id: Id, core: CoreDep, who: Caller) -> Response:
-    await core.skip(duel_id, who)
+async def skip(duel_id: Id, cycle: CycleDep, who: Caller) -> Response:
+    await cycle.skip(duel_id, who)
     return Response(status_code=204)
 
 

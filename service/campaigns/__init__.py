@@ -16,7 +16,7 @@
 * :mod:`.webhooks`: the webhook outbox (at-least-once, retried) and
   :mod:`.webhook_signature`: the HMAC signature of its requests;
 * :mod:`.tasks`: a process's background tasks, and blocking work in a thread;
-* :mod:`.service`: :class:`CampaignService`, the vote cycle, the runs and the stores;
+* :mod:`.cycle`: :class:`Cycle`, the vote cycle (transactions, orchestration, pre-generation);
 * :mod:`.container`: :class:`Campaigns`, every object above built once per process
   with its collaborators (:func:`build_campaigns`), handed to the API, the web pages,
   the CLI and the demo.
@@ -24,12 +24,16 @@
 
 from .annotators import Annotators
 from .container import Campaigns, build_campaigns
+from .cycle import Cycle
 from .forecasting import Forecasts
+from .leases import Leases
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
 from .replay import Replay
 from .results import Results
 from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
-from .service import CampaignService
+from .runner import Runs
+from .stores import Stores
+from .tasks import Background, Keeper
 from .types import (
     CampaignEnded,
     Conflict,
@@ -55,7 +59,12 @@ __all__ = [
     "Webhooks",
     "build_campaigns",
     "CampaignEnded",
-    "CampaignService",
+    "Background",
+    "Cycle",
+    "Keeper",
+    "Leases",
+    "Runs",
+    "Stores",
     "Conflict",
     "DomainError",
     "DuelOutcome",

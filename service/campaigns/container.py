@@ -13,12 +13,14 @@ from ..auth import TokenCache
 from ..config import Settings
 from ..db import Database
 from .annotators import Annotators
+from .cycle import Cycle
 from .forecasting import Forecasts
-from .leases import new_owner_id
+from .leases import Leases, new_owner_id
 from .replay import Replay
 from .results import Results
-from .service import CampaignService
-from .tasks import Background
+from .runner import Runs
+from .stores import Stores
+from .tasks import Background, Keeper
 from .views import Views
 from .webhooks import Webhooks
 
@@ -30,6 +32,7 @@ class Campaigns:
     settings: Settings
     db: Database
     background: Background
+    keeper: Keeper
     tokens: TokenCache
     views: Views
     results: Results
@@ -37,12 +40,17 @@ class Campaigns:
     forecasts: Forecasts
     annotators: Annotators
     webhooks: Webhooks
-    core: CampaignService
+    leases: Leases
+    stores: Stores
+    cycle: Cycle
+    runs: Runs
 
     async def aclose(self) -> None:
-        """Stop the runs and the background tasks, then close the HTTP clients."""
-        await self.core.aclose()
+        """Stop the runs (their leases released), the keeper and the background tasks, then close
+        the HTTP clients."""
+        await self.runs.cancel_runs()
         self.background.cancel_all()
+        await self.cycle.close_clients()
         await self.webhooks.aclose()
 
 
@@ -50,13 +58,20 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     """Build every campaign object of this process over ``db``, each with its collaborators."""
     owner_id = new_owner_id()
     background = Background()
+    keeper = Keeper(settings.run_heartbeat_seconds, background)
     tokens = TokenCache(db)
     views = Views(db)
     webhooks = Webhooks(settings, db, views, background, owner_id)
+    leases = Leases(settings, db, owner_id)
+    stores = Stores(db, background)
+    cycle = Cycle(settings, db, views, webhooks, leases, stores, keeper, background)
+    runs = Runs(settings, db, cycle, leases, stores, webhooks, keeper, background)
+    keeper.beats.append(runs.beat)
     return Campaigns(
         settings=settings,
         db=db,
         background=background,
+        keeper=keeper,
         tokens=tokens,
         views=views,
         results=Results(db, views),
@@ -64,5 +79,8 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
         forecasts=Forecasts(db),
         annotators=Annotators(db, views, tokens),
         webhooks=webhooks,
-        core=CampaignService(settings, db, views, webhooks, background, owner_id),
+        leases=leases,
+        stores=stores,
+        cycle=cycle,
+        runs=runs,
     )

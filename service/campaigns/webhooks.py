@@ -78,6 +78,7 @@ class Webhooks:
         self.background = background
         self.owner_id = owner_id
         self._http: httpx.AsyncClient | None = None
+        self._sending: asyncio.Task | None = None  # the keeper's delivery pass
 
     def http_client(self) -> httpx.AsyncClient:
         if self._http is None:  # under LLMDUEL_ALLOWED_HOSTS every new connection is checked (service.egress)
@@ -259,6 +260,11 @@ class Webhooks:
             raise
         except Exception as exc:  # database away: the keeper tries again
             log.warning("webhook delivery: %s", type(exc).__name__)
+
+    def send_due(self) -> None:
+        """Start a delivery pass of the due events in the background, unless one is under way."""
+        if self._sending is None or self._sending.done():
+            self._sending = self.background.spawn(self.deliver_quietly())
 
     def schedule_webhook(self, campaign_id: int) -> None:
         """A campaign ended: send its event now (the outbox row is already committed)."""

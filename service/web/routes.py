@@ -391,7 +391,7 @@ async def _panel(
         return ctx
     if view is None:
         try:
-            view, _ = await svc.core.next_duel(cid, principal)
+            view, _ = await svc.cycle.next_duel(cid, principal)
         except Forbidden:
             ctx["state"] = "automatic"
             return ctx
@@ -509,7 +509,7 @@ async def annotate_vote(request: Request, token: str):
         )
         return _panel_response(request, token, ctx)
     try:
-        await _campaigns(request).core.vote(duel_id, choice, principal, comment=comment)
+        await _campaigns(request).cycle.vote(duel_id, choice, principal, comment=comment)
         notice = f"Vote saved: {CHOICE_LABELS[choice]}."
     except Forbidden:
         return _bad_token(request)
@@ -532,7 +532,7 @@ async def annotate_skip(request: Request, token: str):
         notice, kind = "That skip could not be read; nothing changed.", "error"
     else:
         try:
-            await _campaigns(request).core.skip(duel_id, principal)
+            await _campaigns(request).cycle.skip(duel_id, principal)
         except Forbidden:
             return _bad_token(request)
         except (Conflict, NotFound) as exc:

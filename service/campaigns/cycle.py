@@ -28,13 +28,11 @@ from typing import Any
 from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied, EgressPolicy
-from .leases import RunLeases
+from .leases import Leases
 from .orchestration import DuelOrchestration
 from .pregeneration import Pregeneration
-from .resume import RunResume
-from .runner import BackgroundRuns
-from .stores import CampaignStores
-from .tasks import Background
+from .stores import Stores
+from .tasks import Background, Keeper
 from .transactions import CampaignTransactions
 from .types import Unprocessable
 from .views import Views
@@ -59,17 +57,13 @@ def check_egress(policy: EgressPolicy, body: Any) -> None:
                 raise Unprocessable(f"{field}: {exc.message}") from None
 
 
-class CampaignService(
-    CampaignTransactions,
-    DuelOrchestration,
-    BackgroundRuns,
-    RunResume,
-    RunLeases,
-    CampaignStores,
-    Pregeneration,
-):
-    """The vote cycle, the runs and the stores over one :class:`Database`; built by
-    :func:`service.campaigns.container.build_campaigns` with its collaborators."""
+class Cycle(CampaignTransactions, DuelOrchestration, Pregeneration):
+    """The vote cycle: plan a duel, call the models, store the answers, judge, record the verdict.
+
+    Owns the policies, the prompt and config caches, the model and judge clients and the
+    store claims of its calls under way (``live_claims``; :meth:`.runner.Runs.beat` keeps them
+    alive). Its parts (:mod:`.transactions`, :mod:`.orchestration`, :mod:`.pregeneration`)
+    share this one object; everything else comes from the collaborators handed in."""
 
     def __init__(
         self,
@@ -77,34 +71,34 @@ class CampaignService(
         db: Database,
         views: Views,
         webhooks: Webhooks,
+        leases: Leases,
+        stores: Stores,
+        keeper: Keeper,
         background: Background,
-        owner_id: str,
     ):
         self.settings = settings
         self.db = db
-        self.views = views
-        self.webhooks = webhooks
         self.background = background
-        self.owner_id = owner_id  # this process's identity: run leases, store claims, webhook claims
-        # The collaborators' operations the transactions and the hot path (service.hotpath.HotService) call.
+        self.owner_id = leases.owner_id  # the fencing token of this process's runs
+        # The collaborators' operations the transactions, the orchestration and the hot path
+        # (service.hotpath.HotService) call, by name; their state stays with their owners.
         self.lock_existing = views.lock_existing
         self.duel_view = views.duel_view
         self.get_campaign = views.get_campaign
         self.get_duel = views.get_duel
         self.enqueue_webhook = webhooks.enqueue_webhook
         self.schedule_webhook = webhooks.schedule_webhook
+        self.take_lease = leases.take_lease
+        self.store_costs_for = stores.store_costs_for
+        self.update_store_costs = stores.update_store_costs
+        self.claim_tx = stores.claim_tx
+        self.release_tx = stores.release_tx
+        self.ensure_keeper = keeper.ensure
         self.init_transactions(settings)
         self.init_orchestration(settings, db)
-        self.init_runs()
 
     # ------------------------------------------------------------ create
     def create_campaign(self, body: Any) -> int:
         """Create a campaign whose addresses ``LLMDUEL_ALLOWED_HOSTS`` allows (else 422 naming the host)."""
         check_egress(self.settings.egress, body)
         return super().create_campaign(body)
-
-    # ------------------------------------------------------------ shutdown
-    async def aclose(self) -> None:
-        """Cancel this process's background runs, then close the model and judge clients."""
-        await self.cancel_runs()
-        await self.close_clients()
