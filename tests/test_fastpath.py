@@ -326,7 +326,7 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
     svc = api.app.state.campaigns.cycle
     monkeypatch.setattr(svc, "schedule_pregeneration", lambda cid: None)  # no background answers: a fixed store
     # the policy's marginal costs refreshed before every plan, not by a timer: the same pairs on every path
-    monkeypatch.setattr(svc, "store_costs_ttl", 0.0)
+    monkeypatch.setattr(api.app.state.campaigns.stores, "store_costs_ttl", 0.0)
     refresh = svc.update_store_costs
 
     async def costs_now(campaign_id, wait):
