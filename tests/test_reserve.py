@@ -527,5 +527,5 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         assert 0 < calls.call_count <= 5
         assert _holds(svc, cid) == 0
     finally:
-        await other.aclose()
+        await other_app.state.campaigns.aclose()
         other_app.state.db.dispose()
