@@ -227,15 +227,15 @@ async def stop_campaign(campaign_id: Id, cycle: CycleDep, _: Admin):
 )
 async def create_annotator(
     campaign_id: Id,
-    cycle: CycleDep,
+    annotators: AnnotatorsDep,
     _: Admin,
     request: Request,
     response: Response,
     body: Annotated[schemas.AnnotatorIn | None, Body()] = None,
 ):
     label = body.label if body else None
-    created = await _t(cycle.create_annotator, campaign_id, label)
-    base = cycle.settings.public_base_url or str(request.base_url).rstrip("/")
+    created = await _t(annotators.create_annotator, campaign_id, label)
+    base = request.app.state.campaigns.settings.public_base_url or str(request.base_url).rstrip("/")
     response.headers["Cache-Control"] = "no-store"  # the body holds a credential
     return dict(created, url=f"{base}/annotate/{created['token']}")
 

@@ -10,8 +10,8 @@
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
 * :mod:`.orchestration`: one duel end to end (model calls, judge; hot path or
   general transactions, see :mod:`service.hotpath`);
-* :mod:`.runner`: background runs, the failure cap, and the keeper task
-  (heartbeat, take-over, webhook sends);
+* :mod:`.runner`: background runs (:class:`Runs`), the failure cap, and the
+  keeper's beat (heartbeat, take-over, webhook sends);
 * :mod:`.leases`: one owner per background run (lease, heartbeat, take-over);
 * :mod:`.webhooks`: the webhook outbox (at-least-once, retried) and
   :mod:`.webhook_signature`: the HMAC signature of its requests;

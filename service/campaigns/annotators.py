@@ -26,7 +26,7 @@ from sqlalchemy import select, update
 
 from algorithms.vocabulary import DuelStatus
 
-from ..auth import TokenCache
+from ..auth import TokenCache, hash_token, new_token
 from ..db import Database
 from ..models import Annotator, Duel, utcnow
 from .skips import skips_by_annotator
@@ -125,6 +125,16 @@ class Annotators:
 
         if s.get(Campaign, campaign_id) is None:
             raise NotFound(f"campaign {campaign_id} not found")
+
+    def create_annotator(self, campaign_id: int, label: str | None) -> dict:
+        """A new annotator of the campaign; the token is returned this once (only its hash is stored)."""
+        token = new_token()
+        with self.db.write() as s:
+            self.views.lock_existing(s, campaign_id)
+            row = Annotator(campaign_id=campaign_id, token_hash=hash_token(token), label=label, created_at=utcnow())
+            s.add(row)
+            s.flush()
+            return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
 
     def list_annotators(self, campaign_id: int) -> list[dict]:
         """The campaign's annotators, oldest first, with votes and agreement."""

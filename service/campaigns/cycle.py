@@ -1,4 +1,4 @@
-"""Campaign domain logic: create, next duel, vote, run, stop, replay.
+"""The vote cycle: create a campaign, next duel, vote, stop (:class:`Cycle`).
 
 Every write that touches a campaign runs in one transaction that first locks the
 campaign row (:meth:`Database.lock_campaign`), so writes on one campaign are
