@@ -111,20 +111,28 @@ class Replay:
         seqs = [e[0] for e in events]
         if len(set(seqs)) != len(seqs) or (seqs and max(seqs) != counters["event_seq"]):
             diff.append(f"event sequence numbers are not unique or do not end at {counters['event_seq']}")
-        checks = {
-            "judged": (
-                sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED),
-                counters["judged"],
-            ),
-            "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
-            "created": (len(rows), counters["created"]),
-            "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
-            "spend_nusd": (int(sum(charge_sums.values())), counters["spend"]),
-        }
-        for name, (from_log, stored) in checks.items():
-            if from_log != stored:
-                diff.append(f"{name}: log gives {from_log}, campaign row says {stored}")
-        for r in rows:
-            if int(charge_sums.get(r.id, 0)) != int(r.cost_nusd):
-                diff.append(f"duel {r.id}: cost {r.cost_nusd} nUSD != its charges {charge_sums.get(r.id, 0)} nUSD")
+        diff.extend(_counter_diff(rows, charge_sums, counters))
         return ReplayResult(campaign_id, not diff, len(events), diff)
+
+
+def _counter_diff(rows: list, charge_sums: dict, counters: dict) -> list[str]:
+    """The campaign row's counters and spend against the duel log and the ledger, and each duel's
+    cost against its charges."""
+    diff: list[str] = []
+    checks = {
+        "judged": (
+            sum(1 for r in rows if r.choice is not None and r.status == DuelStatus.JUDGED),
+            counters["judged"],
+        ),
+        "counted": (sum(1 for r in rows if r.record_seq is not None), counters["counted"]),
+        "created": (len(rows), counters["created"]),
+        "failed": (sum(1 for r in rows if r.status == DuelStatus.FAILED), counters["failed"]),
+        "spend_nusd": (int(sum(charge_sums.values())), counters["spend"]),
+    }
+    for name, (from_log, stored) in checks.items():
+        if from_log != stored:
+            diff.append(f"{name}: log gives {from_log}, campaign row says {stored}")
+    for r in rows:
+        if int(charge_sums.get(r.id, 0)) != int(r.cost_nusd):
+            diff.append(f"duel {r.id}: cost {r.cost_nusd} nUSD != its charges {charge_sums.get(r.id, 0)} nUSD")
+    return diff
