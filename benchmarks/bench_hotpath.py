@@ -63,7 +63,7 @@ def main() -> int:
             inline_transactions=args.path == "loop",
         ).with_database_url(url)
         app = create_app(settings)
-        svc = app.state.service
+        svc = app.state.campaigns.cycle
         hotpath.ENABLED = args.path != "general"
         body = {
             "name": "hot path",

@@ -188,20 +188,21 @@ def clear_stores(svc) -> None:
 
 
 async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> dict:
+    from service.campaigns.tasks import in_thread
     from service.schemas import CampaignCreate
 
-    cid = await svc.in_thread(svc.create_campaign, CampaignCreate(**payload))
-    await svc.start_run(cid, max_duels, concurrency)
+    cid = await in_thread(svc.cycle.create_campaign, CampaignCreate(**payload))
+    await svc.runs.start_run(cid, max_duels, concurrency)
     t0 = time.monotonic()
     while True:
-        view = await svc.in_thread(svc.get_campaign, cid)
+        view = await in_thread(svc.views.get_campaign, cid)
         # ended, or the run reached its duel cap (a capped campaign stays running): nothing in flight
-        if view["pending"] == 0 and not svc.run_active_here(cid):
+        if view["pending"] == 0 and not svc.runs.run_active_here(cid):
             break
         await asyncio.sleep(0.2)
     await asyncio.sleep(0.3)
-    view = await svc.in_thread(svc.get_campaign, cid)
-    replay = await svc.in_thread(svc.replay, cid)
+    view = await in_thread(svc.views.get_campaign, cid)
+    replay = await in_thread(svc.replay.replay, cid)
     view["elapsed_s"] = time.monotonic() - t0
     view["replay_ok"] = replay.ok
     return view
@@ -239,7 +240,7 @@ def main() -> int:
         database_url=url, api_key="bench-" + uuid.uuid4().hex, resume_runs=False, auto_migrate="never"
     ).with_database_url(url)
     app = create_app(settings)
-    svc = app.state.service
+    svc = app.state.campaigns
     bad = 0
 
     async def run() -> None:

@@ -66,14 +66,14 @@ async def trial(url: str, lease: float, heartbeat: float, rng: random.Random) ->
         async with client(a) as api:
             cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 3})).status_code == 202
-        await b.state.service.resume_runs()  # B serves with its keeper running
+        await b.state.campaigns.runs.resume_runs()  # B serves with its keeper running
         await asyncio.sleep(rng.uniform(0.5, 0.5 + 2 * heartbeat))  # A renews its lease meanwhile
-        svc = a.state.service  # SIGKILL: A's tasks stop mid-call, nothing is released
-        svc._keeper.cancel()
-        for task in list(svc._runs.values()):
+        campaigns = a.state.campaigns  # SIGKILL: A's tasks stop mid-call, nothing is released
+        campaigns.keeper.stop()
+        for task in list(campaigns.runs._runs.values()):
             task.cancel()
         crashed = time.monotonic()
-        while not b.state.service.run_active_here(cid):
+        while not b.state.campaigns.runs.run_active_here(cid):
             await asyncio.sleep(0.01)
         took = time.monotonic() - crashed
         async with client(b) as api:
@@ -82,7 +82,7 @@ async def trial(url: str, lease: float, heartbeat: float, rng: random.Random) ->
         return took, len(duels)
     finally:
         for app in (a, b):
-            await app.state.service.aclose()
+            await app.state.campaigns.aclose()
             app.state.db.dispose()
 
 

@@ -18,7 +18,7 @@ from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
 from .auth import watch_revocations
-from .campaigns import CampaignService, warm_policies
+from .campaigns import build_campaigns, warm_policies
 from .config import Settings, announce_generated_key
 from .db import Database, head_revision
 from .demo import start_demo
@@ -62,7 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         announce_generated_key(settings)
     db = Database(settings.database_url, settings.pg_synchronous_commit, settings.hot_pool_size)
     prepare_database(settings, db)
-    service = CampaignService(settings, db)
+    campaigns = build_campaigns(settings, db)
 
     log_redaction.install()
 
@@ -77,17 +77,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         gc.freeze()
         if settings.resume_runs:
             try:
-                await service.resume_runs()
+                await campaigns.runs.resume_runs()
             except Exception as exc:
                 log.warning("could not resume background runs (%s)", type(exc).__name__)
-        service.ensure_keeper()  # leases, run take-over, the webhook outbox
-        service.spawn(watch_revocations(service))  # cached annotator tokens stay trusted while it polls
+        campaigns.keeper.ensure()  # leases, run take-over, the webhook outbox
+        campaigns.background.spawn(
+            watch_revocations(campaigns.tokens)
+        )  # cached annotator tokens stay trusted while it polls
         if settings.demo:
-            await start_demo(service, settings.public_base_url)
+            await start_demo(campaigns, settings.public_base_url)
         try:
             yield
         finally:
-            await service.aclose()
+            await campaigns.aclose()
             db.dispose()
 
     app = FastAPI(
@@ -104,7 +106,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
-    app.state.service = service
+    app.state.campaigns = campaigns  # every campaign object, built once (service/api/deps.py hands them out)
     app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)
     app.include_router(router)

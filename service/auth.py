@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import HTTPException, Request
 from sqlalchemy import bindparam, select
@@ -80,65 +82,76 @@ def _token_digest(token: str) -> str | None:
     return hash_token(token)
 
 
-def _cached_annotator(service, digest: str) -> tuple[int, int] | None:
-    """(annotator id, campaign id) from the in-process cache, without I/O (None: not cached or not trusted)."""
-    hit = service.token_cache.get(digest)
-    if hit is None:
-        return None
-    now = time.monotonic()
-    if hit[2] > now and now - service.revocations_polled_at < REVOCATION_SECONDS:
-        return hit[0], hit[1]
-    return None
+class TokenCache:
+    """This process's cache of valid annotator tokens and the freshness of its revocation watch.
 
+    Built once per app (:class:`service.campaigns.Campaigns`); the request path reads it, the
+    watch (:func:`watch_revocations`) refreshes it, a revocation here drops its entry."""
 
-def _lookup_annotator(service, digest: str) -> tuple[int, int] | None:
-    """(annotator id, campaign id) for a valid token's digest; cached in-process."""
-    hit = _cached_annotator(service, digest)
-    if hit is not None:
-        return hit
-    cache: dict = service.token_cache
-    now = time.monotonic()
-    with service.db.read() as s:
-        row = s.execute(
-            select(Annotator.id, Annotator.campaign_id).where(
-                Annotator.token_hash == digest, Annotator.revoked_at.is_(None)
-            )
-        ).first()
-    if row is None:
-        cache.pop(digest, None)
+    def __init__(self, db: Any):
+        self.db = db
+        self.entries: dict[str, tuple[int, int, float]] = {}  # digest -> (annotator id, campaign id, expiry)
+        self.polled_at = -math.inf  # monotonic start of the last successful revocation poll
+
+    def drop(self, digest: str) -> None:
+        self.entries.pop(digest, None)
+
+    def cached(self, digest: str) -> tuple[int, int] | None:
+        """(annotator id, campaign id) from the cache, without I/O (None: not cached or not trusted)."""
+        hit = self.entries.get(digest)
+        if hit is None:
+            return None
+        now = time.monotonic()
+        if hit[2] > now and now - self.polled_at < REVOCATION_SECONDS:
+            return hit[0], hit[1]
         return None
-    if len(cache) >= TOKEN_CACHE_SIZE:
-        cache.clear()
-    cache[digest] = (int(row.id), int(row.campaign_id), now + TOKEN_CACHE_SECONDS)
-    return int(row.id), int(row.campaign_id)
+
+    def lookup(self, digest: str) -> tuple[int, int] | None:
+        """(annotator id, campaign id) for a valid token's digest (blocking); cached."""
+        hit = self.cached(digest)
+        if hit is not None:
+            return hit
+        cache = self.entries
+        now = time.monotonic()
+        with self.db.read() as s:
+            row = s.execute(
+                select(Annotator.id, Annotator.campaign_id).where(
+                    Annotator.token_hash == digest, Annotator.revoked_at.is_(None)
+                )
+            ).first()
+        if row is None:
+            cache.pop(digest, None)
+            return None
+        if len(cache) >= TOKEN_CACHE_SIZE:
+            cache.clear()
+        cache[digest] = (int(row.id), int(row.campaign_id), now + TOKEN_CACHE_SECONDS)
+        return int(row.id), int(row.campaign_id)
+
+    def poll(self) -> None:
+        """One poll of the revocation watch (blocking): confirm every cached token against the
+        database, drop those no longer valid (revoked, or gone), and mark the cache trusted as
+        of this poll's start.
+
+        No clock is compared: the poll asks the database which of the cached digests are still
+        valid now, so a revocation stamped by a worker whose clock is off, or committed long
+        after its stamp, is seen by the first poll that starts after its commit. The cost is
+        one indexed query per REVALIDATE_CHUNK cached tokens (``annotators.token_hash`` is unique).
+        """
+        started = time.monotonic()
+        digests = list(self.entries)
+        valid: set[str] = set()
+        if digests:
+            with self.db.engine.connect() as conn:  # Core, no ORM session: this runs every poll
+                for k in range(0, len(digests), REVALIDATE_CHUNK):
+                    chunk = digests[k : k + REVALIDATE_CHUNK]
+                    valid.update(conn.execute(_STILL_VALID, {"digests": chunk}).scalars())
+        for digest in digests:
+            if digest not in valid:
+                self.entries.pop(digest, None)
+        self.polled_at = started  # what this poll confirmed is as of its start
 
 
 REVALIDATE_CHUNK = 500  # digests per query (well under SQLite's bound-parameter limit)
-
-
-def poll_revocations(service) -> None:
-    """One poll of the revocation watch (blocking): confirm every cached token against the
-    database, drop those no longer valid (revoked, or gone), and mark the cache trusted as
-    of this poll's start.
-
-    No clock is compared: the poll asks the database which of the cached digests are still
-    valid now, so a revocation stamped by a worker whose clock is off, or committed long
-    after its stamp, is seen by the first poll that starts after its commit. The cost is
-    one indexed query per REVALIDATE_CHUNK cached tokens (``annotators.token_hash`` is unique).
-    """
-    started = time.monotonic()
-    cache: dict = service.token_cache
-    digests = list(cache)
-    valid: set[str] = set()
-    if digests:
-        with service.db.engine.connect() as conn:  # Core, no ORM session: this runs every poll
-            for k in range(0, len(digests), REVALIDATE_CHUNK):
-                chunk = digests[k : k + REVALIDATE_CHUNK]
-                valid.update(conn.execute(_STILL_VALID, {"digests": chunk}).scalars())
-    for digest in digests:
-        if digest not in valid:
-            cache.pop(digest, None)
-    service.revocations_polled_at = started  # what this poll confirmed is as of its start
 
 
 _STILL_VALID = select(Annotator.token_hash).where(
@@ -147,10 +160,10 @@ _STILL_VALID = select(Annotator.token_hash).where(
 _WATCH_THREAD = None  # the watch's own thread slot, so a busy thread pool cannot delay it
 
 
-async def watch_revocations(service) -> None:
+async def watch_revocations(tokens: TokenCache) -> None:
     """The revocation watch of a process (a task for the app's lifetime): poll every
     REVOCATION_POLL_SECONDS; a failed poll is retried at the next one (meanwhile the
-    cached tokens stop being trusted, see :func:`_cached_annotator`)."""
+    cached tokens stop being trusted, see :meth:`TokenCache.cached`)."""
     import asyncio
     import logging
 
@@ -162,7 +175,7 @@ async def watch_revocations(service) -> None:
     failures = 0
     while True:
         try:
-            await anyio.to_thread.run_sync(poll_revocations, service, limiter=_WATCH_THREAD)
+            await anyio.to_thread.run_sync(tokens.poll, limiter=_WATCH_THREAD)
             failures = 0
         except Exception as exc:  # the database is away: look tokens up meanwhile
             failures += 1
@@ -175,7 +188,7 @@ def _admin_or_token(request: Request) -> tuple[Principal | None, str]:
     token = bearer_token(request)
     if token is None:
         raise _unauthorized("missing credentials: send 'Authorization: Bearer <key or annotator token>'")
-    admin_key = request.app.state.service.settings.api_key
+    admin_key = request.app.state.campaigns.settings.api_key
     if admin_key and hmac.compare_digest(token.encode("utf-8", "surrogatepass"), admin_key.encode("utf-8")):
         return Principal(admin=True), token
     return None, token
@@ -193,7 +206,7 @@ def authenticate(request: Request) -> Principal:
     if principal is not None:
         return principal
     digest = _token_digest(token)
-    return _annotator(None if digest is None else _lookup_annotator(request.app.state.service, digest))
+    return _annotator(None if digest is None else request.app.state.campaigns.tokens.lookup(digest))
 
 
 async def authenticate_async(request: Request) -> Principal:
@@ -206,10 +219,10 @@ async def authenticate_async(request: Request) -> Principal:
     digest = _token_digest(token)
     if digest is None:
         return _annotator(None)
-    service = request.app.state.service
-    found = _cached_annotator(service, digest)
+    tokens: TokenCache = request.app.state.campaigns.tokens
+    found = tokens.cached(digest)
     if found is None:
-        found = await anyio.to_thread.run_sync(_lookup_annotator, service, digest)
+        found = await anyio.to_thread.run_sync(tokens.lookup, digest)
     return _annotator(found)
 
 

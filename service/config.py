@@ -2,7 +2,7 @@
 
 :class:`Settings` reads every variable of the table in docs/service.md ("Settings")
 once, validates it, and is then passed around (``app.state.settings``,
-``CampaignService.settings``); no other module reads ``os.environ`` for a setting.
+``Campaigns.settings``); no other module reads ``os.environ`` for a setting.
 :meth:`Settings.from_env` turns a bad value into :class:`SettingsError`, one line
 that names the variable (``llmduel serve`` prints it and exits 2).
 

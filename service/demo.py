@@ -15,7 +15,8 @@ import time
 from algorithms.instance import SYNTHETIC_PREFERENCE
 from algorithms.vocabulary import CampaignStatus, TiePolicy
 
-from .campaigns import CampaignService
+from .campaigns import Campaigns, Views
+from .campaigns.tasks import in_thread
 from .campaigns.verdicts import evidence_line
 from .schemas import CampaignCreate
 
@@ -51,25 +52,25 @@ def _say(msg: str) -> None:
     print(f"llmduel demo: {msg}", file=sys.stderr, flush=True)
 
 
-async def start_demo(service: CampaignService, base_url: str | None, interval: float = 2.0) -> int:
+async def start_demo(campaigns: Campaigns, base_url: str | None, interval: float = 2.0) -> int:
     """Create the demo campaign, start its run, and log progress until it ends."""
-    campaign_id = await service.in_thread(service.create_campaign, demo_campaign())
+    campaign_id = await in_thread(campaigns.cycle.create_campaign, demo_campaign())
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
     _say(
         f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "
         f"API {base}/v1/campaigns/{campaign_id} (admin key required), docs {base}/docs"
     )
-    await service.start_run(campaign_id, None, 1)
-    service.spawn(_progress(service, campaign_id, interval))
+    await campaigns.runs.start_run(campaign_id, None, 1)
+    campaigns.background.spawn(_progress(campaigns.views, campaign_id, interval))
     return campaign_id
 
 
-async def _progress(service: CampaignService, campaign_id: int, interval: float) -> None:
+async def _progress(views: Views, campaign_id: int, interval: float) -> None:
     start = time.monotonic()
     while True:
         await asyncio.sleep(interval)
         try:
-            view = await service.in_thread(service.get_campaign, campaign_id)
+            view = await in_thread(views.get_campaign, campaign_id)
         except Exception as exc:  # keep the demo alive through transient DB errors
             _say(f"cannot read progress ({type(exc).__name__})")
             continue

@@ -100,7 +100,7 @@ async def api(db_url):
     ) as client:
         client.app = app
         yield client
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

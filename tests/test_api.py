@@ -414,7 +414,7 @@ async def test_pending_duels_expire(db_url):
         assert r.json()["number"] == 2
         # The expired duel is not in flight: the policy saw no pending pair.
         assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

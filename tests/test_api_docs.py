@@ -16,7 +16,7 @@ async def client(sqlite_url):
     app = create_app(make_settings(sqlite_url))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as c:
         yield c
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

@@ -281,7 +281,7 @@ async def test_draw_key_is_secret_and_old_campaigns_keep_their_seed_draws(api, m
         for body in [(await api.get(f"/v1/campaigns/{cid}")).text, (await api.get("/v1/campaigns")).text]:
             assert key not in body and "draw_key" not in body
         conn.execute(text("UPDATE campaigns SET draw_key = NULL WHERE id = :c"), {"c": cid})  # as before 0002
-    api.app.state.service.config_cache.clear()
+    api.app.state.campaigns.cycle.config_cache.clear()
     for _ in range(6):
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
         prompt_index = campaign_body()["prompts"].index(d["prompt"])

@@ -40,8 +40,8 @@ async def quick(db_url):
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         client.app = app
-        yield app.state.service
-    await app.state.service.aclose()
+        yield app.state.campaigns.cycle
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

@@ -111,7 +111,7 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
             hanging.cancel()
     finally:
         if app is not None:
-            await app.state.service.aclose()
+            await app.state.campaigns.aclose()
             app.state.db.dispose()
         if not killed:
             stop_live_server(owner)

@@ -123,7 +123,7 @@ class App:
 
     async def __aexit__(self, *exc) -> None:
         await self.api.aclose()
-        await self.app.state.service.aclose()
+        await self.app.state.campaigns.aclose()
         self.app.state.db.dispose()
 
 

@@ -79,7 +79,7 @@ async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkey
     from service.campaigns import rules
 
     monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # every session draws the same prompts and sides
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     on_postgres = not svc.db.is_sqlite
     used = {"plan": 0, "vote": 0, "plan_async": 0, "vote_async": 0}
 
@@ -178,7 +178,7 @@ async def pg_api(pg_url):
     ) as client:
         client.app = app
         yield client
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 
@@ -221,7 +221,7 @@ async def test_a_vote_waiting_for_a_row_lock_does_not_hold_up_the_event_loop(pg_
     """Another transaction holds the campaign's row: the vote waits for it on the
     event loop without blocking it (other requests are served meanwhile), then
     counts once."""
-    api, svc = pg_api, pg_api.app.state.service
+    api, svc = pg_api, pg_api.app.state.campaigns.cycle
     cid = (await api.post("/v1/campaigns", json=campaign_body(name="held lock"))).json()["id"]
     other = (await api.post("/v1/campaigns", json=campaign_body(name="other campaign"))).json()["id"]
     for _ in range(3):
@@ -261,7 +261,7 @@ async def test_pooled_connections_killed_by_the_server_cost_no_request(pg_api, p
     requests reconnect by themselves and succeed; nothing is lost or counted twice."""
     import psycopg
 
-    api, svc = pg_api, pg_api.app.state.service
+    api, svc = pg_api, pg_api.app.state.campaigns.cycle
     cid = (await api.post("/v1/campaigns", json=campaign_body(name="killed connections"))).json()["id"]
     d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
     assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
@@ -289,7 +289,7 @@ async def test_a_lock_held_past_the_command_timeout_gives_503_and_nothing_is_wri
     """A transaction elsewhere holds the campaign's row longer than the hot path's
     command timeout: the vote gets 503 with a JSON message (not 500), its connection
     is dropped, nothing is written; once the lock is free the same vote counts once."""
-    api, svc = pg_api, pg_api.app.state.service
+    api, svc = pg_api, pg_api.app.state.campaigns.cycle
     cid = (await api.post("/v1/campaigns", json=campaign_body(name="long lock"))).json()["id"]
     d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
     svc.db.hot_pool.connect_kwargs["command_timeout"] = 0.5
@@ -323,10 +323,10 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
     from service.models import Charge, Duel
 
     monkeypatch.setattr(rules, "new_draw_key", lambda: "3c" * 32)
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     monkeypatch.setattr(svc, "schedule_pregeneration", lambda cid: None)  # no background answers: a fixed store
     # the policy's marginal costs refreshed before every plan, not by a timer: the same pairs on every path
-    monkeypatch.setattr(svc, "store_costs_ttl", 0.0)
+    monkeypatch.setattr(api.app.state.campaigns.stores, "store_costs_ttl", 0.0)
     refresh = svc.update_store_costs
 
     async def costs_now(campaign_id, wait):

@@ -267,7 +267,7 @@ async def test_provider_outage_pauses_a_run_which_then_resumes(db_url, provider)
                 assert judged <= 1 and (judged == 0 or d["status"] in ("judged", "cancelled")), d
             await check_ledger(api, cid, provider, models, costs)
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 
@@ -284,12 +284,12 @@ async def wait_for(api, cid: int, predicate, timeout: float) -> dict:
 
 # ---------------------------------------------------------------- SIGKILL in the middle of a run
 def _replay(db_url: str, cid: int):
-    from service.campaigns import CampaignService
+    from service.campaigns import build_campaigns
     from service.db import Database
 
     db = Database(db_url)
     try:
-        return CampaignService(make_settings(db_url), db).replay(cid)
+        return build_campaigns(make_settings(db_url), db).replay.replay(cid)
     finally:
         db.dispose()
 
@@ -341,12 +341,12 @@ def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tm
     # Right after the crash: the stored state equals the replayed log.
     rep = _replay(db_url, cid)
     assert rep.ok, rep.diff
-    from service.campaigns import CampaignService
+    from service.campaigns import build_campaigns
     from service.db import Database
 
     db = Database(db_url)
     try:
-        before = CampaignService(make_settings(db_url), db).get_campaign(cid)
+        before = build_campaigns(make_settings(db_url), db).views.get_campaign(cid)
     finally:
         db.dispose()
     assert before["status"] == "running" and before["run"]["active"] is True
@@ -557,7 +557,7 @@ async def test_postgres_unreachable_gives_503_and_the_service_recovers_by_itself
                 rep = (await api.get(f"/v1/campaigns/{c}/replay")).json()
                 assert rep["ok"] is True, rep["diff"]
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
         proxy.close()
 
@@ -589,7 +589,7 @@ async def test_sqlite_database_unavailable_then_back_without_restart(tmp_path):
             assert (await api.get("/healthz")).json() == {"status": "ok", "database": "ok"}
             assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 
@@ -633,5 +633,5 @@ async def test_sqlite_locked_by_another_process_for_a_while_delays_but_loses_not
             assert view["duels"] == 3 and view["pending"] == 0
             assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()

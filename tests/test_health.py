@@ -53,7 +53,7 @@ async def test_healthz_answers_503_with_a_reason_when_writes_fail(db_url):
             r = await api.get("/healthz")
             assert r.status_code == 200 and r.json() == {"status": "ok", "database": "ok"}
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         db.dispose()
 
 
@@ -78,5 +78,5 @@ async def test_a_good_answer_is_cached_and_a_schema_without_the_table_is_read_ch
             with app.state.db.engine.connect() as conn:
                 assert conn.exec_driver_sql("SELECT checked_at FROM health_checks").scalar_one() == first
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()

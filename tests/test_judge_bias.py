@@ -59,7 +59,7 @@ def test_counts_from_the_verdict_details():
 @pytest.fixture
 async def fake(api):
     app = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
     await svc._http.aclose()

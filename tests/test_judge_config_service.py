@@ -33,7 +33,7 @@ def judge_config(**kw) -> dict:
 @pytest.mark.parametrize("verdicts", ["fresh", "reuse"])
 async def test_configured_judge_with_strengths_through_the_service(api, verdicts):
     fake = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))  # the service's shared HTTP client
     # quality ratios below 2: every win is a weak one; one set of provider models per case (the answer
     # store is shared by the campaigns of a database, and each fake provider seals its answers with its own key)

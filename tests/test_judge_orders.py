@@ -57,7 +57,7 @@ async def _run(api, fake, names, orders, n_duels, seed=7, verdicts="fresh"):
 @pytest.fixture
 async def fake(api):
     app = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
     await svc._http.aclose()

@@ -102,7 +102,7 @@ async def test_bad_jury_configs_are_422(api, judge, where):
 @pytest.fixture
 async def fake(api):
     app = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
     await svc._http.aclose()

@@ -157,7 +157,7 @@ async def test_the_client_fails_a_call_with_an_impossible_usage(usage, words):
 
 # ---------------------------------------------------------------- a campaign meeting a lying model
 async def test_usage_above_max_tokens_is_charged_at_the_bound_and_pauses_the_campaign(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = "l" + uuid.uuid4().hex[:8]
     body = _body(tag)
     bound = rules.model_bound_nusd(body["models"][1], body["prompts"][0])
@@ -204,7 +204,7 @@ async def test_usage_above_max_tokens_is_charged_at_the_bound_and_pauses_the_cam
     ],
 )
 async def test_an_impossible_usage_fails_the_call_and_the_service_goes_on(api, usage):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = "u" + uuid.uuid4().hex[:8]
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(side_effect=_provider(tag, usage))
@@ -233,7 +233,7 @@ def _llm_judge(tag: str) -> dict:
 
 
 async def test_a_lying_llm_judge_is_charged_at_its_bound(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = "j" + uuid.uuid4().hex[:8]
     body = _body(tag, judge=_llm_judge(tag))
     body["models"][1] = _model(tag, "second")  # both models honest
@@ -258,7 +258,7 @@ async def test_a_lying_llm_judge_is_charged_at_its_bound(api):
 
 async def test_a_run_with_a_judge_reporting_1e16_tokens_fails_its_duels_cleanly(api):
     """On main the run died with OverflowError; the calls now fail and the failure cap pauses the run."""
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = "r" + uuid.uuid4().hex[:8]
     body = _body(tag, judge=_llm_judge(tag))
     body["models"][1] = _model(tag, "second")

@@ -34,7 +34,7 @@ async def _reads(app, cookie: str) -> int:
 
 
 async def _close(app) -> None:
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

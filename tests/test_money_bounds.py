@@ -126,7 +126,7 @@ async def test_price_map_file_entry_over_the_bound_is_a_422(db_url, tmp_path):
             r = await client.post("/v1/campaigns", json=body)
     finally:
         pricing.set_price_map_file(None)
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
     assert r.status_code == 422, r.text
     assert "LLMDUEL_PRICE_MAP" in _msg(r) and "1" in _msg(r)
@@ -157,7 +157,7 @@ async def test_a_policy_error_at_create_is_unprocessable(api):
     body = CampaignCreate.model_validate(campaign_body())
     body.models[0].cost = 1e13  # above the policy's COST_MAX: bypasses the schema on purpose
     with pytest.raises(Unprocessable, match="cost"):
-        api.app.state.service.create_campaign(body)
+        api.app.state.campaigns.cycle.create_campaign(body)
 
 
 async def test_a_row_stored_before_the_bounds_ends_for_its_budget_not_with_a_500(api):

@@ -14,17 +14,17 @@ from sqlalchemy import text
 
 
 def make_service(url: str, **overrides):
-    from service.campaigns import CampaignService
+    from service.campaigns import build_campaigns
     from service.db import Database
 
     settings = make_settings(url, **overrides)
-    return CampaignService(settings, Database(settings.database_url))
+    return build_campaigns(settings, Database(settings.database_url))
 
 
 def create(svc, **kw) -> int:
     from service.schemas import CampaignCreate
 
-    return svc.create_campaign(CampaignCreate(**campaign_body(**kw)))
+    return svc.cycle.create_campaign(CampaignCreate(**campaign_body(**kw)))
 
 
 def human_duel(svc, cid: int, choice: str = "a") -> dict:
@@ -32,9 +32,9 @@ def human_duel(svc, cid: int, choice: str = "a") -> dict:
     from service.auth import Principal
 
     admin = Principal(admin=True)
-    view, _ = asyncio.run(svc.next_duel(cid, admin))
+    view, _ = asyncio.run(svc.cycle.next_duel(cid, admin))
     if choice is not None:
-        return svc.record_verdict_tx(view["id"], choice, judged_by="admin").view
+        return svc.cycle.record_verdict_tx(view["id"], choice, judged_by="admin").view
     return view
 
 
@@ -93,7 +93,7 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
         for choice in ["a", "b", "tie", "a", "both_bad", "b"]:
             human_duel(svc, cid, choice)
         human_duel(svc, cid, None)  # one still pending
-        result = svc.replay(cid)
+        result = svc.replay.replay(cid)
         assert result.ok, result.diff
         assert result.events == 7 + 6
 
@@ -110,7 +110,7 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
             conn.execute(
                 text("UPDATE campaigns SET policy_state = :s WHERE id = :id"), {"s": json.dumps(state), "id": cid}
             )
-        result = svc.replay(cid)
+        result = svc.replay.replay(cid)
         assert not result.ok
         assert any(line.startswith("policy_state.W[0]") for line in result.diff), result.diff
         assert main(["replay", str(cid)]) == 1
@@ -128,7 +128,7 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
                 ),
                 {"id": cid},
             )
-        assert any(line.startswith("spend_nusd") for line in svc.replay(cid).diff)
+        assert any(line.startswith("spend_nusd") for line in svc.replay.replay(cid).diff)
     finally:
         svc.db.dispose()
 
@@ -143,9 +143,9 @@ def test_two_service_instances_on_one_database_stay_consistent(db_url):
         for n in range(12):
             svc = (one, two)[n % 3 == 0]
             human_duel(svc, cid, "ab"[n % 2])
-        view = one.get_campaign(cid)
+        view = one.views.get_campaign(cid)
         assert view["duels"] == 12 and view["t"] == 12 and view["pending"] == 0
-        assert one.replay(cid).ok and two.replay(cid).ok
+        assert one.replay.replay(cid).ok and two.replay.replay(cid).ok
     finally:
         one.db.dispose()
         two.db.dispose()
@@ -162,36 +162,36 @@ def test_a_restarted_service_continues_from_the_stored_state(db_url):
     try:
         run = asyncio.run(_run_some(second, cid, 15))
         assert run["duels"] == 35 and run["duels_created"] == 35
-        assert second.replay(cid).ok
+        assert second.replay.replay(cid).ok
     finally:
         second.db.dispose()
 
 
 async def _run_some(svc, cid: int, n: int) -> dict:
-    await svc.start_run(cid, n, 1)
+    await svc.runs.start_run(cid, n, 1)
     deadline = time.monotonic() + 90
-    while svc.run_active_here(cid) and time.monotonic() < deadline:
+    while svc.runs.run_active_here(cid) and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     await svc.aclose()
-    return svc.get_campaign(cid)
+    return svc.views.get_campaign(cid)
 
 
 def test_active_runs_resume_at_start(db_url):
     svc = make_service(db_url)
     try:
         cid = create(svc, judge=simulated_judge())
-        svc.start_run_tx(cid, 7, 1)  # as if the process died with its run active
+        svc.cycle.start_run_tx(cid, 7, 1)  # as if the process died with its run active
 
         async def resume():
-            ids = await svc.resume_runs()
+            ids = await svc.runs.resume_runs()
             assert cid in ids
             deadline = time.monotonic() + 90
-            while svc.run_active_here(cid) and time.monotonic() < deadline:
+            while svc.runs.run_active_here(cid) and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             await svc.aclose()
 
         asyncio.run(resume())
-        view = svc.get_campaign(cid)
+        view = svc.views.get_campaign(cid)
         assert view["duels"] == 7 and view["run"]["active"] is False
     finally:
         svc.db.dispose()
@@ -214,7 +214,7 @@ def test_prompts_are_stored_apart_and_drawn_from_the_campaigns_secret_key(db_url
         c, d = create(svc, prompts=prompts, seed=1), create(svc, prompts=prompts, seed=2)
         drawn_c = [human_duel(svc, c, "a")["prompt"] for _ in range(5)]
         assert drawn_c == [human_duel(svc, d, "a")["prompt"] for _ in range(5)] and len(set(drawn_c)) > 1
-        assert svc.get_campaign(a)["n_prompts"] == 50
+        assert svc.views.get_campaign(a)["n_prompts"] == 50
     finally:
         svc.db.dispose()
 

@@ -110,14 +110,14 @@ def test_terminated_backends_give_503_never_500_and_the_pools_heal(pg_url, tmp_p
     finally:
         stop_live_server(server)
 
-    from service.campaigns import CampaignService
+    from service.campaigns import build_campaigns
     from service.db import Database
 
     db = Database(pg_url)
     try:
-        svc = CampaignService(make_settings(pg_url), db)
+        svc = build_campaigns(make_settings(pg_url), db)
         for cid in cids:
-            rep = svc.replay(cid)
+            rep = svc.replay.replay(cid)
             assert rep.ok, rep.diff
     finally:
         db.dispose()

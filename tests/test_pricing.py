@@ -249,7 +249,7 @@ async def test_budget_reserves_with_the_price_maps_output_limit(api):
     r = await api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
 
     def stored_models():
         with svc.db.read() as s:

@@ -200,7 +200,7 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
 
     if path == "general":
         monkeypatch.setattr(hotpath, "ENABLED", False)
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = _tag()
     prompts = [f"stored question {n}" for n in range(3)]
     fee = 0.01
@@ -246,7 +246,7 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
 
     if path == "general":
         monkeypatch.setattr(hotpath, "ENABLED", False)
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = _tag()
     judge = {
         "kind": "llm",
@@ -301,7 +301,7 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
 
 @pytest.mark.parametrize("factor", [100, 190])
 async def test_concurrent_duels_on_partly_stored_answers_never_overrun_the_budget(api, factor):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = _tag()
     prompts = [f"partly stored {n}" for n in range(6)]
     budget = 1.0
@@ -348,7 +348,7 @@ def _human_body(tag: str, prompts: list[str], budget: float) -> dict:
 async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_its_answers(api, monkeypatch):
     from service.campaigns.pregeneration import PREGEN_DUELS, planned_prompts
 
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     monkeypatch.setattr(rules, "new_draw_key", lambda: "7a" * 32)
     tag = _tag()
     prompts = [f"pregen budget question {n}" for n in range(8)]
@@ -422,7 +422,7 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
 
 
 async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = _tag()
     prompts = [f"hold question {n}" for n in range(3)]
     started = utcnow() - dt.timedelta(seconds=1)
@@ -450,7 +450,7 @@ async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
 
 
 async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_lapses(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     tag = _tag()
     prompts = [f"tight question {n}" for n in range(3)]
     bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
@@ -493,9 +493,9 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
     same campaign at once; the holds, taken under the campaign's row lock, keep the budget."""
     from service.app import create_app
 
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     other_app = create_app(make_settings(db_url))
-    other = other_app.state.service
+    other = other_app.state.campaigns.cycle
     tag = _tag()
     prompts = [f"two services question {n}" for n in range(12)]
     bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
@@ -527,5 +527,5 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         assert 0 < calls.call_count <= 5
         assert _holds(svc, cid) == 0
     finally:
-        await other.aclose()
+        await other_app.state.campaigns.aclose()
         other_app.state.db.dispose()

@@ -52,7 +52,7 @@ async def api3(db_url):
         transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
     ) as client:
         yield client
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

@@ -19,7 +19,7 @@ def svc(db_url):
     from service.app import create_app
 
     app = create_app(make_settings(db_url))
-    yield app.state.service
+    yield app.state.campaigns.cycle
     app.state.db.dispose()
 
 

@@ -37,7 +37,7 @@ async def test_the_failure_cap_counts_consecutive_failures_of_the_whole_run(db_u
             assert cap <= view["duels_failed"] <= cap + concurrency - 1, view["duels_failed"]
             assert view["duels_created"] == view["duels_failed"]
     finally:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 
@@ -63,7 +63,7 @@ async def test_a_run_duel_that_met_a_database_error_is_released_and_the_run_goes
 
     from service.campaigns.leases import ABANDONED_ERROR
 
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     body = campaign_body(
         name=f"db error mid-duel {time.monotonic_ns()}",
         judge=simulated_judge(),

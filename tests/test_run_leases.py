@@ -38,17 +38,15 @@ def _client(app) -> httpx.AsyncClient:
 
 async def _close(*apps) -> None:
     for app in apps:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 
 def _crash(app) -> None:
     """What a SIGKILL leaves behind: tasks gone mid-call, no lease released, nothing ended."""
-    svc = app.state.service
-    if svc._keeper is not None:
-        svc._keeper.cancel()
-        svc._keeper = None
-    for task in list(svc._runs.values()):
+    campaigns = app.state.campaigns
+    campaigns.keeper.stop()
+    for task in list(campaigns.runs._runs.values()):
         task.cancel()
 
 
@@ -106,11 +104,11 @@ async def test_two_concurrent_run_starts_give_one_202_and_one_409(db_url):
             for x in r:
                 if x.status_code == 409:
                     assert "already active" in x.json()["detail"]
-            owners = [app for app in (a, b) if app.state.service.run_active_here(cid)]
+            owners = [app for app in (a, b) if app.state.campaigns.runs.run_active_here(cid)]
             assert len(owners) == 1
-            assert _owner(a.state.db, cid) == owners[0].state.service.owner_id
+            assert _owner(a.state.db, cid) == owners[0].state.campaigns.cycle.owner_id
             run = (await cb.get(f"/v1/campaigns/{cid}")).json()["run"]
-            assert run["owner"] == owners[0].state.service.owner_id and run["lease_expires_at"]
+            assert run["owner"] == owners[0].state.campaigns.cycle.owner_id and run["lease_expires_at"]
             deadline = time.monotonic() + 30
             while (await ca.get(f"/v1/campaigns/{cid}")).json()["run"]["active"]:
                 assert _run_duels_in_flight(a.state.db, cid) <= 2
@@ -139,8 +137,10 @@ async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url
         await asyncio.sleep(0)
         a, b = _app(db_url, resume_runs=True), _app(db_url, resume_runs=True)
         # Both instances start their keepers at once (as two workers after a restart).
-        await asyncio.gather(a.state.service.resume_runs(), b.state.service.resume_runs())
-        assert not a.state.service.run_active_here(cid) and not b.state.service.run_active_here(cid)  # lease valid
+        await asyncio.gather(a.state.campaigns.runs.resume_runs(), b.state.campaigns.runs.resume_runs())
+        assert not a.state.campaigns.runs.run_active_here(cid) and not b.state.campaigns.runs.run_active_here(
+            cid
+        )  # lease valid
         peak = 0
         owners_seen = set()
         deadline = time.monotonic() + 40
@@ -150,9 +150,9 @@ async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url
                 if view["status"] != "running":
                     break
                 peak = max(peak, _run_duels_in_flight(a.state.db, cid))
-                here = [x for x in (a, b) if x.state.service.run_active_here(cid)]
+                here = [x for x in (a, b) if x.state.campaigns.runs.run_active_here(cid)]
                 assert len(here) <= 1, "two processes drive the same run"
-                owners_seen.update(x.state.service.owner_id for x in here)
+                owners_seen.update(x.state.campaigns.cycle.owner_id for x in here)
                 assert time.monotonic() < deadline, view
                 await asyncio.sleep(0.01)
             assert view["status"] == "stopped" and view["duels"] == 30  # max_duels, not more
@@ -183,7 +183,7 @@ async def test_a_crashed_owner_is_taken_over_after_its_lease_and_its_calling_due
             ]
             assert len(orphans) == 3
         second = _app(db_url, resume_runs=True)
-        svc = second.state.service
+        svc = second.state.campaigns.runs
         await svc.resume_runs()
         assert not svc.run_active_here(cid)  # the dead owner's lease is still valid
         async with _client(second) as c1:
@@ -192,7 +192,7 @@ async def test_a_crashed_owner_is_taken_over_after_its_lease_and_its_calling_due
                 assert time.monotonic() - crashed_at < LEASE + 3 * BEAT + 2.0, "no take-over"
                 await asyncio.sleep(0.02)
             assert utcnow() >= lease_end  # not before the dead owner's lease expired
-            assert _owner(second.state.db, cid) == svc.owner_id
+            assert _owner(second.state.db, cid) == svc.leases.owner_id
             for did in orphans:  # orphaned at take-over, not after the 600 s call timeout
                 d = (await c1.get(f"/v1/duels/{did}")).json()
                 assert d["error"] == ORPHAN_ERROR

@@ -37,7 +37,7 @@ async def client_for(url: str):
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},
     ) as client:
         yield client
-    await app.state.service.aclose()
+    await app.state.campaigns.aclose()
     app.state.db.dispose()
 
 

@@ -23,26 +23,26 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 @pytest.fixture
 async def two_workers(db_url, monkeypatch):
     lookups = {"n": 0}
-    real = auth._lookup_annotator
+    real = auth.TokenCache.lookup
 
-    def counted(service, digest):
-        if auth._cached_annotator(service, digest) is None:
+    def counted(tokens, digest):
+        if tokens.cached(digest) is None:
             lookups["n"] += 1
-        return real(service, digest)
+        return real(tokens, digest)
 
-    monkeypatch.setattr(auth, "_lookup_annotator", counted)
+    monkeypatch.setattr(auth.TokenCache, "lookup", counted)
     apps = [create_app(make_settings(db_url)) for _ in range(2)]
     clients = [
         httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://testserver", headers=ADMIN)
         for a in apps
     ]
-    watches = [a.state.service.spawn(auth.watch_revocations(a.state.service)) for a in apps]
+    watches = [a.state.campaigns.background.spawn(auth.watch_revocations(a.state.campaigns.tokens)) for a in apps]
     yield apps, clients, watches, lookups
     for w in watches:
         w.cancel()
     for c, a in zip(clients, apps):
         await c.aclose()
-        await a.state.service.aclose()
+        await a.state.campaigns.aclose()
         a.state.db.dispose()
 
 
@@ -57,7 +57,7 @@ async def _token(client) -> tuple[int, dict, str]:
 
 async def _wait_for_watch(app) -> None:
     for _ in range(100):
-        if time.monotonic() - app.state.service.revocations_polled_at < auth.REVOCATION_SECONDS:
+        if time.monotonic() - app.state.campaigns.tokens.polled_at < auth.REVOCATION_SECONDS:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the revocation watch never polled")
@@ -89,7 +89,7 @@ async def test_without_a_fresh_watch_the_cache_is_not_trusted(two_workers):
     who = {"Authorization": f"Bearer {token}"}
     assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200
     watches[1].cancel()  # the watch of worker b stops (as when its polls fail)
-    apps[1].state.service.revocations_polled_at -= auth.REVOCATION_SECONDS  # its last poll is now too old
+    apps[1].state.campaigns.tokens.polled_at -= auth.REVOCATION_SECONDS  # its last poll is now too old
     before = lookups["n"]
     for _ in range(3):
         assert (await b.get(f"/v1/campaigns/{cid}", headers=who)).status_code == 200

@@ -121,7 +121,7 @@ async def test_the_papers_algorithms_keep_the_glr_view(api):
 async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and_the_cheaper(api):
     # the fake provider's strict judge: equal qualities tie on every prompt, a higher quality wins
     fake = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     try:
         tag = f"t{time.monotonic_ns()}"

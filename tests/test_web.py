@@ -35,7 +35,7 @@ async def app(web_db, monkeypatch):
     settings = Settings(database_url=web_db, api_key=KEY, resume_runs=False, auto_migrate="never")
     application = create_app(settings)
     yield application
-    await application.state.service.aclose()
+    await application.state.campaigns.aclose()
     application.state.db.dispose()
 
 
@@ -242,7 +242,7 @@ async def test_certified_dashboard_replay_plots_winner_and_oracle(app, monkeypat
         camp = await create(
             c, name="strong", judge={"kind": "simulated", "preference": STRONG_P}, delta=0.2, budget=10_000.0
         )
-        svc, cid = app.state.service, camp["id"]
+        svc, cid = app.state.campaigns.cycle, camp["id"]
         # First 10 duels, then the replay of the log reproduces the stored policy state exactly.
         assert (await c.post(f"/v1/campaigns/{cid}/run", json={"max_duels": 10})).status_code == 202
         for _ in range(400):

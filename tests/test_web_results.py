@@ -49,14 +49,14 @@ async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, mo
             assert (await c.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
         pending = [d["id"] for d in (await c.get(f"/v1/campaigns/{cid}/duels")).json()["items"]]
         assert (await c.post(f"/v1/duels/{pending.pop(0)}/vote", json={"choice": "a"})).status_code == 200
-    svc = app.state.service
-    real = svc.get_campaign
+    campaigns = app.state.campaigns
+    real = campaigns.views.get_campaign
     landed = []
 
     def land():  # another duel is recorded (a run with duels in flight), while any is left
         if pending:
             duel_id = pending.pop(0)
-            svc.record_verdict_tx(duel_id, "b", judged_by="racer")
+            campaigns.core.record_verdict_tx(duel_id, "b", judged_by="racer")
             landed.append(duel_id)
 
     def busy_get_campaign(campaign_id, admin=True):
@@ -68,8 +68,8 @@ async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, mo
             land()
             return super().series(db, campaign_id, state)
 
-    monkeypatch.setattr(svc, "get_campaign", busy_get_campaign)
-    d = await asyncio.to_thread(data.dashboard, svc, BusyCache(), cid)
+    monkeypatch.setattr(campaigns.views, "get_campaign", busy_get_campaign)
+    d = await asyncio.to_thread(data.dashboard, campaigns, BusyCache(), cid)
     assert len(landed) == 5
     assert d["evidence"].replay_ok is True
     assert d["c"]["t"] == 6 and d["evidence"].points >= 1

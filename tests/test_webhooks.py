@@ -105,7 +105,7 @@ def _client(app):
 
 async def _close(*apps):
     for app in apps:
-        await app.state.service.aclose()
+        await app.state.campaigns.aclose()
         app.state.db.dispose()
 
 
@@ -198,14 +198,13 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
             while not rx.requests:  # the request reached the receiver, which holds it
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.02)
-        for task in list(first.state.service._background):  # the process dies mid-request
-            task.cancel()
+        first.state.campaigns.background.cancel_all()  # the process dies mid-request
         await asyncio.sleep(0.05)
         (ev,) = _events(first.state.db, cid)
-        assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.service.owner_id
+        assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.campaigns.webhooks.owner_id
         crashed = time.monotonic()
         second = _app(db_url, webhook_timeout_seconds=0.5)
-        second.state.service.ensure_keeper()  # what the app's startup does
+        second.state.campaigns.cycle.ensure_keeper()  # what the app's startup does
         async with _client(second) as api:
             await _wait_state(api, cid, "sent", timeout=15)
         assert time.monotonic() - crashed >= 1.0  # not before the claim expired
@@ -228,8 +227,8 @@ async def test_processes_sending_at_once_deliver_a_due_event_once(db_url, receiv
             cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook race", webhook_url=rx.url))).json()[
                 "id"
             ]
-        a.state.service.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
-        sent = await asyncio.gather(*(app.state.service.deliver_webhooks() for app in (a, b, a, b)))
+        a.state.campaigns.cycle.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
+        sent = await asyncio.gather(*(app.state.campaigns.webhooks.deliver_webhooks() for app in (a, b, a, b)))
     finally:
         await _close(a, b)
     assert sum(sent) == 1 and len(rx.requests) == 1  # each claim is taken by one sender
@@ -287,7 +286,7 @@ async def test_a_webhook_left_sending_before_the_upgrade_is_delivered_after_it(e
     upgrade_database(empty_db_url, "head")
     app = _app(empty_db_url)
     try:
-        app.state.service.ensure_keeper()
+        app.state.campaigns.cycle.ensure_keeper()
         async with _client(app) as api:
             await _wait_state(api, ids["sending"], "sent")
             assert (await api.get(f"/v1/campaigns/{ids['sent']}")).json()["webhook_state"] == "sent"

@@ -66,7 +66,7 @@ async def test_a_wor_campaign_shows_its_setting_and_population(api):
     page = await api.get(f"/campaigns/{view['id']}")
     assert 'id="prompt-sampling">without replacement' in page.text
     # the permutation is never shown: not in the view, the duel log or the export
-    perm = _perm(api.app.state.service, view["id"])
+    perm = _perm(api.app.state.campaigns.cycle, view["id"])
     assert "perm" not in str(view)
     export = (await api.get(f"/v1/campaigns/{view['id']}/export")).json()
     cert = export["files"]["certificate.json"]
@@ -75,7 +75,7 @@ async def test_a_wor_campaign_shows_its_setting_and_population(api):
 
 
 async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     view = await _create(api, _wor_body(8))
     cid = view["id"]
     perm = _perm(svc, cid)
@@ -111,7 +111,7 @@ async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api)
 
 
 async def test_a_failed_duels_position_is_used_again(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     view = await _create(api, _wor_body(8))
     cid = view["id"]
     perm = _perm(svc, cid)
@@ -136,7 +136,7 @@ async def test_a_failed_duels_position_is_used_again(api):
 
 
 async def test_no_pair_available_is_a_retry_later_conflict(api):
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     view = await _create(api, _wor_body(2))
     cid = view["id"]
     await asyncio.to_thread(svc.plan_duel_tx, cid, None)
@@ -174,7 +174,7 @@ async def test_a_simulated_wor_run_certifies_with_each_pairs_prompts_in_one_shar
     end = await _run_to_end(api, cid, concurrency=3)
     assert end["status"] == "certified", end
     assert end["winner"] == "m0"
-    perm = _perm(api.app.state.service, cid)
+    perm = _perm(api.app.state.campaigns.cycle, cid)
     duels = await all_duels(api, cid)
     by_pair: dict[tuple[int, int], list[dict]] = {}
     for d in duels:
@@ -195,7 +195,7 @@ async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
     # the fake provider's strict judge says "tie" for two models of equal quality, in both orders:
     # m0 and m1 tie on every prompt, the prompt-set preference is exactly 1/2
     fake = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     try:
         tag = f"t{time.monotonic_ns()}"
@@ -255,7 +255,7 @@ async def test_a_run_whose_first_call_is_slow_counts_each_pair_in_position_order
     # two models (one pair), two duels at once: the first duel's answer is late, so position 1 is
     # judged before position 0; it is held, then counted after position 0
     fake = create_fake_provider_app()
-    svc = api.app.state.service
+    svc = api.app.state.campaigns.cycle
     transport = _SlowFirstCall(fake, 1.5)
     svc._http = httpx.AsyncClient(transport=transport)
     try:

@@ -7,7 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from .routes import ERRORS, Admin, Id, Svc, _t
+from .deps import Admin, ResultsDep
+from .routes import ERRORS, Id, _t
 
 router = APIRouter()
 
@@ -27,8 +28,8 @@ class ExportOut(BaseModel):
     tags=["campaigns"],
     summary="The campaign's results as files: certificate, battle log, preference matrix, ranking",
 )
-async def export_campaign(campaign_id: Id, svc: Svc, _: Admin):
-    return await _t(svc.export, campaign_id)
+async def export_campaign(campaign_id: Id, results: ResultsDep, _: Admin):
+    return await _t(results.export, campaign_id)
 
 
 class RateOut(BaseModel):
@@ -67,5 +68,5 @@ class JudgeBiasOut(BaseModel):
     tags=["campaigns"],
     summary="How the judge leans: first position, order disagreement, longer answer, with Wilson intervals",
 )
-async def judge_bias(campaign_id: Id, svc: Svc, _: Admin):
-    return await _t(svc.judge_bias, campaign_id)
+async def judge_bias(campaign_id: Id, results: ResultsDep, _: Admin):
+    return await _t(results.judge_bias, campaign_id)

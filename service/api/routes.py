@@ -5,18 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import APIRouter, Body, Path, Query, Request, Response
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import schemas
-from ..auth import Principal, authenticate_async, require_admin, require_campaign
-from ..campaigns import CampaignService
+from ..auth import require_campaign
+from .deps import Admin, AnnotatorsDep, Caller, CampaignsDep, CycleDep, ForecastsDep, ReplayDep, RunsDep, ViewsDep
 
 router = APIRouter()
-
-_bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
 
 Id = Annotated[int, Path(ge=1, le=2**62)]
 ERRORS = {
@@ -27,27 +24,6 @@ ERRORS = {
     422: {"model": schemas.ErrorOut, "description": "Invalid input"},
     503: {"model": schemas.ErrorOut, "description": "Database unavailable"},
 }
-
-
-async def principal(
-    request: Request,
-    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
-) -> Principal:
-    # On the event loop: a cached annotator token needs no thread (an uncached one is looked up in one).
-    return await authenticate_async(request)
-
-
-async def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
-    return require_admin(p)
-
-
-async def service_of(request: Request) -> CampaignService:
-    return request.app.state.service
-
-
-Svc = Annotated[CampaignService, Depends(service_of)]
-Admin = Annotated[Principal, Depends(admin)]
-Caller = Annotated[Principal, Depends(principal)]
 
 
 async def _t(fn, *args):
@@ -62,12 +38,12 @@ async def _t(fn, *args):
     tags=["campaigns"],
     summary="Create a campaign",
 )
-async def create_campaign(body: schemas.CampaignCreate, svc: Svc, _: Admin, response: Response):
-    campaign_id = await _t(svc.create_campaign, body)
+async def create_campaign(body: schemas.CampaignCreate, campaigns: CampaignsDep, _: Admin, response: Response):
+    campaign_id = await _t(campaigns.cycle.create_campaign, body)
     response.headers["Location"] = f"/v1/campaigns/{campaign_id}"
-    view = await _t(svc.get_campaign, campaign_id)
+    view = await _t(campaigns.views.get_campaign, campaign_id)
     if body.webhook_url:  # shown this once: the key to verify the campaign's webhook signatures
-        view["webhook_secret"] = await _t(svc.webhook_secret_of, campaign_id)
+        view["webhook_secret"] = await _t(campaigns.webhooks.webhook_secret_of, campaign_id)
     return view
 
 
@@ -96,12 +72,12 @@ ForecastTrials = Annotated[
 )
 async def forecast_campaign(
     body: schemas.CampaignCreate,
-    svc: Svc,
+    forecasts: ForecastsDep,
     _: Admin,
     trials: ForecastTrials | None = None,
     spread: Spread = 0.5,
 ):
-    return await _t(svc.forecast_prior, body, trials, spread)
+    return await _t(forecasts.forecast_prior, body, trials, spread)
 
 
 @router.post(
@@ -112,9 +88,9 @@ async def forecast_campaign(
     summary="Forecast the cost to certify from a campaign's duels so far (pilot)",
 )
 async def forecast_pilot(
-    campaign_id: Id, svc: Svc, _: Admin, trials: ForecastTrials | None = None, spread: Spread = 0.5
+    campaign_id: Id, forecasts: ForecastsDep, _: Admin, trials: ForecastTrials | None = None, spread: Spread = 0.5
 ):
-    return await _t(svc.forecast_pilot, campaign_id, trials, spread)
+    return await _t(forecasts.forecast_pilot, campaign_id, trials, spread)
 
 
 @router.get(
@@ -125,13 +101,13 @@ async def forecast_pilot(
     summary="List campaigns, newest first",
 )
 async def list_campaigns(
-    svc: Svc,
+    views: ViewsDep,
     _: Admin,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     status: CampaignStatus | None = None,
 ):
-    return await _t(svc.list_campaigns, limit, offset, status)
+    return await _t(views.list_campaigns, limit, offset, status)
 
 
 @router.get(
@@ -141,9 +117,9 @@ async def list_campaigns(
     tags=["campaigns"],
     summary="A campaign's status and statistics (annotators: its name and status only)",
 )
-async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
+async def get_campaign(campaign_id: Id, views: ViewsDep, who: Caller):
     require_campaign(who, campaign_id)
-    return await _t(svc.get_campaign, campaign_id, who.admin)
+    return await _t(views.get_campaign, campaign_id, who.admin)
 
 
 @router.patch(
@@ -157,8 +133,8 @@ async def get_campaign(campaign_id: Id, svc: Svc, who: Caller):
     "409 for a campaign that ended otherwise (certified, no Condorcet winner, stopped by the admin); "
     "422 for a limit below what is already spent or judged.",
 )
-async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, svc: Svc, _: Admin):
-    return await svc.update_limits(campaign_id, body.budget, body.max_duels)
+async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, cycle: CycleDep, _: Admin):
+    return await cycle.update_limits(campaign_id, body.budget, body.max_duels)
 
 
 @router.post(
@@ -169,9 +145,9 @@ async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, svc: Sv
     tags=["duels"],
     summary="Start the next duel (an annotator at its limit of duels in flight gets its oldest one again, 200)",
 )
-async def next_duel(campaign_id: Id, svc: Svc, who: Caller, response: Response):
+async def next_duel(campaign_id: Id, cycle: CycleDep, who: Caller, response: Response):
     require_campaign(who, campaign_id)
-    view, select_ms = await svc.next_duel(campaign_id, who)
+    view, select_ms = await cycle.next_duel(campaign_id, who)
     if select_ms is None:  # the annotator's own duel in flight, handed back (max_pending_per_annotator)
         response.status_code = 200
     else:
@@ -189,13 +165,13 @@ async def next_duel(campaign_id: Id, svc: Svc, who: Caller, response: Response):
 )
 async def list_duels(
     campaign_id: Id,
-    svc: Svc,
+    views: ViewsDep,
     _: Admin,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     status: DuelStatus | None = None,
 ):
-    return await _t(svc.list_duels, campaign_id, limit, offset, status)
+    return await _t(views.list_duels, campaign_id, limit, offset, status)
 
 
 @router.post(
@@ -206,9 +182,9 @@ async def list_duels(
     tags=["campaigns"],
     summary="Drive duels in the background (automatic judges)",
 )
-async def run_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.RunIn | None, Body()] = None):
+async def run_campaign(campaign_id: Id, runs: RunsDep, _: Admin, body: Annotated[schemas.RunIn | None, Body()] = None):
     body = body or schemas.RunIn()
-    run = await svc.start_run(campaign_id, body.max_duels, body.concurrency)
+    run = await runs.start_run(campaign_id, body.max_duels, body.concurrency)
     return {"campaign_id": campaign_id, "run": run}
 
 
@@ -224,8 +200,10 @@ async def run_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[sche
     "api_key_env variables the server lacks (never a value), before any spend; 409 when the run is active, "
     "the campaign ended (a budget or duel cap: PATCH a higher limit instead) or its judge is human.",
 )
-async def resume_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[schemas.ResumeIn | None, Body()] = None):
-    return await svc.resume_run(campaign_id, body.concurrency if body else None)
+async def resume_campaign(
+    campaign_id: Id, runs: RunsDep, _: Admin, body: Annotated[schemas.ResumeIn | None, Body()] = None
+):
+    return await runs.resume_run(campaign_id, body.concurrency if body else None)
 
 
 @router.post(
@@ -235,8 +213,8 @@ async def resume_campaign(campaign_id: Id, svc: Svc, _: Admin, body: Annotated[s
     tags=["campaigns"],
     summary="End a campaign",
 )
-async def stop_campaign(campaign_id: Id, svc: Svc, _: Admin):
-    return await svc.stop(campaign_id)
+async def stop_campaign(campaign_id: Id, cycle: CycleDep, _: Admin):
+    return await cycle.stop(campaign_id)
 
 
 @router.post(
@@ -249,15 +227,15 @@ async def stop_campaign(campaign_id: Id, svc: Svc, _: Admin):
 )
 async def create_annotator(
     campaign_id: Id,
-    svc: Svc,
+    annotators: AnnotatorsDep,
     _: Admin,
     request: Request,
     response: Response,
     body: Annotated[schemas.AnnotatorIn | None, Body()] = None,
 ):
     label = body.label if body else None
-    created = await _t(svc.create_annotator, campaign_id, label)
-    base = svc.settings.public_base_url or str(request.base_url).rstrip("/")
+    created = await _t(annotators.create_annotator, campaign_id, label)
+    base = request.app.state.campaigns.settings.public_base_url or str(request.base_url).rstrip("/")
     response.headers["Cache-Control"] = "no-store"  # the body holds a credential
     return dict(created, url=f"{base}/annotate/{created['token']}")
 
@@ -269,8 +247,8 @@ async def create_annotator(
     tags=["annotators"],
     summary="The campaign's annotators with their votes and agreement",
 )
-async def list_annotators(campaign_id: Id, svc: Svc, _: Admin):
-    return await _t(svc.list_annotators, campaign_id)
+async def list_annotators(campaign_id: Id, annotators: AnnotatorsDep, _: Admin):
+    return await _t(annotators.list_annotators, campaign_id)
 
 
 @router.delete(
@@ -280,8 +258,8 @@ async def list_annotators(campaign_id: Id, svc: Svc, _: Admin):
     tags=["annotators"],
     summary="Revoke an annotator's token (its pending duels are released)",
 )
-async def revoke_annotator(campaign_id: Id, annotator_id: Id, svc: Svc, _: Admin):
-    return await _t(svc.revoke_annotator, campaign_id, annotator_id)
+async def revoke_annotator(campaign_id: Id, annotator_id: Id, annotators: AnnotatorsDep, _: Admin):
+    return await _t(annotators.revoke_annotator, campaign_id, annotator_id)
 
 
 @router.get(
@@ -290,8 +268,8 @@ async def revoke_annotator(campaign_id: Id, annotator_id: Id, svc: Svc, _: Admin
     tags=["campaigns"],
     summary="Rebuild the policy from the duel log and compare with the stored state",
 )
-async def replay_campaign(campaign_id: Id, svc: Svc, _: Admin):
-    return (await _t(svc.replay, campaign_id)).to_dict()
+async def replay_campaign(campaign_id: Id, replay: ReplayDep, _: Admin):
+    return (await _t(replay.replay, campaign_id)).to_dict()
 
 
 @router.get(
@@ -301,8 +279,8 @@ async def replay_campaign(campaign_id: Id, svc: Svc, _: Admin):
     tags=["duels"],
     summary="One duel (annotators: only their own, without anything telling the models apart)",
 )
-async def get_duel(duel_id: Id, svc: Svc, who: Caller):
-    return await _t(svc.get_duel, duel_id, who)
+async def get_duel(duel_id: Id, views: ViewsDep, who: Caller):
+    return await _t(views.get_duel, duel_id, who)
 
 
 @router.post(
@@ -312,8 +290,8 @@ async def get_duel(duel_id: Id, svc: Svc, who: Caller):
     tags=["duels"],
     summary="Vote on a pending duel (counted exactly once; annotators: only their own duels)",
 )
-async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
-    return await svc.vote(duel_id, body.choice, who, comment=body.comment)
+async def vote(duel_id: Id, body: schemas.VoteIn, cycle: CycleDep, who: Caller):
+    return await cycle.vote(duel_id, body.choice, who, comment=body.comment)
 
 
 @router.post(
@@ -323,8 +301,8 @@ async def vote(duel_id: Id, body: schemas.VoteIn, svc: Svc, who: Caller):
     tags=["duels"],
     summary="Skip a pending duel (annotators): it goes back to the pool for another annotator, not counted",
 )
-async def skip(duel_id: Id, svc: Svc, who: Caller) -> Response:
-    await svc.skip(duel_id, who)
+async def skip(duel_id: Id, cycle: CycleDep, who: Caller) -> Response:
+    await cycle.skip(duel_id, who)
     return Response(status_code=204)
 
 

@@ -10,19 +10,30 @@
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
 * :mod:`.orchestration`: one duel end to end (model calls, judge; hot path or
   general transactions, see :mod:`service.hotpath`);
-* :mod:`.runner`: background runs, the failure cap, and the keeper task
-  (heartbeat, take-over, webhook sends);
+* :mod:`.runner`: background runs (:class:`Runs`), the failure cap, and the
+  keeper's beat (heartbeat, take-over, webhook sends);
 * :mod:`.leases`: one owner per background run (lease, heartbeat, take-over);
 * :mod:`.webhooks`: the webhook outbox (at-least-once, retried) and
   :mod:`.webhook_signature`: the HMAC signature of its requests;
-* :mod:`.service`: :class:`CampaignService`, the facade the API, the web pages,
-  the CLI and the demo use; it composes the parts above (each keeps its own state
-  and private helpers; they call each other through public methods only).
+* :mod:`.tasks`: a process's background tasks, and blocking work in a thread;
+* :mod:`.cycle`: :class:`Cycle`, the vote cycle (transactions, orchestration, pre-generation);
+* :mod:`.container`: :class:`Campaigns`, every object above built once per process
+  with its collaborators (:func:`build_campaigns`), handed to the API, the web pages,
+  the CLI and the demo.
 """
 
+from .annotators import Annotators
+from .container import Campaigns, build_campaigns
+from .cycle import Cycle
+from .forecasting import Forecasts
+from .leases import Leases
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
+from .replay import Replay
+from .results import Results
 from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
-from .service import CampaignService
+from .runner import Runs
+from .stores import Stores
+from .tasks import Background, Keeper
 from .types import (
     CampaignEnded,
     Conflict,
@@ -35,11 +46,25 @@ from .types import (
     ReplayResult,
     Unprocessable,
 )
-from .views import duel_view_for, json_diff, jsonable_report
+from .views import Views, duel_view_for, json_diff, jsonable_report
+from .webhooks import Webhooks
 
 __all__ = [
+    "Annotators",
+    "Campaigns",
+    "Forecasts",
+    "Replay",
+    "Results",
+    "Views",
+    "Webhooks",
+    "build_campaigns",
     "CampaignEnded",
-    "CampaignService",
+    "Background",
+    "Cycle",
+    "Keeper",
+    "Leases",
+    "Runs",
+    "Stores",
     "Conflict",
     "DomainError",
     "DuelOutcome",

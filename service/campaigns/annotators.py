@@ -26,10 +26,13 @@ from sqlalchemy import select, update
 
 from algorithms.vocabulary import DuelStatus
 
+from ..auth import TokenCache, hash_token, new_token
+from ..db import Database
 from ..models import Annotator, Duel, utcnow
 from .hybrid_tx import released_values
 from .skips import skips_by_annotator
 from .types import NotFound
+from .views import Views
 
 ANNOTATOR_PREFIX = "annotator:"
 RELEASED = "released: the annotator's token was revoked before it voted"
@@ -91,8 +94,16 @@ def _record(row: Any, votes: int, stats: tuple[float | None, int] | None, skippe
     }
 
 
-class AnnotatorAdmin:
-    """Mixed into :class:`~service.campaigns.CampaignService` (needs ``db``, ``token_cache``, ``lock_existing``)."""
+class Annotators:
+    """The admin's view and revocation of a campaign's annotators.
+
+    Revoking drops the token from this process's :class:`~service.auth.TokenCache` (handed in), so the
+    token is refused here at once."""
+
+    def __init__(self, db: Database, views: Views, tokens: TokenCache):
+        self.db = db
+        self.views = views
+        self.tokens = tokens
 
     def _annotator_votes(self, s, campaign_id: int) -> list[Vote]:
         rows = s.execute(
@@ -115,6 +126,16 @@ class AnnotatorAdmin:
 
         if s.get(Campaign, campaign_id) is None:
             raise NotFound(f"campaign {campaign_id} not found")
+
+    def create_annotator(self, campaign_id: int, label: str | None) -> dict:
+        """A new annotator of the campaign; the token is returned this once (only its hash is stored)."""
+        token = new_token()
+        with self.db.write() as s:
+            self.views.lock_existing(s, campaign_id)
+            row = Annotator(campaign_id=campaign_id, token_hash=hash_token(token), label=label, created_at=utcnow())
+            s.add(row)
+            s.flush()
+            return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
 
     def list_annotators(self, campaign_id: int) -> list[dict]:
         """The campaign's annotators, oldest first, with votes and agreement."""
@@ -144,7 +165,7 @@ class AnnotatorAdmin:
         """Revoke the token (idempotent) and release the annotator's pending duels."""
         now = utcnow()
         with self.db.write() as s:
-            c = self.lock_existing(s, campaign_id)
+            c = self.views.lock_existing(s, campaign_id)
             row = s.get(Annotator, annotator_id)
             if row is None or int(row.campaign_id) != campaign_id:
                 raise NotFound(f"annotator {annotator_id} of campaign {campaign_id} not found")
@@ -166,5 +187,5 @@ class AnnotatorAdmin:
                     .execution_options(synchronize_session=False)
                 )
             token_hash = row.token_hash
-        self.token_cache.pop(token_hash, None)  # this process refuses it at once; others within the cache's TTL
+        self.tokens.drop(token_hash)  # this process refuses it at once; others within the cache's TTL
         return next(a for a in self.list_annotators(campaign_id) if a["id"] == annotator_id)

@@ -32,6 +32,7 @@ from algorithms.forecast import (
 )
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
+from ..db import Database
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
 from . import hybrid, rules
@@ -152,8 +153,11 @@ def _bt_matrices(theta: np.ndarray) -> np.ndarray:
     return P
 
 
-class CampaignForecasts:
-    """Forecasts of the cost to certify (synchronous: they run in worker threads)."""
+class Forecasts:
+    """Forecasts of the cost to certify (synchronous: they run in worker threads; stateless)."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     def forecast_prior(
         self, body: CampaignCreate, trials: int | None = None, spread: float = DEFAULT_SPREAD

@@ -35,6 +35,8 @@ from sqlalchemy import select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
+from ..config import Settings
+from ..db import Database
 from ..models import Campaign, Duel, utcnow
 from . import rules
 
@@ -53,12 +55,14 @@ def new_owner_id() -> str:
     return f"{socket.gethostname()[:120]}:{os.getpid()}:{secrets.token_hex(6)}"
 
 
-class RunLeases:
-    """The lease transactions (synchronous: they run in worker threads)."""
+class Leases:
+    """The lease transactions (synchronous: they run in worker threads) of the process ``owner_id``."""
 
-    def init_leases(self) -> None:
-        self.owner_id = new_owner_id()
-        self.lease_length = dt.timedelta(seconds=self.settings.run_lease_seconds)
+    def __init__(self, settings: Settings, db: Database, owner_id: str):
+        self.settings = settings
+        self.db = db
+        self.owner_id = owner_id
+        self.lease_length = dt.timedelta(seconds=settings.run_lease_seconds)
 
     def settle_orphans(self, s, campaign_id: int) -> int:
         """Orphan the run duels a previous owner left in flight (inside the taking transaction).

@@ -22,6 +22,7 @@ from ..config import Settings
 from ..db import Database
 from ..ratelimits import DatabaseRateLimiter
 from . import hybrid, hybrid_tx, rules, skips, stores
+from .tasks import in_thread
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
 
@@ -36,6 +37,8 @@ JUDGE_OUTLIVED_EXPIRY = "the judge did not decide before the duel expired (LLMDU
 
 class DuelOrchestration:
     """Runs duels: model clients, judges, and the choice between the hot path and the general path."""
+
+    in_thread = staticmethod(in_thread)
 
     def init_orchestration(self, settings: Settings, db: Database) -> None:
         self._http = None

@@ -36,6 +36,7 @@ from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..redaction import redact
 from . import holds, ledger, rules, stores
 from .rules import clean_text
+from .tasks import in_thread
 from .types import DuelPlan
 
 log = logging.getLogger("llmduel.campaigns")
@@ -78,7 +79,7 @@ class Pregeneration:
             finally:
                 busy.discard(campaign_id)
 
-        self.spawn(run())
+        self.background.spawn(run())
 
     def pregen_targets_tx(self, campaign_id: int, k: int = PREGEN_DUELS) -> tuple[DuelPlan, list] | None:
         """What to pre-generate: a plan-like context and [(model index, prompt, key, model_key, prompt_hash)]."""
@@ -128,7 +129,7 @@ class Pregeneration:
         """Generate the missing answers of the next planned duels; returns how many were paid for,
         or -1 when a call failed, or when nothing was paid because no call's bound fit the budget
         (the remaining ones are not made, and pre-generation pauses for the campaign)."""
-        found = await self.in_thread(self.pregen_targets_tx, campaign_id)
+        found = await in_thread(self.pregen_targets_tx, campaign_id)
         if not found:
             return 0
         context, targets = found
@@ -145,7 +146,7 @@ class Pregeneration:
                     stored = await self._acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
                     if stored is not None:
                         return 0
-                    hold = await self.in_thread(self.hold_pregen_tx, campaign_id, n, prompt, key)
+                    hold = await in_thread(self.hold_pregen_tx, campaign_id, n, prompt, key)
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
@@ -153,7 +154,7 @@ class Pregeneration:
                     try:
                         res = await self._call_model(plan, n, turns)
                         if isinstance(res, Completion):
-                            await self.in_thread(
+                            await in_thread(
                                 self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold, prompt
                             )
                             hold = None  # released with the charge
@@ -162,7 +163,7 @@ class Pregeneration:
                         return 0
                     finally:
                         if hold is not None:
-                            await asyncio.shield(self.in_thread(self.release_hold_tx, hold))
+                            await asyncio.shield(in_thread(self.release_hold_tx, hold))
                 finally:
                     await self._settle_claims(plan, [n])
 

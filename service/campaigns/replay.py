@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from algorithms.policies import PolicyError, state_params
 from algorithms.vocabulary import DuelStatus
 
+from ..db import Database
 from ..models import Campaign, Charge, Duel
 from . import hybrid, rules
 from .policy_cache import new_policy
@@ -172,8 +173,11 @@ def check_counters(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[s
     return diff
 
 
-class CampaignReplay:
-    """Replays a campaign's log."""
+class Replay:
+    """Replays a campaign's log (stateless)."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     # ------------------------------------------------------------ replay
     def replay(self, campaign_id: int) -> ReplayResult:
@@ -189,7 +193,9 @@ class CampaignReplay:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            log = read_log(s, c, self.permutation(c) if rules.is_wor(c.prompt_sampling) else None)
+            log = read_log(
+                s, c, rules.prompt_permutation(c.draw_key, c.n_prompts) if rules.is_wor(c.prompt_sampling) else None
+            )
         events = log_events(log.rows)
         diff = replay_policy(log, events) + check_counters(log, events)
         return ReplayResult(campaign_id, not diff, len(events), diff)

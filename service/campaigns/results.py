@@ -47,11 +47,13 @@ from algorithms.csv_cells import write_csv
 from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
+from ..db import Database
 from ..models import Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
 from .judge_bias import judge_bias
 from .types import NotFound
-from .verdicts import verdict_sentence
+from .verdicts import verdict_sentence, verdict_text
+from .views import Views
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
@@ -64,30 +66,6 @@ RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low"
 # (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
 RUNNING_REPS = 250
 RANKING_CACHE = 64
-VERDICTS = {
-    CampaignStatus.CERTIFIED: "certified: {winner} beats every other model (error probability at most {delta:g})",
-    CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner: every model was shown to lose to another one",
-    CampaignStatus.UNDECIDABLE: "undecidable: no model can be certified on this prompt set (the exhausted "
-    "pairs' preferences are known exactly; no pair left could decide)",
-    CampaignStatus.BUDGET_EXHAUSTED: "not certified: the budget or the duel cap ran out (leader: {leader})",
-    CampaignStatus.STOPPED: "not certified: stopped by an admin (leader: {leader})",
-    CampaignStatus.RUNNING: "running: not certified yet (leader: {leader})",
-}
-
-
-#: Ended without a winner: the recorded end reason says why (the duel cap, the admin, the budget).
-ENDED_BY_REASON = "not certified: {reason} (leader: {leader})"
-
-
-def verdict_text(
-    status: str, winner: str | None, leader: str | None, delta: float, end_reason: str | None = None
-) -> str:
-    """The campaign's outcome in plain words; a campaign stopped or out of budget names its ``end_reason``
-    (``stopped`` is also the status of a campaign that reached its ``max_duels``)."""
-    template = VERDICTS.get(status, "{status}")
-    if end_reason and status in (CampaignStatus.STOPPED, CampaignStatus.BUDGET_EXHAUSTED):
-        template = ENDED_BY_REASON
-    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status, reason=end_reason)
 
 
 def _tstamp(d: Duel) -> float | None:
@@ -95,8 +73,14 @@ def _tstamp(d: Duel) -> float | None:
     return round(t.timestamp(), 3) if t is not None else None
 
 
-class CampaignResults:
-    """Reads a campaign's log once and derives the exported files and the dashboard's ranking."""
+class Results:
+    """Reads a campaign's log once and derives the exported files and the dashboard's ranking.
+
+    Owns its caches of rankings and judge-bias reports (keyed by the campaign's event sequence)."""
+
+    def __init__(self, db: Database, views: Views):
+        self.db = db
+        self.views = views
 
     def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
@@ -114,8 +98,8 @@ class CampaignResults:
             .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
         ).all()
         # paid calls and their total per model, by the rule of the campaign view's observed cost
-        # (CampaignViews.observed_costs: a zero-cost reuse of a stored answer is no call)
-        observed = self.observed_costs(s, cid)  # type: ignore[attr-defined]
+        # (Views.observed_costs: a zero-cost reuse of a stored answer is no call)
+        observed = self.views.observed_costs(s, cid)
         spend = {m: total for m, (_, total) in observed.items()}
         calls = {m: n for m, (n, _) in observed.items()}
         rows = [(int(i), int(j), float(score), int(n)) for i, j, score, n in outcomes]
@@ -132,7 +116,7 @@ class CampaignResults:
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             data = self._ranking_data(s, c)
-            data["view"] = self.campaign_view(c, 0)
+            data["view"] = self.views.campaign_view(c, 0)
             data["version"] = int(c.version)
             if not with_duels:
                 return data

@@ -13,7 +13,15 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
+from ..config import Settings
+from ..db import Database
+from .cycle import Cycle
+from .leases import Leases
+from .resume import resume_limits_tx
+from .stores import Stores
+from .tasks import Background, Keeper, in_thread
 from .types import Conflict, DuelOutcome, NotFound
+from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -40,22 +48,38 @@ class RunFailures:
             self.error = f"run paused after {self.consecutive} consecutive failed duels; last error: {outcome.error}"
 
 
-class BackgroundRuns:
-    """Background runs of automatically judged campaigns."""
+class Runs:
+    """This process's background runs: start, resume, take over, and the keeper's beat.
 
-    def init_runs(self) -> None:
+    Owns the run tasks; plans and executes duels through ``cycle``, takes and renews
+    leases through ``leases``, and keeps the store claims of the cycle's calls alive
+    through ``stores``. :meth:`beat` is the keeper's one heartbeat (:class:`~.tasks.Keeper`)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        cycle: Cycle,
+        leases: Leases,
+        stores: Stores,
+        webhooks: Webhooks,
+        keeper: Keeper,
+        background: Background,
+    ):
+        self.settings = settings
+        self.db = db
+        self.cycle = cycle
+        self.leases = leases
+        self.stores = stores
+        self.webhooks = webhooks
+        self.keeper = keeper
+        self.background = background
         self._runs: dict[int, asyncio.Task] = {}
-        self._background: set[asyncio.Task] = set()
-        self._keeper: asyncio.Task | None = None
-        self._keeper_sends: asyncio.Task | None = None
         self._starting: set[int] = set()  # runs being started here (not yet in _runs)
-        self.init_leases()
 
     async def cancel_runs(self) -> None:
         """Stop this process's runs and give their leases up (another process takes them over)."""
-        if self._keeper is not None:
-            self._keeper.cancel()
-            self._keeper = None
+        self.keeper.stop()
         ids = list(self._runs)
         for task in list(self._runs.values()):
             task.cancel()
@@ -65,62 +89,36 @@ class BackgroundRuns:
             except BaseException:
                 pass
         self._runs.clear()
-        for task in list(self._background):  # webhook sends: their claims expire, another process resends
-            task.cancel()
         try:
-            await self.in_thread(self.release_leases_tx, ids)
+            await in_thread(self.leases.release_leases_tx, ids)
         except Exception as exc:  # the database is away: the leases expire instead
             log.warning("could not release the run leases (%s)", type(exc).__name__)
 
-    # ------------------------------------------------------------ the keeper
-    def ensure_keeper(self) -> None:
-        """Start this process's keeper task (heartbeat and take-over), once."""
-        if self._keeper is None or self._keeper.done():
-            self._keeper = self.spawn(self._keep())
-
-    async def _keep(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.run_heartbeat_seconds)
-            try:
-                await self.keeper_tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # database away: try again at the next beat
-                log.warning("run keeper: %s", type(exc).__name__)
-
-    async def keeper_tick(self) -> None:
+    async def beat(self) -> None:
         """One heartbeat: renew this process's leases and store claims, take over runs whose owner is gone,
         and send the webhook events that are due (retries, and claims a dead process left)."""
         mine = [cid for cid in self._runs if self.run_active_here(cid)]
         if mine:
-            kept = await self.in_thread(self.renew_leases_tx, mine)
+            kept = await in_thread(self.leases.renew_leases_tx, mine)
             for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
                 log.info("campaign %s: this process no longer owns its run", cid)
-        if self.live_claims:  # store claims of calls under way here: still alive
-            await self.in_thread(self.renew_claims_tx, list(self.live_claims))
+        live = list(self.cycle.live_claims)
+        if live:  # store claims of calls under way here: still alive
+            await in_thread(self.stores.renew_claims_tx, live)
         if self.settings.resume_runs:
             await self.resume_runs()
-        # Webhook sends wait for receivers: in their own task, never holding up the heartbeat.
-        if self._keeper_sends is None or self._keeper_sends.done():
-            self._keeper_sends = self.spawn(self._deliver_quietly())
-
-    # ------------------------------------------------------------ background runs
-    def spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return task
+        self.webhooks.send_due()  # in its own task, never holding up the heartbeat
 
     async def start_run(self, campaign_id: int, max_duels: int | None, concurrency: int) -> dict:
         if campaign_id in self._runs and not self._runs[campaign_id].done():
             raise Conflict(f"a run is already active for campaign {campaign_id}")
         self._starting.add(campaign_id)
         try:
-            run = await self.in_thread(self.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
-            self._runs[campaign_id] = self.spawn(self._run_loop(campaign_id, concurrency))
+            run = await in_thread(self.cycle.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
+            self._runs[campaign_id] = self.background.spawn(self._run_loop(campaign_id, concurrency))
         finally:
             self._starting.discard(campaign_id)
-        self.ensure_keeper()
+        self.keeper.ensure()
         return run
 
     def run_active_here(self, campaign_id: int) -> bool:
@@ -133,13 +131,13 @@ class BackgroundRuns:
             await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
             error = failures.error
             # Every duel this run started is finished now.
-            await self.in_thread(self.end_run_tx, campaign_id, error)
+            await in_thread(self.cycle.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - defensive
             log.exception("campaign %s: run crashed", campaign_id)
             try:
-                await self.in_thread(self.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
+                await in_thread(self.cycle.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
             except Exception:
                 pass
         finally:
@@ -152,7 +150,7 @@ class BackgroundRuns:
         backoff = 0.5
         while True:
             try:
-                await self.in_thread(self.release_run_duel_tx, campaign_id, duel_id)
+                await in_thread(self.leases.release_run_duel_tx, campaign_id, duel_id)
                 return
             except DBAPIError:
                 log.warning(
@@ -166,7 +164,7 @@ class BackgroundRuns:
         db_backoff = 0.5
         while failures.error is None:
             try:
-                plan = await self.plan(campaign_id, None, True)
+                plan = await self.cycle.plan(campaign_id, None, True)
             except Conflict as exc:
                 if exc.retry_later:
                     await asyncio.sleep(0.05)
@@ -183,7 +181,7 @@ class BackgroundRuns:
                 raise
             db_backoff = 0.5
             try:
-                outcome = await self.execute(plan)
+                outcome = await self.cycle.execute(plan)
             except Exception as exc:
                 if isinstance(exc, DBAPIError):
                     await self._give_up_duel(campaign_id, plan.duel_id)
@@ -196,11 +194,17 @@ class BackgroundRuns:
 
     async def resume_runs(self) -> list[int]:
         """Take over the active runs whose lease is free or expired, and drive them here."""
-        taken = await self.in_thread(self.take_over_runs_tx, self._driven_here)
+        taken = await in_thread(self.leases.take_over_runs_tx, self._driven_here)
         for cid, concurrency in taken:
             if self.run_active_here(cid) or cid in self._starting:  # started here meanwhile
                 continue
-            self._runs[cid] = self.spawn(self._run_loop(cid, concurrency))
+            self._runs[cid] = self.background.spawn(self._run_loop(cid, concurrency))
             log.info("campaign %s: took over its background run", cid)
-        self.ensure_keeper()
+        self.keeper.ensure()
         return [cid for cid, _ in taken]
+
+    async def resume_run(self, campaign_id: int, concurrency: int | None = None) -> dict:
+        """Restart the campaign's paused or failed run (:mod:`.resume`); ``concurrency`` overrides the stored one."""
+        remaining, stored, error = await in_thread(resume_limits_tx, self.db, campaign_id)
+        run = await self.start_run(campaign_id, remaining, concurrency or stored)
+        return {"campaign_id": campaign_id, "run": run, "previous_error": error}

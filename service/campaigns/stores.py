@@ -8,7 +8,7 @@ transactions, the orchestration and the hot path:
 * the store keys (what identifies "the same answer" and "the same verdict");
 * which models and judges use the stores;
 * the marginal cost of a duel given the stores, handed to the policy;
-* :class:`CampaignStores`, the store's own short transactions (claim, release,
+* :class:`Stores`, the store's own short transactions (claim, release,
   coverage), and :func:`finalize_answer` / :func:`finalize_verdict` that the
   answer and verdict transactions call so that a stored result and its charge
   commit together.
@@ -39,7 +39,9 @@ from sqlalchemy.exc import IntegrityError
 from algorithms.reuse_costs import COST_FLOOR, COST_STEPS, marginal_costs, missing_fraction  # noqa: F401 (re-exported)
 from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
 
+from ..db import Database
 from ..models import StoredAnswer, StoredVerdict, utcnow
+from .tasks import Background, in_thread
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -439,18 +441,23 @@ def finalize_verdict(
     claim.finalized = Stored(claim.row_id, charge_id, choice=choice, detail=detail)
 
 
-class CampaignStores:
+class Stores:
     """The stores' own short transactions (they run in worker threads, outside any campaign lock),
-    and the per-process marginal costs handed to the policies."""
+    and the per-process marginal costs handed to the policies (owned here, refreshed in
+    tasks of ``background``)."""
 
     #: How old (seconds) a campaign's marginal costs may be before a plan refreshes them.
     store_costs_ttl = 0.5
 
+    def __init__(self, db: Database, background: Background):
+        self.db = db
+        self.background = background
+        self._store_costs: dict[int, tuple[float, dict | None]] = {}  # campaign id -> (monotonic time, costs)
+        self._store_costs_busy: set[int] = set()  # refreshes under way
+        self._prompt_hashes: dict[int, list[str]] = {}  # campaign id -> its prompts' hashes
+
     def _store_cost_cache(self) -> dict:
-        cache = self.__dict__.get("_store_costs")
-        if cache is None:
-            cache = self.__dict__["_store_costs"] = {}
-        return cache
+        return self._store_costs
 
     def store_costs_for(self, campaign_id: int) -> dict | None:
         """The latest marginal costs of a campaign using the stores ({"costs", "judge_cost"}), or None."""
@@ -479,7 +486,7 @@ class CampaignStores:
                 self._store_cost_cache()[campaign_id] = (math.inf, None)
                 return None
             models, judge, answers, verdicts = list(c.models), dict(c.judge), c.answers, c.verdicts
-            hashes_cache = self.__dict__.setdefault("_prompt_hashes", {})
+            hashes_cache = self._prompt_hashes
             hashes = hashes_cache.get(campaign_id)
             if hashes is None:
                 texts = s.execute(select(Prompt.text).where(Prompt.campaign_id == campaign_id).order_by(Prompt.idx))
@@ -517,23 +524,23 @@ class CampaignStores:
         else in the background (an annotator's next duel does not wait for it)."""
         if not self.store_costs_stale(campaign_id):
             return
-        busy: set = self.__dict__.setdefault("_store_costs_busy", set())
+        busy = self._store_costs_busy
         if wait or campaign_id not in self._store_cost_cache():
-            await self.in_thread(self.refresh_store_costs, campaign_id)
+            await in_thread(self.refresh_store_costs, campaign_id)
             return
         if campaign_id in busy:
             return
 
         async def refresh() -> None:
             try:
-                await self.in_thread(self.refresh_store_costs, campaign_id)
+                await in_thread(self.refresh_store_costs, campaign_id)
             except Exception as exc:  # the previous costs stay in use
                 log.warning("campaign %s: marginal costs not refreshed (%s)", campaign_id, type(exc).__name__)
             finally:
                 busy.discard(campaign_id)
 
         busy.add(campaign_id)
-        self.spawn(refresh())
+        self.background.spawn(refresh())
 
     def claim_tx(self, table: str, key: str, columns: dict, lease: dt.timedelta) -> tuple[str, Any]:
         """Look ``key`` up and claim it when missing.

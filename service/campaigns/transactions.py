@@ -17,10 +17,10 @@ from sqlalchemy import func, insert, select, update
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from ..auth import Principal, hash_token, new_token
+from ..auth import Principal
 from ..clients import ClientError, Completion
 from ..config import Settings
-from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..models import Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
@@ -242,15 +242,6 @@ class CampaignTransactions:
                 ],
             )
             return int(campaign.id)
-
-    def create_annotator(self, campaign_id: int, label: str | None) -> dict:
-        token = new_token()
-        with self.db.write() as s:
-            self.lock_existing(s, campaign_id)
-            row = Annotator(campaign_id=campaign_id, token_hash=hash_token(token), label=label, created_at=utcnow())
-            s.add(row)
-            s.flush()
-            return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
 
     # ------------------------------------------------------------ state transitions
     def finish(

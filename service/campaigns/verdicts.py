@@ -235,3 +235,29 @@ def _one_loss_each(certs: list[tuple[int, int]], L: int) -> list[tuple[int, int]
     for w, lo in certs:
         out.setdefault(lo, (w, lo))
     return [out[m] for m in range(L) if m in out]
+
+
+VERDICTS = {
+    CampaignStatus.CERTIFIED: "certified: {winner} beats every other model (error probability at most {delta:g})",
+    CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner: every model was shown to lose to another one",
+    CampaignStatus.UNDECIDABLE: "undecidable: no model can be certified on this prompt set (the exhausted "
+    "pairs' preferences are known exactly; no pair left could decide)",
+    CampaignStatus.BUDGET_EXHAUSTED: "not certified: the budget or the duel cap ran out (leader: {leader})",
+    CampaignStatus.STOPPED: "not certified: stopped by an admin (leader: {leader})",
+    CampaignStatus.RUNNING: "running: not certified yet (leader: {leader})",
+}
+
+
+#: Ended without a winner: the recorded end reason says why (the duel cap, the admin, the budget).
+ENDED_BY_REASON = "not certified: {reason} (leader: {leader})"
+
+
+def verdict_text(
+    status: str, winner: str | None, leader: str | None, delta: float, end_reason: str | None = None
+) -> str:
+    """The campaign's outcome in plain words; a campaign stopped or out of budget names its ``end_reason``
+    (``stopped`` is also the status of a campaign that reached its ``max_duels``)."""
+    template = VERDICTS.get(status, "{status}")
+    if end_reason and status in (CampaignStatus.STOPPED, CampaignStatus.BUDGET_EXHAUSTED):
+        template = ENDED_BY_REASON
+    return template.format(winner=winner, leader=leader or "none", delta=delta, status=status, reason=end_reason)

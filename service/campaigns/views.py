@@ -12,13 +12,14 @@ from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
+from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, rules, stores, verdicts
-from .results import verdict_text
 from .rules import finite_or_none, jsonable
 from .types import NotFound
+from .verdicts import verdict_text
 
 CONDORCET_NOTE = (
     "This algorithm is from the paper: its certificate assumes that a Condorcet winner (a model that beats "
@@ -149,8 +150,11 @@ def provider_faults(d: Duel) -> list[dict]:
     return out
 
 
-class CampaignViews:
-    """Read-only views of campaigns and duels."""
+class Views:
+    """Read-only views of campaigns and duels over one :class:`~service.db.Database`; stateless."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     # ------------------------------------------------------------ views
     def lock_existing(self, s, campaign_id: int) -> Campaign:

@@ -28,12 +28,17 @@ import logging
 import secrets
 import time
 
+import httpx
 from sqlalchemy import or_, select
 
+from .. import egress
+from ..config import Settings
+from ..db import Database
 from ..egress import EgressDenied
 from ..models import Campaign, WebhookEvent, utcnow
 from .rules import MAX_ERROR_CHARS, clean_text
-from .views import jsonable_report
+from .tasks import Background, in_thread
+from .views import Views, jsonable_report
 from .webhook_signature import ATTEMPT_HEADER, EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header
 
 log = logging.getLogger("llmduel.campaigns")
@@ -61,7 +66,29 @@ def retry_delay_seconds(base: float, attempts: int) -> float:
 
 
 class Webhooks:
-    """The webhook outbox: enqueue in the ending transaction, claim, send, record."""
+    """The webhook outbox: enqueue in the ending transaction, claim, send, record.
+
+    Owns its HTTP client (egress-checked like the model clients); claims events as ``owner_id``
+    (this process's identity, shared with the run leases); sends in tasks of ``background``."""
+
+    def __init__(self, settings: Settings, db: Database, views: Views, background: Background, owner_id: str):
+        self.settings = settings
+        self.db = db
+        self.views = views
+        self.background = background
+        self.owner_id = owner_id
+        self._http: httpx.AsyncClient | None = None
+        self._sending: asyncio.Task | None = None  # the keeper's delivery pass
+
+    def http_client(self) -> httpx.AsyncClient:
+        if self._http is None:  # under LLMDUEL_ALLOWED_HOSTS every new connection is checked (service.egress)
+            self._http = egress.http_client(self.settings.egress, httpx.Timeout(120.0, connect=10.0))
+        return self._http
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     # ------------------------------------------------------------ enqueue (inside a transaction)
     def enqueue_webhook(self, s, c: Campaign, now: dt.datetime) -> None:
@@ -119,7 +146,9 @@ class Webhooks:
                         "created_at": ev.created_at.isoformat(),
                         "campaign_id": ev.campaign_id,
                         "status": c.status,
-                        "campaign": jsonable_report(self.campaign_view(c, self.pending_count(s, c.id, now))),
+                        "campaign": jsonable_report(
+                            self.views.campaign_view(c, self.views.pending_count(s, c.id, now))
+                        ),
                     }
                 ev.attempts += 1
                 ev.claimed_by = self.owner_id
@@ -204,7 +233,7 @@ class Webhooks:
         """Claim and send every due event once; schedules the retries of those that failed."""
         sent = 0
         while True:
-            claims = await self.in_thread(self.claim_webhooks_tx)
+            claims = await in_thread(self.claim_webhooks_tx)
             if not claims:
                 return sent
             # At once: each claim must be sent within its own lease, whatever the other receivers do.
@@ -213,18 +242,18 @@ class Webhooks:
 
     async def _attempt(self, claim: dict) -> bool:
         ok, error = await self._send(claim)
-        delay = await self.in_thread(self.record_webhook_tx, claim["id"], ok, error)
+        delay = await in_thread(self.record_webhook_tx, claim["id"], ok, error)
         if not ok:
             log.warning("webhook %s (attempt %d): %s", claim["id"], claim["attempt"], error)
         if delay is not None:
-            self.spawn(self._deliver_later(delay))
+            self.background.spawn(self._deliver_later(delay))
         return ok
 
     async def _deliver_later(self, delay: float) -> None:
         await asyncio.sleep(delay)
-        await self._deliver_quietly()
+        await self.deliver_quietly()
 
-    async def _deliver_quietly(self) -> None:
+    async def deliver_quietly(self) -> None:
         try:
             await self.deliver_webhooks()
         except asyncio.CancelledError:
@@ -232,9 +261,14 @@ class Webhooks:
         except Exception as exc:  # database away: the keeper tries again
             log.warning("webhook delivery: %s", type(exc).__name__)
 
+    def send_due(self) -> None:
+        """Start a delivery pass of the due events in the background, unless one is under way."""
+        if self._sending is None or self._sending.done():
+            self._sending = self.background.spawn(self.deliver_quietly())
+
     def schedule_webhook(self, campaign_id: int) -> None:
         """A campaign ended: send its event now (the outbox row is already committed)."""
         try:
-            self.spawn(self._deliver_quietly())
+            self.background.spawn(self.deliver_quietly())
         except RuntimeError:  # no running loop (sync caller): the keeper sends it
             pass

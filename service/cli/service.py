@@ -181,7 +181,7 @@ def add_replay_parser(subparsers) -> None:
 
 
 def cmd_replay(args) -> int:
-    from service.campaigns import CampaignService, NotFound
+    from service.campaigns import NotFound, build_campaigns
     from service.db import Database
 
     settings = settings_from_env()
@@ -190,7 +190,7 @@ def cmd_replay(args) -> int:
         db = Database(settings.database_url)
         try:
             try:
-                result = CampaignService(settings, db).replay(args.campaign_id)
+                result = build_campaigns(settings, db).replay.replay(args.campaign_id)
             except NotFound as exc:
                 raise CLIError(f"replay: {exc.detail}") from None
         finally:

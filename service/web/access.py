@@ -43,7 +43,7 @@ def mode(request: Request) -> str:
 
 
 def _admin_key(request: Request) -> str | None:
-    return request.app.state.service.settings.api_key
+    return request.app.state.campaigns.settings.api_key
 
 
 def key_matches(request: Request, candidate: str | None) -> bool:
@@ -89,7 +89,7 @@ async def can_read_dashboards(request: Request) -> bool:
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return False
-    return await anyio.to_thread.run_sync(logins.is_valid, request.app.state.service.db, _admin_key(request), cookie)
+    return await anyio.to_thread.run_sync(logins.is_valid, request.app.state.campaigns.db, _admin_key(request), cookie)
 
 
 async def is_signed_in(request: Request) -> bool:
@@ -99,14 +99,14 @@ async def is_signed_in(request: Request) -> bool:
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return False
-    return await anyio.to_thread.run_sync(logins.is_valid, request.app.state.service.db, _admin_key(request), cookie)
+    return await anyio.to_thread.run_sync(logins.is_valid, request.app.state.campaigns.db, _admin_key(request), cookie)
 
 
 async def start_login(response, request: Request) -> None:
     """Make a new login and set its cookie on ``response`` (after the key was checked)."""
     settings = request.app.state.settings
     value = await anyio.to_thread.run_sync(
-        logins.create, request.app.state.service.db, _admin_key(request), settings.login_seconds
+        logins.create, request.app.state.campaigns.db, _admin_key(request), settings.login_seconds
     )
     response.set_cookie(
         COOKIE,
@@ -121,7 +121,7 @@ async def start_login(response, request: Request) -> None:
 
 async def end_login(response, request: Request, everywhere: bool = False) -> None:
     """Revoke this login (or every login) and clear the cookie."""
-    db = request.app.state.service.db
+    db = request.app.state.campaigns.db
     if everywhere:
         await anyio.to_thread.run_sync(logins.revoke_all, db)
     else:

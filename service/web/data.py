@@ -1,6 +1,6 @@
 """What the pages show, built on the service's public functions.
 
-Read-only helpers over :class:`service.campaigns.CampaignService` (its views)
+Read-only helpers over :class:`service.campaigns.Campaigns` (its views, results and annotators)
 and the ORM models (a few small read queries the service has no function for:
 an annotator's open duel, their vote count, the version of a campaign row).
 Everything here is synchronous and meant to run in a worker thread.
@@ -19,7 +19,7 @@ from algorithms import InstanceError, solve_oracle
 from algorithms.stats import empirical_preference
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import CampaignService, finite_or_none
+from ..campaigns import Campaigns, finite_or_none
 from ..campaigns.verdicts import cost_unit as _cost_unit
 from ..models import Campaign, Duel, DuelSkip, utcnow
 from . import plots
@@ -59,7 +59,7 @@ def progress_of(view: dict) -> tuple[float, str]:
     return frac, f"evidence Z = {z:.3g} of the threshold beta = {beta:.3g} ({frac:.0%})"
 
 
-def list_signature(svc: CampaignService) -> str:
+def list_signature(svc: Campaigns) -> str:
     with svc.db.read() as s:
         n, versions, last = s.execute(
             select(func.count(Campaign.id), func.coalesce(func.sum(Campaign.version), 0), func.max(Campaign.id))
@@ -67,8 +67,8 @@ def list_signature(svc: CampaignService) -> str:
     return f"{n}-{versions}-{last or 0}"
 
 
-def campaign_list(svc: CampaignService, limit: int, offset: int) -> dict:
-    page = svc.list_campaigns(limit, offset)
+def campaign_list(svc: Campaigns, limit: int, offset: int) -> dict:
+    page = svc.views.list_campaigns(limit, offset)
     rows = []
     for v in page["items"]:
         frac, tip = progress_of(v)
@@ -87,13 +87,13 @@ def campaign_list(svc: CampaignService, limit: int, offset: int) -> dict:
 
 
 # ---------------------------------------------------------------- dashboard
-def campaign_version(svc: CampaignService, campaign_id: int) -> tuple[int, str] | None:
+def campaign_version(svc: Campaigns, campaign_id: int) -> tuple[int, str] | None:
     with svc.db.read() as s:
         row = s.execute(select(Campaign.version, Campaign.status).where(Campaign.id == campaign_id)).first()
     return None if row is None else (int(row.version), str(row.status))
 
 
-def _policy_state(svc: CampaignService, campaign_id: int) -> dict:
+def _policy_state(svc: Campaigns, campaign_id: int) -> dict:
     with svc.db.read() as s:
         return s.execute(select(Campaign.policy_state).where(Campaign.id == campaign_id)).scalar_one()
 
@@ -115,7 +115,7 @@ class Evidence:
 REPLAY_CATCH_UP = 5
 
 
-def _replay_in_step(svc: CampaignService, cache: SeriesCache, cid: int) -> tuple[list, Any, dict, bool | None]:
+def _replay_in_step(svc: Campaigns, cache: SeriesCache, cid: int) -> tuple[list, Any, dict, bool | None]:
     """Replay the log, then read the campaign, until both describe the same counted duel ``t``.
 
     The view is read *after* the replay, so it has at least the replayed duels
@@ -125,18 +125,18 @@ def _replay_in_step(svc: CampaignService, cache: SeriesCache, cid: int) -> tuple
     campaign kept moving through every attempt (nothing to compare, no warning).
     """
     points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
-    view = svc.get_campaign(cid, admin=True)
+    view = svc.views.get_campaign(cid, admin=True)
     for _ in range(REPLAY_CATCH_UP):
         if policy.t >= view["t"]:
             break
         points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
-        view = svc.get_campaign(cid, admin=True)
+        view = svc.views.get_campaign(cid, admin=True)
     if policy.t != view["t"]:
         return points, policy, view, None if policy.t < view["t"] else False
     return points, policy, view, _replayed_counts(policy) == view["counts"]
 
 
-def evidence_section(svc: CampaignService, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
+def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
     """The evidence plot, from a replay of the log; returns (section, refreshed view)."""
     cid = view["id"]
     if view.get("hybrid") is not None:  # hybrid hook: its test is per-pair betting; the figures are in its panel
@@ -319,7 +319,7 @@ def oracle_section(view: dict) -> dict:
     }
 
 
-def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) -> tuple[list[dict], int]:
+def recent_duels(svc: Campaigns, campaign_id: int, n: int = RECENT_DUELS) -> tuple[list[dict], int]:
     """The last ``n`` duels that were not cancelled, newest first, and how many were cancelled.
 
     **choice**: cancelled duels (in flight when the campaign ended) are hidden: after
@@ -344,9 +344,9 @@ def recent_duels(svc: CampaignService, campaign_id: int, n: int = RECENT_DUELS) 
             .scalars()
             .all()
         )
-        meta = svc.prompt_meta(s, campaign_id, [d.prompt_index for d in duels])
-        items = [svc.duel_view(d, c, None, meta.get(d.prompt_index)) for d in duels]
-    labels = svc.annotator_labels(campaign_id)  # "annotator:3" -> the label the admin gave it
+        meta = svc.views.prompt_meta(s, campaign_id, [d.prompt_index for d in duels])
+        items = [svc.views.duel_view(d, c, None, meta.get(d.prompt_index)) for d in duels]
+    labels = svc.annotators.annotator_labels(campaign_id)  # "annotator:3" -> the label the admin gave it
     out = []
     for d in items:
         winner = None
@@ -363,9 +363,9 @@ def cost_unit(view: dict) -> str:
     return _cost_unit(view["models"], view["judge"])
 
 
-def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dict:
+def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
     """Everything the dashboard shows (raises NotFound for an unknown campaign)."""
-    view = svc.get_campaign(campaign_id, admin=True)
+    view = svc.views.get_campaign(campaign_id, admin=True)
     evidence, view = evidence_section(svc, cache, view)
     version = campaign_version(svc, campaign_id)
     names = [m["name"] for m in view["models"]]
@@ -408,21 +408,21 @@ def dashboard(svc: CampaignService, cache: SeriesCache, campaign_id: int) -> dic
             lower_bound_pc=finite_or_none(view.get("lower_bound_pc")),
         ),
         "unit": unit,
-        "ranking": svc.ranking(campaign_id),
-        "ranking_by_category": svc.ranking_by_category(campaign_id),
-        "bias": svc.judge_bias(campaign_id),
+        "ranking": svc.results.ranking(campaign_id),
+        "ranking_by_category": svc.results.ranking_by_category(campaign_id),
+        "bias": svc.results.judge_bias(campaign_id),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
         "recent": recent,
         "cancelled": cancelled,
         "judge_kind": (view["judge"] or {}).get("kind"),
-        "annotators": svc.list_annotators(campaign_id),
+        "annotators": svc.annotators.list_annotators(campaign_id),
     }
 
 
 # ---------------------------------------------------------------- annotators
-def open_duel_of(svc: CampaignService, campaign_id: int, label: str) -> int | None:
+def open_duel_of(svc: Campaigns, campaign_id: int, label: str) -> int | None:
     """The oldest duel this annotator asked for that still waits for a vote."""
     with svc.db.read() as s:
         return s.execute(
@@ -438,7 +438,7 @@ def open_duel_of(svc: CampaignService, campaign_id: int, label: str) -> int | No
         ).scalar_one_or_none()
 
 
-def annotator_progress(svc: CampaignService, campaign_id: int, label: str) -> tuple[int, int]:
+def annotator_progress(svc: Campaigns, campaign_id: int, label: str) -> tuple[int, int]:
     """(votes cast, duels skipped) by this annotator in this campaign."""
     with svc.db.read() as s:
         votes = s.execute(

@@ -1,7 +1,7 @@
 """The page routes: campaign list, dashboard, login, annotator form.
 
 The annotator pages drive duels and votes through the same
-:class:`~service.campaigns.CampaignService` methods as the REST API
+objects of :class:`~service.campaigns.Campaigns` as the REST API
 (``next_duel``, ``vote``, ``get_duel``, ``get_campaign``), with the
 :class:`~service.auth.Principal` that :func:`service.auth.authenticate` gives
 for the annotator token in the address. Their POST endpoints answer JSON for
@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from algorithms.vocabulary import CampaignStatus, Choice
 
 from ..auth import Principal, authenticate
-from ..campaigns import CampaignService, Conflict, DomainError, Forbidden, NotFound, skips
+from ..campaigns import Campaigns, Conflict, DomainError, Forbidden, NotFound, skips
 from . import access, data
 from .markdown import render_markdown
 from .series import SeriesCache
@@ -104,8 +104,8 @@ _env.filters.update(money=_money, when=_when, num=_num, short=_short)
 
 
 # ---------------------------------------------------------------- helpers
-def _svc(request: Request) -> CampaignService:
-    return request.app.state.service
+def _campaigns(request: Request) -> Campaigns:
+    return request.app.state.campaigns
 
 
 def _cache(request: Request) -> SeriesCache:
@@ -271,7 +271,7 @@ async def index(request: Request):
     if denied is not None:
         return denied
     offset = _offset(request)
-    page = await _t(data.campaign_list, _svc(request), PAGE_SIZE, offset)
+    page = await _t(data.campaign_list, _campaigns(request), PAGE_SIZE, offset)
     return render(
         request,
         "index.html",
@@ -289,7 +289,7 @@ async def index_live(request: Request):
     if not await access.can_read_dashboards(request):
         return Response(status_code=401, headers=_headers())
     offset = _offset(request)
-    svc = _svc(request)
+    svc = _campaigns(request)
     sig = await _t(data.list_signature, svc)
     if request.query_params.get("v") == sig:
         return Response(status_code=204, headers=_headers({"X-Llmduel-Version": sig}))
@@ -313,7 +313,7 @@ async def campaign_page(request: Request, cid: str):
     if campaign_id is None:
         return not_found(request, "campaign")
     try:
-        d = await _t(data.dashboard, _svc(request), _cache(request), campaign_id)
+        d = await _t(data.dashboard, _campaigns(request), _cache(request), campaign_id)
     except NotFound:
         return not_found(request, "campaign")
     return render(request, "campaign.html", d=d, show_nav=True, title=d["c"]["name"], live_interval=LIVE_INTERVAL_MS)
@@ -326,7 +326,7 @@ async def campaign_live(request: Request, cid: str):
     campaign_id = _parse_id(cid)
     if campaign_id is None:
         return Response(status_code=404, headers=_headers())
-    svc = _svc(request)
+    svc = _campaigns(request)
     current = await _t(data.campaign_version, svc, campaign_id)
     if current is None:
         return Response(status_code=404, headers=_headers())
@@ -367,10 +367,10 @@ async def _panel(
     request: Request, principal: Principal, *, create: bool, notice: str | None = None, notice_kind: str = "info"
 ) -> dict:
     """The state of the annotator's panel, asking the service for a new duel when ``create``."""
-    svc = _svc(request)
+    svc = _campaigns(request)
     cid = principal.campaign_id
     ctx: dict[str, Any] = {"notice": notice, "notice_kind": notice_kind}
-    campaign = await _t(svc.get_campaign, cid, False)
+    campaign = await _t(svc.views.get_campaign, cid, False)
     ctx["campaign"] = campaign
     ctx["votes"], ctx["skips"] = await _t(data.annotator_progress, svc, cid, principal.label)
     if campaign["status"] != CampaignStatus.RUNNING:
@@ -383,7 +383,7 @@ async def _panel(
     view = None
     if duel_id is not None:
         try:
-            view = await _t(svc.get_duel, duel_id, principal)
+            view = await _t(svc.views.get_duel, duel_id, principal)
         except DomainError:
             view = None
     if view is None and not create:
@@ -391,12 +391,12 @@ async def _panel(
         return ctx
     if view is None:
         try:
-            view, _ = await svc.next_duel(cid, principal)
+            view, _ = await svc.cycle.next_duel(cid, principal)
         except Forbidden:
             ctx["state"] = "automatic"
             return ctx
         except Conflict as exc:
-            campaign = await _t(svc.get_campaign, cid, False)
+            campaign = await _t(svc.views.get_campaign, cid, False)
             ctx["campaign"] = campaign
             if campaign["status"] != CampaignStatus.RUNNING:
                 ctx["state"] = "done"
@@ -509,7 +509,7 @@ async def annotate_vote(request: Request, token: str):
         )
         return _panel_response(request, token, ctx)
     try:
-        await _svc(request).vote(duel_id, choice, principal, comment=comment)
+        await _campaigns(request).cycle.vote(duel_id, choice, principal, comment=comment)
         notice = f"Vote saved: {CHOICE_LABELS[choice]}."
     except Forbidden:
         return _bad_token(request)
@@ -532,7 +532,7 @@ async def annotate_skip(request: Request, token: str):
         notice, kind = "That skip could not be read; nothing changed.", "error"
     else:
         try:
-            await _svc(request).skip(duel_id, principal)
+            await _campaigns(request).cycle.skip(duel_id, principal)
         except Forbidden:
             return _bad_token(request)
         except (Conflict, NotFound) as exc:

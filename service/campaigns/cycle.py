@@ -1,4 +1,4 @@
-"""Campaign domain logic: create, next duel, vote, run, stop, replay.
+"""The vote cycle: create a campaign, next duel, vote, stop (:class:`Cycle`).
 
 Every write that touches a campaign runs in one transaction that first locks the
 campaign row (:meth:`Database.lock_campaign`), so writes on one campaign are
@@ -23,27 +23,19 @@ orchestrate them with the model and judge calls.
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any, Callable
-
-import anyio
+from typing import Any
 
 from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied, EgressPolicy
-from .annotators import AnnotatorAdmin
-from .forecasting import CampaignForecasts
-from .leases import RunLeases
+from .leases import Leases
 from .orchestration import DuelOrchestration
 from .pregeneration import Pregeneration
-from .replay import CampaignReplay
-from .results import CampaignResults
-from .resume import RunResume
-from .runner import BackgroundRuns
-from .stores import CampaignStores
+from .stores import Stores
+from .tasks import Background, Keeper
 from .transactions import CampaignTransactions
 from .types import Unprocessable
-from .views import CampaignViews
+from .views import Views
 from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
@@ -65,47 +57,48 @@ def check_egress(policy: EgressPolicy, body: Any) -> None:
                 raise Unprocessable(f"{field}: {exc.message}") from None
 
 
-class CampaignService(
-    CampaignTransactions,
-    CampaignViews,
-    CampaignReplay,
-    CampaignResults,
-    CampaignForecasts,
-    DuelOrchestration,
-    BackgroundRuns,
-    RunResume,
-    RunLeases,
-    Webhooks,
-    AnnotatorAdmin,
-    CampaignStores,
-    Pregeneration,
-):
-    """Domain logic over one :class:`Database`; one instance per app."""
+class Cycle(CampaignTransactions, DuelOrchestration, Pregeneration):
+    """The vote cycle: plan a duel, call the models, store the answers, judge, record the verdict.
 
-    def __init__(self, settings: Settings, db: Database):
+    Owns the policies, the prompt and config caches, the model and judge clients and the
+    store claims of its calls under way (``live_claims``; :meth:`.runner.Runs.beat` keeps them
+    alive). Its parts (:mod:`.transactions`, :mod:`.orchestration`, :mod:`.pregeneration`)
+    share this one object; everything else comes from the collaborators handed in."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        views: Views,
+        webhooks: Webhooks,
+        leases: Leases,
+        stores: Stores,
+        keeper: Keeper,
+        background: Background,
+    ):
         self.settings = settings
         self.db = db
-        self.token_cache: dict[str, tuple[int, int, float]] = {}  # service.auth's cache of annotator tokens
-        self.revocations_polled_at = -math.inf  # monotonic start of service.auth's last revocation poll
+        self.background = background
+        self.owner_id = leases.owner_id  # the fencing token of this process's runs
+        # The collaborators' operations the transactions, the orchestration and the hot path
+        # (service.hotpath.HotService) call, by name; their state stays with their owners.
+        self.lock_existing = views.lock_existing
+        self.duel_view = views.duel_view
+        self.get_campaign = views.get_campaign
+        self.get_duel = views.get_duel
+        self.enqueue_webhook = webhooks.enqueue_webhook
+        self.schedule_webhook = webhooks.schedule_webhook
+        self.take_lease = leases.take_lease
+        self.store_costs_for = stores.store_costs_for
+        self.update_store_costs = stores.update_store_costs
+        self.claim_tx = stores.claim_tx
+        self.release_tx = stores.release_tx
+        self.ensure_keeper = keeper.ensure
         self.init_transactions(settings)
         self.init_orchestration(settings, db)
-        self.init_runs()
 
     # ------------------------------------------------------------ create
     def create_campaign(self, body: Any) -> int:
         """Create a campaign whose addresses ``LLMDUEL_ALLOWED_HOSTS`` allows (else 422 naming the host)."""
         check_egress(self.settings.egress, body)
         return super().create_campaign(body)
-
-    # ------------------------------------------------------------ threads
-    @staticmethod
-    async def in_thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-        return await anyio.to_thread.run_sync(fn, *args)
-
-    # ------------------------------------------------------------ shutdown
-    async def aclose(self) -> None:
-        """Cancel this process's background runs, then close the model and judge clients."""
-        await self.cancel_runs()
-        await self.close_clients()

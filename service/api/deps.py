@@ -1,0 +1,73 @@
+"""FastAPI dependencies: the caller, and each campaign object a route needs.
+
+The objects are built once per app (:func:`service.campaigns.build_campaigns`, on
+``app.state.campaigns``); a route names the ones it uses, e.g. ``views: ViewsDep``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from ..auth import Principal, authenticate_async, require_admin
+from ..campaigns import Annotators, Campaigns, Cycle, Forecasts, Replay, Results, Runs, Views
+
+_bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
+
+
+async def principal(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
+) -> Principal:
+    # On the event loop: a cached annotator token needs no thread (an uncached one is looked up in one).
+    return await authenticate_async(request)
+
+
+async def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:
+    return require_admin(p)
+
+
+def campaigns_of(request: Request) -> Campaigns:
+    return request.app.state.campaigns
+
+
+def views_of(request: Request) -> Views:
+    return request.app.state.campaigns.views
+
+
+def results_of(request: Request) -> Results:
+    return request.app.state.campaigns.results
+
+
+def replay_of(request: Request) -> Replay:
+    return request.app.state.campaigns.replay
+
+
+def forecasts_of(request: Request) -> Forecasts:
+    return request.app.state.campaigns.forecasts
+
+
+def annotators_of(request: Request) -> Annotators:
+    return request.app.state.campaigns.annotators
+
+
+def cycle_of(request: Request) -> Cycle:
+    return request.app.state.campaigns.cycle
+
+
+def runs_of(request: Request) -> Runs:
+    return request.app.state.campaigns.runs
+
+
+Admin = Annotated[Principal, Depends(admin)]
+Caller = Annotated[Principal, Depends(principal)]
+CampaignsDep = Annotated[Campaigns, Depends(campaigns_of)]
+ViewsDep = Annotated[Views, Depends(views_of)]
+ResultsDep = Annotated[Results, Depends(results_of)]
+ReplayDep = Annotated[Replay, Depends(replay_of)]
+ForecastsDep = Annotated[Forecasts, Depends(forecasts_of)]
+AnnotatorsDep = Annotated[Annotators, Depends(annotators_of)]
+CycleDep = Annotated[Cycle, Depends(cycle_of)]
+RunsDep = Annotated[Runs, Depends(runs_of)]

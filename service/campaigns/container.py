@@ -1,0 +1,86 @@
+"""The campaign objects of one process, built once and handed to the API, the web pages and the CLI.
+
+Each object gets its collaborators in ``__init__`` and owns its own state (caches, tasks,
+clients); none reaches into another's private state. :func:`build_campaigns` is the one
+place that wires them (``service.app.create_app`` and ``service.cli`` call it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..auth import TokenCache
+from ..config import Settings
+from ..db import Database
+from .annotators import Annotators
+from .cycle import Cycle
+from .forecasting import Forecasts
+from .leases import Leases, new_owner_id
+from .replay import Replay
+from .results import Results
+from .runner import Runs
+from .stores import Stores
+from .tasks import Background, Keeper
+from .views import Views
+from .webhooks import Webhooks
+
+
+@dataclass
+class Campaigns:
+    """The wired campaign objects of one app (no behaviour of its own beyond closing them)."""
+
+    settings: Settings
+    db: Database
+    background: Background
+    keeper: Keeper
+    tokens: TokenCache
+    views: Views
+    results: Results
+    replay: Replay
+    forecasts: Forecasts
+    annotators: Annotators
+    webhooks: Webhooks
+    leases: Leases
+    stores: Stores
+    cycle: Cycle
+    runs: Runs
+
+    async def aclose(self) -> None:
+        """Stop the runs (their leases released), the keeper and the background tasks, then close
+        the HTTP clients."""
+        await self.runs.cancel_runs()
+        self.background.cancel_all()
+        await self.cycle.close_clients()
+        await self.webhooks.aclose()
+
+
+def build_campaigns(settings: Settings, db: Database) -> Campaigns:
+    """Build every campaign object of this process over ``db``, each with its collaborators."""
+    owner_id = new_owner_id()
+    background = Background()
+    keeper = Keeper(settings.run_heartbeat_seconds, background)
+    tokens = TokenCache(db)
+    views = Views(db)
+    webhooks = Webhooks(settings, db, views, background, owner_id)
+    leases = Leases(settings, db, owner_id)
+    stores = Stores(db, background)
+    cycle = Cycle(settings, db, views, webhooks, leases, stores, keeper, background)
+    runs = Runs(settings, db, cycle, leases, stores, webhooks, keeper, background)
+    keeper.beats.append(runs.beat)
+    return Campaigns(
+        settings=settings,
+        db=db,
+        background=background,
+        keeper=keeper,
+        tokens=tokens,
+        views=views,
+        results=Results(db, views),
+        replay=Replay(db),
+        forecasts=Forecasts(db),
+        annotators=Annotators(db, views, tokens),
+        webhooks=webhooks,
+        leases=leases,
+        stores=stores,
+        cycle=cycle,
+        runs=runs,
+    )
