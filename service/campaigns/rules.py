@@ -605,44 +605,6 @@ def continue_refusal(
     return None
 
 
-def new_duel_columns(
-    campaign_id: int,
-    number: int,
-    pair: tuple[int, int],
-    draw: tuple[int, bool],
-    prompt: str,
-    reserved_nusd: int,
-    select_seq: int,
-    pending: list,
-    requested_by: str,
-    now: dt.datetime,
-    expires_at: dt.datetime,
-) -> dict[str, Any]:
-    """The columns of a newly planned duel (status ``calling``), for every path that inserts one.
-
-    Columns left out are NULL until the answers and the verdict arrive.
-    """
-    (i, j), (prompt_index, a_is_i) = pair, draw
-    return dict(
-        campaign_id=campaign_id,
-        number=number,
-        model_i=i,
-        model_j=j,
-        a_is_i=a_is_i,
-        prompt_index=prompt_index,
-        prompt=prompt,
-        status=DuelStatus.CALLING,
-        counted=False,
-        cost_nusd=0,
-        expected_cost_nusd=reserved_nusd,
-        select_seq=select_seq,
-        pending_at_select=pending,
-        requested_by=requested_by,
-        created_at=now,
-        expires_at=expires_at,
-    )
-
-
 # ---------------------------------------------------------------- recording a verdict
 def score_of(
     choice: str,

@@ -9,12 +9,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import secrets
-import time
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
 
-from algorithms import NoPairAvailable
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
@@ -24,19 +22,16 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nu
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact, redact_json
 from ..schemas import CampaignCreate
-from . import holds, ledger, rules, skips, stores
+from . import holds, ledger, plan_tx, rules, stores
 from .credentials import require_key_envs
-from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
+from .leases import ORPHAN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none, jsonable
 from .types import (
-    CampaignEnded,
     Conflict,
     DomainError,
     DuelOutcome,
     DuelPlan,
-    Forbidden,
-    HeldDuel,
     NotFound,
     Unprocessable,
 )
@@ -287,207 +282,8 @@ class CampaignTransactions:
             self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
 
     def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        """Step 1 of a duel (locked): choose the pair and insert the duel as calling."""
-        t0 = time.perf_counter()
-        err: DomainError | None = None
-        held: int | None = None
-        with self.db.write() as s:
-            c = self.lock_existing(s, campaign_id)
-            if principal is not None and not principal.can_access(campaign_id):
-                raise Forbidden("this token does not give access to this campaign")
-            if c.status != CampaignStatus.RUNNING:
-                raise Conflict(f"campaign {campaign_id} has ended (status {c.status})")
-            automatic = c.judge.get("kind") != "human"
-            if principal is not None and not principal.admin and automatic:
-                raise Forbidden("annotators can only request duels of human-judged campaigns")
-            if run:
-                if not c.run_active:
-                    raise Conflict("the run was stopped")
-                if c.run_owner != self.owner_id:  # fencing: the lease went to another process
-                    raise Conflict("the run is owned by another process")
-                if c.run_remaining is not None and c.run_remaining <= 0:
-                    raise Conflict("the run reached its max_duels")  # the loop ends; run_active drops later
-                run_in_flight = s.execute(
-                    select(func.count(Duel.id)).where(
-                        Duel.campaign_id == campaign_id,
-                        Duel.status.in_(IN_FLIGHT),
-                        Duel.requested_by == RUN_REQUESTER,
-                        Duel.expires_at > utcnow(),
-                    )
-                ).scalar_one()
-                if rules.run_slots_full(run_in_flight, c.run_concurrency):
-                    raise Conflict(f"{run_in_flight} duels of the run are in flight", retry_later=True)
-            if err is None:
-                now = utcnow()
-                inflight = s.execute(
-                    select(
-                        Duel.id,
-                        Duel.model_i,
-                        Duel.model_j,
-                        Duel.expected_cost_nusd,
-                        Duel.expires_at,
-                        Duel.requested_by,
-                    ).where(Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
-                ).all()
-                stale = [r.id for r in inflight if rules.is_stale(r.expires_at, now)]
-                if stale:
-                    s.execute(
-                        update(Duel)
-                        .where(Duel.id.in_(stale), Duel.status.in_(IN_FLIGHT))
-                        .values(status=DuelStatus.EXPIRED)
-                        .execution_options(synchronize_session=False)
-                    )
-                    inflight = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
-                if principal is not None and not principal.admin:
-                    held = rules.held_duel(inflight, principal.label, c.max_pending_per_annotator)
-                    if held is None:  # a duel another annotator skipped comes before a new one
-                        held = skips.claim_pooled(s, campaign_id, principal.label)
-            if err is None and held is None:
-                counting = [r for r in inflight if r.requested_by != ORPHAN_REQUESTER]  # orphans never count
-                if rules.max_duels_reached(c.max_duels, c.duels_judged, len(counting)):
-                    if not counting:
-                        self.finish(
-                            s,
-                            c,
-                            CampaignStatus.STOPPED,
-                            f"max_duels ({c.max_duels}) reached",
-                            now,
-                            limit=rules.END_LIMIT_MAX_DUELS,
-                        )
-                        err = CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({c.max_duels}) reached")
-                    else:
-                        err = Conflict(
-                            f"max_duels ({c.max_duels}) is reached counting the {len(counting)} duels in flight",
-                            retry_later=True,
-                        )
-            if err is None and held is None:
-                wor = rules.is_wor(c.prompt_sampling)
-                policy = self.policies.take(c.id, c.event_seq, c.policy_state)
-                # without replacement the policy computes its own marginal costs from the shared permutation
-                costs_record = None if wor else stores.apply_costs(policy, self.store_costs_for(c.id))
-                pending = rules.pending_pairs(inflight)
-                position = None
-                if wor:
-                    # judged duels waiting for an earlier position of their pair count as in flight
-                    held_rows = self.held_duels(s, campaign_id)
-                    pending += rules.pending_pairs(held_rows)
-                    try:
-                        i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
-                        position = self.wor_position(s, c, i, j)
-                    except NoPairAvailable as exc:  # err, not raise: the stale duels above stay expired
-                        if inflight or held_rows:
-                            err = Conflict(
-                                f"every useful pair is exhausted counting the {len(inflight) + len(held_rows)} "
-                                "duels in flight or waiting for an earlier position; retry once they settle",
-                                retry_later=True,
-                            )
-                        else:
-                            err = Conflict(f"no pair is available and nothing is in flight ({exc})")
-                        # next_pair changed nothing: the policy goes back to the cache
-                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(
-                            campaign_id, seq, p
-                        )
-                else:
-                    i, j = rules.ordered_pair(*policy.next_pair(pending=pending))
-            if err is None and held is None:
-                number = c.duels_created + 1
-                prompt_index, a_is_i = rules.draw_prompt_and_side(c.seed, number, c.n_prompts, c.draw_key)
-                if position is not None:
-                    prompt_index = self.permutation(c)[position]
-                prompt_text = self.prompt_text(s, campaign_id, prompt_index)
-                # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
-                expected = self.duel_reservation(s, c, i, j, a_is_i, prompt_index, prompt_text)
-                pregen_held = holds.held_nusd(s, campaign_id, now)  # pre-generation calls in flight
-                reserved = rules.reserved_nusd(inflight, pregen_held)
-                if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, expected):
-                    if not inflight and not pregen_held:
-                        self.finish(
-                            s,
-                            c,
-                            CampaignStatus.BUDGET_EXHAUSTED,
-                            f"the next duel's cost bound ({expected / 1e9:.6g} USD) exceeds the "
-                            f"remaining budget ({(rules.effective_budget(c.budget_nusd) - c.spend_nusd) / 1e9:.6g} USD)",
-                            now,
-                            limit=rules.END_LIMIT_BUDGET if c.budget_nusd is not None else None,
-                        )
-                        err = CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted")
-                    else:
-                        err = Conflict(
-                            f"the remaining budget is reserved by {len(inflight)} duels in flight"
-                            + (" and answers being pre-generated" if pregen_held else ""),
-                            retry_later=True,
-                        )
-            if err is None and held is None:
-                c.event_seq += 1
-                if run and c.run_remaining is not None:
-                    c.run_remaining -= 1  # only for a duel that starts (a refused plan leaves it)
-                duel = Duel(
-                    **rules.new_duel_columns(
-                        campaign_id,
-                        number,
-                        (i, j),
-                        (prompt_index, a_is_i),
-                        prompt_text,
-                        expected,
-                        c.event_seq,
-                        pending,
-                        principal.label if principal is not None else RUN_REQUESTER,
-                        now,
-                        now + self.call_expiry,
-                    )
-                )
-                duel.costs_at_select = costs_record
-                duel.position = position
-                state = jsonable(policy.to_state())
-                if state != c.policy_state:  # set_costs (marginal costs given the stores) changed the state
-                    c.policy_state = state
-                c.duels_created = number
-                s.info["after_commit"] = lambda p=policy, seq=c.event_seq: self.policies.put(campaign_id, seq, p)
-                c.version += 1
-                c.updated_at = now
-                plan = DuelPlan(
-                    campaign_id=campaign_id,
-                    duel_id=0,
-                    number=number,
-                    i=i,
-                    j=j,
-                    a_is_i=a_is_i,
-                    prompt=duel.prompt,
-                    models=[dict(m) for m in c.models],
-                    judge=dict(c.judge),
-                    tie_policy=c.tie_policy,
-                    seed=int(c.seed),
-                    prompt_index=prompt_index,
-                    answers=c.answers,
-                    verdicts=c.verdicts,
-                    draw_key=c.draw_key,
-                    deadline=rules.call_deadline(self.call_expiry),
-                )
-                charges, columns = self.answer_now(plan, now)
-                for key, value in columns.items():
-                    setattr(duel, key, value)
-                if plan.results is not None:
-                    c.spend_nusd += duel.cost_nusd
-                    c.duels_failed += duel.status == DuelStatus.FAILED
-                s.add(duel)
-                s.flush()
-                plan.duel_id = int(duel.id)
-                if charges:
-                    s.execute(insert(Charge), [dict(ch, duel_id=duel.id) for ch in charges])
-                if plan.results is not None:
-                    plan.outcome = DuelOutcome(
-                        duel.id,
-                        duel.status,
-                        failed=duel.error is not None,
-                        error=duel.error,
-                        view=self.duel_view(duel, c),
-                    )
-        if err is not None:
-            raise err
-        if held is not None:
-            raise HeldDuel(held)
-        plan.select_ms = (time.perf_counter() - t0) * 1000.0
-        return plan
+        """Step 1 of a duel (locked): choose the pair and insert the duel as calling (:mod:`.plan_tx`)."""
+        return plan_tx.plan_duel_tx(self, campaign_id, principal, run)
 
     def duel_reservation(self, s, c: Campaign, i: int, j: int, a_is_i: bool, prompt_index: int, prompt: str) -> int:
         """:func:`rules.reserve_duel_nusd` given what the stores already hold (read in session ``s``)."""

@@ -20,6 +20,7 @@ from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import DuelOutcome, DuelPlan
+from ..cycle import plan as planning
 from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,10 +125,10 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         raise Fallback
     known = svc.config_cache.get(campaign_id)
     row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
-    if row is None or row.status != CampaignStatus.RUNNING:
+    if row is None:
         raise Fallback
     cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
-    if not principal.admin and cfg.judge.get("kind") != "human":
+    if planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal) is not None:
         raise Fallback
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: positions and held outcomes are the general path's
@@ -138,7 +139,7 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         raise Fallback  # the annotator's own duel is handed back: the general path does it
     if not principal.admin and any(r.requested_by == POOL_REQUESTER for r in inflight):
         raise Fallback  # a skipped duel may be handed over: the general path does it
-    if rules.max_duels_reached(row.max_duels, row.duels_judged, len(inflight)):
+    if planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight) is not None:
         raise Fallback
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
@@ -169,10 +170,9 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    reserved = rules.reserved_nusd(inflight, held)
-    if rules.over_budget(row.budget_nusd, row.spend_nusd, reserved, expected):
+    if planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected) is not None:
         raise Fallback
-    duel = rules.new_duel_columns(
+    duel = planning.new_duel_columns(
         campaign_id,
         number,
         (i, j),
