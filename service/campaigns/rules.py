@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from algorithms.vocabulary import Algorithm, Choice, DuelStatus, JudgeKind, PromptSampling, Reuse, TiePolicy
+from algorithms.vocabulary import Algorithm, Choice, JudgeKind, PromptSampling, Reuse, TiePolicy
 
 from ..models import to_nusd
 
