@@ -18,21 +18,20 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from ..auth import Principal, hash_token, new_token
 from ..clients import ClientError, Completion
 from ..config import Settings
+from ..cycle import verdict as cycle_verdict
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
 from ..prompts import normalize_prompt
-from ..redaction import configured_keys, redact, redact_json
+from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
-from . import holds, ledger, plan_tx, rules, stores
+from . import holds, ledger, plan_tx, rules, stores, verdict_tx
 from .credentials import require_key_envs
 from .leases import ORPHAN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
-from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none, jsonable
+from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none
 from .types import (
     Conflict,
-    DomainError,
     DuelOutcome,
     DuelPlan,
-    NotFound,
     Unprocessable,
 )
 from .webhooks import new_webhook_secret
@@ -278,7 +277,7 @@ class CampaignTransactions:
         """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with
         ``end_limit = 'provider'``, and a PATCH of its limits continues it (rules.continue_refusal)."""
         if c.status == CampaignStatus.RUNNING:
-            reason = f"paused on a provider fault: {fault}; fix the provider, then continue with PATCH"
+            reason = cycle_verdict.fault_reason(fault)
             self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
 
     def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
@@ -495,266 +494,26 @@ class CampaignTransactions:
         stored_choice: str | None = None,
         reused_verdict: stores.Stored | None = None,
     ) -> DuelOutcome:
-        """Step 4 (locked): a vote or an automatic verdict, counted exactly once.
+        """Step 4 (locked): a vote or an automatic verdict, counted exactly once (:mod:`.verdict_tx`).
 
         ``verdict_claim``: the verdict store row this judgement was paid for; it is
         stored (``stored_choice``, in the stored order) with its charge when the judge
         gave a verdict. ``reused_verdict``: the verdict came from the store (a zero-cost
-        ledger row names the charge that paid for it).
-
-        The duel moves pending -> judged by a conditional UPDATE (``WHERE status =
-        'pending'``) in the same transaction as the policy update; a duplicate
-        finds no pending row and gets 409.
+        ledger row names the charge that paid for it). A duplicate finds no pending row: 409.
         """
-        err: DomainError | None = None
-        outcome: DuelOutcome | None = None
-        with self.db.write() as s:
-            # Lock the duel's campaign in one statement.
-            c = s.execute(
-                select(Campaign)
-                .where(Campaign.id == select(Duel.campaign_id).where(Duel.id == duel_id).scalar_subquery())
-                .with_for_update()
-            ).scalar_one_or_none()
-            if c is None:
-                raise NotFound(f"duel {duel_id} not found")
-            if principal is not None and not principal.can_access(c.id):
-                raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
-            d = s.get(Duel, duel_id)
-            if (
-                principal is not None
-                and not principal.admin
-                and not rules.annotator_owns(d.requested_by, principal.label)
-            ):
-                raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
-            s.expunge(d)  # changed below by one conditional UPDATE
-            now = utcnow()
-            judge_nusd, judge_fault, fault_detail = 0, None, {}
-            if judge_cost and rules.is_stale(d.expires_at, now):  # past the hard deadline (see store_answers_tx)
-                log.warning("duel %s: the judge returned after its hard deadline; not charged", d.id)
-            elif judge_cost:  # what a judge call is charged: at most its bound (ledger)
-                reference = self.prompt_extras_in(s, c.id, d.prompt_index)[1]
-                charge = ledger.judge_charge(c.judge, d.prompt, reference, judge_cost, judge_detail)
-                judge_nusd, judge_fault, fault_detail = charge.amount_nusd, charge.fault, charge.detail()
-                if judge_fault is not None:  # the verdict of a lying judge is not counted
-                    choice, judge_error = None, f"provider fault: {judge_fault}"
-                    judge_detail = {**(judge_detail or {}), **fault_detail}
-            judge_charge_id = None
-            if reused_verdict is not None:
-                s.execute(
-                    insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, reused_verdict, now), duel_id=d.id)
-                )
-            if judge_nusd:
-                # A judge call is charged whatever happens to its verdict.
-                judge_charge_id = s.execute(
-                    insert(Charge)
-                    .values(
-                        campaign_id=c.id,
-                        duel_id=d.id,
-                        kind="judge",
-                        model_index=None,
-                        amount_nusd=judge_nusd,
-                        detail=fault_detail or None,
-                        created_at=now,
-                    )
-                    .returning(Charge.id)
-                ).scalar_one()
-            if verdict_claim is not None and choice is not None and stored_choice is not None:
-                stores.finalize_verdict(
-                    s,
-                    verdict_claim,
-                    stored_choice,
-                    jsonable(judge_detail) if judge_detail else None,
-                    judge_nusd,
-                    judge_charge_id,
-                )
-            if judge_nusd:
-                d.cost_nusd += judge_nusd
-                c.spend_nusd += judge_nusd
-                c.judge_spend_nusd += judge_nusd
-            if d.status == DuelStatus.PENDING and d.requested_by == ORPHAN_REQUESTER:
-                d.status = DuelStatus.EXPIRED  # its run has another owner: never counted
-                err = Conflict(f"duel {duel_id}: {d.error}")
-            elif d.status != DuelStatus.PENDING:
-                err = Conflict(_not_pending_message(d))
-            elif rules.is_stale(d.expires_at, now):
-                d.status = DuelStatus.EXPIRED
-                err = Conflict(f"duel {duel_id} expired at {d.expires_at.isoformat()} and no longer counts")
-            elif c.status != CampaignStatus.RUNNING:
-                err = Conflict(f"campaign {c.id} has ended (status {c.status})")
-            if err is not None:
-                if judge_fault is not None:  # a stale duel or an ended campaign: the fault still pauses it
-                    self.pause_for_fault(s, c, judge_fault, now)
-                if d.status == DuelStatus.EXPIRED or judge_nusd:
-                    s.execute(
-                        update(Duel)
-                        .where(Duel.id == d.id)
-                        .values(status=d.status, cost_nusd=d.cost_nusd)
-                        .execution_options(synchronize_session=False)
-                    )
-                    c.version += 1
-                    c.updated_at = now
-            else:
-                fee_nusd = rules.vote_fee_nusd(c.judge) if principal is not None else 0
-                if fee_nusd:  # a human judge's fee: charged once per recorded vote
-                    s.execute(
-                        insert(Charge),
-                        [
-                            {
-                                "campaign_id": c.id,
-                                "duel_id": d.id,
-                                "kind": "judge",
-                                "model_index": None,
-                                "amount_nusd": fee_nusd,
-                                "created_at": now,
-                            }
-                        ],
-                    )
-                    d.cost_nusd += fee_nusd
-                    c.spend_nusd += fee_nusd
-                    c.judge_spend_nusd += fee_nusd
-                d.judged_at = now
-                d.judged_by = judged_by
-                wor = rules.is_wor(c.prompt_sampling) and d.position is not None
-                keys = self.secret_keys(c.models, c.judge)
-                d.judge_detail = redact_json(jsonable(judge_detail), keys) if judge_detail else None
-                score = None
-                if choice is None:
-                    d.status = DuelStatus.FAILED
-                    d.error = clean_text(redact(f"judge error: {judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
-                else:
-                    d.status = DuelStatus.JUDGED
-                    d.choice = choice
-                    score = rules.score_of(
-                        choice,
-                        d.model_i,
-                        d.model_a,
-                        d.model_b,
-                        c.tie_policy,
-                        c.seed,
-                        d.number,
-                        judge_score,
-                        draw_key=c.draw_key,
-                    )
-                    if score is not None:
-                        d.score = score
-                        if not wor:  # without replacement: recorded below, in position order
-                            d.counted = True
-                            d.record_seq = c.event_seq + 1
-                claimed = s.execute(
-                    update(Duel)
-                    .where(Duel.id == duel_id, Duel.status == DuelStatus.PENDING)
-                    .values(
-                        status=d.status,
-                        choice=d.choice,
-                        score=d.score,
-                        counted=d.counted,
-                        judged_by=d.judged_by,
-                        judge_detail=d.judge_detail,
-                        judged_at=now,
-                        record_seq=d.record_seq,
-                        error=d.error,
-                        cost_nusd=d.cost_nusd,
-                    )
-                    .execution_options(synchronize_session=False)
-                ).rowcount
-                if claimed != 1:  # cannot happen under the campaign lock; never count twice anyway
-                    raise Conflict(f"duel {duel_id} already has a verdict")
-                ended = False
-                if choice is None:
-                    c.duels_failed += 1
-                else:
-                    c.duels_judged += 1
-                    recorded = 0
-                    if score is not None:
-                        policy = self.policies.take(c.id, c.event_seq, c.policy_state)
-                        if wor:
-                            # The pair's outcomes enter the policy in position order: this one waits
-                            # (held in its row) while an earlier position is in flight (docs/reuse.md).
-                            released = self.release_in_order(s, c, policy, d.model_i, d.model_j)
-                            recorded = len(released)
-                            if d.id in released:
-                                d.counted, d.record_seq = True, released[d.id]
-                            else:  # held: the policy is unchanged, back in the cache
-                                s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(
-                                    cid, seq, p
-                                )
-                        else:
-                            policy.record(d.model_i, d.model_j, score)
-                            c.event_seq += 1
-                            c.duels_counted += 1
-                            recorded = 1
-                    if recorded:
-                        c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
-                        s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: self.policies.put(
-                            cid, seq, p
-                        )
-                        if policy.should_stop():
-                            if getattr(policy, "verdict", None) == CampaignStatus.UNDECIDABLE:
-                                self.finish(
-                                    s,
-                                    c,
-                                    CampaignStatus.UNDECIDABLE,
-                                    f"no model can be certified on this prompt set ({c.n_prompts} prompts, "
-                                    f"sampled without replacement): no pair left can decide between the models "
-                                    f"not shown to lose (the {c.algorithm} certificates at delta={c.delta:g})",
-                                    now,
-                                    keep_duel=d.id,
-                                )
-                            elif getattr(policy, "verdict", None) == CampaignStatus.NO_CONDORCET_WINNER:
-                                self.finish(
-                                    s,
-                                    c,
-                                    CampaignStatus.NO_CONDORCET_WINNER,
-                                    f"every model was shown to lose to another (the {c.algorithm} "
-                                    f"certificates at delta={c.delta:g}): no Condorcet winner",
-                                    now,
-                                    keep_duel=d.id,
-                                )
-                            else:
-                                c.winner = int(policy.recommendation())
-                                c.leader = c.winner
-                                self.finish(
-                                    s,
-                                    c,
-                                    CampaignStatus.CERTIFIED,
-                                    f"certified by the {c.algorithm} stopping rule at delta={c.delta:g}",
-                                    now,
-                                    keep_duel=d.id,
-                                )
-                            ended = True
-                    if not ended and rules.max_duels_reached(c.max_duels, c.duels_judged):
-                        self.finish(
-                            s,
-                            c,
-                            CampaignStatus.STOPPED,
-                            f"max_duels ({c.max_duels}) reached",
-                            now,
-                            keep_duel=d.id,
-                            limit=rules.END_LIMIT_MAX_DUELS,
-                        )
-                        ended = True
-                if not ended and rules.budget_spent(c.budget_nusd, c.spend_nusd):
-                    self.finish(
-                        s,
-                        c,
-                        CampaignStatus.BUDGET_EXHAUSTED,
-                        "spend reached the budget",
-                        now,
-                        keep_duel=d.id,
-                        limit=rules.END_LIMIT_BUDGET if c.budget_nusd is not None else None,
-                    )
-                    ended = True
-                if judge_fault is not None and not ended:
-                    self.pause_for_fault(s, c, judge_fault, now, d.id)
-                    ended = True
-                c.version += 1
-                c.updated_at = now
-                outcome = DuelOutcome(
-                    d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=self.duel_view(d, c)
-                )
-        if err is not None:
-            raise err
-        return outcome
+        judgement = verdict_tx.Judgement(
+            choice,
+            judged_by,
+            principal,
+            judge_cost,
+            judge_detail,
+            judge_error,
+            judge_score,
+            verdict_claim,
+            stored_choice,
+            reused_verdict,
+        )
+        return verdict_tx.record_verdict_tx(self, duel_id, judgement)
 
     def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:
         with self.db.write() as s:
@@ -875,17 +634,3 @@ def _error_text(exc: BaseException) -> str:
         return str(exc)
     # Unexpected exceptions: the type only (their text might carry request details).
     return f"unexpected {type(exc).__name__} in the model client"
-
-
-def _not_pending_message(d: Duel) -> str:
-    if d.status == DuelStatus.JUDGED:
-        return f"duel {d.id} already has a verdict"
-    if d.status == DuelStatus.CALLING:
-        return f"duel {d.id} is still waiting for the models' answers"
-    if d.status == DuelStatus.EXPIRED:
-        return f"duel {d.id} expired and no longer counts"
-    if d.status == DuelStatus.FAILED:
-        return f"duel {d.id} failed and cannot be judged"
-    if d.status == DuelStatus.CANCELLED:
-        return f"duel {d.id} was cancelled: the campaign ended before it was judged"
-    return f"duel {d.id} cannot be judged (status {d.status})"

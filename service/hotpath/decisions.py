@@ -21,6 +21,7 @@ from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..cycle import plan as planning
+from ..cycle import verdict as deciding
 from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -236,18 +237,22 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     if crow is None or crow.status != CampaignStatus.RUNNING or not principal.can_access(crow.id):
         raise Fallback
     now = utcnow()
-    if drow is None or drow.status != DuelStatus.PENDING or rules.is_stale(drow.expires_at, now):
+    if drow is None:
         raise Fallback
+    if deciding.refusal(
+        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
+    ):
+        raise Fallback  # the general path writes the refusal (an expired duel) and raises it
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise Fallback  # another annotator's duel: the general path refuses it
     cfg = await _config(svc, tx, crow.id)
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: outcomes are recorded in position order by the general path
-    if rules.max_duels_reached(crow.max_duels, crow.duels_judged + 1):
-        raise Fallback  # this vote ends the campaign: the general path does it
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
-    if rules.budget_spent(crow.budget_nusd, crow.spend_nusd + fee):
-        raise Fallback  # this vote spends the budget: the general path ends the campaign
+    if deciding.ending(
+        None, True, crow.max_duels, crow.duels_judged + 1, crow.budget_nusd, crow.spend_nusd + fee, None
+    ):
+        raise Fallback  # this vote ends the campaign (max_duels, budget): the general path does it
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + fee
     c = SimpleNamespace(
