@@ -16,18 +16,18 @@ from sqlalchemy import func, insert, select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal, hash_token, new_token
-from ..clients import ClientError, Completion
+from ..clients import Completion
 from ..config import Settings
+from ..cycle import answers as cycle_answers
 from ..cycle import verdict as cycle_verdict
-from ..models import Annotator, Campaign, Charge, Duel, Prompt, from_nusd, to_nusd, utcnow
+from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
 from . import holds, ledger, plan_tx, rules, stores, verdict_tx
 from .credentials import require_key_envs
-from .leases import ORPHAN_REQUESTER
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
-from .rules import MAX_ERROR_CHARS, clean_text, finite_or_none
+from .rules import MAX_ERROR_CHARS, clean_text
 from .types import (
     Conflict,
     DuelOutcome,
@@ -313,79 +313,6 @@ class CampaignTransactions:
         """The keys a campaign's stored text must not contain (service.redaction)."""
         return configured_keys(models, judge, extra=(self.settings.api_key,))
 
-    def _settle_answers(self, plan: DuelPlan, results: dict[int, Any], now: dt.datetime):
-        """What both calls' results mean for the duel.
-
-        Returns (charges, total, fields, error, faults): the charge rows (without
-        ``duel_id``) for what the answers cost (:func:`ledger.model_charge`: at most
-        each call's bound), their sum in nano-USD, the duel's answer columns, the
-        failure message (None when both answered) and the provider faults (the
-        models whose reported usage exceeded their bound: the duel fails).
-        """
-        errors: list[str] = []
-        faults: dict[int, str] = {}
-        charges: list[dict] = []
-        info: dict[int, dict] = {}
-        keys = self.secret_keys(plan.models, plan.judge)
-        for idx in (plan.i, plan.j):
-            res = results[idx]
-            name = plan.models[idx]["name"]
-            if isinstance(res, stores.Stored):  # reused: a zero-cost ledger row naming the charge that paid
-                info[idx] = {
-                    "model": name,
-                    "input_tokens": res.input_tokens,
-                    "output_tokens": res.output_tokens,
-                    "cost": 0.0,
-                    "reused_answer": res.id,
-                }
-                charges.append(stores.reuse_charge(plan.campaign_id, "model", idx, res, now))
-            elif isinstance(res, Completion):
-                charge = ledger.model_charge(plan.models[idx], plan.prompt, res)
-                amount = charge.amount_nusd
-                info[idx] = {
-                    "model": name,
-                    "input_tokens": res.input_tokens,
-                    "output_tokens": res.output_tokens,
-                    "cost": from_nusd(amount),
-                    "latency_s": finite_or_none(res.latency_s),
-                    "attempts": res.attempts,
-                    **charge.detail(),
-                }
-                if charge.fault is not None:
-                    faults[idx] = charge.fault
-                    errors.append(f"provider fault: {charge.fault}")
-                if amount:
-                    charges.append(
-                        {
-                            "campaign_id": plan.campaign_id,
-                            "kind": "model",
-                            "model_index": idx,
-                            "amount_nusd": amount,
-                            "created_at": now,
-                            "detail": {
-                                "input_tokens": res.input_tokens,
-                                "output_tokens": res.output_tokens,
-                                **charge.detail(),
-                            },
-                        }
-                    )
-            else:
-                message = redact(_error_text(res), keys)
-                info[idx] = {"model": name, "error": message}
-                errors.append(f"model {name!r}: {message}")
-        total = sum(ch["amount_nusd"] for ch in charges)
-        fields: dict[str, Any] = {"completion_a": info.get(plan.model_a), "completion_b": info.get(plan.model_b)}
-        error = None
-        if errors:
-            error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
-        else:
-            fields.update(
-                answer_a=redact(clean_text(results[plan.model_a].text), keys),
-                answer_b=redact(clean_text(results[plan.model_b].text), keys),
-                answered_at=now,
-            )
-        return charges, total, fields, error, faults
-
     def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
         """Both answers inside the plan transaction, when both models are instant.
 
@@ -397,7 +324,9 @@ class CampaignTransactions:
         if plan.results is None:
             return [], {}
         # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)
-        charges, total, columns, error, _ = self._settle_answers(plan, plan.results, now)
+        charges, total, columns, error, _ = cycle_answers.settle_answers(
+            plan, plan.results, now, self.secret_keys(plan.models, plan.judge)
+        )
         columns["cost_nusd"] = total
         if error is not None:
             columns.update(status=DuelStatus.FAILED, error=error)
@@ -409,7 +338,9 @@ class CampaignTransactions:
         """Step 3 (locked): charges for what the calls really cost, answers or failure."""
         now = utcnow()
         # Before the lock: cleaning and masking (service.redaction) a long answer takes a while.
-        charges, total, fields, error, faults = self._settle_answers(plan, results, now)
+        charges, total, fields, error, faults = cycle_answers.settle_answers(
+            plan, results, now, self.secret_keys(plan.models, plan.judge)
+        )
         with self.db.write() as s:
             c = self.db.lock_campaign(s, plan.campaign_id)
             d = s.get(Duel, plan.duel_id)
@@ -424,7 +355,7 @@ class CampaignTransactions:
                 lost = sum(ch["amount_nusd"] for ch in charges)
                 log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
                 charges, total, faults, fields = [], 0, {}, {}
-                error = f"its calls returned after the duel's hard deadline; {lost / 1e9:.9g} USD not charged"
+                error = cycle_answers.late_error(lost)
             charge_ids: dict[int, int] = {}
             for ch in charges:
                 charge_ids[ch["model_index"]] = s.execute(
@@ -445,16 +376,13 @@ class CampaignTransactions:
             c.spend_nusd += total
             for key, value in fields.items():
                 setattr(d, key, value)
-            if d.requested_by == ORPHAN_REQUESTER and d.status in IN_FLIGHT:
-                d.status = DuelStatus.EXPIRED  # paid for, never counted: its run has another owner
-            elif error is not None:
-                d.error = error
-                if d.status in IN_FLIGHT:
-                    d.status = DuelStatus.FAILED
-                    c.duels_failed += 1
-            elif d.status == DuelStatus.CALLING:
-                d.status = DuelStatus.PENDING
-                d.expires_at = now + self.pending_expiry
+            status, stored_error, failed = cycle_answers.after_answers(d.status, d.requested_by, error)
+            if stored_error is not None:
+                d.error = stored_error
+            if status == DuelStatus.PENDING and d.status == DuelStatus.CALLING:
+                d.expires_at = now + self.pending_expiry  # the wait for its verdict starts
+            d.status = status
+            c.duels_failed += failed
             s.execute(
                 update(Duel)
                 .where(Duel.id == d.id)
@@ -627,10 +555,3 @@ class CampaignTransactions:
             if error:
                 c.run_error = clean_text(redact(error, self.secret_keys(c.models, c.judge)), MAX_ERROR_CHARS)
             c.updated_at = utcnow()
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, ClientError):
-        return str(exc)
-    # Unexpected exceptions: the type only (their text might carry request details).
-    return f"unexpected {type(exc).__name__} in the model client"
