@@ -19,7 +19,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.skips import POOL_REQUESTER
-from ..campaigns.types import DuelOutcome, DuelPlan
+from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
 from ..cycle import plan as planning
 from ..cycle import verdict as deciding
 from ..models import Duel, utcnow
@@ -119,29 +119,63 @@ async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | N
     return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
 
+def _refuse_or_fall_back(decision) -> None:
+    """Raise a refusal of :mod:`service.cycle.plan` that writes nothing; :class:`Fallback` for an ending."""
+    if isinstance(decision, planning.End):
+        raise Fallback  # the campaign ends: the general path writes it
+    if decision is not None:
+        raise decision
+
+
+def _new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict) -> DuelPlan:
+    return DuelPlan(
+        campaign_id=campaign_id,
+        duel_id=0,
+        number=duel["number"],
+        i=duel["model_i"],
+        j=duel["model_j"],
+        a_is_i=duel["a_is_i"],
+        prompt=duel["prompt"],
+        models=[dict(m) for m in cfg.models],
+        judge=dict(cfg.judge),
+        tie_policy=cfg.tie_policy,
+        seed=cfg.seed,
+        prompt_index=duel["prompt_index"],
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
+        draw_key=cfg.draw_key,
+        deadline=rules.call_deadline(svc.call_expiry),
+    )
+
+
 # ---------------------------------------------------------------- the decisions
 async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
-    """:meth:`CampaignService.plan_duel_tx` for a running campaign with nothing to expire or end."""
-    if not principal.can_access(campaign_id):
-        raise Fallback
+    """:meth:`CampaignService.plan_duel_tx` for an annotator or the admin.
+
+    A refusal that writes nothing (no access, an ended campaign, the annotator's own duel
+    handed back, a cap or a budget to wait for) is raised here, as the general transaction
+    raises it; :class:`Fallback` is left for what writes more than a new duel.
+    """
     known = svc.config_cache.get(campaign_id)
     row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
     if row is None:
-        raise Fallback
+        raise NotFound(f"campaign {campaign_id} not found")
     cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
-    if planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal) is not None:
-        raise Fallback
+    refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
+    if refusal is not None:
+        raise refusal
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: positions and held outcomes are the general path's
     now = utcnow()
     if any(rules.is_stale(r.expires_at, now) for r in inflight):
         raise Fallback  # stale duels to expire
-    if not principal.admin and rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator) is not None:
-        raise Fallback  # the annotator's own duel is handed back: the general path does it
-    if not principal.admin and any(r.requested_by == POOL_REQUESTER for r in inflight):
-        raise Fallback  # a skipped duel may be handed over: the general path does it
-    if planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight) is not None:
-        raise Fallback
+    if not principal.admin:
+        held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
+        if held is not None:
+            raise HeldDuel(held)  # the annotator's own duel is handed back
+        if any(r.requested_by == POOL_REQUESTER for r in inflight):
+            raise Fallback  # a skipped duel may be handed over: the general path does it
+    _refuse_or_fall_back(planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight))
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
         raise Fallback  # the marginal costs changed: the general path stores the policy's new state
@@ -171,8 +205,9 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    if planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected) is not None:
-        raise Fallback
+    _refuse_or_fall_back(
+        planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
+    )
     duel = planning.new_duel_columns(
         campaign_id,
         number,
@@ -186,24 +221,7 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         now,
         now + svc.call_expiry,
     )
-    plan = DuelPlan(
-        campaign_id=campaign_id,
-        duel_id=0,
-        number=number,
-        i=i,
-        j=j,
-        a_is_i=a_is_i,
-        prompt=prompt,
-        models=[dict(m) for m in cfg.models],
-        judge=dict(cfg.judge),
-        tie_policy=cfg.tie_policy,
-        seed=cfg.seed,
-        prompt_index=prompt_index,
-        answers=cfg.answers,
-        verdicts=cfg.verdicts,
-        draw_key=cfg.draw_key,
-        deadline=rules.call_deadline(svc.call_expiry),
-    )
+    plan = _new_plan(svc, campaign_id, cfg, duel)
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)
     failed = int(duel["status"] == DuelStatus.FAILED)
@@ -234,17 +252,18 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     """:meth:`CampaignService.record_verdict_tx` for a human vote that neither ends the campaign nor fails."""
     hint = principal.campaign_id  # an annotator's campaign (the admin's is learnt from the duel)
     crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
-    if crow is None or crow.status != CampaignStatus.RUNNING or not principal.can_access(crow.id):
-        raise Fallback
-    now = utcnow()
-    if drow is None:
-        raise Fallback
-    if deciding.refusal(
-        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
-    ):
-        raise Fallback  # the general path writes the refusal (an expired duel) and raises it
+    if crow is None or drow is None or not principal.can_access(crow.id):
+        raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
-        raise Fallback  # another annotator's duel: the general path refuses it
+        raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
+    now = utcnow()
+    refused = deciding.refusal(
+        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
+    )
+    if refused is not None:
+        if refused.expire:
+            raise Fallback  # the duel becomes expired: the general path writes it
+        raise refused.error
     cfg = await _config(svc, tx, crow.id)
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: outcomes are recorded in position order by the general path

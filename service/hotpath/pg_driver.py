@@ -34,6 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from ..campaigns import holds, stores
+from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
@@ -327,7 +328,7 @@ async def _on_pool(svc: HotService, make):
             tx = PgTx(conn)
             try:
                 out = await make(tx)
-            except Fallback:
+            except (Fallback, DomainError, HeldDuel):  # decided before any write: nothing to keep
                 await tx.rollback()
                 raise
             except Exception as exc:
