@@ -1,13 +1,16 @@
 """The two hot transactions of a vote cycle: the logic once, two drivers.
 
-An annotator's cycle is "next duel" then "vote". The general transactions
-(:meth:`CampaignService.plan_duel_tx` and :meth:`CampaignService.record_verdict_tx`)
-use the ORM and handle every case: ended campaigns, stale duels to expire,
-``max_duels``, budgets, background runs, judge charges, certification. Most of a
-campaign's life is the plain case, and there the ORM's bookkeeping costs more than
-the decision. This module does the plain case, and whenever it does not apply it
-raises :class:`Fallback` before writing anything; the caller then runs the
-general transaction.
+An annotator's cycle is "next duel" then "vote". Both decide with the functions of
+:mod:`service.cycle` (plain data in, a decision out), as the general ORM
+transactions (:mod:`service.campaigns.plan_tx`, :mod:`service.campaigns.verdict_tx`)
+do. Most of a campaign's life needs no write but the new duel or the vote, and
+there the ORM's bookkeeping costs more than the decision. This module runs those
+cycles and raises the refusals that write nothing (no access, an ended campaign,
+the annotator's own duel handed back, a cap or a budget to wait for, a duel no
+longer pending) itself. When a decision needs another write (stale duels to
+expire, a pooled duel, an ending, a changed policy state, sampling without
+replacement) it raises :class:`Fallback` before writing anything, and the caller
+runs the general transaction, which applies the same decisions.
 
 The decisions (:func:`.decisions.decide_plan` and :func:`.decisions.decide_vote`) are written once, as coroutines
 that ask a *transaction driver* for each database round trip:

@@ -3,9 +3,10 @@
 :func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
 (:class:`service.hotpath.sync_driver.SyncTx` or
 :class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
-decide with :mod:`service.campaigns.rules` only, like the general transactions,
-and raise :class:`Fallback` before writing anything when the plain case does not
-apply.
+decide with :mod:`service.cycle` and :mod:`service.campaigns.rules`, like the
+general transactions; a refusal that writes nothing is raised as the general
+transaction raises it, and :class:`Fallback` (before writing anything) leaves the
+cases that need other writes to the general transaction.
 """
 
 from __future__ import annotations
