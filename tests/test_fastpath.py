@@ -418,3 +418,46 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
     assert len(set(reservations)) > 1 and min(reservations) == rules.to_nusd(0.001)  # some duels reused both answers
     for label, got in runs.items():
         assert got == general, label
+
+
+@pytest.mark.postgres
+async def test_stale_duels_a_pooled_duel_and_refusals_are_decided_on_the_event_loop(pg_api, pg_url):
+    """Expiring stale duels, handing a skipped duel over, refusing a vote on an expired duel
+    and handing an annotator its own duel back run on the event loop (no general transaction
+    in a thread), and store what the general transaction stores: replay stays exact."""
+    import psycopg
+
+    api, svc = pg_api, pg_api.app.state.service
+    cid = (await api.post("/v1/campaigns", json=campaign_body(name="on the loop"))).json()["id"]
+
+    async def annotator(label: str) -> dict:
+        r = await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})
+        return {"Authorization": f"Bearer {r.json()['token']}"}
+
+    def age(duel_id: int) -> None:  # the duel's expiry passes
+        with psycopg.connect(_conninfo(pg_url)) as conn:
+            conn.execute("UPDATE duels SET expires_at = now() - interval '1 second' WHERE id = %s", (duel_id,))
+
+    async def status(duel_id: int) -> str:
+        return (await api.get(f"/v1/duels/{duel_id}")).json()["status"]
+
+    alice, bob = await annotator("alice"), await annotator("bob")
+    first = (await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)).json()
+    before = dict(svc.hot_counts)
+    again = await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)  # her own duel, handed back
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    assert (await api.post(f"/v1/duels/{first['id']}/skip", headers=alice)).status_code == 204
+    handed = await api.post(f"/v1/campaigns/{cid}/duels", headers=bob)  # the pooled duel, handed over
+    assert handed.status_code == 200 and handed.json()["id"] == first["id"]
+    age(first["id"])
+    vote = await api.post(f"/v1/duels/{first['id']}/vote", headers=bob, json={"choice": "a"})
+    assert vote.status_code == 409 and "expired" in vote.json()["detail"]
+    assert await status(first["id"]) == "expired"
+    second = (await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)).json()
+    age(second["id"])
+    third = await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)  # expires the stale one first
+    assert third.status_code == 201 and await status(second["id"]) == "expired"
+    assert (await api.post(f"/v1/duels/{third.json()['id']}/vote", headers=alice, json={"choice": "b"})).is_success
+    assert svc.hot_counts["thread"] == before["thread"], svc.hot_counts
+    assert svc.hot_counts["loop"] >= before["loop"] + 3
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True

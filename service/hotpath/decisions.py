@@ -168,14 +168,15 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: positions and held outcomes are the general path's
     now = utcnow()
-    if any(rules.is_stale(r.expires_at, now) for r in inflight):
-        raise Fallback  # stale duels to expire
+    stale, inflight = planning.split_stale(inflight, now)
+    if stale:
+        await tx.expire_stale(campaign_id, now)
     if not principal.admin:
         held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
+        if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
+            held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
         if held is not None:
-            raise HeldDuel(held)  # the annotator's own duel is handed back
-        if any(r.requested_by == POOL_REQUESTER for r in inflight):
-            raise Fallback  # a skipped duel may be handed over: the general path does it
+            raise HeldDuel(held)  # the annotator's own duel, or a pooled one, instead of a new one
     _refuse_or_fall_back(planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight))
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
@@ -263,7 +264,7 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     )
     if refused is not None:
         if refused.expire:
-            raise Fallback  # the duel becomes expired: the general path writes it
+            await tx.expire_duel(duel_id, crow.id, now)
         raise refused.error
     cfg = await _config(svc, tx, crow.id)
     if rules.is_wor(cfg.prompt_sampling):

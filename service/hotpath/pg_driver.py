@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from ..campaigns import holds, stores
+from ..campaigns import holds, skips, stores
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
@@ -118,6 +118,11 @@ PG_LOCK_FOR_VOTE = compile_pg(
     )
 )
 PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
+PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
+PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
+PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
+PG_POOLED = compile_pg(skips.POOLED)
+PG_HAND_OVER = compile_pg(skips.HAND_OVER)
 
 
 def _after_judged(campaign_update):
@@ -238,6 +243,30 @@ class PgTx:
     async def _fetch(self, query: Compiled, params: dict) -> list[_Row]:
         return [_row(r) for r in await self.conn.fetch(query.sql, *query.args(params))]
 
+    async def _write(self, query: Compiled, params: dict) -> None:
+        """A write that the transaction's last statement (or :meth:`commit`) commits."""
+        self.wrote = True
+        await self.conn.execute(query.sql, *query.args(params))
+
+    async def commit(self) -> None:
+        if self.open:
+            await self.conn.execute("COMMIT")
+            self.open = False
+
+    async def expire_stale(self, campaign_id: int, now) -> None:
+        await self._write(PG_EXPIRE_STALE, {"cid": campaign_id, "now": now})
+
+    async def expire_duel(self, duel_id: int, campaign_id: int, now) -> None:
+        await self._write(PG_EXPIRE_DUEL, {"did": duel_id})
+        await self._write(PG_TOUCHED, {"cid": campaign_id, "now": now})
+
+    async def claim_pooled(self, campaign_id: int, label: str, now) -> int | None:
+        row = await self._fetchrow(PG_POOLED, {"cid": campaign_id, "label": label, "now": now})
+        if row is None:
+            return None
+        await self._write(PG_HAND_OVER, {"did": row.id, "label": label})
+        return int(row.id)
+
     async def _write_and_commit(self, query: Compiled, params: dict) -> _Row | None:
         self.wrote = True
         row = await self._fetchrow(query, params)
@@ -328,8 +357,11 @@ async def _on_pool(svc: HotService, make):
             tx = PgTx(conn)
             try:
                 out = await make(tx)
-            except (Fallback, DomainError, HeldDuel):  # decided before any write: nothing to keep
+            except Fallback:  # raised before any write
                 await tx.rollback()
+                raise
+            except (DomainError, HeldDuel):  # a refusal: what the decision wrote before it stays
+                await (tx.commit() if tx.wrote else tx.rollback())
                 raise
             except Exception as exc:
                 if attempt == 1 and reused and not tx.wrote and is_connection_error(exc):

@@ -15,7 +15,8 @@ from sqlalchemy import bindparam, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import holds, stores
+from ..campaigns import holds, skips, stores
+from ..campaigns.types import DomainError, HeldDuel
 from ..models import Campaign, Charge, Duel, Prompt
 from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
 
@@ -48,6 +49,22 @@ _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires
 # The statuses as plain bound values (not an "expanding" IN), so the statement compiles once for asyncpg too.
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
+)
+# The in-flight duels past their expiry (the same set as service.cycle.plan.split_stale under the lock).
+EXPIRE_STALE = (
+    update(Duel.__table__)
+    .where(
+        D.campaign_id == bindparam("cid"),
+        D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
+        D.expires_at <= bindparam("now"),
+    )
+    .values(status=DuelStatus.EXPIRED)
+)
+EXPIRE_DUEL = update(Duel.__table__).where(D.id == bindparam("did")).values(status=DuelStatus.EXPIRED)
+TOUCHED = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(version=C.version + 1, updated_at=bindparam("now"))
 )
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
 INSERT_CHARGES = insert(Charge.__table__)
@@ -164,6 +181,20 @@ class SyncTx:
     async def held(self, campaign_id: int, now) -> int:
         return holds.held_nusd(self.conn, campaign_id, now)
 
+    async def expire_stale(self, campaign_id: int, now) -> None:
+        self.conn.execute(EXPIRE_STALE, {"cid": campaign_id, "now": now})
+
+    async def expire_duel(self, duel_id: int, campaign_id: int, now) -> None:
+        self.conn.execute(EXPIRE_DUEL, {"did": duel_id})
+        self.conn.execute(TOUCHED, {"cid": campaign_id, "now": now})
+
+    async def claim_pooled(self, campaign_id: int, label: str, now) -> int | None:
+        duel_id = self.conn.execute(skips.POOLED, {"cid": campaign_id, "label": label, "now": now}).scalar()
+        if duel_id is None:
+            return None
+        self.conn.execute(skips.HAND_OVER, {"did": duel_id, "label": label})
+        return int(duel_id)
+
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
         if charges:
@@ -192,11 +223,19 @@ def run_sync(coro: Coroutine):
 
 
 def _in_session(svc: HotService, make):
+    """One transaction; a refusal (DomainError, HeldDuel) is raised after the commit, so what
+    the decision wrote before it (stale duels expired, a pooled duel handed over) stays."""
+    refused: Exception | None = None
     with svc.db.write() as s:
         tx = SyncTx(s)
-        out = run_sync(make(tx))
+        try:
+            out = run_sync(make(tx))
+        except (DomainError, HeldDuel) as exc:
+            refused = exc
         if tx.after_commit is not None:
             s.info["after_commit"] = tx.after_commit
+    if refused is not None:
+        raise refused
     return out
 
 
