@@ -141,22 +141,50 @@ async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkey
             ], label
 
 
-async def test_fast_path_falls_back_for_the_vote_that_certifies(api, monkeypatch):
-    """The certifying vote, max_duels and an ended campaign go to the general path."""
-    body = campaign_body(name="fast certify", costs=[1.0, 1.0], delta=0.5)
+async def _ending(api, name: str, **limits) -> tuple[dict, list[dict]]:
+    """Vote for model 0 until the campaign ends; then a plan is refused as ended."""
+    body = campaign_body(name=name, costs=[1.0, 1.0], delta=0.5, webhook_url="http://127.0.0.1:9/hook", **limits)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     for _ in range(200):
-        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        if r.status_code == 409:  # the plan ended it (the next duel's bound exceeds the budget)
+            break
+        d = r.json()
         r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a" if d["model_a"] == 0 else "b"})
         assert r.status_code == 200, r.text
-        if r.json()["campaign_status"] != "running":
+        if r.json()["campaign_status"] != "running":  # the vote ended it
+            r = await api.post(f"/v1/campaigns/{cid}/duels")
             break
-    view = (await api.get(f"/v1/campaigns/{cid}")).json()
-    assert view["status"] == "certified" and view["winner"] == "m0", view
-    r = await api.post(f"/v1/campaigns/{cid}/duels")
     assert r.status_code == 409 and "ended" in r.json()["detail"]
     rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
     assert rep["ok"] is True, rep["diff"]
+    return (await api.get(f"/v1/campaigns/{cid}")).json(), await all_duels(api, cid)
+
+
+@pytest.mark.parametrize("limits", [{}, {"max_duels": 3}, {"budget": 4.0}, {"budget": 5.0}])
+async def test_the_vote_that_ends_the_campaign_is_decided_on_the_fast_path(api, monkeypatch, limits):
+    """Certification, max_duels and a spent budget end the campaign on the fast path (the vote
+    that certifies, reaches max_duels or spends the budget; the plan whose bound exceeds what is
+    left), with no general transaction, and store what the general path stores."""
+    from service.campaigns import rules
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
+    svc = api.app.state.service
+    general = []
+    for name in ("plan_duel_tx", "_record_vote_tx"):
+        fn = getattr(svc, name)
+        monkeypatch.setattr(svc, name, lambda *a, _fn=fn, _n=name, **k: (general.append(_n), _fn(*a, **k))[1])
+    fast_view, fast_duels = await _ending(api, "fast ending", **limits)
+    assert general == []
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    slow_view, slow_duels = await _ending(api, "general ending", **limits)
+    assert "_record_vote_tx" in general
+    expected = {"max_duels": "stopped", "budget": "budget_exhausted"}.get(next(iter(limits), None), "certified")
+    for view in (fast_view, slow_view):  # the outbox has the event (its delivery is under way: not compared)
+        assert view["status"] == expected and view.pop("webhook_state") != "none", view
+        view.pop("webhook_error")
+    assert strip(fast_view) == strip(slow_view)
+    assert [strip(d) for d in fast_duels] == [strip(d) for d in slow_duels]
 
 
 @pytest.fixture

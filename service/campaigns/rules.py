@@ -548,6 +548,8 @@ END_LIMIT_BUDGET = "budget"
 END_LIMIT_MAX_DUELS = "max_duels"
 END_LIMIT_PROVIDER = "provider"  # paused on a provider fault (service.campaigns.ledger): any PATCH continues it
 END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER)
+#: The error of an in-flight duel cancelled by its campaign's end.
+CANCELLED_ERROR = "the campaign ended before this duel was judged"
 
 
 def limit_below_use(

@@ -269,7 +269,7 @@ class CampaignTransactions:
         s.execute(
             update(Duel)
             .where(*cond)
-            .values(status=DuelStatus.CANCELLED, error="the campaign ended before this duel was judged")
+            .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
             .execution_options(synchronize_session=False)
         )
 

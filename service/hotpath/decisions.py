@@ -51,6 +51,8 @@ class CampaignConfig:
     answers: str = "fresh"
     verdicts: str = "fresh"
     prompt_sampling: str = "with_replacement"
+    algorithm: str = ""
+    delta: float = 0.0
 
 
 _CONFIG_COLUMNS = (
@@ -64,6 +66,8 @@ _CONFIG_COLUMNS = (
     "answers",
     "verdicts",
     "prompt_sampling",
+    "algorithm",
+    "delta",
 )
 
 
@@ -91,6 +95,8 @@ def _remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
         answers=row.answers,
         verdicts=row.verdicts,
         prompt_sampling=row.prompt_sampling,
+        algorithm=row.algorithm,
+        delta=float(row.delta),
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -120,10 +126,11 @@ async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | N
     return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
 
-def _refuse_or_fall_back(decision) -> None:
-    """Raise a refusal of :mod:`service.cycle.plan` that writes nothing; :class:`Fallback` for an ending."""
+async def _refuse_or_end(tx, campaign_id: int, decision, now) -> None:
+    """Raise a refusal of :mod:`service.cycle.plan`; an ending is written first (committed with the refusal)."""
     if isinstance(decision, planning.End):
-        raise Fallback  # the campaign ends: the general path writes it
+        await tx.finish(campaign_id, decision, now)
+        raise decision.error
     if decision is not None:
         raise decision
 
@@ -177,7 +184,8 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
             held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
         if held is not None:
             raise HeldDuel(held)  # the annotator's own duel, or a pooled one, instead of a new one
-    _refuse_or_fall_back(planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight))
+    cap = planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight)
+    await _refuse_or_end(tx, campaign_id, cap, now)
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
     if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
         raise Fallback  # the marginal costs changed: the general path stores the policy's new state
@@ -207,9 +215,8 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    _refuse_or_fall_back(
-        planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
-    )
+    budget = planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
+    await _refuse_or_end(tx, campaign_id, budget, now)
     duel = planning.new_duel_columns(
         campaign_id,
         number,
@@ -270,10 +277,6 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: outcomes are recorded in position order by the general path
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
-    if deciding.ending(
-        None, True, crow.max_duels, crow.duels_judged + 1, crow.budget_nusd, crow.spend_nusd + fee, None
-    ):
-        raise Fallback  # this vote ends the campaign (max_duels, budget): the general path does it
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + fee
     c = SimpleNamespace(
@@ -293,19 +296,32 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
         "record_seq": None,
         "fee": fee,
     }
-    recorded = None
+    recorded, stopped = None, None
     if score is not None:
         seq = crow.event_seq + 1
         policy = await _policy(svc, tx, crow.id, crow.event_seq, state)
         policy.record(d.model_i, d.model_j, score)
-        if policy.should_stop():
-            raise Fallback  # certification: the general path ends the campaign
+        stopped = _stopped(policy, cfg)
         d.score, d.counted, d.record_seq = score, True, seq
         judged.update(score=score, counted=True, record_seq=seq)
         policy_state, counts, stats, leader = policy_snapshot(policy)
         recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
-    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded):
+    end = deciding.ending(
+        stopped, True, crow.max_duels, crow.duels_judged + 1, crow.budget_nusd, crow.spend_nusd + fee, None
+    )
+    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded, end):
         raise Fallback  # the duel was not pending after all: nothing was written
     if recorded is not None:
         tx.after_commit = lambda: svc.policies.put(crow.id, recorded["seq"], policy)
-    return DuelOutcome(duel_id, DuelStatus.JUDGED, view=svc.duel_view(d, c))
+    if end is not None:
+        c.status = end.status
+    return DuelOutcome(duel_id, DuelStatus.JUDGED, ended=end is not None, view=svc.duel_view(d, c))
+
+
+def _stopped(policy, cfg: CampaignConfig) -> deciding.Ending | None:
+    """The ending of a policy whose stopping rule fired with the score just recorded, else None."""
+    if not policy.should_stop():
+        return None
+    verdict = getattr(policy, "verdict", None)
+    winner = None if verdict in deciding.NO_WINNER else int(policy.recommendation())
+    return deciding.stop_ending(verdict, winner, cfg.algorithm, cfg.delta, cfg.n_prompts)

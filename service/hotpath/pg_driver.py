@@ -121,6 +121,7 @@ PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
 PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
 PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
 PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
+PG_FINISH = tuple(compile_pg(q) for q in (sync_driver.FINISH, sync_driver.ENDED_EVENT, sync_driver.CANCEL_IN_FLIGHT))
 PG_POOLED = compile_pg(skips.POOLED)
 PG_HAND_OVER = compile_pg(skips.HAND_OVER)
 
@@ -253,6 +254,11 @@ class PgTx:
             await self.conn.execute("COMMIT")
             self.open = False
 
+    async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
+        params = sync_driver.finish_params(campaign_id, end, now, keep_duel)
+        for query in PG_FINISH:
+            await self._write(query, params)
+
     async def expire_stale(self, campaign_id: int, now) -> None:
         await self._write(PG_EXPIRE_STALE, {"cid": campaign_id, "now": now})
 
@@ -332,7 +338,8 @@ class PgTx:
             return None, None, None
         return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None) -> bool:
+        """The vote in one statement, committed with it; with an ``end``, the campaign's end too."""
         params = {**judged, **campaign}
         if recorded is not None:
             params.update(
@@ -341,7 +348,15 @@ class PgTx:
                 counts=_json(recorded["counts"]),
                 stats=_json(recorded["stats"]),
             )
-        return await self._write_and_commit(PG_VOTED_TIE if recorded is None else PG_VOTED, params) is not None
+        query = PG_VOTED_TIE if recorded is None else PG_VOTED
+        if end is None:
+            return await self._write_and_commit(query, params) is not None
+        self.wrote = True
+        if await self._fetchrow(query, params) is None:
+            return False
+        await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
+        await self.commit()
+        return True
 
 
 async def _on_pool(svc: HotService, make):

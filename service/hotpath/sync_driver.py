@@ -11,13 +11,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Coroutine
 
-from sqlalchemy import bindparam, insert, literal, select, update
+from sqlalchemy import bindparam, case, cast, func, insert, literal, null, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import holds, skips, stores
+from ..campaigns import holds, rules, skips, stores
 from ..campaigns.types import DomainError, HeldDuel
-from ..models import Campaign, Charge, Duel, Prompt
+from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
+from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
 from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,6 +67,65 @@ TOUCHED = (
     .where(C.id == bindparam("cid"))
     .values(version=C.version + 1, updated_at=bindparam("now"))
 )
+# A campaign's end (CampaignTransactions.finish): its status and reason, the run stopped, the
+# campaign.ended event in the webhook outbox, the other duels in flight cancelled.
+W = WebhookEvent.__table__.c
+FINISH = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(
+        status=bindparam("status"),
+        end_reason=bindparam("reason"),
+        end_limit=bindparam("limit", type_=C.end_limit.type),
+        ended_at=bindparam("now"),
+        run_active=False,
+        run_owner=null(),
+        run_lease_expires_at=null(),
+        webhook_state=case((func.coalesce(C.webhook_url, "") == "", C.webhook_state), else_=literal("pending")),
+        webhook_error=case((func.coalesce(C.webhook_url, "") == "", C.webhook_error), else_=null()),
+        winner=func.coalesce(bindparam("winner", type_=C.winner.type), C.winner),
+        leader=func.coalesce(bindparam("winner", type_=C.leader.type), C.leader),
+    )
+)
+ENDED_EVENT = insert(WebhookEvent.__table__).from_select(
+    ["id", "campaign_id", "event_type", "url", "state", "attempts", "next_attempt_at", "created_at"],
+    select(
+        cast(bindparam("event_id"), W.id.type),
+        C.id,
+        literal(CAMPAIGN_ENDED, W.event_type.type),
+        C.webhook_url,
+        literal("pending", W.state.type),
+        literal(0, W.attempts.type),
+        cast(bindparam("now"), W.next_attempt_at.type),
+        cast(bindparam("now"), W.created_at.type),
+    ).where(C.id == bindparam("cid"), func.coalesce(C.webhook_url, "") != ""),
+)
+CANCEL_IN_FLIGHT = (
+    update(Duel.__table__)
+    .where(
+        D.campaign_id == bindparam("cid"),
+        D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
+        D.id != bindparam("keep", type_=D.id.type),
+    )
+    .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
+)
+
+
+def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
+    """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
+    ending of :mod:`service.cycle` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    return {
+        "cid": campaign_id,
+        "status": str(end.status),
+        "reason": end.reason,
+        "limit": end.limit,
+        "winner": getattr(end, "winner", None),
+        "now": now,
+        "event_id": new_event_id(),
+        "keep": keep_duel or 0,  # duel ids start at 1
+    }
+
+
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
 INSERT_CHARGES = insert(Charge.__table__)
 PLANNED = (
@@ -195,6 +255,11 @@ class SyncTx:
         self.conn.execute(skips.HAND_OVER, {"did": duel_id, "label": label})
         return int(duel_id)
 
+    async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
+        params = finish_params(campaign_id, end, now, keep_duel)
+        for stmt in (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT):
+            self.conn.execute(stmt, params)
+
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
         if charges:
@@ -207,12 +272,14 @@ class SyncTx:
         drow = self.conn.execute(DUEL_ROW, {"did": duel_id}).first() if crow is not None else None
         return crow, None, drow
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None) -> bool:
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
         if judged["fee"]:
             self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
+        if end is not None:  # this vote ends the campaign (service.cycle.verdict.Ending)
+            await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
 
 
