@@ -489,3 +489,44 @@ async def test_stale_duels_a_pooled_duel_and_refusals_are_decided_on_the_event_l
     assert svc.hot_counts["thread"] == before["thread"], svc.hot_counts
     assert svc.hot_counts["loop"] >= before["loop"] + 3
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_marginal_costs_that_change_between_duels_are_recorded_on_the_fast_path(api, monkeypatch):
+    """When the stores' marginal costs change before a selection, the fast path records them on
+    the duel (``costs_at_select``) and stores the policy's new state, as the general path does:
+    replay, which applies the recorded costs, stays exact and both paths pick the same duels."""
+    from sqlalchemy import select
+
+    from service.campaigns import rules
+    from service.models import Duel
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)
+    svc = api.app.state.service
+    costs = [None, {"costs": [0.5, 1.0, 1.0], "judge_cost": 0.0}, None, {"costs": [0.1, 0.1, 2.0], "judge_cost": 0.0}]
+    current: dict = {}
+    general: list = []
+    fn = svc.plan_duel_tx
+    monkeypatch.setattr(svc, "plan_duel_tx", lambda *a, **k: (general.append(1), fn(*a, **k))[1])
+    monkeypatch.setattr(svc, "store_costs_for", lambda cid: current.get(cid))
+
+    async def session(name: str) -> tuple[list[dict], list]:
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name=name, delta=1e-6))).json()["id"]
+        for target in costs:
+            if target is not None:
+                current[cid] = target
+            d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+            assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
+        with svc.db.read() as s:
+            query = select(Duel.costs_at_select).where(Duel.campaign_id == cid).order_by(Duel.id)
+            recorded = list(s.execute(query).scalars())
+        return await all_duels(api, cid), recorded
+
+    fast, fast_costs = await session("fast costs")
+    assert general == []
+    assert fast_costs == [None, costs[1], None, costs[3]]
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    slow, slow_costs = await session("general costs")
+    assert general and slow_costs == fast_costs
+    assert [strip(d) for d in fast] == [strip(d) for d in slow]

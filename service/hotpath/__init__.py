@@ -3,14 +3,13 @@
 An annotator's cycle is "next duel" then "vote". Both decide with the functions of
 :mod:`service.cycle` (plain data in, a decision out), as the general ORM
 transactions (:mod:`service.campaigns.plan_tx`, :mod:`service.campaigns.verdict_tx`)
-do. Most of a campaign's life needs no write but the new duel or the vote, and
-there the ORM's bookkeeping costs more than the decision. This module runs those
-cycles and raises the refusals that write nothing (no access, an ended campaign,
-the annotator's own duel handed back, a cap or a budget to wait for, a duel no
-longer pending) itself. When a decision needs another write (stale duels to
-expire, a pooled duel, an ending, a changed policy state, sampling without
-replacement) it raises :class:`Fallback` before writing anything, and the caller
-runs the general transaction, which applies the same decisions.
+do. On this path the ORM's bookkeeping would cost more than the decision, so the
+writes are Core statements: the new duel, the vote, stale duels expired, a pooled
+duel handed over, an ending (the campaign row, its webhook outbox row, the other
+duels cancelled). A refusal is raised after the commit of what was written before
+it. Sampling without replacement (positions, outcomes held for an earlier
+position) is left to the general transaction: :class:`Fallback` is raised before
+writing anything and the caller runs it.
 
 The decisions (:func:`.decisions.decide_plan` and :func:`.decisions.decide_vote`) are written once, as coroutines
 that ask a *transaction driver* for each database round trip:

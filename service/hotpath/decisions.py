@@ -1,12 +1,11 @@
-"""The plain-case decisions of a vote cycle, written once for both drivers.
+"""The hot path's plan and vote, written once for both drivers.
 
 :func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
 (:class:`service.hotpath.sync_driver.SyncTx` or
 :class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
 decide with :mod:`service.cycle` and :mod:`service.campaigns.rules`, like the
-general transactions; a refusal that writes nothing is raised as the general
-transaction raises it, and :class:`Fallback` (before writing anything) leaves the
-cases that need other writes to the general transaction.
+general transactions, and raise the same refusals; :class:`Fallback` (before
+writing anything) leaves sampling without replacement to the general transaction.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
+from ..campaigns.rules import jsonable
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
 from ..cycle import plan as planning
@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Fallback(Exception):
-    """The plain case does not apply: nothing was written; use the general transaction."""
+    """Sampling without replacement (or a vote that found no pending row): nothing was written; use the
+    general transaction."""
 
 
 @dataclass(frozen=True)
@@ -160,9 +161,9 @@ def _new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict
 async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
     """:meth:`CampaignService.plan_duel_tx` for an annotator or the admin.
 
-    A refusal that writes nothing (no access, an ended campaign, the annotator's own duel
-    handed back, a cap or a budget to wait for) is raised here, as the general transaction
-    raises it; :class:`Fallback` is left for what writes more than a new duel.
+    Every case but sampling without replacement: refusals (no access, an ended campaign, the
+    annotator's own or a pooled duel handed back, a cap or a budget to wait for), stale duels
+    expired, the campaign ended by its cap or budget, the stores' marginal costs recorded.
     """
     known = svc.config_cache.get(campaign_id)
     row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
@@ -187,8 +188,7 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
     cap = planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight)
     await _refuse_or_end(tx, campaign_id, cap, now)
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
-    if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
-        raise Fallback  # the marginal costs changed: the general path stores the policy's new state
+    costs_record = stores.apply_costs(policy, svc.store_costs_for(campaign_id))  # the stores' marginal costs
     pending = rules.pending_pairs(inflight)
     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
     number = row.duels_created + 1
@@ -242,6 +242,9 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         "spent": duel["cost_nusd"],
         "now": now,
     }
+    if costs_record is not None:  # the costs changed: the duel records them, the campaign keeps the new state
+        duel["costs_at_select"] = costs_record
+        campaign["policy_state"] = jsonable(policy.to_state())
     duel_id = await tx.plan_writes(duel, charges, campaign)
     tx.after_commit = lambda: svc.policies.put(campaign_id, seq, policy)
     plan.duel_id = duel_id
@@ -258,7 +261,8 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
 
 
 async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """:meth:`CampaignService.record_verdict_tx` for a human vote that neither ends the campaign nor fails."""
+    """:meth:`CampaignService.record_verdict_tx` for a human vote: refusals (a duel expired meanwhile is
+    marked so), the score, the policy's record, and the campaign's end (certification, max_duels, budget)."""
     hint = principal.campaign_id  # an annotator's campaign (the admin's is learnt from the duel)
     crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
     if crow is None or drow is None or not principal.can_access(crow.id):

@@ -156,7 +156,7 @@ _CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
 
 
 @lru_cache(maxsize=64)
-def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
+def _pg_plan_write(duel_columns: tuple[str, ...], with_state: bool = False) -> Compiled:
     """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
     defaults = {
         c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None and c.default.is_scalar
@@ -187,7 +187,7 @@ def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
         )
         .cte("ch")
     )
-    campaign = sync_driver.PLANNED.cte("c")
+    campaign = (sync_driver.PLANNED_STATE if with_state else sync_driver.PLANNED).cte("c")
     return compile_pg(select(d.c.id).add_cte(charges, campaign))
 
 
@@ -328,7 +328,10 @@ class PgTx:
         params.update(
             campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n) for n, ch in enumerate(charges)])
         )
-        return int((await self._write_and_commit(_pg_plan_write(columns), params)).id)
+        with_state = "policy_state" in campaign
+        if with_state:
+            params["policy_state"] = _json(campaign["policy_state"])
+        return int((await self._write_and_commit(_pg_plan_write(columns, with_state), params)).id)
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
         p = {"did": duel_id, "hint": hint, "seq": cached_seq}

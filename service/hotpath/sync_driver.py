@@ -140,6 +140,8 @@ PLANNED = (
         updated_at=bindparam("now"),
     )
 )
+# The same with the policy's new state (the stores' marginal costs changed before the selection).
+PLANNED_STATE = PLANNED.values(policy_state=bindparam("policy_state", type_=C.policy_state.type))
 _VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd", "max_duels", "budget_nusd")
 LOCK_FOR_VOTE = (
     select(*(C[k] for k in _VOTE_COLUMNS))
@@ -264,7 +266,7 @@ class SyncTx:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
         if charges:
             self.conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
-        self.conn.execute(PLANNED, campaign)
+        self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
         return duel_id
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
