@@ -20,7 +20,7 @@ from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.rules import jsonable
 from ..campaigns.skips import POOL_REQUESTER
-from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
+from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, HeldDuel, NotFound
 from ..cycle import plan as planning
 from ..cycle import verdict as deciding
 from ..models import Duel, utcnow
@@ -31,8 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Fallback(Exception):
-    """Sampling without replacement (or a vote that found no pending row): nothing was written; use the
-    general transaction."""
+    """Sampling without replacement (positions, outcomes held for an earlier position): nothing was
+    written; use the general transaction. Such campaigns have an automatic judge, so only an admin's
+    request for a duel, or an admin's vote on a duel still pending, comes here."""
 
 
 @dataclass(frozen=True)
@@ -314,7 +315,7 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
         stopped, True, crow.max_duels, crow.duels_judged + 1, crow.budget_nusd, crow.spend_nusd + fee, None
     )
     if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded, end):
-        raise Fallback  # the duel was not pending after all: nothing was written
+        raise Conflict(f"duel {duel_id} already has a verdict")  # cannot happen under the lock; never count twice
     if recorded is not None:
         tx.after_commit = lambda: svc.policies.put(crow.id, recorded["seq"], policy)
     if end is not None:
