@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
@@ -162,7 +162,7 @@ def _insert(svc: Any, s, c: Campaign, policy, columns: dict, run: bool, now) -> 
     s.flush()
     plan.duel_id = int(duel.id)
     if charges:
-        s.execute(Charge.__table__.insert(), [dict(ch, duel_id=duel.id) for ch in charges])
+        s.execute(insert(Charge), [dict(ch, duel_id=duel.id) for ch in charges])
     if plan.results is not None:
         plan.outcome = DuelOutcome(
             duel.id, duel.status, failed=duel.error is not None, error=duel.error, view=svc.duel_view(duel, c)
