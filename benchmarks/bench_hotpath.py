@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_hotpath.py [--blocks 3] [--cycles 1000] [--path loop|thread|general]
 
 One process, one annotator, one campaign with 4 simulated models (they answer at
-once), calling the service layer directly (``CampaignService.next_duel`` and
+once), calling the service layer directly (``Cycle.next_duel`` and
 ``.vote``) in a loop. Each block of ``--cycles`` cycles prints the service's CPU
 per cycle (this process) and PostgreSQL's (the server's processes, from /proc),
 so the transaction layer can be measured without the HTTP stack and without the

@@ -141,22 +141,50 @@ async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkey
             ], label
 
 
-async def test_fast_path_falls_back_for_the_vote_that_certifies(api, monkeypatch):
-    """The certifying vote, max_duels and an ended campaign go to the general path."""
-    body = campaign_body(name="fast certify", costs=[1.0, 1.0], delta=0.5)
+async def _ending(api, name: str, **limits) -> tuple[dict, list[dict]]:
+    """Vote for model 0 until the campaign ends; then a plan is refused as ended."""
+    body = campaign_body(name=name, costs=[1.0, 1.0], delta=0.5, webhook_url="http://127.0.0.1:9/hook", **limits)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     for _ in range(200):
-        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        if r.status_code == 409:  # the plan ended it (the next duel's bound exceeds the budget)
+            break
+        d = r.json()
         r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a" if d["model_a"] == 0 else "b"})
         assert r.status_code == 200, r.text
-        if r.json()["campaign_status"] != "running":
+        if r.json()["campaign_status"] != "running":  # the vote ended it
+            r = await api.post(f"/v1/campaigns/{cid}/duels")
             break
-    view = (await api.get(f"/v1/campaigns/{cid}")).json()
-    assert view["status"] == "certified" and view["winner"] == "m0", view
-    r = await api.post(f"/v1/campaigns/{cid}/duels")
     assert r.status_code == 409 and "ended" in r.json()["detail"]
     rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
     assert rep["ok"] is True, rep["diff"]
+    return (await api.get(f"/v1/campaigns/{cid}")).json(), await all_duels(api, cid)
+
+
+@pytest.mark.parametrize("limits", [{}, {"max_duels": 3}, {"budget": 4.0}, {"budget": 5.0}])
+async def test_the_vote_that_ends_the_campaign_is_decided_on_the_fast_path(api, monkeypatch, limits):
+    """Certification, max_duels and a spent budget end the campaign on the fast path (the vote
+    that certifies, reaches max_duels or spends the budget; the plan whose bound exceeds what is
+    left), with no general transaction, and store what the general path stores."""
+    from service.campaigns import rules
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
+    svc = api.app.state.campaigns.cycle
+    general = []
+    for name in ("plan_duel_tx", "_record_vote_tx"):
+        fn = getattr(svc, name)
+        monkeypatch.setattr(svc, name, lambda *a, _fn=fn, _n=name, **k: (general.append(_n), _fn(*a, **k))[1])
+    fast_view, fast_duels = await _ending(api, "fast ending", **limits)
+    assert general == []
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    slow_view, slow_duels = await _ending(api, "general ending", **limits)
+    assert "_record_vote_tx" in general
+    expected = {"max_duels": "stopped", "budget": "budget_exhausted"}.get(next(iter(limits), None), "certified")
+    for view in (fast_view, slow_view):  # the outbox has the event (its delivery is under way: not compared)
+        assert view["status"] == expected and view.pop("webhook_state") != "none", view
+        view.pop("webhook_error")
+    assert strip(fast_view) == strip(slow_view)
+    assert [strip(d) for d in fast_duels] == [strip(d) for d in slow_duels]
 
 
 @pytest.fixture
@@ -418,3 +446,87 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
     assert len(set(reservations)) > 1 and min(reservations) == rules.to_nusd(0.001)  # some duels reused both answers
     for label, got in runs.items():
         assert got == general, label
+
+
+@pytest.mark.postgres
+async def test_stale_duels_a_pooled_duel_and_refusals_are_decided_on_the_event_loop(pg_api, pg_url):
+    """Expiring stale duels, handing a skipped duel over, refusing a vote on an expired duel
+    and handing an annotator its own duel back run on the event loop (no general transaction
+    in a thread), and store what the general transaction stores: replay stays exact."""
+    import psycopg
+
+    api, svc = pg_api, pg_api.app.state.campaigns.cycle
+    cid = (await api.post("/v1/campaigns", json=campaign_body(name="on the loop"))).json()["id"]
+
+    async def annotator(label: str) -> dict:
+        r = await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})
+        return {"Authorization": f"Bearer {r.json()['token']}"}
+
+    def age(duel_id: int) -> None:  # the duel's expiry passes
+        with psycopg.connect(_conninfo(pg_url)) as conn:
+            conn.execute("UPDATE duels SET expires_at = now() - interval '1 second' WHERE id = %s", (duel_id,))
+
+    async def status(duel_id: int) -> str:
+        return (await api.get(f"/v1/duels/{duel_id}")).json()["status"]
+
+    alice, bob = await annotator("alice"), await annotator("bob")
+    first = (await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)).json()
+    before = dict(svc.hot_counts)
+    again = await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)  # her own duel, handed back
+    assert again.status_code == 200 and again.json()["id"] == first["id"]
+    assert (await api.post(f"/v1/duels/{first['id']}/skip", headers=alice)).status_code == 204
+    handed = await api.post(f"/v1/campaigns/{cid}/duels", headers=bob)  # the pooled duel, handed over
+    assert handed.status_code == 200 and handed.json()["id"] == first["id"]
+    age(first["id"])
+    vote = await api.post(f"/v1/duels/{first['id']}/vote", headers=bob, json={"choice": "a"})
+    assert vote.status_code == 409 and "expired" in vote.json()["detail"]
+    assert await status(first["id"]) == "expired"
+    second = (await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)).json()
+    age(second["id"])
+    third = await api.post(f"/v1/campaigns/{cid}/duels", headers=alice)  # expires the stale one first
+    assert third.status_code == 201 and await status(second["id"]) == "expired"
+    assert (await api.post(f"/v1/duels/{third.json()['id']}/vote", headers=alice, json={"choice": "b"})).is_success
+    assert svc.hot_counts["thread"] == before["thread"], svc.hot_counts
+    assert svc.hot_counts["loop"] >= before["loop"] + 3
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_marginal_costs_that_change_between_duels_are_recorded_on_the_fast_path(api, monkeypatch):
+    """When the stores' marginal costs change before a selection, the fast path records them on
+    the duel (``costs_at_select``) and stores the policy's new state, as the general path does:
+    replay, which applies the recorded costs, stays exact and both paths pick the same duels."""
+    from sqlalchemy import select
+
+    from service.campaigns import rules
+    from service.models import Duel
+
+    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)
+    svc = api.app.state.campaigns.cycle
+    costs = [None, {"costs": [0.5, 1.0, 1.0], "judge_cost": 0.0}, None, {"costs": [0.1, 0.1, 2.0], "judge_cost": 0.0}]
+    current: dict = {}
+    general: list = []
+    fn = svc.plan_duel_tx
+    monkeypatch.setattr(svc, "plan_duel_tx", lambda *a, **k: (general.append(1), fn(*a, **k))[1])
+    monkeypatch.setattr(svc, "store_costs_for", lambda cid: current.get(cid))
+
+    async def session(name: str) -> tuple[list[dict], list]:
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name=name, delta=1e-6))).json()["id"]
+        for target in costs:
+            if target is not None:
+                current[cid] = target
+            d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+            assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
+        with svc.db.read() as s:
+            query = select(Duel.costs_at_select).where(Duel.campaign_id == cid).order_by(Duel.id)
+            recorded = list(s.execute(query).scalars())
+        return await all_duels(api, cid), recorded
+
+    fast, fast_costs = await session("fast costs")
+    assert general == []
+    assert fast_costs == [None, costs[1], None, costs[3]]
+    monkeypatch.setattr(fastpath, "ENABLED", False)
+    slow, slow_costs = await session("general costs")
+    assert general and slow_costs == fast_costs
+    assert [strip(d) for d in fast] == [strip(d) for d in slow]

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from algorithms.vocabulary import Algorithm, Choice, DuelStatus, JudgeKind, PromptSampling, Reuse, TiePolicy
+from algorithms.vocabulary import Algorithm, Choice, JudgeKind, PromptSampling, Reuse, TiePolicy
 
 from ..models import to_nusd
 
@@ -558,6 +558,8 @@ END_LIMIT_BUDGET = "budget"
 END_LIMIT_MAX_DUELS = "max_duels"
 END_LIMIT_PROVIDER = "provider"  # paused on a provider fault (service.campaigns.ledger): any PATCH continues it
 END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER)
+#: The error of an in-flight duel cancelled by its campaign's end.
+CANCELLED_ERROR = "the campaign ended before this duel was judged"
 
 
 def limit_below_use(
@@ -613,44 +615,6 @@ def continue_refusal(
     if max_duels_reached(max_duels, duels_judged):
         return f"max_duels ({max_duels}) is already reached; raise it further"
     return None
-
-
-def new_duel_columns(
-    campaign_id: int,
-    number: int,
-    pair: tuple[int, int],
-    draw: tuple[int, bool],
-    prompt: str,
-    reserved_nusd: int,
-    select_seq: int,
-    pending: list,
-    requested_by: str,
-    now: dt.datetime,
-    expires_at: dt.datetime,
-) -> dict[str, Any]:
-    """The columns of a newly planned duel (status ``calling``), for every path that inserts one.
-
-    Columns left out are NULL until the answers and the verdict arrive.
-    """
-    (i, j), (prompt_index, a_is_i) = pair, draw
-    return dict(
-        campaign_id=campaign_id,
-        number=number,
-        model_i=i,
-        model_j=j,
-        a_is_i=a_is_i,
-        prompt_index=prompt_index,
-        prompt=prompt,
-        status=DuelStatus.CALLING,
-        counted=False,
-        cost_nusd=0,
-        expected_cost_nusd=reserved_nusd,
-        select_seq=select_seq,
-        pending_at_select=pending,
-        requested_by=requested_by,
-        created_at=now,
-        expires_at=expires_at,
-    )
 
 
 # ---------------------------------------------------------------- recording a verdict

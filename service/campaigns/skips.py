@@ -24,7 +24,7 @@ writes it beside the vote (``battles.jsonl``).
 
 from __future__ import annotations
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import bindparam, func, insert, literal, select, update
 from sqlalchemy.orm import Session
 
 from algorithms.vocabulary import DuelStatus
@@ -87,25 +87,36 @@ def skip_duel(db, duel_id: int, principal: Principal) -> None:
         )
 
 
+_D = Duel.__table__.c
+#: The oldest live pooled duel of campaign ``cid`` that annotator ``label`` has not skipped (``now``: the time).
+POOLED = (
+    select(_D.id)
+    .where(
+        _D.campaign_id == bindparam("cid"),
+        _D.requested_by == literal(POOL_REQUESTER),
+        _D.status == literal(str(DuelStatus.PENDING)),
+        _D.expires_at > bindparam("now"),
+        _D.id.not_in(
+            select(DuelSkip.__table__.c.duel_id).where(
+                DuelSkip.__table__.c.campaign_id == bindparam("cid"),
+                DuelSkip.__table__.c.annotator == bindparam("label"),
+            )
+        ),
+    )
+    .order_by(_D.id)
+    .limit(1)
+)
+#: Hand pooled duel ``did`` to annotator ``label``.
+HAND_OVER = update(Duel.__table__).where(_D.id == bindparam("did")).values(requested_by=bindparam("label"))
+
+
 def claim_pooled(s: Session, campaign_id: int, label: str) -> int | None:
     """Inside the planning transaction (campaign row locked): hand the oldest live pooled
     duel that ``label`` has not skipped to ``label``; its id, or None when there is none."""
-    skipped = select(DuelSkip.duel_id).where(DuelSkip.campaign_id == campaign_id, DuelSkip.annotator == label)
-    duel_id = s.execute(
-        select(Duel.id)
-        .where(
-            Duel.campaign_id == campaign_id,
-            Duel.requested_by == POOL_REQUESTER,
-            Duel.status == DuelStatus.PENDING,
-            Duel.expires_at > utcnow(),
-            Duel.id.not_in(skipped),
-        )
-        .order_by(Duel.id)
-        .limit(1)
-    ).scalar_one_or_none()
+    duel_id = s.execute(POOLED, {"cid": campaign_id, "label": label, "now": utcnow()}).scalar_one_or_none()
     if duel_id is None:
         return None
-    s.execute(update(Duel).where(Duel.id == duel_id).values(requested_by=label))
+    s.execute(HAND_OVER, {"did": duel_id, "label": label})
     return int(duel_id)
 
 

@@ -1,13 +1,15 @@
 """The two hot transactions of a vote cycle: the logic once, two drivers.
 
-An annotator's cycle is "next duel" then "vote". The general transactions
-(:meth:`CampaignService.plan_duel_tx` and :meth:`CampaignService.record_verdict_tx`)
-use the ORM and handle every case: ended campaigns, stale duels to expire,
-``max_duels``, budgets, background runs, judge charges, certification. Most of a
-campaign's life is the plain case, and there the ORM's bookkeeping costs more than
-the decision. This module does the plain case, and whenever it does not apply it
-raises :class:`Fallback` before writing anything; the caller then runs the
-general transaction.
+An annotator's cycle is "next duel" then "vote". Both decide with the functions of
+:mod:`service.cycle` (plain data in, a decision out), as the general ORM
+transactions (:mod:`service.campaigns.plan_tx`, :mod:`service.campaigns.verdict_tx`)
+do. On this path the ORM's bookkeeping would cost more than the decision, so the
+writes are Core statements: the new duel, the vote, stale duels expired, a pooled
+duel handed over, an ending (the campaign row, its webhook outbox row, the other
+duels cancelled). A refusal is raised after the commit of what was written before
+it. Sampling without replacement (positions, outcomes held for an earlier
+position) is left to the general transaction: :class:`Fallback` is raised before
+writing anything and the caller runs it.
 
 The decisions (:func:`.decisions.decide_plan` and :func:`.decisions.decide_vote`) are written once, as coroutines
 that ask a *transaction driver* for each database round trip:

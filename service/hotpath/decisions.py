@@ -1,11 +1,11 @@
-"""The plain-case decisions of a vote cycle, written once for both drivers.
+"""The hot path's plan and vote, written once for both drivers.
 
 :func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
 (:class:`service.hotpath.sync_driver.SyncTx` or
 :class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
-decide with :mod:`service.campaigns.rules` only, like the general transactions,
-and raise :class:`Fallback` before writing anything when the plain case does not
-apply.
+decide with :mod:`service.cycle` and :mod:`service.campaigns.rules`, like the
+general transactions, and raise the same refusals; :class:`Fallback` (before
+writing anything) leaves sampling without replacement to the general transaction.
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import holds, rules, stores
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
+from ..campaigns.rules import jsonable
 from ..campaigns.skips import POOL_REQUESTER
-from ..campaigns.types import DuelOutcome, DuelPlan
+from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, HeldDuel, NotFound
+from ..cycle import plan as planning
+from ..cycle import verdict as deciding
 from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,7 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Fallback(Exception):
-    """The plain case does not apply: nothing was written; use the general transaction."""
+    """Sampling without replacement (positions, outcomes held for an earlier position): nothing was
+    written; use the general transaction. Such campaigns have an automatic judge, so only an admin's
+    request for a duel, or an admin's vote on a duel still pending, comes here."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class CampaignConfig:
     answers: str = "fresh"
     verdicts: str = "fresh"
     prompt_sampling: str = "with_replacement"
+    algorithm: str = ""
+    delta: float = 0.0
 
 
 _CONFIG_COLUMNS = (
@@ -61,6 +68,8 @@ _CONFIG_COLUMNS = (
     "answers",
     "verdicts",
     "prompt_sampling",
+    "algorithm",
+    "delta",
 )
 
 
@@ -88,6 +97,8 @@ def _remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
         answers=row.answers,
         verdicts=row.verdicts,
         prompt_sampling=row.prompt_sampling,
+        algorithm=row.algorithm,
+        delta=float(row.delta),
     )
     cache: dict = svc.config_cache
     if len(cache) >= 10_000:
@@ -117,32 +128,68 @@ async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | N
     return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
 
+async def _refuse_or_end(tx, campaign_id: int, decision, now) -> None:
+    """Raise a refusal of :mod:`service.cycle.plan`; an ending is written first (committed with the refusal)."""
+    if isinstance(decision, planning.End):
+        await tx.finish(campaign_id, decision, now)
+        raise decision.error
+    if decision is not None:
+        raise decision
+
+
+def _new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict) -> DuelPlan:
+    return DuelPlan(
+        campaign_id=campaign_id,
+        duel_id=0,
+        number=duel["number"],
+        i=duel["model_i"],
+        j=duel["model_j"],
+        a_is_i=duel["a_is_i"],
+        prompt=duel["prompt"],
+        models=[dict(m) for m in cfg.models],
+        judge=dict(cfg.judge),
+        tie_policy=cfg.tie_policy,
+        seed=cfg.seed,
+        prompt_index=duel["prompt_index"],
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
+        draw_key=cfg.draw_key,
+        deadline=rules.call_deadline(svc.call_expiry),
+    )
+
+
 # ---------------------------------------------------------------- the decisions
 async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
-    """:meth:`CampaignService.plan_duel_tx` for a running campaign with nothing to expire or end."""
-    if not principal.can_access(campaign_id):
-        raise Fallback
+    """:meth:`Cycle.plan_duel_tx` for an annotator or the admin.
+
+    Every case but sampling without replacement: refusals (no access, an ended campaign, the
+    annotator's own or a pooled duel handed back, a cap or a budget to wait for), stale duels
+    expired, the campaign ended by its cap or budget, the stores' marginal costs recorded.
+    """
     known = svc.config_cache.get(campaign_id)
     row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
-    if row is None or row.status != CampaignStatus.RUNNING:
-        raise Fallback
+    if row is None:
+        raise NotFound(f"campaign {campaign_id} not found")
     cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
-    if not principal.admin and cfg.judge.get("kind") != "human":
-        raise Fallback
+    refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
+    if refusal is not None:
+        raise refusal
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: positions and held outcomes are the general path's
     now = utcnow()
-    if any(rules.is_stale(r.expires_at, now) for r in inflight):
-        raise Fallback  # stale duels to expire
-    if not principal.admin and rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator) is not None:
-        raise Fallback  # the annotator's own duel is handed back: the general path does it
-    if not principal.admin and any(r.requested_by == POOL_REQUESTER for r in inflight):
-        raise Fallback  # a skipped duel may be handed over: the general path does it
-    if rules.max_duels_reached(row.max_duels, row.duels_judged, len(inflight)):
-        raise Fallback
+    stale, inflight = planning.split_stale(inflight, now)
+    if stale:
+        await tx.expire_stale(campaign_id, now)
+    if not principal.admin:
+        held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
+        if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
+            held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
+        if held is not None:
+            raise HeldDuel(held)  # the annotator's own duel, or a pooled one, instead of a new one
+    cap = planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight)
+    await _refuse_or_end(tx, campaign_id, cap, now)
     policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
-    if stores.apply_costs(policy, svc.store_costs_for(campaign_id)) is not None:
-        raise Fallback  # the marginal costs changed: the general path stores the policy's new state
+    costs_record = stores.apply_costs(policy, svc.store_costs_for(campaign_id))  # the stores' marginal costs
     pending = rules.pending_pairs(inflight)
     i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
     number = row.duels_created + 1
@@ -169,10 +216,9 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    reserved = rules.reserved_nusd(inflight, held)
-    if rules.over_budget(row.budget_nusd, row.spend_nusd, reserved, expected):
-        raise Fallback
-    duel = rules.new_duel_columns(
+    budget = planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
+    await _refuse_or_end(tx, campaign_id, budget, now)
+    duel = planning.new_duel_columns(
         campaign_id,
         number,
         (i, j),
@@ -185,24 +231,7 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         now,
         now + svc.call_expiry,
     )
-    plan = DuelPlan(
-        campaign_id=campaign_id,
-        duel_id=0,
-        number=number,
-        i=i,
-        j=j,
-        a_is_i=a_is_i,
-        prompt=prompt,
-        models=[dict(m) for m in cfg.models],
-        judge=dict(cfg.judge),
-        tie_policy=cfg.tie_policy,
-        seed=cfg.seed,
-        prompt_index=prompt_index,
-        answers=cfg.answers,
-        verdicts=cfg.verdicts,
-        draw_key=cfg.draw_key,
-        deadline=rules.call_deadline(svc.call_expiry),
-    )
+    plan = _new_plan(svc, campaign_id, cfg, duel)
     charges, columns = svc.answer_now(plan, now)
     duel.update(columns)
     failed = int(duel["status"] == DuelStatus.FAILED)
@@ -214,6 +243,9 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         "spent": duel["cost_nusd"],
         "now": now,
     }
+    if costs_record is not None:  # the costs changed: the duel records them, the campaign keeps the new state
+        duel["costs_at_select"] = costs_record
+        campaign["policy_state"] = jsonable(policy.to_state())
     duel_id = await tx.plan_writes(duel, charges, campaign)
     tx.after_commit = lambda: svc.policies.put(campaign_id, seq, policy)
     plan.duel_id = duel_id
@@ -230,26 +262,28 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
 
 
 async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """:meth:`CampaignService.record_verdict_tx` for a human vote that neither ends the campaign nor fails."""
+    """:meth:`Cycle.record_verdict_tx` for a human vote: refusals (a duel expired meanwhile is
+    marked so), the score, the policy's record, and the campaign's end (certification, max_duels, budget)."""
     hint = principal.campaign_id  # an annotator's campaign (the admin's is learnt from the duel)
     crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
-    if crow is None or crow.status != CampaignStatus.RUNNING or not principal.can_access(crow.id):
-        raise Fallback
-    now = utcnow()
-    if drow is None or drow.status != DuelStatus.PENDING or rules.is_stale(drow.expires_at, now):
-        raise Fallback
+    if crow is None or drow is None or not principal.can_access(crow.id):
+        raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
-        raise Fallback  # another annotator's duel: the general path refuses it
+        raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
+    now = utcnow()
+    refused = deciding.refusal(
+        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
+    )
+    if refused is not None:
+        if refused.expire:
+            await tx.expire_duel(duel_id, crow.id, now)
+        raise refused.error
     cfg = await _config(svc, tx, crow.id)
     if cfg.judge.get("kind") == "hybrid":
         raise Fallback  # hybrid hook: its votes are recorded in draw order by the general path
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: outcomes are recorded in position order by the general path
-    if rules.max_duels_reached(crow.max_duels, crow.duels_judged + 1):
-        raise Fallback  # this vote ends the campaign: the general path does it
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
-    if rules.budget_spent(crow.budget_nusd, crow.spend_nusd + fee):
-        raise Fallback  # this vote spends the budget: the general path ends the campaign
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + fee
     c = SimpleNamespace(
@@ -269,19 +303,32 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
         "record_seq": None,
         "fee": fee,
     }
-    recorded = None
+    recorded, stopped = None, None
     if score is not None:
         seq = crow.event_seq + 1
         policy = await _policy(svc, tx, crow.id, crow.event_seq, state)
         policy.record(d.model_i, d.model_j, score)
-        if policy.should_stop():
-            raise Fallback  # certification: the general path ends the campaign
+        stopped = _stopped(policy, cfg)
         d.score, d.counted, d.record_seq = score, True, seq
         judged.update(score=score, counted=True, record_seq=seq)
         policy_state, counts, stats, leader = policy_snapshot(policy)
         recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
-    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded):
-        raise Fallback  # the duel was not pending after all: nothing was written
+    end = deciding.ending(
+        stopped, True, crow.max_duels, crow.duels_judged + 1, crow.budget_nusd, crow.spend_nusd + fee, None
+    )
+    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded, end):
+        raise Conflict(f"duel {duel_id} already has a verdict")  # cannot happen under the lock; never count twice
     if recorded is not None:
         tx.after_commit = lambda: svc.policies.put(crow.id, recorded["seq"], policy)
-    return DuelOutcome(duel_id, DuelStatus.JUDGED, view=svc.duel_view(d, c))
+    if end is not None:
+        c.status = end.status
+    return DuelOutcome(duel_id, DuelStatus.JUDGED, ended=end is not None, view=svc.duel_view(d, c))
+
+
+def _stopped(policy, cfg: CampaignConfig) -> deciding.Ending | None:
+    """The ending of a policy whose stopping rule fired with the score just recorded, else None."""
+    if not policy.should_stop():
+        return None
+    verdict = getattr(policy, "verdict", None)
+    winner = None if verdict in deciding.NO_WINNER else int(policy.recommendation())
+    return deciding.stop_ending(verdict, winner, cfg.algorithm, cfg.delta, cfg.n_prompts)

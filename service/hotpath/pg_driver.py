@@ -33,7 +33,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from ..campaigns import holds, stores
+from ..campaigns import holds, skips, stores
+from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
@@ -117,6 +118,12 @@ PG_LOCK_FOR_VOTE = compile_pg(
     )
 )
 PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
+PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
+PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
+PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
+PG_FINISH = tuple(compile_pg(q) for q in (sync_driver.FINISH, sync_driver.ENDED_EVENT, sync_driver.CANCEL_IN_FLIGHT))
+PG_POOLED = compile_pg(skips.POOLED)
+PG_HAND_OVER = compile_pg(skips.HAND_OVER)
 
 
 def _after_judged(campaign_update):
@@ -149,7 +156,7 @@ _CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
 
 
 @lru_cache(maxsize=64)
-def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
+def _pg_plan_write(duel_columns: tuple[str, ...], with_state: bool = False) -> Compiled:
     """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
     defaults = {
         c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None and c.default.is_scalar
@@ -180,7 +187,7 @@ def _pg_plan_write(duel_columns: tuple[str, ...]) -> Compiled:
         )
         .cte("ch")
     )
-    campaign = sync_driver.PLANNED.cte("c")
+    campaign = (sync_driver.PLANNED_STATE if with_state else sync_driver.PLANNED).cte("c")
     return compile_pg(select(d.c.id).add_cte(charges, campaign))
 
 
@@ -237,6 +244,35 @@ class PgTx:
     async def _fetch(self, query: Compiled, params: dict) -> list[_Row]:
         return [_row(r) for r in await self.conn.fetch(query.sql, *query.args(params))]
 
+    async def _write(self, query: Compiled, params: dict) -> None:
+        """A write that the transaction's last statement (or :meth:`commit`) commits."""
+        self.wrote = True
+        await self.conn.execute(query.sql, *query.args(params))
+
+    async def commit(self) -> None:
+        if self.open:
+            await self.conn.execute("COMMIT")
+            self.open = False
+
+    async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
+        params = sync_driver.finish_params(campaign_id, end, now, keep_duel)
+        for query in PG_FINISH:
+            await self._write(query, params)
+
+    async def expire_stale(self, campaign_id: int, now) -> None:
+        await self._write(PG_EXPIRE_STALE, {"cid": campaign_id, "now": now})
+
+    async def expire_duel(self, duel_id: int, campaign_id: int, now) -> None:
+        await self._write(PG_EXPIRE_DUEL, {"did": duel_id})
+        await self._write(PG_TOUCHED, {"cid": campaign_id, "now": now})
+
+    async def claim_pooled(self, campaign_id: int, label: str, now) -> int | None:
+        row = await self._fetchrow(PG_POOLED, {"cid": campaign_id, "label": label, "now": now})
+        if row is None:
+            return None
+        await self._write(PG_HAND_OVER, {"did": row.id, "label": label})
+        return int(row.id)
+
     async def _write_and_commit(self, query: Compiled, params: dict) -> _Row | None:
         self.wrote = True
         row = await self._fetchrow(query, params)
@@ -292,7 +328,10 @@ class PgTx:
         params.update(
             campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n) for n, ch in enumerate(charges)])
         )
-        return int((await self._write_and_commit(_pg_plan_write(columns), params)).id)
+        with_state = "policy_state" in campaign
+        if with_state:
+            params["policy_state"] = _json(campaign["policy_state"])
+        return int((await self._write_and_commit(_pg_plan_write(columns, with_state), params)).id)
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
         p = {"did": duel_id, "hint": hint, "seq": cached_seq}
@@ -302,7 +341,8 @@ class PgTx:
             return None, None, None
         return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None) -> bool:
+        """The vote in one statement, committed with it; with an ``end``, the campaign's end too."""
         params = {**judged, **campaign}
         if recorded is not None:
             params.update(
@@ -311,7 +351,15 @@ class PgTx:
                 counts=_json(recorded["counts"]),
                 stats=_json(recorded["stats"]),
             )
-        return await self._write_and_commit(PG_VOTED_TIE if recorded is None else PG_VOTED, params) is not None
+        query = PG_VOTED_TIE if recorded is None else PG_VOTED
+        if end is None:
+            return await self._write_and_commit(query, params) is not None
+        self.wrote = True
+        if await self._fetchrow(query, params) is None:
+            return False
+        await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
+        await self.commit()
+        return True
 
 
 async def _on_pool(svc: HotService, make):
@@ -327,8 +375,11 @@ async def _on_pool(svc: HotService, make):
             tx = PgTx(conn)
             try:
                 out = await make(tx)
-            except Fallback:
+            except Fallback:  # raised before any write
                 await tx.rollback()
+                raise
+            except (DomainError, HeldDuel):  # a refusal: what the decision wrote before it stays
+                await (tx.commit() if tx.wrote else tx.rollback())
                 raise
             except Exception as exc:
                 if attempt == 1 and reused and not tx.wrote and is_connection_error(exc):

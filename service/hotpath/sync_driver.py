@@ -11,12 +11,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Coroutine
 
-from sqlalchemy import bindparam, insert, literal, select, update
+from sqlalchemy import bindparam, case, cast, func, insert, literal, null, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import holds, stores
-from ..models import Campaign, Charge, Duel, Prompt
+from ..campaigns import holds, rules, skips, stores
+from ..campaigns.types import DomainError, HeldDuel
+from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
+from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
 from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,6 +51,81 @@ _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
 )
+# The in-flight duels past their expiry (the same set as service.cycle.plan.split_stale under the lock).
+EXPIRE_STALE = (
+    update(Duel.__table__)
+    .where(
+        D.campaign_id == bindparam("cid"),
+        D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
+        D.expires_at <= bindparam("now"),
+    )
+    .values(status=DuelStatus.EXPIRED)
+)
+EXPIRE_DUEL = update(Duel.__table__).where(D.id == bindparam("did")).values(status=DuelStatus.EXPIRED)
+TOUCHED = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(version=C.version + 1, updated_at=bindparam("now"))
+)
+# A campaign's end (CampaignTransactions.finish): its status and reason, the run stopped, the
+# campaign.ended event in the webhook outbox, the other duels in flight cancelled.
+W = WebhookEvent.__table__.c
+FINISH = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(
+        status=bindparam("status"),
+        end_reason=bindparam("reason"),
+        end_limit=bindparam("limit", type_=C.end_limit.type),
+        ended_at=bindparam("now"),
+        run_active=False,
+        run_owner=null(),
+        run_lease_expires_at=null(),
+        webhook_state=case((func.coalesce(C.webhook_url, "") == "", C.webhook_state), else_=literal("pending")),
+        webhook_error=case((func.coalesce(C.webhook_url, "") == "", C.webhook_error), else_=null()),
+        winner=func.coalesce(bindparam("winner", type_=C.winner.type), C.winner),
+        leader=func.coalesce(bindparam("winner", type_=C.leader.type), C.leader),
+    )
+)
+ENDED_EVENT = insert(WebhookEvent.__table__).from_select(
+    ["id", "campaign_id", "event_type", "url", "state", "attempts", "next_attempt_at", "created_at"],
+    select(
+        cast(bindparam("event_id"), W.id.type),
+        C.id,
+        literal(CAMPAIGN_ENDED, W.event_type.type),
+        C.webhook_url,
+        literal("pending", W.state.type),
+        literal(0, W.attempts.type),
+        cast(bindparam("now"), W.next_attempt_at.type),
+        cast(bindparam("now"), W.created_at.type),
+    ).where(C.id == bindparam("cid"), func.coalesce(C.webhook_url, "") != ""),
+)
+CANCEL_IN_FLIGHT = (
+    update(Duel.__table__)
+    .where(
+        D.campaign_id == bindparam("cid"),
+        D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
+        D.id != bindparam("keep", type_=D.id.type),
+    )
+    .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
+)
+
+
+def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
+    """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
+    ending of :mod:`service.cycle` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    return {
+        "cid": campaign_id,
+        "status": str(end.status),
+        "reason": end.reason,
+        "limit": end.limit,
+        "winner": getattr(end, "winner", None),
+        "now": now,
+        "event_id": new_event_id(),
+        "keep": keep_duel or 0,  # duel ids start at 1
+    }
+
+
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
 INSERT_CHARGES = insert(Charge.__table__)
 PLANNED = (
@@ -63,6 +140,8 @@ PLANNED = (
         updated_at=bindparam("now"),
     )
 )
+# The same with the policy's new state (the stores' marginal costs changed before the selection).
+PLANNED_STATE = PLANNED.values(policy_state=bindparam("policy_state", type_=C.policy_state.type))
 _VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd", "max_duels", "budget_nusd")
 LOCK_FOR_VOTE = (
     select(*(C[k] for k in _VOTE_COLUMNS))
@@ -164,11 +243,30 @@ class SyncTx:
     async def held(self, campaign_id: int, now) -> int:
         return holds.held_nusd(self.conn, campaign_id, now)
 
+    async def expire_stale(self, campaign_id: int, now) -> None:
+        self.conn.execute(EXPIRE_STALE, {"cid": campaign_id, "now": now})
+
+    async def expire_duel(self, duel_id: int, campaign_id: int, now) -> None:
+        self.conn.execute(EXPIRE_DUEL, {"did": duel_id})
+        self.conn.execute(TOUCHED, {"cid": campaign_id, "now": now})
+
+    async def claim_pooled(self, campaign_id: int, label: str, now) -> int | None:
+        duel_id = self.conn.execute(skips.POOLED, {"cid": campaign_id, "label": label, "now": now}).scalar()
+        if duel_id is None:
+            return None
+        self.conn.execute(skips.HAND_OVER, {"did": duel_id, "label": label})
+        return int(duel_id)
+
+    async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
+        params = finish_params(campaign_id, end, now, keep_duel)
+        for stmt in (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT):
+            self.conn.execute(stmt, params)
+
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
         if charges:
             self.conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
-        self.conn.execute(PLANNED, campaign)
+        self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
         return duel_id
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
@@ -176,12 +274,14 @@ class SyncTx:
         drow = self.conn.execute(DUEL_ROW, {"did": duel_id}).first() if crow is not None else None
         return crow, None, drow
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None) -> bool:
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
         if judged["fee"]:
             self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
+        if end is not None:  # this vote ends the campaign (service.cycle.verdict.Ending)
+            await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
 
 
@@ -192,11 +292,19 @@ def run_sync(coro: Coroutine):
 
 
 def _in_session(svc: HotService, make):
+    """One transaction; a refusal (DomainError, HeldDuel) is raised after the commit, so what
+    the decision wrote before it (stale duels expired, a pooled duel handed over) stays."""
+    refused: Exception | None = None
     with svc.db.write() as s:
         tx = SyncTx(s)
-        out = run_sync(make(tx))
+        try:
+            out = run_sync(make(tx))
+        except (DomainError, HeldDuel) as exc:
+            refused = exc
         if tx.after_commit is not None:
             s.info["after_commit"] = tx.after_commit
+    if refused is not None:
+        raise refused
     return out
 
 
