@@ -24,7 +24,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
-from . import holds, ledger, plan_tx, rules, stores, verdict_tx
+from . import holds, hybrid, ledger, plan_tx, rules, stores, verdict_tx
 from .credentials import require_key_envs
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text
@@ -177,13 +177,19 @@ class CampaignTransactions:
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
-        policy = new_campaign_policy(body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population)
+        algorithm = body.algorithm
+        if hybrid.is_hybrid(judge):  # hybrid hook: dctas-pc-hybrid with the human fee and rate
+            policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
+        else:
+            policy = new_campaign_policy(
+                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population
+            )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
         seed = body.seed if body.seed is not None else secrets.randbelow(2**62)
         campaign = Campaign(
             name=body.name,
-            algorithm=body.algorithm,
+            algorithm=algorithm,
             delta=body.delta,
             tie_policy=body.tie_policy,
             answers=body.answers,

@@ -259,7 +259,7 @@ class Webhooks:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # database away: the keeper tries again
-            log.warning("webhook delivery: %s", type(exc).__name__)
+            log.warning("webhook delivery: %s", type(exc).__name__, exc_info=True)
 
     def send_due(self) -> None:
         """Start a delivery pass of the due events in the background, unless one is under way."""

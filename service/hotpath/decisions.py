@@ -174,8 +174,8 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
     refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
     if refusal is not None:
         raise refusal
-    if rules.is_wor(cfg.prompt_sampling):
-        raise Fallback  # without replacement: positions and held outcomes are the general path's
+    if rules.is_wor(cfg.prompt_sampling) or cfg.judge.get("kind") == "hybrid":
+        raise Fallback  # the general path's: positions and held outcomes, a hybrid's pool of selected duels
     now = utcnow()
     stale, inflight = planning.split_stale(inflight, now)
     if stale:
@@ -270,6 +270,9 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
         raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
+    cfg = await _config(svc, tx, crow.id)
+    if cfg.judge.get("kind") == "hybrid":
+        raise Fallback  # hybrid hook: its votes (a selected duel waits as judged) are recorded in draw order
     now = utcnow()
     refused = deciding.refusal(
         duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
@@ -278,9 +281,6 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
         if refused.expire:
             await tx.expire_duel(duel_id, crow.id, now)
         raise refused.error
-    cfg = await _config(svc, tx, crow.id)
-    if cfg.judge.get("kind") == "hybrid":
-        raise Fallback  # hybrid hook: its votes are recorded in draw order by the general path
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: outcomes are recorded in position order by the general path
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
