@@ -63,13 +63,23 @@ def sqlite_url(tmp_path_factory):
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'llmduel.db'}"
 
 
+_MIGRATED: set[str] = set()
+
+
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request):
-    """A migrated database URL, once per backend (tests share it; campaigns keep them apart)."""
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-    from service.db import upgrade_database
+    """A migrated database URL, once per backend (tests share it; campaigns keep them apart).
 
-    upgrade_database(url)
+    Under pytest-xdist each worker has its own session, hence its own two databases. A worker
+    runs whole files (``--dist loadfile``), each file's SQLite tests then its PostgreSQL tests,
+    so this fixture is set up again at every switch of backend: the migration runs once per URL.
+    """
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    if url not in _MIGRATED:
+        from service.db import upgrade_database
+
+        upgrade_database(url)
+        _MIGRATED.add(url)
     return url
 
 
@@ -120,6 +130,12 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
+def _port_taken(log_path: Path) -> bool:
+    """The server's log says its port was taken between :func:`free_port` and its bind."""
+    text = log_path.read_text(errors="replace").lower()
+    return "address already in use" in text or "errno 98" in text
+
+
 def start_live_server(
     database_url: str,
     log_path: Path,
@@ -127,58 +143,54 @@ def start_live_server(
     workers: int = 1,
     timeout: float = 120.0,
     log_level: str = "warning",
+    unset_env: tuple[str, ...] = (),
 ) -> LiveServer:
     """The service on a free 127.0.0.1 port: ``uvicorn --factory service.app:create_app``
-    for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more."""
+    for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more.
+
+    ``unset_env`` names variables of this process's environment the server must not see.
+    When another process takes the free port before the server binds it (tests run in
+    parallel), the server is started again on another port, up to 3 times.
+    """
+    env = dict(os.environ, LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1")
+    for name in unset_env:
+        env.pop(name, None)
+    env.update(DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY)
+    env.update(extra_env or {})
+    for _ in range(3):
+        server = _start_server_once(env, log_path, workers, timeout, log_level)
+        if server is not None:
+            return server
+    raise RuntimeError(f"uvicorn found no free port in 3 tries:\n{log_path.read_text(errors='replace')}")
+
+
+def _start_server_once(env: dict, log_path: Path, workers: int, timeout: float, log_level: str) -> LiveServer | None:
+    """Start the server and wait for ``/healthz``; None when its port was taken (try again)."""
     import httpx
 
     port = free_port()
-    env = dict(
-        os.environ, DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1"
-    )
-    env.update(extra_env or {})
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        "service.app:create_app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        log_level,
-    ]
     if workers > 1:
-        cmd = [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            log_level,
-            "--workers",
-            str(workers),
-        ]
-    log_file = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--workers", str(workers)]
+    else:
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", log_level]
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if _port_taken(log_path):
+                return None
             raise RuntimeError(f"uvicorn exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
         try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=2.0).status_code == 200:
                 return LiveServer(url, proc, log_path)
         except httpx.HTTPError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.1)
     proc.kill()
+    proc.wait()
     raise RuntimeError(f"uvicorn did not come up in {timeout}s:\n{log_path.read_text(errors='replace')}")
 
 
@@ -192,38 +204,56 @@ def stop_live_server(server: LiveServer) -> None:
 
 
 @pytest.fixture(scope="session")
-def live_server(db_url, tmp_path_factory):
-    """``llmduel serve --workers 2`` serving ``db_url`` (one per backend per session)."""
-    server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
-    yield server
-    stop_live_server(server)
+def _live_servers():
+    """The session's shared servers by database URL, stopped when the session ends."""
+    servers: dict[str, LiveServer] = {}
+    yield servers
+    for server in servers.values():
+        stop_live_server(server)
+
+
+@pytest.fixture(scope="session")
+def live_server(db_url, tmp_path_factory, _live_servers):
+    """``llmduel serve --workers 2`` serving ``db_url`` (one per backend per session).
+
+    Started at first use and kept until the session ends, so that switching backends
+    between files (see ``db_url``) does not restart it.
+    """
+    server = _live_servers.get(db_url)
+    if server is None or server.process.poll() is not None:
+        server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
+        _live_servers[db_url] = server
+    return server
 
 
 def start_fake_provider(log_path: Path, *args: str) -> tuple[str, subprocess.Popen]:
     """A real fake-provider server (``llmduel fake-provider``) on a free port: its base URL and process.
 
     ``args`` are extra command-line options (``--latency 0.02``, ``--judge-mode bradley-terry``);
-    its output goes to ``log_path``. Stop it with :func:`stop_process`.
+    its output goes to ``log_path``. Stop it with :func:`stop_process`. Started again on
+    another port when its port was taken before it could bind it (up to 3 times).
     """
     import httpx
 
-    port = free_port()
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "fake-provider", "--host", "127.0.0.1", "--port", str(port), *args],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return url, proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
+    for _ in range(3):
+        port = free_port()
+        cmd = [sys.executable, "-m", "service.cli", "fake-provider", "--host", "127.0.0.1", "--port", str(port), *args]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    return url, proc
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        elif _port_taken(log_path):
+            continue
+        break
     raise RuntimeError(f"fake provider did not start; its output: {log_path.read_text(errors='replace')[-2000:]}")
 
 
