@@ -9,6 +9,7 @@ tests are skipped, unless ``CI`` is set: then they fail.
 
 from __future__ import annotations
 
+import collections
 import os
 import socket
 import subprocess
@@ -264,3 +265,31 @@ def stop_process(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+# Files whose tests take longest (from a `--durations` profile), run first under pytest-xdist so
+# that no long file starts last while the other worker idles. Other files follow in their usual
+# order. Ordering only: every file runs either way.
+SLOW_FILES_FIRST = (
+    "test_wheel_install.py",
+    "test_claims.py",
+    "test_supervisor.py",
+    "test_rate_limits.py",
+    "test_resume.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the files of ``SLOW_FILES_FIRST`` first, then the others, most tests first
+    (a stable sort: each file keeps its order; with ``--no-loadscope-reorder`` xdist hands out
+    files in this order).
+
+    Runs after pytest's own reordering (its SQLite tests, then its PostgreSQL tests per file stay
+    in that order); every worker sorts the same collection the same way, as xdist requires.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {name: n for n, name in enumerate(SLOW_FILES_FIRST)}
+    per_file = collections.Counter(item.path.name for item in items)
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -per_file[item.path.name], item.path.name))
