@@ -204,27 +204,17 @@ def stop_live_server(server: LiveServer) -> None:
         server.process.wait()
 
 
-@pytest.fixture(scope="session")
-def _live_servers():
-    """The session's shared servers by database URL, stopped when the session ends."""
-    servers: dict[str, LiveServer] = {}
-    yield servers
-    for server in servers.values():
-        stop_live_server(server)
+@pytest.fixture(scope="module")
+def live_server(db_url, tmp_path_factory):
+    """``llmduel serve --workers 2`` serving ``db_url``: one per test module and backend.
 
-
-@pytest.fixture(scope="session")
-def live_server(db_url, tmp_path_factory, _live_servers):
-    """``llmduel serve --workers 2`` serving ``db_url`` (one per backend per session).
-
-    Started at first use and kept until the session ends, so that switching backends
-    between files (see ``db_url``) does not restart it.
+    Stopped at the end of its module, so that its pooled PostgreSQL connections (up to
+    18 per worker process) are not held while the other files run: two pytest workers,
+    each keeping such a server, come close to PostgreSQL's default ``max_connections``.
     """
-    server = _live_servers.get(db_url)
-    if server is None or server.process.poll() is not None:
-        server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
-        _live_servers[db_url] = server
-    return server
+    server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
+    yield server
+    stop_live_server(server)
 
 
 def start_fake_provider(log_path: Path, *args: str) -> tuple[str, subprocess.Popen]:
@@ -271,11 +261,24 @@ def stop_process(proc: subprocess.Popen) -> None:
 # that no long file starts last while the other worker idles. Other files follow in their usual
 # order. Ordering only: every file runs either way.
 SLOW_FILES_FIRST = (
-    "test_wheel_install.py",
-    "test_claims.py",
-    "test_supervisor.py",
-    "test_rate_limits.py",
     "test_resume.py",
+    "test_supervisor.py",
+    "test_wheel_install.py",
+    "test_rate_limits.py",
+    "test_claims.py",
+    "test_cli_edges.py",
+    "test_cli_algorithms.py",
+    "test_reuse_e2e.py",
+    "test_price_map.py",
+    "test_condorcet_verdict.py",
+    "test_run_leases.py",
+    "test_faults.py",
+    "test_campaign_cli_e2e.py",
+    "test_e2e_stack.py",
+    "test_wor_e2e.py",
+    "test_web_browser.py",
+    "test_annotators_browser.py",
+    "test_judge_bias_browser.py",
 )
 
 
