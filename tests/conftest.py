@@ -9,6 +9,7 @@ tests are skipped, unless ``CI`` is set: then they fail.
 
 from __future__ import annotations
 
+import collections
 import os
 import socket
 import subprocess
@@ -63,13 +64,23 @@ def sqlite_url(tmp_path_factory):
     return f"sqlite:///{tmp_path_factory.mktemp('db') / 'llmduel.db'}"
 
 
+_MIGRATED: set[str] = set()
+
+
 @pytest.fixture(scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request):
-    """A migrated database URL, once per backend (tests share it; campaigns keep them apart)."""
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-    from service.db import upgrade_database
+    """A migrated database URL, once per backend (tests share it; campaigns keep them apart).
 
-    upgrade_database(url)
+    Under pytest-xdist each worker has its own session, hence its own two databases. A worker
+    runs whole files (``--dist loadfile``), each file's SQLite tests then its PostgreSQL tests,
+    so this fixture is set up again at every switch of backend: the migration runs once per URL.
+    """
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    if url not in _MIGRATED:
+        from service.db import upgrade_database
+
+        upgrade_database(url)
+        _MIGRATED.add(url)
     return url
 
 
@@ -120,6 +131,12 @@ class LiveServer:
         return self.log_path.read_text(errors="replace")
 
 
+def _port_taken(log_path: Path) -> bool:
+    """The server's log says its port was taken between :func:`free_port` and its bind."""
+    text = log_path.read_text(errors="replace").lower()
+    return "address already in use" in text or "errno 98" in text
+
+
 def start_live_server(
     database_url: str,
     log_path: Path,
@@ -127,58 +144,54 @@ def start_live_server(
     workers: int = 1,
     timeout: float = 120.0,
     log_level: str = "warning",
+    unset_env: tuple[str, ...] = (),
 ) -> LiveServer:
     """The service on a free 127.0.0.1 port: ``uvicorn --factory service.app:create_app``
-    for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more."""
+    for one worker, ``llmduel serve --workers N`` (a SO_REUSEPORT socket per worker) for more.
+
+    ``unset_env`` names variables of this process's environment the server must not see.
+    When another process takes the free port before the server binds it (tests run in
+    parallel), the server is started again on another port, up to 3 times.
+    """
+    env = dict(os.environ, LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1")
+    for name in unset_env:
+        env.pop(name, None)
+    env.update(DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY)
+    env.update(extra_env or {})
+    for _ in range(3):
+        server = _start_server_once(env, log_path, workers, timeout, log_level)
+        if server is not None:
+            return server
+    raise RuntimeError(f"uvicorn found no free port in 3 tries:\n{log_path.read_text(errors='replace')}")
+
+
+def _start_server_once(env: dict, log_path: Path, workers: int, timeout: float, log_level: str) -> LiveServer | None:
+    """Start the server and wait for ``/healthz``; None when its port was taken (try again)."""
     import httpx
 
     port = free_port()
-    env = dict(
-        os.environ, DATABASE_URL=database_url, LLMDUEL_API_KEY=ADMIN_KEY, LLMDUEL_RESUME_RUNS="0", PYTHONUNBUFFERED="1"
-    )
-    env.update(extra_env or {})
-    cmd = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        "service.app:create_app",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        log_level,
-    ]
     if workers > 1:
-        cmd = [
-            sys.executable,
-            "-m",
-            "service.cli",
-            "serve",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            log_level,
-            "--workers",
-            str(workers),
-        ]
-    log_file = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        cmd = [sys.executable, "-m", "service.cli", "serve", "--workers", str(workers)]
+    else:
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--log-level", log_level]
+    with open(log_path, "wb") as log_file:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
+            if _port_taken(log_path):
+                return None
             raise RuntimeError(f"uvicorn exited with {proc.returncode}:\n{log_path.read_text(errors='replace')}")
         try:
-            if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+            if httpx.get(url + "/healthz", timeout=2.0).status_code == 200:
                 return LiveServer(url, proc, log_path)
         except httpx.HTTPError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.1)
     proc.kill()
+    proc.wait()
     raise RuntimeError(f"uvicorn did not come up in {timeout}s:\n{log_path.read_text(errors='replace')}")
 
 
@@ -191,9 +204,14 @@ def stop_live_server(server: LiveServer) -> None:
         server.process.wait()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_server(db_url, tmp_path_factory):
-    """``llmduel serve --workers 2`` serving ``db_url`` (one per backend per session)."""
+    """``llmduel serve --workers 2`` serving ``db_url``: one per test module and backend.
+
+    Stopped at the end of its module, so that its pooled PostgreSQL connections (up to
+    18 per worker process) are not held while the other files run: two pytest workers,
+    each keeping such a server, come close to PostgreSQL's default ``max_connections``.
+    """
     server = start_live_server(db_url, tmp_path_factory.mktemp("uvicorn") / "server.log", workers=2)
     yield server
     stop_live_server(server)
@@ -203,27 +221,30 @@ def start_fake_provider(log_path: Path, *args: str) -> tuple[str, subprocess.Pop
     """A real fake-provider server (``llmduel fake-provider``) on a free port: its base URL and process.
 
     ``args`` are extra command-line options (``--latency 0.02``, ``--judge-mode bradley-terry``);
-    its output goes to ``log_path``. Stop it with :func:`stop_process`.
+    its output goes to ``log_path``. Stop it with :func:`stop_process`. Started again on
+    another port when its port was taken before it could bind it (up to 3 times).
     """
     import httpx
 
-    port = free_port()
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "fake-provider", "--host", "127.0.0.1", "--port", str(port), *args],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return url, proc
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
+    for _ in range(3):
+        port = free_port()
+        cmd = [sys.executable, "-m", "service.cli", "fake-provider", "--host", "127.0.0.1", "--port", str(port), *args]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    return url, proc
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        elif _port_taken(log_path):
+            continue
+        break
     raise RuntimeError(f"fake provider did not start; its output: {log_path.read_text(errors='replace')[-2000:]}")
 
 
@@ -234,3 +255,44 @@ def stop_process(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+# Files whose tests take longest (from a `--durations` profile), run first under pytest-xdist so
+# that no long file starts last while the other worker idles. Other files follow in their usual
+# order. Ordering only: every file runs either way.
+SLOW_FILES_FIRST = (
+    "test_resume.py",
+    "test_supervisor.py",
+    "test_wheel_install.py",
+    "test_rate_limits.py",
+    "test_claims.py",
+    "test_cli_edges.py",
+    "test_cli_algorithms.py",
+    "test_reuse_e2e.py",
+    "test_price_map.py",
+    "test_condorcet_verdict.py",
+    "test_run_leases.py",
+    "test_faults.py",
+    "test_campaign_cli_e2e.py",
+    "test_e2e_stack.py",
+    "test_wor_e2e.py",
+    "test_web_browser.py",
+    "test_annotators_browser.py",
+    "test_judge_bias_browser.py",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the files of ``SLOW_FILES_FIRST`` first, then the others, most tests first
+    (a stable sort: each file keeps its order; with ``--no-loadscope-reorder`` xdist hands out
+    files in this order).
+
+    Runs after pytest's own reordering (its SQLite tests, then its PostgreSQL tests per file stay
+    in that order); every worker sorts the same collection the same way, as xdist requires.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    rank = {name: n for n, name in enumerate(SLOW_FILES_FIRST)}
+    per_file = collections.Counter(item.path.name for item in items)
+    items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -per_file[item.path.name], item.path.name))

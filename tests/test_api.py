@@ -397,15 +397,23 @@ async def test_budget_is_never_overrun_by_more_than_one_duel(api):
 async def test_pending_duels_expire(db_url):
     from service.app import create_app
 
-    app = create_app(make_settings(db_url, duel_expiry_seconds=0.3))
+    # Long enough that the first read comes before the expiry on a loaded machine; the
+    # expiry itself is then awaited with a deadline instead of a fixed sleep.
+    app = create_app(make_settings(db_url, duel_expiry_seconds=1.0))
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
     ) as api:
         cid = (await create(api))["id"]
+        posted = time.monotonic()
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-        assert (await api.get(f"/v1/campaigns/{cid}")).json()["pending"] == 1
-        await asyncio.sleep(0.4)
-        assert (await api.get(f"/v1/campaigns/{cid}")).json()["pending"] == 0
+        pending = (await api.get(f"/v1/campaigns/{cid}")).json()["pending"]
+        if time.monotonic() - posted < 1.0:  # read before the expiry could have passed
+            assert pending == 1
+        deadline = time.monotonic() + 30
+        while (await api.get(f"/v1/campaigns/{cid}")).json()["pending"] != 0:
+            assert time.monotonic() < deadline, "the pending duel did not expire"
+            await asyncio.sleep(0.1)
+        assert time.monotonic() - posted >= 1.0  # not before its expiry
         r = await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})
         assert r.status_code == 409 and "expired" in r.json()["detail"]
         assert (await api.get(f"/v1/duels/{d['id']}")).json()["status"] == "expired"

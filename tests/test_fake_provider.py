@@ -209,7 +209,7 @@ def test_cli_parser_registration():
 # ---------------------------------------------------------------- real HTTP
 @pytest.fixture(scope="module")
 def live_server():
-    app = create_fake_provider_app({"champion": 5.0}, timeout_sleep_s=0.5)
+    app = create_fake_provider_app({"champion": 5.0}, timeout_sleep_s=2.0)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -260,7 +260,9 @@ async def test_timeout_over_real_http(live_server):
     with pytest.raises(ClientError, match="timed out") as ei:
         await c.complete("x")
     assert ei.value.attempts == 2 and ei.value.status_code is None
-    assert time.monotonic() - t0 < 0.45  # the client gave up, it did not wait for the answer
+    # The client gave up after its two 0.1 s timeouts; it did not wait for the answer (2 s away);
+    # the margin is for a loaded machine.
+    assert time.monotonic() - t0 < 1.5
     await c.aclose()
 
 

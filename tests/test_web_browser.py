@@ -9,15 +9,12 @@ not set; under CI they fail instead.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import skip_unless_ci
+from conftest import skip_unless_ci, start_live_server, stop_live_server
 
 pytestmark = pytest.mark.browser
 
@@ -60,68 +57,19 @@ def browser():
         b.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``uvicorn --factory service.app:create_app`` with a fresh SQLite file (migrated at start)."""
     tmp = tmp_path_factory.mktemp("webserver")
-    port = _free_port()
-    env = dict(
-        os.environ,
-        DATABASE_URL=f"sqlite:///{tmp / 'web.db'}",
-        LLMDUEL_API_KEY=KEY,
-        LLMDUEL_RESUME_RUNS="0",
-        PYTHONUNBUFFERED="1",
+    live = start_live_server(
+        f"sqlite:///{tmp / 'web.db'}",
+        tmp / "server.log",
+        extra_env={"LLMDUEL_API_KEY": KEY},
+        # default rule: dashboards need the admin key (browsers sign in below)
+        unset_env=("LLMDUEL_WEB_AUTH",),
     )
-    env.pop("LLMDUEL_WEB_AUTH", None)  # default rule: dashboards need the admin key (browsers sign in below)
-    log_path = tmp / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--factory",
-                "service.app:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited:\n{log_path.read_text(errors='replace')}")
-            try:
-                if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text(errors='replace')}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    yield live.url
+    stop_live_server(live)
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def connections_by_worker(workers: list[int], port: int) -> dict[int, int]:
 
 def open_clients(base: str, n: int) -> list[httpx.Client]:
     clients = [
-        httpx.Client(base_url=base, timeout=10, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) for _ in range(n)
+        httpx.Client(base_url=base, timeout=60, headers={"Authorization": f"Bearer {ADMIN_KEY}"}) for _ in range(n)
     ]
     for c in clients:  # one keep-alive connection each
         assert c.get("/healthz").status_code == 200
