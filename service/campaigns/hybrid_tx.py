@@ -92,6 +92,49 @@ def released_values(judge: dict, now: dt.datetime) -> dict | None:
     return {"requested_by": POOL_REQUESTER, "expires_at": now + POOL_HOLD}
 
 
+def revive_selected(s, c: Campaign, budget_nusd: int | None, now: dt.datetime) -> int:
+    """Inside the continue transaction of an ended hybrid campaign: the selected duels its end
+    cancelled go back to the pool (their fee reserved again); returns how many.
+
+    An end cancels the duels waiting for a human, but the judge-only duels drawn after them stay
+    judged. Were the cancelled ones dropped, a continue would record those later duels without
+    them: the dropped duels would be exactly those the coin sent to a human, and the pair's
+    estimate (H1) would lean toward the judge. Given back, every pair's record stays its draw
+    order. Raises :class:`Conflict` when the budget does not cover their fees."""
+    if not hybrid.is_hybrid(c.judge):
+        return 0
+    rows = s.execute(
+        select(Duel.id, Duel.judge_detail).where(
+            Duel.campaign_id == c.id,
+            Duel.status == DuelStatus.CANCELLED,
+            Duel.record_seq.is_(None),
+            Duel.choice.is_(None),
+        )
+    ).all()
+    ids = [int(r.id) for r in rows if (hybrid.detail_of(r.judge_detail) or {}).get("selected")]
+    if not ids:
+        return 0
+    fee = hybrid.fee_nusd(c.judge)
+    if rules.over_budget(budget_nusd, c.spend_nusd, 0, fee * len(ids)):
+        raise Conflict(
+            f"campaign {c.id}: its {len(ids)} selected duels cancelled by the end wait for a human again when "
+            f"it continues (a fee of {fee * len(ids) / 1e9:.9g} USD reserved); raise the budget to cover them"
+        )
+    s.execute(
+        update(Duel)
+        .where(Duel.id.in_(ids))
+        .values(
+            status=DuelStatus.PENDING,
+            error=None,
+            requested_by=POOL_REQUESTER,
+            expires_at=now + POOL_HOLD,
+            expected_cost_nusd=fee,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return len(ids)
+
+
 # ---------------------------------------------------------------- recording in draw order
 def flush(svc, s, c: Campaign, policy) -> dict[int, int]:
     """Record every pair's resolved duels that are next in draw order; returns {duel id: record_seq}."""

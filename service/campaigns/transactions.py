@@ -1036,6 +1036,7 @@ class CampaignTransactions:
                 )
                 if refusal is not None:
                     raise Conflict(f"campaign {campaign_id}: {refusal}")
+                hybrid_tx.revive_selected(s, c, budget_nusd, now)  # hybrid hook: its pool as it was
                 c.status = CampaignStatus.RUNNING
                 c.end_reason = None
                 c.end_limit = None

@@ -1,0 +1,51 @@
+"""Hostile review of the hybrid judge: the draw order across an end and a continue, the budget."""
+
+from __future__ import annotations
+
+from test_hybrid_service import admin_duels_until_selected, hybrid_campaign
+
+
+async def end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch):
+    """A hybrid campaign that is paused on a provider fault while a selected duel waits for a human and a
+    later judge-only duel of its pair waits behind it: (id, annotators, selected duel, later duel)."""
+    cid, anns = await hybrid_campaign(api, monkeypatch, max_duels=200)
+    sel = await admin_duels_until_selected(api, cid)
+    pair = {sel["model_a"], sel["model_b"]}
+    later = None
+    for _ in range(80):
+        full = (await api.get(f"/v1/duels/{(await api.post(f'/v1/campaigns/{cid}/duels')).json()['id']}")).json()
+        if {full["model_a"], full["model_b"]} == pair and not full["judge"]["hybrid"]["selected"]:
+            later = full
+            break
+    assert later is not None and later["record_seq"] is None  # held behind sel
+    svc = api.app.state.service  # a provider fault pauses it (ends it, continuable with a PATCH)
+    with api.app.state.db.write() as s:
+        from service.models import utcnow
+
+        c = svc.lock_existing(s, cid)
+        svc.pause_for_fault(s, c, "reported cost above its bound", utcnow())
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["status"] == "stopped" and view["end_limit"] == "provider", view
+    assert (await api.get(f"/v1/duels/{sel['id']}")).json()["status"] == "cancelled"
+    return cid, anns, sel, later
+
+
+async def test_a_continued_campaign_gives_its_cancelled_selected_duels_back_to_the_pool(api, monkeypatch):
+    # a selected duel cancelled by an end must not be dropped while the judge-only duels behind it
+    # are recorded after a continue: the dropped duels would be exactly those the coin sent to a
+    # human, and the per-pair estimate would lean toward the judge
+    cid, (p, _), sel, later = await end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch)
+    r = await api.patch(f"/v1/campaigns/{cid}", json={"budget": 200.0})
+    assert r.status_code == 200, r.text
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["status"] == "running"
+    back = (await api.get(f"/v1/duels/{sel['id']}")).json()
+    assert back["status"] == "pending" and back["judge"]["hybrid"] == sel["judge"]["hybrid"]
+    assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code in (200, 201)  # a flush
+    assert (await api.get(f"/v1/duels/{later['id']}")).json()["record_seq"] is None  # still behind sel
+    shown = (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()
+    assert shown["id"] == sel["id"]
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
+    a = (await api.get(f"/v1/duels/{sel['id']}")).json()
+    b = (await api.get(f"/v1/duels/{later['id']}")).json()
+    assert a["record_seq"] is not None and b["record_seq"] is not None and a["record_seq"] < b["record_seq"]
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
