@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from test_hybrid_service import admin_duels_until_selected, hybrid_campaign
+from test_hybrid_service import FEE, admin_duels_until_selected, hybrid_campaign
 
 
 async def end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch):
@@ -49,3 +49,28 @@ async def test_a_continued_campaign_gives_its_cancelled_selected_duels_back_to_t
     b = (await api.get(f"/v1/duels/{later['id']}")).json()
     assert a["record_seq"] is not None and b["record_seq"] is not None and a["record_seq"] < b["record_seq"]
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_a_lapsed_lease_still_reserves_the_fee_against_a_lower_budget(api, monkeypatch):
+    # a selected duel whose annotator let the lease lapse is not expired (it goes back to the
+    # pool, and its annotator may still vote): a PATCH must not lower the budget below its fee
+    from sqlalchemy import update
+
+    from service.models import Campaign, Duel, utcnow
+
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    with api.app.state.db.write() as s:
+        s.execute(update(Duel).where(Duel.id == sel["id"]).values(expires_at=utcnow()))
+        spend = s.get(Campaign, cid).spend_nusd
+    low = (spend + round(FEE * 1e9) // 2) / 1e9  # covers the spend, not the waiting fee
+    r = await api.patch(f"/v1/campaigns/{cid}", json={"budget": low})
+    assert r.status_code == 422 and "reserved" in r.text, r.text
+    judged = (await api.get(f"/v1/duels/{sel['id']}")).json()
+    assert judged["status"] == "pending"
+    # the late vote is still taken and charged within the budget
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
+    with api.app.state.db.read() as s:
+        c = s.get(Campaign, cid)
+        assert c.budget_nusd is None or c.spend_nusd <= c.budget_nusd

@@ -47,6 +47,12 @@ def _selected_waiting(r: Any) -> bool:
     return (r.requested_by or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
 
 
+def waits_for_human(c: Campaign, r: Any) -> bool:
+    """Is in-flight duel ``r`` (``requested_by``) a selected duel of hybrid campaign ``c``? Its
+    lease may have lapsed, but it is never expired: its fee stays reserved and it stays in flight."""
+    return hybrid.is_hybrid(c.judge) and _selected_waiting(r)
+
+
 def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
     """Inside the plan transaction: a selected duel whose annotator let its lease lapse goes back
     to the pool (renewed, never expired); returns ``inflight`` as the caller should see it."""

@@ -1000,11 +1000,11 @@ class CampaignTransactions:
             inflight = [
                 r
                 for r in s.execute(
-                    select(Duel.expected_cost_nusd, Duel.expires_at).where(
+                    select(Duel.expected_cost_nusd, Duel.expires_at, Duel.requested_by).where(
                         Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                     )
                 ).all()
-                if not rules.is_stale(r.expires_at, now)
+                if not rules.is_stale(r.expires_at, now) or hybrid_tx.waits_for_human(c, r)  # hybrid hook
             ]
             reason = rules.limit_below_use(
                 new_budget,
