@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_hybrid_service import FEE, admin_duels_until_selected, hybrid_campaign
 
 
@@ -74,3 +75,20 @@ async def test_a_lapsed_lease_still_reserves_the_fee_against_a_lower_budget(api,
     with api.app.state.db.read() as s:
         c = s.get(Campaign, cid)
         assert c.budget_nusd is None or c.spend_nusd <= c.budget_nusd
+
+
+async def test_a_second_automatic_verdict_on_a_selected_duel_is_refused(api, monkeypatch):
+    # a selected duel stays pending; a repeated verdict (a retried call) must not redraw its pi,
+    # overwrite the verdict the coin was drawn on, or take the duel from its annotator
+    from service.campaigns import hybrid_tx
+    from service.campaigns.types import Conflict
+
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    other = "b" if sel["judge"]["hybrid"]["judge_choice"] == "a" else "a"
+    with pytest.raises(Conflict, match="already has its automatic verdict"):
+        hybrid_tx.record_llm_verdict_tx(api.app.state.service, sel["id"], other)
+    after = (await api.get(f"/v1/duels/{sel['id']}")).json()
+    assert after["judge"]["hybrid"] == sel["judge"]["hybrid"]
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200

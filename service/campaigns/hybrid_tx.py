@@ -287,7 +287,9 @@ def record_llm_verdict_tx(
             detail = jsonable(judge_detail) if judge_detail else None
             stores.finalize_verdict(s, verdict_claim, stored_choice, detail, judge_nusd, charge_id)
         err = None
-        if d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
+        if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
+            err = Conflict(f"duel {duel_id} already has its automatic verdict (status {d.status})")
+        elif d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
             err = Conflict(f"duel {duel_id} no longer waits for its verdict (status {d.status})")
             if d.status == DuelStatus.PENDING:
                 d.status = DuelStatus.EXPIRED
