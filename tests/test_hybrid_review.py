@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_hybrid_service import FEE, admin_duels_until_selected, hybrid_campaign
+from test_hybrid_service import FEE, admin_duels_until_selected, hybrid_campaign, ledger_rows
 
 
 async def end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch):
@@ -92,3 +92,17 @@ async def test_a_second_automatic_verdict_on_a_selected_duel_is_refused(api, mon
     after = (await api.get(f"/v1/duels/{sel['id']}")).json()
     assert after["judge"]["hybrid"] == sel["judge"]["hybrid"]
     assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
+
+
+async def test_an_admin_vote_on_a_selected_duel_is_a_human_vote_in_the_view(api, monkeypatch):
+    # the admin may vote on a selected duel (as in a human campaign); it is charged the fee and
+    # enters the estimate, so the view's human votes (each charged fee_per_vote) must count it
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"})).status_code == 200
+    rows = ledger_rows(api.app.state.db, cid)
+    assert [int(r.duel_id) for r in rows if (r.detail or {}).get("human_fee")] == [sel["id"]]
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["hybrid"]["human_votes"] == 1 and view["hybrid"]["human_votes_waiting"] == 0
+    assert view["t"] == 1
+    assert (await api.get(f"/v1/campaigns/{cid}", headers=p)).json()["votes_counted"] == 1

@@ -24,6 +24,8 @@ from . import rules
 
 KIND = "hybrid"
 ALGORITHM = HYBRID  # what the campaign row stores: "dctas-pc-hybrid"
+#: ``judged_by`` of a duel the automatic judge settled alone; any other judged duel has a human vote
+JUDGED_BY_JUDGE = "judge:hybrid"
 COIN_BITS = 53
 FORECAST_REFUSAL = (
     "forecasts do not simulate a hybrid judge (its human votes and the judge's agreement with them); "

@@ -315,7 +315,7 @@ def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault,
     detail = redact_json(jsonable(judge_detail), keys) if judge_detail else {}
     ended = False
     if choice is None:
-        d.status, d.judged_at, d.judged_by = DuelStatus.FAILED, now, "judge:hybrid"
+        d.status, d.judged_at, d.judged_by = DuelStatus.FAILED, now, hybrid.JUDGED_BY_JUDGE
         d.error = clean_text(redact(f"judge error: {judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
         d.judge_detail = detail or None
         c.duels_failed += 1
@@ -331,7 +331,7 @@ def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault,
             d.expected_cost_nusd = hybrid.fee_nusd(c.judge)
         else:
             d.status, d.choice, d.score = DuelStatus.JUDGED, choice, J
-            d.judged_at, d.judged_by = now, "judge:hybrid"
+            d.judged_at, d.judged_by = now, hybrid.JUDGED_BY_JUDGE
             c.duels_judged += 1
         recorded = _flush_with(svc, s, c, d, policy)
         ended = _after(svc, s, c, policy, recorded, d.id, now)

@@ -58,6 +58,17 @@ def humans_alone_estimate(state: dict, human_var: dict[int, float]) -> int | Non
     return int(round(total))
 
 
+def human_voted(campaign_id: int) -> tuple:
+    """The conditions of a duel with a human vote: judged, not by the automatic judge alone
+    (an annotator's vote, or the admin's, each charged the fee)."""
+    return (
+        Duel.campaign_id == campaign_id,
+        Duel.status == DuelStatus.JUDGED,
+        Duel.judged_by.is_not(None),
+        Duel.judged_by != hybrid.JUDGED_BY_JUDGE,
+    )
+
+
 def summary_for(s, c: Campaign, admin: bool) -> dict[str, Any]:
     """What a hybrid campaign's view adds: the ``hybrid`` object for the admin; for an annotator,
     ``votes_counted`` is the human votes (the judge's verdicts are not votes)."""
@@ -65,9 +76,7 @@ def summary_for(s, c: Campaign, admin: bool) -> dict[str, Any]:
         return {"hybrid": summary(s, c)}
     n = s.execute(
         select(func.count(Duel.id)).where(
-            Duel.campaign_id == c.id,
-            Duel.status == DuelStatus.JUDGED,
-            Duel.judged_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+            *human_voted(c.id),
         )
     ).scalar_one()
     return {"votes_counted": int(n)}
@@ -78,9 +87,7 @@ def summary(s, c: Campaign) -> dict[str, Any]:
     judge = rules.stored(c.judge)
     rows = s.execute(
         select(Duel.model_i, Duel.model_j, Duel.choice, Duel.score, Duel.judge_detail).where(
-            Duel.campaign_id == c.id,
-            Duel.status == DuelStatus.JUDGED,
-            Duel.judged_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+            *human_voted(c.id),
         )
     ).all()
     waiting = s.execute(
