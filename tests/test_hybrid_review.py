@@ -106,3 +106,31 @@ async def test_an_admin_vote_on_a_selected_duel_is_a_human_vote_in_the_view(api,
     assert view["hybrid"]["human_votes"] == 1 and view["hybrid"]["human_votes_waiting"] == 0
     assert view["t"] == 1
     assert (await api.get(f"/v1/campaigns/{cid}", headers=p)).json()["votes_counted"] == 1
+
+
+def test_the_below_chance_warning_needs_an_interval_below_one_half():
+    # 4 agreeing of 10 is what a judge at chance gives on 38% of samples: no warning; the whole
+    # Wilson interval below 1/2 is
+    from service.campaigns.hybrid_view import agreement_warning, wilson
+
+    assert agreement_warning(4, 10) is None and wilson(4, 10)[1] > 0.5
+    assert agreement_warning(0, 0) is None and agreement_warning(0, 9) is None  # no votes, too few
+    w = agreement_warning(1, 10)
+    assert w is not None and "1 of 10" in w and "below chance" in w
+    assert agreement_warning(30, 100) is not None and agreement_warning(45, 100) is None
+
+
+def test_the_humans_alone_estimate_is_never_zero_for_a_pair_with_duels():
+    # two agreeing human votes (or all ties) have a sample variance of 0: read as the pair's
+    # variance it said humans alone would need no votes at all
+    from algorithms.hybrid import N_, NH, NSTAT, SY, SY2
+    from service.campaigns.hybrid_view import human_variance, humans_alone_estimate
+
+    assert human_variance([1.0, 1.0]) > 0 and human_variance([0.5, 0.5, 0.5]) > 0
+    assert human_variance([]) == 0.25
+    assert abs(human_variance([0.0, 1.0] * 50) - 0.25) < 1e-9  # many votes: the sample variance
+    row = [0.0] * NSTAT
+    row[N_], row[SY], row[SY2], row[NH] = 100.0, 0.0, 100.0 * 1.0, 2.0  # Var(Y) = 1
+    assert humans_alone_estimate({"stats": [row]}, {0: human_variance([1.0, 1.0])}) == round(100 * 0.25 / 3)
+    row[SY] = 100.0 * 0.6  # an estimate past 1 (p clipped to 1): p(1 - p) would be 0
+    assert humans_alone_estimate({"stats": [row]}, {}) > 0
