@@ -134,3 +134,22 @@ def test_the_humans_alone_estimate_is_never_zero_for_a_pair_with_duels():
     assert humans_alone_estimate({"stats": [row]}, {0: human_variance([1.0, 1.0])}) == round(100 * 0.25 / 3)
     row[SY] = 100.0 * 0.6  # an estimate past 1 (p clipped to 1): p(1 - p) would be 0
     assert humans_alone_estimate({"stats": [row]}, {}) > 0
+
+
+async def test_two_annotators_claiming_and_voting_at_once_get_one_duel_and_one_fee(api, monkeypatch):
+    import asyncio
+
+    cid, (p, q) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    got = await asyncio.gather(*(api.post(f"/v1/campaigns/{cid}/duels", headers=h) for h in (p, q, p, q)))
+    holders = [h for h, r in zip((p, q, p, q), got) if r.status_code in (200, 201)]
+    assert all(r.status_code in (200, 201, 409) for r in got), [r.text for r in got]
+    assert {r.json()["id"] for r in got if r.status_code in (200, 201)} == {sel["id"]}
+    assert len({h["Authorization"] for h in holders}) == 1  # one annotator holds it
+    votes = await asyncio.gather(
+        *(api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": c}, headers=h) for h in (p, q) for c in "ab")
+    )
+    assert sorted(r.status_code for r in votes) == [200, 404, 404, 409], [r.text for r in votes]
+    rows = ledger_rows(api.app.state.db, cid)
+    assert [int(r.duel_id) for r in rows if (r.detail or {}).get("human_fee")] == [sel["id"]]
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
