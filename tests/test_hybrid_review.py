@@ -153,3 +153,28 @@ async def test_two_annotators_claiming_and_voting_at_once_get_one_duel_and_one_f
     rows = ledger_rows(api.app.state.db, cid)
     assert [int(r.duel_id) for r in rows if (r.detail or {}).get("human_fee")] == [sel["id"]]
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+def test_the_replay_finds_a_pair_recorded_out_of_draw_order_or_past_a_dropped_duel():
+    from types import SimpleNamespace as R
+
+    from service.campaigns.hybrid import draw_order_diff
+
+    def duel(id, seq, rec, status, selected, pair=(0, 1)):
+        detail = {"hybrid": {"selected": selected}} if status != "failed" else {}
+        return R(id=id, model_i=pair[0], model_j=pair[1], select_seq=seq, record_seq=rec, status=status,
+                 judge_detail=detail)  # fmt: skip
+
+    ok = [
+        duel(1, 1, 5, "judged", True),
+        duel(2, 2, None, "failed", False),  # a failed verdict is not in the sequence
+        duel(3, 3, 6, "judged", False),
+        duel(4, 4, None, "pending", True),  # waiting for its human
+        duel(5, 5, None, "judged", False),  # waiting behind it
+        duel(6, 6, 7, "judged", False, pair=(1, 2)),
+    ]
+    assert draw_order_diff(ok) == []
+    dropped = ok[:3] + [duel(4, 4, None, "cancelled", True), duel(5, 5, 8, "judged", False)]
+    assert any("duel 5" in d and "duel 4" in d for d in draw_order_diff(dropped))
+    swapped = [duel(1, 1, 9, "judged", True), duel(3, 3, 6, "judged", False)]
+    assert any("recorded before duel 1" in d for d in draw_order_diff(swapped))

@@ -151,6 +151,33 @@ def counts_of(policy: HybridPolicy) -> dict[str, Any]:
     return {"N": N, "W": W}
 
 
+def draw_order_diff(rows: list[Any]) -> list[str]:
+    """What a replay finds wrong with the draw-order rule: each pair's recorded duels must be its
+    duels in the order they were drawn (``select_seq``), none left out before a recorded one. A
+    duel belongs to its pair's sequence once its verdict and coin are recorded (a failed verdict
+    never does); one that is not recorded may only be followed by duels that are not either."""
+    pairs: dict[tuple[int, int], list[Any]] = {}
+    for r in rows:
+        pairs.setdefault((int(r.model_i), int(r.model_j)), []).append(r)
+    out: list[str] = []
+    for items in pairs.values():
+        gap, last = None, None
+        for r in sorted(items, key=lambda r: r.select_seq):
+            if r.record_seq is None:
+                if gap is None and r.status != "failed" and detail_of(r.judge_detail) is not None:
+                    gap = r
+                continue
+            if gap is not None:
+                out.append(
+                    f"duel {r.id}: recorded although duel {gap.id} of its pair, drawn before it, was not "
+                    f"(status {gap.status}): the pair's records left out a duel of its draw order"
+                )
+            if last is not None and r.record_seq < last.record_seq:
+                out.append(f"duel {r.id}: recorded before duel {last.id} of its pair, drawn before it")
+            last = r
+    return out
+
+
 def replay_record(policy: HybridPolicy, r: Any, draw_key: str, diff: list[str]) -> None:
     """Replay one recorded hybrid duel: its coin must be the keyed draw (and ``selected`` its
     outcome), a fixed rate's ``pi`` the rate; then the record the policy saw."""
