@@ -178,3 +178,27 @@ def test_the_replay_finds_a_pair_recorded_out_of_draw_order_or_past_a_dropped_du
     assert any("duel 5" in d and "duel 4" in d for d in draw_order_diff(dropped))
     swapped = [duel(1, 1, 9, "judged", True), duel(3, 3, 6, "judged", False)]
     assert any("recorded before duel 1" in d for d in draw_order_diff(swapped))
+
+
+def test_the_humans_alone_estimate_never_exceeds_the_duels_and_is_zero_without_human_votes():
+    # E[Y^2] = E[H^2] + E[(h - lambda u)^2] (1/pi - 1), so Var(Y) >= Var(H): a hybrid duel is worth
+    # at most one human vote. Without human votes lambda = 0 and Y = 1/2 on every duel (no
+    # evidence), whose sample variance 0 read as a ratio said humans alone would need millions
+    import random
+
+    from algorithms.hybrid import HybridPolicy
+    from service.campaigns.hybrid_view import human_variance, humans_alone_estimate
+
+    p = HybridPolicy([1.0, 1.0], 0.05, human_fee=0.1, human_rate=0.5)
+    for n in range(6):
+        p.record(0, 1, float(n % 2), None, 0.5)  # judge-only duels
+    assert humans_alone_estimate(p.to_state(), {}) == 0
+    rng, humans = random.Random(3), []
+    for _ in range(300):
+        H = 1.0 if rng.random() < 0.7 else 0.0
+        J = H if rng.random() < 0.9 else 1.0 - H
+        asked = rng.random() < 0.5
+        p.record(0, 1, J, H if asked else None, 0.5)
+        humans += [H] if asked else []
+    est = humans_alone_estimate(p.to_state(), {0: human_variance(humans)})
+    assert len(humans) < est <= 306

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from algorithms.hybrid import N_, SY, SY2
+from algorithms.hybrid import N_, NH, SY, SY2
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Duel
@@ -69,20 +69,26 @@ def humans_alone_estimate(state: dict, human_var: dict[int, float]) -> int | Non
     """Human votes a humans-only test would have needed for the same evidence: per pair, its duels
     times ``Var(H) / Var(Y)`` (the per-duel variance of a human vote over that of the hybrid
     estimate Y), summed. ``human_var``: the pairs' variances of human scores (pair index ->
-    :func:`human_variance`); a pair without human votes uses :data:`HUMAN_VAR_PRIOR`."""
+    :func:`human_variance`). The ratio is at most 1: with ``h = H - 1/2``, ``u = J - 1/2``,
+    ``E[(Y - 1/2)^2] = E[h^2] + E[(h - lambda u)^2] (1/pi - 1)``, so ``Var(Y) >= Var(H)`` (a sample
+    ratio above 1 is noise). A pair without human votes counts 0: its ``Y`` so far are the judge's
+    predictions only (``1/2`` exactly while ``lambda`` is 0), whose spread measures the judge, not
+    the humans."""
     stats = state.get("stats") if isinstance(state, dict) else None
     if not stats:
         return None
     total = 0.0
     for k, row in enumerate(stats):
         n = float(row[N_])
+        if row[NH] < 1:  # only the judge's predictions so far: no evidence about the humans
+            continue
         if n < 2:
             total += n
             continue
         mean = row[SY] / n
         var_y = max(row[SY2] / n - mean * mean, 1e-12)
         var_h = human_var.get(k, HUMAN_VAR_PRIOR)
-        total += n * min(var_h / var_y, 1e6)
+        total += n * min(var_h / var_y, 1.0)  # Var(Y) >= Var(H): a duel is worth one human vote at most
     return int(round(total))
 
 
