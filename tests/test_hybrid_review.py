@@ -202,3 +202,22 @@ def test_the_humans_alone_estimate_never_exceeds_the_duels_and_is_zero_without_h
         humans += [H] if asked else []
     est = humans_alone_estimate(p.to_state(), {0: human_variance(humans)})
     assert len(humans) < est <= 306
+
+
+async def test_asking_again_does_not_extend_an_annotators_lease_on_a_selected_duel(api, monkeypatch):
+    # the lease bounds how long one annotator keeps a selected duel (and the later duels of its
+    # pair waiting behind it); asking for a duel again hands the same one back without renewing it
+    import asyncio
+
+    from service.models import Duel
+
+    cid, (p, q) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    with api.app.state.db.read() as s:
+        first = s.get(Duel, sel["id"]).expires_at
+    await asyncio.sleep(0.05)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    with api.app.state.db.read() as s:
+        d = s.get(Duel, sel["id"])
+        assert d.expires_at == first and d.requested_by.startswith("annotator:")

@@ -77,14 +77,17 @@ def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
 def claimed(
     s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.timedelta
 ) -> tuple[int | None, Conflict | None]:
-    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (its
-    own or one from the pool, its lease starting now), or the 409 to answer (raised by the caller
-    after the commit, so the pool's renewals stay) when none waits for a human."""
+    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (one
+    from the pool, its lease starting now, or its own, its lease unchanged), or the 409 to answer
+    (raised by the caller after the commit, so the pool's renewals stay) when none waits for a
+    human. Only a duel taken from the pool still has the pool's hold (longer than a lease): asking
+    again never extends a lease, so one annotator cannot keep a duel (and the later duels of its
+    pair, waiting behind it) past its lease."""
     if duel_id is None:
         return None, Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
     s.execute(
         update(Duel)
-        .where(Duel.id == duel_id)
+        .where(Duel.id == duel_id, Duel.expires_at > now + lease)
         .values(expires_at=now + lease)
         .execution_options(synchronize_session=False)
     )
