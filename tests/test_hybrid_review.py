@@ -221,3 +221,34 @@ async def test_asking_again_does_not_extend_an_annotators_lease_on_a_selected_du
     with api.app.state.db.read() as s:
         d = s.get(Duel, sel["id"])
         assert d.expires_at == first and d.requested_by.startswith("annotator:")
+
+
+def test_the_replay_recomputes_an_active_pi_from_the_pairs_state_before_the_vote():
+    import random
+    from types import SimpleNamespace as R
+
+    from algorithms.hybrid import HybridPolicy
+    from service.campaigns import hybrid
+
+    key = "5d" * 32
+
+    def run(bad_at=None):
+        rng = random.Random(11)
+        live, rows = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_fee=0.1, human_rate="active"), []
+        for n in range(1, 61):
+            i, j = rng.choice([(0, 1), (0, 2), (1, 2)])
+            J = rng.choice([0.0, 1.0, 0.8])
+            pi = live.human_probability(i, j, J if n != bad_at else 0.5)  # a pi not from this duel's J
+            rec = hybrid.hybrid_record("a", J, pi, hybrid.human_coin(key, n), hybrid.pair_seen(live, i, j))
+            H = float(rng.random() < 0.7) if rec["selected"] else None
+            live.record(i, j, J, H, pi)
+            rows.append(R(id=n, number=n, model_i=i, model_j=j, judge_detail={"hybrid": rec}, score=H))
+        replayed, diff = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_fee=0.1, human_rate="active"), []
+        for r in rows:
+            hybrid.replay_record(replayed, r, key, diff)
+        return diff, rows
+
+    diff, rows = run()
+    assert diff == [] and max(r.judge_detail["hybrid"]["seen"] for r in rows) > 5
+    diff, _ = run(bad_at=40)
+    assert any("duel 40: pi" in d and "active rule" in d for d in diff), diff

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from algorithms.hybrid import HYBRID, HybridPolicy
+import numpy as np
+
+from algorithms.hybrid import HYBRID, N_, NSTAT, RES, HybridPolicy, hy_pi
 from algorithms.vocabulary import Algorithm, PromptSampling, TiePolicy
 
 from . import rules
@@ -93,9 +95,45 @@ def judge_score(
     return 0.5 if s is None else float(s)
 
 
-def hybrid_record(choice: str, score: float, pi: float, coin: float) -> dict[str, Any]:
-    """What a hybrid duel stores about its automatic verdict and its coin."""
-    return {"judge_choice": choice, "judge_score": score, "pi": pi, "coin": coin, "selected": coin < pi}
+def hybrid_record(choice: str, score: float, pi: float, coin: float, seen: int | None = None) -> dict[str, Any]:
+    """What a hybrid duel stores about its automatic verdict and its coin; ``seen``: how many of
+    its pair's duels the policy had recorded when ``pi`` was drawn (the replay recomputes an active
+    ``pi`` from the pair's state at that point)."""
+    rec = {"judge_choice": choice, "judge_score": score, "pi": pi, "coin": coin, "selected": coin < pi}
+    if seen is not None:
+        rec["seen"] = seen
+    return rec
+
+
+def pair_seen(policy: HybridPolicy, i: int, j: int) -> int:
+    """How many duels of pair (i, j) the policy has recorded."""
+    return int(policy.ST[policy.pair_index(i, j), N_])
+
+
+def _active_pi_diff(policy: HybridPolicy, r: Any, h: Mapping[str, Any], diff: list[str]) -> None:
+    """An active ``pi`` must be rule (H5) on the pair's state after its first ``seen`` records (kept
+    by :func:`replay_record` on the replayed policy): drawn before the human vote, from the past."""
+    i, j = int(r.model_i), int(r.model_j)
+    k = policy.pair_index(i, j)
+    snaps = policy.__dict__.setdefault("_replay_pairs", {}).setdefault(k, [(0.0, 0.0)])
+    m = h.get("seen")
+    if not policy.active or not isinstance(m, int) or isinstance(m, bool):
+        return
+    if not 0 <= m < len(snaps):
+        diff.append(f"duel {r.id}: pi drawn after {m} records of its pair, but {len(snaps) - 1} came before it")
+        return
+    st = np.zeros((1, NSTAT))
+    st[0, N_], st[0, RES] = snaps[m]
+    J = float(h["judge_score"]) if i < j else 1.0 - float(h["judge_score"])
+    expected = float(hy_pi(0, J, policy.rate, policy.floor, st))
+    if abs(expected - float(h["pi"])) > 1e-12:
+        diff.append(f"duel {r.id}: pi {h['pi']} != {expected}, the active rule on its pair's first {m} records")
+
+
+def _keep_pair_state(policy: HybridPolicy, r: Any) -> None:
+    k = policy.pair_index(int(r.model_i), int(r.model_j))
+    snaps = policy.__dict__.setdefault("_replay_pairs", {}).setdefault(k, [(0.0, 0.0)])
+    snaps.append((float(policy.ST[k, N_]), float(policy.ST[k, RES])))
 
 
 def detail_of(judge_detail: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -193,5 +231,7 @@ def replay_record(policy: HybridPolicy, r: Any, draw_key: str, diff: list[str]) 
     if h["selected"] and r.score is None:
         diff.append(f"duel {r.id}: selected for a human but recorded without a human score")
         return
+    _active_pi_diff(policy, r, h, diff)
     J, H, pi = record_args(r.judge_detail, r.score)
     policy.record(int(r.model_i), int(r.model_j), J, H, pi)
+    _keep_pair_state(policy, r)

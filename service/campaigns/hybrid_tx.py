@@ -326,7 +326,8 @@ def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault,
         J = hybrid.judge_score(choice, d.model_i, d.model_a, d.model_b, d.number, judge_score, c.draw_key)
         policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
         pi = float(policy.human_probability(d.model_i, d.model_j, J))
-        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number))
+        seen = hybrid.pair_seen(policy, d.model_i, d.model_j)
+        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen)
         d.judge_detail = {**detail, "hybrid": rec}
         if rec["selected"]:  # waits for an annotator; its reservation is now the human fee
             d.requested_by = POOL_REQUESTER
