@@ -252,3 +252,14 @@ def test_the_replay_recomputes_an_active_pi_from_the_pairs_state_before_the_vote
     assert diff == [] and max(r.judge_detail["hybrid"]["seen"] for r in rows) > 5
     diff, _ = run(bad_at=40)
     assert any("duel 40: pi" in d and "active rule" in d for d in diff), diff
+
+
+@pytest.mark.parametrize("rate", [5e-324, 1e-9, 0.005])
+async def test_a_human_rate_too_small_for_a_finite_useful_range_is_422(api, rate):
+    # 5e-324 was taken, and its range 1/rate overflowed the policy state to NaN
+    from service_helpers import campaign_body
+    from test_hybrid_service import hybrid_judge
+
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=rate)))
+    assert r.status_code == 422 and "human_rate" in r.text and "[0.01, 1]" in r.text, r.text
+    assert (await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=0.01)))).status_code == 201
