@@ -263,3 +263,35 @@ async def test_a_human_rate_too_small_for_a_finite_useful_range_is_422(api, rate
     r = await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=rate)))
     assert r.status_code == 422 and "human_rate" in r.text and "[0.01, 1]" in r.text, r.text
     assert (await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=0.01)))).status_code == 201
+
+
+async def test_judged_duels_waiting_behind_a_selected_duel_count_as_pulled_when_planning(api, monkeypatch):
+    # the policy must see a blocked pair's judged, unrecorded duels (as it sees those in flight),
+    # or it keeps drawing that pair while its statistics cannot move
+    from service.models import Duel
+
+    cid, _ = await hybrid_campaign(api, monkeypatch)
+    sel = await admin_duels_until_selected(api, cid)
+    pair = sorted([sel["model_a"], sel["model_b"]])
+    later = None
+    for _ in range(80):
+        full = (await api.get(f"/v1/duels/{(await api.post(f'/v1/campaigns/{cid}/duels')).json()['id']}")).json()
+        if sorted([full["model_a"], full["model_b"]]) == pair and not full["judge"]["hybrid"]["selected"]:
+            later = full
+            break
+    assert later is not None and later["status"] == "judged" and later["record_seq"] is None
+    nxt = (await api.post(f"/v1/campaigns/{cid}/duels")).json()["id"]
+    from sqlalchemy import select
+
+    with api.app.state.db.read() as s:
+        pending = [sorted(p) for p in s.get(Duel, nxt).pending_at_select or []]
+        unrecorded = s.execute(
+            select(Duel.model_i, Duel.model_j).where(
+                Duel.campaign_id == cid,
+                Duel.record_seq.is_(None),
+                Duel.id < nxt,
+                Duel.status.in_(("judged", "pending")),
+            )
+        ).all()
+    assert pending.count(pair) == sum(sorted([r.model_i, r.model_j]) == pair for r in unrecorded) >= 2
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True

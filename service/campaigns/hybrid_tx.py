@@ -53,6 +53,21 @@ def waits_for_human(c: Campaign, r: Any) -> bool:
     return hybrid.is_hybrid(c.judge) and _selected_waiting(r)
 
 
+def held_pairs(s, c: Campaign) -> list[list[int]]:
+    """Inside the plan transaction: the pairs of the hybrid campaign's judged duels not recorded
+    yet (waiting behind an earlier duel of their pair), counted as pulled like the duels in flight.
+    Otherwise a pair blocked behind a selected duel would look under-sampled to the policy, which
+    would keep drawing it (about 1 / human_rate duels per duel it counts)."""
+    if not hybrid.is_hybrid(c.judge):
+        return []
+    rows = s.execute(
+        select(Duel.model_i, Duel.model_j).where(
+            Duel.campaign_id == c.id, Duel.status == DuelStatus.JUDGED, Duel.record_seq.is_(None)
+        )
+    ).all()
+    return [[int(r.model_i), int(r.model_j)] for r in rows]
+
+
 def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
     """Inside the plan transaction: a selected duel whose annotator let its lease lapse goes back
     to the pool (renewed, never expired); returns ``inflight`` as the caller should see it."""

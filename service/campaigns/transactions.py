@@ -375,6 +375,7 @@ class CampaignTransactions:
                 # without replacement the policy computes its own marginal costs from the shared permutation
                 costs_record = None if wor else stores.apply_costs(policy, self.store_costs_for(c.id))
                 pending = rules.pending_pairs(inflight)
+                pending += hybrid_tx.held_pairs(s, c)  # hybrid hook: judged duels waiting to be recorded
                 position = None
                 if wor:
                     # judged duels waiting for an earlier position of their pair count as in flight

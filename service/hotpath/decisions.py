@@ -131,6 +131,8 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
         raise Fallback
     if rules.is_wor(cfg.prompt_sampling):
         raise Fallback  # without replacement: positions and held outcomes are the general path's
+    if cfg.judge.get("kind") == "hybrid":
+        raise Fallback  # hybrid hook: its judged duels waiting in draw order count as pulled (general path)
     now = utcnow()
     if any(rules.is_stale(r.expires_at, now) for r in inflight):
         raise Fallback  # stale duels to expire
