@@ -295,3 +295,12 @@ async def test_judged_duels_waiting_behind_a_selected_duel_count_as_pulled_when_
         ).all()
     assert pending.count(pair) == sum(sorted([r.model_i, r.model_j]) == pair for r in unrecorded) >= 2
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+def test_the_policy_refuses_a_rate_whose_range_overflows():
+    from algorithms.hybrid import HybridPolicy
+    from algorithms.policies import PolicyError
+
+    with pytest.raises(PolicyError, match="too small"):
+        HybridPolicy([1.0, 1.0], 0.05, human_rate=5e-324)
+    HybridPolicy([1.0, 1.0], 0.05, human_rate=1e-300)  # tiny but finite: allowed by the algorithm
