@@ -259,6 +259,8 @@ def _validate_rate(rate: Any, floor: Any) -> tuple[float | str, float]:
         raise PolicyError(f"human_rate must be a number in (0, 1] or 'active', got {rate!r}") from None
     if not (0.0 < r <= 1.0):
         raise PolicyError(f"human_rate must be in (0, 1] or 'active', got {rate!r}")
+    if not math.isfinite(1.0 / r):  # a subnormal rate: the range (H2) overflows and the test turns NaN
+        raise PolicyError(f"human_rate {rate!r} is too small: the range 1/human_rate of (H2) overflows")
     return r, fl
 
 

@@ -26,5 +26,5 @@ class HybridOut(BaseModel):
     )
     agreement: HybridAgreementOut
     agreement_warning: str | None = Field(
-        description="Set when the judge agrees with the humans on fewer than half of at least 10 decisive votes."
+        description="Set when, on at least 10 decisive votes, the agreement's whole interval lies below 1/2."
     )

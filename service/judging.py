@@ -384,12 +384,20 @@ def _automatic(v: Any) -> Any:
     return v
 
 
+#: The smallest fixed human rate: the per-duel estimate's range grows as 1/human_rate (docs/algorithms.md,
+#: (H2)), so a smaller rate leaves the certificate out of reach, and near 0 it overflows to NaN.
+MIN_HUMAN_RATE = 0.01
+
+
 def _human_rate(v: Any) -> Any:
     if v == "active":
         return v
     x = None if isinstance(v, (bool, str)) else finite_number(v)
-    if x is None or not 0.0 < x <= 1.0:
-        raise ValueError(f'must be a number in (0, 1] or "active", got {str(v)[:40]!r}')
+    if x is None or not MIN_HUMAN_RATE <= x <= 1.0:
+        raise ValueError(
+            f'must be a number in [{MIN_HUMAN_RATE:g}, 1] or "active", got {str(v)[:40]!r} (the range of the '
+            "per-duel estimate grows as 1/human_rate)"
+        )
     return x
 
 
@@ -418,7 +426,7 @@ class HybridJudgeConfig(_Config):
     human: HybridHumanConfig = Field(default_factory=HybridHumanConfig, description="The annotators' side.")
     human_rate: Annotated[float | Literal["active"], BeforeValidator(_human_rate)] = Field(
         0.2,
-        description='The probability that a duel goes to a human: a number in (0, 1], or "active" (higher '
+        description='The probability that a duel goes to a human: a number in [0.01, 1], or "active" (higher '
         "when the judge is unsure, at least 0.1).",
     )
 

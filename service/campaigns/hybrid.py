@@ -17,13 +17,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from algorithms.hybrid import HYBRID, HybridPolicy
+import numpy as np
+
+from algorithms.hybrid import HYBRID, N_, NSTAT, RES, HybridPolicy, hy_pi
 from algorithms.vocabulary import Algorithm, PromptSampling, TiePolicy
 
 from . import rules
 
 KIND = "hybrid"
 ALGORITHM = HYBRID  # what the campaign row stores: "dctas-pc-hybrid"
+#: ``judged_by`` of a duel the automatic judge settled alone; any other judged duel has a human vote
+JUDGED_BY_JUDGE = "judge:hybrid"
 COIN_BITS = 53
 FORECAST_REFUSAL = (
     "forecasts do not simulate a hybrid judge (its human votes and the judge's agreement with them); "
@@ -91,9 +95,45 @@ def judge_score(
     return 0.5 if s is None else float(s)
 
 
-def hybrid_record(choice: str, score: float, pi: float, coin: float) -> dict[str, Any]:
-    """What a hybrid duel stores about its automatic verdict and its coin."""
-    return {"judge_choice": choice, "judge_score": score, "pi": pi, "coin": coin, "selected": coin < pi}
+def hybrid_record(choice: str, score: float, pi: float, coin: float, seen: int | None = None) -> dict[str, Any]:
+    """What a hybrid duel stores about its automatic verdict and its coin; ``seen``: how many of
+    its pair's duels the policy had recorded when ``pi`` was drawn (the replay recomputes an active
+    ``pi`` from the pair's state at that point)."""
+    rec = {"judge_choice": choice, "judge_score": score, "pi": pi, "coin": coin, "selected": coin < pi}
+    if seen is not None:
+        rec["seen"] = seen
+    return rec
+
+
+def pair_seen(policy: HybridPolicy, i: int, j: int) -> int:
+    """How many duels of pair (i, j) the policy has recorded."""
+    return int(policy.ST[policy.pair_index(i, j), N_])
+
+
+def _active_pi_diff(policy: HybridPolicy, r: Any, h: Mapping[str, Any], diff: list[str]) -> None:
+    """An active ``pi`` must be rule (H5) on the pair's state after its first ``seen`` records (kept
+    by :func:`replay_record` on the replayed policy): drawn before the human vote, from the past."""
+    i, j = int(r.model_i), int(r.model_j)
+    k = policy.pair_index(i, j)
+    snaps = policy.__dict__.setdefault("_replay_pairs", {}).setdefault(k, [(0.0, 0.0)])
+    m = h.get("seen")
+    if not policy.active or not isinstance(m, int) or isinstance(m, bool):
+        return
+    if not 0 <= m < len(snaps):
+        diff.append(f"duel {r.id}: pi drawn after {m} records of its pair, but {len(snaps) - 1} came before it")
+        return
+    st = np.zeros((1, NSTAT))
+    st[0, N_], st[0, RES] = snaps[m]
+    J = float(h["judge_score"]) if i < j else 1.0 - float(h["judge_score"])
+    expected = float(hy_pi(0, J, policy.rate, policy.floor, st))
+    if abs(expected - float(h["pi"])) > 1e-12:
+        diff.append(f"duel {r.id}: pi {h['pi']} != {expected}, the active rule on its pair's first {m} records")
+
+
+def _keep_pair_state(policy: HybridPolicy, r: Any) -> None:
+    k = policy.pair_index(int(r.model_i), int(r.model_j))
+    snaps = policy.__dict__.setdefault("_replay_pairs", {}).setdefault(k, [(0.0, 0.0)])
+    snaps.append((float(policy.ST[k, N_]), float(policy.ST[k, RES])))
 
 
 def detail_of(judge_detail: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -149,6 +189,33 @@ def counts_of(policy: HybridPolicy) -> dict[str, Any]:
     return {"N": N, "W": W}
 
 
+def draw_order_diff(rows: list[Any]) -> list[str]:
+    """What a replay finds wrong with the draw-order rule: each pair's recorded duels must be its
+    duels in the order they were drawn (``select_seq``), none left out before a recorded one. A
+    duel belongs to its pair's sequence once its verdict and coin are recorded (a failed verdict
+    never does); one that is not recorded may only be followed by duels that are not either."""
+    pairs: dict[tuple[int, int], list[Any]] = {}
+    for r in rows:
+        pairs.setdefault((int(r.model_i), int(r.model_j)), []).append(r)
+    out: list[str] = []
+    for items in pairs.values():
+        gap, last = None, None
+        for r in sorted(items, key=lambda r: r.select_seq):
+            if r.record_seq is None:
+                if gap is None and r.status != "failed" and detail_of(r.judge_detail) is not None:
+                    gap = r
+                continue
+            if gap is not None:
+                out.append(
+                    f"duel {r.id}: recorded although duel {gap.id} of its pair, drawn before it, was not "
+                    f"(status {gap.status}): the pair's records left out a duel of its draw order"
+                )
+            if last is not None and r.record_seq < last.record_seq:
+                out.append(f"duel {r.id}: recorded before duel {last.id} of its pair, drawn before it")
+            last = r
+    return out
+
+
 def replay_record(policy: HybridPolicy, r: Any, draw_key: str, diff: list[str]) -> None:
     """Replay one recorded hybrid duel: its coin must be the keyed draw (and ``selected`` its
     outcome), a fixed rate's ``pi`` the rate; then the record the policy saw."""
@@ -164,5 +231,7 @@ def replay_record(policy: HybridPolicy, r: Any, draw_key: str, diff: list[str]) 
     if h["selected"] and r.score is None:
         diff.append(f"duel {r.id}: selected for a human but recorded without a human score")
         return
+    _active_pi_diff(policy, r, h, diff)
     J, H, pi = record_args(r.judge_detail, r.score)
     policy.record(int(r.model_i), int(r.model_j), J, H, pi)
+    _keep_pair_state(policy, r)

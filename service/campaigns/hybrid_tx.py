@@ -47,6 +47,27 @@ def _selected_waiting(r: Any) -> bool:
     return (r.requested_by or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
 
 
+def waits_for_human(c: Campaign, r: Any) -> bool:
+    """Is in-flight duel ``r`` (``requested_by``) a selected duel of hybrid campaign ``c``? Its
+    lease may have lapsed, but it is never expired: its fee stays reserved and it stays in flight."""
+    return hybrid.is_hybrid(c.judge) and _selected_waiting(r)
+
+
+def held_pairs(s, c: Campaign) -> list[list[int]]:
+    """Inside the plan transaction: the pairs of the hybrid campaign's judged duels not recorded
+    yet (waiting behind an earlier duel of their pair), counted as pulled like the duels in flight.
+    Otherwise a pair blocked behind a selected duel would look under-sampled to the policy, which
+    would keep drawing it (about 1 / human_rate duels per duel it counts)."""
+    if not hybrid.is_hybrid(c.judge):
+        return []
+    rows = s.execute(
+        select(Duel.model_i, Duel.model_j).where(
+            Duel.campaign_id == c.id, Duel.status == DuelStatus.JUDGED, Duel.record_seq.is_(None)
+        )
+    ).all()
+    return [[int(r.model_i), int(r.model_j)] for r in rows]
+
+
 def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
     """Inside the plan transaction: a selected duel whose annotator let its lease lapse goes back
     to the pool (renewed, never expired); returns ``inflight`` as the caller should see it."""
@@ -71,14 +92,17 @@ def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
 def claimed(
     s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.timedelta
 ) -> tuple[int | None, Conflict | None]:
-    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (its
-    own or one from the pool, its lease starting now), or the 409 to answer (raised by the caller
-    after the commit, so the pool's renewals stay) when none waits for a human."""
+    """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (one
+    from the pool, its lease starting now, or its own, its lease unchanged), or the 409 to answer
+    (raised by the caller after the commit, so the pool's renewals stay) when none waits for a
+    human. Only a duel taken from the pool still has the pool's hold (longer than a lease): asking
+    again never extends a lease, so one annotator cannot keep a duel (and the later duels of its
+    pair, waiting behind it) past its lease."""
     if duel_id is None:
         return None, Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
     s.execute(
         update(Duel)
-        .where(Duel.id == duel_id)
+        .where(Duel.id == duel_id, Duel.expires_at > now + lease)
         .values(expires_at=now + lease)
         .execution_options(synchronize_session=False)
     )
@@ -90,6 +114,49 @@ def released_values(judge: dict, now: dt.datetime) -> dict | None:
     if not hybrid.is_hybrid(judge):
         return None
     return {"requested_by": POOL_REQUESTER, "expires_at": now + POOL_HOLD}
+
+
+def revive_selected(s, c: Campaign, budget_nusd: int | None, now: dt.datetime) -> int:
+    """Inside the continue transaction of an ended hybrid campaign: the selected duels its end
+    cancelled go back to the pool (their fee reserved again); returns how many.
+
+    An end cancels the duels waiting for a human, but the judge-only duels drawn after them stay
+    judged. Were the cancelled ones dropped, a continue would record those later duels without
+    them: the dropped duels would be exactly those the coin sent to a human, and the pair's
+    estimate (H1) would lean toward the judge. Given back, every pair's record stays its draw
+    order. Raises :class:`Conflict` when the budget does not cover their fees."""
+    if not hybrid.is_hybrid(c.judge):
+        return 0
+    rows = s.execute(
+        select(Duel.id, Duel.judge_detail).where(
+            Duel.campaign_id == c.id,
+            Duel.status == DuelStatus.CANCELLED,
+            Duel.record_seq.is_(None),
+            Duel.choice.is_(None),
+        )
+    ).all()
+    ids = [int(r.id) for r in rows if (hybrid.detail_of(r.judge_detail) or {}).get("selected")]
+    if not ids:
+        return 0
+    fee = hybrid.fee_nusd(c.judge)
+    if rules.over_budget(budget_nusd, c.spend_nusd, 0, fee * len(ids)):
+        raise Conflict(
+            f"campaign {c.id}: its {len(ids)} selected duels cancelled by the end wait for a human again when "
+            f"it continues (a fee of {fee * len(ids) / 1e9:.9g} USD reserved); raise the budget to cover them"
+        )
+    s.execute(
+        update(Duel)
+        .where(Duel.id.in_(ids))
+        .values(
+            status=DuelStatus.PENDING,
+            error=None,
+            requested_by=POOL_REQUESTER,
+            expires_at=now + POOL_HOLD,
+            expected_cost_nusd=fee,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    return len(ids)
 
 
 # ---------------------------------------------------------------- recording in draw order
@@ -238,7 +305,9 @@ def record_llm_verdict_tx(
             detail = jsonable(judge_detail) if judge_detail else None
             stores.finalize_verdict(s, verdict_claim, stored_choice, detail, judge_nusd, charge_id)
         err = None
-        if d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
+        if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
+            err = Conflict(f"duel {duel_id} already has its automatic verdict (status {d.status})")
+        elif d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
             err = Conflict(f"duel {duel_id} no longer waits for its verdict (status {d.status})")
             if d.status == DuelStatus.PENDING:
                 d.status = DuelStatus.EXPIRED
@@ -264,7 +333,7 @@ def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault,
     detail = redact_json(jsonable(judge_detail), keys) if judge_detail else {}
     ended = False
     if choice is None:
-        d.status, d.judged_at, d.judged_by = DuelStatus.FAILED, now, "judge:hybrid"
+        d.status, d.judged_at, d.judged_by = DuelStatus.FAILED, now, hybrid.JUDGED_BY_JUDGE
         d.error = clean_text(redact(f"judge error: {judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
         d.judge_detail = detail or None
         c.duels_failed += 1
@@ -272,7 +341,8 @@ def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault,
         J = hybrid.judge_score(choice, d.model_i, d.model_a, d.model_b, d.number, judge_score, c.draw_key)
         policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
         pi = float(policy.human_probability(d.model_i, d.model_j, J))
-        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number))
+        seen = hybrid.pair_seen(policy, d.model_i, d.model_j)
+        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen)
         d.judge_detail = {**detail, "hybrid": rec}
         if rec["selected"]:  # waits for an annotator; its reservation is now the human fee
             d.requested_by = POOL_REQUESTER
@@ -280,7 +350,7 @@ def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault,
             d.expected_cost_nusd = hybrid.fee_nusd(c.judge)
         else:
             d.status, d.choice, d.score = DuelStatus.JUDGED, choice, J
-            d.judged_at, d.judged_by = now, "judge:hybrid"
+            d.judged_at, d.judged_by = now, hybrid.JUDGED_BY_JUDGE
             c.duels_judged += 1
         recorded = _flush_with(svc, s, c, d, policy)
         ended = _after(svc, s, c, policy, recorded, d.id, now)

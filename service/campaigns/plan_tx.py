@@ -128,6 +128,7 @@ def _pick(svc: Any, s, c: Campaign, inflight: list):
     # without replacement the policy computes its own marginal costs from the shared permutation
     costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(c.id))
     pending = rules.pending_pairs(inflight)
+    pending += hybrid_tx.held_pairs(s, c)  # hybrid hook: judged duels waiting to be recorded in draw order
     if not wor:
         return policy, rules.ordered_pair(*policy.next_pair(pending=pending)), None, pending, costs_record
     # judged duels waiting for an earlier position of their pair count as in flight

@@ -130,6 +130,8 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
                 policy.record(r.model_i, r.model_j, r.score)
         except PolicyError as exc:  # a corrupt log (a model paired with itself, a score out of range)
             diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
+    if hyb:
+        diff.extend(hybrid.draw_order_diff(log.rows))  # hybrid hook: each pair's records in draw order
     diff.extend(json_diff(jsonable(log.stored_state), jsonable(policy.to_state()), "policy_state"))
     return diff
 

@@ -24,7 +24,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
-from . import holds, hybrid, ledger, plan_tx, rules, stores, verdict_tx
+from . import holds, hybrid, hybrid_tx, ledger, plan_tx, rules, stores, verdict_tx
 from .credentials import require_key_envs
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text
@@ -478,11 +478,11 @@ class CampaignTransactions:
             inflight = [
                 r
                 for r in s.execute(
-                    select(Duel.expected_cost_nusd, Duel.expires_at).where(
+                    select(Duel.expected_cost_nusd, Duel.expires_at, Duel.requested_by).where(
                         Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                     )
                 ).all()
-                if not rules.is_stale(r.expires_at, now)
+                if not rules.is_stale(r.expires_at, now) or hybrid_tx.waits_for_human(c, r)  # hybrid hook
             ]
             reason = rules.limit_below_use(
                 new_budget,
@@ -514,6 +514,7 @@ class CampaignTransactions:
                 )
                 if refusal is not None:
                     raise Conflict(f"campaign {campaign_id}: {refusal}")
+                hybrid_tx.revive_selected(s, c, budget_nusd, now)  # hybrid hook: its pool as it was
                 c.status = CampaignStatus.RUNNING
                 c.end_reason = None
                 c.end_limit = None
