@@ -19,7 +19,7 @@ async def end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch):
             later = full
             break
     assert later is not None and later["record_seq"] is None  # held behind sel
-    svc = api.app.state.service  # a provider fault pauses it (ends it, continuable with a PATCH)
+    svc = api.app.state.campaigns.cycle  # a provider fault pauses it (ends it, continuable with a PATCH)
     with api.app.state.db.write() as s:
         from service.models import utcnow
 
@@ -88,7 +88,7 @@ async def test_a_second_automatic_verdict_on_a_selected_duel_is_refused(api, mon
     assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
     other = "b" if sel["judge"]["hybrid"]["judge_choice"] == "a" else "a"
     with pytest.raises(Conflict, match="already has its automatic verdict"):
-        hybrid_tx.record_llm_verdict_tx(api.app.state.service, sel["id"], other)
+        hybrid_tx.record_llm_verdict_tx(api.app.state.campaigns.cycle, sel["id"], other)
     after = (await api.get(f"/v1/duels/{sel['id']}")).json()
     assert after["judge"]["hybrid"] == sel["judge"]["hybrid"]
     assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
