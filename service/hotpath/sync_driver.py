@@ -309,7 +309,7 @@ def _in_session(svc: HotService, make):
 
 
 def plan_duel(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
-    """The plain-case plan transaction in the calling thread (raises :class:`Fallback`)."""
+    """The plan transaction in the calling thread (a campaign :func:`.decisions.handles` accepts)."""
     t0 = time.perf_counter()
     plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
@@ -317,5 +317,5 @@ def plan_duel(svc: HotService, campaign_id: int, principal: Principal) -> DuelPl
 
 
 def record_vote(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """The plain-case vote transaction in the calling thread (raises :class:`Fallback`)."""
+    """The vote transaction in the calling thread (a campaign :func:`.decisions.handles` accepts)."""
     return _in_session(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))
