@@ -1,7 +1,7 @@
 """The two hot transactions of a vote cycle: the logic once, two drivers.
 
 An annotator's cycle is "next duel" then "vote". Both decide with the functions of
-:mod:`service.cycle` (plain data in, a decision out), as the general ORM
+:mod:`service.decide` (plain data in, a decision out), as the general ORM
 transactions (:mod:`service.campaigns.plan_tx`, :mod:`service.campaigns.verdict_tx`)
 do. On this path the ORM's bookkeeping would cost more than the decision, so the
 writes are Core statements: the new duel, the vote, stale duels expired, a pooled

@@ -3,7 +3,7 @@
 :func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
 (:class:`service.hotpath.sync_driver.SyncTx` or
 :class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
-decide with :mod:`service.cycle` and :mod:`service.campaigns.rules`, like the
+decide with :mod:`service.decide` and :mod:`service.campaigns.rules`, like the
 general transactions, and raise the same refusals. They are called only for campaigns
 that :func:`handles` accepts; the caller chooses the driver before the transaction.
 """
@@ -21,8 +21,8 @@ from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.rules import jsonable
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, HeldDuel, NotFound
-from ..cycle import plan as planning
-from ..cycle import verdict as deciding
+from ..decide import plan as planning
+from ..decide import verdict as deciding
 from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -140,7 +140,7 @@ async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | N
 
 
 async def _refuse_or_end(tx, campaign_id: int, decision, now) -> None:
-    """Raise a refusal of :mod:`service.cycle.plan`; an ending is written first (committed with the refusal)."""
+    """Raise a refusal of :mod:`service.decide.plan`; an ending is written first (committed with the refusal)."""
     if isinstance(decision, planning.End):
         await tx.finish(campaign_id, decision, now)
         raise decision.error

@@ -51,7 +51,7 @@ _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
 )
-# The in-flight duels past their expiry (the same set as service.cycle.plan.split_stale under the lock).
+# The in-flight duels past their expiry (the same set as service.decide.plan.split_stale under the lock).
 EXPIRE_STALE = (
     update(Duel.__table__)
     .where(
@@ -113,7 +113,7 @@ CANCEL_IN_FLIGHT = (
 
 def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
     """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
-    ending of :mod:`service.cycle` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
     return {
         "cid": campaign_id,
         "status": str(end.status),
@@ -280,7 +280,7 @@ class SyncTx:
         if judged["fee"]:
             self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
-        if end is not None:  # this vote ends the campaign (service.cycle.verdict.Ending)
+        if end is not None:  # this vote ends the campaign (service.decide.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
 
