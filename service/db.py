@@ -187,7 +187,7 @@ class HotPool:
                 if is_connection_error(exc):  # the protocol state is unknown: never reuse it
                     broken = True
                 raise
-        finally:  # kept only if idle (a Fallback rolled back); an error mid-transaction closes it
+        finally:  # kept only if idle (committed or rolled back); an error mid-transaction closes it
             if conn is not None:
                 if not broken and not conn.is_closed() and not conn.is_in_transaction() and self._slots is slots:
                     self._idle.append(conn)

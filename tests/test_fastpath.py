@@ -87,7 +87,7 @@ async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkey
         if asyncio.iscoroutinefunction(fn):
 
             async def awrapper(*args, **kwargs):
-                out = await fn(*args, **kwargs)  # a Fallback is not counted
+                out = await fn(*args, **kwargs)  # counted once it returned
                 used[kind] += 1
                 return out
 

@@ -46,7 +46,7 @@ class DuelOrchestration:
         self._judges: dict[int, Any] = {}
         # PostgreSQL: hot fast-path transactions on the event loop (asyncpg, service.db.HotPool).
         self._on_loop = settings.inline_transactions and db.hot_pool is not None
-        self.hot_counts = {"loop": 0, "thread": 0}  # hot-path transactions by where they ran
+        self.hot_counts = {"loop": 0, "thread": 0}  # plan and vote transactions by where they ran
         # Single flight in this process: store key -> future of the duel paying for it (stores.Stored,
         # or None: not stored, look again).
         self._flights: dict[str, asyncio.Future] = {}
@@ -339,39 +339,40 @@ class DuelOrchestration:
         return outcome
 
     def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        """Plan a duel: the Core fast path when it applies, else the general transaction."""
-        if hotpath.ENABLED and principal is not None and not run:
-            try:
-                return hotpath.plan_duel(self, campaign_id, principal)
-            except hotpath.Fallback:
-                pass
+        """Plan a duel: the Core hot path for a request of a campaign it handles, else the general transaction."""
+        if hotpath.ENABLED and principal is not None and not run and hotpath.plan_on_hot_path(self, campaign_id):
+            return hotpath.plan_duel(self, campaign_id, principal)
         return self.plan_duel_tx(campaign_id, principal, run)
 
     def _record_vote_tx(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
         return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
 
     def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-        """Record a human vote: the Core fast path when it applies, else the general transaction."""
-        if hotpath.ENABLED:
-            try:
-                return hotpath.record_vote(self, duel_id, choice, principal)
-            except hotpath.Fallback:
-                pass
+        """Record a human vote: the Core hot path for a campaign it handles, else the general transaction."""
+        if hotpath.ENABLED and hotpath.vote_on_hot_path(self, duel_id, principal):
+            return hotpath.record_vote(self, duel_id, choice, principal)
         return self._record_vote_tx(duel_id, choice, principal)
 
-    async def _hot(self, fast_async: Callable, sync_path: Callable, general_tx: Callable, *args: Any) -> Any:
-        """A hot-path transaction. PostgreSQL: ``fast_async`` on the event loop, and
-        on :class:`hotpath.Fallback` the general ORM transaction ``general_tx`` in a
-        worker thread. SQLite (or LLMDUEL_INLINE_TRANSACTIONS=0): ``sync_path`` (the
-        synchronous fast path, else the general transaction) in a worker thread."""
+    async def _on_hot_path(self, campaign_id: int | None, route: Callable, *args: Any) -> bool:
+        """The driver choice of :mod:`service.hotpath.routing`: from the config cache on the
+        loop, else ``route(self, *args)`` (a small read) in a worker thread."""
+        cached = hotpath.cached_choice(self, campaign_id)
+        return cached if cached is not None else await self.in_thread(route, self, *args)
+
+    async def _hot(
+        self, on_hot: Callable, fast_async: Callable, sync_path: Callable, general_tx: Callable, *args: Any
+    ) -> Any:
+        """A request's one transaction. PostgreSQL: ``fast_async`` on the event loop when
+        ``on_hot()`` routes it to the hot path, else the general ORM transaction
+        ``general_tx`` in a worker thread. SQLite (or LLMDUEL_INLINE_TRANSACTIONS=0):
+        ``sync_path`` (which makes the same choice) in a worker thread."""
         if hotpath.ENABLED and self._on_loop:
-            try:
+            if await on_hot():
                 out = await fast_async(self, *args)
                 self.hot_counts["loop"] += 1
                 return out
-            except hotpath.Fallback:
-                self.hot_counts["thread"] += 1
-                return await self.in_thread(general_tx, *args)
+            self.hot_counts["thread"] += 1
+            return await self.in_thread(general_tx, *args)
         self.hot_counts["thread"] += 1
         return await self.in_thread(sync_path, *args)
 
@@ -380,7 +381,12 @@ class DuelOrchestration:
             await self.update_store_costs(campaign_id, wait=principal is None)
             if principal is not None and not run:
                 return await self._hot(
-                    hotpath.plan_duel_async, self.plan_duel, self.plan_duel_tx, campaign_id, principal
+                    functools.partial(self._on_hot_path, campaign_id, hotpath.plan_on_hot_path, campaign_id),
+                    hotpath.plan_duel_async,
+                    self.plan_duel,
+                    self.plan_duel_tx,
+                    campaign_id,
+                    principal,
                 )
             self.hot_counts["thread"] += 1
             return await self.in_thread(self.plan_duel, campaign_id, principal, run)
@@ -410,7 +416,15 @@ class DuelOrchestration:
         """Count a vote; ``comment`` (optional, service/campaigns/skips.py) is stored with it."""
         note = skips.clean_comment(comment)  # ValueError before anything is written
         outcome = await self._hot(
-            hotpath.record_vote_async, self.record_vote, self._record_vote_tx, duel_id, choice, principal
+            functools.partial(
+                self._on_hot_path, hotpath.vote_campaign_hint(principal), hotpath.vote_on_hot_path, duel_id, principal
+            ),
+            hotpath.record_vote_async,
+            self.record_vote,
+            self._record_vote_tx,
+            duel_id,
+            choice,
+            principal,
         )
         if note is not None:
             await self.in_thread(skips.save_comment, self.db, duel_id, principal, note)

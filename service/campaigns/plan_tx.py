@@ -1,6 +1,6 @@
 """Step 1 of a duel on the ORM session: the locked plan transaction.
 
-The decisions are :mod:`service.cycle.plan`'s; this module reads what they need
+The decisions are :mod:`service.decide.plan`'s; this module reads what they need
 under the campaign's row lock and writes what they decide. A refusal found after
 a write (stale duels expired, a campaign ended) is returned, not raised, so the
 transaction commits before :func:`plan_duel_tx` raises it.
@@ -16,7 +16,7 @@ from sqlalchemy import insert, select, update
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..cycle import plan as planning
+from ..decide import plan as planning
 from ..models import Campaign, Charge, Duel, utcnow
 from . import holds, hybrid, hybrid_tx, rules, skips, stores
 from .leases import RUN_REQUESTER

@@ -18,8 +18,8 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from ..auth import Principal, hash_token, new_token
 from ..clients import Completion
 from ..config import Settings
-from ..cycle import answers as cycle_answers
-from ..cycle import verdict as cycle_verdict
+from ..decide import answers as cycle_answers
+from ..decide import verdict as cycle_verdict
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact

@@ -3,7 +3,7 @@
 A vote or an automatic verdict is counted exactly once: the duel moves pending ->
 judged by a conditional UPDATE (``WHERE status = 'pending'``) in the transaction
 that updates the policy. The decisions (may it count, does the campaign end) are
-:mod:`service.cycle.verdict`'s; this module reads and writes.
+:mod:`service.decide.verdict`'s; this module reads and writes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy import insert, select, update
 from algorithms.vocabulary import DuelStatus
 
 from ..auth import Principal
-from ..cycle import verdict as deciding
+from ..decide import verdict as deciding
 from ..models import Campaign, Charge, Duel, utcnow
 from ..redaction import redact, redact_json
 from . import hybrid, hybrid_tx, ledger, rules, stores

@@ -1,15 +1,19 @@
 """The two hot transactions of a vote cycle: the logic once, two drivers.
 
 An annotator's cycle is "next duel" then "vote". Both decide with the functions of
-:mod:`service.cycle` (plain data in, a decision out), as the general ORM
+:mod:`service.decide` (plain data in, a decision out), as the general ORM
 transactions (:mod:`service.campaigns.plan_tx`, :mod:`service.campaigns.verdict_tx`)
 do. On this path the ORM's bookkeeping would cost more than the decision, so the
 writes are Core statements: the new duel, the vote, stale duels expired, a pooled
 duel handed over, an ending (the campaign row, its webhook outbox row, the other
 duels cancelled). A refusal is raised after the commit of what was written before
-it. Sampling without replacement (positions, outcomes held for an earlier
-position) is left to the general transaction: :class:`Fallback` is raised before
-writing anything and the caller runs it.
+it.
+
+The caller chooses the driver before the transaction (:mod:`.routing`):
+:func:`handles` is a predicate over the campaign's configuration, false for
+sampling without replacement (positions, outcomes held for an earlier position)
+and for a hybrid judge, whose requests run the general ORM transaction. Each
+request runs one transaction on one driver.
 
 The decisions (:func:`.decisions.decide_plan` and :func:`.decisions.decide_vote`) are written once, as coroutines
 that ask a *transaction driver* for each database round trip:
@@ -32,8 +36,9 @@ scripted session on each path (and on the general path, with :data:`ENABLED`
 off) and requires identical stored campaigns, duels and charges.
 """
 
-from .decisions import CampaignConfig, Fallback
+from .decisions import CampaignConfig, handles
 from .pg_driver import plan_duel_async, record_vote_async
+from .routing import cached_choice, plan_on_hot_path, vote_campaign_hint, vote_on_hot_path
 from .sync_driver import plan_duel, record_vote, run_sync
 
 ENABLED = True  # tests switch it off to run the same scenarios on the general path
@@ -41,10 +46,14 @@ ENABLED = True  # tests switch it off to run the same scenarios on the general p
 __all__ = [
     "CampaignConfig",
     "ENABLED",
-    "Fallback",
+    "cached_choice",
+    "handles",
     "plan_duel",
+    "plan_on_hot_path",
     "plan_duel_async",
     "record_vote",
     "record_vote_async",
     "run_sync",
+    "vote_campaign_hint",
+    "vote_on_hot_path",
 ]

@@ -3,9 +3,9 @@
 :func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
 (:class:`service.hotpath.sync_driver.SyncTx` or
 :class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
-decide with :mod:`service.cycle` and :mod:`service.campaigns.rules`, like the
-general transactions, and raise the same refusals; :class:`Fallback` (before
-writing anything) leaves sampling without replacement to the general transaction.
+decide with :mod:`service.decide` and :mod:`service.campaigns.rules`, like the
+general transactions, and raise the same refusals. They are called only for campaigns
+that :func:`handles` accepts; the caller chooses the driver before the transaction.
 """
 
 from __future__ import annotations
@@ -21,19 +21,13 @@ from ..campaigns.policy_cache import policy_snapshot, restore_policy
 from ..campaigns.rules import jsonable
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, HeldDuel, NotFound
-from ..cycle import plan as planning
-from ..cycle import verdict as deciding
+from ..decide import plan as planning
+from ..decide import verdict as deciding
 from ..models import Duel, utcnow
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
     from .service_port import HotService
-
-
-class Fallback(Exception):
-    """Sampling without replacement (positions, outcomes held for an earlier position): nothing was
-    written; use the general transaction. Such campaigns have an automatic judge, so only an admin's
-    request for a duel, or an admin's vote on a duel still pending, comes here."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +67,23 @@ _CONFIG_COLUMNS = (
 )
 
 
+def handles(cfg: CampaignConfig) -> bool:
+    """Whether the hot path plans and records for a campaign with this configuration.
+
+    Not for sampling without replacement (positions, outcomes held for an earlier position,
+    released in position order) nor for a hybrid judge (its pool of selected duels, its
+    draw order): those requests run the general ORM transaction. A campaign sampling
+    without replacement has an automatic judge, so from the API only an admin's request
+    for a duel, or an admin's vote on a duel still pending, concerns it; a hybrid
+    campaign's annotators request and vote through the general transaction.
+    """
+    return not rules.is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
+
+
+def _not_handled(campaign_id: int) -> RuntimeError:
+    return RuntimeError(f"campaign {campaign_id} is not one the hot path handles (hotpath.handles)")
+
+
 class DuelRow(SimpleNamespace):
     """A duel's columns as plain attributes (unset ones None): the hot path builds
     its views from this instead of an ORM instance."""
@@ -85,7 +96,7 @@ class DuelRow(SimpleNamespace):
         super().__init__(**{**self._EMPTY, **columns})
 
 
-def _remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
+def remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
     cfg = CampaignConfig(
         models=row.models,
         judge=row.judge,
@@ -109,7 +120,7 @@ def _remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
 
 async def _config(svc: HotService, tx, campaign_id: int) -> CampaignConfig:
     cfg = svc.config_cache.get(campaign_id)
-    return cfg if cfg is not None else _remember_config(svc, campaign_id, await tx.config(campaign_id))
+    return cfg if cfg is not None else remember_config(svc, campaign_id, await tx.config(campaign_id))
 
 
 async def _policy(svc: HotService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
@@ -129,7 +140,7 @@ async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | N
 
 
 async def _refuse_or_end(tx, campaign_id: int, decision, now) -> None:
-    """Raise a refusal of :mod:`service.cycle.plan`; an ending is written first (committed with the refusal)."""
+    """Raise a refusal of :mod:`service.decide.plan`; an ending is written first (committed with the refusal)."""
     if isinstance(decision, planning.End):
         await tx.finish(campaign_id, decision, now)
         raise decision.error
@@ -162,7 +173,7 @@ def _new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict
 async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
     """:meth:`Cycle.plan_duel_tx` for an annotator or the admin.
 
-    Every case but sampling without replacement: refusals (no access, an ended campaign, the
+    For a campaign :func:`handles` accepts: refusals (no access, an ended campaign, the
     annotator's own or a pooled duel handed back, a cap or a budget to wait for), stale duels
     expired, the campaign ended by its cap or budget, the stores' marginal costs recorded.
     """
@@ -170,12 +181,12 @@ async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principa
     row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
     if row is None:
         raise NotFound(f"campaign {campaign_id} not found")
-    cfg = known if known is not None else _remember_config(svc, campaign_id, cfg_row)
+    cfg = known if known is not None else remember_config(svc, campaign_id, cfg_row)
     refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
     if refusal is not None:
         raise refusal
-    if rules.is_wor(cfg.prompt_sampling) or cfg.judge.get("kind") == "hybrid":
-        raise Fallback  # the general path's: positions and held outcomes, a hybrid's pool of selected duels
+    if not handles(cfg):  # the caller routes such campaigns to the general transaction
+        raise _not_handled(campaign_id)
     now = utcnow()
     stale, inflight = planning.split_stale(inflight, now)
     if stale:
@@ -271,8 +282,8 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
     cfg = await _config(svc, tx, crow.id)
-    if cfg.judge.get("kind") == "hybrid":
-        raise Fallback  # hybrid hook: its votes (a selected duel waits as judged) are recorded in draw order
+    if not handles(cfg):  # the caller routes such campaigns to the general transaction
+        raise _not_handled(crow.id)
     now = utcnow()
     refused = deciding.refusal(
         duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
@@ -281,8 +292,6 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
         if refused.expire:
             await tx.expire_duel(duel_id, crow.id, now)
         raise refused.error
-    if rules.is_wor(cfg.prompt_sampling):
-        raise Fallback  # without replacement: outcomes are recorded in position order by the general path
     fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + fee

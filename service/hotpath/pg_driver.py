@@ -38,7 +38,7 @@ from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
-from .decisions import Fallback, decide_plan, decide_vote
+from .decisions import decide_plan, decide_vote
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
@@ -375,9 +375,6 @@ async def _on_pool(svc: HotService, make):
             tx = PgTx(conn)
             try:
                 out = await make(tx)
-            except Fallback:  # raised before any write
-                await tx.rollback()
-                raise
             except (DomainError, HeldDuel):  # a refusal: what the decision wrote before it stays
                 await (tx.commit() if tx.wrote else tx.rollback())
                 raise
@@ -396,7 +393,7 @@ async def _on_pool(svc: HotService, make):
 
 
 async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
-    """The plain-case plan transaction on the event loop (PostgreSQL; raises :class:`Fallback`)."""
+    """The plan transaction on the event loop (PostgreSQL; a campaign :func:`.decisions.handles` accepts)."""
     t0 = time.perf_counter()
     plan = await _on_pool(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
@@ -404,5 +401,5 @@ async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principa
 
 
 async def record_vote_async(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """The plain-case vote transaction on the event loop (PostgreSQL; raises :class:`Fallback`)."""
+    """The vote transaction on the event loop (PostgreSQL; a campaign :func:`.decisions.handles` accepts)."""
     return await _on_pool(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))

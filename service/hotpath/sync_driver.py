@@ -51,7 +51,7 @@ _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
 )
-# The in-flight duels past their expiry (the same set as service.cycle.plan.split_stale under the lock).
+# The in-flight duels past their expiry (the same set as service.decide.plan.split_stale under the lock).
 EXPIRE_STALE = (
     update(Duel.__table__)
     .where(
@@ -113,7 +113,7 @@ CANCEL_IN_FLIGHT = (
 
 def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
     """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
-    ending of :mod:`service.cycle` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
     return {
         "cid": campaign_id,
         "status": str(end.status),
@@ -280,7 +280,7 @@ class SyncTx:
         if judged["fee"]:
             self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
-        if end is not None:  # this vote ends the campaign (service.cycle.verdict.Ending)
+        if end is not None:  # this vote ends the campaign (service.decide.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
 
@@ -309,7 +309,7 @@ def _in_session(svc: HotService, make):
 
 
 def plan_duel(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
-    """The plain-case plan transaction in the calling thread (raises :class:`Fallback`)."""
+    """The plan transaction in the calling thread (a campaign :func:`.decisions.handles` accepts)."""
     t0 = time.perf_counter()
     plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
@@ -317,5 +317,5 @@ def plan_duel(svc: HotService, campaign_id: int, principal: Principal) -> DuelPl
 
 
 def record_vote(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """The plain-case vote transaction in the calling thread (raises :class:`Fallback`)."""
+    """The vote transaction in the calling thread (a campaign :func:`.decisions.handles` accepts)."""
     return _in_session(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))
