@@ -185,6 +185,20 @@ async def test_the_vote_that_ends_the_campaign_is_decided_on_the_fast_path(api, 
         view.pop("webhook_error")
     assert strip(fast_view) == strip(slow_view)
     assert [strip(d) for d in fast_duels] == [strip(d) for d in slow_duels]
+    # both outbox rows read back through the ORM with their times (SQLite's CAST(... AS DATETIME)
+    # once stored the hot path's event time as the number 2026, which broke every later delivery)
+    import datetime as dt
+
+    from sqlalchemy import select
+
+    from service.models import WebhookEvent
+
+    with api.app.state.db.read() as s:
+        ids = [fast_view["id"], slow_view["id"]]
+        times = s.execute(
+            select(WebhookEvent.created_at, WebhookEvent.next_attempt_at).where(WebhookEvent.campaign_id.in_(ids))
+        ).all()
+    assert len(times) == 2 and all(isinstance(t, dt.datetime) for row in times for t in row), times
 
 
 @pytest.fixture

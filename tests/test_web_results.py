@@ -56,7 +56,7 @@ async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, mo
     def land():  # another duel is recorded (a run with duels in flight), while any is left
         if pending:
             duel_id = pending.pop(0)
-            campaigns.core.record_verdict_tx(duel_id, "b", judged_by="racer")
+            campaigns.cycle.record_verdict_tx(duel_id, "b", judged_by="racer")
             landed.append(duel_id)
 
     def busy_get_campaign(campaign_id, admin=True):

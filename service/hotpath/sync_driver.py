@@ -9,9 +9,11 @@ calling thread. The statements here are also the ones the asyncpg driver compile
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Coroutine
+from typing import TYPE_CHECKING, Any, Coroutine
 
-from sqlalchemy import bindparam, case, cast, func, insert, literal, null, select, update
+from sqlalchemy import bindparam, case, func, insert, literal, null, select, update
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.elements import Cast
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
@@ -87,17 +89,32 @@ FINISH = (
         leader=func.coalesce(bindparam("winner", type_=C.leader.type), C.leader),
     )
 )
+
+
+class _typed(Cast):
+    """A parameter in an ``INSERT ... SELECT`` list: ``CAST(:p AS type)`` where the database needs the
+    type (PostgreSQL cannot infer it there), the bare parameter on SQLite, whose ``CAST(... AS
+    DATETIME)`` has numeric affinity and would store ``'2026-11-25 03:00:00'`` as the number 2026."""
+
+    inherit_cache = True
+
+
+@compiles(_typed, "sqlite")
+def _typed_on_sqlite(element: _typed, compiler: Any, **kw: Any) -> str:
+    return compiler.process(element.clause, **kw)
+
+
 ENDED_EVENT = insert(WebhookEvent.__table__).from_select(
     ["id", "campaign_id", "event_type", "url", "state", "attempts", "next_attempt_at", "created_at"],
     select(
-        cast(bindparam("event_id"), W.id.type),
+        _typed(bindparam("event_id", type_=W.id.type), W.id.type),
         C.id,
         literal(CAMPAIGN_ENDED, W.event_type.type),
         C.webhook_url,
         literal("pending", W.state.type),
         literal(0, W.attempts.type),
-        cast(bindparam("now"), W.next_attempt_at.type),
-        cast(bindparam("now"), W.created_at.type),
+        _typed(bindparam("now", type_=W.next_attempt_at.type), W.next_attempt_at.type),
+        _typed(bindparam("now", type_=W.created_at.type), W.created_at.type),
     ).where(C.id == bindparam("cid"), func.coalesce(C.webhook_url, "") != ""),
 )
 CANCEL_IN_FLIGHT = (
