@@ -313,6 +313,13 @@ class Views:
         view.update(facts)
         return view
 
+    def report_view(self, s, c: Campaign, now: dt.datetime) -> dict:
+        """The admin's view of ``c`` as a webhook reports it (inside the caller's session): the keys of
+        ``GET /v1/campaigns/{id}`` but the webhook's own state, ``hybrid`` included."""
+        view = self.campaign_view(c, self.pending_count(s, c.id, now))
+        view["hybrid"] = hybrid_view.summary(s, c) if hybrid.is_hybrid(c.judge) else None
+        return view
+
     def get_campaign(self, campaign_id: int, admin: bool = True) -> dict:
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)

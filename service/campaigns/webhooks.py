@@ -146,9 +146,7 @@ class Webhooks:
                         "created_at": ev.created_at.isoformat(),
                         "campaign_id": ev.campaign_id,
                         "status": c.status,
-                        "campaign": jsonable_report(
-                            self.views.campaign_view(c, self.views.pending_count(s, c.id, now))
-                        ),
+                        "campaign": jsonable_report(self.views.report_view(s, c, now)),
                     }
                 ev.attempts += 1
                 ev.claimed_by = self.owner_id
