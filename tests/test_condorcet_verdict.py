@@ -45,7 +45,11 @@ async def run_to_the_end(api, body: dict, timeout_s: float = 240.0) -> dict:
 
 
 async def test_a_cycle_ends_with_no_condorcet_winner(api):
-    body = campaign_body(name="cycle", costs=(1.0, 1.0, 1.0, 1.0), judge=simulated_judge(CYCLE_P), delta=0.1, seed=3)
+    # m3 enters the certified top set only through a wrong certificate "m3 beats a cycle arm", at most
+    # s (L - s) delta / (L - 1) = delta here (algorithms.certificates.certified_top): the simulated judge's
+    # verdicts are keyed by the campaign's secret draw key, so the run differs each time and delta is
+    # the rate at which this test could fail; 0.01 keeps that rare
+    body = campaign_body(name="cycle", costs=(1.0, 1.0, 1.0, 1.0), judge=simulated_judge(CYCLE_P), delta=0.01, seed=3)
     view = await run_to_the_end(api, body)
     assert view["algorithm"] == "dctas-pc" and view["assumes_condorcet_winner"] is False
     assert view["status"] == "no_condorcet_winner", view["status"]

@@ -23,14 +23,14 @@ import datetime as dt
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal
-from ..models import Campaign, Charge, Duel, utcnow
+from ..models import Campaign, Duel, utcnow
 from ..redaction import redact, redact_json
-from . import hybrid, ledger, rules, stores
+from . import hybrid, judge_charges, rules, stores
 from .leases import ORPHAN_REQUESTER
 from .policy_cache import policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, jsonable
@@ -248,26 +248,6 @@ def _lock_duel(s, duel_id: int) -> tuple[Campaign, Duel]:
     return c, s.get(Duel, duel_id)
 
 
-def _charge(s, c: Campaign, d: Duel, amount: int, detail: dict | None, now: dt.datetime) -> int:
-    cid = s.execute(
-        insert(Charge)
-        .values(
-            campaign_id=c.id,
-            duel_id=d.id,
-            kind="judge",
-            model_index=None,
-            amount_nusd=amount,
-            detail=detail,
-            created_at=now,
-        )
-        .returning(Charge.id)
-    ).scalar_one()
-    d.cost_nusd += amount
-    c.spend_nusd += amount
-    c.judge_spend_nusd += amount
-    return int(cid)
-
-
 # ---------------------------------------------------------------- the automatic verdict and the coin
 def record_llm_verdict_tx(
     svc,
@@ -288,22 +268,20 @@ def record_llm_verdict_tx(
         c, d = _lock_duel(s, duel_id)
         now = utcnow()
         llm = hybrid.llm_part(c.judge)
-        judge_nusd, fault = 0, None
-        if judge_cost and not rules.is_stale(d.expires_at, now):
-            reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1]
-            charge = ledger.judge_charge(llm, d.prompt, reference, judge_cost, judge_detail)
-            judge_nusd, fault = charge.amount_nusd, charge.fault
-            if fault is not None:  # the verdict of a lying judge is not counted
-                choice, judge_error = None, f"provider fault: {fault}"
-                judge_detail = {**(judge_detail or {}), **charge.detail()}
-        if reused_verdict is not None:
-            s.execute(
-                insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, reused_verdict, now), duel_id=d.id)
-            )
-        charge_id = _charge(s, c, d, judge_nusd, None, now) if judge_nusd else None
-        if verdict_claim is not None and choice is not None and stored_choice is not None:
-            detail = jsonable(judge_detail) if judge_detail else None
-            stores.finalize_verdict(s, verdict_claim, stored_choice, detail, judge_nusd, charge_id)
+        # charged as any judge call, capped at the LLM part's bound (one writer: judge_charges)
+        j = judge_charges.Judgement(
+            choice,
+            hybrid.JUDGED_BY_JUDGE,
+            judge_cost=judge_cost,
+            judge_detail=judge_detail,
+            judge_error=judge_error,
+            judge_score=judge_score,
+            verdict_claim=verdict_claim,
+            stored_choice=stored_choice,
+            reused_verdict=reused_verdict,
+        )
+        judge_charges.charge_judge(svc, s, c, d, j, now, judge=llm)
+        choice, judge_error, judge_detail, fault = j.choice, j.judge_error, j.judge_detail, j.fault
         err = None
         if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
             err = Conflict(f"duel {duel_id} already has its automatic verdict (status {d.status})")
@@ -376,7 +354,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     now = utcnow()
     fee = hybrid.fee_nusd(c.judge)
     if fee:
-        _charge(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
+        judge_charges.charge_fee(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
     d.score = rules.score_of(
         choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key
     )

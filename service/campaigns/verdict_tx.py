@@ -9,40 +9,23 @@ that updates the policy. The decisions (may it count, does the campaign end) are
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 
 from algorithms.vocabulary import DuelStatus
 
 from ..auth import Principal
 from ..decide import verdict as deciding
-from ..models import Campaign, Charge, Duel, utcnow
+from ..models import Campaign, Duel, utcnow
 from ..redaction import redact, redact_json
-from . import hybrid, hybrid_tx, ledger, rules, stores
+from . import hybrid, hybrid_tx, judge_charges, rules
+from .judge_charges import Judgement
 from .policy_cache import policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, jsonable
 from .types import Conflict, DuelOutcome, NotFound
 
 log = logging.getLogger("llmduel.campaigns")
-
-
-@dataclass
-class Judgement:
-    """What the judge (or the annotator) gave, as :meth:`Cycle.record_verdict_tx` receives it."""
-
-    choice: str | None
-    judged_by: str
-    principal: Any = None
-    judge_cost: float = 0.0
-    judge_detail: dict | None = None
-    judge_error: str | None = None
-    judge_score: float | None = None
-    verdict_claim: stores.Claim | None = None
-    stored_choice: str | None = None
-    reused_verdict: stores.Stored | None = None
-    fault: str | None = None  # the judge's provider fault (ledger), set by _charge_judge
 
 
 def record_verdict_tx(svc: Any, duel_id: int, j: Judgement) -> DuelOutcome:
@@ -53,7 +36,7 @@ def record_verdict_tx(svc: Any, duel_id: int, j: Judgement) -> DuelOutcome:
             return hybrid_tx.record_human_vote(svc, s, c, d, j.choice, j.principal or Principal(admin=True))
         s.expunge(d)  # changed below by explicit UPDATEs
         now = utcnow()
-        judge_nusd = _charge_judge(svc, s, c, d, j, now)
+        judge_nusd = judge_charges.charge_judge(svc, s, c, d, j, now)
         refused = deciding.refusal(d.id, d.status, d.requested_by, d.error, d.expires_at, c.id, c.status, now)
         if refused is None:
             return _record(svc, s, c, d, j, now)
@@ -90,74 +73,10 @@ def _lock(s, duel_id: int, principal: Any) -> tuple[Campaign, Duel]:
     return c, d
 
 
-def _charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now) -> int:
-    """The judge call's charges (a judge call is charged whatever happens to its verdict) and the
-    verdict store's row; returns the amount. A lying judge's verdict becomes a judge error."""
-    judge_nusd, fault_detail = 0, {}
-    if j.judge_cost and rules.is_stale(d.expires_at, now):  # past the hard deadline (see store_answers_tx)
-        log.warning("duel %s: the judge returned after its hard deadline; not charged", d.id)
-    elif j.judge_cost:  # what a judge call is charged: at most its bound (ledger)
-        reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1]
-        charge = ledger.judge_charge(c.judge, d.prompt, reference, j.judge_cost, j.judge_detail)
-        judge_nusd, j.fault, fault_detail = charge.amount_nusd, charge.fault, charge.detail()
-        if j.fault is not None:  # the verdict of a lying judge is not counted
-            j.choice, j.judge_error = None, f"provider fault: {j.fault}"
-            j.judge_detail = {**(j.judge_detail or {}), **fault_detail}
-    if j.reused_verdict is not None:
-        s.execute(
-            insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, j.reused_verdict, now), duel_id=d.id)
-        )
-    charge_id = None
-    if judge_nusd:
-        charge_id = s.execute(
-            insert(Charge)
-            .values(
-                campaign_id=c.id,
-                duel_id=d.id,
-                kind="judge",
-                model_index=None,
-                amount_nusd=judge_nusd,
-                detail=fault_detail or None,
-                created_at=now,
-            )
-            .returning(Charge.id)
-        ).scalar_one()
-    if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
-        detail = jsonable(j.judge_detail) if j.judge_detail else None
-        stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, judge_nusd, charge_id)
-    if judge_nusd:
-        d.cost_nusd += judge_nusd
-        c.spend_nusd += judge_nusd
-        c.judge_spend_nusd += judge_nusd
-    return judge_nusd
-
-
-def _charge_fee(s, c: Campaign, d: Duel, now) -> None:
-    """A human judge's fee: charged once per recorded vote."""
-    fee_nusd = rules.vote_fee_nusd(c.judge)
-    if fee_nusd:
-        s.execute(
-            insert(Charge),
-            [
-                {
-                    "campaign_id": c.id,
-                    "duel_id": d.id,
-                    "kind": "judge",
-                    "model_index": None,
-                    "amount_nusd": fee_nusd,
-                    "created_at": now,
-                }
-            ],
-        )
-        d.cost_nusd += fee_nusd
-        c.spend_nusd += fee_nusd
-        c.judge_spend_nusd += fee_nusd
-
-
 def _record(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now) -> DuelOutcome:
     """The verdict counts: write the duel, the policy's record and the campaign's end, if it ends."""
     if j.principal is not None:
-        _charge_fee(s, c, d, now)
+        judge_charges.charge_fee(s, c, d, rules.vote_fee_nusd(c.judge), None, now)
     d.judged_at, d.judged_by = now, j.judged_by
     wor = rules.is_wor(c.prompt_sampling) and d.position is not None
     keys = svc.secret_keys(c.models, c.judge)

@@ -1,0 +1,87 @@
+"""A judge's charges, written in one place: an LLM judge's call (its amount from
+:func:`.ledger.judge_charge`, capped at its bound), a reused stored verdict, and a human's fee.
+
+Every ``kind="judge"`` row of the ledger goes through :func:`charge_fee`, which also adds the
+amount to the duel's cost and the campaign's spend in the same transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert
+
+from ..models import Campaign, Charge, Duel
+from . import ledger, rules, stores
+from .rules import jsonable
+
+log = logging.getLogger("llmduel.campaigns")
+
+
+@dataclass
+class Judgement:
+    """What the judge (or the annotator) gave, as :meth:`Cycle.record_verdict_tx` receives it."""
+
+    choice: str | None
+    judged_by: str
+    principal: Any = None
+    judge_cost: float = 0.0
+    judge_detail: dict | None = None
+    judge_error: str | None = None
+    judge_score: float | None = None
+    verdict_claim: stores.Claim | None = None
+    stored_choice: str | None = None
+    reused_verdict: stores.Stored | None = None
+    fault: str | None = None  # the judge's provider fault (ledger), set by charge_judge
+
+
+def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: dict | None = None) -> int:
+    """The judge call's charges (a judge call is charged whatever happens to its verdict) and the
+    verdict store's row; returns the amount. A lying judge's verdict becomes a judge error.
+    ``judge``: the config whose bound caps the charge (default the campaign's; a hybrid's ``llm`` part)."""
+    judge_nusd, fault_detail = 0, {}
+    if j.judge_cost and rules.is_stale(d.expires_at, now):  # past the hard deadline (see store_answers_tx)
+        log.warning("duel %s: the judge returned after its hard deadline; not charged", d.id)
+    elif j.judge_cost:  # what a judge call is charged: at most its bound (ledger)
+        reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1]
+        charge = ledger.judge_charge(judge or c.judge, d.prompt, reference, j.judge_cost, j.judge_detail)
+        judge_nusd, j.fault, fault_detail = charge.amount_nusd, charge.fault, charge.detail()
+        if j.fault is not None:  # the verdict of a lying judge is not counted
+            j.choice, j.judge_error = None, f"provider fault: {j.fault}"
+            j.judge_detail = {**(j.judge_detail or {}), **fault_detail}
+    if j.reused_verdict is not None:
+        s.execute(
+            insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, j.reused_verdict, now), duel_id=d.id)
+        )
+    charge_id = charge_fee(s, c, d, judge_nusd, fault_detail or None, now) if judge_nusd else None
+    if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
+        detail = jsonable(j.judge_detail) if j.judge_detail else None
+        stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, judge_nusd, charge_id)
+    return judge_nusd
+
+
+def charge_fee(s, c: Campaign, d: Duel, amount_nusd: int, detail: dict | None, now: dt.datetime) -> int | None:
+    """Write one ``judge`` charge of ``amount_nusd`` (nothing for 0) and add it to the duel's cost and
+    the campaign's spend and judge spend; returns the charge row's id."""
+    if not amount_nusd:
+        return None
+    charge_id = s.execute(
+        insert(Charge)
+        .values(
+            campaign_id=c.id,
+            duel_id=d.id,
+            kind="judge",
+            model_index=None,
+            amount_nusd=amount_nusd,
+            detail=detail,
+            created_at=now,
+        )
+        .returning(Charge.id)
+    ).scalar_one()
+    d.cost_nusd += amount_nusd
+    c.spend_nusd += amount_nusd
+    c.judge_spend_nusd += amount_nusd
+    return int(charge_id)
