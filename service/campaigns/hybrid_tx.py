@@ -30,7 +30,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from ..auth import Principal
 from ..models import Campaign, Duel, utcnow
 from ..redaction import redact, redact_json
-from . import hybrid, judge_charges, rules, stores
+from . import hybrid, judge_charges, rules
 from .leases import ORPHAN_REQUESTER
 from .policy_cache import policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text, jsonable
@@ -249,19 +249,7 @@ def _lock_duel(s, duel_id: int) -> tuple[Campaign, Duel]:
 
 
 # ---------------------------------------------------------------- the automatic verdict and the coin
-def record_llm_verdict_tx(
-    svc,
-    duel_id: int,
-    choice: str | None,
-    *,
-    judge_cost: float = 0.0,
-    judge_detail: dict | None = None,
-    judge_error: str | None = None,
-    judge_score: float | None = None,
-    verdict_claim: stores.Claim | None = None,
-    stored_choice: str | None = None,
-    reused_verdict: stores.Stored | None = None,
-) -> DuelOutcome:
+def record_llm_verdict_tx(svc, duel_id: int, j: judge_charges.Judgement) -> DuelOutcome:
     """The automatic verdict of a hybrid duel (locked): charged as any judge call, then ``pi``,
     the keyed coin, and either judged now or handed to the annotators' pool."""
     with svc.db.write() as s:
@@ -269,19 +257,8 @@ def record_llm_verdict_tx(
         now = utcnow()
         llm = hybrid.llm_part(c.judge)
         # charged as any judge call, capped at the LLM part's bound (one writer: judge_charges)
-        j = judge_charges.Judgement(
-            choice,
-            hybrid.JUDGED_BY_JUDGE,
-            judge_cost=judge_cost,
-            judge_detail=judge_detail,
-            judge_error=judge_error,
-            judge_score=judge_score,
-            verdict_claim=verdict_claim,
-            stored_choice=stored_choice,
-            reused_verdict=reused_verdict,
-        )
         judge_charges.charge_judge(svc, s, c, d, j, now, judge=llm)
-        choice, judge_error, judge_detail, fault = j.choice, j.judge_error, j.judge_detail, j.fault
+        fault = j.fault
         err = None
         if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
             err = Conflict(f"duel {duel_id} already has its automatic verdict (status {d.status})")
@@ -299,14 +276,21 @@ def record_llm_verdict_tx(
             c.version += 1
             c.updated_at = now
         else:
-            outcome = _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault, now)
+            outcome = _judged(svc, s, c, d, j, now)
     if err is not None:
         raise err
     return outcome
 
 
-def _judged(svc, s, c, d, choice, judge_detail, judge_error, judge_score, fault, now) -> DuelOutcome:
+def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
     """:func:`record_llm_verdict_tx` once the duel is known to count."""
+    choice, judge_detail, judge_error, judge_score, fault = (
+        j.choice,
+        j.judge_detail,
+        j.judge_error,
+        j.judge_score,
+        j.fault,
+    )
     keys = svc.secret_keys(c.models, c.judge)
     detail = redact_json(jsonable(judge_detail), keys) if judge_detail else {}
     ended = False

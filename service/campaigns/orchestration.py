@@ -21,7 +21,8 @@ from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
 from ..ratelimits import DatabaseRateLimiter
-from . import hybrid, hybrid_tx, rules, skips, stores
+from . import hybrid, hybrid_tx, rules, skips, stores, verdict_tx
+from .judge_charges import Judgement
 from .tasks import in_thread
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import duel_view_for
@@ -319,17 +320,10 @@ class DuelOrchestration:
                 res_j.text if plan.a_is_i else res_i.text,
                 deadline,
             )
-            if hybrid.is_hybrid(plan.judge):  # hybrid hook: the automatic verdict, then the human coin
-                record = functools.partial(hybrid_tx.record_llm_verdict_tx, self)
-                outcome = await self.in_thread(record, plan.duel_id, verdict.pop("choice"), **verdict)
-            else:
-                outcome = await self.in_thread(
-                    self.record_verdict_tx,
-                    plan.duel_id,
-                    verdict.pop("choice"),
-                    judged_by=f"judge:{plan.judge.get('kind')}",
-                    **verdict,
-                )
+            j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
+            # hybrid hook: the automatic verdict, then the human coin
+            record = hybrid_tx.record_llm_verdict_tx if hybrid.is_hybrid(plan.judge) else verdict_tx.record_verdict_tx
+            outcome = await self.in_thread(record, self, plan.duel_id, j)
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:
