@@ -53,26 +53,10 @@ def waits_for_human(c: Campaign, r: Any) -> bool:
     return hybrid.is_hybrid(c.judge) and _selected_waiting(r)
 
 
-def held_pairs(s, c: Campaign) -> list[list[int]]:
-    """Inside the plan transaction: the pairs of the hybrid campaign's judged duels not recorded
-    yet (waiting behind an earlier duel of their pair), counted as pulled like the duels in flight.
-    Otherwise a pair blocked behind a selected duel would look under-sampled to the policy, which
-    would keep drawing it (about 1 / human_rate duels per duel it counts)."""
-    if not hybrid.is_hybrid(c.judge):
-        return []
-    rows = s.execute(
-        select(Duel.model_i, Duel.model_j).where(
-            Duel.campaign_id == c.id, Duel.status == DuelStatus.JUDGED, Duel.record_seq.is_(None)
-        )
-    ).all()
-    return [[int(r.model_i), int(r.model_j)] for r in rows]
-
-
-def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
-    """Inside the plan transaction: a selected duel whose annotator let its lease lapse goes back
-    to the pool (renewed, never expired); returns ``inflight`` as the caller should see it."""
-    if not hybrid.is_hybrid(c.judge):
-        return inflight
+def renew_lapsed(conn, inflight: list, now: dt.datetime) -> list:
+    """Inside the plan transaction of a hybrid campaign: a selected duel whose annotator let its
+    lease lapse goes back to the pool (renewed, never expired); returns ``inflight`` as the caller
+    should see it."""
     out, lapsed = [], []
     for r in inflight:
         if _selected_waiting(r) and rules.is_stale(r.expires_at, now):
@@ -80,7 +64,7 @@ def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
             r = SimpleNamespace(**{**r._asdict(), "requested_by": POOL_REQUESTER, "expires_at": now + POOL_HOLD})
         out.append(r)
     if lapsed:
-        s.execute(
+        conn.execute(
             update(Duel)
             .where(Duel.id.in_(lapsed), Duel.status == DuelStatus.PENDING)
             .values(requested_by=POOL_REQUESTER, expires_at=now + POOL_HOLD)
@@ -89,24 +73,22 @@ def renew_selected(s, c: Campaign, inflight: list, now: dt.datetime) -> list:
     return out
 
 
-def claimed(
-    s, c: Campaign, duel_id: int | None, now: dt.datetime, lease: dt.timedelta
-) -> tuple[int | None, Conflict | None]:
+def lease_selected(conn, duel_id: int | None, now: dt.datetime, lease: dt.timedelta) -> int:
     """Inside the plan transaction, for an annotator of a hybrid campaign: the duel it gets (one
-    from the pool, its lease starting now, or its own, its lease unchanged), or the 409 to answer
-    (raised by the caller after the commit, so the pool's renewals stay) when none waits for a
-    human. Only a duel taken from the pool still has the pool's hold (longer than a lease): asking
-    again never extends a lease, so one annotator cannot keep a duel (and the later duels of its
-    pair, waiting behind it) past its lease."""
+    from the pool, its lease starting now, or its own, its lease unchanged); a retryable 409
+    (raised after the commit, so the pool's renewals stay) when none waits for a human. Only a
+    duel taken from the pool still has the pool's hold (longer than a lease): asking again never
+    extends a lease, so one annotator cannot keep a duel (and the later duels of its pair, waiting
+    behind it) past its lease."""
     if duel_id is None:
-        return None, Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
-    s.execute(
+        raise Conflict("no duel of this campaign waits for a human vote yet; retry shortly", retry_later=True)
+    conn.execute(
         update(Duel)
         .where(Duel.id == duel_id, Duel.expires_at > now + lease)
         .values(expires_at=now + lease)
         .execution_options(synchronize_session=False)
     )
-    return duel_id, None
+    return duel_id
 
 
 def released_values(judge: dict, now: dt.datetime) -> dict | None:

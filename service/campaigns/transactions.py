@@ -15,6 +15,7 @@ from sqlalchemy import func, insert, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
+from .. import hotpath
 from ..auth import Principal, hash_token, new_token
 from ..clients import Completion
 from ..config import Settings
@@ -24,7 +25,7 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
-from . import holds, hybrid, hybrid_tx, ledger, plan_tx, rules, stores, verdict_tx
+from . import holds, hybrid, hybrid_tx, ledger, rules, stores, verdict_tx
 from .credentials import require_key_envs
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text
@@ -287,8 +288,9 @@ class CampaignTransactions:
             self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
 
     def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        """Step 1 of a duel (locked): choose the pair and insert the duel as calling (:mod:`.plan_tx`)."""
-        return plan_tx.plan_duel_tx(self, campaign_id, principal, run)
+        """Step 1 of a duel (locked): choose the pair and insert the duel as calling
+        (:func:`service.hotpath.plan.decide_plan` on the SQLAlchemy driver)."""
+        return hotpath.plan_duel(self, campaign_id, principal, run)
 
     def duel_reservation(self, s, c: Campaign, i: int, j: int, a_is_i: bool, prompt_index: int, prompt: str) -> int:
         """:func:`rules.reserve_duel_nusd` given what the stores already hold (read in session ``s``)."""

@@ -16,11 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import holds, rules, stores
+from ..campaigns import rules
 from ..campaigns.policy_cache import policy_snapshot, restore_policy
-from ..campaigns.rules import jsonable
-from ..campaigns.skips import POOL_REQUESTER
-from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, HeldDuel, NotFound
+from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..decide import plan as planning
 from ..decide import verdict as deciding
 from ..models import Duel, utcnow
@@ -80,7 +78,7 @@ def handles(cfg: CampaignConfig) -> bool:
     return not rules.is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
 
 
-def _not_handled(campaign_id: int) -> RuntimeError:
+def not_handled(campaign_id: int) -> RuntimeError:
     return RuntimeError(f"campaign {campaign_id} is not one the hot path handles (hotpath.handles)")
 
 
@@ -123,7 +121,7 @@ async def _config(svc: HotService, tx, campaign_id: int) -> CampaignConfig:
     return cfg if cfg is not None else remember_config(svc, campaign_id, await tx.config(campaign_id))
 
 
-async def _policy(svc: HotService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
+async def policy_at(svc: HotService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
     """The campaign's policy at ``event_seq``: the cached object, else rebuilt from
     its stored state (``fetched_state`` when the first round trip brought it)."""
     hit = svc.policies.take_exact(campaign_id, event_seq)
@@ -133,13 +131,7 @@ async def _policy(svc: HotService, tx, campaign_id: int, event_seq: int, fetched
     return restore_policy(state)
 
 
-async def _reference(svc: HotService, tx, campaign_id: int, idx: int) -> str | None:
-    """A prompt's reference answer (part of a verdict's store key): the process's cache, else a read."""
-    extras = svc.cached_prompt_extras(campaign_id, idx)
-    return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
-
-
-async def _refuse_or_end(tx, campaign_id: int, decision, now) -> None:
+async def refuse_or_end(tx, campaign_id: int, decision, now) -> None:
     """Raise a refusal of :mod:`service.decide.plan`; an ending is written first (committed with the refusal)."""
     if isinstance(decision, planning.End):
         await tx.finish(campaign_id, decision, now)
@@ -148,130 +140,7 @@ async def _refuse_or_end(tx, campaign_id: int, decision, now) -> None:
         raise decision
 
 
-def _new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict) -> DuelPlan:
-    return DuelPlan(
-        campaign_id=campaign_id,
-        duel_id=0,
-        number=duel["number"],
-        i=duel["model_i"],
-        j=duel["model_j"],
-        a_is_i=duel["a_is_i"],
-        prompt=duel["prompt"],
-        models=[dict(m) for m in cfg.models],
-        judge=dict(cfg.judge),
-        tie_policy=cfg.tie_policy,
-        seed=cfg.seed,
-        prompt_index=duel["prompt_index"],
-        answers=cfg.answers,
-        verdicts=cfg.verdicts,
-        draw_key=cfg.draw_key,
-        deadline=rules.call_deadline(svc.call_expiry),
-    )
-
-
-# ---------------------------------------------------------------- the decisions
-async def decide_plan(svc: HotService, tx, campaign_id: int, principal: Principal) -> DuelPlan:
-    """:meth:`Cycle.plan_duel_tx` for an annotator or the admin.
-
-    For a campaign :func:`handles` accepts: refusals (no access, an ended campaign, the
-    annotator's own or a pooled duel handed back, a cap or a budget to wait for), stale duels
-    expired, the campaign ended by its cap or budget, the stores' marginal costs recorded.
-    """
-    known = svc.config_cache.get(campaign_id)
-    row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
-    if row is None:
-        raise NotFound(f"campaign {campaign_id} not found")
-    cfg = known if known is not None else remember_config(svc, campaign_id, cfg_row)
-    refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
-    if refusal is not None:
-        raise refusal
-    if not handles(cfg):  # the caller routes such campaigns to the general transaction
-        raise _not_handled(campaign_id)
-    now = utcnow()
-    stale, inflight = planning.split_stale(inflight, now)
-    if stale:
-        await tx.expire_stale(campaign_id, now)
-    if not principal.admin:
-        held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
-        if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
-            held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
-        if held is not None:
-            raise HeldDuel(held)  # the annotator's own duel, or a pooled one, instead of a new one
-    cap = planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight)
-    await _refuse_or_end(tx, campaign_id, cap, now)
-    policy = await _policy(svc, tx, campaign_id, row.event_seq, state)
-    costs_record = stores.apply_costs(policy, svc.store_costs_for(campaign_id))  # the stores' marginal costs
-    pending = rules.pending_pairs(inflight)
-    i, j = rules.ordered_pair(*policy.next_pair(pending=pending))  # pure: the stored state is unchanged
-    number = row.duels_created + 1
-    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
-    seq = row.event_seq + 1
-    prompt = svc.cached_prompt(campaign_id, prompt_index)
-    if prompt is None:
-        prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
-    # the reservation bounds what the duel may still pay (stored as expected_cost_nusd)
-    have, orders = await stores.stored_for_duel(
-        svc.stored_keys,
-        tx,
-        cfg.answers,
-        cfg.verdicts,
-        cfg.models,
-        cfg.judge,
-        i,
-        j,
-        a_is_i,
-        prompt,
-        lambda: _reference(svc, tx, campaign_id, prompt_index),
-    )
-    expected = rules.reserve_duel_nusd(
-        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
-    )
-    held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    budget = planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
-    await _refuse_or_end(tx, campaign_id, budget, now)
-    duel = planning.new_duel_columns(
-        campaign_id,
-        number,
-        (i, j),
-        (prompt_index, a_is_i),
-        prompt,
-        expected,
-        seq,
-        pending,
-        principal.label,
-        now,
-        now + svc.call_expiry,
-    )
-    plan = _new_plan(svc, campaign_id, cfg, duel)
-    charges, columns = svc.answer_now(plan, now)
-    duel.update(columns)
-    failed = int(duel["status"] == DuelStatus.FAILED)
-    campaign = {
-        "cid": campaign_id,
-        "seq": seq,
-        "created": number,
-        "failed": failed,
-        "spent": duel["cost_nusd"],
-        "now": now,
-    }
-    if costs_record is not None:  # the costs changed: the duel records them, the campaign keeps the new state
-        duel["costs_at_select"] = costs_record
-        campaign["policy_state"] = jsonable(policy.to_state())
-    duel_id = await tx.plan_writes(duel, charges, campaign)
-    tx.after_commit = lambda: svc.policies.put(campaign_id, seq, policy)
-    plan.duel_id = duel_id
-    if plan.results is not None:
-        d = DuelRow(id=duel_id, **duel)
-        plan.outcome = DuelOutcome(
-            duel_id,
-            duel["status"],
-            failed=failed == 1,
-            error=duel.get("error"),
-            view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
-        )
-    return plan
-
-
+# ---------------------------------------------------------------- the vote
 async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
     """:meth:`Cycle.record_verdict_tx` for a human vote: refusals (a duel expired meanwhile is
     marked so), the score, the policy's record, and the campaign's end (certification, max_duels, budget)."""
@@ -282,8 +151,8 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
     cfg = await _config(svc, tx, crow.id)
-    if not handles(cfg):  # the caller routes such campaigns to the general transaction
-        raise _not_handled(crow.id)
+    if not tx.covers(cfg, False):  # the caller chose the driver before the transaction
+        raise not_handled(crow.id)
     now = utcnow()
     refused = deciding.refusal(
         duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
@@ -315,7 +184,7 @@ async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal:
     recorded, stopped = None, None
     if score is not None:
         seq = crow.event_seq + 1
-        policy = await _policy(svc, tx, crow.id, crow.event_seq, state)
+        policy = await policy_at(svc, tx, crow.id, crow.event_seq, state)
         policy.record(d.model_i, d.model_j, score)
         stopped = _stopped(policy, cfg)
         d.score, d.counted, d.record_seq = score, True, seq

@@ -38,7 +38,8 @@ from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
-from .decisions import decide_plan, decide_vote
+from .decisions import decide_vote, handles
+from .plan import decide_plan
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
@@ -232,6 +233,11 @@ class PgTx:
         self.open = False  # a transaction is open on the server
         self.wrote = False  # the writes were sent (from then on, no retry)
         self.after_commit = None
+
+    def covers(self, cfg, run: bool) -> bool:
+        """The campaigns :func:`.decisions.handles` accepts, for an annotator's or the admin's
+        request (a background run and the other campaigns take the SQLAlchemy driver)."""
+        return handles(cfg) and not run
 
     async def _begin(self) -> None:
         if not self.open:

@@ -25,6 +25,10 @@ class HotService(Protocol):
     config_cache: dict[int, Any]
     stored_keys: Any
     call_expiry: dt.timedelta
+    pending_expiry: dt.timedelta
+    owner_id: str
+
+    def permutation(self, c: Any) -> list[int]: ...
 
     def store_costs_for(self, campaign_id: int) -> Any: ...
 

@@ -17,11 +17,12 @@ from sqlalchemy.sql.elements import Cast
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import holds, rules, skips, stores
-from ..campaigns.types import DomainError, HeldDuel
+from ..campaigns import holds, hybrid_tx, rules, skips, stores
+from ..campaigns.types import Conflict, DomainError, HeldDuel
 from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
 from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
-from .decisions import _CONFIG_COLUMNS, decide_plan, decide_vote
+from .decisions import _CONFIG_COLUMNS, decide_vote
+from .plan import decide_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
@@ -46,6 +47,10 @@ _PLAN_COLUMNS = (
     "judge_spend_nusd",
     "max_duels",  # limits that PATCH can raise: read under the lock, never cached
     "budget_nusd",
+    "run_active",  # a background run's lease and slots (service.decide.plan.run_refusal)
+    "run_owner",
+    "run_remaining",
+    "run_concurrency",
 )
 LOCK_FOR_PLAN = select(*(C[k] for k in _PLAN_COLUMNS)).where(C.id == bindparam("cid")).with_for_update()
 _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires_at", "requested_by")
@@ -159,6 +164,27 @@ PLANNED = (
 )
 # The same with the policy's new state (the stores' marginal costs changed before the selection).
 PLANNED_STATE = PLANNED.values(policy_state=bindparam("policy_state", type_=C.policy_state.type))
+# A background run's duel takes one of its max_duels (NULL: no cap).
+RUN_STEP = update(Campaign.__table__).where(C.id == bindparam("cid")).values(run_remaining=C.run_remaining - 1)
+
+# ---------------------------------------------------------------- without replacement, hybrid pool
+_JUDGED_UNRECORDED = (D.status == DuelStatus.JUDGED, D.record_seq.is_(None))
+# Judged duels whose outcome waits for an earlier position of their pair.
+HELD_OUTCOMES = (
+    select(D.id, D.model_i, D.model_j, D.position, D.score)
+    .where(D.campaign_id == bindparam("cid"), *_JUDGED_UNRECORDED, D.position.is_not(None), D.score.is_not(None))
+    .order_by(D.id)
+)
+# The positions of a pair that are judged or in flight (stale duels are already expired).
+OCCUPIED_POSITIONS = select(D.position).where(
+    D.campaign_id == bindparam("cid"),
+    D.model_i == bindparam("i"),
+    D.model_j == bindparam("j"),
+    D.position.is_not(None),
+    D.status.in_([literal(str(s)) for s in (DuelStatus.JUDGED, *IN_FLIGHT)]),
+)
+# A hybrid campaign's judged duels not recorded yet (waiting behind an earlier duel of their pair).
+UNRECORDED_PAIRS = select(D.model_i, D.model_j).where(D.campaign_id == bindparam("cid"), *_JUDGED_UNRECORDED)
 _VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd", "max_duels", "budget_nusd")
 LOCK_FOR_VOTE = (
     select(*(C[k] for k in _VOTE_COLUMNS))
@@ -232,6 +258,10 @@ class SyncTx:
         self.conn = session.connection()
         self.after_commit = None
 
+    def covers(self, cfg, run: bool) -> bool:
+        """Every campaign and every request (its extra round trips below)."""
+        return True
+
     async def plan_reads(self, campaign_id: int, cached_seq: int | None, want_config: bool):
         row = self.conn.execute(LOCK_FOR_PLAN, {"cid": campaign_id}).first()
         if row is None:
@@ -284,7 +314,32 @@ class SyncTx:
         if charges:
             self.conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
         self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
+        if campaign.get("run"):
+            self.conn.execute(RUN_STEP, campaign)
         return duel_id
+
+    # ---- sampling without replacement
+    async def held_outcomes(self, campaign_id: int) -> list:
+        return self.conn.execute(HELD_OUTCOMES, {"cid": campaign_id}).all()
+
+    async def free_position(self, campaign_id: int, pair: tuple[int, int], n_prompts: int) -> int:
+        """The lowest position of ``pair`` neither judged nor in flight."""
+        i, j = pair
+        occupied = self.conn.execute(OCCUPIED_POSITIONS, {"cid": campaign_id, "i": i, "j": j}).scalars()
+        q = rules.free_position(occupied, n_prompts)
+        if q is None:  # the policy never picks a pair whose positions are all taken (NoPairAvailable)
+            raise Conflict(f"pair ({i}, {j}) has no free position", retry_later=True)
+        return q
+
+    # ---- a hybrid judge's pool of duels selected for a human (service.campaigns.hybrid_tx)
+    async def renew_selected(self, campaign_id: int, inflight: list, now) -> list:
+        return hybrid_tx.renew_lapsed(self.conn, inflight, now)
+
+    async def claim_selected(self, duel_id: int | None, now, lease) -> int:
+        return hybrid_tx.lease_selected(self.conn, duel_id, now, lease)
+
+    async def unrecorded_pairs(self, campaign_id: int) -> list[list[int]]:
+        return [[int(r.model_i), int(r.model_j)] for r in self.conn.execute(UNRECORDED_PAIRS, {"cid": campaign_id})]
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
         crow = self.conn.execute(LOCK_FOR_VOTE, {"did": duel_id}).first()
@@ -325,10 +380,11 @@ def _in_session(svc: HotService, make):
     return out
 
 
-def plan_duel(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
-    """The plan transaction in the calling thread (a campaign :func:`.decisions.handles` accepts)."""
+def plan_duel(svc: HotService, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
+    """The plan transaction (:func:`.plan.decide_plan`) in the calling thread, for any campaign
+    and any caller (``principal`` None: this process's background run)."""
     t0 = time.perf_counter()
-    plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
+    plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal, run))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
     return plan
 

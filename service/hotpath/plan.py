@@ -1,0 +1,241 @@
+"""Step 1 of every duel: the plan transaction, written once for every case and both drivers.
+
+:func:`decide_plan` is a coroutine that asks a *transaction driver*
+(:class:`service.hotpath.sync_driver.SyncTx` or :class:`service.hotpath.pg_driver.PgTx`)
+for each database round trip and decides with :mod:`service.decide.plan`. The steps,
+in order, each an early return (a refusal is raised; what was written before it is
+committed with it):
+
+1. :func:`_gate`: access, the campaign's status, a background run's lease and slots,
+   a hybrid campaign's lapsed selected duels back to the pool, stale duels expired,
+   an annotator's own or pooled duel handed back;
+2. the duel cap (:func:`service.decide.plan.cap_decision`);
+3. :func:`_pick`: the policy's pair given the pairs in flight (and, without
+   replacement, the outcomes held for an earlier position and the pair's free position);
+4. the prompt and display order, the reservation given the stores, the budget
+   (:func:`service.decide.plan.budget_decision`);
+5. :func:`_write`: the duel inserted as ``calling`` (answered at once when both models
+   are instant) and the campaign's counters.
+
+Every request, an annotator's, the admin's or a background run's, takes this path.
+The asyncpg driver covers the campaigns :func:`.decisions.handles` accepts; the
+others (sampling without replacement, a hybrid judge) and the background runs use
+the SQLAlchemy driver, whose extra round trips (:meth:`SyncTx.wor_reads` and the
+hybrid pool's) the same steps call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from algorithms import NoPairAvailable
+from algorithms.vocabulary import CampaignStatus, DuelStatus
+
+from ..campaigns import holds, hybrid, rules, stores
+from ..campaigns.leases import RUN_REQUESTER
+from ..campaigns.rules import jsonable
+from ..campaigns.skips import POOL_REQUESTER
+from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
+from ..decide import plan as planning
+from ..models import utcnow
+from .decisions import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_end, remember_config
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..auth import Principal
+    from .service_port import HotService
+
+
+@dataclass
+class _Pick:
+    """The policy's choice: the pair, its position (without replacement), the pairs counted as
+    pulled, the stores' costs recorded, and whether the policy's state must be written."""
+
+    policy: Any
+    pair: tuple[int, int]
+    position: int | None
+    pending: list
+    costs_record: Any
+    write_state: bool
+
+
+async def decide_plan(
+    svc: HotService, tx, campaign_id: int, principal: Principal | None, run: bool = False
+) -> DuelPlan:
+    """Plan a duel of ``campaign_id`` for ``principal`` (None: this process's background run,
+    ``run`` true): refusals, stale duels expired, the campaign ended by its cap or budget, or
+    the new duel inserted as ``calling``."""
+    known = svc.config_cache.get(campaign_id)
+    row, state, inflight, cfg_row = await tx.plan_reads(campaign_id, svc.policies.seq_of(campaign_id), known is None)
+    if row is None:
+        raise NotFound(f"campaign {campaign_id} not found")
+    cfg = known if known is not None else remember_config(svc, campaign_id, cfg_row)
+    now = utcnow()
+    inflight = await _gate(svc, tx, campaign_id, cfg, row, inflight, principal, run, now)
+    await refuse_or_end(
+        tx, campaign_id, planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight), now
+    )
+    pick = await _pick(svc, tx, campaign_id, cfg, row, state, inflight)
+    number = row.duels_created + 1
+    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
+    if pick.position is not None:
+        prompt_index = svc.permutation(SimpleNamespace(id=campaign_id, **cfg.__dict__))[pick.position]
+    prompt = svc.cached_prompt(campaign_id, prompt_index)
+    if prompt is None:
+        prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
+    expected = await _reservation(svc, tx, campaign_id, cfg, row, pick.pair, a_is_i, prompt_index, prompt)
+    held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
+    budget = planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
+    await refuse_or_end(tx, campaign_id, budget, now)
+    duel = planning.new_duel_columns(
+        campaign_id,
+        number,
+        pick.pair,
+        (prompt_index, a_is_i),
+        prompt,
+        expected,
+        row.event_seq + 1,
+        pick.pending,
+        principal.label if principal is not None else RUN_REQUESTER,
+        now,
+        now + svc.call_expiry,
+    )
+    if pick.position is not None:
+        duel["position"] = pick.position
+    return await _write(svc, tx, campaign_id, cfg, duel, pick, run, now)
+
+
+async def _gate(
+    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
+) -> list:
+    """Steps before any choice; returns the live in-flight duels. Raises a refusal, or
+    :class:`HeldDuel` with the duel an annotator gets back instead of a new one."""
+    refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
+    if refusal is not None:
+        raise refusal
+    if not tx.covers(cfg, run):  # the caller chose the driver before the transaction
+        raise not_handled(campaign_id)
+    if run:
+        refusal = planning.run_refusal(row, svc.owner_id, inflight, now)
+        if refusal is not None:
+            raise refusal
+    if hybrid.is_hybrid(cfg.judge):  # selected duels whose annotator's lease lapsed go back to the pool
+        inflight = await tx.renew_selected(campaign_id, inflight, now)
+    stale, inflight = planning.split_stale(inflight, now)
+    if stale:
+        await tx.expire_stale(campaign_id, now)
+    if principal is None or principal.admin:
+        return inflight
+    held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
+    if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
+        held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
+    if hybrid.is_hybrid(cfg.judge):  # annotators vote only on the duels selected for a human
+        held = await tx.claim_selected(held, now, svc.pending_expiry)
+    if held is not None:
+        raise HeldDuel(held)
+    return inflight
+
+
+async def _pick(svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
+    """The policy's pair; without replacement also its free position (a retryable Conflict when
+    every useful pair waits for duels in flight or held)."""
+    wor = rules.is_wor(cfg.prompt_sampling)
+    policy = await policy_at(svc, tx, campaign_id, row.event_seq, state)
+    # without replacement the policy computes its own marginal costs from the shared permutation
+    costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(campaign_id))
+    pending = rules.pending_pairs(inflight)
+    if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
+        pending += await tx.unrecorded_pairs(campaign_id)
+    write_state = costs_record is not None or hybrid.is_hybrid(cfg.judge)
+    if not wor:
+        pair = rules.ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
+        return _Pick(policy, pair, None, pending, costs_record, write_state)
+    held = await tx.held_outcomes(campaign_id)  # judged, waiting for an earlier position of their pair
+    pending += rules.pending_pairs(held)
+    try:
+        pair = rules.ordered_pair(*policy.next_pair(pending=pending))
+    except NoPairAvailable as exc:
+        tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
+        raise planning.no_pair_error(len(inflight), len(held), str(exc)) from None
+    position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
+    return _Pick(policy, pair, position, pending, None, True)
+
+
+async def _reservation(
+    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
+) -> int:
+    """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
+
+    async def reference() -> str | None:
+        extras = svc.cached_prompt_extras(campaign_id, idx)
+        return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
+
+    i, j = pair
+    have, orders = await stores.stored_for_duel(
+        svc.stored_keys, tx, cfg.answers, cfg.verdicts, cfg.models, cfg.judge, i, j, a_is_i, prompt, reference
+    )
+    return rules.reserve_duel_nusd(
+        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
+    )
+
+
+async def _write(
+    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, duel: dict, pick: _Pick, run: bool, now: dt.datetime
+) -> DuelPlan:
+    """Insert the duel (answered at once when both models are instant) and update the campaign."""
+    plan = new_plan(svc, campaign_id, cfg, duel)
+    charges, columns = svc.answer_now(plan, now)
+    duel.update(columns)
+    failed = int(duel["status"] == DuelStatus.FAILED)
+    seq = duel["select_seq"]
+    campaign: dict[str, Any] = {
+        "cid": campaign_id,
+        "seq": seq,
+        "created": duel["number"],
+        "failed": failed,
+        "spent": duel["cost_nusd"],
+        "now": now,
+        "run": run,  # a background run's duel takes one of its max_duels
+    }
+    if pick.costs_record is not None:  # the costs changed: the duel records them
+        duel["costs_at_select"] = pick.costs_record
+    if pick.write_state:  # the campaign keeps the policy's new state
+        campaign["policy_state"] = jsonable(pick.policy.to_state())
+    duel_id = await tx.plan_writes(duel, charges, campaign)
+    policy = pick.policy
+    tx.after_commit = lambda: svc.policies.put(campaign_id, seq, policy)
+    plan.duel_id = duel_id
+    if plan.results is not None:
+        d = DuelRow(id=duel_id, **duel)
+        plan.outcome = DuelOutcome(
+            duel_id,
+            duel["status"],
+            failed=failed == 1,
+            error=duel.get("error"),
+            view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
+        )
+    return plan
+
+
+def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict) -> DuelPlan:
+    """The plan of a just planned duel (its columns ``duel``); ``duel_id`` is set once it is inserted."""
+    return DuelPlan(
+        campaign_id=campaign_id,
+        duel_id=0,
+        number=duel["number"],
+        i=duel["model_i"],
+        j=duel["model_j"],
+        a_is_i=duel["a_is_i"],
+        prompt=duel["prompt"],
+        models=[dict(m) for m in cfg.models],
+        judge=dict(cfg.judge),
+        tie_policy=cfg.tie_policy,
+        seed=cfg.seed,
+        prompt_index=duel["prompt_index"],
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
+        draw_key=cfg.draw_key,
+        deadline=rules.call_deadline(svc.call_expiry),
+    )
