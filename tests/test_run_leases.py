@@ -290,7 +290,8 @@ def test_two_real_workers_one_owner_and_kill_9_of_the_owner_is_taken_over(db_url
             assert time.monotonic() - killed < 90, (c.duels_judged, c.run_owner)
             time.sleep(0.05)
         assert peak <= 4, peak  # never more than the run's concurrency in flight
-        assert c.status == "stopped" and c.duels_judged == 60  # the campaign's max_duels, not more
+        # the campaign's max_duels, not more (or fewer when the certificate came first: the draw key is random)
+        assert (c.status, c.duels_judged) == ("stopped", 60) or (c.status == "certified" and c.duels_judged <= 60)
         with db.read() as s:
             rows = s.execute(select(Duel.status, Duel.error).where(Duel.id.in_(calling))).all()
         # orphaned at the take-over, never judged; cancelled when the campaign reached max_duels
