@@ -1,9 +1,11 @@
 """The driver of a request is chosen before its transaction (service/hotpath/routing.py).
 
-On SQLite and PostgreSQL, through the REST API: a plain human campaign's duels and votes
-(the admin's and an annotator's) run on the hot path and never on the general
-transaction; a campaign sampling without replacement, or with a hybrid judge, never
-reaches the hot path, with a cold config cache (one small read) or a warm one.
+Every plan and every verdict runs one sequence (service/hotpath/plan.py, verdict.py) on
+one of two drivers. On SQLite and PostgreSQL, through the REST API: a plain human
+campaign's duels and votes (the admin's and an annotator's) run on the asyncpg driver on
+PostgreSQL and on the SQLAlchemy driver on SQLite; a campaign sampling without replacement,
+or with a hybrid judge, never reaches the asyncpg driver, with a cold config cache (one
+small read) or a warm one.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ from service.auth import Principal
 from service.hotpath import CampaignConfig
 from service.models import Campaign, Duel
 
-HOT = ("plan_duel", "plan_duel_async", "record_vote", "record_vote_async")
+SQLALCHEMY = ("plan_duel", "record_vote", "record_verdict")
+ASYNCPG = ("plan_duel_async", "record_vote_async")
 
 
 @pytest.fixture()
 def calls(api, monkeypatch):
-    """Counts the entries into the hot path's drivers and into the general transactions."""
-    svc = api.app.state.campaigns.cycle
+    """Counts the entries into each driver ("hot": asyncpg, "general": SQLAlchemy)."""
     used = {"hot": [], "general": []}
 
     def spy(kind, name, fn):
@@ -42,10 +44,9 @@ def calls(api, monkeypatch):
 
         return wrapper
 
-    for name in HOT:
-        monkeypatch.setattr(hotpath, name, spy("hot", name, getattr(hotpath, name)))
-    for name in ("plan_duel_tx", "_record_vote_tx"):
-        monkeypatch.setattr(svc, name, spy("general", name, getattr(svc, name)))
+    for names, kind in ((ASYNCPG, "hot"), (SQLALCHEMY, "general")):
+        for name in names:
+            monkeypatch.setattr(hotpath, name, spy(kind, name, getattr(hotpath, name)))
     return used
 
 
@@ -89,9 +90,11 @@ async def test_a_plain_human_campaign_plans_and_votes_on_the_hot_path_only(api, 
             svc.config_cache.clear()
         v = await api.post(f"/v1/duels/{r.json()['id']}/vote", json={"choice": "a"}, headers=headers)
         assert v.status_code == 200, v.text
-    assert calls["general"] == []
-    assert len(calls["hot"]) == 4, calls  # two plans and two votes, each one transaction
-    assert {n.removesuffix("_async") for n in calls["hot"]} == {"plan_duel", "record_vote"}
+    # two plans and two votes, each one transaction: asyncpg on PostgreSQL, else SQLAlchemy
+    used, unused = ("hot", "general") if svc._on_loop else ("general", "hot")
+    assert calls[unused] == []
+    assert len(calls[used]) == 4, calls
+    assert {n.removesuffix("_async") for n in calls[used]} == {"plan_duel", "record_vote"}
     assert (await api.get(f"/v1/campaigns/{cid}")).json()["duels"] == 2
 
 
@@ -105,13 +108,14 @@ async def test_a_without_replacement_campaign_never_reaches_the_hot_path(api, ca
             svc.config_cache.clear()
         r = await api.post(f"/v1/campaigns/{cid}/duels")
         assert r.status_code in (200, 201), r.text
-    pending = await asyncio.to_thread(svc.plan_duel_tx, cid, None)  # a duel still pending
+    pending = await asyncio.to_thread(svc.plan_duel, cid, None)  # a duel still pending
     if cold:
         svc.config_cache.clear()
     v = await api.post(f"/v1/duels/{pending.duel_id}/vote", json={"choice": "b"})  # the admin's vote on it
     assert v.status_code == 200, v.text
     assert calls["hot"] == []
-    assert calls["general"].count("_record_vote_tx") == 1 and calls["general"].count("plan_duel_tx") >= 4
+    assert calls["general"].count("record_vote") == 1 and calls["general"].count("plan_duel") >= 3
+    assert calls["general"].count("record_verdict") >= 3  # the automatic judge's verdicts
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
@@ -136,17 +140,21 @@ async def test_a_hybrid_campaign_never_reaches_the_hot_path(api, calls):
             break
     assert votes >= 2  # the annotator's requests and votes were made
     assert calls["hot"] == []
-    assert calls["general"].count("_record_vote_tx") == votes
+    assert calls["general"].count("record_vote") == votes
 
 
-async def test_the_hot_path_refuses_a_campaign_it_does_not_handle_without_writing(api):
-    """A caller that skipped the routing gets an internal error, never a duel planned
-    without its positions."""
+async def test_only_the_sqlalchemy_driver_plans_a_campaign_the_asyncpg_one_does_not_cover(api):
+    """A caller that skipped the routing gets an internal error from the asyncpg driver, never a
+    duel planned without its position; the SQLAlchemy driver plans it with one."""
     svc = api.app.state.campaigns.cycle
     body = campaign_body(judge=simulated_judge(), prompt_sampling="without_replacement", delta=0.05)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
-    with pytest.raises(RuntimeError, match="hotpath.handles"):
-        await asyncio.to_thread(hotpath.plan_duel, svc, cid, Principal(admin=True))
+    if svc._on_loop:  # PostgreSQL: the asyncpg driver exists here
+        with pytest.raises(RuntimeError, match="hotpath.handles"):
+            await hotpath.plan_duel_async(svc, cid, Principal(admin=True))
+        with svc.db.read() as s:
+            assert s.get(Campaign, cid).duels_created == 0
+            assert s.query(Duel).filter(Duel.campaign_id == cid).count() == 0
+    plan = await asyncio.to_thread(hotpath.plan_duel, svc, cid, Principal(admin=True))
     with svc.db.read() as s:
-        assert s.get(Campaign, cid).duels_created == 0
-        assert s.query(Duel).filter(Duel.campaign_id == cid).count() == 0
+        assert s.get(Duel, plan.duel_id).position == 0

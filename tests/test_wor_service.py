@@ -79,7 +79,7 @@ async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api)
     view = await _create(api, _wor_body(8))
     cid = view["id"]
     perm = _perm(svc, cid)
-    plans = [await asyncio.to_thread(svc.plan_duel_tx, cid, None) for _ in range(3)]
+    plans = [await asyncio.to_thread(svc.plan_duel, cid, None) for _ in range(3)]
     duels = [_duel(svc, p.duel_id) for p in plans]
     assert [d.position for d in duels] == [0, 1, 2]
     assert [d.prompt_index for d in duels] == perm[:3]
@@ -93,7 +93,7 @@ async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api)
     mid = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert mid["duels"] == 2 and mid["duels_counted"] == 0 and mid["t"] == 0
     # held duels count as in flight for the policy: the next duel takes position 3
-    p3 = await asyncio.to_thread(svc.plan_duel_tx, cid, None)
+    p3 = await asyncio.to_thread(svc.plan_duel, cid, None)
     assert _duel(svc, p3.duel_id).position == 3
     # a restart forgets every in-memory policy: the held outcomes are in their duel rows
     svc.policies = PolicyCache()
@@ -115,8 +115,8 @@ async def test_a_failed_duels_position_is_used_again(api):
     view = await _create(api, _wor_body(8))
     cid = view["id"]
     perm = _perm(svc, cid)
-    a = await asyncio.to_thread(svc.plan_duel_tx, cid, None)
-    b = await asyncio.to_thread(svc.plan_duel_tx, cid, None)
+    a = await asyncio.to_thread(svc.plan_duel, cid, None)
+    b = await asyncio.to_thread(svc.plan_duel, cid, None)
     assert (_duel(svc, a.duel_id).position, _duel(svc, b.duel_id).position) == (0, 1)
     # position 1 is judged first (held), then position 0's judge fails: the duel fails, its position is free
     await asyncio.to_thread(svc.record_verdict_tx, b.duel_id, "a", judged_by="judge:simulated")
@@ -125,7 +125,7 @@ async def test_a_failed_duels_position_is_used_again(api):
     )
     assert failed.status == "failed"
     assert _duel(svc, b.duel_id).record_seq is None  # still held: position 0 has no outcome yet
-    c = await asyncio.to_thread(svc.plan_duel_tx, cid, None)
+    c = await asyncio.to_thread(svc.plan_duel, cid, None)
     dc = _duel(svc, c.duel_id)
     assert dc.position == 0 and dc.prompt_index == perm[0]  # the lowest free position, its prompt again
     await asyncio.to_thread(svc.record_verdict_tx, c.duel_id, "a", judged_by="judge:simulated")
@@ -139,11 +139,11 @@ async def test_no_pair_available_is_a_retry_later_conflict(api):
     svc = api.app.state.campaigns.cycle
     view = await _create(api, _wor_body(2))
     cid = view["id"]
-    await asyncio.to_thread(svc.plan_duel_tx, cid, None)
-    await asyncio.to_thread(svc.plan_duel_tx, cid, None)
+    await asyncio.to_thread(svc.plan_duel, cid, None)
+    await asyncio.to_thread(svc.plan_duel, cid, None)
     # the only pair has both prompts in flight
     with pytest.raises(Conflict) as exc:
-        await asyncio.to_thread(svc.plan_duel_tx, cid, None)
+        await asyncio.to_thread(svc.plan_duel, cid, None)
     assert exc.value.retry_later
     r = await api.post(f"/v1/campaigns/{cid}/duels")
     assert r.status_code == 409, r.text

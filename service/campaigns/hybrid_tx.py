@@ -6,7 +6,7 @@ and is called from a short hook in the cycle's code (listed in docs/clients-and-
 *Hybrid*, "In the code").
 
 The life of a hybrid duel: planned and answered like any automatic duel; the automatic
-verdict arrives (:func:`record_llm_verdict_tx`, its judge charge as today); the policy gives
+verdict arrives (:func:`record_in_session`, its judge charge as today); the policy gives
 ``pi``; the keyed coin decides. Not selected: the duel is judged at once (its ``choice`` and
 ``score`` are the judge's). Selected: it stays ``pending`` in the annotators' pool
 (``requested_by`` = the pool), its budget reservation becomes the human fee; an annotator
@@ -231,41 +231,46 @@ def _lock_duel(s, duel_id: int) -> tuple[Campaign, Duel]:
 
 
 # ---------------------------------------------------------------- the automatic verdict and the coin
-def record_llm_verdict_tx(svc, duel_id: int, j: judge_charges.Judgement) -> DuelOutcome:
-    """The automatic verdict of a hybrid duel (locked): charged as any judge call, then ``pi``,
-    the keyed coin, and either judged now or handed to the annotators' pool."""
-    with svc.db.write() as s:
-        c, d = _lock_duel(s, duel_id)
-        now = utcnow()
-        llm = hybrid.llm_part(c.judge)
-        # charged as any judge call, capped at the LLM part's bound (one writer: judge_charges)
-        judge_charges.charge_judge(svc, s, c, d, j, now, judge=llm)
-        fault = j.fault
-        err = None
-        if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
-            err = Conflict(f"duel {duel_id} already has its automatic verdict (status {d.status})")
-        elif d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
-            err = Conflict(f"duel {duel_id} no longer waits for its verdict (status {d.status})")
-            if d.status == DuelStatus.PENDING:
-                d.status = DuelStatus.EXPIRED
-        elif rules.is_stale(d.expires_at, now):
-            d.status, err = DuelStatus.EXPIRED, Conflict(f"duel {duel_id} expired and no longer counts")
-        elif c.status != CampaignStatus.RUNNING:
-            err = Conflict(f"campaign {c.id} has ended (status {c.status})")
-        if err is not None:
-            if fault is not None:
-                svc.pause_for_fault(s, c, fault, now)
-            c.version += 1
-            c.updated_at = now
-        else:
-            outcome = _judged(svc, s, c, d, j, now)
-    if err is not None:
-        raise err
-    return outcome
+def record_in_session(svc, s, duel_id: int, j: judge_charges.Judgement) -> DuelOutcome:
+    """A hybrid duel's verdict inside the vote cycle's verdict transaction (session ``s``, the
+    campaign row locked): an annotator's or the admin's vote (``j.principal`` set), else the
+    automatic verdict. A refusal is raised; the caller commits what was written before it."""
+    c, d = _lock_duel(s, duel_id)
+    if j.principal is not None:
+        return record_human_vote(svc, s, c, d, j.choice, j.principal)
+    return _llm_verdict(svc, s, c, d, j)
+
+
+def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> DuelOutcome:
+    """The automatic verdict of a hybrid duel: charged as any judge call, then ``pi``, the keyed
+    coin, and either judged now or handed to the annotators' pool."""
+    now = utcnow()
+    llm = hybrid.llm_part(c.judge)
+    # charged as any judge call, capped at the LLM part's bound (one writer: judge_charges)
+    judge_charges.charge_judge(svc, s, c, d, j, now, judge=llm)
+    fault = j.fault
+    err = None
+    if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
+        err = Conflict(f"duel {d.id} already has its automatic verdict (status {d.status})")
+    elif d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
+        err = Conflict(f"duel {d.id} no longer waits for its verdict (status {d.status})")
+        if d.status == DuelStatus.PENDING:
+            d.status = DuelStatus.EXPIRED
+    elif rules.is_stale(d.expires_at, now):
+        d.status, err = DuelStatus.EXPIRED, Conflict(f"duel {d.id} expired and no longer counts")
+    elif c.status != CampaignStatus.RUNNING:
+        err = Conflict(f"campaign {c.id} has ended (status {c.status})")
+    if err is None:
+        return _judged(svc, s, c, d, j, now)
+    if fault is not None:
+        svc.pause_for_fault(s, c, fault, now)
+    c.version += 1
+    c.updated_at = now
+    raise err
 
 
 def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
-    """:func:`record_llm_verdict_tx` once the duel is known to count."""
+    """:func:`_llm_verdict` once the duel is known to count."""
     choice, judge_detail, judge_error, judge_score, fault = (
         j.choice,
         j.judge_detail,

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 
 from ..models import Campaign, Charge, Duel
 from . import ledger, rules, stores
@@ -38,29 +38,85 @@ class Judgement:
     fault: str | None = None  # the judge's provider fault (ledger), set by charge_judge
 
 
+def price_judge(
+    judge: dict, prompt: str, reference: str | None, j: Judgement, stale: bool, duel_id: int
+) -> tuple[int, dict]:
+    """What the judge call is charged (a judge call is charged whatever happens to its verdict): at
+    most its bound (:func:`.ledger.judge_charge`), nothing past the duel's hard deadline (``stale``);
+    and the fault's detail. A lying judge's verdict becomes a judge error (``j`` is updated)."""
+    if not j.judge_cost:
+        return 0, {}
+    if stale:  # past the hard deadline (see store_answers_tx)
+        log.warning("duel %s: the judge returned after its hard deadline; not charged", duel_id)
+        return 0, {}
+    charge = ledger.judge_charge(judge, prompt, reference, j.judge_cost, j.judge_detail)
+    j.fault, fault_detail = charge.fault, charge.detail()
+    if j.fault is not None:  # the verdict of a lying judge is not counted
+        j.choice, j.judge_error = None, f"provider fault: {j.fault}"
+        j.judge_detail = {**(j.judge_detail or {}), **fault_detail}
+    return charge.amount_nusd, fault_detail
+
+
 def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: dict | None = None) -> int:
-    """The judge call's charges (a judge call is charged whatever happens to its verdict) and the
-    verdict store's row; returns the amount. A lying judge's verdict becomes a judge error.
-    ``judge``: the config whose bound caps the charge (default the campaign's; a hybrid's ``llm`` part)."""
-    judge_nusd, fault_detail = 0, {}
-    if j.judge_cost and rules.is_stale(d.expires_at, now):  # past the hard deadline (see store_answers_tx)
-        log.warning("duel %s: the judge returned after its hard deadline; not charged", d.id)
-    elif j.judge_cost:  # what a judge call is charged: at most its bound (ledger)
-        reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1]
-        charge = ledger.judge_charge(judge or c.judge, d.prompt, reference, j.judge_cost, j.judge_detail)
-        judge_nusd, j.fault, fault_detail = charge.amount_nusd, charge.fault, charge.detail()
-        if j.fault is not None:  # the verdict of a lying judge is not counted
-            j.choice, j.judge_error = None, f"provider fault: {j.fault}"
-            j.judge_detail = {**(j.judge_detail or {}), **fault_detail}
+    """The judge call's charges and the verdict store's row, on ORM objects ``c`` and ``d`` (the
+    hybrid judge's transactions); returns the amount. ``judge``: the config whose bound caps the
+    charge (default the campaign's; a hybrid's ``llm`` part)."""
+    reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1] if j.judge_cost else None
+    judge_nusd, fault_detail = price_judge(
+        judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id
+    )
     if j.reused_verdict is not None:
         s.execute(
             insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, j.reused_verdict, now), duel_id=d.id)
         )
     charge_id = charge_fee(s, c, d, judge_nusd, fault_detail or None, now) if judge_nusd else None
+    _store_verdict(s, j, judge_nusd, charge_id)
+    return judge_nusd
+
+
+def write_judge_charges(
+    conn, campaign_id: int, duel_id: int, j: Judgement, amount_nusd: int, detail: dict, now
+) -> None:
+    """The same rows as :func:`charge_judge` as Core statements (the vote cycle's SQLAlchemy driver):
+    the reuse row, the judge charge added to the duel's cost and the campaign's spend, the stored verdict."""
+    if j.reused_verdict is not None:
+        conn.execute(
+            insert(Charge).values(
+                **stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now), duel_id=duel_id
+            )
+        )
+    charge_id = None
+    if amount_nusd:
+        charge_id = conn.execute(
+            insert(Charge)
+            .values(
+                campaign_id=campaign_id,
+                duel_id=duel_id,
+                kind="judge",
+                model_index=None,
+                amount_nusd=amount_nusd,
+                detail=detail or None,
+                created_at=now,
+            )
+            .returning(Charge.id)
+        ).scalar_one()
+        conn.execute(update(Duel).where(Duel.id == duel_id).values(cost_nusd=Duel.cost_nusd + amount_nusd))
+        conn.execute(
+            update(Campaign)
+            .where(Campaign.id == campaign_id)
+            .values(
+                spend_nusd=Campaign.spend_nusd + amount_nusd,
+                judge_spend_nusd=Campaign.judge_spend_nusd + amount_nusd,
+            )
+        )
+    _store_verdict(conn, j, amount_nusd, charge_id)
+
+
+def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> None:
+    """The verdict store's row this judgement was paid for, with its charge (a verdict only)."""
     if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
         detail = jsonable(j.judge_detail) if j.judge_detail else None
-        stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, judge_nusd, charge_id)
-    return judge_nusd
+        stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, amount_nusd, charge_id)
 
 
 def charge_fee(s, c: Campaign, d: Duel, amount_nusd: int, detail: dict | None, now: dt.datetime) -> int | None:

@@ -21,7 +21,7 @@ from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
 from ..ratelimits import DatabaseRateLimiter
-from . import hybrid, hybrid_tx, rules, skips, stores, verdict_tx
+from . import rules, skips, stores
 from .judge_charges import Judgement
 from .tasks import in_thread
 from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
@@ -321,9 +321,7 @@ class DuelOrchestration:
                 deadline,
             )
             j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
-            # hybrid hook: the automatic verdict, then the human coin
-            record = hybrid_tx.record_llm_verdict_tx if hybrid.is_hybrid(plan.judge) else verdict_tx.record_verdict_tx
-            outcome = await self.in_thread(record, self, plan.duel_id, j)
+            outcome = await self.in_thread(hotpath.record_verdict, self, plan.duel_id, j)
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:
@@ -333,19 +331,12 @@ class DuelOrchestration:
         return outcome
 
     def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        """Plan a duel: the Core hot path for a request of a campaign it handles, else the general transaction."""
-        if hotpath.ENABLED and principal is not None and not run and hotpath.plan_on_hot_path(self, campaign_id):
-            return hotpath.plan_duel(self, campaign_id, principal)
-        return self.plan_duel_tx(campaign_id, principal, run)
-
-    def _record_vote_tx(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-        return self.record_verdict_tx(duel_id, choice, judged_by=principal.label, principal=principal)
+        """Plan a duel in the calling thread (:func:`service.hotpath.plan.decide_plan`, SQLAlchemy driver)."""
+        return hotpath.plan_duel(self, campaign_id, principal, run)
 
     def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-        """Record a human vote: the Core hot path for a campaign it handles, else the general transaction."""
-        if hotpath.ENABLED and hotpath.vote_on_hot_path(self, duel_id, principal):
-            return hotpath.record_vote(self, duel_id, choice, principal)
-        return self._record_vote_tx(duel_id, choice, principal)
+        """Record a human vote in the calling thread (:func:`service.hotpath.verdict.decide_verdict`)."""
+        return hotpath.record_vote(self, duel_id, choice, principal)
 
     async def _on_hot_path(self, campaign_id: int | None, route: Callable, *args: Any) -> bool:
         """The driver choice of :mod:`service.hotpath.routing`: from the config cache on the
@@ -353,20 +344,14 @@ class DuelOrchestration:
         cached = hotpath.cached_choice(self, campaign_id)
         return cached if cached is not None else await self.in_thread(route, self, *args)
 
-    async def _hot(
-        self, on_hot: Callable, fast_async: Callable, sync_path: Callable, general_tx: Callable, *args: Any
-    ) -> Any:
-        """A request's one transaction. PostgreSQL: ``fast_async`` on the event loop when
-        ``on_hot()`` routes it to the hot path, else the general ORM transaction
-        ``general_tx`` in a worker thread. SQLite (or LLMDUEL_INLINE_TRANSACTIONS=0):
-        ``sync_path`` (which makes the same choice) in a worker thread."""
-        if hotpath.ENABLED and self._on_loop:
-            if await on_hot():
-                out = await fast_async(self, *args)
-                self.hot_counts["loop"] += 1
-                return out
-            self.hot_counts["thread"] += 1
-            return await self.in_thread(general_tx, *args)
+    async def _hot(self, on_hot: Callable, fast_async: Callable, sync_path: Callable, *args: Any) -> Any:
+        """A request's one transaction: on PostgreSQL, ``fast_async`` (the asyncpg driver) on the
+        event loop when ``on_hot()`` says it covers the campaign; else ``sync_path`` (the
+        SQLAlchemy driver) in a worker thread. Both run the same sequence."""
+        if hotpath.ENABLED and self._on_loop and await on_hot():
+            out = await fast_async(self, *args)
+            self.hot_counts["loop"] += 1
+            return out
         self.hot_counts["thread"] += 1
         return await self.in_thread(sync_path, *args)
 
@@ -378,7 +363,6 @@ class DuelOrchestration:
                     functools.partial(self._on_hot_path, campaign_id, hotpath.plan_on_hot_path, campaign_id),
                     hotpath.plan_duel_async,
                     self.plan_duel,
-                    self.plan_duel_tx,
                     campaign_id,
                     principal,
                 )
@@ -415,7 +399,6 @@ class DuelOrchestration:
             ),
             hotpath.record_vote_async,
             self.record_vote,
-            self._record_vote_tx,
             duel_id,
             choice,
             principal,

@@ -11,7 +11,7 @@ import logging
 import secrets
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import insert, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
@@ -25,8 +25,9 @@ from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
-from . import holds, hybrid, hybrid_tx, ledger, rules, stores, verdict_tx
+from . import holds, hybrid, hybrid_tx, ledger, rules, stores
 from .credentials import require_key_envs
+from .judge_charges import Judgement
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
 from .rules import MAX_ERROR_CHARS, clean_text
 from .types import (
@@ -110,67 +111,6 @@ class CampaignTransactions:
                 cache.clear()
             cache[key] = perm
         return perm
-
-    def wor_position(self, s, c: Campaign, i: int, j: int) -> int:
-        """The lowest position of pair (i, j) neither judged nor in flight (stale duels are already expired)."""
-        occupied = s.execute(
-            select(Duel.position).where(
-                Duel.campaign_id == c.id,
-                Duel.model_i == i,
-                Duel.model_j == j,
-                Duel.position.is_not(None),
-                Duel.status.in_((DuelStatus.JUDGED, *IN_FLIGHT)),
-            )
-        ).scalars()
-        q = rules.free_position(occupied, c.n_prompts)
-        if q is None:  # the policy never picks a pair whose positions are all taken (NoPairAvailable)
-            raise Conflict(f"pair ({i}, {j}) has no free position", retry_later=True)
-        return q
-
-    def held_duels(self, s, campaign_id: int, pair: tuple[int, int] | None = None) -> list:
-        """Judged duels whose outcome waits for an earlier position of their pair (``record_seq`` NULL)."""
-        cond = [
-            Duel.campaign_id == campaign_id,
-            Duel.status == DuelStatus.JUDGED,
-            Duel.position.is_not(None),
-            Duel.score.is_not(None),
-            Duel.record_seq.is_(None),
-        ]
-        if pair is not None:
-            cond += [Duel.model_i == pair[0], Duel.model_j == pair[1]]
-        return s.execute(
-            select(Duel.id, Duel.model_i, Duel.model_j, Duel.position, Duel.score).where(*cond).order_by(Duel.id)
-        ).all()
-
-    def release_in_order(self, s, c: Campaign, policy, i: int, j: int) -> dict[int, int]:
-        """Record pair (i, j)'s held outcomes that are next in position order; returns {duel id: record_seq}.
-
-        Each one enters the policy with the next ``event_seq`` as its ``record_seq``, so replay (by
-        sequence) sees them in the order the policy did. Stops at a gap or when the policy stops.
-        """
-        recorded = s.execute(
-            select(func.count(Duel.id)).where(
-                Duel.campaign_id == c.id, Duel.model_i == i, Duel.model_j == j, Duel.record_seq.is_not(None)
-            )
-        ).scalar_one()
-        held: dict[int, Any] = {}
-        for r in self.held_duels(s, c.id, (i, j)):
-            held.setdefault(int(r.position), r)
-        out: dict[int, int] = {}
-        for r in rules.next_in_order(int(recorded), held):
-            policy.record(i, j, float(r.score))
-            c.event_seq += 1
-            c.duels_counted += 1
-            s.execute(
-                update(Duel)
-                .where(Duel.id == r.id)
-                .values(record_seq=c.event_seq, counted=True)
-                .execution_options(synchronize_session=False)
-            )
-            out[int(r.id)] = c.event_seq
-            if policy.should_stop():
-                break
-        return out
 
     # ------------------------------------------------------------ create
     def create_campaign(self, body: CampaignCreate) -> int:
@@ -287,36 +227,6 @@ class CampaignTransactions:
             reason = cycle_verdict.fault_reason(fault)
             self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
 
-    def plan_duel_tx(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        """Step 1 of a duel (locked): choose the pair and insert the duel as calling
-        (:func:`service.hotpath.plan.decide_plan` on the SQLAlchemy driver)."""
-        return hotpath.plan_duel(self, campaign_id, principal, run)
-
-    def duel_reservation(self, s, c: Campaign, i: int, j: int, a_is_i: bool, prompt_index: int, prompt: str) -> int:
-        """:func:`rules.reserve_duel_nusd` given what the stores already hold (read in session ``s``)."""
-
-        async def reference() -> str | None:
-            return self.prompt_extras_in(s, c.id, prompt_index)[1]
-
-        have, orders = stores.run_now(
-            stores.stored_for_duel(
-                self.stored_keys,
-                stores.SessionLookup(s),
-                c.answers,
-                c.verdicts,
-                c.models,
-                c.judge,
-                i,
-                j,
-                a_is_i,
-                prompt,
-                reference,
-            )
-        )
-        return rules.reserve_duel_nusd(
-            c.models, i, j, c.judge, prompt, c.judge_spend_nusd, c.duels_judged + c.duels_failed, have, orders
-        )
-
     def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
         """The keys a campaign's stored text must not contain (service.redaction)."""
         return configured_keys(models, judge, extra=(self.settings.api_key,))
@@ -430,14 +340,15 @@ class CampaignTransactions:
         stored_choice: str | None = None,
         reused_verdict: stores.Stored | None = None,
     ) -> DuelOutcome:
-        """Step 4 (locked): a vote or an automatic verdict, counted exactly once (:mod:`.verdict_tx`).
+        """Step 4 (locked): a vote or an automatic verdict, counted exactly once
+        (:func:`service.hotpath.verdict.decide_verdict` on the SQLAlchemy driver).
 
         ``verdict_claim``: the verdict store row this judgement was paid for; it is
         stored (``stored_choice``, in the stored order) with its charge when the judge
         gave a verdict. ``reused_verdict``: the verdict came from the store (a zero-cost
         ledger row names the charge that paid for it). A duplicate finds no pending row: 409.
         """
-        judgement = verdict_tx.Judgement(
+        judgement = Judgement(
             choice,
             judged_by,
             principal,
@@ -449,7 +360,7 @@ class CampaignTransactions:
             stored_choice,
             reused_verdict,
         )
-        return verdict_tx.record_verdict_tx(self, duel_id, judgement)
+        return hotpath.record_verdict(self, duel_id, judgement)
 
     def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:
         with self.db.write() as s:

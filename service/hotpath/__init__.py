@@ -39,9 +39,9 @@ off) and requires identical stored campaigns, duels and charges.
 from .decisions import CampaignConfig, handles
 from .pg_driver import plan_duel_async, record_vote_async
 from .routing import cached_choice, plan_on_hot_path, vote_campaign_hint, vote_on_hot_path
-from .sync_driver import plan_duel, record_vote, run_sync
+from .sync_driver import plan_duel, record_verdict, record_vote, run_sync
 
-ENABLED = True  # tests switch it off to run the same scenarios on the general path
+ENABLED = True  # False: never the asyncpg driver (tests run the same scenarios on both drivers)
 
 __all__ = [
     "CampaignConfig",
@@ -51,6 +51,7 @@ __all__ = [
     "plan_duel",
     "plan_on_hot_path",
     "plan_duel_async",
+    "record_verdict",
     "record_vote",
     "record_vote_async",
     "run_sync",

@@ -12,19 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
-
-from algorithms.vocabulary import CampaignStatus, DuelStatus
+from typing import TYPE_CHECKING
 
 from ..campaigns import rules
-from ..campaigns.policy_cache import policy_snapshot, restore_policy
-from ..campaigns.types import Conflict, DuelOutcome, NotFound
+from ..campaigns.policy_cache import restore_policy
 from ..decide import plan as planning
-from ..decide import verdict as deciding
-from ..models import Duel, utcnow
+from ..models import Duel
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..auth import Principal
     from .service_port import HotService
 
 
@@ -116,7 +111,7 @@ def remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
     return cfg
 
 
-async def _config(svc: HotService, tx, campaign_id: int) -> CampaignConfig:
+async def config_of(svc: HotService, tx, campaign_id: int) -> CampaignConfig:
     cfg = svc.config_cache.get(campaign_id)
     return cfg if cfg is not None else remember_config(svc, campaign_id, await tx.config(campaign_id))
 
@@ -138,75 +133,3 @@ async def refuse_or_end(tx, campaign_id: int, decision, now) -> None:
         raise decision.error
     if decision is not None:
         raise decision
-
-
-# ---------------------------------------------------------------- the vote
-async def decide_vote(svc: HotService, tx, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """:meth:`Cycle.record_verdict_tx` for a human vote: refusals (a duel expired meanwhile is
-    marked so), the score, the policy's record, and the campaign's end (certification, max_duels, budget)."""
-    hint = principal.campaign_id  # an annotator's campaign (the admin's is learnt from the duel)
-    crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
-    if crow is None or drow is None or not principal.can_access(crow.id):
-        raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
-    if not principal.admin and not rules.annotator_owns(drow.requested_by, principal.label):
-        raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
-    cfg = await _config(svc, tx, crow.id)
-    if not tx.covers(cfg, False):  # the caller chose the driver before the transaction
-        raise not_handled(crow.id)
-    now = utcnow()
-    refused = deciding.refusal(
-        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
-    )
-    if refused is not None:
-        if refused.expire:
-            await tx.expire_duel(duel_id, crow.id, now)
-        raise refused.error
-    fee = rules.vote_fee_nusd(cfg.judge)  # a human judge's fee, charged with the vote
-    d = DuelRow(**drow._asdict())
-    d.cost_nusd = int(d.cost_nusd or 0) + fee
-    c = SimpleNamespace(
-        id=crow.id, models=cfg.models, status=CampaignStatus.RUNNING, tie_policy=cfg.tie_policy, seed=cfg.seed
-    )
-    score = rules.score_of(
-        choice, d.model_i, d.model_a, d.model_b, cfg.tie_policy, cfg.seed, d.number, draw_key=cfg.draw_key
-    )
-    d.status, d.choice, d.judged_by, d.judged_at = DuelStatus.JUDGED, choice, principal.label, now
-    judged: dict[str, Any] = {
-        "did": duel_id,
-        "choice": choice,
-        "score": None,
-        "counted": False,
-        "judged_by": d.judged_by,
-        "now": now,
-        "record_seq": None,
-        "fee": fee,
-    }
-    recorded, stopped = None, None
-    if score is not None:
-        seq = crow.event_seq + 1
-        policy = await policy_at(svc, tx, crow.id, crow.event_seq, state)
-        policy.record(d.model_i, d.model_j, score)
-        stopped = _stopped(policy, cfg)
-        d.score, d.counted, d.record_seq = score, True, seq
-        judged.update(score=score, counted=True, record_seq=seq)
-        policy_state, counts, stats, leader = policy_snapshot(policy)
-        recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
-    end = deciding.ending(
-        stopped, True, crow.max_duels, crow.duels_judged + 1, crow.budget_nusd, crow.spend_nusd + fee, None
-    )
-    if not await tx.vote_writes(judged, {"cid": crow.id, "now": now, "fee": fee}, recorded, end):
-        raise Conflict(f"duel {duel_id} already has a verdict")  # cannot happen under the lock; never count twice
-    if recorded is not None:
-        tx.after_commit = lambda: svc.policies.put(crow.id, recorded["seq"], policy)
-    if end is not None:
-        c.status = end.status
-    return DuelOutcome(duel_id, DuelStatus.JUDGED, ended=end is not None, view=svc.duel_view(d, c))
-
-
-def _stopped(policy, cfg: CampaignConfig) -> deciding.Ending | None:
-    """The ending of a policy whose stopping rule fired with the score just recorded, else None."""
-    if not policy.should_stop():
-        return None
-    verdict = getattr(policy, "verdict", None)
-    winner = None if verdict in deciding.NO_WINNER else int(policy.recommendation())
-    return deciding.stop_ending(verdict, winner, cfg.algorithm, cfg.delta, cfg.n_prompts)

@@ -34,12 +34,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from ..campaigns import holds, skips, stores
+from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
-from .decisions import decide_vote, handles
+from .decisions import handles
 from .plan import decide_plan
+from .verdict import decide_verdict
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
@@ -347,9 +349,14 @@ class PgTx:
             return None, None, None
         return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None) -> bool:
-        """The vote in one statement, committed with it; with an ``end``, the campaign's end too."""
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None, others=()) -> bool:
+        """The vote in one statement, committed with it; with an ``end``, the campaign's end too.
+        (No outcomes held for an earlier position: this driver never samples without replacement.)"""
+        if others:  # pragma: no cover - covers() routes such campaigns to the SQLAlchemy driver
+            raise RuntimeError("the asyncpg driver does not release held outcomes")
         params = {**judged, **campaign}
+        if judged["judge_detail"] is not None:
+            params["judge_detail"] = _json(judged["judge_detail"])
         if recorded is not None:
             params.update(
                 recorded,
@@ -408,4 +415,5 @@ async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principa
 
 async def record_vote_async(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
     """The vote transaction on the event loop (PostgreSQL; a campaign :func:`.decisions.handles` accepts)."""
-    return await _on_pool(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))
+    j = Judgement(choice, principal.label, principal)
+    return await _on_pool(svc, lambda tx: decide_verdict(svc, tx, duel_id, j))

@@ -17,16 +17,18 @@ from sqlalchemy.sql.elements import Cast
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import holds, hybrid_tx, rules, skips, stores
-from ..campaigns.types import Conflict, DomainError, HeldDuel
+from ..campaigns import holds, hybrid_tx, judge_charges, rules, skips, stores
+from ..campaigns.judge_charges import Judgement
+from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
 from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
 from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
-from .decisions import _CONFIG_COLUMNS, decide_vote
+from .decisions import _CONFIG_COLUMNS
 from .plan import decide_plan
+from .verdict import decide_verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
-    from ..campaigns.types import DuelOutcome, DuelPlan
+    from ..campaigns.types import DuelPlan
     from .service_port import HotService
 
 C = Campaign.__table__.c
@@ -81,7 +83,8 @@ FINISH = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
     .values(
-        status=bindparam("status"),
+        # not "status": executed with the same parameters, CANCEL_IN_FLIGHT's own ``status`` would take it
+        status=bindparam("end_status"),
         end_reason=bindparam("reason"),
         end_limit=bindparam("limit", type_=C.end_limit.type),
         ended_at=bindparam("now"),
@@ -138,7 +141,7 @@ def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> d
     ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
     return {
         "cid": campaign_id,
-        "status": str(end.status),
+        "end_status": str(end.status),
         "reason": end.reason,
         "limit": end.limit,
         "winner": getattr(end, "winner", None),
@@ -167,6 +170,16 @@ PLANNED_STATE = PLANNED.values(policy_state=bindparam("policy_state", type_=C.po
 # A background run's duel takes one of its max_duels (NULL: no cap).
 RUN_STEP = update(Campaign.__table__).where(C.id == bindparam("cid")).values(run_remaining=C.run_remaining - 1)
 
+# Outcomes held for an earlier position of their pair, entering the policy now.
+RELEASED = update(Duel.__table__).where(D.id == bindparam("rid")).values(record_seq=bindparam("rseq"), counted=True)
+# How many outcomes of a pair the policy has (positions 0 .. n-1, sampling without replacement).
+PAIR_RECORDED = select(func.count(D.id)).where(
+    D.campaign_id == bindparam("cid"),
+    D.model_i == bindparam("i"),
+    D.model_j == bindparam("j"),
+    D.record_seq.is_not(None),
+)
+
 # ---------------------------------------------------------------- without replacement, hybrid pool
 _JUDGED_UNRECORDED = (D.status == DuelStatus.JUDGED, D.record_seq.is_(None))
 # Judged duels whose outcome waits for an earlier position of their pair.
@@ -175,6 +188,7 @@ HELD_OUTCOMES = (
     .where(D.campaign_id == bindparam("cid"), *_JUDGED_UNRECORDED, D.position.is_not(None), D.score.is_not(None))
     .order_by(D.id)
 )
+HELD_OF_PAIR = HELD_OUTCOMES.where(D.model_i == bindparam("i"), D.model_j == bindparam("j"))
 # The positions of a pair that are judged or in flight (stale duels are already expired).
 OCCUPIED_POSITIONS = select(D.position).where(
     D.campaign_id == bindparam("cid"),
@@ -196,11 +210,13 @@ JUDGED_DUEL = (
     update(Duel.__table__)
     .where(D.id == bindparam("did"), D.status == DuelStatus.PENDING)
     .values(
-        status=DuelStatus.JUDGED,
+        status=bindparam("status"),
         choice=bindparam("choice"),
         score=bindparam("score"),
         counted=bindparam("counted"),
         judged_by=bindparam("judged_by"),
+        judge_detail=bindparam("judge_detail", type_=D.judge_detail.type),
+        error=bindparam("error"),
         judged_at=bindparam("now"),
         record_seq=bindparam("record_seq"),
         cost_nusd=D.cost_nusd + bindparam("fee"),
@@ -215,11 +231,14 @@ VOTE_FEE_CHARGE = insert(Charge.__table__).values(
     amount_nusd=bindparam("fee"),
     created_at=bindparam("now"),
 )
+# A verdict that enters no policy record (a tie dropped, a judge error, an outcome held for an
+# earlier position), and one that does (``n_counted`` outcomes recorded with it).
 VOTED_TIE = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
     .values(
-        duels_judged=C.duels_judged + 1,
+        duels_judged=C.duels_judged + bindparam("n_judged"),
+        duels_failed=C.duels_failed + bindparam("n_failed"),
         spend_nusd=C.spend_nusd + bindparam("fee"),
         judge_spend_nusd=C.judge_spend_nusd + bindparam("fee"),
         version=C.version + 1,
@@ -230,8 +249,9 @@ VOTED = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
     .values(
-        duels_judged=C.duels_judged + 1,
-        duels_counted=C.duels_counted + 1,
+        duels_judged=C.duels_judged + bindparam("n_judged"),
+        duels_failed=C.duels_failed + bindparam("n_failed"),
+        duels_counted=C.duels_counted + bindparam("n_counted"),
         spend_nusd=C.spend_nusd + bindparam("fee"),
         judge_spend_nusd=C.judge_spend_nusd + bindparam("fee"),
         event_seq=bindparam("seq"),
@@ -346,15 +366,34 @@ class SyncTx:
         drow = self.conn.execute(DUEL_ROW, {"did": duel_id}).first() if crow is not None else None
         return crow, None, drow
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None, others=()) -> bool:
+        """The verdict (``judged``), the outcomes it releases (``others``: held for an earlier
+        position, as (duel id, record_seq)), the campaign's counters and policy, and its end."""
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
         if judged["fee"]:
             self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
+        for rid, rseq in others:
+            self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
-        if end is not None:  # this vote ends the campaign (service.decide.verdict.Ending)
+        if end is not None:  # this verdict ends the campaign (service.decide.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
+
+    async def touch(self, campaign_id: int, now) -> None:
+        self.conn.execute(TOUCHED, {"cid": campaign_id, "now": now})
+
+    async def judge_charges(self, campaign_id: int, duel_id: int, j, amount_nusd: int, detail: dict, now) -> None:
+        judge_charges.write_judge_charges(self.conn, campaign_id, duel_id, j, amount_nusd, detail, now)
+
+    async def pair_outcomes(self, campaign_id: int, i: int, j: int) -> tuple[int, list]:
+        """(how many outcomes of pair (i, j) the policy has, the pair's held outcomes)."""
+        p = {"cid": campaign_id, "i": i, "j": j}
+        return self.conn.execute(PAIR_RECORDED, p).scalar_one(), self.conn.execute(HELD_OF_PAIR, p).all()
+
+    async def hybrid_verdict(self, svc, duel_id: int, j) -> DuelOutcome:
+        """A hybrid judge's vote or automatic verdict (:mod:`service.campaigns.hybrid_tx`), in this transaction."""
+        return hybrid_tx.record_in_session(svc, self.session, duel_id, j)
 
 
 def run_sync(coro: Coroutine):
@@ -389,6 +428,12 @@ def plan_duel(svc: HotService, campaign_id: int, principal: Principal | None, ru
     return plan
 
 
+def record_verdict(svc: HotService, duel_id: int, j) -> DuelOutcome:
+    """The verdict transaction (:func:`.verdict.decide_verdict`) in the calling thread, for any
+    campaign: a vote (``j.principal`` set) or an automatic judge's verdict."""
+    return _in_session(svc, lambda tx: decide_verdict(svc, tx, duel_id, j))
+
+
 def record_vote(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """The vote transaction in the calling thread (a campaign :func:`.decisions.handles` accepts)."""
-    return _in_session(svc, lambda tx: decide_vote(svc, tx, duel_id, choice, principal))
+    """A vote of ``principal`` (:func:`record_verdict`)."""
+    return record_verdict(svc, duel_id, Judgement(choice, principal.label, principal))

@@ -1,0 +1,196 @@
+"""Step 4 of every duel: the verdict transaction, written once for votes and automatic verdicts.
+
+:func:`decide_verdict` records a :class:`~service.campaigns.judge_charges.Judgement`
+(an annotator's or the admin's vote, or an automatic judge's verdict) on either
+driver, deciding with :mod:`service.decide.verdict`. The steps, each an early
+return:
+
+1. the duel's campaign locked; a duel the caller may not see is a 404;
+2. a hybrid judge's duel goes to that judge's recorder (:mod:`service.campaigns.hybrid_tx`:
+   its records enter in draw order);
+3. an automatic judge's charges (capped at the judge's bound; a lying judge's verdict becomes
+   a judge error and pauses the campaign);
+4. :func:`service.decide.verdict.refusal` (a duel expired meanwhile is marked so);
+5. the score; it enters the policy now, or, sampling without replacement, in position
+   order with the pair's held outcomes (:func:`_release`);
+6. :func:`service.decide.verdict.ending` (certification, ``max_duels``, budget, a fault),
+   and one write of the duel, the released outcomes and the campaign.
+
+A verdict counts exactly once: the duel moves ``pending -> judged`` by a conditional
+UPDATE in the transaction that updates the policy.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from algorithms.vocabulary import CampaignStatus, DuelStatus
+
+from ..campaigns import hybrid, rules
+from ..campaigns.judge_charges import Judgement, price_judge
+from ..campaigns.policy_cache import policy_snapshot
+from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
+from ..campaigns.types import Conflict, DuelOutcome, NotFound
+from ..decide import verdict as deciding
+from ..models import utcnow
+from ..redaction import redact, redact_json
+from .decisions import CampaignConfig, DuelRow, config_of, not_handled, policy_at
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .service_port import HotService
+
+
+async def decide_verdict(svc: HotService, tx, duel_id: int, j: Judgement) -> DuelOutcome:
+    """Record ``j`` on duel ``duel_id``; a refusal is raised (what was written before it commits)."""
+    p = j.principal
+    hint = p.campaign_id if p is not None else None  # an annotator's campaign (else learnt from the duel)
+    crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
+    if crow is None or drow is None or (p is not None and not p.can_access(crow.id)):
+        raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
+    if p is not None and not p.admin and not rules.annotator_owns(drow.requested_by, p.label):
+        raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
+    cfg = await config_of(svc, tx, crow.id)
+    if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
+        raise not_handled(crow.id)
+    if hybrid.is_hybrid(cfg.judge):
+        return await tx.hybrid_verdict(svc, duel_id, j)
+    now = utcnow()
+    judge_nusd = await _charge_judge(tx, crow.id, cfg, drow, j, now)
+    refused = deciding.refusal(
+        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
+    )
+    if refused is not None:
+        if j.fault is not None and crow.status == CampaignStatus.RUNNING:  # the fault still pauses it
+            await tx.finish(crow.id, _paused(j.fault), now)
+        if refused.expire:
+            await tx.expire_duel(duel_id, crow.id, now)
+        elif judge_nusd:
+            await tx.touch(crow.id, now)
+        raise refused.error
+    return await _record(svc, tx, crow, state, drow, cfg, j, judge_nusd, now)
+
+
+def _paused(fault: str) -> deciding.Ending:
+    """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
+    return deciding.Ending(CampaignStatus.STOPPED, deciding.fault_reason(fault), rules.END_LIMIT_PROVIDER)
+
+
+async def _charge_judge(tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:
+    """An automatic judge's charges (nothing for a vote); returns the amount charged."""
+    if not j.judge_cost and j.reused_verdict is None and j.verdict_claim is None:
+        return 0
+    reference = await tx.reference(campaign_id, drow.prompt_index) if j.judge_cost else None
+    stale = rules.is_stale(drow.expires_at, now)
+    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id)
+    await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
+    return amount
+
+
+async def _record(svc: HotService, tx, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now):
+    """The verdict counts: the duel, the policy's record, the campaign and its end, if it ends."""
+    fee = rules.vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
+    d = DuelRow(**drow._asdict())
+    d.cost_nusd = int(d.cost_nusd or 0) + judge_nusd + fee
+    d.judged_by, d.judged_at = j.judged_by, now
+    keys = svc.secret_keys(cfg.models, cfg.judge)
+    d.judge_detail = redact_json(jsonable(j.judge_detail), keys) if j.judge_detail else None
+    score = None
+    if j.choice is None:
+        d.status = DuelStatus.FAILED
+        d.error = clean_text(redact(f"judge error: {j.judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
+    else:
+        d.status, d.choice = DuelStatus.JUDGED, j.choice
+        score = rules.score_of(
+            j.choice,
+            d.model_i,
+            d.model_a,
+            d.model_b,
+            cfg.tie_policy,
+            cfg.seed,
+            d.number,
+            j.judge_score,
+            draw_key=cfg.draw_key,
+        )
+        d.score = score
+    released: dict[int, int] = {}
+    stopped, policy = None, None
+    if score is not None:
+        policy = await policy_at(svc, tx, crow.id, crow.event_seq, state)
+        if rules.is_wor(cfg.prompt_sampling) and d.position is not None:
+            released = await _release(tx, crow, d, policy)
+        else:
+            policy.record(d.model_i, d.model_j, score)
+            released = {d.id: crow.event_seq + 1}
+        if released:
+            stopped = _stopped(policy, cfg)
+    d.counted, d.record_seq = d.id in released, released.get(d.id)
+    judged_n = int(j.choice is not None)
+    end = deciding.ending(
+        stopped,
+        j.choice is not None,
+        crow.max_duels,
+        crow.duels_judged + judged_n,
+        crow.budget_nusd,
+        crow.spend_nusd + judge_nusd + fee,
+        j.fault,
+    )
+    recorded = None
+    if released:
+        seq = max(released.values())
+        policy_state, counts, stats, leader = policy_snapshot(policy)
+        recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
+        recorded["n_counted"] = len(released)
+    judged = {
+        "did": d.id,
+        "status": d.status,
+        "choice": d.choice,
+        "score": d.score,
+        "counted": d.counted,
+        "judged_by": d.judged_by,
+        "judge_detail": d.judge_detail,
+        "error": d.error,
+        "now": now,
+        "record_seq": d.record_seq,
+        "fee": fee,
+    }
+    campaign = {"cid": crow.id, "now": now, "fee": fee, "n_judged": judged_n, "n_failed": 1 - judged_n}
+    others = [(i, s) for i, s in released.items() if i != d.id]  # outcomes held for an earlier position
+    if not await tx.vote_writes(judged, campaign, recorded, end, others):
+        raise Conflict(f"duel {d.id} already has a verdict")  # cannot happen under the lock; never count twice
+    if policy is not None:  # recorded, or unchanged (held): the policy goes back to the cache
+        at = recorded["seq"] if recorded is not None else crow.event_seq
+        tx.after_commit = lambda: svc.policies.put(crow.id, at, policy)
+    c = SimpleNamespace(id=crow.id, models=cfg.models, status=end.status if end is not None else CampaignStatus.RUNNING)
+    c.tie_policy, c.seed = cfg.tie_policy, cfg.seed
+    view = svc.duel_view(d, c)
+    return DuelOutcome(d.id, d.status, ended=end is not None, failed=j.choice is None, error=d.error, view=view)
+
+
+async def _release(tx, crow, d: DuelRow, policy) -> dict[int, int]:
+    """Sampling without replacement: the pair's outcomes enter the policy in position order. This
+    one, and the held ones after it, enter when every earlier position is recorded; each takes the
+    next ``event_seq`` as its ``record_seq`` (replay sees them in the policy's order). Stops at a
+    gap or when the policy stops. Returns {duel id: record_seq}."""
+    recorded, rows = await tx.pair_outcomes(crow.id, d.model_i, d.model_j)
+    held: dict[int, Any] = {}
+    for r in sorted([*rows, SimpleNamespace(id=d.id, position=d.position, score=d.score)], key=lambda r: r.id):
+        held.setdefault(int(r.position), r)
+    out: dict[int, int] = {}
+    seq = crow.event_seq
+    for r in rules.next_in_order(int(recorded), held):
+        policy.record(d.model_i, d.model_j, float(r.score))
+        seq += 1
+        out[int(r.id)] = seq
+        if policy.should_stop():
+            break
+    return out
+
+
+def _stopped(policy, cfg: CampaignConfig) -> deciding.Ending | None:
+    """The ending of a policy whose stopping rule fired with the scores just recorded, else None."""
+    if not policy.should_stop():
+        return None
+    verdict = getattr(policy, "verdict", None)
+    winner = None if verdict in deciding.NO_WINNER else int(policy.recommendation())
+    return deciding.stop_ending(verdict, winner, cfg.algorithm, cfg.delta, cfg.n_prompts)
