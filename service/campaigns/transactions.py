@@ -1,6 +1,6 @@
 """The campaign's write transactions (each one locks the campaign row first).
 
-See :mod:`service.campaigns.service` for the life of a duel. Every decision goes
+See :mod:`service.campaigns.orchestration` for the life of a duel. Every decision goes
 through :mod:`service.campaigns.rules`, as on the hot path.
 """
 
