@@ -23,7 +23,7 @@ from test_reserve import URL, _human_body, _model, _reply, _tag
 
 from service.app import create_app
 from service.campaigns import rules
-from service.campaigns.orchestration import CALL_OUTLIVED_EXPIRY, JUDGE_OUTLIVED_EXPIRY
+from service.campaigns.calls import CALL_OUTLIVED_EXPIRY, JUDGE_OUTLIVED_EXPIRY
 from service.models import BudgetHold, Charge, Duel
 
 
@@ -119,13 +119,13 @@ async def test_a_judgement_past_the_pending_expiry_is_abandoned_as_a_judge_error
 async def test_a_pre_generation_call_past_its_hold_is_abandoned_and_the_hold_released(quick):
     from service.schemas import CampaignCreate
 
-    svc = quick
+    svc, pregen = quick, quick.pregen
     tag = _tag()
     cid = svc.create_campaign(CampaignCreate.model_validate(_human_body(tag, [f"q{n}" for n in range(4)], 5.0)))
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(side_effect=_slow(3.0))
         t0 = time.monotonic()
-        assert await svc.pregenerate(cid) == -1  # the call failed (abandoned)
+        assert await pregen.pregenerate(cid) == -1  # the call failed (abandoned)
         assert time.monotonic() - t0 < 2.0
     assert _charged(svc, cid) == 0
     with svc.db.read() as s:

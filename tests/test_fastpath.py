@@ -359,7 +359,7 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
 
     monkeypatch.setattr(rules, "new_draw_key", lambda: "3c" * 32)
     svc = api.app.state.campaigns.cycle
-    monkeypatch.setattr(svc, "schedule_pregeneration", lambda cid: None)  # no background answers: a fixed store
+    monkeypatch.setattr(svc.pregen, "schedule", lambda cid: None)  # no background answers: a fixed store
     # the policy's marginal costs refreshed before every plan, not by a timer: the same pairs on every path
     monkeypatch.setattr(api.app.state.campaigns.stores, "store_costs_ttl", 0.0)
     refresh = svc.update_store_costs

@@ -60,10 +60,10 @@ def test_counts_from_the_verdict_details():
 async def fake(api):
     app = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
-    await svc._http.aclose()
-    svc._http = None
+    await svc.calls._http.aclose()
+    svc.calls._http = None
 
 
 async def _campaign(api, tag, verdicts=None, n_duels=12):

@@ -58,10 +58,10 @@ async def _run(api, fake, names, orders, n_duels, seed=7, verdicts="fresh"):
 async def fake(api):
     app = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
-    await svc._http.aclose()
-    svc._http = None
+    await svc.calls._http.aclose()
+    svc.calls._http = None
 
 
 async def test_one_order_makes_one_judge_call_per_duel_and_halves_c_j(api, fake):

@@ -103,10 +103,10 @@ async def test_bad_jury_configs_are_422(api, judge, where):
 async def fake(api):
     app = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
-    await svc._http.aclose()
-    svc._http = None
+    await svc.calls._http.aclose()
+    svc.calls._http = None
 
 
 async def _campaign(api, tag, verdicts, n_duels):

@@ -349,6 +349,7 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
     from service.campaigns.pregeneration import PREGEN_DUELS, planned_prompts
 
     svc = api.app.state.campaigns.cycle
+    pregen = api.app.state.campaigns.pregen
     monkeypatch.setattr(rules, "new_draw_key", lambda: "7a" * 32)
     tag = _tag()
     prompts = [f"pregen budget question {n}" for n in range(8)]
@@ -381,10 +382,10 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
         first = r.json()
         wanted = set(planned_prompts(6, 1, len(prompts), PREGEN_DUELS, "7a" * 32))
         for _ in range(400):  # the background pre-generation of the next duels' answers
-            if not svc.__dict__.get("_pregen_busy"):
+            if not pregen.busy:
                 break
             await asyncio.sleep(0.05)
-        assert not svc.__dict__.get("_pregen_busy")
+        assert not pregen.busy
         assert _holds(svc, cid) == 0  # every hold was released with its charge
         with svc.db.read() as s:
             pre = s.execute(
@@ -411,7 +412,7 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
             if r.status_code != 201:
                 break
         for _ in range(400):
-            if not svc.__dict__.get("_pregen_busy"):
+            if not pregen.busy:
                 break
             await asyncio.sleep(0.05)
     c = (await api.get(f"/v1/campaigns/{cid}")).json()
@@ -423,13 +424,14 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
 
 async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
     svc = api.app.state.campaigns.cycle
+    pregen = api.app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"hold question {n}" for n in range(3)]
     started = utcnow() - dt.timedelta(seconds=1)
     cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 5.0))).json()["id"]
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(return_value=httpx.Response(500, json={"error": "down"}))
-        assert await svc.pregenerate(cid) == -1
+        assert await pregen.pregenerate(cid) == -1
     assert _holds(svc, cid) == 0 and _ledger(svc, cid) == 0
     with svc.db.read() as s:  # the failed call's claim was released too (this test's claims: other tests
         # of the session share the database and may leave a claim for a take-over to find)
@@ -440,7 +442,7 @@ async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
         assert not s.execute(select(StoredAnswer.id).where(StoredAnswer.status == stores.GENERATING, *mine)).first()
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply(100))
-        paid = await svc.pregenerate(cid)
+        paid = await pregen.pregenerate(cid)
     assert paid == calls.call_count > 0
     with svc.db.read() as s:  # the filter above sees this test's answers (it is not vacuous)
         assert s.execute(select(func.count(StoredAnswer.id)).where(*mine)).scalar_one() >= paid
@@ -451,13 +453,14 @@ async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
 
 async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_lapses(api):
     svc = api.app.state.campaigns.cycle
+    pregen = api.app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"tight question {n}" for n in range(3)]
     bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
     cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 0.9 * bound / 1e9))).json()["id"]
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply(100))
-        assert await svc.pregenerate(cid) == -1  # no room: pre-generation pauses for the campaign
+        assert await pregen.pregenerate(cid) == -1  # no room: pre-generation pauses for the campaign
         assert calls.call_count == 0  # not one call: its bound does not fit
     # a hold left by a process that died: counted until it expires, then ignored
     cid = (await api.post("/v1/campaigns", json=_human_body(tag + "x", prompts, 3.5 * bound / 1e9))).json()["id"]
@@ -474,7 +477,7 @@ async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_la
         )
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply(100))
-        assert await svc.pregenerate(cid) == -1 and calls.call_count == 0
+        assert await pregen.pregenerate(cid) == -1 and calls.call_count == 0
         r = await api.post(f"/v1/campaigns/{cid}/duels")
         assert r.status_code == 409 and "pre-generated" in r.text, r.text  # held: retry later, not ended
         with svc.db.write() as s:  # the dead process's hold expires
@@ -483,7 +486,7 @@ async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_la
                 .where(BudgetHold.campaign_id == cid)
                 .values(expires_at=now - dt.timedelta(seconds=1))
             )
-        assert await svc.pregenerate(cid) > 0
+        assert await pregen.pregenerate(cid) > 0
     assert _holds(svc, cid) == 0  # the expired hold was cleared on the way
     assert _ledger(svc, cid) <= 3.5 * bound
 
@@ -494,8 +497,9 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
     from service.app import create_app
 
     svc = api.app.state.campaigns.cycle
+    pregen = api.app.state.campaigns.pregen
     other_app = create_app(make_settings(db_url))
-    other = other_app.state.campaigns.cycle
+    other = other_app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"two services question {n}" for n in range(12)]
     bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
@@ -517,7 +521,7 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
             calls = mock.post(URL).mock(side_effect=slow)
             paid = 0
             for _ in range(3):
-                got = await asyncio.gather(svc.pregenerate(cid), other.pregenerate(cid))
+                got = await asyncio.gather(pregen.pregenerate(cid), other.pregenerate(cid))
                 assert min(got) >= -1  # -1: no call's bound fit (nothing paid), never a failure here
                 paid += sum(max(g, 0) for g in got)
             assert calls.call_count == paid  # every call made was paid and stored: none failed

@@ -19,7 +19,7 @@ def svc(db_url):
     from service.app import create_app
 
     app = create_app(make_settings(db_url))
-    yield app.state.campaigns.cycle
+    yield app.state.campaigns  # claims through its stores, single flight through its calls
     app.state.db.dispose()
 
 
@@ -45,18 +45,18 @@ def test_claims_wait_take_over_and_become_ready(svc):
     key = uuid.uuid4().hex
     cols = {"model_key": "mk", "prompt_hash": "ph"}
     lease = dt.timedelta(seconds=60)
-    status, row_id = svc.claim_tx("answer", key, cols, lease)
+    status, row_id = svc.stores.claim_tx("answer", key, cols, lease)
     assert status == "claimed"
-    assert svc.claim_tx("answer", key, cols, lease) == ("wait", None)  # another caller: wait, do not pay
-    status, again = svc.claim_tx("answer", key, cols, dt.timedelta(0))  # the claim outlived its lease
+    assert svc.stores.claim_tx("answer", key, cols, lease) == ("wait", None)  # another caller: wait, do not pay
+    status, again = svc.stores.claim_tx("answer", key, cols, dt.timedelta(0))  # the claim outlived its lease
     assert (status, again) == ("claimed", row_id)
     claim = stores.Claim("answer", row_id, key)
     with svc.db.write() as s:
         stores.finalize_answer(s, claim, Completion("stored text", 3, 4, 0.1, 0.0), "stored text", 100, 7)
-    status, stored = svc.claim_tx("answer", key, cols, lease)
+    status, stored = svc.stores.claim_tx("answer", key, cols, lease)
     assert status == "ready" and stored.text == "stored text" and stored.charge_id == 7
-    svc.release_tx(claim)  # never drops a ready answer
-    assert svc.claim_tx("answer", key, cols, lease)[0] == "ready"
+    svc.stores.release_tx(claim)  # never drops a ready answer
+    assert svc.stores.claim_tx("answer", key, cols, lease)[0] == "ready"
 
 
 def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
@@ -65,34 +65,34 @@ def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
     lease = dt.timedelta(seconds=60)
     key = uuid.uuid4().hex
     cols = {"model_key": "mk", "prompt_hash": "ph"}
-    _, row_id = svc.claim_tx("answer", key, cols, lease)
-    _, taken = svc.claim_tx("answer", key, cols, dt.timedelta(0))  # taken over by a second caller
+    _, row_id = svc.stores.claim_tx("answer", key, cols, lease)
+    _, taken = svc.stores.claim_tx("answer", key, cols, dt.timedelta(0))  # taken over by a second caller
     assert taken == row_id
     with svc.db.write() as s:  # the taker stores first
         stores.finalize_answer(s, stores.Claim("answer", row_id, key), Completion("T2", 1, 2, 0.1, 0.0), "T2", 100, 8)
     with svc.db.write() as s:  # then the first caller, late
         stores.finalize_answer(s, stores.Claim("answer", row_id, key), Completion("T1", 1, 2, 0.1, 0.0), "T1", 100, 9)
-    status, stored = svc.claim_tx("answer", key, cols, lease)
+    status, stored = svc.stores.claim_tx("answer", key, cols, lease)
     assert (status, stored.text, stored.charge_id) == ("ready", "T2", 8)
 
     vkey = uuid.uuid4().hex
     vcols = {"judge_key": "jk", "prompt_hash": "ph"}
-    _, vrow = svc.claim_tx("verdict", vkey, vcols, lease)
-    svc.claim_tx("verdict", vkey, vcols, dt.timedelta(0))
+    _, vrow = svc.stores.claim_tx("verdict", vkey, vcols, lease)
+    svc.stores.claim_tx("verdict", vkey, vcols, dt.timedelta(0))
     with svc.db.write() as s:
         stores.finalize_verdict(s, stores.Claim("verdict", vrow, vkey), "a", {"n": 2}, 10, 11)
     with svc.db.write() as s:
         stores.finalize_verdict(s, stores.Claim("verdict", vrow, vkey), "b", {"n": 1}, 10, 12)
-    status, stored = svc.claim_tx("verdict", vkey, vcols, lease)
+    status, stored = svc.stores.claim_tx("verdict", vkey, vcols, lease)
     assert (status, stored.choice, stored.charge_id) == ("ready", "a", 11)
 
 
 def test_a_released_claim_lets_the_next_caller_pay(svc):
     key = uuid.uuid4().hex
     cols = {"model_key": "mk", "prompt_hash": "ph"}
-    status, row_id = svc.claim_tx("answer", key, cols, dt.timedelta(seconds=60))
-    svc.release_tx(stores.Claim("answer", row_id, key))
-    assert svc.claim_tx("answer", key, cols, dt.timedelta(seconds=60))[0] == "claimed"
+    status, row_id = svc.stores.claim_tx("answer", key, cols, dt.timedelta(seconds=60))
+    svc.stores.release_tx(stores.Claim("answer", row_id, key))
+    assert svc.stores.claim_tx("answer", key, cols, dt.timedelta(seconds=60))[0] == "claimed"
 
 
 async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
@@ -106,16 +106,16 @@ async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
             return ClientError("provider down", status_code=503, attempts=1)
         return Completion("the answer", 3, 4, 0.1, 0.2)
 
-    svc._call_model = call
+    svc.calls.call_model = call
     prompt, model = f"q {uuid.uuid4().hex}", f"m-{uuid.uuid4().hex[:8]}"
 
     async def duel():
         plan = _plan(prompt, model)
-        res = await svc._answer(plan, 0)
+        res = await svc.calls.answer(plan, 0)
         if 0 in plan.claims and isinstance(res, Completion):
             with svc.db.write() as s:  # what store_answers_tx does for a paid answer
                 stores.finalize_answer(s, plan.claims[0], res, res.text, 100, None)
-        await svc._settle_claims(plan, [0])
+        await svc.calls.settle_claims(plan, [0])
         return res
 
     # a failed call is not stored: the waiting duel calls again (and fails again), nothing is stored

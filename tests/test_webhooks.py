@@ -206,7 +206,7 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
         assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.campaigns.webhooks.owner_id
         crashed = time.monotonic()
         second = _app(db_url, webhook_timeout_seconds=0.5)
-        second.state.campaigns.cycle.ensure_keeper()  # what the app's startup does
+        second.state.campaigns.keeper.ensure()  # what the app's startup does
         async with _client(second) as api:
             await _wait_state(api, cid, "sent", timeout=60)
         assert time.monotonic() - crashed >= 3.0  # not before the claim expired
@@ -288,7 +288,7 @@ async def test_a_webhook_left_sending_before_the_upgrade_is_delivered_after_it(e
     upgrade_database(empty_db_url, "head")
     app = _app(empty_db_url)
     try:
-        app.state.campaigns.cycle.ensure_keeper()
+        app.state.campaigns.keeper.ensure()
         async with _client(app) as api:
             await _wait_state(api, ids["sending"], "sent")
             assert (await api.get(f"/v1/campaigns/{ids['sent']}")).json()["webhook_state"] == "sent"

@@ -8,26 +8,32 @@
 * :mod:`.transactions`: the locked write transactions (general ORM path);
 * :mod:`.views`: read-only views (what each caller may see), JSON forms, diffs;
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
-* :mod:`.orchestration`: one duel end to end (model calls, judge; hot path or
-  general transactions, see :mod:`service.hotpath`);
+* :mod:`.orchestration`: :class:`Cycle`, the vote cycle: its transactions
+  (:mod:`.transactions`) and one duel end to end (hot path or general
+  transactions, see :mod:`service.hotpath`);
+* :mod:`.calls`: :class:`Calls`, the model and judge calls and the stores'
+  single flight; :mod:`.pregeneration`: :class:`Pregeneration`, answers made
+  ahead for annotators; :mod:`.endings`: how a campaign ends;
+  :mod:`.prompt_cache`: the prompts of this process's campaigns;
 * :mod:`.runner`: background runs (:class:`Runs`), the failure cap, and the
   keeper's beat (heartbeat, take-over, webhook sends);
 * :mod:`.leases`: one owner per background run (lease, heartbeat, take-over);
 * :mod:`.webhooks`: the webhook outbox (at-least-once, retried) and
   :mod:`.webhook_signature`: the HMAC signature of its requests;
 * :mod:`.tasks`: a process's background tasks, and blocking work in a thread;
-* :mod:`.cycle`: :class:`Cycle`, the vote cycle (transactions, orchestration, pre-generation);
 * :mod:`.container`: :class:`Campaigns`, every object above built once per process
   with its collaborators (:func:`build_campaigns`), handed to the API, the web pages,
   the CLI and the demo.
 """
 
 from .annotators import Annotators
+from .calls import Calls
 from .container import Campaigns, build_campaigns
-from .cycle import Cycle
 from .forecasting import Forecasts
 from .leases import Leases
+from .orchestration import Cycle
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
+from .pregeneration import Pregeneration
 from .replay import Replay
 from .results import Results
 from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
@@ -60,6 +66,7 @@ __all__ = [
     "build_campaigns",
     "CampaignEnded",
     "Background",
+    "Calls",
     "Cycle",
     "Keeper",
     "Leases",
@@ -73,6 +80,7 @@ __all__ = [
     "HeldDuel",
     "NotFound",
     "PolicyCache",
+    "Pregeneration",
     "ReplayResult",
     "Unprocessable",
     "clean_text",

@@ -13,9 +13,13 @@ from ..auth import TokenCache
 from ..config import Settings
 from ..db import Database
 from .annotators import Annotators
-from .cycle import Cycle
+from .calls import Calls
+from .endings import Endings
 from .forecasting import Forecasts
 from .leases import Leases, new_owner_id
+from .orchestration import Cycle
+from .pregeneration import Pregeneration
+from .prompt_cache import PromptCache
 from .replay import Replay
 from .results import Results
 from .runner import Runs
@@ -42,6 +46,8 @@ class Campaigns:
     webhooks: Webhooks
     leases: Leases
     stores: Stores
+    calls: Calls
+    pregen: Pregeneration
     cycle: Cycle
     runs: Runs
 
@@ -50,7 +56,7 @@ class Campaigns:
         the HTTP clients."""
         await self.runs.cancel_runs()
         self.background.cancel_all()
-        await self.cycle.close_clients()
+        await self.calls.close_clients()
         await self.webhooks.aclose()
 
 
@@ -64,8 +70,12 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     webhooks = Webhooks(settings, db, views, background, owner_id)
     leases = Leases(settings, db, owner_id)
     stores = Stores(db, background)
-    cycle = Cycle(settings, db, views, webhooks, leases, stores, keeper, background)
-    runs = Runs(settings, db, cycle, leases, stores, webhooks, keeper, background)
+    prompts = PromptCache(db)
+    endings = Endings(webhooks.enqueue_webhook)
+    calls = Calls(settings, db, prompts, stores, keeper)
+    pregen = Pregeneration(settings, db, calls, background, endings)
+    cycle = Cycle(settings, db, views, webhooks, leases, stores, calls, pregen, endings, prompts)
+    runs = Runs(settings, db, cycle, calls, leases, stores, webhooks, keeper, background)
     keeper.beats.append(runs.beat)
     return Campaigns(
         settings=settings,
@@ -81,6 +91,8 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
         webhooks=webhooks,
         leases=leases,
         stores=stores,
+        calls=calls,
+        pregen=pregen,
         cycle=cycle,
         runs=runs,
     )

@@ -32,11 +32,16 @@ from sqlalchemy import insert, select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 
 from ..clients import Completion
+from ..config import Settings
+from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..redaction import redact
 from . import holds, ledger, rules, stores
+from .calls import Calls
+from .endings import Endings
 from .rules import clean_text
-from .tasks import in_thread
+from .tasks import Background, in_thread
+from .transactions import call_expiry, secret_keys
 from .types import DuelPlan
 
 log = logging.getLogger("llmduel.campaigns")
@@ -57,13 +62,27 @@ def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int, draw_
 
 
 class Pregeneration:
-    """Background pre-generation of the answers the next duels need (human judges, answer reuse)."""
+    """Background pre-generation of the answers the next duels need (human judges, answer reuse).
 
-    def schedule_pregeneration(self, campaign_id: int) -> None:
+    Owns its tasks' bookkeeping: the campaigns being pre-generated (``busy``) and those paused
+    after a failed call (``paused``). Calls the models through ``calls`` (the stores' single
+    flight included), spawns its tasks on ``background``, and pauses a campaign on a provider
+    fault through ``endings``; its transactions (budget holds, the charged answer) are its own."""
+
+    def __init__(self, settings: Settings, db: Database, calls: Calls, background: Background, endings: Endings):
+        self.settings = settings
+        self.db = db
+        self.calls = calls
+        self.background = background
+        self.endings = endings
+        self.call_expiry = call_expiry(settings)  # the cycle's bound of one call's reservation
+        self.busy: set[int] = set()  # campaigns with a pre-generation task under way
+        self.paused: dict[int, float] = {}  # campaign id -> time.monotonic() until which it is not pre-generated
+
+    def schedule(self, campaign_id: int) -> None:
         """After an annotator's next-duel: pre-generate in the background (one task per campaign;
         paused for ``PREGEN_PAUSE_S`` after a failed call, so a failing provider is not called more)."""
-        busy: set = self.__dict__.setdefault("_pregen_busy", set())
-        paused: dict = self.__dict__.setdefault("_pregen_paused", {})
+        busy, paused = self.busy, self.paused
         if campaign_id in busy or paused.get(campaign_id, 0.0) > time.monotonic():
             return
         busy.add(campaign_id)
@@ -81,7 +100,7 @@ class Pregeneration:
 
         self.background.spawn(run())
 
-    def pregen_targets_tx(self, campaign_id: int, k: int = PREGEN_DUELS) -> tuple[DuelPlan, list] | None:
+    def targets_tx(self, campaign_id: int, k: int = PREGEN_DUELS) -> tuple[DuelPlan, list] | None:
         """What to pre-generate: a plan-like context and [(model index, prompt, key, model_key, prompt_hash)]."""
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
@@ -129,7 +148,7 @@ class Pregeneration:
         """Generate the missing answers of the next planned duels; returns how many were paid for,
         or -1 when a call failed, or when nothing was paid because no call's bound fit the budget
         (the remaining ones are not made, and pre-generation pauses for the campaign)."""
-        found = await in_thread(self.pregen_targets_tx, campaign_id)
+        found = await in_thread(self.targets_tx, campaign_id)
         if not found:
             return 0
         context, targets = found
@@ -143,16 +162,16 @@ class Pregeneration:
                     return 0
                 plan = DuelPlan(**{**context.__dict__, "prompt": prompt, "claims": {}})
                 try:
-                    stored = await self._acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
+                    stored = await self.calls.acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
                     if stored is not None:
                         return 0
-                    hold = await in_thread(self.hold_pregen_tx, campaign_id, n, prompt, key)
+                    hold = await in_thread(self.hold_tx, campaign_id, n, prompt, key)
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
                     plan.deadline = rules.call_deadline(self.call_expiry)  # the hold lapses then
                     try:
-                        res = await self._call_model(plan, n, turns)
+                        res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):
                             await in_thread(
                                 self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold, prompt
@@ -165,12 +184,12 @@ class Pregeneration:
                         if hold is not None:
                             await asyncio.shield(in_thread(self.release_hold_tx, hold))
                 finally:
-                    await self._settle_claims(plan, [n])
+                    await self.calls.settle_claims(plan, [n])
 
         paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
         return -1 if failed or (no_room and not paid) else paid
 
-    def hold_pregen_tx(self, campaign_id: int, n: int, prompt: str, key: str) -> int | None:
+    def hold_tx(self, campaign_id: int, n: int, prompt: str, key: str) -> int | None:
         """Hold the bound of model ``n``'s call on ``prompt`` against the budget (locked); the hold's
         id, or None when the campaign no longer runs or the bound does not fit."""
         now = utcnow()
@@ -247,7 +266,7 @@ class Pregeneration:
                     .execution_options(synchronize_session=False)
                 )
             if charge.fault is not None:
-                self.pause_for_fault(s, c, charge.fault, now)
+                self.endings.pause_for_fault(s, c, charge.fault, now)
                 return
-            text = redact(clean_text(res.text), self.secret_keys(c.models, c.judge))  # as a duel's answer
+            text = redact(clean_text(res.text), secret_keys(self.settings, c.models, c.judge))  # as a duel's answer
             stores.finalize_answer(s, claim, res, text, amount, charge_id)

@@ -15,8 +15,9 @@ from sqlalchemy.exc import DBAPIError
 
 from ..config import Settings
 from ..db import Database
-from .cycle import Cycle
+from .calls import Calls
 from .leases import Leases
+from .orchestration import Cycle
 from .resume import resume_limits_tx
 from .stores import Stores
 from .tasks import Background, Keeper, in_thread
@@ -52,14 +53,15 @@ class Runs:
     """This process's background runs: start, resume, take over, and the keeper's beat.
 
     Owns the run tasks; plans and executes duels through ``cycle``, takes and renews
-    leases through ``leases``, and keeps the store claims of the cycle's calls alive
-    through ``stores``. :meth:`beat` is the keeper's one heartbeat (:class:`~.tasks.Keeper`)."""
+    leases through ``leases``, and keeps the store claims of the calls under way
+    (``calls.live_claims``) alive through ``stores``. :meth:`beat` is the keeper's one heartbeat (:class:`~.tasks.Keeper`)."""
 
     def __init__(
         self,
         settings: Settings,
         db: Database,
         cycle: Cycle,
+        calls: Calls,
         leases: Leases,
         stores: Stores,
         webhooks: Webhooks,
@@ -69,6 +71,7 @@ class Runs:
         self.settings = settings
         self.db = db
         self.cycle = cycle
+        self.calls = calls
         self.leases = leases
         self.stores = stores
         self.webhooks = webhooks
@@ -102,7 +105,7 @@ class Runs:
             kept = await in_thread(self.leases.renew_leases_tx, mine)
             for cid in set(mine) - kept:  # taken over meanwhile: the plan's fencing ends the loop
                 log.info("campaign %s: this process no longer owns its run", cid)
-        live = list(self.cycle.live_claims)
+        live = list(self.calls.live_claims)
         if live:  # store claims of calls under way here: still alive
             await in_thread(self.stores.renew_claims_tx, live)
         if self.settings.resume_runs:

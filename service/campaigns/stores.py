@@ -164,7 +164,7 @@ def verdict_question(prompt: str, reference: str | None) -> str:
 
 def duel_verdict_key(judge: dict, prompt: str, reference: str | None, hash_a: str, hash_b: str) -> str:
     """The verdict-store key of a duel whose answers shown as a and b have text hashes ``hash_a`` and
-    ``hash_b`` (the key :meth:`DuelOrchestration._verdict` asks for; see :func:`verdict_order`)."""
+    ``hash_b`` (the key :meth:`.calls.Calls.verdict` asks for; see :func:`verdict_order`)."""
     swapped, order = stored_order(judge, hash_a, hash_b)
     first, second = (hash_b, hash_a) if swapped else (hash_a, hash_b)
     return verdict_key_of_hashes(
@@ -227,7 +227,7 @@ def duel_answer_keys(answers: str | None, models: Sequence[dict], i: int, j: int
     """The answer-store keys of a duel on (``i``, ``j``), by model index, for the models that use the store.
 
     Two models with one generation config share a key; the duel takes the stored
-    answer for ``i`` only and calls ``j`` (:meth:`DuelOrchestration._acquire`), so only
+    answer for ``i`` only and calls ``j`` (:meth:`.calls.Calls.acquire`), so only
     ``i`` is listed.
     """
     out: dict[int, str] = {}

@@ -1,6 +1,6 @@
 """The campaign's write transactions (each one locks the campaign row first).
 
-See :mod:`service.campaigns.service` for the life of a duel. Every decision goes
+See :mod:`service.campaigns.orchestration` for the life of a duel. Every decision goes
 through :mod:`service.campaigns.rules`, as on the hot path.
 """
 
@@ -20,12 +20,11 @@ from ..auth import Principal, hash_token, new_token
 from ..clients import Completion
 from ..config import Settings
 from ..decide import answers as cycle_answers
-from ..decide import verdict as cycle_verdict
 from ..models import Annotator, Campaign, Charge, Duel, Prompt, to_nusd, utcnow
 from ..prompts import normalize_prompt
 from ..redaction import configured_keys, redact
 from ..schemas import CampaignCreate
-from . import holds, hybrid, hybrid_tx, ledger, rules, stores
+from . import holds, hybrid, hybrid_tx, rules, stores
 from .credentials import require_key_envs
 from .judge_charges import Judgement
 from .policy_cache import PolicyCache, new_campaign_policy, policy_snapshot
@@ -41,68 +40,31 @@ from .webhooks import new_webhook_secret
 log = logging.getLogger("llmduel.campaigns")
 
 
+def call_expiry(settings: Settings) -> dt.timedelta:
+    """How long a model call may hold its reservation: the call timeout, at most the duel expiry."""
+    return dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
+
+
+def secret_keys(settings: Settings, models: list, judge: dict) -> tuple[str, ...]:
+    """The keys a campaign's stored text must not contain (service.redaction)."""
+    return configured_keys(models, judge, extra=(settings.api_key,))
+
+
 class CampaignTransactions:
     """The locked write transactions (synchronous: they run in worker threads)."""
 
     def init_transactions(self, settings: Settings) -> None:
         self.pending_expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)  # a duel waiting for its verdict
-        self.call_expiry = dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))
+        self.call_expiry = call_expiry(settings)
         self.policies = PolicyCache()
         self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
-        self._prompts: dict[tuple[int, int], str] = {}
-        self._prompt_extras: dict[tuple[int, int], tuple[list[str] | None, str | None]] = {}
+        self._permutations: dict[tuple[int, str, int], list[int]] = {}
         self.stored_keys = stores.StoredKeys()  # store keys seen ready (they stay ready)
-
-    def cached_prompt(self, campaign_id: int, idx: int) -> str | None:
-        return self._prompts.get((campaign_id, idx))
-
-    def remember_prompt(self, campaign_id: int, idx: int, text: str) -> str:
-        """Prompts never change once a campaign exists: they are cached per process."""
-        if len(self._prompts) >= 50_000:
-            self._prompts.clear()
-        self._prompts[(campaign_id, idx)] = text
-        return text
-
-    def cached_prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None] | None:
-        """:meth:`prompt_extras` from this process's cache only (None: not cached yet)."""
-        return self._prompt_extras.get((campaign_id, idx))
-
-    def prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None]:
-        """A prompt's user turns (None: a single turn) and reference answer; cached, they never change."""
-        extras = self.cached_prompt_extras(campaign_id, idx)
-        if extras is None:
-            with self.db.read() as s:
-                extras = self.prompt_extras_in(s, campaign_id, idx)
-        return extras
-
-    def prompt_extras_in(self, s, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None]:
-        """:meth:`prompt_extras` read in the caller's session ``s`` on a cache miss."""
-        key = (campaign_id, idx)
-        extras = self._prompt_extras.get(key)
-        if extras is None:
-            row = s.execute(
-                select(Prompt.turns, Prompt.reference).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)
-            ).first()
-            extras = (row.turns, row.reference) if row is not None else (None, None)
-            if len(self._prompt_extras) >= 50_000:
-                self._prompt_extras.clear()
-            self._prompt_extras[key] = extras
-        return extras
-
-    def prompt_text(self, s, campaign_id: int, idx: int) -> str:
-        text = self.cached_prompt(campaign_id, idx)
-        if text is None:
-            text = self.remember_prompt(
-                campaign_id,
-                idx,
-                s.execute(select(Prompt.text).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)).scalar_one(),
-            )
-        return text
 
     # ------------------------------------------------------------ sampling without replacement
     def permutation(self, c: Campaign) -> list[int]:
         """The campaign's secret prompt permutation (:func:`rules.prompt_permutation`), cached per process."""
-        cache = self.__dict__.setdefault("_permutations", {})
+        cache = self._permutations
         key = (int(c.id), c.draw_key, int(c.n_prompts))
         perm = cache.get(key)
         if perm is None:
@@ -187,49 +149,9 @@ class CampaignTransactions:
             s.flush()
             return {"id": int(row.id), "campaign_id": campaign_id, "label": label, "token": token}
 
-    # ------------------------------------------------------------ state transitions
-    def finish(
-        self,
-        s,
-        c: Campaign,
-        status: str,
-        reason: str,
-        now: dt.datetime,
-        keep_duel: int | None = None,
-        limit: str | None = None,
-    ) -> None:
-        """End a running campaign: in-flight duels are cancelled, the run stops.
-
-        ``limit``: the limit that ended it (``rules.END_LIMITS``), so that raising it continues the campaign.
-        """
-        c.status = status
-        c.end_reason = reason
-        c.end_limit = limit
-        c.ended_at = now
-        c.run_active = False
-        c.run_owner = None
-        c.run_lease_expires_at = None
-        self.enqueue_webhook(s, c, now)  # the outbox row commits with the end, or not at all
-        cond = [Duel.campaign_id == c.id, Duel.status.in_(IN_FLIGHT)]
-        if keep_duel is not None:
-            cond.append(Duel.id != keep_duel)
-        s.execute(
-            update(Duel)
-            .where(*cond)
-            .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
-            .execution_options(synchronize_session=False)
-        )
-
-    def pause_for_fault(self, s, c: Campaign, fault: str, now: dt.datetime, keep_duel: int | None = None) -> None:
-        """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with
-        ``end_limit = 'provider'``, and a PATCH of its limits continues it (rules.continue_refusal)."""
-        if c.status == CampaignStatus.RUNNING:
-            reason = cycle_verdict.fault_reason(fault)
-            self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
-
     def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
         """The keys a campaign's stored text must not contain (service.redaction)."""
-        return configured_keys(models, judge, extra=(self.settings.api_key,))
+        return secret_keys(self.settings, models, judge)
 
     def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
         """Both answers inside the plan transaction, when both models are instant.
@@ -238,7 +160,7 @@ class CampaignTransactions:
         :meth:`store_answers_tx` would record them; ([], {}) when the models must
         be called outside the transaction.
         """
-        plan.results = self.instant_results(plan)
+        plan.results = self.calls.instant_results(plan)
         if plan.results is None:
             return [], {}
         # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)

@@ -76,7 +76,7 @@ TOUCHED = (
     .where(C.id == bindparam("cid"))
     .values(version=C.version + 1, updated_at=bindparam("now"))
 )
-# A campaign's end (CampaignTransactions.finish): its status and reason, the run stopped, the
+# A campaign's end (Endings.finish): its status and reason, the run stopped, the
 # campaign.ended event in the webhook outbox, the other duels in flight cancelled.
 W = WebhookEvent.__table__.c
 FINISH = (
