@@ -5,12 +5,12 @@
   transaction path;
 * :mod:`.types`: plans, outcomes, replay results and domain errors (no HTTP codes);
 * :mod:`.policy_cache`: policies between transactions;
-* :mod:`.transactions`: the locked write transactions (general ORM path);
+* :mod:`.transactions`: the other locked write transactions (create, answers, stop, limits, runs);
 * :mod:`.views`: read-only views (what each caller may see), JSON forms, diffs;
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
 * :mod:`.orchestration`: :class:`Cycle`, the vote cycle: its transactions
-  (:mod:`.transactions`) and one duel end to end (hot path or general
-  transactions, see :mod:`service.hotpath`);
+  (:mod:`.transactions`) and one duel end to end (its plan and verdict
+  sequences are :mod:`service.hotpath`'s);
 * :mod:`.calls`: :class:`Calls`, the model and judge calls and the stores'
   single flight; :mod:`.pregeneration`: :class:`Pregeneration`, answers made
   ahead for annotators; :mod:`.endings`: how a campaign ends;

@@ -1,7 +1,7 @@
 """The campaign rules as pure functions, shared by every transaction path.
 
-The general ORM transactions (:mod:`service.campaigns.transactions`) and the hot
-path (:mod:`service.hotpath`, both its drivers) decide with these functions only,
+The vote cycle's sequences (:mod:`service.hotpath`, both drivers) and the other
+transactions (:mod:`service.campaigns.transactions`) decide with these functions only,
 so a rule cannot differ between paths. No I/O, no database objects: plain values in,
 plain values out.
 """

@@ -306,7 +306,7 @@ async def stored_for_duel(
     ``ready_answers(keys, with_text) -> {key: text or None}`` and
     ``ready_verdict(key) -> bool`` on the plan's transaction; ``reference``: an
     awaitable callable giving the prompt's reference answer. Written once for every
-    path (the general transaction runs it with :func:`run_now`).
+    path (a synchronous caller runs it with :func:`run_now`).
     """
     keys = duel_answer_keys(answers, models, i, j, prompt)
     if not keys:

@@ -1,11 +1,9 @@
-"""The hot path's plan and vote, written once for both drivers.
+"""What the plan and verdict sequences share (:mod:`.plan`, :mod:`.verdict`).
 
-:func:`decide_plan` and :func:`decide_vote` are coroutines that ask a *transaction driver*
-(:class:`service.hotpath.sync_driver.SyncTx` or
-:class:`service.hotpath.pg_driver.PgTx`) for each database round trip. They
-decide with :mod:`service.decide` and :mod:`service.campaigns.rules`, like the
-general transactions, and raise the same refusals. They are called only for campaigns
-that :func:`handles` accepts; the caller chooses the driver before the transaction.
+A campaign's configuration (:class:`CampaignConfig`, cached per process, and
+:func:`handles`, the campaigns the asyncpg driver covers), a duel's columns as plain
+attributes (:class:`DuelRow`), the policy at an ``event_seq`` (cached or rebuilt from
+its stored state), and the raising of a plan refusal or ending.
 """
 
 from __future__ import annotations

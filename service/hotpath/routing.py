@@ -1,12 +1,13 @@
 """The choice of driver for a request, made before its transaction.
 
-A request's transaction runs on the hot path when :func:`.decisions.handles` accepts
-its campaign's configuration, else it is the general ORM transaction. The
-configuration never changes once a campaign exists, so the choice comes from the
-process's cache (``svc.config_cache``); on a miss one small read fills it. A vote is
-routed by its duel's campaign: an annotator's own campaign, or for the admin the
-duel's ``campaign_id`` (one small read). A campaign or duel that does not exist is
-sent to the hot path, which answers 404 as the general transaction does.
+On PostgreSQL, a request's transaction runs on the asyncpg driver when
+:func:`.decisions.handles` accepts its campaign's configuration, else on the SQLAlchemy
+driver in a worker thread; both run the same sequence. The configuration never changes
+once a campaign exists, so the choice comes from the process's cache
+(``svc.config_cache``); on a miss one small read fills it. A vote is routed by its
+duel's campaign: an annotator's own campaign, or for the admin the duel's
+``campaign_id`` (one small read). A campaign or duel that does not exist is sent to
+the asyncpg driver, which answers 404 as the other does.
 """
 
 from __future__ import annotations

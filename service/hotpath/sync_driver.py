@@ -266,7 +266,7 @@ VOTED = (
 
 
 class SyncTx:
-    """The round trips of :func:`.decisions.decide_plan` and :func:`.decisions.decide_vote` as Core statements on one session.
+    """The round trips of :func:`.plan.decide_plan` and :func:`.verdict.decide_verdict` as Core statements on one session.
 
     Every method completes without suspending (see :func:`run_sync`). The policy
     state is never read speculatively (``None``): :func:`.decisions._policy` asks for it on a
