@@ -47,7 +47,7 @@ def main() -> int:
 
     url, conninfo, name = create_database(args.pg)
     try:
-        from service import hotpath
+        from service import cycle
         from service.app import create_app
         from service.auth import Principal
         from service.config import Settings
@@ -64,7 +64,7 @@ def main() -> int:
         ).with_database_url(url)
         app = create_app(settings)
         svc = app.state.campaigns.cycle
-        hotpath.ENABLED = args.path != "general"
+        cycle.ENABLED = args.path != "general"
         body = {
             "name": "hot path",
             "delta": 0.001,

@@ -101,7 +101,7 @@ def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
 class HotPool:
     """A small pool of asyncpg connections for the hot fast-path transactions (PostgreSQL).
 
-    They run on the event loop (:mod:`service.hotpath`), so while PostgreSQL
+    They run on the event loop (:mod:`service.cycle`), so while PostgreSQL
     works, or a transaction waits for a campaign's row lock, the loop serves other
     requests. At most ``size`` connections per process; a request waits for one
     for at most ``acquire_timeout`` seconds, then gets 503 like any unreachable

@@ -12,7 +12,7 @@ import pytest
 from conftest import ADMIN_KEY
 from service_helpers import campaign_body
 
-from service import hotpath
+from service import cycle
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
@@ -32,7 +32,7 @@ async def _token(api, cid: int) -> dict:
 @pytest.mark.parametrize("path", ["hot", "general"])
 async def test_repeated_requests_hand_back_the_same_duel(api, monkeypatch, path):
     if path == "general":
-        monkeypatch.setattr(hotpath, "ENABLED", False)
+        monkeypatch.setattr(cycle, "ENABLED", False)
     # A budget of 8 USD (2 models at 1 USD each; a duel in flight is charged and reserved): a hoarder could take it all.
     cid = await _campaign(api, costs=(1.0, 1.0), budget=8.0)
     view = (await api.get(f"/v1/campaigns/{cid}")).json()

@@ -10,7 +10,7 @@ import pytest
 from service.api.errors import domain_status
 from service.campaigns import rules
 from service.campaigns.types import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
-from service.hotpath import pg_driver
+from service.cycle import pg_driver
 
 MODELS = [{"name": "a", "cost": 0.001}, {"name": "b", "cost": 0.002}, {"name": "c", "cost": 0.004}]
 

@@ -11,7 +11,7 @@ import pytest
 import respx
 from service_helpers import campaign_body, simulated_judge
 
-from service import hotpath
+from service import cycle
 
 EVEN = [[0.5] * 3 for _ in range(3)]  # no model can be certified: only the limits end these campaigns
 
@@ -134,8 +134,8 @@ async def test_hot_path_sees_the_raised_cap(api, monkeypatch):
 
         return wrapper
 
-    monkeypatch.setattr(hotpath, "plan_duel", counting(hotpath.plan_duel))
-    monkeypatch.setattr(hotpath, "plan_duel_async", counting(hotpath.plan_duel_async))
+    monkeypatch.setattr(cycle, "plan_duel", counting(cycle.plan_duel))
+    monkeypatch.setattr(cycle, "plan_duel_async", counting(cycle.plan_duel_async))
     cid = (await api.post("/v1/campaigns", json=campaign_body(max_duels=3, delta=1e-6, budget=50.0))).json()["id"]
     token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "a"})).json()["token"]
     ann = {"Authorization": f"Bearer {token}"}

@@ -1,4 +1,4 @@
-"""The vote cycle has one plan sequence and one verdict sequence (service/hotpath/plan.py,
+"""The vote cycle has one plan sequence and one verdict sequence (service/cycle/plan.py,
 verdict.py), whatever the caller, the case and the driver.
 
 Structure: no module outside the sequences' package inserts a duel or plans one, and
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from service_helpers import campaign_body, simulated_judge
 
-from service import hotpath
+from service import cycle
 from service.campaigns import rules
 
 SERVICE = Path(__file__).resolve().parents[1] / "service"
@@ -33,10 +33,10 @@ def _sources(exclude: str) -> dict[str, str]:
 
 def test_only_the_plan_sequence_inserts_a_duel():
     pattern = re.compile(r"insert\(\s*Duel\b|\bDuel\(\s*\*\*|=\s*Duel\(")
-    offenders = [path for path, text in _sources("hotpath").items() if pattern.search(text)]
+    offenders = [path for path, text in _sources("cycle").items() if pattern.search(text)]
     assert offenders == [], offenders
     # and the sequence does: the Core statement both drivers use
-    assert re.search(r"INSERT_DUEL = insert\(Duel", (SERVICE / "hotpath" / "sync_driver.py").read_text())
+    assert re.search(r"INSERT_DUEL = insert\(Duel", (SERVICE / "cycle" / "sync_driver.py").read_text())
 
 
 def test_the_replaced_orm_transactions_stay_gone():
@@ -44,7 +44,7 @@ def test_the_replaced_orm_transactions_stay_gone():
     assert not [p for p in (SERVICE / "campaigns").iterdir() if p.name in gone]
     callers = [
         path
-        for path, text in _sources("hotpath").items()
+        for path, text in _sources("cycle").items()
         if re.search(r"\bdef (plan_duel_tx|_plan_locked|_record_vote_tx)\b|\bdecide_vote\b", text)
     ]
     assert callers == [], callers
@@ -79,7 +79,7 @@ async def test_the_verdict_that_ends_the_campaign_cancels_the_duels_in_flight(ap
 async def test_every_caller_plans_and_records_through_the_one_sequence(api, monkeypatch):
     """A background run's duels, the admin's and an annotator's, automatic verdicts and votes:
     every plan enters ``decide_plan`` and every verdict ``decide_verdict`` (on either driver)."""
-    from service.hotpath import pg_driver, plan, sync_driver, verdict
+    from service.cycle import pg_driver, plan, sync_driver, verdict
 
     seen = {"plan": [], "verdict": []}
 
@@ -103,7 +103,7 @@ async def test_every_caller_plans_and_records_through_the_one_sequence(api, monk
         await asyncio.sleep(0.05)
     assert (await api.get(f"/v1/campaigns/{auto}")).json()["duels"] == 3
     assert (await api.post(f"/v1/campaigns/{auto}/duels")).status_code in (200, 201)
-    on_loop = api.app.state.campaigns.cycle._on_loop and hotpath.ENABLED
+    on_loop = api.app.state.campaigns.cycle._on_loop and cycle.ENABLED
     # the run's 3 plans (and the refusal once its max_duels is used), then the admin's (asyncpg on PostgreSQL)
     assert len(seen["plan"]) >= 4 and seen["plan"][-1] == ("PgTx" if on_loop else "SyncTx"), seen
     assert set(seen["plan"][:-1]) == {"SyncTx"}, seen  # a background run: the SQLAlchemy driver

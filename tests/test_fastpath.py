@@ -1,4 +1,4 @@
-"""The vote cycle's two drivers (service/hotpath/) store the same thing.
+"""The vote cycle's two drivers (service/cycle/) store the same thing.
 
 The same scripted annotator session is run on every driver the backend has, and
 everything stored must be the same: the campaign's counters, policy state and
@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import pytest
 from service_helpers import all_duels, campaign_body
 
-from service import hotpath as fastpath
+from service import cycle as fastpath
 
 # The session: a tie (dropped), duels left in flight, a duplicate vote, votes
 # that arrive out of order, "both bad"; a 4-model campaign with a budget and

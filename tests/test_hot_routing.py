@@ -1,6 +1,6 @@
-"""The driver of a request is chosen before its transaction (service/hotpath/routing.py).
+"""The driver of a request is chosen before its transaction (service/cycle/routing.py).
 
-Every plan and every verdict runs one sequence (service/hotpath/plan.py, verdict.py) on
+Every plan and every verdict runs one sequence (service/cycle/plan.py, verdict.py) on
 one of two drivers. On SQLite and PostgreSQL, through the REST API: a plain human
 campaign's duels and votes (the admin's and an annotator's) run on the asyncpg driver on
 PostgreSQL and on the SQLAlchemy driver on SQLite; a campaign sampling without replacement,
@@ -15,9 +15,9 @@ import asyncio
 import pytest
 from service_helpers import SYNTHETIC_P, campaign_body, simulated_judge
 
-from service import hotpath
+from service import cycle
 from service.auth import Principal
-from service.hotpath import CampaignConfig
+from service.cycle import CampaignConfig
 from service.models import Campaign, Duel
 
 SQLALCHEMY = ("plan_duel", "record_vote", "record_verdict")
@@ -46,7 +46,7 @@ def calls(api, monkeypatch):
 
     for names, kind in ((ASYNCPG, "hot"), (SQLALCHEMY, "general")):
         for name in names:
-            monkeypatch.setattr(hotpath, name, spy(kind, name, getattr(hotpath, name)))
+            monkeypatch.setattr(cycle, name, spy(kind, name, getattr(cycle, name)))
     return used
 
 
@@ -64,11 +64,11 @@ def _config(**changes) -> CampaignConfig:
 
 
 def test_handles_is_false_for_without_replacement_and_hybrid_only():
-    assert hotpath.handles(_config())
-    assert hotpath.handles(_config(judge=simulated_judge()))
-    assert hotpath.handles(_config(prompt_sampling="with_replacement"))
-    assert not hotpath.handles(_config(prompt_sampling="without_replacement"))
-    assert not hotpath.handles(_config(judge={"kind": "hybrid", "llm": simulated_judge()}))
+    assert cycle.handles(_config())
+    assert cycle.handles(_config(judge=simulated_judge()))
+    assert cycle.handles(_config(prompt_sampling="with_replacement"))
+    assert not cycle.handles(_config(prompt_sampling="without_replacement"))
+    assert not cycle.handles(_config(judge={"kind": "hybrid", "llm": simulated_judge()}))
 
 
 async def _annotator(api, cid: int, label: str = "ann") -> dict:
@@ -150,11 +150,11 @@ async def test_only_the_sqlalchemy_driver_plans_a_campaign_the_asyncpg_one_does_
     body = campaign_body(judge=simulated_judge(), prompt_sampling="without_replacement", delta=0.05)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     if svc._on_loop:  # PostgreSQL: the asyncpg driver exists here
-        with pytest.raises(RuntimeError, match="hotpath.handles"):
-            await hotpath.plan_duel_async(svc, cid, Principal(admin=True))
+        with pytest.raises(RuntimeError, match="cycle.handles"):
+            await cycle.plan_duel_async(svc, cid, Principal(admin=True))
         with svc.db.read() as s:
             assert s.get(Campaign, cid).duels_created == 0
             assert s.query(Duel).filter(Duel.campaign_id == cid).count() == 0
-    plan = await asyncio.to_thread(hotpath.plan_duel, svc, cid, Principal(admin=True))
+    plan = await asyncio.to_thread(cycle.plan_duel, svc, cid, Principal(admin=True))
     with svc.db.read() as s:
         assert s.get(Duel, plan.duel_id).position == 0

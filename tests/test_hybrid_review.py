@@ -80,7 +80,7 @@ async def test_a_lapsed_lease_still_reserves_the_fee_against_a_lower_budget(api,
 async def test_a_second_automatic_verdict_on_a_selected_duel_is_refused(api, monkeypatch):
     # a selected duel stays pending; a repeated verdict (a retried call) must not redraw its pi,
     # overwrite the verdict the coin was drawn on, or take the duel from its annotator
-    from service import hotpath
+    from service import cycle
     from service.campaigns.judge_charges import Judgement
     from service.campaigns.types import Conflict
 
@@ -89,7 +89,7 @@ async def test_a_second_automatic_verdict_on_a_selected_duel_is_refused(api, mon
     assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
     other = "b" if sel["judge"]["hybrid"]["judge_choice"] == "a" else "a"
     with pytest.raises(Conflict, match="already has its automatic verdict"):
-        hotpath.record_verdict(api.app.state.campaigns.cycle, sel["id"], Judgement(other, "judge:hybrid"))
+        cycle.record_verdict(api.app.state.campaigns.cycle, sel["id"], Judgement(other, "judge:hybrid"))
     after = (await api.get(f"/v1/duels/{sel['id']}")).json()
     assert after["judge"]["hybrid"] == sel["judge"]["hybrid"]
     assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200

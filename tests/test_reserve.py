@@ -196,10 +196,10 @@ def _ref(text):
 # ---------------------------------------------------------------- near the budget, on stored answers
 @pytest.mark.parametrize("path", ["hot", "general"])
 async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypatch, path):
-    from service import hotpath
+    from service import cycle
 
     if path == "general":
-        monkeypatch.setattr(hotpath, "ENABLED", False)
+        monkeypatch.setattr(cycle, "ENABLED", False)
     svc = api.app.state.campaigns.cycle
     tag = _tag()
     prompts = [f"stored question {n}" for n in range(3)]
@@ -242,10 +242,10 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
 async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
     """LLM judge, verdict reuse: once the answers and the verdict are stored a duel reserves 0,
     so a campaign with a tiny budget runs to its duel cap (the verdict lookup on every path)."""
-    from service import hotpath
+    from service import cycle
 
     if path == "general":
-        monkeypatch.setattr(hotpath, "ENABLED", False)
+        monkeypatch.setattr(cycle, "ENABLED", False)
     svc = api.app.state.campaigns.cycle
     tag = _tag()
     judge = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from service_helpers import all_duels, campaign_body
 
-from service import hotpath
+from service import cycle
 
 FEE = 0.05
 COSTS = [0.004, 0.001, 0.002]
@@ -52,7 +52,7 @@ async def test_vote_fee_is_charged_alike_on_both_drivers(api, monkeypatch):
     monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
     used = {"vote": 0}
     for name in ("record_vote", "record_vote_async"):
-        fn = getattr(hotpath, name)
+        fn = getattr(cycle, name)
         if name.endswith("async"):
 
             async def counted(*a, _fn=fn, **kw):
@@ -66,12 +66,12 @@ async def test_vote_fee_is_charged_alike_on_both_drivers(api, monkeypatch):
                 used["vote"] += 1
                 return out
 
-        monkeypatch.setattr(hotpath, name, counted)
+        monkeypatch.setattr(cycle, name, counted)
     hot_view, hot_duels = await fee_session(api, "hot")
     assert used["vote"] == len(CHOICES)  # every vote took one driver's entry (and charged the fee there)
     if not api.app.state.campaigns.cycle._on_loop:
         return
-    monkeypatch.setattr(hotpath, "ENABLED", False)  # the SQLAlchemy driver in worker threads
+    monkeypatch.setattr(cycle, "ENABLED", False)  # the SQLAlchemy driver in worker threads
     slow_view, slow_duels = await fee_session(api, "general")
     assert used["vote"] == 2 * len(CHOICES)
     keys = ("spend", "judge_spend", "duels", "duels_counted", "counts", "wins", "evidence")
@@ -83,7 +83,7 @@ async def test_vote_fee_is_charged_alike_on_both_drivers(api, monkeypatch):
 
 @pytest.mark.parametrize("hot", [True, False])
 async def test_the_budget_reserves_the_vote_fee(api, monkeypatch, hot):
-    monkeypatch.setattr(hotpath, "ENABLED", hot)
+    monkeypatch.setattr(cycle, "ENABLED", hot)
     # one duel costs at most 0.004 + 0.002 for the models; with the fee it needs 0.056
     body = campaign_body(name="tight", costs=COSTS, judge={"kind": "human", "fee_per_vote": FEE}, budget=0.03)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
@@ -108,7 +108,7 @@ async def test_bad_fees_are_422(api, fee):
 
 @pytest.mark.parametrize("hot", [True, False])
 async def test_a_fee_that_spends_the_budget_ends_the_campaign(api, monkeypatch, hot):
-    monkeypatch.setattr(hotpath, "ENABLED", hot)
+    monkeypatch.setattr(cycle, "ENABLED", hot)
     # every model costs 0.001: one duel is 0.002 for the answers plus the fee, exactly the budget
     body = campaign_body(
         name="one paid vote", costs=[0.001] * 3, judge={"kind": "human", "fee_per_vote": FEE}, budget=0.002 + FEE

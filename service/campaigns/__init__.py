@@ -10,7 +10,7 @@
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
 * :mod:`.orchestration`: :class:`Cycle`, the vote cycle: its transactions
   (:mod:`.transactions`) and one duel end to end (its plan and verdict
-  sequences are :mod:`service.hotpath`'s);
+  sequences are :mod:`service.cycle`'s);
 * :mod:`.calls`: :class:`Calls`, the model and judge calls and the stores'
   single flight; :mod:`.pregeneration`: :class:`Pregeneration`, answers made
   ahead for annotators; :mod:`.endings`: how a campaign ends;

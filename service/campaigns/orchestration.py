@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from algorithms.vocabulary import DuelStatus
 
-from .. import hotpath
+from .. import cycle
 from ..auth import Principal
 from ..config import Settings
 from ..db import Database
@@ -101,7 +101,7 @@ class Cycle(CampaignTransactions):
         self.pregen = pregen  # answers made ahead for annotators (next_duel schedules them)
         self.owner_id = leases.owner_id  # the fencing token of this process's runs
         # The collaborators' operations the transactions, the orchestration and the hot path
-        # (service.hotpath.HotService) call, by name; their state stays with their owners.
+        # (service.cycle.HotService) call, by name; their state stays with their owners.
         self.lock_existing = views.lock_existing
         self.duel_view = views.duel_view
         self.get_campaign = views.get_campaign
@@ -164,7 +164,7 @@ class Cycle(CampaignTransactions):
                 deadline,
             )
             j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
-            outcome = await self.in_thread(hotpath.record_verdict, self, plan.duel_id, j)
+            outcome = await self.in_thread(cycle.record_verdict, self, plan.duel_id, j)
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:
@@ -174,24 +174,24 @@ class Cycle(CampaignTransactions):
         return outcome
 
     def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
-        """Plan a duel in the calling thread (:func:`service.hotpath.plan.decide_plan`, SQLAlchemy driver)."""
-        return hotpath.plan_duel(self, campaign_id, principal, run)
+        """Plan a duel in the calling thread (:func:`service.cycle.plan.decide_plan`, SQLAlchemy driver)."""
+        return cycle.plan_duel(self, campaign_id, principal, run)
 
     def record_vote(self, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-        """Record a human vote in the calling thread (:func:`service.hotpath.verdict.decide_verdict`)."""
-        return hotpath.record_vote(self, duel_id, choice, principal)
+        """Record a human vote in the calling thread (:func:`service.cycle.verdict.decide_verdict`)."""
+        return cycle.record_vote(self, duel_id, choice, principal)
 
     async def _on_hot_path(self, campaign_id: int | None, route: Callable, *args: Any) -> bool:
-        """The driver choice of :mod:`service.hotpath.routing`: from the config cache on the
+        """The driver choice of :mod:`service.cycle.routing`: from the config cache on the
         loop, else ``route(self, *args)`` (a small read) in a worker thread."""
-        cached = hotpath.cached_choice(self, campaign_id)
+        cached = cycle.cached_choice(self, campaign_id)
         return cached if cached is not None else await self.in_thread(route, self, *args)
 
     async def _hot(self, on_hot: Callable, fast_async: Callable, sync_path: Callable, *args: Any) -> Any:
         """A request's one transaction: on PostgreSQL, ``fast_async`` (the asyncpg driver) on the
         event loop when ``on_hot()`` says it covers the campaign; else ``sync_path`` (the
         SQLAlchemy driver) in a worker thread. Both run the same sequence."""
-        if hotpath.ENABLED and self._on_loop and await on_hot():
+        if cycle.ENABLED and self._on_loop and await on_hot():
             out = await fast_async(self, *args)
             self.hot_counts["loop"] += 1
             return out
@@ -203,8 +203,8 @@ class Cycle(CampaignTransactions):
             await self.update_store_costs(campaign_id, wait=principal is None)
             if principal is not None and not run:
                 return await self._hot(
-                    functools.partial(self._on_hot_path, campaign_id, hotpath.plan_on_hot_path, campaign_id),
-                    hotpath.plan_duel_async,
+                    functools.partial(self._on_hot_path, campaign_id, cycle.plan_on_hot_path, campaign_id),
+                    cycle.plan_duel_async,
                     self.plan_duel,
                     campaign_id,
                     principal,
@@ -238,9 +238,9 @@ class Cycle(CampaignTransactions):
         note = skips.clean_comment(comment)  # ValueError before anything is written
         outcome = await self._hot(
             functools.partial(
-                self._on_hot_path, hotpath.vote_campaign_hint(principal), hotpath.vote_on_hot_path, duel_id, principal
+                self._on_hot_path, cycle.vote_campaign_hint(principal), cycle.vote_on_hot_path, duel_id, principal
             ),
-            hotpath.record_vote_async,
+            cycle.record_vote_async,
             self.record_vote,
             duel_id,
             choice,

@@ -1,6 +1,6 @@
 """The campaign rules as pure functions, shared by every transaction path.
 
-The vote cycle's sequences (:mod:`service.hotpath`, both drivers) and the other
+The vote cycle's sequences (:mod:`service.cycle`, both drivers) and the other
 transactions (:mod:`service.campaigns.transactions`) decide with these functions only,
 so a rule cannot differ between paths. No I/O, no database objects: plain values in,
 plain values out.

@@ -15,7 +15,7 @@ from sqlalchemy import insert, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from .. import hotpath
+from .. import cycle
 from ..auth import Principal, hash_token, new_token
 from ..clients import Completion
 from ..config import Settings
@@ -57,7 +57,7 @@ class CampaignTransactions:
         self.pending_expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)  # a duel waiting for its verdict
         self.call_expiry = call_expiry(settings)
         self.policies = PolicyCache()
-        self.config_cache: dict[int, Any] = {}  # campaign id -> hotpath.CampaignConfig (never changes)
+        self.config_cache: dict[int, Any] = {}  # campaign id -> cycle.CampaignConfig (never changes)
         self._permutations: dict[tuple[int, str, int], list[int]] = {}
         self.stored_keys = stores.StoredKeys()  # store keys seen ready (they stay ready)
 
@@ -263,7 +263,7 @@ class CampaignTransactions:
         reused_verdict: stores.Stored | None = None,
     ) -> DuelOutcome:
         """Step 4 (locked): a vote or an automatic verdict, counted exactly once
-        (:func:`service.hotpath.verdict.decide_verdict` on the SQLAlchemy driver).
+        (:func:`service.cycle.verdict.decide_verdict` on the SQLAlchemy driver).
 
         ``verdict_claim``: the verdict store row this judgement was paid for; it is
         stored (``stored_choice``, in the stored order) with its charge when the judge
@@ -282,7 +282,7 @@ class CampaignTransactions:
             stored_choice,
             reused_verdict,
         )
-        return hotpath.record_verdict(self, duel_id, judgement)
+        return cycle.record_verdict(self, duel_id, judgement)
 
     def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:
         with self.db.write() as s:

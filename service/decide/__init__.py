@@ -7,5 +7,5 @@ fields, the in-flight duels as rows with attributes) and returns what to do: an
 error to raise, an ending to write, or the values to write. The transactions that
 read and write the database (the ORM transactions in
 :mod:`service.campaigns.transactions` and the hot path's drivers in
-:mod:`service.hotpath`) call these functions and only read and write.
+:mod:`service.cycle`) call these functions and only read and write.
 """

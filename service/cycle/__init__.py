@@ -28,9 +28,9 @@ runs one transaction on one driver. Both take the same lock (the campaign row;
 equals its replayed log whichever driver each step took (``tests/test_fastpath.py``).
 """
 
-from .decisions import CampaignConfig, handles
 from .pg_driver import plan_duel_async, record_vote_async
 from .routing import cached_choice, plan_on_hot_path, vote_campaign_hint, vote_on_hot_path
+from .shared import CampaignConfig, handles
 from .sync_driver import plan_duel, record_verdict, record_vote, run_sync
 
 ENABLED = True  # False: never the asyncpg driver (tests run the same scenarios on both drivers)

@@ -72,7 +72,7 @@ def handles(cfg: CampaignConfig) -> bool:
 
 
 def not_handled(campaign_id: int) -> RuntimeError:
-    return RuntimeError(f"campaign {campaign_id} is not one the hot path handles (hotpath.handles)")
+    return RuntimeError(f"campaign {campaign_id} is not one the hot path handles (cycle.handles)")
 
 
 class DuelRow(SimpleNamespace):

@@ -1,7 +1,7 @@
 """The choice of driver for a request, made before its transaction.
 
 On PostgreSQL, a request's transaction runs on the asyncpg driver when
-:func:`.decisions.handles` accepts its campaign's configuration, else on the SQLAlchemy
+:func:`.shared.handles` accepts its campaign's configuration, else on the SQLAlchemy
 driver in a worker thread; both run the same sequence. The configuration never changes
 once a campaign exists, so the choice comes from the process's cache
 (``svc.config_cache``); on a miss one small read fills it. A vote is routed by its
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import bindparam, select
 
 from ..models import Duel
-from .decisions import CampaignConfig, handles, remember_config
+from .shared import CampaignConfig, handles, remember_config
 from .sync_driver import CONFIG
 
 if TYPE_CHECKING:  # pragma: no cover

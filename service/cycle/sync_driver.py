@@ -3,7 +3,7 @@
 SQLite, and PostgreSQL in worker threads. Its methods never suspend, so
 :func:`run_sync` drives a decision coroutine to its end in one step, in the
 calling thread. The statements here are also the ones the asyncpg driver compiles
-(:mod:`service.hotpath.pg_driver`).
+(:mod:`service.cycle.pg_driver`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
 from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
 from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
-from .decisions import _CONFIG_COLUMNS
 from .plan import decide_plan
+from .shared import _CONFIG_COLUMNS
 from .verdict import decide_verdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -269,7 +269,7 @@ class SyncTx:
     """The round trips of :func:`.plan.decide_plan` and :func:`.verdict.decide_verdict` as Core statements on one session.
 
     Every method completes without suspending (see :func:`run_sync`). The policy
-    state is never read speculatively (``None``): :func:`.decisions._policy` asks for it on a
+    state is never read speculatively (``None``): :func:`.shared._policy` asks for it on a
     cache miss.
     """
 

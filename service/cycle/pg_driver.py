@@ -39,8 +39,8 @@ from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
 from ..models import Campaign, Charge, Duel
 from . import sync_driver
-from .decisions import handles
 from .plan import decide_plan
+from .shared import handles
 from .verdict import decide_verdict
 
 C = Campaign.__table__.c
@@ -237,7 +237,7 @@ class PgTx:
         self.after_commit = None
 
     def covers(self, cfg, run: bool) -> bool:
-        """The campaigns :func:`.decisions.handles` accepts, for an annotator's or the admin's
+        """The campaigns :func:`.shared.handles` accepts, for an annotator's or the admin's
         request (a background run and the other campaigns take the SQLAlchemy driver)."""
         return handles(cfg) and not run
 
@@ -406,7 +406,7 @@ async def _on_pool(svc: HotService, make):
 
 
 async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principal) -> DuelPlan:
-    """The plan transaction on the event loop (PostgreSQL; a campaign :func:`.decisions.handles` accepts)."""
+    """The plan transaction on the event loop (PostgreSQL; a campaign :func:`.shared.handles` accepts)."""
     t0 = time.perf_counter()
     plan = await _on_pool(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
@@ -414,6 +414,6 @@ async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principa
 
 
 async def record_vote_async(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:
-    """The vote transaction on the event loop (PostgreSQL; a campaign :func:`.decisions.handles` accepts)."""
+    """The vote transaction on the event loop (PostgreSQL; a campaign :func:`.shared.handles` accepts)."""
     j = Judgement(choice, principal.label, principal)
     return await _on_pool(svc, lambda tx: decide_verdict(svc, tx, duel_id, j))

@@ -35,7 +35,7 @@ from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..decide import verdict as deciding
 from ..models import utcnow
 from ..redaction import redact, redact_json
-from .decisions import CampaignConfig, DuelRow, config_of, not_handled, policy_at
+from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from .service_port import HotService

@@ -2,7 +2,7 @@
 
 The hot path is called by :class:`service.campaigns.cycle.Cycle` and handed the
 service itself; naming that class here would make ``service.campaigns`` and
-``service.hotpath`` import each other (tests/test_layering.py counts type-only
+``service.cycle`` import each other (tests/test_layering.py counts type-only
 imports). The protocol lists the members the decisions and drivers use, and the
 service satisfies it structurally.
 """

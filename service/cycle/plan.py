@@ -1,7 +1,7 @@
 """Step 1 of every duel: the plan transaction, written once for every case and both drivers.
 
 :func:`decide_plan` is a coroutine that asks a *transaction driver*
-(:class:`service.hotpath.sync_driver.SyncTx` or :class:`service.hotpath.pg_driver.PgTx`)
+(:class:`service.cycle.sync_driver.SyncTx` or :class:`service.cycle.pg_driver.PgTx`)
 for each database round trip and decides with :mod:`service.decide.plan`. The steps,
 in order, each an early return (a refusal is raised; what was written before it is
 committed with it):
@@ -18,7 +18,7 @@ committed with it):
    are instant) and the campaign's counters.
 
 Every request, an annotator's, the admin's or a background run's, takes this path.
-The asyncpg driver covers the campaigns :func:`.decisions.handles` accepts; the
+The asyncpg driver covers the campaigns :func:`.shared.handles` accepts; the
 others (sampling without replacement, a hybrid judge) and the background runs use
 the SQLAlchemy driver, whose extra round trips (:meth:`SyncTx.wor_reads` and the
 hybrid pool's) the same steps call.
@@ -41,7 +41,7 @@ from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
 from ..decide import plan as planning
 from ..models import utcnow
-from .decisions import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_end, remember_config
+from .shared import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_end, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
