@@ -1,16 +1,15 @@
 """The hot path alone: CPU per vote cycle (next duel + vote), without HTTP, on PostgreSQL.
 
-    .venv/bin/python benchmarks/bench_hotpath.py [--blocks 3] [--cycles 1000] [--path loop|thread|general]
+    .venv/bin/python benchmarks/bench_hotpath.py [--blocks 3] [--cycles 1000] [--path loop|thread]
 
 One process, one annotator, one campaign with 4 simulated models (they answer at
 once), calling the service layer directly (``Cycle.next_duel`` and
 ``.vote``) in a loop. Each block of ``--cycles`` cycles prints the service's CPU
 per cycle (this process) and PostgreSQL's (the server's processes, from /proc),
 so the transaction layer can be measured without the HTTP stack and without the
-noise of 50 concurrent clients. ``--path`` chooses the hot path: ``loop``
-(asyncpg on the event loop, the default on PostgreSQL), ``thread`` (the
-synchronous Core fast path in worker threads) or ``general`` (the ORM
-transactions).
+noise of 50 concurrent clients. ``--path`` chooses the driver of the one plan and
+verdict sequence (service/cycle/): ``loop`` (asyncpg on the event loop, the default
+on PostgreSQL) or ``thread`` (SQLAlchemy Core in worker threads).
 
 Then it runs ``VACUUM`` and one more block, and one block on a new campaign:
 PostgreSQL's CPU per cycle grows with the campaign's number of duels until the
@@ -40,14 +39,13 @@ def main() -> int:
     ap.add_argument("--pg", default=os.environ.get("LLMDUEL_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test"))
     ap.add_argument("--blocks", type=int, default=3)
     ap.add_argument("--cycles", type=int, default=1000)
-    ap.add_argument("--path", choices=["loop", "thread", "general"], default="loop")
+    ap.add_argument("--path", choices=["loop", "thread"], default="loop")
     args = ap.parse_args()
     if args.blocks < 1 or args.cycles < 1:
         ap.error("--blocks and --cycles must be >= 1")
 
     url, conninfo, name = create_database(args.pg)
     try:
-        from service import cycle
         from service.app import create_app
         from service.auth import Principal
         from service.config import Settings
@@ -64,7 +62,6 @@ def main() -> int:
         ).with_database_url(url)
         app = create_app(settings)
         svc = app.state.campaigns.cycle
-        cycle.ENABLED = args.path != "general"
         body = {
             "name": "hot path",
             "delta": 0.001,
