@@ -73,7 +73,7 @@ def main() -> int:
         }
 
         def new_campaign(n: int) -> tuple[int, Principal]:
-            cid = svc.create_campaign(CampaignCreate(**body))
+            cid = app.state.campaigns.lifecycle.create_campaign(CampaignCreate(**body))
             return cid, Principal(admin=False, campaign_id=cid, annotator_id=n)
 
         async def cycles(cid: int, who: Principal, n: int) -> None:

@@ -191,7 +191,7 @@ async def run_campaign(svc, payload: dict, concurrency: int, max_duels: int) -> 
     from service.campaigns.tasks import in_thread
     from service.schemas import CampaignCreate
 
-    cid = await in_thread(svc.cycle.create_campaign, CampaignCreate(**payload))
+    cid = await in_thread(svc.lifecycle.create_campaign, CampaignCreate(**payload))
     await svc.runs.start_run(cid, max_duels, concurrency)
     t0 = time.monotonic()
     while True:

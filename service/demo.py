@@ -54,7 +54,7 @@ def _say(msg: str) -> None:
 
 async def start_demo(campaigns: Campaigns, base_url: str | None, interval: float = 2.0) -> int:
     """Create the demo campaign, start its run, and log progress until it ends."""
-    campaign_id = await in_thread(campaigns.cycle.create_campaign, demo_campaign())
+    campaign_id = await in_thread(campaigns.lifecycle.create_campaign, demo_campaign())
     base = (base_url or "http://127.0.0.1:8000").rstrip("/")
     _say(
         f"campaign {campaign_id} created: dashboard {base}/campaigns/{campaign_id} , "

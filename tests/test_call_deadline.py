@@ -40,7 +40,7 @@ async def quick(db_url):
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
         client.app = app
-        yield app.state.campaigns.cycle
+        yield app.state.campaigns
     await app.state.campaigns.aclose()
     app.state.db.dispose()
 
@@ -65,11 +65,11 @@ def _charged(svc, cid: int) -> int:
 async def test_a_model_call_past_the_duel_expiry_is_abandoned_and_not_charged(quick):
     from service.schemas import CampaignCreate
 
-    svc = quick
+    svc, create = quick.cycle, quick.lifecycle.create_campaign
     tag = _tag()
     judge = {"kind": "llm", "client": _model(tag, "judge")["client"], "both_orders": False}
     body = {**_human_body(tag, ["a question"], 5.0), "judge": judge, "budget": None}
-    cid = svc.create_campaign(CampaignCreate.model_validate(body))
+    cid = create(CampaignCreate.model_validate(body))
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(side_effect=_slow(3.0))
         t0 = time.monotonic()
@@ -86,11 +86,11 @@ async def test_a_model_call_past_the_duel_expiry_is_abandoned_and_not_charged(qu
 async def test_a_judgement_past_the_pending_expiry_is_abandoned_as_a_judge_error(quick):
     from service.schemas import CampaignCreate
 
-    svc = quick
+    svc, create = quick.cycle, quick.lifecycle.create_campaign
     tag = _tag()
     judge = {"kind": "llm", "client": _model(tag, "judge")["client"], "both_orders": False}
     body = {**_human_body(tag, ["another question"], 5.0), "judge": judge, "budget": None}
-    cid = svc.create_campaign(CampaignCreate.model_validate(body))
+    cid = create(CampaignCreate.model_validate(body))
     judge_url = URL
     answers = {"n": 0}
 
@@ -119,9 +119,9 @@ async def test_a_judgement_past_the_pending_expiry_is_abandoned_as_a_judge_error
 async def test_a_pre_generation_call_past_its_hold_is_abandoned_and_the_hold_released(quick):
     from service.schemas import CampaignCreate
 
-    svc, pregen = quick, quick.pregen
+    svc, pregen, create = quick.cycle, quick.pregen, quick.lifecycle.create_campaign
     tag = _tag()
-    cid = svc.create_campaign(CampaignCreate.model_validate(_human_body(tag, [f"q{n}" for n in range(4)], 5.0)))
+    cid = create(CampaignCreate.model_validate(_human_body(tag, [f"q{n}" for n in range(4)], 5.0)))
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(side_effect=_slow(3.0))
         t0 = time.monotonic()

@@ -60,21 +60,20 @@ def test_no_campaign_module_reaches_into_another_objects_private_state():
     assert found == []
 
 
-def test_the_cycle_holds_its_calls_and_pregeneration_by_reference():
-    from service.campaigns import calls, orchestration, pregeneration
+def test_the_cycle_holds_its_collaborators_by_reference():
     from service.campaigns.calls import Calls
+    from service.campaigns.lifecycle import Lifecycle
     from service.campaigns.orchestration import Cycle
     from service.campaigns.pregeneration import Pregeneration
-    from service.campaigns.transactions import CampaignTransactions
 
-    assert Cycle.__bases__ == (CampaignTransactions,)
-    parts = {calls.__name__, pregeneration.__name__}
-    assert [k for k in Cycle.__mro__ if k.__module__ in parts] == []
-    assert [k for k in Cycle.__mro__ if k.__module__ == orchestration.__name__] == [Cycle]
-    assert Calls.__mro__ == (Calls, object) and Pregeneration.__mro__ == (Pregeneration, object)
+    for cls in (Cycle, Calls, Pregeneration, Lifecycle):  # no base class at all, no mixin
+        assert cls.__mro__ == (cls, object), cls.__mro__
     # the parts no longer live on the cycle: they are reached through its references
     for name in ("call_model", "acquire", "settle_claims", "live_claims", "schedule", "pregenerate"):
-        assert not hasattr(Cycle, name) and not hasattr(CampaignTransactions, name), name
+        assert not hasattr(Cycle, name), name
+    # a campaign's life outside its duels is the lifecycle's
+    for name in ("create_campaign", "stop_tx", "update_limits_tx", "start_run_tx", "end_run_tx"):
+        assert not hasattr(Cycle, name) and hasattr(Lifecycle, name), name
 
 
 def test_the_checks_find_what_they_look_for():

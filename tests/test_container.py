@@ -31,11 +31,13 @@ def test_each_object_gets_the_collaborators_built_once(db_url):
         assert c.cycle.owner_id == c.leases.owner_id == c.webhooks.owner_id
         # the operations the cycle calls by name are its collaborators' own (their state stays there)
         assert c.cycle.store_costs_for.__self__ is c.stores and c.cycle.duel_view.__self__ is c.views
-        assert c.calls.ensure_keeper.__self__ is c.keeper and c.cycle.take_lease.__self__ is c.leases
+        assert c.calls.ensure_keeper.__self__ is c.keeper and c.lifecycle.leases is c.leases
         assert c.calls.claim_tx.__self__ is c.stores and c.calls.release_tx.__self__ is c.stores
         # the cycle holds its calls and its pre-generation by reference; the runs renew the calls' claims
         assert c.cycle.calls is c.calls and c.pregen.calls is c.calls and c.runs.calls is c.calls
         assert c.cycle.pregen is c.pregen and c.pregen.background is c.background
+        assert c.runs.lifecycle is c.lifecycle and c.lifecycle.views is c.views
+        assert c.lifecycle.finish.__self__ is c.pregen.endings and c.lifecycle.webhooks is c.webhooks
         assert c.cycle.pause_for_fault.__self__ is c.pregen.endings
         assert c.calls.prompts.cached_prompt_extras == c.cycle.cached_prompt_extras
 

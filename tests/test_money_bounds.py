@@ -157,7 +157,7 @@ async def test_a_policy_error_at_create_is_unprocessable(api):
     body = CampaignCreate.model_validate(campaign_body())
     body.models[0].cost = 1e13  # above the policy's COST_MAX: bypasses the schema on purpose
     with pytest.raises(Unprocessable, match="cost"):
-        api.app.state.campaigns.cycle.create_campaign(body)
+        api.app.state.campaigns.lifecycle.create_campaign(body)
 
 
 async def test_a_row_stored_before_the_bounds_ends_for_its_budget_not_with_a_500(api):

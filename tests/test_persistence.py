@@ -24,7 +24,7 @@ def make_service(url: str, **overrides):
 def create(svc, **kw) -> int:
     from service.schemas import CampaignCreate
 
-    return svc.cycle.create_campaign(CampaignCreate(**campaign_body(**kw)))
+    return svc.lifecycle.create_campaign(CampaignCreate(**campaign_body(**kw)))
 
 
 def human_duel(svc, cid: int, choice: str = "a") -> dict:
@@ -180,7 +180,7 @@ def test_active_runs_resume_at_start(db_url):
     svc = make_service(db_url)
     try:
         cid = create(svc, judge=simulated_judge())
-        svc.cycle.start_run_tx(cid, 7, 1)  # as if the process died with its run active
+        svc.lifecycle.start_run_tx(cid, 7, 1)  # as if the process died with its run active
 
         async def resume():
             ids = await svc.runs.resume_runs()

@@ -229,7 +229,7 @@ async def test_processes_sending_at_once_deliver_a_due_event_once(db_url, receiv
             cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook race", webhook_url=rx.url))).json()[
                 "id"
             ]
-        a.state.campaigns.cycle.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
+        a.state.campaigns.lifecycle.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
         sent = await asyncio.gather(*(app.state.campaigns.webhooks.deliver_webhooks() for app in (a, b, a, b)))
     finally:
         await _close(a, b)

@@ -12,7 +12,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..auth import Principal, authenticate_async, require_admin
-from ..campaigns import Annotators, Campaigns, Cycle, Forecasts, Replay, Results, Runs, Views
+from ..campaigns import Annotators, Campaigns, Cycle, Forecasts, Lifecycle, Replay, Results, Runs, Views
 
 _bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
 
@@ -57,6 +57,10 @@ def cycle_of(request: Request) -> Cycle:
     return request.app.state.campaigns.cycle
 
 
+def lifecycle_of(request: Request) -> Lifecycle:
+    return request.app.state.campaigns.lifecycle
+
+
 def runs_of(request: Request) -> Runs:
     return request.app.state.campaigns.runs
 
@@ -70,4 +74,5 @@ ReplayDep = Annotated[Replay, Depends(replay_of)]
 ForecastsDep = Annotated[Forecasts, Depends(forecasts_of)]
 AnnotatorsDep = Annotated[Annotators, Depends(annotators_of)]
 CycleDep = Annotated[Cycle, Depends(cycle_of)]
+LifecycleDep = Annotated[Lifecycle, Depends(lifecycle_of)]
 RunsDep = Annotated[Runs, Depends(runs_of)]

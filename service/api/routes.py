@@ -11,7 +11,18 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import schemas
 from ..auth import require_campaign
-from .deps import Admin, AnnotatorsDep, Caller, CampaignsDep, CycleDep, ForecastsDep, ReplayDep, RunsDep, ViewsDep
+from .deps import (
+    Admin,
+    AnnotatorsDep,
+    Caller,
+    CampaignsDep,
+    CycleDep,
+    ForecastsDep,
+    LifecycleDep,
+    ReplayDep,
+    RunsDep,
+    ViewsDep,
+)
 
 router = APIRouter()
 
@@ -39,7 +50,7 @@ async def _t(fn, *args):
     summary="Create a campaign",
 )
 async def create_campaign(body: schemas.CampaignCreate, campaigns: CampaignsDep, _: Admin, response: Response):
-    campaign_id = await _t(campaigns.cycle.create_campaign, body)
+    campaign_id = await _t(campaigns.lifecycle.create_campaign, body)
     response.headers["Location"] = f"/v1/campaigns/{campaign_id}"
     view = await _t(campaigns.views.get_campaign, campaign_id)
     if body.webhook_url:  # shown this once: the key to verify the campaign's webhook signatures
@@ -133,8 +144,8 @@ async def get_campaign(campaign_id: Id, views: ViewsDep, who: Caller):
     "409 for a campaign that ended otherwise (certified, no Condorcet winner, stopped by the admin); "
     "422 for a limit below what is already spent or judged.",
 )
-async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, cycle: CycleDep, _: Admin):
-    return await cycle.update_limits(campaign_id, body.budget, body.max_duels)
+async def update_campaign(campaign_id: Id, body: schemas.CampaignLimits, lifecycle: LifecycleDep, _: Admin):
+    return await lifecycle.update_limits(campaign_id, body.budget, body.max_duels)
 
 
 @router.post(
@@ -213,8 +224,8 @@ async def resume_campaign(
     tags=["campaigns"],
     summary="End a campaign",
 )
-async def stop_campaign(campaign_id: Id, cycle: CycleDep, _: Admin):
-    return await cycle.stop(campaign_id)
+async def stop_campaign(campaign_id: Id, lifecycle: LifecycleDep, _: Admin):
+    return await lifecycle.stop(campaign_id)
 
 
 @router.post(

@@ -5,12 +5,12 @@
   transaction path;
 * :mod:`.types`: plans, outcomes, replay results and domain errors (no HTTP codes);
 * :mod:`.policy_cache`: policies between transactions;
-* :mod:`.transactions`: the other locked write transactions (create, answers, stop, limits, runs);
+* :mod:`.lifecycle`: :class:`Lifecycle`, a campaign's life outside its duels (create, stop,
+  limits and continuing, a run's start and end), one locked transaction each;
 * :mod:`.views`: read-only views (what each caller may see), JSON forms, diffs;
 * :mod:`.replay`: a campaign's policy rebuilt from its log and compared;
-* :mod:`.orchestration`: :class:`Cycle`, the vote cycle: its transactions
-  (:mod:`.transactions`) and one duel end to end (its plan and verdict
-  sequences are :mod:`service.cycle`'s);
+* :mod:`.orchestration`: :class:`Cycle`, the vote cycle: one duel end to end (its
+  plan and verdict sequences are :mod:`service.cycle`'s, its answers transaction here);
 * :mod:`.calls`: :class:`Calls`, the model and judge calls and the stores'
   single flight; :mod:`.pregeneration`: :class:`Pregeneration`, answers made
   ahead for annotators; :mod:`.endings`: how a campaign ends;
@@ -31,6 +31,7 @@ from .calls import Calls
 from .container import Campaigns, build_campaigns
 from .forecasting import Forecasts
 from .leases import Leases
+from .lifecycle import Lifecycle
 from .orchestration import Cycle
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
 from .pregeneration import Pregeneration
@@ -70,6 +71,7 @@ __all__ = [
     "Cycle",
     "Keeper",
     "Leases",
+    "Lifecycle",
     "Runs",
     "Stores",
     "Conflict",

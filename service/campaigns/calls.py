@@ -295,3 +295,8 @@ class Calls:
             judge_score=None if first_score is None else (1.0 - first_score if swapped else first_score),
             **extra,
         )
+
+
+def call_expiry(settings: Settings) -> dt.timedelta:
+    """How long a model call may hold its reservation: the call timeout, at most the duel expiry."""
+    return dt.timedelta(seconds=min(settings.call_timeout_seconds, settings.duel_expiry_seconds))

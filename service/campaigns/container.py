@@ -17,6 +17,7 @@ from .calls import Calls
 from .endings import Endings
 from .forecasting import Forecasts
 from .leases import Leases, new_owner_id
+from .lifecycle import Lifecycle
 from .orchestration import Cycle
 from .pregeneration import Pregeneration
 from .prompt_cache import PromptCache
@@ -48,6 +49,7 @@ class Campaigns:
     stores: Stores
     calls: Calls
     pregen: Pregeneration
+    lifecycle: Lifecycle
     cycle: Cycle
     runs: Runs
 
@@ -75,7 +77,8 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     calls = Calls(settings, db, prompts, stores, keeper)
     pregen = Pregeneration(settings, db, calls, background, endings)
     cycle = Cycle(settings, db, views, webhooks, leases, stores, calls, pregen, endings, prompts)
-    runs = Runs(settings, db, cycle, calls, leases, stores, webhooks, keeper, background)
+    lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
+    runs = Runs(settings, db, cycle, lifecycle, calls, leases, stores, webhooks, keeper, background)
     keeper.beats.append(runs.beat)
     return Campaigns(
         settings=settings,
@@ -93,6 +96,7 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
         stores=stores,
         calls=calls,
         pregen=pregen,
+        lifecycle=lifecycle,
         cycle=cycle,
         runs=runs,
     )

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ..config import Settings
+from ..redaction import configured_keys
 from .types import Unprocessable
 
 
@@ -47,3 +49,9 @@ def require_key_envs(models: Any, judge: Any) -> None:
             "(api_key_env of this campaign's models or judge); set them in the environment of the server "
             "process (not of the command line) and restart it"
         )
+
+
+def secret_keys(settings: Settings, models: list, judge: dict) -> tuple[str, ...]:
+    """The keys a campaign's stored text must not contain (service.redaction): its clients' and
+    judge's keys, and the service's API key."""
+    return configured_keys(models, judge, extra=(settings.api_key,))

@@ -27,54 +27,46 @@ objects the cycle is handed (``service/campaigns/container.py``).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import functools
 import logging
 from typing import Any, Callable
+
+from sqlalchemy import insert, update
 
 from algorithms.vocabulary import DuelStatus
 
 from .. import cycle
 from ..auth import Principal
+from ..clients import Completion
 from ..config import Settings
 from ..db import Database
-from ..egress import EgressDenied, EgressPolicy
+from ..decide import answers as cycle_answers
+from ..models import Campaign, Charge, Duel, utcnow
+from ..redaction import redact
 from . import rules, skips, stores
-from .calls import Calls
+from .calls import Calls, call_expiry
+from .credentials import secret_keys
 from .endings import Endings
 from .judge_charges import Judgement
 from .leases import Leases
+from .policy_cache import PolicyCache
 from .pregeneration import Pregeneration
 from .prompt_cache import PromptCache
-from .stores import Stores
+from .rules import clean_text
+from .stores import StoredKeys, Stores
 from .tasks import in_thread
-from .transactions import CampaignTransactions
-from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel, Unprocessable
+from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from .views import Views, duel_view_for
 from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
 
 
-def check_egress(policy: EgressPolicy, body: Any) -> None:
-    """:class:`Unprocessable` naming the field and host of the first address of a campaign-create
-    body (model and judge ``base_url``, ``webhook_url``) that ``policy`` does not allow."""
-    if policy.allow_all:
-        return
-    targets = [(f"models[{n}].client.base_url", getattr(m.client, "base_url", None)) for n, m in enumerate(body.models)]
-    targets.append(("judge.client.base_url", getattr(getattr(body.judge, "client", None), "base_url", None)))
-    targets.append(("webhook_url", body.webhook_url))
-    for field, url in targets:
-        if url:
-            try:
-                policy.check_url(url)
-            except EgressDenied as exc:
-                raise Unprocessable(f"{field}: {exc.message}") from None
-
-
-class Cycle(CampaignTransactions):
+class Cycle:
     """The vote cycle: plan a duel, call the models, store the answers, judge, record the verdict.
 
-    Owns the policies and the config cache (its transactions, :mod:`.transactions`) and the
+    Owns the policies and the config cache, the answers transaction (``store_answers_tx``) and the
     orchestration of one duel (here). The model and judge calls and the store claims of the
     calls under way are ``calls``' (:class:`.calls.Calls`); answers made ahead for annotators
     are ``pregen``'s; campaigns end through ``endings``; prompts are read through ``prompts``.
@@ -107,7 +99,6 @@ class Cycle(CampaignTransactions):
         self.get_campaign = views.get_campaign
         self.get_duel = views.get_duel
         self.schedule_webhook = webhooks.schedule_webhook
-        self.take_lease = leases.take_lease
         self.store_costs_for = stores.store_costs_for
         self.update_store_costs = stores.update_store_costs
         self.finish = endings.finish
@@ -118,16 +109,15 @@ class Cycle(CampaignTransactions):
         self.cached_prompt_extras = prompts.cached_prompt_extras
         self.prompt_extras = prompts.prompt_extras
         self.prompt_extras_in = prompts.prompt_extras_in
-        self.init_transactions(settings)
+        self.pending_expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)  # a duel waiting for its verdict
+        self.call_expiry = call_expiry(settings)
+        self.policies = PolicyCache()
+        self.config_cache: dict[int, Any] = {}  # campaign id -> cycle.CampaignConfig (never changes)
+        self._permutations: dict[tuple[int, str, int], list[int]] = {}
+        self.stored_keys = StoredKeys()  # store keys seen ready (they stay ready)
         # PostgreSQL: hot fast-path transactions on the event loop (asyncpg, service.db.HotPool).
         self._on_loop = settings.inline_transactions and db.hot_pool is not None
         self.hot_counts = {"loop": 0, "thread": 0}  # plan and vote transactions by where they ran
-
-    # ------------------------------------------------------------ create
-    def create_campaign(self, body: Any) -> int:
-        """Create a campaign whose addresses ``LLMDUEL_ALLOWED_HOSTS`` allows (else 422 naming the host)."""
-        check_egress(self.settings.egress, body)
-        return super().create_campaign(body)
 
     # ------------------------------------------------------------ one duel
     async def _answers(self, plan: DuelPlan):
@@ -258,12 +248,151 @@ class Cycle(CampaignTransactions):
         """An annotator hands its pending duel back to the pool (not counted, not charged again)."""
         await self.in_thread(skips.skip_duel, self.db, duel_id, principal)
 
-    async def update_limits(self, campaign_id: int, budget: float | None, max_duels: int | None) -> dict:
-        """PATCH: raise the budget or duel cap (continuing a campaign that ended on one); the campaign view."""
-        await self.in_thread(self.update_limits_tx, campaign_id, budget, max_duels)
-        return await self.in_thread(self.get_campaign, campaign_id)
+    # ------------------------------------------------------------ sampling without replacement
+    def permutation(self, c: Campaign) -> list[int]:
+        """The campaign's secret prompt permutation (:func:`rules.prompt_permutation`), cached per process."""
+        cache = self._permutations
+        key = (int(c.id), c.draw_key, int(c.n_prompts))
+        perm = cache.get(key)
+        if perm is None:
+            perm = rules.prompt_permutation(c.draw_key, c.n_prompts)
+            if len(cache) >= 1000:
+                cache.clear()
+            cache[key] = perm
+        return perm
 
-    async def stop(self, campaign_id: int) -> dict:
-        await self.in_thread(self.stop_tx, campaign_id)
-        self.schedule_webhook(campaign_id)
-        return await self.in_thread(self.get_campaign, campaign_id)
+    # ------------------------------------------------------------ the answers and the verdict
+    def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
+        """The keys a campaign's stored text must not contain (service.redaction)."""
+        return secret_keys(self.settings, models, judge)
+
+    def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
+        """Both answers inside the plan transaction, when both models are instant.
+
+        Sets ``plan.results`` and returns (charges, the duel's columns) as
+        :meth:`store_answers_tx` would record them; ([], {}) when the models must
+        be called outside the transaction.
+        """
+        plan.results = self.calls.instant_results(plan)
+        if plan.results is None:
+            return [], {}
+        # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)
+        charges, total, columns, error, _ = cycle_answers.settle_answers(
+            plan, plan.results, now, self.secret_keys(plan.models, plan.judge)
+        )
+        columns["cost_nusd"] = total
+        if error is not None:
+            columns.update(status=DuelStatus.FAILED, error=error)
+        else:
+            columns.update(status=DuelStatus.PENDING, expires_at=now + self.pending_expiry)
+        return charges, columns
+
+    def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
+        """Step 3 (locked): charges for what the calls really cost, answers or failure."""
+        now = utcnow()
+        # Before the lock: cleaning and masking (service.redaction) a long answer takes a while.
+        charges, total, fields, error, faults = cycle_answers.settle_answers(
+            plan, results, now, self.secret_keys(plan.models, plan.judge)
+        )
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, plan.campaign_id)
+            d = s.get(Duel, plan.duel_id)
+            if c is None or d is None:  # deleted meanwhile
+                return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
+            s.expunge(d)  # changed below by one explicit UPDATE
+            late = rules.is_stale(d.expires_at, now) and bool(charges or faults)
+            if late:
+                # Its calls returned after the duel's hard deadline (the process stalled past it): the
+                # budget stopped holding the reservation then, so the ledger cannot take the charge
+                # (docs/reliability.md, Ledger: the assumption left). Nothing of it is kept.
+                lost = sum(ch["amount_nusd"] for ch in charges)
+                log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
+                charges, total, faults, fields = [], 0, {}, {}
+                error = cycle_answers.late_error(lost)
+            charge_ids: dict[int, int] = {}
+            for ch in charges:
+                charge_ids[ch["model_index"]] = s.execute(
+                    insert(Charge).values(**ch, duel_id=d.id).returning(Charge.id)
+                ).scalar_one()
+            for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
+                res = results.get(idx) if isinstance(idx, int) else None
+                if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
+                    stores.finalize_answer(
+                        s,
+                        claim,
+                        res,
+                        redact(clean_text(res.text), self.secret_keys(c.models, c.judge)),
+                        next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0),
+                        charge_ids.get(idx),
+                    )
+            d.cost_nusd += total
+            c.spend_nusd += total
+            for key, value in fields.items():
+                setattr(d, key, value)
+            status, stored_error, failed = cycle_answers.after_answers(d.status, d.requested_by, error)
+            if stored_error is not None:
+                d.error = stored_error
+            if status == DuelStatus.PENDING and d.status == DuelStatus.CALLING:
+                d.expires_at = now + self.pending_expiry  # the wait for its verdict starts
+            d.status = status
+            c.duels_failed += failed
+            s.execute(
+                update(Duel)
+                .where(Duel.id == d.id)
+                .values(
+                    status=d.status,
+                    error=d.error,
+                    cost_nusd=d.cost_nusd,
+                    completion_a=d.completion_a,
+                    completion_b=d.completion_b,
+                    answer_a=d.answer_a,
+                    answer_b=d.answer_b,
+                    answered_at=d.answered_at,
+                    expires_at=d.expires_at,
+                )
+                .execution_options(synchronize_session=False)
+            )
+            if faults:
+                self.pause_for_fault(s, c, next(iter(faults.values())), now, d.id)
+            # A spent budget ends the campaign when this duel's verdict is recorded
+            # (or at the next plan), so the answers just paid for can still count.
+            c.version += 1
+            c.updated_at = now
+            return DuelOutcome(d.id, d.status, failed=error is not None, error=d.error, view=self.duel_view(d, c))
+
+    def record_verdict_tx(
+        self,
+        duel_id: int,
+        choice: str | None,
+        *,
+        judged_by: str,
+        principal: Principal | None = None,
+        judge_cost: float = 0.0,
+        judge_detail: dict | None = None,
+        judge_error: str | None = None,
+        judge_score: float | None = None,
+        verdict_claim: stores.Claim | None = None,
+        stored_choice: str | None = None,
+        reused_verdict: stores.Stored | None = None,
+    ) -> DuelOutcome:
+        """Step 4 (locked): a vote or an automatic verdict, counted exactly once
+        (:func:`service.cycle.verdict.decide_verdict` on the SQLAlchemy driver).
+
+        ``verdict_claim``: the verdict store row this judgement was paid for; it is
+        stored (``stored_choice``, in the stored order) with its charge when the judge
+        gave a verdict. ``reused_verdict``: the verdict came from the store (a zero-cost
+        ledger row names the charge that paid for it). A duplicate finds no pending row: 409.
+        """
+        judgement = Judgement(
+            choice,
+            judged_by,
+            principal,
+            judge_cost,
+            judge_detail,
+            judge_error,
+            judge_score,
+            verdict_claim,
+            stored_choice,
+            reused_verdict,
+        )
+        return cycle.record_verdict(self, duel_id, judgement)

@@ -37,11 +37,11 @@ from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..redaction import redact
 from . import holds, ledger, rules, stores
-from .calls import Calls
+from .calls import Calls, call_expiry
+from .credentials import secret_keys
 from .endings import Endings
 from .rules import clean_text
 from .tasks import Background, in_thread
-from .transactions import call_expiry, secret_keys
 from .types import DuelPlan
 
 log = logging.getLogger("llmduel.campaigns")

@@ -17,6 +17,7 @@ from ..config import Settings
 from ..db import Database
 from .calls import Calls
 from .leases import Leases
+from .lifecycle import Lifecycle
 from .orchestration import Cycle
 from .resume import resume_limits_tx
 from .stores import Stores
@@ -61,6 +62,7 @@ class Runs:
         settings: Settings,
         db: Database,
         cycle: Cycle,
+        lifecycle: Lifecycle,
         calls: Calls,
         leases: Leases,
         stores: Stores,
@@ -71,6 +73,7 @@ class Runs:
         self.settings = settings
         self.db = db
         self.cycle = cycle
+        self.lifecycle = lifecycle
         self.calls = calls
         self.leases = leases
         self.stores = stores
@@ -117,7 +120,7 @@ class Runs:
             raise Conflict(f"a run is already active for campaign {campaign_id}")
         self._starting.add(campaign_id)
         try:
-            run = await in_thread(self.cycle.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
+            run = await in_thread(self.lifecycle.start_run_tx, campaign_id, max_duels, concurrency)  # 409 if owned
             self._runs[campaign_id] = self.background.spawn(self._run_loop(campaign_id, concurrency))
         finally:
             self._starting.discard(campaign_id)
@@ -134,13 +137,13 @@ class Runs:
             await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
             error = failures.error
             # Every duel this run started is finished now.
-            await in_thread(self.cycle.end_run_tx, campaign_id, error)
+            await in_thread(self.lifecycle.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - defensive
             log.exception("campaign %s: run crashed", campaign_id)
             try:
-                await in_thread(self.cycle.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
+                await in_thread(self.lifecycle.end_run_tx, campaign_id, f"run crashed: {type(exc).__name__}")
             except Exception:
                 pass
         finally:
