@@ -248,25 +248,32 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     llm = hybrid.llm_part(c.judge)
     # charged as any judge call, capped at the LLM part's bound (one writer: judge_charges)
     judge_charges.charge_judge(svc, s, c, d, j, now, judge=llm)
-    fault = j.fault
-    err = None
-    if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
-        err = Conflict(f"duel {d.id} already has its automatic verdict (status {d.status})")
-    elif d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
-        err = Conflict(f"duel {d.id} no longer waits for its verdict (status {d.status})")
-        if d.status == DuelStatus.PENDING:
-            d.status = DuelStatus.EXPIRED
-    elif rules.is_stale(d.expires_at, now):
-        d.status, err = DuelStatus.EXPIRED, Conflict(f"duel {d.id} expired and no longer counts")
-    elif c.status != CampaignStatus.RUNNING:
-        err = Conflict(f"campaign {c.id} has ended (status {c.status})")
-    if err is None:
+    refused = _llm_refusal(c, d, now)
+    if refused is None:
         return _judged(svc, s, c, d, j, now)
-    if fault is not None:
-        svc.pause_for_fault(s, c, fault, now)
+    if j.fault is not None:
+        svc.pause_for_fault(s, c, j.fault, now)
     c.version += 1
     c.updated_at = now
-    raise err
+    raise refused
+
+
+def _llm_refusal(c: Campaign, d: Duel, now: dt.datetime) -> Conflict | None:
+    """Why the automatic verdict of hybrid duel ``d`` does not count, or None; a duel that stopped
+    waiting for it (an orphan, or past its expiry) is marked expired on the way."""
+    if hybrid.detail_of(d.judge_detail) is not None:  # its coin was drawn on the first verdict
+        return Conflict(f"duel {d.id} already has its automatic verdict (status {d.status})")
+    if d.status != DuelStatus.PENDING or d.requested_by == ORPHAN_REQUESTER:
+        refusal = Conflict(f"duel {d.id} no longer waits for its verdict (status {d.status})")
+        if d.status == DuelStatus.PENDING:
+            d.status = DuelStatus.EXPIRED
+        return refusal
+    if rules.is_stale(d.expires_at, now):
+        d.status = DuelStatus.EXPIRED
+        return Conflict(f"duel {d.id} expired and no longer counts")
+    if c.status != CampaignStatus.RUNNING:
+        return Conflict(f"campaign {c.id} has ended (status {c.status})")
+    return None
 
 
 def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
