@@ -65,11 +65,11 @@ def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: di
     judge_nusd, fault_detail = price_judge(
         judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id
     )
-    if j.reused_verdict is not None:
-        s.execute(
-            insert(Charge).values(**stores.reuse_charge(c.id, "judge", None, j.reused_verdict, now), duel_id=d.id)
-        )
-    charge_id = charge_fee(s, c, d, judge_nusd, fault_detail or None, now) if judge_nusd else None
+    charge_id = _write_rows(s, c.id, d.id, j, judge_nusd, fault_detail, now)
+    if judge_nusd:  # the ORM objects carry the amount to their flush
+        d.cost_nusd += judge_nusd
+        c.spend_nusd += judge_nusd
+        c.judge_spend_nusd += judge_nusd
     _store_verdict(s, j, judge_nusd, charge_id)
     return judge_nusd
 
@@ -79,27 +79,8 @@ def write_judge_charges(
 ) -> None:
     """The same rows as :func:`charge_judge` as Core statements (the vote cycle's SQLAlchemy driver):
     the reuse row, the judge charge added to the duel's cost and the campaign's spend, the stored verdict."""
-    if j.reused_verdict is not None:
-        conn.execute(
-            insert(Charge).values(
-                **stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now), duel_id=duel_id
-            )
-        )
-    charge_id = None
+    charge_id = _write_rows(conn, campaign_id, duel_id, j, amount_nusd, detail, now)
     if amount_nusd:
-        charge_id = conn.execute(
-            insert(Charge)
-            .values(
-                campaign_id=campaign_id,
-                duel_id=duel_id,
-                kind="judge",
-                model_index=None,
-                amount_nusd=amount_nusd,
-                detail=detail or None,
-                created_at=now,
-            )
-            .returning(Charge.id)
-        ).scalar_one()
         conn.execute(update(Duel).where(Duel.id == duel_id).values(cost_nusd=Duel.cost_nusd + amount_nusd))
         conn.execute(
             update(Campaign)
@@ -112,6 +93,38 @@ def write_judge_charges(
     _store_verdict(conn, j, amount_nusd, charge_id)
 
 
+def _write_rows(s, campaign_id: int, duel_id: int, j: Judgement, amount_nusd: int, detail: dict, now) -> int | None:
+    """The reused verdict's zero-cost row and the judge charge (nothing for 0); the charge's id."""
+    if j.reused_verdict is not None:
+        s.execute(
+            insert(Charge).values(
+                **stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now), duel_id=duel_id
+            )
+        )
+    return _insert_charge(s, campaign_id, duel_id, amount_nusd, detail or None, now)
+
+
+def _insert_charge(s, campaign_id: int, duel_id: int, amount_nusd: int, detail: dict | None, now) -> int | None:
+    """One ``judge`` row of the ledger (nothing for 0); its id."""
+    if not amount_nusd:
+        return None
+    return int(
+        s.execute(
+            insert(Charge)
+            .values(
+                campaign_id=campaign_id,
+                duel_id=duel_id,
+                kind="judge",
+                model_index=None,
+                amount_nusd=amount_nusd,
+                detail=detail,
+                created_at=now,
+            )
+            .returning(Charge.id)
+        ).scalar_one()
+    )
+
+
 def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> None:
     """The verdict store's row this judgement was paid for, with its charge (a verdict only)."""
     if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
@@ -122,22 +135,10 @@ def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> 
 def charge_fee(s, c: Campaign, d: Duel, amount_nusd: int, detail: dict | None, now: dt.datetime) -> int | None:
     """Write one ``judge`` charge of ``amount_nusd`` (nothing for 0) and add it to the duel's cost and
     the campaign's spend and judge spend; returns the charge row's id."""
-    if not amount_nusd:
+    charge_id = _insert_charge(s, c.id, d.id, amount_nusd, detail, now)
+    if charge_id is None:
         return None
-    charge_id = s.execute(
-        insert(Charge)
-        .values(
-            campaign_id=c.id,
-            duel_id=d.id,
-            kind="judge",
-            model_index=None,
-            amount_nusd=amount_nusd,
-            detail=detail,
-            created_at=now,
-        )
-        .returning(Charge.id)
-    ).scalar_one()
     d.cost_nusd += amount_nusd
     c.spend_nusd += amount_nusd
     c.judge_spend_nusd += amount_nusd
-    return int(charge_id)
+    return charge_id

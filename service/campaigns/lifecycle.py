@@ -257,7 +257,5 @@ class Lifecycle:
             c.run_owner = None
             c.run_lease_expires_at = None
             if error:
-                c.run_error = clean_text(
-                    redact(error, secret_keys(self.settings, c.models, c.judge)), MAX_ERROR_CHARS
-                )
+                c.run_error = clean_text(redact(error, secret_keys(self.settings, c.models, c.judge)), MAX_ERROR_CHARS)
             c.updated_at = utcnow()

@@ -245,23 +245,13 @@ VOTED_TIE = (
         updated_at=bindparam("now"),
     )
 )
-VOTED = (
-    update(Campaign.__table__)
-    .where(C.id == bindparam("cid"))
-    .values(
-        duels_judged=C.duels_judged + bindparam("n_judged"),
-        duels_failed=C.duels_failed + bindparam("n_failed"),
-        duels_counted=C.duels_counted + bindparam("n_counted"),
-        spend_nusd=C.spend_nusd + bindparam("fee"),
-        judge_spend_nusd=C.judge_spend_nusd + bindparam("fee"),
-        event_seq=bindparam("seq"),
-        policy_state=bindparam("policy_state", type_=C.policy_state.type),
-        counts=bindparam("counts", type_=C.counts.type),
-        stats=bindparam("stats", type_=C.stats.type),
-        leader=bindparam("leader"),
-        version=C.version + 1,
-        updated_at=bindparam("now"),
-    )
+VOTED = VOTED_TIE.values(
+    duels_counted=C.duels_counted + bindparam("n_counted"),
+    event_seq=bindparam("seq"),
+    policy_state=bindparam("policy_state", type_=C.policy_state.type),
+    counts=bindparam("counts", type_=C.counts.type),
+    stats=bindparam("stats", type_=C.stats.type),
+    leader=bindparam("leader"),
 )
 
 
