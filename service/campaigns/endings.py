@@ -9,7 +9,6 @@ from sqlalchemy import update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from ..decide import verdict as cycle_verdict
 from ..models import Campaign, Duel
 from . import ledger, rules
 
@@ -61,5 +60,5 @@ class Endings:
         """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with
         ``end_limit = 'provider'``, and a PATCH of its limits continues it (rules.continue_refusal)."""
         if c.status == CampaignStatus.RUNNING:
-            reason = cycle_verdict.fault_reason(fault)
+            reason = ledger.fault_reason(fault)
             self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)

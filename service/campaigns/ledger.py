@@ -176,3 +176,8 @@ def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, det
         model = judge["client"].get("model") or judge["client"].get("kind")
         return capped(cost, bound, f"judge model {model!r}", over)
     return capped(cost, bound, "the judge")
+
+
+def fault_reason(fault: str) -> str:
+    """The end reason of a campaign paused on a provider fault (this module decides the fault)."""
+    return f"paused on a provider fault: {fault}; fix the provider, then continue with PATCH"

@@ -29,6 +29,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import hybrid, rules
 from ..campaigns.judge_charges import Judgement, price_judge
+from ..campaigns.ledger import fault_reason
 from ..campaigns.policy_cache import policy_snapshot
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
@@ -73,7 +74,7 @@ async def decide_verdict(svc: HotService, tx, duel_id: int, j: Judgement) -> Due
 
 def _paused(fault: str) -> deciding.Ending:
     """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
-    return deciding.Ending(CampaignStatus.STOPPED, deciding.fault_reason(fault), rules.END_LIMIT_PROVIDER)
+    return deciding.Ending(CampaignStatus.STOPPED, fault_reason(fault), rules.END_LIMIT_PROVIDER)
 
 
 async def _charge_judge(tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:

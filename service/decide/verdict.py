@@ -15,6 +15,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import rules
 from ..campaigns.leases import ORPHAN_REQUESTER
+from ..campaigns.ledger import fault_reason
 from ..campaigns.types import Conflict
 
 #: The stopping verdicts that certify no model.
@@ -76,11 +77,6 @@ def refusal(
     if campaign_status != CampaignStatus.RUNNING:
         return Refusal(Conflict(f"campaign {campaign_id} has ended (status {campaign_status})"))
     return None
-
-
-def fault_reason(fault: str) -> str:
-    """The end reason of a campaign paused on a provider fault (:mod:`service.campaigns.ledger`)."""
-    return f"paused on a provider fault: {fault}; fix the provider, then continue with PATCH"
 
 
 def stop_ending(verdict: str | None, winner: int | None, algorithm: str, delta: float, n_prompts: int) -> Ending:
