@@ -24,7 +24,7 @@ from ..prompts import normalize_prompt
 from ..redaction import redact
 from ..schemas import CampaignCreate
 from . import holds, hybrid, hybrid_tx, rules
-from .credentials import require_key_envs
+from .credentials import require_key_envs, secret_keys
 from .endings import Endings
 from .leases import Leases
 from .policy_cache import new_campaign_policy, policy_snapshot
@@ -257,7 +257,5 @@ class Lifecycle:
             c.run_owner = None
             c.run_lease_expires_at = None
             if error:
-                c.run_error = clean_text(
-                    redact(error, rules.secret_keys(self.settings, c.models, c.judge)), MAX_ERROR_CHARS
-                )
+                c.run_error = clean_text(redact(error, secret_keys(self.settings, c.models, c.judge)), MAX_ERROR_CHARS)
             c.updated_at = utcnow()
