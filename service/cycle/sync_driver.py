@@ -324,8 +324,8 @@ class SyncTx:
         if charges:
             self.conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
         self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
-        if campaign.get("run"):
-            self.conn.execute(RUN_STEP, campaign)
+        if campaign.get("run"):  # only its own parameter: a column-named key would join the SET list
+            self.conn.execute(RUN_STEP, {"cid": campaign["cid"]})
         return duel_id
 
     # ---- sampling without replacement
@@ -362,7 +362,7 @@ class SyncTx:
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
         if judged["fee"]:
-            self.conn.execute(VOTE_FEE_CHARGE, {**judged, **campaign})
+            self.conn.execute(VOTE_FEE_CHARGE, {k: campaign[k] for k in ("cid", "now", "fee")} | {"did": judged["did"]})
         for rid, rseq in others:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
