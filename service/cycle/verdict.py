@@ -94,12 +94,13 @@ async def _record(svc: HotService, tx, crow, state, drow, cfg: CampaignConfig, j
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + judge_nusd + fee
     d.judged_by, d.judged_at = j.judged_by, now
-    keys = svc.secret_keys(cfg.models, cfg.judge)
-    d.judge_detail = redact_json(jsonable(j.judge_detail), keys) if j.judge_detail else None
+    if j.judge_detail:  # stored text never holds a configured key (service.redaction)
+        d.judge_detail = redact_json(jsonable(j.judge_detail), svc.secret_keys(cfg.models, cfg.judge))
     score = None
     if j.choice is None:
         d.status = DuelStatus.FAILED
-        d.error = clean_text(redact(f"judge error: {j.judge_error or 'no verdict'}", keys), MAX_ERROR_CHARS)
+        error = redact(f"judge error: {j.judge_error or 'no verdict'}", svc.secret_keys(cfg.models, cfg.judge))
+        d.error = clean_text(error, MAX_ERROR_CHARS)
     else:
         d.status, d.choice = DuelStatus.JUDGED, j.choice
         score = rules.score_of(
