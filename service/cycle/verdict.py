@@ -94,6 +94,7 @@ async def _record(svc: HotService, tx, crow, state, drow, cfg: CampaignConfig, j
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + judge_nusd + fee
     d.judged_by, d.judged_at = j.judged_by, now
+    d.judge_detail = None
     if j.judge_detail:  # stored text never holds a configured key (service.redaction)
         d.judge_detail = redact_json(jsonable(j.judge_detail), svc.secret_keys(cfg.models, cfg.judge))
     score = None
