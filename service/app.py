@@ -18,8 +18,9 @@ from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
 from .auth import watch_revocations
-from .campaigns import build_campaigns, warm_policies
+from .campaigns import warm_policies
 from .config import Settings, announce_generated_key
+from .container import build_campaigns
 from .db import Database, head_revision
 from .demo import start_demo
 from .health import DatabaseHealth

@@ -15,9 +15,10 @@ import time
 from algorithms.instance import SYNTHETIC_PREFERENCE
 from algorithms.vocabulary import CampaignStatus, TiePolicy
 
-from .campaigns import Campaigns, Views
 from .campaigns.tasks import in_thread
 from .campaigns.verdicts import evidence_line
+from .campaigns.views import Views
+from .container import Campaigns
 from .schemas import CampaignCreate
 
 SYNTHETIC_P = SYNTHETIC_PREFERENCE.tolist()

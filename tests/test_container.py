@@ -13,7 +13,8 @@ from conftest import ADMIN_KEY, make_settings
 from service_helpers import campaign_body
 
 from service.app import create_app
-from service.campaigns import Background, Keeper, build_campaigns
+from service.campaigns.tasks import Background, Keeper
+from service.container import build_campaigns
 from service.db import Database
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}

@@ -284,7 +284,7 @@ async def wait_for(api, cid: int, predicate, timeout: float) -> dict:
 
 # ---------------------------------------------------------------- SIGKILL in the middle of a run
 def _replay(db_url: str, cid: int):
-    from service.campaigns import build_campaigns
+    from service.container import build_campaigns
     from service.db import Database
 
     db = Database(db_url)
@@ -341,7 +341,7 @@ def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tm
     # Right after the crash: the stored state equals the replayed log.
     rep = _replay(db_url, cid)
     assert rep.ok, rep.diff
-    from service.campaigns import build_campaigns
+    from service.container import build_campaigns
     from service.db import Database
 
     db = Database(db_url)

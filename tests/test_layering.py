@@ -75,7 +75,19 @@ def imports_of(module: str) -> set[str]:
             target = _resolve(name)
             if target is not None and target != module:
                 found.add(target)
+                found.update(_outer_packages(module, target))
     return found
+
+
+def _outer_packages(module: str, target: str) -> set[str]:
+    """The packages whose ``__init__`` Python runs to import ``target`` from ``module``: every
+    enclosing package of ``target`` that is not one of ``module``'s own (those ran already). So
+    ``service.cycle.plan`` importing ``service.campaigns.rules`` depends on the package face
+    ``service.campaigns`` too: a cycle through a package ``__init__`` is a cycle."""
+    own = {".".join(module.split(".")[:k]) for k in range(1, module.count(".") + 2)}
+    parts = target.split(".")
+    outer = {".".join(parts[:k]) for k in range(1, len(parts))}
+    return {p for p in outer if p in MODULES and p not in own}
 
 
 GRAPH = {m: imports_of(m) for m in MODULES}
@@ -138,6 +150,9 @@ def test_the_walk_sees_our_packages_and_their_imports():
     assert {"algorithms.policies", "judges.llm", "service.app", "service.cli"} <= set(MODULES)
     assert "algorithms.policies" in GRAPH["algorithms.simulator"]
     assert "service.cli.args" in GRAPH["service.cli.research"]
+    # importing a module of another package runs that package's __init__: the edge is counted
+    assert {"service.campaigns.rules", "service.campaigns"} <= GRAPH["service.cycle.plan"]
+    assert "service.cycle" not in GRAPH["service.cycle.plan"]  # its own package ran already
 
 
 def test_no_upward_import():

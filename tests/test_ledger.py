@@ -26,6 +26,7 @@ import respx
 from sqlalchemy import func, select
 
 from service.campaigns import ledger, rules
+from service.clients import usage
 from service.models import Campaign, Charge
 
 URL = "http://ledger.test/v1/chat/completions"
@@ -96,7 +97,7 @@ def _spend(svc, cid: int) -> int:
 # ---------------------------------------------------------------- the rules, without a database
 @pytest.mark.parametrize("value,want", [(0, 0), (7, 7), (7.0, 7), (None, None), (10**12, 10**12)])
 def test_usage_figures_in_range_parse(value, want):
-    assert ledger.parse_tokens(value, "completion_tokens") == want
+    assert usage.parse_tokens(value, "completion_tokens") == want
 
 
 @pytest.mark.parametrize(
@@ -113,8 +114,8 @@ def test_usage_figures_in_range_parse(value, want):
     ],
 )
 def test_usage_figures_out_of_range_are_refused(value, words):
-    with pytest.raises(ledger.UsageError, match=words):
-        ledger.parse_tokens(value, "completion_tokens")
+    with pytest.raises(usage.UsageError, match=words):
+        usage.parse_tokens(value, "completion_tokens")
 
 
 def test_a_charge_never_exceeds_its_bound():

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 
 def make_service(url: str, **overrides):
-    from service.campaigns import build_campaigns
+    from service.container import build_campaigns
     from service.db import Database
 
     settings = make_settings(url, **overrides)

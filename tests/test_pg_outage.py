@@ -110,7 +110,7 @@ def test_terminated_backends_give_503_never_500_and_the_pools_heal(pg_url, tmp_p
     finally:
         stop_live_server(server)
 
-    from service.campaigns import build_campaigns
+    from service.container import build_campaigns
     from service.db import Database
 
     db = Database(pg_url)

@@ -42,8 +42,8 @@ async def test_the_failure_cap_counts_consecutive_failures_of_the_whole_run(db_u
 
 
 def test_a_success_resets_the_count():
-    from service.campaigns.runner import RunFailures
     from service.campaigns.types import DuelOutcome
+    from service.cycle.runs import RunFailures
 
     failures = RunFailures(3)
     for failed in (True, True, False, True, True):

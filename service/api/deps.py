@@ -12,7 +12,15 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..auth import Principal, authenticate_async, require_admin
-from ..campaigns import Annotators, Campaigns, Cycle, Forecasts, Lifecycle, Replay, Results, Runs, Views
+from ..campaigns.annotators import Annotators
+from ..campaigns.forecasting import Forecasts
+from ..campaigns.lifecycle import Lifecycle
+from ..campaigns.replay import Replay
+from ..campaigns.results import Results
+from ..campaigns.views import Views
+from ..container import Campaigns
+from ..cycle.orchestration import Cycle
+from ..cycle.runs import Runs
 
 _bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
 

@@ -3,10 +3,10 @@
 Every charge row a campaign writes (a duel's answers, a pre-generated answer, an
 LLM judge's verdict) takes its amount from :func:`model_charge` or
 :func:`judge_charge`; the clients parse a provider's usage figures with
-:func:`parse_tokens`. Its invariants (docs/reliability.md, *Ledger*):
+:func:`service.clients.usage.parse_tokens`. Its invariants (docs/reliability.md, *Ledger*):
 
 1. **Usage figures are bounded.** A token count is a whole number in
-   ``[0, MAX_USAGE_TOKENS]``: a JSON integer, or a float with an integral value.
+   ``[0, MAX_USAGE_TOKENS]`` (:mod:`service.clients.usage`): a JSON integer, or a float with an integral value.
    Anything else (negative, fractional, ``1e16``, ``1e400`` which JSON reads as
    infinity, a string, a boolean) raises :class:`UsageError`, which the client
    turns into a failed call with that message: never an ``OverflowError``, never
@@ -44,39 +44,11 @@ from typing import Any
 from ..models import from_nusd
 from . import rules
 
-#: The largest token count a provider may report for one call (no model reads or
-#: writes a trillion tokens in one call); above it the figure is refused.
-MAX_USAGE_TOKENS = 10**12
-
 #: The most a call without a derivable bound is charged (2**48 nano-USD, about 281,475 USD).
 MAX_CALL_NUSD = 2**48
 
 #: ``Campaign.end_limit`` of a campaign paused by a provider fault (continued by PATCH, rules.continue_refusal).
 END_LIMIT_PROVIDER = rules.END_LIMIT_PROVIDER
-
-
-class UsageError(ValueError):
-    """A usage figure that is not a whole number of tokens in ``[0, MAX_USAGE_TOKENS]``."""
-
-
-def parse_tokens(value: Any, field: str) -> int | None:
-    """A provider's token count (``field`` names it in the error); ``None`` when it is absent.
-
-    Raises :class:`UsageError` for a value that is not a whole number in ``[0, MAX_USAGE_TOKENS]``.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UsageError(f"usage {field} = {value!r:.40} is not a number of tokens")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(f"usage {field} = {value!r} is not a finite number of tokens")
-    if value < 0:
-        raise UsageError(f"usage {field} = {value!r} is negative")
-    if value > MAX_USAGE_TOKENS:
-        raise UsageError(f"usage {field} = {value:.6g} tokens is absurdly large (more than {MAX_USAGE_TOKENS:.0e})")
-    if isinstance(value, float) and not value.is_integer():
-        raise UsageError(f"usage {field} = {value!r} is not a whole number of tokens")
-    return int(value)
 
 
 @dataclass(frozen=True)

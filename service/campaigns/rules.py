@@ -1,7 +1,7 @@
 """The campaign rules as pure functions, shared by every transaction path.
 
 The vote cycle's sequences (:mod:`service.cycle`, both drivers) and the other
-transactions (:mod:`service.campaigns.lifecycle`, :mod:`service.campaigns.orchestration`) decide with these functions only,
+transactions (:mod:`service.campaigns.lifecycle`, :mod:`service.cycle.orchestration`) decide with these functions only,
 so a rule cannot differ between paths. No I/O, no database objects: plain values in,
 plain values out.
 """

@@ -181,7 +181,8 @@ def add_replay_parser(subparsers) -> None:
 
 
 def cmd_replay(args) -> int:
-    from service.campaigns import NotFound, build_campaigns
+    from service.campaigns import NotFound
+    from service.container import build_campaigns
     from service.db import Database
 
     settings = settings_from_env()

@@ -19,6 +19,7 @@ from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import output_token_limit
 from .ratelimit import RateLimiter, estimated_tokens, quota_of
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
+from .usage import parse_tokens
 
 log = logging.getLogger("llmduel.clients")
 
@@ -229,8 +230,6 @@ class HTTPModelClient(ModelClient):
 
 
 def _token(v: Any, field: str) -> int | None:
-    """A reported token count, bounded by the ledger (service.campaigns.ledger.parse_tokens); raises
-    its ``UsageError`` (a ``ValueError``) for a figure that is not a whole number in range."""
-    from ..campaigns.ledger import parse_tokens  # here: the campaigns package imports the clients
-
+    """A reported token count, bounded (:func:`.usage.parse_tokens`); raises its ``UsageError`` (a
+    ``ValueError``) for a figure that is not a whole number in range."""
     return parse_tokens(v, field)

@@ -19,8 +19,9 @@ from algorithms import InstanceError, solve_oracle
 from algorithms.stats import empirical_preference
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import Campaigns, finite_or_none
+from ..campaigns import finite_or_none
 from ..campaigns.verdicts import cost_unit as _cost_unit
+from ..container import Campaigns
 from ..models import Campaign, Duel, DuelSkip, utcnow
 from . import plots
 from .series import SeriesCache

@@ -25,7 +25,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from algorithms.vocabulary import CampaignStatus, Choice
 
 from ..auth import Principal, authenticate
-from ..campaigns import Campaigns, Conflict, DomainError, Forbidden, NotFound, skips
+from ..campaigns import Conflict, DomainError, Forbidden, NotFound, skips
+from ..container import Campaigns
 from . import access, data
 from .markdown import render_markdown
 from .series import SeriesCache

@@ -9,25 +9,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..auth import TokenCache
-from ..config import Settings
-from ..db import Database
-from .annotators import Annotators
-from .calls import Calls
-from .endings import Endings
-from .forecasting import Forecasts
-from .leases import Leases, new_owner_id
-from .lifecycle import Lifecycle
-from .orchestration import Cycle
-from .pregeneration import Pregeneration
-from .prompt_cache import PromptCache
-from .replay import Replay
-from .results import Results
-from .runner import Runs
-from .stores import Stores
-from .tasks import Background, Keeper
-from .views import Views
-from .webhooks import Webhooks
+from .auth import TokenCache
+from .campaigns.annotators import Annotators
+from .campaigns.calls import Calls
+from .campaigns.endings import Endings
+from .campaigns.forecasting import Forecasts
+from .campaigns.leases import Leases, new_owner_id
+from .campaigns.lifecycle import Lifecycle
+from .campaigns.pregeneration import Pregeneration
+from .campaigns.prompt_cache import PromptCache
+from .campaigns.replay import Replay
+from .campaigns.results import Results
+from .campaigns.stores import Stores
+from .campaigns.tasks import Background, Keeper
+from .campaigns.views import Views
+from .campaigns.webhooks import Webhooks
+from .config import Settings
+from .cycle.orchestration import Cycle
+from .cycle.runs import Runs
+from .db import Database
 
 
 @dataclass

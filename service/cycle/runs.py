@@ -13,17 +13,17 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
+from ..campaigns.calls import Calls
+from ..campaigns.leases import Leases
+from ..campaigns.lifecycle import Lifecycle
+from ..campaigns.resume import resume_limits_tx
+from ..campaigns.stores import Stores
+from ..campaigns.tasks import Background, Keeper, in_thread
+from ..campaigns.types import Conflict, DuelOutcome, NotFound
+from ..campaigns.webhooks import Webhooks
 from ..config import Settings
 from ..db import Database
-from .calls import Calls
-from .leases import Leases
-from .lifecycle import Lifecycle
 from .orchestration import Cycle
-from .resume import resume_limits_tx
-from .stores import Stores
-from .tasks import Background, Keeper, in_thread
-from .types import Conflict, DuelOutcome, NotFound
-from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
 

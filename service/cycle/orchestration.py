@@ -38,27 +38,27 @@ from algorithms.vocabulary import DuelStatus
 
 from .. import cycle
 from ..auth import Principal
+from ..campaigns import rules, skips, stores
+from ..campaigns.calls import Calls, call_expiry
+from ..campaigns.credentials import secret_keys
+from ..campaigns.endings import Endings
+from ..campaigns.judge_charges import Judgement
+from ..campaigns.leases import Leases
+from ..campaigns.policy_cache import PolicyCache
+from ..campaigns.pregeneration import Pregeneration
+from ..campaigns.prompt_cache import PromptCache
+from ..campaigns.rules import clean_text
+from ..campaigns.stores import StoredKeys, Stores
+from ..campaigns.tasks import in_thread
+from ..campaigns.types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
+from ..campaigns.views import Views, duel_view_for
+from ..campaigns.webhooks import Webhooks
 from ..clients import Completion
 from ..config import Settings
 from ..db import Database
 from ..decide import answers as cycle_answers
 from ..models import Campaign, Charge, Duel, utcnow
 from ..redaction import redact
-from . import rules, skips, stores
-from .calls import Calls, call_expiry
-from .credentials import secret_keys
-from .endings import Endings
-from .judge_charges import Judgement
-from .leases import Leases
-from .policy_cache import PolicyCache
-from .pregeneration import Pregeneration
-from .prompt_cache import PromptCache
-from .rules import clean_text
-from .stores import StoredKeys, Stores
-from .tasks import in_thread
-from .types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
-from .views import Views, duel_view_for
-from .webhooks import Webhooks
 
 log = logging.getLogger("llmduel.campaigns")
 
