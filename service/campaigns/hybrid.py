@@ -4,7 +4,7 @@ A campaign whose ``judge`` is ``{"kind": "hybrid", "llm": {...}, "human": {"fee_
 "human_rate": 0.2 | "active"}`` runs :class:`algorithms.hybrid.HybridPolicy` (stored algorithm
 ``dctas-pc-hybrid``). Each duel's answers are judged by the automatic judge at once; the policy
 gives ``pi``; a coin keyed by the campaign's secret draw key (:func:`human_coin`) decides
-whether the duel also waits for a human vote. The transactions are in :mod:`.hybrid_tx`; the
+whether the duel also waits for a human vote. The pool is :mod:`.hybrid_tx`, the verdicts :mod:`service.cycle.hybrid_verdict`; the
 validity argument in docs/clients-and-judges.md, *Hybrid*.
 
 What a hybrid duel stores in ``judge_detail["hybrid"]`` (:func:`hybrid_record`):

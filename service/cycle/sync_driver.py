@@ -22,6 +22,7 @@ from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
 from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
 from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
+from . import hybrid_verdict
 from .plan import decide_plan
 from .shared import _CONFIG_COLUMNS
 from .verdict import decide_verdict
@@ -382,8 +383,8 @@ class SyncTx:
         return self.conn.execute(PAIR_RECORDED, p).scalar_one(), self.conn.execute(HELD_OF_PAIR, p).all()
 
     async def hybrid_verdict(self, svc, duel_id: int, j) -> DuelOutcome:
-        """A hybrid judge's vote or automatic verdict (:mod:`service.campaigns.hybrid_tx`), in this transaction."""
-        return hybrid_tx.record_in_session(svc, self.session, duel_id, j)
+        """A hybrid judge's vote or automatic verdict (:mod:`.hybrid_verdict`), in this transaction."""
+        return hybrid_verdict.record_in_session(svc, self.session, duel_id, j)
 
 
 def run_sync(coro: Coroutine):

@@ -6,7 +6,7 @@ driver, deciding with :mod:`service.decide.verdict`. The steps, each an early
 return:
 
 1. the duel's campaign locked; a duel the caller may not see is a 404;
-2. a hybrid judge's duel goes to that judge's recorder (:mod:`service.campaigns.hybrid_tx`:
+2. a hybrid judge's duel goes to that judge's recorder (:mod:`.hybrid_verdict`:
    its records enter in draw order);
 3. an automatic judge's charges (capped at the judge's bound; a lying judge's verdict becomes
    a judge error and pauses the campaign);
