@@ -73,7 +73,7 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     leases = Leases(settings, db, owner_id)
     stores = Stores(db, background)
     prompts = PromptCache(db)
-    endings = Endings(webhooks.enqueue_webhook)
+    endings = Endings()
     calls = Calls(settings, db, prompts, stores, keeper)
     pregen = Pregeneration(settings, db, calls, background, endings)
     cycle = Cycle(settings, db, views, webhooks, leases, stores, calls, pregen, endings, prompts)

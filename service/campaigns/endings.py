@@ -1,28 +1,111 @@
-"""How a running campaign ends inside a locked transaction (:class:`Endings`)."""
+"""How a running campaign ends inside a locked transaction: one set of statements for every
+transaction (:data:`FINISH`, :data:`ENDED_EVENT`, :data:`CANCEL_IN_FLIGHT`), run by
+:class:`Endings` on an ORM session and by both drivers of the vote cycle
+(:mod:`service.cycle.sync_driver`, :mod:`service.cycle.pg_driver`, which compiles them)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Callable
+from types import SimpleNamespace
+from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, case, func, insert, literal, null, select, update
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.sql.elements import Cast
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from ..models import Campaign, Duel
+from ..models import Campaign, Duel, WebhookEvent
 from . import ledger, rules
+from .webhooks import CAMPAIGN_ENDED, new_event_id
+
+C = Campaign.__table__.c
+D = Duel.__table__.c
+
+# A campaign's end: its status and reason, the run stopped, the
+# campaign.ended event in the webhook outbox, the other duels in flight cancelled.
+W = WebhookEvent.__table__.c
+FINISH = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(
+        # not "status": executed with the same parameters, CANCEL_IN_FLIGHT's own ``status`` would take it
+        status=bindparam("end_status"),
+        end_reason=bindparam("reason"),
+        end_limit=bindparam("limit", type_=C.end_limit.type),
+        ended_at=bindparam("now"),
+        run_active=False,
+        run_owner=null(),
+        run_lease_expires_at=null(),
+        webhook_state=case((func.coalesce(C.webhook_url, "") == "", C.webhook_state), else_=literal("pending")),
+        webhook_error=case((func.coalesce(C.webhook_url, "") == "", C.webhook_error), else_=null()),
+        winner=func.coalesce(bindparam("winner", type_=C.winner.type), C.winner),
+        leader=func.coalesce(bindparam("winner", type_=C.leader.type), C.leader),
+    )
+)
+
+
+class _typed(Cast):
+    """A parameter in an ``INSERT ... SELECT`` list: ``CAST(:p AS type)`` where the database needs the
+    type (PostgreSQL cannot infer it there), the bare parameter on SQLite, whose ``CAST(... AS
+    DATETIME)`` has numeric affinity and would store ``'2026-11-25 03:00:00'`` as the number 2026."""
+
+    inherit_cache = True
+
+
+@compiles(_typed, "sqlite")
+def _typed_on_sqlite(element: _typed, compiler: Any, **kw: Any) -> str:
+    return compiler.process(element.clause, **kw)
+
+
+ENDED_EVENT = insert(WebhookEvent.__table__).from_select(
+    ["id", "campaign_id", "event_type", "url", "state", "attempts", "next_attempt_at", "created_at"],
+    select(
+        _typed(bindparam("event_id", type_=W.id.type), W.id.type),
+        C.id,
+        literal(CAMPAIGN_ENDED, W.event_type.type),
+        C.webhook_url,
+        literal("pending", W.state.type),
+        literal(0, W.attempts.type),
+        _typed(bindparam("now", type_=W.next_attempt_at.type), W.next_attempt_at.type),
+        _typed(bindparam("now", type_=W.created_at.type), W.created_at.type),
+    ).where(C.id == bindparam("cid"), func.coalesce(C.webhook_url, "") != ""),
+)
+CANCEL_IN_FLIGHT = (
+    update(Duel.__table__)
+    .where(
+        D.campaign_id == bindparam("cid"),
+        D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
+        D.id != bindparam("keep", type_=D.id.type),
+    )
+    .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
+)
+
+
+def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
+    """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
+    ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    return {
+        "cid": campaign_id,
+        "end_status": str(end.status),
+        "reason": end.reason,
+        "limit": end.limit,
+        "winner": getattr(end, "winner", None),
+        "now": now,
+        "event_id": new_event_id(),
+        "keep": keep_duel or 0,  # duel ids start at 1
+    }
 
 
 class Endings:
     """End a campaign (its status and reason, the run stopped, the duels in flight cancelled, the
-    ``campaign.ended`` outbox row) in the caller's session; no state of its own.
+    ``campaign.ended`` outbox row) in the caller's session with the statements above; no state.
 
-    ``enqueue_webhook``: :meth:`.webhooks.Webhooks.enqueue_webhook`, which writes the outbox
-    row in the same transaction. The cycle's transactions, the hot path's general fallback
-    and :class:`.pregeneration.Pregeneration` (a provider fault) end campaigns through it."""
-
-    def __init__(self, enqueue_webhook: Callable[..., None]):
-        self.enqueue_webhook = enqueue_webhook
+    The ORM object ``c`` the caller holds gets the new values as committed ones
+    (``set_committed_value``): it shows the ending without writing it a second time. The
+    lifecycle's stop, the answers transaction, the hybrid judge's verdicts and
+    :class:`.pregeneration.Pregeneration` (a provider fault) end campaigns through it."""
 
     def finish(
         self,
@@ -33,28 +116,27 @@ class Endings:
         now: dt.datetime,
         keep_duel: int | None = None,
         limit: str | None = None,
+        winner: int | None = None,
     ) -> None:
-        """End a running campaign: in-flight duels are cancelled, the run stops.
+        """End a running campaign: in-flight duels but ``keep_duel`` are cancelled, the run stops.
 
-        ``limit``: the limit that ended it (``rules.END_LIMITS``), so that raising it continues the campaign.
+        ``limit``: the limit that ended it (``rules.END_LIMITS``), so that raising it continues the
+        campaign; ``winner``: the certified model.
         """
-        c.status = status
-        c.end_reason = reason
-        c.end_limit = limit
-        c.ended_at = now
-        c.run_active = False
-        c.run_owner = None
-        c.run_lease_expires_at = None
-        self.enqueue_webhook(s, c, now)  # the outbox row commits with the end, or not at all
-        cond = [Duel.campaign_id == c.id, Duel.status.in_(IN_FLIGHT)]
-        if keep_duel is not None:
-            cond.append(Duel.id != keep_duel)
-        s.execute(
-            update(Duel)
-            .where(*cond)
-            .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
-            .execution_options(synchronize_session=False)
+        end = SimpleNamespace(status=status, reason=reason, limit=limit, winner=winner)
+        params = finish_params(int(c.id), end, now, keep_duel)
+        for stmt in (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT):
+            s.execute(stmt, params)
+        ended: dict[str, Any] = dict(
+            status=status, end_reason=reason, end_limit=limit, ended_at=now, run_active=False, run_owner=None
         )
+        ended["run_lease_expires_at"] = None
+        if c.webhook_url:
+            ended.update(webhook_state="pending", webhook_error=None)
+        if winner is not None:
+            ended.update(winner=winner, leader=winner)
+        for key, value in ended.items():
+            set_committed_value(c, key, value)
 
     def pause_for_fault(self, s, c: Campaign, fault: str, now: dt.datetime, keep_duel: int | None = None) -> None:
         """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with

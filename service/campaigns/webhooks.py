@@ -1,7 +1,7 @@
 """Webhooks through a durable outbox: at-least-once, signed, retried, picked up after restarts.
 
 * An event (today ``campaign.ended``) is a row of ``webhook_events``, inserted by
-  the transaction that ends the campaign (:meth:`Webhooks.enqueue_webhook`): it
+  the transaction that ends the campaign (:data:`service.campaigns.endings.ENDED_EVENT`): it
   exists if and only if the end was committed.
 * A process *claims* a due event (``state = 'pending'``, ``next_attempt_at`` past,
   no valid claim) under the event's row lock, setting ``claimed_by`` and
@@ -91,26 +91,6 @@ class Webhooks:
             self._http = None
 
     # ------------------------------------------------------------ enqueue (inside a transaction)
-    def enqueue_webhook(self, s, c: Campaign, now: dt.datetime) -> None:
-        """Add the ``campaign.ended`` event of ``c`` to the outbox (the caller commits)."""
-        if not c.webhook_url:
-            return
-        s.add(
-            WebhookEvent(
-                id=new_event_id(),
-                campaign_id=c.id,
-                event_type=CAMPAIGN_ENDED,
-                url=c.webhook_url,
-                payload=None,
-                state="pending",
-                attempts=0,
-                next_attempt_at=now,
-                created_at=now,
-            )
-        )
-        c.webhook_state = "pending"
-        c.webhook_error = None
-
     def webhook_secret_of(self, campaign_id: int) -> str | None:
         with self.db.read() as s:
             return s.execute(select(Campaign.webhook_secret).where(Campaign.id == campaign_id)).scalar_one_or_none()

@@ -88,9 +88,7 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
     end = deciding.ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False
-    if end.winner is not None:
-        c.winner = c.leader = end.winner
-    svc.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit)
+    svc.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
     return True
 
 

@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from ..campaigns import holds, skips, stores
+from ..campaigns import endings, holds, skips, stores
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
@@ -124,7 +124,7 @@ PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
 PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
 PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
 PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
-PG_FINISH = tuple(compile_pg(q) for q in (sync_driver.FINISH, sync_driver.ENDED_EVENT, sync_driver.CANCEL_IN_FLIGHT))
+PG_FINISH = tuple(compile_pg(q) for q in (endings.FINISH, endings.ENDED_EVENT, endings.CANCEL_IN_FLIGHT))
 PG_POOLED = compile_pg(skips.POOLED)
 PG_HAND_OVER = compile_pg(skips.HAND_OVER)
 
@@ -263,7 +263,7 @@ class PgTx:
             self.open = False
 
     async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
-        params = sync_driver.finish_params(campaign_id, end, now, keep_duel)
+        params = endings.finish_params(campaign_id, end, now, keep_duel)
         for query in PG_FINISH:
             await self._write(query, params)
 

@@ -9,19 +9,17 @@ calling thread. The statements here are also the ones the asyncpg driver compile
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Coroutine
+from typing import TYPE_CHECKING, Coroutine
 
-from sqlalchemy import bindparam, case, func, insert, literal, null, select, update
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.elements import Cast
+from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
 from ..campaigns import holds, hybrid_tx, judge_charges, rules, skips, stores
+from ..campaigns.endings import CANCEL_IN_FLIGHT, ENDED_EVENT, FINISH, finish_params
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
-from ..campaigns.webhooks import CAMPAIGN_ENDED, new_event_id
-from ..models import Campaign, Charge, Duel, Prompt, WebhookEvent
+from ..models import Campaign, Charge, Duel, Prompt
 from . import hybrid_verdict
 from .plan import decide_plan
 from .shared import _CONFIG_COLUMNS
@@ -77,81 +75,6 @@ TOUCHED = (
     .where(C.id == bindparam("cid"))
     .values(version=C.version + 1, updated_at=bindparam("now"))
 )
-# A campaign's end (Endings.finish): its status and reason, the run stopped, the
-# campaign.ended event in the webhook outbox, the other duels in flight cancelled.
-W = WebhookEvent.__table__.c
-FINISH = (
-    update(Campaign.__table__)
-    .where(C.id == bindparam("cid"))
-    .values(
-        # not "status": executed with the same parameters, CANCEL_IN_FLIGHT's own ``status`` would take it
-        status=bindparam("end_status"),
-        end_reason=bindparam("reason"),
-        end_limit=bindparam("limit", type_=C.end_limit.type),
-        ended_at=bindparam("now"),
-        run_active=False,
-        run_owner=null(),
-        run_lease_expires_at=null(),
-        webhook_state=case((func.coalesce(C.webhook_url, "") == "", C.webhook_state), else_=literal("pending")),
-        webhook_error=case((func.coalesce(C.webhook_url, "") == "", C.webhook_error), else_=null()),
-        winner=func.coalesce(bindparam("winner", type_=C.winner.type), C.winner),
-        leader=func.coalesce(bindparam("winner", type_=C.leader.type), C.leader),
-    )
-)
-
-
-class _typed(Cast):
-    """A parameter in an ``INSERT ... SELECT`` list: ``CAST(:p AS type)`` where the database needs the
-    type (PostgreSQL cannot infer it there), the bare parameter on SQLite, whose ``CAST(... AS
-    DATETIME)`` has numeric affinity and would store ``'2026-11-25 03:00:00'`` as the number 2026."""
-
-    inherit_cache = True
-
-
-@compiles(_typed, "sqlite")
-def _typed_on_sqlite(element: _typed, compiler: Any, **kw: Any) -> str:
-    return compiler.process(element.clause, **kw)
-
-
-ENDED_EVENT = insert(WebhookEvent.__table__).from_select(
-    ["id", "campaign_id", "event_type", "url", "state", "attempts", "next_attempt_at", "created_at"],
-    select(
-        _typed(bindparam("event_id", type_=W.id.type), W.id.type),
-        C.id,
-        literal(CAMPAIGN_ENDED, W.event_type.type),
-        C.webhook_url,
-        literal("pending", W.state.type),
-        literal(0, W.attempts.type),
-        _typed(bindparam("now", type_=W.next_attempt_at.type), W.next_attempt_at.type),
-        _typed(bindparam("now", type_=W.created_at.type), W.created_at.type),
-    ).where(C.id == bindparam("cid"), func.coalesce(C.webhook_url, "") != ""),
-)
-CANCEL_IN_FLIGHT = (
-    update(Duel.__table__)
-    .where(
-        D.campaign_id == bindparam("cid"),
-        D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
-        D.id != bindparam("keep", type_=D.id.type),
-    )
-    .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
-)
-
-
-def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
-    """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
-    ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
-    return {
-        "cid": campaign_id,
-        "end_status": str(end.status),
-        "reason": end.reason,
-        "limit": end.limit,
-        "winner": getattr(end, "winner", None),
-        "now": now,
-        "event_id": new_event_id(),
-        "keep": keep_duel or 0,  # duel ids start at 1
-    }
-
-
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
 INSERT_CHARGES = insert(Charge.__table__)
 PLANNED = (
