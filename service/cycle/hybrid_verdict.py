@@ -81,10 +81,7 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
     stopped = None
     if recorded:
         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
-        if policy.should_stop():
-            verdict = getattr(policy, "verdict", None)
-            winner = None if verdict in deciding.NO_WINNER else int(policy.recommendation())
-            stopped = deciding.stop_ending(verdict, winner, c.algorithm, c.delta, c.n_prompts)
+        stopped = deciding.policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
     end = deciding.ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False

@@ -29,7 +29,6 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import hybrid, rules
 from ..campaigns.judge_charges import Judgement, price_judge
-from ..campaigns.ledger import fault_reason
 from ..campaigns.policy_cache import policy_snapshot
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
@@ -63,18 +62,13 @@ async def decide_verdict(svc: HotService, tx, duel_id: int, j: Judgement) -> Due
     )
     if refused is not None:
         if j.fault is not None and crow.status == CampaignStatus.RUNNING:  # the fault still pauses it
-            await tx.finish(crow.id, _paused(j.fault), now)
+            await tx.finish(crow.id, deciding.paused(j.fault), now)
         if refused.expire:
             await tx.expire_duel(duel_id, crow.id, now)
         elif judge_nusd:
             await tx.touch(crow.id, now)
         raise refused.error
     return await _record(svc, tx, crow, state, drow, cfg, j, judge_nusd, now)
-
-
-def _paused(fault: str) -> deciding.Ending:
-    """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
-    return deciding.Ending(CampaignStatus.STOPPED, fault_reason(fault), rules.END_LIMIT_PROVIDER)
 
 
 async def _charge_judge(tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:
@@ -126,7 +120,7 @@ async def _record(svc: HotService, tx, crow, state, drow, cfg: CampaignConfig, j
             policy.record(d.model_i, d.model_j, score)
             released = {d.id: crow.event_seq + 1}
         if released:
-            stopped = _stopped(policy, cfg)
+            stopped = deciding.policy_ending(policy, cfg.algorithm, cfg.delta, cfg.n_prompts)
     d.counted, d.record_seq = d.id in released, released.get(d.id)
     judged_n = int(j.choice is not None)
     end = deciding.ending(
@@ -188,12 +182,3 @@ async def _release(tx, crow, d: DuelRow, policy) -> dict[int, int]:
         if policy.should_stop():
             break
     return out
-
-
-def _stopped(policy, cfg: CampaignConfig) -> deciding.Ending | None:
-    """The ending of a policy whose stopping rule fired with the scores just recorded, else None."""
-    if not policy.should_stop():
-        return None
-    verdict = getattr(policy, "verdict", None)
-    winner = None if verdict in deciding.NO_WINNER else int(policy.recommendation())
-    return deciding.stop_ending(verdict, winner, cfg.algorithm, cfg.delta, cfg.n_prompts)

@@ -102,6 +102,20 @@ def stop_ending(verdict: str | None, winner: int | None, algorithm: str, delta: 
     )
 
 
+def policy_ending(policy, algorithm: str, delta: float, n_prompts: int) -> Ending | None:
+    """:func:`stop_ending` of a policy whose stopping rule fired with the scores just recorded, else None."""
+    if not policy.should_stop():
+        return None
+    verdict = getattr(policy, "verdict", None)
+    winner = None if verdict in NO_WINNER else int(policy.recommendation())
+    return stop_ending(verdict, winner, algorithm, delta, n_prompts)
+
+
+def paused(fault: str) -> Ending:
+    """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
+    return Ending(CampaignStatus.STOPPED, fault_reason(fault), rules.END_LIMIT_PROVIDER)
+
+
 def ending(
     stopped: Ending | None,
     judged: bool,
@@ -126,5 +140,5 @@ def ending(
         limit = rules.END_LIMIT_BUDGET if budget_nusd is not None else None
         return Ending(CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", limit)
     if fault is not None:
-        return Ending(CampaignStatus.STOPPED, fault_reason(fault), rules.END_LIMIT_PROVIDER)
+        return paused(fault)
     return None
