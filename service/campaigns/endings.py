@@ -98,6 +98,17 @@ def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> d
     }
 
 
+#: An ending's statements, in the order they run (the asyncpg driver compiles the same tuple).
+ENDING = (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT)
+
+
+def end_campaign(conn, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
+    """Run :data:`ENDING` for ``end`` on ``conn`` (a session or a connection) in the caller's transaction."""
+    params = finish_params(campaign_id, end, now, keep_duel)
+    for stmt in ENDING:
+        conn.execute(stmt, params)
+
+
 class Endings:
     """End a campaign (its status and reason, the run stopped, the duels in flight cancelled, the
     ``campaign.ended`` outbox row) in the caller's session with the statements above; no state.
@@ -124,9 +135,7 @@ class Endings:
         campaign; ``winner``: the certified model.
         """
         end = SimpleNamespace(status=status, reason=reason, limit=limit, winner=winner)
-        params = finish_params(int(c.id), end, now, keep_duel)
-        for stmt in (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT):
-            s.execute(stmt, params)
+        end_campaign(s, int(c.id), end, now, keep_duel)
         ended: dict[str, Any] = dict(
             status=status, end_reason=reason, end_limit=limit, ended_at=now, run_active=False, run_owner=None
         )

@@ -124,7 +124,7 @@ PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
 PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
 PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
 PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
-PG_FINISH = tuple(compile_pg(q) for q in (endings.FINISH, endings.ENDED_EVENT, endings.CANCEL_IN_FLIGHT))
+PG_FINISH = tuple(compile_pg(q) for q in endings.ENDING)
 PG_POOLED = compile_pg(skips.POOLED)
 PG_HAND_OVER = compile_pg(skips.HAND_OVER)
 

@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
 from ..campaigns import holds, hybrid_tx, judge_charges, rules, skips, stores
-from ..campaigns.endings import CANCEL_IN_FLIGHT, ENDED_EVENT, FINISH, finish_params
+from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
 from ..models import Campaign, Charge, Duel, Prompt
@@ -183,7 +183,7 @@ class SyncTx:
     """The round trips of :func:`.plan.decide_plan` and :func:`.verdict.decide_verdict` as Core statements on one session.
 
     Every method completes without suspending (see :func:`run_sync`). The policy
-    state is never read speculatively (``None``): :func:`.shared._policy` asks for it on a
+    state is never read speculatively (``None``): :func:`.shared.policy_at` asks for it on a
     cache miss.
     """
 
@@ -239,9 +239,7 @@ class SyncTx:
         return int(duel_id)
 
     async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
-        params = finish_params(campaign_id, end, now, keep_duel)
-        for stmt in (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT):
-            self.conn.execute(stmt, params)
+        end_campaign(self.conn, campaign_id, end, now, keep_duel)
 
     async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
