@@ -23,7 +23,7 @@ log = logging.getLogger("llmduel.campaigns")
 
 @dataclass
 class Judgement:
-    """What the judge (or the annotator) gave, as :meth:`Cycle.record_verdict_tx` receives it."""
+    """What the judge (or the annotator) gave, as :func:`service.cycle.verdict.decide_verdict` records it."""
 
     choice: str | None
     judged_by: str
@@ -65,11 +65,8 @@ def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: di
     judge_nusd, fault_detail = price_judge(
         judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id
     )
-    charge_id = _write_rows(s, c.id, d.id, j, judge_nusd, fault_detail, now)
-    if judge_nusd:  # the ORM objects carry the amount to their flush
-        d.cost_nusd += judge_nusd
-        c.spend_nusd += judge_nusd
-        c.judge_spend_nusd += judge_nusd
+    _reuse_row(s, c.id, d.id, j, now)
+    charge_id = charge_fee(s, c, d, judge_nusd, fault_detail or None, now)
     _store_verdict(s, j, judge_nusd, charge_id)
     return judge_nusd
 
@@ -79,7 +76,8 @@ def write_judge_charges(
 ) -> None:
     """The same rows as :func:`charge_judge` as Core statements (the vote cycle's SQLAlchemy driver):
     the reuse row, the judge charge added to the duel's cost and the campaign's spend, the stored verdict."""
-    charge_id = _write_rows(conn, campaign_id, duel_id, j, amount_nusd, detail, now)
+    _reuse_row(conn, campaign_id, duel_id, j, now)
+    charge_id = _insert_charge(conn, campaign_id, duel_id, amount_nusd, detail or None, now)
     if amount_nusd:
         conn.execute(update(Duel).where(Duel.id == duel_id).values(cost_nusd=Duel.cost_nusd + amount_nusd))
         conn.execute(
@@ -93,15 +91,14 @@ def write_judge_charges(
     _store_verdict(conn, j, amount_nusd, charge_id)
 
 
-def _write_rows(s, campaign_id: int, duel_id: int, j: Judgement, amount_nusd: int, detail: dict, now) -> int | None:
-    """The reused verdict's zero-cost row and the judge charge (nothing for 0); the charge's id."""
+def _reuse_row(s, campaign_id: int, duel_id: int, j: Judgement, now) -> None:
+    """A verdict taken from the store: its zero-cost ledger row naming the charge that paid for it."""
     if j.reused_verdict is not None:
         s.execute(
             insert(Charge).values(
                 **stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now), duel_id=duel_id
             )
         )
-    return _insert_charge(s, campaign_id, duel_id, amount_nusd, detail or None, now)
 
 
 def _insert_charge(s, campaign_id: int, duel_id: int, amount_nusd: int, detail: dict | None, now) -> int | None:
