@@ -57,7 +57,7 @@ from ..clients import Completion
 from ..config import Settings
 from ..db import Database
 from ..decide import answers as cycle_answers
-from ..models import Campaign, Charge, Duel, utcnow
+from ..models import Charge, Duel, utcnow
 from ..redaction import redact
 
 log = logging.getLogger("llmduel.campaigns")
@@ -249,13 +249,13 @@ class Cycle:
         await self.in_thread(skips.skip_duel, self.db, duel_id, principal)
 
     # ------------------------------------------------------------ sampling without replacement
-    def permutation(self, c: Campaign) -> list[int]:
+    def permutation(self, campaign_id: int, draw_key: str, n_prompts: int) -> list[int]:
         """The campaign's secret prompt permutation (:func:`rules.prompt_permutation`), cached per process."""
         cache = self._permutations
-        key = (int(c.id), c.draw_key, int(c.n_prompts))
+        key = (campaign_id, draw_key, n_prompts)
         perm = cache.get(key)
         if perm is None:
-            perm = rules.prompt_permutation(c.draw_key, c.n_prompts)
+            perm = rules.prompt_permutation(draw_key, n_prompts)
             if len(cache) >= 1000:
                 cache.clear()
             cache[key] = perm
@@ -359,40 +359,3 @@ class Cycle:
             c.version += 1
             c.updated_at = now
             return DuelOutcome(d.id, d.status, failed=error is not None, error=d.error, view=self.duel_view(d, c))
-
-    def record_verdict_tx(
-        self,
-        duel_id: int,
-        choice: str | None,
-        *,
-        judged_by: str,
-        principal: Principal | None = None,
-        judge_cost: float = 0.0,
-        judge_detail: dict | None = None,
-        judge_error: str | None = None,
-        judge_score: float | None = None,
-        verdict_claim: stores.Claim | None = None,
-        stored_choice: str | None = None,
-        reused_verdict: stores.Stored | None = None,
-    ) -> DuelOutcome:
-        """Step 4 (locked): a vote or an automatic verdict, counted exactly once
-        (:func:`service.cycle.verdict.decide_verdict` on the SQLAlchemy driver).
-
-        ``verdict_claim``: the verdict store row this judgement was paid for; it is
-        stored (``stored_choice``, in the stored order) with its charge when the judge
-        gave a verdict. ``reused_verdict``: the verdict came from the store (a zero-cost
-        ledger row names the charge that paid for it). A duplicate finds no pending row: 409.
-        """
-        judgement = Judgement(
-            choice,
-            judged_by,
-            principal,
-            judge_cost,
-            judge_detail,
-            judge_error,
-            judge_score,
-            verdict_claim,
-            stored_choice,
-            reused_verdict,
-        )
-        return cycle.record_verdict(self, duel_id, judgement)

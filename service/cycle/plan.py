@@ -81,7 +81,7 @@ async def decide_plan(
     number = row.duels_created + 1
     prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     if pick.position is not None:
-        prompt_index = svc.permutation(SimpleNamespace(id=campaign_id, **cfg.__dict__))[pick.position]
+        prompt_index = svc.permutation(campaign_id, cfg.draw_key, cfg.n_prompts)[pick.position]
     prompt = svc.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
         prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))

@@ -8,7 +8,7 @@ its stored state), and the raising of a plan refusal or ending.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -42,42 +42,26 @@ class CampaignConfig:
     delta: float = 0.0
 
 
-_CONFIG_COLUMNS = (
-    "models",
-    "judge",
-    "tie_policy",
-    "seed",
-    "n_prompts",
-    "draw_key",
-    "max_pending_per_annotator",
-    "answers",
-    "verdicts",
-    "prompt_sampling",
-    "algorithm",
-    "delta",
-)
+_CONFIG_COLUMNS = tuple(f.name for f in fields(CampaignConfig))  # the columns a cache miss reads
 
 
 def handles(cfg: CampaignConfig) -> bool:
-    """Whether the hot path plans and records for a campaign with this configuration.
+    """Whether the asyncpg driver covers a campaign with this configuration.
 
     Not for sampling without replacement (positions, outcomes held for an earlier position,
     released in position order) nor for a hybrid judge (its pool of selected duels, its
-    draw order): those requests run the general ORM transaction. A campaign sampling
-    without replacement has an automatic judge, so from the API only an admin's request
-    for a duel, or an admin's vote on a duel still pending, concerns it; a hybrid
-    campaign's annotators request and vote through the general transaction.
+    draw order): those requests run the same sequence on the SQLAlchemy driver.
     """
     return not rules.is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
 
 
 def not_handled(campaign_id: int) -> RuntimeError:
-    return RuntimeError(f"campaign {campaign_id} is not one the hot path handles (cycle.handles)")
+    return RuntimeError(f"campaign {campaign_id} is not one this driver covers (cycle.handles)")
 
 
 class DuelRow(SimpleNamespace):
-    """A duel's columns as plain attributes (unset ones None): the hot path builds
-    its views from this instead of an ORM instance."""
+    """A duel's columns as plain attributes (unset ones None): the sequences build
+    their views from this instead of an ORM instance."""
 
     _EMPTY = dict.fromkeys(Duel.__table__.c.keys())
     model_a = Duel.model_a
