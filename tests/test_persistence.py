@@ -30,11 +30,13 @@ def create(svc, **kw) -> int:
 def human_duel(svc, cid: int, choice: str = "a") -> dict:
     """One human-judged duel through the service layer (models called for real)."""
     from service.auth import Principal
+    from service.campaigns.judge_charges import Judgement
+    from service.cycle import record_verdict
 
     admin = Principal(admin=True)
     view, _ = asyncio.run(svc.cycle.next_duel(cid, admin))
     if choice is not None:
-        return svc.cycle.record_verdict_tx(view["id"], choice, judged_by="admin").view
+        return record_verdict(svc.cycle, view["id"], Judgement(choice, "admin")).view
     return view
 
 

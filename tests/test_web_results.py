@@ -39,6 +39,8 @@ async def test_cancelled_duels_are_hidden_from_recent_duels(app):  # noqa: F811
 
 
 async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, monkeypatch):  # noqa: F811
+    from service.campaigns.judge_charges import Judgement
+    from service.cycle import record_verdict
     from service.web import data
     from service.web.series import SeriesCache
 
@@ -56,7 +58,7 @@ async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, mo
     def land():  # another duel is recorded (a run with duels in flight), while any is left
         if pending:
             duel_id = pending.pop(0)
-            campaigns.cycle.record_verdict_tx(duel_id, "b", judged_by="racer")
+            record_verdict(campaigns.cycle, duel_id, Judgement("b", "racer"))
             landed.append(duel_id)
 
     def busy_get_campaign(campaign_id, admin=True):

@@ -18,7 +18,9 @@ import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 
 from service.campaigns import Conflict, PolicyCache, rules
+from service.campaigns.judge_charges import Judgement
 from service.cli.campaigns import summary, verdict_line
+from service.cycle import record_verdict as record
 from service.fake_provider import create_fake_provider_app
 from service.models import Campaign, Duel
 
@@ -85,8 +87,8 @@ async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api)
     assert [d.prompt_index for d in duels] == perm[:3]
     assert all(d.status == "pending" for d in duels)
     # the verdicts arrive in the order 2, 1, 0: both later ones wait for position 0
-    out2 = await asyncio.to_thread(svc.record_verdict_tx, plans[2].duel_id, "a", judged_by="judge:simulated")
-    out1 = await asyncio.to_thread(svc.record_verdict_tx, plans[1].duel_id, "tie", judged_by="judge:simulated")
+    out2 = await asyncio.to_thread(record, svc, plans[2].duel_id, Judgement("a", "judge:simulated"))
+    out1 = await asyncio.to_thread(record, svc, plans[1].duel_id, Judgement("tie", "judge:simulated"))
     assert out2.status == "judged" and out1.status == "judged"
     held = [_duel(svc, p.duel_id) for p in plans[1:]]
     assert all(d.status == "judged" and d.record_seq is None and not d.counted for d in held)
@@ -97,7 +99,7 @@ async def test_out_of_order_verdicts_are_held_and_counted_in_position_order(api)
     assert _duel(svc, p3.duel_id).position == 3
     # a restart forgets every in-memory policy: the held outcomes are in their duel rows
     svc.policies = PolicyCache()
-    await asyncio.to_thread(svc.record_verdict_tx, plans[0].duel_id, "b", judged_by="judge:simulated")
+    await asyncio.to_thread(record, svc, plans[0].duel_id, Judgement("b", "judge:simulated"))
     recorded = [_duel(svc, p.duel_id) for p in plans]
     seqs = [d.record_seq for d in recorded]
     assert None not in seqs and seqs == sorted(seqs)  # positions 0, 1, 2 entered the policy in this order
@@ -119,16 +121,16 @@ async def test_a_failed_duels_position_is_used_again(api):
     b = await asyncio.to_thread(svc.plan_duel, cid, None)
     assert (_duel(svc, a.duel_id).position, _duel(svc, b.duel_id).position) == (0, 1)
     # position 1 is judged first (held), then position 0's judge fails: the duel fails, its position is free
-    await asyncio.to_thread(svc.record_verdict_tx, b.duel_id, "a", judged_by="judge:simulated")
+    await asyncio.to_thread(record, svc, b.duel_id, Judgement("a", "judge:simulated"))
     failed = await asyncio.to_thread(
-        svc.record_verdict_tx, a.duel_id, None, judged_by="judge:simulated", judge_error="judge down"
+        record, svc, a.duel_id, Judgement(None, "judge:simulated", judge_error="judge down")
     )
     assert failed.status == "failed"
     assert _duel(svc, b.duel_id).record_seq is None  # still held: position 0 has no outcome yet
     c = await asyncio.to_thread(svc.plan_duel, cid, None)
     dc = _duel(svc, c.duel_id)
     assert dc.position == 0 and dc.prompt_index == perm[0]  # the lowest free position, its prompt again
-    await asyncio.to_thread(svc.record_verdict_tx, c.duel_id, "a", judged_by="judge:simulated")
+    await asyncio.to_thread(record, svc, c.duel_id, Judgement("a", "judge:simulated"))
     assert _duel(svc, c.duel_id).record_seq < _duel(svc, b.duel_id).record_seq
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert view["duels_counted"] == 2 and view["duels_failed"] == 1

@@ -232,7 +232,7 @@ class Calls:
         return await self.call_model(plan, idx, turns)
 
     async def verdict(self, plan: DuelPlan, judge, text_a: str, text_b: str, deadline: float | None = None) -> dict:
-        """The judge's verdict on the duel (in the duel's a/b terms) and the record_verdict_tx arguments;
+        """The judge's verdict on the duel (in the duel's a/b terms) and the :class:`.judge_charges.Judgement` fields;
         a judge still deciding at ``deadline`` (time.monotonic()) is abandoned as a judge error."""
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         _, reference = await self.extras(plan)  # the prompt's reference answer, if any

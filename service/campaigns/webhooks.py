@@ -66,7 +66,7 @@ def retry_delay_seconds(base: float, attempts: int) -> float:
 
 
 class Webhooks:
-    """The webhook outbox: enqueue in the ending transaction, claim, send, record.
+    """The webhook outbox: claim, send, record (:mod:`.endings` enqueues in the ending transaction).
 
     Owns its HTTP client (egress-checked like the model clients); claims events as ``owner_id``
     (this process's identity, shared with the run leases); sends in tasks of ``background``."""
