@@ -71,7 +71,7 @@ def progress_fraction(c: dict[str, Any]) -> float:
         return float(c["pc_evidence"]["progress"])
     beta = float(c.get("beta") or 0.0)
     z = float(c.get("Z") or 0.0)
-    if c["status"] != "running":
+    if c["status"] in ("certified", "no_condorcet_winner", "undecidable"):  # the test ended on a verdict
         return 1.0
     if beta <= 0:
         return 0.0
