@@ -151,6 +151,7 @@ def summary(c: dict[str, Any]) -> str:
             else ""
         ),
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
+        *(f"  warning    {w}" for w in c.get("config_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
 
