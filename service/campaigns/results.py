@@ -42,7 +42,7 @@ import io
 import json
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from algorithms.csv_cells import write_csv
 from algorithms.ranking import Ranking, bootstrap_ranking
@@ -370,6 +370,8 @@ class Results:
             rows = s.execute(
                 select(
                     Duel.choice,
+                    case((Duel.a_is_i, Duel.model_i), else_=Duel.model_j).label("model_a"),
+                    case((Duel.a_is_i, Duel.model_j), else_=Duel.model_i).label("model_b"),
                     Duel.judge_detail,
                     func.length(Duel.answer_a).label("len_a"),
                     func.length(Duel.answer_b).label("len_b"),
@@ -377,8 +379,8 @@ class Results:
                 .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
                 .order_by(Duel.id)
             ).all()
-            judge = dict(c.judge or {})
-        out = {"campaign_id": campaign_id, **judge_bias(rows, judge)}
+            judge, models = dict(c.judge or {}), list(c.models or [])
+        out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
         if len(cache) >= RANKING_CACHE:
             cache.clear()
         cache[key] = out

@@ -142,7 +142,7 @@ def params_warnings(owner: str, client: dict[str, Any]) -> list[str]:
     return out
 
 
-def _judge_clients(judge: dict[str, Any], owner: str = "judge") -> list[tuple[str, dict[str, Any]]]:
+def judge_clients(judge: dict[str, Any], owner: str = "judge") -> list[tuple[str, dict[str, Any]]]:
     """(owner, client config) of every LLM call a judge config makes: an LLM judge, a jury's
     jurors, a hybrid judge's automatic judge."""
     out = []
@@ -150,15 +150,24 @@ def _judge_clients(judge: dict[str, Any], owner: str = "judge") -> list[tuple[st
         out.append((owner, judge["client"]))
     for n, member in enumerate(judge.get("judges") or []):
         if isinstance(member, dict):
-            out.extend(_judge_clients(member, f"{owner} {n + 1}"))
+            out.extend(judge_clients(member, f"{owner} {n + 1}"))
     if isinstance(judge.get("llm"), dict):
-        out.extend(_judge_clients(judge["llm"], owner))
+        out.extend(judge_clients(judge["llm"], owner))
     return out
 
 
 def campaign_params_warnings(models: list[dict[str, Any]], judge: dict[str, Any] | None) -> list[str]:
     """The ``params`` warnings of every model's client and of the judge's clients."""
     out = [w for m in models for w in params_warnings(f"model {m['name']!r}", m.get("client") or {})]
-    for owner, client in _judge_clients(judge or {}):
+    for owner, client in judge_clients(judge or {}):
         out.extend(params_warnings(owner, client))
     return out
+
+
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Do two client configs call the same model of the same server (kind, model, base URL)?"""
+    if a.get("kind") != b.get("kind") or a.get("kind") == "simulated":
+        return False
+    model_a, model_b = str(a.get("model") or "").strip().lower(), str(b.get("model") or "").strip().lower()
+    url_a, url_b = (str(x.get("base_url") or "").rstrip("/").lower() for x in (a, b))
+    return bool(model_a) and model_a == model_b and url_a == url_b
