@@ -113,6 +113,14 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     assert view["status"] == "certified" and view["winner"] == "large"
     r = llmduel(service, "campaign", "list")
     assert r.returncode == 0 and f"{cid}" in r.stdout and "certified" in r.stdout
+    r = llmduel(service, "campaign", "forecast", str(cid), "--trials", "12", "--json")
+    assert r.returncode == 0, r.stderr
+    pilot = json.loads(r.stdout)
+    assert pilot["basis"] == "pilot" and pilot["requested_trials"] == 12  # the flag reaches the server
+    r = llmduel(service, "campaign", "forecast", str(cid), "--trials", "12")
+    assert r.returncode == 0 and "median" in r.stdout, r.stdout
+    r = llmduel(service, "campaign", "forecast", str(cid), "--trials", "5")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
     out = tmp_path / "result"
     r = llmduel(service, "campaign", "export", str(cid), "--out", str(out))

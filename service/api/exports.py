@@ -40,6 +40,11 @@ class RateOut(BaseModel):
     high: float | None = Field(description="Upper end of the 95% Wilson score interval.")
 
 
+class SelfJudgingOut(BaseModel):
+    model: str = Field(description="The contestant that the judge also is.")
+    wins: RateOut = Field(description="Its decisive duels won, as judged by itself.")
+
+
 class JudgeBiasOut(BaseModel):
     campaign_id: int
     judge: str | None = Field(description="The judge kind.")
@@ -53,7 +58,15 @@ class JudgeBiasOut(BaseModel):
         description="Share of decisive duels (answers of different lengths) won by the longer."
     )
     limits: dict[str, float] = Field(description="The warning thresholds of the three rates.")
-    warnings: list[str] = Field(description="A sentence per rate past its limit (from at least 10 verdicts).")
+    warnings: list[str] = Field(
+        description="A sentence per rate past its limit in either direction (from at least 10 verdicts), and one per "
+        "contestant the judge itself is."
+    )
+    self_judging: list[SelfJudgingOut] = Field(
+        default_factory=list,
+        description="Contestants that one of the judge's own clients calls (same kind, model and base URL): the "
+        "decisive duels each won as that judge saw them.",
+    )
     jury: dict[str, Any] | None = Field(
         None,
         description="A jury: its combine rule and, per juror, its agreement with the jury's verdicts and its own "

@@ -153,6 +153,8 @@ class Lifecycle:
             if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has already ended (status {c.status})")
             now = utcnow()
+            if c.run_error and not c.run_active:  # the run had paused: its cause stays with the ending
+                reason = f"{reason}; the run had paused before: {c.run_error}"
             self.finish(s, c, CampaignStatus.STOPPED, reason, now)
             c.version += 1
             c.updated_at = now

@@ -7,7 +7,8 @@
   ``question_id``, ``category``, ``judge``, ``turn`` (the number of user turns of the
   prompt, as FastChat counts them), ``anony``, ``tstamp``) plus
   llmduel's own fields (``campaign_id``, ``duel_id``, ``number``, ``counted``,
-  ``score``, ``cost``, and ``comment`` when the annotator left one with the vote);
+  ``score``, ``cost``; for a human vote ``annotator``, the annotator's label beside its
+  stable id in ``judge``, and ``comment`` when the annotator left one with the vote);
   ``llmduel analyze battles.jsonl`` reads it back;
 * ``matrix.csv``: **choice**: one row per ordered pair (``model``, ``opponent``,
   ``wins``, ``losses``, ``ties``, ``duels``, ``win_rate`` with ties as halves), every
@@ -41,14 +42,14 @@ import io
 import json
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from algorithms.csv_cells import write_csv
 from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..db import Database
-from ..models import Campaign, Duel, Prompt, from_nusd
+from ..models import Annotator, Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
 from .judge_bias import judge_bias
 from .types import NotFound
@@ -133,6 +134,10 @@ class Results:
                 select(Prompt.idx, Prompt.qid, Prompt.category, Prompt.turns).where(Prompt.campaign_id == campaign_id)
             ).all()
             meta = {r.idx: (question_id(r.qid, r.idx), r.category) for r in prompt_rows}
+            labels = {
+                f"annotator:{r.id}": r.label or f"annotator {r.id}"
+                for r in s.execute(select(Annotator.id, Annotator.label).where(Annotator.campaign_id == campaign_id))
+            }
             # user turns of each prompt (a one-turn prompt stores no turns)
             turns = {r.idx: len(r.turns) if isinstance(r.turns, list) and r.turns else 1 for r in prompt_rows}
             data["duels"] = [
@@ -146,6 +151,7 @@ class Results:
                     "score": d.score,
                     "model_i": d.model_i,
                     "judged_by": d.judged_by,
+                    "annotator": labels.get(d.judged_by or ""),
                     "cost": from_nusd(d.cost_nusd),
                     "tstamp": _tstamp(d),
                     "comment": d.comment,
@@ -272,6 +278,8 @@ class Results:
                     "cost": d["cost"],
                 }
             )
+            if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
+                out[-1]["annotator"] = d["annotator"]
             if d.get("comment"):
                 out[-1]["comment"] = d["comment"]
         return out
@@ -362,6 +370,8 @@ class Results:
             rows = s.execute(
                 select(
                     Duel.choice,
+                    case((Duel.a_is_i, Duel.model_i), else_=Duel.model_j).label("model_a"),
+                    case((Duel.a_is_i, Duel.model_j), else_=Duel.model_i).label("model_b"),
                     Duel.judge_detail,
                     func.length(Duel.answer_a).label("len_a"),
                     func.length(Duel.answer_b).label("len_b"),
@@ -369,8 +379,8 @@ class Results:
                 .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
                 .order_by(Duel.id)
             ).all()
-            judge = dict(c.judge or {})
-        out = {"campaign_id": campaign_id, **judge_bias(rows, judge)}
+            judge, models = dict(c.judge or {}), list(c.models or [])
+        out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
         if len(cache) >= RANKING_CACHE:
             cache.clear()
         cache[key] = out

@@ -12,6 +12,7 @@ from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
+from ..clients.params import campaign_params_warnings
 from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
@@ -304,6 +305,7 @@ class Views:
             "ended_at": c.ended_at,
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
+        view["config_warnings"] = campaign_params_warnings(c.models, c.judge) if admin else None
         view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
         exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)

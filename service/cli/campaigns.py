@@ -12,6 +12,7 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
   seconds when stderr is not a terminal), then the verdict on stdout and the judge
   bias warnings on stderr, exit 0;
+* ``forecast ID [--trials N] [--spread S]``: the pilot forecast from the campaign's duels so far;
 * ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again;
@@ -71,7 +72,7 @@ def progress_fraction(c: dict[str, Any]) -> float:
         return float(c["pc_evidence"]["progress"])
     beta = float(c.get("beta") or 0.0)
     z = float(c.get("Z") or 0.0)
-    if c["status"] != "running":
+    if c["status"] in ("certified", "no_condorcet_winner", "undecidable"):  # the test ended on a verdict
         return 1.0
     if beta <= 0:
         return 0.0
@@ -151,6 +152,7 @@ def summary(c: dict[str, Any]) -> str:
             else ""
         ),
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
+        *(f"  warning    {w}" for w in c.get("config_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
 
@@ -321,6 +323,20 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_forecast(args: argparse.Namespace) -> int:
+    """The pilot forecast: what certifying the campaign should still cost, from its duels so far."""
+    body = {k: v for k, v in (("trials", args.trials), ("spread", args.spread)) if v is not None}
+    with remote_from_args(args) as remote:
+        forecast = remote.post(
+            f"/v1/campaigns/{args.id}/forecast", json=body, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
+        )
+    if args.json:
+        _print_json(forecast)
+    else:
+        sys.stdout.write(format_forecast(forecast))
+    return 0
+
+
 def _rate_text(r: dict[str, Any] | None) -> str:
     if not r or not r.get("of"):
         return "no verdicts yet"
@@ -464,6 +480,16 @@ def _usd(text: str) -> float:
     return v
 
 
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < v <= 5:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 5], got {text}")
+    return v
+
+
 def _seconds(text: str) -> float:
     try:
         v = float(text)
@@ -536,6 +562,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
 
     action("stop", "end a running campaign", cmd_stop)
+
+    a = action("forecast", "forecast the cost to certify from the campaign's duels so far (pilot)", cmd_forecast)
+    a.add_argument(
+        "--trials", type=whole_number("--trials"), default=None, help="simulated campaigns, 10 to 1000 (default 200)"
+    )
+    a.add_argument("--spread", type=_positive, default=None, help="prior strength spread (default 0.5)")
 
     a = action(
         "export",

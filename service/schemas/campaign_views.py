@@ -184,6 +184,11 @@ class CampaignOut(BaseModel):
     cost_warnings: list[str] | None = Field(
         None, description="The models' cost warnings (admin only; docs/service.md, Pricing)."
     )
+    config_warnings: list[str] | None = Field(
+        None,
+        description="Client params keys the provider does not document (admin only): sent as they are, "
+        "named with the closest documented key.",
+    )
     run: RunOut
     webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
     webhook_error: str | None = Field(

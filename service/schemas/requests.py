@@ -43,5 +43,16 @@ class ResumeIn(StrictModel):
     )
 
 
+class PilotForecastIn(StrictModel):
+    """The pilot forecast's options in a JSON body (the same as its query parameters)."""
+
+    trials: int | None = Field(
+        None, ge=10, le=1000, description="Simulated campaigns (absent: the query's, else the default)."
+    )
+    spread: float | None = Field(
+        None, gt=0, le=5, description="Standard deviation of the prior's strengths (absent: the query's, else 0.5)."
+    )
+
+
 class AnnotatorIn(StrictModel):
     label: Name | None = None
