@@ -114,6 +114,7 @@ class Lifecycle:
             draw_key=rules.new_draw_key(),
             max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
+            batch=None if (batch := body.stored_batch()) is None else {**batch, "rounds": 0},
             webhook_secret=new_webhook_secret() if body.webhook_url else None,
             policy_state=state,
             counts=counts,

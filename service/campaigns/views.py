@@ -297,6 +297,7 @@ class Views:
                 "owner": c.run_owner if admin else None,
                 "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
             },
+            "batch": c.batch,
             "webhook_state": c.webhook_state,
             "webhook_error": c.webhook_error if admin else None,
             "created_at": c.created_at,

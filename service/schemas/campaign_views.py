@@ -149,6 +149,11 @@ class CampaignOut(BaseModel):
     seed: int
     max_pending_per_annotator: int
     webhook_url: str | None = None
+    batch: dict[str, Any] | None = Field(
+        None,
+        description="A batch campaign's rounds: its settings (round_size, growth, max_round_size, poll_seconds, "
+        "window_seconds) and the number of rounds so far (rounds); null for a campaign called one call at a time.",
+    )
     leader: str | None
     leader_index: int | None
     winner: str | None
