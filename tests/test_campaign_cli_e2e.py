@@ -135,6 +135,17 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     assert all(b["question_id"].endswith("deadbeef") for b in battles)
     assert all(b["winner"] in ("model_a", "model_b", "tie", "tie (bothbad)") for b in battles)
     assert json.loads((out / "ranking.json").read_text())[0]["model"] == "large"
+    # the audit trail: every answer (arena-hard's model_answer layout) and every judge call
+    assert {p.name for p in (out / "model_answer").iterdir()} == {"small.jsonl", "large.jsonl", "mid.jsonl"}
+    judgments = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
+    assert len(judgments) == 2 * view["duels"] and all(j["label"] for j in judgments)
+    # imported back into the same campaign: every answer is already stored, nothing new
+    r = llmduel(service, "campaign", "import-answers", str(cid), str(out / "model_answer"))
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert len(lines) == 3 and all(" 0 imported, " in line and " 0 with a question id" in line for line in lines), lines
+    r = llmduel(service, "campaign", "import-answers", str(cid), str(out / "nothing-here"))
+    assert r.returncode == 2 and "no such file or folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
     r = llmduel(service, "analyze", str(out / "battles.jsonl"), "--json")
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,7 @@
-"""``GET /v1/campaigns/{id}/export`` (a campaign's results as files, service/campaigns/results.py) and ``GET /v1/campaigns/{id}/judge-bias``."""
+"""The audit trail: ``GET /v1/campaigns/{id}/export`` (a campaign's results as files,
+service/campaigns/results.py), ``GET /v1/campaigns/{id}/judge-bias``, and
+``POST /v1/campaigns/{id}/answers`` (answers a team already has, into the answer store:
+service/campaigns/answer_import.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from .deps import Admin, ResultsDep
+from .. import schemas
+from ..campaigns.answer_import import import_answers
+from .deps import Admin, CampaignsDep, ResultsDep
 from .routes import ERRORS, Id, _t
 
 router = APIRouter()
@@ -17,7 +22,8 @@ class ExportOut(BaseModel):
     campaign_id: int
     files: dict[str, str] = Field(
         description="File name -> text: certificate.json, battles.jsonl (FastChat battle log), matrix.csv, "
-        "ranking.csv, ranking.json, ranking_by_category.csv, judge_bias.json."
+        "ranking.csv, ranking.json, ranking_by_category.csv, judge_bias.json, judgments.jsonl (every judge "
+        "call), model_answer/<model>.jsonl (every answer, arena-hard-auto's layout)."
     )
 
 
@@ -83,3 +89,27 @@ class JudgeBiasOut(BaseModel):
 )
 async def judge_bias(campaign_id: Id, results: ResultsDep, _: Admin):
     return await _t(results.judge_bias, campaign_id)
+
+
+class AnswersImportOut(BaseModel):
+    model: str
+    imported: int = Field(description="Answers stored now (nothing charged).")
+    already_stored: int = Field(description="Answers the store had (or a call was producing): left as they were.")
+    duplicates: int = Field(description="Repeated question ids of the body (the first one counts).")
+    unknown: int = Field(description="Answers whose question id the campaign does not have.")
+    unknown_question_ids: list[str] = Field(description="The first 20 of those ids.")
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/answers",
+    response_model=AnswersImportOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Import a model's answers (arena-hard model_answer files) into the answer store",
+    description="Each answer becomes a stored answer of the model for the campaign's prompt with that question id, "
+    "so duels take it at zero cost (docs/reuse.md). Nothing is charged; a stored answer is never replaced; the "
+    "model must use the answer store (answers: reuse, a provider client).",
+)
+async def import_model_answers(campaign_id: Id, body: schemas.AnswersImportIn, campaigns: CampaignsDep, _: Admin):
+    pairs = [(a.question_id, a.text) for a in body.answers]
+    return await _t(import_answers, campaigns.db, campaign_id, body.model, pairs)

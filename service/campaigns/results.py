@@ -24,6 +24,8 @@
 * ``ranking_by_category.csv``: the same win rates and anytime-valid intervals per
   prompt category (``category``, ``rank``, ``model``, ``win_rate``, ``ci_low``,
   ``ci_high``, ``duels``); prompts without a category form the category ``(none)``.
+* ``judgments.jsonl`` and ``model_answer/<model>.jsonl``: the audit trail, every judge call
+  and every answer behind the verdicts (:mod:`.audit_files`);
 * ``judge_bias.json``: how often the judge picked the first position, how often its two
   orders disagreed, how often the longer answer won, each with a 95% Wilson interval, and
   the warnings past their limits (:mod:`service.campaigns.judge_bias`).
@@ -51,6 +53,7 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 from ..db import Database
 from ..models import Annotator, Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
+from .audit_files import judgment_lines, model_answer_files
 from .judge_bias import judge_bias
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
@@ -152,6 +155,9 @@ class Results:
                     "model_i": d.model_i,
                     "judged_by": d.judged_by,
                     "annotator": labels.get(d.judged_by or ""),
+                    "answer_a": d.answer_a,
+                    "answer_b": d.answer_b,
+                    "judge_detail": d.judge_detail,
                     "cost": from_nusd(d.cost_nusd),
                     "tstamp": _tstamp(d),
                     "comment": d.comment,
@@ -402,6 +408,9 @@ class Results:
             RANKING_BY_CATEGORY_COLUMNS, [row for cat in self._ranking_by_category(data) for row in cat["rows"]]
         )
         files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
+        names = [m["name"] for m in data["view"]["models"]]
+        files["judgments.jsonl"] = judgment_lines(names, data["duels"])
+        files.update(model_answer_files(names, data["duels"]))
         return {"campaign_id": campaign_id, "files": files}
 
 

@@ -12,6 +12,7 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
   seconds when stderr is not a terminal), then the verdict on stdout and the judge
   bias warnings on stderr, exit 0;
+* ``import-answers ID PATH [--model NAME]``: a team's model_answer files into the answer store;
 * ``forecast ID [--trials N] [--spread S]``: the pilot forecast from the campaign's duels so far;
 * ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -337,6 +339,34 @@ def cmd_forecast(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_answers(args: argparse.Namespace) -> int:
+    """Answers a team already has (arena-hard's model_answer files) into the answer store."""
+    from service.answer_files import read_answers
+    from service.campaign_files import CampaignFileError
+
+    try:
+        by_model = read_answers(args.path)
+    except CampaignFileError as exc:
+        raise CLIError(str(exc)) from None
+    if args.model is not None:  # every answer read is this campaign model's
+        by_model = {args.model: [a for answers in by_model.values() for a in answers]}
+    results = []
+    with remote_from_args(args) as remote:
+        for model, answers in by_model.items():
+            body = {"model": model, "answers": [{"question_id": q, "text": t} for q, t in answers]}
+            results.append(remote.post(f"/v1/campaigns/{args.id}/answers", json=body))
+    if args.json:
+        _print_json(results)
+        return 0
+    for r in results:
+        print(
+            f"{r['model']}: {r['imported']} imported, {r['already_stored']} already stored, "
+            f"{r['duplicates']} repeated, {r['unknown']} with a question id the campaign does not have"
+            + (f" (first: {', '.join(r['unknown_question_ids'][:5])})" if r["unknown"] else "")
+        )
+    return 0
+
+
 def _rate_text(r: dict[str, Any] | None) -> str:
     if not r or not r.get("of"):
         return "no verdicts yet"
@@ -409,6 +439,10 @@ def _bias_warnings(remote: Remote, cid: Any) -> None:
         print(f"llmduel: warning: {w} (llmduel campaign show {cid})", file=sys.stderr)
 
 
+#: What an export may write: a plain file name, or one inside model_answer/ (no dot first, no other folder).
+SAFE_EXPORT_NAME = re.compile(r"(model_answer/)?[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -421,8 +455,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            if "/" in name or "\\" in name or name.startswith("."):
+            if not SAFE_EXPORT_NAME.fullmatch(name):
                 raise CLIError(f"the server sent an unsafe file name {name!r}")
+            (out / name).parent.mkdir(exist_ok=True)
             (out / name).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
@@ -575,6 +610,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         cmd_export,
     )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
+
+    a = action(
+        "import-answers",
+        "import a model's answers (arena-hard model_answer files) into the answer store: the campaign pays nothing "
+        "for them",
+        cmd_import_answers,
+    )
+    a.add_argument("path", metavar="PATH", help="a model_answer folder (every *.jsonl) or one .jsonl file")
+    a.add_argument(
+        "--model", default=None, help="the campaign model the answers are from (default: each line's model_id)"
+    )
 
     a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)
     a.add_argument("--budget", type=_usd, default=None, help="the new budget in USD")
