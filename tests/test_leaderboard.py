@@ -126,3 +126,17 @@ def test_error_rate_at_most_delta_with_ties_and_near_ties():
             r = goal_campaign(P, np.ones(P.shape[0]), delta, goal, k, seed, ties=T, cap=cap)
             errors += int(r.wrong or (r.top_k is not None and len(r.top_k) == k and top_k_is_wrong(P, r.top_k)))
     assert errors <= binom.ppf(0.999, 3 * trials, delta)
+
+
+def test_a_campaign_file_asks_for_a_top_k(tmp_path):
+    from service.campaign_files import read_campaign_file
+    from service.schemas import CampaignCreate
+
+    camp = tmp_path / "camp.yaml"
+    camp.write_text(
+        "name: board\ngoal: top_k\nk: 2\nmodels:\n"
+        + "".join(f"  - {{name: m{n}, cost: 1, client: {{kind: simulated}}}}\n" for n in range(4))
+        + "judge: {kind: human}\nprompts: [hi, there]\n"
+    )
+    body = CampaignCreate.model_validate(read_campaign_file(camp))
+    assert (body.goal, body.k) == ("top_k", 2)

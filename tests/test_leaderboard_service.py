@@ -44,6 +44,11 @@ async def test_a_leaderboard_campaign_certifies_its_order(api, goal, k):
         assert view["ranking"][-1] == ["m2", "m3"] or view["ranking"][-2:] == [["m2"], ["m3"]]
         assert view["verdict"].startswith("certified the best 2: m0, m1")
     assert all(t["status"] in ("ranked", "open") for t in view["ranking_tiers"])
+    html = (await api.get(f"/campaigns/{view['id']}")).text
+    assert 'id="leaderboard-section"' in html and 'id="ended"' not in html
+    title = "Certified ranking" if goal == "ranking" else "Certified top 2"
+    assert f"<h2>{title}</h2>" in html
+    assert "<li>m0</li>" in html if goal == "ranking" else ("<li>m0, m1 <span" in html or "<li>m1</li>" in html)
     assert (await api.get(f"/v1/campaigns/{view['id']}/replay")).json()["ok"] is True
 
 
