@@ -44,6 +44,7 @@ async def test_export_files(api, tmp_path):
         "ranking_by_category.csv",
         "judge_bias.json",
         "judgments.jsonl",
+        "ranking_style.json",
         "model_answer/m0.jsonl",
         "model_answer/m1.jsonl",
         "model_answer/m2.jsonl",

@@ -113,3 +113,39 @@ class AnswersImportOut(BaseModel):
 async def import_model_answers(campaign_id: Id, body: schemas.AnswersImportIn, campaigns: CampaignsDep, _: Admin):
     pairs = [(a.question_id, a.text) for a in body.answers]
     return await _t(import_answers, campaigns.db, campaign_id, body.model, pairs)
+
+
+class StyleRowOut(BaseModel):
+    rank: int
+    model: str
+    rating: float = Field(description="Elo-scale rating, 1000 + (400 / ln 10) theta.")
+    lower: float = Field(description="95% Wald lower bound (descriptive).")
+    upper: float = Field(description="95% Wald upper bound (descriptive).")
+
+
+class StyleOut(BaseModel):
+    campaign_id: int
+    duels: int = Field(description="Counted duels with both answers stored as text.")
+    raw: list[StyleRowOut] = Field(description="The Bradley-Terry ranking of the counted duels.")
+    controlled: list[StyleRowOut] = Field(
+        description="The same with the answers' style (words, headers, lists, bold) held fixed."
+    )
+    coefficients: dict[str, dict[str, float]] = Field(
+        description="Per style feature: gamma (log-odds per standard deviation of the feature's normalised difference) and its se."
+    )
+    leader_raw: str | None
+    leader_controlled: str | None
+    note: str
+
+
+@router.get(
+    "/v1/campaigns/{campaign_id}/style",
+    response_model=StyleOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="The ranking with the answers' style held fixed (style control), beside the raw Bradley-Terry ranking",
+    description="After LMArena's style control and AlpacaEval's length-controlled win rate; descriptive, not part "
+    "of the certificate (docs/service.md, Style control).",
+)
+async def style_controlled_ranking(campaign_id: Id, results: ResultsDep, _: Admin):
+    return await _t(results.style, campaign_id)

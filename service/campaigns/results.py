@@ -26,6 +26,8 @@
   ``ci_high``, ``duels``); prompts without a category form the category ``(none)``.
 * ``judgments.jsonl`` and ``model_answer/<model>.jsonl``: the audit trail, every judge call
   and every answer behind the verdicts (:mod:`.audit_files`);
+* ``ranking_style.json``: the ranking with the answers' style held fixed beside the raw one
+  (:mod:`.style`);
 * ``judge_bias.json``: how often the judge picked the first position, how often its two
   orders disagreed, how often the longer answer won, each with a 95% Wilson interval, and
   the warnings past their limits (:mod:`service.campaigns.judge_bias`).
@@ -55,6 +57,7 @@ from ..models import Annotator, Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
 from .audit_files import judgment_lines, model_answer_files
 from .judge_bias import judge_bias
+from .style import style_report
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
 from .views import Views
@@ -352,6 +355,21 @@ class Results:
         cache[key] = rows
         return rows
 
+    def style(self, campaign_id: int) -> dict[str, Any]:
+        """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change."""
+        data = self._results_data(campaign_id, with_duels=False)
+        key = (campaign_id, data["version"])
+        cache = self.__dict__.setdefault("_style_cache", {})
+        if key not in cache:
+            if len(cache) >= RANKING_CACHE:
+                cache.clear()
+            full = self._results_data(campaign_id)
+            cache[key] = {
+                "campaign_id": campaign_id,
+                **style_report([m["name"] for m in full["view"]["models"]], full["duels"]),
+            }
+        return cache[key]
+
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
         data = self._results_data(campaign_id, with_duels=False)
@@ -410,6 +428,7 @@ class Results:
         files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
         names = [m["name"] for m in data["view"]["models"]]
         files["judgments.jsonl"] = judgment_lines(names, data["duels"])
+        files["ranking_style.json"] = json.dumps(style_report(names, data["duels"]), indent=1) + "\n"
         files.update(model_answer_files(names, data["duels"]))
         return {"campaign_id": campaign_id, "files": files}
 

@@ -115,7 +115,11 @@ class Collector:
         groups: dict[str, list[Parked]] = {}
         for p in parked:
             groups.setdefault(p.group, []).append(p)
-        await asyncio.gather(*(self._send(items) for items in groups.values()))
+        # every batch ends its own way (collected, or cancelled when the run stops) before a failure is raised
+        done = await asyncio.gather(*(self._send(items) for items in groups.values()), return_exceptions=True)
+        for out in done:
+            if isinstance(out, BaseException):
+                raise out
 
     async def _send(self, items: list[Parked]) -> None:
         client = items[0].client
