@@ -146,6 +146,7 @@ class Campaign(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    archived_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)  # hidden from the lists
 
 
 class Prompt(Base):

@@ -528,3 +528,24 @@ def test_stop_a_held_campaign(service, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith(f"campaign {cid} stopped"), (r.stdout, r.stderr)
     r = llmduel(service, "campaign", "stop", cid)
     assert r.returncode == 2 and "HTTP 409" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_archive_and_delete_from_the_command_line(service, fake_provider, tmp_path):
+    r = llmduel(service, "campaign", "create", write_campaign(tmp_path, fake_provider), "--no-run", "--json")
+    assert r.returncode == 0, r.stderr
+    cid = json.loads(r.stdout)["id"]
+    r = llmduel(service, "campaign", "archive", str(cid))
+    assert r.stdout.strip() == f"campaign {cid}: archived (hidden from the lists)", r.stderr
+    assert f"\n{cid:>5}  " not in "\n" + llmduel(service, "campaign", "list").stdout
+    assert f"\n{cid:>5}  " in "\n" + llmduel(service, "campaign", "list", "--archived").stdout
+    assert llmduel(service, "campaign", "unarchive", str(cid)).returncode == 0
+    assert f"\n{cid:>5}  " in "\n" + llmduel(service, "campaign", "list").stdout
+    r = llmduel(service, "campaign", "delete", str(cid))
+    assert r.returncode == 2 and "--yes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = llmduel(service, "campaign", "delete", str(cid), "--yes")
+    assert r.returncode == 2 and "stop it first" in r.stderr  # running
+    assert llmduel(service, "campaign", "stop", str(cid)).returncode == 0
+    r = llmduel(service, "campaign", "delete", str(cid), "--yes")
+    assert r.returncode == 0 and "stay in the stores" in r.stdout, r.stderr
+    r = llmduel(service, "campaign", "show", str(cid))
+    assert r.returncode == 2 and "not found" in r.stderr

@@ -140,8 +140,9 @@ async def list_campaigns(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     status: CampaignStatus | None = None,
+    archived: Annotated[bool, Query(description="List the archived campaigns instead of the others.")] = False,
 ):
-    return await _t(views.list_campaigns, limit, offset, status)
+    return await _t(views.list_campaigns, limit, offset, status, archived)
 
 
 @router.get(

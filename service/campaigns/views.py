@@ -303,6 +303,7 @@ class Views:
             "created_at": c.created_at,
             "updated_at": c.updated_at,
             "ended_at": c.ended_at,
+            "archived_at": c.archived_at,
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
         view["config_warnings"] = campaign_params_warnings(c.models, c.judge) if admin else None
@@ -334,10 +335,12 @@ class Views:
                 view.update(hybrid_view.summary_for(s, c, admin))
             return view
 
-    def list_campaigns(self, limit: int, offset: int, status: str | None = None) -> dict:
+    def list_campaigns(self, limit: int, offset: int, status: str | None = None, archived: bool = False) -> dict:
+        """A page of campaigns, newest first: the unarchived ones, or with ``archived`` the archived ones."""
         with self.db.read() as s:
-            q = select(Campaign)
-            cq = select(func.count(Campaign.id))
+            shown = Campaign.archived_at.is_not(None) if archived else Campaign.archived_at.is_(None)
+            q = select(Campaign).where(shown)
+            cq = select(func.count(Campaign.id)).where(shown)
             if status:
                 q = q.where(Campaign.status == status)
                 cq = cq.where(Campaign.status == status)

@@ -14,6 +14,7 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
   bias warnings on stderr, exit 0;
 * ``import-answers ID PATH [--model NAME]``: a team's model_answer files into the answer store;
 * ``forecast ID [--trials N] [--spread S]``: the pilot forecast from the campaign's duels so far;
+* ``archive ID``, ``unarchive ID``, ``delete ID --yes [--remove-stored]``: service/cli/campaign_admin.py;
 * ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again;
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from service.cli import campaign_admin
 from service.cli.args import CLIError, whole_number
 from service.cli.hybrid_show import hybrid_lines
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
@@ -300,6 +302,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"limit": args.limit}
     if args.status:
         params["status"] = args.status
+    if args.archived:
+        params["archived"] = "true"
     with remote_from_args(args) as remote:
         page = remote.get("/v1/campaigns", params=params)
     if args.json:
@@ -586,6 +590,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     a = action("list", "list campaigns, newest first", cmd_list, with_id=False)
     a.add_argument("--status", default=None, help="only campaigns with this status")
+    a.add_argument("--archived", action="store_true", help="list the archived campaigns instead")
     a.add_argument("--limit", type=whole_number("--limit"), default=50, help="at most this many (default 50)")
 
     action("show", "a campaign's status, spend and verdict", cmd_show)
@@ -597,6 +602,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
 
     action("stop", "end a running campaign", cmd_stop)
+    campaign_admin.add_actions(action)
 
     a = action("forecast", "forecast the cost to certify from the campaign's duels so far (pilot)", cmd_forecast)
     a.add_argument(

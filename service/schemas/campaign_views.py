@@ -203,6 +203,9 @@ class CampaignOut(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None
+    archived_at: dt.datetime | None = Field(
+        None, description="When it was archived (hidden from the lists); null: not archived."
+    )
 
 
 class AnnotatorCampaignOut(BaseModel):
