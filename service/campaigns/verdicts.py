@@ -17,6 +17,9 @@ from algorithms.certificates import certified_top
 from algorithms.hybrid import policy_from_state
 from algorithms.vocabulary import Algorithm, CampaignStatus
 
+# Endings that are a verdict of the test itself (its progress is complete), unlike a stop or a limit.
+VERDICT_ENDINGS = frozenset({CampaignStatus.CERTIFIED, CampaignStatus.NO_CONDORCET_WINNER, CampaignStatus.UNDECIDABLE})
+
 PC_TESTS = {
     "mixture": "the mixture martingale's log-wealth",
     "kk": "the Kaufmann-Koolen statistic n d(p, 1/2) - 3 log(1 + log n)",
@@ -83,15 +86,9 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     own = [e for e in items if e["winner"] == ref]
     certified = sum(1 for e in own if e["certified"])
 
-    def part(e: dict) -> float:
-        if e["certified"]:
-            return 1.0
-        thr = float(e["log_threshold"])
-        return max(0.0, min(1.0, float(e["log_stat"]) / thr)) if thr > 0 else 0.0
-
-    progress = sum(part(e) for e in own) / max(1, L - 1)
-    if status != CampaignStatus.RUNNING:
-        progress = 1.0
+    # Progress counts certified pairs only, so the fraction and "k of L-1 pairs" say the same thing;
+    # a verdict that ends the test (no Condorcet winner, undecidable) completes it, a stop does not.
+    progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, L - 1)
     losers = []
     for m in range(L):
         by = [names[e["winner"]] for e in items if e["loser"] == m and e["certified"]]

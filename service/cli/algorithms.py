@@ -105,6 +105,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
     inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
+    if args.round_size is not None:
+        return _simulate_rounds(args, inst)
     t0 = time.perf_counter()
     if kernels_cached() is not True:
         # numba compiles the simulator once per install (5-7 s), then loads it from its on-disk cache
@@ -153,6 +155,72 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print("lower bound    none (the instance has no Condorcet winner)")
     if rep["note"]:
         print(f"note           {rep['note']}")
+    if rep["unfinished"]:
+        print(f"unfinished     {rep['unfinished']} trials hit --max-steps")
+    return 0
+
+
+def _simulate_rounds(args: argparse.Namespace, inst: Any) -> int:
+    """``--round-size``: the policy run in rounds (batch campaigns), every planned duel paid."""
+    from algorithms.policies import PolicyError
+    from algorithms.rounds import simulate_rounds
+
+    cfg = {"round_size": args.round_size, "growth": args.growth, "max_round_size": args.max_round_size}
+    print(
+        f"simulating {args.trials} trials of {args.algorithm} in rounds of {args.round_size} (x{args.growth:g}, "
+        f"at most {args.max_round_size}) on {args.instance} (delta={args.delta:g}, seed={args.seed}) ...",
+        file=sys.stderr,
+    )
+    t0 = time.perf_counter()
+    try:
+        res = simulate_rounds(
+            inst,
+            args.algorithm,
+            args.delta,
+            args.trials,
+            cfg,
+            seed=args.seed,
+            judge_cost=args.judge_cost,
+            max_steps=min(args.max_steps, 1_000_000),
+            **pc_options(args),
+        )
+    except PolicyError as exc:
+        raise CLIError(str(exc)) from None
+    cw = inst.condorcet_winner
+    errors = int((res.recommended != cw).sum()) if cw is not None else int((res.recommended >= 0).sum())
+    n = args.trials
+    rep = {
+        "algorithm": args.algorithm,
+        "instance": args.instance,
+        "delta": args.delta,
+        "trials": n,
+        "seed": args.seed,
+        "rounds_config": cfg,
+        "batch_price": args.batch_price,
+        "mean_cost": float(res.costs.mean()),
+        "mean_cost_at_batch_price": float(res.costs.mean() * args.batch_price),
+        "mean_planned": float(res.planned.mean()),
+        "mean_recorded": float(res.recorded.mean()),
+        "mean_rounds": float(res.rounds.mean()),
+        "max_rounds": int(res.rounds.max()),
+        "error_rate": errors / n,
+        "errors": errors,
+        "unfinished": int((~res.stopped).sum()),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return 0
+    print(f"algorithm      {rep['algorithm']} in rounds of {args.round_size} (growth {args.growth:g})")
+    print(f"trials         {n}")
+    print(
+        f"mean cost      {rep['mean_cost']:.6g} at list price, {rep['mean_cost_at_batch_price']:.6g} at x{args.batch_price:g}"
+    )
+    print(
+        f"mean duels     {rep['mean_planned']:.6g} planned and paid, {rep['mean_recorded']:.6g} recorded before the stop"
+    )
+    print(f"rounds         {rep['mean_rounds']:.3g} on average, {rep['max_rounds']} at most")
+    print(f"error rate     {rep['error_rate']:.4g} ({errors} of {n})")
     if rep["unfinished"]:
         print(f"unfinished     {rep['unfinished']} trials hit --max-steps")
     return 0
@@ -245,5 +313,47 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         "--jobs", type=whole_number("--jobs", allow_zero=True), default=1, help="worker processes (0 = all cores)"
     )
     p.add_argument("--max-steps", type=whole_number("--max-steps"), default=50_000_000, help="per-trial cap on duels")
+    p.add_argument(
+        "--round-size",
+        type=whole_number("--round-size"),
+        default=None,
+        metavar="N",
+        help="run the policy in rounds as a batch campaign does: N duels in the first round, then growing; "
+        "every planned duel is paid (step-wise simulator, slower)",
+    )
+    p.add_argument("--growth", type=_growth, default=2.0, help="with --round-size: each round's growth (default 2)")
+    p.add_argument(
+        "--max-round-size",
+        type=whole_number("--max-round-size"),
+        default=1024,
+        help="with --round-size: the largest round (default 1024)",
+    )
+    p.add_argument(
+        "--batch-price",
+        type=_fraction,
+        default=0.5,
+        metavar="F",
+        help="with --round-size: the batch price as a fraction of the list price (default 0.5)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(handler=cmd_simulate)
+
+
+def _growth(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--growth must be a number in [1, 16], got {text!r}") from None
+    if not (math.isfinite(v) and 1.0 <= v <= 16.0):
+        raise argparse.ArgumentTypeError(f"--growth must be a number in [1, 16], got {text!r}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--batch-price must be a number in (0, 1], got {text!r}") from None
+    if not (math.isfinite(v) and 0.0 < v <= 1.0):
+        raise argparse.ArgumentTypeError(f"--batch-price must be a number in (0, 1], got {text!r}")
+    return v

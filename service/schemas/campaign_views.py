@@ -149,6 +149,11 @@ class CampaignOut(BaseModel):
     seed: int
     max_pending_per_annotator: int
     webhook_url: str | None = None
+    batch: dict[str, Any] | None = Field(
+        None,
+        description="A batch campaign's rounds: its settings (round_size, growth, max_round_size, poll_seconds, "
+        "window_seconds) and the number of rounds so far (rounds); null for a campaign called one call at a time.",
+    )
     leader: str | None
     leader_index: int | None
     winner: str | None
@@ -179,6 +184,11 @@ class CampaignOut(BaseModel):
     cost_warnings: list[str] | None = Field(
         None, description="The models' cost warnings (admin only; docs/service.md, Pricing)."
     )
+    config_warnings: list[str] | None = Field(
+        None,
+        description="Client params keys the provider does not document (admin only): sent as they are, "
+        "named with the closest documented key.",
+    )
     run: RunOut
     webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
     webhook_error: str | None = Field(
@@ -193,6 +203,9 @@ class CampaignOut(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None
+    archived_at: dt.datetime | None = Field(
+        None, description="When it was archived (hidden from the lists); null: not archived."
+    )
 
 
 class AnnotatorCampaignOut(BaseModel):
