@@ -1,7 +1,7 @@
 """images: the content-addressed image store and the images of a prompt's turns
 
 Revision ID: 0021
-Revises: 0017
+Revises: 0025
 ``images`` (one row per sha256: the bytes, their blind copy, media type and size,
 service/images/store.py) and ``prompts.images`` (the sha256 of each user turn's images).
 """
@@ -11,7 +11,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision: str = '0021'
-down_revision: Union[str, None] = '0017'
+down_revision: Union[str, None] = '0025'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
