@@ -91,7 +91,7 @@ class Lifecycle:
             policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
         else:
             policy = new_campaign_policy(
-                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population
+                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population, body.goal, body.k
             )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()

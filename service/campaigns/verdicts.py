@@ -258,3 +258,39 @@ def verdict_text(
     if end_reason and status in (CampaignStatus.STOPPED, CampaignStatus.BUDGET_EXHAUSTED):
         template = ENDED_BY_REASON
     return template.format(winner=winner, leader=leader or "none", delta=delta, status=status, reason=end_reason)
+
+
+def _tier_words(tier: list[str], status: str) -> str:
+    if len(tier) == 1:
+        return tier[0]
+    sep = " = " if status == "tie" else ", "
+    return "{" + sep.join(tier) + "}"
+
+
+def leaderboard_facts(stats: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """A leaderboard goal's view keys (``goal``, ``k``, ``top_k``, ``ranking``, ``ranking_tiers``) from the
+    policy's summary (:meth:`algorithms.policies.PCPolicy.leaderboard`), by name; ``leaderboard_words``:
+    the certified order in words (None for the winner goal)."""
+    goal = stats.get("goal") or "winner"
+    tiers = stats.get("tiers") if goal != "winner" else None
+    if not tiers:
+        return {"goal": goal, "k": None, "top_k": None, "ranking": None, "ranking_tiers": None}
+    named = [{"models": [names[m] for m in t["models"]], "status": t["status"]} for t in tiers]
+    top = [names[m] for m in stats["top_k"]] if stats.get("top_k") is not None else None
+    order = " > ".join(_tier_words(t["models"], t["status"]) for t in named)
+    if goal == "top_k":
+        k = stats.get("k")
+        exact = top is not None and len(top) == k
+        words = (
+            f"the best {k}: {', '.join(top or [])}" + ("" if exact else f" (not yet separated at position {k})")
+        ) + f"; order so far {order}"
+    else:
+        words = f"order {order}"
+    return {
+        "goal": goal,
+        "k": stats.get("k"),
+        "top_k": top,
+        "ranking": [t["models"] for t in named],
+        "ranking_tiers": named,
+        "leaderboard_words": words,
+    }

@@ -310,10 +310,15 @@ class Views:
         view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
         exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
+        board = verdicts.leaderboard_facts(stats, names)
+        words = board.pop("leaderboard_words", None)
+        view.update(board)
         facts = verdicts.verdict_facts(view)
         facts["verdict"] = facts["verdict"] or verdict_text(
             c.status, view["winner"], view["leader"], c.delta, c.end_reason
         )
+        if words:  # a leaderboard goal: its certified order, beside how the campaign ended
+            facts["verdict"] = f"{facts['verdict']}; {words}" if c.status != "certified" else f"certified {words}"
         view.update(facts)
         return view
 

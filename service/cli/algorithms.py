@@ -103,6 +103,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from algorithms.policies import PAPER_ALGORITHMS, PolicyError
     from algorithms.simulator import kernels_cached, simulate
 
+    if args.goal != "winner":
+        return cmd_simulate_goal(args)
+    if args.k is not None:
+        raise CLIError("--k is the size of the certified top set and goes with --goal top_k only")
     # dctas-pc can answer "no Condorcet winner"; the paper's algorithms need one (exit 2 otherwise)
     inst = _load(args.instance, require_condorcet=args.algorithm in PAPER_ALGORITHMS)
     if args.round_size is not None:
@@ -124,7 +128,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             args.trials,
             seed=args.seed,
             jobs=args.jobs,
-            max_steps=args.max_steps,
+            max_steps=args.max_steps if args.max_steps is not None else MAX_STEPS_WINNER,
             judge_cost=args.judge_cost,
             **pc_options(args),
         )
@@ -160,6 +164,90 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_STEPS_WINNER = 50_000_000
+#: a leaderboard goal runs the step-wise policy (about 10,000 duels a second); a pair tied exactly never certifies
+MAX_STEPS_GOAL = 100_000
+
+
+def cmd_simulate_goal(args: argparse.Namespace) -> int:
+    """``simulate --goal top_k|ranking``: the step-wise dctas-pc with the goal, trial by trial (seeds
+    ``seed .. seed + trials - 1``); errors are reported orders (or top sets) that contradict the instance."""
+    import numpy as np
+
+    from algorithms.leaderboard_sim import goal_campaign, top_k_is_wrong
+    from algorithms.policies import PolicyError
+
+    if args.algorithm != "dctas-pc":
+        raise CLIError(f"--goal {args.goal} needs the dctas-pc certificates, not {args.algorithm}")
+    if args.stick is not None or args.round_size is not None:
+        raise CLIError("--stick and --round-size apply to the winner goal only")
+    inst = _load(args.instance, require_condorcet=False)
+    P = np.asarray(inst.preference, dtype=float)
+    cap = args.max_steps if args.max_steps is not None else MAX_STEPS_GOAL
+    t0 = time.perf_counter()
+    print(
+        f"simulating {args.trials} trials of dctas-pc, goal {args.goal}"
+        + (f" (k={args.k})" if args.k is not None else "")
+        + f" on {args.instance} (delta={args.delta:g}, seed={args.seed}) ...",
+        file=sys.stderr,
+    )
+    runs = []
+    for t in range(args.trials):
+        try:
+            runs.append(
+                goal_campaign(
+                    P,
+                    inst.costs,
+                    args.delta,
+                    args.goal,
+                    args.k,
+                    args.seed + t,
+                    ties=inst.ties,
+                    cap=cap,
+                    judge_cost=args.judge_cost,
+                )
+            )
+        except PolicyError as exc:
+            raise CLIError(str(exc)) from None
+    costs = np.array([r.cost for r in runs])
+    wrong = [r.wrong or (r.top_k is not None and len(r.top_k) == args.k and top_k_is_wrong(P, r.top_k)) for r in runs]
+    names = inst.names
+    last = runs[-1]
+    rep: dict[str, Any] = {
+        "instance": args.instance,
+        "algorithm": "dctas-pc",
+        "goal": args.goal,
+        "k": args.k,
+        "delta": args.delta,
+        "trials": args.trials,
+        "mean_cost": float(costs.mean()),
+        "ci95": float(1.96 * costs.std(ddof=1) / math.sqrt(len(costs))) if len(costs) > 1 else 0.0,
+        "mean_duels": float(np.mean([r.duels for r in runs])),
+        "errors": int(sum(wrong)),
+        "error_rate": float(np.mean(wrong)),
+        "certified": sum(r.reached == "certified" for r in runs),
+        "undecidable": sum(r.reached == "undecidable" for r in runs),
+        "unfinished": sum(r.reached is None for r in runs),
+        "last_ranking": [[names[m] for m in tier] for tier in last.ranking],
+        "last_top_k": None if last.top_k is None else [names[m] for m in last.top_k],
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    print(f"done in {rep['seconds']:.2f} s", file=sys.stderr)
+    if args.json:
+        print(json.dumps(rep, indent=2))
+        return 0
+    print(f"goal           {args.goal}" + (f" (k={args.k})" if args.k is not None else ""))
+    print(f"delta          {args.delta:g}")
+    print(f"trials         {args.trials}")
+    print(f"mean cost      {rep['mean_cost']:.6g} +- {rep['ci95']:.3g} (95% CI)")
+    print(f"error rate     {rep['error_rate']:.4g} ({rep['errors']} of {args.trials})")
+    print(f"certified      {rep['certified']}, undecidable {rep['undecidable']}, unfinished {rep['unfinished']}")
+    print("last ranking   " + " > ".join("{" + ", ".join(t) + "}" if len(t) > 1 else t[0] for t in rep["last_ranking"]))
+    if rep["last_top_k"] is not None:
+        print(f"last top {args.k}     " + ", ".join(rep["last_top_k"]))
+    return 0
+
+
 def _simulate_rounds(args: argparse.Namespace, inst: Any) -> int:
     """``--round-size``: the policy run in rounds (batch campaigns), every planned duel paid."""
     from algorithms.policies import PolicyError
@@ -181,7 +269,7 @@ def _simulate_rounds(args: argparse.Namespace, inst: Any) -> int:
             cfg,
             seed=args.seed,
             judge_cost=args.judge_cost,
-            max_steps=min(args.max_steps, 1_000_000),
+            max_steps=min(args.max_steps if args.max_steps is not None else MAX_STEPS_WINNER, 1_000_000),
             **pc_options(args),
         )
     except PolicyError as exc:
@@ -312,7 +400,19 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--jobs", type=whole_number("--jobs", allow_zero=True), default=1, help="worker processes (0 = all cores)"
     )
-    p.add_argument("--max-steps", type=whole_number("--max-steps"), default=50_000_000, help="per-trial cap on duels")
+    p.add_argument(
+        "--goal",
+        choices=["winner", "top_k", "ranking"],
+        default="winner",
+        help="what to certify: the winner (default), the best k (top_k, with --k) or the full order (ranking)",
+    )
+    p.add_argument("--k", type=whole_number("--k"), default=None, help="with --goal top_k: the size of the top set")
+    p.add_argument(
+        "--max-steps",
+        type=whole_number("--max-steps"),
+        default=None,
+        help=f"per-trial cap on duels (default {MAX_STEPS_WINNER:,}; {MAX_STEPS_GOAL:,} with a --goal other than winner)",
+    )
     p.add_argument(
         "--round-size",
         type=whole_number("--round-size"),

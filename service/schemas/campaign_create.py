@@ -119,6 +119,13 @@ class CampaignCreate(StrictModel):
         description="dctas-pc (default: pairwise certificates, can answer 'no Condorcet winner'; not from the "
         "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
     )
+    goal: Literal["winner", "top_k", "ranking"] = Field(
+        "winner",
+        description="What to certify: winner (default: the Condorcet winner), top_k (the best k models, with "
+        "`k`) or ranking (the full order, ties and cycles as tiers). top_k and ranking need algorithm dctas-pc "
+        "and a judge other than hybrid (docs/algorithms.md, Certified leaderboard).",
+    )
+    k: int | None = Field(None, ge=1, le=MAX_MODELS, description="goal top_k: the size of the certified top set.")
     models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
     prompts: list[PromptText | PromptObject] = Field(
         min_length=1,
@@ -236,6 +243,7 @@ class CampaignCreate(StrictModel):
         if len(set(qids)) != len(qids):
             raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
+        self._check_goal()
         self._resolve_sampling()
         from service.campaigns import hybrid  # hybrid hook: the combinations a hybrid judge refuses
 
@@ -254,6 +262,19 @@ class CampaignCreate(StrictModel):
         if reason is not None:
             raise ValueError(reason)
         return self
+
+    def _check_goal(self) -> None:
+        """``goal`` and ``k``: k with top_k only, in [1, models - 1]; a leaderboard needs dctas-pc's certificates."""
+        from algorithms.leaderboard import validate_goal
+
+        try:
+            validate_goal(self.goal, self.k, len(self.models))
+        except ValueError as exc:
+            raise ValueError(f"goal: {exc}") from None
+        if self.goal != "winner" and self.algorithm != Algorithm.DCTAS_PC:
+            raise ValueError(f"goal: {self.goal} needs algorithm dctas-pc (its pairwise certificates)")
+        if self.goal != "winner" and self.stored_judge().get("kind") == "hybrid":
+            raise ValueError(f"goal: {self.goal} is not available with a hybrid judge")
 
     def _resolve_sampling(self) -> None:
         """Resolve ``prompt_sampling: auto`` and an absent ``tie_policy`` (stored resolved)."""

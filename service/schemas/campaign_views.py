@@ -113,6 +113,27 @@ class CampaignOut(BaseModel):
         description="dctas-pc: the plug-in estimate's top cycle (smallest dominant set). An estimate with no "
         "uncertainty: the pages show top_cycle_certified instead.",
     )
+    goal: str = Field(
+        "winner",
+        description="What the campaign certifies: winner (the Condorcet winner), top_k (the best k models) or "
+        "ranking (the full order); docs/algorithms.md, Certified leaderboard.",
+    )
+    k: int | None = Field(None, description="goal top_k: the size of the top set.")
+    top_k: list[str] | None = Field(
+        None,
+        description="goal top_k: the certified set holding the best k models (exactly k once certified; more "
+        "while the models around position k are not separated). Wrong with probability at most delta.",
+    )
+    ranking: list[list[str]] | None = Field(
+        None,
+        description="goal top_k or ranking: the certified order, as tiers best first; every model of a tier "
+        "beats every model of each later tier unless a certificate is wrong (probability at most delta).",
+    )
+    ranking_tiers: list[dict[str, Any]] | None = Field(
+        None,
+        description="The tiers of `ranking` with their status: ranked (one model), tie (exactly tied on the "
+        "prompt set), undecidable (no order exists: a cycle), open (more duels may split it).",
+    )
     top_cycle_certified: list[str] = Field(
         [],
         description="The models that reach every other model through certified wins: in the top cycle unless a "
