@@ -140,3 +140,30 @@ def test_a_campaign_file_asks_for_a_top_k(tmp_path):
     )
     body = CampaignCreate.model_validate(read_campaign_file(camp))
     assert (body.goal, body.k) == ("top_k", 2)
+
+
+def test_without_replacement_exact_ties_make_final_tiers():
+    """Pairs judged on every prompt are known exactly: 1 ties 3 on the prompt set, 1 beats 2 and 2 beats 3,
+    so {1, 2, 3} is one final tier (no order exists) and the ranking ends."""
+    n_prompts = 20
+    # per pair, its outcome on each prompt (position q of the shared permutation)
+    table = {
+        (0, 1): [1.0] * 16 + [0.0] * 4,
+        (0, 2): [1.0] * 16 + [0.0] * 4,
+        (0, 3): [1.0] * 16 + [0.0] * 4,
+        (1, 2): [1.0] * 12 + [0.0] * 8,
+        (1, 3): [1.0] * 8 + [0.5] * 4 + [0.0] * 8,
+        (2, 3): [1.0] * 12 + [0.0] * 8,
+    }
+    rng = np.random.default_rng(5)
+    for pair in table:
+        rng.shuffle(table[pair])
+    pol = make_policy("dctas-pc", [1, 1, 1, 1], 0.1, population=n_prompts, goal="ranking")
+    used = dict.fromkeys(table, 0)
+    while not pol.stopped:
+        i, j = pol.next_pair()
+        pol.record(i, j, table[(i, j)][used[(i, j)]])
+        used[(i, j)] += 1
+    assert [(list(t.models), t.status) for t in pol.tiers()] == [([0], "ranked"), ([1, 2, 3], "undecidable")]
+    assert pol.goal_verdict == "undecidable" and pol.winner == 0 and max(used.values()) <= n_prompts
+    assert policy_from_state(pol.to_state()).summary() == pol.summary()
