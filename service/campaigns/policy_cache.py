@@ -19,11 +19,15 @@ def new_policy(
     judge_cost: float = 0.0,
     population: int | None = None,
     threshold: str | None = None,
+    level: str | None = None,
 ):
     """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`); ``population``:
     the prompt set's size for a campaign sampling its prompts without replacement (None: with);
-    ``threshold``: dctas-pc's certificate test (None: the default; replays pass the stored one)."""
+    ``threshold`` and ``level``: dctas-pc's certificate test and its level (None: the defaults;
+    replays pass the stored ones)."""
     extra: dict[str, Any] = {} if threshold is None else {"threshold": threshold}
+    if level is not None:
+        extra["level"] = level
     if population is None:
         return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, **extra)
     return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population), **extra)
