@@ -28,6 +28,9 @@ end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]`
   ``fault-timeout`` (sleeps ``timeout_sleep_s`` then answers) or ``fault-flaky``
   (the first request with a given body fails with 503, the next succeeds).
 * ``GET /v1/models`` lists the configured models and those seen so far.
+* The OpenAI Batch API (``POST /v1/files``, ``POST /v1/batches``, ``GET /v1/batches/{id}``,
+  ``GET /v1/batches``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/files/{id}/content``):
+  :mod:`service.fake_batches`; ``--batch-delay SECONDS`` and ``--batch-failure-rate R``.
 * ``GET /v1/requests`` lists every answered request in order (kind ``answer`` with
   the prompt, or ``judge`` with the markers of both answers as shown, ``first`` and
   ``second``, and ``question`` None since the judge does not read the prompt; model;
@@ -235,14 +238,17 @@ class FakeProvider:
         return None
 
     async def chat_completions(self, request: Request) -> Response:
-        from starlette.responses import JSONResponse
-
         self.stats["requests"] += 1
         denied = self._check_auth(request) or self._over_quota()
         if denied is not None:
             self.stats["errors"] += 1
             return denied
-        raw = await request.body()
+        return await self.respond(await request.body())
+
+    async def respond(self, raw: bytes, batch_id: str | None = None) -> Response:
+        """The chat completion of one request body (the route's, or a batch line's with its ``batch_id``)."""
+        from starlette.responses import JSONResponse
+
         try:
             body = json.loads(raw)
         except ValueError:
@@ -301,6 +307,8 @@ class FakeProvider:
             )
         else:
             entry.update(kind="answer", prompt=prompt)
+        if batch_id is not None:
+            entry["batch"] = batch_id
         if len(self.requests) < 1_000_000:
             self.requests.append(entry)
         return JSONResponse(
@@ -352,14 +360,28 @@ def _error(status: int, message: str, typ: str = "invalid_request_error") -> JSO
 
 def create_fake_provider_app(qualities: dict[str, float] | None = None, **options: Any) -> FastAPI:
     """The ASGI app. ``options``: judge_mode, default_quality, api_key,
-    failure_rate, seed, latency_s, timeout_sleep_s, marker_key (see :class:`FakeProvider`).
+    failure_rate, seed, latency_s, timeout_sleep_s, marker_key (see :class:`FakeProvider`);
+    batch_delay_s, batch_failure_rate (the OpenAI batch routes, :mod:`service.fake_batches`,
+    whose object is ``app.state.batches``).
     The provider object is ``app.state.provider`` (its ``stats`` count requests)."""
     from fastapi import FastAPI
     from starlette.responses import JSONResponse
 
+    from .fake_batches import FakeBatches
+
+    batch_options = {k: options.pop(k) for k in ("batch_delay_s", "batch_failure_rate") if k in options}
     provider = FakeProvider(qualities, **options)
     app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.provider = provider
+
+    async def batch_line(raw: bytes, batch_id: str) -> tuple[int, Any]:
+        provider.stats["requests"] += 1
+        resp = await provider.respond(raw, batch_id)
+        return resp.status_code, json.loads(bytes(resp.body))
+
+    batches = FakeBatches(batch_line, seed=options.get("seed", 0), **batch_options)
+    app.state.batches = batches
+    batches.add_routes(app, provider._check_auth)
 
     # plain Starlette routes: the endpoint gets the Request, no annotation magic needed
     async def chat_completions(request):
@@ -430,6 +452,20 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="accept at most N requests in any 60 s, then answer 429 with Retry-After (a provider's quota)",
     )
+    p.add_argument(
+        "--batch-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="a batch (POST /v1/batches) stays in_progress this long before it completes (default 0)",
+    )
+    p.add_argument(
+        "--batch-failure-rate",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="each request of a batch fails (error file) with probability R (default 0)",
+    )
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
 
 
@@ -470,6 +506,8 @@ def run(args: argparse.Namespace) -> int:
             latency_s=args.latency,
             marker_key=marker_key,
             rpm_quota=args.rpm_quota,
+            batch_delay_s=args.batch_delay,
+            batch_failure_rate=args.batch_failure_rate,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
