@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_certificates.py --part explore --trials 200 --jobs 2
     .venv/bin/python benchmarks/bench_certificates.py --part dctas --trials 500 --jobs 2
     .venv/bin/python benchmarks/bench_certificates.py --part union --trials 500 --error-trials 600 --jobs 2 --json
+    .venv/bin/python benchmarks/bench_certificates.py --part bets --trials 400 --json
     .venv/bin/python benchmarks/bench_certificates.py --quick          # every part, few trials
 
 ``tests``: at delta = 0.01 on synthetic k=4, k=19, search and the tie-heavy genai-image-ties4
@@ -22,7 +23,10 @@ paper's dctas on the six built-ins. ``union``: the level of each certificate, ``
 on exactly equal models (L = 2, 3, 4) at delta = 0.1 with its binomial check, and at
 delta = 0.01 the mean cost / c_pc* of both levels and of the paper's dctas on the same seeds
 on synthetic k=4, k=19, search and a 5-arm intransitive instance with a winner; ``--json``
-prints the figures as one JSON object.
+prints the figures as one JSON object. ``bets``: one pair alone, the default test's expected
+number of duels to certify at level delta / L (L = 3, delta = 0.01) against a single constant
+bet at the Kelly size for the true mean (an oracle no test has) and an aGRAPA plug-in bet
+(Waudby-Smith and Ramdas 2024), same outcomes, in units of ``log(1/(4 delta)) / K_inf``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import numpy as np  # noqa: E402
 from scipy.stats import binom  # noqa: E402
 
+import algorithms._kernels as kern  # noqa: E402
 import algorithms.certificates as certificates  # noqa: E402
 from algorithms import Instance, solve_oracle, solve_pc_oracle  # noqa: E402
 from algorithms.instances import resolve_instance  # noqa: E402
@@ -224,7 +230,77 @@ def part_union(a: argparse.Namespace) -> dict:
     return out
 
 
-PARTS = {"union": part_union, "tests": part_tests, "errors": part_errors, "explore": part_explore, "dctas": part_dctas}
+def _first_crossing(lw: np.ndarray, thr: float) -> np.ndarray:
+    """Per row, the first duel (1-based) whose log-wealth reaches ``thr``; the row length if none."""
+    hit = lw >= thr
+    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, lw.shape[1])
+
+
+def part_bets(a: argparse.Namespace) -> dict:
+    L, delta, n_max = 3, 0.01, 6000
+    thr = float(np.log(L / delta))
+    rng = np.random.default_rng(a.seed)
+    lf = np.asarray(kern.PC_BET_LF)  # log(1 + mu_g (1/2 - y)) for y = 0, 1/4, .., 1
+    lpi = np.asarray(kern.PC_BET_LPI)
+    out = []
+    print(
+        f"one pair, level delta/L (L = {L}, delta = {delta}), {a.trials} trials, seed {a.seed}: E[duels] K_inf / log(1/(4 delta))"
+    )
+    print(f"{'win':>5} {'tie':>5} {'K_inf':>7} {'default':>8} {'oracle bet':>10} {'aGRAPA':>7}", flush=True)
+    for win, tie in ((0.45, 0.0), (0.40, 0.0), (0.35, 0.0), (0.25, 0.4)):
+        # m's score: 1 with prob. win, 1/2 with prob. tie, else 0 (mean below 1/2: "m beaten" is true)
+        u = rng.random((a.trials, n_max))
+        y = np.where(u < win, 1.0, np.where(u < win + tie, 0.5, 0.0))
+        lv = (4 * y).astype(int)
+        # the default test: log sum_g pi_g prod_t (1 + mu_g (1/2 - y_t)), exactly the kernel's tables
+        cum = np.cumsum(lf[lv], axis=1) + lpi  # trials x n x G
+        m = cum.max(axis=2)
+        lw = m + np.log(np.exp(cum - m[..., None]).sum(axis=2))
+        n_def = _first_crossing(lw, thr)
+        # the Kelly bet for the true law: argmax_mu E log(1 + mu (1/2 - y)), on a fine grid
+        mus = np.linspace(0.0, 1.99, 2000)
+        probs = {1.0: win, 0.5: tie, 0.0: 1 - win - tie}
+        growth = sum(p * np.log1p(mus * (0.5 - v)) for v, p in probs.items())
+        mu_star, k_inf = float(mus[growth.argmax()]), float(growth.max())
+        n_orc = _first_crossing(np.cumsum(np.log1p(mu_star * (0.5 - y)), axis=1), thr)
+        # aGRAPA: lambda_t = g / (v + g^2), g and v the running mean gap and variance of past scores
+        lw_a = np.zeros(a.trials)
+        n_ag = np.full(a.trials, n_max)
+        s1 = np.full(a.trials, 0.5)
+        s2 = np.full(a.trials, 0.25)
+        for t in range(n_max):
+            g = 0.5 - s1 / (t + 1)
+            v = np.maximum(s2 / (t + 1) - (s1 / (t + 1)) ** 2, 1e-3)
+            lam = np.clip(g / (v + g * g), 0.0, 1.8)
+            lw_a += np.log1p(lam * (0.5 - y[:, t]))
+            s1 += y[:, t]
+            s2 += y[:, t] ** 2
+            n_ag = np.where((lw_a >= thr) & (n_ag == n_max), t + 1, n_ag)
+        unit = float(np.log(1 / (4 * delta))) / k_inf
+        row = {
+            "win": win,
+            "tie": tie,
+            "k_inf": k_inf,
+            "default": float(n_def.mean()) / unit,
+            "oracle_bet": float(n_orc.mean()) / unit,
+            "agrapa": float(n_ag.mean()) / unit,
+        }
+        out.append(row)
+        print(
+            f"{win:>5} {tie:>5} {k_inf:>7.4f} {row['default']:>8.3f} {row['oracle_bet']:>10.3f} {row['agrapa']:>7.3f}",
+            flush=True,
+        )
+    return {"pairs": out}
+
+
+PARTS = {
+    "union": part_union,
+    "bets": part_bets,
+    "tests": part_tests,
+    "errors": part_errors,
+    "explore": part_explore,
+    "dctas": part_dctas,
+}
 
 
 def main() -> None:
