@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -161,6 +162,25 @@ class Prompt(Base):
     category: Mapped[str | None] = mapped_column(String(200), nullable=True)
     turns: Mapped[list | None] = mapped_column(JSON, nullable=True)  # user turns of a multi-turn prompt
     reference: Mapped[str | None] = mapped_column(Text, nullable=True)  # reference answer for the judge
+    # sha256 of the images of each user turn (service/images/), a list per turn, or None
+    images: Mapped[list | None] = mapped_column(JSON, nullable=True)
+
+
+class StoredImage(Base):
+    """One image, stored once under the sha256 of its bytes, with its metadata-free blind copy
+    (service/images/)."""
+
+    __tablename__ = "images"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    media_type: Mapped[str] = mapped_column(String(20))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    blind: Mapped[bytes] = mapped_column(LargeBinary)
+    blind_media_type: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
 class Duel(Base):

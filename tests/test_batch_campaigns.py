@@ -303,3 +303,16 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
         await app.state.campaigns.aclose()
         app.state.db.dispose()
         server.stop()
+
+
+async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, fake):
+    base, provider_app = fake
+    spec = body(base.replace("/v1", "/missing/v1"), "refused", {"round_size": 2, "poll_seconds": 0.02})
+    cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+    assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+    view = await wait_for(api, cid, lambda v: not v["run"]["active"] and v["run"]["error"])
+    assert view["status"] == "running" and view["spend"] == 0
+    assert view["run"]["error"].startswith("batch round failed:") and "HTTP 404" in view["run"]["error"]
+    duels = await all_duels(api, cid)
+    assert len(duels) == 2 and {d["status"] for d in duels} == {"expired"}  # no reservation left behind
+    assert view["remaining_budget"] is None or view["remaining_budget"] == view["budget"]

@@ -170,6 +170,40 @@ class BatchJobs:
             ).all()
             return [_job(r) for r in rows], sorted(int(i) for i in live)
 
+    def release_unsent_tx(self, campaign_id: int) -> int:
+        """After a failed round: expire the run's duels in flight that no batch accepted by a provider holds
+        (nothing can charge them, so their reservations go); the others keep theirs until their expiry."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or c.run_owner not in (None, self.owner_id):  # taken over: the new owner's duels
+                return 0
+            held = {
+                int(r["duel_id"])
+                for job in s.scalars(
+                    select(BatchJob).where(BatchJob.campaign_id == campaign_id, BatchJob.provider_batch_id.is_not(None))
+                ).all()
+                for r in job.requests
+                if r.get("duel_id")
+            }
+            ids = s.scalars(
+                select(Duel.id).where(
+                    Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER
+                )
+            ).all()
+            free = [int(i) for i in ids if int(i) not in held]
+            if free:
+                s.execute(
+                    update(Duel)
+                    .where(Duel.id.in_(free))
+                    .values(
+                        status=DuelStatus.EXPIRED,
+                        error="its batch round failed before the batch was sent",
+                        expires_at=utcnow(),
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+            return len(free)
+
     def duel_plans_tx(
         self, campaign_id: int, duel_ids: list[int]
     ) -> list[tuple[DuelPlan, str, str | None, str | None]]:

@@ -6,16 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from service.cli.args import CLIError
 from service.cli.remote import remote_from_args
 
 
 def _archive(args: argparse.Namespace, archived: bool) -> int:
-    verb = "archive" if archived else "unarchive"
     with remote_from_args(args) as remote:
-        out = remote.post(f"/v1/campaigns/{args.id}/{verb}")
+        out = remote.archive(args.id, archived)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -36,9 +35,9 @@ def cmd_delete(args: argparse.Namespace) -> int:
         raise CLIError(
             f"deleting campaign {args.id} removes its duels and its ledger for good: export it first, then add --yes"
         )
-    stored = "remove" if args.remove_stored else "keep"
+    stored: Literal["keep", "remove"] = "remove" if args.remove_stored else "keep"
     with remote_from_args(args) as remote:
-        out = remote.delete(f"/v1/campaigns/{args.id}", params={"stored": stored})
+        out = remote.delete_campaign(args.id, stored=stored)
     if args.json:
         print(json.dumps(out, indent=1))
         return 0

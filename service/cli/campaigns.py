@@ -251,7 +251,7 @@ def cmd_create(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(format_forecast(forecast))
             return 0
-        c = remote.post("/v1/campaigns", json=body)
+        c = remote.create_campaign(body)
         started = None if args.no_run else _start_run(remote, c, run)
         dashboard = f"{remote.url}/campaigns/{c['id']}"
     if args.json:
@@ -325,8 +325,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
-        c = remote.get(f"/v1/campaigns/{args.id}")
-        bias = remote.get(f"/v1/campaigns/{args.id}/judge-bias")
+        c = remote.campaign(args.id)
+        bias = remote.judge_bias(args.id)
     if args.json:
         _print_json({**c, "judge_bias": bias})
     else:
@@ -336,10 +336,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_forecast(args: argparse.Namespace) -> int:
     """The pilot forecast: what certifying the campaign should still cost, from its duels so far."""
-    body = {k: v for k, v in (("trials", args.trials), ("spread", args.spread)) if v is not None}
     with remote_from_args(args) as remote:
-        forecast = remote.post(
-            f"/v1/campaigns/{args.id}/forecast", json=body, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
+        forecast = remote.pilot_forecast(
+            args.id, trials=args.trials, spread=args.spread, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
         )
     if args.json:
         _print_json(forecast)
@@ -362,8 +361,7 @@ def cmd_import_answers(args: argparse.Namespace) -> int:
     results = []
     with remote_from_args(args) as remote:
         for model, answers in by_model.items():
-            body = {"model": model, "answers": [{"question_id": q, "text": t} for q, t in answers]}
-            results.append(remote.post(f"/v1/campaigns/{args.id}/answers", json=body))
+            results.append(remote.import_answers(args.id, model, answers))
     if args.json:
         _print_json(results)
         return 0
@@ -398,7 +396,7 @@ def bias_lines(b: dict[str, Any]) -> list[str]:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
-        c = remote.post(f"/v1/campaigns/{args.id}/stop")
+        c = remote.stop(args.id)
     if args.json:
         _print_json(c)
     else:
@@ -411,7 +409,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     last_line = 0.0
     with remote_from_args(args) as remote:
         while True:
-            c = remote.get(f"/v1/campaigns/{args.id}")
+            c = remote.campaign(args.id)
             line = progress_line(c)
             now = time.monotonic()
             if tty:
@@ -441,7 +439,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def _bias_warnings(remote: Remote, cid: Any) -> None:
     """The judge bias warnings of an ended campaign, on stderr (a server without the report: none)."""
     try:
-        bias = remote.get(f"/v1/campaigns/{cid}/judge-bias")
+        bias = remote.judge_bias(cid)
     except CLIError:
         return
     for w in bias.get("warnings") or []:
@@ -485,7 +483,7 @@ def cmd_continue(args: argparse.Namespace) -> int:
         patch["max_duels"] = args.max_duels
     with remote_from_args(args) as remote:
         remote.patch(f"/v1/campaigns/{args.id}", json=patch)
-        c = remote.get(f"/v1/campaigns/{args.id}")
+        c = remote.campaign(args.id)
         run = {"concurrency": args.concurrency} if args.concurrency else {}
         started = None if args.no_run else _start_run(remote, c, run)
     if args.json:

@@ -37,6 +37,8 @@ log = logging.getLogger("llmduel.batch")
 
 #: How many batches one request may go out in before its duel fails.
 MAX_SENDS = 3
+#: How long a cancelled batch may take to end (its finished part is still collected and charged).
+CANCEL_GRACE_S = 600.0
 #: The duel a call is made for (set by the round around each duel's calls).
 current_duel: contextvars.ContextVar[int | None] = contextvars.ContextVar("batch_duel", default=None)
 
@@ -70,6 +72,7 @@ class Collector:
     cache: dict[str, BatchResult] = field(default_factory=dict)
     settle_s: float = 0.05
     parked: list[Parked] = field(default_factory=list)
+    stopped: str | None = None  # why the phase sends nothing more (the run stopped)
     sent: int = 0  # requests sent in batches (for the round's report)
     batches: int = 0
     _seq: int = 0
@@ -122,6 +125,10 @@ class Collector:
                 raise out
 
     async def _send(self, items: list[Parked]) -> None:
+        if self.stopped is not None:  # the run stopped: the phase's calls fail, nothing more is sent
+            for p in items:
+                p.future.set_result(ClientError(self.stopped))
+            return
         client = items[0].client
         api = build_batch_api(client.config, self.http)
         assert api is not None
@@ -143,14 +150,21 @@ class Collector:
             res = results[r.custom_id]
             if res.error is None:
                 p.future.set_result(self._completion(p.client, res))
+            elif self.stopped is not None:  # the run stopped: nothing is sent again
+                p.future.set_result(ClientError(f"{res.error} ({self.stopped})"))
             elif p.sends < MAX_SENDS:
                 self.parked.append(p)  # sent again in the phase's next batch
             else:
                 p.future.set_result(ClientError(f"{res.error} (after {p.sends} batches)"))
 
     async def collect(self, api: BatchAPI, job_id: int, bid: str, custom_ids: list[str]) -> dict[str, BatchResult]:
-        """Poll until the batch ends; its results, matched on custom_id. Cancelled when the run stops."""
+        """Poll until the batch ends; its results, matched on custom_id.
+
+        When the run stops meanwhile, the batch is cancelled and what it finished before the
+        cancellation is still collected (the provider charges it): its answers are stored and charged,
+        nothing of the phase is sent again (``stopped``)."""
         t0 = time.monotonic()
+        cancelled_at: float | None = None
         while True:
             try:
                 state = await api.poll(bid)
@@ -160,19 +174,22 @@ class Collector:
                 state = None
             if state is not None and state.final:
                 break
-            if not await self.still_mine():
+            if cancelled_at is None and not await self.still_mine():
                 await cancel_quietly(api, bid)
-                await in_thread(self.jobs.close_tx, job_id, "cancelled", "the run stopped")
-                raise RoundFailed("the run stopped; its open batches were cancelled")
-            if time.monotonic() - t0 > self.window_s:
+                self.stopped = "the run stopped; its open batches were cancelled"
+                cancelled_at = time.monotonic()
+            elif cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+                await in_thread(self.jobs.close_tx, job_id, "cancelled", self.stopped)
+                raise RoundFailed(f"{self.stopped}; batch {bid} did not end within {CANCEL_GRACE_S:g} s")
+            if cancelled_at is None and time.monotonic() - t0 > self.window_s:
                 await cancel_quietly(api, bid)
                 why = f"batch {bid} returned nothing within its window of {self.window_s:g} s"
                 await in_thread(self.jobs.close_tx, job_id, "failed", why)
                 raise RoundFailed(why)
             await asyncio.sleep(self.poll_s)
         results = await api.results(bid, custom_ids)
-        status = "collected" if state.status == ENDED else state.status
-        if not await in_thread(self.jobs.close_tx, job_id, status, state.error):
+        status = "cancelled" if cancelled_at is not None else "collected" if state.status == ENDED else state.status
+        if not await in_thread(self.jobs.close_tx, job_id, status, state.error or self.stopped):
             raise RoundFailed("another process owns the run's batches now")
         return results
 

@@ -36,7 +36,7 @@ from ..campaigns.calls import Calls
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, NotFound
-from ..clients import parse_client_config
+from ..clients import ClientError, parse_client_config
 from ..clients.batch import BatchResult
 from ..clients.batch_apis import build_batch_api
 from ..judging import build_judge, parse_judge_config
@@ -71,8 +71,9 @@ class BatchRounds:
                 ended = await self._round(campaign_id, cfg, k, [(p, DuelStatus.CALLING, None, None) for p in plans])
                 if ended:
                     return None
-        except RoundFailed as exc:
-            return f"batch round failed: {exc}"
+        except (RoundFailed, ClientError) as exc:  # ClientError: a batch API refused a call for good (a 4xx, no key)
+            await in_thread(self.jobs.release_unsent_tx, campaign_id)
+            return f"batch round failed: {exc.message if isinstance(exc, ClientError) else exc}"
 
     async def _plan_round(self, campaign_id: int, size: int) -> list[DuelPlan]:
         plans: list[DuelPlan] = []
