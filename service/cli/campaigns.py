@@ -103,6 +103,11 @@ def _evidence_short(c: dict[str, Any]) -> str:
     return f"evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
 
 
+def _level_divisor(ev: dict[str, Any]) -> str:
+    """``L`` or ``(L-1)``: the divisor of delta in each certificate's level."""
+    return "(L-1)" if ev.get("level") == "delta/(L-1)" else "L"
+
+
 def evidence_lines(c: dict[str, Any]) -> list[str]:
     """The evidence of the rule that decides: dctas-pc's certificates, else the GLR Z of beta."""
     ev = c.get("pc_evidence")
@@ -112,7 +117,7 @@ def evidence_lines(c: dict[str, Any]) -> list[str]:
     rows = [
         f"  evidence   {ev['reference'] or '-'}: {ev['certified']} of {ev['needed']} pairs certified "
         f"({ev['test']} test; a pair is certified when its log statistic reaches "
-        + (f"log((L-1)/delta) = {thr:.3f})" if thr is not None else "its threshold)")
+        + (f"log({_level_divisor(ev)}/delta) = {thr:.3f})" if thr is not None else "its threshold)")
     ]
     for p in ev["pairs"]:
         if p["winner"] != ev["reference"]:
