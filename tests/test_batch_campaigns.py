@@ -323,3 +323,39 @@ async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reserv
     duels = await all_duels(api, cid)
     assert len(duels) == 2 and {d["status"] for d in duels} == {"expired"}  # no reservation left behind
     assert view["remaining_budget"] is None or view["remaining_budget"] == view["budget"]
+
+
+async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_provider_answered(db_url):
+    """One model's endpoint refuses its batch while the other models' batches of the same flush are collected:
+    the provider bills those, so their answers are stored and charged; the run ends with the refusal and no
+    duel keeps a reservation."""
+    from service.app import create_app
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="mixed")
+    server = ThreadedServer(provider_app)
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(server.url + "/v1", "mixed", {"round_size": 4, "poll_seconds": 0.02})
+            spec["models"][0]["client"]["base_url"] = server.url + "/missing/v1"  # this endpoint refuses (404)
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not v["run"]["active"] and not runs.run_active_here(cid))
+            assert "HTTP 404" in view["run"]["error"]
+            answered = [b for b in batches_of(provider_app, f"llmduel-{cid}-") if b["status"] == "completed"]
+            assert answered  # the other models' batches went out and the provider answered them ...
+            tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
+            assert tokens > 0
+            # ... so they are charged, once, at the batch price (1 USD per million tokens)
+            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            duels = await all_duels(api, cid)
+            assert duels and not [d for d in duels if d["status"] == "calling"]
+            # a duel both of whose models answered keeps its answers (its verdict was never asked for)
+            for d in duels:
+                assert d["status"] in ("failed", "expired") or (d["status"] == "pending" and d["cost"] > 0), d
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+        server.stop()

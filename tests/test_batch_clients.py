@@ -288,3 +288,40 @@ async def test_gemini_states_and_http_errors(monkeypatch):
 async def test_simulated_models_have_no_batch_api():
     async with httpx.AsyncClient() as http:
         assert build_batch_api(parse_client_config({"kind": "simulated"}), http) is None
+
+
+# ---------------------------------------------------------------- a hostile provider's endless files
+async def test_a_response_past_the_cap_is_cut_off_as_it_streams_not_read_whole(monkeypatch):
+    """A results file (or an error body) without end is an error after the cap, read no further."""
+    import service.clients.batch as batch_module
+
+    monkeypatch.setattr(batch_module, "MAX_RESULTS_BYTES", 1_000_000)
+    streamed = {"content": 0, "error": 0}
+
+    class Endless(httpx.AsyncByteStream):
+        def __init__(self, which):
+            self.which = which
+
+        async def __aiter__(self):
+            while streamed[self.which] < 40_000_000:
+                streamed[self.which] += 65_536
+                yield b'{"custom_id": "a", "pad": "' + b"x" * 65_500 + b'"}\n'
+
+    def handler(request):
+        if request.url.path.endswith("/files/f1/content"):
+            return httpx.Response(200, stream=Endless("content"))
+        if request.url.path.endswith("/batches/b1"):
+            return httpx.Response(200, json={"id": "b1", "status": "completed", "output_file_id": "f1"})
+        return httpx.Response(500, stream=Endless("error"))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+        cfg = parse_client_config({"kind": "openai", "base_url": "http://fake.test/v1", "model": "x"})
+        api = build_batch_api(cfg, http)
+        with pytest.raises(ClientError) as exc:
+            await api.results("b1", ["a"])
+        assert "larger than 1000000 bytes" in exc.value.message
+        assert streamed["content"] <= 2_000_000  # stopped at the cap, not after 40 MB
+        with pytest.raises(ClientError) as exc:
+            await api.poll("b2")
+        assert exc.value.status_code == 500 and exc.value.retryable
+        assert streamed["error"] <= 200_000

@@ -89,3 +89,58 @@ async def test_the_answers_it_paid_for_stay_in_the_store_or_go_as_asked(api):
             assert out["stored_removed"] == {"answers": 0, "verdicts": 0} and left == before
         else:
             assert out["stored_removed"]["answers"] == before and out["stored_removed"]["verdicts"] > 0 and left == 0
+
+
+async def test_delete_waits_for_a_stopped_campaigns_batch_and_calls_still_under_way(api):
+    """A stopped run's batch is still at the provider (cancelled, its finished part still to be collected and
+    charged) and a pre-generated answer's call still holds budget: delete is a 409 until they end; an open batch
+    row older than its window and the grace is a dead worker's and blocks nothing."""
+    import datetime as dt
+
+    from service.models import BatchJob, BudgetHold, utcnow
+
+    cid = (await api.post("/v1/campaigns", json=campaign_body("batch in flight"))).json()["id"]
+    assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+    db = api.app.state.db
+    now = utcnow()
+    with db.write() as s:
+        job = BatchJob(
+            campaign_id=cid,
+            round=1,
+            phase="answers",
+            key="llmduel-x",
+            client={"kind": "openai"},
+            status="running",
+            requests=[],
+            owner="w",
+            created_at=now,
+            updated_at=now,
+        )
+        s.add(job)
+        s.add(BudgetHold(campaign_id=cid, amount_nusd=5, purpose="pregeneration", created_at=now, expires_at=now))
+        s.flush()
+        job_id = job.id
+    r = await api.delete(f"/v1/campaigns/{cid}")
+    assert r.status_code == 409 and "still at the provider" in r.json()["detail"]
+    assert (await api.get(f"/v1/campaigns/{cid}")).status_code == 200  # nothing was removed
+    with db.write() as s:
+        s.get(BatchJob, job_id).status = "cancelled"
+        s.add(
+            BudgetHold(
+                campaign_id=cid,
+                amount_nusd=5,
+                purpose="pregeneration",
+                created_at=now,
+                expires_at=now + dt.timedelta(minutes=5),
+            )
+        )
+    r = await api.delete(f"/v1/campaigns/{cid}")
+    assert r.status_code == 409 and "under way" in r.json()["detail"]
+    with db.write() as s:
+        s.execute(BudgetHold.__table__.delete().where(BudgetHold.campaign_id == cid))
+        s.get(BatchJob, job_id).status = "running"
+        s.get(BatchJob, job_id).created_at = now - dt.timedelta(days=3)  # past any window: a dead worker's row
+    r = await api.delete(f"/v1/campaigns/{cid}")
+    assert r.status_code == 200 and r.json()["deleted"] is True
+    with db.read() as s:
+        assert s.get(BatchJob, job_id) is None

@@ -29,6 +29,8 @@ from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .types import DuelPlan
 
 OPEN = ("submitting", "running")
+#: How long a cancelled batch may take to end (its finished part is still collected and charged).
+CANCEL_GRACE_S = 600.0
 
 
 def body_hash(group: str, body: dict[str, Any]) -> str:

@@ -33,6 +33,8 @@ RUNNING, ENDED, FAILED, EXPIRED, CANCELLED = "running", "ended", "failed", "expi
 FINAL = (ENDED, FAILED, EXPIRED, CANCELLED)
 #: The largest response file read (bytes): a provider's file beyond it is an error, not a memory blow-up.
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
+#: The most of an error response read (bytes): only an excerpt of it is shown.
+MAX_ERROR_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,9 @@ class BatchHTTP:
     async def request(self, method: str, url: str, headers: dict[str, str], **kw: Any) -> httpx.Response:
         key = self.key()
         try:
-            resp = await self.http.request(method, url, headers=headers, timeout=self.timeout_s, **kw)
+            async with self.http.stream(method, url, headers=headers, timeout=self.timeout_s, **kw) as resp:
+                ok = 200 <= resp.status_code < 300
+                body = await _read_capped(resp, MAX_RESULTS_BYTES if ok else MAX_ERROR_BYTES)
         except EgressDenied as exc:
             raise ClientError(f"{self.provider} batch API not called: {exc.message}", None) from None
         except httpx.HTTPError as exc:
@@ -117,16 +121,19 @@ class BatchHTTP:
                 None,
                 retryable=True,
             ) from None
-        if not 200 <= resp.status_code < 300:
-            detail = excerpt(resp.text[:2000], (key,) if key else ())
+        if body is None and ok:
+            raise ClientError(f"{self.provider} batch API: response larger than {MAX_RESULTS_BYTES} bytes", None)
+        # the body as read (decoded, capped): no content-encoding to apply a second time
+        ctype = {"content-type": resp.headers["content-type"]} if "content-type" in resp.headers else {}
+        out = httpx.Response(resp.status_code, headers=ctype, content=body or b"")
+        if not ok:
+            detail = excerpt(out.text[:2000], (key,) if key else ())
             raise ClientError(
                 f"{self.provider} batch API returned HTTP {resp.status_code}: {detail}",
                 resp.status_code,
                 retryable=resp.status_code in (408, 409, 429) or resp.status_code >= 500,
             )
-        if len(resp.content) > MAX_RESULTS_BYTES:
-            raise ClientError(f"{self.provider} batch API: response larger than {MAX_RESULTS_BYTES} bytes", None)
-        return resp
+        return out
 
     async def json(self, method: str, url: str, headers: dict[str, str], **kw: Any) -> dict[str, Any]:
         resp = await self.request(method, url, headers, **kw)
@@ -137,6 +144,21 @@ class BatchHTTP:
         if not isinstance(data, dict):
             raise ClientError(f"{self.provider} batch API returned a response that is not a JSON object", None)
         return data
+
+
+async def _read_capped(resp: httpx.Response, cap: int) -> bytes | None:
+    """The body, read as it streams in; None as soon as it passes ``cap`` bytes (decoded, so a
+    compressed bomb is stopped too) for a success, its first ``cap`` bytes for an error."""
+    chunks, size = [], 0
+    async for chunk in resp.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            if 200 <= resp.status_code < 300:
+                return None
+            chunks.append(chunk[: cap - (size - len(chunk))])
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def jsonl_objects(text: str) -> list[dict[str, Any]]:

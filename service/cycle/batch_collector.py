@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import httpx
 
-from ..campaigns.batch_jobs import BatchJobs, body_hash
+from ..campaigns.batch_jobs import CANCEL_GRACE_S, BatchJobs, body_hash
 from ..campaigns.tasks import in_thread
 from ..clients import ClientError, Completion, compute_cost
 from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
@@ -37,8 +37,6 @@ log = logging.getLogger("llmduel.batch")
 
 #: How many batches one request may go out in before its duel fails.
 MAX_SENDS = 3
-#: How long a cancelled batch may take to end (its finished part is still collected and charged).
-CANCEL_GRACE_S = 600.0
 #: The duel a call is made for (set by the round around each duel's calls).
 current_duel: contextvars.ContextVar[int | None] = contextvars.ContextVar("batch_duel", default=None)
 
@@ -75,6 +73,7 @@ class Collector:
     stopped: str | None = None  # why the phase sends nothing more (the run stopped)
     sent: int = 0  # requests sent in batches (for the round's report)
     batches: int = 0
+    taken_over: bool = False  # another process owns the run's batches now
     _seq: int = 0
 
     # ------------------------------------------------------------ the callers' side
@@ -99,6 +98,7 @@ class Collector:
     async def run(self, coros: list) -> list:
         """Run the phase's calls (``coros``), flushing what they park until every one has returned."""
         tasks = [asyncio.ensure_future(c) for c in coros]
+        failure: Exception | None = None
         try:
             while True:
                 seen = -1
@@ -107,7 +107,17 @@ class Collector:
                     await asyncio.sleep(self.settle_s)
                 if all(t.done() for t in tasks):
                     break
-                await self.flush()
+                try:
+                    await self.flush()
+                except Exception as exc:
+                    if self.taken_over:
+                        raise
+                    # One batch failed: the other batches of the flush were collected (and the provider bills
+                    # them), so their calls go on to be stored and charged; the rest fail, nothing more is sent.
+                    failure = failure or exc
+                    self.stopped = self.stopped or f"a batch of the round failed: {exc}"
+            if failure is not None:
+                raise failure
             return [t.result() for t in tasks]
         finally:
             for t in tasks:
@@ -129,6 +139,15 @@ class Collector:
             for p in items:
                 p.future.set_result(ClientError(self.stopped))
             return
+        try:
+            await self._send_batch(items)
+        except BaseException as exc:  # its callers fail with the batch (else they would wait for ever)
+            for p in items:
+                if not p.future.done():
+                    p.future.set_result(ClientError(f"batch not sent or not collected: {exc}"))
+            raise
+
+    async def _send_batch(self, items: list[Parked]) -> None:
         client = items[0].client
         api = build_batch_api(client.config, self.http)
         assert api is not None
@@ -190,6 +209,7 @@ class Collector:
         results = await api.results(bid, custom_ids)
         status = "cancelled" if cancelled_at is not None else "collected" if state.status == ENDED else state.status
         if not await in_thread(self.jobs.close_tx, job_id, status, state.error or self.stopped):
+            self.taken_over = True  # the new owner folds the batches: this process stores nothing more
             raise RoundFailed("another process owns the run's batches now")
         return results
 
