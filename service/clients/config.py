@@ -267,7 +267,10 @@ class _HTTPClientConfig(_Config):
         None, description="System prompt sent with every call."
     )
     timeout_s: Annotated[float, number_in(0.0, 3600.0, lo_open=True)] = Field(
-        60.0, gt=0, le=3600, description=(
+        60.0,
+        gt=0,
+        le=3600,
+        description=(
             "Total deadline of one HTTP attempt, headers and body (seconds); the call, retries included, "
             "ends within max_attempts x timeout_s plus the backoff delays."
         ),
