@@ -346,3 +346,39 @@ def test_ranking_by_category_section(server, api, browser):
         assert rows[0][1] in exported
     section.screenshot(path=str(ARTIFACTS / "web-ranking-by-category.png"))
     page.close()
+
+
+def test_certified_leaderboard_section(server, api, browser):
+    """A ranking campaign's dashboard lists its certified tiers, names shown as text; the section fits at
+    1,280 and 390 px."""
+    names = ("b0", PAYLOAD, "b2")
+    cid = create(
+        api,
+        "browser: leaderboard",
+        [(n, 1.0) for n in names],
+        judge={"kind": "simulated", "preference": STRONG_P},
+        goal="ranking",
+        delta=0.2,
+    )
+    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+    deadline = time.monotonic() + 60
+    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+    assert view["status"] == "certified" and view["ranking"] == [[n] for n in names]
+    for width in (1280, 390):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        sign_in(page, server)
+        page.goto(f"{server}/campaigns/{cid}")
+        section = page.locator("#leaderboard-section")
+        assert section.is_visible() and section.locator("h2").inner_text() == "Certified ranking"
+        assert [t.strip() for t in section.locator("#leaderboard li").all_inner_texts()] == list(names)
+        assert page.locator("#ended").count() == 0 and page.evaluate("window.__pwned") is None
+        # the section itself fits (the winner's heading and the ranking table are other sections)
+        wide = page.evaluate(
+            "(w) => [...document.querySelectorAll('#leaderboard-section *')]"
+            ".filter(e => e.getBoundingClientRect().right > w + 1).map(e => e.tagName)",
+            width,
+        )
+        assert wide == [], wide
+        page.close()
