@@ -19,6 +19,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied, EgressPolicy
+from ..images.store import store_prompt_images
 from ..models import Campaign, Duel, Prompt, to_nusd, utcnow
 from ..money import holds
 from ..money.budget import reserved_nusd
@@ -147,6 +148,7 @@ class Lifecycle:
                     for n, item in enumerate(body.prompts)
                 ],
             )
+            store_prompt_images(s, body.prompts)
             return int(campaign.id)
 
     def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:

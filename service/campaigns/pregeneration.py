@@ -34,6 +34,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 from ..clients import Completion
 from ..config import Settings
 from ..db import Database
+from ..images.store import with_images
 from ..models import Campaign, Duel, Prompt, StoredAnswer, utcnow
 from ..money import charges, holds, ledger, reserve
 from ..redaction import redact
@@ -112,12 +113,13 @@ class Pregeneration:
                 return None
             indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, c.draw_key)
             rows = s.execute(
-                select(Prompt.idx, Prompt.text, Prompt.turns).where(
+                select(Prompt.idx, Prompt.text, Prompt.turns, Prompt.images).where(
                     Prompt.campaign_id == campaign_id, Prompt.idx.in_(indices)
                 )
             ).all()
             texts = {r.idx: r.text for r in rows}
-            turns = {r.idx: r.turns for r in rows}  # a multi-turn prompt is sent as its turns, as in a duel
+            # a multi-turn prompt (or one with images) is sent as its turns, as in a duel
+            turns = {r.idx: with_images(s, r.turns, r.images) if r.images else r.turns for r in rows}
             wanted = []
             for idx in indices:
                 phash = stores.prompt_hash(texts[idx])
