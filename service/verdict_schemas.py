@@ -38,7 +38,11 @@ class PCEvidence(BaseModel):
     log_threshold: float | None
     reference: str | None = Field(description="The certified winner, else the current leader.")
     certified: int = Field(description="Certificates the reference holds.")
-    needed: int = Field(description="L - 1: certificates a winner needs.")
+    needed: int = Field(
+        description="L - 1: certificates a winner needs; for a leaderboard goal the pairs it rests on (ranking: "
+        "every pair; top_k: the k models with the most certificates against the others), `certified` of them "
+        "resolved."
+    )
     progress: float = Field(
         description="Mean over the reference's L - 1 pairs of min(1, log_stat/log_threshold) "
         "(1 for a certified pair; 1 once the campaign ended)."

@@ -41,7 +41,7 @@ def price_judge(
     """What the judge call is charged (a judge call is charged whatever happens to its verdict): at
     most its bound (:func:`.ledger.judge_charge`), nothing past the duel's hard deadline (``stale``);
     and the fault's detail. A lying judge's verdict becomes a judge error (``j`` is updated)."""
-    if not j.judge_cost:
+    if not j.judge_cost and not ledger.usage_faulted(j.judge_detail):
         return 0, {}
     if stale:  # past the hard deadline (see store_answers_tx)
         log.warning("duel %s: the judge returned after its hard deadline; not charged", duel_id)
