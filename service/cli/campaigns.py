@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from service.cli import campaign_admin
-from service.cli.args import CLIError, whole_number
+from service.cli.args import CLIError, number_in, whole_number
 from service.cli.hybrid_show import hybrid_lines
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
 
@@ -522,16 +522,6 @@ def _usd(text: str) -> float:
     return v
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < v <= 5:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 5], got {text}")
-    return v
-
-
 def _seconds(text: str) -> float:
     try:
         v = float(text)
@@ -611,7 +601,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--trials", type=whole_number("--trials"), default=None, help="simulated campaigns, 10 to 1000 (default 200)"
     )
-    a.add_argument("--spread", type=_positive, default=None, help="prior strength spread (default 0.5)")
+    a.add_argument(
+        "--spread", type=number_in("--spread", 0, 5), default=None, help="prior strength spread (default 0.5)"
+    )
 
     a = action(
         "export",
