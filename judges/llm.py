@@ -178,6 +178,8 @@ class LLMJudge(Judge):
             attempts=c.attempts,
             latency_s=round(c.latency_s, 4),
         )
+        if getattr(c, "usage_fault", None):  # an unusable usage figure: the service's ledger charges the bound
+            rec["usage_fault"] = c.usage_fault
         return rec
 
     async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None, reference=None) -> Verdict:
