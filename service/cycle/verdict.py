@@ -29,12 +29,12 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import hybrid, rules
 from ..campaigns.judge_charges import Judgement, price_judge
-from ..campaigns.ledger import usage_faulted
 from ..campaigns.policy_cache import policy_snapshot
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..decide import verdict as deciding
 from ..models import utcnow
+from ..money.ledger import usage_faulted
 from ..redaction import redact, redact_json
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
