@@ -46,6 +46,7 @@ from .shared import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_e
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
+    from .driver import Tx
     from .service_port import HotService
 
 
@@ -63,7 +64,7 @@ class _Pick:
 
 
 async def decide_plan(
-    svc: HotService, tx, campaign_id: int, principal: Principal | None, run: bool = False
+    svc: HotService, tx: Tx, campaign_id: int, principal: Principal | None, run: bool = False
 ) -> DuelPlan:
     """Plan a duel of ``campaign_id`` for ``principal`` (None: this process's background run,
     ``run`` true): refusals, stale duels expired, the campaign ended by its cap or budget, or
@@ -109,7 +110,7 @@ async def decide_plan(
 
 
 async def _gate(
-    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
+    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
 ) -> list:
     """Steps before any choice; returns the live in-flight duels. Raises a refusal, or
     :class:`HeldDuel` with the duel an annotator gets back instead of a new one."""
@@ -139,7 +140,7 @@ async def _gate(
     return inflight
 
 
-async def _pick(svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
+async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
     wor = rules.is_wor(cfg.prompt_sampling)
@@ -165,7 +166,7 @@ async def _pick(svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row,
 
 
 async def _reservation(
-    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
+    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
 ) -> int:
     """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
 
@@ -183,7 +184,7 @@ async def _reservation(
 
 
 async def _write(
-    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, duel: dict, pick: _Pick, run: bool, now: dt.datetime
+    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, duel: dict, pick: _Pick, run: bool, now: dt.datetime
 ) -> DuelPlan:
     """Insert the duel (answered at once when both models are instant) and update the campaign."""
     plan = new_plan(svc, campaign_id, cfg, duel)
