@@ -253,10 +253,11 @@ def part_bets(a: argparse.Namespace) -> dict:
         y = np.where(u < win, 1.0, np.where(u < win + tie, 0.5, 0.0))
         lv = (4 * y).astype(int)
         # the default test: log sum_g pi_g prod_t (1 + mu_g (1/2 - y_t)), exactly the kernel's tables
-        cum = np.cumsum(lf[lv], axis=1) + lpi  # trials x n x G
-        m = cum.max(axis=2)
-        lw = m + np.log(np.exp(cum - m[..., None]).sum(axis=2))
-        n_def = _first_crossing(lw, thr)
+        n_def = np.empty(a.trials, dtype=np.int64)
+        for c0 in range(0, a.trials, 20):  # 20 trials at a time: 20 x n x G log-wealths
+            cum = np.cumsum(lf[lv[c0 : c0 + 20]], axis=1) + lpi
+            m = cum.max(axis=2)
+            n_def[c0 : c0 + 20] = _first_crossing(m + np.log(np.exp(cum - m[..., None]).sum(axis=2)), thr)
         # the Kelly bet for the true law: argmax_mu E log(1 + mu (1/2 - y)), on a fine grid
         mus = np.linspace(0.0, 1.99, 2000)
         probs = {1.0: win, 0.5: tie, 0.0: 1 - win - tie}

@@ -1,4 +1,4 @@
-"""The ledger (service/campaigns/ledger.py): a lying provider is charged at most what was reserved.
+"""The ledger (service/money/ledger.py): a lying provider is charged at most what was reserved.
 
 * usage figures are parsed with bounds: negative, fractional, absurdly large (1e16,
   1e400), NaN, strings: never an overflow, and a provider fault like the next item
@@ -24,9 +24,10 @@ import pytest
 import respx
 from sqlalchemy import func, select
 
-from service.campaigns import ledger, rules
+from service.campaigns import rules
 from service.clients import usage
 from service.models import Campaign, Charge
+from service.money import ledger
 
 URL = "http://ledger.test/v1/chat/completions"
 PRICE = {"input_per_1m": 1.0, "output_per_1m": 10.0}  # 1e9 output tokens = 10,000 USD

@@ -70,6 +70,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     # campaign show / watch
     text = summary(end)
     assert "m0: 2 of 2 pairs certified (betting test" in text
+    assert f"log(L/delta) = {math.log(3 / end['delta']):.3f})" in text and ev["level"] == "delta/L"
     assert "m1 beaten by m0:" in text and "GLR" not in text and "of threshold" not in text
     assert "shown      m0 beats" in text and "cost units" in text
     assert "certified 2/2 pairs" in progress_line(end) and "evidence" not in progress_line(end)

@@ -26,7 +26,7 @@ LLM judge's verdict) takes its amount from :func:`model_charge` or
 3. **Without a derivable bound** (a campaign without a budget whose client has
    per-token prices but no ``max_tokens``), a call is charged at most
    ``MAX_CALL_NUSD``; with at most ``2**14`` calls in flight, a spend that stopped
-   below ``rules.LEDGER_CAP_NUSD = 2**62`` cannot pass ``2**63 - 1``.
+   below ``budget.LEDGER_CAP_NUSD = 2**62`` cannot pass ``2**63 - 1``.
 4. Amounts are non-negative Python ints (nano-USD); a reported cost that is
    missing, negative or NaN counts 0, an infinite one is above every bound.
 5. **A reservation is released only when its call can no longer be charged**
@@ -43,8 +43,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..campaigns import rules
 from ..models import from_nusd
-from . import rules
+from . import budget
 
 #: The most a call without a derivable bound is charged (2**48 nano-USD, about 281,475 USD).
 MAX_CALL_NUSD = 2**48
@@ -91,8 +92,8 @@ def _reported_nusd(cost: Any) -> int:
         return 0
     if math.isnan(v) or v <= 0:
         return 0
-    if math.isinf(v) or v * 1e9 >= rules.LEDGER_CAP_NUSD:
-        return rules.LEDGER_CAP_NUSD
+    if math.isinf(v) or v * 1e9 >= budget.LEDGER_CAP_NUSD:
+        return budget.LEDGER_CAP_NUSD
     return rules.cost_nusd(v)
 
 
