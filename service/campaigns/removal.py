@@ -83,15 +83,11 @@ def _calls_under_way(s: Any, c: Campaign) -> str | None:
     window = float((c.batch or {}).get("window_seconds") or MAX_WINDOW_SECONDS)
     since = utcnow() - dt.timedelta(seconds=2 * window + CANCEL_GRACE_S + 60)
     batches = s.scalar(
-        select(func.count()).where(
-            BatchJob.campaign_id == c.id, BatchJob.status.in_(OPEN), BatchJob.created_at > since
-        )
+        select(func.count()).where(BatchJob.campaign_id == c.id, BatchJob.status.in_(OPEN), BatchJob.created_at > since)
     )
     if batches:
         return f"{batches} of its batches are still at the provider (submitted, not yet collected or cancelled)"
-    holds = s.scalar(
-        select(func.count()).where(BudgetHold.campaign_id == c.id, BudgetHold.expires_at > utcnow())
-    )
+    holds = s.scalar(select(func.count()).where(BudgetHold.campaign_id == c.id, BudgetHold.expires_at > utcnow()))
     if holds:
         return f"{holds} of its model calls (pre-generated answers) are under way"
     return None
