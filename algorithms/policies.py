@@ -48,6 +48,19 @@ from .certificates import (
     validate_pc_params,
 )
 from .instance import COST_MAX, cost_ok
+from .leaderboard import (
+    GOAL_TOP_K,
+    GOAL_WINNER,
+    Tier,
+    blocking_pairs,
+    certified_tiers,
+    cost_weighted_pick,
+    goal_delta_divisor,
+    goal_reached,
+    relevant_pairs,
+    top_k_set,
+    validate_goal,
+)
 from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant, delta_problem
 
@@ -546,8 +559,14 @@ class PCPolicy(Policy):
         threshold: str | None = None,
         stick: float = PC_DEFAULTS["stick"],
         population: int | None = None,
+        goal: str = GOAL_WINNER,
+        k: int | None = None,
     ) -> None:
         explicit = threshold is not None
+        try:
+            goal, k = validate_goal(goal, k, len(costs) if hasattr(costs, "__len__") else 0)
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from None
         try:
             threshold, stick = validate_pc_params(PC_DEFAULTS["threshold"] if threshold is None else threshold, stick)
         except ValueError as exc:
@@ -567,7 +586,15 @@ class PCPolicy(Policy):
                     f"it cannot be combined with {' or '.join(sorted(opts))}"
                 )
             opts["population"] = population
+        if goal != GOAL_WINNER:
+            opts["goal"] = goal
+            if k is not None:
+                opts["k"] = k
         super().__init__(costs, delta, judge_cost=judge_cost, **opts)
+        self.goal, self.k = goal, k
+        # a leaderboard certifies claims on any of the L (L - 1) ordered pairs (algorithms/leaderboard.py)
+        self._goal_div = 1 if goal == GOAL_WINNER else goal_delta_divisor(goal, self.L) // (self.L - 1)
+        self.goal_verdict: str | None = None
         self.threshold, self.stick = threshold, stick
         self.population: int | None = population
         self.BEAT = np.zeros((self.L, self.L), dtype=np.bool_)
@@ -575,7 +602,7 @@ class PCPolicy(Policy):
         self._CW = np.zeros(self.L, dtype=np.int64)
         self._LEAD = -np.ones(1, dtype=np.int64)
         self._alpha = np.zeros(self.K)
-        self._rule, self._c0 = certificate_test(threshold, self.delta, self.L)
+        self._rule, self._c0 = certificate_test(threshold, self.delta / self._goal_div, self.L)
         self._tie_cap = tie_cap_for(threshold) if population is None else 0.0
         self._explore, self._explore_frac = explore_for(threshold) if population is None else (0, 1.0)
         self._betting = population is None and self._rule == kern.PC_BETTING
@@ -586,7 +613,8 @@ class PCPolicy(Policy):
             self._LA = np.zeros(self.K)  # log K_t (R4): "PJ[k] beaten by PI[k]"
             self._LB = np.zeros(self.K)  # log K_t (R4) on 1 - x: "PI[k] beaten by PJ[k]"
             self._SQ = np.zeros(self.K)  # sum of squared scores of PI[k]
-            self._log_thr = math.log((self.L - 1) / self.delta)  # log(1/alpha), alpha = delta / (L - 1)
+            # log(1/alpha), alpha = delta / (L - 1) (a leaderboard: delta / (L (L - 1)))
+            self._log_thr = math.log((self.L - 1) * self._goal_div / self.delta)
             self._CK = np.zeros(self.K)
             self._GW = np.zeros((self.L, self.L))
             self._AW = np.zeros(self.L)
@@ -596,12 +624,20 @@ class PCPolicy(Policy):
     def next_pair(self, pending: Iterable[Sequence[int]] = ()) -> tuple[int, int]:
         """The pair to duel next, counting ``pending`` (assigned, not yet judged) duels as pulled.
 
-        Without replacement: never a pair that is not useful or has ``N_k + pending_k >= P``;
+        A leaderboard goal (``top_k``, ``ranking``): :meth:`_choose_goal`. Without replacement: never a pair that is not useful or has ``N_k + pending_k >= P``;
         :class:`NoPairAvailable` when every useful pair is exhausted counting ``pending``,
         :class:`PolicyError` once the campaign has stopped (no pair is useful then).
         """
-        if self.population is None:
-            return super().next_pair(pending)
+        if self.population is None or self.goal != GOAL_WINNER:
+            if self.population is not None and self.stopped:
+                raise PolicyError("the campaign has stopped (without replacement no pair is useful any more)")
+            k = self._choose(self._pending_counts(pending))
+            if k < 0:
+                raise NoPairAvailable(
+                    f"every pair still open has used up the {self.population} prompts counting the duels in "
+                    "flight; retry when one of them is recorded"
+                )
+            return int(self.PI[k]), int(self.PJ[k])
         if self.stopped:
             raise PolicyError("the campaign has stopped (without replacement no pair is useful any more)")
         k = self._choose_wor(self._pending_counts(pending))
@@ -636,6 +672,8 @@ class PCPolicy(Policy):
         )
 
     def _choose(self, pend: np.ndarray) -> int:
+        if self.goal != GOAL_WINNER:
+            return self._choose_goal(pend)
         if self.population is not None:
             return self._choose_wor(pend)
         neff = self.N + pend
@@ -685,6 +723,93 @@ class PCPolicy(Policy):
             k, self.N, self.W, self.PI, self.PJ, P, self._LA, self._LB, self._log_thr, self.BEAT, self._CB, self._CW
         )
 
+    # ---------------------------------------------------------------- leaderboard goals
+    def exact_ties(self) -> np.ndarray:
+        """``T[u, v]``: the pair is known to be exactly tied (without replacement: every prompt used, mean 1/2)."""
+        T = np.zeros((self.L, self.L), dtype=np.bool_)
+        if self.population is not None and np.any(self.N >= float(self.population)):
+            P = float(self.population)
+            for k in range(self.K):
+                if self.N[k] >= P and 2.0 * float(self.W[k]) == P:
+                    T[self.PI[k], self.PJ[k]] = T[self.PJ[k], self.PI[k]] = True
+        return T
+
+    def tiers(self) -> list[Tier]:
+        """The certified tiers, best first (:func:`algorithms.leaderboard.certified_tiers`)."""
+        return self._tiers_resolved()[0]
+
+    def _tiers_resolved(self) -> tuple[list[Tier], np.ndarray]:
+        """The tiers and the resolved pairs, recomputed only when a certificate or an exact tie is added."""
+        T = self.exact_ties()
+        key = self.BEAT.tobytes() + T.tobytes()
+        cached = getattr(self, "_tier_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, certified_tiers(self.BEAT, T), self.BEAT | self.BEAT.T | T)
+            self._tier_cache = cached
+        return cached[1], cached[2]
+
+    def _choose_goal(self, pend: np.ndarray) -> int:
+        """A leaderboard goal's next pair (-1: none available without replacement).
+
+        Forced exploration first: an unresolved pair that matters for the goal (inside an open tier; for
+        ``top_k`` inside the tier holding position ``k``) with ``N_k < sqrt(t)/2 - K/2`` duels, fewest
+        first. Else cost-aware round robin (:func:`algorithms.leaderboard.cost_weighted_pick`) over the
+        pairs that block the goal on the plug-in estimate (:func:`algorithms.leaderboard.blocking_pairs`),
+        then over those that matter, then over every pair.
+        """
+        neff = self.N + pend
+        tiers, resolved = self._tiers_resolved()
+        pair_cost = self._policy_costs[self.PI] + self._policy_costs[self.PJ]
+        cap = math.inf if self.population is None else float(self.population)
+
+        def ok(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+            return pairs if cap == math.inf else [(u, v) for u, v in pairs if neff[self.PK[u, v]] < cap]
+
+        matters = ok(relevant_pairs(tiers, self.goal, self.k, resolved))
+        t = float(neff.sum())
+        floor = 0.5 * math.sqrt(t) - 0.5 * self.K
+        starved = [(u, v) for u, v in matters if neff[self.PK[u, v]] < floor]
+        if starved:
+            return int(min((int(self.PK[u, v]) for u, v in starved), key=lambda kk: (neff[kk], kk)))
+        P = None
+        if self.goal == GOAL_TOP_K:  # the plug-in estimate splits the tier holding position k
+            phat = np.where(self.N > 0, self.W / np.maximum(self.N, 1.0), 0.5)
+            P = np.full((self.L, self.L), 0.5)
+            P[self.PI, self.PJ] = phat
+            P[self.PJ, self.PI] = 1.0 - phat
+        for cands in (ok(blocking_pairs(tiers, self.goal, self.k, P, resolved)), matters, ok(self.pairs())):
+            if cands:
+                return cost_weighted_pick(cands, neff, pair_cost, self.PK)
+        return -1
+
+    def _goal_stop(self) -> None:
+        """Stop once the goal's certificate holds (:func:`algorithms.leaderboard.goal_reached`)."""
+        tiers = self.tiers()
+        reached = goal_reached(tiers, self.goal, self.k)
+        if reached is None:
+            return
+        self.stopped, self.stop_t, self.goal_verdict = True, self.t, reached
+        top = tiers[0]
+        self.winner = top.models[0] if len(top.models) == 1 else None
+        if self.goal == GOAL_TOP_K and reached == "undecidable":
+            self.verdict = UNDECIDABLE
+
+    def leaderboard(self) -> dict[str, Any]:
+        """The certified tiers (``ranking``: lists of model indices, best first, and each tier's ``status``)
+        and, for ``top_k``, the certified top set (``top_k``: exactly ``k`` models once certified)."""
+        tiers = self.tiers()
+        out: dict[str, Any] = {
+            "goal": self.goal,
+            "ranking": [list(t.models) for t in tiers],
+            "tiers": [{"models": list(t.models), "status": t.status} for t in tiers],
+            "goal_verdict": self.goal_verdict,
+        }
+        if self.goal == GOAL_TOP_K:
+            assert self.k is not None
+            out["k"] = self.k
+            out["top_k"] = top_k_set(tiers, self.k)
+        return out
+
     def useful_pairs(self) -> list[tuple[int, int]]:
         """Without replacement: the useful pairs on the recorded data (undecided, ``N < P``,
         one model not yet beaten); every pair otherwise."""
@@ -695,6 +820,10 @@ class PCPolicy(Policy):
 
     def record(self, i: int, j: int, score: float) -> None:
         super().record(i, j, score)
+        if self.goal != GOAL_WINNER:
+            if not self.stopped:
+                self._goal_stop()
+            return
         if not self.stopped and kern.pc_verdict(self._CB, self._CW) == -2:
             self.stopped, self.stop_t, self.verdict = True, self.t, NO_CONDORCET_WINNER
         if self.population is not None and not self.stopped and not self.useful_pairs():
@@ -702,6 +831,8 @@ class PCPolicy(Policy):
             self.stopped, self.stop_t, self.verdict = True, self.t, UNDECIDABLE
 
     def _stop_winner(self) -> int | None:
+        if self.goal != GOAL_WINNER:
+            return None  # record() decides with the goal's test
         v = int(kern.pc_verdict(self._CB, self._CW))
         return v if v >= 0 else None
 
@@ -822,6 +953,10 @@ class PCPolicy(Policy):
                 "top_cycle": [m for m in range(L) if reach[m] == everyone],
             }
         )
+        if self.goal != GOAL_WINNER:
+            out.update(self.leaderboard())
+            if self.stopped and self.verdict is None:
+                out["verdict"] = self.goal_verdict
         if self.population is not None:
             n_pop = self.population
             out["population"] = n_pop
@@ -836,6 +971,8 @@ class PCPolicy(Policy):
     # ---------------------------------------------------------------- state
     def _extra_state(self) -> dict[str, Any]:
         out: dict[str, Any] = {"BEAT": self.BEAT.astype(int).tolist(), "verdict": self.verdict}
+        if self.goal != GOAL_WINNER:
+            out["goal_verdict"] = self.goal_verdict
         if self.stick > 0.0:
             out["lead"] = int(self._LEAD[0])
         if self._betting:
@@ -862,10 +999,15 @@ class PCPolicy(Policy):
             raise PolicyError(f"malformed dctas-pc state: lead must be an arm index or -1, got {lead!r}")
         self._LEAD[0] = lead
         v = state.get("verdict")
-        allowed = (None, NO_CONDORCET_WINNER) if self.population is None else (None, NO_CONDORCET_WINNER, UNDECIDABLE)
+        wor = self.population is not None or self.goal != GOAL_WINNER
+        allowed = (None, NO_CONDORCET_WINNER, UNDECIDABLE) if wor else (None, NO_CONDORCET_WINNER)
         if v not in allowed:
             raise PolicyError(f"malformed dctas-pc state: unknown verdict {v!r}")
         self.verdict = v
+        gv = state.get("goal_verdict")
+        if gv not in (None, "certified", "undecidable") or (gv is not None and self.goal == GOAL_WINNER):
+            raise PolicyError(f"malformed dctas-pc state: unknown goal_verdict {gv!r}")
+        self.goal_verdict = gv
         if self.population is not None:
             self._load_wor(state)
         if self._betting:

@@ -17,6 +17,7 @@ from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
+from .api.removal import router as removal_router
 from .auth import watch_revocations
 from .campaigns import warm_policies
 from .config import Settings, announce_generated_key
@@ -112,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(exports_router)
+    app.include_router(removal_router)
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(ContainErrors)  # outermost of ours: a 500 does not reset keep-alive connections
     web.register(app)  # the web pages and /static

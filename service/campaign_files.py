@@ -63,7 +63,7 @@ def _where(path: Path, line: int | None) -> str:
     return f"{path}:{line}" if line is not None else str(path)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     try:
         with path.open("rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)
@@ -211,7 +211,7 @@ def read_prompt_file(path: str | Path, fmt: str | None = None) -> list[str | dic
     fmt = fmt or guess_format(path)
     if fmt not in FORMATS:
         raise CampaignFileError(f"{path}: unknown prompt file format {fmt!r} (one of {', '.join(FORMATS)})")
-    text = _read_text(path)
+    text = read_text(path)
     if "\x00" in text:
         line = text[: text.index("\x00")].count("\n") + 1
         raise CampaignFileError(f"{path}:{line}: contains a NUL character")
@@ -392,7 +392,7 @@ def read_campaign_file(path: str | Path, *, allow_outside_prompts: bool = False)
     import yaml
 
     path = Path(path)
-    text = _read_text(path)
+    text = read_text(path)
     if path.suffix.lower() == ".json":
         data = _load_json(path, text)
     else:

@@ -27,7 +27,16 @@ end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]`
   ``fault-500``, ``fault-429`` (Retry-After: 1), ``fault-badjson``,
   ``fault-timeout`` (sleeps ``timeout_sleep_s`` then answers) or ``fault-flaky``
   (the first request with a given body fails with 503, the next succeeds).
+* Hostile modes by model name: ``bomb-brackets`` or ``bomb-headings`` answer the marker
+  then ``bomb_chars`` (default 1,000,000) characters of ``[`` or of ``#\n`` lines (a
+  Markdown bomb); ``usage-<figure>`` reports ``<figure>`` as the completion tokens
+  (``usage-1e16``, ``usage-1e30``, ``usage--5``, ``usage-nan``: any text, sent as a JSON
+  number when it parses as one, else as a string); ``fault-trickle`` sends its headers,
+  then one byte every ``trickle_interval_s`` (default 2 s) for ``trickle_bytes`` bytes.
 * ``GET /v1/models`` lists the configured models and those seen so far.
+* The OpenAI Batch API (``POST /v1/files``, ``POST /v1/batches``, ``GET /v1/batches/{id}``,
+  ``GET /v1/batches``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/files/{id}/content``):
+  :mod:`service.fake_batches`; ``--batch-delay SECONDS`` and ``--batch-failure-rate R``.
 * ``GET /v1/requests`` lists every answered request in order (kind ``answer`` with
   the prompt, or ``judge`` with the markers of both answers as shown, ``first`` and
   ``second``, and ``question`` None since the judge does not read the prompt; model;
@@ -125,6 +134,9 @@ class FakeProvider:
         timeout_sleep_s: float = 30.0,
         marker_key: str | None = None,
         rpm_quota: int | None = None,
+        bomb_chars: int = 1_000_000,
+        trickle_interval_s: float = 2.0,
+        trickle_bytes: int = 100,
     ) -> None:
         if judge_mode not in JUDGE_MODES:
             raise ValueError(f"judge_mode must be one of {JUDGE_MODES}, got {judge_mode!r}")
@@ -138,6 +150,9 @@ class FakeProvider:
         self._rng = random.Random(seed)
         self.latency_s = latency_s
         self.timeout_sleep_s = timeout_sleep_s
+        self.bomb_chars = bomb_chars
+        self.trickle_interval_s = trickle_interval_s
+        self.trickle_bytes = trickle_bytes
         self._marker_key = marker_key.encode() if marker_key else secrets.token_bytes(16)
         self.seen: set[str] = set()
         self._flaky_seen: set[bytes] = set()
@@ -235,14 +250,17 @@ class FakeProvider:
         return None
 
     async def chat_completions(self, request: Request) -> Response:
-        from starlette.responses import JSONResponse
-
         self.stats["requests"] += 1
         denied = self._check_auth(request) or self._over_quota()
         if denied is not None:
             self.stats["errors"] += 1
             return denied
-        raw = await request.body()
+        return await self.respond(await request.body())
+
+    async def respond(self, raw: bytes, batch_id: str | None = None) -> Response:
+        """The chat completion of one request body (the route's, or a batch line's with its ``batch_id``)."""
+        from starlette.responses import JSONResponse
+
         try:
             body = json.loads(raw)
         except ValueError:
@@ -281,7 +299,7 @@ class FakeProvider:
             finish = "stop"
         else:
             self.stats["answers"] += 1
-            text = self.answer(model, prompt)
+            text = self.answer(model, prompt) + self._bomb(model)
             finish = "stop"
             limit = body.get("max_completion_tokens", body.get("max_tokens"))
             if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 and count_tokens(text) > limit:
@@ -289,6 +307,7 @@ class FakeProvider:
                 finish = "length"
         pt, ct = count_tokens(all_text), count_tokens(text)
         entry: dict[str, Any] = {"model": model, "prompt_tokens": pt, "completion_tokens": ct}
+        reported: Any = reported_usage(model, ct)
         if self.is_judge(model):
             # the answers a judge request shows, as their markers in order (a marker stands for one
             # model's answer to one prompt, so the pair also names the prompt); the prompt's wording is not read
@@ -301,6 +320,8 @@ class FakeProvider:
             )
         else:
             entry.update(kind="answer", prompt=prompt)
+        if batch_id is not None:
+            entry["batch"] = batch_id
         if len(self.requests) < 1_000_000:
             self.requests.append(entry)
         return JSONResponse(
@@ -310,9 +331,26 @@ class FakeProvider:
                 "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-                "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+                "usage": {"prompt_tokens": pt, "completion_tokens": reported, "total_tokens": pt + ct},
             }
         )
+
+    def _bomb(self, model: str) -> str:
+        if "bomb-brackets" in model:
+            return " " + "[" * self.bomb_chars
+        if "bomb-headings" in model:
+            return "\n" + "#\n" * (self.bomb_chars // 2)
+        return ""
+
+    def _trickle(self) -> Response:
+        from starlette.responses import StreamingResponse
+
+        async def drip():
+            for _ in range(self.trickle_bytes):
+                yield b" "
+                await asyncio.sleep(self.trickle_interval_s)
+
+        return StreamingResponse(drip(), media_type="application/json")
 
     async def _fault(self, model: str, raw: bytes) -> Response | None:
         if "fault-500" in model:
@@ -325,6 +363,8 @@ class FakeProvider:
             from starlette.responses import Response
 
             return Response(b'{"choices": [ this is not json', media_type="application/json")
+        if "fault-trickle" in model:
+            return self._trickle()
         if "fault-timeout" in model:
             await asyncio.sleep(self.timeout_sleep_s)
         if "fault-flaky" in model:
@@ -344,6 +384,25 @@ class FakeProvider:
         }
 
 
+_USAGE = re.compile(r"usage-(.+)$")
+
+
+def reported_usage(model: str, counted: int) -> Any:
+    """The completion tokens a ``usage-<figure>`` model reports (a JSON number when ``<figure>``
+    parses as a finite one, else the text), or ``counted``."""
+    m = _USAGE.search(model)
+    if m is None:
+        return counted
+    raw = m.group(1)
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    if not math.isfinite(value):
+        return raw
+    return int(value) if value.is_integer() and abs(value) < 2**63 else value
+
+
 def _error(status: int, message: str, typ: str = "invalid_request_error") -> JSONResponse:
     from starlette.responses import JSONResponse
 
@@ -352,14 +411,29 @@ def _error(status: int, message: str, typ: str = "invalid_request_error") -> JSO
 
 def create_fake_provider_app(qualities: dict[str, float] | None = None, **options: Any) -> FastAPI:
     """The ASGI app. ``options``: judge_mode, default_quality, api_key,
-    failure_rate, seed, latency_s, timeout_sleep_s, marker_key (see :class:`FakeProvider`).
+    failure_rate, seed, latency_s, timeout_sleep_s, marker_key, rpm_quota, bomb_chars,
+    trickle_interval_s, trickle_bytes (see :class:`FakeProvider`);
+    batch_delay_s, batch_failure_rate (the OpenAI batch routes, :mod:`service.fake_batches`,
+    whose object is ``app.state.batches``).
     The provider object is ``app.state.provider`` (its ``stats`` count requests)."""
     from fastapi import FastAPI
     from starlette.responses import JSONResponse
 
+    from .fake_batches import FakeBatches
+
+    batch_options = {k: options.pop(k) for k in ("batch_delay_s", "batch_failure_rate") if k in options}
     provider = FakeProvider(qualities, **options)
     app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.provider = provider
+
+    async def batch_line(raw: bytes, batch_id: str) -> tuple[int, Any]:
+        provider.stats["requests"] += 1
+        resp = await provider.respond(raw, batch_id)
+        return resp.status_code, json.loads(bytes(resp.body))
+
+    batches = FakeBatches(batch_line, seed=options.get("seed", 0), **batch_options)
+    app.state.batches = batches
+    batches.add_routes(app, provider._check_auth)
 
     # plain Starlette routes: the endpoint gets the Request, no annotation magic needed
     async def chat_completions(request):
@@ -430,6 +504,24 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="accept at most N requests in any 60 s, then answer 429 with Retry-After (a provider's quota)",
     )
+    p.add_argument("--bomb-chars", type=int, default=1_000_000, help="length of a bomb-* model's answer")
+    p.add_argument(
+        "--trickle-interval", type=float, default=2.0, help="seconds between the bytes of a fault-trickle answer"
+    )
+    p.add_argument(
+        "--batch-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="a batch (POST /v1/batches) stays in_progress this long before it completes (default 0)",
+    )
+    p.add_argument(
+        "--batch-failure-rate",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="each request of a batch fails (error file) with probability R (default 0)",
+    )
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
 
 
@@ -470,6 +562,10 @@ def run(args: argparse.Namespace) -> int:
             latency_s=args.latency,
             marker_key=marker_key,
             rpm_quota=args.rpm_quota,
+            bomb_chars=args.bomb_chars,
+            trickle_interval_s=args.trickle_interval,
+            batch_delay_s=args.batch_delay,
+            batch_failure_rate=args.batch_failure_rate,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -19,6 +19,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -126,6 +127,8 @@ class Campaign(Base):
     )
 
     # Background run (POST /run): survives restarts when LLMDUEL_RESUME_RUNS is on.
+    # A batch campaign's rounds (service/campaigns/batch_jobs.py: round size, polling, window); None: call by call.
+    batch: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     run_active: Mapped[bool] = mapped_column(Boolean, default=False)
     run_remaining: Mapped[int | None] = mapped_column(Integer, nullable=True)
     run_concurrency: Mapped[int] = mapped_column(Integer, default=1)
@@ -144,6 +147,7 @@ class Campaign(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    archived_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)  # hidden from the lists
 
 
 class Prompt(Base):
@@ -158,6 +162,25 @@ class Prompt(Base):
     category: Mapped[str | None] = mapped_column(String(200), nullable=True)
     turns: Mapped[list | None] = mapped_column(JSON, nullable=True)  # user turns of a multi-turn prompt
     reference: Mapped[str | None] = mapped_column(Text, nullable=True)  # reference answer for the judge
+    # sha256 of the images of each user turn (service/images/), a list per turn, or None
+    images: Mapped[list | None] = mapped_column(JSON, nullable=True)
+
+
+class StoredImage(Base):
+    """One image, stored once under the sha256 of its bytes, with its metadata-free blind copy
+    (service/images/)."""
+
+    __tablename__ = "images"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    media_type: Mapped[str] = mapped_column(String(20))
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    blind: Mapped[bytes] = mapped_column(LargeBinary)
+    blind_media_type: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
 class Duel(Base):
@@ -294,6 +317,31 @@ class DuelSkip(Base):
     duel_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("duels.id", ondelete="CASCADE"))
     annotator: Mapped[str] = mapped_column(String(40))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class BatchJob(Base):
+    """One batch sent to a provider by a batch campaign's round (service/campaigns/batch_jobs.py).
+
+    Written before the batch is sent (``status`` ``submitting``) with its ``key``, which goes into the
+    provider's batch metadata, so a process that takes the run over finds the batch and collects it
+    instead of sending it again; ``requests`` lists each request's ``custom_id``, its duel and slot,
+    and the hash of its body. ``owner`` is the process that may collect it (a conditional update)."""
+
+    __tablename__ = "batch_jobs"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    campaign_id: Mapped[int] = mapped_column(BigId, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)
+    round: Mapped[int] = mapped_column(Integer)
+    phase: Mapped[str] = mapped_column(String(12))  # answers | verdicts
+    key: Mapped[str] = mapped_column(String(100), unique=True)
+    client: Mapped[dict] = mapped_column(JSON)  # the model client config the batch API is built from
+    provider_batch_id: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    status: Mapped[str] = mapped_column(String(12))  # submitting, running, collected, failed, cancelled
+    requests: Mapped[list] = mapped_column(JSON)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
 class RateLimitKey(Base):

@@ -53,6 +53,8 @@ COST_CHECK_MIN_CALLS = 10
 #: ... its mean charge differs from the expected cost by more than this factor (either way).
 COST_CHECK_FACTOR = 2.0
 MAX_PRICE_MAP_ENTRIES = 10_000
+#: LiteLLM's per-token prices of the providers' batch APIs (an entry's optional fields).
+BATCH_FIELDS = ("input_cost_per_token_batches", "output_cost_per_token_batches")
 #: The largest per-token price a map entry may give (USD per token): ``MAX_PRICE_PER_1M`` per million.
 MAX_COST_PER_TOKEN = MAX_PRICE_PER_1M / 1e6
 
@@ -120,6 +122,13 @@ def normalise_price_map(
                     f"{where}[{key!r}].{field}: must be a finite number in [0, {MAX_COST_PER_TOKEN:g}] "
                     f"(USD per token, at most {MAX_PRICE_PER_1M:g} USD per million tokens)"
                 )
+            costs[field] = x
+        for field in BATCH_FIELDS:  # optional: the batch API's prices (LiteLLM's *_batches fields)
+            if entry.get(field) is None:
+                continue
+            x = finite_number(entry.get(field))
+            if x is None or x < 0 or x > MAX_COST_PER_TOKEN:
+                raise PriceMapError(f"{where}[{key!r}].{field}: must be a finite number in [0, {MAX_COST_PER_TOKEN:g}]")
             costs[field] = x
         max_out = entry.get("max_output_tokens")
         out[key] = {
@@ -293,6 +302,29 @@ def lookup_price(client: Mapping[str, Any], price_map: Mapping[str, dict] | None
                     key,
                     entry.get("max_output_tokens"),
                 )
+    return None
+
+
+def lookup_batch_price(client: Mapping[str, Any], price_map: Mapping[str, dict] | None = None) -> Price | None:
+    """A client's per-token price on its provider's batch API, or ``None`` when none is known.
+
+    Its own ``batch_price``; else, when its list price came from a map entry, that entry's
+    ``input_cost_per_token_batches`` and ``output_cost_per_token_batches`` (both, or none). A client
+    with its own ``price`` and no ``batch_price`` has no known batch price: it is charged its list
+    price in a batch, never an assumed discount.
+    """
+    own = client.get("batch_price")
+    if isinstance(own, dict):
+        return Price(float(own["input_per_1m"]), float(own["output_per_1m"]), "client")
+    price = lookup_price(client, price_map)
+    if price is None or price.key is None:
+        return None
+    base = base_map()
+    entries = {"price_map": price_map or {}, "file": file_map(), base.origin: base.tokens}.get(price.source) or {}
+    entry = entries.get(price.key) or {}
+    if all(entry.get(f) is not None for f in BATCH_FIELDS):
+        i, o = (float(entry[f]) * 1e6 for f in BATCH_FIELDS)
+        return Price(i, o, price.source, price.key, price.max_output_tokens)
     return None
 
 

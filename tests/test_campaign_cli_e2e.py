@@ -113,6 +113,14 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     assert view["status"] == "certified" and view["winner"] == "large"
     r = llmduel(service, "campaign", "list")
     assert r.returncode == 0 and f"{cid}" in r.stdout and "certified" in r.stdout
+    r = llmduel(service, "campaign", "forecast", str(cid), "--trials", "12", "--json")
+    assert r.returncode == 0, r.stderr
+    pilot = json.loads(r.stdout)
+    assert pilot["basis"] == "pilot" and pilot["requested_trials"] == 12  # the flag reaches the server
+    r = llmduel(service, "campaign", "forecast", str(cid), "--trials", "12")
+    assert r.returncode == 0 and "median" in r.stdout, r.stdout
+    r = llmduel(service, "campaign", "forecast", str(cid), "--trials", "5")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
     out = tmp_path / "result"
     r = llmduel(service, "campaign", "export", str(cid), "--out", str(out))
@@ -127,6 +135,17 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     assert all(b["question_id"].endswith("deadbeef") for b in battles)
     assert all(b["winner"] in ("model_a", "model_b", "tie", "tie (bothbad)") for b in battles)
     assert json.loads((out / "ranking.json").read_text())[0]["model"] == "large"
+    # the audit trail: every answer (arena-hard's model_answer layout) and every judge call
+    assert {p.name for p in (out / "model_answer").iterdir()} == {"small.jsonl", "large.jsonl", "mid.jsonl"}
+    judgments = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
+    assert len(judgments) == 2 * view["duels"] and all(j["label"] for j in judgments)
+    # imported back into the same campaign: every answer is already stored, nothing new
+    r = llmduel(service, "campaign", "import-answers", str(cid), str(out / "model_answer"))
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert len(lines) == 3 and all(" 0 imported, " in line and " 0 with a question id" in line for line in lines), lines
+    r = llmduel(service, "campaign", "import-answers", str(cid), str(out / "nothing-here"))
+    assert r.returncode == 2 and "no such file or folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
     r = llmduel(service, "analyze", str(out / "battles.jsonl"), "--json")
     assert r.returncode == 0, r.stderr
@@ -509,3 +528,24 @@ def test_stop_a_held_campaign(service, tmp_path):
     assert r.returncode == 0 and r.stdout.startswith(f"campaign {cid} stopped"), (r.stdout, r.stderr)
     r = llmduel(service, "campaign", "stop", cid)
     assert r.returncode == 2 and "HTTP 409" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_archive_and_delete_from_the_command_line(service, fake_provider, tmp_path):
+    r = llmduel(service, "campaign", "create", write_campaign(tmp_path, fake_provider), "--no-run", "--json")
+    assert r.returncode == 0, r.stderr
+    cid = json.loads(r.stdout)["id"]
+    r = llmduel(service, "campaign", "archive", str(cid))
+    assert r.stdout.strip() == f"campaign {cid}: archived (hidden from the lists)", r.stderr
+    assert f"\n{cid:>5}  " not in "\n" + llmduel(service, "campaign", "list").stdout
+    assert f"\n{cid:>5}  " in "\n" + llmduel(service, "campaign", "list", "--archived").stdout
+    assert llmduel(service, "campaign", "unarchive", str(cid)).returncode == 0
+    assert f"\n{cid:>5}  " in "\n" + llmduel(service, "campaign", "list").stdout
+    r = llmduel(service, "campaign", "delete", str(cid))
+    assert r.returncode == 2 and "--yes" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = llmduel(service, "campaign", "delete", str(cid), "--yes")
+    assert r.returncode == 2 and "stop it first" in r.stderr  # running
+    assert llmduel(service, "campaign", "stop", str(cid)).returncode == 0
+    r = llmduel(service, "campaign", "delete", str(cid), "--yes")
+    assert r.returncode == 0 and "stay in the stores" in r.stdout, r.stderr
+    r = llmduel(service, "campaign", "show", str(cid))
+    assert r.returncode == 2 and "not found" in r.stderr

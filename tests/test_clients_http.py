@@ -151,8 +151,17 @@ async def test_4xx_is_not_retried_and_secret_is_redacted(key_env, sleep, caplog)
     assert route.call_count == 1 and sleep.delays == []
     assert err.status_code == 401 and err.attempts == 1
     assert "Incorrect API key" in err.message
+    assert f"environment variable {key_env}" in err.message  # where the key came from, never the key
     for text in (str(err), repr(err), err.message, repr(err.args), repr(client), caplog.text):
         assert KEY not in text
+
+
+@respx.mock
+async def test_a_401_without_a_configured_key_says_to_set_api_key_env(sleep):
+    respx.post("https://llm.test/v1/chat/completions").mock(return_value=httpx.Response(401, json={"error": "no key"}))
+    with pytest.raises(ClientError) as ei:
+        await make(openai_cfg(None), sleep).complete("x")
+    assert ei.value.status_code == 401 and "set api_key_env" in ei.value.message, ei.value.message
 
 
 @respx.mock

@@ -81,11 +81,18 @@ def server(db_url, tmp_path_factory):
 
 @pytest.fixture
 def examples_here(tmp_path, fake_provider) -> Path:
-    """A copy of examples/ whose fake-provider address is this test's fake provider."""
+    """A copy of examples/ whose fake-provider address is this test's fake provider.
+
+    Each copy gets a fixed ``seed`` (an example without one draws a fresh seed, so the test's
+    verdict would be wrong with probability up to the example's delta: a test must not fail by
+    chance)."""
     out = tmp_path / "examples"
     shutil.copytree(EXAMPLES, out)
     for path in out.glob("*.yaml"):
-        path.write_text(path.read_text().replace(FAKE_URL, fake_provider + "/v1"))
+        text = path.read_text().replace(FAKE_URL, fake_provider + "/v1")
+        if not any(line.startswith("seed:") for line in text.splitlines()):
+            text += "\nseed: 3\n"
+        path.write_text(text)
     return out
 
 

@@ -43,7 +43,13 @@ async def test_export_files(api, tmp_path):
         "ranking.json",
         "ranking_by_category.csv",
         "judge_bias.json",
+        "judgments.jsonl",
+        "ranking_style.json",
+        "model_answer/m0.jsonl",
+        "model_answer/m1.jsonl",
+        "model_answer/m2.jsonl",
     }
+    assert files["judgments.jsonl"] == ""  # a simulated judge makes no calls
 
     cert = json.loads(files["certificate.json"])
     assert cert["winner"] == c["winner"] and cert["status"] == "certified" and cert["delta"] == 0.1

@@ -127,6 +127,13 @@ async def test_pilot_forecast_from_a_running_campaign(api):
     assert out["cost"]["p10"] <= out["cost"]["median"] <= out["cost"]["p90"]
     assert out["remaining"]["median"] == pytest.approx(max(0.0, out["cost"]["median"] - view["spend"]))
     assert f"{view['duels_counted']} duels counted" in out["note"]
+    # the options in a JSON body count as in the query; given twice differently, or unknown: 422
+    r = await api.post(f"/v1/campaigns/{cid}/forecast", json={"trials": 20, "spread": 0.3})
+    assert r.status_code == 200 and r.json()["requested_trials"] == 20, r.text
+    r = await api.post(f"/v1/campaigns/{cid}/forecast", json={"trials": 20}, params={"trials": 30})
+    assert r.status_code == 422 and "given twice" in r.text
+    r = await api.post(f"/v1/campaigns/{cid}/forecast", json={"trails": 20})
+    assert r.status_code == 422 and "did you mean 'trials'" in r.text
     assert condorcet_winner(np.array(SYNTHETIC_P)) == 0
     assert (await api.post("/v1/campaigns/999999999/forecast")).status_code == 404
 

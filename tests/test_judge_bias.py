@@ -53,7 +53,41 @@ def test_counts_from_the_verdict_details():
     one = judge_bias([Row("a", {"calls": [{"order": "ab", "verdict": "a"}]})] * 3, {"kind": "llm", "orders": "one"})
     assert one["order_disagreement"] is None and one["warnings"] == []  # too few verdicts to warn
     human = judge_bias([Row("a", None)] * 9 + [Row("b", None)], {"kind": "human"})
-    assert human["first_position"]["rate"] == 0.9 and human["orders"] is None and len(human["warnings"]) == 1
+    assert human["first_position"]["rate"] == 0.9 and human["orders"] is None
+    # answer a is the shorter one (10 against 20 characters): a bias either way is past its limit
+    assert len(human["warnings"]) == 2 and "the shorter answer won 90% of 10 decisive duels" in human["warnings"][1]
+    assert "favour brevity" in human["warnings"][1]
+    balanced = judge_bias([Row("a", None)] * 5 + [Row("b", None)] * 5, {"kind": "human"})
+    assert balanced["warnings"] == []
+
+
+class Duel:
+    def __init__(self, choice, model_a, model_b):
+        self.choice, self.model_a, self.model_b = choice, model_a, model_b
+        self.judge_detail, self.len_a, self.len_b = None, 10, 10
+
+
+def test_a_judge_that_is_also_a_contestant_is_named_with_its_measured_self_preference():
+    gpt = {"kind": "openai", "model": "gpt-4.1", "api_key_env": "OPENAI_API_KEY"}
+    models = [
+        {"name": "gpt", "client": dict(gpt)},
+        {"name": "claude", "client": {"kind": "anthropic", "model": "claude-sonnet-4-5"}},
+        {"name": "gpt-local", "client": {**gpt, "base_url": "http://localhost:8000/v1"}},  # another server
+    ]
+    judge = {"kind": "llm", "client": {**gpt, "model": "GPT-4.1"}}
+    rows = [Duel("a", 0, 1)] * 7 + [Duel("b", 0, 1)] * 1 + [Duel("b", 2, 0)] * 2 + [Duel("tie", 0, 1)] * 3
+    rep = judge_bias(rows, judge, models)
+    (own,) = rep["self_judging"]
+    assert own["model"] == "gpt" and own["wins"]["count"] == 9 and own["wins"]["of"] == 10
+    assert any(
+        "the judge is also the contestant 'gpt' (it won 90% of its 10 decisive duels" in w for w in rep["warnings"]
+    )
+    jury = {
+        "kind": "jury",
+        "judges": [{"client": {"kind": "anthropic", "model": "claude-sonnet-4-5"}}, {"client": gpt}],
+    }
+    assert [o["model"] for o in judge_bias([], jury, models)["self_judging"]] == ["gpt", "claude"]
+    assert judge_bias(rows, {"kind": "human"}, models)["self_judging"] == []
 
 
 @pytest.fixture

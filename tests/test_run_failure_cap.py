@@ -36,6 +36,13 @@ async def test_the_failure_cap_counts_consecutive_failures_of_the_whole_run(db_u
             # Counted per task, the run would go on to about cap * concurrency = 20 failures.
             assert cap <= view["duels_failed"] <= cap + concurrency - 1, view["duels_failed"]
             assert view["duels_created"] == view["duels_failed"]
+            # Stopping the paused campaign keeps the pause's cause beside the admin's stop.
+            assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+            ended = (await api.get(f"/v1/campaigns/{cid}")).json()
+            assert ended["status"] == "stopped" and ended["end_reason"].startswith("stopped by the admin; ")
+            assert view["run"]["error"] in ended["end_reason"], ended["end_reason"]
+            page = (await api.get(f"/campaigns/{cid}")).text
+            assert "consecutive failed duels" in page
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()

@@ -124,7 +124,9 @@ async def test_two_concurrent_run_starts_give_one_202_and_one_409(db_url):
 
 
 async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url):
-    first = _app(db_url)
+    # a lease long enough that "still valid right after the crash" holds on a loaded machine
+    lease = 4.0
+    first = _app(db_url, run_lease_seconds=lease)
     a = b = None
     try:
         async with _client(first) as c0:
@@ -135,7 +137,10 @@ async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url
             await asyncio.sleep(0.3)
             _crash(first)  # the run stays active in the database, its owner gone
         await asyncio.sleep(0)
-        a, b = _app(db_url, resume_runs=True), _app(db_url, resume_runs=True)
+        a, b = (
+            _app(db_url, resume_runs=True, run_lease_seconds=lease),
+            _app(db_url, resume_runs=True, run_lease_seconds=lease),
+        )
         # Both instances start their keepers at once (as two workers after a restart).
         await asyncio.gather(a.state.campaigns.runs.resume_runs(), b.state.campaigns.runs.resume_runs())
         assert not a.state.campaigns.runs.run_active_here(cid) and not b.state.campaigns.runs.run_active_here(

@@ -104,6 +104,15 @@ async def test_a_running_campaign_lists_its_certificate_progress(api):
     row = row[: row.index("</tr>")]
     assert f"{ev['reference']}: {ev['certified']} of 2 pairs certified" in row and "evidence Z" not in row
     assert f"{ev['certified']}/2 pairs" in progress_line(now)
+    assert ev["progress"] == ev["certified"] / 2  # certified pairs only: the figure and the words agree
+    # stopped without a certificate: the bar is not filled
+    assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+    stopped = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert stopped["pc_evidence"]["progress"] == stopped["pc_evidence"]["certified"] / 2 < 1.0
+    listing = (await api.get("/")).text
+    row = listing[listing.index(f'data-id="{cid}"') :]
+    row = row[: row.index("</tr>")]
+    assert "(100%)" not in row and f"{stopped['pc_evidence']['certified']} of 2 pairs certified" in row
 
 
 async def test_the_papers_algorithms_keep_the_glr_view(api):

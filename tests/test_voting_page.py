@@ -93,6 +93,8 @@ async def test_comment_is_stored_with_the_vote_and_exported(api):
     files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
     battles = [json.loads(line) for line in files["battles.jsonl"].splitlines()]
     assert [b.get("comment") for b in battles if b["duel_id"] == duel["id"]] == [note]
+    (mine,) = [b for b in battles if b["duel_id"] == duel["id"]]
+    assert mine["annotator"] == "alice" and mine["judge"].startswith("annotator:")  # label beside the stable id
 
 
 async def test_annotator_campaign_view_has_guidelines_and_progress(api):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import typing
 from typing import Any
 
 import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -16,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..campaigns import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from ..db import HotPathUnavailable, is_connection_error
 from ..log_redaction import redact
+from ..schemas.suggest import did_you_mean
 
 log = logging.getLogger("llmduel.api")
 
@@ -37,12 +40,26 @@ def domain_status(exc: DomainError) -> int:
     return next(code for cls, code in DOMAIN_STATUS if isinstance(exc, cls))
 
 
-def _clean_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pydantic errors without their echoed input or exception objects."""
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """The pydantic model of the route's JSON body, if it has one."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    annotation = getattr(getattr(field, "field_info", None), "annotation", None)
+    for tp in (annotation, *typing.get_args(annotation)):
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            return tp
+    return None
+
+
+def _clean_errors(errors: list[dict[str, Any]], body: type[BaseModel] | None = None) -> list[dict[str, Any]]:
+    """Pydantic errors without their echoed input or exception objects; an unknown key of the
+    body gets the closest known key (``did you mean 'delta'?``)."""
     out = []
     for e in errors:
         loc = [x if isinstance(x, (str, int)) else str(x) for x in e.get("loc", ())]
         msg = str(e.get("msg", "invalid value"))
+        if e.get("type") == "extra_forbidden" and body is not None and loc[:1] == ["body"]:
+            hint = did_you_mean(body, loc[1:])
+            msg += f"; did you mean {hint!r}?" if hint else ""
         out.append({"loc": loc, "msg": msg[:1000], "type": str(e.get("type", "value_error"))})
     return out
 
@@ -79,7 +96,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse({"detail": _clean_errors(list(exc.errors()))}, status_code=422)
+        return JSONResponse({"detail": _clean_errors(list(exc.errors()), _body_model(request))}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

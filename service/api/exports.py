@@ -1,4 +1,7 @@
-"""``GET /v1/campaigns/{id}/export`` (a campaign's results as files, service/campaigns/results.py) and ``GET /v1/campaigns/{id}/judge-bias``."""
+"""The audit trail: ``GET /v1/campaigns/{id}/export`` (a campaign's results as files,
+service/campaigns/results.py), ``GET /v1/campaigns/{id}/judge-bias``, and
+``POST /v1/campaigns/{id}/answers`` (answers a team already has, into the answer store:
+service/campaigns/answer_import.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from .deps import Admin, ResultsDep
+from .. import schemas
+from ..campaigns.answer_import import import_answers
+from .deps import Admin, CampaignsDep, ResultsDep
 from .routes import ERRORS, Id, _t
 
 router = APIRouter()
@@ -17,7 +22,8 @@ class ExportOut(BaseModel):
     campaign_id: int
     files: dict[str, str] = Field(
         description="File name -> text: certificate.json, battles.jsonl (FastChat battle log), matrix.csv, "
-        "ranking.csv, ranking.json, ranking_by_category.csv, judge_bias.json."
+        "ranking.csv, ranking.json, ranking_by_category.csv, judge_bias.json, judgments.jsonl (every judge "
+        "call), model_answer/<model>.jsonl (every answer, arena-hard-auto's layout)."
     )
 
 
@@ -38,6 +44,11 @@ class RateOut(BaseModel):
     rate: float | None = Field(description="count / of (None when of = 0).")
     low: float | None = Field(description="Lower end of the 95% Wilson score interval.")
     high: float | None = Field(description="Upper end of the 95% Wilson score interval.")
+
+
+class SelfJudgingOut(BaseModel):
+    model: str = Field(description="The contestant that the judge also is.")
+    wins: RateOut = Field(description="Its decisive duels won, as judged by itself.")
 
 
 class JudgeBiasOut(BaseModel):
@@ -67,7 +78,15 @@ class JudgeBiasOut(BaseModel):
         description="Share of decisive duels (answers of different lengths) won by the longer."
     )
     limits: dict[str, float] = Field(description="The warning thresholds of the three rates.")
-    warnings: list[str] = Field(description="A sentence per rate past its limit (from at least 10 verdicts).")
+    warnings: list[str] = Field(
+        description="A sentence per rate past its limit in either direction (from at least 10 verdicts), and one per "
+        "contestant the judge itself is."
+    )
+    self_judging: list[SelfJudgingOut] = Field(
+        default_factory=list,
+        description="Contestants that one of the judge's own clients calls (same kind, model and base URL): the "
+        "decisive duels each won as that judge saw them.",
+    )
     jury: dict[str, Any] | None = Field(
         None,
         description="A jury: its combine rule and, per juror, its agreement with the jury's verdicts and its own "
@@ -84,3 +103,63 @@ class JudgeBiasOut(BaseModel):
 )
 async def judge_bias(campaign_id: Id, results: ResultsDep, _: Admin):
     return await _t(results.judge_bias, campaign_id)
+
+
+class AnswersImportOut(BaseModel):
+    model: str
+    imported: int = Field(description="Answers stored now (nothing charged).")
+    already_stored: int = Field(description="Answers the store had (or a call was producing): left as they were.")
+    duplicates: int = Field(description="Repeated question ids of the body (the first one counts).")
+    unknown: int = Field(description="Answers whose question id the campaign does not have.")
+    unknown_question_ids: list[str] = Field(description="The first 20 of those ids.")
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/answers",
+    response_model=AnswersImportOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Import a model's answers (arena-hard model_answer files) into the answer store",
+    description="Each answer becomes a stored answer of the model for the campaign's prompt with that question id, "
+    "so duels take it at zero cost (docs/reuse.md). Nothing is charged; a stored answer is never replaced; the "
+    "model must use the answer store (answers: reuse, a provider client).",
+)
+async def import_model_answers(campaign_id: Id, body: schemas.AnswersImportIn, campaigns: CampaignsDep, _: Admin):
+    pairs = [(a.question_id, a.text) for a in body.answers]
+    return await _t(import_answers, campaigns.db, campaign_id, body.model, pairs)
+
+
+class StyleRowOut(BaseModel):
+    rank: int
+    model: str
+    rating: float = Field(description="Elo-scale rating, 1000 + (400 / ln 10) theta.")
+    lower: float = Field(description="95% Wald lower bound (descriptive).")
+    upper: float = Field(description="95% Wald upper bound (descriptive).")
+
+
+class StyleOut(BaseModel):
+    campaign_id: int
+    duels: int = Field(description="Counted duels with both answers stored as text.")
+    raw: list[StyleRowOut] = Field(description="The Bradley-Terry ranking of the counted duels.")
+    controlled: list[StyleRowOut] = Field(
+        description="The same with the answers' style (words, headers, lists, bold) held fixed."
+    )
+    coefficients: dict[str, dict[str, float]] = Field(
+        description="Per style feature: gamma (log-odds per standard deviation of the feature's normalised difference) and its se."
+    )
+    leader_raw: str | None
+    leader_controlled: str | None
+    note: str
+
+
+@router.get(
+    "/v1/campaigns/{campaign_id}/style",
+    response_model=StyleOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="The ranking with the answers' style held fixed (style control), beside the raw Bradley-Terry ranking",
+    description="After LMArena's style control and AlpacaEval's length-controlled win rate; descriptive, not part "
+    "of the certificate (docs/service.md, Style control).",
+)
+async def style_controlled_ranking(campaign_id: Id, results: ResultsDep, _: Admin):
+    return await _t(results.style, campaign_id)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Body, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
@@ -99,9 +100,31 @@ async def forecast_campaign(
     summary="Forecast the cost to certify from a campaign's duels so far (pilot)",
 )
 async def forecast_pilot(
-    campaign_id: Id, forecasts: ForecastsDep, _: Admin, trials: ForecastTrials | None = None, spread: Spread = 0.5
+    campaign_id: Id,
+    forecasts: ForecastsDep,
+    _: Admin,
+    body: schemas.PilotForecastIn | None = None,
+    trials: ForecastTrials | None = None,
+    spread: Spread | None = None,
 ):
-    return await _t(forecasts.forecast_pilot, campaign_id, trials, spread)
+    trials = _one_value("trials", trials, body.trials if body else None)
+    spread = _one_value("spread", spread, body.spread if body else None)
+    return await _t(forecasts.forecast_pilot, campaign_id, trials, 0.5 if spread is None else spread)
+
+
+def _one_value(name: str, query: Any, body: Any) -> Any:
+    """A value given in the query or the body (422 when both give different ones)."""
+    if query is not None and body is not None and query != body:
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", name),
+                    "msg": f"{name} is given twice with different values (query and body)",
+                    "type": "value_error",
+                }
+            ]
+        )
+    return body if body is not None else query
 
 
 @router.get(
@@ -117,8 +140,9 @@ async def list_campaigns(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
     status: CampaignStatus | None = None,
+    archived: Annotated[bool, Query(description="List the archived campaigns instead of the others.")] = False,
 ):
-    return await _t(views.list_campaigns, limit, offset, status)
+    return await _t(views.list_campaigns, limit, offset, status, archived)
 
 
 @router.get(

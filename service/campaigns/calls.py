@@ -63,6 +63,9 @@ class Calls:
         # within the take-over bound (the run lease), never the call timeout.
         self.live_claims: set[tuple[str, int]] = set()
         self.claim_lease = dt.timedelta(seconds=settings.run_lease_seconds)
+        # Campaign id -> what wraps its model clients while a batch round gathers their calls
+        # (service/cycle/batch_rounds.py); absent: the clients are called directly.
+        self.wrappers: dict[int, Any] = {}
 
     async def close_clients(self) -> None:
         """Close the model clients, the judges and the shared HTTP client (when the app stops)."""
@@ -118,7 +121,8 @@ class Calls:
                 secret=rules.answer_secret(plan.draw_key),
             )
             self._clients[key] = client
-        return client
+        wrap = self.wrappers.get(plan.campaign_id)
+        return client if wrap is None else wrap(client)
 
     def judge(self, plan: DuelPlan):
         judge = self._judges.get(plan.campaign_id)

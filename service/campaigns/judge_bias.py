@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from ..clients.params import judge_clients, same_model
+
 Z95 = 1.959963984540054
 #: Warnings: a judge choosing one position in more than 80% of its decisive verdicts; the two
 #: orders disagreeing on more than half the duels; the longer answer winning more than 80%.
@@ -77,12 +79,15 @@ def first_position_of(call: dict) -> bool | None:
     return (v == "a") == (order == "ab")
 
 
-def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
+def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = None) -> dict[str, Any]:
     """The bias report of a campaign's judged duels.
 
     ``rows``: objects with ``choice``, ``judge_detail``, ``len_a``, ``len_b`` (the answers'
-    lengths as shown); ``judge``: the campaign's stored judge config.
+    lengths as shown) and, with ``models``, ``model_a`` and ``model_b``; ``judge``: the
+    campaign's stored judge config; ``models``: its stored model entries (for the judge
+    that is also a contestant).
     """
+    rows = list(rows)
     kind = judge.get("kind")
     llm = kind in ("llm", "jury")
     from algorithms.judge_orders import AutoOrders
@@ -146,6 +151,7 @@ def judge_bias(rows: Iterable[Any], judge: dict) -> dict[str, Any]:
         "longer_wins": rate(longer, decided),
         "limits": dict(LIMITS),
         "jury": None,
+        "self_judging": self_judging(rows, judge, models) if models else [],
     }
     if kind == "jury":
         out["jury"] = {
@@ -188,9 +194,33 @@ def warnings(report: dict[str, Any]) -> list[str]:
             f"{LIMITS['order_disagreement']:.0%}): these duels count as ties"
         )
     lw = report["longer_wins"]
-    if lw["of"] >= MIN_VERDICTS and lw["rate"] > LIMITS["longer_wins"]:
+    if lw["of"] >= MIN_VERDICTS and lw["rate"] is not None and max(lw["rate"], 1 - lw["rate"]) > LIMITS["longer_wins"]:
+        longer = lw["rate"] >= 0.5
+        share = lw["rate"] if longer else 1 - lw["rate"]
         out.append(
-            f"the longer answer won {lw['rate']:.0%} of {lw['of']} decisive duels (limit "
-            f"{LIMITS['longer_wins']:.0%}): the judge may favour length"
+            f"the {'longer' if longer else 'shorter'} answer won {share:.0%} of {lw['of']} decisive duels (limit "
+            f"{LIMITS['longer_wins']:.0%}): the judge may favour {'length' if longer else 'brevity'}"
         )
+    for own in report.get("self_judging") or []:
+        won = own["wins"]
+        measured = f"it won {won['rate']:.0%} of its {won['of']} decisive duels" if won["of"] else "no duel yet"
+        out.append(
+            f"the judge is also the contestant {own['model']!r} ({measured} as judged by itself): LLM judges "
+            "tend to favour their own answers; prefer a judge that is not a contestant, or a jury"
+        )
+    return out
+
+
+def self_judging(rows: list[Any], judge: dict, models: list[dict]) -> list[dict[str, Any]]:
+    """For each contestant that one of the judge's own clients calls (same kind, model and base
+    URL): its decisive duels and how many it won, as that judge saw them. ``rows`` need
+    ``model_a``, ``model_b`` and ``choice``."""
+    clients = [client for _, client in judge_clients(judge)]
+    out = []
+    for m, spec in enumerate(models):
+        if not any(same_model(spec.get("client") or {}, client) for client in clients):
+            continue
+        mine = [r for r in rows if r.choice in ("a", "b") and m in (r.model_a, r.model_b)]
+        won = sum(1 for r in mine if (r.model_a if r.choice == "a" else r.model_b) == m)
+        out.append({"model": spec["name"], "wins": rate(won, len(mine))})
     return out

@@ -91,7 +91,7 @@ class Lifecycle:
             policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
         else:
             policy = new_campaign_policy(
-                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population
+                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population, body.goal, body.k
             )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
@@ -114,6 +114,7 @@ class Lifecycle:
             draw_key=rules.new_draw_key(),
             max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
+            batch=None if (batch := body.stored_batch()) is None else {**batch, "rounds": 0},
             webhook_secret=new_webhook_secret() if body.webhook_url else None,
             policy_state=state,
             counts=counts,
@@ -152,6 +153,8 @@ class Lifecycle:
             if c.status != CampaignStatus.RUNNING:
                 raise Conflict(f"campaign {campaign_id} has already ended (status {c.status})")
             now = utcnow()
+            if c.run_error and not c.run_active:  # the run had paused: its cause stays with the ending
+                reason = f"{reason}; the run had paused before: {c.run_error}"
             self.finish(s, c, CampaignStatus.STOPPED, reason, now)
             c.version += 1
             c.updated_at = now

@@ -19,23 +19,34 @@ def new_policy(
     judge_cost: float = 0.0,
     population: int | None = None,
     threshold: str | None = None,
+    goal: str = "winner",
+    k: int | None = None,
 ):
     """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`); ``population``:
     the prompt set's size for a campaign sampling its prompts without replacement (None: with);
-    ``threshold``: dctas-pc's certificate test (None: the default; replays pass the stored one)."""
+    ``threshold``: dctas-pc's certificate test (None: the default; replays pass the stored one);
+    ``goal``, ``k``: dctas-pc's leaderboard goal (top_k, ranking; winner by default)."""
     extra: dict[str, Any] = {} if threshold is None else {"threshold": threshold}
+    if goal != "winner":
+        extra.update(goal=goal, k=k)
     if population is None:
         return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, **extra)
     return make_policy(algorithm, costs=costs, delta=delta, judge_cost=judge_cost, population=int(population), **extra)
 
 
 def new_campaign_policy(
-    algorithm: str, costs: list[float], delta: float, judge_cost: float = 0.0, population: int | None = None
+    algorithm: str,
+    costs: list[float],
+    delta: float,
+    judge_cost: float = 0.0,
+    population: int | None = None,
+    goal: str = "winner",
+    k: int | None = None,
 ):
     """:func:`new_policy` for a campaign being created: what the policy refuses (the schema's bounds
     should catch it first) is a 422 (:class:`Unprocessable`), never a 500."""
     try:
-        return new_policy(algorithm, costs, delta, judge_cost, population)
+        return new_policy(algorithm, costs, delta, judge_cost, population, goal=goal, k=k)
     except PolicyError as exc:
         raise Unprocessable(f"campaign: {exc}") from None
 

@@ -105,12 +105,13 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
     diff: list[str] = []
     # the certificate test the stored state was made with (a state from before "betting" was the
     # default names none and is a mixture-test state)
-    threshold = state_params(log.stored_state).get("threshold") if log.stored_state else None
+    params = state_params(log.stored_state) if log.stored_state else {}
+    threshold, goal, k = params.get("threshold"), params.get("goal", "winner"), params.get("k")
     hyb = log.algorithm == hybrid.ALGORITHM  # hybrid hook: its policy and its records (J, H or None, pi)
     policy = (
         hybrid.new_policy(log.judge, log.costs, log.delta)
         if hyb
-        else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold)
+        else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, goal, k)
     )
     next_position: dict[tuple[int, int], int] = {}
     for _seq, kind, r in events:

@@ -7,7 +7,8 @@
   ``question_id``, ``category``, ``judge``, ``turn`` (the number of user turns of the
   prompt, as FastChat counts them), ``anony``, ``tstamp``) plus
   llmduel's own fields (``campaign_id``, ``duel_id``, ``number``, ``counted``,
-  ``score``, ``cost``, and ``comment`` when the annotator left one with the vote);
+  ``score``, ``cost``; for a human vote ``annotator``, the annotator's label beside its
+  stable id in ``judge``, and ``comment`` when the annotator left one with the vote);
   ``llmduel analyze battles.jsonl`` reads it back;
 * ``matrix.csv``: **choice**: one row per ordered pair (``model``, ``opponent``,
   ``wins``, ``losses``, ``ties``, ``duels``, ``win_rate`` with ties as halves), every
@@ -23,6 +24,10 @@
 * ``ranking_by_category.csv``: the same win rates and anytime-valid intervals per
   prompt category (``category``, ``rank``, ``model``, ``win_rate``, ``ci_low``,
   ``ci_high``, ``duels``); prompts without a category form the category ``(none)``.
+* ``judgments.jsonl`` and ``model_answer/<model>.jsonl``: the audit trail, every judge call
+  and every answer behind the verdicts (:mod:`.audit_files`);
+* ``ranking_style.json``: the ranking with the answers' style held fixed beside the raw one
+  (:mod:`.style`);
 * ``judge_bias.json``: how often the judge picked the first position, how often its two
   orders disagreed, how often the longer answer won, each with a 95% Wilson interval, and
   the warnings past their limits (:mod:`service.campaigns.judge_bias`).
@@ -41,16 +46,18 @@ import io
 import json
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import case, func, select
 
 from algorithms.csv_cells import write_csv
 from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..db import Database
-from ..models import Campaign, Duel, Prompt, from_nusd
+from ..models import Annotator, Campaign, Duel, Prompt, from_nusd
 from ..prompts import question_id
+from .audit_files import judgment_lines, model_answer_files
 from .judge_bias import judge_bias
+from .style import style_report
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
 from .views import Views
@@ -133,6 +140,10 @@ class Results:
                 select(Prompt.idx, Prompt.qid, Prompt.category, Prompt.turns).where(Prompt.campaign_id == campaign_id)
             ).all()
             meta = {r.idx: (question_id(r.qid, r.idx), r.category) for r in prompt_rows}
+            labels = {
+                f"annotator:{r.id}": r.label or f"annotator {r.id}"
+                for r in s.execute(select(Annotator.id, Annotator.label).where(Annotator.campaign_id == campaign_id))
+            }
             # user turns of each prompt (a one-turn prompt stores no turns)
             turns = {r.idx: len(r.turns) if isinstance(r.turns, list) and r.turns else 1 for r in prompt_rows}
             data["duels"] = [
@@ -146,6 +157,10 @@ class Results:
                     "score": d.score,
                     "model_i": d.model_i,
                     "judged_by": d.judged_by,
+                    "annotator": labels.get(d.judged_by or ""),
+                    "answer_a": d.answer_a,
+                    "answer_b": d.answer_b,
+                    "judge_detail": d.judge_detail,
                     "cost": from_nusd(d.cost_nusd),
                     "tstamp": _tstamp(d),
                     "comment": d.comment,
@@ -272,6 +287,8 @@ class Results:
                     "cost": d["cost"],
                 }
             )
+            if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
+                out[-1]["annotator"] = d["annotator"]
             if d.get("comment"):
                 out[-1]["comment"] = d["comment"]
         return out
@@ -338,6 +355,21 @@ class Results:
         cache[key] = rows
         return rows
 
+    def style(self, campaign_id: int) -> dict[str, Any]:
+        """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change."""
+        data = self._results_data(campaign_id, with_duels=False)
+        key = (campaign_id, data["version"])
+        cache = self.__dict__.setdefault("_style_cache", {})
+        if key not in cache:
+            if len(cache) >= RANKING_CACHE:
+                cache.clear()
+            full = self._results_data(campaign_id)
+            cache[key] = {
+                "campaign_id": campaign_id,
+                **style_report([m["name"] for m in full["view"]["models"]], full["duels"]),
+            }
+        return cache[key]
+
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
         data = self._results_data(campaign_id, with_duels=False)
@@ -362,6 +394,8 @@ class Results:
             rows = s.execute(
                 select(
                     Duel.choice,
+                    case((Duel.a_is_i, Duel.model_i), else_=Duel.model_j).label("model_a"),
+                    case((Duel.a_is_i, Duel.model_j), else_=Duel.model_i).label("model_b"),
                     Duel.judge_detail,
                     func.length(Duel.answer_a).label("len_a"),
                     func.length(Duel.answer_b).label("len_b"),
@@ -369,8 +403,8 @@ class Results:
                 .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
                 .order_by(Duel.id)
             ).all()
-            judge = dict(c.judge or {})
-        out = {"campaign_id": campaign_id, **judge_bias(rows, judge)}
+            judge, models = dict(c.judge or {}), list(c.models or [])
+        out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
         if len(cache) >= RANKING_CACHE:
             cache.clear()
         cache[key] = out
@@ -392,6 +426,10 @@ class Results:
             RANKING_BY_CATEGORY_COLUMNS, [row for cat in self._ranking_by_category(data) for row in cat["rows"]]
         )
         files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
+        names = [m["name"] for m in data["view"]["models"]]
+        files["judgments.jsonl"] = judgment_lines(names, data["duels"])
+        files["ranking_style.json"] = json.dumps(style_report(names, data["duels"]), indent=1) + "\n"
+        files.update(model_answer_files(names, data["duels"]))
         return {"campaign_id": campaign_id, "files": files}
 
 

@@ -17,6 +17,9 @@ from algorithms.certificates import certified_top
 from algorithms.hybrid import policy_from_state
 from algorithms.vocabulary import Algorithm, CampaignStatus
 
+# Endings that are a verdict of the test itself (its progress is complete), unlike a stop or a limit.
+VERDICT_ENDINGS = frozenset({CampaignStatus.CERTIFIED, CampaignStatus.NO_CONDORCET_WINNER, CampaignStatus.UNDECIDABLE})
+
 PC_TESTS = {
     "mixture": "the mixture martingale's log-wealth",
     "kk": "the Kaufmann-Koolen statistic n d(p, 1/2) - 3 log(1 + log n)",
@@ -83,15 +86,9 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     own = [e for e in items if e["winner"] == ref]
     certified = sum(1 for e in own if e["certified"])
 
-    def part(e: dict) -> float:
-        if e["certified"]:
-            return 1.0
-        thr = float(e["log_threshold"])
-        return max(0.0, min(1.0, float(e["log_stat"]) / thr)) if thr > 0 else 0.0
-
-    progress = sum(part(e) for e in own) / max(1, L - 1)
-    if status != CampaignStatus.RUNNING:
-        progress = 1.0
+    # Progress counts certified pairs only, so the fraction and "k of L-1 pairs" say the same thing;
+    # a verdict that ends the test (no Condorcet winner, undecidable) completes it, a stop does not.
+    progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, L - 1)
     losers = []
     for m in range(L):
         by = [names[e["winner"]] for e in items if e["loser"] == m and e["certified"]]
@@ -261,3 +258,39 @@ def verdict_text(
     if end_reason and status in (CampaignStatus.STOPPED, CampaignStatus.BUDGET_EXHAUSTED):
         template = ENDED_BY_REASON
     return template.format(winner=winner, leader=leader or "none", delta=delta, status=status, reason=end_reason)
+
+
+def _tier_words(tier: list[str], status: str) -> str:
+    if len(tier) == 1:
+        return tier[0]
+    sep = " = " if status == "tie" else ", "
+    return "{" + sep.join(tier) + "}"
+
+
+def leaderboard_facts(stats: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """A leaderboard goal's view keys (``goal``, ``k``, ``top_k``, ``ranking``, ``ranking_tiers``) from the
+    policy's summary (:meth:`algorithms.policies.PCPolicy.leaderboard`), by name; ``leaderboard_words``:
+    the certified order in words (None for the winner goal)."""
+    goal = stats.get("goal") or "winner"
+    tiers = stats.get("tiers") if goal != "winner" else None
+    if not tiers:
+        return {"goal": goal, "k": None, "top_k": None, "ranking": None, "ranking_tiers": None}
+    named = [{"models": [names[m] for m in t["models"]], "status": t["status"]} for t in tiers]
+    top = [names[m] for m in stats["top_k"]] if stats.get("top_k") is not None else None
+    order = " > ".join(_tier_words(t["models"], t["status"]) for t in named)
+    if goal == "top_k":
+        k = stats.get("k")
+        exact = top is not None and len(top) == k
+        words = (
+            f"the best {k}: {', '.join(top or [])}" + ("" if exact else f" (not yet separated at position {k})")
+        ) + f"; order so far {order}"
+    else:
+        words = f"order {order}"
+    return {
+        "goal": goal,
+        "k": stats.get("k"),
+        "top_k": top,
+        "ranking": [t["models"] for t in named],
+        "ranking_tiers": named,
+        "leaderboard_words": words,
+    }

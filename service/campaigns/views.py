@@ -12,6 +12,7 @@ from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
+from ..clients.params import campaign_params_warnings
 from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
@@ -296,20 +297,28 @@ class Views:
                 "owner": c.run_owner if admin else None,
                 "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
             },
+            "batch": c.batch,
             "webhook_state": c.webhook_state,
             "webhook_error": c.webhook_error if admin else None,
             "created_at": c.created_at,
             "updated_at": c.updated_at,
             "ended_at": c.ended_at,
+            "archived_at": c.archived_at,
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
+        view["config_warnings"] = campaign_params_warnings(c.models, c.judge) if admin else None
         view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
         exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
+        board = verdicts.leaderboard_facts(stats, names)
+        words = board.pop("leaderboard_words", None)
+        view.update(board)
         facts = verdicts.verdict_facts(view)
         facts["verdict"] = facts["verdict"] or verdict_text(
             c.status, view["winner"], view["leader"], c.delta, c.end_reason
         )
+        if words:  # a leaderboard goal: its certified order, beside how the campaign ended
+            facts["verdict"] = f"{facts['verdict']}; {words}" if c.status != "certified" else f"certified {words}"
         view.update(facts)
         return view
 
@@ -331,10 +340,12 @@ class Views:
                 view.update(hybrid_view.summary_for(s, c, admin))
             return view
 
-    def list_campaigns(self, limit: int, offset: int, status: str | None = None) -> dict:
+    def list_campaigns(self, limit: int, offset: int, status: str | None = None, archived: bool = False) -> dict:
+        """A page of campaigns, newest first: the unarchived ones, or with ``archived`` the archived ones."""
         with self.db.read() as s:
-            q = select(Campaign)
-            cq = select(func.count(Campaign.id))
+            shown = Campaign.archived_at.is_not(None) if archived else Campaign.archived_at.is_(None)
+            q = select(Campaign).where(shown)
+            cq = select(func.count(Campaign.id)).where(shown)
             if status:
                 q = q.where(Campaign.status == status)
                 cq = cq.where(Campaign.status == status)

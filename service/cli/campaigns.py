@@ -12,6 +12,9 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``watch ID``: a progress bar until the campaign ends (a line every ``--every``
   seconds when stderr is not a terminal), then the verdict on stdout and the judge
   bias warnings on stderr, exit 0;
+* ``import-answers ID PATH [--model NAME]``: a team's model_answer files into the answer store;
+* ``forecast ID [--trials N] [--spread S]``: the pilot forecast from the campaign's duels so far;
+* ``archive ID``, ``unarchive ID``, ``delete ID --yes [--remove-stored]``: service/cli/campaign_admin.py;
 * ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again;
@@ -23,11 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from service.cli import campaign_admin
 from service.cli.args import CLIError, whole_number
 from service.cli.hybrid_show import hybrid_lines
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
@@ -71,7 +76,7 @@ def progress_fraction(c: dict[str, Any]) -> float:
         return float(c["pc_evidence"]["progress"])
     beta = float(c.get("beta") or 0.0)
     z = float(c.get("Z") or 0.0)
-    if c["status"] != "running":
+    if c["status"] in ("certified", "no_condorcet_winner", "undecidable"):  # the test ended on a verdict
         return 1.0
     if beta <= 0:
         return 0.0
@@ -151,6 +156,7 @@ def summary(c: dict[str, Any]) -> str:
             else ""
         ),
         *(f"  warning    {w}" for w in c.get("cost_warnings") or []),
+        *(f"  warning    {w}" for w in c.get("config_warnings") or []),
     ]
     return "\n".join(lines) + "\n"
 
@@ -240,7 +246,7 @@ def cmd_create(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(format_forecast(forecast))
             return 0
-        c = remote.post("/v1/campaigns", json=body)
+        c = remote.create_campaign(body)
         started = None if args.no_run else _start_run(remote, c, run)
         dashboard = f"{remote.url}/campaigns/{c['id']}"
     if args.json:
@@ -296,6 +302,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"limit": args.limit}
     if args.status:
         params["status"] = args.status
+    if args.archived:
+        params["archived"] = "true"
     with remote_from_args(args) as remote:
         page = remote.get("/v1/campaigns", params=params)
     if args.json:
@@ -312,12 +320,52 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
-        c = remote.get(f"/v1/campaigns/{args.id}")
-        bias = remote.get(f"/v1/campaigns/{args.id}/judge-bias")
+        c = remote.campaign(args.id)
+        bias = remote.judge_bias(args.id)
     if args.json:
         _print_json({**c, "judge_bias": bias})
     else:
         sys.stdout.write(summary(c) + "".join(line + "\n" for line in bias_lines(bias)))
+    return 0
+
+
+def cmd_forecast(args: argparse.Namespace) -> int:
+    """The pilot forecast: what certifying the campaign should still cost, from its duels so far."""
+    with remote_from_args(args) as remote:
+        forecast = remote.pilot_forecast(
+            args.id, trials=args.trials, spread=args.spread, timeout=max(args.timeout, FORECAST_TIMEOUT_S)
+        )
+    if args.json:
+        _print_json(forecast)
+    else:
+        sys.stdout.write(format_forecast(forecast))
+    return 0
+
+
+def cmd_import_answers(args: argparse.Namespace) -> int:
+    """Answers a team already has (arena-hard's model_answer files) into the answer store."""
+    from service.answer_files import read_answers
+    from service.campaign_files import CampaignFileError
+
+    try:
+        by_model = read_answers(args.path)
+    except CampaignFileError as exc:
+        raise CLIError(str(exc)) from None
+    if args.model is not None:  # every answer read is this campaign model's
+        by_model = {args.model: [a for answers in by_model.values() for a in answers]}
+    results = []
+    with remote_from_args(args) as remote:
+        for model, answers in by_model.items():
+            results.append(remote.import_answers(args.id, model, answers))
+    if args.json:
+        _print_json(results)
+        return 0
+    for r in results:
+        print(
+            f"{r['model']}: {r['imported']} imported, {r['already_stored']} already stored, "
+            f"{r['duplicates']} repeated, {r['unknown']} with a question id the campaign does not have"
+            + (f" (first: {', '.join(r['unknown_question_ids'][:5])})" if r["unknown"] else "")
+        )
     return 0
 
 
@@ -350,7 +398,7 @@ def bias_lines(b: dict[str, Any]) -> list[str]:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     with remote_from_args(args) as remote:
-        c = remote.post(f"/v1/campaigns/{args.id}/stop")
+        c = remote.stop(args.id)
     if args.json:
         _print_json(c)
     else:
@@ -363,7 +411,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     last_line = 0.0
     with remote_from_args(args) as remote:
         while True:
-            c = remote.get(f"/v1/campaigns/{args.id}")
+            c = remote.campaign(args.id)
             line = progress_line(c)
             now = time.monotonic()
             if tty:
@@ -393,11 +441,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
 def _bias_warnings(remote: Remote, cid: Any) -> None:
     """The judge bias warnings of an ended campaign, on stderr (a server without the report: none)."""
     try:
-        bias = remote.get(f"/v1/campaigns/{cid}/judge-bias")
+        bias = remote.judge_bias(cid)
     except CLIError:
         return
     for w in bias.get("warnings") or []:
         print(f"llmduel: warning: {w} (llmduel campaign show {cid})", file=sys.stderr)
+
+
+#: What an export may write: a plain file name, or one inside model_answer/ (no dot first, no other folder).
+SAFE_EXPORT_NAME = re.compile(r"(model_answer/)?[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -412,8 +464,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
-            if "/" in name or "\\" in name or name.startswith("."):
+            if not SAFE_EXPORT_NAME.fullmatch(name):
                 raise CLIError(f"the server sent an unsafe file name {name!r}")
+            (out / name).parent.mkdir(exist_ok=True)
             (out / name).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
@@ -432,7 +485,7 @@ def cmd_continue(args: argparse.Namespace) -> int:
         patch["max_duels"] = args.max_duels
     with remote_from_args(args) as remote:
         remote.patch(f"/v1/campaigns/{args.id}", json=patch)
-        c = remote.get(f"/v1/campaigns/{args.id}")
+        c = remote.campaign(args.id)
         run = {"concurrency": args.concurrency} if args.concurrency else {}
         started = None if args.no_run else _start_run(remote, c, run)
     if args.json:
@@ -468,6 +521,16 @@ def _usd(text: str) -> float:
         raise argparse.ArgumentTypeError(f"--budget must be a number of USD, got {text!r}") from None
     if not v > 0 or v != v or v == float("inf"):
         raise argparse.ArgumentTypeError(f"--budget must be > 0, got {text}")
+    return v
+
+
+def _positive(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < v <= 5:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 5], got {text}")
     return v
 
 
@@ -532,6 +595,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     a = action("list", "list campaigns, newest first", cmd_list, with_id=False)
     a.add_argument("--status", default=None, help="only campaigns with this status")
+    a.add_argument("--archived", action="store_true", help="list the archived campaigns instead")
     a.add_argument("--limit", type=whole_number("--limit"), default=50, help="at most this many (default 50)")
 
     action("show", "a campaign's status, spend and verdict", cmd_show)
@@ -543,6 +607,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
 
     action("stop", "end a running campaign", cmd_stop)
+    campaign_admin.add_actions(action)
+
+    a = action("forecast", "forecast the cost to certify from the campaign's duels so far (pilot)", cmd_forecast)
+    a.add_argument(
+        "--trials", type=whole_number("--trials"), default=None, help="simulated campaigns, 10 to 1000 (default 200)"
+    )
+    a.add_argument("--spread", type=_positive, default=None, help="prior strength spread (default 0.5)")
 
     a = action(
         "export",
@@ -550,6 +621,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         cmd_export,
     )
     a.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to (created)")
+
+    a = action(
+        "import-answers",
+        "import a model's answers (arena-hard model_answer files) into the answer store: the campaign pays nothing "
+        "for them",
+        cmd_import_answers,
+    )
+    a.add_argument("path", metavar="PATH", help="a model_answer folder (every *.jsonl) or one .jsonl file")
+    a.add_argument(
+        "--model", default=None, help="the campaign model the answers are from (default: each line's model_id)"
+    )
 
     a = action("continue", "raise the budget or duel cap of an ended campaign and run it again", cmd_continue)
     a.add_argument("--budget", type=_usd, default=None, help="the new budget in USD")

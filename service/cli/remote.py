@@ -1,8 +1,8 @@
-"""A running llmduel server, seen from the command line: one small REST client.
+"""A running llmduel server, seen from the command line: the Python client (service/client.py).
 
 Every command that talks to a server (``llmduel campaign ...``, ``llmduel annotator ...``)
-adds the same options with :func:`add_remote_arguments` and opens a :class:`Remote`
-with :func:`remote_from_args`. The server's URL comes from ``--url``, else
+adds the same options with :func:`add_remote_arguments` and opens a :class:`Remote` (the
+client, with errors as :class:`CLIError`) with :func:`remote_from_args`. The server's URL comes from ``--url``, else
 ``LLMDUEL_URL``, else ``http://127.0.0.1:8000``; the admin key from ``--key``, else
 ``LLMDUEL_API_KEY``. Any failure (connection refused, a 4xx/5xx answer, a body that
 is not JSON) becomes a one-line :class:`~service.cli.args.CLIError` that names the
@@ -15,11 +15,8 @@ import argparse
 import os
 from typing import Any
 
-import httpx
-
 from service.cli.args import CLIError
-
-DEFAULT_URL = "http://127.0.0.1:8000"
+from service.client import DEFAULT_URL, APIError, Client
 
 
 def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,71 +34,20 @@ def add_remote_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
 
 
-class Remote:
-    """Blocking JSON calls to one llmduel server, authenticated as admin."""
+class Remote(Client):
+    """The :class:`service.client.Client` of the command line: a refused or failed request is a
+    one-line :class:`CLIError` (exit 2) instead of an :class:`APIError`."""
 
     def __init__(self, url: str, key: str | None, *, timeout: float = 30.0, transport: Any = None):
-        self.url = url.rstrip("/")
-        if not self.url.startswith(("http://", "https://")):
+        if not url.rstrip("/").startswith(("http://", "https://")):
             raise CLIError(f"--url must start with http:// or https://, got {url!r}")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
+        super().__init__(url, key or "", timeout=timeout, transport=transport)
 
-    def close(self) -> None:
-        self._client.close()
-
-    def __enter__(self) -> Remote:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """Send one request; the decoded JSON body (None for 204), or a CLIError."""
+    def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs: Any) -> Any:
         try:
-            resp = self._client.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise CLIError(f"{self.url} did not answer {method} {path} in time") from None
-        except httpx.HTTPError as exc:
-            raise CLIError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
-        if resp.status_code >= 400:
-            raise CLIError(f"{method} {path}: HTTP {resp.status_code}: {_message(resp)}")
-        if resp.status_code == 204 or not resp.content:
-            return None
-        try:
-            return resp.json()
-        except ValueError:
-            raise CLIError(f"{method} {path}: the server answered something that is not JSON") from None
-
-    def get(self, path: str, **kwargs: Any) -> Any:
-        return self.request("GET", path, **kwargs)
-
-    def post(self, path: str, **kwargs: Any) -> Any:
-        return self.request("POST", path, **kwargs)
-
-    def patch(self, path: str, **kwargs: Any) -> Any:
-        return self.request("PATCH", path, **kwargs)
-
-    def delete(self, path: str, **kwargs: Any) -> Any:
-        return self.request("DELETE", path, **kwargs)
-
-
-def _message(resp: httpx.Response) -> str:
-    """The server's error message (the API answers ``{"detail": ...}``), on one line."""
-    try:
-        body = resp.json()
-    except ValueError:
-        lines = resp.text.strip().splitlines()
-        return lines[0][:300] if lines else resp.reason_phrase
-    detail = body.get("detail", body) if isinstance(body, dict) else body
-    if isinstance(detail, list):  # FastAPI validation errors: [{"loc": [...], "msg": ...}, ...]
-        parts = []
-        for item in detail[:3]:
-            if isinstance(item, dict):
-                loc = ".".join(str(x) for x in item.get("loc", []) if x != "body")
-                parts.append(f"{loc}: {item.get('msg', '')}" if loc else str(item.get("msg", "")))
-        detail = "; ".join(parts) or str(detail)
-    return " ".join(str(detail).split())[:500]
+            return super().request(method, path, idempotency_key=idempotency_key, **kwargs)
+        except APIError as exc:
+            raise CLIError(exc.message) from None
 
 
 def remote_from_args(args: argparse.Namespace) -> Remote:

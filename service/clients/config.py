@@ -251,6 +251,12 @@ class _HTTPClientConfig(_Config):
         description="Per-token prices; when set and the provider reports usage, a call is charged its "
         "token cost instead of the model's fixed cost.",
     )
+    batch_price: Price | None = Field(
+        None,
+        description="Per-token prices on the provider's batch API (a batch campaign's calls); when absent, "
+        "a batch campaign fills it from the price map's input_cost_per_token_batches and "
+        "output_cost_per_token_batches, and a model without them is charged its list price in a batch.",
+    )
     max_cost_per_query: Annotated[float | None, money("USD; the most one call can cost")] = Field(
         None,
         ge=0,
@@ -312,6 +318,14 @@ class _HTTPClientConfig(_Config):
         reserved = set(self.params) & self._reserved_params
         if reserved:
             raise ValueError(f"params.{sorted(reserved)[0]}: is set by the client and cannot be overridden")
+        if self.batch_price is not None:  # the reservations bound a call at its list price
+            if self.price is None:
+                raise ValueError("batch_price: needs the list 'price' too")
+            if (
+                self.batch_price.input_per_1m > self.price.input_per_1m
+                or self.batch_price.output_per_1m > self.price.output_per_1m
+            ):
+                raise ValueError("batch_price: may not exceed the list 'price'")
         return self
 
 

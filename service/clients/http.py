@@ -112,7 +112,15 @@ class HTTPModelClient(ModelClient):
                 detail = str(data)[:2000]
         detail = excerpt(detail, (key,) if key else ())
         msg = f"{self.provider} returned HTTP {resp.status_code}"
-        return f"{msg}: {detail}" if detail else msg
+        msg = f"{msg}: {detail}" if detail else msg
+        if resp.status_code in (401, 403):  # say where the key came from, never the key
+            env = self.config.api_key_env
+            msg += (
+                f" (the API key is read from the environment variable {env}: check it on the server)"
+                if env
+                else " (no API key was sent: set api_key_env to the environment variable that holds it)"
+            )
+        return msg
 
     async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
         key = self._api_key()

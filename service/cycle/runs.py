@@ -13,6 +13,7 @@ import logging
 
 from sqlalchemy.exc import DBAPIError
 
+from ..campaigns.batch_jobs import BatchJobs
 from ..campaigns.calls import Calls
 from ..campaigns.leases import Leases
 from ..campaigns.lifecycle import Lifecycle
@@ -23,6 +24,7 @@ from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..campaigns.webhooks import Webhooks
 from ..config import Settings
 from ..db import Database
+from .batch_rounds import BatchRounds
 from .orchestration import Cycle
 
 log = logging.getLogger("llmduel.campaigns")
@@ -80,6 +82,8 @@ class Runs:
         self.webhooks = webhooks
         self.keeper = keeper
         self.background = background
+        self.batch_jobs = BatchJobs(db, leases.owner_id)
+        self.batch_rounds = BatchRounds(cycle, calls, self.batch_jobs)
         self._runs: dict[int, asyncio.Task] = {}
         self._starting: set[int] = set()  # runs being started here (not yet in _runs)
 
@@ -133,9 +137,13 @@ class Runs:
 
     async def _run_loop(self, campaign_id: int, concurrency: int) -> None:
         try:
-            failures = RunFailures(self.settings.run_max_failures)
-            await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
-            error = failures.error
+            batch = await in_thread(self.batch_jobs.batch_config_tx, campaign_id)
+            if batch is not None:  # a batch campaign: rounds on the providers' batch APIs
+                error = await self.batch_rounds.run(campaign_id, batch)
+            else:
+                failures = RunFailures(self.settings.run_max_failures)
+                await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
+                error = failures.error
             # Every duel this run started is finished now.
             await in_thread(self.lifecycle.end_run_tx, campaign_id, error)
         except asyncio.CancelledError:

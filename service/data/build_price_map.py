@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 HEADER_KEY = "_llmduel_provenance"
-#: Fields kept: per-token prices, per-request and search fees, per-image prices, and what describes the model.
+#: Fields kept: per-token prices (and their batch-API prices), per-request and search fees, per-image prices, and
+#: what describes the model.
 PRICE_FIELDS = (
     "input_cost_per_token",
     "output_cost_per_token",
@@ -35,6 +36,8 @@ PRICE_FIELDS = (
     "input_cost_per_query",
     "input_cost_per_image",
     "output_cost_per_image",
+    "input_cost_per_token_batches",
+    "output_cost_per_token_batches",
 )
 SEARCH_FIELD = "search_context_cost_per_query"  # {search_context_size_low|medium|high: USD}
 DESCRIPTIVE = ("litellm_provider", "mode", "max_output_tokens")

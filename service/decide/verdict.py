@@ -107,7 +107,8 @@ def policy_ending(policy, algorithm: str, delta: float, n_prompts: int) -> Endin
     if not policy.should_stop():
         return None
     verdict = getattr(policy, "verdict", None)
-    winner = None if verdict in NO_WINNER else int(policy.recommendation())
+    rec = None if verdict in NO_WINNER else policy.recommendation()
+    winner = None if rec is None else int(rec)  # a leaderboard goal certified without one best model: None
     return stop_ending(verdict, winner, algorithm, delta, n_prompts)
 
 

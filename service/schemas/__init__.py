@@ -45,7 +45,15 @@ from service.schemas.common import (
 )
 from service.schemas.duel_views import AnnotatorDuelOut, AnyDuelOut, ChargeOut, DuelOut, DuelPage, ProviderFaultOut
 from service.schemas.forecast import ForecastOut, Spread
-from service.schemas.requests import AnnotatorIn, CampaignLimits, ResumeIn, RunIn, VoteIn
+from service.schemas.requests import (
+    AnnotatorIn,
+    AnswersImportIn,
+    CampaignLimits,
+    PilotForecastIn,
+    ResumeIn,
+    RunIn,
+    VoteIn,
+)
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -57,6 +65,8 @@ __all__ = [
     "AnnotatorCampaignOut",
     "AnnotatorDuelOut",
     "AnnotatorIn",
+    "AnswersImportIn",
+    "PilotForecastIn",
     "AnnotatorOut",
     "AnnotatorRecord",
     "AnyCampaignOut",

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, Strict, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
 from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import duplicate_names
-from service.pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, normalise_price_map, resolve_model_cost
+from service.pricing import (
+    DEFAULT_EXPECTED_OUTPUT_TOKENS,
+    lookup_batch_price,
+    normalise_price_map,
+    resolve_model_cost,
+)
 from service.prompts import normalize_prompt
+from service.schemas.batch_config import BatchConfig, parse_batch
 from service.schemas.common import (
     MAX_MODELS,
     MAX_PROMPT_CHARS,
@@ -113,6 +119,13 @@ class CampaignCreate(StrictModel):
         description="dctas-pc (default: pairwise certificates, can answer 'no Condorcet winner'; not from the "
         "paper) or one of the paper's five, whose certificate assumes a Condorcet winner exists.",
     )
+    goal: Literal["winner", "top_k", "ranking"] = Field(
+        "winner",
+        description="What to certify: winner (default: the Condorcet winner), top_k (the best k models, with "
+        "`k`) or ranking (the full order, ties and cycles as tiers). top_k and ranking need algorithm dctas-pc "
+        "and a judge other than hybrid (docs/algorithms.md, Certified leaderboard).",
+    )
+    k: int | None = Field(None, ge=1, le=MAX_MODELS, description="goal top_k: the size of the certified top set.")
     models: list[ModelSpec] = Field(min_length=2, max_length=MAX_MODELS)
     prompts: list[PromptText | PromptObject] = Field(
         min_length=1,
@@ -161,6 +174,12 @@ class CampaignCreate(StrictModel):
     )
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
+    )
+    batch: Annotated[bool, Strict()] | BatchConfig | None = Field(
+        None,
+        description="Run the background run in rounds on the providers' batch APIs (about half the list price, "
+        "answered within the batch window): true for the defaults, or an object (round_size, growth, "
+        "max_round_size, poll_seconds, window_seconds). Needs an automatic judge. docs/service.md, Batch campaigns.",
     )
     max_pending_per_annotator: int = Field(
         1,
@@ -224,6 +243,7 @@ class CampaignCreate(StrictModel):
         if len(set(qids)) != len(qids):
             raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
+        self._check_goal()
         self._resolve_sampling()
         from service.campaigns import hybrid  # hybrid hook: the combinations a hybrid judge refuses
 
@@ -232,6 +252,7 @@ class CampaignCreate(StrictModel):
             if reason is not None:
                 raise ValueError(f"judge: {reason}")
         self._resolve_costs()
+        self._resolve_batch()
         from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
 
         models, judge = [m.stored() for m in self.models], self.stored_judge()
@@ -241,6 +262,19 @@ class CampaignCreate(StrictModel):
         if reason is not None:
             raise ValueError(reason)
         return self
+
+    def _check_goal(self) -> None:
+        """``goal`` and ``k``: k with top_k only, in [1, models - 1]; a leaderboard needs dctas-pc's certificates."""
+        from algorithms.leaderboard import validate_goal
+
+        try:
+            validate_goal(self.goal, self.k, len(self.models))
+        except ValueError as exc:
+            raise ValueError(f"goal: {exc}") from None
+        if self.goal != "winner" and self.algorithm != Algorithm.DCTAS_PC:
+            raise ValueError(f"goal: {self.goal} needs algorithm dctas-pc (its pairwise certificates)")
+        if self.goal != "winner" and self.stored_judge().get("kind") == "hybrid":
+            raise ValueError(f"goal: {self.goal} is not available with a hybrid judge")
 
     def _resolve_sampling(self) -> None:
         """Resolve ``prompt_sampling: auto`` and an absent ``tie_policy`` (stored resolved)."""
@@ -255,6 +289,30 @@ class CampaignCreate(StrictModel):
             judge_kind=self.stored_judge().get("kind"),
         )
         self.prompt_sampling, self.tie_policy = PromptSampling(sampling), TiePolicy(tie_policy)
+
+    def stored_batch(self) -> dict[str, Any] | None:
+        """The ``batch`` setting as stored (None: call by call)."""
+        return parse_batch(self.batch)
+
+    def _resolve_batch(self) -> None:
+        """A batch campaign: an automatic judge, and each HTTP client's batch price (service.pricing)."""
+        if self.stored_batch() is None:
+            return
+        kind = self.stored_judge().get("kind")
+        if kind in ("human", "hybrid"):
+            raise ValueError(f"batch: needs an automatic judge (llm, jury or simulated), not {kind}")
+        user_map = normalise_price_map(self.price_map, "price_map") if self.price_map is not None else None
+        for m in self.models:
+            client = client_json(m.client)
+            if client.get("kind") == "simulated" or client.get("batch_price") is not None:
+                continue
+            if (getattr(m, "_pricing", None) or {}).get("price_source") not in (None, "client"):
+                client.pop("price", None)  # the list price came from a map: the batch price from the same entry
+            price = lookup_batch_price(client, user_map)
+            client = client_json(m.client)
+            if price is not None and client.get("price") is not None:
+                m.client = parse_client_config({**client, "batch_price": price.as_client_price()})
+        self.judge = _with_batch_prices(self.judge, user_map)
 
     def _resolve_costs(self) -> None:
         """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
@@ -271,3 +329,23 @@ class CampaignCreate(StrictModel):
                 m.cost_source,
             )
             m.cost, m.client, m._pricing = cost, parse_client_config(client), record
+
+
+def _with_batch_prices(judge: Any, user_map: dict | None) -> Any:
+    """An LLM judge's (or each juror's) client with its batch price filled in when one is known."""
+
+    def priced(cfg: Any) -> Any:
+        client = getattr(cfg, "client", None)
+        if client is None or client.kind == "simulated" or client.price is None or client.batch_price is not None:
+            return cfg
+        price = lookup_batch_price(client_json(client), user_map)
+        if price is None:
+            return cfg
+        return cfg.model_copy(
+            update={"client": parse_client_config({**client_json(client), "batch_price": price.as_client_price()})}
+        )
+
+    jurors = getattr(judge, "judges", None)
+    if isinstance(jurors, list):
+        return judge.model_copy(update={"judges": [priced(j) for j in jurors]})
+    return priced(judge)

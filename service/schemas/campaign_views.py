@@ -113,6 +113,27 @@ class CampaignOut(BaseModel):
         description="dctas-pc: the plug-in estimate's top cycle (smallest dominant set). An estimate with no "
         "uncertainty: the pages show top_cycle_certified instead.",
     )
+    goal: str = Field(
+        "winner",
+        description="What the campaign certifies: winner (the Condorcet winner), top_k (the best k models) or "
+        "ranking (the full order); docs/algorithms.md, Certified leaderboard.",
+    )
+    k: int | None = Field(None, description="goal top_k: the size of the top set.")
+    top_k: list[str] | None = Field(
+        None,
+        description="goal top_k: the certified set holding the best k models (exactly k once certified; more "
+        "while the models around position k are not separated). Wrong with probability at most delta.",
+    )
+    ranking: list[list[str]] | None = Field(
+        None,
+        description="goal top_k or ranking: the certified order, as tiers best first; every model of a tier "
+        "beats every model of each later tier unless a certificate is wrong (probability at most delta).",
+    )
+    ranking_tiers: list[dict[str, Any]] | None = Field(
+        None,
+        description="The tiers of `ranking` with their status: ranked (one model), tie (exactly tied on the "
+        "prompt set), undecidable (no order exists: a cycle), open (more duels may split it).",
+    )
     top_cycle_certified: list[str] = Field(
         [],
         description="The models that reach every other model through certified wins: in the top cycle unless a "
@@ -149,6 +170,11 @@ class CampaignOut(BaseModel):
     seed: int
     max_pending_per_annotator: int
     webhook_url: str | None = None
+    batch: dict[str, Any] | None = Field(
+        None,
+        description="A batch campaign's rounds: its settings (round_size, growth, max_round_size, poll_seconds, "
+        "window_seconds) and the number of rounds so far (rounds); null for a campaign called one call at a time.",
+    )
     leader: str | None
     leader_index: int | None
     winner: str | None
@@ -179,6 +205,11 @@ class CampaignOut(BaseModel):
     cost_warnings: list[str] | None = Field(
         None, description="The models' cost warnings (admin only; docs/service.md, Pricing)."
     )
+    config_warnings: list[str] | None = Field(
+        None,
+        description="Client params keys the provider does not document (admin only): sent as they are, "
+        "named with the closest documented key.",
+    )
     run: RunOut
     webhook_state: str = Field(description="The latest webhook event: none, pending, sent or failed.")
     webhook_error: str | None = Field(
@@ -193,6 +224,9 @@ class CampaignOut(BaseModel):
     created_at: dt.datetime
     updated_at: dt.datetime
     ended_at: dt.datetime | None
+    archived_at: dt.datetime | None = Field(
+        None, description="When it was archived (hidden from the lists); null: not archived."
+    )
 
 
 class AnnotatorCampaignOut(BaseModel):

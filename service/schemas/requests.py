@@ -1,11 +1,17 @@
-"""The smaller request bodies: campaign limits (PATCH), votes, runs, resumes, annotators."""
+"""The smaller request bodies: campaign limits (PATCH), votes, runs, resumes, annotators, pilot forecasts,
+imported answers."""
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, Field, model_validator
 
 from algorithms.vocabulary import Choice
-from service.schemas.common import USD, Name, StrictModel
+from service.schemas.common import MAX_PROMPTS, USD, Name, StrictModel, check_text
+
+#: The longest imported answer (as long as a stored answer may be: service/campaigns/rules.py MAX_ANSWER_CHARS).
+MAX_ANSWER_CHARS = 1_000_000
 
 
 class CampaignLimits(StrictModel):
@@ -41,6 +47,33 @@ class ResumeIn(StrictModel):
     concurrency: int | None = Field(
         None, ge=1, le=32, description="Duels in flight at once (default: the run's own concurrency)."
     )
+
+
+class PilotForecastIn(StrictModel):
+    """The pilot forecast's options in a JSON body (the same as its query parameters)."""
+
+    trials: int | None = Field(
+        None, ge=10, le=1000, description="Simulated campaigns (absent: the query's, else the default)."
+    )
+    spread: float | None = Field(
+        None, gt=0, le=5, description="Standard deviation of the prior's strengths (absent: the query's, else 0.5)."
+    )
+
+
+class ImportedAnswer(StrictModel):
+    question_id: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(check_text)] = Field(
+        description="The prompt's question id (its own, else its position p1, p2, ...)."
+    )
+    text: Annotated[str, Field(max_length=MAX_ANSWER_CHARS), AfterValidator(check_text)] = Field(
+        description="The model's answer."
+    )
+
+
+class AnswersImportIn(StrictModel):
+    """Answers a team already has (arena-hard's model_answer files), for the answer store."""
+
+    model: Name = Field(description="The campaign's model these answers are from.")
+    answers: list[ImportedAnswer] = Field(max_length=MAX_PROMPTS, description="The answers, one per question id.")
 
 
 class AnnotatorIn(StrictModel):

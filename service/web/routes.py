@@ -11,6 +11,7 @@ posts, so voting also works without JavaScript.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -426,13 +427,14 @@ def _wants_json(request: Request) -> bool:
     return request.headers.get("x-llmduel") == "1"
 
 
-def _panel_response(request: Request, token: str, ctx: dict) -> Response:
+async def _panel_response(request: Request, token: str, ctx: dict) -> Response:
     if _wants_json(request):
         body = {
             "state": ctx["state"],
             "duel_id": ctx["duel"]["id"] if ctx.get("duel") else None,
             "campaign_status": ctx["campaign"]["status"] if ctx.get("campaign") else None,
-            "html": _panel_html(request, token, ctx),
+            # rendered in a thread: the answers' Markdown is bounded, but never run on the event loop
+            "html": await _t(_panel_html, request, token, ctx),
         }
         return JSONResponse(body, headers=_headers())
     return RedirectResponse(f"{_root(request)}/annotate/{token}", status_code=303, headers=_headers())
@@ -456,15 +458,19 @@ async def annotate_page(request: Request, token: str):
     if principal is None:
         return _bad_token(request)
     ctx = await _panel(request, principal, create=False)
-    return render(
-        request,
-        "annotate.html",
-        base=f"{_root(request)}/annotate/{token}",
-        choices=CHOICE_LABELS,
-        show_nav=False,
-        title=ctx["campaign"]["name"],
-        page_class="annotate",
-        **ctx,
+    # rendered in a thread: the prompt's, the answers' and the guidelines' Markdown stay off the event loop
+    return await _t(
+        functools.partial(
+            render,
+            request,
+            "annotate.html",
+            base=f"{_root(request)}/annotate/{token}",
+            choices=CHOICE_LABELS,
+            show_nav=False,
+            title=ctx["campaign"]["name"],
+            page_class="annotate",
+            **ctx,
+        )
     )
 
 
@@ -474,7 +480,7 @@ async def annotate_next(request: Request, token: str):
     if principal is None:
         return _bad_token(request)
     ctx = await _panel(request, principal, create=True)
-    return _panel_response(request, token, ctx)
+    return await _panel_response(request, token, ctx)
 
 
 @router.post("/annotate/{token}/vote")
@@ -494,7 +500,7 @@ async def annotate_vote(request: Request, token: str):
             notice_kind="error",
         )
         if _wants_json(request):
-            return _panel_response(request, token, ctx)
+            return await _panel_response(request, token, ctx)
         return error_page(
             request, 422, "That vote could not be read", "Go back to the duel and press one of the four buttons."
         )
@@ -508,7 +514,7 @@ async def annotate_vote(request: Request, token: str):
             notice=f"That comment is too long (at most {skips.MAX_COMMENT_CHARS} characters); nothing was saved.",
             notice_kind="error",
         )
-        return _panel_response(request, token, ctx)
+        return await _panel_response(request, token, ctx)
     try:
         await _campaigns(request).cycle.vote(duel_id, choice, principal, comment=comment)
         notice = f"Vote saved: {CHOICE_LABELS[choice]}."
@@ -517,7 +523,7 @@ async def annotate_vote(request: Request, token: str):
     except (Conflict, NotFound) as exc:
         notice, kind = f"That vote was not counted: {exc.detail}.", "warn"
     ctx = await _panel(request, principal, create=True, notice=notice, notice_kind=kind)
-    return _panel_response(request, token, ctx)
+    return await _panel_response(request, token, ctx)
 
 
 @router.post("/annotate/{token}/skip")
@@ -539,4 +545,4 @@ async def annotate_skip(request: Request, token: str):
         except (Conflict, NotFound) as exc:
             notice, kind = f"That duel was not skipped: {exc.detail}.", "warn"
     ctx = await _panel(request, principal, create=True, notice=notice, notice_kind=kind)
-    return _panel_response(request, token, ctx)
+    return await _panel_response(request, token, ctx)

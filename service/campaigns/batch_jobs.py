@@ -1,0 +1,256 @@
+"""The records of a batch campaign's rounds (:class:`BatchJobs`): one transaction each.
+
+A batch is a ``batch_jobs`` row **before** it is sent (``submitting``, with the ``key`` that goes
+into the provider's batch metadata), ``running`` once the provider accepted it, then
+``collected``, ``failed`` or ``cancelled``. Only the row's ``owner`` (the run's owner when it was
+written or adopted) may close it: the close is a conditional update, so a stalled former owner
+that wakes up cannot fold the same results a second time. A process that takes a run over adopts
+its open batches and their duels (:meth:`BatchJobs.adopt_tx`) and collects them instead of sending
+them again (service/cycle/batch_rounds.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import secrets
+from typing import Any
+
+from sqlalchemy import select, update
+
+from algorithms import policy_from_state
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
+
+from ..db import Database
+from ..models import BatchJob, Campaign, Duel, utcnow
+from ..schemas.batch_config import next_round_size, remaining_duels
+from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
+from .types import DuelPlan
+
+OPEN = ("submitting", "running")
+
+
+def body_hash(group: str, body: dict[str, Any]) -> str:
+    """What identifies a request across processes: its batch group and its body."""
+    return hashlib.sha256((group + "\x00" + json.dumps(body, sort_keys=True)).encode()).hexdigest()[:32]
+
+
+class BatchJobs:
+    """The batch rows and the round's few writes on the campaign and its duels, fenced by ``owner_id``."""
+
+    def __init__(self, db: Database, owner_id: str):
+        self.db = db
+        self.owner_id = owner_id
+
+    def _mine(self, c: Campaign | None) -> bool:
+        return c is not None and c.status == CampaignStatus.RUNNING and c.run_active and c.run_owner == self.owner_id
+
+    def batch_config_tx(self, campaign_id: int) -> dict[str, Any] | None:
+        with self.db.read() as s:
+            return s.execute(select(Campaign.batch).where(Campaign.id == campaign_id)).scalar_one_or_none()
+
+    def run_is_mine_tx(self, campaign_id: int) -> bool:
+        with self.db.read() as s:
+            return self._mine(s.get(Campaign, campaign_id))
+
+    def start_round_tx(self, campaign_id: int) -> tuple[int, int] | None:
+        """Round ``k`` begins: counted in ``batch.rounds``, its size (:func:`next_round_size`) set as the
+        run's slots; (k, size), or None when the run is no longer this process's (stopped, ended, taken over)."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or not self._mine(c) or c.batch is None:
+                return None
+            k = int(c.batch.get("rounds") or 0) + 1
+            try:
+                remaining = remaining_duels(policy_from_state(c.policy_state))
+            except Exception:  # a state the forecast cannot read: the round's plain size
+                remaining = None
+            size = next_round_size(c.batch, k, remaining)
+            c.batch = {**c.batch, "rounds": k}
+            c.run_concurrency = max(1, size)
+            c.updated_at = utcnow()
+            return k, size
+
+    def extend_tx(self, campaign_id: int, duel_ids: list[int], until: dt.datetime) -> None:
+        """The round's duels in flight keep their reservations until the batch window closes."""
+        if not duel_ids:
+            return
+        with self.db.write() as s:
+            self.db.lock_campaign(s, campaign_id)
+            s.execute(
+                update(Duel)
+                .where(Duel.id.in_(duel_ids), Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
+                .values(expires_at=until)
+                .execution_options(synchronize_session=False)
+            )
+
+    def record_tx(self, campaign_id: int, k: int, phase: str, client: dict, requests: list[dict]) -> tuple[int, str]:
+        """The batch's row, written before it is sent: (row id, key)."""
+        key = f"llmduel-{campaign_id}-{k}-{phase[0]}-{secrets.token_hex(6)}"
+        now = utcnow()
+        with self.db.write() as s:
+            job = BatchJob(
+                campaign_id=campaign_id,
+                round=k,
+                phase=phase,
+                key=key,
+                client=client,
+                status="submitting",
+                requests=requests,
+                owner=self.owner_id,
+                created_at=now,
+                updated_at=now,
+            )
+            s.add(job)
+            s.flush()
+            return int(job.id), key
+
+    def submitted_tx(self, job_id: int, provider_batch_id: str) -> None:
+        with self.db.write() as s:
+            s.execute(
+                update(BatchJob)
+                .where(BatchJob.id == job_id)
+                .values(provider_batch_id=provider_batch_id, status="running", updated_at=utcnow())
+            )
+
+    def close_tx(self, job_id: int, status: str, error: str | None = None) -> bool:
+        """Close an open batch; False when this process no longer owns it (its results are not folded)."""
+        with self.db.write() as s:
+            return bool(
+                s.execute(
+                    update(BatchJob)
+                    .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
+                    .values(status=status, error=error, updated_at=utcnow())
+                    .execution_options(synchronize_session=False)
+                ).rowcount
+            )
+
+    def open_jobs_tx(self, campaign_id: int) -> list[dict[str, Any]]:
+        with self.db.read() as s:
+            rows = s.scalars(
+                select(BatchJob).where(BatchJob.campaign_id == campaign_id, BatchJob.status.in_(OPEN))
+            ).all()
+            return [_job(r) for r in rows]
+
+    def jobs_tx(self, campaign_id: int) -> list[dict[str, Any]]:
+        with self.db.read() as s:
+            rows = s.scalars(select(BatchJob).where(BatchJob.campaign_id == campaign_id).order_by(BatchJob.id)).all()
+            return [_job(r) for r in rows]
+
+    def adopt_tx(self, campaign_id: int) -> tuple[list[dict[str, Any]], list[int]]:
+        """This process owns the run now: its open batches become this process's to collect, and their duels
+        still in flight (orphaned by the take-over) become the run's again. (open batches, duel ids)."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or not self._mine(c):
+                return [], []
+            rows = s.scalars(
+                select(BatchJob).where(BatchJob.campaign_id == campaign_id, BatchJob.status.in_(OPEN))
+            ).all()
+            duel_ids = sorted({int(r["duel_id"]) for job in rows for r in job.requests if r.get("duel_id")})
+            for job in rows:
+                job.owner = self.owner_id
+            if duel_ids:
+                s.execute(
+                    update(Duel)
+                    .where(
+                        Duel.id.in_(duel_ids),
+                        Duel.campaign_id == campaign_id,
+                        Duel.status.in_(IN_FLIGHT),
+                        Duel.requested_by.in_([ORPHAN_REQUESTER, RUN_REQUESTER]),
+                    )
+                    .values(requested_by=RUN_REQUESTER, error=None)
+                    .execution_options(synchronize_session=False)
+                )
+            live = s.scalars(
+                select(Duel.id).where(
+                    Duel.id.in_(duel_ids), Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER
+                )
+            ).all()
+            return [_job(r) for r in rows], sorted(int(i) for i in live)
+
+    def release_unsent_tx(self, campaign_id: int) -> int:
+        """After a failed round: expire the run's duels in flight that no batch accepted by a provider holds
+        (nothing can charge them, so their reservations go); the others keep theirs until their expiry."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or c.run_owner not in (None, self.owner_id):  # taken over: the new owner's duels
+                return 0
+            held = {
+                int(r["duel_id"])
+                for job in s.scalars(
+                    select(BatchJob).where(BatchJob.campaign_id == campaign_id, BatchJob.provider_batch_id.is_not(None))
+                ).all()
+                for r in job.requests
+                if r.get("duel_id")
+            }
+            ids = s.scalars(
+                select(Duel.id).where(
+                    Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER
+                )
+            ).all()
+            free = [int(i) for i in ids if int(i) not in held]
+            if free:
+                s.execute(
+                    update(Duel)
+                    .where(Duel.id.in_(free))
+                    .values(
+                        status=DuelStatus.EXPIRED,
+                        error="its batch round failed before the batch was sent",
+                        expires_at=utcnow(),
+                    )
+                    .execution_options(synchronize_session=False)
+                )
+            return len(free)
+
+    def duel_plans_tx(
+        self, campaign_id: int, duel_ids: list[int]
+    ) -> list[tuple[DuelPlan, str, str | None, str | None]]:
+        """The plans of the run's duels in flight (for a round resumed after a take-over), in plan order:
+        (plan, status, answer a, answer b)."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            if c is None:
+                return []
+            duels = s.scalars(
+                select(Duel)
+                .where(Duel.id.in_(duel_ids), Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT))
+                .order_by(Duel.number)
+            ).all()
+            out = []
+            for d in duels:
+                plan = DuelPlan(
+                    campaign_id=campaign_id,
+                    duel_id=int(d.id),
+                    number=int(d.number),
+                    i=int(d.model_i),
+                    j=int(d.model_j),
+                    a_is_i=bool(d.a_is_i),
+                    prompt=d.prompt,
+                    models=c.models,
+                    judge=c.judge,
+                    tie_policy=c.tie_policy,
+                    seed=int(c.seed),
+                    prompt_index=d.prompt_index,
+                    answers=c.answers,
+                    verdicts=c.verdicts,
+                    draw_key=c.draw_key,
+                )
+                status = DuelStatus.PENDING if d.status == DuelStatus.PENDING else DuelStatus.CALLING
+                out.append((plan, str(status), d.answer_a, d.answer_b))
+            return out
+
+
+def _job(r: BatchJob) -> dict[str, Any]:
+    return {
+        "id": int(r.id),
+        "round": r.round,
+        "phase": r.phase,
+        "key": r.key,
+        "client": r.client,
+        "provider_batch_id": r.provider_batch_id,
+        "status": r.status,
+        "requests": r.requests,
+        "error": r.error,
+    }

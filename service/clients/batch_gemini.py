@@ -1,0 +1,130 @@
+"""Gemini's batch mode (``batchGenerateContent``), with inline requests.
+
+``POST {base}/models/{model}:batchGenerateContent`` ``{"batch": {"displayName": key,
+"inputConfig": {"requests": {"requests": [{"request": <a generateContent body>, "metadata":
+{"key": custom_id}}]}}}}`` -> an operation ``{"name": "batches/...", "metadata": {..., "state"}}``;
+``GET {base}/batches/{id}`` polls (``state``: ``BATCH_STATE_PENDING``, ``_RUNNING``,
+``_SUCCEEDED``, ``_FAILED``, ``_CANCELLED``, ``_EXPIRED``); when done the responses are in
+``response.inlinedResponses.inlinedResponses`` (or the batch's ``output``), each ``{"response":
+<a generateContent response>}`` or ``{"error": {"code", "message"}}``, **in request order** (the
+per-request ``metadata`` is not always echoed back, so a response is matched on its ``metadata.key``
+when present, else on its position). ``POST {base}/batches/{id}:cancel`` cancels;
+``GET {base}/batches`` lists the operations (:meth:`find` matches ``displayName``).
+One model per batch (the model is in the URL).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from .batch import CANCELLED, ENDED, EXPIRED, FAILED, RUNNING, BatchHTTP, BatchRequest, BatchResult, BatchState
+from .batch import missing as missing_results
+
+_STATES = {
+    "BATCH_STATE_SUCCEEDED": ENDED,
+    "BATCH_STATE_FAILED": FAILED,
+    "BATCH_STATE_CANCELLED": CANCELLED,
+    "BATCH_STATE_EXPIRED": EXPIRED,
+    "JOB_STATE_SUCCEEDED": ENDED,
+    "JOB_STATE_FAILED": FAILED,
+    "JOB_STATE_CANCELLED": CANCELLED,
+    "JOB_STATE_EXPIRED": EXPIRED,
+}
+MAX_LIST_PAGES = 5
+
+
+def _batch(op: dict[str, Any]) -> dict[str, Any]:
+    """The batch resource of an operation (its ``metadata``), or the resource itself."""
+    meta = op.get("metadata")
+    return meta if isinstance(meta, dict) and ("state" in meta or "displayName" in meta) else op
+
+
+class GeminiBatches:
+    provider = "gemini batch"
+
+    def __init__(self, cfg: Any, http: httpx.AsyncClient):
+        self.base = str(cfg.base_url).rstrip("/")
+        self.model = str(cfg.model).removeprefix("models/")
+        self.net = BatchHTTP(self.provider, http, cfg.api_key_env, float(cfg.timeout_s))
+        self._order: dict[str, list[str]] = {}  # batch name -> custom ids in request order (this process)
+
+    def _headers(self) -> dict[str, str]:
+        key = self.net.key()
+        return {"x-goog-api-key": key} if key else {}
+
+    def _name(self, batch_id: str) -> str:
+        return batch_id if batch_id.startswith("batches/") else f"batches/{batch_id}"
+
+    async def submit(self, requests: list[BatchRequest], key: str) -> str:
+        body = {
+            "batch": {
+                "displayName": key,
+                "inputConfig": {
+                    "requests": {"requests": [{"request": r.body, "metadata": {"key": r.custom_id}} for r in requests]}
+                },
+            }
+        }
+        op = await self.net.json(
+            "POST", f"{self.base}/models/{self.model}:batchGenerateContent", self._headers(), json=body
+        )
+        name = op.get("name")
+        if not isinstance(name, str) or not name:
+            raise ValueError("the batch operation has no 'name'")
+        self._order[name] = [r.custom_id for r in requests]
+        return name
+
+    async def poll(self, batch_id: str) -> BatchState:
+        op = await self.net.json("GET", f"{self.base}/{self._name(batch_id)}", self._headers())
+        state = str(_batch(op).get("state") or "")
+        status = _STATES.get(state, RUNNING)
+        if status == RUNNING and op.get("done") and isinstance(op.get("error"), dict):
+            status = FAILED
+        error = None
+        if status == FAILED:
+            err = op.get("error") if isinstance(op.get("error"), dict) else {}
+            error = f"batch failed: {str(err.get('message') or state)[:500]}"
+        return BatchState(batch_id, status, error, op)
+
+    async def results(self, batch_id: str, custom_ids: list[str]) -> dict[str, BatchResult]:
+        state = await self.poll(batch_id)
+        op = state.raw
+        holder = op.get("response") if isinstance(op.get("response"), dict) else _batch(op).get("output") or {}
+        inlined = (holder.get("inlinedResponses") or {}) if isinstance(holder, dict) else {}
+        items = inlined.get("inlinedResponses") if isinstance(inlined, dict) else None
+        order = self._order.get(self._name(batch_id)) or self._order.get(batch_id) or custom_ids
+        found: dict[str, BatchResult] = {}
+        wanted = set(custom_ids)
+        for pos, item in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(item, dict):
+                continue
+            meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
+            cid = meta.get("key") if isinstance(meta.get("key"), str) else (order[pos] if pos < len(order) else None)
+            if cid not in wanted or cid in found:
+                continue
+            if isinstance(item.get("response"), dict):
+                found[cid] = BatchResult(cid, data=item["response"])
+            else:
+                err = item.get("error") if isinstance(item.get("error"), dict) else {}
+                found[cid] = BatchResult(cid, error=f"{self.provider}: {str(err.get('message') or 'error')[:500]}")
+        return missing_results(custom_ids, found, f"{self.provider}: no result ({state.status})")
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.net.json("POST", f"{self.base}/{self._name(batch_id)}:cancel", self._headers())
+
+    async def find(self, key: str) -> str | None:
+        token = None
+        for _ in range(MAX_LIST_PAGES):
+            params: dict[str, Any] = {"pageSize": 100}
+            if token:
+                params["pageToken"] = token
+            page = await self.net.json("GET", f"{self.base}/batches", self._headers(), params=params)
+            ops = [op for op in page.get("operations") or page.get("batches") or [] if isinstance(op, dict)]
+            for op in ops:
+                if _batch(op).get("displayName") == key and isinstance(op.get("name"), str):
+                    return op["name"]
+            token = page.get("nextPageToken")
+            if not token:
+                return None
+        return None

@@ -1,0 +1,125 @@
+"""OpenAI's Batch API (also a LiteLLM proxy's and the llmduel fake provider's).
+
+``POST {base_url}/files`` (multipart, ``purpose=batch``) uploads the JSONL input, one line per
+request ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}``; ``POST
+{base_url}/batches`` ``{"input_file_id", "endpoint", "completion_window": "24h", "metadata":
+{"llmduel_key": key}}`` starts it; ``GET {base_url}/batches/{id}`` polls (``status``: validating,
+in_progress, finalizing, completed, failed, expired, cancelling, cancelled); the results are the
+output file (``{"custom_id", "response": {"status_code", "body"}}``) and the error file
+(``{"custom_id", "error": {"code", "message"}}``), read with ``GET {base_url}/files/{id}/content``
+and matched on ``custom_id``. An expired batch returns the part it finished; the rest has no line.
+One model per batch (OpenAI requires it).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from .batch import (
+    CANCELLED,
+    ENDED,
+    EXPIRED,
+    FAILED,
+    RUNNING,
+    BatchHTTP,
+    BatchRequest,
+    BatchResult,
+    BatchState,
+    jsonl_objects,
+    missing,
+)
+
+METADATA_KEY = "llmduel_key"
+ENDPOINT = "/v1/chat/completions"
+_STATES = {"completed": ENDED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
+MAX_LIST_PAGES = 10  # find(): the newest 1,000 batches of the account
+
+
+class OpenAIBatches:
+    provider = "openai batch"
+
+    def __init__(self, cfg: Any, http: httpx.AsyncClient):
+        self.base = str(cfg.base_url).rstrip("/")
+        self.net = BatchHTTP(self.provider, http, cfg.api_key_env, float(cfg.timeout_s))
+
+    def _headers(self) -> dict[str, str]:
+        key = self.net.key()
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    async def submit(self, requests: list[BatchRequest], key: str) -> str:
+        lines = "".join(
+            json.dumps({"custom_id": r.custom_id, "method": "POST", "url": ENDPOINT, "body": r.body}) + "\n"
+            for r in requests
+        )
+        f = await self.net.json(
+            "POST",
+            f"{self.base}/files",
+            self._headers(),
+            data={"purpose": "batch"},
+            files={"file": (f"{key}.jsonl", lines.encode(), "application/jsonl")},
+        )
+        body = {
+            "input_file_id": f.get("id"),
+            "endpoint": ENDPOINT,
+            "completion_window": "24h",
+            "metadata": {METADATA_KEY: key},
+        }
+        b = await self.net.json("POST", f"{self.base}/batches", self._headers(), json=body)
+        if not isinstance(b.get("id"), str):
+            raise ValueError("the batch object has no 'id'")
+        return b["id"]
+
+    async def poll(self, batch_id: str) -> BatchState:
+        b = await self.net.json("GET", f"{self.base}/batches/{batch_id}", self._headers())
+        status = _STATES.get(str(b.get("status")), RUNNING)
+        error = None
+        if status == FAILED:
+            errs = (b.get("errors") or {}).get("data") if isinstance(b.get("errors"), dict) else None
+            first = errs[0] if isinstance(errs, list) and errs and isinstance(errs[0], dict) else {}
+            error = f"batch failed: {str(first.get('message') or 'no reason given')[:500]}"
+        return BatchState(batch_id, status, error, b)
+
+    async def _file(self, file_id: Any) -> list[dict[str, Any]]:
+        if not isinstance(file_id, str) or not file_id:
+            return []
+        resp = await self.net.request("GET", f"{self.base}/files/{file_id}/content", self._headers())
+        return jsonl_objects(resp.text)
+
+    async def results(self, batch_id: str, custom_ids: list[str]) -> dict[str, BatchResult]:
+        b = (await self.poll(batch_id)).raw
+        wanted = set(custom_ids)
+        found: dict[str, BatchResult] = {}
+        for line in await self._file(b.get("output_file_id")) + await self._file(b.get("error_file_id")):
+            cid = line.get("custom_id")
+            if cid not in wanted or cid in found:
+                continue
+            resp = line.get("response") if isinstance(line.get("response"), dict) else {}
+            err = line.get("error") if isinstance(line.get("error"), dict) else None
+            if err is None and resp.get("status_code") == 200:
+                found[cid] = BatchResult(cid, data=resp.get("body"))
+            else:
+                why = (err or {}).get("message") or f"HTTP {resp.get('status_code')}"
+                found[cid] = BatchResult(cid, error=f"{self.provider}: {str(why)[:500]}")
+        return missing(custom_ids, found, f"{self.provider}: no result (batch {b.get('status')})")
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.net.json("POST", f"{self.base}/batches/{batch_id}/cancel", self._headers())
+
+    async def find(self, key: str) -> str | None:
+        after = None
+        for _ in range(MAX_LIST_PAGES):
+            params: dict[str, Any] = {"limit": 100}
+            if after:
+                params["after"] = after
+            page = await self.net.json("GET", f"{self.base}/batches", self._headers(), params=params)
+            data = page.get("data") if isinstance(page.get("data"), list) else []
+            for b in data:
+                if isinstance(b, dict) and (b.get("metadata") or {}).get(METADATA_KEY) == key:
+                    return str(b.get("id"))
+            if not page.get("has_more") or not data:
+                return None
+            after = data[-1].get("id") if isinstance(data[-1], dict) else None
+        return None

@@ -1,0 +1,245 @@
+"""Gathering a round's calls into provider batches (:class:`Collector`, :class:`BatchedModel`).
+
+A :class:`BatchedModel` stands in for a model client (or an LLM judge's client) during one phase
+of a round: ``complete`` builds the request the client would send, parks it in the collector and
+waits. When the phase's calls have all been made (no new one for ``settle_s``), :meth:`Collector.flush`
+sends the parked requests as one batch per model endpoint (the batch row written first,
+:class:`~service.campaigns.batch_jobs.BatchJobs`), polls each until it ends, and hands every caller
+its answer, charged at the model's batch price (its list price when none is known). A request that
+failed or expired is parked again and goes out in the next batch of the phase, at most
+:data:`MAX_SENDS` times, then fails its duel; it is never dropped silently. A batch that returns
+nothing within its window raises :class:`RoundFailed`.
+
+A request whose result a former owner's batch already holds (a run taken over mid-round) is served
+from ``cache`` (keyed by :func:`~service.campaigns.batch_jobs.body_hash`) and not sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+
+from ..campaigns.batch_jobs import BatchJobs, body_hash
+from ..campaigns.tasks import in_thread
+from ..clients import ClientError, Completion, compute_cost
+from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
+from ..clients.batch_apis import build_batch_api
+from ..redaction import redact
+
+log = logging.getLogger("llmduel.batch")
+
+#: How many batches one request may go out in before its duel fails.
+MAX_SENDS = 3
+#: How long a cancelled batch may take to end (its finished part is still collected and charged).
+CANCEL_GRACE_S = 600.0
+#: The duel a call is made for (set by the round around each duel's calls).
+current_duel: contextvars.ContextVar[int | None] = contextvars.ContextVar("batch_duel", default=None)
+
+
+class RoundFailed(Exception):
+    """A batch of the round returned nothing within its window, or the run stopped being this process's."""
+
+
+@dataclass
+class Parked:
+    client: Any
+    group: str
+    body: dict[str, Any]
+    duel_id: int | None
+    future: asyncio.Future
+    sends: int = 0
+
+
+@dataclass
+class Collector:
+    """The parked calls of one phase of one round."""
+
+    jobs: BatchJobs
+    http: httpx.AsyncClient
+    campaign_id: int
+    round: int
+    phase: str
+    poll_s: float
+    window_s: float
+    still_mine: Callable[[], Any]  # async () -> bool: the run is still this process's (else cancel)
+    cache: dict[str, BatchResult] = field(default_factory=dict)
+    settle_s: float = 0.05
+    parked: list[Parked] = field(default_factory=list)
+    stopped: str | None = None  # why the phase sends nothing more (the run stopped)
+    sent: int = 0  # requests sent in batches (for the round's report)
+    batches: int = 0
+    _seq: int = 0
+
+    # ------------------------------------------------------------ the callers' side
+    def wrap(self, client: Any) -> Any:
+        """``client`` as a :class:`BatchedModel` when its kind has a batch API, else itself (simulated)."""
+        api = build_batch_api(client.config, self.http) if hasattr(client, "build_request") else None
+        return client if api is None else BatchedModel(client, self)
+
+    async def call(self, client: Any, prompt: str, turns: list[str] | None) -> Completion:
+        _, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
+        cfg = client.config.model_dump(mode="json")
+        group = f"{cfg.get('kind')}|{cfg.get('base_url')}|{cfg.get('model')}|{cfg.get('api_key_env')}"
+        h = body_hash(group, body)
+        hit = self.cache.pop(h, None)
+        if hit is not None and hit.error is None:  # a former owner's batch already holds it
+            return self._completion(client, hit)
+        fut = asyncio.get_running_loop().create_future()
+        self.parked.append(Parked(client, group, body, current_duel.get(), fut))
+        return await fut
+
+    # ------------------------------------------------------------ the phase's side
+    async def run(self, coros: list) -> list:
+        """Run the phase's calls (``coros``), flushing what they park until every one has returned."""
+        tasks = [asyncio.ensure_future(c) for c in coros]
+        try:
+            while True:
+                seen = -1
+                while not all(t.done() for t in tasks) and (not self.parked or len(self.parked) != seen):
+                    seen = len(self.parked)
+                    await asyncio.sleep(self.settle_s)
+                if all(t.done() for t in tasks):
+                    break
+                await self.flush()
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def flush(self) -> None:
+        parked, self.parked = self.parked, []
+        groups: dict[str, list[Parked]] = {}
+        for p in parked:
+            groups.setdefault(p.group, []).append(p)
+        # every batch ends its own way (collected, or cancelled when the run stops) before a failure is raised
+        done = await asyncio.gather(*(self._send(items) for items in groups.values()), return_exceptions=True)
+        for out in done:
+            if isinstance(out, BaseException):
+                raise out
+
+    async def _send(self, items: list[Parked]) -> None:
+        if self.stopped is not None:  # the run stopped: the phase's calls fail, nothing more is sent
+            for p in items:
+                p.future.set_result(ClientError(self.stopped))
+            return
+        client = items[0].client
+        api = build_batch_api(client.config, self.http)
+        assert api is not None
+        requests, rows = [], []
+        for p in items:
+            self._seq += 1
+            cid = f"r{self.round}-{self.phase[0]}{self._seq}"
+            requests.append(BatchRequest(cid, "", p.body))
+            rows.append({"custom_id": cid, "duel_id": p.duel_id, "hash": body_hash(p.group, p.body)})
+            p.sends += 1
+        cfg = client.config.model_dump(mode="json")
+        job_id, key = await in_thread(self.jobs.record_tx, self.campaign_id, self.round, self.phase, cfg, rows)
+        bid = await submit_once(api, requests, key)
+        await in_thread(self.jobs.submitted_tx, job_id, bid)
+        self.sent += len(requests)
+        self.batches += 1
+        results = await self.collect(api, job_id, bid, [r.custom_id for r in requests])
+        for p, r in zip(items, requests):
+            res = results[r.custom_id]
+            if res.error is None:
+                p.future.set_result(self._completion(p.client, res))
+            elif self.stopped is not None:  # the run stopped: nothing is sent again
+                p.future.set_result(ClientError(f"{res.error} ({self.stopped})"))
+            elif p.sends < MAX_SENDS:
+                self.parked.append(p)  # sent again in the phase's next batch
+            else:
+                p.future.set_result(ClientError(f"{res.error} (after {p.sends} batches)"))
+
+    async def collect(self, api: BatchAPI, job_id: int, bid: str, custom_ids: list[str]) -> dict[str, BatchResult]:
+        """Poll until the batch ends; its results, matched on custom_id.
+
+        When the run stops meanwhile, the batch is cancelled and what it finished before the
+        cancellation is still collected (the provider charges it): its answers are stored and charged,
+        nothing of the phase is sent again (``stopped``)."""
+        t0 = time.monotonic()
+        cancelled_at: float | None = None
+        while True:
+            try:
+                state = await api.poll(bid)
+            except ClientError as exc:
+                if not exc.retryable:
+                    raise
+                state = None
+            if state is not None and state.final:
+                break
+            if cancelled_at is None and not await self.still_mine():
+                await cancel_quietly(api, bid)
+                self.stopped = "the run stopped; its open batches were cancelled"
+                cancelled_at = time.monotonic()
+            elif cancelled_at is not None and time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+                await in_thread(self.jobs.close_tx, job_id, "cancelled", self.stopped)
+                raise RoundFailed(f"{self.stopped}; batch {bid} did not end within {CANCEL_GRACE_S:g} s")
+            if cancelled_at is None and time.monotonic() - t0 > self.window_s:
+                await cancel_quietly(api, bid)
+                why = f"batch {bid} returned nothing within its window of {self.window_s:g} s"
+                await in_thread(self.jobs.close_tx, job_id, "failed", why)
+                raise RoundFailed(why)
+            await asyncio.sleep(self.poll_s)
+        results = await api.results(bid, custom_ids)
+        status = "cancelled" if cancelled_at is not None else "collected" if state.status == ENDED else state.status
+        if not await in_thread(self.jobs.close_tx, job_id, status, state.error or self.stopped):
+            raise RoundFailed("another process owns the run's batches now")
+        return results
+
+    def _completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
+        try:
+            text, tin, tout = client.parse_response(res.data)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            return ClientError(f"{client.provider} batch returned an unexpected response: {exc}")
+        cfg = client.config
+        price = cfg.batch_price or cfg.price  # no known batch price: the list price, never an assumed discount
+        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost)
+        key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
+        return Completion(redact(text, (key,)) if key else text, tin, tout, cost, 0.0, 1)
+
+
+class BatchedModel:
+    """A model client whose calls go into the round's batch (the ``JudgeModel`` protocol too)."""
+
+    def __init__(self, inner: Any, collector: Collector):
+        self.inner = inner
+        self.collector = collector
+        self.config = inner.config
+        self.model_name = inner.model_name
+
+    async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
+        out = await self.collector.call(self.inner, prompt, turns)
+        if isinstance(out, ClientError):
+            raise out
+        return out
+
+    async def aclose(self) -> None:
+        """The inner client is its owner's to close."""
+
+
+async def submit_once(api: BatchAPI, requests: list[BatchRequest], key: str) -> str:
+    """Submit under ``key``; after an error that leaves it unknown whether the provider took the batch
+    (a timeout, a connection lost, a 5xx), look it up by its key before giving up: never send it twice."""
+    try:
+        return await api.submit(requests, key)
+    except ClientError as exc:
+        if exc.status_code is not None and exc.status_code < 500:
+            raise
+        found = await api.find(key)
+        if found is None:
+            raise
+        return found
+
+
+async def cancel_quietly(api: BatchAPI, bid: str) -> None:
+    try:
+        await api.cancel(bid)
+    except Exception as exc:  # it ends by itself at the provider's window
+        log.warning("cancelling batch %s failed: %s", bid, type(exc).__name__)

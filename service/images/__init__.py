@@ -1,0 +1,1 @@
+"""Images: checks, blind copies and the content-addressed store (docs/guide.md, *Image campaigns*)."""

@@ -1,0 +1,318 @@
+"""Batch campaigns end to end, on SQLite and PostgreSQL, against the fake provider's batch routes:
+the same winner as call by call for about half the spend, a budget too small for a round, a stop
+that cancels the open batches, and a server killed between submitting and collecting a batch."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import signal
+import time
+import uuid
+from collections import Counter
+
+import httpx
+import pytest
+from conftest import ADMIN_KEY, make_settings, start_live_server, stop_live_server
+from service_helpers import all_duels, all_duels_sync
+from test_faults import ThreadedServer
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+LIST = {"input_cost_per_token": 2e-6, "output_cost_per_token": 2e-6}
+HALF = {"input_cost_per_token_batches": 1e-6, "output_cost_per_token_batches": 1e-6}
+
+
+@pytest.fixture(scope="module")
+def fake():
+    from service.fake_provider import create_fake_provider_app
+
+    app = create_fake_provider_app(marker_key="batch-tests")
+    server = ThreadedServer(app)
+    yield server.url + "/v1", app
+    server.stop()
+
+
+def body(base: str, name: str, batch, **extra) -> dict:
+    tag = uuid.uuid4().hex[:6]
+    models = [f"{tag}-m{q}-q{q}" for q in (1, 2, 3, 5)]
+    judge = f"{tag}-judge"
+    price_map = {m: {**LIST, **HALF} for m in models + [judge]}
+    out = {
+        "name": name,
+        "models": [
+            {"name": m, "client": {"kind": "openai", "base_url": base, "model": m, "params": {"max_tokens": 64}}}
+            for m in models
+        ],
+        "prompts": [f"Question number {n}?" for n in range(40)],
+        "judge": {
+            "kind": "llm",
+            "client": {
+                "kind": "openai",
+                "base_url": base,
+                "model": judge,
+                "params": {"max_tokens": 64},
+                "price": {"input_per_1m": 2, "output_per_1m": 2},
+                "batch_price": {"input_per_1m": 1, "output_per_1m": 1},
+            },
+            "cost": 0.0001,
+        },
+        "price_map": price_map,
+        "expected_output_tokens": 20,
+        "delta": 0.05,
+        "seed": 11,
+        "answers": "reuse",
+        "verdicts": "reuse",
+    }
+    if batch is not None:
+        out["batch"] = batch
+    out.update(extra)
+    return out
+
+
+async def wait_for(api, cid: int, predicate, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        if predicate(view):
+            return view
+        assert time.monotonic() < deadline, f"campaign {cid} did not reach the expected state: {view}"
+        await asyncio.sleep(0.05)
+
+
+def batches_of(app, key_prefix: str) -> list[dict]:
+    return [
+        b for b in app.state.batches.batches.values() if b["metadata"].get("llmduel_key", "").startswith(key_prefix)
+    ]
+
+
+async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend(db_url, fake):
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            r = await api.post("/v1/campaigns", json=body(base, "batched", {"round_size": 4, "poll_seconds": 0.02}))
+            assert r.status_code == 201, r.text
+            cid = r.json()["id"]
+            view = r.json()
+            assert view["batch"]["rounds"] == 0 and view["batch"]["round_size"] == 4
+            judge_client = view["judge"]["client"]
+            assert judge_client["batch_price"] == {"input_per_1m": 1.0, "output_per_1m": 1.0}
+            one = (await api.post("/v1/campaigns", json=body(base, "one by one", None))).json()
+            assert one["batch"] is None
+            before = len(provider_app.state.provider.requests)
+            for c in (cid, one["id"]):
+                assert (await api.post(f"/v1/campaigns/{c}/run", json={"concurrency": 1})).status_code == 202
+            runs = app.state.campaigns.runs
+            batched = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
+            single = await wait_for(api, one["id"], lambda v: v["status"] != "running" and not v["run"]["active"])
+            batched = (await api.get(f"/v1/campaigns/{cid}")).json()  # every verdict of its last round recorded
+            assert batched["status"] == single["status"] == "certified", (batched["run"], single["run"])
+            assert batched["winner_index"] == single["winner_index"] == 3
+            ratio = batched["spend"] / single["spend"]
+            assert 0.3 < ratio < 0.6, (batched["spend"], single["spend"])
+            rounds = batched["batch"]["rounds"]
+            assert 1 <= rounds <= math.ceil(math.log2(batched["duels_created"])) + 2
+            # Every model and judge call of the batch campaign went out in a batch, each request once.
+            names = {m["name"] for m in batched["models"]} | {batched["judge"]["client"]["model"]}
+            sent = [e for e in provider_app.state.provider.requests[before:] if e["model"] in names]
+            assert sent and all("batch" in e for e in sent)
+            asked = Counter(
+                (e["model"], e.get("prompt"), e.get("first"), e.get("second")) for e in sent
+            )  # answers and verdicts are reused: a request asked twice would be paid twice
+            assert max(asked.values()) == 1
+            duels = await all_duels(api, cid)
+            paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
+            kinds = Counter(e["kind"] for e in sent)
+            # each request charged once, none uncharged (a judgement asks both orders: two requests)
+            assert kinds["answer"] == paid["model"] and kinds["judge"] == 2 * paid["judge"], (kinds, paid)
+            assert batched["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+            # The verdicts were folded in plan order: the judged duels' sequence numbers increase.
+            judged = sorted((d for d in duels if d["status"] == "judged"), key=lambda d: d["number"])
+            assert judged and len(batches_of(provider_app, f"llmduel-{cid}-")) >= 2 * rounds - 1
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+
+
+async def test_a_budget_too_small_for_a_round_ends_before_anything_is_sent(db_url, fake):
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            r = await api.post("/v1/campaigns", json=body(base, "poor", True, budget=1e-7))
+            assert r.status_code == 201, r.text
+            cid = r.json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            view = await wait_for(api, cid, lambda v: v["status"] != "running")
+            assert view["status"] == "budget_exhausted", view["status"]
+            assert view["spend"] == 0 and view["duels_created"] == 0
+            assert batches_of(provider_app, f"llmduel-{cid}-") == []
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+
+
+async def test_bad_batch_settings_are_a_422(api, fake):
+    base, _ = fake
+    for bad in ({"round_size": 0}, {"poll_seconds": -1}, {"window_seconds": 1e9}, {"nope": 1}, "yes"):
+        r = await api.post("/v1/campaigns", json=body(base, "bad", bad))
+        assert r.status_code == 422, (bad, r.text)
+    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}))
+    assert r.status_code == 422 and "automatic judge" in r.text
+
+
+def _provider_inputs(app, prefix: str) -> list[list[str]]:
+    """The bodies each of the campaign's batches at the provider asked for (one list per batch)."""
+    import json
+
+    out = []
+    for b in batches_of(app, prefix):
+        text = app.state.batches.contents[b["input_file_id"]].decode()
+        out.append([json.dumps(json.loads(line)["body"], sort_keys=True) for line in text.splitlines() if line])
+    return out
+
+
+async def test_stopping_cancels_the_open_batches(db_url):
+    from service.app import create_app
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="stop", batch_delay_s=3600.0)
+    server = ThreadedServer(provider_app)
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            cid = (
+                await api.post("/v1/campaigns", json=body(server.url + "/v1", "stop", {"poll_seconds": 0.02}))
+            ).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            deadline = time.monotonic() + 30
+            while not batches_of(provider_app, f"llmduel-{cid}-"):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+            runs = app.state.campaigns.runs
+            while runs.run_active_here(cid):
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.02)
+            statuses = [b["status"] for b in batches_of(provider_app, f"llmduel-{cid}-")]
+            assert statuses and set(statuses) == {"cancelled"}  # one batch per model, each cancelled
+            jobs = runs.batch_jobs.jobs_tx(cid)
+            assert len(jobs) == len(statuses) and {j["status"] for j in jobs} == {"cancelled"}
+            assert provider_app.state.provider.requests == []  # nothing answered, nothing paid
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_url, tmp_path):
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="kill", batch_delay_s=1.5)
+    provider = ThreadedServer(provider_app)
+    env = {
+        "LLMDUEL_RESUME_RUNS": "1",
+        "LLMDUEL_RUN_LEASE_SECONDS": "2",
+        "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5",
+    }
+    spec = body(provider.url + "/v1", "kill", {"round_size": 4, "poll_seconds": 0.1})
+    server = start_live_server(db_url, tmp_path / "first.log", extra_env=env)
+    try:
+        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
+            cid = api.post("/v1/campaigns", json=spec).json()["id"]
+            assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+            deadline = time.monotonic() + 30
+            while not batches_of(provider_app, f"llmduel-{cid}-"):  # submitted, still in progress
+                assert time.monotonic() < deadline, "no batch was submitted"
+                time.sleep(0.01)
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=10)
+        killed_with = len(batches_of(provider_app, f"llmduel-{cid}-"))
+        assert provider_app.state.provider.requests == []  # killed before the provider answered
+
+        server = start_live_server(db_url, tmp_path / "second.log", extra_env=env)
+        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
+            deadline = time.monotonic() + 120
+            while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+                assert time.monotonic() < deadline, f"no certification after the restart: {view}"
+                time.sleep(0.2)
+            assert view["status"] == "certified" and view["winner_index"] == 3
+            duels = all_duels_sync(api, cid)
+        assert "Traceback" not in server.log()
+    finally:
+        stop_live_server(server)
+        provider.stop()
+    from service.campaigns.batch_jobs import BatchJobs
+    from service.db import Database
+
+    db = Database(db_url)
+    try:
+        jobs = BatchJobs(db, "test").jobs_tx(cid)
+    finally:
+        db.dispose()
+    # the batches the killed server submitted were collected by the restarted one, none sent again
+    # (a batch killed before the provider took it is closed as never sent: it cost nothing)
+    unsent = [j for j in jobs if j["status"] != "collected"]
+    assert all(j["status"] == "failed" and "not found at the provider" in j["error"] for j in unsent), unsent
+    collected = [j for j in jobs if j["status"] == "collected"]
+    assert sorted(j["provider_batch_id"] for j in collected) == sorted(
+        b["id"] for b in batches_of(provider_app, f"llmduel-{cid}-")
+    )
+    assert all(b["status"] == "completed" for b in batches_of(provider_app, f"llmduel-{cid}-"))
+    inputs = _provider_inputs(provider_app, f"llmduel-{cid}-")
+    assert len(inputs) > killed_with  # the run went on after the restart
+    asked = Counter(b for batch in inputs for b in batch)
+    assert max(asked.values()) == 1, "a request was sent in two batches"  # answers and verdicts are reused
+    # every answer the provider gave was charged once, none lost with the killed process
+    sent = Counter(e["kind"] for e in provider_app.state.provider.requests)
+    paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
+    assert sent["answer"] == paid["model"] and sent["judge"] == 2 * paid["judge"], (sent, paid)
+
+
+async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
+    from service.app import create_app
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="flaky", batch_failure_rate=0.3, seed=4)
+    server = ThreadedServer(provider_app)
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(server.url + "/v1", "flaky", {"round_size": 4, "poll_seconds": 0.02})
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
+            assert view["status"] == "certified" and view["winner_index"] == 3
+            counts = [b["request_counts"] for b in batches_of(provider_app, f"llmduel-{cid}-")]
+            assert sum(c["failed"] for c in counts) > 0  # the provider failed some requests ...
+            duels = await all_duels(api, cid)
+            # ... which went out again (at most 3 batches each): a duel fails only when one failed 3 times
+            failed = [d for d in duels if d["status"] == "failed"]
+            assert all("after 3 batches" in (d["error"] or "") for d in failed), failed
+            # every request the provider answered is charged once, at the batch price (1 USD per million tokens)
+            tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
+            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+        server.stop()
+
+
+async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, fake):
+    base, provider_app = fake
+    spec = body(base.replace("/v1", "/missing/v1"), "refused", {"round_size": 2, "poll_seconds": 0.02})
+    cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+    assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+    view = await wait_for(api, cid, lambda v: not v["run"]["active"] and v["run"]["error"])
+    assert view["status"] == "running" and view["spend"] == 0
+    assert view["run"]["error"].startswith("batch round failed:") and "HTTP 404" in view["run"]["error"]
+    duels = await all_duels(api, cid)
+    assert len(duels) == 2 and {d["status"] for d in duels} == {"expired"}  # no reservation left behind
+    assert view["remaining_budget"] is None or view["remaining_budget"] == view["budget"]

@@ -1,0 +1,290 @@
+"""The batch clients: OpenAI's against the fake provider's batch routes; Anthropic's and Gemini's
+against their published request and result shapes (respx stands in for the remote APIs)."""
+
+import json
+
+import httpx
+import pytest
+import respx
+
+from service.clients import build_client, parse_client_config
+from service.clients.base import ClientError
+from service.clients.batch import CANCELLED, ENDED, EXPIRED, FAILED, RUNNING, BatchRequest
+from service.clients.batch_anthropic import key_tag
+from service.clients.batch_apis import build_batch_api
+from service.fake_provider import create_fake_provider_app
+
+
+def requests_for(cfg, prompts):
+    client = build_client(cfg, model_name="m", fixed_cost=0.0)
+    out = []
+    for cid, p in prompts.items():
+        url, _, body = client.build_request(p, None)
+        out.append(BatchRequest(cid, url, body))
+    return client, out
+
+
+# ---------------------------------------------------------------- OpenAI (fake provider)
+async def test_openai_batches_against_the_fake_provider():
+    app = create_fake_provider_app({"good": 3.0}, marker_key="k", batch_failure_rate=0.3, seed=1)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+        cfg = parse_client_config({"kind": "openai", "base_url": "http://fake.test/v1", "model": "good"})
+        client, reqs = requests_for(cfg, {f"d{n}-a": f"question {n}" for n in range(12)})
+        api = build_batch_api(cfg, http)
+        assert await api.find("camp1-round1") is None
+        bid = await api.submit(reqs, "camp1-round1")
+        assert await api.find("camp1-round1") == bid
+        assert await api.find("other") is None
+        state = await api.poll(bid)
+        assert state.status == ENDED and state.final
+        res = await api.results(bid, [r.custom_id for r in reqs])
+        assert set(res) == {r.custom_id for r in reqs}
+        ok = [r for r in res.values() if r.error is None]
+        failed = [r for r in res.values() if r.error is not None]
+        assert ok and failed  # the seeded failure rate hits some lines
+        first = next(r for r in reqs if res[r.custom_id].error is None)
+        direct = (await http.post("http://fake.test/v1/chat/completions", json=first.body)).json()
+        assert client.parse_response(res[first.custom_id].data)[0] == direct["choices"][0]["message"]["content"]
+        for r in ok:
+            text, tin, tout = client.parse_response(r.data)
+            assert text.startswith("<<fake:") and tin > 0 and tout > 0
+        assert all("injected batch failure" in r.error for r in failed)
+        listed = (await http.get("http://fake.test/v1/batches")).json()["data"]
+        assert [b["metadata"] for b in listed] == [{"llmduel_key": "camp1-round1"}]
+
+
+async def test_openai_cancel_and_unknown_batch():
+    app = create_fake_provider_app({}, batch_delay_s=3600.0)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as http:
+        cfg = parse_client_config({"kind": "openai", "base_url": "http://fake.test/v1", "model": "x"})
+        _, reqs = requests_for(cfg, {"a": "q"})
+        api = build_batch_api(cfg, http)
+        bid = await api.submit(reqs, "k")
+        assert (await api.poll(bid)).status == RUNNING
+        await api.cancel(bid)
+        assert (await api.poll(bid)).status == CANCELLED
+        res = await api.results(bid, ["a"])
+        assert res["a"].error is not None and "no result" in res["a"].error
+        with pytest.raises(ClientError) as exc:
+            await api.poll("batch_nope")
+        assert exc.value.status_code == 404
+
+
+# ---------------------------------------------------------------- Anthropic (published shapes)
+ANTHROPIC = "https://api.anthropic.com/v1/messages/batches"
+
+
+def anthropic_batch(bid, status, **kw):
+    return {
+        "id": bid,
+        "type": "message_batch",
+        "processing_status": status,
+        "request_counts": {"processing": 0, "succeeded": 2, "errored": 1, "canceled": 0, "expired": 1},
+        "ended_at": None,
+        "created_at": "2024-08-20T18:37:24.100435Z",
+        "expires_at": "2024-08-21T18:37:24.100435Z",
+        "cancel_initiated_at": None,
+        "results_url": f"{ANTHROPIC}/{bid}/results" if status == "ended" else None,
+        **kw,
+    }
+
+
+def anthropic_message(text):
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+
+
+@respx.mock
+async def test_anthropic_batches_follow_the_published_shapes(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    cfg = parse_client_config({"kind": "anthropic", "model": "claude-x", "params": {"max_tokens": 64}})
+    client, reqs = requests_for(cfg, {"d1-a": "one", "d2-a": "two", "d3-a": "three", "d4-a": "four"})
+    create = respx.post(ANTHROPIC).mock(
+        return_value=httpx.Response(200, json=anthropic_batch("msgbatch_1", "in_progress"))
+    )
+    tag = key_tag("c7-r2")
+    # results in an order other than the requests'; an errored, an expired, and a stranger's line
+    lines = [
+        {"custom_id": f"{tag}-d3-a", "result": {"type": "succeeded", "message": anthropic_message("third")}},
+        {
+            "custom_id": f"{tag}-d2-a",
+            "result": {
+                "type": "errored",
+                "error": {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}},
+            },
+        },
+        {"custom_id": f"{tag}-d1-a", "result": {"type": "succeeded", "message": anthropic_message("first")}},
+        {"custom_id": f"{tag}-d4-a", "result": {"type": "expired"}},
+        {"custom_id": "zzzz-d9-a", "result": {"type": "succeeded", "message": anthropic_message("no")}},
+    ]
+    respx.get(f"{ANTHROPIC}/msgbatch_1").mock(
+        side_effect=[
+            httpx.Response(200, json=anthropic_batch("msgbatch_1", "in_progress")),
+            httpx.Response(200, json=anthropic_batch("msgbatch_1", "ended")),
+            httpx.Response(200, json=anthropic_batch("msgbatch_1", "ended")),
+        ]
+    )
+    respx.get(f"{ANTHROPIC}/msgbatch_1/results").mock(
+        return_value=httpx.Response(200, text="".join(json.dumps(x) + "\n" for x in lines))
+    )
+    async with httpx.AsyncClient() as http:
+        api = build_batch_api(cfg, http)
+        assert await api.submit(reqs, "c7-r2") == "msgbatch_1"
+        sent = json.loads(create.calls[0].request.content)
+        assert create.calls[0].request.headers["x-api-key"] == "sk-ant-secret"
+        assert create.calls[0].request.headers["anthropic-version"] == "2023-06-01"
+        assert [r["custom_id"] for r in sent["requests"]] == [f"{tag}-d{n}-a" for n in (1, 2, 3, 4)]
+        first = sent["requests"][0]["params"]
+        assert first["model"] == "claude-x" and first["max_tokens"] == 64
+        assert first["messages"] == [{"role": "user", "content": "one"}]
+        assert (await api.poll("msgbatch_1")).status == RUNNING
+        assert (await api.poll("msgbatch_1")).status == ENDED
+        res = await api.results("msgbatch_1", ["d1-a", "d2-a", "d3-a", "d4-a"])
+    assert client.parse_response(res["d1-a"].data) == ("first", 10, 5)
+    assert client.parse_response(res["d3-a"].data)[0] == "third"
+    assert "errored: bad" in res["d2-a"].error and "expired" in res["d4-a"].error
+    assert "secret" not in json.dumps([r.error for r in res.values()])
+
+
+@respx.mock
+async def test_anthropic_find_and_custom_id_limits(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    cfg = parse_client_config({"kind": "anthropic", "model": "claude-x"})
+    tag = key_tag("mine")
+    respx.get(ANTHROPIC).mock(
+        return_value=httpx.Response(
+            200,
+            json={
+                "data": [anthropic_batch("msgbatch_a", "in_progress"), anthropic_batch("msgbatch_b", "ended")],
+                "has_more": False,
+                "first_id": "msgbatch_a",
+                "last_id": "msgbatch_b",
+            },
+        )
+    )
+    respx.get(f"{ANTHROPIC}/msgbatch_b/results").mock(
+        return_value=httpx.Response(200, text=json.dumps({"custom_id": f"{tag}-x", "result": {"type": "expired"}}))
+    )
+    async with httpx.AsyncClient() as http:
+        api = build_batch_api(cfg, http)
+        assert await api.find("mine") == "msgbatch_b"
+        assert await api.find("theirs") is None
+        with pytest.raises(ValueError):
+            await api.submit([BatchRequest("has space", "", {})], "k")
+        with pytest.raises(ValueError):
+            await api.submit([BatchRequest("x" * 60, "", {})], "k")
+
+
+# ---------------------------------------------------------------- Gemini (published shapes)
+GEMINI = "https://generativelanguage.googleapis.com/v1beta"
+
+
+def gemini_response(text):
+    return {
+        "candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 7, "candidatesTokenCount": 3, "totalTokenCount": 10},
+    }
+
+
+def gemini_op(state, done=False, responses=None):
+    op = {
+        "name": "batches/abc123",
+        "metadata": {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+            "model": "models/gemini-2.5-flash",
+            "displayName": "c3-r1",
+            "state": state,
+        },
+        "done": done,
+    }
+    if responses is not None:
+        op["response"] = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput",
+            "inlinedResponses": {"inlinedResponses": responses},
+        }
+    return op
+
+
+@respx.mock
+async def test_gemini_batches_follow_the_published_shapes(monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", "g-secret")
+    cfg = parse_client_config({"kind": "gemini", "model": "gemini-2.5-flash", "params": {"temperature": 0}})
+    client, reqs = requests_for(cfg, {"d1-b": "one", "d2-b": "two", "d3-b": "three"})
+    create = respx.post(f"{GEMINI}/models/gemini-2.5-flash:batchGenerateContent").mock(
+        return_value=httpx.Response(200, json=gemini_op("BATCH_STATE_PENDING"))
+    )
+    # responses in request order, metadata not echoed back; one request failed
+    responses = [
+        {"response": gemini_response("uno")},
+        {"error": {"code": 8, "message": "resource exhausted"}},
+        {"response": gemini_response("tres")},
+    ]
+    respx.get(f"{GEMINI}/batches/abc123").mock(
+        side_effect=[
+            httpx.Response(200, json=gemini_op("BATCH_STATE_RUNNING")),
+            httpx.Response(200, json=gemini_op("BATCH_STATE_SUCCEEDED", True, responses)),
+            httpx.Response(200, json=gemini_op("BATCH_STATE_SUCCEEDED", True, responses)),
+        ]
+    )
+    cancel = respx.post(f"{GEMINI}/batches/abc123:cancel").mock(return_value=httpx.Response(200, json={}))
+    respx.get(f"{GEMINI}/batches").mock(
+        return_value=httpx.Response(200, json={"operations": [gemini_op("BATCH_STATE_RUNNING")]})
+    )
+    async with httpx.AsyncClient() as http:
+        api = build_batch_api(cfg, http)
+        assert await api.submit(reqs, "c3-r1") == "batches/abc123"
+        req = create.calls[0].request
+        assert req.headers["x-goog-api-key"] == "g-secret"
+        sent = json.loads(req.content)["batch"]
+        assert sent["displayName"] == "c3-r1"
+        items = sent["inputConfig"]["requests"]["requests"]
+        assert [i["metadata"]["key"] for i in items] == ["d1-b", "d2-b", "d3-b"]
+        assert items[0]["request"]["contents"] == [{"role": "user", "parts": [{"text": "one"}]}]
+        assert items[0]["request"]["generationConfig"] == {"temperature": 0}
+        assert (await api.poll("batches/abc123")).status == RUNNING
+        assert (await api.poll("batches/abc123")).status == ENDED
+        res = await api.results("batches/abc123", ["d1-b", "d2-b", "d3-b"])
+        assert await api.find("c3-r1") == "batches/abc123"
+        assert await api.find("nope") is None
+        await api.cancel("batches/abc123")
+    assert cancel.called
+    assert client.parse_response(res["d1-b"].data) == ("uno", 7, 3)
+    assert client.parse_response(res["d3-b"].data)[0] == "tres"
+    assert "resource exhausted" in res["d2-b"].error
+
+
+@respx.mock
+async def test_gemini_states_and_http_errors(monkeypatch):
+    monkeypatch.setenv("GEMINI_API_KEY", "g-secret")
+    cfg = parse_client_config({"kind": "gemini", "model": "gemini-2.5-flash"})
+    route = respx.get(f"{GEMINI}/batches/x")
+    async with httpx.AsyncClient() as http:
+        api = build_batch_api(cfg, http)
+        for state, want in (
+            ("BATCH_STATE_FAILED", FAILED),
+            ("BATCH_STATE_EXPIRED", EXPIRED),
+            ("BATCH_STATE_CANCELLED", CANCELLED),
+            ("BATCH_STATE_PENDING", RUNNING),
+        ):
+            route.mock(return_value=httpx.Response(200, json=gemini_op(state)))
+            assert (await api.poll("x")).status == want
+        route.mock(return_value=httpx.Response(500, text="boom g-secret"))
+        with pytest.raises(ClientError) as exc:
+            await api.poll("x")
+        assert exc.value.retryable and "g-secret" not in exc.value.message
+        # an expired batch with no output: every request comes back as an error, none dropped
+        route.mock(return_value=httpx.Response(200, json=gemini_op("BATCH_STATE_EXPIRED", True)))
+        res = await api.results("x", ["a", "b"])
+        assert set(res) == {"a", "b"} and all(r.error for r in res.values())
+
+
+async def test_simulated_models_have_no_batch_api():
+    async with httpx.AsyncClient() as http:
+        assert build_batch_api(parse_client_config({"kind": "simulated"}), http) is None
