@@ -260,16 +260,16 @@ class LLMJudgeConfig(_Config):
         description="USD per judge call (charged when the client has no price or no usage is reported).",
     )
     orders: Literal["both", "one", "auto"] = Field(
-        "auto",
+        "both",
         description="both: judge each duel twice, the answers swapped the second time (two calls); one: judge "
         "it once, in the order the answers are shown, which the campaign draws with its secret key (one call; "
-        "position bias becomes zero-mean noise); auto (the default; not for jurors or a hybrid's judge): both "
+        "position bias becomes zero-mean noise); auto (not for jurors or a hybrid's judge): both "
         "orders until the measured tie and flip rates say one order is cheaper, then one order with a few duels "
         "still read in both, and back to both when the rates change. All estimate the preference averaged over "
         "the two orders.",
     )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
-        False,
+        True,
         description="The older spelling of orders (true = both, false = one); stored equal to orders == both.",
     )
     system_prompt: Annotated[str | None, BeforeValidator(lambda v: _system(v))] = Field(
@@ -311,7 +311,7 @@ class LLMJudgeConfig(_Config):
             return {**data, "both_orders": data["orders"] == "both"}
         if has_both:
             return {**data, "orders": "both" if data["both_orders"] else "one"}
-        return {**data, "orders": "auto", "both_orders": False}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "LLMJudgeConfig":

@@ -141,7 +141,7 @@ def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
 
 
 async def _auto_run(api, fake, names, n_duels, **client_params):
-    judge = llm_judge()  # orders left out: auto, the default of a campaign's llm judge
+    judge = llm_judge(orders="auto")
     if client_params:
         judge["client"] = {**judge["client"], "params": client_params}
     body = campaign_body(
@@ -165,7 +165,7 @@ async def _auto_run(api, fake, names, n_duels, **client_params):
     return c, await all_duels(api, c["id"]), bias
 
 
-async def test_auto_is_the_default_and_goes_to_one_order_for_a_consistent_judge(api, fake):
+async def test_auto_goes_to_one_order_for_a_consistent_judge(api, fake):
     c, duels, bias = await _auto_run(api, fake, ["auto1-small-q3", "auto1-mid-q4", "auto1-large-q5"], 40)
     assert c["judge"]["orders"] == "auto" and c["judge"]["both_orders"] is False
     assert c["judge_cost"] == pytest.approx(0.02)  # reserved and told as two calls: the mode it starts in
@@ -213,7 +213,7 @@ def test_auto_verdicts_have_their_own_key_and_are_stored_per_presentation():
     from service.campaigns import stores
     from service.judging import validate_judge_config
 
-    auto, both = validate_judge_config(llm_judge()), validate_judge_config(llm_judge(orders="both"))
+    auto, both = validate_judge_config(llm_judge(orders="auto")), validate_judge_config(llm_judge())
     assert auto["orders"] == "auto" and rules.judge_orders(auto) == 2 and not rules.judges_both_orders(auto)
     assert stores.judge_key(auto) != stores.judge_key(both)
     assert stores.judge_key(auto) != stores.judge_key(validate_judge_config(llm_judge(orders="one")))
