@@ -177,6 +177,14 @@ async def test_auto_goes_to_one_order_for_a_consistent_judge(api, fake):
     assert bias["orders"] == "auto" and bias["modes"] == {"both": n_calls.count(2), "one": n_calls.count(1)}
     assert bias["order_disagreement"]["rate"] == 0.0 and bias["one_order_cheaper"] is True
     assert (await api.get(f"/v1/campaigns/{c['id']}/replay")).json()["ok"] is True
+    # the dashboard and `campaign show` say which mode ran
+    page = (await api.get(f"/campaigns/{c['id']}")).text
+    assert 'id="judge-orders"' in page
+    assert f"{n_calls.count(2)} verdicts read both orders, {n_calls.count(1)} one order" in page
+    from service.cli.campaigns import bias_lines
+
+    line = f"orders auto: {n_calls.count(2)} duels in both, {n_calls.count(1)} in one; one order cheaper"
+    assert any(line in x for x in bias_lines(bias))
 
 
 async def test_auto_stays_in_both_orders_for_a_judge_that_reads_the_position(api, fake):
