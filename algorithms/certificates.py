@@ -1,7 +1,9 @@
 """The certificate tests of dctas-pc: one rule from the option names to the kernels' constants.
 
 A certificate "``m`` is beaten by ``k``" rejects ``H0: p_mk >= 1/2`` at level
-``d' = delta / (L - 1)`` with a test that is valid at any stopping time. Three tests,
+``d' = delta / L`` with a test that is valid at any stopping time (the ``level`` option;
+``delta / (L - 1)`` for the states stored before, whose verdicts were bounded only when a
+Condorcet winner exists: docs/algorithms.md, "Validity"). Four tests,
 chosen by the ``threshold`` option of dctas-pc (see ``docs/algorithms.md`` for the
 validity argument of each and the measured costs):
 
@@ -44,6 +46,10 @@ __all__ = [
     "tie_cap_for",
     "explore_for",
     "validate_pc_params",
+    "validate_pc_level",
+    "certificate_log_level",
+    "PC_LEVELS",
+    "PC_LEGACY_LEVEL",
 ]
 
 PC_THRESHOLDS = {
@@ -52,9 +58,15 @@ PC_THRESHOLDS = {
     "kk": kern.PC_KK,
     "stitched": kern.PC_STITCHED,
 }
-PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0}
+PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0, "level": "delta/L"}
 #: the test of a stored dctas-pc state that names none (states written before ``betting`` became the default)
 PC_LEGACY_THRESHOLD = "mixture"
+#: each certificate's level ``delta / divisor``: ``delta/L`` bounds every verdict by delta (the union over the
+#: ``L`` models that could be named wrongly when no Condorcet winner exists); ``delta/(L-1)`` is the level of
+#: the states stored before, which bounds only the verdicts on instances with a Condorcet winner
+PC_LEVELS = ("delta/L", "delta/(L-1)")
+#: the level of a stored dctas-pc state that names none
+PC_LEGACY_LEVEL = "delta/(L-1)"
 #: near-tie weight bound of :func:`algorithms._kernels.pc_choose` per test (0: unbounded, today's rule)
 PC_TIE_CAP = {"betting": 1.0}
 
@@ -74,9 +86,25 @@ def tie_cap_for(threshold: str) -> float:
     return float(PC_TIE_CAP.get(threshold, 0.0))
 
 
-def certificate_test(threshold: str, delta: float, L: int) -> tuple[int, float]:
-    """``(rule, c0)`` for :func:`algorithms._kernels.pc_certifies` at ``d' = delta / (L - 1)``."""
-    log_inv = math.log((L - 1) / delta)  # log(1/d')
+def validate_pc_level(level: Any) -> str:
+    """Check dctas-pc's ``level`` option; ``ValueError`` with a message when it is bad."""
+    if level not in PC_LEVELS:
+        raise ValueError(f"unknown certificate level {level!r}; choose one of {', '.join(PC_LEVELS)}")
+    return str(level)
+
+
+def certificate_log_level(delta: float, L: int, level: str = PC_DEFAULTS["level"]) -> float:
+    """``log(1/d')``: ``log(L / delta)`` for ``level = "delta/L"``, ``log((L - 1) / delta)`` for the legacy level.
+
+    A certificate is issued when its test's log-wealth reaches this value.
+    """
+    divisor = L if validate_pc_level(level) == "delta/L" else L - 1
+    return math.log(divisor / delta)
+
+
+def certificate_test(threshold: str, delta: float, L: int, level: str = PC_DEFAULTS["level"]) -> tuple[int, float]:
+    """``(rule, c0)`` for :func:`algorithms._kernels.pc_certifies` at ``d' = delta / L`` (``level``)."""
+    log_inv = certificate_log_level(delta, L, level)  # log(1/d')
     if threshold == "betting":
         return kern.PC_BETTING, log_inv
     if threshold == "mixture":
@@ -131,7 +159,7 @@ def certified_top(certificates: Any, L: int) -> list[int]:
     If every certificate is right, each such arm reaches every arm by a path of true
     ``p > 1/2`` edges, so it is in the top cycle (the smallest set whose members all beat
     every non-member). It fails only if a certificate "t beaten by u" with ``t`` in the top
-    cycle and ``u`` outside is wrong: at most ``s (L - s) delta / (L - 1)`` for a top cycle of
+    cycle and ``u`` outside is wrong: at most ``s (L - s) delta / L`` for a top cycle of
     ``s`` arms (docs/algorithms.md, "What the pages show beside a verdict"). Arms not listed
     may be in the top cycle too (their missing edges are undecided).
     """

@@ -40,11 +40,14 @@ import numpy as np
 from . import _kernels as kern
 from .certificates import (
     PC_DEFAULTS,
+    PC_LEGACY_LEVEL,
     PC_LEGACY_THRESHOLD,
+    certificate_log_level,
     certificate_log_stat,
     certificate_test,
     explore_for,
     tie_cap_for,
+    validate_pc_level,
     validate_pc_params,
 )
 from .instance import COST_MAX, cost_ok
@@ -522,9 +525,11 @@ class PCPolicy(Policy):
 
     A certificate "m is beaten by k" is issued when the test chosen by ``threshold``
     (:mod:`algorithms.certificates`; by default the betting test of
-    :func:`algorithms._kernels.pc_bet_log_wealth` reaching ``(L - 1) / delta``; a stored
+    :func:`algorithms._kernels.pc_bet_log_wealth` reaching ``L / delta``; a stored
     state that names no test uses the mixture test, the default before it) rejects
-    ``p_mk >= 1/2``. :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
+    ``p_mk >= 1/2`` at level ``delta / L`` (``level``; a stored state that names no level
+    keeps ``delta / (L - 1)``, the level it was made with), so that every verdict is wrong
+    with probability at most ``delta`` (docs/algorithms.md, "Validity"). :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
     other arm; stop with the verdict "no Condorcet winner" when every arm is certified
     beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
     with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
@@ -534,7 +539,7 @@ class PCPolicy(Policy):
     ``perm[n]`` of one secret uniformly random permutation of the campaign's ``P`` prompts,
     shared by all pairs; the preference certified is the prompt-set mean (R1). Each pair
     runs two one-sided without-replacement betting tests (R3, R4) with ``N = P`` at level
-    ``alpha = delta / (L - 1)``, one per direction (:func:`algorithms._kernels.pc_wor_bet`,
+    ``alpha = delta / L`` (``level``), one per direction (:func:`algorithms._kernels.pc_wor_bet`,
     the bet of :func:`algorithms.prompt_level.bet_size`), plus exact certificates when the
     pair's sum already decides the prompt-set mean (``2 W > P``;
     :func:`algorithms._kernels.pc_wor_update`); the ``threshold`` tests (for i.i.d.
@@ -559,6 +564,7 @@ class PCPolicy(Policy):
         threshold: str | None = None,
         stick: float = PC_DEFAULTS["stick"],
         population: int | None = None,
+        level: str = PC_DEFAULTS["level"],
         goal: str = GOAL_WINNER,
         k: int | None = None,
     ) -> None:
@@ -569,6 +575,7 @@ class PCPolicy(Policy):
             raise PolicyError(str(exc)) from None
         try:
             threshold, stick = validate_pc_params(PC_DEFAULTS["threshold"] if threshold is None else threshold, stick)
+            level = validate_pc_level(level)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         # the state names the test unless it is the legacy one (a state without "threshold" is a
@@ -586,6 +593,8 @@ class PCPolicy(Policy):
                     f"it cannot be combined with {' or '.join(sorted(opts))}"
                 )
             opts["population"] = population
+        if level != PC_LEGACY_LEVEL:  # a state without "level" was made with delta / (L - 1)
+            opts["level"] = level
         if goal != GOAL_WINNER:
             opts["goal"] = goal
             if k is not None:
@@ -595,14 +604,16 @@ class PCPolicy(Policy):
         # a leaderboard certifies claims on any of the L (L - 1) ordered pairs (algorithms/leaderboard.py)
         self._goal_div = 1 if goal == GOAL_WINNER else goal_delta_divisor(goal, self.L) // (self.L - 1)
         self.goal_verdict: str | None = None
-        self.threshold, self.stick = threshold, stick
+        self.threshold, self.stick, self.level = threshold, stick, level
+        # the winner goal tests each certificate at delta / L (level); a leaderboard at delta / (L (L - 1))
+        self._level_eff = level if goal == GOAL_WINNER else PC_LEGACY_LEVEL
         self.population: int | None = population
         self.BEAT = np.zeros((self.L, self.L), dtype=np.bool_)
         self._CB = np.zeros(self.L, dtype=np.int64)
         self._CW = np.zeros(self.L, dtype=np.int64)
         self._LEAD = -np.ones(1, dtype=np.int64)
         self._alpha = np.zeros(self.K)
-        self._rule, self._c0 = certificate_test(threshold, self.delta / self._goal_div, self.L)
+        self._rule, self._c0 = certificate_test(threshold, self.delta / self._goal_div, self.L, self._level_eff)
         self._tie_cap = tie_cap_for(threshold) if population is None else 0.0
         self._explore, self._explore_frac = explore_for(threshold) if population is None else (0, 1.0)
         self._betting = population is None and self._rule == kern.PC_BETTING
@@ -613,8 +624,8 @@ class PCPolicy(Policy):
             self._LA = np.zeros(self.K)  # log K_t (R4): "PJ[k] beaten by PI[k]"
             self._LB = np.zeros(self.K)  # log K_t (R4) on 1 - x: "PI[k] beaten by PJ[k]"
             self._SQ = np.zeros(self.K)  # sum of squared scores of PI[k]
-            # log(1/alpha), alpha = delta / (L - 1) (a leaderboard: delta / (L (L - 1)))
-            self._log_thr = math.log((self.L - 1) * self._goal_div / self.delta)
+            # log(1/alpha), alpha = delta / L (a leaderboard: delta / (L (L - 1)))
+            self._log_thr = certificate_log_level(self.delta / self._goal_div, self.L, self._level_eff)
             self._CK = np.zeros(self.K)
             self._GW = np.zeros((self.L, self.L))
             self._AW = np.zeros(self.L)
@@ -848,8 +859,8 @@ class PCPolicy(Policy):
         (the certificate test's statistic on a log scale: the log-wealth of the mixture martingale
         or of the without-replacement betting test, or the log-scale forms of the ``kk`` and
         ``stitched`` boundaries, :func:`algorithms.certificates.certificate_log_stat`),
-        ``log_threshold`` (the certificate is issued when ``log_stat`` reaches it; ``log((L-1)/delta)``
-        for the mixture and without-replacement tests), ``certified`` (the certificate is held) and
+        ``log_threshold`` (the certificate is issued when ``log_stat`` reaches it; ``log(L/delta)``
+        for the betting, mixture and without-replacement tests, :attr:`certificate_log_threshold`), ``certified`` (the certificate is held) and
         ``exact`` (without replacement: certified because the pair's sum already decides the
         prompt-set mean, whatever ``log_stat`` says).
         """
@@ -886,8 +897,9 @@ class PCPolicy(Policy):
 
     @property
     def certificate_log_threshold(self) -> float:
-        """``log((L - 1) / delta)``: a certificate is issued when its test's log-wealth reaches it."""
-        return math.log((self.L - 1) / self.delta)
+        """``log(L / delta)`` (``log((L - 1) / delta)`` at the legacy level; a leaderboard goal:
+        ``log(L (L - 1) / delta)``): a certificate is issued when its test's log-wealth reaches it."""
+        return certificate_log_level(self.delta / self._goal_div, self.L, self._level_eff)
 
     def certificate_log_wealth(self) -> np.ndarray | None:
         """``LW[m, k]``: the current log-wealth of the test "m is beaten by k" (0 on the diagonal).
@@ -1094,8 +1106,9 @@ def state_params(state: Mapping[str, Any]) -> dict[str, Any]:
     """The policy parameters a stored state was made with (for :func:`make_policy`).
 
     A dctas-pc state that names no ``threshold`` (and no ``population``) was written when the
-    mixture test was the default: it gets ``threshold = "mixture"``, so stored campaigns load
-    and replay exactly.
+    mixture test was the default: it gets ``threshold = "mixture"``; one that names no ``level``
+    was written when each certificate was at level ``delta / (L - 1)``: it gets that level. So
+    stored campaigns load, continue and replay exactly under their own rule.
     """
     params = dict(state.get("params") or {}) if isinstance(state, Mapping) else {}
     if (
@@ -1105,6 +1118,8 @@ def state_params(state: Mapping[str, Any]) -> dict[str, Any]:
         and params.get("population") is None
     ):
         params["threshold"] = PC_LEGACY_THRESHOLD
+    if isinstance(state, Mapping) and str(state.get("algorithm", "")).lower() == "dctas-pc" and "level" not in params:
+        params["level"] = PC_LEGACY_LEVEL
     return params
 
 

@@ -228,3 +228,92 @@ def bootstrap_ranking(
                 low[m], high[m] = np.quantile(col, [alpha, 1.0 - alpha])
     order = sorted(range(n_models), key=lambda m: (-np.nan_to_num(rate[m], nan=-1.0), m))
     return Ranking(rate, low, high, duels, order, level, reps if interval == "bootstrap" else 0, interval)
+
+
+#: the grid of candidate means of :func:`betting_field_intervals`
+BET_GRID = np.linspace(0.0, 1.0, 1001)
+#: its constant bets, as fractions of the largest bet that keeps every factor >= 0.01
+BET_FRACTIONS = 0.99 * 0.8 ** np.arange(15)
+
+
+def pair_log_wealth(score_sum: float, n: float) -> npt.NDArray[np.float64]:
+    """``log M(p)`` on :data:`BET_GRID`: a two-sided mixture of constant bets against the mean ``p`` of ``n``
+    scores in [0, 1] summing to ``score_sum``.
+
+    Half the prior weight bets on scores above ``p`` (``lambda = f / p``), half below (``lambda = f / (1 - p)``),
+    evenly over the fractions ``f`` of :data:`BET_FRACTIONS`; each factor ``1 + lambda (y - p)`` has mean 1
+    when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is at least the
+    value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what this returns.
+    """
+    if n <= 0:
+        return np.zeros_like(BET_GRID)
+    m = BET_GRID[:, None]
+    f = BET_FRACTIONS[None, :]
+    S, F = float(score_sum), float(n) - float(score_sum)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = S * np.log1p(f / np.maximum(m, 1e-12) * (1.0 - m)) + F * np.log1p(-f)
+        down = S * np.log1p(-f) + F * np.log1p(f / np.maximum(1.0 - m, 1e-12) * m)
+    X = np.concatenate([up, down], axis=1)
+    top = X.max(axis=1, keepdims=True)
+    return np.log(np.exp(X - top).mean(axis=1)) + top[:, 0]
+
+
+def _dual_bound(fs: list[npt.NDArray[np.float64]], c: float, sign: float) -> float:
+    """An upper bound of ``max sign * sum_j p_j`` over ``sum_j log M_j(p_j) < c``.
+
+    Weak Lagrange duality: for every ``mu >= 0`` it is at most
+    ``g(mu) = sum_j max_p (sign p - mu log M_j(p)) + mu c``; ``g`` is convex, so a golden-section
+    search finds a small one (any ``mu`` gives a valid bound). The inner maxima are taken on the grid
+    and moved out by one grid step per pair.
+    """
+    step = float(BET_GRID[1] - BET_GRID[0])
+    F = np.stack(fs)
+    x = sign * BET_GRID[None, :]
+
+    def g(mu: float) -> float:
+        return float(np.max(x - mu * F, axis=1).sum() + mu * c)
+
+    lo, hi = 0.0, 20.0
+    phi = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = hi - phi * (hi - lo), lo + phi * (hi - lo)
+    ga, gb = g(a), g(b)
+    best = min(g(lo), ga, gb)
+    for _ in range(40):
+        if ga <= gb:
+            hi, b, gb = b, a, ga
+            a = hi - phi * (hi - lo)
+            ga = g(a)
+        else:
+            lo, a, ga = a, b, gb
+            b = lo + phi * (hi - lo)
+            gb = g(b)
+        best = min(best, ga, gb)
+    return best + step * len(fs)
+
+
+def betting_field_intervals(
+    wins: npt.ArrayLike, counts: npt.ArrayLike, level: float = 0.95
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per model, an interval for its win rate against the field, valid at any stopping time and
+    **simultaneously for every model** at ``level`` (docs/algorithms.md, *Ranking intervals*).
+
+    Model ``m``'s ``L - 1`` pair wealths (:func:`pair_log_wealth`) multiply into one nonnegative
+    martingale of the vector ``(p_mj)_j`` (a duel changes one factor); Ville's inequality at
+    ``alpha / L`` and the union over the ``L`` models give the confidence set
+    ``sum_j log M_j(p_mj) < log(L / alpha)``, and the interval is the range of ``mean_j p_mj`` over it
+    (bounded through weak duality). A pair never compared is free in [0, 1].
+    """
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
+    L = W.shape[0]
+    if L < 2 or W.shape != (L, L) or N.shape != (L, L):
+        raise ValueError("wins and counts must be L x L matrices with L >= 2")
+    if not 0 < level < 1:
+        raise ValueError("level must be in (0, 1)")
+    c = math.log(L / (1.0 - level))
+    low, high = np.zeros(L), np.ones(L)
+    for m in range(L):
+        fs = [pair_log_wealth(W[m, j], N[m, j]) for j in range(L) if j != m]
+        high[m] = min(1.0, _dual_bound(fs, c, 1.0) / (L - 1))
+        low[m] = max(0.0, -_dual_bound(fs, c, -1.0) / (L - 1))
+    return low, high

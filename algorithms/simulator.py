@@ -26,7 +26,14 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .certificates import PC_DEFAULTS, certificate_test, explore_for, tie_cap_for, validate_pc_params
+from .certificates import (
+    PC_DEFAULTS,
+    certificate_test,
+    explore_for,
+    tie_cap_for,
+    validate_pc_level,
+    validate_pc_params,
+)
 from .instance import Instance
 from .oracle import effective_costs, solve_oracle, solve_pc_oracle, validate_judge_cost
 from .policies import ALGORITHMS, CW_ASSUMPTION, PAPER_ALGORITHMS, DPCAPolicy, PolicyError, pair_index_arrays
@@ -331,9 +338,10 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     if algorithm == "dctas-pc":
         try:
             threshold, pc_stick = validate_pc_params(p["threshold"], p["stick"])
+            level = validate_pc_level(p["level"])
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
-        pc_rule, pc_c0 = certificate_test(threshold, delta, L)
+        pc_rule, pc_c0 = certificate_test(threshold, delta, L, level)
         pc_tie_cap = tie_cap_for(threshold)
         pc_explore, pc_explore_frac = explore_for(threshold)
     return (
@@ -397,8 +405,8 @@ def simulate(
         Per-trial cap on the number of duels; a capped trial counts as not stopped.
     params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
         default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA, ``threshold``
-        (``"betting"`` (default), ``"mixture"``, ``"kk"``, ``"stitched"``) and ``stick`` (nats >= 0)
-        for dctas-pc. An instance with ``ties`` draws win / tie / loss (scores 1, 1/2, 0).
+        (``"betting"`` (default), ``"mixture"``, ``"kk"``, ``"stitched"``), ``stick`` (nats >= 0)
+        and ``level`` (``"delta/L"`` (default), ``"delta/(L-1)"``) for dctas-pc. An instance with ``ties`` draws win / tie / loss (scores 1, 1/2, 0).
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")

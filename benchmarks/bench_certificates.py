@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_certificates.py --part errors --error-trials 10000 --jobs 2
     .venv/bin/python benchmarks/bench_certificates.py --part explore --trials 200 --jobs 2
     .venv/bin/python benchmarks/bench_certificates.py --part dctas --trials 500 --jobs 2
+    .venv/bin/python benchmarks/bench_certificates.py --part union --trials 500 --error-trials 600 --jobs 2 --json
+    .venv/bin/python benchmarks/bench_certificates.py --part bets --trials 400 --json
     .venv/bin/python benchmarks/bench_certificates.py --quick          # every part, few trials
 
 ``tests``: at delta = 0.01 on synthetic k=4, k=19, search and the tie-heavy genai-image-ties4
@@ -16,20 +18,31 @@ no rule with both verdicts can beat. Targets (issue 23): ratio <= 0.90 on k=4, k
 tie-heavy instance, with the one-sided binomial check (the rate is at most delta unless the
 count exceeds the 99.9% binomial quantile). ``explore``: forced-exploration variants of the
 default (sampling with the betting test) against the mixture. ``dctas``: dctas-pc against the
-paper's dctas on the six built-ins.
+paper's dctas on the six built-ins. ``union``: the level of each certificate, ``delta / L``
+(default) against ``delta / (L - 1)`` (the level before): the share of trials naming a winner
+on exactly equal models (L = 2, 3, 4) at delta = 0.1 with its binomial check, and at
+delta = 0.01 the mean cost / c_pc* of both levels and of the paper's dctas on the same seeds
+on synthetic k=4, k=19, search and a 5-arm intransitive instance with a winner; ``--json``
+prints the figures as one JSON object. ``bets``: one pair alone, the default test's expected
+number of duels to certify at level delta / L (L = 3, delta = 0.01) against a single constant
+bet at the Kelly size for the true mean (an oracle no test has) and an aGRAPA plug-in bet
+(Waudby-Smith and Ramdas 2024), same outcomes, in units of ``log(1/(4 delta)) / K_inf``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import numpy as np  # noqa: E402
 from scipy.stats import binom  # noqa: E402
 
+import algorithms._kernels as kern  # noqa: E402
 import algorithms.certificates as certificates  # noqa: E402
 from algorithms import Instance, solve_oracle, solve_pc_oracle  # noqa: E402
 from algorithms.instances import resolve_instance  # noqa: E402
@@ -47,6 +60,28 @@ INTRANSITIVE = Instance(
     [2.0, 1.0, 0.5, 3.0],
     [[0.5, 0.7, 0.7, 0.72], [0.3, 0.5, 0.7, 0.3], [0.3, 0.3, 0.5, 0.7], [0.28, 0.7, 0.3, 0.5]],
 )
+# a Condorcet winner w over four arms with two cycles (x > y > z > v > x)
+INTRANSITIVE5 = Instance(
+    ["w", "x", "y", "z", "v"],
+    [1.0, 2.0, 1.0, 0.5, 1.5],
+    [
+        [0.5, 0.6, 0.62, 0.58, 0.65],
+        [0.4, 0.5, 0.65, 0.45, 0.38],
+        [0.38, 0.35, 0.5, 0.65, 0.55],
+        [0.42, 0.55, 0.35, 0.5, 0.6],
+        [0.35, 0.62, 0.45, 0.4, 0.5],
+    ],
+)
+UNION_COST = [("synthetic:k=4", None), ("synthetic:k=19", None), ("search", None), ("intransitive-5", INTRANSITIVE5)]
+EQUAL_CAP = 20_000  # duels per trial on equal models (no certificate is due there, so trials end at the cap)
+
+
+def equal_models(L: int) -> Instance:
+    """``L`` exactly equal models: every duel a fair coin; naming any model is an error."""
+    P = [[0.5] * L for _ in range(L)]
+    return Instance([f"m{i}" for i in range(L)], [1.0] * L, P, require_condorcet=False)
+
+
 # (near-tie weight bound, exploration mode, fraction): see algorithms._kernels.pc_choose
 EXPLORE_VARIANTS = {
     "default": None,
@@ -139,7 +174,134 @@ def part_dctas(a: argparse.Namespace) -> None:
         )
 
 
-PARTS = {"tests": part_tests, "errors": part_errors, "explore": part_explore, "dctas": part_dctas}
+def part_union(a: argparse.Namespace) -> dict:
+    out: dict = {"equal_models": [], "cost": []}
+    delta, n = 0.1, a.error_trials
+    limit = int(binom.ppf(0.999, n, delta))
+    print(f"equal models, delta = {delta}, {n} trials, cap {EQUAL_CAP} duels, seed {a.seed} (99.9% limit {limit})")
+    print(f"{'L':>3} {'level':>12} {'named':>6} {'share':>7} {'no-CW':>6} {'<= limit':>8} {'sec':>5}", flush=True)
+    for L in (2, 3, 4):
+        for level in ("delta/L", "delta/(L-1)"):
+            t0 = time.perf_counter()
+            r = simulate(
+                equal_models(L), "dctas-pc", delta, n, seed=a.seed, jobs=a.jobs, max_steps=EQUAL_CAP, level=level
+            )
+            named = int((r.stopped & (r.recommended >= 0)).sum())  # a capped trial names nobody
+            row = {"L": L, "level": level, "trials": n, "named": named, "share": named / n, "limit": limit}
+            row["no_condorcet_winner"] = int(r.no_condorcet_winner.sum())
+            out["equal_models"].append(row)
+            print(
+                f"{L:>3} {level:>12} {named:>6} {named / n:>7.4f} {row['no_condorcet_winner']:>6} "
+                f"{str(named <= limit):>8} {time.perf_counter() - t0:>5.0f}",
+                flush=True,
+            )
+    delta = 0.01
+    print(f"cost / c_pc* at delta = {delta}, {a.trials} trials, seed {a.seed}, same seeds in every column")
+    print(
+        f"{'instance':<16} {'delta/L':>8} {'delta/(L-1)':>11} {'fix cost':>8} {'dctas':>8} {'pc/dctas':>8} "
+        f"{'errors':>8} {'sec':>5}",
+        flush=True,
+    )
+    for name, inst in UNION_COST:
+        inst = inst or resolve_instance(name)
+        t0 = time.perf_counter()
+        new = simulate(inst, "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs).summary()
+        old = simulate(inst, "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs, level="delta/(L-1)").summary()
+        d = simulate(inst, "dctas", delta, a.trials, seed=a.seed, jobs=a.jobs).summary()
+        row = {
+            "instance": name,
+            "trials": a.trials,
+            "cost_over_c_pc": new["cost_over_pc_lower_bound"],
+            "legacy_cost_over_c_pc": old["cost_over_pc_lower_bound"],
+            "fix_cost_ratio": new["mean_cost"] / old["mean_cost"],
+            "dctas_cost_over_c_pc": d["mean_cost"] / new["pc_lower_bound"],
+            "cost_over_dctas": new["mean_cost"] / d["mean_cost"],
+            "errors": new["errors"],
+            "legacy_errors": old["errors"],
+            "dctas_errors": d["errors"],
+        }
+        out["cost"].append(row)
+        print(
+            f"{name:<16} {row['cost_over_c_pc']:>8.3f} {row['legacy_cost_over_c_pc']:>11.3f} "
+            f"{row['fix_cost_ratio']:>8.3f} {row['dctas_cost_over_c_pc']:>8.3f} {row['cost_over_dctas']:>8.3f} "
+            f"{new['errors']:>2}/{old['errors']}/{d['errors']:<3} {time.perf_counter() - t0:>5.0f}",
+            flush=True,
+        )
+    return out
+
+
+def _first_crossing(lw: np.ndarray, thr: float) -> np.ndarray:
+    """Per row, the first duel (1-based) whose log-wealth reaches ``thr``; the row length if none."""
+    hit = lw >= thr
+    return np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, lw.shape[1])
+
+
+def part_bets(a: argparse.Namespace) -> dict:
+    L, delta, n_max = 3, 0.01, 6000
+    thr = float(np.log(L / delta))
+    rng = np.random.default_rng(a.seed)
+    lf = np.asarray(kern.PC_BET_LF)  # log(1 + mu_g (1/2 - y)) for y = 0, 1/4, .., 1
+    lpi = np.asarray(kern.PC_BET_LPI)
+    out = []
+    print(
+        f"one pair, level delta/L (L = {L}, delta = {delta}), {a.trials} trials, seed {a.seed}: E[duels] K_inf / log(1/(4 delta))"
+    )
+    print(f"{'win':>5} {'tie':>5} {'K_inf':>7} {'default':>8} {'oracle bet':>10} {'aGRAPA':>7}", flush=True)
+    for win, tie in ((0.45, 0.0), (0.40, 0.0), (0.35, 0.0), (0.25, 0.4)):
+        # m's score: 1 with prob. win, 1/2 with prob. tie, else 0 (mean below 1/2: "m beaten" is true)
+        u = rng.random((a.trials, n_max))
+        y = np.where(u < win, 1.0, np.where(u < win + tie, 0.5, 0.0))
+        lv = (4 * y).astype(int)
+        # the default test: log sum_g pi_g prod_t (1 + mu_g (1/2 - y_t)), exactly the kernel's tables
+        n_def = np.empty(a.trials, dtype=np.int64)
+        for c0 in range(0, a.trials, 20):  # 20 trials at a time: 20 x n x G log-wealths
+            cum = np.cumsum(lf[lv[c0 : c0 + 20]], axis=1) + lpi
+            m = cum.max(axis=2)
+            n_def[c0 : c0 + 20] = _first_crossing(m + np.log(np.exp(cum - m[..., None]).sum(axis=2)), thr)
+        # the Kelly bet for the true law: argmax_mu E log(1 + mu (1/2 - y)), on a fine grid
+        mus = np.linspace(0.0, 1.99, 2000)
+        probs = {1.0: win, 0.5: tie, 0.0: 1 - win - tie}
+        growth = sum(p * np.log1p(mus * (0.5 - v)) for v, p in probs.items())
+        mu_star, k_inf = float(mus[growth.argmax()]), float(growth.max())
+        n_orc = _first_crossing(np.cumsum(np.log1p(mu_star * (0.5 - y)), axis=1), thr)
+        # aGRAPA: lambda_t = g / (v + g^2), g and v the running mean gap and variance of past scores
+        lw_a = np.zeros(a.trials)
+        n_ag = np.full(a.trials, n_max)
+        s1 = np.full(a.trials, 0.5)
+        s2 = np.full(a.trials, 0.25)
+        for t in range(n_max):
+            g = 0.5 - s1 / (t + 1)
+            v = np.maximum(s2 / (t + 1) - (s1 / (t + 1)) ** 2, 1e-3)
+            lam = np.clip(g / (v + g * g), 0.0, 1.8)
+            lw_a += np.log1p(lam * (0.5 - y[:, t]))
+            s1 += y[:, t]
+            s2 += y[:, t] ** 2
+            n_ag = np.where((lw_a >= thr) & (n_ag == n_max), t + 1, n_ag)
+        unit = float(np.log(1 / (4 * delta))) / k_inf
+        row = {
+            "win": win,
+            "tie": tie,
+            "k_inf": k_inf,
+            "default": float(n_def.mean()) / unit,
+            "oracle_bet": float(n_orc.mean()) / unit,
+            "agrapa": float(n_ag.mean()) / unit,
+        }
+        out.append(row)
+        print(
+            f"{win:>5} {tie:>5} {k_inf:>7.4f} {row['default']:>8.3f} {row['oracle_bet']:>10.3f} {row['agrapa']:>7.3f}",
+            flush=True,
+        )
+    return {"pairs": out}
+
+
+PARTS = {
+    "union": part_union,
+    "bets": part_bets,
+    "tests": part_tests,
+    "errors": part_errors,
+    "explore": part_explore,
+    "dctas": part_dctas,
+}
 
 
 def main() -> None:
@@ -150,13 +312,19 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="50 trials, 1,000 error trials")
+    ap.add_argument("--json", action="store_true", help="also print the figures of the parts that have them as JSON")
     a = ap.parse_args()
     if a.quick:
         a.trials, a.error_trials = 50, 1000
+    figures = {}
     for name, fn in PARTS.items():
         if a.part in (name, "all"):
-            fn(a)
+            res = fn(a)
+            if res is not None:
+                figures[name] = res
             print(flush=True)
+    if a.json:
+        print(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":

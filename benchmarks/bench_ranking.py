@@ -5,7 +5,8 @@ Each campaign runs the step-wise dctas-pc policy on the instance's preference
 matrix (Bernoulli duels) until its certificate stops it; the ranking's intervals
 are computed from its final counts, as the export does, with the percentile
 bootstrap (descriptive) and with the anytime-valid intervals
-(:func:`algorithms.ranking.anytime_field_intervals`).
+(:func:`algorithms.ranking.anytime_field_intervals`), and the betting intervals simultaneous
+over the models (:func:`algorithms.ranking.betting_field_intervals`).
 
 ``--wor``: also campaigns without replacement (the service's dctas-pc driver,
 :func:`algorithms.prompt_policy_sim.policy_campaign`, on prompt-level tables drawn
@@ -26,7 +27,7 @@ from algorithms.instances import resolve_instance
 from algorithms.policies import make_policy
 from algorithms.prompt_level import bradley_terry_prompts
 from algorithms.prompt_policy_sim import policy_campaign
-from algorithms.ranking import anytime_field_intervals, bootstrap_ranking
+from algorithms.ranking import anytime_field_intervals, betting_field_intervals, bootstrap_ranking
 
 
 def stopped_campaign(P: np.ndarray, costs, delta: float, seed: int, cap: int = 200_000):
@@ -88,19 +89,31 @@ def main() -> None:
     P = np.asarray(inst.preference)
     L = P.shape[0]
     t0 = time.perf_counter()
-    hit = {"bootstrap": 0, "anytime": 0}
-    width = {"bootstrap": [], "anytime": []}
+    kinds = ("bootstrap", "anytime", "betting")
+    hit = dict.fromkeys(kinds, 0)
+    every = dict.fromkeys(kinds, 0)  # every model's interval covers at once
+    width: dict[str, list[float]] = {k: [] for k in kinds}
+    truths = (P.sum(axis=1) - 0.5) / (L - 1)
     for c in range(a.campaigns):
         win, W, N = stopped_campaign(P, inst.costs, a.delta, seed=c)
-        truth = (P[win].sum() - 0.5) / (L - 1)
         r = bootstrap_from_counts(W, N, seed=c)
-        lo, hi = anytime_field_intervals(W, N, 0.95)
-        for name, (low, high) in (("bootstrap", (r.low[win], r.high[win])), ("anytime", (lo[win], hi[win]))):
-            hit[name] += int(low <= truth <= high)
-            width[name].append(high - low)
+        for name, (low, high) in (
+            ("bootstrap", (r.low, r.high)),
+            ("anytime", anytime_field_intervals(W, N, 0.95)),
+            ("betting", betting_field_intervals(W, N, 0.95)),
+        ):
+            hit[name] += int(low[win] <= truths[win] <= high[win])
+            every[name] += int(np.all((low <= truths) & (truths <= high)))
+            width[name].append(high[win] - low[win])
     print(f"{a.instance}, dctas-pc, delta {a.delta}, {a.campaigns} campaigns; 95% intervals of the winner")
-    for name in ("bootstrap", "anytime"):
-        print(f"  {name:<9} coverage {100 * hit[name] / a.campaigns:5.1f}%  median width {np.median(width[name]):.3f}")
+    for name in kinds:
+        print(
+            f"  {name:<9} coverage {100 * hit[name] / a.campaigns:5.1f}%  every model at once "
+            f"{100 * every[name] / a.campaigns:5.1f}%  median width {np.median(width[name]):.3f}"
+        )
+    print(
+        f"  betting / anytime median width ratio {np.median(np.array(width['betting']) / np.array(width['anytime'])):.3f}"
+    )
     if a.wor:
         print("anytime 95% intervals, campaigns without replacement (prompt-set truth):")
         for n_prompts, spread in ((50, 0.5), (200, 0.5), (50, 0.15)):

@@ -371,7 +371,7 @@ class RateLimitEvent(Base):
 
 class BudgetHold(Base):
     """Budget held by a model call that is not a duel's: a pre-generated answer
-    (service/campaigns/pregeneration.py, service/campaigns/holds.py).
+    (service/campaigns/pregeneration.py, service/money/holds.py).
 
     Made before the call, in a transaction holding the campaign's row lock, when
     ``amount_nusd`` (the call's bound) fits the budget; deleted in the transaction

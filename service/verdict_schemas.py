@@ -21,7 +21,7 @@ class PairEvidence(BaseModel):
     )
     log_threshold: float | None = Field(
         description="The certificate is issued when log_stat reaches it: "
-        "log((L-1)/delta) for mixture and without_replacement."
+        "log(L/delta) for betting, mixture and without_replacement (log((L-1)/delta) at level delta/(L-1))."
     )
     certified: bool
     exact: bool
@@ -33,12 +33,22 @@ class LoserEvidence(BaseModel):
 
 
 class PCEvidence(BaseModel):
-    test: str = Field(description="mixture, kk, stitched or without_replacement.")
+    test: str = Field(description="betting, mixture, kk, stitched or without_replacement.")
     statistic: str = Field(description="What log_stat is, in words.")
     log_threshold: float | None
+    level: str = Field(
+        "delta/L",
+        description="Each certificate's error level: delta/L, so that every verdict is wrong with probability at "
+        "most delta; delta/(L-1) for a campaign stored at that level (its verdicts are bounded by delta only "
+        "when a Condorcet winner exists).",
+    )
     reference: str | None = Field(description="The certified winner, else the current leader.")
     certified: int = Field(description="Certificates the reference holds.")
-    needed: int = Field(description="L - 1: certificates a winner needs.")
+    needed: int = Field(
+        description="L - 1: certificates a winner needs; for a leaderboard goal the pairs it rests on (ranking: "
+        "every pair; top_k: the k models with the most certificates against the others), `certified` of them "
+        "resolved."
+    )
     progress: float = Field(
         description="Mean over the reference's L - 1 pairs of min(1, log_stat/log_threshold) "
         "(1 for a certified pair; 1 once the campaign ended)."

@@ -542,11 +542,11 @@ async def test_a_model_cost_past_the_ledger_is_422_and_the_edges_inside_are_acce
 
 
 def test_the_ledger_cap_ends_a_campaign_without_a_budget():
-    from service.campaigns import rules
+    from service.money import budget
 
-    cap = rules.LEDGER_CAP_NUSD
+    cap = budget.LEDGER_CAP_NUSD
     assert cap < 2**63 - 1 - 10**18  # room for one more duel's charges of up to 1e9 USD
-    assert not rules.over_budget(None, cap - 10, 5, 5)
-    assert rules.over_budget(None, cap - 10, 5, 6)
-    assert rules.budget_spent(None, cap) and not rules.budget_spent(None, cap - 1)
-    assert rules.effective_budget(10) == 10 and rules.effective_budget(None) == cap
+    assert not budget.over_budget(None, cap - 10, 5, 5)
+    assert budget.over_budget(None, cap - 10, 5, 6)
+    assert budget.budget_spent(None, cap) and not budget.budget_spent(None, cap - 1)
+    assert budget.effective_budget(10) == 10 and budget.effective_budget(None) == cap

@@ -11,25 +11,26 @@ from service.api.errors import domain_status
 from service.campaigns import rules
 from service.campaigns.types import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from service.cycle import pg_driver
+from service.money import budget, reserve
 
 MODELS = [{"name": "a", "cost": 0.001}, {"name": "b", "cost": 0.002}, {"name": "c", "cost": 0.004}]
 
 
 def test_expected_judge_cost_is_the_mean_so_far_rounded_up():
-    assert rules.expected_judge_nusd(0, 5) == 0
-    assert rules.expected_judge_nusd(10, 3) == 4  # 3.33 -> 4
-    assert rules.expected_judge_nusd(9, 3) == 3
-    assert rules.expected_judge_nusd(7, 0) == 7  # no duel done yet: the spend so far
-    assert rules.expected_duel_nusd(MODELS, 0, 2, 10, 3) == 5_000_000 + 4
+    assert reserve.expected_judge_nusd(0, 5) == 0
+    assert reserve.expected_judge_nusd(10, 3) == 4  # 3.33 -> 4
+    assert reserve.expected_judge_nusd(9, 3) == 3
+    assert reserve.expected_judge_nusd(7, 0) == 7  # no duel done yet: the spend so far
+    assert reserve.expected_duel_nusd(MODELS, 0, 2, 10, 3) == 5_000_000 + 4
 
 
 def test_budget_reservation_and_end_conditions():
-    assert not rules.over_budget(None, 10**12, 10**12, 10**12)
-    assert not rules.over_budget(100, 50, 30, 20)  # exactly the budget fits
-    assert rules.over_budget(100, 50, 30, 21)
+    assert not budget.over_budget(None, 10**12, 10**12, 10**12)
+    assert not budget.over_budget(100, 50, 30, 20)  # exactly the budget fits
+    assert budget.over_budget(100, 50, 30, 21)
     assert rules.max_duels_reached(10, 7, 3) and not rules.max_duels_reached(10, 7, 2)
     assert not rules.max_duels_reached(None, 10**9, 10**9)
-    assert rules.budget_spent(100, 100) and not rules.budget_spent(100, 99) and not rules.budget_spent(None, 1)
+    assert budget.budget_spent(100, 100) and not budget.budget_spent(100, 99) and not budget.budget_spent(None, 1)
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     assert rules.is_stale(now, now) and not rules.is_stale(now + dt.timedelta(microseconds=1), now)
 

@@ -72,7 +72,8 @@ def test_certificate_counts_and_verdict_follow_the_certificate_graph():
 
 def test_kk_and_stitched_tests_are_their_formulas():
     L, delta = 4, 0.01
-    d1 = delta / (L - 1)
+    d1 = delta / L  # each certificate's level: the union over the L models that could be named
+    assert certificate_test("kk", delta, L, "delta/(L-1)")[1] == pytest.approx(calibration_C(math.log((L - 1) / delta)))
     rule, c0 = certificate_test("kk", delta, L)
     assert rule == kern.PC_KK and c0 == pytest.approx(calibration_C(math.log(1 / d1)))
     for n, x in ((400.0, 150.0), (1000.0, 440.0), (50.0, 10.0)):
@@ -122,9 +123,11 @@ def test_the_options_change_the_run_and_defaults_keep_the_state_as_before():
             assert not np.array_equal(mixture.pair_pulls, other.pair_pulls), params
     # the state names the default test (betting); a mixture-test state names none, as before
     state = make_policy("dctas-pc", [1, 2, 3], 0.1).to_state()
-    assert state["params"] == {"threshold": "betting"} and "lead" not in state
-    assert make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="mixture").to_state()["params"] == {}
-    assert make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="kk").to_state()["params"] == {"threshold": "kk"}
+    assert state["params"] == {"threshold": "betting", "level": "delta/L"} and "lead" not in state
+    old = make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="mixture", level="delta/(L-1)")
+    assert old.to_state()["params"] == {}
+    kk = make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="kk").to_state()["params"]
+    assert kk == {"threshold": "kk", "level": "delta/L"}
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from service.campaigns.stores import Stored
 from service.campaigns.types import CampaignEnded, Conflict, DuelPlan, Forbidden
 from service.clients import ClientError, Completion
 from service.decide import answers, plan, verdict
+from service.money import budget, reserve
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 LATER = NOW + dt.timedelta(minutes=5)
@@ -108,21 +109,21 @@ def test_orphaned_run_duels_never_count_toward_the_cap():
 # ---------------------------------------------------------------- plan: budget, reservations, holds
 def test_budget_counts_spend_reservations_holds_and_the_new_duel():
     live = [duel(1, cost=30), duel(2, cost=20)]
-    assert plan.budget_decision(7, 100, 40, live, 0, 10) is None  # 40 + 50 + 10 = 100: fits exactly
-    wait = plan.budget_decision(7, 100, 40, live, 0, 11)
+    assert reserve.budget_decision(7, 100, 40, live, 0, 10) is None  # 40 + 50 + 10 = 100: fits exactly
+    wait = reserve.budget_decision(7, 100, 40, live, 0, 11)
     assert isinstance(wait, Conflict) and wait.retry_later and "2 duels in flight" in wait.detail
-    held = plan.budget_decision(7, 100, 40, [], 55, 10)  # a pre-generation hold reserves too
+    held = reserve.budget_decision(7, 100, 40, [], 55, 10)  # a pre-generation hold reserves too
     assert isinstance(held, Conflict) and "pre-generated" in held.detail
-    assert plan.budget_decision(7, 100, 40, [], 50, 10) is None
+    assert reserve.budget_decision(7, 100, 40, [], 50, 10) is None
 
 
 def test_budget_ends_the_campaign_when_nothing_holds_money():
-    end = plan.budget_decision(7, 100, 95, [], 0, 10)
+    end = reserve.budget_decision(7, 100, 95, [], 0, 10)
     assert isinstance(end, plan.End) and end.status == CampaignStatus.BUDGET_EXHAUSTED
     assert end.limit == rules.END_LIMIT_BUDGET and isinstance(end.error, CampaignEnded)
     assert "1e-08 USD" in end.reason and "5e-09 USD" in end.reason
     # no budget: the ledger's capacity bounds it, and raising a budget cannot continue it
-    unbounded = plan.budget_decision(7, None, rules.LEDGER_CAP_NUSD - 5, [], 0, 10)
+    unbounded = reserve.budget_decision(7, None, budget.LEDGER_CAP_NUSD - 5, [], 0, 10)
     assert isinstance(unbounded, plan.End) and unbounded.limit is None
 
 
@@ -252,7 +253,7 @@ def test_stopping_verdicts_without_a_winner():
 
 
 def test_judge_charges_are_capped_at_their_bound_and_a_human_fee_is_charged_per_vote():
-    from service.campaigns import ledger
+    from service.money import ledger
 
     judge = {"kind": "llm", "cost": 0.001, "client": {"kind": "simulated", "model": "j"}}
     normal = ledger.judge_charge(judge, "p", None, 0.0005, None)

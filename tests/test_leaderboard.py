@@ -167,3 +167,35 @@ def test_without_replacement_exact_ties_make_final_tiers():
     assert [(list(t.models), t.status) for t in pol.tiers()] == [([0], "ranked"), ([1, 2, 3], "undecidable")]
     assert pol.goal_verdict == "undecidable" and pol.winner == 0 and max(used.values()) <= n_prompts
     assert policy_from_state(pol.to_state()).summary() == pol.summary()
+
+
+def test_betting_field_intervals_hold_for_every_model_at_once_along_the_path():
+    """Seeded: 40 paths of uniformly chosen pairs among 3 models with ties; at 30, 150 and 600 duels every
+    model's interval (level 0.8) must cover its win rate against the field; the paths with a miss at any
+    check must pass the one-sided binomial check at 0.2. The intervals are narrower than the per-model ones."""
+    from algorithms.ranking import anytime_field_intervals, betting_field_intervals
+
+    P = np.array([[0.5, 0.7, 0.9], [0.3, 0.5, 0.6], [0.1, 0.4, 0.5]])
+    truth = (P.sum(axis=1) - 0.5) / 2
+    pairs = [(0, 1), (0, 2), (1, 2)]
+    missed, narrower = 0, 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        W, N = np.zeros((3, 3)), np.zeros((3, 3))
+        miss = False
+        for t in range(1, 601):
+            i, j = pairs[rng.integers(3)]
+            u = rng.random()
+            s = 1.0 if u < P[i, j] - 0.1 else (0.5 if u < P[i, j] + 0.1 else 0.0)  # 20% ties
+            W[i, j] += s
+            W[j, i] += 1 - s
+            N[i, j] += 1
+            N[j, i] += 1
+            if t in (30, 150, 600):
+                lo, hi = betting_field_intervals(W, N, 0.8)
+                miss |= not np.all((lo <= truth) & (truth <= hi))
+        a_lo, a_hi = anytime_field_intervals(W, N, 0.8)
+        narrower += int(np.all(hi - lo < a_hi - a_lo))
+        missed += int(miss)
+    assert missed <= binom.ppf(0.999, 40, 0.2)
+    assert narrower == 40

@@ -33,8 +33,12 @@ async def test_a_leaderboard_campaign_certifies_its_order(api, goal, k):
     assert r.status_code == 201, r.text
     c = r.json()
     assert c["goal"] == goal and c["ranking"] == [["m0", "m1", "m2", "m3"]] and c["winner"] is None
+    needed = 6 if goal == "ranking" else 4  # every pair; the top 2 against the other 2
+    assert (c["pc_evidence"]["needed"], c["pc_evidence"]["certified"], c["pc_evidence"]["progress"]) == (needed, 0, 0)
     view = await run_to_end(api, c["id"])
     assert view["status"] == "certified", view["end_reason"]
+    assert view["pc_evidence"]["needed"] == needed and view["pc_evidence"]["progress"] == 1.0
+    assert view["pc_evidence"]["certified"] == (needed if goal == "ranking" else 4)
     if goal == "ranking":
         assert view["ranking"] == [["m0"], ["m1"], ["m2"], ["m3"]] and view["top_k"] is None
         assert view["winner"] == "m0"

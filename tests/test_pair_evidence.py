@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from algorithms import _kernels as kern
-from algorithms import make_policy
+from algorithms import make_policy, policy_from_state
 from algorithms.certificates import PC_DEFAULTS, certificate_log_stat, certificate_test
 
 
@@ -30,10 +30,15 @@ def test_the_log_statistic_reaches_the_threshold_exactly_when_the_kernel_certifi
     assert checked > 10_000
 
 
-def test_the_mixture_threshold_is_log_of_l_minus_1_over_delta():
+def test_the_threshold_is_log_of_l_over_delta_and_legacy_states_keep_theirs():
+    legacy = make_policy("dctas-pc", costs=[1, 1, 1, 1], delta=0.05, level="delta/(L-1)")
+    assert "level" not in legacy.to_state()["params"]  # the format of the states stored before
+    assert all(e["log_threshold"] == pytest.approx(math.log(3 / 0.05)) for e in legacy.pair_evidence())
+    assert policy_from_state(legacy.to_state()).certificate_log_threshold == pytest.approx(math.log(3 / 0.05))
     policy = make_policy("dctas-pc", costs=[1, 1, 1, 1], delta=0.05)
+    assert policy_from_state(policy.to_state()).certificate_log_threshold == pytest.approx(math.log(4 / 0.05))
     for e in policy.pair_evidence():
-        assert e["log_threshold"] == pytest.approx(math.log(3 / 0.05))
+        assert e["log_threshold"] == pytest.approx(math.log(4 / 0.05))
         assert e["log_stat"] == 0.0 and e["n"] == 0 and not e["certified"]
     assert len(policy.pair_evidence()) == 12  # L (L - 1) ordered pairs
 
@@ -65,7 +70,7 @@ def test_held_certificates_match_the_evidence(opts):
     # the statistic is the one the campaign's test computed
     if "population" in opts:
         assert policy.certificate_test_name == "without_replacement"
-        assert all(e["log_threshold"] == pytest.approx(math.log(2 / 0.05)) for e in ev)
+        assert all(e["log_threshold"] == pytest.approx(math.log(3 / 0.05)) for e in ev)
     else:
         assert policy.certificate_test_name == opts.get("threshold", PC_DEFAULTS["threshold"])
 

@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 
 from service.campaigns import rules, stores
 from service.models import BudgetHold, Campaign, Charge, Duel, StoredAnswer, StoredVerdict, utcnow
+from service.money import reserve
 
 PRICE = {"input_per_1m": 1.0, "output_per_1m": 1000.0}  # 0.001 USD per output token
 URL = "http://reserve.test/v1/chat/completions"
@@ -122,19 +123,19 @@ def test_stored_answers_and_verdicts_reserve_nothing():
     ms = [_model("t", n) for n in "ab"]
     bound = rules.model_bound_nusd(ms[0], "q")
     human = {"kind": "human", "fee_per_vote": 0.01}
-    assert rules.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0) == 2 * bound + 10_000_000
-    assert rules.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[1]) == bound + 10_000_000
-    assert rules.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[0, 1]) == 10_000_000
+    assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0) == 2 * bound + 10_000_000
+    assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[1]) == bound + 10_000_000
+    assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[0, 1]) == 10_000_000
     judge = {
         "kind": "llm",
         "both_orders": True,
         "client": {"kind": "openai", "model": "j", "price": PRICE, "max_cost_per_query": 0.01},
     }
-    assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1]) == 2 * 10_000_000
-    assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=1) == 10_000_000
-    assert rules.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=2) == 0
+    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1]) == 2 * 10_000_000
+    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=1) == 10_000_000
+    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=2) == 0
     one = dict(judge, both_orders=False)
-    assert rules.reserve_duel_nusd(ms, 0, 1, one, "q", 0, 0, [0, 1], stored_orders=1) == 0
+    assert reserve.reserve_duel_nusd(ms, 0, 1, one, "q", 0, 0, [0, 1], stored_orders=1) == 0
 
 
 class _Lookup:
@@ -212,7 +213,7 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
         "budget": 3.5 * fee,  # far below one duel's full bound (two calls of up to 0.2 USD)
         "seed": 3,
     }
-    full = rules.reserve_duel_nusd(body["models"], 0, 1, body["judge"], prompts[0], 0, 0)
+    full = reserve.reserve_duel_nusd(body["models"], 0, 1, body["judge"], prompts[0], 0, 0)
     assert full > rules.to_nusd(body["budget"])
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply())

@@ -94,7 +94,7 @@ def test_without_ties_every_algorithm_gives_the_outputs_of_the_code_before_ties(
         for alg in ["dctas-pc", "dctas", "tas", "crr", "dctac", "dpca"]:
             if alg == "dctac" and name != "synthetic:k=4":
                 continue
-            extra = {"threshold": "mixture"} if alg == "dctas-pc" else {}
+            extra = {"threshold": "mixture", "level": "delta/(L-1)"} if alg == "dctas-pc" else {}
             r = simulate(inst, alg, 0.1, 12, seed=5, **extra)
             got = {
                 "pulls": r.pulls.tolist(),
@@ -105,7 +105,7 @@ def test_without_ties_every_algorithm_gives_the_outputs_of_the_code_before_ties(
             assert got == base[f"{name}|{alg}"], (name, alg)
     # the step-wise policy with half points, mixture test: same choices and the same state as before
     rng = np.random.default_rng(3)
-    pol = make_policy("dctas-pc", [1.0, 2.0, 1.5, 1.0], 0.05, threshold="mixture")
+    pol = make_policy("dctas-pc", [1.0, 2.0, 1.5, 1.0], 0.05, threshold="mixture", level="delta/(L-1)")
     P = np.array([[0.5, 0.6, 0.62, 0.7], [0.4, 0.5, 0.55, 0.6], [0.38, 0.45, 0.5, 0.52], [0.3, 0.4, 0.48, 0.5]])
     seq = []
     while not pol.should_stop() and pol.t < 20000:
@@ -195,11 +195,11 @@ def test_betting_test_false_certificate_rate_at_the_null_with_ties():
 def test_default_is_betting_and_old_states_load_as_mixture():
     pol = make_policy("dctas-pc", [1, 2, 3], 0.05)
     assert pol.threshold == "betting" and pol.to_state()["params"]["threshold"] == "betting"
-    mix = make_policy("dctas-pc", [1, 2, 3], 0.05, threshold="mixture")
+    mix = make_policy("dctas-pc", [1, 2, 3], 0.05, threshold="mixture", level="delta/(L-1)")
     old_state = mix.to_state()
     assert "threshold" not in old_state["params"]  # the format written before betting was the default
     assert policy_from_state(old_state).threshold == "mixture"
-    assert state_params(old_state) == {"threshold": "mixture"}
+    assert state_params(old_state) == {"threshold": "mixture", "level": "delta/(L-1)"}
     # without replacement the state names no test and gets none
     wor = make_policy("dctas-pc", [1, 2, 3], 0.05, population=20)
     assert "threshold" not in wor.to_state()["params"]
@@ -298,9 +298,14 @@ def test_default_error_rate_at_most_delta(instance):
     assert res.no_condorcet_winner.sum() <= limit
 
 
-@pytest.mark.parametrize("name, target", [("synthetic:k=4", 2.0), ("synthetic:k=19", 2.0), ("search", 2.8)])
+@pytest.mark.parametrize("name, target", [("synthetic:k=4", 2.2), ("synthetic:k=19", 2.2), ("search", 2.9)])
 def test_default_cost_over_c_pc_star_meets_issue_23_targets(name, target):
-    """Mean cost / (c_pc* log(1/(4 delta))) at delta = 0.01 over 500 seeded trials (bench_certificates --part tests)."""
+    """Mean cost / (c_pc* log(1/(4 delta))) at delta = 0.01 over 500 seeded trials (bench_certificates --part tests).
+
+    Issue 23's targets (2.0 / 2.0 / 2.8) were met at the level delta / (L - 1); the level delta / L,
+    which bounds every verdict by delta, costs log(L / delta) / log((L - 1) / delta) more nats per
+    certificate (7.7% at L = 3, 1.4% for search's 11 models): measured 2.14 / 2.13 (bench_certificates --part union).
+    """
     res = simulate(resolve_instance(name), "dctas-pc", 0.01, 500, seed=1, jobs=2)
     summary = res.summary()
     assert summary["errors"] == 0

@@ -1,6 +1,6 @@
 """Numbers a user can trust (issue 22), in process through the REST API and the pages (SQLite and
 PostgreSQL): the evidence shown for dctas-pc is its certificates' (k of L-1 pairs, each pair's log
-statistic against log((L-1)/delta)), the GLR Z / beta only for the paper's algorithms; verdicts in
+statistic against log(L/delta)), the GLR Z / beta only for the paper's algorithms; verdicts in
 plain words by name (what ties, what is not beaten, the cheapest); the certificate graph first and
 the top cycle only as far as the certificates show it; a unit on every amount; which cost a model
 uses, and a 422 when a configured cost and a price-map price disagree without a choice."""
@@ -56,7 +56,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     ev = end["pc_evidence"]
     assert ev["test"] == "betting" and ev["reference"] == "m0"  # the default certificate test
     assert ev["certified"] == 2 and ev["needed"] == 2 and ev["progress"] == 1.0
-    assert ev["log_threshold"] == math.log(2 / end["delta"])
+    assert ev["log_threshold"] == math.log(3 / end["delta"])  # log(L / delta)
     assert len(ev["pairs"]) == 6
     won = [p for p in ev["pairs"] if p["winner"] == "m0"]
     assert {p["loser"] for p in won} == {"m1", "m2"} and all(p["certified"] for p in won)
@@ -70,6 +70,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     # campaign show / watch
     text = summary(end)
     assert "m0: 2 of 2 pairs certified (betting test" in text
+    assert f"log(L/delta) = {math.log(3 / end['delta']):.3f})" in text and ev["level"] == "delta/L"
     assert "m1 beaten by m0:" in text and "GLR" not in text and "of threshold" not in text
     assert "shown      m0 beats" in text and "cost units" in text
     assert "certified 2/2 pairs" in progress_line(end) and "evidence" not in progress_line(end)
@@ -77,7 +78,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     # the dashboard: tile, chart caption, winner box by name, units
     page = (await api.get(f"/campaigns/{cid}")).text
     assert 'title="2 of 2 pairs certified">2 of 2</span>' in page and 'id="zbeta"' not in page
-    assert "Certificate evidence over time" in page and "log((L&minus;1)/&delta;)" in page
+    assert "Certificate evidence over time" in page and "log(L/&delta;)" in page
     assert "crossed the dashed threshold" not in page
     assert "m1 beaten by m0" in page  # a line of the chart
     assert "model #" not in page and ">#0" not in page and "#0 " not in page

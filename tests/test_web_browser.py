@@ -346,3 +346,97 @@ def test_ranking_by_category_section(server, api, browser):
         assert rows[0][1] in exported
     section.screenshot(path=str(ARTIFACTS / "web-ranking-by-category.png"))
     page.close()
+
+
+def _cut_text(page) -> list[str]:
+    """Elements whose text is clipped (an ellipsis, or hidden overflow narrower than the text)."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('body *')].filter(e => {
+                 const s = getComputedStyle(e);
+                 if (s.display === 'none' || !e.childElementCount === false && e.children.length) return false;
+                 const clipped = s.textOverflow === 'ellipsis' || s.overflow === 'hidden' || s.overflowX === 'hidden';
+                 return clipped && e.scrollWidth > e.clientWidth + 1 && (e.innerText || '').trim().length > 0;
+               }).map(e => e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 40))"""
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_long_model_names_are_never_cut_and_pages_fit(server, api, browser, width):
+    names = [
+        "anthropic/claude-sonnet-4-5-20250929-thinking",
+        "openai/gpt-4.1-mini-2025-04-14-long-context",
+        "google/gemini-2.5-flash-preview-09-2025",
+        "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+    ]
+    judge = {
+        "kind": "simulated",
+        "preference": [[0.5, 0.7, 0.7, 0.7], [0.3, 0.5, 0.5, 0.5], [0.3, 0.5, 0.5, 0.5], [0.3, 0.5, 0.5, 0.5]],
+    }
+    cid = create(api, f"browser: long names {width}", [(n, 1.0) for n in names], judge=judge, max_duels=30)
+    for _ in range(30):
+        if api.post(f"/v1/campaigns/{cid}/duels").status_code != 201:
+            break
+    mobile = width < 600
+    ctx = browser.new_context(viewport={"width": width, "height": 900}, is_mobile=mobile, has_touch=mobile)
+    page = ctx.new_page()
+    sign_in(page, server)
+    for path in ("/", f"/campaigns/{cid}"):
+        page.goto(f"{server}{path}")
+        assert no_horizontal_overflow(page, width), path  # wide tables scroll inside their own box
+        assert _cut_text(page) == [], path
+        if not mobile:  # at 1,280 px every table fits without scrolling
+            wide = page.evaluate(
+                "() => [...document.querySelectorAll('.table-wrap')].filter(e => e.scrollWidth > e.clientWidth + 1)"
+                ".map(e => e.querySelector('table') && e.querySelector('table').className)"
+            )
+            assert wide == [], (path, wide)
+    # plain words first, the statistics one click away
+    stats = page.locator("#kpis details.stats, .kpi details.stats").first
+    assert stats.count() == 1 and not stats.locator("span.sub").is_visible()
+    stats.locator("summary").click()
+    shown = stats.inner_text()
+    assert stats.locator("span.sub").is_visible() and ("log(1/4" in shown or "needs a Condorcet winner" in shown)
+    # every name is written in full in the matrix and the allocation chart
+    for svg in ("svg.plot-heatmap", "svg.plot-pairs"):
+        text = page.locator(svg).first.text_content() or ""
+        for n in names:
+            assert n in text, (svg, n)
+        assert "\u2026" not in text, svg
+    page.screenshot(path=str(ARTIFACTS / f"web-dashboard-long-names-{width}.png"), full_page=True)
+    ctx.close()
+
+
+def test_certified_leaderboard_section(server, api, browser):
+    """A ranking campaign's dashboard lists its certified tiers, names shown as text; the section fits at
+    1,280 and 390 px."""
+    names = ("b0", PAYLOAD, "b2")
+    cid = create(
+        api,
+        "browser: leaderboard",
+        [(n, 1.0) for n in names],
+        judge={"kind": "simulated", "preference": STRONG_P},
+        goal="ranking",
+        delta=0.2,
+    )
+    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+    deadline = time.monotonic() + 60
+    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+    assert view["status"] == "certified" and view["ranking"] == [[n] for n in names]
+    for width in (1280, 390):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        sign_in(page, server)
+        page.goto(f"{server}/campaigns/{cid}")
+        section = page.locator("#leaderboard-section")
+        assert section.is_visible() and section.locator("h2").inner_text() == "Certified ranking"
+        assert [t.strip() for t in section.locator("#leaderboard li").all_inner_texts()] == list(names)
+        assert page.locator("#ended").count() == 0 and page.evaluate("window.__pwned") is None
+        # the section itself fits (the winner's heading and the ranking table are other sections)
+        wide = page.evaluate(
+            "(w) => [...document.querySelectorAll('#leaderboard-section *')]"
+            ".filter(e => e.getBoundingClientRect().right > w + 1).map(e => e.tagName)",
+            width,
+        )
+        assert wide == [], wide
+        page.close()

@@ -111,3 +111,33 @@ async def test_ranking_by_category_section(app):  # noqa: F811
         assert float(rate) == round(100 * float(want["win_rate"]), 1)
     # a campaign whose prompts have no category shows no such section
     assert 'id="category-ranking-section"' not in plain_html
+
+
+async def test_a_ranking_that_disagrees_with_the_verdicts_leader_says_why_in_place(api):
+    from service_helpers import campaign_body, simulated_judge
+
+    # m0 beats everyone narrowly (the Condorcet winner); m1 loses to m0 but crushes m2 and m3,
+    # so m1 has the best win rate against the field
+    P = [
+        [0.5, 0.6, 0.6, 0.6],
+        [0.4, 0.5, 0.97, 0.97],
+        [0.4, 0.03, 0.5, 0.5],
+        [0.4, 0.03, 0.5, 0.5],
+    ]
+    body = campaign_body("two leaders", costs=(1.0, 1.0, 1.0, 1.0), judge=simulated_judge(P), max_duels=400)
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    for _ in range(400):
+        if (await api.post(f"/v1/campaigns/{cid}/duels")).status_code != 201:
+            break
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    page = (await api.get(f"/campaigns/{cid}")).text
+    rows = re.findall(r'<tr class="(?:is-winner|is-leader|)">\s*<td class="num">\d+</td><td>([^<]+)</td>', page)
+    named = view["winner"] or view["leader"]
+    assert rows[0] == "m1" and named == "m0", (rows, named)
+    note = page[page.index('id="leader-note"') :]
+    assert "<strong>m0</strong>" in note[:300] and "<strong>m1</strong> comes first" in note[:800]
+    # a campaign whose ranking agrees with its verdict has no such note
+    same = (await api.post("/v1/campaigns", json=campaign_body("one leader", judge=simulated_judge()))).json()["id"]
+    for _ in range(40):
+        await api.post(f"/v1/campaigns/{same}/duels")
+    assert 'id="leader-note"' not in (await api.get(f"/campaigns/{same}")).text

@@ -32,7 +32,12 @@ def _old_path_digest() -> str:
     for seed, opts in ((0, {}), (1, {"judge_cost": 0.5}), (2, {"stick": 1.0}), (3, {"threshold": "kk"})):
         rng = random.Random(seed)
         # the mixture test, dctas-pc's default when this digest was recorded
-        pol = make_policy("dctas-pc", [float(c) for c in range(1, L + 1)], 0.05, **{"threshold": "mixture", **opts})
+        pol = make_policy(
+            "dctas-pc",
+            [float(c) for c in range(1, L + 1)],
+            0.05,
+            **{"threshold": "mixture", "level": "delta/(L-1)", **opts},
+        )
         pending: list = []
         pairs = []
         for _ in range(3000):

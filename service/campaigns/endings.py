@@ -17,7 +17,8 @@ from sqlalchemy.sql.elements import Cast
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..models import Campaign, Duel, WebhookEvent
-from . import ledger, rules
+from ..money import ledger
+from . import rules
 from .webhooks import CAMPAIGN_ENDED, new_event_id
 
 C = Campaign.__table__.c

@@ -19,6 +19,7 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Duel
+from ..money import budget
 from . import hybrid, rules
 from .skips import POOL_REQUESTER
 from .types import Conflict
@@ -107,7 +108,7 @@ def revive_selected(s, c: Campaign, budget_nusd: int | None, now: dt.datetime) -
     if not ids:
         return 0
     fee = hybrid.fee_nusd(c.judge)
-    if rules.over_budget(budget_nusd, c.spend_nusd, 0, fee * len(ids)):
+    if budget.over_budget(budget_nusd, c.spend_nusd, 0, fee * len(ids)):
         raise Conflict(
             f"campaign {c.id}: its {len(ids)} selected duels cancelled by the end wait for a human again when "
             f"it continues (a fee of {fee * len(ids) / 1e9:.9g} USD reserved); raise the budget to cover them"

@@ -1,21 +1,18 @@
-"""A judge's charges, written in one place: an LLM judge's call (its amount from
-:func:`.ledger.judge_charge`, capped at its bound), a reused stored verdict, and a human's fee.
-
-Every ``kind="judge"`` row of the ledger goes through :func:`charge_fee`, which also adds the
-amount to the duel's cost and the campaign's spend in the same transaction.
+"""A judge's charges: an LLM judge's call (its amount from :func:`service.money.ledger.judge_charge`,
+capped at its bound) and a reused stored verdict, written by :mod:`service.money.charges` (which
+also adds the amount to the duel's cost and the campaign's spend in the same transaction), and
+the verdict store's row they paid for.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, update
-
-from ..models import Campaign, Charge, Duel
-from . import ledger, rules, stores
+from ..models import Campaign, Duel
+from ..money import charges, ledger
+from . import rules, stores
 from .rules import jsonable
 
 log = logging.getLogger("llmduel.campaigns")
@@ -44,7 +41,7 @@ def price_judge(
     """What the judge call is charged (a judge call is charged whatever happens to its verdict): at
     most its bound (:func:`.ledger.judge_charge`), nothing past the duel's hard deadline (``stale``);
     and the fault's detail. A lying judge's verdict becomes a judge error (``j`` is updated)."""
-    if not j.judge_cost:
+    if not j.judge_cost and not ledger.usage_faulted(j.judge_detail):
         return 0, {}
     if stale:  # past the hard deadline (see store_answers_tx)
         log.warning("duel %s: the judge returned after its hard deadline; not charged", duel_id)
@@ -66,7 +63,7 @@ def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: di
         judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id
     )
     _reuse_row(s, c.id, d.id, j, now)
-    charge_id = charge_fee(s, c, d, judge_nusd, fault_detail or None, now)
+    charge_id = charges.charge_judgement(s, c, d, judge_nusd, fault_detail or None, now)
     _store_verdict(s, j, judge_nusd, charge_id)
     return judge_nusd
 
@@ -77,49 +74,15 @@ def write_judge_charges(
     """The same rows as :func:`charge_judge` as Core statements (the vote cycle's SQLAlchemy driver):
     the reuse row, the judge charge added to the duel's cost and the campaign's spend, the stored verdict."""
     _reuse_row(conn, campaign_id, duel_id, j, now)
-    charge_id = _insert_charge(conn, campaign_id, duel_id, amount_nusd, detail or None, now)
-    if amount_nusd:
-        conn.execute(update(Duel).where(Duel.id == duel_id).values(cost_nusd=Duel.cost_nusd + amount_nusd))
-        conn.execute(
-            update(Campaign)
-            .where(Campaign.id == campaign_id)
-            .values(
-                spend_nusd=Campaign.spend_nusd + amount_nusd,
-                judge_spend_nusd=Campaign.judge_spend_nusd + amount_nusd,
-            )
-        )
+    charge_id = charges.charge_judgement_core(conn, campaign_id, duel_id, amount_nusd, detail or None, now)
     _store_verdict(conn, j, amount_nusd, charge_id)
 
 
 def _reuse_row(s, campaign_id: int, duel_id: int, j: Judgement, now) -> None:
     """A verdict taken from the store: its zero-cost ledger row naming the charge that paid for it."""
     if j.reused_verdict is not None:
-        s.execute(
-            insert(Charge).values(
-                **stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now), duel_id=duel_id
-            )
-        )
-
-
-def _insert_charge(s, campaign_id: int, duel_id: int, amount_nusd: int, detail: dict | None, now) -> int | None:
-    """One ``judge`` row of the ledger (nothing for 0); its id."""
-    if not amount_nusd:
-        return None
-    return int(
-        s.execute(
-            insert(Charge)
-            .values(
-                campaign_id=campaign_id,
-                duel_id=duel_id,
-                kind="judge",
-                model_index=None,
-                amount_nusd=amount_nusd,
-                detail=detail,
-                created_at=now,
-            )
-            .returning(Charge.id)
-        ).scalar_one()
-    )
+        row = stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now)
+        charges.insert_charge(s, dict(row, duel_id=duel_id))
 
 
 def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> None:
@@ -127,15 +90,3 @@ def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> 
     if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
         detail = jsonable(j.judge_detail) if j.judge_detail else None
         stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, amount_nusd, charge_id)
-
-
-def charge_fee(s, c: Campaign, d: Duel, amount_nusd: int, detail: dict | None, now: dt.datetime) -> int | None:
-    """Write one ``judge`` charge of ``amount_nusd`` (nothing for 0) and add it to the duel's cost and
-    the campaign's spend and judge spend; returns the charge row's id."""
-    charge_id = _insert_charge(s, c.id, d.id, amount_nusd, detail, now)
-    if charge_id is None:
-        return None
-    d.cost_nusd += amount_nusd
-    c.spend_nusd += amount_nusd
-    c.judge_spend_nusd += amount_nusd
-    return charge_id

@@ -19,11 +19,14 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied, EgressPolicy
+from ..images.store import store_prompt_images
 from ..models import Campaign, Duel, Prompt, to_nusd, utcnow
+from ..money import holds
+from ..money.budget import reserved_nusd
 from ..prompts import normalize_prompt
 from ..redaction import redact
 from ..schemas import CampaignCreate
-from . import holds, hybrid, hybrid_tx, rules
+from . import hybrid, hybrid_tx, rules
 from .credentials import require_key_envs, secret_keys
 from .endings import Endings
 from .leases import Leases
@@ -145,6 +148,7 @@ class Lifecycle:
                     for n, item in enumerate(body.prompts)
                 ],
             )
+            store_prompt_images(s, body.prompts)
             return int(campaign.id)
 
     def stop_tx(self, campaign_id: int, reason: str = "stopped by the admin") -> bool:
@@ -187,7 +191,7 @@ class Lifecycle:
             reason = rules.limit_below_use(
                 new_budget,
                 c.spend_nusd,
-                rules.reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
+                reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
                 max_duels,
                 c.duels_judged,
                 len(inflight),

@@ -19,14 +19,18 @@ def new_policy(
     judge_cost: float = 0.0,
     population: int | None = None,
     threshold: str | None = None,
+    level: str | None = None,
     goal: str = "winner",
     k: int | None = None,
 ):
     """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`); ``population``:
     the prompt set's size for a campaign sampling its prompts without replacement (None: with);
-    ``threshold``: dctas-pc's certificate test (None: the default; replays pass the stored one);
-    ``goal``, ``k``: dctas-pc's leaderboard goal (top_k, ranking; winner by default)."""
+    ``threshold`` and ``level``: dctas-pc's certificate test and its level (None: the defaults;
+    replays pass the stored ones); ``goal``, ``k``: dctas-pc's leaderboard goal (top_k, ranking;
+    winner by default)."""
     extra: dict[str, Any] = {} if threshold is None else {"threshold": threshold}
+    if level is not None:
+        extra["level"] = level
     if goal != "winner":
         extra.update(goal=goal, k=k)
     if population is None:

@@ -10,7 +10,7 @@ wait for the models.
 
 Pre-generated answers are charged to the campaign like any answer (a ``charges``
 row with no duel, ``detail.pregenerated``) and count toward its spend. Each call
-first holds its cost bound against the budget (:mod:`service.campaigns.holds`: a
+first holds its cost bound against the budget (:mod:`service.money.holds`: a
 ``budget_holds`` row made under the campaign's row lock, only when the bound fits
 ``budget - spend - reservations of duels in flight - other holds``); the hold is
 deleted in the transaction that stores and charges the answer, or when the call
@@ -27,16 +27,18 @@ import logging
 import time
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 
 from ..clients import Completion
 from ..config import Settings
 from ..db import Database
-from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
+from ..images.store import with_images
+from ..models import Campaign, Duel, Prompt, StoredAnswer, utcnow
+from ..money import charges, holds, ledger, reserve
 from ..redaction import redact
-from . import holds, ledger, rules, stores
+from . import rules, stores
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
 from .endings import Endings
@@ -111,12 +113,13 @@ class Pregeneration:
                 return None
             indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, c.draw_key)
             rows = s.execute(
-                select(Prompt.idx, Prompt.text, Prompt.turns).where(
+                select(Prompt.idx, Prompt.text, Prompt.turns, Prompt.images).where(
                     Prompt.campaign_id == campaign_id, Prompt.idx.in_(indices)
                 )
             ).all()
             texts = {r.idx: r.text for r in rows}
-            turns = {r.idx: r.turns for r in rows}  # a multi-turn prompt is sent as its turns, as in a duel
+            # a multi-turn prompt (or one with images) is sent as its turns, as in a duel
+            turns = {r.idx: with_images(s, r.turns, r.images) if r.images else r.turns for r in rows}
             wanted = []
             for idx in indices:
                 phash = stores.prompt_hash(texts[idx])
@@ -197,15 +200,15 @@ class Pregeneration:
             c = self.db.lock_campaign(s, campaign_id)
             if c is None or c.status != CampaignStatus.RUNNING:
                 return None
-            amount = rules.answer_reserve_nusd(c.models[n], prompt)
+            amount = reserve.answer_reserve_nusd(c.models[n], prompt)
             inflight = s.execute(
                 select(Duel.expected_cost_nusd, Duel.expires_at).where(
                     Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                 )
             ).all()
             live = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
-            reserved = rules.reserved_nusd(live, holds.held_nusd(s, campaign_id, now))
-            if rules.over_budget(c.budget_nusd, c.spend_nusd, reserved, amount):
+            held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
+            if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
                 return None
             return holds.take_hold(s, campaign_id, amount, now, now + self.call_expiry, n, key)
 
@@ -239,32 +242,14 @@ class Pregeneration:
                     holds.drop_hold(s, hold_id)
                     return
                 holds.drop_hold(s, hold_id)
-            charge_id = None
-            if amount:
-                charge_id = s.execute(
-                    insert(Charge)
-                    .values(
-                        campaign_id=campaign_id,
-                        duel_id=None,
-                        kind="model",
-                        model_index=n,
-                        amount_nusd=amount,
-                        detail={
-                            "pregenerated": True,
-                            "input_tokens": res.input_tokens,
-                            "output_tokens": res.output_tokens,
-                            **charge.detail(),
-                        },
-                        created_at=now,
-                    )
-                    .returning(Charge.id)
-                ).scalar_one()
-                s.execute(
-                    update(Campaign)
-                    .where(Campaign.id == campaign_id)
-                    .values(spend_nusd=Campaign.spend_nusd + amount, version=Campaign.version + 1, updated_at=now)
-                    .execution_options(synchronize_session=False)
-                )
+            detail = {
+                "pregenerated": True,
+                "input_tokens": res.input_tokens,
+                "output_tokens": res.output_tokens,
+                **charge.detail(),
+            }
+            row = charges.charge_row(campaign_id, charges.MODEL, amount, now, model_index=n, detail=detail)
+            charge_id = charges.charge_without_duel(s, row)  # and the spend (no row for 0)
             if charge.fault is not None:
                 self.endings.pause_for_fault(s, c, charge.fault, now)
                 return

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from ..db import Database
+from ..images.store import with_images
 from ..models import Prompt
 
 #: Entries kept per cache before it is emptied (the rows are read again on a miss).
@@ -61,9 +62,13 @@ class PromptCache:
         extras = self._extras.get(key)
         if extras is None:
             row = s.execute(
-                select(Prompt.turns, Prompt.reference).where(Prompt.campaign_id == campaign_id, Prompt.idx == idx)
+                select(Prompt.turns, Prompt.reference, Prompt.images).where(
+                    Prompt.campaign_id == campaign_id, Prompt.idx == idx
+                )
             ).first()
             extras = (row.turns, row.reference) if row is not None else (None, None)
+            if row is not None and row.images:  # vision: each turn with its images (service/images/)
+                extras = (with_images(s, row.turns, row.images), row.reference)
             if len(self._extras) >= MAX_ENTRIES:
                 self._extras.clear()
             self._extras[key] = extras

@@ -105,13 +105,15 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
     diff: list[str] = []
     # the certificate test the stored state was made with (a state from before "betting" was the
     # default names none and is a mixture-test state)
+    # and its level (a state from before the level delta / L names none and is a delta / (L - 1) state)
     params = state_params(log.stored_state) if log.stored_state else {}
     threshold, goal, k = params.get("threshold"), params.get("goal", "winner"), params.get("k")
+    level = params.get("level")
     hyb = log.algorithm == hybrid.ALGORITHM  # hybrid hook: its policy and its records (J, H or None, pi)
     policy = (
         hybrid.new_policy(log.judge, log.costs, log.delta)
         if hyb
-        else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, goal, k)
+        else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k)
     )
     next_position: dict[tuple[int, int], int] = {}
     for _seq, kind, r in events:

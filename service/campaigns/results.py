@@ -340,46 +340,43 @@ class Results:
             "seed": v["seed"],
         }
 
+    def _once(self, name: str, campaign_id: int, data: dict[str, Any], compute: Any) -> Any:
+        """``compute()`` once per campaign version (the cache ``name``, at most RANKING_CACHE entries)."""
+        cache = self.__dict__.setdefault(f"_{name}_cache", {})
+        key = (campaign_id, data["version"])
+        if key not in cache:
+            if len(cache) >= RANKING_CACHE:
+                cache.clear()
+            cache[key] = compute()
+        return cache[key]
+
     # ------------------------------------------------------------ public
     def ranking(self, campaign_id: int) -> list[dict[str, Any]]:
         """The ranking table (win rate against the field with bootstrap intervals, costs, spend)."""
         data = self._results_data(campaign_id, with_duels=False)
-        key = (campaign_id, data["version"])
-        cache = self.__dict__.setdefault("_ranking_cache", {})
-        if key in cache:
-            return cache[key]
         running = data["view"]["status"] == CampaignStatus.RUNNING
-        rows = self._ranking(data, int(data["view"]["seed"]) % 2**32, RUNNING_REPS if running else BOOTSTRAP_REPS)
-        if len(cache) >= RANKING_CACHE:
-            cache.clear()
-        cache[key] = rows
-        return rows
+        reps = RUNNING_REPS if running else BOOTSTRAP_REPS
+        return self._once(
+            "ranking", campaign_id, data, lambda: self._ranking(data, int(data["view"]["seed"]) % 2**32, reps)
+        )
 
     def style(self, campaign_id: int) -> dict[str, Any]:
         """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change."""
         data = self._results_data(campaign_id, with_duels=False)
-        key = (campaign_id, data["version"])
-        cache = self.__dict__.setdefault("_style_cache", {})
-        if key not in cache:
-            if len(cache) >= RANKING_CACHE:
-                cache.clear()
+
+        def fit() -> dict[str, Any]:
             full = self._results_data(campaign_id)
-            cache[key] = {
+            return {
                 "campaign_id": campaign_id,
                 **style_report([m["name"] for m in full["view"]["models"]], full["duels"]),
             }
-        return cache[key]
+
+        return self._once("style", campaign_id, data, fit)
 
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
         data = self._results_data(campaign_id, with_duels=False)
-        key = (campaign_id, data["version"])
-        cache = self.__dict__.setdefault("_category_cache", {})
-        if key not in cache:
-            if len(cache) >= RANKING_CACHE:
-                cache.clear()
-            cache[key] = self._ranking_by_category(data)
-        return cache[key]
+        return self._once("category", campaign_id, data, lambda: self._ranking_by_category(data))
 
     def judge_bias(self, campaign_id: int) -> dict[str, Any]:
         """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""

@@ -24,6 +24,7 @@ import numpy as np
 from algorithms.vocabulary import Algorithm, Choice, JudgeKind, PromptSampling, Reuse, TiePolicy
 
 from ..models import to_nusd
+from ..money.budget import END_LIMIT_BUDGET, LEDGER_CAP_NUSD, budget_spent
 
 MAX_ERROR_CHARS = 2000
 MAX_ANSWER_CHARS = 1_000_000
@@ -136,23 +137,6 @@ def is_stale(expires_at: dt.datetime, now: dt.datetime) -> bool:
     return expires_at <= now
 
 
-def expected_model_nusd(models: Sequence[dict], i: int, j: int) -> int:
-    """The two models' expected cost of one duel (their configured per-call costs)."""
-    return to_nusd(float(models[i]["cost"]) + float(models[j]["cost"]))
-
-
-def expected_judge_nusd(judge_spend_nusd: int, duels_done: int) -> int:
-    """The next duel's expected judge cost: the mean judge spend so far, rounded up."""
-    if judge_spend_nusd <= 0:
-        return 0
-    return -(-judge_spend_nusd // max(1, duels_done))
-
-
-def expected_duel_nusd(models: Sequence[dict], i: int, j: int, judge_spend_nusd: int, duels_done: int) -> int:
-    """What the budget reserves for a new duel: models plus the expected judge cost."""
-    return expected_model_nusd(models, i, j) + expected_judge_nusd(judge_spend_nusd, duels_done)
-
-
 ANSWER_MARKER = "\n[truncated by llmduel]"
 # UTF-8 bytes of a stored answer: at most 4 bytes per character, plus the truncation marker.
 MAX_ANSWER_BYTES = 4 * MAX_ANSWER_CHARS + len(ANSWER_MARKER.encode("utf-8"))
@@ -261,13 +245,6 @@ def excessive_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
     return None
 
 
-def answer_reserve_nusd(model: dict, prompt: str) -> int:
-    """What the budget reserves for one model call on ``prompt``: its bound (:func:`model_bound_nusd`),
-    or its configured cost when none can be derived (a campaign made before bounds were required)."""
-    b = model_bound_nusd(model, prompt)
-    return b if b is not None else to_nusd(float(model["cost"]))
-
-
 def judge_orders(judge: dict) -> int:
     """How many calls an LLM judge makes per duel at most: one per order, two with ``orders: both``
     and ``orders: auto`` (the default: each duel in one or both orders), one with ``orders: one``; a
@@ -295,39 +272,6 @@ def judges_both_orders(judge: dict) -> bool:
     return judge_orders(judge) == 2
 
 
-def reserve_duel_nusd(
-    models: Sequence[dict],
-    i: int,
-    j: int,
-    judge: dict,
-    prompt: str,
-    judge_spend_nusd: int,
-    duels_done: int,
-    stored_answers: Iterable[int] = (),
-    stored_orders: int = 0,
-) -> int:
-    """What the budget reserves for a new duel: an upper bound of what it may still have to pay.
-
-    Models ``i`` and ``j`` answer ``prompt`` once each, then the judge judges. A
-    model in ``stored_answers`` takes its answer from the answer store (a STORED
-    answer: it costs the duel nothing) and reserves 0; an LLM judge reserves its
-    per-order bound for each of its orders except the ``stored_orders`` already in
-    the verdict store. A component without a derivable bound (a campaign made
-    before bounds were required) falls back to its expected cost.
-    """
-    free = {int(k) for k in stored_answers}
-    total = sum(answer_reserve_nusd(models[k], prompt) for k in (i, j) if k not in free)
-    jb = judge_bound_nusd(judge, prompt)
-    if stored(judge).get("kind") in ("llm", "jury") and stored_orders > 0:
-        orders = judge_orders(judge)
-        left = max(0, orders - int(stored_orders))
-        if jb is None:
-            return total + (expected_judge_nusd(judge_spend_nusd, duels_done) if left else 0)
-        return total + jb // orders * left
-    total += jb if jb is not None else expected_judge_nusd(judge_spend_nusd, duels_done)
-    return total
-
-
 def lease_free(owner: str | None, expires_at: dt.datetime | None, now: dt.datetime) -> bool:
     """A background run's lease can be taken: nobody holds it, or its holder let it expire."""
     return owner is None or expires_at is None or expires_at <= now
@@ -341,34 +285,6 @@ def run_slots_full(run_in_flight: int, concurrency: int | None) -> bool:
 def max_duels_reached(max_duels: int | None, judged: int, in_flight: int = 0) -> bool:
     """No further duel may start: judged plus in-flight duels reach ``max_duels``."""
     return max_duels is not None and judged + in_flight >= max_duels
-
-
-#: What the ledger can hold: amounts are int64 nano-USD (max ~9.2e18); a campaign never
-#: spends past 2**62 nano-USD (~4.6e9 USD), which leaves room for one more duel's charges.
-#: A campaign without a budget has this one (docs/service.md, Budget and caps).
-LEDGER_CAP_NUSD = 2**62
-
-
-def effective_budget(budget_nusd: int | None) -> int:
-    """The campaign's budget, or the ledger's capacity when it has none."""
-    return LEDGER_CAP_NUSD if budget_nusd is None else min(budget_nusd, LEDGER_CAP_NUSD)
-
-
-def reserved_nusd(inflight: Iterable[Any], held_nusd: int = 0) -> int:
-    """What the budget check counts as reserved besides the spend: the bounds of the duels in
-    flight and not expired (``expected_cost_nusd``) plus the live budget holds of
-    pre-generation calls (:mod:`service.campaigns.holds`). Every path sums it here."""
-    return sum(int(r.expected_cost_nusd) for r in inflight) + int(held_nusd)
-
-
-def over_budget(budget_nusd: int | None, spend_nusd: int, reserved_nusd: int, expected_nusd: int) -> bool:
-    """The budget reservation check: spend, in-flight reservations and the new duel exceed the budget."""
-    return spend_nusd + reserved_nusd + expected_nusd > effective_budget(budget_nusd)
-
-
-def budget_spent(budget_nusd: int | None, spend_nusd: int) -> bool:
-    """An end condition: the campaign's spend reached its budget."""
-    return spend_nusd >= effective_budget(budget_nusd)
 
 
 # ---------------------------------------------------------------- blinding: the secret draws
@@ -557,9 +473,8 @@ def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:
 
 
 # ---------------------------------------------------------------- raising a limit
-END_LIMIT_BUDGET = "budget"
 END_LIMIT_MAX_DUELS = "max_duels"
-END_LIMIT_PROVIDER = "provider"  # paused on a provider fault (service.campaigns.ledger): any PATCH continues it
+END_LIMIT_PROVIDER = "provider"  # paused on a provider fault (service.money.ledger): any PATCH continues it
 END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER)
 #: The error of an in-flight duel cancelled by its campaign's end.
 CANCELLED_ERROR = "the campaign ended before this duel was judged"

@@ -300,7 +300,7 @@ async def stored_for_duel(
 ) -> tuple[list[int], int]:
     """What a planned duel will take from the stores: (the model indices whose answer is
     stored, the number of judge orders whose verdict is stored), the inputs of
-    :func:`service.campaigns.rules.reserve_duel_nusd`.
+    :func:`service.money.reserve.reserve_duel_nusd`.
 
     An answer counts only when it is stored (``ready``); one being generated (a
     claim) may still fail, so it stays reserved. A verdict can be known only when

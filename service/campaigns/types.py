@@ -33,6 +33,17 @@ class CampaignEnded(Conflict):
     """The request found the campaign at an end condition and ended it (in the same transaction)."""
 
 
+@dataclass(frozen=True)
+class End:
+    """End the campaign (``status``, ``reason``, ``limit`` as :meth:`finish` stores them), then raise ``error``
+    (a decision of :mod:`service.decide.plan` and :func:`service.money.reserve.budget_decision`)."""
+
+    status: str
+    reason: str
+    limit: str | None
+    error: DomainError
+
+
 class Forbidden(DomainError):
     """The caller's token does not allow this."""
 

@@ -60,6 +60,7 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     (``L - 1``): the reference's certificates; ``progress`` in [0, 1]: the mean over the
     reference's ``L - 1`` pairs of ``min(1, log_stat / log_threshold)`` (0 below zero, 1 once
     certified); 1 once the campaign has ended. ``losers``: each model shown to be beaten and by whom.
+    ``level``: each certificate's error level, ``delta/L`` (``delta/(L-1)`` for a state stored at that level).
     """
     if algorithm != Algorithm.DCTAS_PC or not state:
         return None
@@ -88,7 +89,10 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
 
     # Progress counts certified pairs only, so the fraction and "k of L-1 pairs" say the same thing;
     # a verdict that ends the test (no Condorcet winner, undecidable) completes it, a stop does not.
-    progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, L - 1)
+    needed = L - 1
+    if getattr(policy, "goal", "winner") != "winner":  # a leaderboard: the pairs its goal rests on
+        certified, needed = _goal_pairs(policy, L)
+    progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, needed)
     losers = []
     for m in range(L):
         by = [names[e["winner"]] for e in items if e["loser"] == m and e["certified"]]
@@ -98,13 +102,27 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
         "test": test,
         "statistic": PC_TESTS.get(test, test),
         "log_threshold": _finite(items[0]["log_threshold"]) if items else None,
+        "level": getattr(policy, "level", "delta/L"),
         "reference": names[ref] if 0 <= ref < L else None,
         "certified": certified,
-        "needed": L - 1,
+        "needed": needed,
         "progress": progress,
         "pairs": pairs,
         "losers": losers,
     }
+
+
+def _goal_pairs(policy: Any, L: int) -> tuple[int, int]:
+    """``(resolved, needed)`` pairs of a leaderboard goal: every pair for ``ranking``; for ``top_k`` the pairs
+    between the ``k`` models with the most certificates and the others (resolved: a certificate or an exact tie)."""
+    B = policy.BEAT
+    resolved = B | B.T | policy.exact_ties()
+    if policy.goal == "top_k":
+        order = sorted(range(L), key=lambda m: (-int(B[m].sum()), m))
+        pairs = [(u, v) for u in order[: policy.k] for v in order[policy.k :]]
+    else:
+        pairs = [(u, v) for u in range(L) for v in range(u + 1, L)]
+    return sum(1 for u, v in pairs if resolved[u, v]), len(pairs)
 
 
 def _finite(x: Any) -> float | None:

@@ -134,7 +134,7 @@ def _bound_costs(c) -> list[float]:
 
 
 def provider_faults(d: Duel) -> list[dict]:
-    """The provider faults of a duel (service.campaigns.ledger): each call that reported usage above
+    """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
     out = []
     for side, rec in (("a", d.completion_a), ("b", d.completion_b), ("judge", d.judge_detail)):

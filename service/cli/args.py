@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Callable
 
 
@@ -53,6 +54,21 @@ def record_id(option: str) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{option} must be an integer, got {text!r}") from None
         if not 1 <= v <= MAX_ID:
             raise argparse.ArgumentTypeError(f"{option} must be between 1 and 2**62, got {text}")
+        return v
+
+    return parse
+
+
+def number_in(option: str, low: float, high: float) -> Callable[[str], float]:
+    """A parser for a finite number in (``low``, ``high``]; errors name ``option``."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} must be a number, got {text!r}") from None
+        if not (math.isfinite(v) and low < v <= high):
+            raise argparse.ArgumentTypeError(f"{option} must be a number in ({low:g}, {high:g}], got {text}")
         return v
 
     return parse

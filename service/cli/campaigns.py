@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from service.cli import campaign_admin
-from service.cli.args import CLIError, whole_number
+from service.cli.args import CLIError, number_in, whole_number
 from service.cli.hybrid_show import hybrid_lines
 from service.cli.remote import Remote, add_remote_arguments, remote_from_args
 
@@ -103,6 +103,11 @@ def _evidence_short(c: dict[str, Any]) -> str:
     return f"evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
 
 
+def _level_divisor(ev: dict[str, Any]) -> str:
+    """``L`` or ``(L-1)``: the divisor of delta in each certificate's level."""
+    return "(L-1)" if ev.get("level") == "delta/(L-1)" else "L"
+
+
 def evidence_lines(c: dict[str, Any]) -> list[str]:
     """The evidence of the rule that decides: dctas-pc's certificates, else the GLR Z of beta."""
     ev = c.get("pc_evidence")
@@ -112,7 +117,7 @@ def evidence_lines(c: dict[str, Any]) -> list[str]:
     rows = [
         f"  evidence   {ev['reference'] or '-'}: {ev['certified']} of {ev['needed']} pairs certified "
         f"({ev['test']} test; a pair is certified when its log statistic reaches "
-        + (f"log((L-1)/delta) = {thr:.3f})" if thr is not None else "its threshold)")
+        + (f"log({_level_divisor(ev)}/delta) = {thr:.3f})" if thr is not None else "its threshold)")
     ]
     for p in ev["pairs"]:
         if p["winner"] != ev["reference"]:
@@ -524,16 +529,6 @@ def _usd(text: str) -> float:
     return v
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < v <= 5:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 5], got {text}")
-    return v
-
-
 def _seconds(text: str) -> float:
     try:
         v = float(text)
@@ -613,7 +608,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--trials", type=whole_number("--trials"), default=None, help="simulated campaigns, 10 to 1000 (default 200)"
     )
-    a.add_argument("--spread", type=_positive, default=None, help="prior strength spread (default 0.5)")
+    a.add_argument(
+        "--spread", type=number_in("--spread", 0, 5), default=None, help="prior strength spread (default 0.5)"
+    )
 
     a = action(
         "export",

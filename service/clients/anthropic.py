@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import DEFAULT_ANTHROPIC_MAX_TOKENS
+from .content import anthropic_content
 from .http import HTTPModelClient, ResponseShapeError, _token
 
 
@@ -23,7 +24,7 @@ class AnthropicClient(HTTPModelClient):
         body: dict[str, Any] = {
             "model": cfg.model,
             "max_tokens": params.pop("max_tokens", DEFAULT_ANTHROPIC_MAX_TOKENS),
-            "messages": [{"role": "user", "content": t} for t in (turns or [prompt])],
+            "messages": [{"role": "user", "content": anthropic_content(t)} for t in (turns or [prompt])],
         }
         if cfg.system:
             body["system"] = cfg.system

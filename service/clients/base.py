@@ -25,7 +25,10 @@ class Completion:
     cost from the configured per-token prices when both prices and usage are
     known, otherwise the model's fixed per-query cost. ``latency_s`` is the
     duration of the successful HTTP attempt; ``attempts`` counts every try,
-    including the successful one.
+    including the successful one. ``usage_fault``: the provider reported a usage
+    figure that is not a whole number of tokens in range (``1e16``, ``-5``, ``NaN``, a
+    string): the sentence naming it; the token counts are then ``None`` and the ledger
+    charges the call its bound and pauses the campaign (a provider fault).
     """
 
     text: str
@@ -34,6 +37,7 @@ class Completion:
     cost: float
     latency_s: float
     attempts: int = 1
+    usage_fault: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .content import gemini_parts
 from .http import HTTPModelClient, ResponseShapeError, _token
 
 # params keys that belong at the top level of the request; all others go into
@@ -21,7 +22,7 @@ class GeminiClient(HTTPModelClient):
     def build_request(self, prompt, api_key, turns=None):
         cfg = self.config
         model = cfg.model.removeprefix("models/")
-        body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": t}]} for t in (turns or [prompt])]}
+        body: dict[str, Any] = {"contents": [{"role": "user", "parts": gemini_parts(t)} for t in (turns or [prompt])]}
         if cfg.system:
             body["systemInstruction"] = {"parts": [{"text": cfg.system}]}
         gen = {k: v for k, v in cfg.params.items() if k not in _TOP_LEVEL}

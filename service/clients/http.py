@@ -19,7 +19,7 @@ from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import output_token_limit
 from .ratelimit import RateLimiter, estimated_tokens, quota_of
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
-from .usage import parse_tokens
+from .usage import UsageError, parse_tokens
 
 log = logging.getLogger("llmduel.clients")
 
@@ -220,21 +220,33 @@ class HTTPModelClient(ModelClient):
                 resp.status_code,
                 attempt,
             ) from None
+        usage_fault = None
         try:
-            text, tin, tout = self.parse_response(data)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape, usage
+            try:
+                text, tin, tout = self.parse_response(data)
+            except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
+                usage_fault = str(exc)
+                text, tin, tout = self.parse_response(_without_usage(data))
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
                 resp.status_code,
                 attempt,
             ) from None
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, self.fixed_cost)
-        return Completion(text, tin, tout, cost, latency, attempt)
+        return Completion(text, tin, tout, cost, latency, attempt, usage_fault)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+def _without_usage(data: Any) -> Any:
+    """``data`` without its usage figures (OpenAI's and Anthropic's ``usage``, Gemini's ``usageMetadata``)."""
+    if not isinstance(data, dict):
+        return data
+    return {k: v for k, v in data.items() if k not in ("usage", "usageMetadata")}
 
 
 def _token(v: Any, field: str) -> int | None:

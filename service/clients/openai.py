@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .content import openai_content
 from .http import HTTPModelClient, ResponseShapeError, _token
 
 
@@ -20,7 +21,7 @@ class OpenAIClient(HTTPModelClient):
         messages = []
         if cfg.system:
             messages.append({"role": "system", "content": cfg.system})
-        messages.extend({"role": "user", "content": t} for t in (turns or [prompt]))
+        messages.extend({"role": "user", "content": openai_content(t)} for t in (turns or [prompt]))
         body: dict[str, Any] = {"model": cfg.model, "messages": messages, **cfg.params}
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         return f"{cfg.base_url}/chat/completions", headers, body

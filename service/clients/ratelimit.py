@@ -64,9 +64,9 @@ def quota_of(config: Any, api_key: str | None) -> Quota | None:
     return Quota(credential_key(str(config.kind), str(config.base_url), api_key), rpm, tpm)
 
 
-def estimated_tokens(prompt: str, turns: list[str] | None, max_output: int | None) -> int:
+def estimated_tokens(prompt: str, turns: list | None, max_output: int | None) -> int:
     """The tokens a request may use, counted against ``tpm`` before it is sent: its input
     at one token per 4 UTF-8 bytes (rounded up) plus its output limit (``max_tokens``);
     the provider's reported usage replaces the estimate afterwards."""
-    text = "".join(turns) if turns else prompt
+    text = "".join(t if isinstance(t, str) else t.text for t in turns) if turns else prompt
     return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4 + int(max_output or 0)

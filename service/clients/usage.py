@@ -1,6 +1,6 @@
 """A provider's reported token counts, parsed with bounds before anything is charged.
 
-The ledger (:mod:`service.campaigns.ledger`) charges from these figures; the clients parse
+The ledger (:mod:`service.money.ledger`) charges from these figures; the clients parse
 them here, so a negative, fractional, non-finite or absurdly large count is a failed call
 with a clear error, never an overflow (docs/reliability.md, *Ledger*).
 """

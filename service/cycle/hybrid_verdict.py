@@ -30,6 +30,7 @@ from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..decide import verdict as deciding
 from ..models import Campaign, Duel, utcnow
+from ..money import charges
 from ..redaction import redact, redact_json
 
 
@@ -116,7 +117,7 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     coin, and either judged now or handed to the annotators' pool."""
     now = utcnow()
     llm = hybrid.llm_part(c.judge)
-    # charged as any judge call, capped at the LLM part's bound (one writer: judge_charges)
+    # charged as any judge call, capped at the LLM part's bound (service.money.charges writes it)
     judge_charges.charge_judge(svc, s, c, d, j, now, judge=llm)
     refused = _llm_refusal(c, d, now)
     if refused is None:
@@ -202,7 +203,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     now = utcnow()
     fee = hybrid.fee_nusd(c.judge)
     if fee:
-        judge_charges.charge_fee(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
+        charges.charge_judgement(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
     d.score = rules.score_of(
         choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key
     )

@@ -32,7 +32,7 @@ import functools
 import logging
 from typing import Any, Callable
 
-from sqlalchemy import insert, update
+from sqlalchemy import update
 
 from algorithms.vocabulary import DuelStatus
 
@@ -57,7 +57,8 @@ from ..clients import Completion
 from ..config import Settings
 from ..db import Database
 from ..decide import answers as cycle_answers
-from ..models import Charge, Duel, utcnow
+from ..models import Duel, utcnow
+from ..money import charges as money_charges
 from ..redaction import redact
 
 log = logging.getLogger("llmduel.campaigns")
@@ -309,11 +310,7 @@ class Cycle:
                 log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
                 charges, total, faults, fields = [], 0, {}, {}
                 error = cycle_answers.late_error(lost)
-            charge_ids: dict[int, int] = {}
-            for ch in charges:
-                charge_ids[ch["model_index"]] = s.execute(
-                    insert(Charge).values(**ch, duel_id=d.id).returning(Charge.id)
-                ).scalar_one()
+            charge_ids = money_charges.charge_duel(s, c, d, charges, total)  # the duel's cost and the spend too
             for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
                 res = results.get(idx) if isinstance(idx, int) else None
                 if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
@@ -325,8 +322,6 @@ class Cycle:
                         next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0),
                         charge_ids.get(idx),
                     )
-            d.cost_nusd += total
-            c.spend_nusd += total
             for key, value in fields.items():
                 setattr(d, key, value)
             status, stored_error, failed = cycle_answers.after_answers(d.status, d.requested_by, error)

@@ -17,27 +17,22 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import (
     JSON,
-    Integer,
     and_,
     bindparam,
     case,
-    cast,
-    column,
     exists,
-    func,
     insert,
-    literal,
     null,
     select,
-    true,
 )
 from sqlalchemy.dialects import postgresql
 
-from ..campaigns import endings, holds, skips, stores
+from ..campaigns import endings, skips, stores
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
-from ..models import Campaign, Charge, Duel
+from ..models import Campaign, Duel
+from ..money import charges, holds
 from . import sync_driver
 from .plan import decide_plan
 from .shared import handles
@@ -45,7 +40,6 @@ from .verdict import decide_verdict
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
-CH = Charge.__table__.c
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
@@ -134,28 +128,13 @@ def _after_judged(campaign_update):
     campaign changes only when the duel did (RETURNING tells)."""
     judged = sync_driver.JUDGED_DUEL.returning(D.id).cte("u")
     # a human judge's fee per vote: one judge charge, written only when the duel was judged and fee > 0
-    fee = (
-        insert(Charge.__table__)
-        .from_select(
-            ["campaign_id", "duel_id", "kind", "model_index", "amount_nusd", "created_at"],
-            select(
-                cast(bindparam("cid"), CH.campaign_id.type),
-                judged.c.id,
-                literal("judge", CH.kind.type),
-                null(),
-                cast(bindparam("fee"), CH.amount_nusd.type),
-                cast(bindparam("now"), CH.created_at.type),
-            ).where(cast(bindparam("fee"), CH.amount_nusd.type) > 0),
-        )
-        .cte("f")
-    )
+    fee = charges.vote_fee_after(judged)
     return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged).add_cte(fee))
 
 
 PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
 PG_VOTED = _after_judged(sync_driver.VOTED)
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
-_CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
 
 
 @lru_cache(maxsize=64)
@@ -168,30 +147,9 @@ def _pg_plan_write(duel_columns: tuple[str, ...], with_state: bool = False) -> C
         {**defaults, **{k: bindparam(f"d_{k}", type_=D[k].type) for k in duel_columns}}
     )
     d = duel.returning(D.id).cte("d")
-    ch = CH  # the charges arrive as one JSON array; "n" keeps their order
-    x = (
-        func.json_to_recordset(cast(bindparam("charges"), JSON))
-        .table_valued(*(column(k, ch[k].type) for k in _CHARGE_FIELDS), column("n", Integer))
-        .render_derived(name="x", with_types=True)
-    )
-    charges = (
-        insert(Charge.__table__)
-        .from_select(
-            ["campaign_id", "duel_id", *_CHARGE_FIELDS, "created_at"],
-            select(
-                cast(bindparam("cid"), ch.campaign_id.type),
-                d.c.id,
-                *(x.c[k] for k in _CHARGE_FIELDS),
-                cast(bindparam("now"), ch.created_at.type),
-            )
-            .select_from(d)
-            .join(x, true())
-            .order_by(x.c.n),
-        )
-        .cte("ch")
-    )
+    paid = charges.charges_from_json(d)  # the charges arrive as one JSON array; "n" keeps their order
     campaign = (sync_driver.PLANNED_STATE if with_state else sync_driver.PLANNED).cte("c")
-    return compile_pg(select(d.c.id).add_cte(charges, campaign))
+    return compile_pg(select(d.c.id).add_cte(paid, campaign))
 
 
 class _Row(SimpleNamespace):
@@ -330,11 +288,12 @@ class PgTx:
     async def held(self, campaign_id: int, now) -> int:
         return int((await self._fetchrow(PG_HELD, {"cid": campaign_id, "now": now})).held)
 
-    async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
+    async def plan_writes(self, duel: dict, rows: list[dict], campaign: dict) -> int:
         columns = tuple(sorted(duel))
         params = {f"d_{k}": _json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
         params.update(
-            campaign, charges=_json([dict({k: ch[k] for k in _CHARGE_FIELDS}, n=n) for n, ch in enumerate(charges)])
+            campaign,
+            charges=_json([dict({k: ch[k] for k in charges.CHARGE_FIELDS}, n=n) for n, ch in enumerate(rows)]),
         )
         with_state = "policy_state" in campaign
         if with_state:

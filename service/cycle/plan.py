@@ -13,7 +13,7 @@ committed with it):
 3. :func:`_pick`: the policy's pair given the pairs in flight (and, without
    replacement, the outcomes held for an earlier position and the pair's free position);
 4. the prompt and display order, the reservation given the stores, the budget
-   (:func:`service.decide.plan.budget_decision`);
+   (:func:`service.money.reserve.budget_decision`);
 5. :func:`_write`: the duel inserted as ``calling`` (answered at once when both models
    are instant) and the campaign's counters.
 
@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import holds, hybrid, rules, stores
+from ..campaigns import hybrid, rules, stores
 from ..campaigns.leases import RUN_REQUESTER
 from ..campaigns.rules import jsonable
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
 from ..decide import plan as planning
 from ..models import utcnow
+from ..money import holds, reserve
 from .shared import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_end, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,8 +88,8 @@ async def decide_plan(
         prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
     expected = await _reservation(svc, tx, campaign_id, cfg, row, pick.pair, a_is_i, prompt_index, prompt)
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    budget = planning.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
-    await refuse_or_end(tx, campaign_id, budget, now)
+    over = reserve.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
+    await refuse_or_end(tx, campaign_id, over, now)
     duel = planning.new_duel_columns(
         campaign_id,
         number,
@@ -176,7 +177,7 @@ async def _reservation(
     have, orders = await stores.stored_for_duel(
         svc.stored_keys, tx, cfg.answers, cfg.verdicts, cfg.models, cfg.judge, i, j, a_is_i, prompt, reference
     )
-    return rules.reserve_duel_nusd(
+    return reserve.reserve_duel_nusd(
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
     )
 

@@ -15,11 +15,12 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import holds, hybrid_tx, judge_charges, rules, skips, stores
+from ..campaigns import hybrid_tx, judge_charges, rules, skips, stores
 from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
-from ..models import Campaign, Charge, Duel, Prompt
+from ..models import Campaign, Duel, Prompt
+from ..money import charges, holds
 from . import hybrid_verdict
 from .plan import decide_plan
 from .shared import _CONFIG_COLUMNS
@@ -76,7 +77,6 @@ TOUCHED = (
     .values(version=C.version + 1, updated_at=bindparam("now"))
 )
 INSERT_DUEL = insert(Duel.__table__).returning(D.id)
-INSERT_CHARGES = insert(Charge.__table__)
 PLANNED = (
     update(Campaign.__table__)
     .where(C.id == bindparam("cid"))
@@ -84,7 +84,7 @@ PLANNED = (
         event_seq=bindparam("seq"),
         duels_created=bindparam("created"),
         duels_failed=C.duels_failed + bindparam("failed"),
-        spend_nusd=C.spend_nusd + bindparam("spent"),
+        **charges.spend(bindparam("spent")),
         version=C.version + 1,
         updated_at=bindparam("now"),
     )
@@ -146,15 +146,6 @@ JUDGED_DUEL = (
         cost_nusd=D.cost_nusd + bindparam("fee"),
     )
 )
-# A human judge's fee per vote (rules.vote_fee_nusd; 0 for none): one judge charge with the vote.
-VOTE_FEE_CHARGE = insert(Charge.__table__).values(
-    campaign_id=bindparam("cid"),
-    duel_id=bindparam("did"),
-    kind="judge",
-    model_index=None,
-    amount_nusd=bindparam("fee"),
-    created_at=bindparam("now"),
-)
 # A verdict that enters no policy record (a tie dropped, a judge error, an outcome held for an
 # earlier position), and one that does (``n_counted`` outcomes recorded with it).
 VOTED_TIE = (
@@ -163,8 +154,7 @@ VOTED_TIE = (
     .values(
         duels_judged=C.duels_judged + bindparam("n_judged"),
         duels_failed=C.duels_failed + bindparam("n_failed"),
-        spend_nusd=C.spend_nusd + bindparam("fee"),
-        judge_spend_nusd=C.judge_spend_nusd + bindparam("fee"),
+        **charges.judge_spend(bindparam("fee")),
         version=C.version + 1,
         updated_at=bindparam("now"),
     )
@@ -241,10 +231,10 @@ class SyncTx:
     async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
         end_campaign(self.conn, campaign_id, end, now, keep_duel)
 
-    async def plan_writes(self, duel: dict, charges: list[dict], campaign: dict) -> int:
+    async def plan_writes(self, duel: dict, rows: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
-        if charges:
-            self.conn.execute(INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in charges])
+        if rows:
+            self.conn.execute(charges.INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in rows])
         self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
         if campaign.get("run"):  # only its own parameter: a column-named key would join the SET list
             self.conn.execute(RUN_STEP, {"cid": campaign["cid"]})
@@ -283,8 +273,10 @@ class SyncTx:
         position, as (duel id, record_seq)), the campaign's counters and policy, and its end."""
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
-        if judged["fee"]:
-            self.conn.execute(VOTE_FEE_CHARGE, {k: campaign[k] for k in ("cid", "now", "fee")} | {"did": judged["did"]})
+        if judged["fee"]:  # a human judge's fee per vote (rules.vote_fee_nusd): one judge charge with the vote
+            self.conn.execute(
+                charges.VOTE_FEE_CHARGE, {k: campaign[k] for k in ("cid", "now", "fee")} | {"did": judged["did"]}
+            )
         for rid, rseq in others:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})

@@ -34,6 +34,7 @@ from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..decide import verdict as deciding
 from ..models import utcnow
+from ..money.ledger import usage_faulted
 from ..redaction import redact, redact_json
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
@@ -73,9 +74,10 @@ async def decide_verdict(svc: HotService, tx, duel_id: int, j: Judgement) -> Due
 
 async def _charge_judge(tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:
     """An automatic judge's charges (nothing for a vote); returns the amount charged."""
-    if not j.judge_cost and j.reused_verdict is None and j.verdict_claim is None:
+    called = bool(j.judge_cost) or usage_faulted(j.judge_detail)  # a call with an unusable usage is charged
+    if not called and j.reused_verdict is None and j.verdict_claim is None:
         return 0
-    reference = await tx.reference(campaign_id, drow.prompt_index) if j.judge_cost else None
+    reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
     stale = rules.is_stale(drow.expires_at, now)
     amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id)
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)

@@ -14,12 +14,13 @@ from typing import Any
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import ledger, stores
+from ..campaigns import stores
 from ..campaigns.leases import ORPHAN_REQUESTER
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, finite_or_none
 from ..campaigns.types import DuelPlan
 from ..clients import ClientError, Completion
 from ..models import from_nusd
+from ..money import ledger
 from ..redaction import redact
 
 

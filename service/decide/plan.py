@@ -5,31 +5,20 @@ campaign's in-flight duels (rows with ``id``, ``model_i``, ``model_j``,
 ``expected_cost_nusd``, ``expires_at``, ``requested_by``) and returns a decision.
 The order the transactions apply them in is the order of this module:
 :func:`access_refusal`, :func:`run_refusal`, :func:`split_stale`,
-:func:`cap_decision`, :func:`no_pair_error`, :func:`budget_decision`,
+:func:`cap_decision`, :func:`no_pair_error`, :func:`service.money.reserve.budget_decision`,
 :func:`new_duel_columns`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import rules
 from ..campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
-from ..campaigns.types import CampaignEnded, Conflict, DomainError, Forbidden
-
-
-@dataclass(frozen=True)
-class End:
-    """End the campaign (``status``, ``reason``, ``limit`` as :meth:`finish` stores them), then raise ``error``."""
-
-    status: str
-    reason: str
-    limit: str | None
-    error: DomainError
+from ..campaigns.types import CampaignEnded, Conflict, DomainError, End, Forbidden
 
 
 def access_refusal(campaign_id: int, status: str, judge_kind: str | None, principal: Any) -> DomainError | None:
@@ -101,33 +90,6 @@ def no_pair_error(in_flight: int, held: int, why: str) -> Conflict:
             retry_later=True,
         )
     return Conflict(f"no pair is available and nothing is in flight ({why})")
-
-
-def budget_decision(
-    campaign_id: int, budget_nusd: int | None, spend_nusd: int, live: list[Any], held_nusd: int, expected_nusd: int
-) -> End | Conflict | None:
-    """The reservation check of a new duel bounded by ``expected_nusd``.
-
-    Over the budget with nothing in flight and nothing held: the campaign ends; over it while
-    duels or pre-generation calls hold reservations: wait for them; else None (the duel may start).
-    """
-    reserved = rules.reserved_nusd(live, held_nusd)
-    if not rules.over_budget(budget_nusd, spend_nusd, reserved, expected_nusd):
-        return None
-    if live or held_nusd:
-        return Conflict(
-            f"the remaining budget is reserved by {len(live)} duels in flight"
-            + (" and answers being pre-generated" if held_nusd else ""),
-            retry_later=True,
-        )
-    remaining = rules.effective_budget(budget_nusd) - spend_nusd
-    return End(
-        CampaignStatus.BUDGET_EXHAUSTED,
-        f"the next duel's cost bound ({expected_nusd / 1e9:.6g} USD) exceeds the "
-        f"remaining budget ({remaining / 1e9:.6g} USD)",
-        rules.END_LIMIT_BUDGET if budget_nusd is not None else None,
-        CampaignEnded(f"campaign {campaign_id} has ended: budget exhausted"),
-    )
 
 
 def new_duel_columns(

@@ -15,8 +15,9 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns import rules
 from ..campaigns.leases import ORPHAN_REQUESTER
-from ..campaigns.ledger import fault_reason
 from ..campaigns.types import Conflict
+from ..money import budget
+from ..money.ledger import fault_reason
 
 #: The stopping verdicts that certify no model.
 NO_WINNER = (CampaignStatus.UNDECIDABLE, CampaignStatus.NO_CONDORCET_WINNER)
@@ -137,7 +138,7 @@ def ending(
         return stopped
     if judged and rules.max_duels_reached(max_duels, duels_judged):
         return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", rules.END_LIMIT_MAX_DUELS)
-    if rules.budget_spent(budget_nusd, spend_nusd):
+    if budget.budget_spent(budget_nusd, spend_nusd):
         limit = rules.END_LIMIT_BUDGET if budget_nusd is not None else None
         return Ending(CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", limit)
     if fault is not None:

@@ -9,13 +9,17 @@ never changes afterwards, so a reader needs no lock.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
-from service.images.checks import CheckedImage, blind_copy
+from service.clients.content import ImagePart, UserTurn
+from service.images.checks import CheckedImage, blind_copy, check_data_url
 from service.models import StoredImage, utcnow
+from service.prompts import turn_image_urls
 
 
 def put_image(session: Session, image: CheckedImage) -> str:
@@ -42,3 +46,40 @@ def put_image(session: Session, image: CheckedImage) -> str:
 def get_image(session: Session, sha256: str) -> StoredImage | None:
     """The stored row of one image, or None."""
     return session.execute(select(StoredImage).where(StoredImage.sha256 == sha256)).scalar_one_or_none()
+
+
+def store_prompt_images(session: Session, items: list[Any]) -> int:
+    """Store the images of a campaign's validated prompt items; returns how many distinct images."""
+    stored: set[str] = set()
+    for item in items:
+        if isinstance(item, str):
+            continue
+        data = item if isinstance(item, dict) else item.model_dump()
+        for urls in turn_image_urls(data):
+            for url in urls:
+                image = check_data_url(url)
+                if image.sha256 not in stored:
+                    stored.add(put_image(session, image))
+    return len(stored)
+
+
+def load_images(session: Session, hashes: list[str], blind: bool = False) -> list[tuple[str, bytes]]:
+    """(media type, bytes) of ``hashes`` in order: the bytes as stored, or their blind copies."""
+    rows = {
+        r.sha256: r for r in session.execute(select(StoredImage).where(StoredImage.sha256.in_(set(hashes)))).scalars()
+    }
+    missing = [h for h in hashes if h not in rows]
+    if missing:
+        raise LookupError(f"image sha256:{missing[0]} is not in the image store")
+    if blind:
+        return [(rows[h].blind_media_type, bytes(rows[h].blind)) for h in hashes]
+    return [(rows[h].media_type, bytes(rows[h].data)) for h in hashes]
+
+
+def with_images(session: Session, turns: list[str], hashes: list[list[str]]) -> list[UserTurn]:
+    """A prompt's user turns with their images, as the model clients send them (service/clients/content.py)."""
+    out = []
+    for text, turn_hashes in zip(turns, hashes):
+        images = load_images(session, turn_hashes) if turn_hashes else []
+        out.append(UserTurn(text, tuple(ImagePart(t, b) for t, b in images)))
+    return out

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr, Strict, field_validator, model_validato
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
 from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
+from service.images.checks import MAX_IMAGES_PER_PROMPT
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import duplicate_names
 from service.pricing import (
@@ -25,6 +26,7 @@ from service.schemas.common import (
     MAX_PROMPT_CHARS,
     MAX_PROMPTS,
     USD,
+    ImageURL,
     Name,
     PromptText,
     QueryUSD,
@@ -78,6 +80,9 @@ class ModelSpec(StrictModel):
 
 class PromptTurn(StrictModel):
     content: PromptText
+    images: list[ImageURL] | None = Field(
+        None, max_length=MAX_IMAGES_PER_PROMPT, description="This turn's images as data: URLs (PNG, JPEG, WebP, GIF)."
+    )
 
 
 class PromptObject(StrictModel):
@@ -93,11 +98,19 @@ class PromptObject(StrictModel):
     )
     category: Name | None = None
     reference: PromptText | None = Field(None, description="A reference answer handed to the judge.")
+    images: list[ImageURL] | None = Field(
+        None,
+        max_length=MAX_IMAGES_PER_PROMPT,
+        description="Images of the (first) user turn as data: URLs (PNG, JPEG, WebP, GIF); remote URLs are refused.",
+    )
 
     @model_validator(mode="after")
     def _one_text(self) -> "PromptObject":
         if (self.prompt is None) == (self.turns is None):
             raise ValueError("a prompt object needs exactly one of 'prompt' or 'turns'")
+        count = len(self.images or []) + sum(len(t.images or []) for t in self.turns or [] if isinstance(t, PromptTurn))
+        if count > MAX_IMAGES_PER_PROMPT:
+            raise ValueError(f"images: at most {MAX_IMAGES_PER_PROMPT} per prompt (got {count})")
         if self.turns is not None:
             total = sum(len(t if isinstance(t, str) else t.content) for t in self.turns)
             if total > MAX_PROMPT_CHARS:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from service.clients.config import MAX_QUERY_USD
+from service.images.checks import MAX_IMAGE_BYTES, check_data_url
 from service.names import check_name
 
 MAX_MODELS = 64
@@ -52,6 +53,15 @@ def check_json_safe(value: Any, path: str = "", depth: int = 0) -> Any:
             check_json_safe(v, f"{path}[{n}]", depth + 1)
     return value
 
+
+def check_image_url(value: str) -> str:
+    """A ``data:`` URL of an accepted image (service/images/checks.py); the refusal's reason is the 422's."""
+    check_data_url(value)
+    return value
+
+
+# A prompt's image: a data: URL (PNG, JPEG, WebP, GIF) within the limits of service/images/checks.py.
+ImageURL = Annotated[str, Field(max_length=MAX_IMAGE_BYTES * 4 // 3 + 100), AfterValidator(check_image_url)]
 
 SafeText = Annotated[str, AfterValidator(check_text)]
 # Visible, without invisible or control characters (service/names.py).

@@ -225,7 +225,7 @@ def _pc_lines(view: dict, points: list, names: list[str], ref: int) -> list[tupl
 
 
 def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, state: dict, replay_ok: bool):
-    """dctas-pc: each pair's certificate statistic against its threshold log((L-1)/delta)."""
+    """dctas-pc: each pair's certificate statistic against its threshold log(L/delta)."""
     ev = view["pc_evidence"]
     thr = ev["log_threshold"]
     series, legend = [], []
@@ -261,10 +261,6 @@ def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, s
     return Evidence(plot, legend, ref, "certificates", replay_ok, len(points))
 
 
-def _cut(name: str, n: int = 7) -> str:
-    return name if len(name) <= n else name[: n - 1] + "\u2026"
-
-
 def oracle_section(view: dict) -> dict:
     """Pulls per pair beside the oracle allocation at the empirical matrix."""
     names = [m["name"] for m in view["models"]]
@@ -298,7 +294,7 @@ def oracle_section(view: dict) -> dict:
             n = int(N[i][j])
             rows.append(
                 {
-                    "label": f"{_cut(names[i])} vs {_cut(names[j])}",
+                    "label": f"{names[i]} vs {names[j]}",  # never cut: the chart's label column grows
                     "tip": f"{names[i]} vs {names[j]}",
                     "count": n,
                     "share": n / t if view["t"] else 0.0,

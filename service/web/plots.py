@@ -212,24 +212,25 @@ def heatmap(
     if L == 0:
         return empty_plot("heatmap", "no models")
     cell = max(22, min(64, 520 // L))
-    label_w = 150
-    top = 34
-    width = label_w + cell * L + 8
+    # Names are never cut: the row labels' column and the rotated column labels' band grow with
+    # the longest name (about 6.6 px per character at 11 px).
+    longest = max(len(n) for n in names)
+    label_w = max(60, int(6.6 * longest) + 12)
+    top = max(34, int(6.6 * longest * 0.71) + 16)
+    width = label_w + cell * L + int(6.6 * longest * 0.71) + 8
     height = top + cell * L + 8
     out = [_svg_open("heatmap", width, height, title)]
     out.append(f'<g font-size="11" fill="{INK}">')
-    col_chars = max(3, int(cell // 7))  # column labels: the names, cut to the cell's width
     for j in range(L):
-        col = names[j] if len(names[j]) <= col_chars else names[j][: col_chars - 1] + "\u2026"
+        x, y = label_w + cell * j + cell / 2, top - 8
         out.append(
-            f'<text x="{label_w + cell * j + cell / 2}" y="{top - 10}" text-anchor="middle">'
-            f"{esc(col)}<title>{esc(names[j])}</title></text>"
+            f'<text class="col" x="{num(x)}" y="{y}" transform="rotate(-45 {num(x)} {y})">'
+            f"{esc(names[j])}<title>{esc(names[j])}</title></text>"
         )
     for i in range(L):
-        short = names[i] if len(names[i]) <= 20 else names[i][:19] + "\u2026"
         out.append(
-            f'<text x="{label_w - 6}" y="{num(top + cell * i + cell / 2 + 4)}" text-anchor="end">'
-            f"{esc(short)}<title>{esc(names[i])}</title></text>"
+            f'<text class="row" x="{label_w - 6}" y="{num(top + cell * i + cell / 2 + 4)}" text-anchor="end">'
+            f"{esc(names[i])}<title>{esc(names[i])}</title></text>"
         )
     out.append("</g>")
     show_text = cell >= 34
@@ -280,7 +281,8 @@ def pair_bars(rows: Sequence[dict], *, title: str, width: int = 900) -> Markup:
     """
     if not rows:
         return empty_plot("pairs", "no pairs")
-    label_w, right = 110, 150
+    label_w, right = max(110, int(7.2 * max(len(r["label"]) for r in rows)) + 16), 150  # labels never cut
+    width = max(width, label_w + right + 200)
     bar_h, gap = 11, 10
     row_h = bar_h * 2 + gap
     top = 8

@@ -8,9 +8,11 @@ LLM judge's verdict) takes its amount from :func:`model_charge` or
 1. **Usage figures are bounded.** A token count is a whole number in
    ``[0, MAX_USAGE_TOKENS]`` (:mod:`service.clients.usage`): a JSON integer, or a float with an integral value.
    Anything else (negative, fractional, ``1e16``, ``1e400`` which JSON reads as
-   infinity, a string, a boolean) raises :class:`UsageError`, which the client
-   turns into a failed call with that message: never an ``OverflowError``, never
-   an amount the int64 ledger cannot hold.
+   infinity, ``NaN``, a string, a boolean) raises :class:`UsageError`, which the
+   client records on the answer (``Completion.usage_fault``): the call is a
+   provider fault, charged its bound (:func:`usage_fault_charge`), the figure kept
+   in the fault's sentence, the campaign paused; never an ``OverflowError``, never
+   an amount the int64 ledger cannot hold, never a free call.
 2. **A call is charged at most its bound.** The bound is what the budget
    reserved for the call (:func:`service.campaigns.rules.model_bound_nusd`,
    :func:`service.campaigns.rules.judge_bound_nusd`: the price's ceiling
@@ -24,7 +26,7 @@ LLM judge's verdict) takes its amount from :func:`model_charge` or
 3. **Without a derivable bound** (a campaign without a budget whose client has
    per-token prices but no ``max_tokens``), a call is charged at most
    ``MAX_CALL_NUSD``; with at most ``2**14`` calls in flight, a spend that stopped
-   below ``rules.LEDGER_CAP_NUSD = 2**62`` cannot pass ``2**63 - 1``.
+   below ``budget.LEDGER_CAP_NUSD = 2**62`` cannot pass ``2**63 - 1``.
 4. Amounts are non-negative Python ints (nano-USD); a reported cost that is
    missing, negative or NaN counts 0, an infinite one is above every bound.
 5. **A reservation is released only when its call can no longer be charged**
@@ -41,8 +43,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..campaigns import rules
 from ..models import from_nusd
-from . import rules
+from . import budget
 
 #: The most a call without a derivable bound is charged (2**48 nano-USD, about 281,475 USD).
 MAX_CALL_NUSD = 2**48
@@ -89,8 +92,8 @@ def _reported_nusd(cost: Any) -> int:
         return 0
     if math.isnan(v) or v <= 0:
         return 0
-    if math.isinf(v) or v * 1e9 >= rules.LEDGER_CAP_NUSD:
-        return rules.LEDGER_CAP_NUSD
+    if math.isinf(v) or v * 1e9 >= budget.LEDGER_CAP_NUSD:
+        return budget.LEDGER_CAP_NUSD
     return rules.cost_nusd(v)
 
 
@@ -128,12 +131,29 @@ def _over_limit(client: dict, output_tokens: Any) -> str | None:
     return f"{output_tokens} output tokens for a request with max_tokens {limit}"
 
 
+def usage_fault_charge(bound_nusd: int | None, who: str, usage_fault: str) -> CallCharge:
+    """The charge of a call whose reported usage was unusable (``usage_fault`` names the figure): its bound
+    (``MAX_CALL_NUSD`` without one), as a provider fault."""
+    cap = bound_nusd if bound_nusd is not None else MAX_CALL_NUSD
+    return CallCharge(
+        cap, cap, bound_nusd, f"{who} reported an unusable usage figure ({usage_fault}); charged the bound"
+    )
+
+
 def model_charge(model: dict, prompt: str, completion: Any) -> CallCharge:
     """The charge of model ``model``'s answer ``completion`` (a client ``Completion``) to ``prompt``."""
     client = rules.stored(model["client"])
     bound = rules.model_bound_nusd(model, prompt)
+    if fault := getattr(completion, "usage_fault", None):
+        return usage_fault_charge(bound, f"model {model['name']!r}", str(fault))
     over = _over_limit(client, completion.output_tokens)
     return capped(completion.cost, bound, f"model {model['name']!r}", over)
+
+
+def usage_faulted(detail: dict | None) -> bool:
+    """Whether a judgement's calls (its ``detail``) include one whose usage figure was unusable."""
+    calls = (detail or {}).get("calls") or []
+    return any(isinstance(call, dict) and call.get("usage_fault") for call in calls)
 
 
 def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None) -> CallCharge:
@@ -142,10 +162,12 @@ def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, det
     bound = rules.judge_bound_nusd(judge, prompt, reference) if judge.get("kind") == "llm" else None
     over = None
     if judge.get("kind") == "llm":
+        model = judge["client"].get("model") or judge["client"].get("kind")
         for call in (detail or {}).get("calls") or []:
             if isinstance(call, dict):
+                if call.get("usage_fault"):
+                    return usage_fault_charge(bound, f"judge model {model!r}", str(call["usage_fault"]))
                 over = over or _over_limit(judge["client"], call.get("output_tokens"))
-        model = judge["client"].get("model") or judge["client"].get("kind")
         return capped(cost, bound, f"judge model {model!r}", over)
     return capped(cost, bound, "the judge")
 

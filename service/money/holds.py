@@ -24,8 +24,8 @@ import datetime as dt
 
 from sqlalchemy import bindparam, delete, func, insert, select
 
+from ..campaigns.stores import pregenerates
 from ..models import BudgetHold
-from .stores import pregenerates
 
 H = BudgetHold.__table__.c
 
