@@ -30,6 +30,12 @@ Prompt file formats (UTF-8; every error names the file and the line):
   names a prompt by its position, ``p1``, ``p2``, ...).
 
 Ids must be unique within a file (the exported battle log keys on them).
+
+Images (vision prompts): a prompt object's ``images`` and a turn object's ``images``
+are lists of ``data:`` URLs or of image file paths relative to the file that names
+them (the campaign file for inline prompts, the prompt file otherwise), which must lie
+inside that file's folder (symbolic links resolved); remote ``http(s)`` URLs are refused.
+Each image is checked (service/images/checks.py) and sent inline as a ``data:`` URL.
 """
 
 from __future__ import annotations
@@ -122,12 +128,13 @@ def prompt_item(obj: Any, where: str) -> str | dict[str, Any]:
         turns = obj["turns"]
         if not isinstance(turns, list) or not turns:
             raise CampaignFileError(f"{where}: 'turns' must be a non-empty list")
-        texts = []
+        texts: list[Any] = []
         for n, t in enumerate(turns):
             text = t.get("content") if isinstance(t, dict) else t
             if not isinstance(text, str) or not text.strip():
                 raise CampaignFileError(f'{where}: turns[{n}] must be a non-empty string or {{"content": string}}')
-            texts.append(text)
+            refs = _image_refs(t.get("images"), f"{where}: turns[{n}]") if isinstance(t, dict) else None
+            texts.append({"content": text, "images": refs} if refs else text)
         item["turns"] = texts
     elif obj.get("prompt") is not None:
         item["prompt"] = _text_field(obj["prompt"], "prompt", where, required=True)
@@ -139,7 +146,62 @@ def prompt_item(obj: Any, where: str) -> str | dict[str, Any]:
         value = _text_field(obj.get(key), key, where)
         if value is not None:
             item[key] = value
+    refs = _image_refs(obj.get("images"), where)
+    if refs:
+        item["images"] = refs
     return item
+
+
+def _image_refs(value: Any, where: str) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise CampaignFileError(f"{where}: 'images' must be a list of file paths or data: URLs")
+    return list(value)
+
+
+def _image_url(ref: str, base: Path, where: str) -> str:
+    """An image reference of a file in folder ``base`` as a checked ``data:`` URL: a ``data:`` URL as it
+    is, or a path relative to ``base`` that stays inside it (symbolic links resolved); remote URLs refused."""
+    from service.images.checks import ImageError, check_data_url, check_image, to_data_url
+
+    try:
+        if ref.startswith("data:"):
+            check_data_url(ref)
+            return ref
+        if ref.lower().startswith(("http://", "https://")):
+            raise ImageError("remote image URLs are not fetched; use a file next to this one or a data: URL")
+        target = base / ref
+        try:
+            inside = not Path(ref).is_absolute() and target.resolve().is_relative_to(base.resolve())
+        except (OSError, RuntimeError):  # a symbolic link loop
+            inside = False
+        if not inside:
+            raise ImageError("an image file must be a relative path inside this file's folder")
+        try:
+            with open(target, "rb") as f:
+                data = f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ImageError(f"cannot read it ({exc.strerror or exc})") from None
+        image = check_image(data)
+        return to_data_url(image.data, image.media_type)
+    except ImageError as exc:
+        raise CampaignFileError(f"{where}: image {ref[:80]!r}: {exc}") from None
+
+
+def _with_images(item: str | dict[str, Any], base: Path, where: str) -> str | dict[str, Any]:
+    """A prompt item whose image references (its own and its turns') are ``data:`` URLs."""
+    if isinstance(item, str):
+        return item
+    out = dict(item)
+    if out.get("images"):
+        out["images"] = [_image_url(r, base, where) for r in out["images"]]
+    if out.get("turns"):
+        out["turns"] = [
+            {**t, "images": [_image_url(r, base, where) for r in t["images"]]} if isinstance(t, dict) else t
+            for t in out["turns"]
+        ]
+    return out
 
 
 def _jsonl(path: Path, text: str) -> list[tuple[int, Any]]:
@@ -218,6 +280,10 @@ def read_prompt_file(path: str | Path, fmt: str | None = None) -> list[str | dic
     items = {"jsonl": _jsonl, "json": _json, "csv": _csv, "text": _plain}[fmt](path, text)
     if not items:
         raise CampaignFileError(f"{path}: no prompts in this file")
+    items = [
+        (n, _with_images(item, path.parent, f"{path}:{n}" if fmt != "json" else f"{path}: item {n}"))
+        for n, item in items
+    ]
     seen: dict[str, int] = {}
     for n, item in items:
         qid = item.get("id") if isinstance(item, dict) else None
@@ -422,7 +488,10 @@ def read_campaign_file(path: str | Path, *, allow_outside_prompts: bool = False)
     elif prompts is None:
         raise CampaignFileError(f"{path}: no 'prompts' (a list, or {{file: questions.jsonl}})")
     elif isinstance(prompts, list):
-        body["prompts"] = [prompt_item(p, f"{path}: prompts[{n}]") for n, p in enumerate(prompts)]
+        body["prompts"] = [
+            _with_images(prompt_item(p, f"{path}: prompts[{n}]"), path.parent, f"{path}: prompts[{n}]")
+            for n, p in enumerate(prompts)
+        ]
     else:
         raise CampaignFileError(f"{path}: 'prompts' must be a list or {{file: PATH}}")
     return body

@@ -36,7 +36,14 @@ def test_arena_hard_jsonl(tmp_path):
         {"id": "x4", "prompt": "plain", "reference": "ref"},
     ]
     rows = [normalize_prompt(i) for i in items]
-    assert rows[0] == {"text": "Q one", "qid": "abc1", "category": "arena-hard-v0.1", "turns": None, "reference": None}
+    assert rows[0] == {
+        "text": "Q one",
+        "qid": "abc1",
+        "category": "arena-hard-v0.1",
+        "turns": None,
+        "reference": None,
+        "images": None,
+    }
     assert rows[1]["turns"] == ["T1", "T2"] and rows[1]["text"] == render_turns(["T1", "T2"])
     assert "T1" in rows[1]["text"] and "T2" in rows[1]["text"]
     assert normalize_prompt("just text")["text"] == "just text"

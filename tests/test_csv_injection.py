@@ -21,6 +21,12 @@ def test_text_cells_starting_like_a_formula_get_a_quote(start):
     assert csv_cell(start + "x") == "'" + start + "x"
 
 
+@pytest.mark.parametrize("start", ["\uff1d", "\uff0b", "\uff0d", "\uff20", "\ufe66", "\u2212"])
+def test_full_width_and_small_formula_starts_get_a_quote(start):
+    """＝ ＋ － ＠ ﹦ − : spreadsheets in East Asian locales read ＝1+2 as a formula."""
+    assert csv_cell(start + "1+2") == "'" + start + "1+2"
+
+
 def test_numbers_and_plain_text_are_left_alone():
     assert csv_cell(-0.25) == -0.25 and csv_cell(-3) == -3 and csv_cell(0.0) == 0.0
     assert csv_cell("model a") == "model a" and csv_cell("a=b") == "a=b" and csv_cell(None) == ""

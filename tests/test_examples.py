@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = REPO / "examples"
 FAKE_URL = "http://127.0.0.1:9000/v1"  # what the examples say: `llmduel fake-provider --port 9000`
-OFFLINE = {"fake-provider.yaml", "simulated.yaml", "human.yaml"}
+OFFLINE = {"fake-provider.yaml", "simulated.yaml", "human.yaml", "vision.yaml"}
 CAMPAIGN_FILES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
 
 
@@ -109,7 +109,9 @@ def created_id(stdout: str) -> int:
     return int(first.split()[1].rstrip(":"))
 
 
-@pytest.mark.parametrize("name, winner", [("fake-provider.yaml", "large"), ("simulated.yaml", "expensive")])
+@pytest.mark.parametrize(
+    "name, winner", [("fake-provider.yaml", "large"), ("simulated.yaml", "expensive"), ("vision.yaml", "large")]
+)
 def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, name, winner):
     r = llmduel(server, "campaign", "create", str(examples_here / name))
     assert r.returncode == 0, r.stderr
@@ -123,7 +125,8 @@ def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, na
     r = llmduel(server, "campaign", "export", str(cid), "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     battles = [json.loads(x) for x in (tmp_path / "out" / "battles.jsonl").read_text().splitlines()]
-    assert battles and {b["question_id"] for b in battles} <= {f"ex{n:02d}" for n in range(1, 21)}
+    prefix = "v" if name == "vision.yaml" else "ex"  # examples/vision-questions.jsonl: v01 ... v20
+    assert battles and {b["question_id"] for b in battles} <= {f"{prefix}{n:02d}" for n in range(1, 21)}
 
 
 def test_human_example_runs_to_a_verdict_with_scripted_votes(server, examples_here):

@@ -141,3 +141,36 @@ def test_anthropic_and_gemini_forms():
     assert body["contents"] == [
         {"role": "user", "parts": [{"text": "What is it?"}, {"inline_data": {"mime_type": "image/png", "data": b64}}]}
     ]
+
+
+def test_campaign_file_images_relative_confined_and_checked(tmp_path):
+    import pytest
+
+    from service.campaign_files import CampaignFileError, read_campaign_file
+
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "red.png").write_bytes(RED)
+    (tmp_path / "bad.png").write_bytes(b"<svg/>")
+    (tmp_path / "q.jsonl").write_text(
+        json.dumps({"id": "a", "prompt": "Colour?", "images": ["pics/red.png"]})
+        + "\n"
+        + json.dumps({"id": "b", "turns": [{"content": "Look", "images": [data_url(BLUE)]}, "Again"]})
+        + "\n"
+    )
+    camp = tmp_path / "c.yaml"
+    camp.write_text("name: v\nmodels: []\nprompts: {file: q.jsonl}\n")
+    body = read_campaign_file(camp)
+    assert body["prompts"][0]["images"] == [data_url(RED)]
+    assert body["prompts"][1]["turns"][0] == {"content": "Look", "images": [data_url(BLUE)]}
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.png"
+    outside.write_bytes(RED)
+    for ref, reason in [
+        ("bad.png", "SVG is refused"),
+        ("../" + outside.name, "inside this file's folder"),
+        (str(outside), "inside this file's folder"),
+        ("https://example.com/x.png", "remote image URLs are not fetched"),
+        ("missing.png", "cannot read it"),
+    ]:
+        camp.write_text(f"name: v\nmodels: []\nprompts:\n  - {{prompt: p, images: ['{ref}']}}\n")
+        with pytest.raises(CampaignFileError, match=reason):
+            read_campaign_file(camp)

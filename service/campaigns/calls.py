@@ -143,10 +143,13 @@ class Calls:
         """The duel's prompt turns and reference answer (cached; one read per prompt and process)."""
         if plan.prompt_index is None:
             return None, None
-        cached = self.prompts.cached_prompt_extras(plan.campaign_id, plan.prompt_index)
-        if cached is not None:
-            return cached
-        return await in_thread(self.prompts.prompt_extras, plan.campaign_id, plan.prompt_index)
+        extras = self.prompts.cached_prompt_extras(plan.campaign_id, plan.prompt_index)
+        if extras is None:
+            extras = await in_thread(self.prompts.prompt_extras, plan.campaign_id, plan.prompt_index)
+        hashes = self.prompts.image_hashes(plan.campaign_id, plan.prompt_index)
+        if hashes and extras[0]:  # vision: the turns with their images (service/images/)
+            return await in_thread(self.prompts.turns_with_images, extras[0], hashes), extras[1]
+        return extras
 
     async def call_model(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
         """Model ``idx``'s answer (a Completion) or the exception that ended the call; a call

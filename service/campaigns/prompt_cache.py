@@ -22,6 +22,7 @@ class PromptCache:
         self.db = db
         self._texts: dict[tuple[int, int], str] = {}
         self._extras: dict[tuple[int, int], tuple[list[str] | None, str | None]] = {}
+        self._images: dict[tuple[int, int], list[list[str]]] = {}
 
     def cached_prompt(self, campaign_id: int, idx: int) -> str | None:
         return self._texts.get((campaign_id, idx))
@@ -67,9 +68,19 @@ class PromptCache:
                 )
             ).first()
             extras = (row.turns, row.reference) if row is not None else (None, None)
-            if row is not None and row.images:  # vision: each turn with its images (service/images/)
-                extras = (with_images(s, row.turns, row.images), row.reference)
+            if row is not None and row.images:  # vision: the sha256 of each turn's images (service/images/)
+                self._images[key] = row.images
             if len(self._extras) >= MAX_ENTRIES:
                 self._extras.clear()
+                self._images.clear()
             self._extras[key] = extras
         return extras
+
+    def image_hashes(self, campaign_id: int, idx: int) -> list[list[str]] | None:
+        """The sha256 of each turn's images of a prompt whose extras are cached (None: no images)."""
+        return self._images.get((campaign_id, idx))
+
+    def turns_with_images(self, turns: list[str], hashes: list[list[str]]) -> list:
+        """A prompt's turns with their image bytes (read from the image store each time, never cached)."""
+        with self.db.read() as s:
+            return with_images(s, turns, hashes)

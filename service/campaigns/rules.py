@@ -50,6 +50,9 @@ class _NotPlain(Exception):
     """A value :func:`_plain` leaves to the JSON round trip."""
 
 
+_NUMBER_TYPES = frozenset((int, float))
+
+
 def _plain(v: Any) -> Any:
     t = type(v)
     if t is str or t is int or t is float or t is bool or v is None:
@@ -62,6 +65,8 @@ def _plain(v: Any) -> Any:
             out[k] = _plain(x)
         return out
     if t is list or t is tuple:
+        if _NUMBER_TYPES.issuperset(map(type, v)):  # the policy state's long rows: one pass in C
+            return list(v)
         return [_plain(x) for x in v]
     if isinstance(v, np.ndarray):
         return _plain(v.tolist())

@@ -288,6 +288,7 @@ class StoredKeys:
 async def stored_for_duel(
     known: StoredKeys,
     lookup: Any,
+    *,
     answers: str | None,
     verdicts: str | None,
     models: Sequence[dict],

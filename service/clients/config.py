@@ -267,7 +267,13 @@ class _HTTPClientConfig(_Config):
         None, description="System prompt sent with every call."
     )
     timeout_s: Annotated[float, number_in(0.0, 3600.0, lo_open=True)] = Field(
-        60.0, gt=0, le=3600, description="Timeout of one HTTP attempt (seconds)."
+        60.0,
+        gt=0,
+        le=3600,
+        description=(
+            "Total deadline of one HTTP attempt, headers and body (seconds); the call, retries included, "
+            "ends within max_attempts x timeout_s plus the backoff delays."
+        ),
     )
     max_attempts: Annotated[int, int_in(1, 10)] = Field(
         4, ge=1, le=10, description="Tries per call (retries on 429, 5xx, timeouts, connection errors)."

@@ -150,7 +150,17 @@ class HTTPModelClient(ModelClient):
             slot = await self._limiter.acquire(quota, tokens) if quota and self._limiter else None
             t0 = time.perf_counter()
             try:
-                resp = await http.post(url, headers=headers, json=body, timeout=timeout)
+                # timeout_s is each attempt's total deadline (headers and body), not only httpx's per-read
+                # timeout: a provider trickling a byte every few seconds is cut at timeout_s
+                async with asyncio.timeout(timeout):
+                    resp = await http.post(url, headers=headers, json=body, timeout=timeout)
+            except TimeoutError:
+                err = ClientError(
+                    f"{self.provider} timed out after {timeout:g}s (the attempt's total deadline)",
+                    None,
+                    attempt,
+                    retryable=True,
+                )
             except httpx.TimeoutException as exc:
                 err = ClientError(
                     f"{self.provider} timed out after {timeout:g}s ({type(exc).__name__})",

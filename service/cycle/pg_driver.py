@@ -333,6 +333,38 @@ class PgTx:
         await self.commit()
         return True
 
+    # ---- the SQLAlchemy driver's only (service.cycle.driver.Tx): covers() routes those campaigns there
+    async def held_outcomes(self, campaign_id: int) -> list:
+        raise _not_covered("held_outcomes")
+
+    async def free_position(self, campaign_id: int, pair: tuple[int, int], n_prompts: int) -> int:
+        raise _not_covered("free_position")
+
+    async def renew_selected(self, campaign_id: int, inflight: list, now) -> list:
+        raise _not_covered("renew_selected")
+
+    async def claim_selected(self, duel_id: int | None, now, lease) -> int:
+        raise _not_covered("claim_selected")
+
+    async def unrecorded_pairs(self, campaign_id: int) -> list[list[int]]:
+        raise _not_covered("unrecorded_pairs")
+
+    async def touch(self, campaign_id: int, now) -> None:
+        raise _not_covered("touch")
+
+    async def judge_charges(self, campaign_id: int, duel_id: int, j, amount_nusd: int, detail: dict, now) -> None:
+        raise _not_covered("judge_charges")
+
+    async def pair_outcomes(self, campaign_id: int, i: int, j: int) -> tuple[int, list]:
+        raise _not_covered("pair_outcomes")
+
+    async def hybrid_verdict(self, svc, duel_id: int, j) -> DuelOutcome:
+        raise _not_covered("hybrid_verdict")
+
+
+def _not_covered(method: str) -> RuntimeError:  # pragma: no cover - covers() never sends such a campaign here
+    return RuntimeError(f"the asyncpg driver has no {method}: covers() routes such campaigns to the SQLAlchemy driver")
+
 
 async def _on_pool(svc: HotService, make):
     """Run one transaction on a pooled connection, and its ``after_commit`` after COMMIT.

@@ -46,6 +46,7 @@ from .shared import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_e
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
+    from .driver import Tx
     from .service_port import HotService
 
 
@@ -63,7 +64,7 @@ class _Pick:
 
 
 async def decide_plan(
-    svc: HotService, tx, campaign_id: int, principal: Principal | None, run: bool = False
+    svc: HotService, tx: Tx, campaign_id: int, principal: Principal | None, run: bool = False
 ) -> DuelPlan:
     """Plan a duel of ``campaign_id`` for ``principal`` (None: this process's background run,
     ``run`` true): refusals, stale duels expired, the campaign ended by its cap or budget, or
@@ -92,16 +93,16 @@ async def decide_plan(
     await refuse_or_end(tx, campaign_id, over, now)
     duel = planning.new_duel_columns(
         campaign_id,
-        number,
-        pick.pair,
-        (prompt_index, a_is_i),
-        prompt,
-        expected,
-        row.event_seq + 1,
-        pick.pending,
-        principal.label if principal is not None else RUN_REQUESTER,
-        now,
-        now + svc.call_expiry,
+        number=number,
+        pair=pick.pair,
+        draw=(prompt_index, a_is_i),
+        prompt=prompt,
+        reserved_nusd=expected,
+        select_seq=row.event_seq + 1,
+        pending=pick.pending,
+        requested_by=principal.label if principal is not None else RUN_REQUESTER,
+        now=now,
+        expires_at=now + svc.call_expiry,
     )
     if pick.position is not None:
         duel["position"] = pick.position
@@ -109,7 +110,7 @@ async def decide_plan(
 
 
 async def _gate(
-    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
+    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
 ) -> list:
     """Steps before any choice; returns the live in-flight duels. Raises a refusal, or
     :class:`HeldDuel` with the duel an annotator gets back instead of a new one."""
@@ -139,7 +140,7 @@ async def _gate(
     return inflight
 
 
-async def _pick(svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
+async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
     wor = rules.is_wor(cfg.prompt_sampling)
@@ -165,7 +166,7 @@ async def _pick(svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row,
 
 
 async def _reservation(
-    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
+    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
 ) -> int:
     """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
 
@@ -175,7 +176,17 @@ async def _reservation(
 
     i, j = pair
     have, orders = await stores.stored_for_duel(
-        svc.stored_keys, tx, cfg.answers, cfg.verdicts, cfg.models, cfg.judge, i, j, a_is_i, prompt, reference
+        svc.stored_keys,
+        tx,
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
+        models=cfg.models,
+        judge=cfg.judge,
+        i=i,
+        j=j,
+        a_is_i=a_is_i,
+        prompt=prompt,
+        reference=reference,
     )
     return reserve.reserve_duel_nusd(
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
@@ -183,7 +194,7 @@ async def _reservation(
 
 
 async def _write(
-    svc: HotService, tx, campaign_id: int, cfg: CampaignConfig, duel: dict, pick: _Pick, run: bool, now: dt.datetime
+    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, duel: dict, pick: _Pick, run: bool, now: dt.datetime
 ) -> DuelPlan:
     """Insert the duel (answered at once when both models are instant) and update the campaign."""
     plan = new_plan(svc, campaign_id, cfg, duel)

@@ -18,6 +18,7 @@ from ..decide import plan as planning
 from ..models import Duel
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .driver import Tx
     from .service_port import HotService
 
 
@@ -93,12 +94,12 @@ def remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
     return cfg
 
 
-async def config_of(svc: HotService, tx, campaign_id: int) -> CampaignConfig:
+async def config_of(svc: HotService, tx: Tx, campaign_id: int) -> CampaignConfig:
     cfg = svc.config_cache.get(campaign_id)
     return cfg if cfg is not None else remember_config(svc, campaign_id, await tx.config(campaign_id))
 
 
-async def policy_at(svc: HotService, tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
+async def policy_at(svc: HotService, tx: Tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
     """The campaign's policy at ``event_seq``: the cached object, else rebuilt from
     its stored state (``fetched_state`` when the first round trip brought it)."""
     hit = svc.policies.take_exact(campaign_id, event_seq)
@@ -108,7 +109,7 @@ async def policy_at(svc: HotService, tx, campaign_id: int, event_seq: int, fetch
     return restore_policy(state)
 
 
-async def refuse_or_end(tx, campaign_id: int, decision, now) -> None:
+async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
     """Raise a refusal of :mod:`service.decide.plan`; an ending is written first (committed with the refusal)."""
     if isinstance(decision, planning.End):
         await tx.finish(campaign_id, decision, now)

@@ -39,10 +39,11 @@ from ..redaction import redact, redact_json
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .driver import Tx
     from .service_port import HotService
 
 
-async def decide_verdict(svc: HotService, tx, duel_id: int, j: Judgement) -> DuelOutcome:
+async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) -> DuelOutcome:
     """Record ``j`` on duel ``duel_id``; a refusal is raised (what was written before it commits)."""
     p = j.principal
     hint = p.campaign_id if p is not None else None  # an annotator's campaign (else learnt from the duel)
@@ -72,7 +73,7 @@ async def decide_verdict(svc: HotService, tx, duel_id: int, j: Judgement) -> Due
     return await _record(svc, tx, crow, state, drow, cfg, j, judge_nusd, now)
 
 
-async def _charge_judge(tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:
+async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:
     """An automatic judge's charges (nothing for a vote); returns the amount charged."""
     called = bool(j.judge_cost) or usage_faulted(j.judge_detail)  # a call with an unusable usage is charged
     if not called and j.reused_verdict is None and j.verdict_claim is None:
@@ -84,7 +85,7 @@ async def _charge_judge(tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judg
     return amount
 
 
-async def _record(svc: HotService, tx, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now):
+async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now):
     """The verdict counts: the duel, the policy's record, the campaign and its end, if it ends."""
     fee = rules.vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
     d = DuelRow(**drow._asdict())
@@ -166,7 +167,7 @@ async def _record(svc: HotService, tx, crow, state, drow, cfg: CampaignConfig, j
     return DuelOutcome(d.id, d.status, ended=end is not None, failed=j.choice is None, error=d.error, view=view)
 
 
-async def _release(tx, crow, d: DuelRow, policy) -> dict[int, int]:
+async def _release(tx: Tx, crow, d: DuelRow, policy) -> dict[int, int]:
     """Sampling without replacement: the pair's outcomes enter the policy in position order. This
     one, and the held ones after it, enter when every earlier position is recorded; each takes the
     next ``event_seq`` as its ``record_seq`` (replay sees them in the policy's order). Stops at a
