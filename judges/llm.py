@@ -1,7 +1,9 @@
 """LLM-as-judge: a judge model given by the caller (see :class:`judges.base.JudgeModel`).
 
 Each duel is judged in both orders (the answers as shown, AB, and swapped, BA) to
-cancel position bias. The built-in judge asks the judge model to end its reply
+cancel position bias, or in the order shown (``orders: one``), or in one or both as the
+judge's measured tie and flip rates say is cheaper (``orders: auto``,
+:class:`algorithms.judge_orders.AutoOrders`). The built-in judge asks the judge model to end its reply
 with ``[[A]]``, ``[[B]]`` or ``[[C]]`` (tie); the LAST such token in its output is
 the verdict. A configured judge brings its own prompt template, regexes and label
 scores (:class:`VerdictRule`, e.g. ``A>>B`` = 1, ``A>B`` = 0.75). Each call gives
@@ -15,9 +17,12 @@ not a vote). The cost of a judgement is the sum of its calls' costs.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from algorithms.judge_orders import AutoOrders
 
 from .base import Judge, JudgeModel, ModelCallError, Verdict
 
@@ -151,7 +156,10 @@ class LLMJudge(Judge):
         super().__init__(config, model_names, tie_policy)
         if combine not in COMBINE_RULES:
             raise ValueError(f"combine must be one of {COMBINE_RULES}, got {combine!r}")
-        self.both_orders = bool(config.get("both_orders", True))
+        self.orders = str(config.get("orders") or ("both" if config.get("both_orders", True) else "one"))
+        self.both_orders = self.orders == "both"
+        # orders: auto: the mode of each duel, from this judge's earlier both-order verdicts (AutoOrders)
+        self.auto = AutoOrders() if self.orders == "auto" else None
         self.client = client
         self.template = template
         self.verdict_rule = verdict
@@ -182,13 +190,23 @@ class LLMJudge(Judge):
             rec["usage_fault"] = c.usage_fault
         return rec
 
+    def _mode(self, rng: random.Random | None) -> str:
+        """``both`` or ``one`` for this duel; with ``orders: auto`` decided before its calls, from earlier
+        verdicts and the duel's own draw (never from this duel's verdict)."""
+        if self.auto is None:
+            return "both" if self.both_orders else "one"
+        return self.auto.mode((rng or random).random())
+
     async def judge(self, prompt, answer_a, answer_b, *, model_a, model_b, rng=None, reference=None) -> Verdict:
+        mode = self._mode(rng)
         calls = [self._call("ab", prompt, answer_a, answer_b, reference)]
-        if self.both_orders:
+        if mode == "both":
             calls.append(self._call("ba", prompt, answer_b, answer_a, reference))
         records = list(await asyncio.gather(*calls))
         cost = float(sum(r.get("cost", 0.0) for r in records))
         detail: dict[str, Any] = {"format": self.format, "calls": records}
+        if self.auto is not None:
+            detail["orders"] = mode
 
         failed = [r for r in records if "error" in r]
         if failed:
@@ -204,6 +222,8 @@ class LLMJudge(Judge):
         detail["consistent"] = all(v == verdicts[0] for v in verdicts)
         score = combine([r["score_a"] for r in records], self.combine)
         detail["score_a"] = score
+        if self.auto is not None and mode == "both":
+            self.auto.observe(records[0]["score_a"], records[1]["score_a"], score)
         return Verdict(choice_of(score), cost, detail, score=score)
 
     async def aclose(self) -> None:

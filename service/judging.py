@@ -259,11 +259,14 @@ class LLMJudgeConfig(_Config):
         le=MAX_QUERY_USD,
         description="USD per judge call (charged when the client has no price or no usage is reported).",
     )
-    orders: Literal["both", "one"] = Field(
+    orders: Literal["both", "one", "auto"] = Field(
         "both",
         description="both: judge each duel twice, the answers swapped the second time (two calls); one: judge "
         "it once, in the order the answers are shown, which the campaign draws with its secret key (one call; "
-        "position bias becomes zero-mean noise). Both estimate the preference averaged over the two orders.",
+        "position bias becomes zero-mean noise); auto (not for jurors or a hybrid's judge): both "
+        "orders until the measured tie and flip rates say one order is cheaper, then one order with a few duels "
+        "still read in both, and back to both when the rates change. All estimate the preference averaged over "
+        "the two orders.",
     )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
         True,
@@ -298,7 +301,7 @@ class LLMJudgeConfig(_Config):
         has_orders, has_both = "orders" in data, "both_orders" in data
         if has_both and not isinstance(data["both_orders"], bool):
             return data  # strict_bool names the field
-        if has_orders and data["orders"] not in ("both", "one"):
+        if has_orders and data["orders"] not in ("both", "one", "auto"):
             return data  # the Literal names the field
         if has_orders and has_both and (data["orders"] == "both") != data["both_orders"]:
             raise ValueError(
@@ -340,8 +343,20 @@ def _jurors(v: Any) -> Any:
     for n, j in enumerate(v):
         if isinstance(j, dict) and j.get("kind", "llm") != "llm":
             raise ValueError(f"[{n}].kind: a juror is an LLM judge (kind llm), got {str(j.get('kind'))[:40]!r}")
-        out.append({**j, "kind": "llm"} if isinstance(j, dict) else j)
+        out.append(_fixed_orders({**j, "kind": "llm"}, f"[{n}]") if isinstance(j, dict) else j)
     return out
+
+
+def _fixed_orders(judge: dict, where: str) -> dict:
+    """A juror or a hybrid's LLM judge reads a fixed number of orders: ``both`` unless it says otherwise
+    (``orders: auto`` is a campaign's own LLM judge's: its mode follows that judge's own verdicts)."""
+    if judge.get("orders") == "auto":
+        raise ValueError(
+            f"{where}.orders: auto is for a campaign's own llm judge; a juror or a hybrid's judge reads both or one"
+        )
+    if "orders" not in judge and "both_orders" not in judge:
+        return {**judge, "orders": "both"}
+    return judge
 
 
 class JuryJudgeConfig(_Config):
@@ -381,6 +396,8 @@ def _automatic(v: Any) -> Any:
         raise ValueError(
             f"must be an automatic judge (kind {', '.join(AUTOMATIC_KINDS)}), got {str(v.get('kind'))[:40]!r}"
         )
+    if isinstance(v, dict) and v.get("kind") == JudgeKind.LLM.value:
+        return _fixed_orders(v, "")
     return v
 
 

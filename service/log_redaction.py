@@ -10,6 +10,9 @@ access-log line before it is formatted:
   ``secret``, ``password``, ``auth``, ``session``, ``sig`` or ``code`` becomes ``***``;
 * the token segment of ``/annotate/<token>/...`` becomes ``***``.
 
+It also filters httpx's INFO line of each request the server sends to a model or a
+webhook (``HTTP Request: POST <url> ...``), whose address may carry ``?key=``.
+
 **choice**: the voting-link token is masked in the access log like any other
 credential; the log still shows that an annotator page was used, and the
 dashboards show which annotator did what by label.
@@ -25,7 +28,9 @@ MASK = "***"
 _QUERY_SECRET = re.compile(r"(?i)([?&;][^=&#\s]*(?:key|token|secret|passw|auth|session|sig|code)[^=&#\s]*=)[^&#\s]*")
 _ANNOTATE = re.compile(r"(/annotate/)[^/?#\s]+")
 
-ACCESS_LOGGERS = ("uvicorn.access",)
+#: uvicorn's access log, and httpx's INFO line of every request the server sends (a model's
+#: ``base_url`` or a ``webhook_url`` may carry ``?key=``, as Gemini's addresses do)
+ACCESS_LOGGERS = ("uvicorn.access", "httpx")
 
 
 def redact(text: str) -> str:
@@ -37,6 +42,17 @@ def redact(text: str) -> str:
     return text
 
 
+def _masked(arg: object) -> object:
+    """A log argument with credentials masked: text, and objects that print as an address (httpx's ``URL``)."""
+    if isinstance(arg, str):
+        return redact(arg)
+    if isinstance(arg, (int, float, bytes)) or arg is None:
+        return arg
+    text = str(arg)
+    masked = redact(text)
+    return masked if masked != text else arg
+
+
 class RedactCredentials(logging.Filter):
     """Mask credentials in a record's message and string arguments (never drops a record)."""
 
@@ -44,7 +60,7 @@ class RedactCredentials(logging.Filter):
         if isinstance(record.msg, str):
             record.msg = redact(record.msg)
         if isinstance(record.args, tuple):
-            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+            record.args = tuple(_masked(a) for a in record.args)
         elif isinstance(record.args, dict):
             record.args = {k: redact(v) if isinstance(v, str) else v for k, v in record.args.items()}
         return True

@@ -128,7 +128,19 @@ def test_budget_ends_the_campaign_when_nothing_holds_money():
 
 
 def test_the_new_duel_is_calling_and_reserves_its_bound():
-    cols = plan.new_duel_columns(7, 3, (0, 2), (4, False), "p", 99, 12, [[0, 1]], "run", NOW, LATER)
+    cols = plan.new_duel_columns(
+        7,
+        number=3,
+        pair=(0, 2),
+        draw=(4, False),
+        prompt="p",
+        reserved_nusd=99,
+        select_seq=12,
+        pending=[[0, 1]],
+        requested_by="run",
+        now=NOW,
+        expires_at=LATER,
+    )
     assert cols["status"] == DuelStatus.CALLING and cols["expected_cost_nusd"] == 99
     assert (cols["model_i"], cols["model_j"], cols["prompt_index"], cols["a_is_i"]) == (0, 2, 4, False)
     assert cols["select_seq"] == 12 and cols["pending_at_select"] == [[0, 1]] and not cols["counted"]

@@ -109,6 +109,7 @@ async def _campaign(api, tag, verdicts=None, n_duels=12):
         judge={
             "kind": "llm",
             "cost": 0.001,
+            "orders": "both",
             "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge", "params": params},
         },
         budget=10.0,

@@ -20,7 +20,8 @@ def llm_judge(**kw) -> dict:
 @pytest.mark.parametrize(
     "patch, where",
     [
-        ({"orders": "three"}, "Input should be 'both' or 'one'"),
+        ({"orders": "three"}, "Input should be 'both', 'one' or 'auto'"),
+        ({"orders": "auto", "both_orders": True}, "contradicts both_orders"),
         ({"orders": "one", "both_orders": True}, "contradicts both_orders"),
         ({"orders": 1}, "orders"),
     ],
@@ -78,8 +79,8 @@ async def test_one_order_makes_one_judge_call_per_duel_and_halves_c_j(api, fake)
     assert view["judge_spend"] == pytest.approx(16 * 0.01)
     assert (await api.get(f"/v1/campaigns/{c['id']}/replay")).json()["ok"] is True
 
-    # the default is today's behaviour: both orders, two calls per duel, c_J twice the call's cost
-    c2, calls2, _ = await _run(api, fake, ["ord2-small-q3", "ord2-mid-q4", "ord2-large-q5"], None, 6)
+    # both orders: two calls per duel, c_J twice the call's cost
+    c2, calls2, _ = await _run(api, fake, ["ord2-small-q3", "ord2-mid-q4", "ord2-large-q5"], "both", 6)
     assert c2["judge"]["orders"] == "both" and c2["judge_cost"] == pytest.approx(0.02)
     assert len(calls2) == 12
 
@@ -136,4 +137,92 @@ def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
     assert stores.judge_key(old_row) == stores.judge_key(new_row)
     assert stores.judge_key(new_row) != stores.judge_key(validate_judge_config(llm_judge()))
     assert stores.stored_order(new_row, "b", "a") == (False, "ab")  # one order: stored per presentation
-    assert stores.stored_order(validate_judge_config(llm_judge()), "b", "a") == (True, "both")
+    assert stores.stored_order(validate_judge_config(llm_judge(orders="both")), "b", "a") == (True, "both")
+
+
+async def _auto_run(api, fake, names, n_duels, **client_params):
+    judge = llm_judge(orders="auto")
+    if client_params:
+        judge["client"] = {**judge["client"], "params": client_params}
+    body = campaign_body(
+        name="orders auto",
+        costs=[0.001, 0.002, 0.003],
+        clients=[{"kind": "openai", "base_url": BASE, "model": n} for n in names],
+        judge=judge,
+        budget=10.0,
+        seed=7,
+        delta=1e-12,  # no certificate within the duels asked for
+    )
+    body["prompt_sampling"] = "with_replacement"
+    body["verdicts"] = "fresh"  # every duel judged (a reused verdict repeats an earlier one)
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    c = r.json()
+    for _ in range(n_duels):
+        r = await api.post(f"/v1/campaigns/{c['id']}/duels")
+        assert r.status_code == 201 and r.json()["status"] == "judged", r.text
+    bias = (await api.get(f"/v1/campaigns/{c['id']}/judge-bias")).json()
+    return c, await all_duels(api, c["id"]), bias
+
+
+async def test_auto_goes_to_one_order_for_a_consistent_judge(api, fake):
+    c, duels, bias = await _auto_run(api, fake, ["auto1-small-q3", "auto1-mid-q4", "auto1-large-q5"], 40)
+    assert c["judge"]["orders"] == "auto" and c["judge"]["both_orders"] is False
+    assert c["judge_cost"] == pytest.approx(0.02)  # reserved and told as two calls: the mode it starts in
+    n_calls = [len(d["judge"]["calls"]) for d in duels]
+    # the orders agree on every duel (no flip, no tie): one order is cheaper, after min_pairs duels in both
+    assert n_calls[:8] == [2] * 8
+    assert n_calls[8:].count(1) >= 28
+    assert [d["judge"]["orders"] for d in duels] == ["both" if n == 2 else "one" for n in n_calls]
+    assert bias["orders"] == "auto" and bias["modes"] == {"both": n_calls.count(2), "one": n_calls.count(1)}
+    assert bias["order_disagreement"]["rate"] == 0.0 and bias["one_order_cheaper"] is True
+    assert (await api.get(f"/v1/campaigns/{c['id']}/replay")).json()["ok"] is True
+    # the dashboard and `campaign show` say which mode ran
+    page = (await api.get(f"/campaigns/{c['id']}")).text
+    assert 'id="judge-orders"' in page
+    assert f"{n_calls.count(2)} verdicts read both orders, {n_calls.count(1)} one order" in page
+    from service.cli.campaigns import bias_lines
+
+    line = f"orders auto: {n_calls.count(2)} duels in both, {n_calls.count(1)} in one; one order cheaper"
+    assert any(line in x for x in bias_lines(bias))
+
+
+async def test_auto_stays_in_both_orders_for_a_judge_that_reads_the_position(api, fake):
+    # a judge that always answers [[A]]: every duel's two orders disagree (flip rate 1)
+    c, duels, bias = await _auto_run(
+        api, fake, ["auto2-small-q3", "auto2-mid-q4", "auto2-large-q5"], 20, fake_verdicts={"a": "[[A]]", "b": "[[A]]"}
+    )
+    assert [len(d["judge"]["calls"]) for d in duels] == [2] * 20
+    assert bias["modes"] == {"both": 20, "one": 0} and bias["one_order_cheaper"] is False
+    assert bias["order_disagreement"]["rate"] == 1.0
+    view = (await api.get(f"/v1/campaigns/{c['id']}")).json()
+    assert view["judge_spend"] == pytest.approx(40 * 0.01)
+
+
+@pytest.mark.parametrize("where", ["jury", "hybrid"])
+async def test_auto_is_refused_for_jurors_and_a_hybrids_judge_whose_default_is_both(api, where):
+    juror = {"client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.01}
+    if where == "jury":
+        judge = {"kind": "jury", "judges": [{**juror, "orders": "auto"}, juror]}
+        ok = {"kind": "jury", "judges": [juror, juror]}
+    else:
+        judge = {"kind": "hybrid", "llm": {"kind": "llm", **juror, "orders": "auto"}}
+        ok = {"kind": "hybrid", "llm": {"kind": "llm", **juror}}
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=judge))
+    assert r.status_code == 422 and "auto is for a campaign's own llm judge" in r.text, r.text
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=ok))
+    assert r.status_code == 201, r.text
+    stored = r.json()["judge"]
+    members = stored["judges"] if where == "jury" else [stored["llm"]]
+    assert all(m["orders"] == "both" for m in members)
+
+
+def test_auto_verdicts_have_their_own_key_and_are_stored_per_presentation():
+    from service.campaigns import stores
+    from service.judging import validate_judge_config
+
+    auto, both = validate_judge_config(llm_judge(orders="auto")), validate_judge_config(llm_judge())
+    assert auto["orders"] == "auto" and rules.judge_orders(auto) == 2 and not rules.judges_both_orders(auto)
+    assert stores.judge_key(auto) != stores.judge_key(both)
+    assert stores.judge_key(auto) != stores.judge_key(validate_judge_config(llm_judge(orders="one")))
+    assert stores.stored_order(auto, "b", "a") == (False, "ab")

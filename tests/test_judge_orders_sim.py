@@ -70,3 +70,68 @@ def test_same_seeds_same_campaign():
     a = run_trial(inst.preference, JudgeNoise(), "one", 0.05, 11, tie_policy="drop")
     b = run_trial(inst.preference, JudgeNoise(), "one", 0.05, 11, tie_policy="drop")
     assert a == b
+
+
+def _spend(runs):
+    return float(np.mean([r["judge_spend"] for r in runs]))
+
+
+@pytest.mark.parametrize("flip, better, trials", [(0.13, "one", 60), (0.5, "both", 30)])
+def test_auto_costs_at_most_five_percent_more_than_the_better_fixed_mode(flip, better, trials):
+    # same seeds in every mode (the k-th duel of a pair is the same draw); benchmarks/bench_judge_orders.py
+    # measures the whole range of flip rates with more trials
+    inst = synthetic_instance(4)
+    noise = JudgeNoise(tie=0.3, flip=flip)
+    worse = "both" if better == "one" else "one"
+    modes = ("both", "one", "auto") if flip < 0.3 else (better, "auto")  # one order at flip 0.5 is long: 1.8x
+    spend = {m: _spend(run_trials(inst.preference, noise, m, 0.01, trials, seed=1)) for m in modes}
+    assert spend.get(worse, np.inf) > spend[better]
+    assert spend["auto"] <= 1.05 * spend[better], spend
+
+
+def test_auto_switches_by_the_measured_rates_and_back_when_they_change():
+    from algorithms.judge_orders import AutoOrders
+
+    rule = AutoOrders()
+    assert [rule.mode(0.5) for _ in range(3)] == ["both"] * 3  # nothing measured yet
+    for _ in range(20):  # orders agree: one order is cheaper
+        rule.observe(1.0, 1.0, 1.0)
+    assert rule.mode(0.5) == "one" and rule.mode(0.0) == "both"  # the monitoring draw still reads both
+    for _ in range(60):  # now the orders disagree on every duel (flip rate 1): back to both
+        rule.observe(1.0, 0.0, 0.5)
+    assert rule.mode(0.5) == "both"
+    assert rule.duels == {"both": 5, "one": 1}
+    # z: +1 agreement, -1 a flip, -1/2 a winner and a tie under consistent, 0 under mean, 0 two ties
+    assert [
+        AutoOrders.evidence(*x) for x in [(1, 1, 1), (1, 0, 0.5), (1, 0.5, 0.5), (1, 0.5, 0.75), (0.5, 0.5, 0.5)]
+    ] == [
+        1.0,
+        -1.0,
+        -0.5,
+        0.0,
+        0.0,
+    ]
+
+
+def test_information_per_call_crosses_at_flip_half_of_the_non_ties():
+    from algorithms.judge_orders import information_per_call
+
+    for tie in (0.0, 0.3, 0.5):
+        edge = (1 - tie) / 2
+        for p in (0.501, 0.51):
+            below, above = JudgeNoise(tie=tie, flip=edge - 0.02), JudgeNoise(tie=tie, flip=edge + 0.02)
+            assert information_per_call(below, "one", p) > information_per_call(below, "both", p)
+            assert information_per_call(above, "one", p) < information_per_call(above, "both", p)
+
+
+def test_auto_error_rate_is_at_most_delta_by_a_binomial_test():
+    from scipy.stats import binomtest
+
+    # a close pair and a judge near the point where the modes cost the same: auto changes mode within a campaign
+    P = np.array([[0.5, 0.6], [0.4, 0.5]])
+    delta, trials = 0.2, 150
+    runs = run_trials(P, JudgeNoise(tie=0.3, flip=0.3), "auto", delta, trials, seed=4)
+    assert all(r["stopped"] for r in runs)
+    assert sum(1 for r in runs if r["modes"]["one"] and r["modes"]["both"] > 8) >= trials // 3  # both modes ran
+    errors = sum(1 for r in runs if r["winner"] != 0)
+    assert binomtest(errors, trials, delta, alternative="greater").pvalue > 0.01, errors

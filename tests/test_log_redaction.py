@@ -70,3 +70,24 @@ def test_no_credential_reaches_the_access_log(info_server):
     # ... and no credential with them
     for secret in (ADMIN_KEY, token, token[4:], cookie):
         assert secret not in log, secret
+
+
+async def test_httpx_request_lines_mask_a_key_in_the_address(caplog):
+    """A ``base_url`` or ``webhook_url`` with ``?key=`` (Gemini's style): httpx's INFO line of the
+    request never holds the key in full."""
+    import logging
+
+    import httpx
+    import respx
+
+    from service import log_redaction
+
+    log_redaction.install()
+    secret = "AIzaSecretValue123456"
+    with caplog.at_level(logging.INFO, logger="httpx"), respx.mock() as mock:
+        mock.post("http://provider.test/v1/models/m:generateContent").mock(return_value=httpx.Response(200))
+        async with httpx.AsyncClient() as client:
+            await client.post(f"http://provider.test/v1/models/m:generateContent?key={secret}", json={})
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert lines and "generateContent?key=***" in lines[0], lines
+    assert secret not in caplog.text

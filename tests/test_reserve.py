@@ -168,21 +168,75 @@ def test_what_a_duel_takes_from_the_stores():
         return None
 
     # one answer stored (the other only claimed, or missing): the verdict cannot be known
-    assert run(stores.stored_for_duel(known, look, "reuse", "reuse", ms, judge, 0, 1, True, "q", no_reference)) == (
+    assert run(
+        stores.stored_for_duel(
+            known,
+            look,
+            answers="reuse",
+            verdicts="reuse",
+            models=ms,
+            judge=judge,
+            i=0,
+            j=1,
+            a_is_i=True,
+            prompt="q",
+            reference=no_reference,
+        )
+    ) == (
         [0],
         0,
     )
     look.answers = texts
     # both stored and the verdict (canonical order: either side gives the same key)
     for a_is_i in (True, False):
-        got = run(stores.stored_for_duel(known, look, "reuse", "reuse", ms, judge, 0, 1, a_is_i, "q", no_reference))
+        got = run(
+            stores.stored_for_duel(
+                known,
+                look,
+                answers="reuse",
+                verdicts="reuse",
+                models=ms,
+                judge=judge,
+                i=0,
+                j=1,
+                a_is_i=a_is_i,
+                prompt="q",
+                reference=no_reference,
+            )
+        )
         assert got == ([0, 1], 2)
     asked = len(look.asked)
-    run(stores.stored_for_duel(known, look, "reuse", "reuse", ms, judge, 0, 1, True, "q", no_reference))
+    run(
+        stores.stored_for_duel(
+            known,
+            look,
+            answers="reuse",
+            verdicts="reuse",
+            models=ms,
+            judge=judge,
+            i=0,
+            j=1,
+            a_is_i=True,
+            prompt="q",
+            reference=no_reference,
+        )
+    )
     assert len(look.asked) == asked  # remembered: stored results never change
     # with a reference answer the verdict is another one
     other = run(
-        stores.stored_for_duel(stores.StoredKeys(), look, "reuse", "reuse", ms, judge, 0, 1, True, "q", _ref("r"))
+        stores.stored_for_duel(
+            stores.StoredKeys(),
+            look,
+            answers="reuse",
+            verdicts="reuse",
+            models=ms,
+            judge=judge,
+            i=0,
+            j=1,
+            a_is_i=True,
+            prompt="q",
+            reference=_ref("r"),
+        )
     )
     assert other == ([0, 1], 0)
 

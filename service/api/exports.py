@@ -54,11 +54,25 @@ class SelfJudgingOut(BaseModel):
 class JudgeBiasOut(BaseModel):
     campaign_id: int
     judge: str | None = Field(description="The judge kind.")
-    orders: str | None = Field(description="An LLM judge's orders (both or one); None for other judges.")
+    orders: str | None = Field(description="An LLM judge's orders (both, one or auto); None for other judges.")
     verdicts: int = Field(description="Judgements counted (a reused stored verdict is not counted again).")
     first_position: RateOut = Field(description="Share of decisive verdicts that picked the answer shown first.")
     order_disagreement: RateOut | None = Field(
-        description="orders both: share of duels whose two orders disagree; None otherwise."
+        description="Share of duels read in both orders whose two orders disagree (the flip rate); None when "
+        "no duel was read in both orders and orders is not both."
+    )
+    order_ties: RateOut | None = Field(
+        None, description="Share of duels read in both orders where both orders said tie; None like order_disagreement."
+    )
+    modes: dict[str, int] | None = Field(
+        None,
+        description="An LLM judge (kind llm): its verdicts read in both orders ('both') and in one ('one'); "
+        "with orders auto the mode of each duel is chosen from the earlier verdicts.",
+    )
+    one_order_cheaper: bool | None = Field(
+        None,
+        description="An LLM judge: whether the measured tie and flip rates say one order per duel costs less per "
+        "certificate than both (flip rate below (1 - tie rate) / 2); None before 8 duels read in both orders.",
     )
     longer_wins: RateOut = Field(
         description="Share of decisive duels (answers of different lengths) won by the longer."

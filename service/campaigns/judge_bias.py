@@ -7,9 +7,14 @@ small ``n`` and extreme rates, where the normal interval does not):
 * ``first_position``: of the judge's decisive verdicts, the share that picked the answer
   shown first. An LLM judge counts per call (each order of each duel, each juror of a jury);
   another judge (human, simulated) per duel, ``a`` being the answer shown first.
-* ``order_disagreement`` (LLM judges with ``orders: both`` only): of the duels whose two
+* ``order_disagreement`` (LLM judges with ``orders: both`` or ``auto``): of the duels whose two
   orders both gave a verdict, the share where the two orders disagree (the verdict flips
-  when the answers are swapped).
+  when the answers are swapped: the flip rate);
+* ``order_ties`` (same duels): the share where both orders said tie; and ``modes`` (an LLM
+  judge): how many of the judge's verdicts read both orders and how many one, with
+  ``one_order_cheaper``: whether these rates say one order per duel costs less per certificate
+  than both (:class:`algorithms.judge_orders.AutoOrders`, the rule ``orders: auto`` follows;
+  None before it has enough duels read in both orders).
 * ``longer_wins``: of the decisive duel verdicts between answers of different lengths
   (characters), the share won by the longer answer;
 * ``jury`` (a jury only): per juror, the share of the jury's verdicts its own verdict agrees with,
@@ -85,10 +90,15 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
     rows = list(rows)
     kind = judge.get("kind")
     llm = kind in ("llm", "jury")
+    from algorithms.judge_orders import AutoOrders
+
     from .rules import judges_both_orders
 
     both = llm and judges_both_orders(judge)
-    first = decisive = flips = paired = longer = decided = verdicts = 0
+    orders = judge.get("orders") if kind == "llm" and judge.get("orders") in ("both", "one", "auto") else None
+    first = decisive = flips = paired = ties = longer = decided = verdicts = 0
+    modes = {"both": 0, "one": 0}
+    evidence = AutoOrders(window=1_000_000)  # every both-order duel of a single llm judge
     agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
     juror_first: dict[str, list[int]] = {}  # juror -> [first position, decisive calls]
     for r in rows:
@@ -118,18 +128,26 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
                 if len(vs) == 2:
                     paired += 1
                     flips += int(vs[0] != vs[1])
+                    ties += int(vs[0] == vs[1] == "tie")
+            if kind == "llm" and _calls(detail):
+                modes["both" if len(_calls(detail)) == 2 else "one"] += 1
+                _observe(evidence, detail)
         elif r.choice in ("a", "b"):
             decisive += 1
             first += int(r.choice == "a")
         if r.choice in ("a", "b") and r.len_a is not None and r.len_b is not None and r.len_a != r.len_b:
             decided += 1
             longer += int((r.choice == "a") == (r.len_a > r.len_b))
+    margin = evidence.margin()
     out: dict[str, Any] = {
         "judge": kind,
-        "orders": ("both" if both else "one") if llm else None,
+        "orders": (orders or ("both" if both else "one")) if llm else None,
         "verdicts": verdicts,
         "first_position": rate(first, decisive),
-        "order_disagreement": rate(flips, paired) if both else None,
+        "order_disagreement": rate(flips, paired) if both or paired else None,
+        "order_ties": rate(ties, paired) if both or paired else None,
+        "modes": modes if kind == "llm" else None,
+        "one_order_cheaper": None if margin is None or kind != "llm" else bool(margin > 0),
         "longer_wins": rate(longer, decided),
         "limits": dict(LIMITS),
         "jury": None,
@@ -145,6 +163,15 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
         }
     out["warnings"] = warnings(out)
     return out
+
+
+def _observe(evidence: Any, detail: dict) -> None:
+    """Count a verdict read in both orders (both calls scored) in ``evidence`` (an AutoOrders)."""
+    calls = _calls(detail)
+    scores = [c.get("score_a") for c in calls]
+    combined = detail.get("score_a")
+    if len(calls) == 2 and all(isinstance(x, (int, float)) for x in [*scores, combined]):
+        evidence.observe(float(scores[0]), float(scores[1]), float(combined))
 
 
 def warnings(report: dict[str, Any]) -> list[str]:

@@ -251,15 +251,16 @@ def excessive_cost_reason(models: Sequence[dict], judge: dict) -> str | None:
 
 
 def judge_orders(judge: dict) -> int:
-    """How many calls an LLM judge makes per duel: one per order, two with ``orders: both`` (the
-    default), one with ``orders: one``; a row stored before ``orders`` existed says it by ``both_orders``."""
+    """How many calls an LLM judge makes per duel at most: one per order, two with ``orders: both``
+    and ``orders: auto`` (the default: each duel in one or both orders), one with ``orders: one``; a
+    row stored before ``orders`` existed says it by ``both_orders``."""
     judge = stored(judge)
     if judge.get("kind") == "hybrid":  # hybrid hook: the automatic judge's calls
         return judge_orders(judge["llm"])
     if judge.get("kind") == "jury":  # every juror's calls
         return sum(judge_orders(j) for j in judge.get("judges") or [])
     if "orders" in judge:
-        return 2 if judge["orders"] == "both" else 1
+        return 1 if judge["orders"] == "one" else 2
     return 2 if judge.get("both_orders", True) else 1
 
 
@@ -270,7 +271,9 @@ def judges_both_orders(judge: dict) -> bool:
     if judge.get("kind") == "hybrid":  # hybrid hook
         return judges_both_orders(judge["llm"])
     if judge.get("kind") == "jury":
-        return all(judge_orders(j) == 2 for j in judge.get("judges") or [])
+        return all(judges_both_orders(j) for j in judge.get("judges") or [])
+    if "orders" in judge:
+        return judge["orders"] == "both"
     return judge_orders(judge) == 2
 
 
@@ -574,7 +577,8 @@ def judge_cost_per_duel(judge: dict) -> float:
     """c_J, the judge's expected cost per duel used by the cost-aware allocation.
 
     An LLM judge costs its configured per-call ``cost`` times its calls per duel
-    (:func:`judge_orders`: two with ``orders: both``, one with ``orders: one``); a human
+    (:func:`judge_orders`: two with ``orders: both``, one with ``orders: one``, two with
+    ``orders: auto``, the mode it starts in); a human
     judge its ``fee_per_vote``; a simulated judge nothing (docs/service.md, Judge cost).
     """
     judge = stored(judge)

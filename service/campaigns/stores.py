@@ -122,6 +122,8 @@ def judge_key(judge: dict) -> str | None:
     from .rules import judge_orders
 
     material["both_orders"] = judge_orders(judge) == 2
+    if judge.get("orders") == "auto":  # its verdicts read one or both orders: not a both-orders judge's
+        material["orders"] = "auto"
     return _sha("judge", _canonical(material))
 
 
@@ -286,6 +288,7 @@ class StoredKeys:
 async def stored_for_duel(
     known: StoredKeys,
     lookup: Any,
+    *,
     answers: str | None,
     verdicts: str | None,
     models: Sequence[dict],
@@ -499,7 +502,7 @@ class Stores:
         cov = self.coverage(mkeys, jkey, hashes)
         n_prompts = len(set(hashes))
         L = len(models)
-        per_prompt = L * (L - 1) // 2 * (1 if bool(judge.get("both_orders", True)) else 2)
+        per_prompt = L * (L - 1) // 2 * (1 if rules.judges_both_orders(judge) else 2)
         out = marginal_costs(
             [float(m["cost"]) for m in models],
             rules.judge_cost_per_duel(judge),

@@ -388,6 +388,13 @@ def bias_lines(b: dict[str, Any]) -> list[str]:
     ]
     if b.get("order_disagreement") is not None:
         lines.insert(1, f"             orders disagree {_rate_text(b['order_disagreement'])}")
+    if b.get("modes"):
+        m = b["modes"]
+        cheaper = b.get("one_order_cheaper")
+        verdict = "" if cheaper is None else f"; one order {'cheaper' if cheaper else 'not cheaper'} at these rates"
+        lines.insert(
+            -1, f"             orders {b.get('orders')}: {m['both']} duels in both, {m['one']} in one{verdict}"
+        )
     for juror in (b.get("jury") or {}).get("jurors") or []:
         lines.append(f"  juror      {juror['name']}: agrees with the jury {_rate_text(juror['agreement'])}")
     lines += [f"  warning    {w}" for w in b.get("warnings") or []]

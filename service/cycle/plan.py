@@ -93,16 +93,16 @@ async def decide_plan(
     await refuse_or_end(tx, campaign_id, over, now)
     duel = planning.new_duel_columns(
         campaign_id,
-        number,
-        pick.pair,
-        (prompt_index, a_is_i),
-        prompt,
-        expected,
-        row.event_seq + 1,
-        pick.pending,
-        principal.label if principal is not None else RUN_REQUESTER,
-        now,
-        now + svc.call_expiry,
+        number=number,
+        pair=pick.pair,
+        draw=(prompt_index, a_is_i),
+        prompt=prompt,
+        reserved_nusd=expected,
+        select_seq=row.event_seq + 1,
+        pending=pick.pending,
+        requested_by=principal.label if principal is not None else RUN_REQUESTER,
+        now=now,
+        expires_at=now + svc.call_expiry,
     )
     if pick.position is not None:
         duel["position"] = pick.position
@@ -176,7 +176,17 @@ async def _reservation(
 
     i, j = pair
     have, orders = await stores.stored_for_duel(
-        svc.stored_keys, tx, cfg.answers, cfg.verdicts, cfg.models, cfg.judge, i, j, a_is_i, prompt, reference
+        svc.stored_keys,
+        tx,
+        answers=cfg.answers,
+        verdicts=cfg.verdicts,
+        models=cfg.models,
+        judge=cfg.judge,
+        i=i,
+        j=j,
+        a_is_i=a_is_i,
+        prompt=prompt,
+        reference=reference,
     )
     return reserve.reserve_duel_nusd(
         cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders

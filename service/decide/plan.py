@@ -94,6 +94,7 @@ def no_pair_error(in_flight: int, held: int, why: str) -> Conflict:
 
 def new_duel_columns(
     campaign_id: int,
+    *,
     number: int,
     pair: tuple[int, int],
     draw: tuple[int, bool],
