@@ -346,6 +346,19 @@ def _yaml_loader(path: Path):
             _count_nodes(node, path)
             return node
 
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            """A key written twice in one mapping is an error (PyYAML keeps the last value silently);
+            a key that overrides one merged in by ``<<`` is not a duplicate."""
+            seen: set[tuple[str, str]] = set()
+            for key_node, _ in getattr(node, "value", ()):
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node.value, str):
+                    continue
+                if (key_node.tag, key_node.value) in seen:
+                    line = key_node.start_mark.line + 1
+                    raise CampaignFileError(f"{path}:{line}: the key {key_node.value!r:.60} is given twice")
+                seen.add((key_node.tag, key_node.value))
+            return super().construct_mapping(node, deep=deep)
+
         def construct_yaml_float(self, node: Any) -> float:
             return _finite(super().construct_yaml_float(node), f"{path}:{node.start_mark.line + 1}")
 

@@ -180,7 +180,7 @@ def _installed_litellm_map() -> tuple[dict[str, Any], dict[str, Any]] | None:
         try:
             with open(path, encoding="utf-8") as fh:
                 raw = json.load(fh)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
         if not isinstance(raw, dict):
             continue
@@ -245,6 +245,8 @@ def file_map(path: str | None = None) -> dict[str, dict[str, Any]]:
     try:
         with open(path, encoding="utf-8") as fh:
             raw = json.load(fh)
+    except RecursionError:  # json nests by recursion: a file nested thousands deep
+        raise PriceMapError(f"{PRICE_MAP_ENV}: {path!r} is nested too deeply to be a price map") from None
     except (OSError, ValueError) as exc:
         raise PriceMapError(f"{PRICE_MAP_ENV}: {path!r} is not a readable JSON file ({type(exc).__name__})") from None
     parsed = normalise_price_map(raw, PRICE_MAP_ENV)

@@ -90,6 +90,12 @@ def test_campaign_commands_start_without_the_mathematics(tmp_path):
         ("self.yaml", "a: &a [*a]\nprompts: [x]\n", "refers to its own anchor"),
         ("bin.yaml", HEAD + "prompts: [!!binary aGVsbG8=]\n", "a bytes value"),
         ("set.yaml", HEAD + "prompts: [x]\nseed: !!set {1: null}\n", "a set value"),
+        ("dup.yaml", HEAD + "budget: 1\nprompts: [x]\nbudget: 1000\n", "the key 'budget' is given twice"),
+        (
+            "dupdeep.yaml",
+            HEAD + "prompts: [x]\nrun: {concurrency: 1, concurrency: 2}\n",
+            "the key 'concurrency' is given twice",
+        ),
     ],
 )
 def test_hostile_values_are_one_line_and_exit_2(tmp_path, capsys, name, text, words):
