@@ -95,14 +95,15 @@ class Price:
 
 # ---------------------------------------------------------------- maps
 def normalise_price_map(
-    raw: Any, where: str, max_entries: int | None = MAX_PRICE_MAP_ENTRIES
+    raw: Any, where: str, max_entries: int | None = MAX_PRICE_MAP_ENTRIES, strict: bool = False
 ) -> dict[str, dict[str, Any]]:
     """A LiteLLM-format map checked and reduced to what pricing uses.
 
     Entries need ``input_cost_per_token`` and ``output_cost_per_token``
     (non-negative numbers, USD per token). Non-model keys LiteLLM keeps in its file
     (``sample_spec``) and entries that are not objects are skipped; an entry with a
-    missing or invalid cost is an error naming it.
+    missing or invalid cost is an error naming it. ``strict`` (a campaign body's
+    ``price_map``): an entry that is not an object is an error too, never skipped.
     """
     if not isinstance(raw, dict):
         raise PriceMapError(f"{where}: must be a JSON object of model entries (LiteLLM's price-map format)")
@@ -110,8 +111,12 @@ def normalise_price_map(
         raise PriceMapError(f"{where}: at most {max_entries} entries")
     out: dict[str, dict[str, Any]] = {}
     for key, entry in raw.items():
-        if key == "sample_spec" or not isinstance(entry, dict):
+        if key == "sample_spec" or (not isinstance(entry, dict) and not strict):
             continue
+        if not isinstance(entry, dict):
+            raise PriceMapError(
+                f"{where}[{str(key)[:80]!r}]: must be an object with input_cost_per_token and output_cost_per_token"
+            )
         if not isinstance(key, str) or not key.strip() or len(key) > 300:
             raise PriceMapError(f"{where}: model keys must be non-empty strings of at most 300 characters")
         costs = {}

@@ -204,3 +204,12 @@ async def test_a_row_stored_before_the_bounds_ends_for_its_budget_not_with_a_500
     assert d.status_code < 500, d.text
     c = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert c["status"] == "budget_exhausted" and c["spend"] == 0.0, (c["status"], c["spend"])
+
+
+@pytest.mark.parametrize("entry", ["cheap", 5, None, ["input_cost_per_token", 1e-6]])
+async def test_a_malformed_price_map_entry_in_a_body_is_a_422(api, entry):
+    """On main an entry that is not an object was skipped silently (the docs promise a 422)."""
+    body = {**campaign_body(), "price_map": {"acme-model": entry}}
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 422, r.text
+    assert "price_map['acme-model']" in _msg(r)

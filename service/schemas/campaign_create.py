@@ -314,7 +314,7 @@ class CampaignCreate(StrictModel):
         kind = self.stored_judge().get("kind")
         if kind in ("human", "hybrid"):
             raise ValueError(f"batch: needs an automatic judge (llm, jury or simulated), not {kind}")
-        user_map = normalise_price_map(self.price_map, "price_map") if self.price_map is not None else None
+        user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
             client = client_json(m.client)
             if client.get("kind") == "simulated" or client.get("batch_price") is not None:
@@ -330,7 +330,7 @@ class CampaignCreate(StrictModel):
     def _resolve_costs(self) -> None:
         """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
         check_json_safe(self.price_map, "price_map")
-        user_map = normalise_price_map(self.price_map, "price_map") if self.price_map is not None else None
+        user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
             cost, client, record = resolve_model_cost(
                 m.name,
