@@ -57,7 +57,7 @@ def test_old_client_rows_load_and_round_trip(row):
     stored = client_json(cfg)
     assert {k: v for k, v in stored.items() if k in row} == row  # every old key kept, same value
     new_keys = set(stored) - set(row)
-    assert new_keys <= {"max_cost_per_query", "rpm", "tpm"}  # new keys are optional ones, null
+    assert new_keys <= {"max_cost_per_query", "rpm", "tpm", "batch_price"}  # new keys are optional ones, null
     assert all(stored[k] is None for k in new_keys)
     assert parse_client_config(stored) == cfg  # the stored form parses back to the same model
     assert client_json(parse_client_config(stored)) == stored

@@ -494,5 +494,6 @@ async def test_hostile_model_output_is_stored_and_shown_safely(api, hostile):
                 assert str(attrs.get("src", "")).startswith("/static/"), attrs
     annotator_pages = "\n".join(pages[:-2])
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in annotator_pages  # the answer, as text
-    assert "&lt;b&gt;x&lt;/b&gt;" in annotator_pages and "[truncated by llmduel]" in annotator_pages
+    # the huge answer as text, its first part shown and the rest counted (service/web/markdown.py)
+    assert "&lt;b&gt;x&lt;/b&gt;" in annotator_pages and "more characters not shown." in annotator_pages
     assert "&lt;script&gt;window.__pwned=3&lt;/script&gt;" in pages[-1]  # the names and prompt, as text

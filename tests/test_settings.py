@@ -92,10 +92,14 @@ def test_no_service_module_reads_settings_from_the_environment():
     """Only config.py reads settings; the others that touch os.environ read provider API keys
     *named* by a client config (clients/http.py, fake_provider.py, redaction.py, which masks
     their fragments, and campaigns/credentials.py, which checks they are set before any spend)
-    or the CLI's own variables on the caller's side (cli/remote.py: LLMDUEL_URL/LLMDUEL_API_KEY;
-    cli/prices.py: LLMDUEL_PRICE_MAP for ``llmduel price``)."""
+    or the CLI's own variables on the caller's side (cli/remote.py and the Python client it is built
+    on, client.py: LLMDUEL_URL/LLMDUEL_API_KEY; cli/prices.py: LLMDUEL_PRICE_MAP for ``llmduel price``).
+    The batch clients (clients/batch.py, cycle/batch_collector.py) read the keys their configs name."""
     allowed = {
         "service/config.py",
+        "service/client.py",
+        "service/clients/batch.py",
+        "service/cycle/batch_collector.py",
         "service/clients/http.py",
         "service/fake_provider.py",
         "service/redaction.py",
@@ -111,7 +115,7 @@ def test_no_service_module_reads_settings_from_the_environment():
     assert readers <= allowed, readers - allowed
     for path in (REPO / "service").rglob("*.py"):
         rel = path.relative_to(REPO).as_posix()
-        if rel in ("service/config.py", "service/cli/remote.py"):
+        if rel in ("service/config.py", "service/cli/remote.py", "service/client.py"):
             continue
         assert not re.search(r"environ\[?.{0,3}[\"']LLMDUEL_", path.read_text()), rel
 

@@ -136,8 +136,11 @@ async def test_a_ranking_that_disagrees_with_the_verdicts_leader_says_why_in_pla
     assert rows[0] == "m1" and named == "m0", (rows, named)
     note = page[page.index('id="leader-note"') :]
     assert "<strong>m0</strong>" in note[:300] and "<strong>m1</strong> comes first" in note[:800]
-    # a campaign whose ranking agrees with its verdict has no such note
+    # the note appears exactly when the two disagree
     same = (await api.post("/v1/campaigns", json=campaign_body("one leader", judge=simulated_judge()))).json()["id"]
     for _ in range(40):
         await api.post(f"/v1/campaigns/{same}/duels")
-    assert 'id="leader-note"' not in (await api.get(f"/campaigns/{same}")).text
+    view = (await api.get(f"/v1/campaigns/{same}")).json()
+    page = (await api.get(f"/campaigns/{same}")).text
+    rows = re.findall(r'<tr class="(?:is-winner|is-leader|)">\s*<td class="num">\d+</td><td>([^<]+)</td>', page)
+    assert ('id="leader-note"' in page) == (rows[0] != (view["winner"] or view["leader"]))

@@ -59,7 +59,7 @@ async def create_campaign(body: schemas.CampaignCreate, campaigns: CampaignsDep,
     return view
 
 
-Spread = Annotated[float, Query(gt=0, le=5, description="Standard deviation of the prior's strengths.")]
+Spread = Annotated[float, Query(ge=0.01, le=5, description="Standard deviation of the prior's strengths.")]
 ForecastTrials = Annotated[
     int,
     Query(
