@@ -35,7 +35,7 @@ from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 from ..db import Database
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
-from . import hybrid, rules
+from . import hybrid, policy_log, rules
 from .types import Conflict, NotFound, Unprocessable
 
 # CPU work: one forecast at a time per process; a second one meanwhile gets 409 (retry later).
@@ -210,7 +210,7 @@ class Forecasts:
                 raise NotFound(f"campaign {campaign_id} not found")
             if hybrid.is_hybrid(c.judge):  # hybrid hook
                 raise Unprocessable(hybrid.FORECAST_REFUSAL)
-            counts = c.counts or {}
+            counts = policy_log.snapshot_of(s, c).counts or {}
             L = len(c.models)
             W = counts.get("W") or [[0.0] * L for _ in range(L)]
             N = counts.get("N") or [[0] * L for _ in range(L)]

@@ -14,7 +14,7 @@ from algorithms.vocabulary import DuelStatus
 
 from ..db import Database
 from ..models import Campaign, Charge, Duel
-from . import hybrid, rules
+from . import hybrid, policy_log, rules
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -37,6 +37,7 @@ class ReplayLog:
     population: int | None
     perm: list[int] | None
     counters: dict[str, int]
+    state_seq: int = 0  # the stored state's event_seq (a checkpoint, service.campaigns.policy_log)
     judge: dict[str, Any] | None = None  # a hybrid judge's config and the campaign's draw key
     draw_key: Any = None
 
@@ -89,6 +90,7 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         ),
         judge=c.judge,
         draw_key=c.draw_key,
+        state_seq=int(c.state_seq if c.state_seq is not None else c.event_seq),
     )
 
 
@@ -116,12 +118,14 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
         else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k)
     )
     next_position: dict[tuple[int, int], int] = {}
-    for _seq, kind, r in events:
+    # the stored state is a checkpoint at state_seq: compared with the replayed policy there
+    checkpoint = None if log.state_seq > 0 else jsonable(policy.to_state())
+    for seq, kind, r in events:
+        if checkpoint is None and seq > log.state_seq:
+            checkpoint = jsonable(policy.to_state())
         if kind == 0:
-            if r.costs_at_select:  # the marginal costs given the stores changed before this selection
-                policy.set_costs(r.costs_at_select["costs"], r.costs_at_select["judge_cost"])
-            pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
-            if sorted(pair) != [r.model_i, r.model_j]:
+            pair = policy_log.apply_event(policy, kind, r)
+            if pair is None or sorted(pair) != [r.model_i, r.model_j]:
                 diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")
             continue
         if log.perm is not None:  # each pair's outcomes entered the policy in permutation order
@@ -135,7 +139,9 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
             diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
     if hyb:
         diff.extend(hybrid.draw_order_diff(log.rows))  # hybrid hook: each pair's records in draw order
-    diff.extend(json_diff(jsonable(log.stored_state), jsonable(policy.to_state()), "policy_state"))
+    if checkpoint is None:  # the stored state is at the last event
+        checkpoint = jsonable(policy.to_state())
+    diff.extend(json_diff(jsonable(log.stored_state), checkpoint, "policy_state"))
     return diff
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import object_session
 
 from algorithms import plugin_lower_bound, plugin_pc_lower_bound
 from algorithms.policies import PAPER_ALGORITHMS
@@ -17,7 +18,7 @@ from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import hybrid, hybrid_view, rules, stores, verdicts
+from . import hybrid, hybrid_view, policy_log, rules, stores, verdicts
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 from .verdicts import verdict_text
@@ -127,10 +128,24 @@ def json_diff(stored: Any, replayed: Any, path: str = "") -> list[str]:
     return []
 
 
-def _bound_costs(c) -> list[float]:
+def _bound_costs(c, state: dict | None) -> list[float]:
     """The costs of the lower bound and the oracle: the policy's (marginal given the stores, or configured)."""
-    costs = (c.policy_state or {}).get("costs")
+    costs = (state or {}).get("costs")
     return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
+
+
+def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[float | None, float | None]:
+    """The plug-in lower bounds (the paper's, and dctas-pc's) from the counts so far; None before any duel."""
+    if not (stats.get("t") or 0) > 0:
+        return None, None
+    try:
+        lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], costs, c.delta))
+        if c.algorithm != "dctas-pc":
+            return lower, None
+        # the bound of a rule that may also answer "no Condorcet winner"
+        return lower, finite_or_none(plugin_pc_lower_bound(counts["W"], counts["N"], costs, c.delta))
+    except Exception:  # a statistic must never break the view
+        return None, None
 
 
 def provider_faults(d: Duel) -> list[dict]:
@@ -152,10 +167,16 @@ def provider_faults(d: Duel) -> list[dict]:
 
 
 class Views:
-    """Read-only views of campaigns and duels over one :class:`~service.db.Database`; stateless."""
+    """Read-only views of campaigns and duels over one :class:`~service.db.Database`; the policy's
+    figures between checkpoints are computed once per change (:mod:`.policy_log`) and kept."""
 
     def __init__(self, db: Database):
         self.db = db
+        self.snapshots = policy_log.SnapshotCache()
+
+    def snapshot(self, c: Campaign) -> policy_log.Snapshot:
+        """``c``'s policy figures at its ``event_seq`` (read in ``c``'s session when they are not stored)."""
+        return policy_log.snapshot_of(object_session(c), c, self.snapshots)
 
     # ------------------------------------------------------------ views
     def lock_existing(self, s, campaign_id: int) -> Campaign:
@@ -227,16 +248,10 @@ class Views:
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
-        stats = c.stats or {}
-        counts = c.counts or {}
-        lower = lower_pc = None
-        if (stats.get("t") or 0) > 0:
-            try:
-                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
-                if c.algorithm == "dctas-pc":  # the bound of a rule that may also answer "no Condorcet winner"
-                    lower_pc = finite_or_none(plugin_pc_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
-            except Exception:  # a statistic must never break the view
-                lower = lower_pc = None
+        snap = self.snapshot(c)
+        stats = snap.stats or {}
+        counts = snap.counts or {}
+        lower, lower_pc = _lower_bounds(c, stats, counts, _bound_costs(c, snap.policy_state))
         budget = from_nusd(c.budget_nusd)
         view = {
             "id": c.id,
@@ -254,8 +269,8 @@ class Views:
             "prompt_sampling": c.prompt_sampling,
             "population": stats.get("population") if rules.is_wor(c.prompt_sampling) else None,
             "exact": stats.get("exact") if rules.is_wor(c.prompt_sampling) else None,
-            "policy_costs": (c.policy_state or {}).get("costs"),
-            "policy_judge_cost": ((c.policy_state or {}).get("params") or {}).get("judge_cost", 0.0),
+            "policy_costs": (snap.policy_state or {}).get("costs"),
+            "policy_judge_cost": ((snap.policy_state or {}).get("params") or {}).get("judge_cost", 0.0),
             "certificates": stats.get("certificates"),
             "copeland_winner": names[stats["copeland_winner"]] if stats.get("copeland_winner") is not None else None,
             "top_cycle": [names[m] for m in stats["top_cycle"]] if stats.get("top_cycle") is not None else None,
@@ -307,7 +322,7 @@ class Views:
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
         view["config_warnings"] = campaign_params_warnings(c.models, c.judge) if admin else None
-        view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
+        view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, snap.policy_state, names, c.status)
         exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
         board = verdicts.leaderboard_facts(stats, names)
