@@ -37,6 +37,7 @@ def _body(tag: str) -> dict:
         "prompts": [f"question {n}" for n in range(8)],
         "judge": {"kind": "human"},
         "seed": 5,
+        "answers": "fresh",
     }
 
 
