@@ -512,7 +512,11 @@ def output_token_limit(cfg: dict[str, Any]) -> int | None:
 
 
 def call_cost_bound(
-    cfg: dict[str, Any], fixed_cost: float, input_bytes: int, max_output_tokens: int | None = None
+    cfg: dict[str, Any],
+    fixed_cost: float,
+    input_bytes: int,
+    max_output_tokens: int | None = None,
+    image_tokens: int = 0,
 ) -> float | None:
     """An upper bound (USD) of what one call of a client config (stored JSON) can be charged.
 
@@ -521,8 +525,8 @@ def call_cost_bound(
     ``fixed_cost``. With ``price``: ``max_cost_per_query`` when set, else
     ``(I * input_per_1m + max_tokens * output_per_1m) / 1e6`` where the input
     token count is bounded by ``I = input_bytes + bytes(system) +
-    TEMPLATE_OVERHEAD_TOKENS`` (a token of a byte-level tokenizer covers at least
-    one UTF-8 byte). The output-token limit is the config's (``params.max_tokens``
+    TEMPLATE_OVERHEAD_TOKENS + image_tokens`` (a token of a byte-level tokenizer covers at least
+    one UTF-8 byte; ``image_tokens`` bounds the images' tokens, service/images/tokens.py). The output-token limit is the config's (``params.max_tokens``
     and the like), else ``max_output_tokens`` (the provider's limit from the price
     map, :mod:`service.pricing`). ``None`` when neither a cap nor a limit is known.
     """
@@ -539,6 +543,6 @@ def call_cost_bound(
     if max_tokens is None:
         return None
     system = cfg.get("system") or ""
-    in_tokens = int(input_bytes) + len(system.encode("utf-8")) + TEMPLATE_OVERHEAD_TOKENS
+    in_tokens = int(input_bytes) + len(system.encode("utf-8")) + TEMPLATE_OVERHEAD_TOKENS + int(image_tokens)
     bound = (in_tokens * float(price["input_per_1m"]) + max_tokens * float(price["output_per_1m"])) / 1e6
     return max(fixed, bound)

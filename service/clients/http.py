@@ -17,7 +17,7 @@ from ..egress import EgressDenied
 from ..redaction import excerpt, redact
 from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import output_token_limit
-from .ratelimit import RateLimiter, estimated_tokens, quota_of
+from .ratelimit import RateLimiter, check_still_wanted, estimated_tokens, quota_of
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
 from .usage import UsageError, parse_tokens
 
@@ -147,6 +147,8 @@ class HTTPModelClient(ModelClient):
         while True:
             attempt += 1
             retry_after: float | None = None
+            if attempt > 1:  # a retry after a backoff: not when the call's campaign ended meanwhile
+                await check_still_wanted(attempt - 1)
             slot = await self._limiter.acquire(quota, tokens) if quota and self._limiter else None
             t0 = time.perf_counter()
             try:
