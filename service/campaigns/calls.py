@@ -4,6 +4,7 @@ and the answer and verdict stores' single flight (:class:`Calls`)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import random
@@ -18,6 +19,8 @@ from .. import egress
 from ..clients import ClientError, build_client, parse_client_config
 from ..config import Settings
 from ..db import Database
+from ..images.checks import check_image
+from ..images.store import blind_copies, put_image
 from ..ratelimits import DatabaseRateLimiter
 from . import rules, stores
 from .prompt_cache import PromptCache
@@ -45,6 +48,7 @@ class Calls:
 
     def __init__(self, settings: Settings, db: Database, prompts: PromptCache, stores: Stores, keeper: Keeper):
         self.settings = settings
+        self.db = db  # the image store's reads and writes (image answers, the judge's images)
         self.prompts = prompts
         self.claim_tx = stores.claim_tx
         self.release_tx = stores.release_tx
@@ -119,6 +123,7 @@ class Calls:
                 http=self.http_client(),
                 limiter=self.rate_limiter,
                 secret=rules.answer_secret(plan.draw_key),
+                output=m.get("output", "text"),
             )
             self._clients[key] = client
         wrap = self.wrappers.get(plan.campaign_id)
@@ -135,6 +140,7 @@ class Calls:
                 tie_policy=plan.tie_policy,
                 http=self.http_client(),
                 limiter=self.rate_limiter,
+                images=self._blind_copies,
             )
             self._judges[plan.campaign_id] = judge
         return judge
@@ -159,14 +165,29 @@ class Calls:
             client = self.client(plan, idx)
             async with asyncio.timeout(limit):
                 if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
-                    return await client.complete(plan.prompt, turns=turns)
-                return await client.complete(plan.prompt)
+                    res = await client.complete(plan.prompt, turns=turns)
+                else:
+                    res = await client.complete(plan.prompt)
+                if getattr(res, "image", None) is not None:  # an image answer: its bytes to the image store
+                    await in_thread(self._store_image, res.image)
+                    res = dataclasses.replace(res, image=None)
+                return res
         except asyncio.CancelledError:
             raise
         except TimeoutError:
             return ClientError(CALL_OUTLIVED_EXPIRY)
         except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
             return exc
+
+    def _blind_copies(self, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
+        """The blind copies of images a judge is shown (service/images/judge.py)."""
+        with self.db.read() as s:
+            return blind_copies(s, hashes)
+
+    def _store_image(self, data: bytes) -> None:
+        """Store an image answer (content-addressed, once); the answer's text names it."""
+        with self.db.write() as s:
+            put_image(s, check_image(data))
 
     # ------------------------------------------------------------ the stores (pay once)
     async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict):
