@@ -164,14 +164,33 @@ def stored(config: Any) -> Any:
 def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """An upper bound of one model call's charge on ``prompt`` (nano-USD), or ``None``.
 
-    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes, the
-    output limit the client's or, for a price from a price map, the provider's (``pricing.max_output_tokens``).
+    See :func:`service.clients.config.call_cost_bound`; the input is the prompt's UTF-8 bytes and its
+    images' tokens (:func:`prompt_image_tokens`), the output limit the client's or, for a price from a price map, the provider's (``pricing.max_output_tokens``).
     """
     from service.clients.config import call_cost_bound
 
+    client = stored(model["client"])
     limit = (model.get("pricing") or {}).get("max_output_tokens")
-    b = call_cost_bound(stored(model["client"]), float(model["cost"]), len(prompt.encode("utf-8")), limit)
+    b = call_cost_bound(
+        client, float(model["cost"]), len(prompt.encode("utf-8")), limit, prompt_image_tokens(model, prompt)
+    )
     return None if b is None else _ceil_nusd(b)
+
+
+def prompt_image_tokens(model: dict, prompt: str) -> int:
+    """An upper bound of the input tokens of ``prompt``'s images for ``model``: each image named in the
+    prompt text counts the most one of the campaign's images costs the model (``image_tokens``, stored
+    at creation by its provider's rule, service/images/tokens.py); a row stored without it counts the
+    most any accepted image can cost."""
+    from service.images.tokens import prompt_image_count, worst_image_tokens
+
+    n = prompt_image_count(prompt)
+    if n == 0:
+        return 0
+    per = model.get("image_tokens")
+    if not isinstance(per, int) or isinstance(per, bool) or per < 0:
+        per = worst_image_tokens(stored(model["client"]))
+    return n * per
 
 
 def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> int | None:

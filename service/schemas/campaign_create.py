@@ -10,7 +10,8 @@ from pydantic import Field, PrivateAttr, Strict, field_validator, model_validato
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
 from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
-from service.images.checks import MAX_IMAGES_PER_PROMPT
+from service.images.checks import MAX_IMAGES_PER_PROMPT, data_url_size
+from service.images.tokens import campaign_image_tokens
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import duplicate_names
 from service.pricing import (
@@ -19,7 +20,7 @@ from service.pricing import (
     normalise_price_map,
     resolve_model_cost,
 )
-from service.prompts import normalize_prompt
+from service.prompts import normalize_prompt, turn_image_urls
 from service.schemas.batch_config import BatchConfig, parse_batch
 from service.schemas.common import (
     MAX_MODELS,
@@ -62,12 +63,15 @@ class ModelSpec(StrictModel):
         examples=[{"kind": "simulated"}, {"kind": "openai", "model": "deepseek-chat", "api_key_env": "DS_KEY"}],
     )
     _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
+    _image_tokens: int = PrivateAttr(0)  # set by CampaignCreate (service.images.tokens)
 
     def stored(self) -> dict[str, Any]:
         """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
         out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
         if self._pricing is not None:
             out["pricing"] = self._pricing
+        if self._image_tokens:  # the most input tokens one of the campaign's prompt images costs it
+            out["image_tokens"] = self._image_tokens
         return out
 
     @field_validator("client", mode="before")
@@ -266,6 +270,7 @@ class CampaignCreate(StrictModel):
                 raise ValueError(f"judge: {reason}")
         self._resolve_costs()
         self._resolve_batch()
+        self._resolve_image_tokens()
         from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
 
         models, judge = [m.stored() for m in self.models], self.stored_judge()
@@ -326,6 +331,18 @@ class CampaignCreate(StrictModel):
             if price is not None and client.get("price") is not None:
                 m.client = parse_client_config({**client, "batch_price": price.as_client_price()})
         self.judge = _with_batch_prices(self.judge, user_map)
+
+    def _resolve_image_tokens(self) -> None:
+        """Each model's largest input-token count of one of the prompts' images (its provider's rule):
+        the budget's bound of a call counts it for each image of the call's prompt (rules.model_bound_nusd)."""
+        urls = {
+            u for p in self.prompts if isinstance(p, PromptObject) for t in turn_image_urls(p.model_dump()) for u in t
+        }
+        if not urls:
+            return
+        sizes = [data_url_size(u) for u in urls]
+        for m in self.models:
+            m._image_tokens = campaign_image_tokens(client_json(m.client), sizes)
 
     def _resolve_costs(self) -> None:
         """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
