@@ -353,10 +353,68 @@ async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_prov
             # ... so they are charged, once, at the batch price (1 USD per million tokens)
             assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
             duels = await all_duels(api, cid)
-            assert duels and not [d for d in duels if d["status"] == "calling"]
-            # a duel both of whose models answered keeps its answers (its verdict was never asked for)
-            for d in duels:
-                assert d["status"] in ("failed", "expired") or (d["status"] == "pending" and d["cost"] > 0), d
+            # no duel is left in flight holding a reservation: a duel both of whose models answered is closed
+            # with its answers charged (its verdict was never asked for)
+            assert duels and {d["status"] for d in duels} <= {"failed", "expired"}, duels
+            answered = [d for d in duels if d["cost"] > 0 and d["status"] == "expired"]
+            assert all("before its verdict" in d["error"] for d in answered), answered
+            assert view["remaining_budget"] is None or view["remaining_budget"] == view["budget"] - view["spend"]
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+        server.stop()
+
+
+@pytest.mark.parametrize("phase", ["a", "v"])  # the answers batch, or the verdicts batch, outlives its window
+async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_charges_it_once(db_url, phase):
+    """A batch still running at ``window_seconds`` is cancelled; the provider had answered its requests
+    before the cancellation (and bills them): those answers (or verdicts) are stored and charged once,
+    the run ends with the reason, and no duel of the round is left in flight."""
+    from service.app import create_app
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="late")
+    fake = provider_app.state.batches
+    advance = fake._advance
+
+    async def slow_phase(bid):  # the phase's batch stays in progress until it is cancelled
+        key = fake.batches[bid]["metadata"].get("llmduel_key", "")
+        return fake.batches[bid] if f"-{phase}-" in key else await advance(bid)
+
+    async def cancel_after_answering(bid):  # it had answered everything when the cancellation came
+        from starlette.responses import JSONResponse
+
+        await advance(bid)
+        fake.batches[bid].update(status="cancelled", cancelled_at=int(time.time()))
+        return JSONResponse(fake.batches[bid])
+
+    fake._advance, fake.cancel = slow_phase, cancel_after_answering
+    server = ThreadedServer(provider_app)
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(server.url + "/v1", "late", {"round_size": 4, "poll_seconds": 0.02, "window_seconds": 0.3})
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not v["run"]["active"] and not runs.run_active_here(cid))
+            assert "did not end within its window of 0.3 s" in view["run"]["error"], view["run"]
+            assert view["status"] == "running" and view["batch"]["rounds"] == 1
+            sent = Counter(e["kind"] for e in provider_app.state.provider.requests)
+            assert sent["answer"] > 0 and (sent["judge"] > 0) == (phase == "v")
+            tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
+            # every request the provider answered is charged, once, at the batch price (1 USD per million tokens)
+            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            duels = await all_duels(api, cid)
+            assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+            assert duels and not [d for d in duels if d["status"] in ("calling", "pending")], duels
+            if phase == "v":  # the verdicts that came back were recorded, in the round's plan order
+                assert {d["status"] for d in duels} == {"judged"}, duels
+            else:
+                assert all("before its verdict" in d["error"] for d in duels), duels
+            jobs = runs.batch_jobs.jobs_tx(cid)
+            late = [j for j in jobs if j["phase"][0] == phase]
+            assert late and all(j["status"] == "failed" and "within its window" in j["error"] for j in late)
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()

@@ -10,6 +10,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from algorithms.vocabulary import CampaignStatus
+
 from ..models import Campaign, Duel
 from ..money import charges, ledger
 from . import rules, stores
@@ -69,6 +71,7 @@ def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: di
         judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id, rules.image_answers(c.models)
     )
     _reuse_row(s, c.id, d.id, j, now)
+    fault_detail = ledger.mark_late(fault_detail, bool(judge_nusd) and c.status != CampaignStatus.RUNNING) or {}
     charge_id = charges.charge_judgement(s, c, d, judge_nusd, fault_detail or None, now)
     _store_verdict(s, j, judge_nusd, charge_id)
     return judge_nusd

@@ -248,6 +248,8 @@ class Pregeneration:
                 "output_tokens": res.output_tokens,
                 **charge.detail(),
             }
+            if c.status != CampaignStatus.RUNNING:  # sent before the campaign ended, answered after it
+                detail[ledger.LATE] = True
             row = charges.charge_row(campaign_id, charges.MODEL, amount, now, model_index=n, detail=detail)
             charge_id = charges.charge_without_duel(s, row)  # and the spend (no row for 0)
             if charge.fault is not None:

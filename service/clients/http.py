@@ -17,7 +17,7 @@ from ..egress import EgressDenied
 from ..redaction import excerpt, redact
 from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import output_token_limit
-from .ratelimit import RateLimiter, estimated_tokens, quota_of
+from .ratelimit import RateLimiter, check_still_wanted, estimated_tokens, quota_of
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
 from .usage import UsageError, parse_tokens
 
@@ -123,10 +123,30 @@ class HTTPModelClient(ModelClient):
             )
         return msg
 
+    def call_deadline_s(self) -> float:
+        """The call's hard deadline (seconds): every attempt's ``timeout_s`` plus, between attempts, the
+        longest wait the client may take (``backoff_max_s`` or a ``Retry-After`` up to
+        ``max_retry_after_s``). Waits for a rate-limit slot count against it too."""
+        c = self.config
+        n = self.retry.max_attempts
+        return n * float(c.timeout_s) + (n - 1) * max(float(c.backoff_max_s), float(c.max_retry_after_s))
+
     async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
         key = self._api_key()
+        deadline = self.call_deadline_s()
         try:
-            completion = await self._complete(prompt, key, turns)
+            try:
+                # the whole call, retries, backoff and rate-limit waits included, ends by its hard deadline
+                async with asyncio.timeout(deadline):
+                    completion = await self._complete(prompt, key, turns)
+            except TimeoutError:
+                raise ClientError(
+                    f"{self.provider} call passed its hard deadline of {deadline:g}s "
+                    "(max_attempts x timeout_s plus the longest waits between attempts; "
+                    "rate-limit waits included)",
+                    None,
+                    self.retry.max_attempts,
+                ) from None
         except ClientError as exc:
             exc.message = self._redact(exc.message, key)
             exc.args = (exc.message,)
@@ -148,6 +168,8 @@ class HTTPModelClient(ModelClient):
         while True:
             attempt += 1
             retry_after: float | None = None
+            if attempt > 1:  # a retry after a backoff: not when the call's campaign ended meanwhile
+                await check_still_wanted(attempt - 1)
             slot = await self._limiter.acquire(quota, tokens) if quota and self._limiter else None
             t0 = time.perf_counter()
             try:

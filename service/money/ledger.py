@@ -178,3 +178,14 @@ def judge_charge(
 def fault_reason(fault: str) -> str:
     """The end reason of a campaign paused on a provider fault (this module decides the fault)."""
     return f"paused on a provider fault: {fault}; fix the provider, then continue with PATCH"
+
+
+#: The detail key of a charge for a call sent before its campaign ended whose answer arrived after
+#: the end: the only charges dated after a campaign's ``ended_at`` (a call still queued at the
+#: end is never sent: service.clients.ratelimit.SEND_GUARD).
+LATE = "late"
+
+
+def mark_late(detail: dict | None, ended: bool) -> dict | None:
+    """``detail`` with ``late: true`` when the campaign had ``ended`` before the charge (else as is)."""
+    return {**(detail or {}), LATE: True} if ended else detail
