@@ -271,8 +271,9 @@ class _HTTPClientConfig(_Config):
         gt=0,
         le=3600,
         description=(
-            "Total deadline of one HTTP attempt, headers and body (seconds); the call, retries included, "
-            "ends within max_attempts x timeout_s plus the backoff delays."
+            "Total deadline of one HTTP attempt, headers and body (seconds). The call as a whole, retries, "
+            "backoff and waits for a rate-limit slot included, has a hard deadline of max_attempts x timeout_s "
+            "+ (max_attempts - 1) x max(backoff_max_s, max_retry_after_s)."
         ),
     )
     max_attempts: Annotated[int, int_in(1, 10)] = Field(
