@@ -107,7 +107,7 @@ def test_bound_counts_each_image_of_the_prompt():
 async def test_vision_campaign_never_spends_past_a_tight_budget(api, concurrent):
     """Each call is billed its images by the provider; the campaign ends for its budget, with its
     spend and the provider's own bill within it and no call above its bound."""
-    budget = 0.03
+    budget = 0.06
     client = {
         "kind": "openai",
         "base_url": "http://provider.test/v1",

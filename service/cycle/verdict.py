@@ -81,7 +81,7 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
         return 0
     reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
     stale = rules.is_stale(drow.expires_at, now)
-    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id)
+    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, rules.image_answers(cfg.models))
     if amount:
         detail = mark_late(detail, ended) or {}
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
