@@ -110,11 +110,12 @@ class Snapshot:
     """A campaign's policy figures at one ``event_seq``: ``policy_state``, ``counts``, ``stats``,
     ``leader`` (the stored columns when they are current)."""
 
-    __slots__ = ("policy_state", "counts", "stats", "leader", "event_seq")
+    __slots__ = ("policy_state", "counts", "stats", "leader", "event_seq", "derived")
 
     def __init__(self, policy_state: dict, counts: dict, stats: dict, leader: int | None, event_seq: int):
         self.policy_state, self.counts, self.stats, self.leader = policy_state, counts, stats, leader
         self.event_seq = event_seq
+        self.derived: dict[Any, Any] = {}  # figures computed from these once (the views' certificate evidence)
 
 
 class SnapshotCache:
@@ -144,17 +145,18 @@ class SnapshotCache:
 
 def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
     """Campaign ``c``'s figures at its ``event_seq``: the stored columns when the state is current,
-    else computed once from :func:`policy_now` and kept in ``cache`` until the next change. The
+    else computed once from :func:`policy_now`; kept in ``cache`` until the next change. The
     leader is the row's (written with every record; the winner once named)."""
     seq = int(c.event_seq)
-    state_seq = c.state_seq if c.state_seq is not None else seq
-    if int(state_seq) >= seq:
-        return Snapshot(c.policy_state, c.counts, c.stats, c.leader, seq)
     hit = cache.get(c.id, seq) if cache is not None else None
     if hit is not None:
         return hit
-    state, counts, stats, _leader = policy_snapshot(policy_now(conn, c))
-    snap = Snapshot(state, counts, stats, c.leader, seq)
+    state_seq = c.state_seq if c.state_seq is not None else seq
+    if int(state_seq) >= seq:
+        snap = Snapshot(c.policy_state, c.counts, c.stats, c.leader, seq)
+    else:
+        state, counts, stats, _leader = policy_snapshot(policy_now(conn, c))
+        snap = Snapshot(state, counts, stats, c.leader, seq)
     if cache is not None:
         cache.put(c.id, snap)
     return snap

@@ -134,6 +134,25 @@ def _bound_costs(c, state: dict | None) -> list[float]:
     return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
 
 
+#: above this many models the view summarises its per-pair figures unless asked for them (?pairs=true)
+PAIR_DETAIL_MODELS = 16
+
+
+def summarise_pairs(view: dict) -> dict:
+    """The view without its L x L figures (128 models: 2 MB of pairs in a 60 KB view): ``counts`` and
+    ``wins`` empty, ``pc_evidence.pairs`` only the reference's L - 1 pairs (its certificates), a simulated
+    judge's ``preference`` matrix left out of ``judge``; ``pairs_included`` false."""
+    view["counts"], view["wins"] = [], []
+    ev = view.get("pc_evidence")
+    if ev and ev.get("reference") is not None:  # a copy: the full evidence is kept for the next view
+        view["pc_evidence"] = dict(ev, pairs=[p for p in ev["pairs"] if p["winner"] == ev["reference"]])
+    judge = view.get("judge")
+    if isinstance(judge, dict) and "preference" in judge:
+        view["judge"] = {k: v for k, v in judge.items() if k != "preference"}
+    view["pairs_included"] = False
+    return view
+
+
 def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[float | None, float | None]:
     """The plug-in lower bounds (the paper's, and dctas-pc's) from the counts so far; None before any duel."""
     if not (stats.get("t") or 0) > 0:
@@ -243,8 +262,10 @@ class Views:
         return out
 
     def campaign_view(
-        self, c: Campaign, pending: int, admin: bool = True, observed: dict[int, tuple[int, int]] | None = None
+        self, c: Campaign, pending: int, admin: bool = True, observed: dict | None = None, pairs: bool | None = None
     ) -> dict:
+        """The admin's view; ``pairs``: the per-pair figures in full (None: up to
+        :data:`PAIR_DETAIL_MODELS` models; above, summarised: :func:`summarise_pairs`)."""
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
@@ -322,7 +343,7 @@ class Views:
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
         view["config_warnings"] = campaign_params_warnings(c.models, c.judge) if admin else None
-        view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, snap.policy_state, names, c.status)
+        view["pc_evidence"] = self._pc_evidence(c, snap, names)
         exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
         board = verdicts.leaderboard_facts(stats, names)
@@ -334,8 +355,17 @@ class Views:
         )
         if words:  # a leaderboard goal: its certified order, beside how the campaign ended
             facts["verdict"] = f"{facts['verdict']}; {words}" if c.status != "certified" else f"certified {words}"
-        view.update(facts)
-        return view
+        view.update(facts, pairs_included=True)
+        full = pairs if pairs is not None else len(names) <= PAIR_DETAIL_MODELS
+        return view if full else summarise_pairs(view)
+
+    def _pc_evidence(self, c: Campaign, snap: policy_log.Snapshot, names: list[str]) -> dict | None:
+        """dctas-pc's certificate evidence, computed once per change (and status) of the campaign."""
+        key = ("pc_evidence", c.status)
+        if key not in snap.derived:
+            snap.derived[key] = verdicts.pc_evidence(c.algorithm, snap.policy_state, names, c.status)
+        ev = snap.derived[key]
+        return None if ev is None else dict(ev)  # the caller's copy
 
     def report_view(self, s, c: Campaign, now: dt.datetime) -> dict:
         """The admin's view of ``c`` as a webhook reports it (inside the caller's session): the keys of
@@ -344,13 +374,13 @@ class Views:
         view["hybrid"] = hybrid_view.summary(s, c) if hybrid.is_hybrid(c.judge) else None
         return view
 
-    def get_campaign(self, campaign_id: int, admin: bool = True) -> dict:
+    def get_campaign(self, campaign_id: int, admin: bool = True, pairs: bool | None = None) -> dict:
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
-            view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed)
+            view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed, pairs)
             if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
                 view.update(hybrid_view.summary_for(s, c, admin))
             return view
