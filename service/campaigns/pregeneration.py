@@ -42,6 +42,7 @@ from . import rules, stores
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
 from .endings import Endings
+from .model_changes import disabled_models
 from .rules import clean_text
 from .tasks import Background, in_thread
 from .types import DuelPlan
@@ -108,7 +109,8 @@ class Pregeneration:
             c = s.get(Campaign, campaign_id)
             if c is None or c.status != CampaignStatus.RUNNING or not stores.pregenerates(c.answers, c.models, c.judge):
                 return None
-            users = [n for n, m in enumerate(c.models) if stores.stores_answers(c.answers, m)]
+            off = disabled_models(c.model_changes)  # a disabled model is not called any more
+            users = [n for n, m in enumerate(c.models) if n not in off and stores.stores_answers(c.answers, m)]
             if not users:
                 return None
             indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, c.draw_key)
