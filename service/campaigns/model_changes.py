@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 DISABLE, REPLACE = "disable", "replace"
+#: What the campaign view shows of each change.
+CHANGE_FIELDS = ("action", "model", "reason", "at", "seq", "added")
 
 
 def disabled_models(changes: Sequence[dict] | None) -> set[int]:

@@ -18,7 +18,7 @@ from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, rules, stores, verdicts
-from .model_changes import model_status
+from .model_changes import CHANGE_FIELDS, model_status
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 from .verdicts import verdict_text
@@ -233,8 +233,7 @@ class Views:
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
-        stats = c.stats or {}
-        counts = c.counts or {}
+        stats, counts = c.stats or {}, c.counts or {}
         lower = lower_pc = None
         if (stats.get("t") or 0) > 0:
             try:
@@ -268,10 +267,7 @@ class Views:
             "delta": c.delta,
             "tie_policy": c.tie_policy,
             "models": self.model_views(c, admin, observed),
-            "model_changes": [
-                {k: e[k] for k in ("action", "model", "reason", "at", "seq", "added") if k in e}
-                for e in c.model_changes or ()
-            ],
+            "model_changes": [{k: e[k] for k in CHANGE_FIELDS if k in e} for e in c.model_changes or ()],
             "judge": c.judge if admin else {"kind": c.judge.get("kind")},
             "n_prompts": c.n_prompts,
             "budget": budget,
