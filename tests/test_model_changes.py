@@ -226,3 +226,32 @@ async def test_refusals_are_clear_4xx_and_change_nothing(api3):
     oid = (await api3.post("/v1/campaigns", json=other)).json()["id"]
     r = await api3.post(f"/v1/campaigns/{oid}/models/m2/disable")
     assert r.status_code == 409 and "dctas-pc" in r.json()["detail"]
+
+
+# ---------------------------------------------------------------- the Python client and the command line
+def test_the_client_posts_the_change_and_the_cli_reads_the_new_model_from_a_file(tmp_path, capsys):
+    from service.cli import main
+    from service.client import Client
+
+    seen: list[tuple[str, dict]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        import json
+
+        seen.append((request.url.raw_path.decode(), json.loads(request.content or b"{}")))
+        return httpx.Response(200, json={"campaign_id": 4, "change": {}, "run": None, "campaign": {}})
+
+    with Client("http://llmduel.test", "k", transport=httpx.MockTransport(handler)) as llm:
+        llm.disable_model(4, "gpt 4/o", reason="401")
+        llm.replace_model(4, "b", {"name": "c", "client": {"kind": "simulated"}}, resume=False)
+    assert seen[0] == ("/v1/campaigns/4/models/gpt%204%2Fo/disable", {"resume": True, "reason": "401"})
+    assert seen[1] == (
+        "/v1/campaigns/4/models/b/replace",
+        {"model": {"name": "c", "client": {"kind": "simulated"}}, "resume": False},
+    )
+    # a replacement file that is not one model: one line, exit 2, nothing sent
+    bad = tmp_path / "new.yaml"
+    bad.write_text("- name: c\n")
+    assert main(["campaign", "replace-model", "4", "b", "--with", str(bad), "--url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "expected one model" in err and len(err.splitlines()) == 1
