@@ -24,7 +24,10 @@ seconds.
 A request that cannot be sent yet waits (``asyncio.sleep``, at most
 :data:`MAX_POLL_S` at a time) and asks again; the model call's own deadline still
 applies, so a call that waits past its reservation is abandoned as failed and never
-charged.
+charged. After each wait it asks the call's send guard
+(:data:`service.clients.ratelimit.SEND_GUARD`): a call whose campaign ended or whose duel
+was cancelled meanwhile is dropped unsent, within :data:`MAX_POLL_S` of the end, and
+takes no slot.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from .clients.ratelimit import WINDOW_S, Quota
+from .clients.ratelimit import WINDOW_S, Quota, check_still_wanted
 from .db import Database
 from .models import RateLimitEvent, RateLimitKey
 
@@ -144,6 +147,7 @@ class DatabaseRateLimiter:
                 return slot
             self.waits += 1
             await self.sleep(min(wait, MAX_POLL_S))
+            await check_still_wanted()  # a call queued when its campaign ends is dropped, never sent
 
     async def settle(self, slot: int, tokens: int | None) -> None:
         if tokens is not None:

@@ -116,7 +116,7 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
     level = params.get("level")
     hyb = log.algorithm == hybrid.ALGORITHM  # hybrid hook: its policy and its records (J, H or None, pi)
     policy = (
-        hybrid.new_policy(log.judge, log.costs, log.delta)
+        hybrid.new_policy(log.judge, log.costs, log.delta, log.stored_state)
         if hyb
         else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k)
     )

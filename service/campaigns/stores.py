@@ -101,6 +101,8 @@ def model_key(model: dict) -> str | None:
     client = dict(model.get("client") or {})
     if client.get("kind") in (None, "simulated"):
         return None
+    if model.get("output") == "image":  # an image model's answers are not the same client's text answers
+        return _sha("model", "image", _canonical(generation_config(client)))
     return _sha("model", _canonical(generation_config(client)))
 
 
