@@ -16,7 +16,7 @@ documented in docs/service.md. A refused request raises :class:`APIError` with t
 and the server's message on one line; a server that cannot be reached raises :class:`APIError`
 with ``status_code`` None. The key is sent as a Bearer token and never appears in an error.
 
-Every POST carries an ``Idempotency-Key`` header (a fresh UUID per call, or the caller's own
+Every POST and PATCH carries an ``Idempotency-Key`` header (a fresh UUID per call, or the caller's own
 ``idempotency_key``), so a call repeated with the same key after a network error is answered
 from the first one by a server that honours the header (docs/service.md).
 """
@@ -95,7 +95,7 @@ class Client:
 
     def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs: Any) -> Any:
         """Send one request; the decoded JSON body (None for 204), or :class:`APIError`."""
-        if method == "POST":
+        if method in ("POST", "PATCH"):
             kwargs["headers"] = {**kwargs.get("headers", {}), "Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         try:
             resp = self._http.request(method, path, **kwargs)

@@ -371,6 +371,25 @@ class RateLimitEvent(Base):
     tokens: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
+class IdempotencyKey(Base):
+    """The first response to a request sent with an ``Idempotency-Key`` header
+    (service/api/idempotency.py): the same caller sending the same key and request again within
+    24 hours gets this response back, and nothing is done again. ``caller``: a hash of the
+    request's credential (never the credential); ``request_hash``: a hash of its method, path,
+    query and body; ``status_code`` None while the first request is under way."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("ix_idempotency_keys_created_at", "created_at"),)
+
+    caller: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    content_type: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    response_body: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
 class BudgetHold(Base):
     """Budget held by a model call that is not a duel's: a pre-generated answer
     (service/campaigns/pregeneration.py, service/money/holds.py).
