@@ -1,7 +1,7 @@
 """model changes: the models disabled or replaced in a running campaign
 
 Revision ID: 0026
-Revises: 0021
+Revises: 0029
 ``campaigns.model_changes``: one entry per change, in order, each with the policy call
 (``seq``) at which it took effect, so a replay rebuilds the policy at the same point
 (service/campaigns/model_changes.py). NULL: no model was ever disabled.
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 
 revision: str = '0026'
-down_revision: Union[str, None] = '0021'
+down_revision: Union[str, None] = '0029'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
