@@ -147,6 +147,10 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
 
     c = await _until(api3, cid, lambda c: c["status"] != "running")
     assert c["status"] == "certified" and c["winner"] == "m0", c["end_reason"]
+    # in words: the winner beat the remaining model; the disabled one is named as out of the verdict
+    assert c["verdict"].startswith("m0 beats every other model: it was shown to beat m1 (")
+    assert "broken was disabled while the campaign ran: the verdict is about the others." in c["verdict"]
+    assert c["not_beaten"] == ["m0"]
     # the certificate is about two models: each certificate at delta / 2
     ev = c["pc_evidence"]
     assert math.isclose(ev["log_threshold"], math.log(2 / 0.1)) and ev["needed"] == 1
@@ -249,6 +253,13 @@ def test_the_client_posts_the_change_and_the_cli_reads_the_new_model_from_a_file
         "/v1/campaigns/4/models/b/replace",
         {"model": {"name": "c", "client": {"kind": "simulated"}}, "resume": False},
     )
+    # campaign show marks the disabled model
+    from service.cli.campaigns import model_lines
+
+    rows = model_lines(
+        [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 1.0, "status": "disabled", "replaced_by": "c"}]
+    )
+    assert rows[1].endswith("-") and rows[2].endswith("disabled (replaced by c)")
     # a replacement file that is not one model: one line, exit 2, nothing sent
     bad = tmp_path / "new.yaml"
     bad.write_text("- name: c\n")
