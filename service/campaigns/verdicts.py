@@ -165,7 +165,9 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     names = [view["models"][m]["name"] for m in active]
     costs = [float(view["models"][m]["cost"]) for m in active]
     L = len(names)
-    certs = [(pos[int(w)], pos[int(lo)]) for w, lo in view.get("certificates") or [] if int(w) in pos and int(lo) in pos]
+    certs = [
+        (pos[int(w)], pos[int(lo)]) for w, lo in view.get("certificates") or [] if int(w) in pos and int(lo) in pos
+    ]
     beaten = {lo for _, lo in certs}
     pc = view.get("algorithm") == Algorithm.DCTAS_PC
     not_beaten = [m for m in range(L) if m not in beaten] if pc and (certs or view["status"] != "running") else []
