@@ -10,11 +10,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from algorithms.policies import PolicyError, state_params
+from algorithms.restricted import restrict
 from algorithms.vocabulary import DuelStatus
 
 from ..db import Database
 from ..models import Campaign, Charge, Duel
 from . import hybrid, policy_log, rules
+from .model_changes import initial_model_count
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -40,6 +42,7 @@ class ReplayLog:
     state_seq: int = 0  # the stored state's event_seq (a checkpoint, service.campaigns.policy_log)
     judge: dict[str, Any] | None = None  # a hybrid judge's config and the campaign's draw key
     draw_key: Any = None
+    changes: list[dict[str, Any]] | None = None  # models disabled or replaced (campaigns.model_changes)
 
 
 def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
@@ -76,7 +79,7 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         stored_state=c.policy_state,
         algorithm=c.algorithm,
         delta=c.delta,
-        costs=[float(m["cost"]) for m in c.models],
+        costs=[float(m["cost"]) for m in c.models[: initial_model_count(len(c.models), c.model_changes)]],
         judge_cost=rules.judge_cost_per_duel(c.judge),
         population=int(c.n_prompts) if perm is not None else None,
         perm=perm,
@@ -91,13 +94,15 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         judge=c.judge,
         draw_key=c.draw_key,
         state_seq=int(c.state_seq if c.state_seq is not None else c.event_seq),
+        changes=list(c.model_changes or []),
     )
 
 
-def log_events(rows: list[Any]) -> list[tuple[int, int, Any]]:
-    """Selections (kind 0) and records (kind 1) in the order the policy saw them."""
+def log_events(rows: list[Any], changes: list[dict[str, Any]] | None = None) -> list[tuple[int, int, Any]]:
+    """Selections (kind 0), records (kind 1) and model changes (kind 2) in the order the policy saw them."""
     events = [(r.select_seq, 0, r) for r in rows]
     events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
+    events += [(int(e["seq"]), 2, e) for e in changes or ()]
     events.sort(key=lambda e: (e[0], e[1]))
     return events
 
@@ -118,11 +123,18 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
         else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k)
     )
     next_position: dict[tuple[int, int], int] = {}
+    records: list[tuple[int, int, float]] = []  # what a model change rebuilds the policy from
     # the stored state is a checkpoint at state_seq: compared with the replayed policy there
     checkpoint = None if log.state_seq > 0 else jsonable(policy.to_state())
-    for seq, kind, r in events:
-        if checkpoint is None and seq > log.state_seq:
+    for _seq, kind, r in events:
+        if checkpoint is None and _seq > log.state_seq:
             checkpoint = jsonable(policy.to_state())
+        if kind == 2:  # a model disabled or replaced: the policy rebuilt on the active models, as it was
+            try:
+                policy = restrict(policy.to_state(), r["costs"], r["arms"], records)
+            except (PolicyError, KeyError, TypeError, ValueError) as exc:
+                diff.append(f"model change at {_seq}: the policy cannot be rebuilt ({exc})")
+            continue
         if kind == 0:
             pair = policy_log.apply_event(policy, kind, r)
             if pair is None or sorted(pair) != [r.model_i, r.model_j]:
@@ -135,6 +147,7 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
                 hybrid.replay_record(policy, r, log.draw_key, diff)
             else:
                 policy.record(r.model_i, r.model_j, r.score)
+                records.append((r.model_i, r.model_j, r.score))
         except PolicyError as exc:  # a corrupt log (a model paired with itself, a score out of range)
             diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
     if hyb:
@@ -207,6 +220,6 @@ class Replay:
             log = read_log(
                 s, c, rules.prompt_permutation(c.draw_key, c.n_prompts) if rules.is_wor(c.prompt_sampling) else None
             )
-        events = log_events(log.rows)
+        events = log_events(log.rows, log.changes)
         diff = replay_policy(log, events) + check_counters(log, events)
         return ReplayResult(campaign_id, not diff, len(events), diff)
