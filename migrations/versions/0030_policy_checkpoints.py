@@ -1,7 +1,7 @@
 """policy checkpoints: the event the stored policy state is at, and the duel log's order indexes
 
 Revision ID: 0030
-Revises: 0029
+Revises: 0026
 ``campaigns.state_seq``: the ``event_seq`` at which ``policy_state``, ``counts`` and ``stats``
 were written (the state is written every few records, service/campaigns/policy_log.py; the
 policy at ``event_seq`` is that state plus the duels' selections and records after it).
@@ -15,7 +15,7 @@ from alembic import op
 import sqlalchemy as sa
 
 revision: str = "0030"
-down_revision: Union[str, None] = "0029"
+down_revision: Union[str, None] = "0026"
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 
