@@ -78,7 +78,7 @@ async def _session(api, name: str, sampling: str, disturb: bool) -> tuple[dict, 
         if disturb and n == 20:
             cache.put(cid, *old)
         seqs.append(tuple(_row(api, cid)))
-    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    view = (await api.get(f"/v1/campaigns/{cid}", params={"pairs": "true"})).json()
     rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
     assert rep["ok"] is True, rep["diff"]
     return view, await all_duels(api, cid), seqs
@@ -117,7 +117,7 @@ async def test_a_campaign_of_256_models_runs_end_to_end(api):
     for _ in range(40):
         r = await api.post(f"/v1/campaigns/{cid}/duels")
         assert r.status_code == 201 and r.json()["status"] == "judged", r.text
-    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    view = (await api.get(f"/v1/campaigns/{cid}", params={"pairs": "true"})).json()
     assert view["status"] == "stopped" and view["duels"] == view["t"] == 40
     assert len(view["counts"]) == n and sum(map(sum, view["counts"])) == 2 * 40
     assert _row(api, cid).state_seq == 80  # the ending wrote the state once
