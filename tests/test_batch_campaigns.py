@@ -161,8 +161,8 @@ async def test_bad_batch_settings_are_a_422(api, fake):
     for bad in ({"round_size": 0}, {"poll_seconds": -1}, {"window_seconds": 1e9}, {"nope": 1}, "yes"):
         r = await api.post("/v1/campaigns", json=body(base, "bad", bad))
         assert r.status_code == 422, (bad, r.text)
-    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}))
-    assert r.status_code == 422 and "automatic judge" in r.text
+    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}, answers="fresh"))
+    assert r.status_code == 422 and "answers: reuse" in r.text
 
 
 def _provider_inputs(app, prefix: str) -> list[list[str]]:
@@ -419,3 +419,60 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
         await app.state.campaigns.aclose()
         app.state.db.dispose()
         server.stop()
+
+
+async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, fake):
+    """A human campaign with ``batch``: the answers pre-generated for annotators go out as one batch per
+    model (a pre-generation round, counted in ``batch.rounds``), each request once, charged at the batch
+    price; the duels that follow take them from the store and call no model."""
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
+            spec.pop("verdicts")
+            r = await api.post("/v1/campaigns", json=spec)
+            assert r.status_code == 201, r.text
+            cid, before = r.json()["id"], len(provider_app.state.provider.requests)
+            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+            who = {"Authorization": f"Bearer {token}"}
+            first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert first.status_code == 201, first.text
+            pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
+            deadline = time.monotonic() + 30
+            while cid in pregen.busy or not jobs.jobs_tx(cid):
+                assert time.monotonic() < deadline, "no pre-generation batch"
+                await asyncio.sleep(0.02)
+            c = (await api.get(f"/v1/campaigns/{cid}")).json()
+            assert c["batch"]["rounds"] == 1
+            assert {(j["phase"], j["status"]) for j in jobs.jobs_tx(cid)} == {("pregen", "collected")}
+            asked = provider_app.state.provider.requests[before:]
+            batched = [e for e in asked if "batch" in e]
+            direct = [e for e in asked if "batch" not in e]
+            assert len(direct) == 2  # the first duel's own answers (nothing was pre-generated yet)
+            # one batch per model; the answers of the next 6 planned duels' prompts, for every model
+            assert batched and len({e["batch"] for e in batched}) == len({e["model"] for e in batched}) == 4
+            assert len({e["prompt"] for e in batched}) >= 4
+            # every (model, prompt) answered once, none twice (the batch skipped what the store held)
+            pairs = Counter((e["model"], e["prompt"]) for e in asked)
+            assert max(pairs.values()) == 1, pairs
+            tokens = lambda es: sum(e["prompt_tokens"] + e["completion_tokens"] for e in es)  # noqa: E731
+            # list price 2 USD per million tokens for the direct calls, batch price 1 for the batched ones
+            assert c["spend"] == pytest.approx(tokens(direct) * 2e-6 + tokens(batched) * 1e-6, abs=1e-7)
+            # the next duels take their answers from the store: no model is called
+            duel = first.json()
+            for _ in range(3):
+                vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
+                assert vote.status_code == 200, vote.text
+                r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+                assert r.status_code == 201, r.text
+                duel = r.json()
+                while cid in pregen.busy:
+                    await asyncio.sleep(0.02)
+            later = [e for e in provider_app.state.provider.requests[before:] if "batch" not in e]
+            assert later == direct
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()

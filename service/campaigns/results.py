@@ -369,9 +369,18 @@ class Results:
             "ranking", campaign_id, data, lambda: self._ranking(data, int(data["view"]["seed"]) % 2**32, reps)
         )
 
-    def style(self, campaign_id: int) -> dict[str, Any]:
-        """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change."""
+    def style(self, campaign_id: int, settled: bool = False) -> dict[str, Any]:
+        """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
+
+        ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
+        duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
+        not refit at every vote; its ``duels`` says how many it was fitted on."""
         data = self._results_data(campaign_id, with_duels=False)
+        last = self.__dict__.setdefault("_style_last", {}).get(campaign_id)
+        view = data["view"]
+        if settled and last is not None and view["status"] == CampaignStatus.RUNNING:
+            if int(view.get("duels_counted") or 0) < 1.1 * last[0]:
+                return last[1]
 
         def fit() -> dict[str, Any]:
             full = self._results_data(campaign_id)
@@ -380,7 +389,11 @@ class Results:
                 **style_report([m["name"] for m in full["view"]["models"]], full["duels"]),
             }
 
-        return self._once("style", campaign_id, data, fit)
+        out = self._once("style", campaign_id, data, fit)
+        if len(self._style_last) >= RANKING_CACHE:
+            self._style_last.clear()
+        self._style_last[campaign_id] = (max(1, int(view.get("duels_counted") or 0)), out)
+        return out
 
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""

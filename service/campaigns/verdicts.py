@@ -89,9 +89,10 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
 
     # Progress counts certified pairs only, so the fraction and "k of L-1 pairs" say the same thing;
     # a verdict that ends the test (no Condorcet winner, undecidable) completes it, a stop does not.
-    needed = L - 1
+    active = list(getattr(policy, "arms", range(L)))  # a model disabled while running is out of the question
+    needed = len(active) - 1
     if getattr(policy, "goal", "winner") != "winner":  # a leaderboard: the pairs its goal rests on
-        certified, needed = _goal_pairs(policy, L)
+        certified, needed = _goal_pairs(policy, active)
     progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, needed)
     losers = []
     for m in range(L):
@@ -112,16 +113,16 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     }
 
 
-def _goal_pairs(policy: Any, L: int) -> tuple[int, int]:
+def _goal_pairs(policy: Any, active: list[int]) -> tuple[int, int]:
     """``(resolved, needed)`` pairs of a leaderboard goal: every pair for ``ranking``; for ``top_k`` the pairs
     between the ``k`` models with the most certificates and the others (resolved: a certificate or an exact tie)."""
     B = policy.BEAT
     resolved = B | B.T | policy.exact_ties()
     if policy.goal == "top_k":
-        order = sorted(range(L), key=lambda m: (-int(B[m].sum()), m))
+        order = sorted(active, key=lambda m: (-int(B[m].sum()), m))
         pairs = [(u, v) for u in order[: policy.k] for v in order[policy.k :]]
     else:
-        pairs = [(u, v) for u in range(L) for v in range(u + 1, L)]
+        pairs = [(u, v) for n, u in enumerate(active) for v in active[n + 1 :]]
     return sum(1 for u, v in pairs if resolved[u, v]), len(pairs)
 
 

@@ -213,7 +213,8 @@ class CampaignCreate(StrictModel):
         None,
         description="Run the background run in rounds on the providers' batch APIs (about half the list price, "
         "answered within the batch window): true for the defaults, or an object (round_size, growth, "
-        "max_round_size, poll_seconds, window_seconds). Needs an automatic judge. docs/service.md, Batch campaigns.",
+        "max_round_size, poll_seconds, window_seconds). With a human judge (and answers: reuse) the answers pre-generated "
+        "for annotators are bought in batches. docs/service.md, Batch campaigns.",
     )
     max_pending_per_annotator: int = Field(
         1,
@@ -336,8 +337,13 @@ class CampaignCreate(StrictModel):
         if any(m.output == "image" for m in self.models):
             raise ValueError("batch: image models (output: image) are called one by one, not in batches")
         kind = self.stored_judge().get("kind")
-        if kind in ("human", "hybrid"):
-            raise ValueError(f"batch: needs an automatic judge (llm, jury or simulated), not {kind}")
+        if kind == "hybrid":
+            raise ValueError("batch: needs an automatic judge (llm, jury or simulated) or a human one, not hybrid")
+        if kind == "human" and self.answers != "reuse":
+            raise ValueError(
+                "batch: with a human judge, the answers pre-generated for annotators are bought in batches, "
+                "which needs answers: reuse"
+            )
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
             client = client_json(m.client)
