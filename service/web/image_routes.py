@@ -17,48 +17,19 @@ across duels by their URLs (docs/guide.md, *Image campaigns*).
 
 from __future__ import annotations
 
-import re
-
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ..campaigns import DomainError
 from ..images.store import blind_copies
 from ..models import Duel
+from .image_text import slot_hash
+from .routes import _annotator, _bad_token, _campaigns, _guard, _headers, _parse_id, _t
 
 router = APIRouter(include_in_schema=False)
 
-NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
-_SLOT = re.compile(r"(a|b|p[1-9][0-9]?)")
 #: A blind copy never changes for a URL (a duel's texts never change): the browser may keep it.
 IMAGE_CACHE = "private, max-age=86400, immutable"
-
-
-def without_images(text: str | None) -> str:
-    """A prompt's text with its image names removed (the page shows the images themselves)."""
-    return re.sub(r"\n?\[image sha256:[0-9a-f]{64}\]", "", text or "")
-
-
-def image_count(text: str | None) -> int:
-    """How many images a prompt's text names (slots ``p1`` ... ``pN``)."""
-    return len(NAME.findall(text or ""))
-
-
-def is_image(text: str | None) -> bool:
-    """Whether an answer is an image model's (its text is exactly an image's name)."""
-    return NAME.fullmatch((text or "").strip()) is not None
-
-
-def slot_hash(prompt: str | None, answer_a: str | None, answer_b: str | None, slot: str) -> str | None:
-    """The sha256 of the image at ``slot`` of a duel, or None."""
-    if not _SLOT.fullmatch(slot):
-        return None
-    if slot in ("a", "b"):
-        m = NAME.fullmatch(((answer_a if slot == "a" else answer_b) or "").strip())
-        return m.group(1) if m else None
-    found = NAME.findall(prompt or "")
-    n = int(slot[1:])
-    return found[n - 1] if n <= len(found) else None
 
 
 def _blind(svc, sha: str) -> tuple[str, bytes] | None:
@@ -67,8 +38,6 @@ def _blind(svc, sha: str) -> tuple[str, bytes] | None:
 
 
 def _image_response(found: tuple[str, bytes] | None) -> Response:
-    from .routes import _headers
-
     if found is None:
         return Response(status_code=404, headers=_headers())
     media_type, data = found
@@ -77,8 +46,6 @@ def _image_response(found: tuple[str, bytes] | None) -> Response:
 
 @router.get("/annotate/{token}/images/{duel_id}/{slot}")
 async def annotator_image(request: Request, token: str, duel_id: str, slot: str):
-    from .routes import _annotator, _bad_token, _campaigns, _parse_id, _t
-
     principal = await _annotator(request, token)
     if principal is None:
         return _bad_token(request)
@@ -96,8 +63,6 @@ async def annotator_image(request: Request, token: str, duel_id: str, slot: str)
 
 @router.get("/campaigns/{cid}/duels/{duel_id}/images/{slot}")
 async def dashboard_image(request: Request, cid: str, duel_id: str, slot: str):
-    from .routes import _campaigns, _guard, _parse_id, _t
-
     denied = await _guard(request)
     if denied is not None:
         return denied

@@ -29,7 +29,7 @@ from ..auth import Principal, authenticate
 from ..campaigns import Conflict, DomainError, Forbidden, NotFound, skips
 from ..container import Campaigns
 from . import access, data
-from .image_routes import image_count, is_image, without_images
+from .image_text import image_count, is_image, without_images
 from .markdown import render_markdown
 from .series import SeriesCache
 
