@@ -1,6 +1,6 @@
 """A campaign's results as files people can read and take away (``GET /v1/campaigns/{id}/export``).
 
-* ``certificate.json``: the verdict (winner, or why there is none), delta, algorithm,
+* ``certificate.json``: the verdict (winner, or why there is none), the models disabled while it ran, delta, algorithm,
   spend, duels, when and why the campaign ended;
 * ``battles.jsonl``: the judged duels as a FastChat / LMArena battle log
   (``model_a``, ``model_b``, ``winner`` in ``model_a | model_b | tie | tie (bothbad)``,
@@ -326,6 +326,9 @@ class Results:
             "algorithm": v["algorithm"],
             "assumes_condorcet_winner": v["assumes_condorcet_winner"],
             "certified_pairs": [[names[w], names[x]] for w, x in (v["certificates"] or [])],
+            # models disabled or replaced while it ran: the verdict is about the others (docs/guide.md)
+            "disabled_models": [m["name"] for m in v["models"] if m.get("status", "active") != "active"],
+            "model_changes": v.get("model_changes") or [],
             "tie_policy": v["tie_policy"],
             "prompt_sampling": v.get("prompt_sampling"),
             "population": v.get("population"),

@@ -159,14 +159,21 @@ def certificate_graph(certificates: list | None, names: list[str], exact_pairs: 
 # ---------------------------------------------------------------- the verdict in plain words
 def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     """The certified facts beside the verdict and the verdict in plain words (keys added to the view)."""
-    names = [m["name"] for m in view["models"]]
-    costs = [float(m["cost"]) for m in view["models"]]
+    # the models still compared (a model disabled while running is not part of the verdict), re-indexed
+    active = [n for n, m in enumerate(view["models"]) if m.get("status", "active") == "active"]
+    pos = {m: a for a, m in enumerate(active)}
+    names = [view["models"][m]["name"] for m in active]
+    costs = [float(view["models"][m]["cost"]) for m in active]
     L = len(names)
-    certs = [(int(w), int(lo)) for w, lo in view.get("certificates") or []]
+    certs = [
+        (pos[int(w)], pos[int(lo)]) for w, lo in view.get("certificates") or [] if int(w) in pos and int(lo) in pos
+    ]
     beaten = {lo for _, lo in certs}
     pc = view.get("algorithm") == Algorithm.DCTAS_PC
     not_beaten = [m for m in range(L) if m not in beaten] if pc and (certs or view["status"] != "running") else []
-    exact = {(int(i), int(j)): float(p) for i, j, p in view.get("exact") or []}
+    exact = {
+        (pos[int(i)], pos[int(j)]): float(p) for i, j, p in view.get("exact") or [] if int(i) in pos and int(j) in pos
+    }
     ties = [(i, j) for (i, j), p in exact.items() if p == 0.5 and i in not_beaten and j in not_beaten]
     top = certified_top(certs, L)
     unit = cost_unit(view["models"], view.get("judge"))
@@ -181,6 +188,10 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
         "cost_unit": unit,
     }
     facts["verdict"] = _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit)
+    off = [m["name"] for m in view["models"] if m.get("status", "active") != "active"]
+    if off and facts["verdict"]:
+        were = "was" if len(off) == 1 else "were"
+        facts["verdict"] += f" {_names(off)} {were} disabled while the campaign ran: the verdict is about the others."
     return facts
 
 

@@ -202,6 +202,11 @@ def model_lines(models: list[dict[str, Any]], unit: str = "USD") -> list[str]:
             f"{'-' if observed is None else format(observed, '.6g'):>14}  {'-' if calls is None else calls}"
             + f"  {m.get('charged') or '-'}"
             + (" !" if m.get("cost_warning") else "")
+            + (
+                "  disabled" + (f" (replaced by {m['replaced_by']})" if m.get("replaced_by") else "")
+                if m.get("status") == "disabled"
+                else ""
+            )
         )
     return rows
 
