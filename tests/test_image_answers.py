@@ -33,8 +33,8 @@ async def fake(api):
     svc.calls._http = None
 
 
-def _image_model(name: str, model: str, cost: float) -> dict:
-    client = {"kind": "openai", "base_url": BASE, "model": model, "params": {"size": "64x64"}}
+def _image_model(name: str, model: str, cost: float, size: str = "64x64") -> dict:
+    client = {"kind": "openai", "base_url": BASE, "model": model, "params": {"size": size}}
     return {"name": name, "cost": cost, "output": "image", "client": client}
 
 
@@ -42,7 +42,7 @@ def _body(tag: str, **extra) -> dict:
     body = {
         "name": f"text to image {tag}",
         "models": [
-            _image_model("sketchy", f"{tag}-sketch-q1", 0.02),
+            _image_model("sketchy", f"{tag}-sketch-q1", 0.02, "48x48"),
             _image_model("painter", f"{tag}-paint-q4", 0.04),
             _image_model("middling", f"{tag}-mid-q2", 0.03),
         ],
@@ -94,6 +94,11 @@ async def test_text_to_image_campaign_certifies_the_best_image_model(api, fake):
     assert Image.open(io.BytesIO(raw)).convert("RGB").tobytes() == Image.open(io.BytesIO(blind)).tobytes()
     assert read_marker(blind) is not None
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+    # the judge bias report: the larger image (the stronger models draw at 64 x 64) won its duels with "sketchy"
+    bias = (await api.get(f"/v1/campaigns/{cid}/judge-bias")).json()
+    sized = bias["larger_image_wins"]
+    assert sized["of"] > 0 and sized["rate"] == 1.0, bias
+    assert bias["longer_wins"]["of"] == 0  # image answers' names are all the same length
     # the export writes every image the battle log names, as stored, by its hash
     export = (await api.get(f"/v1/campaigns/{cid}/export")).json()
     battles = [json.loads(line) for line in export["files"]["battles.jsonl"].splitlines()]
