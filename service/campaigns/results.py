@@ -42,8 +42,10 @@ file as is.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import re
 from typing import Any
 
 from sqlalchemy import case, func, select
@@ -53,7 +55,7 @@ from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..db import Database
-from ..models import Annotator, Campaign, Duel, Prompt, from_nusd
+from ..models import Annotator, Campaign, Duel, Prompt, StoredImage, from_nusd
 from ..prompts import question_id
 from .audit_files import judgment_lines, model_answer_files
 from .judge_bias import judge_bias
@@ -61,6 +63,9 @@ from .style import style_report
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
 from .views import Views
+
+#: An image's name in a prompt's or an answer's text (service/prompts.py, service/clients/images.py).
+IMAGE_NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
@@ -287,6 +292,10 @@ class Results:
                     "cost": d["cost"],
                 }
             )
+            for side in ("a", "b"):  # an image answer: named by the sha256 of its file (export's images/)
+                m = IMAGE_NAME.fullmatch(str(d.get(f"answer_{side}") or ""))
+                if m is not None:
+                    out[-1][f"image_{side}"] = m.group(1)
             if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
                 out[-1]["annotator"] = d["annotator"]
             if d.get("comment"):
@@ -443,7 +452,29 @@ class Results:
         files["judgments.jsonl"] = judgment_lines(names, data["duels"])
         files["ranking_style.json"] = json.dumps(style_report(names, data["duels"]), indent=1) + "\n"
         files.update(model_answer_files(names, data["duels"]))
-        return {"campaign_id": campaign_id, "files": files}
+        return {"campaign_id": campaign_id, "files": files, "images": self._export_images(campaign_id, data["duels"])}
+
+    def _export_images(self, campaign_id: int, duels: list[dict]) -> dict[str, str]:
+        """``images/<sha256>.<ext>`` -> base64 of each image the duels' prompts and answers name (as stored:
+        the battle log names them by this hash)."""
+        hashes: set[str] = set()
+        for d in duels:
+            for field in ("answer_a", "answer_b"):
+                hashes.update(IMAGE_NAME.findall(str(d.get(field) or "")))
+        with self.db.read() as s:
+            for (per_turn,) in s.execute(
+                select(Prompt.images).where(Prompt.campaign_id == campaign_id, Prompt.images.is_not(None))
+            ):
+                hashes.update(h for turn in per_turn or [] for h in turn)
+            if not hashes:
+                return {}
+            rows = s.execute(select(StoredImage).where(StoredImage.sha256.in_(hashes))).scalars().all()
+            return {
+                f"images/{r.sha256}.{r.media_type.split('/')[-1].replace('jpeg', 'jpg')}": base64.b64encode(
+                    bytes(r.data)
+                ).decode("ascii")
+                for r in rows
+            }
 
 
 def _num(x: float) -> float | None:
