@@ -92,6 +92,8 @@ class Campaign(Base):
 
     # Configuration (client configs name API-key variables, never keys).
     models: Mapped[list] = mapped_column(JSON)
+    # Models disabled or replaced while running, in order (service/campaigns/model_changes.py); None: none.
+    model_changes: Mapped[list | None] = mapped_column(JSON, nullable=True)
     n_prompts: Mapped[int] = mapped_column(Integer)  # the texts live in the prompts table
     judge: Mapped[dict] = mapped_column(JSON)
     budget_nusd: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

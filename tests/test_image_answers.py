@@ -94,6 +94,12 @@ async def test_text_to_image_campaign_certifies_the_best_image_model(api, fake):
     assert Image.open(io.BytesIO(raw)).convert("RGB").tobytes() == Image.open(io.BytesIO(blind)).tobytes()
     assert read_marker(blind) is not None
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+    # the export writes every image the battle log names, as stored, by its hash
+    export = (await api.get(f"/v1/campaigns/{cid}/export")).json()
+    battles = [json.loads(line) for line in export["files"]["battles.jsonl"].splitlines()]
+    named = {b[f"image_{side}"] for b in battles for side in "ab"}
+    assert named and {f"images/{h}.png" for h in named} == set(export["images"])
+    assert all(hashlib.sha256(base64.b64decode(b)).hexdigest() in n for n, b in export["images"].items())
 
 
 async def test_image_answers_are_paid_once_under_reuse(api, fake):

@@ -52,6 +52,7 @@ from . import rules, stores
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
 from .endings import Endings
+from .model_changes import disabled_models
 from .rules import clean_text
 from .tasks import Background, in_thread
 from .types import DuelPlan
@@ -129,7 +130,8 @@ class Pregeneration:
             c = s.get(Campaign, campaign_id)
             if c is None or c.status != CampaignStatus.RUNNING or not stores.pregenerates(c.answers, c.models, c.judge):
                 return None
-            users = [n for n, m in enumerate(c.models) if stores.stores_answers(c.answers, m)]
+            off = disabled_models(c.model_changes)  # a disabled model is not called any more
+            users = [n for n, m in enumerate(c.models) if n not in off and stores.stores_answers(c.answers, m)]
             if not users:
                 return None
             if c.batch is not None:  # answers bought in batches: a round's worth of duels ahead

@@ -52,7 +52,7 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
         raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
     if p is not None and not p.admin and not rules.annotator_owns(drow.requested_by, p.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
-    cfg = await config_of(svc, tx, crow.id)
+    cfg = await config_of(svc, tx, crow.id, max(int(drow.model_i), int(drow.model_j)))
     if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
         raise not_handled(crow.id)
     if hybrid.is_hybrid(cfg.judge):
