@@ -54,7 +54,9 @@ def all_duels_sync(client, cid: int) -> list[dict]:
     return items
 
 
-def skew_clock(monkeypatch, seconds: float, modules=("service.campaigns.leases", "service.campaigns.lifecycle")) -> None:
+def skew_clock(
+    monkeypatch, seconds: float, modules=("service.campaigns.leases", "service.campaigns.lifecycle")
+) -> None:
     """A worker whose clock runs ``seconds`` ahead (negative: behind): ``utcnow`` as the named
     modules see it is shifted (the hostile clock-skew mode of the lease tests)."""
     import datetime as dt
