@@ -224,11 +224,25 @@ def _start_run(remote: Remote, c: dict[str, Any], run: dict[str, Any]) -> dict[s
 
 
 def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> dict[str, Any]:
+    given = "run" in body
     run = body.pop("run", None) or {}
     if not isinstance(run, dict) or set(run) - RUN_KEYS:
         raise CLIError(f"{path}: 'run' must be a mapping with concurrency and/or max_duels")
+    judge = body.get("judge") if isinstance(body.get("judge"), dict) else {}
+    if given and judge.get("kind") == "human":
+        raise CLIError(f"{path}: 'run' starts a background run, which needs an automatic judge; this judge is human")
     if args.concurrency is not None:
         run["concurrency"] = args.concurrency
+    from pydantic import ValidationError
+
+    from service.schemas.requests import RunIn
+
+    try:  # checked here, whatever the judge: a bad value is never ignored
+        RunIn.model_validate(run)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ()))
+        raise CLIError(f"{path}: run.{where}: {err.get('msg', 'invalid value')}") from None
     return run
 
 
