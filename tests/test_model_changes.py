@@ -136,6 +136,8 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert (await api3.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
     paused = await _until(api3, cid, lambda c: not c["run"]["active"] and c["run"]["error"])
     assert paused["status"] == "running" and paused["duels_failed"] >= 3
+    page = await api3.get(f"/campaigns/{cid}")  # the dashboard says the run paused and how to go on
+    assert 'id="run-paused"' in page.text and f"llmduel campaign disable-model {cid} NAME" in page.text
 
     r = await api3.post(f"/v1/campaigns/{cid}/models/broken/disable", json={"reason": "provider down"})
     assert r.status_code == 200, r.text
@@ -226,6 +228,10 @@ async def test_refusals_are_clear_4xx_and_change_nothing(api3):
     assert r.status_code == 409 and "at least two models" in r.json()["detail"]
     c = (await api3.get(f"/v1/campaigns/{cid}")).json()
     assert [m["status"] for m in c["models"]] == ["active", "active", "disabled"] and len(c["model_changes"]) == 1
+    for _ in range(6):  # a few duels of the two models left, then the pilot forecast is about them only
+        assert (await api3.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    r = await api3.post(f"/v1/campaigns/{cid}/forecast", json={"trials": 10})
+    assert r.status_code == 200 and "for the 2 models still compared (1 disabled)" in r.json()["note"], r.text
     await api3.post(f"/v1/campaigns/{cid}/stop")
     r = await api3.post(f"/v1/campaigns/{cid}/models/m1/disable")
     assert r.status_code == 409 and "has ended" in r.json()["detail"]

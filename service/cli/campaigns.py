@@ -224,11 +224,25 @@ def _start_run(remote: Remote, c: dict[str, Any], run: dict[str, Any]) -> dict[s
 
 
 def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> dict[str, Any]:
+    given = "run" in body
     run = body.pop("run", None) or {}
     if not isinstance(run, dict) or set(run) - RUN_KEYS:
         raise CLIError(f"{path}: 'run' must be a mapping with concurrency and/or max_duels")
+    judge = body.get("judge") if isinstance(body.get("judge"), dict) else {}
+    if given and judge.get("kind") == "human":
+        raise CLIError(f"{path}: 'run' starts a background run, which needs an automatic judge; this judge is human")
     if args.concurrency is not None:
         run["concurrency"] = args.concurrency
+    from pydantic import ValidationError
+
+    from service.schemas.requests import RunIn
+
+    try:  # checked here, whatever the judge: a bad value is never ignored
+        RunIn.model_validate(run)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ()))
+        raise CLIError(f"{path}: run.{where}: {err.get('msg', 'invalid value')}") from None
     return run
 
 
@@ -305,6 +319,16 @@ def format_forecast(f: Any) -> str:
         lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
     if isinstance(f.get("within_budget"), (int, float)):
         lines.append(f"  within budget     {100 * f['within_budget']:.0f}% of runs")
+    batch = f.get("batch")
+    if isinstance(batch, dict):  # a batch campaign: the cost above is at the batch prices
+        ratio = batch.get("price_ratio")
+        lines.append(
+            f"  at list prices    {spread(batch.get('cost_at_list_price'), True)} USD "
+            f"(batch prices x{ratio if isinstance(ratio, (int, float)) else '-'})"
+        )
+        if batch.get("rounds") is not None:
+            lines.append(f"  rounds            {spread(batch.get('rounds'), False)}")
+            lines.append(f"  duels past stop   {spread(batch.get('extra_duels'), False)}")
     if f.get("note"):
         lines.append(f"  note: {f['note']}")
     return "\n".join(lines) + "\n"
