@@ -136,6 +136,8 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert (await api3.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
     paused = await _until(api3, cid, lambda c: not c["run"]["active"] and c["run"]["error"])
     assert paused["status"] == "running" and paused["duels_failed"] >= 3
+    page = await api3.get(f"/campaigns/{cid}")  # the dashboard says the run paused and how to go on
+    assert 'id="run-paused"' in page.text and f"llmduel campaign disable-model {cid} NAME" in page.text
 
     r = await api3.post(f"/v1/campaigns/{cid}/models/broken/disable", json={"reason": "provider down"})
     assert r.status_code == 200, r.text
