@@ -24,8 +24,11 @@ Ramdas 2024) on the normalised estimate ``z_t = (Y_t - 1/2) / (2 M_t)`` in ``[-1
 ``M_t`` uses the past only (``lambda_t`` and ``pi_min``, never ``J_t``), so every bet
 is predictable and every factor is at least ``1 - 0.9 > 0``. Under ``p_ij <= 1/2`` each
 product of ``K^+`` is a non-negative supermartingale, so ``K^+`` is one; Ville's
-inequality bounds the chance it ever reaches ``(L - 1) / delta`` by ``delta / (L - 1)``:
-that issues the certificate "j is beaten by i" (and ``K^-`` "i is beaten by j"). With
+inequality bounds the chance it ever reaches ``L / delta`` by ``delta / L`` (``level``;
+a stored state that names no level keeps ``delta / (L - 1)``, the level it was made with):
+that issues the certificate "j is beaten by i" (and ``K^-`` "i is beaten by j"). The union
+over the ``L`` models that could be named bounds every verdict's error by delta, exactly
+equal models included (``docs/algorithms.md``, dctas-pc *Validity*). With
 ``pi = 1``, ``z`` is the human score minus 1/2, so a tie is a factor 1 for every bet, as
 in dctas-pc's default ``betting`` test. The stopping rule, the sampling rule (with the
 default test's near-tie cap and exploration) and the union bound are dctas-pc's
@@ -42,7 +45,14 @@ import numpy as np
 from numba import njit
 
 from . import _kernels as kern
-from .certificates import explore_for, tie_cap_for
+from .certificates import (
+    PC_DEFAULTS,
+    PC_LEGACY_LEVEL,
+    certificate_log_level,
+    explore_for,
+    tie_cap_for,
+    validate_pc_level,
+)
 from .oracle import effective_costs
 from .policies import (
     NO_CONDORCET_WINNER,
@@ -53,6 +63,7 @@ from .policies import (
     pair_index_arrays,
 )
 from .policies import policy_from_state as _plain_policy_from_state
+from .restricted import RestrictedPolicy, is_restricted_state
 
 __all__ = [
     "HYBRID",
@@ -62,6 +73,7 @@ __all__ = [
     "hy_range",
     "hy_record",
     "hy_y",
+    "hybrid_state_params",
     "policy_from_state",
 ]
 
@@ -188,7 +200,7 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
 
     ``lambda`` (H4) and the range ``M`` (H2) from the pair's past, then ``Y`` (H1), the
     normalised ``z = (Y - 1/2) / (2 M)`` in ``[-1/2, 1/2]``, every component's two
-    log-wealths (H3), the certificates at ``log_thr = log((L - 1) / delta)``, and the
+    log-wealths (H3), the certificates at ``log_thr = log(L / delta)`` (the policy's level), and the
     plug-in statistics the allocation of :func:`algorithms._kernels.pc_choose` reads.
     """
     n = ST[k, N_]
@@ -276,6 +288,8 @@ class HybridPolicy:
     human_rate : ``pi`` in ``(0, 1]`` for a fixed rate, or ``"active"`` (H5).
     floor : the smallest ``pi`` the active rule may use (bounds the range (H2)); ignored
         for a fixed rate, whose ``pi_min`` is the rate.
+    level : each certificate's error level, ``"delta/L"`` (default: every verdict is wrong with
+        probability at most delta) or ``"delta/(L-1)"`` (states stored before that default).
 
     Use: ``i, j = p.next_pair(pending)``; ``pi = p.human_probability(i, j, J)``; ask a
     human with probability ``pi``; ``p.record(i, j, J, H or None, pi)``. The allocation is
@@ -294,6 +308,7 @@ class HybridPolicy:
         human_fee: Any = 1.0,
         human_rate: Any = DEFAULT_RATE,
         floor: Any = DEFAULT_FLOOR,
+        level: str = PC_DEFAULTS["level"],
     ) -> None:
         self.costs = _validate_costs(costs)
         self.delta = _validate_delta(delta)
@@ -303,6 +318,10 @@ class HybridPolicy:
         except PolicyError:
             raise PolicyError(f"human_fee must be a finite number >= 0, got {human_fee!r}") from None
         self.human_rate, self.floor = _validate_rate(human_rate, floor)
+        try:
+            self.level = validate_pc_level(level)
+        except ValueError as exc:
+            raise PolicyError(str(exc)) from None
         self.active = self.human_rate == "active"
         self.pi_min = self.floor if self.active else float(self.human_rate)
         self.rate = DEFAULT_RATE if self.active else float(self.human_rate)
@@ -322,7 +341,7 @@ class HybridPolicy:
         self._CB = np.zeros(self.L, dtype=np.int64)
         self._CW = np.zeros(self.L, dtype=np.int64)
         self._alpha = np.zeros(self.K)
-        self._log_thr = math.log((self.L - 1) / self.delta)
+        self._log_thr = certificate_log_level(self.delta, self.L, self.level)
         self.stopped = False
         self.winner: int | None = None
         self.stop_t: int | None = None
@@ -441,12 +460,15 @@ class HybridPolicy:
 
     # ---------------------------------------------------------------- state
     def params(self) -> dict[str, Any]:
-        return {
+        out = {
             "judge_cost": self.judge_cost,
             "human_fee": self.human_fee,
             "human_rate": self.human_rate,
             "floor": self.floor,
         }
+        if self.level != PC_LEGACY_LEVEL:  # a state without "level" was made at delta / (L - 1)
+            out["level"] = self.level
+        return out
 
     def to_state(self) -> dict[str, Any]:
         """JSON-safe state; :func:`policy_from_state` continues with identical decisions."""
@@ -469,7 +491,7 @@ class HybridPolicy:
         if not isinstance(state, Mapping) or state.get("version") != HYBRID_STATE_VERSION:
             raise PolicyError("unsupported hybrid policy state (need a JSON object with version 2)")
         try:
-            p = cls(state["costs"], state["delta"], **dict(state.get("params") or {}))
+            p = cls(state["costs"], state["delta"], **hybrid_state_params(state))
             ST = np.array(state["stats"], dtype=float)
             B = np.array(state["BEAT"], dtype=np.bool_)
         except KeyError as exc:
@@ -495,8 +517,19 @@ class HybridPolicy:
         return p
 
 
+def hybrid_state_params(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a stored hybrid state was made with: its ``params``, and ``level = "delta/(L-1)"``
+    when it names none (every hybrid state stored before the level ``delta / L``), so it loads,
+    continues and replays with its own decisions."""
+    out = dict(state.get("params") or {})  # a malformed params: TypeError or ValueError for the caller
+    out.setdefault("level", PC_LEGACY_LEVEL)
+    return out
+
+
 def policy_from_state(state: Mapping[str, Any]) -> Any:
     """Rebuild any policy from its state: hybrid states here, the others by :mod:`algorithms.policies`."""
     if isinstance(state, Mapping) and state.get("algorithm") == HYBRID:
         return HybridPolicy.from_state(state)
+    if is_restricted_state(state):  # some models disabled (algorithms/restricted.py)
+        return RestrictedPolicy.from_state(state)
     return _plain_policy_from_state(state)

@@ -319,6 +319,7 @@ def run_hybrid(
     judge_cost: float = 0.0,
     human_fee: float = 1.0,
     max_duels: int = 1_000_000,
+    level: str = "delta/L",
 ) -> dict[str, Any]:
     """``trials`` hybrid campaigns (the kernels of :class:`algorithms.hybrid.HybridPolicy`).
 
@@ -332,6 +333,7 @@ def run_hybrid(
         human_fee=human_fee,
         human_rate=human_rate,
         floor=floor,
+        level=level,
     )
     L = instance.L
     out = np.zeros((int(trials), 3))

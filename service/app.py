@@ -17,6 +17,7 @@ from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
+from .api.idempotency import Idempotency
 from .api.removal import router as removal_router
 from .auth import watch_revocations
 from .campaigns import warm_policies
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(exports_router)
     app.include_router(removal_router)
+    app.add_middleware(Idempotency)  # inside the body limit: the body it hashes is bounded
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(ContainErrors)  # outermost of ours: a 500 does not reset keep-alive connections
     web.register(app)  # the web pages and /static

@@ -514,7 +514,8 @@ def build_judge(
     ``cfg`` is a model of :data:`JudgeConfig` (:func:`parse_judge_config` turns a
     dict into one). ``http`` is an optional shared ``httpx.AsyncClient`` for an LLM
     judge's model client; ``options`` (``limiter``, the shared rate limiter; ``sleep``, ``rng`` for tests) are
-    passed to that client.
+    passed to that client, except ``images``: a loader of the image store's blind copies
+    (:class:`service.images.judge.VisionJudgeClient`), with which the judge sees the images it is shown.
     """
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie_policy: must be one of {list(TIE_POLICIES)}, got {tie_policy!r}")
@@ -539,7 +540,13 @@ def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, htt
     client_cfg = cfg.client
     if cfg.system_prompt is not None:
         client_cfg = client_cfg.model_copy(update={"system": cfg.system_prompt})
-    client = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
+    options = dict(options)
+    images = options.pop("images", None)  # a loader of blind copies: the judge sees the images it is shown
+    client: Any = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
+    if images is not None and client_cfg.kind != "simulated":
+        from service.images.judge import VisionJudgeClient
+
+        client = VisionJudgeClient(client, images)
     return LLMJudge(
         judge_json(cfg),
         model_names,

@@ -178,8 +178,8 @@ async def test_bad_batch_settings_are_a_422(api, fake):
     for bad in ({"round_size": 0}, {"poll_seconds": -1}, {"window_seconds": 1e9}, {"nope": 1}, "yes"):
         r = await api.post("/v1/campaigns", json=body(base, "bad", bad))
         assert r.status_code == 422, (bad, r.text)
-    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}))
-    assert r.status_code == 422 and "automatic judge" in r.text
+    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}, answers="fresh"))
+    assert r.status_code == 422 and "answers: reuse" in r.text
 
 
 def _provider_inputs(app, prefix: str) -> list[list[str]]:
@@ -371,11 +371,126 @@ async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_prov
             # ... so they are charged, once, at the batch price (1 USD per million tokens)
             assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
             duels = await all_duels(api, cid)
-            assert duels and not [d for d in duels if d["status"] == "calling"]
-            # a duel both of whose models answered keeps its answers (its verdict was never asked for)
-            for d in duels:
-                assert d["status"] in ("failed", "expired") or (d["status"] == "pending" and d["cost"] > 0), d
+            # no duel is left in flight holding a reservation: a duel both of whose models answered is closed
+            # with its answers charged (its verdict was never asked for)
+            assert duels and {d["status"] for d in duels} <= {"failed", "expired"}, duels
+            answered = [d for d in duels if d["cost"] > 0 and d["status"] == "expired"]
+            assert all("before its verdict" in d["error"] for d in answered), answered
+            assert view["remaining_budget"] is None or view["remaining_budget"] == view["budget"] - view["spend"]
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()
         server.stop()
+
+
+@pytest.mark.parametrize("phase", ["a", "v"])  # the answers batch, or the verdicts batch, outlives its window
+async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_charges_it_once(db_url, phase):
+    """A batch still running at ``window_seconds`` is cancelled; the provider had answered its requests
+    before the cancellation (and bills them): those answers (or verdicts) are stored and charged once,
+    the run ends with the reason, and no duel of the round is left in flight."""
+    from service.app import create_app
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="late")
+    fake = provider_app.state.batches
+    advance = fake._advance
+
+    async def slow_phase(bid):  # the phase's batch stays in progress until it is cancelled
+        key = fake.batches[bid]["metadata"].get("llmduel_key", "")
+        return fake.batches[bid] if f"-{phase}-" in key else await advance(bid)
+
+    async def cancel_after_answering(bid):  # it had answered everything when the cancellation came
+        from starlette.responses import JSONResponse
+
+        await advance(bid)
+        fake.batches[bid].update(status="cancelled", cancelled_at=int(time.time()))
+        return JSONResponse(fake.batches[bid])
+
+    fake._advance, fake.cancel = slow_phase, cancel_after_answering
+    server = ThreadedServer(provider_app)
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(server.url + "/v1", "late", {"round_size": 4, "poll_seconds": 0.02, "window_seconds": 0.3})
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not v["run"]["active"] and not runs.run_active_here(cid))
+            assert "did not end within its window of 0.3 s" in view["run"]["error"], view["run"]
+            assert view["status"] == "running" and view["batch"]["rounds"] == 1
+            sent = Counter(e["kind"] for e in provider_app.state.provider.requests)
+            assert sent["answer"] > 0 and (sent["judge"] > 0) == (phase == "v")
+            tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
+            # every request the provider answered is charged, once, at the batch price (1 USD per million tokens)
+            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            duels = await all_duels(api, cid)
+            assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+            assert duels and not [d for d in duels if d["status"] in ("calling", "pending")], duels
+            if phase == "v":  # the verdicts that came back were recorded, in the round's plan order
+                assert {d["status"] for d in duels} == {"judged"}, duels
+            else:
+                assert all("before its verdict" in d["error"] for d in duels), duels
+            jobs = runs.batch_jobs.jobs_tx(cid)
+            late = [j for j in jobs if j["phase"][0] == phase]
+            assert late and all(j["status"] == "failed" and "within its window" in j["error"] for j in late)
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+        server.stop()
+
+
+async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, fake):
+    """A human campaign with ``batch``: the answers pre-generated for annotators go out as one batch per
+    model (a pre-generation round, counted in ``batch.rounds``), each request once, charged at the batch
+    price; the duels that follow take them from the store and call no model."""
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
+            spec.pop("verdicts")
+            r = await api.post("/v1/campaigns", json=spec)
+            assert r.status_code == 201, r.text
+            cid, before = r.json()["id"], len(provider_app.state.provider.requests)
+            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+            who = {"Authorization": f"Bearer {token}"}
+            first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert first.status_code == 201, first.text
+            pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
+            deadline = time.monotonic() + 30
+            while cid in pregen.busy or not jobs.jobs_tx(cid):
+                assert time.monotonic() < deadline, "no pre-generation batch"
+                await asyncio.sleep(0.02)
+            c = (await api.get(f"/v1/campaigns/{cid}")).json()
+            assert c["batch"]["rounds"] == 1
+            assert {(j["phase"], j["status"]) for j in jobs.jobs_tx(cid)} == {("pregen", "collected")}
+            asked = provider_app.state.provider.requests[before:]
+            batched = [e for e in asked if "batch" in e]
+            direct = [e for e in asked if "batch" not in e]
+            assert len(direct) == 2  # the first duel's own answers (nothing was pre-generated yet)
+            # one batch per model; the answers of the next 6 planned duels' prompts, for every model
+            assert batched and len({e["batch"] for e in batched}) == len({e["model"] for e in batched}) == 4
+            assert len({e["prompt"] for e in batched}) >= 4
+            # every (model, prompt) answered once, none twice (the batch skipped what the store held)
+            pairs = Counter((e["model"], e["prompt"]) for e in asked)
+            assert max(pairs.values()) == 1, pairs
+            tokens = lambda es: sum(e["prompt_tokens"] + e["completion_tokens"] for e in es)  # noqa: E731
+            # list price 2 USD per million tokens for the direct calls, batch price 1 for the batched ones
+            assert c["spend"] == pytest.approx(tokens(direct) * 2e-6 + tokens(batched) * 1e-6, abs=1e-7)
+            # the next duels take their answers from the store: no model is called
+            duel = first.json()
+            for _ in range(3):
+                vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
+                assert vote.status_code == 200, vote.text
+                r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+                assert r.status_code == 201, r.text
+                duel = r.json()
+                while cid in pregen.busy:
+                    await asyncio.sleep(0.02)
+            later = [e for e in provider_app.state.provider.requests[before:] if "batch" not in e]
+            assert later == direct
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()

@@ -285,6 +285,86 @@ async def test_gemini_states_and_http_errors(monkeypatch):
         assert set(res) == {"a", "b"} and all(r.error for r in res.values())
 
 
+@respx.mock
+async def test_gemini_results_are_matched_on_their_keys_never_on_their_position(monkeypatch):
+    """The responses carry the requests' ``metadata.key`` (the published InlinedResponse): out of order,
+    they still reach their request; one without a key is left unmatched (sent again), never given the
+    request at its position; without any key, a list as long as the requests is matched in order."""
+    monkeypatch.setenv("GEMINI_API_KEY", "g-secret")
+    cfg = parse_client_config({"kind": "gemini", "model": "gemini-2.5-flash"})
+    ids = ["d1-b", "d2-b", "d3-b"]
+    route = respx.get(f"{GEMINI}/batches/abc123")
+    async with httpx.AsyncClient() as http:
+        api = build_batch_api(cfg, http)
+        keyed = [
+            {"response": gemini_response("tres"), "metadata": {"key": "d3-b"}},
+            {"response": gemini_response("uno"), "metadata": {"key": "d1-b"}},
+            {"response": gemini_response("dos?")},  # no key: its position (d3-b) would be wrong
+        ]
+        route.mock(return_value=httpx.Response(200, json=gemini_op("BATCH_STATE_SUCCEEDED", True, keyed)))
+        res = await api.results("batches/abc123", ids)
+        assert res["d1-b"].data["candidates"][0]["content"]["parts"][0]["text"] == "uno"
+        assert res["d3-b"].data["candidates"][0]["content"]["parts"][0]["text"] == "tres"
+        assert res["d2-b"].data is None and "no result" in res["d2-b"].error
+        unkeyed = [{"response": gemini_response(t)} for t in ("uno", "dos", "tres")]
+        route.mock(return_value=httpx.Response(200, json=gemini_op("BATCH_STATE_SUCCEEDED", True, unkeyed)))
+        res = await api.results("batches/abc123", ids)
+        assert [res[c].data["candidates"][0]["content"]["parts"][0]["text"] for c in ids] == ["uno", "dos", "tres"]
+        # no keys and a response missing: which one is unknown, so none is guessed
+        route.mock(return_value=httpx.Response(200, json=gemini_op("BATCH_STATE_SUCCEEDED", True, unkeyed[:2])))
+        res = await api.results("batches/abc123", ids)
+        assert all(r.error is not None for r in res.values())
+
+
+SECRET_ECHOES = "bad request for key sk-live-9f8e7d6c5b4a3f2e1d0c9b8a, api_key=hunter2hunter2 at https://u:pw@x.test"
+
+
+@respx.mock
+async def test_provider_error_text_in_batches_is_masked_like_other_provider_text(monkeypatch):
+    """A provider echoing the key (or another secret) in a batch's or a request's error: the text kept
+    and shown has it masked (service.redaction.excerpt), for each of the three batch APIs."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-9f8e7d6c5b4a3f2e1d0c9b8a")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-live-9f8e7d6c5b4a3f2e1d0c9b8a")
+    monkeypatch.setenv("GEMINI_API_KEY", "sk-live-9f8e7d6c5b4a3f2e1d0c9b8a")
+    secrets_shown = ("9f8e7d6c5b4a", "hunter2", ":pw@")
+    oa = "https://api.openai.com/v1"
+    respx.get(f"{oa}/batches/b1").mock(
+        return_value=httpx.Response(
+            200, json={"id": "b1", "status": "failed", "errors": {"data": [{"message": SECRET_ECHOES}]}}
+        )
+    )
+    respx.get(f"{oa}/batches/b2").mock(
+        return_value=httpx.Response(200, json={"id": "b2", "status": "completed", "error_file_id": "fe"})
+    )
+    line = {"custom_id": "a", "response": None, "error": {"code": "x", "message": SECRET_ECHOES}}
+    respx.get(f"{oa}/files/fe/content").mock(return_value=httpx.Response(200, text=json.dumps(line)))
+    respx.get(f"{ANTHROPIC}/m1").mock(return_value=httpx.Response(200, json=anthropic_batch("m1", "ended")))
+    tag = key_tag("k")
+    errored = {"type": "errored", "error": {"type": "error", "error": {"type": "x", "message": SECRET_ECHOES}}}
+    respx.get(f"{ANTHROPIC}/m1/results").mock(
+        return_value=httpx.Response(200, text=json.dumps({"custom_id": f"{tag}-a", "result": errored}))
+    )
+    failed = gemini_op("BATCH_STATE_FAILED", True)
+    failed["error"] = {"code": 3, "message": SECRET_ECHOES}
+    item = [{"error": {"code": 3, "message": SECRET_ECHOES}, "metadata": {"key": "a"}}]
+    respx.get(f"{GEMINI}/batches/g1").mock(return_value=httpx.Response(200, json=failed))
+    respx.get(f"{GEMINI}/batches/g2").mock(
+        return_value=httpx.Response(200, json=gemini_op("BATCH_STATE_SUCCEEDED", True, item))
+    )
+    texts = []
+    async with httpx.AsyncClient() as http:
+        openai = build_batch_api(parse_client_config({"kind": "openai", "model": "gpt-x"}), http)
+        texts += [(await openai.poll("b1")).error, (await openai.results("b2", ["a"]))["a"].error]
+        anthropic = build_batch_api(parse_client_config({"kind": "anthropic", "model": "claude-x"}), http)
+        texts.append((await anthropic.results("m1", ["a"]))["a"].error)
+        gemini = build_batch_api(parse_client_config({"kind": "gemini", "model": "gemini-2.5-flash"}), http)
+        texts += [(await gemini.poll("g1")).error, (await gemini.results("g2", ["a"]))["a"].error]
+    assert len(texts) == 5
+    for text in texts:
+        assert text and "bad request for key" in text, texts
+        assert not any(s in text for s in secrets_shown), text
+
+
 async def test_simulated_models_have_no_batch_api():
     async with httpx.AsyncClient() as http:
         assert build_batch_api(parse_client_config({"kind": "simulated"}), http) is None

@@ -40,3 +40,45 @@ async def test_a_trickling_provider_is_cut_at_each_attempts_deadline(trickler):
     await client.aclose()
     assert info.value.attempts == 2
     assert elapsed < 2 * 1.0 + 0.1 + 1.5, f"the call took {elapsed:.1f} s"
+
+
+async def test_a_call_queued_for_a_rate_limit_slot_ends_by_its_hard_deadline(db_url):
+    """The call as a whole has a hard deadline (max_attempts x timeout_s + (max_attempts - 1) x
+    max(backoff_max_s, max_retry_after_s)): waiting for a rate-limit slot counts against it (on
+    the code before, a call queued behind a full ``rpm`` window waited for the window, a minute
+    here, however short its timeout_s)."""
+    import asyncio
+    import uuid
+
+    from service.clients.ratelimit import quota_of
+    from service.db import Database
+    from service.ratelimits import DatabaseRateLimiter
+
+    host = f"http://d{uuid.uuid4().hex[:10]}.test/v1"
+    cfg = parse_client_config(
+        {
+            "kind": "openai",
+            "base_url": host,
+            "model": "m",
+            "rpm": 1,
+            "timeout_s": 0.5,
+            "max_attempts": 2,
+            "backoff_base_s": 0.1,
+            "backoff_max_s": 0.1,
+            "max_retry_after_s": 0.5,
+        }
+    )
+    db = Database(db_url)
+    limiter = DatabaseRateLimiter(db)
+    slot, _ = limiter.try_acquire(quota_of(cfg, None), 1)  # another request took the minute's one slot
+    assert slot is not None
+    client = build_client(cfg, model_name="m", fixed_cost=0.0, limiter=limiter)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(ClientError, match="hard deadline of 1.5s"):
+            await asyncio.wait_for(client.complete("hello"), 10.0)
+    finally:
+        await client.aclose()
+        db.dispose()
+    elapsed = time.monotonic() - t0
+    assert elapsed < 1.5 + 1.0, f"the call took {elapsed:.1f} s"

@@ -132,3 +132,34 @@ def test_a_stored_state_at_the_former_level_continues_with_its_own_decisions():
         if ref.stopped:
             break
     assert restored is not None and restored.to_state() == ref.to_state()
+
+
+# the hybrid judge (LLM judge on every duel, humans on a fraction) certifies by the same union
+@pytest.mark.parametrize("rate, level", [(0.2, "delta/L"), ("active", "delta/L"), (0.2, "delta/(L-1)")])
+def test_hybrid_two_equal_models_name_a_winner_within_delta_only_at_level_delta_over_l(rate, level):
+    from algorithms.hybrid_sim import calibrated_judge, run_hybrid
+
+    n = 600
+    r = run_hybrid(_equal(2), calibrated_judge(), DELTA, n, seed=11, human_rate=rate, max_duels=3_000, level=level)
+    if level == "delta/L":
+        assert r["errors"] <= _limit(n), r["errors"]
+        assert r["unfinished"] > n / 2  # equal models: most trials end at the cap, with no verdict
+    else:  # the check has the power to refute the former level: the union over both names is 2 delta
+        assert r["errors"] > _limit(n), r["errors"]
+
+
+def test_hybrid_level_is_in_the_state_and_a_state_without_one_keeps_delta_over_l_minus_1():
+    from algorithms.hybrid import HybridPolicy, hybrid_state_params
+    from algorithms.hybrid import policy_from_state as hybrid_from_state
+
+    new = HybridPolicy([1.0, 1.0, 1.0], 0.1)
+    assert new.level == "delta/L" and new.to_state()["params"]["level"] == "delta/L"
+    assert new._log_thr == pytest.approx(np.log(3 / 0.1))
+    old_state = HybridPolicy([1.0, 1.0, 1.0], 0.1, level="delta/(L-1)").to_state()
+    assert "level" not in old_state["params"]  # the format of every hybrid state stored before
+    assert hybrid_state_params(old_state)["level"] == "delta/(L-1)"
+    old = hybrid_from_state(old_state)
+    assert old.level == "delta/(L-1)" and old._log_thr == pytest.approx(np.log(2 / 0.1))
+    assert hybrid_from_state(new.to_state()).level == "delta/L"
+    with pytest.raises(ValueError, match="unknown certificate level"):
+        HybridPolicy([1.0, 1.0], 0.1, level="delta")

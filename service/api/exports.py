@@ -25,6 +25,11 @@ class ExportOut(BaseModel):
         "ranking.csv, ranking.json, ranking_by_category.csv, judge_bias.json, judgments.jsonl (every judge "
         "call), model_answer/<model>.jsonl (every answer, arena-hard-auto's layout)."
     )
+    images: dict[str, str] = Field(
+        default_factory=dict,
+        description="File name -> base64 bytes of every image the prompts and answers name, as stored: "
+        "images/<sha256>.<png|jpg|webp|gif> (the battle log names an image [image sha256:<hex>]).",
+    )
 
 
 @router.get(

@@ -74,6 +74,23 @@ class BatchJobs:
             c.updated_at = utcnow()
             return k, size
 
+    def start_pregen_round_tx(self, campaign_id: int) -> int | None:
+        """A human campaign's pre-generation round in batches begins: counted in ``batch.rounds``; its
+        number, or None when the campaign no longer runs."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or c.status != CampaignStatus.RUNNING or c.batch is None:
+                return None
+            k = int(c.batch.get("rounds") or 0) + 1
+            c.batch = {**c.batch, "rounds": k}
+            c.updated_at = utcnow()
+            return k
+
+    def campaign_running_tx(self, campaign_id: int) -> bool:
+        with self.db.read() as s:
+            status = s.execute(select(Campaign.status).where(Campaign.id == campaign_id)).scalar_one_or_none()
+            return status == CampaignStatus.RUNNING
+
     def extend_tx(self, campaign_id: int, duel_ids: list[int], until: dt.datetime) -> None:
         """The round's duels in flight keep their reservations until the batch window closes."""
         if not duel_ids:
@@ -172,39 +189,61 @@ class BatchJobs:
             ).all()
             return [_job(r) for r in rows], sorted(int(i) for i in live)
 
-    def release_unsent_tx(self, campaign_id: int) -> int:
-        """After a failed round: expire the run's duels in flight that no batch accepted by a provider holds
-        (nothing can charge them, so their reservations go); the others keep theirs until their expiry."""
+    def release_unsent_tx(self, campaign_id: int, why: str = "its batch round failed") -> int:
+        """After a failed round, close the run's duels in flight that nothing can charge any more, so their
+        reservations go: a duel still calling that no batch accepted by a provider holds, and a duel whose
+        answers are stored (``pending``) that no open batch holds (its verdict was never asked for; the
+        answers stay charged, and in the answer store for a later duel). A duel still calling in a batch the
+        provider took keeps its reservation until its expiry (the provider may yet bill it)."""
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
             if c is None or c.run_owner not in (None, self.owner_id):  # taken over: the new owner's duels
                 return 0
-            held = {
-                int(r["duel_id"])
-                for job in s.scalars(
-                    select(BatchJob).where(BatchJob.campaign_id == campaign_id, BatchJob.provider_batch_id.is_not(None))
-                ).all()
-                for r in job.requests
-                if r.get("duel_id")
-            }
-            ids = s.scalars(
-                select(Duel.id).where(
+            sent, still_open = set(), set()
+            for job in s.scalars(select(BatchJob).where(BatchJob.campaign_id == campaign_id)).all():
+                ids = {int(r["duel_id"]) for r in job.requests if r.get("duel_id")}
+                if job.provider_batch_id is not None:
+                    sent |= ids
+                if job.status in OPEN:
+                    still_open |= ids
+            rows = s.execute(
+                select(Duel.id, Duel.status).where(
                     Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER
                 )
             ).all()
-            free = [int(i) for i in ids if int(i) not in held]
-            if free:
-                s.execute(
-                    update(Duel)
-                    .where(Duel.id.in_(free))
-                    .values(
-                        status=DuelStatus.EXPIRED,
-                        error="its batch round failed before the batch was sent",
-                        expires_at=utcnow(),
-                    )
-                    .execution_options(synchronize_session=False)
+            unsent = [int(r.id) for r in rows if r.status != DuelStatus.PENDING and int(r.id) not in sent]
+            unjudged = [int(r.id) for r in rows if r.status == DuelStatus.PENDING and int(r.id) not in still_open]
+            self._expire(s, unsent, f"{why} (before its batch was sent)")
+            self._expire(s, unjudged, f"{why} (before its verdict; its answers stay charged)")
+            return len(unsent) + len(unjudged)
+
+    def close_round_tx(self, campaign_id: int, duel_ids: list[int], why: str) -> int:
+        """At the end of a round: expire those of its duels still in flight (none should be; the next round
+        would wait for them), so the run never keeps a reservation past its round. Fenced by the run's owner."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if not duel_ids or c is None or c.run_owner not in (None, self.owner_id):  # taken over: not ours
+                return 0
+            left = s.scalars(
+                select(Duel.id).where(
+                    Duel.id.in_(duel_ids),
+                    Duel.campaign_id == campaign_id,
+                    Duel.status.in_(IN_FLIGHT),
+                    Duel.requested_by == RUN_REQUESTER,
                 )
-            return len(free)
+            ).all()
+            self._expire(s, [int(i) for i in left], why)
+            return len(left)
+
+    @staticmethod
+    def _expire(s: Any, duel_ids: list[int], why: str) -> None:
+        if duel_ids:
+            s.execute(
+                update(Duel)
+                .where(Duel.id.in_(duel_ids), Duel.status.in_(IN_FLIGHT))
+                .values(status=DuelStatus.EXPIRED, error=why, expires_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
 
     def duel_plans_tx(
         self, campaign_id: int, duel_ids: list[int]

@@ -4,6 +4,7 @@ and the answer and verdict stores' single flight (:class:`Calls`)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import random
@@ -11,13 +12,19 @@ import time
 from typing import Any
 
 import httpx
+from sqlalchemy import select
 
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
 from service.judging import build_judge, parse_judge_config
 
 from .. import egress
 from ..clients import ClientError, build_client, parse_client_config
+from ..clients.ratelimit import SEND_GUARD
 from ..config import Settings
 from ..db import Database
+from ..images.checks import check_image
+from ..images.store import blind_copies, put_image
+from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
 from . import rules, stores
 from .prompt_cache import PromptCache
@@ -45,6 +52,7 @@ class Calls:
 
     def __init__(self, settings: Settings, db: Database, prompts: PromptCache, stores: Stores, keeper: Keeper):
         self.settings = settings
+        self.db = db
         self.prompts = prompts
         self.claim_tx = stores.claim_tx
         self.release_tx = stores.release_tx
@@ -119,6 +127,7 @@ class Calls:
                 http=self.http_client(),
                 limiter=self.rate_limiter,
                 secret=rules.answer_secret(plan.draw_key),
+                output=m.get("output", "text"),
             )
             self._clients[key] = client
         wrap = self.wrappers.get(plan.campaign_id)
@@ -135,6 +144,7 @@ class Calls:
                 tie_policy=plan.tie_policy,
                 http=self.http_client(),
                 limiter=self.rate_limiter,
+                images=self._blind_copies,
             )
             self._judges[plan.campaign_id] = judge
         return judge
@@ -151,22 +161,60 @@ class Calls:
             return await in_thread(self.prompts.turns_with_images, extras[0], hashes), extras[1]
         return extras
 
+    def still_wanted_tx(self, campaign_id: int, duel_id: int) -> bool:
+        """Whether a call of the duel may still send a request: its campaign runs and its duel
+        (0: a pre-generated answer, no duel) is still in flight."""
+        with self.db.read() as s:
+            status = s.execute(select(Campaign.status).where(Campaign.id == campaign_id)).scalar_one_or_none()
+            if status != CampaignStatus.RUNNING:
+                return False
+            if not duel_id:
+                return True
+            return s.execute(select(Duel.status).where(Duel.id == duel_id)).scalar_one_or_none() in IN_FLIGHT
+
+    def guard(self, plan: DuelPlan):
+        """The send guard of ``plan``'s calls (service.clients.ratelimit.SEND_GUARD)."""
+
+        async def still_wanted() -> bool:
+            return await in_thread(self.still_wanted_tx, plan.campaign_id, plan.duel_id)
+
+        return still_wanted
+
     async def call_model(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
         """Model ``idx``'s answer (a Completion) or the exception that ended the call; a call
-        still running at ``plan.deadline`` is abandoned (ClientError): its reservation lapses then."""
+        still running at ``plan.deadline`` is abandoned (ClientError): its reservation lapses then.
+        A call still queued for a rate-limit slot or a retry when its campaign ends is never sent."""
         limit = None if plan.deadline is None else plan.deadline - time.monotonic()
+        token = SEND_GUARD.set(self.guard(plan))
         try:
             client = self.client(plan, idx)
             async with asyncio.timeout(limit):
                 if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
-                    return await client.complete(plan.prompt, turns=turns)
-                return await client.complete(plan.prompt)
+                    res = await client.complete(plan.prompt, turns=turns)
+                else:
+                    res = await client.complete(plan.prompt)
+                if getattr(res, "image", None) is not None:  # an image answer: its bytes to the image store
+                    await in_thread(self._store_image, res.image)
+                    res = dataclasses.replace(res, image=None)
+                return res
         except asyncio.CancelledError:
             raise
         except TimeoutError:
             return ClientError(CALL_OUTLIVED_EXPIRY)
         except Exception as exc:  # ClientError, or a bug in a client: the duel fails cleanly
             return exc
+        finally:
+            SEND_GUARD.reset(token)
+
+    def _blind_copies(self, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
+        """The blind copies of images a judge is shown (service/images/judge.py)."""
+        with self.db.read() as s:
+            return blind_copies(s, hashes)
+
+    def _store_image(self, data: bytes) -> None:
+        """Store an image answer (content-addressed, once); the answer's text names it."""
+        with self.db.write() as s:
+            put_image(s, check_image(data))
 
     # ------------------------------------------------------------ the stores (pay once)
     async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict):
@@ -273,6 +321,7 @@ class Calls:
                     reused_verdict=stored,
                 )
             extra["verdict_claim"] = plan.claims["judge"]
+        token = SEND_GUARD.set(self.guard(plan))
         try:
             async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):
                 verdict = await judge.judge(
@@ -288,6 +337,8 @@ class Calls:
             choice, cost, detail, error = None, 0.0, None, f"judge raised {type(exc).__name__}"
             first_score = None
             log.warning("campaign %s duel %s: judge raised %s", plan.campaign_id, plan.duel_id, type(exc).__name__)
+        finally:
+            SEND_GUARD.reset(token)
         if first_score is not None:  # kept with a stored verdict, so that a reuse gives the same graded score
             detail = {**(detail or {}), STORED_SCORE: first_score}
         if extra and detail is not None:  # asked in the store's canonical order: say whether it is the duel's

@@ -36,6 +36,7 @@ from ..db import Database
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
 from . import hybrid, rules
+from .model_changes import active_models
 from .types import Conflict, NotFound, Unprocessable
 
 # CPU work: one forecast at a time per process; a second one meanwhile gets 409 (retry later).
@@ -211,11 +212,13 @@ class Forecasts:
             if hybrid.is_hybrid(c.judge):  # hybrid hook
                 raise Unprocessable(hybrid.FORECAST_REFUSAL)
             counts = c.counts or {}
-            L = len(c.models)
-            W = counts.get("W") or [[0.0] * L for _ in range(L)]
-            N = counts.get("N") or [[0] * L for _ in range(L)]
+            on = active_models(len(c.models), c.model_changes)  # the models still compared
+            L, n_all = len(on), len(c.models)
+            W = counts.get("W") or [[0.0] * n_all for _ in range(n_all)]
+            N = counts.get("N") or [[0] * n_all for _ in range(n_all)]
+            W, N = [[W[a][b] for b in on] for a in on], [[N[a][b] for b in on] for a in on]
             setup = _Setup(
-                costs=[float(m["cost"]) for m in c.models],
+                costs=[float(c.models[m]["cost"]) for m in on],
                 delta=c.delta,
                 algorithm=c.algorithm,
                 judge=c.judge,
@@ -254,6 +257,7 @@ class Forecasts:
             "subtracts what this one has spent",
             _trials_note(asked, trials, L),
             _mode_note(f.mode, setup.n_prompts),
+            f"for the {L} models still compared ({n_all - L} disabled)" if n_all > L else "",
         ]
         out = _answer("pilot", f, budget, max_duels, "; ".join(n for n in notes if n))
         out["spent"] = spend

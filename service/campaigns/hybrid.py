@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from algorithms.hybrid import HYBRID, N_, NSTAT, RES, HybridPolicy, hy_pi
+from algorithms.hybrid import HYBRID, N_, NSTAT, RES, HybridPolicy, hy_pi, hybrid_state_params
 from algorithms.vocabulary import Algorithm, PromptSampling, TiePolicy
 
 from . import rules
@@ -69,15 +69,21 @@ def refusal(algorithm: str, prompt_sampling: str | None, tie_policy: str | None)
     return None
 
 
-def new_policy(judge: Mapping[str, Any], costs: list[float], delta: float) -> HybridPolicy:
-    """The campaign's policy: dctas-pc-hybrid with the automatic judge's cost and the human fee."""
+def new_policy(
+    judge: Mapping[str, Any], costs: list[float], delta: float, stored_state: Mapping[str, Any] | None = None
+) -> HybridPolicy:
+    """The campaign's policy: dctas-pc-hybrid with the automatic judge's cost and the human fee;
+    ``stored_state``: a replay's stored state, whose certificate level it keeps (a state that
+    names none was made at ``delta/(L-1)``)."""
     judge = rules.stored(judge)
+    extra = {} if not stored_state else {"level": hybrid_state_params(stored_state)["level"]}
     return HybridPolicy(
         costs,
         delta,
         judge_cost=rules.judge_cost_per_duel(judge["llm"]),
         human_fee=float((judge.get("human") or {}).get("fee_per_vote") or 0.0),
         human_rate=judge.get("human_rate", 0.2),
+        **extra,
     )
 
 

@@ -18,6 +18,7 @@ from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, rules, stores, verdicts
+from .model_changes import CHANGE_FIELDS, model_status
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 from .verdicts import verdict_text
@@ -189,13 +190,18 @@ class Views:
     def model_views(self, c: Campaign, admin: bool, observed: dict[int, tuple[int, int]] | None) -> list[dict]:
         """The models as the campaign view lists them; prices and observed costs for the admin only."""
         out = []
+        status = model_status([m["name"] for m in c.models], c.model_changes)
         for n, m in enumerate(c.models):
             view = {
                 "index": n,
                 "name": m["name"],
                 "cost": m["cost"],
                 "client": m["client"] if admin else {"kind": m["client"].get("kind")},
+                "status": status[n]["status"],
             }
+            for key in ("reason", "disabled_at", "replaced_by", "replaces"):
+                if status[n].get(key) is not None:
+                    view["disabled_reason" if key == "reason" else key] = status[n][key]
             if admin:
                 pricing_record = m.get("pricing") or {}
                 calls, total = (observed or {}).get(n, (0, 0))
@@ -227,8 +233,7 @@ class Views:
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
-        stats = c.stats or {}
-        counts = c.counts or {}
+        stats, counts = c.stats or {}, c.counts or {}
         lower = lower_pc = None
         if (stats.get("t") or 0) > 0:
             try:
@@ -262,6 +267,7 @@ class Views:
             "delta": c.delta,
             "tie_policy": c.tie_policy,
             "models": self.model_views(c, admin, observed),
+            "model_changes": [{k: e[k] for k in CHANGE_FIELDS if k in e} for e in c.model_changes or ()],
             "judge": c.judge if admin else {"kind": c.judge.get("kind")},
             "n_prompts": c.n_prompts,
             "budget": budget,

@@ -35,6 +35,8 @@ FINAL = (ENDED, FAILED, EXPIRED, CANCELLED)
 MAX_RESULTS_BYTES = 256 * 1024 * 1024
 #: The most of an error response read (bytes): only an excerpt of it is shown.
 MAX_ERROR_BYTES = 64 * 1024
+#: The most characters of a provider's error text (a batch's, a request's) kept and shown.
+MAX_ERROR_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,13 @@ class BatchHTTP:
         if not key:
             raise ClientError(f"environment variable {self.api_key_env} is not set", None, attempts=0)
         return key
+
+    def masked(self, text: Any) -> str:
+        """A provider's error text (a batch's, a request's) as it may be stored and shown: masked like
+        every provider text (:func:`service.redaction.excerpt`: the client's key and any fragment of
+        it, ``key=value`` secrets, credentials in URLs, token-like runs), at most :data:`MAX_ERROR_CHARS`."""
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return excerpt(str(text), (key,) if key else (), MAX_ERROR_CHARS)
 
     async def request(self, method: str, url: str, headers: dict[str, str], **kw: Any) -> httpx.Response:
         key = self.key()

@@ -89,8 +89,8 @@ class AnthropicBatches:
             err = result.get("error")
             if isinstance(err, dict):
                 inner = err.get("error") if isinstance(err.get("error"), dict) else err
-                why = f"{kind}: {str(inner.get('message') or inner.get('type') or '')[:500]}"
-            found[cid] = BatchResult(cid, error=f"{self.provider}: {why}")
+                why = f"{kind}: {inner.get('message') or inner.get('type') or ''}"
+            found[cid] = BatchResult(cid, error=f"{self.provider}: {self.net.masked(why)}")
         return missing(custom_ids, found, f"{self.provider}: no result (batch {b.get('processing_status')})")
 
     async def cancel(self, batch_id: str) -> None:

@@ -6,9 +6,12 @@
 ``GET {base}/batches/{id}`` polls (``state``: ``BATCH_STATE_PENDING``, ``_RUNNING``,
 ``_SUCCEEDED``, ``_FAILED``, ``_CANCELLED``, ``_EXPIRED``); when done the responses are in
 ``response.inlinedResponses.inlinedResponses`` (or the batch's ``output``), each ``{"response":
-<a generateContent response>}`` or ``{"error": {"code", "message"}}``, **in request order** (the
-per-request ``metadata`` is not always echoed back, so a response is matched on its ``metadata.key``
-when present, else on its position). ``POST {base}/batches/{id}:cancel`` cancels;
+<a generateContent response>}`` or ``{"error": {"code", "message"}}``, with the request's
+``metadata``, **in request order**. A response is matched on its ``metadata.key`` (the request's
+``custom_id``) whenever the provider echoes keys back: then a response without one is left
+unmatched (its request is sent again), never guessed from its position. Only when no response
+carries a key (the per-request ``metadata`` is not always echoed back) and there are exactly as
+many responses as requests are they matched on their position. ``POST {base}/batches/{id}:cancel`` cancels;
 ``GET {base}/batches`` lists the operations (:meth:`find` matches ``displayName``).
 One model per batch (the model is in the URL).
 """
@@ -39,6 +42,32 @@ def _batch(op: dict[str, Any]) -> dict[str, Any]:
     """The batch resource of an operation (its ``metadata``), or the resource itself."""
     meta = op.get("metadata")
     return meta if isinstance(meta, dict) and ("state" in meta or "displayName" in meta) else op
+
+
+def _key(item: Any) -> str | None:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    key = meta.get("key") if isinstance(meta, dict) else None
+    return key if isinstance(key, str) else None
+
+
+def _matched(items: list[Any], order: list[str], wanted: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The responses as (custom id, item): by their ``metadata.key`` whenever the provider echoes keys
+    back (an item without one is then left unmatched: sent again, never guessed from its position);
+    by position only when no item carries a key and there are exactly as many items as requests."""
+    items = [i for i in items if isinstance(i, dict)]
+    if any(_key(i) is not None for i in items):
+        pairs = [(_key(i), i) for i in items]
+    elif len(items) == len(order):
+        pairs = list(zip(order, items))
+    else:  # neither keys nor a full list: no response can be told apart; every request is sent again
+        pairs = []
+    out: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for cid, item in pairs:
+        if cid in wanted and cid not in seen:
+            seen.add(cid)
+            out.append((cid, item))
+    return out
 
 
 class GeminiBatches:
@@ -84,7 +113,7 @@ class GeminiBatches:
         error = None
         if status == FAILED:
             err = op.get("error") if isinstance(op.get("error"), dict) else {}
-            error = f"batch failed: {str(err.get('message') or state)[:500]}"
+            error = f"batch failed: {self.net.masked(err.get('message') or state)}"
         return BatchState(batch_id, status, error, op)
 
     async def results(self, batch_id: str, custom_ids: list[str]) -> dict[str, BatchResult]:
@@ -95,19 +124,14 @@ class GeminiBatches:
         items = inlined.get("inlinedResponses") if isinstance(inlined, dict) else None
         order = self._order.get(self._name(batch_id)) or self._order.get(batch_id) or custom_ids
         found: dict[str, BatchResult] = {}
-        wanted = set(custom_ids)
-        for pos, item in enumerate(items if isinstance(items, list) else []):
-            if not isinstance(item, dict):
-                continue
-            meta = item.get("metadata") if isinstance(item.get("metadata"), dict) else {}
-            cid = meta.get("key") if isinstance(meta.get("key"), str) else (order[pos] if pos < len(order) else None)
-            if cid not in wanted or cid in found:
-                continue
+        for cid, item in _matched(items if isinstance(items, list) else [], order, set(custom_ids)):
             if isinstance(item.get("response"), dict):
                 found[cid] = BatchResult(cid, data=item["response"])
             else:
                 err = item.get("error") if isinstance(item.get("error"), dict) else {}
-                found[cid] = BatchResult(cid, error=f"{self.provider}: {str(err.get('message') or 'error')[:500]}")
+                found[cid] = BatchResult(
+                    cid, error=f"{self.provider}: {self.net.masked(err.get('message') or 'error')}"
+                )
         return missing_results(custom_ids, found, f"{self.provider}: no result ({state.status})")
 
     async def cancel(self, batch_id: str) -> None:

@@ -79,7 +79,7 @@ class OpenAIBatches:
         if status == FAILED:
             errs = (b.get("errors") or {}).get("data") if isinstance(b.get("errors"), dict) else None
             first = errs[0] if isinstance(errs, list) and errs and isinstance(errs[0], dict) else {}
-            error = f"batch failed: {str(first.get('message') or 'no reason given')[:500]}"
+            error = f"batch failed: {self.net.masked(first.get('message') or 'no reason given')}"
         return BatchState(batch_id, status, error, b)
 
     async def _file(self, file_id: Any) -> list[dict[str, Any]]:
@@ -102,7 +102,7 @@ class OpenAIBatches:
                 found[cid] = BatchResult(cid, data=resp.get("body"))
             else:
                 why = (err or {}).get("message") or f"HTTP {resp.get('status_code')}"
-                found[cid] = BatchResult(cid, error=f"{self.provider}: {str(why)[:500]}")
+                found[cid] = BatchResult(cid, error=f"{self.provider}: {self.net.masked(why)}")
         return missing(custom_ids, found, f"{self.provider}: no result (batch {b.get('status')})")
 
     async def cancel(self, batch_id: str) -> None:

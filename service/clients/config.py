@@ -271,8 +271,9 @@ class _HTTPClientConfig(_Config):
         gt=0,
         le=3600,
         description=(
-            "Total deadline of one HTTP attempt, headers and body (seconds); the call, retries included, "
-            "ends within max_attempts x timeout_s plus the backoff delays."
+            "Total deadline of one HTTP attempt, headers and body (seconds). The call as a whole, retries, "
+            "backoff and waits for a rate-limit slot included, has a hard deadline of max_attempts x timeout_s "
+            "+ (max_attempts - 1) x max(backoff_max_s, max_retry_after_s)."
         ),
     )
     max_attempts: Annotated[int, int_in(1, 10)] = Field(
@@ -512,7 +513,11 @@ def output_token_limit(cfg: dict[str, Any]) -> int | None:
 
 
 def call_cost_bound(
-    cfg: dict[str, Any], fixed_cost: float, input_bytes: int, max_output_tokens: int | None = None
+    cfg: dict[str, Any],
+    fixed_cost: float,
+    input_bytes: int,
+    max_output_tokens: int | None = None,
+    image_tokens: int = 0,
 ) -> float | None:
     """An upper bound (USD) of what one call of a client config (stored JSON) can be charged.
 
@@ -521,8 +526,8 @@ def call_cost_bound(
     ``fixed_cost``. With ``price``: ``max_cost_per_query`` when set, else
     ``(I * input_per_1m + max_tokens * output_per_1m) / 1e6`` where the input
     token count is bounded by ``I = input_bytes + bytes(system) +
-    TEMPLATE_OVERHEAD_TOKENS`` (a token of a byte-level tokenizer covers at least
-    one UTF-8 byte). The output-token limit is the config's (``params.max_tokens``
+    TEMPLATE_OVERHEAD_TOKENS + image_tokens`` (a token of a byte-level tokenizer covers at least
+    one UTF-8 byte; ``image_tokens`` bounds the images' tokens, service/images/tokens.py). The output-token limit is the config's (``params.max_tokens``
     and the like), else ``max_output_tokens`` (the provider's limit from the price
     map, :mod:`service.pricing`). ``None`` when neither a cap nor a limit is known.
     """
@@ -539,6 +544,6 @@ def call_cost_bound(
     if max_tokens is None:
         return None
     system = cfg.get("system") or ""
-    in_tokens = int(input_bytes) + len(system.encode("utf-8")) + TEMPLATE_OVERHEAD_TOKENS
+    in_tokens = int(input_bytes) + len(system.encode("utf-8")) + TEMPLATE_OVERHEAD_TOKENS + int(image_tokens)
     bound = (in_tokens * float(price["input_per_1m"]) + max_tokens * float(price["output_per_1m"])) / 1e6
     return max(fixed, bound)

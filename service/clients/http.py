@@ -17,7 +17,7 @@ from ..egress import EgressDenied
 from ..redaction import excerpt, redact
 from .base import ClientError, Completion, ModelClient, compute_cost
 from .config import output_token_limit
-from .ratelimit import RateLimiter, estimated_tokens, quota_of
+from .ratelimit import RateLimiter, check_still_wanted, estimated_tokens, quota_of
 from .retry import RetryPolicy, is_retryable_status, parse_retry_after
 from .usage import UsageError, parse_tokens
 
@@ -67,8 +67,9 @@ class HTTPModelClient(ModelClient):
         """Return (url, headers, json body); ``turns``: user messages sent in order instead of ``prompt``."""
 
     @abc.abstractmethod
-    def parse_response(self, data: Any) -> tuple[str, int | None, int | None]:
-        """Return (text, input tokens, output tokens); raise ResponseShapeError."""
+    def parse_response(self, data: Any) -> tuple[Any, ...]:
+        """Return (text, input tokens, output tokens), and an image model's image bytes after them;
+        raise ResponseShapeError."""
 
     # -- machinery -----------------------------------------------------------
     def _api_key(self) -> str | None:
@@ -122,10 +123,30 @@ class HTTPModelClient(ModelClient):
             )
         return msg
 
+    def call_deadline_s(self) -> float:
+        """The call's hard deadline (seconds): every attempt's ``timeout_s`` plus, between attempts, the
+        longest wait the client may take (``backoff_max_s`` or a ``Retry-After`` up to
+        ``max_retry_after_s``). Waits for a rate-limit slot count against it too."""
+        c = self.config
+        n = self.retry.max_attempts
+        return n * float(c.timeout_s) + (n - 1) * max(float(c.backoff_max_s), float(c.max_retry_after_s))
+
     async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
         key = self._api_key()
+        deadline = self.call_deadline_s()
         try:
-            completion = await self._complete(prompt, key, turns)
+            try:
+                # the whole call, retries, backoff and rate-limit waits included, ends by its hard deadline
+                async with asyncio.timeout(deadline):
+                    completion = await self._complete(prompt, key, turns)
+            except TimeoutError:
+                raise ClientError(
+                    f"{self.provider} call passed its hard deadline of {deadline:g}s "
+                    "(max_attempts x timeout_s plus the longest waits between attempts; "
+                    "rate-limit waits included)",
+                    None,
+                    self.retry.max_attempts,
+                ) from None
         except ClientError as exc:
             exc.message = self._redact(exc.message, key)
             exc.args = (exc.message,)
@@ -147,6 +168,8 @@ class HTTPModelClient(ModelClient):
         while True:
             attempt += 1
             retry_after: float | None = None
+            if attempt > 1:  # a retry after a backoff: not when the call's campaign ended meanwhile
+                await check_still_wanted(attempt - 1)
             slot = await self._limiter.acquire(quota, tokens) if quota and self._limiter else None
             t0 = time.perf_counter()
             try:
@@ -233,18 +256,20 @@ class HTTPModelClient(ModelClient):
         usage_fault = None
         try:
             try:
-                text, tin, tout = self.parse_response(data)
+                parsed = self.parse_response(data)
             except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
                 usage_fault = str(exc)
-                text, tin, tout = self.parse_response(_without_usage(data))
+                parsed = self.parse_response(_without_usage(data))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
                 resp.status_code,
                 attempt,
             ) from None
+        text, tin, tout = parsed[:3]
+        image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, self.fixed_cost)
-        return Completion(text, tin, tout, cost, latency, attempt, usage_fault)
+        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:

@@ -15,11 +15,32 @@ needs to talk to one, so the clients never import the database layer.
 from __future__ import annotations
 
 import hashlib
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
+
+from .base import ClientError
 
 #: The window of ``rpm`` and ``tpm``, in seconds.
 WINDOW_S = 60.0
+
+
+#: Whether the call under way may still send a request (None: always). The service sets it for
+#: each model and judge call (its duel still in flight, its campaign still running); the limiter
+#: asks it after every wait for a slot and the client before every retry, so a call queued when
+#: its campaign ends is never sent (:func:`check_still_wanted`).
+SEND_GUARD: ContextVar[Callable[[], Awaitable[bool]] | None] = ContextVar("llmduel_send_guard", default=None)
+
+#: The error of a call dropped before it was sent because its campaign ended or its duel was cancelled.
+NOT_SENT = "not sent: its campaign ended or its duel was cancelled while the call waited"
+
+
+async def check_still_wanted(attempts: int = 0) -> None:
+    """Raise :class:`ClientError` (:data:`NOT_SENT`, not retryable) when :data:`SEND_GUARD` says
+    the call under way must not send another request."""
+    guard = SEND_GUARD.get()
+    if guard is not None and not await guard():
+        raise ClientError(NOT_SENT, None, attempts)
 
 
 @dataclass(frozen=True)

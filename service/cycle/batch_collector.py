@@ -7,8 +7,11 @@ sends the parked requests as one batch per model endpoint (the batch row written
 :class:`~service.campaigns.batch_jobs.BatchJobs`), polls each until it ends, and hands every caller
 its answer, charged at the model's batch price (its list price when none is known). A request that
 failed or expired is parked again and goes out in the next batch of the phase, at most
-:data:`MAX_SENDS` times, then fails its duel; it is never dropped silently. A batch that returns
-nothing within its window raises :class:`RoundFailed`.
+:data:`MAX_SENDS` times, then fails its duel; it is never dropped silently. A batch that has not
+ended within its window is cancelled and what it finished before the cancellation is still
+collected (the provider bills it): those callers get their answers, the others fail, and the phase
+then ends with :class:`RoundFailed` (``failure``) once every call has returned, so the round can
+store and charge what came back before it fails.
 
 A request whose result a former owner's batch already holds (a run taken over mid-round) is served
 from ``cache`` (keyed by :func:`~service.campaigns.batch_jobs.body_hash`) and not sent again.
@@ -42,7 +45,7 @@ current_duel: contextvars.ContextVar[int | None] = contextvars.ContextVar("batch
 
 
 class RoundFailed(Exception):
-    """A batch of the round returned nothing within its window, or the run stopped being this process's."""
+    """A batch of the round did not end within its window (or was refused), or the run stopped being this process's."""
 
 
 @dataclass
@@ -74,6 +77,7 @@ class Collector:
     sent: int = 0  # requests sent in batches (for the round's report)
     batches: int = 0
     taken_over: bool = False  # another process owns the run's batches now
+    failure: Exception | None = None  # why the phase failed (raised by :meth:`run` once its calls have returned)
     _seq: int = 0
 
     # ------------------------------------------------------------ the callers' side
@@ -95,10 +99,13 @@ class Collector:
         return await fut
 
     # ------------------------------------------------------------ the phase's side
-    async def run(self, coros: list) -> list:
-        """Run the phase's calls (``coros``), flushing what they park until every one has returned."""
+    async def run(self, coros: list, keep_failure: bool = False) -> list:
+        """Run the phase's calls (``coros``), flushing what they park until every one has returned; their results.
+
+        A failed batch fails the phase (:class:`RoundFailed` or the batch API's error) after every call has
+        returned: raised here, or with ``keep_failure`` kept in ``failure`` for the caller to raise once it has
+        stored what the phase's other calls brought back (a run taken over raises at once: nothing is folded)."""
         tasks = [asyncio.ensure_future(c) for c in coros]
-        failure: Exception | None = None
         try:
             while True:
                 seen = -1
@@ -114,11 +121,12 @@ class Collector:
                         raise
                     # One batch failed: the other batches of the flush were collected (and the provider bills
                     # them), so their calls go on to be stored and charged; the rest fail, nothing more is sent.
-                    failure = failure or exc
+                    self.failure = self.failure or exc
                     self.stopped = self.stopped or f"a batch of the round failed: {exc}"
-            if failure is not None:
-                raise failure
-            return [t.result() for t in tasks]
+            results = [t.result() for t in tasks]
+            if self.failure is not None and not keep_failure:
+                raise self.failure
+            return results
         finally:
             for t in tasks:
                 t.cancel()
@@ -179,11 +187,13 @@ class Collector:
     async def collect(self, api: BatchAPI, job_id: int, bid: str, custom_ids: list[str]) -> dict[str, BatchResult]:
         """Poll until the batch ends; its results, matched on custom_id.
 
-        When the run stops meanwhile, the batch is cancelled and what it finished before the
-        cancellation is still collected (the provider charges it): its answers are stored and charged,
-        nothing of the phase is sent again (``stopped``)."""
+        When the run stops meanwhile, or the batch outlives its window, the batch is cancelled and what it
+        finished before the cancellation is still collected (the provider charges it): its answers are
+        stored and charged, nothing of the phase is sent again (``stopped``); past its window the phase then
+        fails (``failure``)."""
         t0 = time.monotonic()
         cancelled_at: float | None = None
+        late: str | None = None  # why the batch was cancelled at its window
         while True:
             try:
                 state = await api.poll(bid)
@@ -201,14 +211,20 @@ class Collector:
                 await in_thread(self.jobs.close_tx, job_id, "cancelled", self.stopped)
                 raise RoundFailed(f"{self.stopped}; batch {bid} did not end within {CANCEL_GRACE_S:g} s")
             if cancelled_at is None and time.monotonic() - t0 > self.window_s:
+                # cancelled; what it finished before the cancellation is still collected (the provider bills it)
                 await cancel_quietly(api, bid)
-                why = f"batch {bid} returned nothing within its window of {self.window_s:g} s"
-                await in_thread(self.jobs.close_tx, job_id, "failed", why)
-                raise RoundFailed(why)
+                late = f"batch {bid} did not end within its window of {self.window_s:g} s"
+                self.stopped = self.stopped or late
+                self.failure = self.failure or RoundFailed(late)
+                cancelled_at = time.monotonic()
             await asyncio.sleep(self.poll_s)
         results = await api.results(bid, custom_ids)
-        status = "cancelled" if cancelled_at is not None else "collected" if state.status == ENDED else state.status
-        if not await in_thread(self.jobs.close_tx, job_id, status, state.error or self.stopped):
+        if late is not None:
+            status, error = "failed", late
+        else:
+            status = "cancelled" if cancelled_at is not None else "collected" if state.status == ENDED else state.status
+            error = state.error or self.stopped
+        if not await in_thread(self.jobs.close_tx, job_id, status, error):
             self.taken_over = True  # the new owner folds the batches: this process stores nothing more
             raise RoundFailed("another process owns the run's batches now")
         return results
@@ -242,6 +258,25 @@ class BatchedModel:
 
     async def aclose(self) -> None:
         """The inner client is its owner's to close."""
+
+
+def pregen_batches(jobs: BatchJobs, http: Callable[[], httpx.AsyncClient]) -> Callable[..., Any]:
+    """The start of a human campaign's pre-generation round in batches (service/campaigns/pregeneration.py):
+    ``await start(campaign_id, batch_setting)`` counts the round and returns its :class:`Collector` (phase
+    ``pregen``), or None when the campaign no longer runs. Its batches are cancelled once it stops running."""
+
+    async def start(campaign_id: int, cfg: dict[str, Any]) -> Collector | None:
+        k = await in_thread(jobs.start_pregen_round_tx, campaign_id)
+        if k is None:
+            return None
+
+        async def still_running() -> bool:
+            return await in_thread(jobs.campaign_running_tx, campaign_id)
+
+        poll, window = float(cfg["poll_seconds"]), float(cfg["window_seconds"])
+        return Collector(jobs, http(), campaign_id, k, "pregen", poll, window, still_running)
+
+    return start
 
 
 async def submit_once(api: BatchAPI, requests: list[BatchRequest], key: str) -> str:

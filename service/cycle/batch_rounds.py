@@ -46,6 +46,9 @@ from .orchestration import Cycle
 
 log = logging.getLogger("llmduel.batch")
 
+#: The error of a round's duel that its round ended without judging (it no longer holds a reservation).
+ROUND_LEFT = "its batch round ended before its verdict"
+
 
 class BatchRounds:
     """Drives the rounds of this process's batch runs (one call of :meth:`run` per run)."""
@@ -72,8 +75,9 @@ class BatchRounds:
                 if ended:
                     return None
         except (RoundFailed, ClientError) as exc:  # ClientError: a batch API refused a call for good (a 4xx, no key)
-            await in_thread(self.jobs.release_unsent_tx, campaign_id)
-            return f"batch round failed: {exc.message if isinstance(exc, ClientError) else exc}"
+            why = f"batch round failed: {exc.message if isinstance(exc, ClientError) else exc}"
+            await in_thread(self.jobs.release_unsent_tx, campaign_id, why)
+            return why
 
     async def _plan_round(self, campaign_id: int, size: int) -> list[DuelPlan]:
         plans: list[DuelPlan] = []
@@ -135,19 +139,28 @@ class BatchRounds:
             return True
         judged = [p for p, *_ in duels if p.duel_id in texts]
         if not judged or judged[0].judge.get("kind") == "human":
+            await in_thread(self.jobs.close_round_tx, campaign_id, [p.duel_id for p, *_ in duels], ROUND_LEFT)
             return False
         await in_thread(self.jobs.extend_tx, campaign_id, [p.duel_id for p in judged], until)
         verdicts_phase = self._collector(campaign_id, cfg, k, "verdicts", cache)
         judge = self._round_judge(judged[0], verdicts_phase)
         try:
-            verdicts = await verdicts_phase.run([self._verdict(p, judge, *texts[p.duel_id]) for p in judged])
+            verdicts = await verdicts_phase.run(
+                [self._verdict(p, judge, *texts[p.duel_id]) for p in judged], keep_failure=True
+            )
         finally:
             await judge.aclose()
+        # Recorded (and charged) even when a judge batch of the phase failed: what the provider answered
+        # is billed; a verdict whose calls failed fails its duel, as after its last batch.
         for p, verdict in sorted(zip(judged, verdicts), key=lambda pv: pv[0].number):  # the plan order
             outcome = await self._record(p, verdict)
             if outcome.ended:
                 self.cycle.schedule_webhook(campaign_id)
                 ended = True
+        if verdicts_phase.failure is not None and not ended:
+            raise verdicts_phase.failure
+        if not ended:  # nothing of the round may stay in flight (the next round would wait for it)
+            await in_thread(self.jobs.close_round_tx, campaign_id, [p.duel_id for p, *_ in duels], ROUND_LEFT)
         return ended
 
     async def _answers(self, plan: DuelPlan) -> tuple[DuelOutcome, tuple[str, str] | None]:

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 from sqlalchemy import update
 
-from algorithms.vocabulary import DuelStatus
+from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import cycle
 from ..auth import Principal
@@ -59,6 +59,7 @@ from ..db import Database
 from ..decide import answers as cycle_answers
 from ..models import Duel, utcnow
 from ..money import charges as money_charges
+from ..money import ledger
 from ..redaction import redact
 
 log = logging.getLogger("llmduel.campaigns")
@@ -310,6 +311,12 @@ class Cycle:
                 log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
                 charges, total, faults, fields = [], 0, {}, {}
                 error = cycle_answers.late_error(lost)
+            if c.status != CampaignStatus.RUNNING:  # calls sent before the end, answered after it: late
+                for ch in charges:
+                    ch["detail"] = ledger.mark_late(ch.get("detail"), True)
+                for key in ("completion_a", "completion_b"):
+                    if isinstance(fields.get(key), dict) and "cost" in fields[key]:
+                        fields[key] = ledger.mark_late(fields[key], True)
             charge_ids = money_charges.charge_duel(s, c, d, charges, total)  # the duel's cost and the spend too
             for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
                 res = results.get(idx) if isinstance(idx, int) else None

@@ -34,7 +34,7 @@ from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..decide import verdict as deciding
 from ..models import utcnow
-from ..money.ledger import usage_faulted
+from ..money.ledger import mark_late, usage_faulted
 from ..redaction import redact, redact_json
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
@@ -52,13 +52,13 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
         raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
     if p is not None and not p.admin and not rules.annotator_owns(drow.requested_by, p.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
-    cfg = await config_of(svc, tx, crow.id)
+    cfg = await config_of(svc, tx, crow.id, max(int(drow.model_i), int(drow.model_j)))
     if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
         raise not_handled(crow.id)
     if hybrid.is_hybrid(cfg.judge):
         return await tx.hybrid_verdict(svc, duel_id, j)
     now = utcnow()
-    judge_nusd = await _charge_judge(tx, crow.id, cfg, drow, j, now)
+    judge_nusd = await _charge_judge(tx, crow.id, cfg, drow, j, now, crow.status != CampaignStatus.RUNNING)
     refused = deciding.refusal(
         duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
     )
@@ -73,14 +73,17 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
     return await _record(svc, tx, crow, state, drow, cfg, j, judge_nusd, now)
 
 
-async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now) -> int:
-    """An automatic judge's charges (nothing for a vote); returns the amount charged."""
+async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now, ended: bool) -> int:
+    """An automatic judge's charges (nothing for a vote); returns the amount charged. ``ended``: the
+    campaign ended while the judge was deciding (a late charge: ledger.LATE)."""
     called = bool(j.judge_cost) or usage_faulted(j.judge_detail)  # a call with an unusable usage is charged
     if not called and j.reused_verdict is None and j.verdict_claim is None:
         return 0
     reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
     stale = rules.is_stale(drow.expires_at, now)
-    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id)
+    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, rules.image_answers(cfg.models))
+    if amount:
+        detail = mark_late(detail, ended) or {}
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
     return amount
 

@@ -6,10 +6,10 @@ raises :class:`ImageError` whose message is the reason (the API answers 422 with
 
 * formats: PNG, JPEG, WebP and GIF, recognised from the bytes by Pillow (a ``data:`` URL's
   declared type must agree); SVG and everything else are refused;
-* at most :data:`MAX_IMAGE_BYTES` bytes and :data:`MAX_IMAGE_PIXELS` pixels (width x
-  height, read from the header before any pixel is decoded, so a decompression bomb such as
-  a 50,000 x 50,000 PNG of a few kilobytes is refused without allocating it), at most
-  :data:`MAX_GIF_FRAMES` frames;
+* at most :data:`MAX_IMAGE_BYTES` bytes, :data:`MAX_IMAGE_SIDE` pixels a side and
+  :data:`MAX_IMAGE_PIXELS` pixels (width x height, read from the header before any pixel
+  is decoded, so a decompression bomb such as a 50,000 x 50,000 PNG of a few kilobytes is
+  refused without allocating it), at most :data:`MAX_GIF_FRAMES` frames;
 * the whole image must decode: a truncated file is refused.
 
 :func:`blind_copy` is what annotators and judges receive: the pixels re-encoded into a new
@@ -32,6 +32,7 @@ from PIL import Image, UnidentifiedImageError
 
 MAX_IMAGE_BYTES = 8 * 1024 * 1024
 MAX_IMAGE_PIXELS = 16_777_216  # 4096 x 4096
+MAX_IMAGE_SIDE = 8192  # pixels a side (Anthropic refuses larger; it also bounds an image's token count)
 MAX_IMAGES_PER_PROMPT = 8
 MAX_GIF_FRAMES = 100
 
@@ -93,6 +94,10 @@ def check_image(data: bytes, declared: str | None = None) -> CheckedImage:
                     raise ImageError(f"unsupported image format {fmt}")
                 if declared is not None and declared != media_type:
                     raise ImageError(f"the data: URL says {declared} but the bytes are {media_type}")
+                if max(width, height) > MAX_IMAGE_SIDE:
+                    raise ImageError(
+                        f"image of {width} x {height} pixels exceeds the limit of {MAX_IMAGE_SIDE} pixels a side"
+                    )
                 if width * height > MAX_IMAGE_PIXELS:
                     raise ImageError(
                         f"image of {width} x {height} pixels exceeds the limit of {MAX_IMAGE_PIXELS} pixels"
@@ -118,6 +123,12 @@ def check_data_url(url: str) -> CheckedImage:
     """A ``data:`` URL checked as :func:`check_image` checks bytes, its declared type included."""
     declared, data = decode_data_url(url)
     return check_image(data, declared)
+
+
+def data_url_size(url: str) -> tuple[int, int]:
+    """(width, height) of an accepted ``data:`` URL's image, read from its header."""
+    with Image.open(io.BytesIO(decode_data_url(url)[1]), formats=list(MEDIA_TYPES)) as im:
+        return im.size
 
 
 def blind_copy(image: CheckedImage) -> tuple[bytes, str]:

@@ -156,10 +156,13 @@ def usage_faulted(detail: dict | None) -> bool:
     return any(isinstance(call, dict) and call.get("usage_fault") for call in calls)
 
 
-def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None) -> CallCharge:
-    """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them)."""
+def judge_charge(
+    judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None, image_answers: bool = False
+) -> CallCharge:
+    """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them;
+    ``image_answers``: the campaign's models answer with images, :func:`rules.image_answers`)."""
     judge = rules.stored(judge)
-    bound = rules.judge_bound_nusd(judge, prompt, reference) if judge.get("kind") == "llm" else None
+    bound = rules.judge_bound_nusd(judge, prompt, reference, image_answers) if judge.get("kind") == "llm" else None
     over = None
     if judge.get("kind") == "llm":
         model = judge["client"].get("model") or judge["client"].get("kind")
@@ -175,3 +178,14 @@ def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, det
 def fault_reason(fault: str) -> str:
     """The end reason of a campaign paused on a provider fault (this module decides the fault)."""
     return f"paused on a provider fault: {fault}; fix the provider, then continue with PATCH"
+
+
+#: The detail key of a charge for a call sent before its campaign ended whose answer arrived after
+#: the end: the only charges dated after a campaign's ``ended_at`` (a call still queued at the
+#: end is never sent: service.clients.ratelimit.SEND_GUARD).
+LATE = "late"
+
+
+def mark_late(detail: dict | None, ended: bool) -> dict | None:
+    """``detail`` with ``late: true`` when the campaign had ``ended`` before the charge (else as is)."""
+    return {**(detail or {}), LATE: True} if ended else detail

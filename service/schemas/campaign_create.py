@@ -10,16 +10,18 @@ from pydantic import Field, PrivateAttr, Strict, field_validator, model_validato
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
 from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
-from service.images.checks import MAX_IMAGES_PER_PROMPT
+from service.images.checks import MAX_IMAGES_PER_PROMPT, data_url_size
+from service.images.tokens import campaign_image_tokens
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import duplicate_names
 from service.pricing import (
     DEFAULT_EXPECTED_OUTPUT_TOKENS,
     lookup_batch_price,
     normalise_price_map,
+    resolve_image_cost,
     resolve_model_cost,
 )
-from service.prompts import normalize_prompt
+from service.prompts import normalize_prompt, turn_image_urls
 from service.schemas.batch_config import BatchConfig, parse_batch
 from service.schemas.common import (
     MAX_MODELS,
@@ -56,18 +58,29 @@ class ModelSpec(StrictModel):
         "calls are charged per token). Absent: a `cost` that disagrees with the price map's derived cost by more "
         "than a factor 2 is a 422 (docs/service.md, Pricing).",
     )
+    output: Literal["text", "image"] = Field(
+        "text",
+        description="What the model answers: text (default) or image (an image model: OpenAI's "
+        "`POST {base_url}/images/generations` on an openai client, image output on a gemini client; "
+        "docs/guide.md, Image campaigns).",
+    )
     client: ClientConfig = Field(
         description="How to call the model: one config per `kind` (simulated, openai, anthropic, gemini). "
         "Keys are never accepted; `api_key_env` names the environment variable that holds one.",
         examples=[{"kind": "simulated"}, {"kind": "openai", "model": "deepseek-chat", "api_key_env": "DS_KEY"}],
     )
     _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
+    _image_tokens: int = PrivateAttr(0)  # set by CampaignCreate (service.images.tokens)
 
     def stored(self) -> dict[str, Any]:
         """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
         out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
+        if self.output == "image":
+            out["output"] = "image"
         if self._pricing is not None:
             out["pricing"] = self._pricing
+        if self._image_tokens:  # the most input tokens one of the campaign's prompt images costs it
+            out["image_tokens"] = self._image_tokens
         return out
 
     @field_validator("client", mode="before")
@@ -76,6 +89,14 @@ class ModelSpec(StrictModel):
         if isinstance(v, dict):
             check_json_safe(v, "client")
         return v
+
+    @model_validator(mode="after")
+    def _image_output(self) -> "ModelSpec":
+        if self.output == "image" and self.client.kind not in ("openai", "gemini"):
+            raise ValueError(
+                f"output: image needs an openai client (the images route) or a gemini client, not {self.client.kind}"
+            )
+        return self
 
 
 class PromptTurn(StrictModel):
@@ -192,7 +213,8 @@ class CampaignCreate(StrictModel):
         None,
         description="Run the background run in rounds on the providers' batch APIs (about half the list price, "
         "answered within the batch window): true for the defaults, or an object (round_size, growth, "
-        "max_round_size, poll_seconds, window_seconds). Needs an automatic judge. docs/service.md, Batch campaigns.",
+        "max_round_size, poll_seconds, window_seconds). With a human judge (and answers: reuse) the answers pre-generated "
+        "for annotators are bought in batches. docs/service.md, Batch campaigns.",
     )
     max_pending_per_annotator: int = Field(
         1,
@@ -266,6 +288,7 @@ class CampaignCreate(StrictModel):
                 raise ValueError(f"judge: {reason}")
         self._resolve_costs()
         self._resolve_batch()
+        self._resolve_image_tokens()
         from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
 
         models, judge = [m.stored() for m in self.models], self.stored_judge()
@@ -311,9 +334,16 @@ class CampaignCreate(StrictModel):
         """A batch campaign: an automatic judge, and each HTTP client's batch price (service.pricing)."""
         if self.stored_batch() is None:
             return
+        if any(m.output == "image" for m in self.models):
+            raise ValueError("batch: image models (output: image) are called one by one, not in batches")
         kind = self.stored_judge().get("kind")
-        if kind in ("human", "hybrid"):
-            raise ValueError(f"batch: needs an automatic judge (llm, jury or simulated), not {kind}")
+        if kind == "hybrid":
+            raise ValueError("batch: needs an automatic judge (llm, jury or simulated) or a human one, not hybrid")
+        if kind == "human" and self.answers != "reuse":
+            raise ValueError(
+                "batch: with a human judge, the answers pre-generated for annotators are bought in batches, "
+                "which needs answers: reuse"
+            )
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
             client = client_json(m.client)
@@ -327,11 +357,26 @@ class CampaignCreate(StrictModel):
                 m.client = parse_client_config({**client, "batch_price": price.as_client_price()})
         self.judge = _with_batch_prices(self.judge, user_map)
 
+    def _resolve_image_tokens(self) -> None:
+        """Each model's largest input-token count of one of the prompts' images (its provider's rule):
+        the budget's bound of a call counts it for each image of the call's prompt (rules.model_bound_nusd)."""
+        urls = {
+            u for p in self.prompts if isinstance(p, PromptObject) for t in turn_image_urls(p.model_dump()) for u in t
+        }
+        if not urls:
+            return
+        sizes = [data_url_size(u) for u in urls]
+        for m in self.models:
+            m._image_tokens = campaign_image_tokens(client_json(m.client), sizes)
+
     def _resolve_costs(self) -> None:
         """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
         check_json_safe(self.price_map, "price_map")
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
+            if m.output == "image" and m.client.price is None:
+                m.cost, m._pricing = resolve_image_cost(m.name, m.cost, client_json(m.client))
+                continue
             cost, client, record = resolve_model_cost(
                 m.name,
                 m.cost,

@@ -407,6 +407,7 @@ def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
         "unit": unit,
         "ranking": svc.results.ranking(campaign_id),
         "ranking_by_category": svc.results.ranking_by_category(campaign_id),
+        "style": svc.results.style(campaign_id, settled=True),  # refitted as the duels grow (Results.style)
         "bias": svc.results.judge_bias(campaign_id),
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),

@@ -1,0 +1,54 @@
+"""Annotation integrity: an annotator reads and votes only on the duels handed to it; the admin,
+who is not blind, cannot vote on a hybrid campaign's selected duels; a skipped duel goes back to
+the pool, its skipper included when no other annotator can take it. SQLite and PostgreSQL, through
+the ASGI app."""
+
+from __future__ import annotations
+
+from service_helpers import campaign_body
+from test_hybrid_service import admin_duels_until_selected, hybrid_campaign
+
+
+async def _annotator(api, cid: int, label: str) -> dict:
+    r = await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['token']}"}
+
+
+async def test_an_annotator_cannot_read_or_vote_on_a_duel_not_handed_to_it(api):
+    cid = (await api.post("/v1/campaigns", json=campaign_body("integrity"))).json()["id"]
+    ann = await _annotator(api, cid, "x")
+    admin_duel = (await api.post(f"/v1/campaigns/{cid}/duels")).json()  # the admin's own duel
+    assert (await api.get(f"/v1/duels/{admin_duel['id']}", headers=ann)).status_code == 404
+    r = await api.post(f"/v1/duels/{admin_duel['id']}/vote", json={"choice": "a"}, headers=ann)
+    assert r.status_code == 404 and r.json()["detail"] == f"duel {admin_duel['id']} not found"
+    assert (await api.get(f"/v1/duels/{admin_duel['id']}")).json()["status"] == "pending"  # not voted
+    # the duel handed to it: readable and votable
+    mine = (await api.post(f"/v1/campaigns/{cid}/duels", headers=ann)).json()
+    assert (await api.get(f"/v1/duels/{mine['id']}", headers=ann)).status_code == 200
+    assert (await api.post(f"/v1/duels/{mine['id']}/vote", json={"choice": "b"}, headers=ann)).status_code == 200
+
+
+async def test_an_annotator_cannot_read_duels_the_hybrid_judge_settled_alone(api, monkeypatch):
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch)
+    sel = await admin_duels_until_selected(api, cid)
+    page = (await api.get(f"/v1/campaigns/{cid}/duels", params={"status": "judged"})).json()
+    judged = [d["id"] for d in page["items"]]
+    assert judged
+    for duel_id in judged:  # settled by the judge alone: the same 404 as a missing id
+        r = await api.get(f"/v1/duels/{duel_id}", headers=p)
+        assert r.status_code == 404, r.text
+    # a selected duel not yet handed to p: 404 too (no 404 tells which duels went to humans)
+    assert (await api.get(f"/v1/duels/{sel['id']}", headers=p)).status_code == 404
+
+
+async def test_the_admin_cannot_vote_on_a_hybrid_campaigns_selected_duel(api, monkeypatch):
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch)
+    sel = await admin_duels_until_selected(api, cid)
+    r = await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"})
+    assert r.status_code == 403 and "blind" in r.json()["detail"], r.text
+    after = (await api.get(f"/v1/duels/{sel['id']}")).json()
+    assert after["status"] == "pending" and after["choice"] is None
+    # an annotator still gets it and votes
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
