@@ -52,3 +52,27 @@ async def test_the_admin_cannot_vote_on_a_hybrid_campaigns_selected_duel(api, mo
     # an annotator still gets it and votes
     assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
     assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
+
+
+async def test_a_hybrid_campaign_with_one_annotator_does_not_stall_on_a_skip(api, monkeypatch):
+    """The skipped duel goes back to the pool behind the others, and to its skipper when no other
+    annotator can take it (before, it stayed in the pool for 30 days and every later duel of its
+    pair waited behind it: votes charged, none counted)."""
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    listed = (await api.get(f"/v1/campaigns/{cid}/annotators")).json()
+    rows = listed["items"] if isinstance(listed, dict) else listed
+    q_id = next(a["id"] for a in rows if a["label"] == "q")
+    assert (await api.delete(f"/v1/campaigns/{cid}/annotators/{q_id}")).status_code == 200  # p alone now
+    first = await admin_duels_until_selected(api, cid)
+    second = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == first["id"]
+    assert (await api.post(f"/v1/duels/{first['id']}/skip", headers=p)).status_code in (200, 204)
+    # the duel p did not skip comes first, then the skipped one comes back to p
+    for expected in (second["id"], first["id"]):
+        r = await api.post(f"/v1/campaigns/{cid}/duels", headers=p)
+        assert r.status_code in (200, 201) and r.json()["id"] == expected, r.text
+        assert (await api.post(f"/v1/duels/{expected}/vote", json={"choice": "a"}, headers=p)).status_code == 200
+    view = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert view["hybrid"]["human_votes"] == 2 and view["hybrid"]["human_votes_waiting"] == 0
+    assert view["t"] == 2  # both counted
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True

@@ -319,6 +319,16 @@ def format_forecast(f: Any) -> str:
         lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
     if isinstance(f.get("within_budget"), (int, float)):
         lines.append(f"  within budget     {100 * f['within_budget']:.0f}% of runs")
+    batch = f.get("batch")
+    if isinstance(batch, dict):  # a batch campaign: the cost above is at the batch prices
+        ratio = batch.get("price_ratio")
+        lines.append(
+            f"  at list prices    {spread(batch.get('cost_at_list_price'), True)} USD "
+            f"(batch prices x{ratio if isinstance(ratio, (int, float)) else '-'})"
+        )
+        if batch.get("rounds") is not None:
+            lines.append(f"  rounds            {spread(batch.get('rounds'), False)}")
+            lines.append(f"  duels past stop   {spread(batch.get('extra_duels'), False)}")
     if f.get("note"):
         lines.append(f"  note: {f['note']}")
     return "\n".join(lines) + "\n"
