@@ -17,7 +17,7 @@
 * ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field from
   the counted duels' scores as the certificate counts them (graded scores, ties by the
   tie policy), its 95% anytime-valid interval (``ci_low``, ``ci_high``: it holds at the
-  campaign's own stopping time) and the seeded bootstrap interval (``bootstrap_low``,
+  campaign's own stopping time, for every model at once: betting confidence sequences) and the seeded bootstrap interval (``bootstrap_low``,
   ``bootstrap_high``: descriptive only) (:mod:`algorithms.ranking`), its counted duels,
   the configured cost per query, the observed cost per query (its model charges over
   its answered calls) and its observed spend;
@@ -70,8 +70,9 @@ IMAGE_NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
-#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time.
-INTERVAL = "anytime"
+#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time,
+#: simultaneously for every model.
+INTERVAL = "betting"
 INTERVAL_LEVEL = 0.95
 NO_CATEGORY = "(none)"
 RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low", "ci_high", "duels"]
