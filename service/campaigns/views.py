@@ -19,7 +19,7 @@ from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, policy_log, rules, stores, verdicts
-from .model_changes import CHANGE_FIELDS, model_status
+from .model_changes import CHANGE_FIELDS, active_models, model_status
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 from .verdicts import verdict_text
@@ -155,17 +155,21 @@ def summarise_pairs(view: dict) -> dict:
 
 
 def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[float | None, float | None]:
-    """The plug-in lower bounds (the paper's, and dctas-pc's) from the counts so far; None before any duel."""
+    """``c* log(1/4 delta)`` and, for dctas-pc, ``c_pc* log(1/4 delta)`` at the empirical matrix of the models
+    still compared (a model disabled while running is out of the question); None when not defined."""
     if not (stats.get("t") or 0) > 0:
         return None, None
+    on = active_models(len(c.models), c.model_changes)
     try:
-        lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], costs, c.delta))
-        if c.algorithm != "dctas-pc":
-            return lower, None
+        W = [[counts["W"][a][b] for b in on] for a in on]
+        N = [[counts["N"][a][b] for b in on] for a in on]
+        sub = [costs[m] for m in on]
+        lower = finite_or_none(plugin_lower_bound(W, N, sub, c.delta))
         # the bound of a rule that may also answer "no Condorcet winner"
-        return lower, finite_or_none(plugin_pc_lower_bound(counts["W"], counts["N"], costs, c.delta))
+        lower_pc = finite_or_none(plugin_pc_lower_bound(W, N, sub, c.delta)) if c.algorithm == "dctas-pc" else None
     except Exception:  # a statistic must never break the view
         return None, None
+    return lower, lower_pc
 
 
 def provider_faults(d: Duel) -> list[dict]:
