@@ -7,6 +7,7 @@ itself on seeded instances."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 
@@ -135,6 +136,8 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert (await api3.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
     paused = await _until(api3, cid, lambda c: not c["run"]["active"] and c["run"]["error"])
     assert paused["status"] == "running" and paused["duels_failed"] >= 3
+    page = await api3.get(f"/campaigns/{cid}")  # the dashboard says the run paused and how to go on
+    assert 'id="run-paused"' in page.text and f"llmduel campaign disable-model {cid} NAME" in page.text
 
     r = await api3.post(f"/v1/campaigns/{cid}/models/broken/disable", json={"reason": "provider down"})
     assert r.status_code == 200, r.text
@@ -151,6 +154,11 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert c["verdict"].startswith("m0 beats every other model: it was shown to beat m1 (")
     assert "broken was disabled while the campaign ran: the verdict is about the others." in c["verdict"]
     assert c["not_beaten"] == ["m0"]
+    # the yardstick is about the two models compared: c_pc* at their 2 x 2 empirical matrix
+    from algorithms import plugin_pc_lower_bound
+
+    sub = [[c["wins"][a][b] for b in (0, 1)] for a in (0, 1)], [[c["counts"][a][b] for b in (0, 1)] for a in (0, 1)]
+    assert math.isclose(c["lower_bound_pc"], plugin_pc_lower_bound(*sub, c["policy_costs"][:2], 0.1))
     # the certificate is about two models: each certificate at delta / 2
     ev = c["pc_evidence"]
     assert math.isclose(ev["log_threshold"], math.log(2 / 0.1)) and ev["needed"] == 1
@@ -160,7 +168,9 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert len(with_broken) >= 3 and all(d["status"] in ("failed", "cancelled") for d in with_broken)
     replay = (await api3.get(f"/v1/campaigns/{cid}/replay")).json()
     assert replay["ok"] is True, replay["diff"][:5]
-    assert (await api3.get(f"/v1/campaigns/{cid}/export")).status_code == 200
+    cert = json.loads((await api3.get(f"/v1/campaigns/{cid}/export")).json()["files"]["certificate.json"])
+    assert cert["disabled_models"] == ["broken"] and cert["model_changes"][0]["reason"] == "provider down"
+    assert cert["certified_pairs"] == [["m0", "m1"]]
     page = await api3.get(f"/campaigns/{cid}")
     assert page.status_code == 200 and "disabled" in page.text
 
@@ -223,6 +233,10 @@ async def test_refusals_are_clear_4xx_and_change_nothing(api3):
     assert r.status_code == 409 and "at least two models" in r.json()["detail"]
     c = (await api3.get(f"/v1/campaigns/{cid}")).json()
     assert [m["status"] for m in c["models"]] == ["active", "active", "disabled"] and len(c["model_changes"]) == 1
+    for _ in range(6):  # a few duels of the two models left, then the pilot forecast is about them only
+        assert (await api3.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    r = await api3.post(f"/v1/campaigns/{cid}/forecast", json={"trials": 10})
+    assert r.status_code == 200 and "for the 2 models still compared (1 disabled)" in r.json()["note"], r.text
     await api3.post(f"/v1/campaigns/{cid}/stop")
     r = await api3.post(f"/v1/campaigns/{cid}/models/m1/disable")
     assert r.status_code == 409 and "has ended" in r.json()["detail"]
@@ -266,3 +280,28 @@ def test_the_client_posts_the_change_and_the_cli_reads_the_new_model_from_a_file
     assert main(["campaign", "replace-model", "4", "b", "--with", str(bad), "--url", "http://127.0.0.1:9"]) == 2
     err = capsys.readouterr().err.strip()
     assert "expected one model" in err and len(err.splitlines()) == 1
+
+
+async def test_disabling_without_replacement_keeps_positions_and_replays_exactly(api3):
+    """Sampling prompts without replacement: the remaining pairs keep their positions in the shared
+    permutation, the rebuilt policy runs the without-replacement tests at the level for two models."""
+    P = [[0.5, 0.9, 0.5], [0.1, 0.5, 0.5], [0.5, 0.5, 0.5]]
+    body = campaign_body("wor", costs=(1.0, 1.0, 1.0), judge=simulated_judge(P), delta=0.2)
+    body["prompts"] = [f"Question {n}?" for n in range(40)]
+    body.update(prompt_sampling="without_replacement", answers="reuse", verdicts="reuse")
+    r = await api3.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(5):
+        assert (await api3.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    r = await api3.post(f"/v1/campaigns/{cid}/models/m2/disable", json={"resume": False})
+    assert r.status_code == 200, r.text
+    assert (await api3.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+    c = await _until(api3, cid, lambda c: c["status"] != "running" and not c["pending"])
+    assert c["status"] == "certified" and c["winner"] == "m0", c["end_reason"]
+    assert math.isclose(c["pc_evidence"]["log_threshold"], math.log(2 / 0.2))
+    duels = [d for d in await all_duels(api3, cid) if d["status"] == "judged" and 2 not in (d["model_a"], d["model_b"])]
+    positions = sorted(d["position"] for d in duels)
+    assert positions == list(range(len(positions)))  # one pair, its positions in order, none skipped
+    replay = (await api3.get(f"/v1/campaigns/{cid}/replay")).json()
+    assert replay["ok"] is True, replay["diff"][:5]

@@ -491,9 +491,10 @@ ANNOTATOR_LABEL_PREFIX = "annotator:"  # service.auth.Principal.label of an anno
 
 
 def annotator_owns(requested_by: str | None, label: str) -> bool:
-    """An annotator may read and vote on the duels it asked for, and on duels no annotator
-    asked for (the admin's); never on another annotator's duel (its answers and vote)."""
-    return requested_by == label or not (requested_by or "").startswith(ANNOTATOR_LABEL_PREFIX)
+    """An annotator reads and votes only on the duels handed to it (``requested_by`` its label);
+    never on another annotator's, the admin's, a background run's or one the judge settled alone.
+    Every other id is the same 404 as a missing one, so no 404 tells which duels went to humans."""
+    return requested_by == label
 
 
 def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:

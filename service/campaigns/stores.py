@@ -558,9 +558,9 @@ class Stores:
             row = s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none()
             if row is not None:
                 return "ready", _stored(table, row)
-        now = utcnow()
         try:
             with self.db.write() as s:
+                now = self.db.clock(s)  # claims are leases: timed by the database (Database.clock)
                 row = s.execute(select(model).where(model.key == key)).scalar_one_or_none()
                 if row is None:
                     row_id = s.execute(
@@ -593,7 +593,7 @@ class Stores:
             return 0
         renewed = 0
         with self.db.write() as s:
-            now = utcnow()
+            now = self.db.clock(s)
             for table, ids in sorted(by_table.items()):
                 model = _TABLES[table]
                 renewed += s.execute(
