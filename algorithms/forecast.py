@@ -52,6 +52,7 @@ from .oracle import solve_oracle
 from .prompt_level import bradley_terry_prompts
 from .prompt_policy_sim import POLICY_MODES, policy_campaign
 from .prompt_sim import CAPPED
+from .rounds import planned_in_rounds
 from .simulator import simulate
 
 __all__ = [
@@ -255,6 +256,8 @@ class Forecast:
     duel_cap: int = DEFAULT_TRIAL_DUEL_CAP
     mode: str = "fresh"  # fresh (every duel pays), reuse or wor (prompt-level, pays what is not yet stored)
     ceiling: float | None = None  # every answer once and every pair judged once on every prompt (reuse, wor)
+    rounds: np.ndarray | None = None  # run in rounds (a batch campaign): rounds of each trial
+    extra_duels: np.ndarray | None = None  # ... and the duels each trial planned past its stop (paid, in ``costs``)
 
     @property
     def trials(self) -> int:
@@ -286,7 +289,23 @@ class Forecast:
             "unfinished": int((~self.certified).sum()),
             "duel_cap": self.duel_cap,
             "ceiling": self.ceiling,
+            **(
+                {"rounds": spread_summary(self.rounds.astype(float)), "extra_duels": spread_summary(self.extra_duels)}
+                if self.rounds is not None and self.extra_duels is not None
+                else {}
+            ),
         }
+
+
+def _in_rounds(
+    cost: float, duels: int, rounds: dict[str, Any], out_rounds: list[int], out_extra: list[float]
+) -> tuple[float, int]:
+    """A trial's (cost, duels) when its campaign runs in ``rounds``: the duels its rounds plan
+    (:func:`algorithms.rounds.planned_in_rounds`), the extra ones at the trial's mean cost per duel."""
+    planned, k = planned_in_rounds(duels, rounds)
+    out_rounds.append(k)
+    out_extra.append(float(planned - duels))
+    return (cost * planned / duels if duels else cost), planned
 
 
 def _check_trials(n: int) -> None:
@@ -302,12 +321,17 @@ def run_forecast(
     judge_cost: float = 0.0,
     seed: int = 0,
     duel_cap: int | None = None,
+    rounds: dict[str, Any] | None = None,
 ) -> Forecast:
     """One simulated campaign per matrix (in order), every duel paying its answers and judge (``fresh``).
 
     ``costs`` are the models' expected costs per query, ``judge_cost`` the judge's
     per duel (``c_J``); trial ``n`` uses simulator seed ``seed + n``; ``duel_cap``
-    defaults to :func:`trial_duel_cap`. Every matrix is simulated.
+    defaults to :func:`trial_duel_cap`. Every matrix is simulated. With ``rounds`` (a batch
+    campaign's ``round_size``, ``growth``, ``max_round_size``) each trial also pays the duels its
+    rounds plan past its stop (:func:`_in_rounds`, counted in ``duels``): an upper bound of a running
+    campaign's, whose later rounds are cut to the stopping rule's forecast; the policy itself is not
+    simulated in rounds (``llmduel simulate --round-size`` does that).
     """
     n = int(matrices.shape[0])
     _check_trials(n)
@@ -315,12 +339,17 @@ def run_forecast(
     duel_cap = trial_duel_cap(L) if duel_cap is None else int(duel_cap)
     names = [f"m{i}" for i in range(L)]
     out_cost, out_duels, out_ok, bounds = [], [], [], []
+    out_rounds: list[int] = []
+    out_extra: list[float] = []
     for k in range(n):
         P = matrices[k]
         inst = Instance(names, list(costs), P, require_condorcet=False)
         res = simulate(inst, algorithm, delta, 1, seed=int(seed) + k, max_steps=int(duel_cap), judge_cost=judge_cost)
-        out_cost.append(float(res.costs[0]))
-        out_duels.append(int(res.pulls[0]))
+        cost, duels = float(res.costs[0]), int(res.pulls[0])
+        if rounds is not None:
+            cost, duels = _in_rounds(cost, duels, rounds, out_rounds, out_extra)
+        out_cost.append(cost)
+        out_duels.append(duels)
         out_ok.append(bool(res.stopped[0]))
         if condorcet_winner(inst.preference) is not None:
             bounds.append(solve_oracle(inst, judge_cost=judge_cost).lower_bound(delta))
@@ -333,6 +362,8 @@ def run_forecast(
         lower_bounds=bounds,
         requested=n,
         duel_cap=int(duel_cap),
+        rounds=np.asarray(out_rounds, dtype=np.int64) if rounds is not None else None,
+        extra_duels=np.asarray(out_extra, dtype=float) if rounds is not None else None,
     )
 
 
@@ -347,6 +378,7 @@ def run_prompt_forecast(
     duel_cap: int | None = None,
     prompt_sd: float = DEFAULT_PROMPT_SD,
     tie_prob: float = DEFAULT_TIE_PROB,
+    rounds: dict[str, Any] | None = None,
 ) -> Forecast:
     """One ``dctas-pc`` campaign per strength vector on a drawn prompt-level table (module docstring).
 
@@ -358,6 +390,8 @@ def run_prompt_forecast(
     (at least 1000). ``judge_cost`` is ``c_J``, the judge's cost of one
     verdict (both orders). A trial never spends more than the every-answer-once
     ceiling ``P sum_i c_i + L (L - 1) / 2 P c_J`` (what it pays is never paid twice).
+    With ``rounds`` (a batch campaign's round sizes) each trial also pays the duels the rounds
+    plan past its stop, at its own mean cost per duel (:func:`_in_rounds`; at most the ceiling).
     """
     if mode not in POLICY_MODES:
         raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
@@ -375,6 +409,8 @@ def run_prompt_forecast(
             duel_cap = min(duel_cap, max(1000, REUSE_DUELS_PER_VERDICT * L * (L - 1) // 2 * int(n_prompts)))
     duel_cap = int(duel_cap)
     out_cost, out_duels, out_ok = [], [], []
+    out_rounds: list[int] = []
+    out_extra: list[float] = []
     ceiling = 0.0
     for k in range(n):
         inst = bradley_terry_prompts(
@@ -388,8 +424,12 @@ def run_prompt_forecast(
         )
         ceiling = inst.every_answer_once_bound()
         r = policy_campaign(inst, mode, delta, int(seed) + k, max_duels=int(duel_cap))
-        out_cost.append(r.spend)
-        out_duels.append(r.duels)
+        spend, duels = float(r.spend), int(r.duels)
+        if rounds is not None:
+            spend, duels = _in_rounds(spend, duels, rounds, out_rounds, out_extra)
+            spend = min(spend, inst.every_answer_once_bound())
+        out_cost.append(spend)
+        out_duels.append(duels)
         out_ok.append(r.outcome != CAPPED)
     return Forecast(
         algorithm="dctas-pc",
@@ -401,4 +441,6 @@ def run_prompt_forecast(
         duel_cap=int(duel_cap),
         mode=mode,
         ceiling=ceiling,
+        rounds=np.asarray(out_rounds, dtype=np.int64) if rounds is not None else None,
+        extra_duels=np.asarray(out_extra, dtype=float) if rounds is not None else None,
     )

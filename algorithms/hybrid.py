@@ -72,6 +72,7 @@ from .policies import (
     pair_index_arrays,
 )
 from .policies import policy_from_state as _plain_policy_from_state
+from .restricted import RestrictedPolicy, is_restricted_state
 
 __all__ = [
     "HYBRID",
@@ -809,4 +810,6 @@ def policy_from_state(state: Mapping[str, Any]) -> Any:
     """Rebuild any policy from its state: hybrid states here, the others by :mod:`algorithms.policies`."""
     if isinstance(state, Mapping) and state.get("algorithm") == HYBRID:
         return HybridPolicy.from_state(state)
+    if is_restricted_state(state):  # some models disabled (algorithms/restricted.py)
+        return RestrictedPolicy.from_state(state)
     return _plain_policy_from_state(state)

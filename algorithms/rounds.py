@@ -72,6 +72,18 @@ def next_round_size(cfg: dict[str, Any], k: int, remaining: float | None) -> int
     return int(max(1, min(cap, max(int(cfg["round_size"]), want))))
 
 
+def planned_in_rounds(duels: int, cfg: dict[str, Any]) -> tuple[int, int]:
+    """(duels planned, rounds) of a campaign that records ``duels`` duels in rounds of :func:`round_size`:
+    the rounds it takes to plan at least that many, all of them paid. An upper bound of the duels a
+    running campaign plans (its rounds from the second on are also cut to :func:`next_round_size`'s
+    forecast of the duels still needed), used where the policy itself is not simulated in rounds."""
+    planned, k = 0, 0
+    while planned < max(0, int(duels)):
+        k += 1
+        planned += round_size(cfg, k)
+    return planned, k
+
+
 @dataclass
 class RoundsResult:
     """Per trial: ``costs`` (every planned duel paid, ``judge_cost`` included), ``planned`` duels,

@@ -15,8 +15,10 @@ from fastapi import FastAPI
 
 from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
+from .api.annotator_limits import AnnotatorRequestLimiter
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
+from .api.idempotency import Idempotency
 from .api.removal import router as removal_router
 from .auth import watch_revocations
 from .campaigns import warm_policies
@@ -108,12 +110,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
+    app.state.annotator_limiter = AnnotatorRequestLimiter(settings.annotator_requests_per_minute)
     app.state.campaigns = campaigns  # every campaign object, built once (service/api/deps.py hands them out)
     app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(exports_router)
     app.include_router(removal_router)
+    app.add_middleware(Idempotency)  # inside the body limit: the body it hashes is bounded
     app.add_middleware(BodySizeLimit, max_bytes=MAX_BODY_BYTES)
     app.add_middleware(ContainErrors)  # outermost of ours: a 500 does not reset keep-alive connections
     web.register(app)  # the web pages and /static

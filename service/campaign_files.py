@@ -462,27 +462,44 @@ def _inside(base: Path, name: str, path: Path, allow_outside: bool) -> Path:
     return target
 
 
+def _load_file(path: Path) -> Any:
+    """A YAML or JSON file's data (the same safe loaders and limits as a campaign file)."""
+    import yaml
+
+    text = read_text(path)
+    if path.suffix.lower() == ".json":
+        return _load_json(path, text)
+    try:
+        data = yaml.load(text, Loader=_yaml_loader(path))  # noqa: S506 (a SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise CampaignFileError(f"{path}{line}: not valid YAML ({problem})") from None
+    _check_plain(data, path)
+    return data
+
+
+def read_model_file(path: str | Path) -> dict[str, Any]:
+    """One model (``name``, ``client``, ``cost``... as an entry of a campaign file's ``models``), from a YAML or
+    JSON file holding that mapping, or a mapping ``{model: {...}}``."""
+    path = Path(path)
+    data = _load_file(path)
+    if isinstance(data, dict) and set(data) == {"model"}:
+        data = data["model"]
+    if not isinstance(data, dict):
+        raise CampaignFileError(f"{path}: expected one model as a mapping (name, client, cost, ...)")
+    return dict(data)
+
+
 def read_campaign_file(path: str | Path, *, allow_outside_prompts: bool = False) -> dict[str, Any]:
     """A campaign file as the body of ``POST /v1/campaigns`` (prompt files read and inlined).
 
     ``allow_outside_prompts``: read a prompt file given by an absolute path or outside the
     campaign file's folder (refused by default).
     """
-    import yaml
-
     path = Path(path)
-    text = read_text(path)
-    if path.suffix.lower() == ".json":
-        data = _load_json(path, text)
-    else:
-        try:
-            data = yaml.load(text, Loader=_yaml_loader(path))  # noqa: S506 (a SafeLoader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or type(exc).__name__
-            raise CampaignFileError(f"{path}{line}: not valid YAML ({problem})") from None
-        _check_plain(data, path)
+    data = _load_file(path)
     if not isinstance(data, dict):
         raise CampaignFileError(f"{path}: expected a mapping of campaign fields (name, models, prompts, judge, ...)")
     body = dict(data)

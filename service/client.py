@@ -16,7 +16,7 @@ documented in docs/service.md. A refused request raises :class:`APIError` with t
 and the server's message on one line; a server that cannot be reached raises :class:`APIError`
 with ``status_code`` None. The key is sent as a Bearer token and never appears in an error.
 
-Every POST carries an ``Idempotency-Key`` header (a fresh UUID per call, or the caller's own
+Every POST and PATCH carries an ``Idempotency-Key`` header (a fresh UUID per call, or the caller's own
 ``idempotency_key``), so a call repeated with the same key after a network error is answered
 from the first one by a server that honours the header (docs/service.md).
 """
@@ -27,6 +27,7 @@ import os
 import time
 import uuid
 from typing import Any, Literal
+from urllib.parse import quote
 
 import httpx
 
@@ -94,7 +95,7 @@ class Client:
 
     def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs: Any) -> Any:
         """Send one request; the decoded JSON body (None for 204), or :class:`APIError`."""
-        if method == "POST":
+        if method in ("POST", "PATCH"):
             kwargs["headers"] = {**kwargs.get("headers", {}), "Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         try:
             resp = self._http.request(method, path, **kwargs)
@@ -181,6 +182,24 @@ class Client:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"campaign {campaign_id} is still {c['status']} after {timeout:g} s")
             time.sleep(interval)
+
+    def disable_model(self, campaign_id: int, name: str, *, reason: str | None = None, resume: bool = True) -> JSON:
+        """``POST /v1/campaigns/{id}/models/{name}/disable``: the campaign goes on without the model
+        (``{"campaign_id", "change", "run", "campaign"}``; docs/guide.md, A failing model)."""
+        body: dict[str, Any] = {"resume": resume}
+        if reason is not None:
+            body["reason"] = reason
+        return self.post(f"/v1/campaigns/{int(campaign_id)}/models/{quote(name, safe='')}/disable", json=body)
+
+    def replace_model(
+        self, campaign_id: int, name: str, model: dict[str, Any], *, reason: str | None = None, resume: bool = True
+    ) -> JSON:
+        """``POST /v1/campaigns/{id}/models/{name}/replace``: ``model`` (as in a campaign's ``models``) takes
+        the place of ``name``, with no evidence yet."""
+        body: dict[str, Any] = {"model": model, "resume": resume}
+        if reason is not None:
+            body["reason"] = reason
+        return self.post(f"/v1/campaigns/{int(campaign_id)}/models/{quote(name, safe='')}/replace", json=body)
 
     def archive(self, campaign_id: int, archived: bool = True) -> JSON:
         """``POST /v1/campaigns/{id}/archive`` (or ``unarchive`` with ``archived=False``)."""

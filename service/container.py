@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .auth import TokenCache
 from .campaigns.annotators import Annotators
+from .campaigns.batch_jobs import BatchJobs
 from .campaigns.calls import Calls
 from .campaigns.endings import Endings
 from .campaigns.forecasting import Forecasts
@@ -25,6 +26,7 @@ from .campaigns.tasks import Background, Keeper
 from .campaigns.views import Views
 from .campaigns.webhooks import Webhooks
 from .config import Settings
+from .cycle.batch_collector import pregen_batches
 from .cycle.orchestration import Cycle
 from .cycle.runs import Runs
 from .db import Database
@@ -75,7 +77,9 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     prompts = PromptCache(db)
     endings = Endings()
     calls = Calls(settings, db, prompts, stores, keeper)
-    pregen = Pregeneration(settings, db, calls, background, endings)
+    pregen = Pregeneration(
+        settings, db, calls, background, endings, pregen_batches(BatchJobs(db, owner_id), calls.http_client)
+    )
     cycle = Cycle(settings, db, views, webhooks, leases, stores, calls, pregen, endings, prompts)
     lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
     runs = Runs(settings, db, cycle, lifecycle, calls, leases, stores, webhooks, keeper, background)

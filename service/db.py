@@ -14,6 +14,7 @@ them per campaign:
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager, nullcontext
@@ -23,7 +24,7 @@ import asyncpg
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, event, inspect, select
+from sqlalchemy import create_engine, event, inspect, select, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -265,6 +266,17 @@ class Database:
         """Load a campaign row inside a write transaction, locked for update."""
         stmt = select(Campaign).where(Campaign.id == campaign_id).with_for_update()
         return session.execute(stmt).scalar_one_or_none()
+
+    def clock(self, session: Session) -> dt.datetime:
+        """The database's clock (aware UTC), in ``session``'s transaction: PostgreSQL's
+        ``clock_timestamp()`` (the server's time now, not the transaction's start), SQLite's
+        ``'now'`` (the clock of the one host its file lives on). Run leases and store claims are
+        timed by it, never by a worker's own clock, so a worker whose clock is off cannot take a
+        healthy owner's lease early nor keep its own too long."""
+        if self.is_sqlite:
+            raw = session.execute(text("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")).scalar_one()
+            return dt.datetime.fromisoformat(raw).replace(tzinfo=dt.timezone.utc)
+        return session.execute(text("SELECT clock_timestamp()")).scalar_one().astimezone(dt.timezone.utc)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -33,6 +33,9 @@ end-to-end tests with no network: ``llmduel fake-provider [--host H] [--port P]`
   (``usage-1e16``, ``usage-1e30``, ``usage--5``, ``usage-nan``: any text, sent as a JSON
   number when it parses as one, else as a string); ``fault-trickle`` sends its headers,
   then one byte every ``trickle_interval_s`` (default 2 s) for ``trickle_bytes`` bytes.
+* ``POST /v1/images/generations`` answers an image model with a PNG whose pixels carry the
+  marker (:mod:`service.fake_images`); image parts of a chat completion count as the markers
+  their pixels carry, so the judge judges two images as it judges two texts.
 * ``GET /v1/models`` lists the configured models and those seen so far.
 * The OpenAI Batch API (``POST /v1/files``, ``POST /v1/batches``, ``GET /v1/batches/{id}``,
   ``GET /v1/batches``, ``POST /v1/batches/{id}/cancel``, ``GET /v1/files/{id}/content``):
@@ -57,6 +60,8 @@ import secrets
 import struct
 import time
 from typing import TYPE_CHECKING, Any
+
+from .fake_images import content_text, images_generations
 
 if TYPE_CHECKING:  # fastapi is imported lazily: the CLI imports this module to register
     from fastapi import FastAPI, Request
@@ -108,14 +113,6 @@ def _uniform(*parts: str) -> float:
 
 def count_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
-
-
-def _message_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
 
 
 class FakeProvider:
@@ -284,8 +281,9 @@ class FakeProvider:
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
 
-        prompt = _message_text(messages[-1].get("content"))
-        all_text = "\n".join(_message_text(m.get("content")) for m in messages)
+        # image parts count as the markers their pixels carry (service/fake_images.py)
+        prompt = content_text(messages[-1].get("content"))
+        all_text = "\n".join(content_text(m.get("content")) for m in messages)
         if self.is_judge(model):
             verdicts = body.get("fake_verdicts")
             if verdicts is not None and (
@@ -448,7 +446,11 @@ def create_fake_provider_app(qualities: dict[str, float] | None = None, **option
     async def health(request):
         return JSONResponse({"status": "ok"})
 
+    async def images(request):
+        return await images_generations(provider, request)
+
     app.add_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_route("/v1/images/generations", images, methods=["POST"])
     app.add_route("/v1/models", models, methods=["GET"])
     app.add_route("/v1/requests", requests, methods=["GET"])
     app.add_route("/health", health, methods=["GET"])

@@ -246,7 +246,8 @@ def _simulated_judge_client(v: Any) -> Any:
 
 
 class LLMJudgeConfig(_Config):
-    """A judge model (any HTTP client kind) compares the two answers, by default in both orders."""
+    """A judge model (any HTTP client kind) compares the two answers, by default in one or both orders as its
+    measured tie and flip rates say is cheaper (``orders: auto``)."""
 
     kind: Literal[JudgeKind.LLM] = Field(description="LLM as a judge.")
     client: Annotated[HTTPClientConfig, BeforeValidator(_simulated_judge_client)] = Field(
@@ -260,16 +261,16 @@ class LLMJudgeConfig(_Config):
         description="USD per judge call (charged when the client has no price or no usage is reported).",
     )
     orders: Literal["both", "one", "auto"] = Field(
-        "both",
+        "auto",
         description="both: judge each duel twice, the answers swapped the second time (two calls); one: judge "
         "it once, in the order the answers are shown, which the campaign draws with its secret key (one call; "
         "position bias becomes zero-mean noise); auto (not for jurors or a hybrid's judge): both "
         "orders until the measured tie and flip rates say one order is cheaper, then one order with a few duels "
-        "still read in both, and back to both when the rates change. All estimate the preference averaged over "
-        "the two orders.",
+        "still read in both, and back to both when the rates change (the default). All estimate the preference "
+        "averaged over the two orders.",
     )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
-        True,
+        False,
         description="The older spelling of orders (true = both, false = one); stored equal to orders == both.",
     )
     system_prompt: Annotated[str | None, BeforeValidator(lambda v: _system(v))] = Field(
@@ -311,7 +312,8 @@ class LLMJudgeConfig(_Config):
             return {**data, "both_orders": data["orders"] == "both"}
         if has_both:
             return {**data, "orders": "both" if data["both_orders"] else "one"}
-        return data
+        # neither: the default, auto (every stored row has both_orders, so this is a new config)
+        return {**data, "orders": "auto", "both_orders": False}
 
     @model_validator(mode="after")
     def _check(self) -> "LLMJudgeConfig":
@@ -512,7 +514,8 @@ def build_judge(
     ``cfg`` is a model of :data:`JudgeConfig` (:func:`parse_judge_config` turns a
     dict into one). ``http`` is an optional shared ``httpx.AsyncClient`` for an LLM
     judge's model client; ``options`` (``limiter``, the shared rate limiter; ``sleep``, ``rng`` for tests) are
-    passed to that client.
+    passed to that client, except ``images``: a loader of the image store's blind copies
+    (:class:`service.images.judge.VisionJudgeClient`), with which the judge sees the images it is shown.
     """
     if tie_policy not in TIE_POLICIES:
         raise ValueError(f"tie_policy: must be one of {list(TIE_POLICIES)}, got {tie_policy!r}")
@@ -537,7 +540,13 @@ def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, htt
     client_cfg = cfg.client
     if cfg.system_prompt is not None:
         client_cfg = client_cfg.model_copy(update={"system": cfg.system_prompt})
-    client = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
+    options = dict(options)
+    images = options.pop("images", None)  # a loader of blind copies: the judge sees the images it is shown
+    client: Any = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
+    if images is not None and client_cfg.kind != "simulated":
+        from service.images.judge import VisionJudgeClient
+
+        client = VisionJudgeClient(client, images)
     return LLMJudge(
         judge_json(cfg),
         model_names,

@@ -92,6 +92,8 @@ class Campaign(Base):
 
     # Configuration (client configs name API-key variables, never keys).
     models: Mapped[list] = mapped_column(JSON)
+    # Models disabled or replaced while running, in order (service/campaigns/model_changes.py); None: none.
+    model_changes: Mapped[list | None] = mapped_column(JSON, nullable=True)
     n_prompts: Mapped[int] = mapped_column(Integer)  # the texts live in the prompts table
     judge: Mapped[dict] = mapped_column(JSON)
     budget_nusd: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
@@ -367,6 +369,25 @@ class RateLimitEvent(Base):
     key: Mapped[str] = mapped_column(String(64))
     at: Mapped[float] = mapped_column(Float)
     tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class IdempotencyKey(Base):
+    """The first response to a request sent with an ``Idempotency-Key`` header
+    (service/api/idempotency.py): the same caller sending the same key and request again within
+    24 hours gets this response back, and nothing is done again. ``caller``: a hash of the
+    request's credential (never the credential); ``request_hash``: a hash of its method, path,
+    query and body; ``status_code`` None while the first request is under way."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("ix_idempotency_keys_created_at", "created_at"),)
+
+    caller: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64))
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    content_type: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    response_body: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
 class BudgetHold(Base):

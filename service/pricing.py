@@ -437,6 +437,55 @@ def resolve_model_cost(
     return float(cost), client, record
 
 
+def lookup_image_price(client: Mapping[str, Any]) -> tuple[float, str, str] | None:
+    """An image model's price per generated image from LiteLLM's map (``output_cost_per_image``, or
+    ``input_cost_per_image`` of an ``image_generation`` entry, LiteLLM's spelling for OpenAI's image
+    models), under its quality and size when ``params`` sets them: (USD, the map's origin, the key), or None."""
+    base = base_map()
+    params = client.get("params") or {}
+    size, quality = str(params.get("size") or "").replace("x", "-x-"), params.get("quality")
+    keys = []
+    for key in candidate_keys(
+        client
+    ):  # LiteLLM lists some image models per quality and size: "hd/1024-x-1024/dall-e-3"
+        if size and quality:
+            keys.append(f"{quality}/{size}/{key}")
+        if size:
+            keys.append(f"{size}/{key}")
+        keys.append(key)
+    for key in keys:
+        entry = base.entries.get(key) or {}
+        x = entry.get("output_cost_per_image")
+        if x is None and entry.get("mode") == "image_generation":  # LiteLLM's older spelling for generated images
+            x = entry.get("input_cost_per_image")
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0:
+            return float(x), base.origin, key
+    return None
+
+
+def resolve_image_cost(name: str, cost: float | None, client: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """An image model's cost per call (one image) and its pricing record: its ``cost``, else the map's
+    ``output_cost_per_image``. Charged per call (the client has no per-token ``price``)."""
+    found = lookup_image_price(client)
+    if cost is None and found is None:
+        keys = ", ".join(repr(k) for k in candidate_keys(client))
+        raise ValueError(
+            f"models[{name!r}]: no cost and no price per image for {client.get('model')!r} (looked up as {keys}); "
+            "give the model a 'cost' (USD per image)"
+        )
+    record: dict[str, Any] = {
+        "cost_source": "configured" if cost is not None else "derived",
+        "charged": "per_call",
+        "price_per_image": found[0] if found else None,
+        "price_source": found[1] if found else None,
+        "price_key": found[2] if found else None,
+    }
+    if cost is None:
+        assert found is not None
+        cost = max(MIN_DERIVED_COST, found[0])
+    return float(cost), record
+
+
 # ---------------------------------------------------------------- observed cost
 def cost_warning(name: str, expected: float, observed_mean: float | None, calls: int) -> str | None:
     """The warning when a model's observed mean charge is off its expected cost.

@@ -17,9 +17,8 @@ its usage (:meth:`settle`).
 **Atomicity.** The check and the insert run in one write transaction holding the
 credential's row (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises writers with
 ``BEGIN IMMEDIATE``), so two workers cannot both take the last slot. Clocks: the times
-are the workers' ``time.time()``; workers on different hosts need synchronised clocks
-(NTP), and a skew of ``s`` seconds loosens the bound by at most the requests of ``s``
-seconds.
+are the database's (:meth:`service.db.Database.clock`, read in the same transaction), so
+workers on hosts whose clocks disagree still share one window.
 
 A request that cannot be sent yet waits (``asyncio.sleep``, at most
 :data:`MAX_POLL_S` at a time) and asks again; the model call's own deadline still
@@ -34,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Awaitable, Callable
 
 import anyio
@@ -82,11 +80,11 @@ class DatabaseRateLimiter:
         self,
         db: Database,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[object]] | None = None,
     ) -> None:
         self.db = db
-        self.clock = clock
+        self.clock = clock  # None: the database's clock (tests pass their own)
         self.sleep = sleep or asyncio.sleep
         self.waits = 0  # times a request had to wait (tests and logs)
 
@@ -100,7 +98,7 @@ class DatabaseRateLimiter:
         """One attempt: ``(slot id, 0)`` when the request was counted, ``(None, wait)`` when not."""
         with self.db.write() as s:
             row = self._lock(s, quota.key)
-            now = self.clock()
+            now = self._now(s)
             s.execute(
                 delete(RateLimitEvent).where(RateLimitEvent.key == quota.key, RateLimitEvent.at <= now - WINDOW_S)
             )
@@ -124,17 +122,21 @@ class DatabaseRateLimiter:
         with self.db.write() as s:
             s.execute(update(RateLimitEvent).where(RateLimitEvent.id == slot).values(tokens=max(0, int(tokens))))
 
-    def _block(self, quota: Quota, until: float) -> None:
+    def _now(self, s) -> float:
+        """Seconds since the epoch on the database's clock (or the clock the limiter was given)."""
+        return self.clock() if self.clock is not None else self.db.clock(s).timestamp()
+
+    def _block(self, quota: Quota, seconds: float) -> None:
         with self.db.write() as s:
             row = self._lock(s, quota.key)
-            row.blocked_until = max(float(row.blocked_until), until)
+            row.blocked_until = max(float(row.blocked_until), self._now(s) + max(0.0, float(seconds)))
 
     def window(self, key: str) -> tuple[int, int]:
         """(requests, tokens) of ``key`` in the last minute (the dashboard and tests)."""
         with self.db.read() as s:
             n, t = s.execute(
                 select(func.count(RateLimitEvent.id), func.coalesce(func.sum(RateLimitEvent.tokens), 0)).where(
-                    RateLimitEvent.key == key, RateLimitEvent.at > self.clock() - WINDOW_S
+                    RateLimitEvent.key == key, RateLimitEvent.at > self._now(s) - WINDOW_S
                 )
             ).one()
         return int(n), int(t)
@@ -154,6 +156,5 @@ class DatabaseRateLimiter:
             await anyio.to_thread.run_sync(self._settle, slot, tokens)
 
     async def block(self, quota: Quota, seconds: float) -> None:
-        until = self.clock() + max(0.0, float(seconds))
         log.warning("rate limit: provider answered 429; credential %s waits %.1fs", quota.key[:8], seconds)
-        await anyio.to_thread.run_sync(self._block, quota, until)
+        await anyio.to_thread.run_sync(self._block, quota, seconds)

@@ -52,3 +52,17 @@ def all_duels_sync(client, cid: int) -> list[dict]:
         items += page["items"]
         offset = page["next_offset"]
     return items
+
+
+def skew_clock(
+    monkeypatch, seconds: float, modules=("service.campaigns.leases", "service.campaigns.lifecycle")
+) -> None:
+    """A worker whose clock runs ``seconds`` ahead (negative: behind): ``utcnow`` as the named
+    modules see it is shifted (the hostile clock-skew mode of the lease tests)."""
+    import datetime as dt
+    import importlib
+
+    from service.models import utcnow
+
+    for name in modules:
+        monkeypatch.setattr(importlib.import_module(name), "utcnow", lambda: utcnow() + dt.timedelta(seconds=seconds))

@@ -32,6 +32,16 @@ def fake():
     server.stop()
 
 
+def paid_judge_modes(duels: list[dict]) -> Counter:
+    """Of the duels whose verdict was paid (not reused): how many read both orders, how many one."""
+    return Counter(
+        d["judge"].get("orders", "both")
+        for d in duels
+        for ch in d["charges"]
+        if ch["kind"] == "judge" and not ch["reused"]
+    )
+
+
 def body(base: str, name: str, batch, **extra) -> dict:
     tag = uuid.uuid4().hex[:6]
     models = [f"{tag}-m{q}-q{q}" for q in (1, 2, 3, 5)]
@@ -125,8 +135,15 @@ async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend
             duels = await all_duels(api, cid)
             paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
             kinds = Counter(e["kind"] for e in sent)
-            # each request charged once, none uncharged (a judgement asks both orders: two requests)
-            assert kinds["answer"] == paid["model"] and kinds["judge"] == 2 * paid["judge"], (kinds, paid)
+            # each request charged once, none uncharged (a judgement in both orders: two requests, in one: one)
+            modes = paid_judge_modes(duels)
+            assert sum(modes.values()) == paid["judge"] and set(modes) <= {"both", "one"}, modes
+            assert kinds["answer"] == paid["model"] and kinds["judge"] == 2 * modes["both"] + modes["one"], (
+                kinds,
+                modes,
+            )
+            # orders: auto (the default) keeps its measured rates from round to round: it reached one order
+            assert modes["one"] > 0 and modes["both"] >= 8, modes
             assert batched["spend"] == pytest.approx(sum(d["cost"] for d in duels))
             # The verdicts were folded in plan order: the judged duels' sequence numbers increase.
             judged = sorted((d for d in duels if d["status"] == "judged"), key=lambda d: d["number"])
@@ -161,8 +178,8 @@ async def test_bad_batch_settings_are_a_422(api, fake):
     for bad in ({"round_size": 0}, {"poll_seconds": -1}, {"window_seconds": 1e9}, {"nope": 1}, "yes"):
         r = await api.post("/v1/campaigns", json=body(base, "bad", bad))
         assert r.status_code == 422, (bad, r.text)
-    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}))
-    assert r.status_code == 422 and "automatic judge" in r.text
+    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}, answers="fresh"))
+    assert r.status_code == 422 and "answers: reuse" in r.text
 
 
 def _provider_inputs(app, prefix: str) -> list[list[str]]:
@@ -222,6 +239,7 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
         "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5",
     }
     spec = body(provider.url + "/v1", "kill", {"round_size": 4, "poll_seconds": 0.1})
+    spec["judge"]["orders"] = "both"  # two requests per paid verdict, also for a duel the kill left without one
     server = start_live_server(db_url, tmp_path / "first.log", extra_env=env)
     try:
         with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
@@ -419,3 +437,60 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
         await app.state.campaigns.aclose()
         app.state.db.dispose()
         server.stop()
+
+
+async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, fake):
+    """A human campaign with ``batch``: the answers pre-generated for annotators go out as one batch per
+    model (a pre-generation round, counted in ``batch.rounds``), each request once, charged at the batch
+    price; the duels that follow take them from the store and call no model."""
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
+            spec.pop("verdicts")
+            r = await api.post("/v1/campaigns", json=spec)
+            assert r.status_code == 201, r.text
+            cid, before = r.json()["id"], len(provider_app.state.provider.requests)
+            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+            who = {"Authorization": f"Bearer {token}"}
+            first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert first.status_code == 201, first.text
+            pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
+            deadline = time.monotonic() + 30
+            while cid in pregen.busy or not jobs.jobs_tx(cid):
+                assert time.monotonic() < deadline, "no pre-generation batch"
+                await asyncio.sleep(0.02)
+            c = (await api.get(f"/v1/campaigns/{cid}")).json()
+            assert c["batch"]["rounds"] == 1
+            assert {(j["phase"], j["status"]) for j in jobs.jobs_tx(cid)} == {("pregen", "collected")}
+            asked = provider_app.state.provider.requests[before:]
+            batched = [e for e in asked if "batch" in e]
+            direct = [e for e in asked if "batch" not in e]
+            assert len(direct) == 2  # the first duel's own answers (nothing was pre-generated yet)
+            # one batch per model; the answers of the next 6 planned duels' prompts, for every model
+            assert batched and len({e["batch"] for e in batched}) == len({e["model"] for e in batched}) == 4
+            assert len({e["prompt"] for e in batched}) >= 4
+            # every (model, prompt) answered once, none twice (the batch skipped what the store held)
+            pairs = Counter((e["model"], e["prompt"]) for e in asked)
+            assert max(pairs.values()) == 1, pairs
+            tokens = lambda es: sum(e["prompt_tokens"] + e["completion_tokens"] for e in es)  # noqa: E731
+            # list price 2 USD per million tokens for the direct calls, batch price 1 for the batched ones
+            assert c["spend"] == pytest.approx(tokens(direct) * 2e-6 + tokens(batched) * 1e-6, abs=1e-7)
+            # the next duels take their answers from the store: no model is called
+            duel = first.json()
+            for _ in range(3):
+                vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
+                assert vote.status_code == 200, vote.text
+                r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+                assert r.status_code == 201, r.text
+                duel = r.json()
+                while cid in pregen.busy:
+                    await asyncio.sleep(0.02)
+            later = [e for e in provider_app.state.provider.requests[before:] if "batch" not in e]
+            assert later == direct
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()

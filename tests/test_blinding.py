@@ -250,9 +250,13 @@ async def test_annotators_see_only_their_own_duels_and_votes(api):
     r = await api.post(f"/v1/duels/{theirs['id']}/vote", json={"choice": "b"}, headers=heads[1])
     assert r.status_code == 404, r.text
     assert (await api.get(f"/v1/duels/{theirs['id']}")).json()["status"] == "pending"
-    # A duel the admin started is no annotator's: any annotator of the campaign may vote on it.
+    # A duel the admin started was handed to no annotator: none may read it or vote on it.
     admins = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
     r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=heads[1])
+    assert r.status_code == 404, r.text
+    assert (await api.get(f"/v1/duels/{admins['id']}", headers=heads[1])).status_code == 404
+    theirs_now = (await api.post(f"/v1/campaigns/{cid}/duels", headers=heads[1])).json()
+    r = await api.post(f"/v1/duels/{theirs_now['id']}/vote", json={"choice": "b"}, headers=heads[1])
     assert r.status_code == 200 and set(r.json()) == set(ANNOTATOR_DUEL_FIELDS)
     # The annotator's campaign view: name, status, guidelines and the campaign-wide vote count only
     # (no model, cost or per-model statistic).
@@ -331,7 +335,7 @@ def test_migration_0002_keeps_existing_campaigns_with_their_seed_draws(tmp_path)
     assert tuple(got) == ("before 0002", 5, None, 1)
 
 
-async def test_an_admin_started_duel_shows_each_annotator_only_its_own_vote(api):
+async def test_an_admin_started_duel_is_no_annotators(api):
     r = await api.post("/v1/campaigns", json=campaign_body(name="admin duel, two annotators"))
     cid = r.json()["id"]
     heads = []
@@ -339,14 +343,12 @@ async def test_an_admin_started_duel_shows_each_annotator_only_its_own_vote(api)
         token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
         heads.append({"Authorization": f"Bearer {token}"})
     admins = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-    r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=heads[0])
-    assert r.status_code == 200 and r.json()["choice"] == "b"
-    # The voter reads its own vote back; the other annotator reads the duel without it.
-    assert (await api.get(f"/v1/duels/{admins['id']}", headers=heads[0])).json()["choice"] == "b"
-    other = await api.get(f"/v1/duels/{admins['id']}", headers=heads[1])
-    assert other.status_code == 200 and other.json()["status"] == "judged"
-    assert other.json()["choice"] is None, other.text
-    assert (await api.get(f"/v1/duels/{admins['id']}")).json()["choice"] == "b"  # the admin sees every vote
+    for head in heads:  # handed to no annotator: neither reads nor votes on it
+        r = await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"}, headers=head)
+        assert r.status_code == 404, r.text
+        assert (await api.get(f"/v1/duels/{admins['id']}", headers=head)).status_code == 404
+    assert (await api.post(f"/v1/duels/{admins['id']}/vote", json={"choice": "b"})).status_code == 200
+    assert (await api.get(f"/v1/duels/{admins['id']}")).json()["choice"] == "b"  # the admin's own vote
 
 
 async def test_guessing_model_names_and_seed_does_not_recompute_simulated_answers(api):

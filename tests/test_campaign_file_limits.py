@@ -178,3 +178,21 @@ def test_prompt_files_inside_the_folder_resolve_against_it(layout, monkeypatch, 
     # a relative path that leaves and re-enters the folder stays inside
     camp = _camp(layout, "../campaigns/data/q.jsonl")
     assert read_campaign_file(camp)["prompts"] == [{"id": "q1", "prompt": "inside"}]
+
+
+@pytest.mark.parametrize(
+    "judge, run, message",
+    [
+        ("{kind: human}", "{concurrency: 2}", "needs an automatic judge; this judge is human"),
+        ("{kind: human}", "{concurrency: 0}", "needs an automatic judge"),
+        ("{kind: simulated, preference: [[0.5, 0.6], [0.4, 0.5]]}", "{concurrency: 0}", "run.concurrency"),
+        ("{kind: simulated, preference: [[0.5, 0.6], [0.4, 0.5]]}", "{max_duels: many}", "run.max_duels"),
+    ],
+)
+def test_a_run_block_is_never_ignored(tmp_path, capsys, judge, run, message):
+    """A ``run:`` block is checked whatever the judge: a bad value is one line and exit 2, and a
+    human judge, which has no background run, refuses one (it was silently ignored)."""
+    path = tmp_path / "run.yaml"
+    path.write_text(HEAD.replace("judge: {kind: human}", f"judge: {judge}") + f"prompts: [hi]\nrun: {run}\n")
+    code, err = _create(capsys, path)
+    assert code == 2 and message in _one_line(err), err

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 EXAMPLES = REPO / "examples"
 FAKE_URL = "http://127.0.0.1:9000/v1"  # what the examples say: `llmduel fake-provider --port 9000`
-OFFLINE = {"fake-provider.yaml", "simulated.yaml", "human.yaml", "vision.yaml"}
+OFFLINE = {"fake-provider.yaml", "simulated.yaml", "human.yaml", "vision.yaml", "text-to-image.yaml"}
 CAMPAIGN_FILES = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
 
 
@@ -110,7 +110,13 @@ def created_id(stdout: str) -> int:
 
 
 @pytest.mark.parametrize(
-    "name, winner", [("fake-provider.yaml", "large"), ("simulated.yaml", "expensive"), ("vision.yaml", "large")]
+    "name, winner",
+    [
+        ("fake-provider.yaml", "large"),
+        ("simulated.yaml", "expensive"),
+        ("vision.yaml", "large"),
+        ("text-to-image.yaml", "painter"),
+    ],
 )
 def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, name, winner):
     r = llmduel(server, "campaign", "create", str(examples_here / name))
@@ -125,8 +131,11 @@ def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, na
     r = llmduel(server, "campaign", "export", str(cid), "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     battles = [json.loads(x) for x in (tmp_path / "out" / "battles.jsonl").read_text().splitlines()]
-    prefix = "v" if name == "vision.yaml" else "ex"  # examples/vision-questions.jsonl: v01 ... v20
+    prefix = {"vision.yaml": "v", "text-to-image.yaml": "t"}.get(name, "ex")  # v01 ... v20, t01 ... t20
     assert battles and {b["question_id"] for b in battles} <= {f"{prefix}{n:02d}" for n in range(1, 21)}
+    if name == "text-to-image.yaml":  # the images the battle log names, written beside it
+        named = {b[f"image_{side}"] for b in battles for side in "ab"}
+        assert {p.name for p in (tmp_path / "out" / "images").iterdir()} == {f"{h}.png" for h in named}
 
 
 def test_human_example_runs_to_a_verdict_with_scripted_votes(server, examples_here):

@@ -234,3 +234,100 @@ async def test_default_trials_shrink_with_many_models_as_a_stated_choice(api):
     assert "160 trials, the default for 20 models" in out["note"]
     out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 12})).json()
     assert out["trials"] == 12 and "the default for" not in out["note"]
+
+
+# ---------------------------------------------------------------- batch campaigns: rounds and batch prices
+ROUNDS = {"round_size": 4, "growth": 2.0, "max_round_size": 1024}
+
+
+def test_planned_in_rounds_counts_whole_rounds():
+    from algorithms.rounds import planned_in_rounds
+
+    assert planned_in_rounds(0, ROUNDS) == (0, 0)
+    assert planned_in_rounds(4, ROUNDS) == (4, 1)
+    assert planned_in_rounds(5, ROUNDS) == (12, 2)  # 4 + 8
+    assert planned_in_rounds(29, {**ROUNDS, "max_round_size": 8}) == (36, 5)  # 4 + 8 + 8 + 8 + 8
+
+
+def test_a_forecast_in_rounds_pays_each_trials_whole_rounds():
+    from algorithms.rounds import planned_in_rounds
+
+    P = fc.fixed_draws(SYNTHETIC_P, 12)
+    f = fc.run_forecast(P, [4.0, 1.0, 1.0], 0.05, "dctas-pc", judge_cost=0.5, seed=3, rounds=ROUNDS)
+    one = fc.run_forecast(P, [4.0, 1.0, 1.0], 0.05, "dctas-pc", judge_cost=0.5, seed=3)
+    for k in range(12):  # the same trial, its duels rounded up to whole rounds, each extra duel at its mean cost
+        planned, rounds = planned_in_rounds(int(one.duels[k]), ROUNDS)
+        assert f.duels[k] == planned and f.rounds[k] == rounds and f.extra_duels[k] == planned - one.duels[k]
+        assert f.costs[k] == pytest.approx(one.costs[k] * planned / one.duels[k])
+    s = f.summary()
+    assert s["rounds"]["median"] >= 1 and s["extra_duels"]["p10"] >= 0
+    assert "rounds" not in one.summary()
+
+
+def _priced(body):
+    for m in body["models"] + [body["judge"]]:
+        m["client"]["params"] = {"max_tokens": 64}
+    for m in body["models"]:
+        m["client"].update(
+            price={"input_per_1m": 2, "output_per_1m": 2}, batch_price={"input_per_1m": 1, "output_per_1m": 1}
+        )
+    body["judge"]["client"].update(
+        price={"input_per_1m": 2, "output_per_1m": 2}, batch_price={"input_per_1m": 1, "output_per_1m": 1}
+    )
+    return body
+
+
+@pytest.mark.parametrize("sampling", ["without_replacement", "with_replacement"])
+async def test_the_forecast_of_a_batch_campaign_counts_its_rounds_and_its_batch_prices(api, sampling):
+    body = _priced(_llm_body(prompt_sampling=sampling))
+    params = {"trials": 20, "spread": 0.1}
+    one = (await api.post("/v1/campaigns/forecast", json=body, params=params)).json()
+    assert one["batch"] is None
+    body["batch"] = {"round_size": 4}
+    body["budget"] = one["cost"]["median"] * 0.6
+    r = await api.post("/v1/campaigns/forecast", json=body, params=params)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    batch = out["batch"]
+    assert batch["round_size"] == 4 and batch["growth"] == 2.0
+    assert batch["price_ratio"] == pytest.approx(0.5)  # list and batch prices 2:1 for every model and the judge
+    for k in ("p10", "median", "p90"):
+        assert out["cost"][k] == pytest.approx(0.5 * batch["cost_at_list_price"][k])
+    assert batch["rounds"]["median"] >= 1 and batch["extra_duels"]["median"] >= 0
+    assert out["duels"]["median"] >= one["duels"]["median"]  # the rounds plan duels past the stop
+    assert batch["cost_at_list_price"]["median"] >= one["cost"]["median"]
+    assert out["within_budget"] is not None and out["within_budget"] > 0  # the budget is held to the batch prices
+    assert "batch campaign" in out["note"] and "batch prices" in out["note"]
+    if out["ceiling"] is not None:
+        assert out["ceiling"] == pytest.approx(0.5 * one["ceiling"])
+    # the pilot forecast of a batch campaign too
+    body.pop("budget")
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    pilot = (await api.post(f"/v1/campaigns/{cid}/forecast", params=params)).json()
+    assert pilot["batch"]["price_ratio"] == pytest.approx(0.5) and pilot["batch"]["rounds"] is not None
+
+
+async def test_a_model_without_a_batch_price_is_forecast_at_its_list_price(api):
+    body = _priced(_llm_body())
+    for m in body["models"]:
+        m["client"].pop("batch_price")
+    body["judge"]["client"].pop("batch_price")
+    body["batch"] = True
+    out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 20, "spread": 0.1})).json()
+    assert out["batch"]["price_ratio"] == 1.0 and out["batch"]["round_size"] == 8
+
+
+def test_the_cli_shows_a_batch_forecast_at_both_prices():
+    from service.cli.campaigns import format_forecast
+
+    spread = {"mean": 2.0, "p10": 1.0, "median": 2.0, "p90": 3.0}
+    text = format_forecast(
+        {
+            "basis": "prior",
+            "cost": spread,
+            "duels": spread,
+            "batch": {"price_ratio": 0.5, "cost_at_list_price": spread, "rounds": spread, "extra_duels": spread},
+        }
+    )
+    assert "at list prices" in text and "batch prices x0.5" in text and "rounds" in text and "duels past stop" in text
+    assert "at list prices" not in format_forecast({"basis": "prior", "cost": spread, "duels": spread, "batch": None})

@@ -95,12 +95,14 @@ async def test_a_second_automatic_verdict_on_a_selected_duel_is_refused(api, mon
     assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
 
 
-async def test_an_admin_vote_on_a_selected_duel_is_a_human_vote_in_the_view(api, monkeypatch):
-    # the admin may vote on a selected duel (as in a human campaign); it is charged the fee and
-    # enters the estimate, so the view's human votes (each charged fee_per_vote) must count it
+async def test_a_human_vote_on_a_selected_duel_is_counted_in_the_view(api, monkeypatch):
+    # a vote on a selected duel is charged the fee and enters the estimate, so the view's human
+    # votes (each charged fee_per_vote) must count it; the admin's own vote is refused (not blind)
     cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
     sel = await admin_duels_until_selected(api, cid)
-    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"})).status_code == 200
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"})).status_code == 403
+    assert (await api.post(f"/v1/campaigns/{cid}/duels", headers=p)).json()["id"] == sel["id"]
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code == 200
     rows = ledger_rows(api.app.state.db, cid)
     assert [int(r.duel_id) for r in rows if (r.detail or {}).get("human_fee")] == [sel["id"]]
     view = (await api.get(f"/v1/campaigns/{cid}")).json()

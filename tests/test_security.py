@@ -123,7 +123,15 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
     assert not unclassified, f"new routes: say how they authenticate in test_security.py: {unclassified}"
 
     s = await setup_two_campaigns(api)
-    ids = {"campaign_id": s["b"], "cid": s["b"], "duel_id": s["duel_b"], "annotator_id": 1, "token": "ann_" + "x" * 43}
+    ids = {
+        "campaign_id": s["b"],
+        "cid": s["b"],
+        "duel_id": s["duel_b"],
+        "annotator_id": 1,
+        "token": "ann_" + "x" * 43,
+        "name": "m0",
+        "slot": "a",
+    }
     before = await snapshot(api, s["b"], s["duel_b"])
     bodies = {
         "/v1/campaigns": campaign_body(name="should not exist"),
@@ -170,7 +178,7 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
 async def test_annotator_tokens_cannot_reach_another_campaign_on_any_route(api):
     s = await setup_two_campaigns(api)
     tok_a = {"Authorization": f"Bearer {s['tok_a']}"}
-    ids = {"campaign_id": s["b"], "duel_id": s["duel_b"], "annotator_id": 1}
+    ids = {"campaign_id": s["b"], "duel_id": s["duel_b"], "annotator_id": 1, "name": "m0", "slot": "a"}
     before = await snapshot(api, s["b"], s["duel_b"])
     refused = 0
     for method, path in all_routes(api.app):

@@ -440,3 +440,41 @@ def test_certified_leaderboard_section(server, api, browser):
         )
         assert wide == [], wide
         page.close()
+
+
+def test_style_controlled_verdict_beside_the_raw_one(server, api, browser):
+    """The dashboard names the leader as judged and with style held fixed (the figures of GET /style), the
+    two rankings one click away; the section fits at 1,280 and 390 px."""
+    cid = create(
+        api,
+        "browser: style",
+        [("s0", 1.0), ("s1", 1.0), ("s2", 1.0)],
+        judge={"kind": "simulated", "preference": STRONG_P},
+    )
+    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+    deadline = time.monotonic() + 60
+    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+        assert time.monotonic() < deadline, view
+        time.sleep(0.2)
+    style = api.get(f"/v1/campaigns/{cid}/style").json()
+    assert style["leader_controlled"] is not None, style  # enough duels for a fit
+    for width in (1280, 390):
+        mobile = width < 600
+        ctx = browser.new_context(viewport={"width": width, "height": 900}, is_mobile=mobile, has_touch=mobile)
+        page = ctx.new_page()
+        sign_in(page, server)
+        page.goto(f"{server}/campaigns/{cid}")
+        verdict = page.locator("#style-verdict")
+        assert verdict.is_visible()
+        text = verdict.inner_text()
+        assert style["leader_raw"] in text and style["leader_controlled"] in text and "held fixed" in text
+        table = page.locator("#style-ranking")
+        assert not table.is_visible()  # one click away
+        page.locator("#style-details summary").click()
+        assert table.is_visible()
+        rows = [[c.strip() for c in r.locator("td").all_inner_texts()] for r in table.locator("tbody tr").all()]
+        assert [r[1] for r in rows] == [x["model"] for x in style["raw"]]
+        assert [r[3] for r in rows] == [x["model"] for x in style["controlled"]]
+        assert no_horizontal_overflow(page, width)
+        page.locator("#style-section").screenshot(path=str(ARTIFACTS / f"web-style-{width}.png"))
+        ctx.close()

@@ -25,6 +25,11 @@ class ExportOut(BaseModel):
         "ranking.csv, ranking.json, ranking_by_category.csv, judge_bias.json, judgments.jsonl (every judge "
         "call), model_answer/<model>.jsonl (every answer, arena-hard-auto's layout)."
     )
+    images: dict[str, str] = Field(
+        default_factory=dict,
+        description="File name -> base64 bytes of every image the prompts and answers name, as stored: "
+        "images/<sha256>.<png|jpg|webp|gif> (the battle log names an image [image sha256:<hex>]).",
+    )
 
 
 @router.get(
@@ -76,6 +81,11 @@ class JudgeBiasOut(BaseModel):
     )
     longer_wins: RateOut = Field(
         description="Share of decisive duels (answers of different lengths) won by the longer."
+    )
+    larger_image_wins: RateOut | None = Field(
+        None,
+        description="Image answers: share of decisive duels (images of different sizes, width x height) won by "
+        "the larger image; None when the campaign has no image answers.",
     )
     limits: dict[str, float] = Field(description="The warning thresholds of the three rates.")
     warnings: list[str] = Field(

@@ -241,6 +241,62 @@ async def resume_campaign(
     return await runs.resume_run(campaign_id, body.concurrency if body else None)
 
 
+_MODEL_CHANGE = (
+    "The campaign's question becomes the same question about the remaining models (their Condorcet "
+    "winner, top k or ranking): the policy is rebuilt from the duels already recorded between them, each "
+    "certificate at the level for the new number of models; the model's duels stay in the log, the ledger "
+    "and the exports and no longer count; its duels in flight are cancelled (docs/algorithms.md, Disabling "
+    "or replacing a model). A campaign paused on a provider fault continues, and a run that had stalled "
+    "restarts (`resume`: false to change the model only); if the remaining models are already decided the "
+    "campaign ends with that verdict. 404 for an unknown model; 409 for an ended campaign, an algorithm "
+    "other than dctas-pc, a hybrid judge, a batch campaign, a model already disabled, or fewer than two "
+    "models left."
+)
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/models/{name}/disable",
+    response_model=schemas.ModelChanged,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Disable a model of a running campaign (a failing provider)",
+    description=_MODEL_CHANGE,
+)
+async def disable_model(
+    campaign_id: Id,
+    name: Annotated[str, Path(min_length=1, max_length=200)],
+    runs: RunsDep,
+    views: ViewsDep,
+    _: Admin,
+    body: Annotated[schemas.ModelDisableIn | None, Body()] = None,
+):
+    body = body or schemas.ModelDisableIn()
+    done = await runs.change_model(campaign_id, name, body.reason, None, body.resume)
+    return {**done, "campaign": await _t(views.get_campaign, campaign_id)}
+
+
+@router.post(
+    "/v1/campaigns/{campaign_id}/models/{name}/replace",
+    response_model=schemas.ModelChanged,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="Replace a model of a running campaign by a new one",
+    description=_MODEL_CHANGE + " Replacing is disabling plus adding the new model, which starts with no "
+    "evidence; 422 for a new model whose name is taken, whose address is not allowed, whose key the server "
+    "lacks or whose cost cannot be bounded under the budget.",
+)
+async def replace_model(
+    campaign_id: Id,
+    name: Annotated[str, Path(min_length=1, max_length=200)],
+    body: schemas.ModelReplaceIn,
+    runs: RunsDep,
+    views: ViewsDep,
+    _: Admin,
+):
+    done = await runs.change_model(campaign_id, name, body.reason, body.model, body.resume)
+    return {**done, "campaign": await _t(views.get_campaign, campaign_id)}
+
+
 @router.post(
     "/v1/campaigns/{campaign_id}/stop",
     response_model=schemas.CampaignOut,

@@ -74,6 +74,23 @@ class BatchJobs:
             c.updated_at = utcnow()
             return k, size
 
+    def start_pregen_round_tx(self, campaign_id: int) -> int | None:
+        """A human campaign's pre-generation round in batches begins: counted in ``batch.rounds``; its
+        number, or None when the campaign no longer runs."""
+        with self.db.write() as s:
+            c = self.db.lock_campaign(s, campaign_id)
+            if c is None or c.status != CampaignStatus.RUNNING or c.batch is None:
+                return None
+            k = int(c.batch.get("rounds") or 0) + 1
+            c.batch = {**c.batch, "rounds": k}
+            c.updated_at = utcnow()
+            return k
+
+    def campaign_running_tx(self, campaign_id: int) -> bool:
+        with self.db.read() as s:
+            status = s.execute(select(Campaign.status).where(Campaign.id == campaign_id)).scalar_one_or_none()
+            return status == CampaignStatus.RUNNING
+
     def extend_tx(self, campaign_id: int, duel_ids: list[int], until: dt.datetime) -> None:
         """The round's duels in flight keep their reservations until the batch window closes."""
         if not duel_ids:

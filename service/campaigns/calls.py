@@ -4,6 +4,7 @@ and the answer and verdict stores' single flight (:class:`Calls`)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 import random
@@ -21,6 +22,8 @@ from ..clients import ClientError, build_client, parse_client_config
 from ..clients.ratelimit import SEND_GUARD
 from ..config import Settings
 from ..db import Database
+from ..images.checks import check_image
+from ..images.store import blind_copies, put_image
 from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
 from . import rules, stores
@@ -124,6 +127,7 @@ class Calls:
                 http=self.http_client(),
                 limiter=self.rate_limiter,
                 secret=rules.answer_secret(plan.draw_key),
+                output=m.get("output", "text"),
             )
             self._clients[key] = client
         wrap = self.wrappers.get(plan.campaign_id)
@@ -140,6 +144,7 @@ class Calls:
                 tie_policy=plan.tie_policy,
                 http=self.http_client(),
                 limiter=self.rate_limiter,
+                images=self._blind_copies,
             )
             self._judges[plan.campaign_id] = judge
         return judge
@@ -185,8 +190,13 @@ class Calls:
             client = self.client(plan, idx)
             async with asyncio.timeout(limit):
                 if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
-                    return await client.complete(plan.prompt, turns=turns)
-                return await client.complete(plan.prompt)
+                    res = await client.complete(plan.prompt, turns=turns)
+                else:
+                    res = await client.complete(plan.prompt)
+                if getattr(res, "image", None) is not None:  # an image answer: its bytes to the image store
+                    await in_thread(self._store_image, res.image)
+                    res = dataclasses.replace(res, image=None)
+                return res
         except asyncio.CancelledError:
             raise
         except TimeoutError:
@@ -195,6 +205,16 @@ class Calls:
             return exc
         finally:
             SEND_GUARD.reset(token)
+
+    def _blind_copies(self, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
+        """The blind copies of images a judge is shown (service/images/judge.py)."""
+        with self.db.read() as s:
+            return blind_copies(s, hashes)
+
+    def _store_image(self, data: bytes) -> None:
+        """Store an image answer (content-addressed, once); the answer's text names it."""
+        with self.db.write() as s:
+            put_image(s, check_image(data))
 
     # ------------------------------------------------------------ the stores (pay once)
     async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict):

@@ -36,6 +36,7 @@ from ..db import Database
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
 from . import hybrid, rules
+from .model_changes import active_models
 from .types import Conflict, NotFound, Unprocessable
 
 # CPU work: one forecast at a time per process; a second one meanwhile gets 409 (retry later).
@@ -55,6 +56,15 @@ class _Setup:
     answers: str
     verdicts: str
     seed: int
+    batch: dict[str, Any] | None = None  # a batch campaign's setting (round sizes)
+    price_ratio: float = 1.0  # a duel's expected cost at batch prices over its cost at list prices
+
+    @property
+    def rounds(self) -> dict[str, Any] | None:
+        """The round sizes the simulated policy runs in (a batch campaign with an automatic judge), or None."""
+        if self.batch is None or self.judge.get("kind") in (JudgeKind.HUMAN, "hybrid"):
+            return None  # a human campaign's duels are planned one at a time: only its answers are batched
+        return {k: self.batch[k] for k in ("round_size", "growth", "max_round_size")}
 
     @property
     def mode(self) -> str:
@@ -114,8 +124,32 @@ def _note(f: Forecast, extra: str) -> str:
     return "; ".join(parts) + "."
 
 
-def _answer(basis: str, f: Forecast, budget: float | None, max_duels: int | None, note: str) -> dict[str, Any]:
+def _batch_note(setup: _Setup) -> str:
+    if setup.batch is None:
+        return ""
+    if setup.rounds is None:
+        how = "its answers pre-generated in batches (its duels are planned one at a time)"
+    else:
+        how = (
+            "in rounds (every duel a round plans is paid: 'batch.extra_duels' past the stop, counted with the "
+            "plain growth of the round sizes, an upper bound; `llmduel simulate --round-size` runs the policy in rounds)"
+        )
+    return (
+        f"a batch campaign, {how}; 'cost' is at the batch prices (x{setup.price_ratio:.3g} of the list prices "
+        "per duel; a model without a known batch price at its list price), 'batch.cost_at_list_price' the "
+        "same duels at the list prices"
+    )
+
+
+def _answer(
+    basis: str, f: Forecast, budget: float | None, max_duels: int | None, note: str, setup: _Setup | None = None
+) -> dict[str, Any]:
+    batch = setup is not None and setup.batch is not None
+    if batch:  # a batch campaign pays the batch prices: its cost, and the budget's check of it
+        f.costs = f.costs * setup.price_ratio
     out = f.summary(budget, max_duels)
+    if batch:
+        _batch_answer(out, setup)
     out.update(basis=basis, note=_note(f, note), requested_trials=f.requested, budget=budget, max_duels=max_duels)
     return rules.jsonable(out)
 
@@ -129,7 +163,9 @@ def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
         mode = setup.mode
         if mode == "fresh":
             matrices = draw("matrices", trials)
-            return run_forecast(matrices, setup.costs, setup.delta, setup.algorithm, judge_cost, seed=setup.seed)
+            return run_forecast(
+                matrices, setup.costs, setup.delta, setup.algorithm, judge_cost, seed=setup.seed, rounds=setup.rounds
+            )
         return run_prompt_forecast(
             draw("strengths", trials),
             setup.costs,
@@ -140,9 +176,69 @@ def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
             seed=setup.seed,
             prompt_sd=DEFAULT_PROMPT_SD,
             tie_prob=DEFAULT_TIE_PROB,
+            rounds=setup.rounds,
         )
     finally:
         _BUSY.release()
+
+
+def _call_ratio(client: dict[str, Any] | None, tokens_in: float | None, tokens_out: float | None) -> float:
+    """One call's cost at its batch price over its cost at its list price (1 without both prices)."""
+    client = client or {}
+    price, batch = client.get("price"), client.get("batch_price")
+    if not isinstance(price, dict) or not isinstance(batch, dict):
+        return 1.0  # no known batch price: the list price (never an assumed discount)
+    tin, tout = (tokens_in or 1.0), (tokens_out or 1.0)
+    full = float(price.get("input_per_1m") or 0) * tin + float(price.get("output_per_1m") or 0) * tout
+    part = float(batch.get("input_per_1m") or 0) * tin + float(batch.get("output_per_1m") or 0) * tout
+    return part / full if full > 0 else 1.0
+
+
+def _judge_ratio(judge: dict[str, Any]) -> float:
+    if judge.get("kind") == "jury":
+        jurors = judge.get("judges") or []
+        costs = [rules.judge_cost_per_duel(j) for j in jurors]
+        total = sum(costs)
+        return sum(_judge_ratio(j) * c for j, c in zip(jurors, costs)) / total if total > 0 else 1.0
+    if judge.get("kind") != "llm":
+        return 1.0  # a human's fee, a simulated judge: not batched
+    return _call_ratio(judge.get("client"), None, None)
+
+
+def batch_price_ratio(models: list[dict[str, Any]], judge: dict[str, Any]) -> float:
+    """A duel's expected cost at the batch prices over its cost at the list prices: each model's ratio
+    (its ``batch_price`` against its ``price`` at its expected input and output tokens) weighted by its
+    expected cost per query, and the judge's by ``c_J`` (1 for a human fee, which is not batched)."""
+    costs = [float(m.get("cost") or 0.0) for m in models]
+    ratios = []
+    for m in models:
+        pricing = m.get("pricing") or {}
+        ratios.append(
+            _call_ratio(m.get("client"), pricing.get("expected_input_tokens"), pricing.get("expected_output_tokens"))
+        )
+    c_j = rules.judge_cost_per_duel(judge)
+    mean_c = sum(costs) / len(costs) if costs else 0.0
+    mean_rc = sum(r * c for r, c in zip(ratios, costs)) / len(costs) if costs else 0.0
+    full = 2 * mean_c + c_j
+    return (2 * mean_rc + _judge_ratio(judge) * c_j) / full if full > 0 else 1.0
+
+
+def _batch_answer(out: dict[str, Any], setup: _Setup) -> None:
+    """A batch campaign's forecast (``cost`` already at the batch prices): the lower bound and the
+    ceiling at the batch prices too, and ``batch`` with the round sizes, the price ratio, the same
+    duels' cost at the list prices, the rounds and the duels planned past the stop."""
+    assert setup.batch is not None
+    ratio = setup.price_ratio
+    for key in ("lower_bound", "ceiling"):
+        if out.get(key) is not None:
+            out[key] = out[key] * ratio
+    out["batch"] = {
+        **{k: setup.batch[k] for k in ("round_size", "growth", "max_round_size")},
+        "price_ratio": ratio,
+        "cost_at_list_price": {k: v / ratio for k, v in out["cost"].items()},
+        "rounds": out.pop("rounds", None),
+        "extra_duels": out.pop("extra_duels", None),
+    }
 
 
 def _bt_matrices(theta: np.ndarray) -> np.ndarray:
@@ -176,6 +272,8 @@ class Forecasts:
             answers=str(body.answers),
             verdicts=str(body.verdicts),
             seed=body.seed if body.seed is not None else 0,
+            batch=body.stored_batch(),
+            price_ratio=batch_price_ratio([m.stored() for m in body.models], judge),
         )
         rng = np.random.default_rng(setup.seed)
         L = len(setup.costs)
@@ -197,8 +295,8 @@ class Forecasts:
                 return theta if kind == "strengths" else _bt_matrices(theta)
 
         f = _run(setup, draw, trials)
-        notes = [note, _trials_note(asked, trials, L), _mode_note(f.mode, setup.n_prompts)]
-        return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n))
+        notes = [note, _trials_note(asked, trials, L), _mode_note(f.mode, setup.n_prompts), _batch_note(setup)]
+        return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n), setup)
 
     def forecast_pilot(
         self, campaign_id: int, trials: int | None = None, spread: float = DEFAULT_SPREAD
@@ -211,11 +309,13 @@ class Forecasts:
             if hybrid.is_hybrid(c.judge):  # hybrid hook
                 raise Unprocessable(hybrid.FORECAST_REFUSAL)
             counts = c.counts or {}
-            L = len(c.models)
-            W = counts.get("W") or [[0.0] * L for _ in range(L)]
-            N = counts.get("N") or [[0] * L for _ in range(L)]
+            on = active_models(len(c.models), c.model_changes)  # the models still compared
+            L, n_all = len(on), len(c.models)
+            W = counts.get("W") or [[0.0] * n_all for _ in range(n_all)]
+            N = counts.get("N") or [[0] * n_all for _ in range(n_all)]
+            W, N = [[W[a][b] for b in on] for a in on], [[N[a][b] for b in on] for a in on]
             setup = _Setup(
-                costs=[float(m["cost"]) for m in c.models],
+                costs=[float(c.models[m]["cost"]) for m in on],
                 delta=c.delta,
                 algorithm=c.algorithm,
                 judge=c.judge,
@@ -224,6 +324,8 @@ class Forecasts:
                 answers=c.answers,
                 verdicts=c.verdicts,
                 seed=int(c.seed),
+                batch=dict(c.batch) if c.batch is not None else None,
+                price_ratio=batch_price_ratio([c.models[m] for m in on], c.judge),
             )
             budget, max_duels, spend, t = (
                 from_nusd(c.budget_nusd),
@@ -254,8 +356,10 @@ class Forecasts:
             "subtracts what this one has spent",
             _trials_note(asked, trials, L),
             _mode_note(f.mode, setup.n_prompts),
+            _batch_note(setup),
+            f"for the {L} models still compared ({n_all - L} disabled)" if n_all > L else "",
         ]
-        out = _answer("pilot", f, budget, max_duels, "; ".join(n for n in notes if n))
+        out = _answer("pilot", f, budget, max_duels, "; ".join(n for n in notes if n), setup)
         out["spent"] = spend
         out["remaining"] = {k: max(0.0, v - spend) for k, v in out["cost"].items()}
         return out

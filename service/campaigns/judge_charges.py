@@ -38,7 +38,13 @@ class Judgement:
 
 
 def price_judge(
-    judge: dict, prompt: str, reference: str | None, j: Judgement, stale: bool, duel_id: int
+    judge: dict,
+    prompt: str,
+    reference: str | None,
+    j: Judgement,
+    stale: bool,
+    duel_id: int,
+    image_answers: bool = False,
 ) -> tuple[int, dict]:
     """What the judge call is charged (a judge call is charged whatever happens to its verdict): at
     most its bound (:func:`.ledger.judge_charge`), nothing past the duel's hard deadline (``stale``);
@@ -48,7 +54,7 @@ def price_judge(
     if stale:  # past the hard deadline (see store_answers_tx)
         log.warning("duel %s: the judge returned after its hard deadline; not charged", duel_id)
         return 0, {}
-    charge = ledger.judge_charge(judge, prompt, reference, j.judge_cost, j.judge_detail)
+    charge = ledger.judge_charge(judge, prompt, reference, j.judge_cost, j.judge_detail, image_answers)
     j.fault, fault_detail = charge.fault, charge.detail()
     if j.fault is not None:  # the verdict of a lying judge is not counted
         j.choice, j.judge_error = None, f"provider fault: {j.fault}"
@@ -62,7 +68,7 @@ def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: di
     charge (default the campaign's; a hybrid's ``llm`` part)."""
     reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1] if j.judge_cost else None
     judge_nusd, fault_detail = price_judge(
-        judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id
+        judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id, rules.image_answers(c.models)
     )
     _reuse_row(s, c.id, d.id, j, now)
     fault_detail = ledger.mark_late(fault_detail, bool(judge_nusd) and c.status != CampaignStatus.RUNNING) or {}

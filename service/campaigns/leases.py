@@ -20,6 +20,11 @@ PostgreSQL; SQLite's single writer serialises), so at most one process wins:
   process that lost its lease), so a stalled owner that wakes up cannot start
   duels: the lease is also a fencing token.
 
+Lease times come from the database's clock (:meth:`Database.clock`: PostgreSQL's
+``clock_timestamp()``, SQLite's clock on its one host), never from a worker's: a worker whose
+clock runs ahead or behind neither takes a healthy owner's run early nor holds its own past
+its lease.
+
 See docs/reliability.md, *Run ownership*.
 """
 
@@ -112,8 +117,8 @@ class Leases:
         A run this process owns but does not drive (``driven_here(id)`` is false,
         asked under the row lock) is taken as well: its loop is gone.
         """
-        now = utcnow()
         with self.db.read() as s:
+            now = self.db.clock(s)
             candidates = s.execute(
                 select(Campaign.id, Campaign.run_owner, Campaign.run_lease_expires_at).where(
                     Campaign.run_active.is_(True), Campaign.status == CampaignStatus.RUNNING
@@ -125,7 +130,7 @@ class Leases:
                 continue
             with self.db.write() as s:
                 c = self.db.lock_campaign(s, cid)
-                now = utcnow()
+                now = self.db.clock(s)
                 if (
                     driven_here(cid)
                     or c is None
@@ -143,7 +148,7 @@ class Leases:
         if not campaign_ids:
             return set()
         with self.db.write() as s:
-            now = utcnow()
+            now = self.db.clock(s)
             owned = set(
                 s.execute(
                     select(Campaign.id)

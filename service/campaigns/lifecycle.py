@@ -241,7 +241,7 @@ class Lifecycle:
             if c.judge.get("kind") == "human":
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
             require_key_envs(c.models, c.judge)
-            now = utcnow()
+            now = self.db.clock(s)  # leases on the database's clock (service/campaigns/leases.py)
             if c.run_active and not rules.lease_free(c.run_owner, c.run_lease_expires_at, now):
                 raise Conflict(
                     f"a run is already active for campaign {campaign_id} (its owner's lease runs until "

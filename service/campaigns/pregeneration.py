@@ -18,14 +18,24 @@ fails, and lapses at the call expiry if the process dies. When a bound does not
 fit, nothing more is pre-generated in that round. It uses the single flight of the
 store: a duel needing an answer being pre-generated waits for it instead of paying
 again.
+
+A human campaign created with ``batch`` buys these answers on the providers' batch APIs
+(:meth:`Pregeneration.pregenerate_in_batches`): the answers of the next ``round_size`` planned
+duels (at least ``PREGEN_DUELS``) go out as one batch per model endpoint (a *pre-generation
+round*, counted in ``batch.rounds``; its batches are ``batch_jobs`` rows of phase ``pregen``, written
+before they are sent), charged at the batch price (the list price when none is known). Each call
+holds its bound for the batch window (twice ``window_seconds``, plus a minute) instead of the call
+timeout. A request that failed is sent again in the round's next batch (at most 3 batches); a batch
+that has not ended within its window is cancelled and what it finished is still stored and charged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import select
 
@@ -42,6 +52,7 @@ from . import rules, stores
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
 from .endings import Endings
+from .model_changes import disabled_models
 from .rules import clean_text
 from .tasks import Background, in_thread
 from .types import DuelPlan
@@ -71,8 +82,19 @@ class Pregeneration:
     flight included), spawns its tasks on ``background``, and pauses a campaign on a provider
     fault through ``endings``; its transactions (budget holds, the charged answer) are its own."""
 
-    def __init__(self, settings: Settings, db: Database, calls: Calls, background: Background, endings: Endings):
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        calls: Calls,
+        background: Background,
+        endings: Endings,
+        batches: Callable[..., Any] | None = None,
+    ):
         self.settings = settings
+        # (campaign id, batch setting, round, still running?) -> a batch collector of phase "pregen"
+        # (service/cycle/batch_collector.py), and the round's start; None: no batch API in this process
+        self.batches = batches
         self.db = db
         self.calls = calls
         self.background = background
@@ -108,9 +130,12 @@ class Pregeneration:
             c = s.get(Campaign, campaign_id)
             if c is None or c.status != CampaignStatus.RUNNING or not stores.pregenerates(c.answers, c.models, c.judge):
                 return None
-            users = [n for n, m in enumerate(c.models) if stores.stores_answers(c.answers, m)]
+            off = disabled_models(c.model_changes)  # a disabled model is not called any more
+            users = [n for n, m in enumerate(c.models) if n not in off and stores.stores_answers(c.answers, m)]
             if not users:
                 return None
+            if c.batch is not None:  # answers bought in batches: a round's worth of duels ahead
+                k = max(k, int(c.batch.get("round_size") or k))
             indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, c.draw_key)
             rows = s.execute(
                 select(Prompt.idx, Prompt.text, Prompt.turns, Prompt.images).where(
@@ -145,6 +170,7 @@ class Pregeneration:
                 verdicts=c.verdicts,
                 draw_key=c.draw_key,
             )
+            plan.__dict__["batch"] = dict(c.batch) if c.batch is not None else None
         return plan, [w for w in wanted if w[2] not in have]
 
     async def pregenerate(self, campaign_id: int) -> int:
@@ -155,7 +181,19 @@ class Pregeneration:
         if not found:
             return 0
         context, targets = found
-        gate = asyncio.Semaphore(PREGEN_CONCURRENCY)
+        batch = context.__dict__.pop("batch", None)
+        if not targets:
+            return 0
+        collector = None
+        if batch is not None and self.batches is not None:
+            collector = await self.batches(campaign_id, batch)
+            if collector is None:  # the campaign no longer runs
+                return 0
+        # in batches: every call at once, so they are parked together and go out as one batch per model
+        gate = asyncio.Semaphore(len(targets) if collector is not None else PREGEN_CONCURRENCY)
+        expiry = self.call_expiry
+        if collector is not None:  # the holds last as long as the batch may
+            expiry = dt.timedelta(seconds=float(batch["window_seconds"]) * 2 + 60)
         failed: list[int] = []
         no_room: list[int] = []
 
@@ -168,13 +206,16 @@ class Pregeneration:
                     stored = await self.calls.acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
                     if stored is not None:
                         return 0
-                    hold = await in_thread(self.hold_tx, campaign_id, n, prompt, key)
+                    hold = await in_thread(self.hold_tx, campaign_id, n, prompt, key, expiry)
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
-                    plan.deadline = rules.call_deadline(self.call_expiry)  # the hold lapses then
+                    plan.deadline = rules.call_deadline(expiry)  # the hold lapses then
                     try:
-                        res = await self.calls.call_model(plan, n, turns)
+                        if collector is not None:
+                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns)
+                        else:
+                            res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):
                             await in_thread(
                                 self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold, prompt
@@ -189,10 +230,18 @@ class Pregeneration:
                 finally:
                     await self.calls.settle_claims(plan, [n])
 
-        paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
+        if collector is not None:
+            paid = sum(await collector.run([one(*t) for t in targets], keep_failure=True))
+            if collector.failure is not None:
+                log.warning("campaign %s: a pre-generation batch failed: %s", campaign_id, collector.failure)
+                failed.append(-1)
+        else:
+            paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
         return -1 if failed or (no_room and not paid) else paid
 
-    def hold_tx(self, campaign_id: int, n: int, prompt: str, key: str) -> int | None:
+    def hold_tx(
+        self, campaign_id: int, n: int, prompt: str, key: str, expiry: dt.timedelta | None = None
+    ) -> int | None:
         """Hold the bound of model ``n``'s call on ``prompt`` against the budget (locked); the hold's
         id, or None when the campaign no longer runs or the bound does not fit."""
         now = utcnow()
@@ -210,7 +259,7 @@ class Pregeneration:
             held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
             if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
                 return None
-            return holds.take_hold(s, campaign_id, amount, now, now + self.call_expiry, n, key)
+            return holds.take_hold(s, campaign_id, amount, now, now + (expiry or self.call_expiry), n, key)
 
     def release_hold_tx(self, hold_id: int) -> None:
         """Release a pre-generation call's hold (the call failed, or its answer was not stored)."""
@@ -257,3 +306,15 @@ class Pregeneration:
                 return
             text = redact(clean_text(res.text), secret_keys(self.settings, c.models, c.judge))  # as a duel's answer
             stores.finalize_answer(s, claim, res, text, amount, charge_id)
+
+
+async def batched_call(collector: Any, client: Any, prompt: str, turns: list[str] | None) -> Any:
+    """One model call through a batch collector (a model without a batch API is called directly):
+    its Completion, or the exception that ended it (the duel path's :meth:`Calls.call_model` contract)."""
+    try:
+        model = collector.wrap(client)
+        return await (model.complete(prompt, turns=turns) if turns else model.complete(prompt))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return exc

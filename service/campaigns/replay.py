@@ -10,11 +10,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from algorithms.policies import PolicyError, state_params
+from algorithms.restricted import restrict
 from algorithms.vocabulary import DuelStatus
 
 from ..db import Database
 from ..models import Campaign, Charge, Duel
 from . import hybrid, rules
+from .model_changes import initial_model_count
 from .policy_cache import new_policy
 from .rules import jsonable
 from .types import NotFound, ReplayResult
@@ -39,6 +41,7 @@ class ReplayLog:
     counters: dict[str, int]
     judge: dict[str, Any] | None = None  # a hybrid judge's config and the campaign's draw key
     draw_key: Any = None
+    changes: list[dict[str, Any]] | None = None  # models disabled or replaced (campaigns.model_changes)
 
 
 def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
@@ -75,7 +78,7 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         stored_state=c.policy_state,
         algorithm=c.algorithm,
         delta=c.delta,
-        costs=[float(m["cost"]) for m in c.models],
+        costs=[float(m["cost"]) for m in c.models[: initial_model_count(len(c.models), c.model_changes)]],
         judge_cost=rules.judge_cost_per_duel(c.judge),
         population=int(c.n_prompts) if perm is not None else None,
         perm=perm,
@@ -89,13 +92,15 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         ),
         judge=c.judge,
         draw_key=c.draw_key,
+        changes=list(c.model_changes or []),
     )
 
 
-def log_events(rows: list[Any]) -> list[tuple[int, int, Any]]:
-    """Selections (kind 0) and records (kind 1) in the order the policy saw them."""
+def log_events(rows: list[Any], changes: list[dict[str, Any]] | None = None) -> list[tuple[int, int, Any]]:
+    """Selections (kind 0), records (kind 1) and model changes (kind 2) in the order the policy saw them."""
     events = [(r.select_seq, 0, r) for r in rows]
     events += [(r.record_seq, 1, r) for r in rows if r.record_seq is not None]
+    events += [(int(e["seq"]), 2, e) for e in changes or ()]
     events.sort(key=lambda e: (e[0], e[1]))
     return events
 
@@ -116,7 +121,14 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
         else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k)
     )
     next_position: dict[tuple[int, int], int] = {}
+    records: list[tuple[int, int, float]] = []  # what a model change rebuilds the policy from
     for _seq, kind, r in events:
+        if kind == 2:  # a model disabled or replaced: the policy rebuilt on the active models, as it was
+            try:
+                policy = restrict(policy.to_state(), r["costs"], r["arms"], records)
+            except (PolicyError, KeyError, TypeError, ValueError) as exc:
+                diff.append(f"model change at {_seq}: the policy cannot be rebuilt ({exc})")
+            continue
         if kind == 0:
             if r.costs_at_select:  # the marginal costs given the stores changed before this selection
                 policy.set_costs(r.costs_at_select["costs"], r.costs_at_select["judge_cost"])
@@ -131,6 +143,7 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
                 hybrid.replay_record(policy, r, log.draw_key, diff)
             else:
                 policy.record(r.model_i, r.model_j, r.score)
+                records.append((r.model_i, r.model_j, r.score))
         except PolicyError as exc:  # a corrupt log (a model paired with itself, a score out of range)
             diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
     if hyb:
@@ -201,6 +214,6 @@ class Replay:
             log = read_log(
                 s, c, rules.prompt_permutation(c.draw_key, c.n_prompts) if rules.is_wor(c.prompt_sampling) else None
             )
-        events = log_events(log.rows)
+        events = log_events(log.rows, log.changes)
         diff = replay_policy(log, events) + check_counters(log, events)
         return ReplayResult(campaign_id, not diff, len(events), diff)

@@ -1,6 +1,6 @@
 """A campaign's results as files people can read and take away (``GET /v1/campaigns/{id}/export``).
 
-* ``certificate.json``: the verdict (winner, or why there is none), delta, algorithm,
+* ``certificate.json``: the verdict (winner, or why there is none), the models disabled while it ran, delta, algorithm,
   spend, duels, when and why the campaign ended;
 * ``battles.jsonl``: the judged duels as a FastChat / LMArena battle log
   (``model_a``, ``model_b``, ``winner`` in ``model_a | model_b | tie | tie (bothbad)``,
@@ -17,7 +17,7 @@
 * ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field from
   the counted duels' scores as the certificate counts them (graded scores, ties by the
   tie policy), its 95% anytime-valid interval (``ci_low``, ``ci_high``: it holds at the
-  campaign's own stopping time) and the seeded bootstrap interval (``bootstrap_low``,
+  campaign's own stopping time, for every model at once: betting confidence sequences) and the seeded bootstrap interval (``bootstrap_low``,
   ``bootstrap_high``: descriptive only) (:mod:`algorithms.ranking`), its counted duels,
   the configured cost per query, the observed cost per query (its model charges over
   its answered calls) and its observed spend;
@@ -42,8 +42,11 @@ file as is.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import re
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import case, func, select
@@ -53,7 +56,7 @@ from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..db import Database
-from ..models import Annotator, Campaign, Duel, Prompt, from_nusd
+from ..models import Annotator, Campaign, Duel, Prompt, StoredImage, from_nusd
 from ..prompts import question_id
 from .audit_files import judgment_lines, model_answer_files
 from .judge_bias import judge_bias
@@ -62,10 +65,14 @@ from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
 from .views import Views
 
+#: An image's name in a prompt's or an answer's text (service/prompts.py, service/clients/images.py).
+IMAGE_NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
+
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
-#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time.
-INTERVAL = "anytime"
+#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time,
+#: simultaneously for every model.
+INTERVAL = "betting"
 INTERVAL_LEVEL = 0.95
 NO_CATEGORY = "(none)"
 RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low", "ci_high", "duels"]
@@ -287,6 +294,10 @@ class Results:
                     "cost": d["cost"],
                 }
             )
+            for side in ("a", "b"):  # an image answer: named by the sha256 of its file (export's images/)
+                m = IMAGE_NAME.fullmatch(str(d.get(f"answer_{side}") or ""))
+                if m is not None:
+                    out[-1][f"image_{side}"] = m.group(1)
             if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
                 out[-1]["annotator"] = d["annotator"]
             if d.get("comment"):
@@ -317,6 +328,9 @@ class Results:
             "algorithm": v["algorithm"],
             "assumes_condorcet_winner": v["assumes_condorcet_winner"],
             "certified_pairs": [[names[w], names[x]] for w, x in (v["certificates"] or [])],
+            # models disabled or replaced while it ran: the verdict is about the others (docs/guide.md)
+            "disabled_models": [m["name"] for m in v["models"] if m.get("status", "active") != "active"],
+            "model_changes": v.get("model_changes") or [],
             "tie_policy": v["tie_policy"],
             "prompt_sampling": v.get("prompt_sampling"),
             "population": v.get("population"),
@@ -360,9 +374,18 @@ class Results:
             "ranking", campaign_id, data, lambda: self._ranking(data, int(data["view"]["seed"]) % 2**32, reps)
         )
 
-    def style(self, campaign_id: int) -> dict[str, Any]:
-        """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change."""
+    def style(self, campaign_id: int, settled: bool = False) -> dict[str, Any]:
+        """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
+
+        ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
+        duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
+        not refit at every vote; its ``duels`` says how many it was fitted on."""
         data = self._results_data(campaign_id, with_duels=False)
+        last = self.__dict__.setdefault("_style_last", {}).get(campaign_id)
+        view = data["view"]
+        if settled and last is not None and view["status"] == CampaignStatus.RUNNING:
+            if int(view.get("duels_counted") or 0) < 1.1 * last[0]:
+                return last[1]
 
         def fit() -> dict[str, Any]:
             full = self._results_data(campaign_id)
@@ -371,7 +394,11 @@ class Results:
                 **style_report([m["name"] for m in full["view"]["models"]], full["duels"]),
             }
 
-        return self._once("style", campaign_id, data, fit)
+        out = self._once("style", campaign_id, data, fit)
+        if len(self._style_last) >= RANKING_CACHE:
+            self._style_last.clear()
+        self._style_last[campaign_id] = (max(1, int(view.get("duels_counted") or 0)), out)
+        return out
 
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
@@ -401,6 +428,8 @@ class Results:
                 .order_by(Duel.id)
             ).all()
             judge, models = dict(c.judge or {}), list(c.models or [])
+            if any(m.get("output") == "image" for m in models):  # image answers: their sizes (larger_image_wins)
+                rows = self._with_image_areas(s, campaign_id, rows)
         out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
         if len(cache) >= RANKING_CACHE:
             cache.clear()
@@ -427,7 +456,51 @@ class Results:
         files["judgments.jsonl"] = judgment_lines(names, data["duels"])
         files["ranking_style.json"] = json.dumps(style_report(names, data["duels"]), indent=1) + "\n"
         files.update(model_answer_files(names, data["duels"]))
-        return {"campaign_id": campaign_id, "files": files}
+        return {"campaign_id": campaign_id, "files": files, "images": self._export_images(campaign_id, data["duels"])}
+
+    @staticmethod
+    def _with_image_areas(s, campaign_id: int, rows: list) -> list:
+        """``rows`` with ``area_a``/``area_b``: the pixels of each image answer (None for a text answer)."""
+        answers = s.execute(
+            select(Duel.answer_a, Duel.answer_b)
+            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+            .order_by(Duel.id)
+        ).all()
+        names = [[IMAGE_NAME.fullmatch(str(t or "")) for t in pair] for pair in answers]
+        hashes = {m.group(1) for pair in names for m in pair if m}
+        area = {
+            r.sha256: int(r.width) * int(r.height)
+            for r in s.execute(
+                select(StoredImage.sha256, StoredImage.width, StoredImage.height).where(StoredImage.sha256.in_(hashes))
+            )
+        }
+        out = []
+        for r, (ma, mb) in zip(rows, names):
+            a, b = (area.get(m.group(1)) if m else None for m in (ma, mb))
+            out.append(SimpleNamespace(**r._asdict(), area_a=a, area_b=b))
+        return out
+
+    def _export_images(self, campaign_id: int, duels: list[dict]) -> dict[str, str]:
+        """``images/<sha256>.<ext>`` -> base64 of each image the duels' prompts and answers name (as stored:
+        the battle log names them by this hash)."""
+        hashes: set[str] = set()
+        for d in duels:
+            for field in ("answer_a", "answer_b"):
+                hashes.update(IMAGE_NAME.findall(str(d.get(field) or "")))
+        with self.db.read() as s:
+            for (per_turn,) in s.execute(
+                select(Prompt.images).where(Prompt.campaign_id == campaign_id, Prompt.images.is_not(None))
+            ):
+                hashes.update(h for turn in per_turn or [] for h in turn)
+            if not hashes:
+                return {}
+            rows = s.execute(select(StoredImage).where(StoredImage.sha256.in_(hashes))).scalars().all()
+            return {
+                f"images/{r.sha256}.{r.media_type.split('/')[-1].replace('jpeg', 'jpg')}": base64.b64encode(
+                    bytes(r.data)
+                ).decode("ascii")
+                for r in rows
+            }
 
 
 def _num(x: float) -> float | None:

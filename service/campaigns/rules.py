@@ -193,22 +193,28 @@ def prompt_image_tokens(model: dict, prompt: str) -> int:
     return n * per
 
 
-def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> int | None:
+def image_answers(models: Sequence[dict]) -> bool:
+    """Whether some of a campaign's models answer with images (``output: image``): its judge sees them."""
+    return any(m.get("output") == "image" for m in models)
+
+
+def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None, image_answers: bool = False) -> int | None:
     """An upper bound of a duel's judge charge (nano-USD), or ``None``.
 
     A simulated judge charges nothing, a human judge its ``fee_per_vote``. An LLM
     judge makes one call per order (:func:`judge_orders`); each call's input is
     its system prompt and its template with the question, the reference answer and
-    both answers, bounded by ``MAX_ANSWER_BYTES`` per answer.
+    both answers, bounded by ``MAX_ANSWER_BYTES`` per answer, and the images it is shown: the
+    prompt's and, with ``image_answers``, each answer's, at the most one image can cost the judge.
     """
     judge = stored(judge)
     if judge.get("kind") == "hybrid":  # hybrid hook: the automatic judge's bound plus one human fee
-        b = judge_bound_nusd(judge["llm"], prompt, reference)
+        b = judge_bound_nusd(judge["llm"], prompt, reference, image_answers)
         return None if b is None else b + cost_nusd((judge.get("human") or {}).get("fee_per_vote") or 0.0)
     if judge.get("kind") == "human":
         return vote_fee_nusd(judge)
     if judge.get("kind") == "jury":  # the sum of the jurors' bounds
-        bounds = [judge_bound_nusd(j, prompt, reference) for j in judge.get("judges") or []]
+        bounds = [judge_bound_nusd(j, prompt, reference, image_answers) for j in judge.get("judges") or []]
         return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
     if judge.get("kind") != "llm":
         return 0
@@ -221,7 +227,12 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None) -> 
     # each answer field may appear more than once in a template
     n_answers = sum(1 for _, name, _, _ in string.Formatter().parse(template) if name in ("answer_a", "answer_b"))
     input_bytes = fixed + max(2, n_answers) * MAX_ANSWER_BYTES
-    b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes)
+    # the judge sees the prompt's images and, with image models, each answer as an image (service/images/judge.py)
+    from service.images.tokens import prompt_image_count, worst_image_tokens
+
+    shown = prompt_image_count(prompt) + (max(2, n_answers) if image_answers else 0)
+    image_tokens = shown * worst_image_tokens(judge["client"]) if shown else 0
+    b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes, None, image_tokens)
     if b is None:
         return None
     return judge_orders(judge) * _ceil_nusd(b)
@@ -480,9 +491,10 @@ ANNOTATOR_LABEL_PREFIX = "annotator:"  # service.auth.Principal.label of an anno
 
 
 def annotator_owns(requested_by: str | None, label: str) -> bool:
-    """An annotator may read and vote on the duels it asked for, and on duels no annotator
-    asked for (the admin's); never on another annotator's duel (its answers and vote)."""
-    return requested_by == label or not (requested_by or "").startswith(ANNOTATOR_LABEL_PREFIX)
+    """An annotator reads and votes only on the duels handed to it (``requested_by`` its label);
+    never on another annotator's, the admin's, a background run's or one the judge settled alone.
+    Every other id is the same 404 as a missing one, so no 404 tells which duels went to humans."""
+    return requested_by == label
 
 
 def held_duel(inflight: Iterable[Any], label: str, limit: int) -> int | None:

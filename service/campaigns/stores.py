@@ -101,6 +101,8 @@ def model_key(model: dict) -> str | None:
     client = dict(model.get("client") or {})
     if client.get("kind") in (None, "simulated"):
         return None
+    if model.get("output") == "image":  # an image model's answers are not the same client's text answers
+        return _sha("model", "image", _canonical(generation_config(client)))
     return _sha("model", _canonical(generation_config(client)))
 
 
@@ -556,9 +558,9 @@ class Stores:
             row = s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none()
             if row is not None:
                 return "ready", _stored(table, row)
-        now = utcnow()
         try:
             with self.db.write() as s:
+                now = self.db.clock(s)  # claims are leases: timed by the database (Database.clock)
                 row = s.execute(select(model).where(model.key == key)).scalar_one_or_none()
                 if row is None:
                     row_id = s.execute(
@@ -591,7 +593,7 @@ class Stores:
             return 0
         renewed = 0
         with self.db.write() as s:
-            now = utcnow()
+            now = self.db.clock(s)
             for table, ids in sorted(by_table.items()):
                 model = _TABLES[table]
                 renewed += s.execute(

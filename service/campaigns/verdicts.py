@@ -89,9 +89,10 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
 
     # Progress counts certified pairs only, so the fraction and "k of L-1 pairs" say the same thing;
     # a verdict that ends the test (no Condorcet winner, undecidable) completes it, a stop does not.
-    needed = L - 1
+    active = list(getattr(policy, "arms", range(L)))  # a model disabled while running is out of the question
+    needed = len(active) - 1
     if getattr(policy, "goal", "winner") != "winner":  # a leaderboard: the pairs its goal rests on
-        certified, needed = _goal_pairs(policy, L)
+        certified, needed = _goal_pairs(policy, active)
     progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, needed)
     losers = []
     for m in range(L):
@@ -112,16 +113,16 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     }
 
 
-def _goal_pairs(policy: Any, L: int) -> tuple[int, int]:
+def _goal_pairs(policy: Any, active: list[int]) -> tuple[int, int]:
     """``(resolved, needed)`` pairs of a leaderboard goal: every pair for ``ranking``; for ``top_k`` the pairs
     between the ``k`` models with the most certificates and the others (resolved: a certificate or an exact tie)."""
     B = policy.BEAT
     resolved = B | B.T | policy.exact_ties()
     if policy.goal == "top_k":
-        order = sorted(range(L), key=lambda m: (-int(B[m].sum()), m))
+        order = sorted(active, key=lambda m: (-int(B[m].sum()), m))
         pairs = [(u, v) for u in order[: policy.k] for v in order[policy.k :]]
     else:
-        pairs = [(u, v) for u in range(L) for v in range(u + 1, L)]
+        pairs = [(u, v) for n, u in enumerate(active) for v in active[n + 1 :]]
     return sum(1 for u, v in pairs if resolved[u, v]), len(pairs)
 
 
@@ -158,14 +159,21 @@ def certificate_graph(certificates: list | None, names: list[str], exact_pairs: 
 # ---------------------------------------------------------------- the verdict in plain words
 def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     """The certified facts beside the verdict and the verdict in plain words (keys added to the view)."""
-    names = [m["name"] for m in view["models"]]
-    costs = [float(m["cost"]) for m in view["models"]]
+    # the models still compared (a model disabled while running is not part of the verdict), re-indexed
+    active = [n for n, m in enumerate(view["models"]) if m.get("status", "active") == "active"]
+    pos = {m: a for a, m in enumerate(active)}
+    names = [view["models"][m]["name"] for m in active]
+    costs = [float(view["models"][m]["cost"]) for m in active]
     L = len(names)
-    certs = [(int(w), int(lo)) for w, lo in view.get("certificates") or []]
+    certs = [
+        (pos[int(w)], pos[int(lo)]) for w, lo in view.get("certificates") or [] if int(w) in pos and int(lo) in pos
+    ]
     beaten = {lo for _, lo in certs}
     pc = view.get("algorithm") == Algorithm.DCTAS_PC
     not_beaten = [m for m in range(L) if m not in beaten] if pc and (certs or view["status"] != "running") else []
-    exact = {(int(i), int(j)): float(p) for i, j, p in view.get("exact") or []}
+    exact = {
+        (pos[int(i)], pos[int(j)]): float(p) for i, j, p in view.get("exact") or [] if int(i) in pos and int(j) in pos
+    }
     ties = [(i, j) for (i, j), p in exact.items() if p == 0.5 and i in not_beaten and j in not_beaten]
     top = certified_top(certs, L)
     unit = cost_unit(view["models"], view.get("judge"))
@@ -180,6 +188,10 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
         "cost_unit": unit,
     }
     facts["verdict"] = _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit)
+    off = [m["name"] for m in view["models"] if m.get("status", "active") != "active"]
+    if off and facts["verdict"]:
+        were = "was" if len(off) == 1 else "were"
+        facts["verdict"] += f" {_names(off)} {were} disabled while the campaign ran: the verdict is about the others."
     return facts
 
 

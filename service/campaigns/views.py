@@ -18,6 +18,7 @@ from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, rules, stores, verdicts
+from .model_changes import CHANGE_FIELDS, active_models, model_status
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 from .verdicts import verdict_text
@@ -133,6 +134,25 @@ def _bound_costs(c) -> list[float]:
     return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
 
 
+def _lower_bounds(c, stats: dict, counts: dict) -> tuple[float | None, float | None]:
+    """``c* log(1/4 delta)`` and, for dctas-pc, ``c_pc* log(1/4 delta)`` at the empirical matrix of the models
+    still compared (a model disabled while running is out of the question); None when not defined."""
+    if not (stats.get("t") or 0) > 0:
+        return None, None
+    on = active_models(len(c.models), c.model_changes)
+    costs = _bound_costs(c)
+    try:
+        W = [[counts["W"][a][b] for b in on] for a in on]
+        N = [[counts["N"][a][b] for b in on] for a in on]
+        sub = [costs[m] for m in on]
+        lower = finite_or_none(plugin_lower_bound(W, N, sub, c.delta))
+        # the bound of a rule that may also answer "no Condorcet winner"
+        lower_pc = finite_or_none(plugin_pc_lower_bound(W, N, sub, c.delta)) if c.algorithm == "dctas-pc" else None
+    except Exception:  # a statistic must never break the view
+        return None, None
+    return lower, lower_pc
+
+
 def provider_faults(d: Duel) -> list[dict]:
     """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
@@ -189,13 +209,18 @@ class Views:
     def model_views(self, c: Campaign, admin: bool, observed: dict[int, tuple[int, int]] | None) -> list[dict]:
         """The models as the campaign view lists them; prices and observed costs for the admin only."""
         out = []
+        status = model_status([m["name"] for m in c.models], c.model_changes)
         for n, m in enumerate(c.models):
             view = {
                 "index": n,
                 "name": m["name"],
                 "cost": m["cost"],
                 "client": m["client"] if admin else {"kind": m["client"].get("kind")},
+                "status": status[n]["status"],
             }
+            for key in ("reason", "disabled_at", "replaced_by", "replaces"):
+                if status[n].get(key) is not None:
+                    view["disabled_reason" if key == "reason" else key] = status[n][key]
             if admin:
                 pricing_record = m.get("pricing") or {}
                 calls, total = (observed or {}).get(n, (0, 0))
@@ -227,16 +252,8 @@ class Views:
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
-        stats = c.stats or {}
-        counts = c.counts or {}
-        lower = lower_pc = None
-        if (stats.get("t") or 0) > 0:
-            try:
-                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
-                if c.algorithm == "dctas-pc":  # the bound of a rule that may also answer "no Condorcet winner"
-                    lower_pc = finite_or_none(plugin_pc_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
-            except Exception:  # a statistic must never break the view
-                lower = lower_pc = None
+        stats, counts = c.stats or {}, c.counts or {}
+        lower, lower_pc = _lower_bounds(c, stats, counts)
         budget = from_nusd(c.budget_nusd)
         view = {
             "id": c.id,
@@ -262,6 +279,7 @@ class Views:
             "delta": c.delta,
             "tie_policy": c.tie_policy,
             "models": self.model_views(c, admin, observed),
+            "model_changes": [{k: e[k] for k in CHANGE_FIELDS if k in e} for e in c.model_changes or ()],
             "judge": c.judge if admin else {"kind": c.judge.get("kind")},
             "n_prompts": c.n_prompts,
             "budget": budget,

@@ -15,7 +15,8 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 * ``import-answers ID PATH [--model NAME]``: a team's model_answer files into the answer store;
 * ``forecast ID [--trials N] [--spread S]``: the pilot forecast from the campaign's duels so far;
 * ``archive ID``, ``unarchive ID``, ``delete ID --yes [--remove-stored]``: service/cli/campaign_admin.py;
-* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv, judge_bias.json;
+* ``export ID --out DIR``: certificate.json, battles.jsonl, matrix.csv, ranking.csv/json, ranking_by_category.csv,
+  judge_bias.json, and the images the prompts and answers name (images/<sha256>.<ext>);
 * ``continue ID [--budget USD] [--max-duels N]``: raise a limit of a campaign that
   ran out of budget or duels and run it again;
 * ``resume ID [--concurrency N]``: restart a paused or failed background run with its
@@ -25,6 +26,7 @@ to stdout, progress to stderr, bad input is one line on stderr with exit code 2.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import re
 import sys
@@ -200,6 +202,11 @@ def model_lines(models: list[dict[str, Any]], unit: str = "USD") -> list[str]:
             f"{'-' if observed is None else format(observed, '.6g'):>14}  {'-' if calls is None else calls}"
             + f"  {m.get('charged') or '-'}"
             + (" !" if m.get("cost_warning") else "")
+            + (
+                "  disabled" + (f" (replaced by {m['replaced_by']})" if m.get("replaced_by") else "")
+                if m.get("status") == "disabled"
+                else ""
+            )
         )
     return rows
 
@@ -217,11 +224,25 @@ def _start_run(remote: Remote, c: dict[str, Any], run: dict[str, Any]) -> dict[s
 
 
 def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> dict[str, Any]:
+    given = "run" in body
     run = body.pop("run", None) or {}
     if not isinstance(run, dict) or set(run) - RUN_KEYS:
         raise CLIError(f"{path}: 'run' must be a mapping with concurrency and/or max_duels")
+    judge = body.get("judge") if isinstance(body.get("judge"), dict) else {}
+    if given and judge.get("kind") == "human":
+        raise CLIError(f"{path}: 'run' starts a background run, which needs an automatic judge; this judge is human")
     if args.concurrency is not None:
         run["concurrency"] = args.concurrency
+    from pydantic import ValidationError
+
+    from service.schemas.requests import RunIn
+
+    try:  # checked here, whatever the judge: a bad value is never ignored
+        RunIn.model_validate(run)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err.get("loc", ()))
+        raise CLIError(f"{path}: run.{where}: {err.get('msg', 'invalid value')}") from None
     return run
 
 
@@ -298,6 +319,16 @@ def format_forecast(f: Any) -> str:
         lines.append(f"  lower bound       {num(f['lower_bound'], True)} USD")
     if isinstance(f.get("within_budget"), (int, float)):
         lines.append(f"  within budget     {100 * f['within_budget']:.0f}% of runs")
+    batch = f.get("batch")
+    if isinstance(batch, dict):  # a batch campaign: the cost above is at the batch prices
+        ratio = batch.get("price_ratio")
+        lines.append(
+            f"  at list prices    {spread(batch.get('cost_at_list_price'), True)} USD "
+            f"(batch prices x{ratio if isinstance(ratio, (int, float)) else '-'})"
+        )
+        if batch.get("rounds") is not None:
+            lines.append(f"  rounds            {spread(batch.get('rounds'), False)}")
+            lines.append(f"  duels past stop   {spread(batch.get('extra_duels'), False)}")
     if f.get("note"):
         lines.append(f"  note: {f['note']}")
     return "\n".join(lines) + "\n"
@@ -455,6 +486,8 @@ def _bias_warnings(remote: Remote, cid: Any) -> None:
 
 #: What an export may write: a plain file name, or one inside model_answer/ (no dot first, no other folder).
 SAFE_EXPORT_NAME = re.compile(r"(model_answer/)?[A-Za-z0-9_-][A-Za-z0-9._-]*")
+#: An exported image: images/<sha256>.<extension>.
+SAFE_IMAGE_NAME = re.compile(r"images/[0-9a-f]{64}\.(png|jpg|webp|gif)")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -473,9 +506,15 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise CLIError(f"the server sent an unsafe file name {name!r}")
             (out / name).parent.mkdir(exist_ok=True)
             (out / name).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise CLIError(f"cannot write to {out}: {exc.strerror or exc}") from None
-    for name in files:
+        images = data.get("images") or {}
+        for name, b64 in images.items():
+            if not SAFE_IMAGE_NAME.fullmatch(name) or not isinstance(b64, str):
+                raise CLIError(f"the server sent an unsafe image name {name!r}")
+            (out / "images").mkdir(exist_ok=True)
+            (out / name).write_bytes(base64.b64decode(b64))
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot write to {out}: {getattr(exc, 'strerror', None) or exc}") from None
+    for name in [*files, *images]:
         print(out / name)
     return 0
 

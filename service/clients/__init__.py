@@ -60,6 +60,7 @@ def build_client(
     fixed_cost: float = 0.0,
     http: Any = None,
     secret: bytes | None = None,
+    output: str = "text",
     **options: Any,
 ) -> ModelClient:
     """Build the client for one model from its validated config.
@@ -72,9 +73,18 @@ def build_client(
     creates and owns its own). ``secret`` keys a simulated client's texts (a campaign's
     answer secret; other kinds ignore it). ``limiter``: the shared
     :class:`~service.clients.ratelimit.RateLimiter`, used when an HTTP config sets ``rpm`` or ``tpm``.
-    Other ``options`` are for tests: ``sleep`` (async callable
+    ``output``: the model entry's ``output``; ``image`` builds an image client
+    (:mod:`service.clients.images`). Other ``options`` are for tests: ``sleep`` (async callable
     used for backoff waits) and ``rng`` (a ``random.Random`` for the jitter).
     """
+    if output == "image":
+        from .images import GeminiImageClient, OpenAIImageClient
+
+        if isinstance(cfg, OpenAIClientConfig):
+            return OpenAIImageClient(cfg, model_name, fixed_cost, http=http, **options)
+        if isinstance(cfg, GeminiClientConfig):
+            return GeminiImageClient(cfg, model_name, fixed_cost, http=http, **options)
+        raise TypeError(f"output image needs an openai or gemini client, got {type(cfg).__name__}")
     if isinstance(cfg, SimulatedClientConfig):
         return SimulatedClient(cfg, model_name, fixed_cost, secret)
     if isinstance(cfg, OpenAIClientConfig):

@@ -38,9 +38,14 @@ class Completion:
     latency_s: float
     attempts: int = 1
     usage_fault: str | None = None
+    #: an image model's answer (``output: image``): the image's bytes, ``text`` its name; the caller
+    #: stores the bytes in the image store (service/clients/images.py)
+    image: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        out.pop("image", None)
+        return out
 
 
 class ClientError(ModelCallError):

@@ -67,8 +67,9 @@ class HTTPModelClient(ModelClient):
         """Return (url, headers, json body); ``turns``: user messages sent in order instead of ``prompt``."""
 
     @abc.abstractmethod
-    def parse_response(self, data: Any) -> tuple[str, int | None, int | None]:
-        """Return (text, input tokens, output tokens); raise ResponseShapeError."""
+    def parse_response(self, data: Any) -> tuple[Any, ...]:
+        """Return (text, input tokens, output tokens), and an image model's image bytes after them;
+        raise ResponseShapeError."""
 
     # -- machinery -----------------------------------------------------------
     def _api_key(self) -> str | None:
@@ -255,18 +256,20 @@ class HTTPModelClient(ModelClient):
         usage_fault = None
         try:
             try:
-                text, tin, tout = self.parse_response(data)
+                parsed = self.parse_response(data)
             except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
                 usage_fault = str(exc)
-                text, tin, tout = self.parse_response(_without_usage(data))
+                parsed = self.parse_response(_without_usage(data))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
                 resp.status_code,
                 attempt,
             ) from None
+        text, tin, tout = parsed[:3]
+        image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, self.fixed_cost)
-        return Completion(text, tin, tout, cost, latency, attempt, usage_fault)
+        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:

@@ -260,6 +260,25 @@ class BatchedModel:
         """The inner client is its owner's to close."""
 
 
+def pregen_batches(jobs: BatchJobs, http: Callable[[], httpx.AsyncClient]) -> Callable[..., Any]:
+    """The start of a human campaign's pre-generation round in batches (service/campaigns/pregeneration.py):
+    ``await start(campaign_id, batch_setting)`` counts the round and returns its :class:`Collector` (phase
+    ``pregen``), or None when the campaign no longer runs. Its batches are cancelled once it stops running."""
+
+    async def start(campaign_id: int, cfg: dict[str, Any]) -> Collector | None:
+        k = await in_thread(jobs.start_pregen_round_tx, campaign_id)
+        if k is None:
+            return None
+
+        async def still_running() -> bool:
+            return await in_thread(jobs.campaign_running_tx, campaign_id)
+
+        poll, window = float(cfg["poll_seconds"]), float(cfg["window_seconds"])
+        return Collector(jobs, http(), campaign_id, k, "pregen", poll, window, still_running)
+
+    return start
+
+
 async def submit_once(api: BatchAPI, requests: list[BatchRequest], key: str) -> str:
     """Submit under ``key``; after an error that leaves it unknown whether the provider took the batch
     (a timeout, a connection lost, a 5xx), look it up by its key before giving up: never send it twice."""

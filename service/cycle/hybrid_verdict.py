@@ -27,7 +27,7 @@ from ..campaigns.leases import ORPHAN_REQUESTER
 from ..campaigns.policy_cache import policy_snapshot
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.skips import POOL_REQUESTER
-from ..campaigns.types import Conflict, DuelOutcome, NotFound
+from ..campaigns.types import Conflict, DuelOutcome, Forbidden, NotFound
 from ..decide import verdict as deciding
 from ..models import Campaign, Duel, utcnow
 from ..money import charges
@@ -194,7 +194,12 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     """Inside the vote transaction (campaign locked): a human vote on a selected duel; its fee is
     charged now, with the vote (never for a duel no human voted on)."""
     h = hybrid.detail_of(d.judge_detail)
-    if not principal.admin and d.requested_by != principal.label:
+    if principal.admin:  # not blind: the admin's views show the models and the judge's verdict
+        raise Forbidden(
+            f"duel {d.id}: a hybrid campaign counts blind votes only; the admin sees the model names and the "
+            "judge's verdict, so its vote is refused (hand the duel to an annotator token)"
+        )
+    if d.requested_by != principal.label:
         raise NotFound(f"duel {d.id} not found")  # a duel not handed to this annotator
     if d.status != DuelStatus.PENDING or h is None or not h["selected"]:
         raise Conflict(f"duel {d.id} does not wait for a human vote (status {d.status})")

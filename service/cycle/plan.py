@@ -42,7 +42,7 @@ from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
 from ..decide import plan as planning
 from ..models import utcnow
 from ..money import holds, reserve
-from .shared import CampaignConfig, DuelRow, not_handled, policy_at, refuse_or_end, remember_config
+from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, refuse_or_end, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
@@ -80,6 +80,7 @@ async def decide_plan(
         tx, campaign_id, planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight), now
     )
     pick = await _pick(svc, tx, campaign_id, cfg, row, state, inflight)
+    cfg = await config_of(svc, tx, campaign_id, max(pick.pair))  # a model added by a replacement elsewhere
     number = row.duels_created + 1
     prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     if pick.position is not None:
@@ -132,7 +133,8 @@ async def _gate(
         return inflight
     held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
     if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
-        held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
+        # a duel another annotator skipped (a hybrid campaign's: its own too, when nobody else can take it)
+        held = await tx.claim_pooled(campaign_id, principal.label, now, hybrid.is_hybrid(cfg.judge))
     if hybrid.is_hybrid(cfg.judge):  # annotators vote only on the duels selected for a human
         held = await tx.claim_selected(held, now, svc.pending_expiry)
     if held is not None:

@@ -15,6 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ..campaigns.batch_jobs import BatchJobs
 from ..campaigns.calls import Calls
+from ..campaigns.endings import Endings
 from ..campaigns.leases import Leases
 from ..campaigns.lifecycle import Lifecycle
 from ..campaigns.resume import resume_limits_tx
@@ -25,6 +26,7 @@ from ..campaigns.webhooks import Webhooks
 from ..config import Settings
 from ..db import Database
 from .batch_rounds import BatchRounds
+from .model_changes import ModelChanges
 from .orchestration import Cycle
 
 log = logging.getLogger("llmduel.campaigns")
@@ -86,6 +88,8 @@ class Runs:
         self.batch_rounds = BatchRounds(cycle, calls, self.batch_jobs)
         self._runs: dict[int, asyncio.Task] = {}
         self._starting: set[int] = set()  # runs being started here (not yet in _runs)
+        self._failures: dict[int, RunFailures] = {}  # the failure count of each run driven here
+        self.model_changes = ModelChanges(settings, db, lifecycle.views, Endings())
 
     async def cancel_runs(self) -> None:
         """Stop this process's runs and give their leases up (another process takes them over)."""
@@ -141,7 +145,7 @@ class Runs:
             if batch is not None:  # a batch campaign: rounds on the providers' batch APIs
                 error = await self.batch_rounds.run(campaign_id, batch)
             else:
-                failures = RunFailures(self.settings.run_max_failures)
+                failures = self._failures[campaign_id] = RunFailures(self.settings.run_max_failures)
                 await asyncio.gather(*(self._run_worker(campaign_id, failures) for _ in range(concurrency)))
                 error = failures.error
             # Every duel this run started is finished now.
@@ -157,6 +161,7 @@ class Runs:
         finally:
             if self._runs.get(campaign_id) is asyncio.current_task():
                 self._runs.pop(campaign_id, None)
+                self._failures.pop(campaign_id, None)
 
     async def _give_up_duel(self, campaign_id: int, duel_id: int) -> None:
         """A run duel whose execution met a database error: expire it once the database answers again,
@@ -222,3 +227,26 @@ class Runs:
         remaining, stored, error = await in_thread(resume_limits_tx, self.db, campaign_id)
         run = await self.start_run(campaign_id, remaining, concurrency or stored)
         return {"campaign_id": campaign_id, "run": run, "previous_error": error}
+
+    async def change_model(
+        self, campaign_id: int, name: str, reason: str | None, new_model=None, resume: bool = True
+    ) -> dict:
+        """Disable model ``name`` (or replace it by ``new_model``) and keep the campaign going
+        (:mod:`.model_changes`): the failures counted against its run start again from zero, and with
+        ``resume`` a campaign with an automatic judge whose run had stalled gets it back (a run paused
+        on its failure cap, or a campaign paused on a provider fault).
+        ``{"campaign_id", "change", "run"}``: ``run`` is the restarted run or None."""
+        done = await in_thread(self.model_changes.change_tx, campaign_id, name, reason, new_model)
+        self.cycle.config_cache.pop(campaign_id, None)  # this process; others re-read it (shared.config_of)
+        failures = self._failures.get(campaign_id)
+        if failures is not None and failures.error is None:
+            failures.consecutive = 0
+        run = None
+        automatic = done["judge_kind"] != "human"
+        stalled = done["revived"] or (done["run_error"] is not None and not done["run_active"])
+        if resume and automatic and stalled and done["status"] == "running" and not self.run_active_here(campaign_id):
+            try:
+                run = (await self.resume_run(campaign_id))["run"]
+            except Conflict:  # nothing to resume (its max_duels used up): the change stands
+                run = None
+        return {"campaign_id": campaign_id, "change": done["change"], "run": run}

@@ -94,9 +94,13 @@ def remember_config(svc: HotService, campaign_id: int, row) -> CampaignConfig:
     return cfg
 
 
-async def config_of(svc: HotService, tx: Tx, campaign_id: int) -> CampaignConfig:
+async def config_of(svc: HotService, tx: Tx, campaign_id: int, model: int = -1) -> CampaignConfig:
+    """The cached configuration, read again when it lacks model index ``model`` (a model added by a
+    replacement in another process: models are only ever appended, service/cycle/model_changes.py)."""
     cfg = svc.config_cache.get(campaign_id)
-    return cfg if cfg is not None else remember_config(svc, campaign_id, await tx.config(campaign_id))
+    if cfg is not None and model < len(cfg.models):
+        return cfg
+    return remember_config(svc, campaign_id, await tx.config(campaign_id))
 
 
 async def policy_at(svc: HotService, tx: Tx, campaign_id: int, event_seq: int, fetched_state: dict | None):

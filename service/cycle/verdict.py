@@ -52,7 +52,7 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
         raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
     if p is not None and not p.admin and not rules.annotator_owns(drow.requested_by, p.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
-    cfg = await config_of(svc, tx, crow.id)
+    cfg = await config_of(svc, tx, crow.id, max(int(drow.model_i), int(drow.model_j)))
     if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
         raise not_handled(crow.id)
     if hybrid.is_hybrid(cfg.judge):
@@ -81,7 +81,7 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
         return 0
     reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
     stale = rules.is_stale(drow.expires_at, now)
-    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id)
+    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, rules.image_answers(cfg.models))
     if amount:
         detail = mark_late(detail, ended) or {}
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)

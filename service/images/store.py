@@ -76,6 +76,12 @@ def load_images(session: Session, hashes: list[str], blind: bool = False) -> lis
     return [(rows[h].media_type, bytes(rows[h].data)) for h in hashes]
 
 
+def blind_copies(session: Session, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
+    """{sha256: (media type, blind copy)} of the ``hashes`` the store holds (the others are absent)."""
+    rows = session.execute(select(StoredImage).where(StoredImage.sha256.in_(set(hashes)))).scalars()
+    return {r.sha256: (r.blind_media_type, bytes(r.blind)) for r in rows}
+
+
 def with_images(session: Session, turns: list[str], hashes: list[list[str]]) -> list[UserTurn]:
     """A prompt's user turns with their images, as the model clients send them (service/clients/content.py)."""
     out = []

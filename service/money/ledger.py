@@ -156,10 +156,13 @@ def usage_faulted(detail: dict | None) -> bool:
     return any(isinstance(call, dict) and call.get("usage_fault") for call in calls)
 
 
-def judge_charge(judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None) -> CallCharge:
-    """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them)."""
+def judge_charge(
+    judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None, image_answers: bool = False
+) -> CallCharge:
+    """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them;
+    ``image_answers``: the campaign's models answer with images, :func:`rules.image_answers`)."""
     judge = rules.stored(judge)
-    bound = rules.judge_bound_nusd(judge, prompt, reference) if judge.get("kind") == "llm" else None
+    bound = rules.judge_bound_nusd(judge, prompt, reference, image_answers) if judge.get("kind") == "llm" else None
     over = None
     if judge.get("kind") == "llm":
         model = judge["client"].get("model") or judge["client"].get("kind")

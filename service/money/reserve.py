@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from algorithms.vocabulary import CampaignStatus
 
-from ..campaigns.rules import judge_bound_nusd, judge_orders, model_bound_nusd, stored
+from ..campaigns.rules import image_answers, judge_bound_nusd, judge_orders, model_bound_nusd, stored
 from ..campaigns.types import CampaignEnded, Conflict, End
 from ..models import to_nusd
 from .budget import END_LIMIT_BUDGET, effective_budget, over_budget, reserved_nusd
@@ -67,7 +67,7 @@ def reserve_duel_nusd(
     """
     free = {int(k) for k in stored_answers}
     total = sum(answer_reserve_nusd(models[k], prompt) for k in (i, j) if k not in free)
-    jb = judge_bound_nusd(judge, prompt)
+    jb = judge_bound_nusd(judge, prompt, image_answers=image_answers(models))
     if stored(judge).get("kind") in ("llm", "jury") and stored_orders > 0:
         orders = judge_orders(judge)
         left = max(0, orders - int(stored_orders))

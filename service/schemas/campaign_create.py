@@ -18,6 +18,7 @@ from service.pricing import (
     DEFAULT_EXPECTED_OUTPUT_TOKENS,
     lookup_batch_price,
     normalise_price_map,
+    resolve_image_cost,
     resolve_model_cost,
 )
 from service.prompts import normalize_prompt, turn_image_urls
@@ -57,6 +58,12 @@ class ModelSpec(StrictModel):
         "calls are charged per token). Absent: a `cost` that disagrees with the price map's derived cost by more "
         "than a factor 2 is a 422 (docs/service.md, Pricing).",
     )
+    output: Literal["text", "image"] = Field(
+        "text",
+        description="What the model answers: text (default) or image (an image model: OpenAI's "
+        "`POST {base_url}/images/generations` on an openai client, image output on a gemini client; "
+        "docs/guide.md, Image campaigns).",
+    )
     client: ClientConfig = Field(
         description="How to call the model: one config per `kind` (simulated, openai, anthropic, gemini). "
         "Keys are never accepted; `api_key_env` names the environment variable that holds one.",
@@ -68,6 +75,8 @@ class ModelSpec(StrictModel):
     def stored(self) -> dict[str, Any]:
         """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
         out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
+        if self.output == "image":
+            out["output"] = "image"
         if self._pricing is not None:
             out["pricing"] = self._pricing
         if self._image_tokens:  # the most input tokens one of the campaign's prompt images costs it
@@ -80,6 +89,14 @@ class ModelSpec(StrictModel):
         if isinstance(v, dict):
             check_json_safe(v, "client")
         return v
+
+    @model_validator(mode="after")
+    def _image_output(self) -> "ModelSpec":
+        if self.output == "image" and self.client.kind not in ("openai", "gemini"):
+            raise ValueError(
+                f"output: image needs an openai client (the images route) or a gemini client, not {self.client.kind}"
+            )
+        return self
 
 
 class PromptTurn(StrictModel):
@@ -196,7 +213,8 @@ class CampaignCreate(StrictModel):
         None,
         description="Run the background run in rounds on the providers' batch APIs (about half the list price, "
         "answered within the batch window): true for the defaults, or an object (round_size, growth, "
-        "max_round_size, poll_seconds, window_seconds). Needs an automatic judge. docs/service.md, Batch campaigns.",
+        "max_round_size, poll_seconds, window_seconds). With a human judge (and answers: reuse) the answers pre-generated "
+        "for annotators are bought in batches. docs/service.md, Batch campaigns.",
     )
     max_pending_per_annotator: int = Field(
         1,
@@ -316,9 +334,16 @@ class CampaignCreate(StrictModel):
         """A batch campaign: an automatic judge, and each HTTP client's batch price (service.pricing)."""
         if self.stored_batch() is None:
             return
+        if any(m.output == "image" for m in self.models):
+            raise ValueError("batch: image models (output: image) are called one by one, not in batches")
         kind = self.stored_judge().get("kind")
-        if kind in ("human", "hybrid"):
-            raise ValueError(f"batch: needs an automatic judge (llm, jury or simulated), not {kind}")
+        if kind == "hybrid":
+            raise ValueError("batch: needs an automatic judge (llm, jury or simulated) or a human one, not hybrid")
+        if kind == "human" and self.answers != "reuse":
+            raise ValueError(
+                "batch: with a human judge, the answers pre-generated for annotators are bought in batches, "
+                "which needs answers: reuse"
+            )
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
             client = client_json(m.client)
@@ -349,6 +374,9 @@ class CampaignCreate(StrictModel):
         check_json_safe(self.price_map, "price_map")
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         for m in self.models:
+            if m.output == "image" and m.client.price is None:
+                m.cost, m._pricing = resolve_image_cost(m.name, m.cost, client_json(m.client))
+                continue
             cost, client, record = resolve_model_cost(
                 m.name,
                 m.cost,

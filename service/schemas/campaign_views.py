@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,15 @@ class ModelOut(BaseModel):
     cost_warning: str | None = Field(
         None, description="Set when the observed mean differs from cost by more than 2x after 10 calls. Admin only."
     )
+    status: Literal["active", "disabled"] = Field(
+        "active",
+        description="disabled: the model was disabled or replaced while the campaign ran; its duels stay in the "
+        "log and no longer count (docs/guide.md, A failing model).",
+    )
+    disabled_reason: str | None = Field(None, description="The reason given when the model was disabled.")
+    disabled_at: str | None = Field(None, description="When the model was disabled (ISO 8601).")
+    replaced_by: str | None = Field(None, description="The model that replaced this one.")
+    replaces: str | None = Field(None, description="The model this one replaced.")
 
 
 class RunOut(BaseModel):
@@ -162,6 +171,11 @@ class CampaignOut(BaseModel):
     delta: float
     tie_policy: TiePolicy
     models: list[ModelOut]
+    model_changes: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Models disabled or replaced while the campaign ran, in order: action (disable, replace), "
+        "model, reason, at, seq (the policy call at which it took effect), added (the replacement's name and index).",
+    )
     judge: dict[str, Any]
     n_prompts: int
     budget: float | None
@@ -258,6 +272,16 @@ class RunStarted(BaseModel):
 
 class RunResumed(RunStarted):
     previous_error: str | None = Field(None, description="Why the run had paused or failed (its run.error).")
+
+
+class ModelChanged(BaseModel):
+    campaign_id: int
+    change: dict[str, Any] = Field(
+        description="The change recorded: action, model, index, reason, at, seq, arms (the active model "
+        "indices), costs, added (a replacement's name and index)."
+    )
+    run: RunOut | None = Field(None, description="The background run restarted by the change, if any.")
+    campaign: CampaignOut
 
 
 # Admin view or annotator view; each matches only its own shape (extra="forbid").

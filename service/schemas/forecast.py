@@ -12,6 +12,19 @@ class Spread(BaseModel):
     p90: float | None
 
 
+class BatchForecast(BaseModel):
+    round_size: int
+    growth: float
+    max_round_size: int
+    price_ratio: float = Field(
+        description="A duel's expected cost at the batch prices over its cost at the list prices (1 for a model "
+        "without a known batch price); 'cost' is the list-price cost times it."
+    )
+    cost_at_list_price: Spread = Field(description="The same duels (rounds included) at the list prices (USD).")
+    rounds: Spread | None = Field(description="Rounds to certify (null: a human campaign, planned one at a time).")
+    extra_duels: Spread | None = Field(description="Duels the rounds planned past the stop (paid, not counted).")
+
+
 class ForecastOut(BaseModel):
     basis: str = Field(
         description="prior (before the campaign: a simulated judge's matrix or Bradley-Terry draws) "
@@ -43,4 +56,9 @@ class ForecastOut(BaseModel):
     max_duels: int | None
     spent: float | None = Field(None, description="pilot: what the campaign has spent so far (USD).")
     remaining: Spread | None = Field(None, description="pilot: cost minus spent, floored at 0.")
+    batch: BatchForecast | None = Field(
+        None,
+        description="A batch campaign (its 'batch' setting): 'cost' and 'within_budget' are at the batch prices "
+        "and count the duels its rounds plan past the stop; this says how (docs/service.md, Forecast).",
+    )
     note: str

@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, model_validator
 
 from algorithms.vocabulary import Choice
+from service.schemas.campaign_create import ModelSpec
 from service.schemas.common import MAX_PROMPTS, USD, Name, StrictModel, check_text
 
 #: The longest imported answer (as long as a stored answer may be: service/campaigns/rules.py MAX_ANSWER_CHARS).
@@ -78,3 +79,20 @@ class AnswersImportIn(StrictModel):
 
 class AnnotatorIn(StrictModel):
     label: Name | None = None
+
+
+class ModelDisableIn(StrictModel):
+    """``POST /v1/campaigns/{id}/models/{name}/disable``."""
+
+    reason: str | None = Field(None, max_length=500, description="Why (stored with the change and shown).")
+    resume: bool = Field(
+        True,
+        description="Restart the background run if it had stalled (paused on its failure cap, or the campaign "
+        "paused on a provider fault). false: change the model only.",
+    )
+
+
+class ModelReplaceIn(ModelDisableIn):
+    """``POST /v1/campaigns/{id}/models/{name}/replace``: the new model, as in a campaign's ``models``."""
+
+    model: ModelSpec = Field(description="The new model (name, client, cost as in POST /v1/campaigns).")

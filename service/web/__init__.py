@@ -12,7 +12,9 @@ def register(app) -> None:
     # imported when the app is built, so importing a submodule (e.g. service.web.plots) stays light
     from fastapi.staticfiles import StaticFiles
 
+    from .image_routes import router as image_router
     from .routes import STATIC_DIR, router
 
     app.include_router(router)
+    app.include_router(image_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

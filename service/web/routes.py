@@ -29,6 +29,7 @@ from ..auth import Principal, authenticate
 from ..campaigns import Conflict, DomainError, Forbidden, NotFound, skips
 from ..container import Campaigns
 from . import access, data
+from .image_text import image_count, is_image, without_images
 from .markdown import render_markdown
 from .series import SeriesCache
 
@@ -103,6 +104,7 @@ def _short(text: Any, n: int = 80) -> str:
 
 
 _env.filters.update(money=_money, when=_when, num=_num, short=_short)
+_env.filters.update(without_images=without_images, image_count=image_count, is_image=is_image)
 
 
 # ---------------------------------------------------------------- helpers

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import select
 
 from algorithms import make_policy
+from algorithms.hybrid import policy_from_state
 from algorithms.policies import state_params
+from algorithms.restricted import is_restricted_state
 
 from ..models import Duel
 
@@ -95,7 +97,13 @@ class SeriesCache:
             return entry
 
     def series(self, db, campaign_id: int, state: dict) -> tuple[list[Point], object]:
-        """(checkpoints including the current point, the replayed policy)."""
+        """(checkpoints including the current point, the replayed policy).
+
+        A campaign whose models changed (algorithms/restricted.py) shows its current point only:
+        its policy was rebuilt on the remaining models, and the series before it asked another question."""
+        if is_restricted_state(state):
+            policy = policy_from_state(state)
+            return [_point(policy)], policy
         entry = self._entry(campaign_id, state)
         with entry.lock:
             while True:
