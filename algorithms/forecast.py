@@ -75,6 +75,7 @@ __all__ = [
     "SPREAD_GRID",
     "spread_weights",
     "stored_spread_weights",
+    "combine_spread_weights",
     "learned_strengths",
     "pilot_learned_strengths",
 ]
@@ -290,6 +291,12 @@ def stored_spread_weights(
         for W, N in campaigns
         if np.asarray(N, dtype=float).sum() > 0
     ]
+    return combine_spread_weights(ev, grid)
+
+
+def combine_spread_weights(ev: Sequence[Any], grid: np.ndarray = SPREAD_GRID) -> np.ndarray | None:
+    """:func:`stored_spread_weights` from each campaign's :func:`spread_weights` (computed once per
+    campaign and kept by the caller); None for no campaign."""
     if not ev:
         return None
     x = np.log(grid)

@@ -26,13 +26,14 @@ from algorithms.forecast import (
     DEFAULT_TRIALS,
     Forecast,
     bradley_terry_strengths,
+    combine_spread_weights,
     fixed_draws,
     learned_strengths,
     pilot_learned_strengths,
     pilot_posterior_strengths,
     run_forecast,
     run_prompt_forecast,
-    stored_spread_weights,
+    spread_weights,
 )
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
@@ -258,7 +259,8 @@ def _bt_matrices(theta: np.ndarray) -> np.ndarray:
 
 
 class Forecasts:
-    """Forecasts of the cost to certify (synchronous: they run in worker threads; stateless)."""
+    """Forecasts of the cost to certify (synchronous: they run in worker threads; the only state is a
+    cache of the stored campaigns' spread weights per campaign row version)."""
 
     def __init__(self, db: Database):
         self.db = db
@@ -268,23 +270,38 @@ class Forecasts:
         how many campaigns taught them (None, 0: none to learn from)."""
         with self.db.read() as s:
             rows = s.execute(
-                select(Campaign.id, Campaign.counts, Campaign.judge, Campaign.models, Campaign.model_changes)
+                select(
+                    Campaign.id,
+                    Campaign.version,
+                    Campaign.counts,
+                    Campaign.judge,
+                    Campaign.models,
+                    Campaign.model_changes,
+                )
                 .where(Campaign.duels_counted >= STORED_MIN_DUELS)
                 .order_by(Campaign.id.desc())
                 .limit(4 * STORED_CAMPAIGNS)
             ).all()
-        pairs = []
-        for cid, counts, judge, models, changes in rows:
+        cache = self.__dict__.setdefault("_spread_cache", {})  # (id, version) -> that campaign's weights
+        ev = []
+        for cid, version, counts, judge, models, changes in rows:
             if cid == exclude or (judge or {}).get("kind") == JudgeKind.SIMULATED or not counts:
                 continue
             on = active_models(len(models), changes)
             W, N = counts.get("W"), counts.get("N")
-            if len(on) >= 2 and W and N:
-                pairs.append(([[W[a][b] for b in on] for a in on], [[N[a][b] for b in on] for a in on]))
-            if len(pairs) == STORED_CAMPAIGNS:
+            if len(on) < 2 or not W or not N:
+                continue
+            key = (cid, int(version))
+            if key not in cache:
+                if len(cache) >= 4 * STORED_CAMPAIGNS:
+                    cache.clear()
+                Wa, Na = [[W[a][b] for b in on] for a in on], [[N[a][b] for b in on] for a in on]
+                cache[key] = spread_weights(Wa, Na, prompt_sd=DEFAULT_PROMPT_SD, tie_prob=DEFAULT_TIE_PROB)
+            ev.append(cache[key])
+            if len(ev) == STORED_CAMPAIGNS:
                 break
-        weights = stored_spread_weights(pairs, prompt_sd=DEFAULT_PROMPT_SD, tie_prob=DEFAULT_TIE_PROB)
-        return weights, len(pairs) if weights is not None else 0
+        weights = combine_spread_weights(ev)
+        return weights, len(ev) if weights is not None else 0
 
     def forecast_prior(
         self, body: CampaignCreate, trials: int | None = None, spread: float | None = None
