@@ -105,10 +105,14 @@ async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend
             for c in (cid, one["id"]):
                 assert (await api.post(f"/v1/campaigns/{c}/run", json={"concurrency": 1})).status_code == 202
             runs = app.state.campaigns.runs
-            batched = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
-            single = await wait_for(api, one["id"], lambda v: v["status"] != "running" and not v["run"]["active"])
-            batched = (await api.get(f"/v1/campaigns/{cid}")).json()  # every verdict of its last round recorded
-            assert batched["status"] == single["status"] == "certified", (batched["run"], single["run"])
+            # until each run is over (a run that ends without certifying fails here at once, with its error)
+            t0 = time.monotonic()
+            batched = await wait_for(api, cid, lambda v: not runs.run_active_here(cid))
+            took = time.monotonic() - t0
+            single = await wait_for(
+                api, one["id"], lambda v: not v["run"]["active"] and not runs.run_active_here(v["id"])
+            )
+            assert batched["status"] == single["status"] == "certified", (batched["run"], single["run"], took)
             assert batched["winner_index"] == single["winner_index"] == 3
             ratio = batched["spend"] / single["spend"]
             assert 0.3 < ratio < 0.6, (batched["spend"], single["spend"])
@@ -476,3 +480,30 @@ async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()
+
+
+async def test_a_round_that_can_plan_nothing_ends_the_run_with_the_reason(monkeypatch):
+    """The plan of a round's first duel keeps asking to retry later (duels of others in flight): the round
+    waits PLAN_WAIT_S, then the run ends with the plan's reason, instead of ending silently as if done."""
+    from service.campaigns.types import Conflict
+    from service.cycle import batch_rounds
+
+    class Cycle:
+        calls = 0
+
+        async def plan(self, campaign_id, principal, run):
+            Cycle.calls += 1
+            raise Conflict("3 duels of the run are in flight", retry_later=True)
+
+    class Jobs:
+        def start_round_tx(self, campaign_id):
+            return 1, 4
+
+        def adopt_tx(self, campaign_id):
+            return [], []
+
+    monkeypatch.setattr(batch_rounds, "PLAN_WAIT_S", 0.3)
+    rounds = batch_rounds.BatchRounds(Cycle(), None, Jobs())
+    error = await asyncio.wait_for(rounds.run(1, {"poll_seconds": 1, "window_seconds": 10}), 10)
+    assert error == "batch round 1 planned no duel: 3 duels of the run are in flight (for 0.3 s)"
+    assert Cycle.calls >= 2  # it did wait and ask again
