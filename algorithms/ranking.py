@@ -22,7 +22,11 @@ The bootstrap intervals describe the resampling variability of these estimates
 only: a campaign stops when its certificate crosses, which biases them (measured:
 docs/algorithms.md, *Ranking intervals*), so they are **descriptive**.
 
-Anytime-valid intervals (``interval="anytime"``, what the service shows): per pair,
+Anytime-valid intervals, simultaneous over the models (``interval="betting"``, what the service
+shows): :func:`betting_field_intervals`, betting confidence sequences per pair whose wealths
+multiply per model (docs/algorithms.md, *Ranking intervals*).
+
+Anytime-valid intervals per model (``interval="anytime"``, wider): per pair,
 the two-sided normal-mixture confidence sequence of a mean of scores in [0, 1]
 (H. Robbins, "Statistical methods related to the law of the iterated logarithm",
 Ann. Math. Statist. 1970; S. R. Howard, A. Ramdas, J. McAuliffe, J. Sekhon,
@@ -48,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-INTERVALS = ("anytime", "bootstrap")
+INTERVALS = ("betting", "anytime", "bootstrap")
 #: Duels of a pair at which the anytime interval is tightest (any choice is valid).
 ANYTIME_TUNED_AT = 100
 
@@ -159,7 +163,8 @@ def bootstrap_ranking(
     first (1 win, 0.5 tie, 0 loss); ``weights[k]`` (whole numbers, default 1) says how many
     duels row k stands for, so a log aggregated by outcome gives the same result as the
     full log. ``reps`` resamples of all duels, seeded by ``seed`` (bootstrap only);
-    ``interval="anytime"``: :func:`anytime_field_intervals` (valid under the campaign's stopping).
+    ``interval="anytime"``: :func:`anytime_field_intervals` (valid under the campaign's stopping, per model);
+    ``interval="betting"``: :func:`betting_field_intervals` (valid under the stopping, for every model at once).
     """
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
@@ -203,7 +208,7 @@ def bootstrap_ranking(
     high = np.full(n_models, np.nan)
     if n == 0:
         rate = np.full(n_models, np.nan)
-    elif interval == "anytime":
+    elif interval in ("anytime", "betting"):
         rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
         Wm = np.zeros((n_models, n_models))
         Nm = np.zeros((n_models, n_models))
@@ -212,7 +217,8 @@ def bootstrap_ranking(
         np.add.at(Nm, (cat_i, cat_j), counts)
         np.add.at(Nm, (cat_j, cat_i), counts)
         if n_models >= 2:
-            low, high = anytime_field_intervals(Wm, Nm, level)
+            field = anytime_field_intervals if interval == "anytime" else betting_field_intervals
+            low, high = field(Wm, Nm, level)
         low = np.where(np.isfinite(rate), low, np.nan)
         high = np.where(np.isfinite(rate), high, np.nan)
     else:
@@ -236,6 +242,20 @@ BET_GRID = np.linspace(0.0, 1.0, 1001)
 BET_FRACTIONS = 0.99 * 0.8 ** np.arange(15)
 
 
+def _bet_tables() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The per-score logs of :func:`pair_log_wealth`'s factors on :data:`BET_GRID` x :data:`BET_FRACTIONS`:
+    ``log(1 + f (1 - p) / p)`` (a win under an upward bet), ``log(1 - f)``, ``log(1 + f p / (1 - p))``."""
+    m = BET_GRID[:, None]
+    f = BET_FRACTIONS[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.log1p(f / np.maximum(m, 1e-12) * (1.0 - m))
+        down = np.log1p(f / np.maximum(1.0 - m, 1e-12) * m)
+    return up, np.log1p(-f), down
+
+
+_BET_UP, _BET_LOSS, _BET_DOWN = _bet_tables()
+
+
 def pair_log_wealth(score_sum: float, n: float) -> npt.NDArray[np.float64]:
     """``log M(p)`` on :data:`BET_GRID`: a two-sided mixture of constant bets against the mean ``p`` of ``n``
     scores in [0, 1] summing to ``score_sum``.
@@ -244,16 +264,12 @@ def pair_log_wealth(score_sum: float, n: float) -> npt.NDArray[np.float64]:
     evenly over the fractions ``f`` of :data:`BET_FRACTIONS`; each factor ``1 + lambda (y - p)`` has mean 1
     when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is at least the
     value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what this returns.
+    The grid is symmetric, so the opponent's wealth is this one reversed (``score_sum`` and ``p`` mirrored).
     """
     if n <= 0:
         return np.zeros_like(BET_GRID)
-    m = BET_GRID[:, None]
-    f = BET_FRACTIONS[None, :]
     S, F = float(score_sum), float(n) - float(score_sum)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        up = S * np.log1p(f / np.maximum(m, 1e-12) * (1.0 - m)) + F * np.log1p(-f)
-        down = S * np.log1p(-f) + F * np.log1p(f / np.maximum(1.0 - m, 1e-12) * m)
-    X = np.concatenate([up, down], axis=1)
+    X = np.concatenate([S * _BET_UP + F * _BET_LOSS, S * _BET_LOSS + F * _BET_DOWN], axis=1)
     top = X.max(axis=1, keepdims=True)
     return np.log(np.exp(X - top).mean(axis=1)) + top[:, 0]
 
@@ -278,7 +294,7 @@ def _dual_bound(fs: list[npt.NDArray[np.float64]], c: float, sign: float) -> flo
     a, b = hi - phi * (hi - lo), lo + phi * (hi - lo)
     ga, gb = g(a), g(b)
     best = min(g(lo), ga, gb)
-    for _ in range(40):
+    for _ in range(26):
         if ga <= gb:
             hi, b, gb = b, a, ga
             a = hi - phi * (hi - lo)
@@ -312,8 +328,13 @@ def betting_field_intervals(
         raise ValueError("level must be in (0, 1)")
     c = math.log(L / (1.0 - level))
     low, high = np.zeros(L), np.ones(L)
+    wealth: dict[tuple[int, int], npt.NDArray[np.float64]] = {}
     for m in range(L):
-        fs = [pair_log_wealth(W[m, j], N[m, j]) for j in range(L) if j != m]
+        for j in range(m + 1, L):
+            wealth[m, j] = pair_log_wealth(W[m, j], N[m, j])
+            wealth[j, m] = wealth[m, j][::-1]  # the same duels from the other side
+    for m in range(L):
+        fs = [wealth[m, j] for j in range(L) if j != m]
         high[m] = min(1.0, _dual_bound(fs, c, 1.0) / (L - 1))
         low[m] = max(0.0, -_dual_bound(fs, c, -1.0) / (L - 1))
     return low, high

@@ -55,6 +55,7 @@ def campaign(base: str, seed: int, batch: bool) -> dict:
         "prompts": [f"Question {seed}.{n}?" for n in range(40)],
         "judge": {
             "kind": "llm",
+            "orders": "both",
             "client": {
                 **client,
                 "model": judge,

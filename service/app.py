@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
+from .api.annotator_limits import AnnotatorRequestLimiter
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
 from .api.idempotency import Idempotency
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
+    app.state.annotator_limiter = AnnotatorRequestLimiter(settings.annotator_requests_per_minute)
     app.state.campaigns = campaigns  # every campaign object, built once (service/api/deps.py hands them out)
     app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)

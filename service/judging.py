@@ -246,7 +246,8 @@ def _simulated_judge_client(v: Any) -> Any:
 
 
 class LLMJudgeConfig(_Config):
-    """A judge model (any HTTP client kind) compares the two answers, by default in both orders."""
+    """A judge model (any HTTP client kind) compares the two answers, by default in one or both orders as its
+    measured tie and flip rates say is cheaper (``orders: auto``)."""
 
     kind: Literal[JudgeKind.LLM] = Field(description="LLM as a judge.")
     client: Annotated[HTTPClientConfig, BeforeValidator(_simulated_judge_client)] = Field(
@@ -260,16 +261,16 @@ class LLMJudgeConfig(_Config):
         description="USD per judge call (charged when the client has no price or no usage is reported).",
     )
     orders: Literal["both", "one", "auto"] = Field(
-        "both",
+        "auto",
         description="both: judge each duel twice, the answers swapped the second time (two calls); one: judge "
         "it once, in the order the answers are shown, which the campaign draws with its secret key (one call; "
         "position bias becomes zero-mean noise); auto (not for jurors or a hybrid's judge): both "
         "orders until the measured tie and flip rates say one order is cheaper, then one order with a few duels "
-        "still read in both, and back to both when the rates change. All estimate the preference averaged over "
-        "the two orders.",
+        "still read in both, and back to both when the rates change (the default). All estimate the preference "
+        "averaged over the two orders.",
     )
     both_orders: Annotated[bool, BeforeValidator(strict_bool)] = Field(
-        True,
+        False,
         description="The older spelling of orders (true = both, false = one); stored equal to orders == both.",
     )
     system_prompt: Annotated[str | None, BeforeValidator(lambda v: _system(v))] = Field(
@@ -311,7 +312,8 @@ class LLMJudgeConfig(_Config):
             return {**data, "both_orders": data["orders"] == "both"}
         if has_both:
             return {**data, "orders": "both" if data["both_orders"] else "one"}
-        return data
+        # neither: the default, auto (every stored row has both_orders, so this is a new config)
+        return {**data, "orders": "auto", "both_orders": False}
 
     @model_validator(mode="after")
     def _check(self) -> "LLMJudgeConfig":

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 
 import httpx
 import numpy as np
@@ -138,7 +139,11 @@ def test_campaign_file_to_exported_result(service, fake_provider, tmp_path):
     # the audit trail: every answer (arena-hard's model_answer layout) and every judge call
     assert {p.name for p in (out / "model_answer").iterdir()} == {"small.jsonl", "large.jsonl", "mid.jsonl"}
     judgments = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
-    assert len(judgments) == 2 * view["duels"] and all(j["label"] for j in judgments)
+    assert all(j["label"] for j in judgments)
+    # the default orders: auto reads each duel in both orders (two calls) or in one
+    per_duel = Counter(j["duel_id"] for j in judgments)
+    assert len(per_duel) == view["duels"] and set(per_duel.values()) <= {1, 2}
+    assert list(per_duel.values()).count(2) >= 8  # it starts in both orders
     # imported back into the same campaign: every answer is already stored, nothing new
     r = llmduel(service, "campaign", "import-answers", str(cid), str(out / "model_answer"))
     assert r.returncode == 0, r.stderr

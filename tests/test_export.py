@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 
-from algorithms.ranking import field_win_rates
+from algorithms.ranking import betting_field_intervals, field_win_rates
 from algorithms.research.analyze import analyze_source
 
 PROMPTS = [{"id": f"q{n}", "prompt": f"question {n}", "category": "odd" if n % 2 else "even"} for n in range(6)]
@@ -128,7 +128,14 @@ async def test_certificate_says_why_an_uncertified_campaign_ended(api):
 
 def _field_rates(duels, names, keep=lambda d: True):
     """Win rate against the field from the duel log: counted duels, the score of the lower-index model."""
-    L = len(names)
+    W, N = _counted(duels, len(names), keep)
+    return {names[m]: field_win_rates(W, N)[m] for m in range(len(names))}, {
+        names[m]: int(N[m].sum()) for m in range(len(names))
+    }
+
+
+def _counted(duels, L, keep=lambda d: True):
+    """The counted duels' score sums and counts per ordered pair."""
     W = np.zeros((L, L))
     N = np.zeros((L, L))
     for d in duels:
@@ -139,7 +146,7 @@ def _field_rates(duels, names, keep=lambda d: True):
         W[j, i] += 1.0 - d["score"]
         N[i, j] += 1
         N[j, i] += 1
-    return {names[m]: field_win_rates(W, N)[m] for m in range(L)}, {names[m]: int(N[m].sum()) for m in range(L)}
+    return W, N
 
 
 async def test_ranking_counts_what_the_certificate_counts_and_ranks_each_category(api):
@@ -157,7 +164,13 @@ async def test_ranking_counts_what_the_certificate_counts_and_ranks_each_categor
     files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
     ranking = json.loads(files["ranking.json"])
     rates, counts = _field_rates(duels, names)
-    for r in ranking:  # counted duels only, as the certificate counts them (ties under drop are left out)
+    low, high = betting_field_intervals(*_counted(duels, 3), 0.95)  # every model at once, valid at stopping
+    for r in ranking:
+        m = names.index(r["model"])
+        assert (r["ci_low"], r["ci_high"]) == (
+            pytest.approx(low[m], abs=1e-4),
+            pytest.approx(high[m], abs=1e-4),
+        )  # counted duels only, as the certificate counts them (ties under drop are left out)
         assert r["win_rate"] == pytest.approx(rates[r["model"]], abs=1e-4) and r["duels"] == counts[r["model"]]
         assert r["ci_low"] <= r["win_rate"] <= r["ci_high"]
         assert r["bootstrap_low"] <= r["win_rate"] <= r["bootstrap_high"]

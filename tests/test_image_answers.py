@@ -33,8 +33,8 @@ async def fake(api):
     svc.calls._http = None
 
 
-def _image_model(name: str, model: str, cost: float) -> dict:
-    client = {"kind": "openai", "base_url": BASE, "model": model, "params": {"size": "64x64"}}
+def _image_model(name: str, model: str, cost: float, size: str = "64x64") -> dict:
+    client = {"kind": "openai", "base_url": BASE, "model": model, "params": {"size": size}}
     return {"name": name, "cost": cost, "output": "image", "client": client}
 
 
@@ -42,7 +42,7 @@ def _body(tag: str, **extra) -> dict:
     body = {
         "name": f"text to image {tag}",
         "models": [
-            _image_model("sketchy", f"{tag}-sketch-q1", 0.02),
+            _image_model("sketchy", f"{tag}-sketch-q1", 0.02, "48x48"),
             _image_model("painter", f"{tag}-paint-q4", 0.04),
             _image_model("middling", f"{tag}-mid-q2", 0.03),
         ],
@@ -94,6 +94,11 @@ async def test_text_to_image_campaign_certifies_the_best_image_model(api, fake):
     assert Image.open(io.BytesIO(raw)).convert("RGB").tobytes() == Image.open(io.BytesIO(blind)).tobytes()
     assert read_marker(blind) is not None
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+    # the judge bias report: the larger image (the stronger models draw at 64 x 64) won its duels with "sketchy"
+    bias = (await api.get(f"/v1/campaigns/{cid}/judge-bias")).json()
+    sized = bias["larger_image_wins"]
+    assert sized["of"] > 0 and sized["rate"] == 1.0, bias
+    assert bias["longer_wins"]["of"] == 0  # image answers' names are all the same length
     # the export writes every image the battle log names, as stored, by its hash
     export = (await api.get(f"/v1/campaigns/{cid}/export")).json()
     battles = [json.loads(line) for line in export["files"]["battles.jsonl"].splitlines()]
@@ -206,3 +211,79 @@ async def test_a_broken_image_answer_fails_the_call():
         with pytest.raises(Exception, match="the image is refused"):
             await c.complete("p")
         await c.aclose()
+
+
+async def test_an_anthropic_judge_is_shown_the_images_in_its_own_form():
+    """The judge's rendered template names the images; its provider receives them as image blocks (the
+    blind copies, in order of appearance) and the text names them [image 1], [image 2], ..."""
+    from service.images.judge import VisionJudgeClient
+    from service.judging import build_judge, parse_judge_config
+
+    q, a, b = _png((9, 9, 9)), _png((200, 0, 0)), _png((0, 200, 0))
+    names = {hashlib.sha256(x).hexdigest(): x for x in (q, a, b)}
+    h_q, h_a, h_b = list(names)
+    bodies: list[dict] = []
+
+    def reply(request):
+        bodies.append(json.loads(request.content))
+        return httpx.Response(
+            200, json={"content": [{"type": "text", "text": "[[A]]"}], "usage": {"input_tokens": 9, "output_tokens": 2}}
+        )
+
+    cfg = parse_judge_config(
+        {"kind": "llm", "orders": "one", "client": {"kind": "anthropic", "model": "claude", "api_key_env": None}}
+    )
+    judge = build_judge(cfg, ["x", "y"], images=lambda hs: {h: ("image/png", names[h]) for h in hs if h in names})
+    assert isinstance(judge.client, VisionJudgeClient)
+    with respx.mock() as mock:
+        mock.post("https://api.anthropic.com/v1/messages").mock(side_effect=reply)
+        verdict = await judge.judge(
+            f"Draw it.\n[image sha256:{h_q}]",
+            f"[image sha256:{h_a}]",
+            f"[image sha256:{h_b}]",
+            model_a="x",
+            model_b="y",
+        )
+    assert verdict.choice == "a"
+    blocks = bodies[0]["messages"][0]["content"]
+    images = [bl for bl in blocks if bl["type"] == "image"]
+    assert [base64.b64decode(bl["source"]["data"]) for bl in images] == [q, a, b]
+    text = "".join(bl.get("text", "") for bl in blocks)
+    assert "[image 1]" in text and "[image 3]" in text and "sha256" not in text
+    assert text.index("[image 2]") < text.index("[image 3]")  # answer A's image before answer B's
+
+
+def test_the_judge_bound_counts_the_images_it_is_shown():
+    from service.campaigns import rules
+    from service.images.tokens import worst_image_tokens
+
+    client = {"kind": "openai", "model": "gpt-4o", "price": {"input_per_1m": 1.0, "output_per_1m": 1.0}}
+    client["params"] = {"max_tokens": 10}
+    judge = {"kind": "llm", "client": client, "orders": "one"}
+    text = rules.judge_bound_nusd(judge, "Draw it.")
+    with_prompt_image = rules.judge_bound_nusd(judge, "Draw it.\n[image sha256:" + "0" * 64 + "]")
+    with_answers = rules.judge_bound_nusd(judge, "Draw it.", image_answers=True)
+    worst = worst_image_tokens(client)  # at 1 USD per 1M tokens a token costs 1,000 nano-USD
+    assert with_prompt_image - text >= worst * 1000 and with_answers - text >= 2 * worst * 1000
+
+
+async def test_an_image_model_replaced_by_another_stays_an_image_model(api, fake):
+    r = await api.post("/v1/campaigns", json=_body("swap"))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(3):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    new = _image_model("etcher", "swap-etch-q3", 0.025)
+    r = await api.post(f"/v1/campaigns/{cid}/models/sketchy/replace", json={"model": new})
+    assert r.status_code == 200, r.text
+    assert r.json()["campaign"]["models"][3]["name"] == "etcher"
+    seen = []
+    for _ in range(12):
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
+        if d.status_code != 201:
+            break
+        d = d.json()
+        assert d["status"] == "judged", d.get("error")
+        if 3 in (d["model_a"], d["model_b"]):
+            seen.append(d["answer_a"] if d["model_a"] == 3 else d["answer_b"])
+    assert seen and all(NAME.fullmatch(a) for a in seen)

@@ -4,10 +4,12 @@ budget (and no call reports more than its bound)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
 import math
+import time
 
 import httpx
 import pytest
@@ -103,7 +105,7 @@ def test_bound_counts_each_image_of_the_prompt():
     assert legacy is not None and legacy - text >= worst_image_tokens(model["client"]) * 2.5
 
 
-@pytest.mark.parametrize("concurrent", [False])
+@pytest.mark.parametrize("concurrent", [False, True], ids=["one-by-one", "run-concurrency-4"])
 async def test_vision_campaign_never_spends_past_a_tight_budget(api, concurrent):
     """Each call is billed its images by the provider; the campaign ends for its budget, with its
     spend and the provider's own bill within it and no call above its bound."""
@@ -133,10 +135,19 @@ async def test_vision_campaign_never_spends_past_a_tight_budget(api, concurrent)
         r = await api.post("/v1/campaigns", json=body)
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
-        for _ in range(200):
-            d = await api.post(f"/v1/campaigns/{cid}/duels")
-            if d.status_code != 201:
-                break
+        if concurrent:  # a background run with four duels in flight at once
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})).status_code == 202
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                c = (await api.get(f"/v1/campaigns/{cid}")).json()
+                if c["status"] != "running" and c["pending"] == 0:
+                    break
+                await asyncio.sleep(0.05)
+        else:
+            for _ in range(200):
+                d = await api.post(f"/v1/campaigns/{cid}/duels")
+                if d.status_code != 201:
+                    break
     c = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert c["status"] == "budget_exhausted", (c["status"], c.get("end_reason"))
     assert len(bills) >= 4  # the budget paid for several duels

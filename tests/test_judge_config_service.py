@@ -26,6 +26,7 @@ def judge_config(**kw) -> dict:
         "prompt_template": TEMPLATE,
         "verdict_patterns": {"regex": r"\[\[([AB<>=]+)\]\]", "scores": SCORES},
         "cost": 0.001,
+        "orders": "both",  # the two orders' labels are checked below
         **kw,
     }
 

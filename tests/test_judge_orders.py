@@ -135,7 +135,7 @@ def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
     new_row = validate_judge_config(llm_judge(orders="one"))
     assert new_row["orders"] == "one" and new_row["both_orders"] is False
     assert stores.judge_key(old_row) == stores.judge_key(new_row)
-    assert stores.judge_key(new_row) != stores.judge_key(validate_judge_config(llm_judge()))
+    assert stores.judge_key(new_row) != stores.judge_key(validate_judge_config(llm_judge(orders="both")))
     assert stores.stored_order(new_row, "b", "a") == (False, "ab")  # one order: stored per presentation
     assert stores.stored_order(validate_judge_config(llm_judge(orders="both")), "b", "a") == (True, "both")
 
@@ -221,7 +221,7 @@ def test_auto_verdicts_have_their_own_key_and_are_stored_per_presentation():
     from service.campaigns import stores
     from service.judging import validate_judge_config
 
-    auto, both = validate_judge_config(llm_judge(orders="auto")), validate_judge_config(llm_judge())
+    auto, both = validate_judge_config(llm_judge(orders="auto")), validate_judge_config(llm_judge(orders="both"))
     assert auto["orders"] == "auto" and rules.judge_orders(auto) == 2 and not rules.judges_both_orders(auto)
     assert stores.judge_key(auto) != stores.judge_key(both)
     assert stores.judge_key(auto) != stores.judge_key(validate_judge_config(llm_judge(orders="one")))

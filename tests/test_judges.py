@@ -88,7 +88,12 @@ def test_valid_judge_configs_are_normalised():
     sim = validate_judge_config({"kind": "simulated", "preference": [[0, 1 - 1e-9], [0, 0]]})
     assert sim["tie_prob"] == 0.0 and sim["preference"][0][1] == pytest.approx(1.0)
     llm = validate_judge_config({"kind": "llm", "client": {"kind": "openai", "model": "j"}})
-    assert llm["cost"] == 0.0 and llm["both_orders"] is True and llm["client"]["max_attempts"] == 4
+    assert (
+        llm["cost"] == 0.0
+        and llm["orders"] == "auto"
+        and llm["both_orders"] is False
+        and llm["client"]["max_attempts"] == 4
+    )
     with pytest.raises(ValueError, match="tie_policy"):
         build_judge({"kind": "human"}, NAMES, tie_policy="coin")
 

@@ -136,6 +136,8 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert (await api3.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
     paused = await _until(api3, cid, lambda c: not c["run"]["active"] and c["run"]["error"])
     assert paused["status"] == "running" and paused["duels_failed"] >= 3
+    page = await api3.get(f"/campaigns/{cid}")  # the dashboard says the run paused and how to go on
+    assert 'id="run-paused"' in page.text and f"llmduel campaign disable-model {cid} NAME" in page.text
 
     r = await api3.post(f"/v1/campaigns/{cid}/models/broken/disable", json={"reason": "provider down"})
     assert r.status_code == 200, r.text
@@ -152,6 +154,11 @@ async def test_a_failing_model_is_disabled_and_the_run_certifies_the_rest(api3):
     assert c["verdict"].startswith("m0 beats every other model: it was shown to beat m1 (")
     assert "broken was disabled while the campaign ran: the verdict is about the others." in c["verdict"]
     assert c["not_beaten"] == ["m0"]
+    # the yardstick is about the two models compared: c_pc* at their 2 x 2 empirical matrix
+    from algorithms import plugin_pc_lower_bound
+
+    sub = [[c["wins"][a][b] for b in (0, 1)] for a in (0, 1)], [[c["counts"][a][b] for b in (0, 1)] for a in (0, 1)]
+    assert math.isclose(c["lower_bound_pc"], plugin_pc_lower_bound(*sub, c["policy_costs"][:2], 0.1))
     # the certificate is about two models: each certificate at delta / 2
     ev = c["pc_evidence"]
     assert math.isclose(ev["log_threshold"], math.log(2 / 0.1)) and ev["needed"] == 1

@@ -312,6 +312,7 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
             "price": PRICE,
             "params": {"max_tokens": 10},
         },
+        "orders": "both",  # stored once per pair: the second campaign finds it whatever the presentation
     }
     body = {
         "name": "stored verdict",

@@ -82,6 +82,11 @@ class JudgeBiasOut(BaseModel):
     longer_wins: RateOut = Field(
         description="Share of decisive duels (answers of different lengths) won by the longer."
     )
+    larger_image_wins: RateOut | None = Field(
+        None,
+        description="Image answers: share of decisive duels (images of different sizes, width x height) won by "
+        "the larger image; None when the campaign has no image answers.",
+    )
     limits: dict[str, float] = Field(description="The warning thresholds of the three rates.")
     warnings: list[str] = Field(
         description="A sentence per rate past its limit in either direction (from at least 10 verdicts), and one per "

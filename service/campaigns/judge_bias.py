@@ -17,6 +17,8 @@ small ``n`` and extreme rates, where the normal interval does not):
   None before it has enough duels read in both orders).
 * ``longer_wins``: of the decisive duel verdicts between answers of different lengths
   (characters), the share won by the longer answer;
+* ``larger_image_wins`` (image answers only, else None): of the decisive duel verdicts between
+  image answers of different sizes (width x height), the share won by the larger image;
 * ``jury`` (a jury only): per juror, the share of the jury's verdicts its own verdict agrees with,
   and its own ``first_position`` rate (which juror leans on the position).
 
@@ -35,7 +37,7 @@ from ..clients.params import judge_clients, same_model
 Z95 = 1.959963984540054
 #: Warnings: a judge choosing one position in more than 80% of its decisive verdicts; the two
 #: orders disagreeing on more than half the duels; the longer answer winning more than 80%.
-LIMITS = {"first_position": 0.80, "order_disagreement": 0.50, "longer_wins": 0.80}
+LIMITS = {"first_position": 0.80, "order_disagreement": 0.50, "longer_wins": 0.80, "larger_image_wins": 0.80}
 MIN_VERDICTS = 10  # no warning from fewer verdicts than this
 
 
@@ -83,7 +85,7 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
     """The bias report of a campaign's judged duels.
 
     ``rows``: objects with ``choice``, ``judge_detail``, ``len_a``, ``len_b`` (the answers'
-    lengths as shown) and, with ``models``, ``model_a`` and ``model_b``; ``judge``: the
+    lengths as shown), optionally ``area_a``, ``area_b`` (an image answer's pixels, else None) and, with ``models``, ``model_a`` and ``model_b``; ``judge``: the
     campaign's stored judge config; ``models``: its stored model entries (for the judge
     that is also a contestant).
     """
@@ -97,6 +99,8 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
     both = llm and judges_both_orders(judge)
     orders = judge.get("orders") if kind == "llm" and judge.get("orders") in ("both", "one", "auto") else None
     first = decisive = flips = paired = ties = longer = decided = verdicts = 0
+    larger = sized = 0
+    images = any(getattr(r, "area_a", None) is not None for r in rows)
     modes = {"both": 0, "one": 0}
     evidence = AutoOrders(window=1_000_000)  # every both-order duel of a single llm judge
     agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
@@ -138,6 +142,10 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
         if r.choice in ("a", "b") and r.len_a is not None and r.len_b is not None and r.len_a != r.len_b:
             decided += 1
             longer += int((r.choice == "a") == (r.len_a > r.len_b))
+        area_a, area_b = getattr(r, "area_a", None), getattr(r, "area_b", None)
+        if r.choice in ("a", "b") and area_a is not None and area_b is not None and area_a != area_b:
+            sized += 1
+            larger += int((r.choice == "a") == (area_a > area_b))
     margin = evidence.margin()
     out: dict[str, Any] = {
         "judge": kind,
@@ -149,6 +157,7 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
         "modes": modes if kind == "llm" else None,
         "one_order_cheaper": None if margin is None or kind != "llm" else bool(margin > 0),
         "longer_wins": rate(longer, decided),
+        "larger_image_wins": rate(larger, sized) if images else None,
         "limits": dict(LIMITS),
         "jury": None,
         "self_judging": self_judging(rows, judge, models) if models else [],
@@ -200,6 +209,19 @@ def warnings(report: dict[str, Any]) -> list[str]:
         out.append(
             f"the {'longer' if longer else 'shorter'} answer won {share:.0%} of {lw['of']} decisive duels (limit "
             f"{LIMITS['longer_wins']:.0%}): the judge may favour {'length' if longer else 'brevity'}"
+        )
+    li = report.get("larger_image_wins")
+    if (
+        li
+        and li["of"] >= MIN_VERDICTS
+        and li["rate"] is not None
+        and max(li["rate"], 1 - li["rate"]) > LIMITS["larger_image_wins"]
+    ):
+        bigger = li["rate"] >= 0.5
+        share = li["rate"] if bigger else 1 - li["rate"]
+        out.append(
+            f"the {'larger' if bigger else 'smaller'} image won {share:.0%} of {li['of']} decisive duels (limit "
+            f"{LIMITS['larger_image_wins']:.0%}): the judge may favour image size"
         )
     for own in report.get("self_judging") or []:
         won = own["wins"]

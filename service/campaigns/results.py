@@ -17,7 +17,7 @@
 * ``ranking.csv`` and ``ranking.json``: per model, the win rate against the field from
   the counted duels' scores as the certificate counts them (graded scores, ties by the
   tie policy), its 95% anytime-valid interval (``ci_low``, ``ci_high``: it holds at the
-  campaign's own stopping time) and the seeded bootstrap interval (``bootstrap_low``,
+  campaign's own stopping time, for every model at once: betting confidence sequences) and the seeded bootstrap interval (``bootstrap_low``,
   ``bootstrap_high``: descriptive only) (:mod:`algorithms.ranking`), its counted duels,
   the configured cost per query, the observed cost per query (its model charges over
   its answered calls) and its observed spend;
@@ -46,6 +46,7 @@ import base64
 import io
 import json
 import re
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import case, func, select
@@ -69,8 +70,9 @@ IMAGE_NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
-#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time.
-INTERVAL = "anytime"
+#: The ranking's interval shown as ci_low/ci_high (algorithms.ranking): valid at the campaign's stopping time,
+#: simultaneously for every model.
+INTERVAL = "betting"
 INTERVAL_LEVEL = 0.95
 NO_CATEGORY = "(none)"
 RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low", "ci_high", "duels"]
@@ -426,6 +428,8 @@ class Results:
                 .order_by(Duel.id)
             ).all()
             judge, models = dict(c.judge or {}), list(c.models or [])
+            if any(m.get("output") == "image" for m in models):  # image answers: their sizes (larger_image_wins)
+                rows = self._with_image_areas(s, campaign_id, rows)
         out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
         if len(cache) >= RANKING_CACHE:
             cache.clear()
@@ -453,6 +457,28 @@ class Results:
         files["ranking_style.json"] = json.dumps(style_report(names, data["duels"]), indent=1) + "\n"
         files.update(model_answer_files(names, data["duels"]))
         return {"campaign_id": campaign_id, "files": files, "images": self._export_images(campaign_id, data["duels"])}
+
+    @staticmethod
+    def _with_image_areas(s, campaign_id: int, rows: list) -> list:
+        """``rows`` with ``area_a``/``area_b``: the pixels of each image answer (None for a text answer)."""
+        answers = s.execute(
+            select(Duel.answer_a, Duel.answer_b)
+            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+            .order_by(Duel.id)
+        ).all()
+        names = [[IMAGE_NAME.fullmatch(str(t or "")) for t in pair] for pair in answers]
+        hashes = {m.group(1) for pair in names for m in pair if m}
+        area = {
+            r.sha256: int(r.width) * int(r.height)
+            for r in s.execute(
+                select(StoredImage.sha256, StoredImage.width, StoredImage.height).where(StoredImage.sha256.in_(hashes))
+            )
+        }
+        out = []
+        for r, (ma, mb) in zip(rows, names):
+            a, b = (area.get(m.group(1)) if m else None for m in (ma, mb))
+            out.append(SimpleNamespace(**r._asdict(), area_a=a, area_b=b))
+        return out
 
     def _export_images(self, campaign_id: int, duels: list[dict]) -> dict[str, str]:
         """``images/<sha256>.<ext>`` -> base64 of each image the duels' prompts and answers name (as stored:

@@ -24,13 +24,13 @@ writes it beside the vote (``battles.jsonl``).
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, insert, literal, select, update
+from sqlalchemy import Boolean, String, and_, bindparam, cast, func, insert, literal, or_, select, true, update
 from sqlalchemy.orm import Session
 
 from algorithms.vocabulary import DuelStatus
 
 from ..auth import Principal
-from ..models import Campaign, Duel, DuelSkip, utcnow
+from ..models import Annotator, Campaign, Duel, DuelSkip, utcnow
 from .rules import ANNOTATOR_LABEL_PREFIX, clean_text
 from .types import Conflict, Forbidden, NotFound
 
@@ -41,12 +41,14 @@ POOL_REQUESTER = f"{ANNOTATOR_LABEL_PREFIX}pool"
 MAX_COMMENT_CHARS = 2000
 
 
-def skip_duel(db, duel_id: int, principal: Principal) -> None:
+def skip_duel(db, duel_id: int, principal: Principal, max_skips: int | None = None) -> None:
     """An annotator hands its own pending duel back to the pool (one transaction).
 
     Raises :class:`NotFound` for a duel that does not exist or that the annotator does
     not own (the same answer for both, so ids are not probed), :class:`Conflict` when
-    the duel no longer waits for a vote.
+    the duel no longer waits for a vote or when the annotator has already skipped
+    ``max_skips`` duels of the campaign (``LLMDUEL_MAX_SKIPS_PER_ANNOTATOR``: skipping
+    without bound would let an annotator pick the duels it votes on).
     """
     if principal.admin:
         raise Forbidden("only annotators skip duels; an admin can stop a campaign instead")
@@ -62,6 +64,17 @@ def skip_duel(db, duel_id: int, principal: Principal) -> None:
         now = utcnow()
         if d.status != DuelStatus.PENDING or d.expires_at <= now:
             raise Conflict(f"duel {duel_id} no longer waits for a vote")
+        if max_skips is not None:
+            done = s.execute(
+                select(func.count(DuelSkip.id)).where(
+                    DuelSkip.campaign_id == c.id, DuelSkip.annotator == principal.label
+                )
+            ).scalar_one()
+            if done >= max_skips:
+                raise Conflict(
+                    f"you have skipped {done} duel{'s' if done != 1 else ''} of this campaign, the most an "
+                    f"annotator may (LLMDUEL_MAX_SKIPS_PER_ANNOTATOR={max_skips}); vote on this one"
+                )
         waiting = s.execute(
             select(func.count(DuelSkip.id))
             .join(Duel, Duel.id == DuelSkip.duel_id)
@@ -88,7 +101,26 @@ def skip_duel(db, duel_id: int, principal: Principal) -> None:
 
 
 _D = Duel.__table__.c
-#: The oldest live pooled duel of campaign ``cid`` that annotator ``label`` has not skipped (``now``: the time).
+_S = DuelSkip.__table__.c
+_A = Annotator.__table__.c
+_SKIPPED_BY_ME = select(_S.duel_id).where(_S.campaign_id == bindparam("cid"), _S.annotator == bindparam("label"))
+#: Another live annotator of the campaign who has not skipped the pooled duel: it could take it.
+_SOMEONE_ELSE = (
+    select(literal(1))
+    .where(
+        _A.campaign_id == bindparam("cid"),
+        _A.revoked_at.is_(None),
+        literal(ANNOTATOR_LABEL_PREFIX) + cast(_A.id, String) != bindparam("label"),
+        ~select(literal(1))
+        .where(_S.duel_id == _D.id, _S.annotator == literal(ANNOTATOR_LABEL_PREFIX) + cast(_A.id, String))
+        .exists(),
+    )
+    .exists()
+)
+#: The live pooled duel of campaign ``cid`` to hand annotator ``label`` (``now``: the time): the oldest
+#: it has not skipped; with ``back`` (a hybrid campaign, whose pool holds the duels selected for
+#: humans in draw order) then one it skipped that no other live annotator can take, so a campaign
+#: with one annotator never stalls on a skip (a skip only puts the duel behind the others).
 POOLED = (
     select(_D.id)
     .where(
@@ -96,14 +128,9 @@ POOLED = (
         _D.requested_by == literal(POOL_REQUESTER),
         _D.status == literal(str(DuelStatus.PENDING)),
         _D.expires_at > bindparam("now"),
-        _D.id.not_in(
-            select(DuelSkip.__table__.c.duel_id).where(
-                DuelSkip.__table__.c.campaign_id == bindparam("cid"),
-                DuelSkip.__table__.c.annotator == bindparam("label"),
-            )
-        ),
+        or_(_D.id.not_in(_SKIPPED_BY_ME), and_(bindparam("back", type_=Boolean) == true(), ~_SOMEONE_ELSE)),
     )
-    .order_by(_D.id)
+    .order_by(_D.id.in_(_SKIPPED_BY_ME), _D.id)
     .limit(1)
 )
 #: Hand pooled duel ``did`` to annotator ``label``.
@@ -113,7 +140,9 @@ HAND_OVER = update(Duel.__table__).where(_D.id == bindparam("did")).values(reque
 def claim_pooled(s: Session, campaign_id: int, label: str) -> int | None:
     """Inside the planning transaction (campaign row locked): hand the oldest live pooled
     duel that ``label`` has not skipped to ``label``; its id, or None when there is none."""
-    duel_id = s.execute(POOLED, {"cid": campaign_id, "label": label, "now": utcnow()}).scalar_one_or_none()
+    duel_id = s.execute(
+        POOLED, {"cid": campaign_id, "label": label, "now": utcnow(), "back": False}
+    ).scalar_one_or_none()
     if duel_id is None:
         return None
     s.execute(HAND_OVER, {"did": duel_id, "label": label})

@@ -18,7 +18,7 @@ from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, rules, stores, verdicts
-from .model_changes import CHANGE_FIELDS, model_status
+from .model_changes import CHANGE_FIELDS, active_models, model_status
 from .rules import finite_or_none, jsonable
 from .types import NotFound
 from .verdicts import verdict_text
@@ -134,6 +134,25 @@ def _bound_costs(c) -> list[float]:
     return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
 
 
+def _lower_bounds(c, stats: dict, counts: dict) -> tuple[float | None, float | None]:
+    """``c* log(1/4 delta)`` and, for dctas-pc, ``c_pc* log(1/4 delta)`` at the empirical matrix of the models
+    still compared (a model disabled while running is out of the question); None when not defined."""
+    if not (stats.get("t") or 0) > 0:
+        return None, None
+    on = active_models(len(c.models), c.model_changes)
+    costs = _bound_costs(c)
+    try:
+        W = [[counts["W"][a][b] for b in on] for a in on]
+        N = [[counts["N"][a][b] for b in on] for a in on]
+        sub = [costs[m] for m in on]
+        lower = finite_or_none(plugin_lower_bound(W, N, sub, c.delta))
+        # the bound of a rule that may also answer "no Condorcet winner"
+        lower_pc = finite_or_none(plugin_pc_lower_bound(W, N, sub, c.delta)) if c.algorithm == "dctas-pc" else None
+    except Exception:  # a statistic must never break the view
+        return None, None
+    return lower, lower_pc
+
+
 def provider_faults(d: Duel) -> list[dict]:
     """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
@@ -234,14 +253,7 @@ class Views:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
         stats, counts = c.stats or {}, c.counts or {}
-        lower = lower_pc = None
-        if (stats.get("t") or 0) > 0:
-            try:
-                lower = finite_or_none(plugin_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
-                if c.algorithm == "dctas-pc":  # the bound of a rule that may also answer "no Condorcet winner"
-                    lower_pc = finite_or_none(plugin_pc_lower_bound(counts["W"], counts["N"], _bound_costs(c), c.delta))
-            except Exception:  # a statistic must never break the view
-                lower = lower_pc = None
+        lower, lower_pc = _lower_bounds(c, stats, counts)
         budget = from_nusd(c.budget_nusd)
         view = {
             "id": c.id,

@@ -204,6 +204,9 @@ class BatchRounds:
         for j in getattr(judge, "jurors", None) or [judge]:
             if getattr(j, "client", None) is not None:
                 j.client = collector.wrap(j.client)
+        if getattr(judge, "auto", None) is not None:
+            # orders: auto measures its rates across rounds: the campaign's judge of this process keeps them
+            judge.auto = self.calls.judge(plan).auto
         return judge
 
     async def _verdict(self, plan: DuelPlan, judge: Any, text_a: str, text_b: str) -> dict:

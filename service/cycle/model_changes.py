@@ -39,7 +39,7 @@ from ..decide.verdict import policy_ending
 from ..egress import EgressDenied
 from ..models import Campaign, Duel, Prompt, utcnow
 from ..names import duplicate_names
-from ..pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, resolve_model_cost
+from ..pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, resolve_image_cost, resolve_model_cost
 
 #: A disabled model's duels in flight end with this error.
 DISABLED_ERROR = "cancelled: the model was disabled"
@@ -176,20 +176,26 @@ class ModelChanges:
                 raise Unprocessable(f"model.client.base_url: {exc.message}") from None
         prompts = list(s.execute(select(Prompt.text).where(Prompt.campaign_id == c.id).order_by(Prompt.idx)).scalars())
         try:
-            cost, client, record = resolve_model_cost(
-                spec.name,
-                spec.cost,
-                client_json(spec.client),
-                prompts,
-                spec.expected_output_tokens
-                if spec.expected_output_tokens is not None
-                else DEFAULT_EXPECTED_OUTPUT_TOKENS,
-                None,
-                spec.cost_source,
-            )
+            if spec.output == "image" and spec.client.price is None:  # an image model: charged per image
+                cost, record = resolve_image_cost(spec.name, spec.cost, client_json(spec.client))
+                client = client_json(spec.client)
+            else:
+                cost, client, record = resolve_model_cost(
+                    spec.name,
+                    spec.cost,
+                    client_json(spec.client),
+                    prompts,
+                    spec.expected_output_tokens
+                    if spec.expected_output_tokens is not None
+                    else DEFAULT_EXPECTED_OUTPUT_TOKENS,
+                    None,
+                    spec.cost_source,
+                )
         except ValueError as exc:
             raise Unprocessable(f"model: {exc}") from None
         stored = {"name": spec.name, "cost": cost, "client": client}
+        if spec.output == "image":
+            stored["output"] = "image"
         if record is not None:
             stored["pricing"] = record
         require_key_envs([stored], {})

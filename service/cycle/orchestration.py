@@ -248,7 +248,7 @@ class Cycle:
 
     async def skip(self, duel_id: int, principal: Principal) -> None:
         """An annotator hands its pending duel back to the pool (not counted, not charged again)."""
-        await self.in_thread(skips.skip_duel, self.db, duel_id, principal)
+        await self.in_thread(skips.skip_duel, self.db, duel_id, principal, self.settings.max_skips_per_annotator)
 
     # ------------------------------------------------------------ sampling without replacement
     def permutation(self, campaign_id: int, draw_key: str, n_prompts: int) -> list[int]:

@@ -232,8 +232,8 @@ class PgTx:
         await self._write(PG_EXPIRE_DUEL, {"did": duel_id})
         await self._write(PG_TOUCHED, {"cid": campaign_id, "now": now})
 
-    async def claim_pooled(self, campaign_id: int, label: str, now) -> int | None:
-        row = await self._fetchrow(PG_POOLED, {"cid": campaign_id, "label": label, "now": now})
+    async def claim_pooled(self, campaign_id: int, label: str, now, back: bool = False) -> int | None:
+        row = await self._fetchrow(PG_POOLED, {"cid": campaign_id, "label": label, "now": now, "back": back})
         if row is None:
             return None
         await self._write(PG_HAND_OVER, {"did": row.id, "label": label})

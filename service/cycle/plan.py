@@ -133,7 +133,8 @@ async def _gate(
         return inflight
     held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
     if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
-        held = await tx.claim_pooled(campaign_id, principal.label, now)  # a duel another annotator skipped
+        # a duel another annotator skipped (a hybrid campaign's: its own too, when nobody else can take it)
+        held = await tx.claim_pooled(campaign_id, principal.label, now, hybrid.is_hybrid(cfg.judge))
     if hybrid.is_hybrid(cfg.judge):  # annotators vote only on the duels selected for a human
         held = await tx.claim_selected(held, now, svc.pending_expiry)
     if held is not None:

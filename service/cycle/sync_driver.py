@@ -221,8 +221,9 @@ class SyncTx:
         self.conn.execute(EXPIRE_DUEL, {"did": duel_id})
         self.conn.execute(TOUCHED, {"cid": campaign_id, "now": now})
 
-    async def claim_pooled(self, campaign_id: int, label: str, now) -> int | None:
-        duel_id = self.conn.execute(skips.POOLED, {"cid": campaign_id, "label": label, "now": now}).scalar()
+    async def claim_pooled(self, campaign_id: int, label: str, now, back: bool = False) -> int | None:
+        params = {"cid": campaign_id, "label": label, "now": now, "back": back}
+        duel_id = self.conn.execute(skips.POOLED, params).scalar()
         if duel_id is None:
             return None
         self.conn.execute(skips.HAND_OVER, {"did": duel_id, "label": label})

@@ -263,12 +263,15 @@ def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, s
 
 def oracle_section(view: dict) -> dict:
     """Pulls per pair beside the oracle allocation at the empirical matrix."""
-    names = [m["name"] for m in view["models"]]
+    # the models still compared (a model disabled while running is out of the question)
+    on = [n for n, m in enumerate(view["models"]) if m.get("status", "active") == "active"]
+    names = [view["models"][m]["name"] for m in on]
     # the policy's costs: marginal given the stores when the campaign reuses answers (view["cost_model"])
     costs = [float(x) for x in view.get("policy_costs") or [m["cost"] for m in view["models"]]]
-    L = len(names)
-    N = np.asarray(view["counts"] or np.zeros((L, L)), dtype=float)
-    W = np.asarray(view["wins"] or np.zeros((L, L)), dtype=float)
+    costs = [costs[m] for m in on]
+    L, n_all = len(names), len(view["models"])
+    N = np.asarray(view["counts"] or np.zeros((n_all, n_all)), dtype=float)[np.ix_(on, on)]
+    W = np.asarray(view["wins"] or np.zeros((n_all, n_all)), dtype=float)[np.ix_(on, on)]
     t = max(1.0, float(view["t"]))
     oracle = None
     reason = None
