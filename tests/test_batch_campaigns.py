@@ -546,3 +546,43 @@ async def test_a_round_that_can_plan_nothing_ends_the_run_with_the_reason(monkey
     error = await asyncio.wait_for(rounds.run(1, {"poll_seconds": 1, "window_seconds": 10}), 10)
     assert error == "batch round 1 planned no duel: 3 duels of the run are in flight (for 0.3 s)"
     assert Cycle.calls >= 2  # it did wait and ask again
+
+
+async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_back(db_url, fake):
+    """The round's many concurrent transactions may meet a deadlock or a lock timeout (rolled back): the
+    duel's transaction is tried again, so the campaign certifies and every answered request is charged once."""
+    from sqlalchemy.exc import OperationalError
+
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    cycle = app.state.campaigns.cycle
+    store, failures = cycle.store_answers_tx, Counter()
+
+    def flaky_store(plan, res):
+        if failures["store"] < 3:  # the first three attempts are refused by the database, as a deadlock is
+            failures["store"] += 1
+            raise OperationalError("UPDATE duels ...", {}, Exception("deadlock detected"))
+        return store(plan, res)
+
+    cycle.store_answers_tx = flaky_store
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "deadlocks", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            before = len(provider_app.state.provider.requests)
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid))
+            assert view["status"] == "certified" and view["winner_index"] == 3, view["run"]
+            assert failures["store"] == 3
+            names = {m["name"] for m in view["models"]}
+            sent = Counter(e["kind"] for e in provider_app.state.provider.requests[before:] if e["model"] in names)
+            duels = await all_duels(api, cid)
+            paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
+            assert sent["answer"] == paid["model"] > 0, (sent, paid)
+            assert not [d for d in duels if d["status"] in ("calling", "pending")]
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
