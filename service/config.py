@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     allowed_hosts: str = "*"
     # `llmduel fake-provider`'s secret (its --marker-key): keys its answer texts and markers; unset: random.
     fake_secret: str | None = Field(None, repr=False)
+    # The most duels one forecast may simulate in all (trials x duels per trial): a forecast request's CPU
+    # is bounded whatever its trials; trials that reach their share count as not certified (the note says so).
+    forecast_max_duels: int = Field(20_000_000, ge=10_000)
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = _code_only(False)
 

@@ -29,6 +29,7 @@ from algorithms.forecast import (
     pilot_posterior_strengths,
     run_forecast,
     run_prompt_forecast,
+    trial_duel_cap,
 )
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
@@ -97,6 +98,16 @@ def _trials_note(asked: int | None, used: int, n_models: int) -> str:
     return f"{used} trials, the default for {n_models} models (200 x 16 / L; ask for more with ?trials=)"
 
 
+def _limit_note(n_models: int, trials: int, max_duels: int) -> str:
+    cap = trial_cap(n_models, trials, max_duels)
+    if cap is None:
+        return ""
+    return (
+        f"each trial may take at most {cap} duels: the server simulates at most {max_duels} duels per forecast "
+        "(LLMDUEL_FORECAST_MAX_DUELS), shared by the trials; fewer trials give each more"
+    )
+
+
 def _mode_note(mode: str, n_prompts: int) -> str:
     if mode == "fresh":
         return "every duel pays its two answers and its verdict"
@@ -154,17 +165,38 @@ def _answer(
     return rules.jsonable(out)
 
 
-def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
-    """``draw(kind, n)`` gives n matrices (kind ``matrices``) or n strength vectors (kind ``strengths``)."""
+def trial_cap(n_models: int, trials: int, max_duels: int) -> int | None:
+    """The duels one trial may take when ``trials`` share ``max_duels`` (Settings.forecast_max_duels),
+    at least :data:`MIN_TRIAL_DUELS`; None when the share is above the simulator's own cap
+    (:func:`algorithms.forecast.trial_duel_cap`)."""
+    share = max(MIN_TRIAL_DUELS, int(max_duels) // max(1, int(trials)))
+    return share if share < trial_duel_cap(n_models) else None
+
+
+#: The fewest duels a trial gets under the server's forecast limit.
+MIN_TRIAL_DUELS = 100
+
+
+def _run(setup: _Setup, draw: Any, trials: int, max_duels: int) -> Forecast:
+    """``draw(kind, n)`` gives n matrices (kind ``matrices``) or n strength vectors (kind ``strengths``);
+    the trials share ``max_duels`` simulated duels (:func:`trial_cap`)."""
     if not _BUSY.acquire(blocking=False):
         raise Conflict("another forecast is running in this process; retry in a few seconds", retry_later=True)
     try:
         judge_cost = rules.judge_cost_per_duel(setup.judge)
         mode = setup.mode
+        cap = trial_cap(len(setup.costs), trials, max_duels)
         if mode == "fresh":
             matrices = draw("matrices", trials)
             return run_forecast(
-                matrices, setup.costs, setup.delta, setup.algorithm, judge_cost, seed=setup.seed, rounds=setup.rounds
+                matrices,
+                setup.costs,
+                setup.delta,
+                setup.algorithm,
+                judge_cost,
+                seed=setup.seed,
+                rounds=setup.rounds,
+                duel_cap=cap,
             )
         return run_prompt_forecast(
             draw("strengths", trials),
@@ -174,6 +206,7 @@ def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
             mode,
             judge_cost,
             seed=setup.seed,
+            duel_cap=cap,
             prompt_sd=DEFAULT_PROMPT_SD,
             tie_prob=DEFAULT_TIE_PROB,
             rounds=setup.rounds,
@@ -252,8 +285,9 @@ def _bt_matrices(theta: np.ndarray) -> np.ndarray:
 class Forecasts:
     """Forecasts of the cost to certify (synchronous: they run in worker threads; stateless)."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, max_duels: int = 20_000_000):
         self.db = db
+        self.max_duels = int(max_duels)  # all trials together (Settings.forecast_max_duels)
 
     def forecast_prior(
         self, body: CampaignCreate, trials: int | None = None, spread: float = DEFAULT_SPREAD
@@ -294,8 +328,14 @@ class Forecasts:
                 theta = bradley_terry_strengths(L, spread, n, rng)
                 return theta if kind == "strengths" else _bt_matrices(theta)
 
-        f = _run(setup, draw, trials)
-        notes = [note, _trials_note(asked, trials, L), _mode_note(f.mode, setup.n_prompts), _batch_note(setup)]
+        f = _run(setup, draw, trials, self.max_duels)
+        notes = [
+            note,
+            _trials_note(asked, trials, L),
+            _limit_note(L, trials, self.max_duels),
+            _mode_note(f.mode, setup.n_prompts),
+            _batch_note(setup),
+        ]
         return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n), setup)
 
     def forecast_pilot(
@@ -349,12 +389,13 @@ class Forecasts:
             )
             return theta if kind == "strengths" else _bt_matrices(theta)
 
-        f = _run(setup, draw, trials)
+        f = _run(setup, draw, trials, self.max_duels)
         notes = [
             f"strengths drawn from the Bradley-Terry posterior (Laplace approximation, prior N(0, {spread:g}^2)) "
             f"of the {t} duels counted so far; the figures are for a whole campaign from its start, 'remaining' "
             "subtracts what this one has spent",
             _trials_note(asked, trials, L),
+            _limit_note(L, trials, self.max_duels),
             _mode_note(f.mode, setup.n_prompts),
             _batch_note(setup),
             f"for the {L} models still compared ({n_all - L} disabled)" if n_all > L else "",
