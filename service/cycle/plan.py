@@ -148,13 +148,15 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, 
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
     wor = rules.is_wor(cfg.prompt_sampling)
-    policy = await policy_at(svc, tx, campaign_id, row.event_seq, state)
+    policy = await policy_at(svc, tx, campaign_id, row.event_seq, state, row.state_seq)
     # without replacement the policy computes its own marginal costs from the shared permutation
     costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(campaign_id))
     pending = rules.pending_pairs(inflight)
     if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
-    write_state = costs_record is not None or hybrid.is_hybrid(cfg.judge)
+    # the selection is logged with the duel (costs_at_select, pending_at_select): only a hybrid
+    # campaign, whose records the log does not replay, writes its state with every call
+    write_state = hybrid.is_hybrid(cfg.judge)
     if not wor:
         pair = rules.ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
         return _Pick(policy, pair, None, pending, costs_record, write_state)
@@ -166,7 +168,7 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, 
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
         raise planning.no_pair_error(len(inflight), len(held), str(exc)) from None
     position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
-    return _Pick(policy, pair, position, pending, None, True)
+    return _Pick(policy, pair, position, pending, None, write_state)
 
 
 async def _reservation(
@@ -217,7 +219,7 @@ async def _write(
     }
     if pick.costs_record is not None:  # the costs changed: the duel records them
         duel["costs_at_select"] = pick.costs_record
-    if pick.write_state:  # the campaign keeps the policy's new state
+    if pick.write_state:  # the campaign keeps the policy's new state (at this seq)
         campaign["policy_state"] = jsonable(pick.policy.to_state())
     duel_id = await tx.plan_writes(duel, charges, campaign)
     policy = pick.policy
@@ -245,7 +247,7 @@ def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict)
         j=duel["model_j"],
         a_is_i=duel["a_is_i"],
         prompt=duel["prompt"],
-        models=[dict(m) for m in cfg.models],
+        models=cfg.models,  # read only: shared with the cached configuration (no copy per duel)
         judge=dict(cfg.judge),
         tie_policy=cfg.tie_policy,
         seed=cfg.seed,
