@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from typing import Any
 
 from algorithms.vocabulary import DuelStatus
@@ -46,6 +47,8 @@ from .orchestration import Cycle
 
 log = logging.getLogger("llmduel.batch")
 
+#: How long a round waits for the plan of its first duel while the plan asks to retry later.
+PLAN_WAIT_S = 60.0
 #: The error of a round's duel that its round ended without judging (it no longer holds a reservation).
 ROUND_LEFT = "its batch round ended before its verdict"
 
@@ -68,9 +71,9 @@ class BatchRounds:
                     return None
                 k, size = started
                 cfg = {**cfg, "rounds": k}
-                plans = await self._plan_round(campaign_id, size)
-                if not plans:
-                    return None
+                plans, stalled = await self._plan_round(campaign_id, size)
+                if not plans:  # the run stopped, the campaign ended, or nothing could be planned for long
+                    return None if stalled is None else f"batch round {k} planned no duel: {stalled}"
                 ended = await self._round(campaign_id, cfg, k, [(p, DuelStatus.CALLING, None, None) for p in plans])
                 if ended:
                     return None
@@ -79,21 +82,24 @@ class BatchRounds:
             await in_thread(self.jobs.release_unsent_tx, campaign_id, why)
             return why
 
-    async def _plan_round(self, campaign_id: int, size: int) -> list[DuelPlan]:
+    async def _plan_round(self, campaign_id: int, size: int) -> tuple[list[DuelPlan], str | None]:
+        """The round's plans, and why none could be planned when the plan kept asking to retry later
+        (duels of others in flight, reservations) for :data:`PLAN_WAIT_S` (None: nothing to report)."""
         plans: list[DuelPlan] = []
-        waits = 0
+        deadline = time.monotonic() + PLAN_WAIT_S
         while len(plans) < size:
             try:
                 plans.append(await self.cycle.plan(campaign_id, None, True))
             except Conflict as exc:
-                if exc.retry_later and not plans and waits < 600:  # duels of others in flight: wait for them
-                    waits += 1
+                if exc.retry_later and not plans:  # duels of others in flight: wait for them, not for ever
+                    if time.monotonic() > deadline:
+                        return plans, f"{exc.detail} (for {PLAN_WAIT_S:g} s)"
                     await asyncio.sleep(0.1)
                     continue
                 break
             except NotFound:
                 break
-        return plans
+        return plans, None
 
     def _collector(self, campaign_id: int, cfg: dict, k: int, phase: str, cache: dict) -> Collector:
         async def still_mine() -> bool:
