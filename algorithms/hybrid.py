@@ -34,6 +34,15 @@ in dctas-pc's default ``betting`` test. The stopping rule, the sampling rule (wi
 default test's near-tie cap and exploration) and the union bound are dctas-pc's
 (:class:`algorithms.policies.PCPolicy`). ``lambda_t`` is the PPI++ power tuning (H4)
 estimated on past duels of every pair; ``pi_t`` is fixed or active (H5).
+
+That is the ``"mixture"`` test, kept for the campaigns stored with it. The default,
+``test="plugin"`` (``docs/algorithms.md``, *Hybrid*, "The plug-in test"), keeps (H1) with a
+prediction ``f_b`` per judge-score bin ``b`` (the nearest of 0, 1/4, 1/2, 3/4, 1) instead of
+``1/2 + lambda u``, shifted for each side against its alternative by the pair's estimated gap
+(H6); bets ``min(gap_g / v_t, CAP / m_t)`` with ``v_t`` a plug-in second moment of the estimate
+(H7) and ``m_t`` its one-sided range from the past; the active ``pi`` proportional to the root
+of the human score's variance in the judge score's bin (H8); and each bin's lowest ``pi`` so far
+(a running minimum, H9) as the range's ``pi``, so the range no longer pays for the floor.
 """
 
 from __future__ import annotations
@@ -81,6 +90,9 @@ HYBRID = "dctas-pc-hybrid"
 DEFAULT_RATE = 0.2
 DEFAULT_FLOOR = 0.1
 HYBRID_STATE_VERSION = 2
+HYBRID_TESTS = ("plugin", "mixture")
+DEFAULT_TEST = "plugin"
+LEGACY_TEST = "mixture"  # the test of a stored state that names none
 # the mixture of bets (H3): component g bets mu_g = MU_MAX * MU_RATIO**g on z = (Y - 1/2) / (2 M)
 MU_GRID = 24
 MU_MAX = 1.8  # every betting factor is >= 1 - MU_MAX / 2 = 0.1
@@ -237,6 +249,232 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
     kern.refresh_pair(k, ST[:, N_], ST[:, WP], PI, PJ, c, T, G, S, AMAX)
 
 
+# ---------------------------------------------------------------- the plug-in test (test="plugin", H6-H9)
+NB = 5  # judge-score bins: nearest of 0, 1/4, 1/2, 3/4, 1 (arena-hard's five labels; a probability is binned)
+BC = WG + 2 * MU_GRID  # first per-bin column; bin b holds BC + BW * b + (duels, votes, sum H, sum H^2, pi low)
+BW = 5
+B_N, B_V, B_S, B_S2, B_LO = range(BW)
+NSTAT_PLUGIN = BC + BW * NB
+F0 = 8.0  # prior weight (votes) of the linear prediction 1/2 + lambda u in a bin's prediction f_b (H6)
+V0 = 0.2  # prior variance of a human score in a bin (H8) ...
+W0 = 8.0  # ... with this weight in votes
+G0 = 10.0  # prior weight (duels, at gap 0) of the estimated gap that shifts each side's predictions (H6)
+CAP = 0.7  # every betting factor is >= 1 - CAP = 0.3
+
+
+PG_LO, PG_HI = 3, 15  # prior mass MU_FOCUS on the gaps 0.5 * 0.8^g, g = 3..15 (0.018 to 0.26)
+
+
+def _gap_tables():
+    gap = np.array([0.5 * MU_RATIO ** (g + 1) for g in range(MU_GRID)])
+    inside = [PG_LO <= g + 1 <= PG_HI for g in range(MU_GRID)]
+    n_in = sum(inside)
+    lpi = np.array(
+        [
+            math.log(MU_FOCUS / n_in) if inside[g] else math.log((1.0 - MU_FOCUS) / (MU_GRID - n_in))
+            for g in range(MU_GRID)
+        ]
+    )
+    return gap, lpi
+
+
+HY_GAP, HY_GLPI = _gap_tables()
+
+
+@njit(cache=True)
+def hy_bin(J):
+    """The bin of judge score ``J``: the nearest of 0, 1/4, 1/2, 3/4, 1."""
+    b = int(J * (NB - 1) + 0.5)
+    if b < 0:
+        return 0
+    if b > NB - 1:
+        return NB - 1
+    return b
+
+
+@njit(cache=True)
+def hy_predict(ST, k, lam, f):
+    """The prediction ``f_b`` of the human score in each bin (H6), into ``f``: the pair's mean human
+    score in the bin, shrunk to ``1/2 + lambda (c_b - 1/2)`` (``c_b`` the bin's centre) with weight ``F0``."""
+    for b in range(NB):
+        c0 = BC + BW * b
+        lin = 0.5 + lam * (b / (NB - 1.0) - 0.5)
+        v = (ST[k, c0 + B_S] + F0 * lin) / (ST[k, c0 + B_V] + F0)
+        f[b] = min(max(v, 0.0), 1.0)
+
+
+@njit(cache=True)
+def hy_rule(ST, k, b, rate, floor):
+    """The active ``pi`` of bin ``b`` (H8): ``rate s_b / s_bar`` clipped to ``[floor, 1]``, with ``s_b`` the
+    root of the pair's (shrunk) variance of the human score in the bin and ``s_bar`` its mean over the
+    pair's duels, so the mean ``pi`` is about ``rate`` (Zrnic and Candes 2024: ``pi`` proportional to the
+    root of the expected squared error of the best prediction given the judge's score)."""
+    sb = 0.0
+    num = 0.0
+    den = 0.0
+    for a in range(NB):
+        c0 = BC + BW * a
+        v = ST[k, c0 + B_V]
+        q = ST[k, c0 + B_S2] - (ST[k, c0 + B_S] ** 2) / v if v > 0.0 else 0.0
+        s = math.sqrt(max(q, 0.0) / (v + W0) + V0 * W0 / (v + W0))
+        w = ST[k, c0 + B_N] + 1.0
+        num += w * s
+        den += w
+        if a == b:
+            sb = s
+    p = rate * sb * den / num
+    if p < floor:
+        return floor
+    if p > 1.0:
+        return 1.0
+    return p
+
+
+@njit(cache=True)
+def hy_pi_plugin(k, J, rate, floor, active, ST):
+    """``pi`` of a duel of pair ``k`` with judge score ``J`` under the plug-in test: the fixed rate, or (H8)."""
+    if not active:
+        return rate
+    return hy_rule(ST, k, hy_bin(J), rate, floor)
+
+
+@njit(cache=True)
+def hy_init_plugin(ST, rate, floor, active):
+    """Each pair's lowest ``pi`` so far per bin (H9), at the start: the rule's value on no data."""
+    for k in range(ST.shape[0]):
+        for b in range(NB):
+            ST[k, BC + BW * b + B_LO] = hy_pi_plugin(k, b / (NB - 1.0), rate, floor, active, ST)
+
+
+@njit(cache=True)
+def hy_ranges(ST, k, f):
+    """``(m-, m+)`` of (H9): ``-m- <= Y - 1/2 <= m+`` for every score, vote and ``pi >= `` the bin's lowest."""
+    lo = 0.0
+    hi = 0.0
+    for b in range(NB):
+        pl = ST[k, BC + BW * b + B_LO]
+        a = f[b] * (1.0 / pl - 1.0) + 0.5
+        c = (1.0 - f[b]) / pl + f[b] - 0.5
+        if a > lo:
+            lo = a
+        if c > hi:
+            hi = c
+    return lo, hi
+
+
+@njit(cache=True)
+def hy_moment(ST, k, f, m, rate, floor, active):
+    """The plug-in second moment ``v`` of ``Y - 1/2`` (H7) for the predictions ``f``, from the bins'
+    statistics of the past: ``sum_b w_b (a_b^2 + 2 a_b (m_b - f_b) + (s_b^2 + (m_b - f_b)^2) / pi_b) / sum_b w_b``
+    with ``a_b = f_b - 1/2``, ``m_b`` the bin's estimated mean human score, ``w_b`` its duels (plus
+    one), ``s_b^2`` its shrunk variance of the human score (H8) and ``pi_b`` the rule's current ``pi``
+    (the rate when fixed): the expected square over the coin, not the realised squares, so one
+    rare vote with a large weight does not swing it."""
+    num = 0.0
+    den = 0.0
+    for b in range(NB):
+        c0 = BC + BW * b
+        nv = ST[k, c0 + B_V]
+        q = ST[k, c0 + B_S2] - (ST[k, c0 + B_S] ** 2) / nv if nv > 0.0 else 0.0
+        s2 = max(q, 0.0) / (nv + W0) + V0 * W0 / (nv + W0)
+        p = hy_pi_plugin(k, b / (NB - 1.0), rate, floor, active, ST)
+        w = ST[k, c0 + B_N] + 1.0
+        a = f[b] - 0.5
+        e = m[b] - f[b]
+        num += w * (a * a + 2.0 * a * e + (s2 + e * e) / p)
+        den += w
+    return num / den
+
+
+@njit(cache=True)
+def hy_record_plugin(
+    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW
+):  # fmt: skip
+    """Record one duel of pair ``k`` under the plug-in test (H6-H9).
+
+    From the past only: ``lambda`` (H4), the bins' predictions ``f`` (H6), the plug-in second
+    moment ``v`` of ``Y - 1/2`` (H7) and the one-sided ranges (H9); then ``Y`` (H1 with ``f``),
+    every component's two log-wealths, the statistics, each bin's lowest ``pi`` (H9) and the
+    certificates at ``log_thr``.
+    """
+    n = ST[k, N_]
+    lam = hy_pair_lambda(ST, k)
+    f = np.empty(NB)
+    hy_predict(ST, k, lam, f)
+    b = hy_bin(J)
+    y = f[b] - 0.5
+    if human:
+        y += (H - f[b]) / pi
+    # each side's predictions shifted against its alternative by the estimated gap (H6)
+    gap = ST[k, SY] / (n + G0)
+    fp = np.empty(NB)
+    fm = np.empty(NB)
+    for a in range(NB):
+        fp[a] = min(max(f[a] - max(gap, 0.0), 0.0), 1.0)
+        fm[a] = min(max(f[a] + max(-gap, 0.0), 0.0), 1.0)
+    yp = fp[b] - 0.5
+    ym = fm[b] - 0.5
+    if human:
+        yp += (H - fp[b]) / pi
+        ym += (H - fm[b]) / pi
+    lo = hy_ranges(ST, k, fp)[0]
+    hi = hy_ranges(ST, k, fm)[1]
+    vp = hy_moment(ST, k, fp, f, rate, floor, active)
+    vm = hy_moment(ST, k, fm, f, rate, floor, active)
+    for g in range(MU_GRID):
+        if yp != 0.0:
+            ST[k, WG + g] += math.log1p(min(HY_GAP[g] / vp, CAP / lo) * yp)
+        if ym != 0.0:
+            ST[k, WG + MU_GRID + g] += math.log1p(-min(HY_GAP[g] / vm, CAP / hi) * ym)
+    u = J - 0.5
+    c0 = BC + BW * b
+    ST[k, c0 + B_N] += 1.0
+    if human:
+        h = H - 0.5
+        r = h - lam * u
+        ST[k, NUM] += h * u / pi
+        ST[k, RES] += r * r / pi
+        ST[k, NH] += 1.0
+        ST[k, c0 + B_V] += 1.0
+        ST[k, c0 + B_S] += H
+        ST[k, c0 + B_S2] += H * H
+    ST[k, DEN] += u * u
+    ST[k, LA] = hy_log_mix_plugin(ST, k, WG)
+    ST[k, LB] = hy_log_mix_plugin(ST, k, WG + MU_GRID)
+    ST[k, N_] = n + 1.0
+    ST[k, SY] += y
+    ST[k, SY2] += y * y
+    ST[k, SPI] += pi
+    if active:
+        for a in range(NB):
+            p = hy_rule(ST, k, a, rate, floor)
+            if p < ST[k, BC + BW * a + B_LO]:
+                ST[k, BC + BW * a + B_LO] = p
+    m = 0.5 + ST[k, SY] / (n + 1.0)
+    ST[k, WP] = (n + 1.0) * min(max(m, 0.0), 1.0)
+    i = PI[k]
+    j = PJ[k]
+    if ST[k, LA] >= log_thr and not BEAT[i, j]:
+        kern.pc_set(i, j, BEAT, CB, CW)
+    if ST[k, LB] >= log_thr and not BEAT[j, i]:
+        kern.pc_set(j, i, BEAT, CB, CW)
+    kern.refresh_pair(k, ST[:, N_], ST[:, WP], PI, PJ, c, T, G, S, AMAX)
+
+
+@njit(cache=True)
+def hy_log_mix_plugin(ST, k, col):
+    """``log sum_g w_g exp(ST[k, col + g])`` with the gap prior of the plug-in test."""
+    best = -1e300
+    for g in range(MU_GRID):
+        v = HY_GLPI[g] + ST[k, col + g]
+        if v > best:
+            best = v
+    s = 0.0
+    for g in range(MU_GRID):
+        s += math.exp(HY_GLPI[g] + ST[k, col + g] - best)
+    return best + math.log(s)
+
+
 @njit(cache=True)
 def hy_choose(NEFF, ST, PI, PJ, PK, G, AMAX, c, BEAT, CB, alpha):
     """dctas-pc's pair choice (:func:`algorithms._kernels.pc_choose`) on the hybrid plug-in means."""
@@ -290,6 +528,10 @@ class HybridPolicy:
         for a fixed rate, whose ``pi_min`` is the rate.
     level : each certificate's error level, ``"delta/L"`` (default: every verdict is wrong with
         probability at most delta) or ``"delta/(L-1)"`` (states stored before that default).
+    test : ``"plugin"`` (default: the binned prediction, the plug-in bets and, for
+        ``human_rate="active"``, the binned rule H8, docs/algorithms.md *Hybrid*) or ``"mixture"``
+        (the linear prediction, bets normalised by the range at ``pi_min``, rule H5; states
+        stored before the plug-in test).
 
     Use: ``i, j = p.next_pair(pending)``; ``pi = p.human_probability(i, j, J)``; ask a
     human with probability ``pi``; ``p.record(i, j, J, H or None, pi)``. The allocation is
@@ -309,6 +551,7 @@ class HybridPolicy:
         human_rate: Any = DEFAULT_RATE,
         floor: Any = DEFAULT_FLOOR,
         level: str = PC_DEFAULTS["level"],
+        test: str = DEFAULT_TEST,
     ) -> None:
         self.costs = _validate_costs(costs)
         self.delta = _validate_delta(delta)
@@ -322,6 +565,10 @@ class HybridPolicy:
             self.level = validate_pc_level(level)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
+        if test not in HYBRID_TESTS:
+            raise PolicyError(f"unknown hybrid test {test!r}; choose one of {', '.join(HYBRID_TESTS)}")
+        self.test = test
+        self.plugin = test == "plugin"
         self.active = self.human_rate == "active"
         self.pi_min = self.floor if self.active else float(self.human_rate)
         self.rate = DEFAULT_RATE if self.active else float(self.human_rate)
@@ -332,7 +579,9 @@ class HybridPolicy:
         self.PI, self.PJ, self.PK = pair_index_arrays(self.L)
         # the expected cost of a duel: both answers, the judge, and the human fee times the rate
         self._c = effective_costs(self.costs, self.judge_cost + self.human_fee * self.rate)
-        self.ST = np.zeros((self.K, NSTAT))
+        self.ST = np.zeros((self.K, NSTAT_PLUGIN if self.plugin else NSTAT))
+        if self.plugin:
+            hy_init_plugin(self.ST, float(self.rate), float(self.floor), self.active)
         self._T = np.zeros((self.L, self.L))
         self._G = np.zeros((self.L, self.L))
         self._S = np.zeros(self.L)
@@ -380,14 +629,34 @@ class HybridPolicy:
         return int(self.PI[k]), int(self.PJ[k])
 
     def human_probability(self, i: int, j: int, judge_score: Any) -> float:
-        """``pi`` for this duel: the fixed rate, or the active rule (H5) from the judge's score of ``i``."""
+        """``pi`` for this duel: the fixed rate, or the active rule (H8; H5 for the mixture test) from
+        the judge's score of ``i``."""
         k = self.pair_index(i, j)
         J = _unit(judge_score, "judge_score")
         if not self.active:
             return float(self.human_rate)
         if i > j:
             J = 1.0 - J
-        return float(hy_pi(k, J, self.rate, self.floor, self.ST))
+        return self.pi_of_row(self.ST[k], J)
+
+    def pi_of_row(self, row: Any, J: float) -> float:
+        """The active ``pi`` for judge score ``J`` (of the pair's first arm) from one pair's statistics
+        ``row`` (a replay recomputes a stored ``pi`` from the pair's row when it was drawn)."""
+        st = np.asarray(row, dtype=float).reshape(1, -1)
+        if self.plugin:
+            return float(hy_pi_plugin(0, J, float(self.rate), float(self.floor), self.active, st))
+        return float(hy_pi(0, J, self.rate, self.floor, st))
+
+    def lowest_pi(self, i: int, j: int, judge_score: Any) -> float:
+        """The smallest ``pi`` :meth:`record` accepts for this duel: ``pi_min``, or for the plug-in
+        test with the active rule the lowest ``pi`` its rule has given in the bin of ``J`` (H9)."""
+        k = self.pair_index(i, j)
+        J = _unit(judge_score, "judge_score")
+        if not (self.plugin and self.active):
+            return float(self.pi_min)
+        if i > j:
+            J = 1.0 - J
+        return float(self.ST[k, BC + BW * int(hy_bin(J)) + B_LO])
 
     def record(self, i: int, j: int, judge_score: Any, human_score: Any, pi: Any) -> None:
         """Record a duel: the judge's score of ``i``, the human's score of ``i`` and the probability
@@ -398,20 +667,27 @@ class HybridPolicy:
         J = _unit(judge_score, "judge_score")
         human = human_score is not None
         H = _unit(human_score, "human_score") if human else 0.5
+        lo = self.lowest_pi(i, j, J)
         try:
             p = float(pi)
         except (TypeError, ValueError):
-            raise PolicyError(f"pi must be a number in [{self.pi_min}, 1], got {pi!r}") from None
-        if not (self.pi_min <= p <= 1.0):
+            raise PolicyError(f"pi must be a number in [{lo}, 1], got {pi!r}") from None
+        if not (lo <= p <= 1.0):
             raise PolicyError(
-                f"pi must be in [{self.pi_min}, 1] (the smallest human probability this test's range allows), got {pi!r}"
+                f"pi must be in [{lo}, 1] (the smallest human probability this test's range allows), got {pi!r}"
             )
         if i > j:
             J, H = 1.0 - J, 1.0 - H
-        hy_record(
-            k, J, H, human, p, self.pi_min, self._log_thr, self.ST, self.PI, self.PJ, self._c,
-            self._T, self._G, self._S, self._AMAX, self.BEAT, self._CB, self._CW,
-        )  # fmt: skip
+        if self.plugin:
+            hy_record_plugin(
+                k, J, H, human, p, float(self.rate), float(self.floor), self.active, self._log_thr, self.ST,
+                self.PI, self.PJ, self._c, self._T, self._G, self._S, self._AMAX, self.BEAT, self._CB, self._CW,
+            )  # fmt: skip
+        else:
+            hy_record(
+                k, J, H, human, p, self.pi_min, self._log_thr, self.ST, self.PI, self.PJ, self._c,
+                self._T, self._G, self._S, self._AMAX, self.BEAT, self._CB, self._CW,
+            )  # fmt: skip
         if not self.stopped:
             v = int(kern.pc_verdict(self._CB, self._CW))
             if v >= 0:
@@ -468,6 +744,8 @@ class HybridPolicy:
         }
         if self.level != PC_LEGACY_LEVEL:  # a state without "level" was made at delta / (L - 1)
             out["level"] = self.level
+        if self.test != LEGACY_TEST:  # a state without "test" was made with the mixture test
+            out["test"] = self.test
         return out
 
     def to_state(self) -> dict[str, Any]:
@@ -500,7 +778,7 @@ class HybridPolicy:
             raise PolicyError(
                 "malformed hybrid policy state: params must be the policy's options, stats and BEAT numeric matrices"
             ) from None
-        if ST.shape != (p.K, NSTAT) or B.shape != (p.L, p.L) or not np.all(np.isfinite(ST)):
+        if ST.shape != p.ST.shape or B.shape != (p.L, p.L) or not np.all(np.isfinite(ST)):
             raise PolicyError("malformed hybrid policy state: array shapes do not match the number of arms")
         if np.any(ST[:, N_] < 0) or np.any(ST[:, NH] > ST[:, N_]):
             raise PolicyError("malformed hybrid policy state: inconsistent counts")
@@ -518,11 +796,13 @@ class HybridPolicy:
 
 
 def hybrid_state_params(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The options a stored hybrid state was made with: its ``params``, and ``level = "delta/(L-1)"``
-    when it names none (every hybrid state stored before the level ``delta / L``), so it loads,
-    continues and replays with its own decisions."""
+    """The options a stored hybrid state was made with: its ``params``, ``level = "delta/(L-1)"``
+    when it names none (every hybrid state stored before the level ``delta / L``) and
+    ``test = "mixture"`` when it names none (before the plug-in test), so it loads, continues and
+    replays with its own decisions."""
     out = dict(state.get("params") or {})  # a malformed params: TypeError or ValueError for the caller
     out.setdefault("level", PC_LEGACY_LEVEL)
+    out.setdefault("test", LEGACY_TEST)
     return out
 
 

@@ -25,7 +25,20 @@ from numba import njit
 
 from . import _kernels as kern
 from .certificates import certificate_test
-from .hybrid import DEFAULT_FLOOR, DEFAULT_RATE, N_, NH, NSTAT, HybridPolicy, hy_choose, hy_pi, hy_record
+from .hybrid import (
+    DEFAULT_FLOOR,
+    DEFAULT_RATE,
+    DEFAULT_TEST,
+    N_,
+    NH,
+    HybridPolicy,
+    hy_choose,
+    hy_init_plugin,
+    hy_pi,
+    hy_pi_plugin,
+    hy_record,
+    hy_record_plugin,
+)
 from .instance import Instance
 from .oracle import effective_costs
 from .policies import PolicyError, make_policy, pair_index_arrays
@@ -34,7 +47,9 @@ __all__ = [
     "HUMAN_TIE",
     "JudgeModel",
     "adversarial_judge",
+    "aipw_active_votes_ratio",
     "aipw_votes_ratio",
+    "betting_votes_ratio",
     "judge_law",
     "calibrated_judge",
     "graded_judge",
@@ -182,13 +197,15 @@ def _draw_graded(p, a, ht, jt, pb, cs, ac):
 
 @njit(cache=True)
 def _hybrid_trials(
-    P, A, ht, jt, pb, cs, ac, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out, PI, PJ, PK
+    P, A, ht, jt, pb, cs, ac, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out, PI, PJ, PK, plugin, nstat
 ):
     L = P.shape[0]
     K = L * (L - 1) // 2
     for r in range(seeds.shape[0]):
         np.random.seed(seeds[r])
-        ST = np.zeros((K, NSTAT))
+        ST = np.zeros((K, nstat))
+        if plugin:
+            hy_init_plugin(ST, rate, floor, active)
         T = np.zeros((L, L))
         G = np.zeros((L, L))
         S = np.zeros(L)
@@ -205,10 +222,17 @@ def _hybrid_trials(
             j = PJ[k]
             H, J = _draw_graded(P[i, j], A[i, j], ht, jt, pb, cs, ac)
             pi = rate
-            if active:
+            if plugin:
+                pi = hy_pi_plugin(k, J, rate, floor, active, ST)
+            elif active:
                 pi = hy_pi(k, J, rate, floor, ST)
             human = _uniform() < pi
-            hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
+            if plugin:
+                hy_record_plugin(
+                    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW
+                )
+            else:
+                hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
             t += 1
             v = kern.pc_verdict(CB, CW)
             if v != -1:
@@ -320,6 +344,7 @@ def run_hybrid(
     human_fee: float = 1.0,
     max_duels: int = 1_000_000,
     level: str = "delta/L",
+    test: str = DEFAULT_TEST,
 ) -> dict[str, Any]:
     """``trials`` hybrid campaigns (the kernels of :class:`algorithms.hybrid.HybridPolicy`).
 
@@ -334,6 +359,7 @@ def run_hybrid(
         human_rate=human_rate,
         floor=floor,
         level=level,
+        test=test,
     )
     L = instance.L
     out = np.zeros((int(trials), 3))
@@ -342,7 +368,7 @@ def run_hybrid(
         float(judge.judge_tie), float(judge.position_bias), float(judge.confident),
         float(judge.agreement_confident), pol._c, float(pol.rate), float(pol.floor),
         pol.active, float(pol.pi_min), pol._log_thr, _seeds(trials, seed), int(max_duels), out,
-        *pair_index_arrays(L),
+        *pair_index_arrays(L), pol.plugin, pol.ST.shape[1],
     )  # fmt: skip
     return _tally(out, instance)
 
@@ -413,3 +439,81 @@ def aipw_votes_ratio(p: float, agreement: float, judge: JudgeModel, rate: float)
         within += sum(w * (H - m) ** 2 for (H, j), w in law.items() if j == J)
         between += wj * (m - EH) ** 2
     return (within + float(rate) * between) / VH
+
+
+def _by_score(law: dict[tuple[float, float], float]) -> dict[float, tuple[float, float, float]]:
+    """Per judge score ``J``: ``(P(J), E[H | J], sd(H | J))``."""
+    out = {}
+    for J in sorted({J for _, J in law}):
+        wj = sum(w for (_, j), w in law.items() if j == J)
+        if wj <= 0.0:
+            continue
+        m = sum(w * H for (H, j), w in law.items() if j == J) / wj
+        v = sum(w * (H - m) ** 2 for (H, j), w in law.items() if j == J) / wj
+        out[J] = (wj, m, math.sqrt(v))
+    return out
+
+
+def _active_pi(cells: dict[float, tuple[float, float, float]], rate: float) -> dict[float, float]:
+    """``pi(J)`` proportional to ``sd(H | J)`` with mean ``rate`` (Zrnic and Candes 2024), at most 1."""
+    es = sum(w * s for w, _, s in cells.values())
+    return {J: min(1.0, rate * s / es) if es > 0 else rate for J, (_, _, s) in cells.items()}
+
+
+def aipw_active_votes_ratio(p: float, agreement: float, judge: JudgeModel, rate: float) -> float:
+    """:func:`aipw_votes_ratio` with ``pi(J)`` proportional to ``sd(H | J)`` at mean ``rate`` instead of a
+    fixed ``pi``: ``E[pi] (E[sd(H | J)^2 / pi(J)] + Var(E[H | J])) / Var(H)``, which is
+    ``((E sd)^2 + rate Var(E[H | J])) / Var(H)`` when no ``pi`` reaches 1 (the variance-optimal
+    allocation for a mean ``rate``, by Cauchy-Schwarz)."""
+    law = judge_law(p, agreement, judge)
+    cells = _by_score(law)
+    pi = _active_pi(cells, rate)
+    EH = sum(w * m for w, m, _ in cells.values())
+    VH = sum(w * (H - EH) ** 2 for (H, _), w in law.items())
+    mean_pi = sum(w * pi[J] for J, (w, _, _) in cells.items())
+    var_y = sum(w * (s * s / pi[J] + (m - EH) ** 2) for J, (w, m, s) in cells.items())
+    return mean_pi * var_y / VH
+
+
+def _growth(values: list[float], probs: list[float]) -> float:
+    """``max_b E log(1 + b y)`` over the bets ``b >= 0`` that keep every factor positive."""
+    from scipy.optimize import minimize_scalar
+
+    y = np.asarray(values)
+    w = np.asarray(probs)
+    top = 1.0 / -y.min() if y.min() < 0.0 else 1e6
+    res = minimize_scalar(
+        lambda b: -float(np.sum(w * np.log1p(b * y))), bounds=(0.0, top * (1 - 1e-9)), method="bounded"
+    )
+    return max(-float(res.fun), 0.0)
+
+
+def betting_votes_ratio(p: float, agreement: float, judge: JudgeModel, rate: float, active: bool = False) -> float:
+    """Human votes of the best betting test on the AIPW estimate over the best betting test on the human
+    score alone, for one pair with ``p > 1/2``: ``E[pi] g_H / g_Y``.
+
+    ``g = max_b E log(1 + b (X - 1/2))`` is the growth rate of the best constant bet (the smallest
+    expected sample size of a level-alpha test of ``E X <= 1/2`` is ``log(1/alpha) / g`` as alpha
+    goes to 0, over the tests valid for every law on the observations' range); ``X`` is the human
+    score for ``g_H`` and ``Y = f(J) + (H - f(J)) xi / pi(J)`` with the oracle ``f = E[H | J]`` for
+    ``g_Y``, ``pi`` the fixed ``rate`` or (``active``) proportional to ``sd(H | J)`` at mean ``rate``.
+    Below :func:`aipw_votes_ratio`'s variance bound is out of reach; this one counts the heavy tail
+    of the inverse-probability weight, which a bet must survive (``1 + b (Y - 1/2) > 0`` when a
+    confident judge is contradicted by a human asked with a small ``pi``)."""
+    law = judge_law(p, agreement, judge)
+    cells = _by_score(law)
+    pi = _active_pi(cells, rate) if active else {J: float(rate) for J in cells}
+    ys: list[float] = []
+    ws: list[float] = []
+    hs: dict[float, float] = {}
+    for (H, J), w in law.items():
+        if w <= 0.0 or J not in cells:
+            continue
+        m = cells[J][1]
+        ys += [m - 0.5 + (H - m) / pi[J], m - 0.5]
+        ws += [w * pi[J], w * (1.0 - pi[J])]
+        hs[H] = hs.get(H, 0.0) + w
+    g_h = _growth([h - 0.5 for h in hs], list(hs.values()))
+    g_y = _growth(ys, ws)
+    mean_pi = sum(w * pi[J] for J, (w, _, _) in cells.items())
+    return mean_pi * g_h / g_y

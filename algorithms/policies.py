@@ -66,6 +66,7 @@ from .leaderboard import (
 )
 from .oracle import effective_costs, validate_judge_cost
 from .thresholds import beta_constant, delta_problem
+from .vocabulary import ALGORITHMS, PAPER_ALGORITHMS
 
 __all__ = [
     "ALGORITHMS",
@@ -85,8 +86,6 @@ __all__ = [
     "pair_index_arrays",
 ]
 
-ALGORITHMS = ("dctas-pc", "dctas", "tas", "crr", "dctac", "dpca")
-PAPER_ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
 NO_CONDORCET_WINNER = "no_condorcet_winner"
 UNDECIDABLE = "undecidable"  # dctas-pc without replacement: no winner can be decided on this prompt set
 CW_ASSUMPTION = "the paper's stopping rule assumes a Condorcet winner exists; without one its certificate is not valid"

@@ -25,6 +25,11 @@ class Algorithm(StrEnum):
     DPCA = "dpca"  # phased cost-aware elimination
 
 
+#: Every algorithm's name, llmduel's default first; the paper's five (exactly reproducible).
+ALGORITHMS = ("dctas-pc", "dctas", "tas", "crr", "dctac", "dpca")
+PAPER_ALGORITHMS = ("dctas", "tas", "crr", "dctac", "dpca")
+
+
 class TiePolicy(StrEnum):
     """What a tie (and ``both_bad``) does to the statistics (docs/architecture.md, Ties)."""
 

@@ -12,7 +12,10 @@ independent of the human vote), the graded judge (fixed and active), and the hyb
 with ``pi = 1`` (humans only). ``*_vs_mixture`` compare with humans-only dctas-pc on the
 older grid-mixture test. ``aipw_bound`` gives, per pair of the winner and judge, the
 fraction of humans-only votes below which no judge-augmented estimate can go at this rate
-(:func:`algorithms.hybrid_sim.aipw_votes_ratio`). Mean duels (models and judge are paid on
+(:func:`algorithms.hybrid_sim.aipw_votes_ratio`); ``bound`` the four limits each ratio is measured
+against (variance and betting limits, fixed and active ``pi``, per judge and pair of the winner);
+``mixture_test_ratios`` the same cells with the test stored campaigns made before the plug-in
+test (``test="mixture"``), same seeds. Mean duels (models and judge are paid on
 every duel) and errors per cell under ``cells``. Part 2 (``--error-trials`` at delta = 0.1,
 0 to skip): error rates with the one-sided binomial p-value of ``H0: error rate <= delta``
 on the 4-model instance and on a 2-model instance where the adversarial judges favour the
@@ -35,7 +38,9 @@ from algorithms import Instance  # noqa: E402
 from algorithms.hybrid_sim import (  # noqa: E402
     JudgeModel,
     adversarial_judge,
+    aipw_active_votes_ratio,
     aipw_votes_ratio,
+    betting_votes_ratio,
     calibrated_judge,
     graded_judge,
     hybrid_instance,
@@ -69,6 +74,31 @@ def _bounds(inst: Instance, rate: float) -> dict:
     return out
 
 
+def _limits(inst: Instance, rate: float) -> dict:
+    """Per judge and pair of the winner, the four limits the measured ratios are set against:
+    ``aipw`` (variance, fixed ``rate``), ``aipw_active`` (variance, ``pi`` proportional to ``sd(H | J)``
+    at mean ``rate``), ``betting`` and ``betting_active`` (growth rate of the best constant bet on the
+    oracle AIPW estimate against the best bet on human scores alone; :func:`betting_votes_ratio`)."""
+    w = inst.condorcet_winner
+    P = inst.preference
+    out: dict = {}
+    for judge in (calibrated_judge(), graded_judge(), adversarial_judge()):
+        a = float(judge.agreement)
+        cell: dict = {}
+        for m in range(inst.L):
+            if m == w:
+                continue
+            p = float(P[w][m])
+            cell[f"p={p:.2f}"] = {
+                "aipw": round(aipw_votes_ratio(p, a, judge, rate), 3),
+                "aipw_active": round(aipw_active_votes_ratio(p, a, judge, rate), 3),
+                "betting": round(betting_votes_ratio(p, a, judge, rate), 3),
+                "betting_active": round(betting_votes_ratio(p, a, judge, rate, active=True), 3),
+            }
+        out[judge.name] = cell
+    return out
+
+
 def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
     inst = hybrid_instance()
     # the baseline: humans-only dctas-pc with its default certificate test (betting), step-wise policy
@@ -85,6 +115,12 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
     coin = run_hybrid(inst, COIN, delta, trials, seed, human_rate=rate)
     graded = run_hybrid(inst, graded_judge(), delta, trials, seed, human_rate=rate)
     graded_a = run_hybrid(inst, graded_judge(), delta, trials, seed, human_rate="active")
+    # the test stored campaigns made before the plug-in test ran ("mixture"), same seeds
+    old = {
+        (j.name, r): run_hybrid(inst, j, delta, trials, seed, human_rate=r, test="mixture")
+        for j in (calibrated_judge(), graded_judge(), adversarial_judge())
+        for r in (rate, "active")
+    }
     return {
         "human_votes_ratio": cal["mean_human_votes"] / base,
         "adversarial_human_votes_ratio": adv["mean_human_votes"] / base,
@@ -108,6 +144,12 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
         "graded_human_votes_ratio": graded["mean_human_votes"] / base,
         "graded_active_human_votes_ratio": graded_a["mean_human_votes"] / base,
         "aipw_bound": _bounds(inst, rate),
+        # what the ratios are measured against, per judge and pair of the winner (docs/algorithms.md, Hybrid)
+        "bound": _limits(inst, rate),
+        "mixture_test_ratios": {
+            f"{name}_{'active' if r == 'active' else 'fixed'}": res["mean_human_votes"] / base
+            for (name, r), res in old.items()
+        },
         "cells": {
             "humans_only_dctas_pc_default": _cell(default),
             "humans_only_dctas_pc_mixture": _cell(humans),

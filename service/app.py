@@ -15,6 +15,7 @@ from fastapi import FastAPI
 
 from . import api_docs, log_redaction, pricing, web
 from .api import install_error_handlers, router
+from .api.annotator_limits import AnnotatorRequestLimiter
 from .api.errors import BodySizeLimit, ContainErrors
 from .api.exports import router as exports_router
 from .api.idempotency import Idempotency
@@ -63,7 +64,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if not settings.api_key:
         settings = settings.ensure_api_key()
         announce_generated_key(settings)
-    db = Database(settings.database_url, settings.pg_synchronous_commit, settings.hot_pool_size)
+    db = Database(
+        settings.database_url,
+        settings.pg_synchronous_commit,
+        settings.hot_pool_size,
+        settings.pool_size,
+        settings.pool_overflow,
+    )
     prepare_database(settings, db)
     campaigns = build_campaigns(settings, db)
 
@@ -109,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
+    app.state.annotator_limiter = AnnotatorRequestLimiter(settings.annotator_requests_per_minute)
     app.state.campaigns = campaigns  # every campaign object, built once (service/api/deps.py hands them out)
     app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)

@@ -17,8 +17,9 @@ and the server's message on one line; a server that cannot be reached raises :cl
 with ``status_code`` None. The key is sent as a Bearer token and never appears in an error.
 
 Every POST and PATCH carries an ``Idempotency-Key`` header (a fresh UUID per call, or the caller's own
-``idempotency_key``), so a call repeated with the same key after a network error is answered
-from the first one by a server that honours the header (docs/service.md).
+``idempotency_key``), and is sent again with the same key after a network error (a refused or
+dropped connection, not a time-out; up to :data:`RETRIES` tries): the server answers the repeat from the first one, so a retried
+call never creates or pays for anything twice (docs/service.md, *Idempotency keys*).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 ENDED = frozenset({"certified", "no_condorcet_winner", "undecidable", "budget_exhausted", "stopped"})
 
 JSON = dict[str, Any]
+#: Tries of a POST or PATCH (its Idempotency-Key unchanged) after a network error.
+RETRIES = 3
+RETRY_DELAY_S = 0.5
 
 
 class APIError(Exception):
@@ -95,14 +99,27 @@ class Client:
 
     def request(self, method: str, path: str, *, idempotency_key: str | None = None, **kwargs: Any) -> Any:
         """Send one request; the decoded JSON body (None for 204), or :class:`APIError`."""
-        if method in ("POST", "PATCH"):
+        keyed = method in ("POST", "PATCH")
+        if keyed:
             kwargs["headers"] = {**kwargs.get("headers", {}), "Idempotency-Key": idempotency_key or str(uuid.uuid4())}
-        try:
-            resp = self._http.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise APIError(f"{self.url} did not answer {method} {path} in time") from None
-        except httpx.HTTPError as exc:
-            raise APIError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                resp = self._http.request(method, path, **kwargs)
+            except httpx.HTTPError as exc:
+                # a keyed request is safe to send again: the server answers a repeat from the first one
+                lost = isinstance(exc, httpx.TransportError) and not isinstance(exc, httpx.TimeoutException)
+                if keyed and attempt < RETRIES and lost:  # a time-out is not retried: it waited its whole timeout
+                    time.sleep(RETRY_DELAY_S * attempt)
+                    continue
+                if isinstance(exc, httpx.TimeoutException):
+                    raise APIError(f"{self.url} did not answer {method} {path} in time") from None
+                raise APIError(f"cannot reach {self.url}: {type(exc).__name__}: {exc}".rstrip(": ")) from None
+            if keyed and resp.status_code == 409 and "still under way" in resp.text and attempt < RETRIES:
+                time.sleep(RETRY_DELAY_S * attempt)  # our own first try is still running on the server
+                continue
+            break
         if resp.status_code >= 400:
             raise APIError(f"{method} {path}: HTTP {resp.status_code}: {error_message(resp)}", resp.status_code)
         if resp.status_code == 204 or not resp.content:

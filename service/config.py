@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     webhook_max_attempts: int = Field(12, ge=1)
     webhook_retry_seconds: float = Field(2.0, gt=0)
     resume_runs: bool = True
+    # Annotators (docs/service.md, Settings): skips per annotator and campaign, requests per annotator
+    # token and minute in each worker process (429 beyond, with Retry-After).
+    max_skips_per_annotator: int = Field(20, ge=0)
+    annotator_requests_per_minute: int = Field(3000, ge=1)
     # Run ownership (docs/reliability.md, Run ownership): the lease and its heartbeat.
     run_lease_seconds: float = Field(20.0, gt=0)
     run_heartbeat_seconds: float = Field(5.0, gt=0)
@@ -89,6 +93,9 @@ class Settings(BaseSettings):
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
     inline_transactions: bool = True
     hot_pool_size: int = Field(8, ge=1, validation_alias="LLMDUEL_PG_HOT_POOL_SIZE")
+    # PostgreSQL: the SQLAlchemy pool of each worker process (connections kept, and more under load).
+    pool_size: int = Field(10, ge=1, le=1000, validation_alias="LLMDUEL_PG_POOL_SIZE")
+    pool_overflow: int = Field(20, ge=0, le=1000, validation_alias="LLMDUEL_PG_POOL_OVERFLOW")
     telemetry: bool = False  # FastAPI's OpenTelemetry instrumentation
     # Who may read the dashboards: local, key or open; unset: key (local with --demo).
     web_auth: Literal["local", "key", "open"] | None = None
@@ -102,6 +109,9 @@ class Settings(BaseSettings):
     allowed_hosts: str = "*"
     # `llmduel fake-provider`'s secret (its --marker-key): keys its answer texts and markers; unset: random.
     fake_secret: str | None = Field(None, repr=False)
+    # The most duels one forecast may simulate in all (trials x duels per trial): a forecast request's CPU
+    # is bounded whatever its trials; trials that reach their share count as not certified (the note says so).
+    forecast_max_duels: int = Field(20_000_000, ge=10_000)
     # Demo campaign (llmduel serve --demo): created at start, run in the background.
     demo: bool = _code_only(False)
 

@@ -93,7 +93,7 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
         views=views,
         results=Results(db, views),
         replay=Replay(db),
-        forecasts=Forecasts(db),
+        forecasts=Forecasts(db, max_duels=settings.forecast_max_duels),
         annotators=Annotators(db, views, tokens),
         webhooks=webhooks,
         leases=leases,

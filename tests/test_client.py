@@ -67,3 +67,38 @@ def test_every_post_carries_an_idempotency_key_and_errors_are_one_line():
     with Client("http://127.0.0.1:9", "k", timeout=2) as down, pytest.raises(APIError) as err:
         down.campaign(1)
     assert err.value.status_code is None and "cannot reach" in err.value.message
+
+
+class _LostAnswer(httpx.BaseTransport):
+    """Real HTTP, except that the first POST's answer is lost on the way back (the server did the work)."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+        self.posts: list[str | None] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if request.method == "POST":
+            self.posts.append(request.headers.get("idempotency-key"))
+            if len(self.posts) == 1:
+                response.read()
+                response.close()
+                raise httpx.ReadError("connection reset by peer", request=request)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_post_whose_answer_is_lost_is_sent_again_and_done_once(live_server):
+    """The client sends a POST again, with the same Idempotency-Key, after a network error; the
+    server answers the repeat from the first request: one campaign, not two."""
+    name = f"lost answer {id(live_server)}-{__import__('uuid').uuid4().hex[:8]}"
+    transport = _LostAnswer()
+    with Client(live_server.url, ADMIN_KEY, timeout=60, transport=transport) as llm:
+        created = llm.create_campaign(campaign_body(name))
+    assert len(transport.posts) == 2 and transport.posts[0] == transport.posts[1]
+    with Client(live_server.url, ADMIN_KEY, timeout=60) as llm:
+        page = llm.get("/v1/campaigns", params={"limit": 200})
+    items = page["items"] if isinstance(page, dict) else page
+    assert [c["id"] for c in items if c["name"] == name] == [created["id"]]

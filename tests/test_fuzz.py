@@ -30,7 +30,9 @@ def fuzz_app(db_url):
 
     from service.app import create_app
 
-    app = create_app(make_settings(db_url))
+    # A forecast simulates at most this many duels in all (the server's bound on a request's CPU): the
+    # generated `trials` up to 1000 on nearly equal models would otherwise take minutes per example.
+    app = create_app(make_settings(db_url, forecast_max_duels=20_000))
     with TestClient(app, headers=ADMIN) as client:
         human = client.post("/v1/campaigns", json=campaign_body(name="fuzz human", budget=50.0)).json()["id"]
         client.post(

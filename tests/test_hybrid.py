@@ -143,8 +143,8 @@ def test_bad_inputs_are_clear_errors():
     assert p.t == 0  # nothing was recorded by the refused calls
 
 
-def test_active_rate_asks_more_where_the_judge_is_unsure_or_wrong():
-    p = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active", floor=0.05)
+def test_active_rate_asks_more_where_the_judge_is_unsure_or_wrong_mixture_test():
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active", floor=0.05, test="mixture")
     decisive, tie = p.human_probability(0, 1, 1.0), p.human_probability(0, 1, 0.5)
     assert 0.05 <= decisive < tie <= 1.0
     # pair (0, 1): the judge always agrees with the human; pair (0, 2): it says 1 whatever the human says
@@ -153,6 +153,31 @@ def test_active_rate_asks_more_where_the_judge_is_unsure_or_wrong():
         p.record(0, 2, 1.0, float(n % 2), 1.0)
     assert p.human_probability(0, 2, 1.0) > p.human_probability(0, 1, 1.0)
     assert p.human_probability(0, 1, 1.0) >= 0.05
+
+
+def test_active_rate_routes_votes_to_the_judge_scores_whose_humans_vary_most():
+    """Rule H8: pi proportional to the root of the human score's variance in the judge score's bin,
+    about ``rate`` on average, never under the floor; each bin's lowest pi so far only goes down."""
+    from algorithms.hybrid import B_LO, BC, BW  # noqa: F401
+
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active", floor=0.05)
+    assert p.human_probability(0, 1, 1.0) == p.human_probability(0, 1, 0.5) == pytest.approx(0.2)
+    # pair (0, 2): when the judge says 0 the human agrees; when it says 1 the human is a coin
+    rng = random.Random(3)
+    lows = []
+    for n in range(200):
+        J = float(n % 2)
+        H = 0.0 if J == 0.0 else float(rng.random() < 0.5)
+        pi = p.human_probability(0, 2, J)
+        assert pi >= p.lowest_pi(0, 2, J) >= 0.05
+        p.record(0, 2, J, H if rng.random() < pi else None, pi)
+        lows.append(p.ST[1, BC + B_LO :: BW].copy())
+    sure, unsure = p.human_probability(0, 2, 0.0), p.human_probability(0, 2, 1.0)
+    assert 0.05 <= sure < 0.2 < unsure <= 1.0
+    assert p.human_probability(2, 0, 1.0) == sure  # the same duel seen from the other arm
+    assert all(np.all(b <= a) for a, b in zip(lows, lows[1:]))  # H9: a running minimum
+    with pytest.raises(PolicyError, match="smallest human probability"):
+        p.record(0, 2, 0.0, None, p.lowest_pi(0, 2, 0.0) * 0.99)
 
 
 def test_cost_aware_allocation_counts_the_human_fee():
@@ -220,14 +245,27 @@ def test_simulator_runs_the_policy_kernels():
 
     inst = Instance(["a", "b", "c"], [1.0, 2.0, 1.0], [[0.5, 0.6, 0.65], [0.4, 0.5, 0.55], [0.35, 0.45, 0.5]])
     judge = calibrated_judge()
-    for rate in (0.3, "active"):
-        pol = HybridPolicy([1.0, 2.0, 1.0], 0.2, human_fee=2.0, human_rate=rate)
+    for rate, test in itertools.product((0.3, "active"), ("plugin", "mixture")):
+        pol = HybridPolicy([1.0, 2.0, 1.0], 0.2, human_fee=2.0, human_rate=rate, test=test)
         out = np.zeros((1, 3))
         P, A = np.asarray(inst.preference), judge.matrix(3)
         args = (pol._c, float(pol.rate), float(pol.floor), pol.active, float(pol.pi_min), pol._log_thr)
         pairs = pair_index_arrays(3)
         _hybrid_trials(
-            P, A, judge.human_tie, judge.judge_tie, 0.0, 1.0, 1.0, *args, np.array([77]), 100_000, out, *pairs
+            P,
+            A,
+            judge.human_tie,
+            judge.judge_tie,
+            0.0,
+            1.0,
+            1.0,
+            *args,
+            np.array([77]),
+            100_000,
+            out,
+            *pairs,
+            pol.plugin,
+            pol.ST.shape[1],
         )
         _seed(77)
         while not pol.stopped:
@@ -255,7 +293,7 @@ def test_every_betting_factor_is_positive_and_the_range_is_reached():
     """Every component's factor 1 +- mu_g z is >= 1 - MU_MAX / 2 > 0; a duel at the range's edge reaches it."""
     from algorithms.hybrid import HY_MU, MU_GRID, MU_MAX, WG
 
-    p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=0.2)
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=0.2, test="mixture")
     rng = random.Random(4)
     low = math.log(1.0 - MU_MAX / 2.0)
     worst = 0.0
@@ -277,16 +315,43 @@ def test_every_betting_factor_is_positive_and_the_range_is_reached():
     assert p.lambdas()[0] > 0.4  # the judge agreed: lambda is large, so the edge case tested the widened range
 
 
+@pytest.mark.parametrize("rate", [0.2, "active"])
+def test_plugin_betting_factors_are_at_least_1_minus_cap_and_the_cap_is_reached(rate):
+    """The plug-in test (H7, H9): every component's factor is >= 1 - CAP whatever the score, the vote and
+    pi (>= the bin's lowest), and a confident judge contradicted by a human asked at the lowest pi reaches it."""
+    from algorithms.hybrid import CAP, MU_GRID, WG
+
+    p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=rate, floor=0.1)
+    rng = random.Random(4)
+    low = math.log(1.0 - CAP)
+    worst = 0.0
+    for n in range(600):
+        if n % 25 == 24:
+            J, H = 1.0, 0.0
+        else:
+            H = rng.choice([0.0, 0.5, 1.0])
+            J = H if rng.random() < 0.9 else rng.choice([0.0, 0.25, 0.5, 0.75, 1.0])
+        pi = p.lowest_pi(0, 1, J) if n % 25 == 24 else p.human_probability(0, 1, J)
+        vote = H if (n % 25 == 24 or rng.random() < pi) else None
+        before = p.ST[:, WG : WG + 2 * MU_GRID].copy()
+        p.record(0, 1, J, vote, pi)
+        step = p.ST[:, WG : WG + 2 * MU_GRID] - before
+        assert np.all(np.isfinite(p.ST)) and step.min() >= low - 1e-12
+        worst = min(worst, step.min())
+    assert worst == pytest.approx(low, abs=1e-9), (worst, low)
+
+
 def test_a_human_tie_with_pi_1_is_neutral():
     """With pi = 1 the estimate is the human score: a tie is a factor 1 for every bet, whatever the judge said."""
-    from algorithms.hybrid import WG
+    from algorithms.hybrid import MU_GRID, WG
 
-    p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=1.0)
-    for J in (1.0, 0.0, 1.0, 0.5):
-        p.record(0, 2, 1.0, 1.0, 1.0)
-        before = p.ST[:, WG:].copy()
-        p.record(0, 2, J, 0.5, 1.0)
-        assert np.array_equal(p.ST[:, WG:], before)
+    for test in ("plugin", "mixture"):
+        p = HybridPolicy([1.0, 1.0, 1.0], 0.05, human_rate=1.0, test=test)
+        for J in (1.0, 0.0, 1.0, 0.5):
+            p.record(0, 2, 1.0, 1.0, 1.0)
+            before = p.ST[:, WG : WG + 2 * MU_GRID].copy()
+            p.record(0, 2, J, 0.5, 1.0)
+            assert np.array_equal(p.ST[:, WG : WG + 2 * MU_GRID], before)
 
 
 def test_judge_law_is_what_the_simulator_draws():
@@ -348,7 +413,11 @@ def _judge_unsure_when_0_wins(H, rng):
     return 1.0 if H == 0.0 else 0.5  # confidently wrong when arm 1 wins, a tie (so a large active pi) otherwise
 
 
-@pytest.mark.parametrize("judge", [_judge_biased, _judge_unsure_when_0_wins])
+def _judge_probability(H, rng):
+    return 0.97 if H == 0.0 else rng.random()  # a probability: confidently wrong when arm 1 wins, else anything
+
+
+@pytest.mark.parametrize("judge", [_judge_biased, _judge_unsure_when_0_wins, _judge_probability])
 @pytest.mark.parametrize("rate", [0.2, "active"])
 def test_false_certificate_rate_at_the_null_whatever_the_judge(rate, judge):
     """p = 1/2 exactly, 13% human ties: the rate of runs that ever certify either side must pass
@@ -369,3 +438,26 @@ def test_false_certificate_rate_at_the_null_whatever_the_judge(rate, judge):
                 break
         false += int(p.stopped)
     assert binomtest(false, runs, delta, alternative="greater").pvalue > 0.001, false
+
+
+def test_the_plugin_test_is_the_default_and_a_state_without_a_test_keeps_the_mixture_test():
+    """A hybrid state stored before the plug-in test names no ``test``: it loads with the mixture test
+    and its 59 statistics per pair, continues with that test's decisions and stays in its format."""
+    from algorithms.hybrid import NSTAT, NSTAT_PLUGIN, hybrid_state_params
+
+    new = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active")
+    assert new.test == "plugin" and new.to_state()["params"]["test"] == "plugin"
+    assert np.asarray(new.to_state()["stats"]).shape == (3, NSTAT_PLUGIN)
+    old = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active", level="delta/(L-1)", test="mixture")
+    _drive(old, random.Random(1), 120)
+    state = json.loads(json.dumps(old.to_state()))
+    assert "test" not in state["params"] and "level" not in state["params"]  # the format stored before
+    assert np.asarray(state["stats"]).shape == (3, NSTAT)
+    assert hybrid_state_params(state)["test"] == "mixture"
+    back = policy_from_state(state)
+    assert back.test == "mixture" and back.to_state() == state
+    assert _drive(old, random.Random(2), 150) == _drive(back, random.Random(2), 150)
+    with pytest.raises(PolicyError, match="hybrid policy state"):
+        policy_from_state({**state, "params": {**state["params"], "test": "plugin"}})  # 59 columns: not a plug-in state
+    with pytest.raises(PolicyError, match="unknown hybrid test"):
+        HybridPolicy([1.0, 1.0], 0.1, test="bets")

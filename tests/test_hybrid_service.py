@@ -138,9 +138,10 @@ async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duel
     assert 0 < ag["decisive_votes"] <= humans and ag["interval"][0] <= ag["rate"] <= ag["interval"][1]
     # the simulated judge follows the synthetic matrix, where the lower-numbered model is preferred, and so do
     # 4 humans in 5: they agree more often than chance (about 0.6), which a 95% interval does not rule out
-    # even on a short campaign; the warning appears exactly when the rate is below 1/2 on enough votes
+    # even on a short campaign; the warning appears exactly when that interval is below 1/2 on enough votes
     assert ag["interval"][1] > 0.5
-    below = ag["rate"] < 0.5 and ag["decisive_votes"] >= hybrid_view.WARN_MIN_VOTES
+    # (the rule of hybrid_view.agreement_warning: the whole Wilson interval below 1/2, not only the rate)
+    below = ag["interval"][1] < 0.5 and ag["decisive_votes"] >= hybrid_view.WARN_MIN_VOTES
     assert (hv["agreement_warning"] is not None) == below, hv
 
 

@@ -265,3 +265,25 @@ def test_the_judge_bound_counts_the_images_it_is_shown():
     with_answers = rules.judge_bound_nusd(judge, "Draw it.", image_answers=True)
     worst = worst_image_tokens(client)  # at 1 USD per 1M tokens a token costs 1,000 nano-USD
     assert with_prompt_image - text >= worst * 1000 and with_answers - text >= 2 * worst * 1000
+
+
+async def test_an_image_model_replaced_by_another_stays_an_image_model(api, fake):
+    r = await api.post("/v1/campaigns", json=_body("swap"))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(3):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    new = _image_model("etcher", "swap-etch-q3", 0.025)
+    r = await api.post(f"/v1/campaigns/{cid}/models/sketchy/replace", json={"model": new})
+    assert r.status_code == 200, r.text
+    assert r.json()["campaign"]["models"][3]["name"] == "etcher"
+    seen = []
+    for _ in range(12):
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
+        if d.status_code != 201:
+            break
+        d = d.json()
+        assert d["status"] == "judged", d.get("error")
+        if 3 in (d["model_a"], d["model_b"]):
+            seen.append(d["answer_a"] if d["model_a"] == 3 else d["answer_b"])
+    assert seen and all(NAME.fullmatch(a) for a in seen)

@@ -4,10 +4,12 @@ budget (and no call reports more than its bound)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
 import math
+import time
 
 import httpx
 import pytest
@@ -103,7 +105,7 @@ def test_bound_counts_each_image_of_the_prompt():
     assert legacy is not None and legacy - text >= worst_image_tokens(model["client"]) * 2.5
 
 
-@pytest.mark.parametrize("concurrent", [False])
+@pytest.mark.parametrize("concurrent", [False, True], ids=["one-by-one", "run-concurrency-4"])
 async def test_vision_campaign_never_spends_past_a_tight_budget(api, concurrent):
     """Each call is billed its images by the provider; the campaign ends for its budget, with its
     spend and the provider's own bill within it and no call above its bound."""
@@ -133,12 +135,40 @@ async def test_vision_campaign_never_spends_past_a_tight_budget(api, concurrent)
         r = await api.post("/v1/campaigns", json=body)
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
-        for _ in range(200):
-            d = await api.post(f"/v1/campaigns/{cid}/duels")
-            if d.status_code != 201:
-                break
+        if concurrent:  # a background run with four duels in flight at once
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})).status_code == 202
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                c = (await api.get(f"/v1/campaigns/{cid}")).json()
+                if c["status"] != "running" and c["pending"] == 0:
+                    break
+                await asyncio.sleep(0.05)
+        else:
+            for _ in range(200):
+                d = await api.post(f"/v1/campaigns/{cid}/duels")
+                if d.status_code != 201:
+                    break
     c = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert c["status"] == "budget_exhausted", (c["status"], c.get("end_reason"))
     assert len(bills) >= 4  # the budget paid for several duels
     assert c["spend"] <= budget and sum(bills) <= budget + 1e-9, (c["spend"], sum(bills))
     assert c["spend"] == pytest.approx(sum(bills), abs=1e-8)  # charged what the provider billed, no fault
+
+
+async def test_a_derived_cost_counts_the_prompts_images(api):
+    """The policy's expected cost per query of a priced model includes its mean image tokens per prompt."""
+    client = {"kind": "openai", "base_url": "http://provider.test/v1", "price": PRICE, "params": {"max_tokens": 10}}
+    prompts = [{"prompt": "What is this?", "images": [_url(_png((1024, 1024)))]}, "No image here."]
+    models = [
+        {"name": name, "client": {**client, "model": model}, "expected_output_tokens": 10}
+        for name, model in (("big", "gpt-4o"), ("mini", "gpt-4o-mini"))
+    ]
+    r = await api.post(
+        "/v1/campaigns", json={"name": "derived", "models": models, "prompts": prompts, "judge": {"kind": "human"}}
+    )
+    assert r.status_code == 201, r.text
+    shown = {m["name"]: m for m in r.json()["models"]}
+    text_only = len("What is this?") / 2 / 4 + len("No image here.") / 2 / 4  # the mean prompt characters / 4
+    assert shown["big"]["expected_input_tokens"] >= text_only + openai_image_tokens("gpt-4o", 1024, 1024) / 2 - 1
+    assert shown["mini"]["expected_input_tokens"] >= text_only + (2833 + 5667 * 4) / 2 - 1
+    assert shown["mini"]["cost"] > shown["big"]["cost"]  # same price here; gpt-4o-mini counts far more tokens

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..auth import Principal, authenticate_async, require_admin
@@ -21,6 +21,7 @@ from ..campaigns.views import Views
 from ..container import Campaigns
 from ..cycle.orchestration import Cycle
 from ..cycle.runs import Runs
+from .annotator_limits import retry_after
 
 _bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
 
@@ -30,7 +31,16 @@ async def principal(
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)] = None,
 ) -> Principal:
     # On the event loop: a cached annotator token needs no thread (an uncached one is looked up in one).
-    return await authenticate_async(request)
+    p = await authenticate_async(request)
+    if not p.admin and p.annotator_id is not None:
+        wait = request.app.state.annotator_limiter.take(p.annotator_id)
+        if wait is not None:
+            raise HTTPException(
+                429,
+                "too many requests from this annotator token (LLMDUEL_ANNOTATOR_REQUESTS_PER_MINUTE); retry later",
+                headers={"Retry-After": retry_after(wait)},
+            )
+    return p
 
 
 async def admin(p: Annotated[Principal, Depends(principal)]) -> Principal:

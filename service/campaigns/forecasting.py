@@ -34,13 +34,14 @@ from algorithms.forecast import (
     run_forecast,
     run_prompt_forecast,
     spread_weights,
+    trial_duel_cap,
 )
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
 from ..db import Database
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
-from . import hybrid, rules
+from . import hybrid, policy_log, rules
 from .model_changes import active_models
 from .types import Conflict, NotFound, Unprocessable
 
@@ -106,6 +107,16 @@ def _trials_note(asked: int | None, used: int, n_models: int) -> str:
     return f"{used} trials, the default for {n_models} models (200 x 16 / L; ask for more with ?trials=)"
 
 
+def _limit_note(n_models: int, trials: int, max_duels: int) -> str:
+    cap = trial_cap(n_models, trials, max_duels)
+    if cap is None:
+        return ""
+    return (
+        f"each trial may take at most {cap} duels: the server simulates at most {max_duels} duels per forecast "
+        "(LLMDUEL_FORECAST_MAX_DUELS), shared by the trials; fewer trials give each more"
+    )
+
+
 def _mode_note(mode: str, n_prompts: int) -> str:
     if mode == "fresh":
         return "every duel pays its two answers and its verdict"
@@ -163,17 +174,38 @@ def _answer(
     return rules.jsonable(out)
 
 
-def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
-    """``draw(kind, n)`` gives n matrices (kind ``matrices``) or n strength vectors (kind ``strengths``)."""
+def trial_cap(n_models: int, trials: int, max_duels: int) -> int | None:
+    """The duels one trial may take when ``trials`` share ``max_duels`` (Settings.forecast_max_duels),
+    at least :data:`MIN_TRIAL_DUELS`; None when the share is above the simulator's own cap
+    (:func:`algorithms.forecast.trial_duel_cap`)."""
+    share = max(MIN_TRIAL_DUELS, int(max_duels) // max(1, int(trials)))
+    return share if share < trial_duel_cap(n_models) else None
+
+
+#: The fewest duels a trial gets under the server's forecast limit.
+MIN_TRIAL_DUELS = 100
+
+
+def _run(setup: _Setup, draw: Any, trials: int, max_duels: int) -> Forecast:
+    """``draw(kind, n)`` gives n matrices (kind ``matrices``) or n strength vectors (kind ``strengths``);
+    the trials share ``max_duels`` simulated duels (:func:`trial_cap`)."""
     if not _BUSY.acquire(blocking=False):
         raise Conflict("another forecast is running in this process; retry in a few seconds", retry_later=True)
     try:
         judge_cost = rules.judge_cost_per_duel(setup.judge)
         mode = setup.mode
+        cap = trial_cap(len(setup.costs), trials, max_duels)
         if mode == "fresh":
             matrices = draw("matrices", trials)
             return run_forecast(
-                matrices, setup.costs, setup.delta, setup.algorithm, judge_cost, seed=setup.seed, rounds=setup.rounds
+                matrices,
+                setup.costs,
+                setup.delta,
+                setup.algorithm,
+                judge_cost,
+                seed=setup.seed,
+                rounds=setup.rounds,
+                duel_cap=cap,
             )
         return run_prompt_forecast(
             draw("strengths", trials),
@@ -183,6 +215,7 @@ def _run(setup: _Setup, draw: Any, trials: int) -> Forecast:
             mode,
             judge_cost,
             seed=setup.seed,
+            duel_cap=cap,
             prompt_sd=DEFAULT_PROMPT_SD,
             tie_prob=DEFAULT_TIE_PROB,
             rounds=setup.rounds,
@@ -262,8 +295,9 @@ class Forecasts:
     """Forecasts of the cost to certify (synchronous: they run in worker threads; the only state is a
     cache of the stored campaigns' spread weights per campaign row version)."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: Database, max_duels: int = 20_000_000):
         self.db = db
+        self.max_duels = int(max_duels)  # all trials together (Settings.forecast_max_duels)
 
     def stored_spread(self, exclude: int | None = None) -> tuple[np.ndarray | None, int]:
         """The spread weights learned from the campaigns stored here (:func:`stored_spread_weights`) and
@@ -353,8 +387,14 @@ class Forecasts:
                     theta = bradley_terry_strengths(L, float(spread or DEFAULT_SPREAD), n, rng)
                 return theta if kind == "strengths" else _bt_matrices(theta)
 
-        f = _run(setup, draw, trials)
-        notes = [note, _trials_note(asked, trials, L), _mode_note(f.mode, setup.n_prompts), _batch_note(setup)]
+        f = _run(setup, draw, trials, self.max_duels)
+        notes = [
+            note,
+            _trials_note(asked, trials, L),
+            _limit_note(L, trials, self.max_duels),
+            _mode_note(f.mode, setup.n_prompts),
+            _batch_note(setup),
+        ]
         return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n), setup)
 
     def forecast_pilot(
@@ -367,7 +407,7 @@ class Forecasts:
                 raise NotFound(f"campaign {campaign_id} not found")
             if hybrid.is_hybrid(c.judge):  # hybrid hook
                 raise Unprocessable(hybrid.FORECAST_REFUSAL)
-            counts = c.counts or {}
+            counts = policy_log.snapshot_of(s, c).counts or {}
             on = active_models(len(c.models), c.model_changes)  # the models still compared
             L, n_all = len(on), len(c.models)
             W = counts.get("W") or [[0.0] * n_all for _ in range(n_all)]
@@ -408,7 +448,7 @@ class Forecasts:
                 theta = pilot_posterior_strengths(W, N, spread, n, rng, **link)
             return theta if kind == "strengths" else _bt_matrices(theta)
 
-        f = _run(setup, draw, trials)
+        f = _run(setup, draw, trials, self.max_duels)
         prior = (
             f"prior N(0, {spread:g}^2)"
             if spread is not None
@@ -420,6 +460,7 @@ class Forecasts:
             f"of the {t} duels counted so far; the figures are for a whole campaign from its start, 'remaining' "
             "subtracts what this one has spent",
             _trials_note(asked, trials, L),
+            _limit_note(L, trials, self.max_duels),
             _mode_note(f.mode, setup.n_prompts),
             _batch_note(setup),
             f"for the {L} models still compared ({n_all - L} disabled)" if n_all > L else "",

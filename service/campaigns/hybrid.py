@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from algorithms.hybrid import HYBRID, N_, NSTAT, RES, HybridPolicy, hy_pi, hybrid_state_params
+from algorithms.hybrid import HYBRID, N_, HybridPolicy, hybrid_state_params
 from algorithms.vocabulary import Algorithm, PromptSampling, TiePolicy
 
 from . import rules
@@ -73,10 +73,12 @@ def new_policy(
     judge: Mapping[str, Any], costs: list[float], delta: float, stored_state: Mapping[str, Any] | None = None
 ) -> HybridPolicy:
     """The campaign's policy: dctas-pc-hybrid with the automatic judge's cost and the human fee;
-    ``stored_state``: a replay's stored state, whose certificate level it keeps (a state that
-    names none was made at ``delta/(L-1)``)."""
+    ``stored_state``: a replay's stored state, whose certificate level and test it keeps."""
     judge = rules.stored(judge)
-    extra = {} if not stored_state else {"level": hybrid_state_params(stored_state)["level"]}
+    extra: dict[str, Any] = {}
+    if stored_state:  # the stored state's level and test (a state naming none: delta/(L-1), mixture)
+        params = hybrid_state_params(stored_state)
+        extra = {"level": params["level"], "test": params["test"]}
     return HybridPolicy(
         costs,
         delta,
@@ -121,25 +123,30 @@ def _active_pi_diff(policy: HybridPolicy, r: Any, h: Mapping[str, Any], diff: li
     by :func:`replay_record` on the replayed policy): drawn before the human vote, from the past."""
     i, j = int(r.model_i), int(r.model_j)
     k = policy.pair_index(i, j)
-    snaps = policy.__dict__.setdefault("_replay_pairs", {}).setdefault(k, [(0.0, 0.0)])
+    snaps = _pair_snaps(policy, k)
     m = h.get("seen")
     if not policy.active or not isinstance(m, int) or isinstance(m, bool):
         return
     if not 0 <= m < len(snaps):
         diff.append(f"duel {r.id}: pi drawn after {m} records of its pair, but {len(snaps) - 1} came before it")
         return
-    st = np.zeros((1, NSTAT))
-    st[0, N_], st[0, RES] = snaps[m]
     J = float(h["judge_score"]) if i < j else 1.0 - float(h["judge_score"])
-    expected = float(hy_pi(0, J, policy.rate, policy.floor, st))
+    expected = policy.pi_of_row(snaps[m], J)
     if abs(expected - float(h["pi"])) > 1e-12:
         diff.append(f"duel {r.id}: pi {h['pi']} != {expected}, the active rule on its pair's first {m} records")
 
 
+def _pair_snaps(policy: HybridPolicy, k: int) -> list[np.ndarray]:
+    """The replayed pair's statistics row after each of its records (the first: before any)."""
+    pairs = policy.__dict__.setdefault("_replay_pairs", {})
+    if k not in pairs:
+        pairs[k] = [policy.ST[k].copy()]
+    return pairs[k]
+
+
 def _keep_pair_state(policy: HybridPolicy, r: Any) -> None:
     k = policy.pair_index(int(r.model_i), int(r.model_j))
-    snaps = policy.__dict__.setdefault("_replay_pairs", {}).setdefault(k, [(0.0, 0.0)])
-    snaps.append((float(policy.ST[k, N_]), float(policy.ST[k, RES])))
+    _pair_snaps(policy, k).append(policy.ST[k].copy())
 
 
 def detail_of(judge_detail: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -41,12 +41,14 @@ POOL_REQUESTER = f"{ANNOTATOR_LABEL_PREFIX}pool"
 MAX_COMMENT_CHARS = 2000
 
 
-def skip_duel(db, duel_id: int, principal: Principal) -> None:
+def skip_duel(db, duel_id: int, principal: Principal, max_skips: int | None = None) -> None:
     """An annotator hands its own pending duel back to the pool (one transaction).
 
     Raises :class:`NotFound` for a duel that does not exist or that the annotator does
     not own (the same answer for both, so ids are not probed), :class:`Conflict` when
-    the duel no longer waits for a vote.
+    the duel no longer waits for a vote or when the annotator has already skipped
+    ``max_skips`` duels of the campaign (``LLMDUEL_MAX_SKIPS_PER_ANNOTATOR``: skipping
+    without bound would let an annotator pick the duels it votes on).
     """
     if principal.admin:
         raise Forbidden("only annotators skip duels; an admin can stop a campaign instead")
@@ -62,6 +64,17 @@ def skip_duel(db, duel_id: int, principal: Principal) -> None:
         now = utcnow()
         if d.status != DuelStatus.PENDING or d.expires_at <= now:
             raise Conflict(f"duel {duel_id} no longer waits for a vote")
+        if max_skips is not None:
+            done = s.execute(
+                select(func.count(DuelSkip.id)).where(
+                    DuelSkip.campaign_id == c.id, DuelSkip.annotator == principal.label
+                )
+            ).scalar_one()
+            if done >= max_skips:
+                raise Conflict(
+                    f"you have skipped {done} duel{'s' if done != 1 else ''} of this campaign, the most an "
+                    f"annotator may (LLMDUEL_MAX_SKIPS_PER_ANNOTATOR={max_skips}); vote on this one"
+                )
         waiting = s.execute(
             select(func.count(DuelSkip.id))
             .join(Duel, Duel.id == DuelSkip.duel_id)

@@ -358,7 +358,7 @@ def add_oracle_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
-    from algorithms.policies import ALGORITHMS
+    from algorithms.vocabulary import ALGORITHMS
 
     p = sub.add_parser(
         "simulate",
