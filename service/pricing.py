@@ -367,6 +367,7 @@ def resolve_model_cost(
     expected_output_tokens: int,
     price_map: Mapping[str, dict] | None = None,
     cost_source: str | None = None,
+    image_input_tokens: float = 0.0,
 ) -> tuple[float, dict[str, Any], dict[str, Any]]:
     """A model's expected cost per query, its client config with the price filled in, and the pricing record.
 
@@ -381,6 +382,8 @@ def resolve_model_cost(
     per token). Without a choice, a ``cost`` that disagrees with the price map's derived cost
     by more than :data:`COST_CHECK_FACTOR` either way is a ``ValueError`` asking for one.
     The record's ``charged`` says how calls are charged: ``per_token`` or ``per_call``.
+    ``image_input_tokens``: the mean input tokens of a prompt's images (service/images/tokens.py),
+    added to the expected input tokens.
     """
     if cost_source == "configured" and cost is None:
         raise ValueError(f"models[{name!r}]: cost_source configured needs a 'cost' (USD per query)")
@@ -393,7 +396,7 @@ def resolve_model_cost(
     if cost is None and price is None:
         raise ValueError(_unknown_model_message(name, client))
     client = dict(client)
-    in_tokens = expected_input_tokens(prompts, client.get("system"))
+    in_tokens = expected_input_tokens(prompts, client.get("system")) + float(image_input_tokens)
     derived = expected_query_cost(price, in_tokens, expected_output_tokens) if price is not None else None
     from_map = price is not None and price.source != "client"
     if cost is not None and from_map and cost_source is None and derived is not None:

@@ -153,3 +153,22 @@ async def test_vision_campaign_never_spends_past_a_tight_budget(api, concurrent)
     assert len(bills) >= 4  # the budget paid for several duels
     assert c["spend"] <= budget and sum(bills) <= budget + 1e-9, (c["spend"], sum(bills))
     assert c["spend"] == pytest.approx(sum(bills), abs=1e-8)  # charged what the provider billed, no fault
+
+
+async def test_a_derived_cost_counts_the_prompts_images(api):
+    """The policy's expected cost per query of a priced model includes its mean image tokens per prompt."""
+    client = {"kind": "openai", "base_url": "http://provider.test/v1", "price": PRICE, "params": {"max_tokens": 10}}
+    prompts = [{"prompt": "What is this?", "images": [_url(_png((1024, 1024)))]}, "No image here."]
+    models = [
+        {"name": name, "client": {**client, "model": model}, "expected_output_tokens": 10}
+        for name, model in (("big", "gpt-4o"), ("mini", "gpt-4o-mini"))
+    ]
+    r = await api.post(
+        "/v1/campaigns", json={"name": "derived", "models": models, "prompts": prompts, "judge": {"kind": "human"}}
+    )
+    assert r.status_code == 201, r.text
+    shown = {m["name"]: m for m in r.json()["models"]}
+    text_only = len("What is this?") / 2 / 4 + len("No image here.") / 2 / 4  # the mean prompt characters / 4
+    assert shown["big"]["expected_input_tokens"] >= text_only + openai_image_tokens("gpt-4o", 1024, 1024) / 2 - 1
+    assert shown["mini"]["expected_input_tokens"] >= text_only + (2833 + 5667 * 4) / 2 - 1
+    assert shown["mini"]["cost"] > shown["big"]["cost"]  # same price here; gpt-4o-mini counts far more tokens

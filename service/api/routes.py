@@ -152,9 +152,21 @@ async def list_campaigns(
     tags=["campaigns"],
     summary="A campaign's status and statistics (annotators: its name and status only)",
 )
-async def get_campaign(campaign_id: Id, views: ViewsDep, who: Caller):
+async def get_campaign(
+    campaign_id: Id,
+    views: ViewsDep,
+    who: Caller,
+    pairs: Annotated[
+        bool | None,
+        Query(
+            description="The per-pair figures in full (counts, wins, every pair's certificate evidence, a simulated "
+            "judge's preference matrix): true; false: summarised (pairs_included false). Default: in full up to "
+            "16 models."
+        ),
+    ] = None,
+):
     require_campaign(who, campaign_id)
-    return await _t(views.get_campaign, campaign_id, who.admin)
+    return await _t(views.get_campaign, campaign_id, who.admin, pairs)
 
 
 @router.patch(

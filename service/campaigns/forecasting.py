@@ -36,7 +36,7 @@ from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 from ..db import Database
 from ..models import Campaign, from_nusd
 from ..schemas import CampaignCreate
-from . import hybrid, rules
+from . import hybrid, policy_log, rules
 from .model_changes import active_models
 from .types import Conflict, NotFound, Unprocessable
 
@@ -348,7 +348,7 @@ class Forecasts:
                 raise NotFound(f"campaign {campaign_id} not found")
             if hybrid.is_hybrid(c.judge):  # hybrid hook
                 raise Unprocessable(hybrid.FORECAST_REFUSAL)
-            counts = c.counts or {}
+            counts = policy_log.snapshot_of(s, c).counts or {}
             on = active_models(len(c.models), c.model_changes)  # the models still compared
             L, n_all = len(on), len(c.models)
             W = counts.get("W") or [[0.0] * n_all for _ in range(n_all)]

@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from ..campaigns import endings, skips, stores
+from ..campaigns import endings, policy_log, skips, stores
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
@@ -90,9 +90,14 @@ def _sql_literal(value) -> str:
     raise TypeError(f"no SQL literal for a constant of type {type(value).__name__}")
 
 
-def _unless_cached(seq_matches):
-    """The policy state column, NULL when this process's cached policy is at the row's ``event_seq``."""
-    return case((seq_matches, null()), else_=C.policy_state).label("policy_state")
+def _unless_cached(cache_usable):
+    """The policy state column, NULL when this process's cached policy is usable: at the row's
+    ``event_seq``, or between the stored state's and it (:func:`.shared.policy_at` replays the rest)."""
+    return case((cache_usable, null()), else_=C.policy_state).label("policy_state")
+
+
+def _usable(seq):
+    return and_(C.state_seq <= seq, seq <= C.event_seq)
 
 
 # The same statements as the synchronous driver's, plus what saves round trips here:
@@ -106,15 +111,15 @@ PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
 PG_READY_ANSWER_TEXTS = compile_pg(stores.READY_ANSWER_TEXTS)
 PG_READY_VERDICT = compile_pg(stores.READY_VERDICT)
 PG_HELD = compile_pg(holds.HELD)
-PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(C.event_seq == bindparam("seq"))))
+PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(_usable(bindparam("seq")))))
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
 PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
 PG_LOCK_FOR_VOTE = compile_pg(
-    sync_driver.LOCK_FOR_VOTE.add_columns(
-        _unless_cached(and_(C.id == bindparam("hint"), C.event_seq == bindparam("seq")))
-    )
+    sync_driver.LOCK_FOR_VOTE.add_columns(_unless_cached(and_(C.id == bindparam("hint"), _usable(bindparam("seq")))))
 )
 PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
+PG_TAIL_SELECTED = compile_pg(policy_log.TAIL_SELECTED)
+PG_TAIL_RECORDED = compile_pg(policy_log.TAIL_RECORDED)
 PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
 PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
 PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
@@ -134,6 +139,7 @@ def _after_judged(campaign_update):
 
 PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
 PG_VOTED = _after_judged(sync_driver.VOTED)
+PG_VOTED_STATE = _after_judged(sync_driver.VOTED_STATE)
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
 
 
@@ -269,6 +275,11 @@ class PgTx:
         await self._begin()
         return (await self._fetchrow(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
 
+    async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
+        await self._begin()
+        p = {"cid": campaign_id, "after": after, "upto": upto}
+        return policy_log.tail_events(await self._fetch(PG_TAIL_SELECTED, p), await self._fetch(PG_TAIL_RECORDED, p))
+
     async def prompt(self, campaign_id: int, idx: int) -> str:
         await self._begin()
         return (await self._fetchrow(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
@@ -316,14 +327,12 @@ class PgTx:
         params = {**judged, **campaign}
         if judged["judge_detail"] is not None:
             params["judge_detail"] = _json(judged["judge_detail"])
-        if recorded is not None:
-            params.update(
-                recorded,
-                policy_state=_json(recorded["policy_state"]),
-                counts=_json(recorded["counts"]),
-                stats=_json(recorded["stats"]),
-            )
         query = PG_VOTED_TIE if recorded is None else PG_VOTED
+        if recorded is not None:
+            params.update(recorded)
+        if recorded is not None and "policy_state" in recorded:  # a checkpoint (service.campaigns.policy_log)
+            query = PG_VOTED_STATE
+            params.update({k: _json(recorded[k]) for k in ("policy_state", "counts", "stats")})
         if end is None:
             return await self._write_and_commit(query, params) is not None
         self.wrote = True

@@ -11,7 +11,7 @@ from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
 from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
 from service.images.checks import MAX_IMAGES_PER_PROMPT, data_url_size
-from service.images.tokens import campaign_image_tokens
+from service.images.tokens import campaign_image_tokens, image_input_tokens
 from service.judging import JudgeConfig, check_judge_size, judge_json
 from service.names import duplicate_names
 from service.pricing import (
@@ -357,6 +357,15 @@ class CampaignCreate(StrictModel):
                 m.client = parse_client_config({**client, "batch_price": price.as_client_price()})
         self.judge = _with_batch_prices(self.judge, user_map)
 
+    def _prompt_image_sizes(self) -> list[list[tuple[int, int]]]:
+        """The (width, height) of each prompt's images, a list per prompt (empty without images)."""
+        return [
+            [data_url_size(u) for t in turn_image_urls(p.model_dump()) for u in t]
+            if isinstance(p, PromptObject)
+            else []
+            for p in self.prompts
+        ]
+
     def _resolve_image_tokens(self) -> None:
         """Each model's largest input-token count of one of the prompts' images (its provider's rule):
         the budget's bound of a call counts it for each image of the call's prompt (rules.model_bound_nusd)."""
@@ -373,10 +382,13 @@ class CampaignCreate(StrictModel):
         """Each model's price (client, price maps) and expected cost per query (service.pricing)."""
         check_json_safe(self.price_map, "price_map")
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
+        sizes = self._prompt_image_sizes()
         for m in self.models:
             if m.output == "image" and m.client.price is None:
                 m.cost, m._pricing = resolve_image_cost(m.name, m.cost, client_json(m.client))
                 continue
+            # a prompt's images are input tokens too: their mean per prompt, by the model's provider's rule
+            images = sum(image_input_tokens(client_json(m.client), w, h) for p in sizes for w, h in p) / len(sizes)
             cost, client, record = resolve_model_cost(
                 m.name,
                 m.cost,
@@ -385,6 +397,7 @@ class CampaignCreate(StrictModel):
                 m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
                 user_map,
                 m.cost_source,
+                images,
             )
             m.cost, m.client, m._pricing = cost, parse_client_config(client), record
 
