@@ -103,7 +103,9 @@ async def decide_plan(
         pending=pick.pending,
         requested_by=principal.label if principal is not None else RUN_REQUESTER,
         now=now,
-        expires_at=now + svc.call_expiry,
+        # an annotator's duel: a lease the process calling its models renews every heartbeat
+        # (Runs.beat), so a duel whose process died is freed within the lease, not the call timeout
+        expires_at=now + (svc.call_lease if principal is not None and not principal.admin else svc.call_expiry),
     )
     if pick.position is not None:
         duel["position"] = pick.position
@@ -254,4 +256,8 @@ def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict)
         verdicts=cfg.verdicts,
         draw_key=cfg.draw_key,
         deadline=rules.call_deadline(svc.call_expiry),
+        # an annotator's duel is leased while its models are called (renewed up to this hard expiry)
+        hard_expiry=duel["created_at"] + svc.call_expiry
+        if str(duel.get("requested_by") or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
+        else None,
     )
