@@ -1,7 +1,7 @@
 """The policy between checkpoints: its stored state every few records, the duel log after it.
 
 Writing the whole policy state with every record costs O(L^2) per duel (the counts, the wins
-and the test's history of every pair: 0.5 MB of JSON at 128 models). The state is written
+and the test's history of every pair). The state is written
 instead by the record that is :func:`checkpoint_every` policy calls (selections and records)
 or more past the last one (and when the policy stops or the campaign ends), with
 ``campaigns.state_seq`` = the ``event_seq`` it is at; the policy at ``event_seq`` is that state

@@ -90,7 +90,7 @@ def _sql_literal(value) -> str:
 # The same statements as the synchronous driver's, plus what saves round trips here: the writes
 # are one statement (data-modifying CTEs). The policy state is read only on a cache miss
 # (:func:`.shared.policy_at`): sent with every lock it cost O(L^2) per duel whenever the cached
-# policy was still with the transaction before (0.5 MB of JSON at 128 models).
+# policy was still with the transaction before.
 PG_CONFIG = compile_pg(sync_driver.CONFIG)
 PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
