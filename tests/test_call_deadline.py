@@ -26,7 +26,6 @@ from service.campaigns import rules
 from service.campaigns.calls import CALL_OUTLIVED_EXPIRY, JUDGE_OUTLIVED_EXPIRY
 from service.models import BudgetHold, Charge, Duel
 
-
 # A provider that answers after SLOW seconds; an abandoned call returns long before (about 1 s), a call
 # that is waited for after SLOW: BOUND sits between, far from both, so a loaded machine cannot flip it.
 SLOW = 30.0
