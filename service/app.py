@@ -64,7 +64,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if not settings.api_key:
         settings = settings.ensure_api_key()
         announce_generated_key(settings)
-    db = Database(settings.database_url, settings.pg_synchronous_commit, settings.hot_pool_size)
+    db = Database(
+        settings.database_url,
+        settings.pg_synchronous_commit,
+        settings.hot_pool_size,
+        settings.pool_size,
+        settings.pool_overflow,
+    )
     prepare_database(settings, db)
     campaigns = build_campaigns(settings, db)
 

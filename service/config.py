@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
     inline_transactions: bool = True
     hot_pool_size: int = Field(8, ge=1, validation_alias="LLMDUEL_PG_HOT_POOL_SIZE")
+    # PostgreSQL: the SQLAlchemy pool of each worker process (connections kept, and more under load).
+    pool_size: int = Field(10, ge=1, le=1000, validation_alias="LLMDUEL_PG_POOL_SIZE")
+    pool_overflow: int = Field(20, ge=0, le=1000, validation_alias="LLMDUEL_PG_POOL_OVERFLOW")
     telemetry: bool = False  # FastAPI's OpenTelemetry instrumentation
     # Who may read the dashboards: local, key or open; unset: key (local with --demo).
     web_auth: Literal["local", "key", "open"] | None = None

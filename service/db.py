@@ -46,8 +46,10 @@ def migrations_dir() -> str:
     return str(files(MIGRATIONS_PACKAGE))
 
 
-def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
-    """The engine (SQLite with WAL and BEGIN IMMEDIATE for writes; PostgreSQL through psycopg)."""
+def make_engine(url: str, pg_synchronous_commit: str = "on", pool_size: int = 10, max_overflow: int = 20) -> Engine:
+    """The engine (SQLite with WAL and BEGIN IMMEDIATE for writes; PostgreSQL through psycopg, a pool
+    of ``pool_size`` connections plus ``max_overflow`` more under load: LLMDUEL_PG_POOL_SIZE and
+    LLMDUEL_PG_POOL_OVERFLOW)."""
     url = normalise_database_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -91,8 +93,8 @@ def make_engine(url: str, pg_synchronous_commit: str = "on") -> Engine:
     return create_engine(
         url,
         pool_pre_ping=False,
-        pool_size=10,
-        max_overflow=20,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
         pool_timeout=15,
         pool_recycle=1800,
         connect_args=connect_args,
@@ -220,9 +222,16 @@ def is_connection_error(exc: BaseException) -> bool:
 class Database:
     """One engine plus the session helpers used by the domain logic."""
 
-    def __init__(self, url: str, pg_synchronous_commit: str = "on", hot_pool_size: int = 8):
+    def __init__(
+        self,
+        url: str,
+        pg_synchronous_commit: str = "on",
+        hot_pool_size: int = 8,
+        pool_size: int = 10,
+        max_overflow: int = 20,
+    ):
         self.url = normalise_database_url(url)
-        self.engine = make_engine(self.url, pg_synchronous_commit)
+        self.engine = make_engine(self.url, pg_synchronous_commit, pool_size, max_overflow)
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._read = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         write_bind = self.engine.execution_options(sqlite_immediate=True) if self.is_sqlite else self.engine

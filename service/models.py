@@ -106,13 +106,15 @@ class Campaign(Base):
     max_pending_per_annotator: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     webhook_url: Mapped[str | None] = mapped_column(Text, nullable=True)
 
-    # Policy state (policy.to_state()) and what GET shows, updated with every vote.
+    # Policy state (policy.to_state()) and what GET shows, written every few records (a checkpoint,
+    # service/campaigns/policy_log.py): at ``state_seq``; the duel log holds the calls after it.
     policy_state: Mapped[dict] = mapped_column(JSON)
     counts: Mapped[dict] = mapped_column(JSON)  # {"N": LxL, "W": LxL}
     stats: Mapped[dict] = mapped_column(JSON)  # {"t", "S", "Z", "beta", "leader", "stopped"}
     leader: Mapped[int | None] = mapped_column(Integer, nullable=True)
     winner: Mapped[int | None] = mapped_column(Integer, nullable=True)
     event_seq: Mapped[int] = mapped_column(Integer, default=0)  # policy calls so far
+    state_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # policy_state's event_seq
 
     spend_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     judge_spend_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -187,7 +189,11 @@ class StoredImage(Base):
 
 class Duel(Base):
     __tablename__ = "duels"
-    __table_args__ = (Index("ix_duels_campaign_status", "campaign_id", "status"),)
+    __table_args__ = (
+        Index("ix_duels_campaign_status", "campaign_id", "status"),
+        Index("ix_duels_campaign_select_seq", "campaign_id", "select_seq"),  # the log after a checkpoint
+        Index("ix_duels_campaign_record_seq", "campaign_id", "record_seq"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     campaign_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), index=True)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import functools
 import os
 import re
+import threading
+from collections import OrderedDict
 from typing import Any, Iterable
 
 MIN_FRAGMENT = 8
@@ -30,17 +32,50 @@ MASK = "***"
 def configured_keys(*configs: Any, extra: Iterable[str | None] = ()) -> tuple[str, ...]:
     """The secret values named by ``api_key_env`` anywhere in ``configs`` (dicts/lists), plus ``extra``."""
     found: set[str] = {k for k in extra if k}
-    stack = list(configs)
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            env = value.get("api_key_env")
-            if isinstance(env, str) and os.environ.get(env):
+    for config in configs:
+        for env in _key_env_names(config):
+            if os.environ.get(env):
                 found.add(os.environ[env])
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
     return tuple(sorted(found))
+
+
+_NAMES: OrderedDict[int, tuple[Any, tuple[str, ...]]] = OrderedDict()
+_NAMES_SIZE = 512
+_NAMES_LOCK = threading.Lock()
+_BIG = 32  # lists at least this long are remembered
+
+
+def _key_env_names(config: Any) -> tuple[str, ...]:
+    """The ``api_key_env`` names in ``config``. A large list (a simulated judge's preference matrix
+    of 256 models holds 65,536 numbers) is walked once per object, not at every verdict: the
+    entry keeps the object alive, so its id is not reused; configurations are never mutated."""
+    if isinstance(config, dict):
+        names: set[str] = set()
+        env = config.get("api_key_env")
+        if isinstance(env, str):
+            names.add(env)
+        for v in config.values():
+            names.update(_key_env_names(v))
+        return tuple(sorted(names))
+    if not isinstance(config, (list, tuple)):
+        return ()
+    big = len(config) >= _BIG
+    if big:
+        with _NAMES_LOCK:
+            hit = _NAMES.get(id(config))
+        if hit is not None and hit[0] is config:
+            return hit[1]
+    found: set[str] = set()
+    for v in config:
+        if isinstance(v, (dict, list, tuple)):
+            found.update(_key_env_names(v))
+    out = tuple(sorted(found))
+    if big:
+        with _NAMES_LOCK:
+            _NAMES[id(config)] = (config, out)
+            while len(_NAMES) > _NAMES_SIZE:
+                _NAMES.popitem(last=False)
+    return out
 
 
 _PROBE = 4  # characters of the cheap first pass

@@ -61,9 +61,9 @@ async def test_no_false_replay_warning_when_duels_land_during_the_replay(app, mo
             record_verdict(campaigns.cycle, duel_id, Judgement("b", "racer"))
             landed.append(duel_id)
 
-    def busy_get_campaign(campaign_id, admin=True):
+    def busy_get_campaign(campaign_id, admin=True, pairs=None):
         land()
-        return real(campaign_id, admin)
+        return real(campaign_id, admin, pairs)
 
     class BusyCache(SeriesCache):
         def series(self, db, campaign_id, state):

@@ -19,12 +19,12 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from algorithms import policy_from_state
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..db import Database
 from ..models import BatchJob, Campaign, Duel, utcnow
 from ..schemas.batch_config import next_round_size, remaining_duels
+from . import policy_log
 from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .types import DuelPlan
 
@@ -65,7 +65,7 @@ class BatchJobs:
                 return None
             k = int(c.batch.get("rounds") or 0) + 1
             try:
-                remaining = remaining_duels(policy_from_state(c.policy_state))
+                remaining = remaining_duels(policy_log.policy_now(s, c))
             except Exception:  # a state the forecast cannot read: the round's plain size
                 remaining = None
             size = next_round_size(c.batch, k, remaining)

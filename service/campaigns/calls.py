@@ -71,6 +71,8 @@ class Calls:
         # heartbeat, so another process takes one over only once this process is gone or stalled,
         # within the take-over bound (the run lease), never the call timeout.
         self.live_claims: set[tuple[str, int]] = set()
+        # Duels whose models this process is calling -> their hard expiry: the keeper renews their lease.
+        self.live_duels: dict[int, Any] = {}
         self.claim_lease = dt.timedelta(seconds=settings.run_lease_seconds)
         # Campaign id -> what wraps its model clients while a batch round gathers their calls
         # (service/cycle/batch_rounds.py); absent: the clients are called directly.

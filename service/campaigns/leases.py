@@ -166,6 +166,21 @@ class Leases:
                 )
             return {int(x) for x in owned}
 
+    def renew_calling_duels_tx(self, duels: dict) -> None:
+        """The heartbeat of the annotators' duels whose models this process calls (duel id -> hard
+        expiry): each still ``calling`` gets ``expires_at`` = now + the lease, never past its hard
+        expiry. A process that dies stops renewing: its duels expire within the lease and their
+        annotators get new ones (their reservations end with them, so nothing is charged later)."""
+        with self.db.write() as s:
+            now = self.db.clock(s)
+            for duel_id, hard in sorted(duels.items()):
+                s.execute(
+                    update(Duel)
+                    .where(Duel.id == duel_id, Duel.status == DuelStatus.CALLING)
+                    .values(expires_at=min(now + self.lease_length, hard))
+                    .execution_options(synchronize_session=False)
+                )
+
     def release_leases_tx(self, campaign_ids: list[int]) -> None:
         """A graceful stop: give the leases up at once (the run stays active; another process takes it)."""
         if not campaign_ids:

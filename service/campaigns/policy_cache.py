@@ -95,7 +95,8 @@ class PolicyCache:
 
     Every policy call anywhere (any process) increments the campaign's
     ``event_seq`` under the row lock, so a cached policy whose sequence number
-    equals the row's is exactly the stored state. ``take`` removes the entry (a
+    equals the row's is exactly the policy at the row's ``event_seq``; one behind it
+    catches up by replaying the calls logged since (:mod:`.policy_log`). ``take`` removes the entry (a
     failed transaction cannot leave a half-updated policy behind); ``put`` runs
     after a successful commit.
     """
@@ -115,6 +116,12 @@ class PolicyCache:
         """The policy at ``event_seq``: cached, or rebuilt from the stored state."""
         policy = self.take_exact(campaign_id, event_seq)
         return policy if policy is not None else restore_policy(stored_state)
+
+    def take_latest(self, campaign_id: int) -> tuple[int | None, Any]:
+        """(event_seq, policy) of the cached policy, removed from the cache; (None, None): nothing."""
+        with self._lock:
+            hit = self._items.pop(campaign_id, None)
+        return (None, None) if hit is None else hit
 
     def seq_of(self, campaign_id: int) -> int | None:
         """The ``event_seq`` of the cached policy (None: nothing cached); the entry stays."""

@@ -231,7 +231,7 @@ class Pregeneration:
                     await self.calls.settle_claims(plan, [n])
 
         if collector is not None:
-            paid = sum(await collector.run([one(*t) for t in targets], keep_failure=True))
+            paid = sum(await collector.run([one(*t) for t in targets], keep_failure=True, one_call_each=True))
             if collector.failure is not None:
                 log.warning("campaign %s: a pre-generation batch failed: %s", campaign_id, collector.failure)
                 failed.append(-1)

@@ -15,7 +15,7 @@ from algorithms.vocabulary import DuelStatus
 
 from ..db import Database
 from ..models import Campaign, Charge, Duel
-from . import hybrid, rules
+from . import hybrid, policy_log, rules
 from .model_changes import initial_model_count
 from .policy_cache import new_policy
 from .rules import jsonable
@@ -39,6 +39,7 @@ class ReplayLog:
     population: int | None
     perm: list[int] | None
     counters: dict[str, int]
+    state_seq: int = 0  # the stored state's event_seq (a checkpoint, service.campaigns.policy_log)
     judge: dict[str, Any] | None = None  # a hybrid judge's config and the campaign's draw key
     draw_key: Any = None
     changes: list[dict[str, Any]] | None = None  # models disabled or replaced (campaigns.model_changes)
@@ -92,6 +93,7 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         ),
         judge=c.judge,
         draw_key=c.draw_key,
+        state_seq=int(c.state_seq if c.state_seq is not None else c.event_seq),
         changes=list(c.model_changes or []),
     )
 
@@ -122,7 +124,11 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
     )
     next_position: dict[tuple[int, int], int] = {}
     records: list[tuple[int, int, float]] = []  # what a model change rebuilds the policy from
+    # the stored state is a checkpoint at state_seq: compared with the replayed policy there
+    checkpoint = None if log.state_seq > 0 else jsonable(policy.to_state())
     for _seq, kind, r in events:
+        if checkpoint is None and _seq > log.state_seq:
+            checkpoint = jsonable(policy.to_state())
         if kind == 2:  # a model disabled or replaced: the policy rebuilt on the active models, as it was
             try:
                 policy = restrict(policy.to_state(), r["costs"], r["arms"], records)
@@ -130,10 +136,8 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
                 diff.append(f"model change at {_seq}: the policy cannot be rebuilt ({exc})")
             continue
         if kind == 0:
-            if r.costs_at_select:  # the marginal costs given the stores changed before this selection
-                policy.set_costs(r.costs_at_select["costs"], r.costs_at_select["judge_cost"])
-            pair = tuple(int(x) for x in policy.next_pair(pending=r.pending_at_select or []))
-            if sorted(pair) != [r.model_i, r.model_j]:
+            pair = policy_log.apply_event(policy, kind, r)
+            if pair is None or sorted(pair) != [r.model_i, r.model_j]:
                 diff.append(f"duel {r.id}: replayed selection {pair} != logged pair ({r.model_i}, {r.model_j})")
             continue
         if log.perm is not None:  # each pair's outcomes entered the policy in permutation order
@@ -148,7 +152,9 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
             diff.append(f"duel {r.id}: the policy refuses the logged outcome ({exc})")
     if hyb:
         diff.extend(hybrid.draw_order_diff(log.rows))  # hybrid hook: each pair's records in draw order
-    diff.extend(json_diff(jsonable(log.stored_state), jsonable(policy.to_state()), "policy_state"))
+    if checkpoint is None:  # the stored state is at the last event
+        checkpoint = jsonable(policy.to_state())
+    diff.extend(json_diff(jsonable(log.stored_state), checkpoint, "policy_state"))
     return diff
 
 

@@ -84,6 +84,8 @@ class DuelPlan:
     claims: dict[Any, Any] = field(default_factory=dict)
     # time.monotonic() by which the model calls must return (rules.call_deadline; None: no limit)
     deadline: float | None = None
+    # when the duel's call reservation ends for good (created_at + the call expiry): its leases renew up to it
+    hard_expiry: Any = None
     # Set when both models answered inside the plan transaction (instant clients):
     results: dict[int, Any] | None = None
     outcome: "DuelOutcome | None" = None

@@ -94,11 +94,11 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     if getattr(policy, "goal", "winner") != "winner":  # a leaderboard: the pairs its goal rests on
         certified, needed = _goal_pairs(policy, active)
     progress = 1.0 if status in VERDICT_ENDINGS else certified / max(1, needed)
-    losers = []
-    for m in range(L):
-        by = [names[e["winner"]] for e in items if e["loser"] == m and e["certified"]]
-        if by:
-            losers.append({"model": names[m], "beaten_by": by})
+    beaten_by: dict[int, list[str]] = {}  # one pass over the pairs (L^2), not one per model
+    for e in items:
+        if e["certified"]:
+            beaten_by.setdefault(int(e["loser"]), []).append(names[e["winner"]])
+    losers = [{"model": names[m], "beaten_by": beaten_by[m]} for m in range(L) if m in beaten_by]
     return {
         "test": test,
         "statistic": PC_TESTS.get(test, test),

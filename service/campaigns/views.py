@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import object_session
 
 from algorithms import plugin_lower_bound, plugin_pc_lower_bound
 from algorithms.policies import PAPER_ALGORITHMS
@@ -17,7 +18,7 @@ from ..db import Database
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import hybrid, hybrid_view, rules, stores, verdicts
+from . import hybrid, hybrid_view, policy_log, rules, stores, verdicts
 from .model_changes import CHANGE_FIELDS, active_models, model_status
 from .rules import finite_or_none, jsonable
 from .types import NotFound
@@ -128,19 +129,37 @@ def json_diff(stored: Any, replayed: Any, path: str = "") -> list[str]:
     return []
 
 
-def _bound_costs(c) -> list[float]:
+def _bound_costs(c, state: dict | None) -> list[float]:
     """The costs of the lower bound and the oracle: the policy's (marginal given the stores, or configured)."""
-    costs = (c.policy_state or {}).get("costs")
+    costs = (state or {}).get("costs")
     return [float(x) for x in costs] if costs else [float(m["cost"]) for m in c.models]
 
 
-def _lower_bounds(c, stats: dict, counts: dict) -> tuple[float | None, float | None]:
+#: above this many models the view summarises its per-pair figures unless asked for them (?pairs=true)
+PAIR_DETAIL_MODELS = 16
+
+
+def summarise_pairs(view: dict) -> dict:
+    """The view without its L x L figures (128 models: 2 MB of pairs in a 60 KB view): ``counts`` and
+    ``wins`` empty, ``pc_evidence.pairs`` only the reference's L - 1 pairs (its certificates), a simulated
+    judge's ``preference`` matrix left out of ``judge``; ``pairs_included`` false."""
+    view["counts"], view["wins"] = [], []
+    ev = view.get("pc_evidence")
+    if ev and ev.get("reference") is not None:  # a copy: the full evidence is kept for the next view
+        view["pc_evidence"] = dict(ev, pairs=[p for p in ev["pairs"] if p["winner"] == ev["reference"]])
+    judge = view.get("judge")
+    if isinstance(judge, dict) and "preference" in judge:
+        view["judge"] = {k: v for k, v in judge.items() if k != "preference"}
+    view["pairs_included"] = False
+    return view
+
+
+def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[float | None, float | None]:
     """``c* log(1/4 delta)`` and, for dctas-pc, ``c_pc* log(1/4 delta)`` at the empirical matrix of the models
     still compared (a model disabled while running is out of the question); None when not defined."""
     if not (stats.get("t") or 0) > 0:
         return None, None
     on = active_models(len(c.models), c.model_changes)
-    costs = _bound_costs(c)
     try:
         W = [[counts["W"][a][b] for b in on] for a in on]
         N = [[counts["N"][a][b] for b in on] for a in on]
@@ -172,10 +191,16 @@ def provider_faults(d: Duel) -> list[dict]:
 
 
 class Views:
-    """Read-only views of campaigns and duels over one :class:`~service.db.Database`; stateless."""
+    """Read-only views of campaigns and duels over one :class:`~service.db.Database`; the policy's
+    figures between checkpoints are computed once per change (:mod:`.policy_log`) and kept."""
 
     def __init__(self, db: Database):
         self.db = db
+        self.snapshots = policy_log.SnapshotCache()
+
+    def snapshot(self, c: Campaign) -> policy_log.Snapshot:
+        """``c``'s policy figures at its ``event_seq`` (read in ``c``'s session when they are not stored)."""
+        return policy_log.snapshot_of(object_session(c), c, self.snapshots)
 
     # ------------------------------------------------------------ views
     def lock_existing(self, s, campaign_id: int) -> Campaign:
@@ -247,13 +272,17 @@ class Views:
         return out
 
     def campaign_view(
-        self, c: Campaign, pending: int, admin: bool = True, observed: dict[int, tuple[int, int]] | None = None
+        self, c: Campaign, pending: int, admin: bool = True, observed: dict | None = None, pairs: bool | None = None
     ) -> dict:
+        """The admin's view; ``pairs``: the per-pair figures in full (None: up to
+        :data:`PAIR_DETAIL_MODELS` models; above, summarised: :func:`summarise_pairs`)."""
         if not admin:
             return annotator_campaign_view(c)
         names = [m["name"] for m in c.models]
-        stats, counts = c.stats or {}, c.counts or {}
-        lower, lower_pc = _lower_bounds(c, stats, counts)
+        snap = self.snapshot(c)
+        stats = snap.stats or {}
+        counts = snap.counts or {}
+        lower, lower_pc = _lower_bounds(c, stats, counts, _bound_costs(c, snap.policy_state))
         budget = from_nusd(c.budget_nusd)
         view = {
             "id": c.id,
@@ -271,8 +300,8 @@ class Views:
             "prompt_sampling": c.prompt_sampling,
             "population": stats.get("population") if rules.is_wor(c.prompt_sampling) else None,
             "exact": stats.get("exact") if rules.is_wor(c.prompt_sampling) else None,
-            "policy_costs": (c.policy_state or {}).get("costs"),
-            "policy_judge_cost": ((c.policy_state or {}).get("params") or {}).get("judge_cost", 0.0),
+            "policy_costs": (snap.policy_state or {}).get("costs"),
+            "policy_judge_cost": ((snap.policy_state or {}).get("params") or {}).get("judge_cost", 0.0),
             "certificates": stats.get("certificates"),
             "copeland_winner": names[stats["copeland_winner"]] if stats.get("copeland_winner") is not None else None,
             "top_cycle": [names[m] for m in stats["top_cycle"]] if stats.get("top_cycle") is not None else None,
@@ -325,7 +354,7 @@ class Views:
         }
         view["cost_warnings"] = [m["cost_warning"] for m in view["models"] if m.get("cost_warning")] if admin else None
         view["config_warnings"] = campaign_params_warnings(c.models, c.judge) if admin else None
-        view["pc_evidence"] = verdicts.pc_evidence(c.algorithm, c.policy_state, names, c.status)
+        view["pc_evidence"] = self._pc_evidence(c, snap, names)
         exact_pairs = set(_exact_certificates(view["pc_evidence"], names))
         view["certificate_graph"] = verdicts.certificate_graph(stats.get("certificates"), names, exact_pairs)
         board = verdicts.leaderboard_facts(stats, names)
@@ -337,8 +366,17 @@ class Views:
         )
         if words:  # a leaderboard goal: its certified order, beside how the campaign ended
             facts["verdict"] = f"{facts['verdict']}; {words}" if c.status != "certified" else f"certified {words}"
-        view.update(facts)
-        return view
+        view.update(facts, pairs_included=True)
+        full = pairs if pairs is not None else len(names) <= PAIR_DETAIL_MODELS
+        return view if full else summarise_pairs(view)
+
+    def _pc_evidence(self, c: Campaign, snap: policy_log.Snapshot, names: list[str]) -> dict | None:
+        """dctas-pc's certificate evidence, computed once per change (and status) of the campaign."""
+        key = ("pc_evidence", c.status)
+        if key not in snap.derived:
+            snap.derived[key] = verdicts.pc_evidence(c.algorithm, snap.policy_state, names, c.status)
+        ev = snap.derived[key]
+        return None if ev is None else dict(ev)  # the caller's copy
 
     def report_view(self, s, c: Campaign, now: dt.datetime) -> dict:
         """The admin's view of ``c`` as a webhook reports it (inside the caller's session): the keys of
@@ -347,13 +385,13 @@ class Views:
         view["hybrid"] = hybrid_view.summary(s, c) if hybrid.is_hybrid(c.judge) else None
         return view
 
-    def get_campaign(self, campaign_id: int, admin: bool = True) -> dict:
+    def get_campaign(self, campaign_id: int, admin: bool = True, pairs: bool | None = None) -> dict:
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
-            view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed)
+            view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed, pairs)
             if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
                 view.update(hybrid_view.summary_for(s, c, admin))
             return view

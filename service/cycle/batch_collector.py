@@ -38,6 +38,8 @@ from ..redaction import redact
 
 log = logging.getLogger("llmduel.batch")
 
+#: With one call per coroutine, how long the parked calls wait for a straggler's call before they go out.
+LONG_SETTLE_S = 2.0
 #: How many batches one request may go out in before its duel fails.
 MAX_SENDS = 3
 #: The duel a call is made for (set by the round around each duel's calls).
@@ -99,8 +101,13 @@ class Collector:
         return await fut
 
     # ------------------------------------------------------------ the phase's side
-    async def run(self, coros: list, keep_failure: bool = False) -> list:
+    async def run(self, coros: list, keep_failure: bool = False, one_call_each: bool = False) -> list:
         """Run the phase's calls (``coros``), flushing what they park until every one has returned; their results.
+
+        The parked calls are sent once no new one came for ``settle_s``; with ``one_call_each`` (each coroutine
+        makes at most one call, as a pre-generation's do) as soon as every coroutine still running has parked
+        its call, however long their transactions took to get there (a loaded database would otherwise split
+        the phase into several batches), and after :data:`LONG_SETTLE_S` without a new call at the latest.
 
         A failed batch fails the phase (:class:`RoundFailed` or the batch API's error) after every call has
         returned: raised here, or with ``keep_failure`` kept in ``failure`` for the caller to raise once it has
@@ -108,10 +115,7 @@ class Collector:
         tasks = [asyncio.ensure_future(c) for c in coros]
         try:
             while True:
-                seen = -1
-                while not all(t.done() for t in tasks) and (not self.parked or len(self.parked) != seen):
-                    seen = len(self.parked)
-                    await asyncio.sleep(self.settle_s)
+                await self._settle(tasks, one_call_each)
                 if all(t.done() for t in tasks):
                     break
                 try:
@@ -130,6 +134,19 @@ class Collector:
         finally:
             for t in tasks:
                 t.cancel()
+
+    async def _settle(self, tasks: list[asyncio.Future], one_call_each: bool) -> None:
+        """Until every task is done or the parked calls are ready to go (:meth:`run`)."""
+        settle = LONG_SETTLE_S if one_call_each else self.settle_s
+        seen, since = -1, time.monotonic()
+        while not all(t.done() for t in tasks):
+            if len(self.parked) != seen:
+                seen, since = len(self.parked), time.monotonic()
+            elif self.parked and time.monotonic() - since >= settle:
+                return
+            if one_call_each and self.parked and len(self.parked) >= sum(not t.done() for t in tasks):
+                return
+            await asyncio.sleep(self.settle_s)
 
     async def flush(self) -> None:
         parked, self.parked = self.parked, []

@@ -26,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from typing import Any
+
+from sqlalchemy.exc import DBAPIError
 
 from algorithms.vocabulary import DuelStatus
 
@@ -47,6 +50,10 @@ from .orchestration import Cycle
 
 log = logging.getLogger("llmduel.batch")
 
+#: How many times a duel's transaction is tried when the database rolled it back (a deadlock, a lock timeout).
+TX_TRIES = 6
+#: How long a round waits for the plan of its first duel while the plan asks to retry later.
+PLAN_WAIT_S = 60.0
 #: The error of a round's duel that its round ended without judging (it no longer holds a reservation).
 ROUND_LEFT = "its batch round ended before its verdict"
 
@@ -69,9 +76,9 @@ class BatchRounds:
                     return None
                 k, size = started
                 cfg = {**cfg, "rounds": k}
-                plans = await self._plan_round(campaign_id, size)
-                if not plans:
-                    return None
+                plans, stalled = await self._plan_round(campaign_id, size)
+                if not plans:  # the run stopped, the campaign ended, or nothing could be planned for long
+                    return None if stalled is None else f"batch round {k} planned no duel: {stalled}"
                 ended = await self._round(campaign_id, cfg, k, [(p, DuelStatus.CALLING, None, None) for p in plans])
                 if ended:
                     return None
@@ -80,21 +87,24 @@ class BatchRounds:
             await in_thread(self.jobs.release_unsent_tx, campaign_id, why)
             return why
 
-    async def _plan_round(self, campaign_id: int, size: int) -> list[DuelPlan]:
+    async def _plan_round(self, campaign_id: int, size: int) -> tuple[list[DuelPlan], str | None]:
+        """The round's plans, and why none could be planned when the plan kept asking to retry later
+        (duels of others in flight, reservations) for :data:`PLAN_WAIT_S` (None: nothing to report)."""
         plans: list[DuelPlan] = []
-        waits = 0
+        deadline = time.monotonic() + PLAN_WAIT_S
         while len(plans) < size:
             try:
                 plans.append(await self.cycle.plan(campaign_id, None, True))
             except Conflict as exc:
-                if exc.retry_later and not plans and waits < 600:  # duels of others in flight: wait for them
-                    waits += 1
+                if exc.retry_later and not plans:  # duels of others in flight: wait for them, not for ever
+                    if time.monotonic() > deadline:
+                        return plans, f"{exc.detail} (for {PLAN_WAIT_S:g} s)"
                     await asyncio.sleep(0.1)
                     continue
                 break
             except NotFound:
                 break
-        return plans
+        return plans, None
 
     def _collector(self, campaign_id: int, cfg: dict, k: int, phase: str, cache: dict) -> Collector:
         async def still_mine() -> bool:
@@ -177,7 +187,11 @@ class BatchRounds:
                     self.calls.answer(plan, plan.i, turns), self.calls.answer(plan, plan.j, turns)
                 )
                 res = {plan.i: ri, plan.j: rj}
-                outcome = await in_thread(self.cycle.store_answers_tx, plan, res)
+                outcome = await duel_tx(self.cycle.store_answers_tx, plan, res)
+            except DBAPIError as exc:  # the database was lost mid-commit: the duel is given up (expired at round end)
+                return DuelOutcome(
+                    plan.duel_id, "abandoned", failed=True, error=f"database error: {type(exc).__name__}"
+                ), None
             finally:
                 await self.calls.settle_claims(plan, [plan.i, plan.j])
         if outcome.status != DuelStatus.PENDING:
@@ -215,7 +229,9 @@ class BatchRounds:
     async def _record(self, plan: DuelPlan, verdict: dict) -> DuelOutcome:
         j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
         try:
-            return await in_thread(cycle_sequences.record_verdict, self.cycle, plan.duel_id, j)
+            return await duel_tx(cycle_sequences.record_verdict, self.cycle, plan.duel_id, j)
+        except DBAPIError as exc:  # the database was lost mid-commit: the duel is given up (expired at round end)
+            return DuelOutcome(plan.duel_id, "abandoned", failed=True, error=f"database error: {type(exc).__name__}")
         except Conflict as exc:  # the campaign ended (certified by an earlier duel of the round) or the duel expired
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:
@@ -246,3 +262,21 @@ class BatchRounds:
         duels = await in_thread(self.jobs.duel_plans_tx, campaign_id, duel_ids)
         if duels:
             await self._round(campaign_id, cfg, int(cfg.get("rounds") or 1), duels, cache)
+
+
+async def duel_tx(fn: Any, *args: Any) -> Any:
+    """A duel's transaction of a round (its answers stored, its verdict recorded), tried again after a
+    database error that rolled it back (a deadlock or serialization failure between the round's many
+    concurrent transactions, a lock timeout, SQLite's "database is locked"), at most :data:`TX_TRIES`
+    times: what the provider billed is not dropped for a transient refusal. A lost connection (whether
+    the commit happened is unknown) is raised at once: the duel is then given up, never stored twice."""
+    delay = 0.05
+    for attempt in range(1, TX_TRIES + 1):
+        try:
+            return await in_thread(fn, *args)
+        except DBAPIError as exc:
+            if exc.connection_invalidated or attempt == TX_TRIES:
+                raise
+            log.warning("database error in a batch round's transaction (%s), trying again", type(exc).__name__)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, 1.0)

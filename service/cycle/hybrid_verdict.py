@@ -82,6 +82,7 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
     stopped = None
     if recorded:
         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
+        c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
         stopped = deciding.policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
     end = deciding.ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:

@@ -24,7 +24,7 @@ from algorithms import PolicyError
 from algorithms.restricted import restrict
 from algorithms.vocabulary import IN_FLIGHT, Algorithm, CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, rules
+from ..campaigns import hybrid, policy_log, rules
 from ..campaigns.credentials import require_key_envs
 from ..campaigns.endings import Endings
 from ..campaigns.model_changes import DISABLE, REPLACE, active_models
@@ -129,6 +129,7 @@ class ModelChanges:
             c.models = models
             c.event_seq = seq
             c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
+            c.state_seq = seq  # a checkpoint at the change (the log after it replays on the new policy)
             revived = c.status != CampaignStatus.RUNNING
             if revived:  # paused on a provider fault: it continues without the model
                 c.status, c.end_reason, c.end_limit, c.ended_at = CampaignStatus.RUNNING, None, None, None
@@ -157,10 +158,11 @@ class ModelChanges:
             .where(Duel.campaign_id == c.id, Duel.record_seq.is_not(None))
             .order_by(Duel.record_seq)
         ).all()
-        costs = [float(x) for x in (c.policy_state.get("costs") or [])]
+        state = policy_log.policy_now(s, c).to_state()  # its costs now (a checkpoint may be older)
+        costs = [float(x) for x in (state.get("costs") or [])]
         costs += [float(m["cost"]) for m in models[len(costs) :]]
         try:
-            return restrict(c.policy_state, costs, arms, [(r.model_i, r.model_j, r.score) for r in records])
+            return restrict(state, costs, arms, [(r.model_i, r.model_j, r.score) for r in records])
         except PolicyError as exc:
             raise Conflict(f"the remaining {len(arms)} models cannot keep this campaign's goal: {exc}") from None
 

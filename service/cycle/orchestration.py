@@ -113,6 +113,8 @@ class Cycle:
         self.prompt_extras_in = prompts.prompt_extras_in
         self.pending_expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)  # a duel waiting for its verdict
         self.call_expiry = call_expiry(settings)
+        # an annotator's duel while its models are called: renewed by this process every heartbeat
+        self.call_lease = min(self.call_expiry, dt.timedelta(seconds=settings.run_lease_seconds))
         self.policies = PolicyCache()
         self.config_cache: dict[int, Any] = {}  # campaign id -> cycle.CampaignConfig (never changes)
         self._permutations: dict[tuple[int, str, int], list[int]] = {}
@@ -126,12 +128,17 @@ class Cycle:
         """Step 2-3: both answers (stored or called, through ``calls``), then the cycle's
         :meth:`store_answers_tx`; the store claims are settled after it, stored or not."""
         turns, _ = await self.calls.extras(plan)
+        leased = plan.hard_expiry is not None and plan.duel_id and plan.deadline is not None
+        if leased:  # the keeper renews the duel's lease while this process calls its models
+            self.calls.live_duels[plan.duel_id] = plan.hard_expiry
+            self.calls.ensure_keeper()
         try:
             res_i, res_j = await asyncio.gather(
                 self.calls.answer(plan, plan.i, turns), self.calls.answer(plan, plan.j, turns)
             )
             outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
         finally:
+            self.calls.live_duels.pop(plan.duel_id, None)
             await self.calls.settle_claims(plan, [plan.i, plan.j])
         return res_i, res_j, outcome
 

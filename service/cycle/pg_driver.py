@@ -17,17 +17,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import (
     JSON,
-    and_,
     bindparam,
-    case,
     exists,
     insert,
-    null,
     select,
 )
 from sqlalchemy.dialects import postgresql
 
-from ..campaigns import endings, skips, stores
+from ..campaigns import endings, policy_log, skips, stores
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
@@ -90,14 +87,10 @@ def _sql_literal(value) -> str:
     raise TypeError(f"no SQL literal for a constant of type {type(value).__name__}")
 
 
-def _unless_cached(seq_matches):
-    """The policy state column, NULL when this process's cached policy is at the row's ``event_seq``."""
-    return case((seq_matches, null()), else_=C.policy_state).label("policy_state")
-
-
-# The same statements as the synchronous driver's, plus what saves round trips here:
-# the policy state comes with the lock when the cache misses, and the writes are one
-# statement (data-modifying CTEs).
+# The same statements as the synchronous driver's, plus what saves round trips here: the writes
+# are one statement (data-modifying CTEs). The policy state is read only on a cache miss
+# (:func:`.shared.policy_at`): sent with every lock it cost O(L^2) per duel whenever the cached
+# policy was still with the transaction before (0.5 MB of JSON at 128 models).
 PG_CONFIG = compile_pg(sync_driver.CONFIG)
 PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
@@ -106,15 +99,13 @@ PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
 PG_READY_ANSWER_TEXTS = compile_pg(stores.READY_ANSWER_TEXTS)
 PG_READY_VERDICT = compile_pg(stores.READY_VERDICT)
 PG_HELD = compile_pg(holds.HELD)
-PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(C.event_seq == bindparam("seq"))))
+PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN)
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
 PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
-PG_LOCK_FOR_VOTE = compile_pg(
-    sync_driver.LOCK_FOR_VOTE.add_columns(
-        _unless_cached(and_(C.id == bindparam("hint"), C.event_seq == bindparam("seq")))
-    )
-)
+PG_LOCK_FOR_VOTE = compile_pg(sync_driver.LOCK_FOR_VOTE)
 PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
+PG_TAIL_SELECTED = compile_pg(policy_log.TAIL_SELECTED)
+PG_TAIL_RECORDED = compile_pg(policy_log.TAIL_RECORDED)
 PG_EXPIRE_STALE = compile_pg(sync_driver.EXPIRE_STALE)
 PG_EXPIRE_DUEL = compile_pg(sync_driver.EXPIRE_DUEL)
 PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
@@ -134,6 +125,7 @@ def _after_judged(campaign_update):
 
 PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
 PG_VOTED = _after_judged(sync_driver.VOTED)
+PG_VOTED_STATE = _after_judged(sync_driver.VOTED_STATE)
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
 
 
@@ -259,7 +251,7 @@ class PgTx:
             return None, None, [], None
         inflight = await self._fetch(PG_IN_FLIGHT, p)
         cfg = await self._fetchrow(PG_CONFIG, p) if want_config else None
-        return row, row.policy_state, inflight, cfg
+        return row, None, inflight, cfg
 
     async def config(self, campaign_id: int):
         await self._begin()
@@ -268,6 +260,11 @@ class PgTx:
     async def policy_state(self, campaign_id: int) -> dict:
         await self._begin()
         return (await self._fetchrow(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
+
+    async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
+        await self._begin()
+        p = {"cid": campaign_id, "after": after, "upto": upto}
+        return policy_log.tail_events(await self._fetch(PG_TAIL_SELECTED, p), await self._fetch(PG_TAIL_RECORDED, p))
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
         await self._begin()
@@ -306,7 +303,7 @@ class PgTx:
         crow = await self._fetchrow(PG_LOCK_FOR_VOTE, p)
         if crow is None:
             return None, None, None
-        return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
+        return crow, None, await self._fetchrow(PG_DUEL_ROW, p)
 
     async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None, others=()) -> bool:
         """The vote in one statement, committed with it; with an ``end``, the campaign's end too.
@@ -316,14 +313,12 @@ class PgTx:
         params = {**judged, **campaign}
         if judged["judge_detail"] is not None:
             params["judge_detail"] = _json(judged["judge_detail"])
-        if recorded is not None:
-            params.update(
-                recorded,
-                policy_state=_json(recorded["policy_state"]),
-                counts=_json(recorded["counts"]),
-                stats=_json(recorded["stats"]),
-            )
         query = PG_VOTED_TIE if recorded is None else PG_VOTED
+        if recorded is not None:
+            params.update(recorded)
+        if recorded is not None and "policy_state" in recorded:  # a checkpoint (service.campaigns.policy_log)
+            query = PG_VOTED_STATE
+            params.update({k: _json(recorded[k]) for k in ("policy_state", "counts", "stats")})
         if end is None:
             return await self._write_and_commit(query, params) is not None
         self.wrote = True
@@ -390,8 +385,8 @@ async def _on_pool(svc: HotService, make):
                 raise
             if tx.open:  # pragma: no cover - every path above ends with its write and COMMIT
                 raise RuntimeError("fast-path transaction left open")
-        if tx.after_commit is not None:
-            tx.after_commit()
+            if tx.after_commit is not None:  # before the connection goes back: the next transaction
+                tx.after_commit()  # of this campaign finds the policy in the cache
         return out
     raise AssertionError("unreachable")  # pragma: no cover
 

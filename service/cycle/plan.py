@@ -103,7 +103,9 @@ async def decide_plan(
         pending=pick.pending,
         requested_by=principal.label if principal is not None else RUN_REQUESTER,
         now=now,
-        expires_at=now + svc.call_expiry,
+        # an annotator's duel: a lease the process calling its models renews every heartbeat
+        # (Runs.beat), so a duel whose process died is freed within the lease, not the call timeout
+        expires_at=now + (svc.call_lease if principal is not None and not principal.admin else svc.call_expiry),
     )
     if pick.position is not None:
         duel["position"] = pick.position
@@ -146,13 +148,15 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, 
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
     wor = rules.is_wor(cfg.prompt_sampling)
-    policy = await policy_at(svc, tx, campaign_id, row.event_seq, state)
+    policy = await policy_at(svc, tx, campaign_id, row.event_seq, state, row.state_seq)
     # without replacement the policy computes its own marginal costs from the shared permutation
     costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(campaign_id))
     pending = rules.pending_pairs(inflight)
     if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
-    write_state = costs_record is not None or hybrid.is_hybrid(cfg.judge)
+    # the selection is logged with the duel (costs_at_select, pending_at_select): only a hybrid
+    # campaign, whose records the log does not replay, writes its state with every call
+    write_state = hybrid.is_hybrid(cfg.judge)
     if not wor:
         pair = rules.ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
         return _Pick(policy, pair, None, pending, costs_record, write_state)
@@ -164,7 +168,7 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, 
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
         raise planning.no_pair_error(len(inflight), len(held), str(exc)) from None
     position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
-    return _Pick(policy, pair, position, pending, None, True)
+    return _Pick(policy, pair, position, pending, None, write_state)
 
 
 async def _reservation(
@@ -215,7 +219,7 @@ async def _write(
     }
     if pick.costs_record is not None:  # the costs changed: the duel records them
         duel["costs_at_select"] = pick.costs_record
-    if pick.write_state:  # the campaign keeps the policy's new state
+    if pick.write_state:  # the campaign keeps the policy's new state (at this seq)
         campaign["policy_state"] = jsonable(pick.policy.to_state())
     duel_id = await tx.plan_writes(duel, charges, campaign)
     policy = pick.policy
@@ -243,7 +247,7 @@ def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict)
         j=duel["model_j"],
         a_is_i=duel["a_is_i"],
         prompt=duel["prompt"],
-        models=[dict(m) for m in cfg.models],
+        models=cfg.models,  # read only: shared with the cached configuration (no copy per duel)
         judge=dict(cfg.judge),
         tie_policy=cfg.tie_policy,
         seed=cfg.seed,
@@ -252,4 +256,8 @@ def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict)
         verdicts=cfg.verdicts,
         draw_key=cfg.draw_key,
         deadline=rules.call_deadline(svc.call_expiry),
+        # an annotator's duel is leased while its models are called (renewed up to this hard expiry)
+        hard_expiry=duel["created_at"] + svc.call_expiry
+        if str(duel.get("requested_by") or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
+        else None,
     )

@@ -119,6 +119,9 @@ class Runs:
         live = list(self.calls.live_claims)
         if live:  # store claims of calls under way here: still alive
             await in_thread(self.stores.renew_claims_tx, live)
+        duels = dict(self.calls.live_duels)
+        if duels:  # annotators' duels whose models are called here: their leases too
+            await in_thread(self.leases.renew_calling_duels_tx, duels)
         if self.settings.resume_runs:
             await self.resume_runs()
         self.webhooks.send_due()  # in its own task, never holding up the heartbeat

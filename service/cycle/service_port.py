@@ -25,6 +25,7 @@ class HotService(Protocol):
     config_cache: dict[int, Any]
     stored_keys: Any
     call_expiry: dt.timedelta
+    call_lease: dt.timedelta
     pending_expiry: dt.timedelta
     owner_id: str
 

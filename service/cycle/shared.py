@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from ..campaigns import rules
+from ..campaigns import policy_log, rules
 from ..campaigns.policy_cache import restore_policy
 from ..decide import plan as planning
 from ..models import Duel
@@ -103,14 +103,23 @@ async def config_of(svc: HotService, tx: Tx, campaign_id: int, model: int = -1) 
     return remember_config(svc, campaign_id, await tx.config(campaign_id))
 
 
-async def policy_at(svc: HotService, tx: Tx, campaign_id: int, event_seq: int, fetched_state: dict | None):
-    """The campaign's policy at ``event_seq``: the cached object, else rebuilt from
-    its stored state (``fetched_state`` when the first round trip brought it)."""
-    hit = svc.policies.take_exact(campaign_id, event_seq)
-    if hit is not None:
-        return hit
-    state = fetched_state if fetched_state is not None else await tx.policy_state(campaign_id)
-    return restore_policy(state)
+async def policy_at(
+    svc: HotService, tx: Tx, campaign_id: int, event_seq: int, fetched_state: dict | None, state_seq: int | None
+):
+    """The campaign's policy at ``event_seq``: the cached object, brought forward by the policy
+    calls logged since when another process made them; else its stored state (at ``state_seq``;
+    ``fetched_state`` when the first round trip brought it) and the calls logged after it
+    (:mod:`service.campaigns.policy_log`)."""
+    base = event_seq if state_seq is None else int(state_seq)
+    seq, policy = svc.policies.take_latest(campaign_id)
+    if policy is not None and seq == event_seq:
+        return policy
+    if policy is None or not base <= seq < event_seq:  # no cached policy nearer than the stored state
+        state = fetched_state if fetched_state is not None else await tx.policy_state(campaign_id)
+        policy, seq = restore_policy(state), base
+    if seq < event_seq:
+        policy_log.advance(policy, await tx.policy_tail(campaign_id, seq, event_seq))
+    return policy
 
 
 async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:

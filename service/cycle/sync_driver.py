@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import hybrid_tx, judge_charges, rules, skips, stores
+from ..campaigns import hybrid_tx, judge_charges, policy_log, rules, skips, stores
 from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
@@ -42,6 +42,7 @@ REFERENCE = select(Prompt.reference).where(Prompt.campaign_id == bindparam("cid"
 _PLAN_COLUMNS = (
     "status",
     "event_seq",
+    "state_seq",  # the stored policy state's event_seq (service.campaigns.policy_log)
     "duels_created",
     "duels_judged",
     "duels_failed",
@@ -89,8 +90,10 @@ PLANNED = (
         updated_at=bindparam("now"),
     )
 )
-# The same with the policy's new state (the stores' marginal costs changed before the selection).
-PLANNED_STATE = PLANNED.values(policy_state=bindparam("policy_state", type_=C.policy_state.type))
+# The same with the policy's new state (a hybrid campaign's, written with every policy call).
+PLANNED_STATE = PLANNED.values(
+    policy_state=bindparam("policy_state", type_=C.policy_state.type), state_seq=bindparam("seq")
+)
 # A background run's duel takes one of its max_duels (NULL: no cap).
 RUN_STEP = update(Campaign.__table__).where(C.id == bindparam("cid")).values(run_remaining=C.run_remaining - 1)
 
@@ -123,7 +126,17 @@ OCCUPIED_POSITIONS = select(D.position).where(
 )
 # A hybrid campaign's judged duels not recorded yet (waiting behind an earlier duel of their pair).
 UNRECORDED_PAIRS = select(D.model_i, D.model_j).where(D.campaign_id == bindparam("cid"), *_JUDGED_UNRECORDED)
-_VOTE_COLUMNS = ("id", "status", "event_seq", "duels_judged", "duels_counted", "spend_nusd", "max_duels", "budget_nusd")
+_VOTE_COLUMNS = (
+    "id",
+    "status",
+    "event_seq",
+    "state_seq",
+    "duels_judged",
+    "duels_counted",
+    "spend_nusd",
+    "max_duels",
+    "budget_nusd",
+)
 LOCK_FOR_VOTE = (
     select(*(C[k] for k in _VOTE_COLUMNS))
     .where(C.id == select(D.campaign_id).where(D.id == bindparam("did")).scalar_subquery())
@@ -162,10 +175,14 @@ VOTED_TIE = (
 VOTED = VOTED_TIE.values(
     duels_counted=C.duels_counted + bindparam("n_counted"),
     event_seq=bindparam("seq"),
+    leader=bindparam("leader"),
+)
+# The same with a checkpoint of the policy (service.campaigns.policy_log: every few records).
+VOTED_STATE = VOTED.values(
     policy_state=bindparam("policy_state", type_=C.policy_state.type),
     counts=bindparam("counts", type_=C.counts.type),
     stats=bindparam("stats", type_=C.stats.type),
-    leader=bindparam("leader"),
+    state_seq=bindparam("seq"),
 )
 
 
@@ -198,6 +215,9 @@ class SyncTx:
 
     async def policy_state(self, campaign_id: int) -> dict:
         return self.conn.execute(POLICY_STATE, {"cid": campaign_id}).scalar_one()
+
+    async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
+        return policy_log.read_tail(self.conn, campaign_id, after, upto)
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
         return self.conn.execute(PROMPT, {"cid": campaign_id, "idx": idx}).scalar_one()
@@ -280,7 +300,8 @@ class SyncTx:
             )
         for rid, rseq in others:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
-        self.conn.execute(VOTED_TIE if recorded is None else VOTED, {**campaign, **(recorded or {})})
+        query = VOTED_TIE if recorded is None else VOTED_STATE if "policy_state" in recorded else VOTED
+        self.conn.execute(query, {**campaign, **(recorded or {})})
         if end is not None:  # this verdict ends the campaign (service.decide.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, rules
+from ..campaigns import hybrid, policy_log, rules
 from ..campaigns.judge_charges import Judgement, price_judge
 from ..campaigns.policy_cache import policy_snapshot
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
@@ -119,7 +119,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
     released: dict[int, int] = {}
     stopped, policy = None, None
     if score is not None:
-        policy = await policy_at(svc, tx, crow.id, crow.event_seq, state)
+        policy = await policy_at(svc, tx, crow.id, crow.event_seq, state, crow.state_seq)
         if rules.is_wor(cfg.prompt_sampling) and d.position is not None:
             released = await _release(tx, crow, d, policy)
         else:
@@ -141,9 +141,10 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
     recorded = None
     if released:
         seq = max(released.values())
-        policy_state, counts, stats, leader = policy_snapshot(policy)
-        recorded = {"seq": seq, "policy_state": policy_state, "counts": counts, "stats": stats, "leader": leader}
-        recorded["n_counted"] = len(released)
+        recorded = {"seq": seq, "leader": policy_log.leader_of(policy), "n_counted": len(released)}
+        if stopped is not None or end is not None or policy_log.checkpoint_due(len(cfg.models), seq, crow.state_seq):
+            policy_state, counts, stats, leader = policy_snapshot(policy)  # a checkpoint (policy_log)
+            recorded.update(policy_state=policy_state, counts=counts, stats=stats, leader=leader)
     judged = {
         "did": d.id,
         "status": d.status,

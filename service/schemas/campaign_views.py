@@ -201,8 +201,18 @@ class CampaignOut(BaseModel):
     duels_failed: int
     pending: int = Field(description="Duels in flight: models being called or waiting for a verdict.")
     t: int
-    counts: list[list[int]] = Field(description="N[i][j]: counted duels between models i and j.")
-    wins: list[list[float]] = Field(description="W[i][j]: wins of i over j (ties as halves under half).")
+    counts: list[list[int]] = Field(
+        description="N[i][j]: counted duels between models i and j (empty when pairs_included is false)."
+    )
+    wins: list[list[float]] = Field(
+        description="W[i][j]: wins of i over j (ties as halves under half; empty when pairs_included is false)."
+    )
+    pairs_included: bool = Field(
+        True,
+        description="Whether the per-pair figures are here in full. Above 16 models they are summarised unless "
+        "asked for with ?pairs=true: counts and wins empty, pc_evidence.pairs only the reference's pairs, a "
+        "simulated judge's preference matrix left out of judge.",
+    )
     evidence: list[float] = Field(description="S_i: evidence against model i being the best.")
     Z: float
     beta: float

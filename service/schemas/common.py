@@ -11,7 +11,7 @@ from service.clients.config import MAX_QUERY_USD
 from service.images.checks import MAX_IMAGE_BYTES, check_data_url
 from service.names import check_name
 
-MAX_MODELS = 64
+MAX_MODELS = 256
 MAX_PROMPTS = 100_000
 MAX_PROMPT_CHARS = 200_000
 MAX_JSON_DEPTH = 12

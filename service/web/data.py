@@ -28,6 +28,7 @@ from .series import SeriesCache
 
 RECENT_DUELS = 12
 MAX_PAIR_ROWS = 30
+PLOT_MODELS = 16  # the matrix and the evidence chart show at most this many models
 STATUS_LABELS = {
     "running": "running",
     "certified": "certified",
@@ -126,12 +127,12 @@ def _replay_in_step(svc: Campaigns, cache: SeriesCache, cid: int) -> tuple[list,
     campaign kept moving through every attempt (nothing to compare, no warning).
     """
     points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
-    view = svc.views.get_campaign(cid, admin=True)
+    view = svc.views.get_campaign(cid, admin=True, pairs=True)
     for _ in range(REPLAY_CATCH_UP):
         if policy.t >= view["t"]:
             break
         points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
-        view = svc.views.get_campaign(cid, admin=True)
+        view = svc.views.get_campaign(cid, admin=True, pairs=True)
     if policy.t != view["t"]:
         return points, policy, view, None if policy.t < view["t"] else False
     return points, policy, view, _replayed_counts(policy) == view["counts"]
@@ -160,8 +161,11 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
         return _pc_evidence_section(view, points, names, ref, state, replay_ok), view
     series = []
     legend = []
+    last = points[-1].S
+    shown = sorted((j for j in range(len(names)) if j != ref), key=lambda j: (last[j] - last[ref], j))
+    shown = set(shown[: PLOT_MODELS - 1])  # many models: the challengers nearest the reference
     for j, name in enumerate(names):
-        if j == ref:
+        if j not in shown:
             continue
         c = plots.color(j)
         series.append(
@@ -363,9 +367,37 @@ def cost_unit(view: dict) -> str:
     return _cost_unit(view["models"], view["judge"])
 
 
+def _heatmap(view: dict, names: list[str], wins: list, counts: list) -> Any:
+    """The preference matrix; above :data:`PLOT_MODELS` models, that of the ones with the least
+    evidence against them (the leader first), the full matrix in the JSON view (``?pairs=true``)."""
+    L = len(names)
+    if L <= PLOT_MODELS:
+        return plots.heatmap(names, wins, counts)
+    S = view["evidence"] or [0.0] * L
+    top = sorted(range(L), key=lambda m: (S[m] if m < len(S) else 0.0, m))[:PLOT_MODELS]
+    return plots.heatmap(
+        [names[m] for m in top],
+        [[wins[a][b] for b in top] for a in top],
+        [[counts[a][b] for b in top] for a in top],
+        title=f"Preference matrix of the {PLOT_MODELS} leading models (of {L})",
+    )
+
+
 def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
-    """Everything the dashboard shows (raises NotFound for an unknown campaign)."""
-    view = svc.views.get_campaign(campaign_id, admin=True)
+    """Everything the dashboard shows (raises NotFound for an unknown campaign). Its figures (the
+    evidence, the matrix, the oracle, the rankings) are computed once per change of the campaign
+    (its ``version``) and kept in ``cache``; the recent duels and the annotators are read each time."""
+    version = campaign_version(svc, campaign_id)
+    out = cache.figures(campaign_id, version)
+    if out is None:
+        out = _figures(svc, cache, campaign_id)
+        cache.keep_figures(campaign_id, version, out)
+    recent, cancelled = recent_duels(svc, campaign_id)
+    return dict(out, recent=recent, cancelled=cancelled, annotators=svc.annotators.list_annotators(campaign_id))
+
+
+def _figures(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
+    view = svc.views.get_campaign(campaign_id, admin=True, pairs=True)
     evidence, view = evidence_section(svc, cache, view)
     version = campaign_version(svc, campaign_id)
     names = [m["name"] for m in view["models"]]
@@ -390,7 +422,6 @@ def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
     frac, tip = progress_of(view)
     spend = view["spend"] or 0.0
     unit = cost_unit(view)
-    recent, cancelled = recent_duels(svc, campaign_id)
     return {
         "c": view,
         "version": version[0] if version else 0,
@@ -398,7 +429,7 @@ def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
         "status_label": STATUS_LABELS.get(view["status"], view["status"]),
         "models": models,
         "evidence": evidence,
-        "heatmap": plots.heatmap(names, wins, counts),
+        "heatmap": _heatmap(view, names, wins, counts),
         "oracle": oracle_section(view),
         "spend_plot": plots.spend_gauge(
             spend,
@@ -415,10 +446,7 @@ def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
-        "recent": recent,
-        "cancelled": cancelled,
         "judge_kind": (view["judge"] or {}).get("kind"),
-        "annotators": svc.annotators.list_annotators(campaign_id),
     }
 
 

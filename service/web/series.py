@@ -31,6 +31,9 @@ from algorithms.restricted import is_restricted_state
 from ..models import Duel
 
 MAX_POINTS = 160
+#: above this many models a point keeps no per-pair certificate evidence (L(L-1) items at each of
+#: 160 points); the dashboard then plots the evidence S of the challengers nearest the reference
+PC_POINT_MODELS = 16
 CACHE_SIZE = 64
 BATCH = 5000
 
@@ -56,7 +59,11 @@ class _Replay:
 
 
 def _point(policy) -> Point:
-    S = [float(x) for x in policy.summary()["S"]]
+    raw = getattr(policy, "_S", None)  # the evidence vector, without summary()'s L x L matrices
+    S = [float(x) for x in (raw if raw is not None else policy.summary()["S"])]
+    pc = None
+    if hasattr(policy, "pair_evidence") and int(getattr(policy, "L", 0)) <= PC_POINT_MODELS:
+        pc = policy.pair_evidence()
     beta = float(policy.beta())
     return Point(
         t=int(policy.t),
@@ -64,7 +71,7 @@ def _point(policy) -> Point:
         beta=beta if math.isfinite(beta) else float("nan"),
         Z=float(policy.Z()),
         leader=int(policy.leader()),
-        pc=policy.pair_evidence() if hasattr(policy, "pair_evidence") else None,
+        pc=pc,
     )
 
 
@@ -74,6 +81,7 @@ class SeriesCache:
     def __init__(self, size: int = CACHE_SIZE):
         self.size = size
         self._items: OrderedDict[int, _Replay] = OrderedDict()
+        self._figures: OrderedDict[int, tuple[object, dict]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _entry(self, campaign_id: int, state: dict) -> _Replay:
@@ -137,3 +145,17 @@ class SeriesCache:
     def forget(self, campaign_id: int) -> None:
         with self._lock:
             self._items.pop(campaign_id, None)
+            self._figures.pop(campaign_id, None)
+
+    def figures(self, campaign_id: int, version: object) -> dict | None:
+        """The dashboard's figures kept for this ``version`` of the campaign, else None."""
+        with self._lock:
+            hit = self._figures.get(campaign_id)
+        return hit[1] if hit is not None and hit[0] == version else None
+
+    def keep_figures(self, campaign_id: int, version: object, figures: dict) -> None:
+        with self._lock:
+            self._figures[campaign_id] = (version, figures)
+            self._figures.move_to_end(campaign_id)
+            while len(self._figures) > self.size:
+                self._figures.popitem(last=False)

@@ -1,0 +1,262 @@
+"""Scale benchmark: duels per second by number of models, and the views of a large campaign.
+
+    .venv/bin/python benchmarks/bench_scale.py [--models 8,32,128] [--duels 1000] [--clients 4]
+                                               [--view-models 128] [--view-duels 50000]
+                                               [--backends sqlite,postgres] [--tiny] [--json]
+
+For each backend (SQLite in a temporary file; PostgreSQL in a fresh database on ``--pg``, skipped
+with a note when no server answers) one server (``llmduel serve``, one worker) is started on a
+free port of 127.0.0.1 and, with simulated models and the simulated judge (they answer at once,
+so the figures exclude model latency; nothing leaves the machine):
+
+1. **throughput**: for each size in ``--models``, a campaign of that many models (equal costs,
+   a preference matrix of small gaps, delta 1e-9, so that none ends early) takes ``--duels`` duels
+   from ``--clients`` concurrent clients, each ``POST /v1/campaigns/{id}/duels`` in a closed loop
+   (the duel is planned, answered, judged and recorded in that request): duels per second, and the
+   ratio to the smallest size's, in the same server and run;
+2. **views**: a campaign of ``--view-models`` models runs ``--view-duels`` duels
+   (``POST /v1/campaigns/{id}/run``, 4 in flight); then the time and size of the dashboard
+   (``GET /campaigns/{id}``: the first request after the last change, which computes its figures,
+   and a second one) and of the campaign's JSON view (``GET /v1/campaigns/{id}``; and with
+   ``?pairs=true``, the full per-pair figures), of its export (``GET /v1/campaigns/{id}/export``:
+   certificate, battle log, matrix, ranking), and the server's resident memory (VmRSS of the
+   server's process tree) at the end;
+3. checks every campaign with ``GET /v1/campaigns/{id}/replay`` (stored state == replayed log).
+
+Prints a table; ``--json`` prints one object instead. ``--tiny`` runs it small (4 and 8 models,
+30 duels, a 20-model view campaign of 100 duels; what the test runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_load import ADMIN_KEY, REPO, create_database, drop_database, start_server  # noqa: E402
+
+HEADERS = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+def preference(n: int) -> list[list[float]]:
+    """Model m beats model m' > m with probability 0.5 + 0.1 (m' - m) / n: small gaps, a Condorcet winner."""
+    return [[0.5 + 0.1 * (j - i) / n for j in range(n)] for i in range(n)]
+
+
+def campaign_body(n: int, name: str, max_duels: int) -> dict:
+    return {
+        "name": name,
+        "models": [{"name": f"m{k}", "cost": 1.0, "client": {"kind": "simulated"}} for k in range(n)],
+        "prompts": [f"question {k}" for k in range(200)],
+        "judge": {"kind": "simulated", "preference": preference(n)},
+        "delta": 1e-9,
+        "max_duels": max_duels,
+        "seed": 1,
+    }
+
+
+def create(base: str, n: int, name: str, max_duels: int) -> int:
+    r = httpx.post(f"{base}/v1/campaigns", json=campaign_body(n, name, max_duels), headers=HEADERS, timeout=120)
+    r.raise_for_status()
+    return int(r.json()["id"])
+
+
+def throughput(base: str, n: int, duels: int, clients: int) -> float:
+    """Duels per second of ``clients`` closed loops on one campaign of ``n`` models."""
+    cid = create(base, n, f"throughput {n}", duels + clients)
+    warm = httpx.post(f"{base}/v1/campaigns/{cid}/duels", headers=HEADERS, timeout=60)
+    warm.raise_for_status()  # the policy cached, the config read
+    left = [duels]
+
+    def loop() -> int:
+        done = 0
+        with httpx.Client(headers=HEADERS, timeout=60) as c:
+            while True:
+                if left[0] <= 0:
+                    return done
+                left[0] -= 1
+                r = c.post(f"{base}/v1/campaigns/{cid}/duels")
+                if r.status_code != 201:
+                    raise RuntimeError(f"POST duels: {r.status_code} {r.text[:300]}")
+                done += 1
+
+    t0 = time.perf_counter()
+    with cf.ThreadPoolExecutor(clients) as pool:
+        total = sum(pool.map(lambda _: loop(), range(clients)))
+    return total / (time.perf_counter() - t0)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (MB)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except (OSError, StopIteration):
+            continue
+        todo += [int(c) for c in children]
+    return total / 1024
+
+
+def timed_get(base: str, path: str, params: dict | None = None) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    r = httpx.get(base + path, params=params, headers=HEADERS, timeout=600)
+    r.raise_for_status()
+    return time.perf_counter() - t0, len(r.content)
+
+
+def views(base: str, n: int, duels: int) -> dict:
+    """A campaign of ``n`` models run to ``duels`` duels; its dashboard and JSON view, timed."""
+    cid = create(base, n, f"views {n}", duels)
+    httpx.post(
+        f"{base}/v1/campaigns/{cid}/run", json={"concurrency": 4}, headers=HEADERS, timeout=60
+    ).raise_for_status()
+    t0 = time.perf_counter()
+    while True:
+        v = httpx.get(f"{base}/v1/campaigns/{cid}", headers=HEADERS, timeout=600).json()
+        if v["status"] != "running" and not v["run"]["active"]:
+            break
+        time.sleep(1.0)
+    run_s = time.perf_counter() - t0
+    out = {"models": n, "duels": v["duels"], "status": v["status"], "run_duels_per_s": v["duels"] / run_s}
+    out["dashboard_first_s"], out["dashboard_bytes"] = timed_get(base, f"/campaigns/{cid}")
+    out["dashboard_again_s"], _ = timed_get(base, f"/campaigns/{cid}")
+    out["view_s"], out["view_bytes"] = timed_get(base, f"/v1/campaigns/{cid}")
+    out["view_pairs_s"], out["view_pairs_bytes"] = timed_get(base, f"/v1/campaigns/{cid}", {"pairs": "true"})
+    out["export_s"], out["export_bytes"] = timed_get(base, f"/v1/campaigns/{cid}/export")
+    out["campaign_id"] = cid
+    return out
+
+
+def replay_ok(base: str, cid: int) -> bool:
+    return bool(httpx.get(f"{base}/v1/campaigns/{cid}/replay", headers=HEADERS, timeout=600).json()["ok"])
+
+
+def migrate(url: str) -> None:
+    env = dict(os.environ, PYTHONPATH=str(REPO), DATABASE_URL=url)
+    p = subprocess.run(
+        [sys.executable, "-m", "service.cli", "db", "upgrade"], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    if p.returncode != 0:
+        raise RuntimeError(f"llmduel db upgrade failed:\n{p.stderr[-2000:]}")
+
+
+def run_backend(args, backend: str, tmp: Path) -> dict:
+    dropping = None
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp / 'scale.db'}"
+    else:
+        try:
+            url, conninfo, name = create_database(args.pg)
+        except Exception as exc:  # no PostgreSQL here: the SQLite figures still stand
+            return {"backend": backend, "skipped": f"no PostgreSQL at {args.pg} ({type(exc).__name__})"}
+        dropping = (conninfo, name)
+    try:
+        migrate(url)
+        proc, base = start_server(url, 1, tmp / f"{backend}.log", {})
+        try:
+            throughput(base, min(args.models), 10 * args.clients, args.clients)  # warm-up: kernels, caches, pools
+            rates = {n: throughput(base, n, args.duels, args.clients) for n in args.models}
+            view = views(base, args.view_models, args.view_duels)
+            rss = rss_mb(proc.pid)
+            campaigns = httpx.get(f"{base}/v1/campaigns", params={"limit": 500}, headers=HEADERS, timeout=600).json()
+            ok = all(replay_ok(base, c["id"]) for c in campaigns["items"])
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    finally:
+        if dropping is not None:
+            drop_database(*dropping)
+    smallest = min(args.models)
+    return {
+        "backend": backend,
+        "duels_per_s": {str(n): r for n, r in rates.items()},
+        "ratio_to_smallest": {str(n): r / rates[smallest] for n, r in rates.items()},
+        "views": view,
+        "server_rss_mb": rss,
+        "replay_ok": ok,
+    }
+
+
+def table(results: list[dict], args) -> str:
+    lines = []
+    for res in results:
+        if "skipped" in res:
+            lines.append(f"{res['backend']}: skipped ({res['skipped']})")
+            continue
+        lines.append(f"{res['backend']}: duels/s with {args.clients} clients, {args.duels} duels each")
+        lines.append("| models | duels/s | / smallest |")
+        lines.append("|---|---|---|")
+        for n in args.models:
+            lines.append(f"| {n} | {res['duels_per_s'][str(n)]:.1f} | {res['ratio_to_smallest'][str(n)]:.2f} |")
+        v = res["views"]
+        lines.append(f"{res['backend']}: {v['models']} models, {v['duels']} duels ({v['status']})")
+        lines.append("| what | time | size |")
+        lines.append("|---|---|---|")
+        lines.append(
+            f"| dashboard, first after a change | {v['dashboard_first_s']:.2f} s | {v['dashboard_bytes'] / 1e3:.0f} KB |"
+        )
+        lines.append(f"| dashboard, again | {v['dashboard_again_s']:.2f} s | |")
+        lines.append(f"| JSON view | {v['view_s']:.2f} s | {v['view_bytes'] / 1e3:.0f} KB |")
+        lines.append(f"| JSON view ?pairs=true | {v['view_pairs_s']:.2f} s | {v['view_pairs_bytes'] / 1e3:.0f} KB |")
+        lines.append(
+            f"| export (every file, the ranking included) | {v['export_s']:.2f} s | {v['export_bytes'] / 1e3:.0f} KB |"
+        )
+        lines.append(
+            f"server memory (RSS): {res['server_rss_mb']:.0f} MB; replay of every campaign: {res['replay_ok']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="8,32,128", help="model counts of the throughput campaigns")
+    ap.add_argument("--duels", type=int, default=1000, help="duels per throughput campaign")
+    ap.add_argument("--clients", type=int, default=4, help="concurrent clients")
+    ap.add_argument("--view-models", type=int, default=128)
+    ap.add_argument("--view-duels", type=int, default=50_000)
+    ap.add_argument("--backends", default="sqlite,postgres")
+    ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres", help="maintenance connection")
+    ap.add_argument("--tiny", action="store_true", help="4 and 8 models, 30 duels, a 20-model view campaign of 100")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    if args.tiny:
+        args.models, args.duels, args.clients, args.view_models, args.view_duels = "4,8", 30, 2, 20, 100
+    try:
+        args.models = sorted({int(x) for x in str(args.models).split(",")})
+        if min(args.models) < 2 or args.view_models < 2 or args.duels < 1 or args.view_duels < 1:
+            raise ValueError
+    except ValueError:
+        print("bench_scale: --models takes model counts of at least 2 (e.g. 8,32,128)", file=sys.stderr)
+        return 2
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
+            if backend not in ("sqlite", "postgres"):
+                print(f"bench_scale: unknown backend {backend!r} (sqlite, postgres)", file=sys.stderr)
+                return 2
+            print(f"{backend}...", file=sys.stderr)
+            results.append(run_backend(args, backend, Path(tmp)))
+            print(table(results[-1:], args), file=sys.stderr)  # each backend's figures as soon as they exist
+    if args.json:
+        print(json.dumps({"models": args.models, "duels": args.duels, "clients": args.clients, "results": results}))
+    else:
+        print(table(results, args))
+    bad = [r["backend"] for r in results if r.get("replay_ok") is False]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

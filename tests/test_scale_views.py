@@ -1,0 +1,58 @@
+"""Views of a campaign with many models stay small: the per-pair figures on request, the dashboard's
+figures computed once per change (service/campaigns/views.py, service/web/data.py)."""
+
+from __future__ import annotations
+
+from service_helpers import campaign_body, simulated_judge
+
+from service.web import data as web_data
+
+
+def _body(n: int, **extra) -> dict:
+    P = [[0.5 + (0.3 if i < j else -0.3) * (i == 0 or j == 0) for j in range(n)] for i in range(n)]
+    return campaign_body(name=f"{n} models", costs=[1.0] * n, judge=simulated_judge(P), delta=0.05, **extra)
+
+
+async def _campaign(api, n: int, duels: int) -> int:
+    r = await api.post("/v1/campaigns", json=_body(n))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(duels):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).json()["status"] == "judged"
+    return cid
+
+
+async def test_the_view_summarises_its_pairs_above_16_models_and_gives_them_on_request(api):
+    cid = await _campaign(api, 20, 30)
+    r = await api.get(f"/v1/campaigns/{cid}")
+    view = r.json()
+    assert view["pairs_included"] is False and view["counts"] == [] and view["wins"] == []
+    ev = view["pc_evidence"]
+    assert len(ev["pairs"]) == 19 and {p["winner"] for p in ev["pairs"]} == {ev["reference"]}
+    assert "preference" not in view["judge"] and view["judge"]["kind"] == "simulated"
+    assert view["t"] == 30 and len(view["evidence"]) == 20
+    full = (await api.get(f"/v1/campaigns/{cid}", params={"pairs": "true"})).json()
+    assert full["pairs_included"] is True and len(full["pc_evidence"]["pairs"]) == 20 * 19
+    assert sum(map(sum, full["counts"])) == 2 * 30 and len(full["judge"]["preference"]) == 20
+    assert len(r.content) * 4 < len((await api.get(f"/v1/campaigns/{cid}", params={"pairs": "true"})).content)
+    again = (await api.get(f"/v1/campaigns/{cid}")).json()  # the cached evidence was not cut by the summary
+    assert again["pc_evidence"] == ev
+    listed = (await api.get("/v1/campaigns")).json()["items"]
+    assert next(v for v in listed if v["id"] == cid)["pairs_included"] is False
+    small = await _campaign(api, 4, 3)
+    view = (await api.get(f"/v1/campaigns/{small}")).json()
+    assert view["pairs_included"] is True and len(view["counts"]) == 4 and "preference" in view["judge"]
+    assert (await api.get(f"/v1/campaigns/{small}", params={"pairs": "false"})).json()["counts"] == []
+
+
+async def test_the_dashboard_shows_16_models_and_computes_its_figures_once_per_change(api, monkeypatch):
+    cid = await _campaign(api, 20, 30)
+    made = []
+    figures = web_data._figures
+    monkeypatch.setattr(web_data, "_figures", lambda *a: made.append(1) or figures(*a))
+    page = await api.get(f"/campaigns/{cid}")
+    assert page.status_code == 200 and "Preference matrix of the 16 leading models (of 20)" in page.text
+    assert (await api.get(f"/campaigns/{cid}")).status_code == 200
+    assert len(made) == 1  # the second request reused the figures
+    await api.post(f"/v1/campaigns/{cid}/duels")
+    assert (await api.get(f"/campaigns/{cid}")).status_code == 200 and len(made) == 2
