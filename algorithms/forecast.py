@@ -72,6 +72,12 @@ __all__ = [
     "run_prompt_forecast",
     "trial_duel_cap",
     "spread_summary",
+    "SPREAD_GRID",
+    "spread_weights",
+    "stored_spread_weights",
+    "combine_spread_weights",
+    "learned_strengths",
+    "pilot_learned_strengths",
 ]
 
 DEFAULT_TRIALS = 200
@@ -181,6 +187,18 @@ def pilot_posterior_strengths(
         raise ValueError("n must be >= 1")
     if not (math.isfinite(spread) and spread > 0):
         raise ValueError(f"spread must be a finite number > 0, got {spread!r}")
+    theta_hat, H, _ = _laplace(W, N, spread, prompt_sd, tie_prob)
+    cov = np.linalg.inv(H)
+    return rng.multivariate_normal(theta_hat, (cov + cov.T) / 2.0, size=n, method="cholesky")
+
+
+def _laplace(
+    W: np.ndarray, N: np.ndarray, spread: float, prompt_sd: float, tie_prob: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The Laplace approximation of the strengths' posterior under ``N(0, spread^2 I)``: the maximum a
+    posteriori point, the precision ``H`` there, and the log evidence of the counts (up to a term that
+    does not depend on ``spread``): ``loglik(theta_hat) - prec |theta_hat|^2 / 2 + (L/2) log prec - log det(H) / 2``."""
+    L = W.shape[0]
     iu, ju = np.triu_indices(L, 1)
     n_pair = np.maximum(N[iu, ju], 0.0)
     w_pair = np.clip(W[iu, ju], 0.0, n_pair)
@@ -205,8 +223,134 @@ def pilot_posterior_strengths(
         H[j, j] += info[k]
         H[i, j] -= info[k]
         H[j, i] -= info[k]
-    cov = np.linalg.inv(H)
-    return rng.multivariate_normal(theta_hat, (cov + cov.T) / 2.0, size=n, method="cholesky")
+    log_evidence = -float(res.fun) + 0.5 * L * math.log(prec) - 0.5 * float(np.linalg.slogdet(H)[1])
+    return theta_hat, H, log_evidence
+
+
+#: The strength spreads a learned prior weighs (log-spaced, 0.05 to 2; every one above the service's
+#: smallest spread, 0.01): a uniform weight on this grid is the hyperprior, uniform in log(spread).
+#: **choice**: not below 0.05, models within about one point of win rate of each other: a campaign's
+#: counts hardly tell such spreads apart from 0.1, and a hyperprior reaching far below would put most
+#: of the weight there (measured: the forecast then drifts to the ceiling, docs/service.md).
+SPREAD_GRID = np.geomspace(0.05, 2.0, 20)
+
+
+def _counts(wins: Any, counts: Any) -> tuple[np.ndarray, np.ndarray]:
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
+    L = W.shape[0] if W.ndim == 2 else 0
+    if W.shape != (L, L) or N.shape != (L, L) or L < 2:
+        raise ValueError("wins and counts must be L x L matrices with L >= 2")
+    return W, N
+
+
+def spread_weights(
+    wins: Any,
+    counts: Any,
+    *,
+    prior: Any = None,
+    prompt_sd: float = 0.0,
+    tie_prob: float = 0.0,
+    grid: np.ndarray = SPREAD_GRID,
+) -> np.ndarray:
+    """The posterior weights of the spreads of ``grid`` given one campaign's counts: ``prior`` (default
+    uniform on the grid) times the Laplace evidence of the counts under ``N(0, spread^2)`` strengths
+    (:func:`pilot_posterior_strengths`'s model). Without a counted duel this is the prior."""
+    W, N = _counts(wins, counts)
+    w = np.full(len(grid), 1.0 / len(grid)) if prior is None else np.asarray(prior, dtype=float)
+    if w.shape != (len(grid),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("prior must be nonnegative weights, one per spread of the grid")
+    if N.sum() <= 0:
+        return w / w.sum()
+    logs = np.array([_laplace(W, N, float(s), prompt_sd, tie_prob)[2] for s in grid])
+    with np.errstate(divide="ignore"):
+        post = np.log(w) + logs
+    post = np.exp(post - post.max())
+    return post / post.sum()
+
+
+def stored_spread_weights(
+    campaigns: Sequence[tuple[Any, Any]],
+    *,
+    prompt_sd: float = 0.0,
+    tie_prob: float = 0.0,
+    grid: np.ndarray = SPREAD_GRID,
+) -> np.ndarray | None:
+    """The spread of a new campaign's models, learned from campaigns already run (``(wins, counts)``
+    each), as weights over ``grid``.
+
+    A hierarchical model: each campaign has its own spread, ``log spread ~ N(mu, tau^2)``, with ``mu``
+    and ``tau`` unknown (uniform over a grid of ``mu`` across the log grid and of ``tau`` from 0.1 to
+    2). Each campaign's counts weigh each spread by their Laplace evidence (:func:`spread_weights`); the
+    weights returned are the predictive of one more campaign's spread, ``N(mu, tau^2)`` averaged over
+    the posterior of ``(mu, tau)``. **choice**: between one pooled spread (the stored campaigns
+    compared other models, so their spreads differ) and a plain mixture of their posteriors (which
+    ignores what they say together). None: no campaign with a counted duel."""
+    ev = [
+        spread_weights(W, N, prompt_sd=prompt_sd, tie_prob=tie_prob, grid=grid)
+        for W, N in campaigns
+        if np.asarray(N, dtype=float).sum() > 0
+    ]
+    return combine_spread_weights(ev, grid)
+
+
+def combine_spread_weights(ev: Sequence[Any], grid: np.ndarray = SPREAD_GRID) -> np.ndarray | None:
+    """:func:`stored_spread_weights` from each campaign's :func:`spread_weights` (computed once per
+    campaign and kept by the caller); None for no campaign."""
+    if not ev:
+        return None
+    x = np.log(grid)
+    mus = np.linspace(x[0], x[-1], 41)
+    taus = np.geomspace(0.1, 2.0, 16)
+    # k[m, t, g]: the density of log spread x_g under N(mu_m, tau_t^2), normalised over the grid
+    k = np.exp(-0.5 * ((x[None, None, :] - mus[:, None, None]) / taus[None, :, None]) ** 2)
+    k /= k.sum(axis=2, keepdims=True)
+    # each campaign's weights are proportional to its evidence (uniform hyperprior on the grid)
+    log_post = sum(np.log(np.maximum(k @ e, 1e-300)) for e in ev)
+    post = np.exp(log_post - np.max(log_post))
+    post /= post.sum()
+    out = np.einsum("mt,mtg->g", post, k)
+    return out / out.sum()
+
+
+def learned_strengths(
+    L: int, weights: Any, n: int, rng: np.random.Generator, grid: np.ndarray = SPREAD_GRID
+) -> np.ndarray:
+    """``n`` strength vectors: per vector a spread drawn from ``weights`` over ``grid``, then
+    ``theta_i ~ N(0, spread^2)``."""
+    w = np.asarray(weights, dtype=float)
+    if L < 2 or n < 1 or w.shape != (len(grid),):
+        raise ValueError("need L >= 2, n >= 1 and one weight per spread of the grid")
+    s = grid[rng.choice(len(grid), size=n, p=w / w.sum())]
+    return rng.normal(0.0, 1.0, size=(n, L)) * s[:, None]
+
+
+def pilot_learned_strengths(
+    wins: Any,
+    counts: Any,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    prior: Any = None,
+    prompt_sd: float = 0.0,
+    tie_prob: float = 0.0,
+    grid: np.ndarray = SPREAD_GRID,
+) -> np.ndarray:
+    """:func:`pilot_posterior_strengths` with the spread learned too: per vector a spread drawn from its
+    posterior given the pilot (:func:`spread_weights`, hyperprior ``prior``, default uniform on the log
+    grid), then the strengths from their posterior at that spread."""
+    W, N = _counts(wins, counts)
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    w = spread_weights(W, N, prior=prior, prompt_sd=prompt_sd, tie_prob=tie_prob, grid=grid)
+    picks = np.bincount(rng.choice(len(grid), size=n, p=w), minlength=len(grid))
+    parts = [
+        pilot_posterior_strengths(W, N, float(grid[k]), int(c), rng, prompt_sd=prompt_sd, tie_prob=tie_prob)
+        for k, c in enumerate(picks)
+        if c > 0
+    ]
+    out = np.concatenate(parts, axis=0)
+    return out[rng.permutation(n)]
 
 
 def fixed_draws(preference: Any, n: int) -> np.ndarray:

@@ -30,8 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from .policies import NoPairAvailable, make_policy
-
 __all__ = [
     "ORDERS",
     "AutoOrders",
@@ -249,6 +247,8 @@ def run_trial(
         raise ValueError(f"orders must be one of {ORDERS}, got {orders!r}")
     if tie_policy not in _TIE_POLICIES:
         raise ValueError(f"tie_policy must be one of {_TIE_POLICIES}, got {tie_policy!r}")
+    from .policies import NoPairAvailable, make_policy  # here: AutoOrders alone (a judge's) needs no kernels
+
     P = np.asarray(preference, dtype=float)
     L = P.shape[0]
     costs = [1e-3] * L if model_costs is None else list(model_costs)

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from .instance import Instance
-from .policies import make_policy
 
 #: How much more than the forecast of the duels still needed a round plans.
 FORECAST_MARGIN = 1.1
@@ -113,6 +112,8 @@ def simulate_rounds(
     Outcomes are drawn from the instance's preferences (win, tie or loss with its ``ties``);
     a trial's random stream depends on ``seed`` and its index only.
     """
+    from .policies import make_policy  # here: the round-size rules (a campaign file's check) need no kernels
+
     P, T, c = instance.preference, instance.tie_matrix(), np.asarray(instance.costs, dtype=float)
     seeds = np.random.SeedSequence(int(seed)).generate_state(int(trials), dtype=np.uint32)
     out = {name: np.zeros(trials) for name in ("costs", "planned", "recorded", "rounds", "recommended", "stopped")}

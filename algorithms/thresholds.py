@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import lambertw
 
 __all__ = [
     "h",
@@ -53,6 +52,8 @@ def h_inverse(x: float) -> float:
     if x == 1.0:
         return 1.0
     if x < 700.0:
+        from scipy.special import lambertw  # here: importing scipy.special costs a light import (the CLI) a second
+
         u = float((-lambertw(-math.exp(-x), k=-1)).real)
         if math.isfinite(u) and u >= 1.0 and abs(u - math.log(u) - x) <= 1e-12 * x:
             return u

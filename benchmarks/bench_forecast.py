@@ -17,13 +17,20 @@ forecasts from what the user would know, as the service does
   first ``--pilot-duels`` duels; the forecast draws from the Bradley-Terry
   posterior of those counts and is made per truth.
 
+* ``learned`` (spread unknown, small gaps): each truth draws its strengths with spread 0.15 (smaller
+  gaps than the default prior's 0.5), at 50 and at 500 prompts. Side by side, the forecast of today's
+  default (spread 0.5), the one whose spread is learned from ``--stored`` campaigns already run on the
+  server (full campaigns of other models from the same population, 50 prompts each:
+  :func:`algorithms.forecast.stored_spread_weights`), and (50 prompts) the pilot forecast whose spread is
+  learned from the truth's own first ``--pilot-duels`` duels (:func:`algorithms.forecast.pilot_learned_strengths`).
+
 Coverage is averaged over truths drawn from the prior the forecast assumes: it
 checks that the forecast simulates what the campaign does and that [p10, p90]
 holds about 80% of actual spends when the prior is right; it says nothing of one
 fixed set of models that the prior makes unusual.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_forecast.py [--truths 200] [--trials 200] [--pilot-truths 100]
-[--pilot-duels 40] [--cases fixed,clear,small,p500,pilot]``
+[--pilot-duels 40] [--stored 8] [--cases fixed,clear,small,p500,pilot,learned]``
 """
 
 from __future__ import annotations
@@ -136,12 +143,73 @@ def case_pilot(truths, trials, pilot_duels, spread=0.5, n_prompts=50):
     )
 
 
+SMALL = 0.15  # the learned case's true spread: smaller gaps than the default prior says
+
+
+def _stored_weights(k: int) -> np.ndarray:
+    """The spread weights learned from ``k`` campaigns already run (other models of the same population)."""
+    rng = np.random.default_rng(555)
+    runs = [true_prompt_campaign(rng.normal(0.0, SMALL, 4), 50, 3_000_000 + c)[1] for c in range(k)]
+    w = fc.stored_spread_weights(
+        [(r.wins, r.counts) for r in runs], prompt_sd=fc.DEFAULT_PROMPT_SD, tie_prob=fc.DEFAULT_TIE_PROB
+    )
+    assert w is not None
+    return w
+
+
+def case_learned(truths, trials, stored, pilot_truths, pilot_duels):
+    weights = _stored_weights(stored)
+    for n_prompts, n_truths in ((50, truths), (500, max(truths // 2, 1))):
+        truth_rng = np.random.default_rng(12345)
+        actual = np.array(
+            [
+                true_prompt_campaign(truth_rng.normal(0.0, SMALL, 4), n_prompts, 1_000_000 + t)[1].spend
+                for t in range(n_truths)
+            ]
+        )
+        for name, theta in (
+            ("default spread 0.5", fc.bradley_terry_strengths(4, fc.DEFAULT_SPREAD, trials, np.random.default_rng(7))),
+            (f"learned from {stored} stored", fc.learned_strengths(4, weights, trials, np.random.default_rng(7))),
+        ):
+            f = fc.run_prompt_forecast(theta, COSTS, DELTA, n_prompts, "wor", JUDGE, seed=0)
+            cov, s = coverage(f, actual)
+            row(f"small gaps, {n_prompts} prompts, {name}", cov, s, actual, f"  {n_truths} truths")
+    truth_rng = np.random.default_rng(999)
+    inside = {"default spread 0.5": [], "spread learned": []}
+    for t in range(pilot_truths):
+        seed = 2_000_000 + t
+        inst, full = true_prompt_campaign(truth_rng.normal(0.0, SMALL, 4), 50, seed)
+        pilot = policy_campaign(inst, "wor", DELTA, seed, max_duels=pilot_duels)
+        link = {"prompt_sd": fc.DEFAULT_PROMPT_SD, "tie_prob": fc.DEFAULT_TIE_PROB}
+        for name, theta in (
+            (
+                "default spread 0.5",
+                fc.pilot_posterior_strengths(
+                    pilot.wins, pilot.counts, fc.DEFAULT_SPREAD, trials, np.random.default_rng(seed), **link
+                ),
+            ),
+            (
+                "spread learned",
+                fc.pilot_learned_strengths(pilot.wins, pilot.counts, trials, np.random.default_rng(seed), **link),
+            ),
+        ):
+            s = fc.spread_summary(fc.run_prompt_forecast(theta, COSTS, DELTA, 50, "wor", JUDGE, seed=seed + 7).costs)
+            inside[name].append(s["p10"] - 1e-9 <= full.spend <= s["p90"] + 1e-9)
+    for name, hits in inside.items():
+        print(
+            f"small gaps, 50 prompts, pilot of {pilot_duels} duels, {name:<18} coverage "
+            f"{100 * np.mean(hits):5.1f}%  {pilot_truths} truths",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--truths", type=int, default=200, help="true campaigns per prior case (default 200)")
     ap.add_argument("--trials", type=int, default=200, help="forecast trials (default 200, the service's)")
     ap.add_argument("--pilot-truths", type=int, default=100, help="true campaigns of the pilot case (default 100)")
     ap.add_argument("--pilot-duels", type=int, default=40, help="duels of each pilot (default 40)")
+    ap.add_argument("--stored", type=int, default=8, help="stored campaigns the learned case learns from (default 8)")
     ap.add_argument("--cases", default="fixed,clear,small,p500,pilot", help="comma-separated subset of the cases")
     a = ap.parse_args()
     cases = set(a.cases.split(","))
@@ -157,6 +225,8 @@ def main() -> None:
         case_prior("llm wor, 500 prompts", 0.5, 500, a.truths, a.trials)
     if "pilot" in cases:
         case_pilot(a.pilot_truths, a.trials, a.pilot_duels)
+    if "learned" in cases:
+        case_learned(a.truths, a.trials, a.stored, a.pilot_truths, a.pilot_duels)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             print(f"{backend}...", file=sys.stderr)
             results.append(run_backend(args, backend, Path(tmp)))
+            print(table(results[-1:], args), file=sys.stderr)  # each backend's figures as soon as they exist
     if args.json:
         print(json.dumps({"models": args.models, "duels": args.duels, "clients": args.clients, "results": results}))
     else:

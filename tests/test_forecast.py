@@ -357,3 +357,55 @@ def test_the_cli_shows_a_batch_forecast_at_both_prices():
     )
     assert "at list prices" in text and "batch prices x0.5" in text and "rounds" in text and "duels past stop" in text
     assert "at list prices" not in format_forecast({"basis": "prior", "cost": spread, "duels": spread, "batch": None})
+
+
+def _bt_counts(theta, per_pair: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    L = len(theta)
+    W, N = np.zeros((L, L)), np.zeros((L, L))
+    for i in range(L):
+        for j in range(i + 1, L):
+            w = rng.binomial(per_pair, 1.0 / (1.0 + np.exp(theta[j] - theta[i])))
+            W[i, j], W[j, i], N[i, j], N[j, i] = w, per_pair - w, per_pair, per_pair
+    return W, N
+
+
+def test_the_spread_is_learned_from_counts():
+    """Seeded: counts of models 0.8 apart put the posterior's mode near 0.8; counts of equal models put
+    little weight on spreads of 0.5 and more; no counts leave the prior; the grid stays above the 0.01 floor."""
+    rng = np.random.default_rng(3)
+    grid = fc.SPREAD_GRID
+    assert grid.min() >= 0.01
+    far = [_bt_counts(rng.normal(0.0, 0.8, 6), 400, rng) for _ in range(6)]
+    w = fc.stored_spread_weights(far)
+    assert w is not None and w.sum() == pytest.approx(1.0)
+    assert 0.4 <= grid[np.argmax(w)] <= 1.6, grid[np.argmax(w)]
+    equal = fc.spread_weights(*_bt_counts(np.zeros(4), 400, rng))
+    assert equal[grid >= 0.5].sum() < 0.05, equal
+    assert fc.spread_weights(np.zeros((3, 3)), np.zeros((3, 3))) == pytest.approx(np.full(len(grid), 1 / len(grid)))
+    assert fc.stored_spread_weights([(np.zeros((3, 3)), np.zeros((3, 3)))]) is None
+    with pytest.raises(ValueError):
+        fc.spread_weights(np.zeros((3, 3)), np.zeros((3, 3)), prior=[1.0, 2.0])
+    theta = fc.pilot_learned_strengths(*_bt_counts(np.zeros(4), 100, rng), 50, rng)
+    assert theta.shape == (50, 4) and np.all(np.isfinite(theta))
+    # the draws follow the learned spread: models 0.8 apart are drawn far apart, equal ones close
+    far_draws = fc.learned_strengths(6, w, 400, rng)
+    near_draws = fc.learned_strengths(4, equal, 400, rng)
+    assert np.median(far_draws.std(axis=1)) > 3 * np.median(near_draws.std(axis=1))
+
+
+async def test_the_prior_spread_is_learned_from_the_campaigns_stored_here(api):
+    body = campaign_body(name=f"learned {time.monotonic_ns()}", costs=(0.004, 0.001, 0.002), delta=0.05)
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    for n in range(22):  # a human-judged campaign with 22 counted votes: a campaign to learn from
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert r.status_code == 201, r.text
+        r = await api.post(f"/v1/duels/{r.json()['id']}/vote", json={"choice": "a" if n % 3 else "b"})
+        assert r.status_code == 200, r.text
+    out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 20})).json()
+    assert "spread is learned from the" in out["note"] and "campaign(s) stored here" in out["note"], out["note"]
+    out = (await api.post("/v1/campaigns/forecast", json=body, params={"trials": 20, "spread": 0.3})).json()
+    assert "N(0, 0.3^2)" in out["note"] and "learned" not in out["note"]
+    out = (await api.post(f"/v1/campaigns/{cid}/forecast", params={"trials": 20})).json()
+    assert "s learned from these counts" in out["note"], out["note"]
+    out = (await api.post(f"/v1/campaigns/{cid}/forecast", json={"trials": 20, "spread": 0.3})).json()
+    assert "prior N(0, 0.3^2)" in out["note"]

@@ -123,5 +123,6 @@ async def test_a_campaign_of_256_models_runs_end_to_end(api):
     assert _row(api, cid).state_seq == 80  # the ending wrote the state once
     rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
     assert rep["ok"] is True and rep["events"] == 80, rep
-    big = dict(body, models=body["models"] + [dict(body["models"][0], name="one too many")])
-    assert (await api.post("/v1/campaigns", json=big)).status_code == 422
+    big = campaign_body(name="too many", costs=[1.0] * (n + 1))
+    r = await api.post("/v1/campaigns", json=big)
+    assert r.status_code == 422 and "256" in r.text, r.text

@@ -59,7 +59,15 @@ async def create_campaign(body: schemas.CampaignCreate, campaigns: CampaignsDep,
     return view
 
 
-Spread = Annotated[float, Query(ge=0.01, le=5, description="Standard deviation of the prior's strengths.")]
+Spread = Annotated[
+    float,
+    Query(
+        ge=0.01,
+        le=5,
+        description="Standard deviation of the prior's strengths (absent: learned from the campaigns stored on "
+        "the server and, for a pilot, from its own counts; 0.5 with nothing to learn from).",
+    ),
+]
 ForecastTrials = Annotated[
     int,
     Query(
@@ -79,7 +87,8 @@ ForecastTrials = Annotated[
     summary="Forecast the cost to certify a campaign before creating it",
     description="The body is a campaign-create body; nothing is created. The simulator runs the campaign's "
     "algorithm on preference matrices from a prior (the simulated judge's matrix, else Bradley-Terry draws "
-    "with strength spread `spread`), the judge's cost included; with reuse or prompts without replacement "
+    "with strength spread `spread`; absent: a spread learned from the campaigns stored on the server, else 0.5), "
+    "the judge's cost included; with reuse or prompts without replacement "
     "each trial runs dctas-pc on a verdict table of the campaign's prompts (docs/service.md, Forecast).",
 )
 async def forecast_campaign(
@@ -87,7 +96,7 @@ async def forecast_campaign(
     forecasts: ForecastsDep,
     _: Admin,
     trials: ForecastTrials | None = None,
-    spread: Spread = 0.5,
+    spread: Spread | None = None,
 ):
     return await _t(forecasts.forecast_prior, body, trials, spread)
 
@@ -109,7 +118,7 @@ async def forecast_pilot(
 ):
     trials = _one_value("trials", trials, body.trials if body else None)
     spread = _one_value("spread", spread, body.spread if body else None)
-    return await _t(forecasts.forecast_pilot, campaign_id, trials, 0.5 if spread is None else spread)
+    return await _t(forecasts.forecast_pilot, campaign_id, trials, spread)
 
 
 def _one_value(name: str, query: Any, body: Any) -> Any:

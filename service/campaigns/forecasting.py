@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
 from algorithms.forecast import (
     DEFAULT_PROMPT_SD,
@@ -25,10 +26,14 @@ from algorithms.forecast import (
     DEFAULT_TRIALS,
     Forecast,
     bradley_terry_strengths,
+    combine_spread_weights,
     fixed_draws,
+    learned_strengths,
+    pilot_learned_strengths,
     pilot_posterior_strengths,
     run_forecast,
     run_prompt_forecast,
+    spread_weights,
     trial_duel_cap,
 )
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
@@ -42,6 +47,10 @@ from .types import Conflict, NotFound, Unprocessable
 
 # CPU work: one forecast at a time per process; a second one meanwhile gets 409 (retry later).
 _BUSY = threading.Lock()
+#: The most recent campaigns whose counts teach the prior's spread (each at least STORED_MIN_DUELS counted
+#: duels, judged by people or models: a simulated judge's matrix says nothing of real models).
+STORED_CAMPAIGNS = 20
+STORED_MIN_DUELS = 20
 
 
 @dataclass(frozen=True)
@@ -283,14 +292,53 @@ def _bt_matrices(theta: np.ndarray) -> np.ndarray:
 
 
 class Forecasts:
-    """Forecasts of the cost to certify (synchronous: they run in worker threads; stateless)."""
+    """Forecasts of the cost to certify (synchronous: they run in worker threads; the only state is a
+    cache of the stored campaigns' spread weights per campaign row version)."""
 
     def __init__(self, db: Database, max_duels: int = 20_000_000):
         self.db = db
         self.max_duels = int(max_duels)  # all trials together (Settings.forecast_max_duels)
 
+    def stored_spread(self, exclude: int | None = None) -> tuple[np.ndarray | None, int]:
+        """The spread weights learned from the campaigns stored here (:func:`stored_spread_weights`) and
+        how many campaigns taught them (None, 0: none to learn from)."""
+        with self.db.read() as s:
+            rows = s.execute(
+                select(
+                    Campaign.id,
+                    Campaign.version,
+                    Campaign.counts,
+                    Campaign.judge,
+                    Campaign.models,
+                    Campaign.model_changes,
+                )
+                .where(Campaign.duels_counted >= STORED_MIN_DUELS)
+                .order_by(Campaign.id.desc())
+                .limit(4 * STORED_CAMPAIGNS)
+            ).all()
+        cache = self.__dict__.setdefault("_spread_cache", {})  # (id, version) -> that campaign's weights
+        ev = []
+        for cid, version, counts, judge, models, changes in rows:
+            if cid == exclude or (judge or {}).get("kind") == JudgeKind.SIMULATED or not counts:
+                continue
+            on = active_models(len(models), changes)
+            W, N = counts.get("W"), counts.get("N")
+            if len(on) < 2 or not W or not N:
+                continue
+            key = (cid, int(version))
+            if key not in cache:
+                if len(cache) >= 4 * STORED_CAMPAIGNS:
+                    cache.clear()
+                Wa, Na = [[W[a][b] for b in on] for a in on], [[N[a][b] for b in on] for a in on]
+                cache[key] = spread_weights(Wa, Na, prompt_sd=DEFAULT_PROMPT_SD, tie_prob=DEFAULT_TIE_PROB)
+            ev.append(cache[key])
+            if len(ev) == STORED_CAMPAIGNS:
+                break
+        weights = combine_spread_weights(ev)
+        return weights, len(ev) if weights is not None else 0
+
     def forecast_prior(
-        self, body: CampaignCreate, trials: int | None = None, spread: float = DEFAULT_SPREAD
+        self, body: CampaignCreate, trials: int | None = None, spread: float | None = None
     ) -> dict[str, Any]:
         """The forecast of a campaign that does not exist yet (basis ``prior``); ``trials`` None: :func:`default_trials`."""
         judge = body.stored_judge()
@@ -318,14 +366,25 @@ class Forecasts:
             def draw(kind: str, n: int) -> np.ndarray:
                 return fixed_draws(judge["preference"], n)
         else:
+            weights, taught = self.stored_spread() if spread is None else (None, 0)
+            if weights is not None:
+                prior = (
+                    f"a Bradley-Terry prior whose spread is learned from the {taught} campaign(s) stored here "
+                    f"with at least {STORED_MIN_DUELS} counted duels (theta ~ N(0, s^2), s drawn per trial)"
+                )
+            else:
+                spread = DEFAULT_SPREAD if spread is None else spread
+                prior = f"a Bradley-Terry prior (theta ~ N(0, {spread:g}^2))"
             note = (
-                f"strengths drawn from a Bradley-Terry prior (theta ~ N(0, {spread:g}^2)); "
-                "the real strengths decide the cost: a pilot forecast (POST /v1/campaigns/{id}/forecast) "
-                "after some duels narrows it"
+                f"strengths drawn from {prior}; the real strengths decide the cost: a pilot forecast "
+                "(POST /v1/campaigns/{id}/forecast) after some duels narrows it"
             )
 
             def draw(kind: str, n: int) -> np.ndarray:
-                theta = bradley_terry_strengths(L, spread, n, rng)
+                if weights is not None:
+                    theta = learned_strengths(L, weights, n, rng)
+                else:
+                    theta = bradley_terry_strengths(L, float(spread or DEFAULT_SPREAD), n, rng)
                 return theta if kind == "strengths" else _bt_matrices(theta)
 
         f = _run(setup, draw, trials, self.max_duels)
@@ -339,7 +398,7 @@ class Forecasts:
         return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n), setup)
 
     def forecast_pilot(
-        self, campaign_id: int, trials: int | None = None, spread: float = DEFAULT_SPREAD
+        self, campaign_id: int, trials: int | None = None, spread: float | None = None
     ) -> dict[str, Any]:
         """The forecast of a whole campaign like this one, from its counted duels (basis ``pilot``)."""
         with self.db.read() as s:
@@ -376,22 +435,28 @@ class Forecasts:
         rng = np.random.default_rng(setup.seed)
         prompt_level = setup.mode != "fresh"
         asked, trials = trials, trials if trials is not None else default_trials(L)
+        link = {
+            "prompt_sd": DEFAULT_PROMPT_SD if prompt_level else 0.0,
+            "tie_prob": DEFAULT_TIE_PROB if prompt_level else 0.0,
+        }
+        hyper, taught = self.stored_spread(exclude=campaign_id) if spread is None else (None, 0)
 
         def draw(kind: str, n: int) -> np.ndarray:
-            theta = pilot_posterior_strengths(
-                W,
-                N,
-                spread,
-                n,
-                rng,
-                prompt_sd=DEFAULT_PROMPT_SD if prompt_level else 0.0,
-                tie_prob=DEFAULT_TIE_PROB if prompt_level else 0.0,
-            )
+            if spread is None:
+                theta = pilot_learned_strengths(W, N, n, rng, prior=hyper, **link)
+            else:
+                theta = pilot_posterior_strengths(W, N, spread, n, rng, **link)
             return theta if kind == "strengths" else _bt_matrices(theta)
 
         f = _run(setup, draw, trials, self.max_duels)
+        prior = (
+            f"prior N(0, {spread:g}^2)"
+            if spread is not None
+            else "prior N(0, s^2) with s learned from these counts"
+            + (f" and the {taught} campaign(s) stored here" if taught else "")
+        )
         notes = [
-            f"strengths drawn from the Bradley-Terry posterior (Laplace approximation, prior N(0, {spread:g}^2)) "
+            f"strengths drawn from the Bradley-Terry posterior (Laplace approximation, {prior}) "
             f"of the {t} duels counted so far; the figures are for a whole campaign from its start, 'remaining' "
             "subtracts what this one has spent",
             _trials_note(asked, trials, L),

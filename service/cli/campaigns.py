@@ -648,7 +648,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--trials", type=whole_number("--trials"), default=None, help="simulated campaigns, 10 to 1000 (default 200)"
     )
     a.add_argument(
-        "--spread", type=number_in("--spread", 0, 5), default=None, help="prior strength spread (default 0.5)"
+        "--spread",
+        type=number_in("--spread", 0, 5),
+        default=None,
+        help="prior strength spread (default: learned from the campaign's counts and the stored campaigns)",
     )
 
     a = action(

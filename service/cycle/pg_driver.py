@@ -17,12 +17,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from sqlalchemy import (
     JSON,
-    and_,
     bindparam,
-    case,
     exists,
     insert,
-    null,
     select,
 )
 from sqlalchemy.dialects import postgresql
@@ -90,19 +87,10 @@ def _sql_literal(value) -> str:
     raise TypeError(f"no SQL literal for a constant of type {type(value).__name__}")
 
 
-def _unless_cached(cache_usable):
-    """The policy state column, NULL when this process's cached policy is usable: at the row's
-    ``event_seq``, or between the stored state's and it (:func:`.shared.policy_at` replays the rest)."""
-    return case((cache_usable, null()), else_=C.policy_state).label("policy_state")
-
-
-def _usable(seq):
-    return and_(C.state_seq <= seq, seq <= C.event_seq)
-
-
-# The same statements as the synchronous driver's, plus what saves round trips here:
-# the policy state comes with the lock when the cache misses, and the writes are one
-# statement (data-modifying CTEs).
+# The same statements as the synchronous driver's, plus what saves round trips here: the writes
+# are one statement (data-modifying CTEs). The policy state is read only on a cache miss
+# (:func:`.shared.policy_at`): sent with every lock it cost O(L^2) per duel whenever the cached
+# policy was still with the transaction before (0.5 MB of JSON at 128 models).
 PG_CONFIG = compile_pg(sync_driver.CONFIG)
 PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
@@ -111,12 +99,10 @@ PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
 PG_READY_ANSWER_TEXTS = compile_pg(stores.READY_ANSWER_TEXTS)
 PG_READY_VERDICT = compile_pg(stores.READY_VERDICT)
 PG_HELD = compile_pg(holds.HELD)
-PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN.add_columns(_unless_cached(_usable(bindparam("seq")))))
+PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN)
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
 PG_IN_FLIGHT = compile_pg(sync_driver.IN_FLIGHT_DUELS)
-PG_LOCK_FOR_VOTE = compile_pg(
-    sync_driver.LOCK_FOR_VOTE.add_columns(_unless_cached(and_(C.id == bindparam("hint"), _usable(bindparam("seq")))))
-)
+PG_LOCK_FOR_VOTE = compile_pg(sync_driver.LOCK_FOR_VOTE)
 PG_DUEL_ROW = compile_pg(sync_driver.DUEL_ROW)
 PG_TAIL_SELECTED = compile_pg(policy_log.TAIL_SELECTED)
 PG_TAIL_RECORDED = compile_pg(policy_log.TAIL_RECORDED)
@@ -265,7 +251,7 @@ class PgTx:
             return None, None, [], None
         inflight = await self._fetch(PG_IN_FLIGHT, p)
         cfg = await self._fetchrow(PG_CONFIG, p) if want_config else None
-        return row, row.policy_state, inflight, cfg
+        return row, None, inflight, cfg
 
     async def config(self, campaign_id: int):
         await self._begin()
@@ -317,7 +303,7 @@ class PgTx:
         crow = await self._fetchrow(PG_LOCK_FOR_VOTE, p)
         if crow is None:
             return None, None, None
-        return crow, crow.policy_state, await self._fetchrow(PG_DUEL_ROW, p)
+        return crow, None, await self._fetchrow(PG_DUEL_ROW, p)
 
     async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None, others=()) -> bool:
         """The vote in one statement, committed with it; with an ``end``, the campaign's end too.
@@ -399,8 +385,8 @@ async def _on_pool(svc: HotService, make):
                 raise
             if tx.open:  # pragma: no cover - every path above ends with its write and COMMIT
                 raise RuntimeError("fast-path transaction left open")
-        if tx.after_commit is not None:
-            tx.after_commit()
+            if tx.after_commit is not None:  # before the connection goes back: the next transaction
+                tx.after_commit()  # of this campaign finds the policy in the cache
         return out
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -57,7 +57,11 @@ class PilotForecastIn(StrictModel):
         None, ge=10, le=1000, description="Simulated campaigns (absent: the query's, else the default)."
     )
     spread: float | None = Field(
-        None, ge=0.01, le=5, description="Standard deviation of the prior's strengths (absent: the query's, else 0.5)."
+        None,
+        ge=0.01,
+        le=5,
+        description="Standard deviation of the prior's strengths (absent: the query's, else learned from "
+        "the campaign's counts and the campaigns stored on the server).",
     )
 
 

@@ -1,0 +1,47 @@
+"""The command line starts light: a remote command (``campaign create``, ``list``, ``watch``, the
+annotator's commands) and a campaign file's checks import neither numba nor the policy kernels,
+whose import costs about a second of CPU; the simulator and the server import them when they
+run a policy. A fresh interpreter per check, so nothing imported by another test counts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+HEAVY = ("numba", "algorithms._kernels", "algorithms.policies", "scipy.special")
+
+
+@pytest.mark.parametrize(
+    "modules",
+    [
+        ("service.cli.remote", "service.cli.campaign_admin", "service.schemas"),
+        ("algorithms", "algorithms.vocabulary", "algorithms.instance", "judges.llm"),
+    ],
+)
+def test_light_modules_do_not_load_the_kernels(modules):
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        f"print(','.join(h for h in {HEAVY!r} if h in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "", f"{modules} imported {out.stdout.strip()}"
+
+
+def test_the_public_names_still_load_on_use():
+    code = (
+        "import sys, algorithms\n"
+        "assert 'algorithms.policies' not in sys.modules\n"
+        "from algorithms import make_policy, Instance, beta, ALGORITHMS\n"
+        "assert ALGORITHMS[0] == 'dctas-pc' and callable(make_policy) and beta(10, 0.1, 3) > 0\n"
+        "try:\n    algorithms.nothing_here\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "has no attribute 'nothing_here'" in out.stdout
