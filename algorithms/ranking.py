@@ -254,24 +254,37 @@ def _bet_tables() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt
 
 
 _BET_UP, _BET_LOSS, _BET_DOWN = _bet_tables()
+#: The prior weight :func:`betting_field_intervals` puts on the bets against the side of the bound it
+#: computes (the rest keeps the wealth from collapsing on the other side of the estimate).
+BET_SIDE_WEIGHT = 0.99
 
 
-def pair_log_wealth(score_sum: float, n: float) -> npt.NDArray[np.float64]:
+def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5) -> npt.NDArray[np.float64]:
     """``log M(p)`` on :data:`BET_GRID`: a two-sided mixture of constant bets against the mean ``p`` of ``n``
     scores in [0, 1] summing to ``score_sum``.
 
-    Half the prior weight bets on scores above ``p`` (``lambda = f / p``), half below (``lambda = f / (1 - p)``),
-    evenly over the fractions ``f`` of :data:`BET_FRACTIONS`; each factor ``1 + lambda (y - p)`` has mean 1
+    ``up_weight`` of the prior weight bets on scores above ``p`` (``lambda = f / p``), the rest below
+    (``lambda = f / (1 - p)``), each evenly over the fractions ``f`` of :data:`BET_FRACTIONS`; each factor ``1 + lambda (y - p)`` has mean 1
     when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is at least the
     value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what this returns.
-    The grid is symmetric, so the opponent's wealth is this one reversed (``score_sum`` and ``p`` mirrored).
+    The grid is symmetric, so the opponent's wealth is this one reversed (``score_sum``, ``p`` and the
+    sides mirrored).
     """
+    if not 0.0 < up_weight < 1.0:
+        raise ValueError(f"up_weight must be in (0, 1), got {up_weight!r}")
     if n <= 0:
         return np.zeros_like(BET_GRID)
     S, F = float(score_sum), float(n) - float(score_sum)
-    X = np.concatenate([S * _BET_UP + F * _BET_LOSS, S * _BET_LOSS + F * _BET_DOWN], axis=1)
+    k = len(BET_FRACTIONS)
+    X = np.concatenate(
+        [
+            S * _BET_UP + F * _BET_LOSS + math.log(up_weight / k),
+            S * _BET_LOSS + F * _BET_DOWN + math.log((1.0 - up_weight) / k),
+        ],
+        axis=1,
+    )
     top = X.max(axis=1, keepdims=True)
-    return np.log(np.exp(X - top).mean(axis=1)) + top[:, 0]
+    return np.log(np.exp(X - top).sum(axis=1)) + top[:, 0]
 
 
 def _dual_bound(fs: list[npt.NDArray[np.float64]], c: float, sign: float) -> float:
@@ -313,11 +326,12 @@ def betting_field_intervals(
     """Per model, an interval for its win rate against the field, valid at any stopping time and
     **simultaneously for every model** at ``level`` (docs/algorithms.md, *Ranking intervals*).
 
-    Model ``m``'s ``L - 1`` pair wealths (:func:`pair_log_wealth`) multiply into one nonnegative
-    martingale of the vector ``(p_mj)_j`` (a duel changes one factor); Ville's inequality at
-    ``alpha / L`` and the union over the ``L`` models give the confidence set
-    ``sum_j log M_j(p_mj) < log(L / alpha)``, and the interval is the range of ``mean_j p_mj`` over it
-    (bounded through weak duality). A pair never compared is free in [0, 1].
+    For each model ``m`` and each side of its interval, its ``L - 1`` pair wealths
+    (:func:`pair_log_wealth`, :data:`BET_SIDE_WEIGHT` of the prior on the bets against that side)
+    multiply into one nonnegative martingale of the vector ``(p_mj)_j`` (a duel changes one factor);
+    Ville's inequality at ``alpha / (2 L)`` and the union over the ``2 L`` processes give the confidence
+    sets ``sum_j log M_j(p_mj) < log(2 L / alpha)``, and each bound is the extreme of ``mean_j p_mj`` over
+    its set (bounded through weak duality). A pair never compared is free in [0, 1].
     """
     W = np.asarray(wins, dtype=float)
     N = np.asarray(counts, dtype=float)
@@ -326,15 +340,19 @@ def betting_field_intervals(
         raise ValueError("wins and counts must be L x L matrices with L >= 2")
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
-    c = math.log(L / (1.0 - level))
+    c = math.log(2.0 * L / (1.0 - level))
     low, high = np.zeros(L), np.ones(L)
-    wealth: dict[tuple[int, int], npt.NDArray[np.float64]] = {}
+    # against a mean too high (for the upper bound): mostly bets on scores below it; too low: above
+    down: dict[tuple[int, int], npt.NDArray[np.float64]] = {}
+    up: dict[tuple[int, int], npt.NDArray[np.float64]] = {}
     for m in range(L):
         for j in range(m + 1, L):
-            wealth[m, j] = pair_log_wealth(W[m, j], N[m, j])
-            wealth[j, m] = wealth[m, j][::-1]  # the same duels from the other side
+            down[m, j] = pair_log_wealth(W[m, j], N[m, j], 1.0 - BET_SIDE_WEIGHT)
+            up[m, j] = pair_log_wealth(W[m, j], N[m, j], BET_SIDE_WEIGHT)
+            # the same duels from the other side: the grid, the scores and the sides mirrored
+            down[j, m], up[j, m] = up[m, j][::-1], down[m, j][::-1]
     for m in range(L):
-        fs = [wealth[m, j] for j in range(L) if j != m]
-        high[m] = min(1.0, _dual_bound(fs, c, 1.0) / (L - 1))
-        low[m] = max(0.0, -_dual_bound(fs, c, -1.0) / (L - 1))
+        others = [j for j in range(L) if j != m]
+        high[m] = min(1.0, _dual_bound([down[m, j] for j in others], c, 1.0) / (L - 1))
+        low[m] = max(0.0, -_dual_bound([up[m, j] for j in others], c, -1.0) / (L - 1))
     return low, high

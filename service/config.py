@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     run_heartbeat_seconds: float = Field(5.0, gt=0)
     # Shutdown (SIGTERM/SIGINT): requests in progress get this long, then the workers are killed.
     shutdown_grace_seconds: float = Field(10.0, gt=0)
+    # An idle keep-alive connection is closed after this many seconds (uvicorn's timeout_keep_alive).
+    keep_alive_seconds: float = Field(5.0, gt=0, le=3600)
     pg_synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] = "on"
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
@@ -139,6 +141,7 @@ class Settings(BaseSettings):
         "run_lease_seconds",
         "run_heartbeat_seconds",
         "shutdown_grace_seconds",
+        "keep_alive_seconds",
         "login_hours",
     )
     @classmethod

@@ -41,6 +41,7 @@ log = logging.getLogger("llmduel.workers")
 
 MAX_QUICK_FAILURES = 3  # workers in a row that died before they ever served
 DEFAULT_GRACE_SECONDS = 10.0  # without settings (Settings.shutdown_grace_seconds)
+DEFAULT_KEEP_ALIVE_SECONDS = 5.0  # without settings (Settings.keep_alive_seconds, uvicorn's default)
 PR_SET_PDEATHSIG = 1
 
 
@@ -87,6 +88,7 @@ def _worker(
     from service.app import create_app
 
     grace = settings.shutdown_grace_seconds if settings is not None else DEFAULT_GRACE_SECONDS
+    keep_alive = settings.keep_alive_seconds if settings is not None else DEFAULT_KEEP_ALIVE_SECONDS
     _die_with_parent(parent or os.getppid(), grace)
 
     class Server(uvicorn.Server):
@@ -102,6 +104,7 @@ def _worker(
         factory=True,
         log_level=log_level,
         timeout_graceful_shutdown=grace,
+        timeout_keep_alive=keep_alive,
     )
     Server(config).run(sockets=[sock])
 

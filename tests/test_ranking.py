@@ -174,7 +174,7 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     (``betting_field_intervals``) must cover every model's win rate against the field at once, at the campaign's
     own stopping time. At level 0.8 at most ``binom.ppf(0.999, 40, 0.2)`` campaigns may miss a model; the
     percentile bootstrap at the same level misses in most of them (it fails this test). At level 0.95 they are
-    narrower than the per-model anytime intervals (median ratio at most 0.65)."""
+    narrower than the per-model anytime intervals (median ratio at most 0.56)."""
     from scipy.stats import binom
 
     from algorithms.ranking import betting_field_intervals
@@ -203,4 +203,4 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     limit = binom.ppf(0.999, 40, 0.2)
     assert missed <= limit, missed
     assert boot_missed > limit, boot_missed  # the check can fail: a descriptive interval does
-    assert np.median(ratios) <= 0.65, np.median(ratios)
+    assert np.median(ratios) <= 0.56, np.median(ratios)

@@ -27,6 +27,9 @@ BAD_VALUES = [
     ("LLMDUEL_PG_SYNCHRONOUS_COMMIT", "fast", "'on', 'off'"),
     ("LLMDUEL_WEB_AUTH", "everyone", "'local', 'key' or 'open'"),
     ("LLMDUEL_LOGIN_HOURS", "0", "greater than 0"),
+    ("LLMDUEL_KEEP_ALIVE_SECONDS", "0", "greater than 0"),
+    ("LLMDUEL_KEEP_ALIVE_SECONDS", "nan", "less than or equal to 3600"),
+    ("LLMDUEL_FORECAST_MAX_DUELS", "100", "greater than or equal to 10000"),
     ("LLMDUEL_PUBLIC_BASE_URL", "example.org", "http://"),
 ]
 

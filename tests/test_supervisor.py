@@ -41,6 +41,7 @@ def _serve(tmp_path: Path, port: int, **env) -> subprocess.Popen:
         LLMDUEL_API_KEY=ADMIN_KEY,
         LLMDUEL_RESUME_RUNS="0",
         LLMDUEL_SHUTDOWN_GRACE_SECONDS=str(GRACE),
+        LLMDUEL_KEEP_ALIVE_SECONDS="300",  # the counted connections stay open however slow the machine
         PYTHONUNBUFFERED="1",
         **env,
     )

@@ -1,7 +1,14 @@
-"""The package as users get it: ``pip install .`` (not editable) into a fresh virtualenv,
-then ``llmduel db upgrade`` on a new SQLite file and ``llmduel serve --demo`` answering
-``/healthz``, all run from a directory outside the source tree (so nothing is imported
-from the checkout). Needs the dependencies in pip's cache or network access.
+"""The package as users get it: a wheel built from the checkout (``pip wheel``, not editable)
+installed by pip into a fresh virtualenv, then ``llmduel db upgrade`` on a new SQLite file and
+``llmduel serve --demo`` answering ``/healthz``, all run from a directory outside the source tree
+(nothing is imported from the checkout).
+
+The wheel is installed without its dependencies, which the new environment reads from the test
+environment's site-packages (a ``.pth`` line; the editable install there is not processed, so
+``service`` can only come from the wheel), with every distribution outside the closure of the
+wheel's own ``Requires-Dist`` hidden (:data:`HIDE_UNDECLARED`): what runs there could run after a
+real ``pip install .``, without resolving and installing numpy, scipy and numba anew (most of a
+minute).
 """
 
 from __future__ import annotations
@@ -9,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import venv
 from pathlib import Path
@@ -27,16 +35,97 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_non_editable_install_migrates_and_serves(tmp_path):
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)  # no --system-site-packages: only what the wheel declares
-    py = env_dir / "bin" / "python"
-    llmduel = env_dir / "bin" / "llmduel"
-    pip = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(REPO)],
+# Run at the start of every interpreter of the new environment (a ``.pth`` line that starts with
+# ``import``): modules of distributions outside the closure of the wheel's own ``Requires-Dist``
+# (with the extras each requirement names; llmduel's own extras left out) cannot be imported there, as if pip had installed only what the wheel declares.
+HIDE_UNDECLARED = """
+import importlib.metadata as md, re, sys
+
+def _reqs(name, extras=()):
+    out = []
+    for r in md.requires(name) or []:
+        spec, _, marker = r.partition(";")
+        wanted = re.findall(r"extra\\s*==\\s*[\\"']([^\\"']+)", marker)
+        if wanted and not set(wanted) & set(extras):
+            continue
+        m = re.match(r"\\s*([A-Za-z0-9._-]+)\\s*(?:\\[([^\\]]*)\\])?", spec)
+        out.append((m.group(1).lower().replace("_", "-"), tuple(x.strip() for x in (m.group(2) or "").split(",") if x.strip())))
+    return out
+
+def _closure():
+    todo, seen = _reqs("llmduel"), {"llmduel"}
+    while todo:
+        n, extras = todo.pop()
+        if (n, extras) not in seen:
+            seen.update({n, (n, extras)})
+            try:
+                todo += _reqs(n, extras)
+            except md.PackageNotFoundError:
+                pass
+    return seen
+
+class HideUndeclared:
+    def __init__(self):
+        closure = _closure()
+        self.hidden = {top for top, dists in md.packages_distributions().items()
+                       if not any(d.lower().replace("_", "-") in closure for d in dists)}
+
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in self.hidden:
+            raise ModuleNotFoundError(f"No module named {name!r} (not declared by the wheel)", name=name)
+        return None
+
+sys.meta_path.insert(0, HideUndeclared())
+"""
+
+
+EVERY_MODULE = """
+import importlib, pkgutil
+import algorithms, judges, migrations, service
+names = [m.name for p in (algorithms, judges, service) for m in pkgutil.walk_packages(p.__path__, p.__name__ + ".")
+         if not m.name.endswith("__main__")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+def _site_packages(python: Path) -> str:
+    out = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_non_editable_install_migrates_and_serves(tmp_path):
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w", str(wheels)]
+        + [str(REPO)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = wheels.glob("llmduel-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    py = env_dir / "bin" / "python"
+    llmduel = env_dir / "bin" / "llmduel"
+    site = Path(_site_packages(py))
+    (site / "test_dependencies.pth").write_text(_site_packages(Path(sys.executable)) + "\n")
+    (site / "hide_undeclared.py").write_text(HIDE_UNDECLARED)
+    (site / "zz_hide_undeclared.pth").write_text("import hide_undeclared\n")  # after the path line
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--disable-pip-version-check"]
+        + ["--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
 
@@ -59,7 +148,17 @@ def test_non_editable_install_migrates_and_serves(tmp_path):
         timeout=60,
     )
     assert where.returncode == 0, where.stderr
-    assert str(REPO) not in where.stdout and "site-packages" in where.stdout
+    assert where.stdout.startswith(str(env_dir)) and "site-packages" in where.stdout, where.stdout
+
+    every = subprocess.run(  # every module of the wheel imports with what the wheel declares
+        [str(py), "-c", EVERY_MODULE], cwd=work, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert every.returncode == 0, every.stderr[-3000:]
+    assert int(every.stdout) > 100, every.stdout
+    hidden = subprocess.run(  # the test environment's extras are out of reach, as after a real install
+        [str(py), "-c", "import pytest"], cwd=work, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert hidden.returncode != 0 and "not declared by the wheel" in hidden.stderr, hidden.stderr
 
     up = subprocess.run([str(llmduel), "db", "upgrade"], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert up.returncode == 0, up.stderr

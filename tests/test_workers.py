@@ -96,6 +96,7 @@ def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
         DATABASE_URL=f"sqlite:///{tmp_path / 'w.db'}",
         LLMDUEL_API_KEY=ADMIN_KEY,
         LLMDUEL_RESUME_RUNS="0",
+        LLMDUEL_KEEP_ALIVE_SECONDS="300",  # the counted connections stay open however slow the machine
         PYTHONUNBUFFERED="1",
     )
     log = tmp_path / "serve.log"

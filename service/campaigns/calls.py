@@ -23,7 +23,8 @@ from ..clients.ratelimit import SEND_GUARD
 from ..config import Settings
 from ..db import Database
 from ..images.checks import check_image
-from ..images.store import blind_copies, put_image
+from ..images.store import blind_copies as stored_blind_copies
+from ..images.store import put_image
 from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
 from . import rules, stores
@@ -146,7 +147,7 @@ class Calls:
                 tie_policy=plan.tie_policy,
                 http=self.http_client(),
                 limiter=self.rate_limiter,
-                images=self._blind_copies,
+                images=self.blind_copies,
             )
             self._judges[plan.campaign_id] = judge
         return judge
@@ -208,10 +209,10 @@ class Calls:
         finally:
             SEND_GUARD.reset(token)
 
-    def _blind_copies(self, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
+    def blind_copies(self, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
         """The blind copies of images a judge is shown (service/images/judge.py)."""
         with self.db.read() as s:
-            return blind_copies(s, hashes)
+            return stored_blind_copies(s, hashes)
 
     def _store_image(self, data: bytes) -> None:
         """Store an image answer (content-addressed, once); the answer's text names it."""

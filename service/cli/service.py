@@ -106,6 +106,7 @@ def cmd_serve(args) -> int:
             port=args.port,
             log_level=args.log_level,
             timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+            timeout_keep_alive=settings.keep_alive_seconds,
         )
     return 0
 

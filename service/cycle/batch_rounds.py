@@ -42,6 +42,7 @@ from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, NotFound
 from ..clients import ClientError, parse_client_config
 from ..clients.batch import BatchResult
 from ..clients.batch_apis import build_batch_api
+from ..images.judge import VisionJudgeClient
 from ..judging import build_judge, parse_judge_config
 from ..models import utcnow
 from .batch_collector import Collector, RoundFailed, current_duel
@@ -211,7 +212,11 @@ class BatchRounds:
         )
         for j in getattr(judge, "jurors", None) or [judge]:
             if getattr(j, "client", None) is not None:
-                j.client = collector.wrap(j.client)
+                # the images the judge is shown go into its batch request too (service/images/judge.py)
+                wrapped = collector.wrap(j.client)
+                if getattr(getattr(j.client, "config", None), "kind", "simulated") != "simulated":
+                    wrapped = VisionJudgeClient(wrapped, self.calls.blind_copies)
+                j.client = wrapped
         if getattr(judge, "auto", None) is not None:
             # orders: auto measures its rates across rounds: the campaign's judge of this process keeps them
             judge.auto = self.calls.judge(plan).auto
