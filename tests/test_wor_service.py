@@ -258,7 +258,7 @@ async def test_a_run_whose_first_call_is_slow_counts_each_pair_in_position_order
     # judged before position 0; it is held, then counted after position 0
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    transport = _SlowFirstCall(fake, 1.5)
+    transport = _SlowFirstCall(fake, 4.0)  # far beyond a loaded machine's scheduling delays
     svc.calls._http = httpx.AsyncClient(transport=transport)
     try:
         tag = f"s{time.monotonic_ns()}"
