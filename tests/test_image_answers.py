@@ -287,3 +287,29 @@ async def test_an_image_model_replaced_by_another_stays_an_image_model(api, fake
         if 3 in (d["model_a"], d["model_b"]):
             seen.append(d["answer_a"] if d["model_a"] == 3 else d["answer_b"])
     assert seen and all(NAME.fullmatch(a) for a in seen)
+
+
+async def test_an_annotator_reads_images_by_slot_never_by_hash(api, fake):
+    """Reused answers carry the same hash in every duel, so a hash would tell an annotator that two duels
+    show the same model's answer: annotators read ``[image a]``, ``[image b]`` and ``[image p1]`` (the
+    slots of the voting page's image URLs); the admin keeps the hashes."""
+    prompt_image = "data:image/png;base64," + base64.b64encode(_png()).decode()
+    body = _body("slots", judge={"kind": "human"}, prompts=[{"prompt": "Paint this.", "images": [prompt_image]}])
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    link = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()
+    ann = {"Authorization": f"Bearer {link['token']}"}
+    mine = await api.post(f"/v1/campaigns/{cid}/duels", headers=ann)
+    assert mine.status_code == 201, mine.text
+    for view in (mine.json(), (await api.get(f"/v1/duels/{mine.json()['id']}", headers=ann)).json()):
+        assert "sha256" not in str(view) and not re.search(r"[0-9a-f]{64}", str(view)), view
+        assert (view["answer_a"], view["answer_b"]) == ("[image a]", "[image b]")
+        assert "[image p1]" in view["prompt"]
+    admin_view = (await api.get(f"/v1/duels/{mine.json()['id']}")).json()
+    assert NAME.fullmatch(admin_view["answer_a"]) and NAME.search(admin_view["prompt"])
+    token = link["token"]
+    for slot in ("a", "b", "p1"):
+        got = await api.get(f"/annotate/{token}/images/{mine.json()['id']}/{slot}")
+        assert got.status_code == 200 and got.content.startswith(b"\x89PNG"), (slot, got.status_code)
+    assert (await api.get(f"/annotate/{token}/images/{mine.json()['id']}/p2")).status_code == 404

@@ -15,6 +15,7 @@ from algorithms.vocabulary import IN_FLIGHT
 from ..auth import Principal
 from ..clients.params import campaign_params_warnings
 from ..db import Database
+from ..images.slots import slot_names
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
 from ..pricing import cost_warning
 from ..prompts import question_id
@@ -79,7 +80,7 @@ def duel_view_for(view: dict, admin: bool) -> dict:
     """The admin view of a duel, or what an annotator may see of it (:data:`ANNOTATOR_DUEL_FIELDS`)."""
     if admin:
         return view
-    out = {k: view.get(k) for k in ANNOTATOR_DUEL_FIELDS}
+    out = slot_names({k: view.get(k) for k in ANNOTATOR_DUEL_FIELDS})  # images by slot, never by hash
     out["error"] = annotator_error(view["status"], view.get("error"))
     return out
 
@@ -503,7 +504,9 @@ class Views:
             ]
         return view
 
-    def get_duel(self, duel_id: int, principal: Principal) -> dict:
+    def get_duel(self, duel_id: int, principal: Principal, image_names: bool = False) -> dict:
+        """A duel as ``principal`` may see it; ``image_names``: only its stored ``prompt``, ``answer_a`` and
+        ``answer_b`` (image hashes included), for the image routes, after the same access check."""
         with self.db.read() as s:
             d = s.get(Duel, duel_id)
             # Another campaign's duel, or another annotator's: the same 404 as a missing id,
@@ -518,6 +521,8 @@ class Views:
             charges = None
             if principal.admin:
                 charges = s.execute(select(Charge).where(Charge.duel_id == duel_id).order_by(Charge.id)).scalars().all()
+            if image_names:
+                return {"prompt": d.prompt, "answer_a": d.answer_a, "answer_b": d.answer_b}
             meta = self.prompt_meta(s, d.campaign_id, [d.prompt_index]).get(d.prompt_index)
             view = duel_view_for(self.duel_view(d, c, charges, meta), principal.admin)
             if not principal.admin and d.judged_by != principal.label:

@@ -54,7 +54,7 @@ async def annotator_image(request: Request, token: str, duel_id: str, slot: str)
         return _image_response(None)
     svc = _campaigns(request)
     try:
-        view = await _t(svc.views.get_duel, did, principal)
+        view = await _t(svc.views.get_duel, did, principal, True)  # its stored image names, once allowed
     except DomainError:
         return _image_response(None)
     sha = slot_hash(view.get("prompt"), view.get("answer_a"), view.get("answer_b"), slot)
