@@ -193,17 +193,23 @@ def hy_pi(k, J, rate, floor, ST):
 
 
 @njit(cache=True)
-def hy_log_mix(ST, k, col):
-    """``log sum_g pi_g exp(ST[k, col + g])``: the log-wealth of the mixture (H3) of one side of pair ``k``."""
+def hy_log_mix_with(ST, k, col, lpi):
+    """``log sum_g exp(lpi[g] + ST[k, col + g])``: a mixture's log-wealth over the grid, the largest term first."""
     best = -1e300
     for g in range(MU_GRID):
-        v = HY_LPI[g] + ST[k, col + g]
+        v = lpi[g] + ST[k, col + g]
         if v > best:
             best = v
     s = 0.0
     for g in range(MU_GRID):
-        s += math.exp(HY_LPI[g] + ST[k, col + g] - best)
+        s += math.exp(lpi[g] + ST[k, col + g] - best)
     return best + math.log(s)
+
+
+@njit(cache=True)
+def hy_log_mix(ST, k, col):
+    """``log sum_g pi_g exp(ST[k, col + g])``: the log-wealth of the mixture (H3) of one side of pair ``k``."""
+    return hy_log_mix_with(ST, k, col, HY_LPI)
 
 
 @njit(cache=True)
@@ -464,15 +470,7 @@ def hy_record_plugin(
 @njit(cache=True)
 def hy_log_mix_plugin(ST, k, col):
     """``log sum_g w_g exp(ST[k, col + g])`` with the gap prior of the plug-in test."""
-    best = -1e300
-    for g in range(MU_GRID):
-        v = HY_GLPI[g] + ST[k, col + g]
-        if v > best:
-            best = v
-    s = 0.0
-    for g in range(MU_GRID):
-        s += math.exp(HY_GLPI[g] + ST[k, col + g] - best)
-    return best + math.log(s)
+    return hy_log_mix_with(ST, k, col, HY_GLPI)
 
 
 @njit(cache=True)

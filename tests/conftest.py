@@ -98,6 +98,23 @@ def admin_headers():
 
 
 @pytest.fixture
+async def fake(api):
+    """The fake provider (service/fake_provider.py) in process, behind the ``api`` app's model calls:
+    every client's requests reach it whatever their ``base_url``. Yields the provider's app (its
+    ``state.provider.requests`` lists what was asked). A test file may define its own ``fake``."""
+    import httpx
+
+    from service.fake_provider import create_fake_provider_app
+
+    app = create_fake_provider_app()
+    svc = api.app.state.campaigns.cycle
+    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    yield app
+    await svc.calls._http.aclose()
+    svc.calls._http = None
+
+
+@pytest.fixture
 async def api(db_url):
     """An httpx.AsyncClient on the ASGI app (no network), authenticated as admin."""
     import httpx

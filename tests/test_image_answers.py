@@ -17,20 +17,9 @@ from service_helpers import all_duels, campaign_body
 
 from service.clients import build_client, parse_client_config
 from service.fake_images import read_marker
-from service.fake_provider import create_fake_provider_app
 
 BASE = "http://fake.test/v1"
 NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
-
-
-@pytest.fixture
-async def fake(api):
-    app = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-    yield app
-    await svc.calls._http.aclose()
-    svc.calls._http = None
 
 
 def _image_model(name: str, model: str, cost: float, size: str = "64x64") -> dict:

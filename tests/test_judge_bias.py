@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 import math
 
-import httpx
 import pytest
 from service_helpers import campaign_body
 
 from service.campaigns.judge_bias import LIMITS, judge_bias, wilson
-from service.fake_provider import create_fake_provider_app
 
 BASE = "http://fake.test/v1"
 ALWAYS_A = {"a": "[[A]]", "b": "[[A]]", "tie": "[[A]]"}
@@ -88,16 +86,6 @@ def test_a_judge_that_is_also_a_contestant_is_named_with_its_measured_self_prefe
     }
     assert [o["model"] for o in judge_bias([], jury, models)["self_judging"]] == ["gpt", "claude"]
     assert judge_bias(rows, {"kind": "human"}, models)["self_judging"] == []
-
-
-@pytest.fixture
-async def fake(api):
-    app = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-    yield app
-    await svc.calls._http.aclose()
-    svc.calls._http = None
 
 
 async def _campaign(api, tag, verdicts=None, n_duels=12):

@@ -3,12 +3,10 @@ validation, one judge call per duel, c_J per call, an order that varies and foll
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from service_helpers import all_duels, campaign_body
 
 from service.campaigns import rules
-from service.fake_provider import create_fake_provider_app
 
 BASE = "http://fake.test/v1"
 
@@ -53,16 +51,6 @@ async def _run(api, fake, names, orders, n_duels, seed=7, verdicts="fresh"):
         assert r.json()["status"] == "judged", r.json()
     judge_requests = [q for q in fake.state.provider.requests[before:] if q["kind"] == "judge"]
     return c, judge_requests, await all_duels(api, c["id"])
-
-
-@pytest.fixture
-async def fake(api):
-    app = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-    yield app
-    await svc.calls._http.aclose()
-    svc.calls._http = None
 
 
 async def test_one_order_makes_one_judge_call_per_duel_and_halves_c_j(api, fake):

@@ -3,7 +3,6 @@ once per verdict with reuse (counted at the fake provider), and its agreement sh
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from service_helpers import all_duels, campaign_body
 
@@ -11,7 +10,6 @@ from judges import JuryJudge, LLMJudge
 from judges.jury import combine_jury
 from service.cli.campaigns import bias_lines
 from service.clients import Completion
-from service.fake_provider import create_fake_provider_app
 
 BASE = "http://fake.test/v1"
 ALWAYS_A = {"a": "[[A]]", "b": "[[A]]", "tie": "[[A]]"}
@@ -97,16 +95,6 @@ async def test_bad_jury_configs_are_422(api, judge, where):
     r = await api.post("/v1/campaigns", json=campaign_body(judge=judge))
     assert r.status_code == 422, r.text
     assert where in r.text
-
-
-@pytest.fixture
-async def fake(api):
-    app = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-    yield app
-    await svc.calls._http.aclose()
-    svc.calls._http = None
 
 
 async def _campaign(api, tag, verdicts, n_duels):
