@@ -10,6 +10,7 @@ tests are skipped, unless ``CI`` is set: then they fail.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import socket
 import subprocess
@@ -114,22 +115,33 @@ async def fake(api):
     svc.calls._http = None
 
 
-@pytest.fixture
-async def api(db_url):
-    """An httpx.AsyncClient on the ASGI app (no network), authenticated as admin."""
+@contextlib.asynccontextmanager
+async def app_client(db_url: str, **settings):
+    """An httpx.AsyncClient on a new ASGI app (no network) with ``settings`` over the tests' own,
+    authenticated as admin (``client.app`` is the app); the app is closed on the way out."""
     import httpx
 
     from service.app import create_app
 
-    app = create_app(make_settings(db_url))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    ) as client:
-        client.app = app
+    app = create_app(make_settings(db_url, **settings))
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://testserver",
+            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        ) as client:
+            client.app = app
+            yield client
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+
+
+@pytest.fixture
+async def api(db_url):
+    """An httpx.AsyncClient on the ASGI app (no network), authenticated as admin."""
+    async with app_client(db_url) as client:
         yield client
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 def free_port() -> int:

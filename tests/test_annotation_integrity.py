@@ -5,6 +5,7 @@ the ASGI app."""
 
 from __future__ import annotations
 
+from conftest import app_client
 from service_helpers import campaign_body
 from test_hybrid_service import admin_duels_until_selected, hybrid_campaign
 
@@ -78,33 +79,10 @@ async def test_a_hybrid_campaign_with_one_annotator_does_not_stall_on_a_skip(api
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
-async def _app_client(db_url, **settings):
-    import httpx
-    from conftest import ADMIN_KEY, make_settings
-
-    from service.app import create_app
-
-    app = create_app(make_settings(db_url, **settings))
-    client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-    )
-    client.app = app
-    return client
-
-
-async def _close(client) -> None:
-    await client.aclose()
-    await client.app.state.campaigns.aclose()
-    client.app.state.db.dispose()
-
-
 async def test_skips_are_limited_per_annotator(db_url):
     """Past LLMDUEL_MAX_SKIPS_PER_ANNOTATOR skips of one campaign an annotator must vote (409), even
     when others took every duel it skipped (before, it could skip without end and pick its duels)."""
-    api = await _app_client(db_url, max_skips_per_annotator=2)
-    try:
+    async with app_client(db_url, max_skips_per_annotator=2) as api:
         cid = (await api.post("/v1/campaigns", json=campaign_body("skip limit"))).json()["id"]
         x, y = await _annotator(api, cid, "x"), await _annotator(api, cid, "y")
         for n in range(3):
@@ -118,13 +96,10 @@ async def test_skips_are_limited_per_annotator(db_url):
             else:
                 assert r.status_code == 409 and "LLMDUEL_MAX_SKIPS_PER_ANNOTATOR=2" in r.json()["detail"], r.text
                 assert (await api.post(f"/v1/duels/{duel['id']}/vote", json={"choice": "b"}, headers=x)).is_success
-    finally:
-        await _close(api)
 
 
 async def test_requests_are_limited_per_annotator_token(db_url):
-    api = await _app_client(db_url, annotator_requests_per_minute=5)
-    try:
+    async with app_client(db_url, annotator_requests_per_minute=5) as api:
         cid = (await api.post("/v1/campaigns", json=campaign_body("request limit"))).json()["id"]
         x, y = await _annotator(api, cid, "x"), await _annotator(api, cid, "y")
         codes = [(await api.get(f"/v1/campaigns/{cid}", headers=x)).status_code for _ in range(6)]
@@ -133,5 +108,3 @@ async def test_requests_are_limited_per_annotator_token(db_url):
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1 and "annotator" in r.json()["detail"]
         assert (await api.get(f"/v1/campaigns/{cid}", headers=y)).status_code == 200  # another token: its own
         assert [(await api.get(f"/v1/campaigns/{cid}")).status_code for _ in range(8)] == [200] * 8  # admin: no limit
-    finally:
-        await _close(api)

@@ -240,23 +240,17 @@ async def test_a_forecast_simulates_at_most_the_servers_limit_of_duels(db_url):
     """Equal models never certify: without the server's limit each of 1000 trials would run the
     simulator's full cap (minutes of CPU for one request). With LLMDUEL_FORECAST_MAX_DUELS the trials
     share the limit, end uncertified at their share, and the note says why."""
-    import httpx
-    from conftest import ADMIN_KEY, make_settings
+    from conftest import app_client
 
-    from service.app import create_app
     from service.campaigns.forecasting import MIN_TRIAL_DUELS, trial_cap
 
     assert trial_cap(3, 200, 20_000_000) is None  # the default limit leaves the simulator's cap alone
     assert trial_cap(3, 1000, 50_000) == 100 and trial_cap(3, 10, 50_000) == 5_000
     assert trial_cap(3, 1000, 10_000) == MIN_TRIAL_DUELS
-    app = create_app(make_settings(db_url, forecast_max_duels=50_000))
     equal = [[0.5] * 3 for _ in range(3)]
     body = campaign_body(costs=(1.0, 1.0, 1.0), judge=simulated_judge(equal), delta=0.05)
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    ) as client:
+    async with app_client(db_url, forecast_max_duels=50_000) as client:
         out = (await client.post("/v1/campaigns/forecast", json=body, params={"trials": 500})).json()
-    app.state.db.dispose()
     assert out["trials"] == 500 and out["duels"]["p90"] == 100  # 50,000 / 500 each
     assert "at most 100 duels" in out["note"] and "LLMDUEL_FORECAST_MAX_DUELS" in out["note"]
     assert "500 of 500 simulated campaigns had not certified after 100 duels" in out["note"]

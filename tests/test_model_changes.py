@@ -14,7 +14,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import all_duels, campaign_body, simulated_judge
 
 from algorithms import make_policy
@@ -103,18 +103,9 @@ def test_disabling_keeps_the_error_rate_at_most_delta_on_the_remaining_models():
 @pytest.fixture
 async def api3(db_url, monkeypatch):
     """The app in process; a run pauses after 3 consecutive failed duels."""
-    from service.app import create_app
-
     monkeypatch.setenv(KEY_ENV, "k-value")
-    app = create_app(make_settings(db_url, run_max_failures=3))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-    ) as client:
+    async with app_client(db_url, run_max_failures=3) as client:
         yield client
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 async def _until(api, cid: int, done, seconds: float = 60.0) -> dict:

@@ -8,7 +8,7 @@ import json
 
 import httpx
 import pytest
-from conftest import make_settings
+from conftest import app_client
 from service_helpers import campaign_body
 
 from service.schemas import CampaignCreate
@@ -103,40 +103,33 @@ def test_nan_and_infinity_are_refused_everywhere(bad):
             CampaignCreate.model_validate(body)
 
 
+async def _create_with_price_map_file(db_url: str, path, body: dict) -> httpx.Response:
+    """POST ``body`` as a new campaign to an app whose LLMDUEL_PRICE_MAP is ``path``."""
+    from service import pricing
+
+    try:
+        async with app_client(db_url, price_map=str(path)) as client:
+            return await client.post("/v1/campaigns", json=body)
+    finally:
+        pricing.set_price_map_file(None)
+
+
 async def test_a_price_map_file_nested_100000_deep_is_a_clear_422(db_url, tmp_path):
     """On main every create answered 500 (RecursionError in the JSON reader)."""
-    from service import pricing
-    from service.app import create_app
-
     path = tmp_path / "prices.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
-    app = create_app(make_settings(db_url, price_map=str(path)))
     body = {
         **campaign_body(),
         "models": [{"name": "m0", "client": _openai("acme-model")}, campaign_body()["models"][1]],
     }
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://testserver",
-            headers={"Authorization": "Bearer test-admin-key-0123456789"},
-        ) as client:
-            r = await client.post("/v1/campaigns", json=body)
-    finally:
-        pricing.set_price_map_file(None)
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    r = await _create_with_price_map_file(db_url, path, body)
     assert r.status_code == 422, r.text
     assert "LLMDUEL_PRICE_MAP" in _msg(r) and "nested too deeply" in _msg(r)
 
 
 async def test_price_map_file_entry_over_the_bound_is_a_422(db_url, tmp_path):
-    from service import pricing
-    from service.app import create_app
-
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"acme-model": {"input_cost_per_token": HUGE, "output_cost_per_token": 1e-6}}))
-    app = create_app(make_settings(db_url, price_map=str(path)))
     body = {
         **campaign_body(),
         "models": [
@@ -144,17 +137,7 @@ async def test_price_map_file_entry_over_the_bound_is_a_422(db_url, tmp_path):
             {"name": "m1", "cost": 1.0, "client": {"kind": "simulated"}},
         ],
     }
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://testserver",
-            headers={"Authorization": "Bearer test-admin-key-0123456789"},
-        ) as client:
-            r = await client.post("/v1/campaigns", json=body)
-    finally:
-        pricing.set_price_map_file(None)
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    r = await _create_with_price_map_file(db_url, path, body)
     assert r.status_code == 422, r.text
     assert "LLMDUEL_PRICE_MAP" in _msg(r) and "1" in _msg(r)
 

@@ -16,9 +16,8 @@ import asyncio
 import contextlib
 import time
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import all_duels, campaign_body, simulated_judge
 
 pytestmark = pytest.mark.slow
@@ -28,17 +27,8 @@ SEED = 69
 
 @contextlib.asynccontextmanager
 async def client_for(url: str):
-    from service.app import create_app
-
-    app = create_app(make_settings(url, pg_synchronous_commit="off"))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-    ) as client:
+    async with app_client(url, pg_synchronous_commit="off") as client:
         yield client
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 @pytest.fixture
