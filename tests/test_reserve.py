@@ -167,31 +167,11 @@ def test_what_a_duel_takes_from_the_stores():
     async def no_reference():
         return None
 
-    # one answer stored (the other only claimed, or missing): the verdict cannot be known
-    assert run(
-        stores.stored_for_duel(
-            known,
-            look,
-            answers="reuse",
-            verdicts="reuse",
-            models=ms,
-            judge=judge,
-            i=0,
-            j=1,
-            a_is_i=True,
-            prompt="q",
-            reference=no_reference,
-        )
-    ) == (
-        [0],
-        0,
-    )
-    look.answers = texts
-    # both stored and the verdict (canonical order: either side gives the same key)
-    for a_is_i in (True, False):
-        got = run(
+    def stored(a_is_i=True, keys_known=known, reference=no_reference):
+        """What the duel of models 0 and 1 on prompt "q" (reuse on both stores) takes from the stores."""
+        return run(
             stores.stored_for_duel(
-                known,
+                keys_known,
                 look,
                 answers="reuse",
                 verdicts="reuse",
@@ -201,44 +181,21 @@ def test_what_a_duel_takes_from_the_stores():
                 j=1,
                 a_is_i=a_is_i,
                 prompt="q",
-                reference=no_reference,
+                reference=reference,
             )
         )
-        assert got == ([0, 1], 2)
+
+    # one answer stored (the other only claimed, or missing): the verdict cannot be known
+    assert stored() == ([0], 0)
+    look.answers = texts
+    # both stored and the verdict (canonical order: either side gives the same key)
+    for a_is_i in (True, False):
+        assert stored(a_is_i) == ([0, 1], 2)
     asked = len(look.asked)
-    run(
-        stores.stored_for_duel(
-            known,
-            look,
-            answers="reuse",
-            verdicts="reuse",
-            models=ms,
-            judge=judge,
-            i=0,
-            j=1,
-            a_is_i=True,
-            prompt="q",
-            reference=no_reference,
-        )
-    )
+    stored()
     assert len(look.asked) == asked  # remembered: stored results never change
     # with a reference answer the verdict is another one
-    other = run(
-        stores.stored_for_duel(
-            stores.StoredKeys(),
-            look,
-            answers="reuse",
-            verdicts="reuse",
-            models=ms,
-            judge=judge,
-            i=0,
-            j=1,
-            a_is_i=True,
-            prompt="q",
-            reference=_ref("r"),
-        )
-    )
-    assert other == ([0, 1], 0)
+    assert stored(keys_known=stores.StoredKeys(), reference=_ref("r")) == ([0, 1], 0)
 
 
 def _ref(text):
