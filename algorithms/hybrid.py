@@ -213,6 +213,21 @@ def hy_log_mix(ST, k, col):
 
 
 @njit(cache=True)
+def hy_close_record(k, n, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW):
+    """The end of recording pair ``k``'s ``n + 1``-th duel, for either test: its plug-in win count,
+    the certificates its two wealths (``LA``, ``LB``) now pass at ``log_thr``, and the pair's refresh."""
+    m = 0.5 + ST[k, SY] / (n + 1.0)
+    ST[k, WP] = (n + 1.0) * min(max(m, 0.0), 1.0)
+    i = PI[k]
+    j = PJ[k]
+    if ST[k, LA] >= log_thr and not BEAT[i, j]:
+        kern.pc_set(i, j, BEAT, CB, CW)
+    if ST[k, LB] >= log_thr and not BEAT[j, i]:
+        kern.pc_set(j, i, BEAT, CB, CW)
+    kern.refresh_pair(k, ST[:, N_], ST[:, WP], PI, PJ, c, T, G, S, AMAX)
+
+
+@njit(cache=True)
 def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW):
     """Record one duel of pair ``k``: judge score ``J``, human score ``H`` (used when ``human``), ``pi``.
 
@@ -244,15 +259,7 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
     ST[k, SY] += y
     ST[k, SY2] += y * y
     ST[k, SPI] += pi
-    m = 0.5 + ST[k, SY] / (n + 1.0)
-    ST[k, WP] = (n + 1.0) * min(max(m, 0.0), 1.0)
-    i = PI[k]
-    j = PJ[k]
-    if ST[k, LA] >= log_thr and not BEAT[i, j]:
-        kern.pc_set(i, j, BEAT, CB, CW)
-    if ST[k, LB] >= log_thr and not BEAT[j, i]:
-        kern.pc_set(j, i, BEAT, CB, CW)
-    kern.refresh_pair(k, ST[:, N_], ST[:, WP], PI, PJ, c, T, G, S, AMAX)
+    hy_close_record(k, n, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
 
 
 # ---------------------------------------------------------------- the plug-in test (test="plugin", H6-H9)
@@ -456,15 +463,7 @@ def hy_record_plugin(
             p = hy_rule(ST, k, a, rate, floor)
             if p < ST[k, BC + BW * a + B_LO]:
                 ST[k, BC + BW * a + B_LO] = p
-    m = 0.5 + ST[k, SY] / (n + 1.0)
-    ST[k, WP] = (n + 1.0) * min(max(m, 0.0), 1.0)
-    i = PI[k]
-    j = PJ[k]
-    if ST[k, LA] >= log_thr and not BEAT[i, j]:
-        kern.pc_set(i, j, BEAT, CB, CW)
-    if ST[k, LB] >= log_thr and not BEAT[j, i]:
-        kern.pc_set(j, i, BEAT, CB, CW)
-    kern.refresh_pair(k, ST[:, N_], ST[:, WP], PI, PJ, c, T, G, S, AMAX)
+    hy_close_record(k, n, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
 
 
 @njit(cache=True)
