@@ -145,6 +145,27 @@ def _pair_rates(weights, starts, s_sorted, inc_lo, inc_hi):
         return np.where(n_opp > 0, sums / np.maximum(n_opp, 1.0), np.nan)
 
 
+def duels_from_counts(
+    wins: npt.ArrayLike, counts: npt.ArrayLike
+) -> tuple[list[int], list[int], list[float], list[int]]:
+    """A counts-only record (``wins[i, j]`` of ``counts[i, j]`` duels of each pair ``i < j``, ties as half
+    wins rounded to whole duels) as :func:`bootstrap_ranking`'s ``model_i``, ``model_j``, ``score_i`` and
+    ``weights``: per pair, one row of ``i``'s wins and one of its losses."""
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
+    a: list[int] = []
+    b: list[int] = []
+    s: list[float] = []
+    w: list[int] = []
+    for i in range(W.shape[0]):
+        for j in range(i + 1, W.shape[0]):
+            a += [i, i]
+            b += [j, j]
+            s += [1.0, 0.0]
+            w += [int(round(W[i, j])), int(round(N[i, j] - W[i, j]))]
+    return a, b, s, w
+
+
 def bootstrap_ranking(
     model_i: npt.ArrayLike,
     model_j: npt.ArrayLike,

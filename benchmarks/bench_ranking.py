@@ -27,7 +27,7 @@ from algorithms.instances import resolve_instance
 from algorithms.policies import make_policy
 from algorithms.prompt_level import bradley_terry_prompts
 from algorithms.prompt_policy_sim import policy_campaign
-from algorithms.ranking import anytime_field_intervals, betting_field_intervals, bootstrap_ranking
+from algorithms.ranking import anytime_field_intervals, betting_field_intervals, bootstrap_ranking, duels_from_counts
 
 
 def stopped_campaign(P: np.ndarray, costs, delta: float, seed: int, cap: int = 200_000):
@@ -43,15 +43,8 @@ def stopped_campaign(P: np.ndarray, costs, delta: float, seed: int, cap: int = 2
 
 
 def bootstrap_from_counts(W: np.ndarray, N: np.ndarray, seed: int, reps: int = 1000):
-    L = W.shape[0]
-    a, b, s, w = [], [], [], []
-    for i in range(L):
-        for j in range(i + 1, L):
-            a += [i, i]
-            b += [j, j]
-            s += [1.0, 0.0]
-            w += [int(round(W[i, j])), int(round(N[i, j] - W[i, j]))]
-    return bootstrap_ranking(a, b, s, L, weights=w, reps=reps, seed=seed)
+    a, b, s, w = duels_from_counts(W, N)
+    return bootstrap_ranking(a, b, s, W.shape[0], weights=w, reps=reps, seed=seed)
 
 
 def wor_coverage(campaigns: int, n_prompts: int, spread: float, delta: float) -> None:

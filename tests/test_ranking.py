@@ -177,7 +177,7 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     narrower than the per-model anytime intervals (median ratio at most 0.56)."""
     from scipy.stats import binom
 
-    from algorithms.ranking import betting_field_intervals
+    from algorithms.ranking import betting_field_intervals, duels_from_counts
 
     P = np.asarray(resolve_instance("genai-image").preference)
     L = len(P)
@@ -188,13 +188,7 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
         win, W, N = _stopped_campaign(P, seed)
         lo, hi = betting_field_intervals(W, N, 0.8)
         missed += int(not np.all((lo <= truths) & (truths <= hi)))
-        a, b, s, w = [], [], [], []
-        for i in range(L):
-            for j in range(i + 1, L):
-                a += [i, i]
-                b += [j, j]
-                s += [1.0, 0.0]
-                w += [int(round(W[i, j])), int(round(N[i, j] - W[i, j]))]
+        a, b, s, w = duels_from_counts(W, N)
         boot = bootstrap_ranking(a, b, s, L, weights=w, reps=200, level=0.8, seed=seed)
         boot_missed += int(not np.all((boot.low <= truths) & (truths <= boot.high)))
         lo95, hi95 = betting_field_intervals(W, N, 0.95)
