@@ -17,8 +17,7 @@ import re
 from typing import Any, Callable
 
 from ..clients.content import ImagePart, UserTurn
-
-_NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
+from .slots import NAME as _NAME
 
 #: (hashes) -> {hash: (media type, bytes)} of the blind copies found in the image store
 Loader = Callable[[list[str]], dict[str, tuple[str, bytes]]]

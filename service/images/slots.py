@@ -9,15 +9,17 @@ images, the same slots as the voting page's image URLs (service/web/image_routes
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
-HASHED = re.compile(r"\[image sha256:[0-9a-f]{64}\]")
+#: A stored image name, its hash in group 1 (the judge's, the pages' and this module's one pattern).
+NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
 
 
 def _prompt_slots(text: str) -> str:
-    count = iter(range(1, 10_000))
-    return HASHED.sub(lambda _m: f"[image p{next(count)}]", text)
+    count = itertools.count(1)
+    return NAME.sub(lambda _m: f"[image p{next(count)}]", text)
 
 
 def slot_names(view: dict[str, Any]) -> dict[str, Any]:
@@ -28,5 +30,5 @@ def slot_names(view: dict[str, Any]) -> dict[str, Any]:
     for side in ("a", "b"):
         key = f"answer_{side}"
         if isinstance(out.get(key), str):
-            out[key] = HASHED.sub(f"[image {side}]", out[key])
+            out[key] = NAME.sub(f"[image {side}]", out[key])
     return out

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
+from ..images.slots import NAME
+
 # An image's name as the page reads it: its hash (the admin's dashboard) or its slot (an annotator's duel,
 # service/images/slots.py).
 ANY_NAME = re.compile(r"\[image (?:sha256:[0-9a-f]{64}|a|b|p[1-9][0-9]*)\]")
