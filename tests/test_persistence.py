@@ -120,6 +120,10 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
         assert "differs" in out and "policy_state.W[0]" in out
         assert main(["replay", str(cid), "--json"]) == 1
         assert json.loads(capsys.readouterr().out)["ok"] is False
+        # the views still answer (the stored figures), whatever the state: the replay is what reports it
+        listed = svc.views.list_campaigns(100, 0)["items"]
+        assert cid in [c["id"] for c in listed]
+        assert svc.views.get_campaign(cid)["id"] == cid
 
         # Tamper with the ledger: the spend no longer matches the charges.
         with svc.db.engine.begin() as conn:

@@ -17,14 +17,19 @@ A hybrid judge's campaign writes its state with every policy call (its records a
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from typing import Any, Iterable
 
 from sqlalchemy import bindparam, select
 
+from algorithms.policies import PolicyError
+
 from ..models import Duel
 from .policy_cache import policy_snapshot, restore_policy
+
+log = logging.getLogger("llmduel.campaigns")
 
 D = Duel.__table__.c
 
@@ -152,11 +157,16 @@ def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
     if hit is not None:
         return hit
     state_seq = c.state_seq if c.state_seq is not None else seq
-    if int(state_seq) >= seq:
-        snap = Snapshot(c.policy_state, c.counts, c.stats, c.leader, seq)
-    else:
-        state, counts, stats, _leader = policy_snapshot(policy_now(conn, c))
-        snap = Snapshot(state, counts, stats, c.leader, seq)
+    snap = Snapshot(c.policy_state, c.counts, c.stats, c.leader, seq)  # the stored columns
+    if int(state_seq) < seq:
+        try:
+            state, counts, stats, _leader = policy_snapshot(policy_now(conn, c))
+        except PolicyError as exc:
+            # A stored state that cannot be restored (written by hand, or damaged) is the replay's to
+            # report (GET /v1/campaigns/{id}/replay); the views show its stored figures, never a 500.
+            log.warning("campaign %s: stored policy state not restorable (%s); showing its stored figures", c.id, exc)
+        else:
+            snap = Snapshot(state, counts, stats, c.leader, seq)
     if cache is not None:
         cache.put(c.id, snap)
     return snap
