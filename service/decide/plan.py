@@ -16,8 +16,9 @@ from typing import Any, Iterable
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import rules
+from ..campaigns.expiry import is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
+from ..campaigns.limits import END_LIMIT_MAX_DUELS, max_duels_reached, run_slots_full
 from ..campaigns.types import CampaignEnded, Conflict, DomainError, End, Forbidden
 
 
@@ -45,8 +46,8 @@ def run_refusal(c: Any, owner_id: str, inflight: Iterable[Any], now: dt.datetime
         return Conflict("the run is owned by another process")
     if c.run_remaining is not None and c.run_remaining <= 0:
         return Conflict("the run reached its max_duels")  # the loop ends; run_active drops later
-    running = sum(1 for r in inflight if r.requested_by == RUN_REQUESTER and not rules.is_stale(r.expires_at, now))
-    if rules.run_slots_full(running, c.run_concurrency):
+    running = sum(1 for r in inflight if r.requested_by == RUN_REQUESTER and not is_stale(r.expires_at, now))
+    if run_slots_full(running, c.run_concurrency):
         return Conflict(f"{running} duels of the run are in flight", retry_later=True)
     return None
 
@@ -55,7 +56,7 @@ def split_stale(inflight: Iterable[Any], now: dt.datetime) -> tuple[list[int], l
     """(ids of the in-flight duels past their expiry, to expire; the live ones)."""
     stale, live = [], []
     for r in inflight:
-        (stale if rules.is_stale(r.expires_at, now) else live).append(r)
+        (stale if is_stale(r.expires_at, now) else live).append(r)
     return [int(r.id) for r in stale], live
 
 
@@ -66,7 +67,7 @@ def cap_decision(campaign_id: int, max_duels: int | None, duels_judged: int, liv
     flight: wait for them (a retryable :class:`Conflict`); else None.
     """
     counting = [r for r in live if r.requested_by != ORPHAN_REQUESTER]
-    if not rules.max_duels_reached(max_duels, duels_judged, len(counting)):
+    if not max_duels_reached(max_duels, duels_judged, len(counting)):
         return None
     if counting:
         return Conflict(
@@ -75,7 +76,7 @@ def cap_decision(campaign_id: int, max_duels: int | None, duels_judged: int, liv
     return End(
         CampaignStatus.STOPPED,
         f"max_duels ({max_duels}) reached",
-        rules.END_LIMIT_MAX_DUELS,
+        END_LIMIT_MAX_DUELS,
         CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({max_duels}) reached"),
     )
 

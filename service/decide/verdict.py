@@ -2,7 +2,7 @@
 
 Pure functions over the locked campaign's and the duel's fields. The transactions
 apply them in this order: :func:`refusal` (the duel or the campaign no longer takes
-a verdict), the score (:func:`service.campaigns.rules.score_of`), the policy's
+a verdict), the score (:func:`service.campaigns.scoring.score_of`), the policy's
 record, then :func:`ending` (certification, ``max_duels``, budget, a provider fault).
 """
 
@@ -13,10 +13,12 @@ from dataclasses import dataclass
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import rules
+from ..campaigns.expiry import is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER
+from ..campaigns.limits import END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER, max_duels_reached
 from ..campaigns.types import Conflict
 from ..money import budget
+from ..money.budget import END_LIMIT_BUDGET
 from ..money.ledger import fault_reason
 
 #: The stopping verdicts that certify no model.
@@ -73,7 +75,7 @@ def refusal(
         return Refusal(Conflict(f"duel {duel_id}: {error}"), expire=True)  # its run has another owner
     if status != DuelStatus.PENDING:
         return Refusal(Conflict(not_pending_message(duel_id, status)))
-    if rules.is_stale(expires_at, now):
+    if is_stale(expires_at, now):
         return Refusal(Conflict(f"duel {duel_id} expired at {expires_at.isoformat()} and no longer counts"), True)
     if campaign_status != CampaignStatus.RUNNING:
         return Refusal(Conflict(f"campaign {campaign_id} has ended (status {campaign_status})"))
@@ -115,7 +117,7 @@ def policy_ending(policy, algorithm: str, delta: float, n_prompts: int) -> Endin
 
 def paused(fault: str) -> Ending:
     """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
-    return Ending(CampaignStatus.STOPPED, fault_reason(fault), rules.END_LIMIT_PROVIDER)
+    return Ending(CampaignStatus.STOPPED, fault_reason(fault), END_LIMIT_PROVIDER)
 
 
 def ending(
@@ -136,10 +138,10 @@ def ending(
     """
     if stopped is not None:
         return stopped
-    if judged and rules.max_duels_reached(max_duels, duels_judged):
-        return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", rules.END_LIMIT_MAX_DUELS)
+    if judged and max_duels_reached(max_duels, duels_judged):
+        return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", END_LIMIT_MAX_DUELS)
     if budget.budget_spent(budget_nusd, spend_nusd):
-        limit = rules.END_LIMIT_BUDGET if budget_nusd is not None else None
+        limit = END_LIMIT_BUDGET if budget_nusd is not None else None
         return Ending(CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", limit)
     if fault is not None:
         return paused(fault)
