@@ -1,4 +1,4 @@
-"""The decisions of a vote cycle (service/decide/), over plain data: no database, no server.
+"""The decisions of a vote cycle (service/cycle/plan.py, answers.py, verdict.py: each stage's decisions beside its sequence), over plain data: no database, no server.
 
 Each case the plan, store-answers and verdict transactions decide is here once: ended
 campaigns, stale duels, the duel cap, the budget and pre-generation holds, background
@@ -25,7 +25,7 @@ from service.campaigns.scoring import score_of
 from service.campaigns.stores import Stored
 from service.campaigns.types import CampaignEnded, Conflict, DuelPlan, Forbidden
 from service.clients import ClientError, Completion
-from service.decide import answers, plan, verdict
+from service.cycle import answers, plan, verdict
 from service.money import budget, reserve
 from service.money.bounds import model_bound_nusd
 from service.money.budget import END_LIMIT_BUDGET
