@@ -1,4 +1,4 @@
-"""The decisions of a vote cycle (service/decide/), over plain data: no database, no server.
+"""The decisions of a vote cycle (service/cycle/plan.py, answers.py, verdict.py: each stage's decisions beside its sequence), over plain data: no database, no server.
 
 Each case the plan, store-answers and verdict transactions decide is here once: ended
 campaigns, stale duels, the duel cap, the budget and pre-generation holds, background
@@ -22,7 +22,7 @@ from service.campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from service.campaigns.stores import Stored
 from service.campaigns.types import CampaignEnded, Conflict, DuelPlan, Forbidden
 from service.clients import ClientError, Completion
-from service.decide import answers, plan, verdict
+from service.cycle import answers, plan, verdict
 from service.money import budget, reserve
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)

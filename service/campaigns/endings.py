@@ -86,7 +86,7 @@ CANCEL_IN_FLIGHT = (
 
 def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
     """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
-    ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    ending of :mod:`service.cycle.plan` or :mod:`service.cycle.verdict` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
     return {
         "cid": campaign_id,
         "end_status": str(end.status),

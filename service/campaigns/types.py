@@ -36,7 +36,7 @@ class CampaignEnded(Conflict):
 @dataclass(frozen=True)
 class End:
     """End the campaign (``status``, ``reason``, ``limit`` as :meth:`finish` stores them), then raise ``error``
-    (a decision of :mod:`service.decide.plan` and :func:`service.money.reserve.budget_decision`)."""
+    (a decision of :mod:`service.cycle.plan` and :func:`service.money.reserve.budget_decision`)."""
 
     status: str
     reason: str

@@ -8,7 +8,7 @@ verdict arrives (:func:`record_in_session`, its judge charge as any judge's); th
 (:mod:`service.campaigns.hybrid_tx`), its budget reservation becomes the human fee, and the
 vote (:func:`record_human_vote`) charges the fee. Either way the pair's resolved duels then
 enter the policy in the order they were drawn (:func:`flush`), and the campaign ends as any
-campaign does (:func:`service.decide.verdict.ending`). A campaign that ends cancels its
+campaign does (:func:`service.cycle.verdict.ending`). A campaign that ends cancels its
 waiting duels: their fee was only reserved, never charged.
 """
 
@@ -28,10 +28,10 @@ from ..campaigns.policy_cache import policy_snapshot
 from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import Conflict, DuelOutcome, Forbidden, NotFound
-from ..decide import verdict as deciding
 from ..models import Campaign, Duel, utcnow
 from ..money import charges
 from ..redaction import redact, redact_json
+from .verdict import ending, policy_ending
 
 
 # ---------------------------------------------------------------- recording in draw order
@@ -76,15 +76,15 @@ def _flush_with(svc, s, c: Campaign, d: Duel, policy) -> int:
 
 
 def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.datetime) -> bool:
-    """Store the policy; end the campaign as :func:`service.decide.verdict.ending` decides
+    """Store the policy; end the campaign as :func:`service.cycle.verdict.ending` decides
     (certification, ``max_duels``, budget); True: ended."""
     s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: svc.policies.put(cid, seq, p)
     stopped = None
     if recorded:
         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
         c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
-        stopped = deciding.policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
-    end = deciding.ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
+        stopped = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
+    end = ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False
     svc.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)

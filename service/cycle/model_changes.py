@@ -35,11 +35,11 @@ from ..campaigns.views import Views
 from ..clients.config import client_json
 from ..config import Settings
 from ..db import Database
-from ..decide.verdict import policy_ending
 from ..egress import EgressDenied
 from ..models import Campaign, Duel, Prompt, utcnow
 from ..names import duplicate_names
 from ..pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, resolve_image_cost, resolve_model_cost
+from .verdict import policy_ending
 
 #: A disabled model's duels in flight end with this error.
 DISABLED_ERROR = "cancelled: the model was disabled"

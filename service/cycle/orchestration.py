@@ -56,11 +56,11 @@ from ..campaigns.webhooks import Webhooks
 from ..clients import Completion
 from ..config import Settings
 from ..db import Database
-from ..decide import answers as cycle_answers
 from ..models import Duel, utcnow
 from ..money import charges as money_charges
 from ..money import ledger
 from ..redaction import redact
+from . import answers as cycle_answers
 
 log = logging.getLogger("llmduel.campaigns")
 

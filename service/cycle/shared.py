@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..campaigns import policy_log, rules
 from ..campaigns.policy_cache import restore_policy
-from ..decide import plan as planning
+from ..campaigns.types import End
 from ..models import Duel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,8 +123,8 @@ async def policy_at(
 
 
 async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
-    """Raise a refusal of :mod:`service.decide.plan`; an ending is written first (committed with the refusal)."""
-    if isinstance(decision, planning.End):
+    """Raise a refusal of :mod:`.plan`; an ending is written first (committed with the refusal)."""
+    if isinstance(decision, End):
         await tx.finish(campaign_id, decision, now)
         raise decision.error
     if decision is not None:

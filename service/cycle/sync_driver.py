@@ -50,7 +50,7 @@ _PLAN_COLUMNS = (
     "judge_spend_nusd",
     "max_duels",  # limits that PATCH can raise: read under the lock, never cached
     "budget_nusd",
-    "run_active",  # a background run's lease and slots (service.decide.plan.run_refusal)
+    "run_active",  # a background run's lease and slots (service.cycle.plan.run_refusal)
     "run_owner",
     "run_remaining",
     "run_concurrency",
@@ -61,7 +61,7 @@ _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
 )
-# The in-flight duels past their expiry (the same set as service.decide.plan.split_stale under the lock).
+# The in-flight duels past their expiry (the same set as service.cycle.plan.split_stale under the lock).
 EXPIRE_STALE = (
     update(Duel.__table__)
     .where(
@@ -302,7 +302,7 @@ class SyncTx:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         query = VOTED_TIE if recorded is None else VOTED_STATE if "policy_state" in recorded else VOTED
         self.conn.execute(query, {**campaign, **(recorded or {})})
-        if end is not None:  # this verdict ends the campaign (service.decide.verdict.Ending)
+        if end is not None:  # this verdict ends the campaign (service.cycle.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
 
