@@ -21,16 +21,19 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal
-from ..campaigns import hybrid, judge_charges, rules
+from ..campaigns import hybrid, judge_charges
+from ..campaigns.expiry import is_stale
 from ..campaigns.hybrid_tx import HUMAN_FEE_DETAIL, POOL_HOLD
 from ..campaigns.leases import ORPHAN_REQUESTER
 from ..campaigns.policy_cache import policy_snapshot
-from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
+from ..campaigns.scoring import score_of
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import Conflict, DuelOutcome, Forbidden, NotFound
 from ..models import Campaign, Duel, utcnow
 from ..money import charges
+from ..plain_values import jsonable
 from ..redaction import redact, redact_json
+from ..stored_text import MAX_ERROR_CHARS, clean_text
 from .verdict import ending, policy_ending
 
 
@@ -140,7 +143,7 @@ def _llm_refusal(c: Campaign, d: Duel, now: dt.datetime) -> Conflict | None:
         if d.status == DuelStatus.PENDING:
             d.status = DuelStatus.EXPIRED
         return refusal
-    if rules.is_stale(d.expires_at, now):
+    if is_stale(d.expires_at, now):
         d.status = DuelStatus.EXPIRED
         return Conflict(f"duel {d.id} expired and no longer counts")
     if c.status != CampaignStatus.RUNNING:
@@ -212,9 +215,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     fee = hybrid.fee_nusd(c.judge)
     if fee:
         charges.charge_judgement(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
-    d.score = rules.score_of(
-        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key
-    )
+    d.score = score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key)
     d.status, d.choice, d.judged_at, d.judged_by = DuelStatus.JUDGED, choice, now, principal.label
     d.expected_cost_nusd = 0
     c.duels_judged += 1
