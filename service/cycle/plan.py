@@ -34,9 +34,14 @@ from typing import TYPE_CHECKING, Any, Iterable
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, rules, stores
+from ..campaigns import hybrid, stores
+from ..campaigns.annotator_access import ANNOTATOR_LABEL_PREFIX, held_duel
+from ..campaigns.draws import draw_prompt_and_side
+from ..campaigns.expiry import call_deadline, is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
-from ..campaigns.rules import jsonable
+from ..campaigns.limits import END_LIMIT_MAX_DUELS, max_duels_reached, run_slots_full
+from ..campaigns.pairs import ordered_pair, pending_pairs
+from ..campaigns.sampling import is_wor
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import (
     CampaignEnded,
@@ -51,6 +56,7 @@ from ..campaigns.types import (
 )
 from ..models import utcnow
 from ..money import holds, reserve
+from ..plain_values import jsonable
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, refuse_or_end, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,12 +95,12 @@ async def decide_plan(
     pick = await _pick(svc, tx, campaign_id, cfg, row, state, inflight)
     cfg = await config_of(svc, tx, campaign_id, max(pick.pair))  # a model added by a replacement elsewhere
     number = row.duels_created + 1
-    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
+    prompt_index, a_is_i = draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     if pick.position is not None:
         prompt_index = svc.permutation(campaign_id, cfg.draw_key, cfg.n_prompts)[pick.position]
-    prompt = svc.cached_prompt(campaign_id, prompt_index)
+    prompt = svc.deps.prompts.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
-        prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
+        prompt = svc.deps.prompts.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
     expected = await _reservation(svc, tx, campaign_id, cfg, row, pick.pair, a_is_i, prompt_index, prompt)
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
     over = reserve.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
@@ -140,7 +146,7 @@ async def _gate(
         await tx.expire_stale(campaign_id, now)
     if principal is None or principal.admin:
         return inflight
-    held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
+    held = held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
     if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
         # a duel another annotator skipped (a hybrid campaign's: its own too, when nobody else can take it)
         held = await tx.claim_pooled(campaign_id, principal.label, now, hybrid.is_hybrid(cfg.judge))
@@ -154,23 +160,23 @@ async def _gate(
 async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
-    wor = rules.is_wor(cfg.prompt_sampling)
+    wor = is_wor(cfg.prompt_sampling)
     policy = await policy_at(svc, tx, campaign_id, row.event_seq, state, row.state_seq)
     # without replacement the policy computes its own marginal costs from the shared permutation
-    costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(campaign_id))
-    pending = rules.pending_pairs(inflight)
+    costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
+    pending = pending_pairs(inflight)
     if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
     # the selection is logged with the duel (costs_at_select, pending_at_select): only a hybrid
     # campaign, whose records the log does not replay, writes its state with every call
     write_state = hybrid.is_hybrid(cfg.judge)
     if not wor:
-        pair = rules.ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
+        pair = ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
         return _Pick(policy, pair, None, pending, costs_record, write_state)
     held = await tx.held_outcomes(campaign_id)  # judged, waiting for an earlier position of their pair
-    pending += rules.pending_pairs(held)
+    pending += pending_pairs(held)
     try:
-        pair = rules.ordered_pair(*policy.next_pair(pending=pending))
+        pair = ordered_pair(*policy.next_pair(pending=pending))
     except NoPairAvailable as exc:
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
         raise no_pair_error(len(inflight), len(held), str(exc)) from None
@@ -184,7 +190,7 @@ async def _reservation(
     """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
 
     async def reference() -> str | None:
-        extras = svc.cached_prompt_extras(campaign_id, idx)
+        extras = svc.deps.prompts.cached_prompt_extras(campaign_id, idx)
         return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
     i, j = pair
@@ -239,7 +245,7 @@ async def _write(
             duel["status"],
             failed=failed == 1,
             error=duel.get("error"),
-            view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
+            view=svc.deps.views.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
         )
     return plan
 
@@ -262,10 +268,10 @@ def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict)
         answers=cfg.answers,
         verdicts=cfg.verdicts,
         draw_key=cfg.draw_key,
-        deadline=rules.call_deadline(svc.call_expiry),
+        deadline=call_deadline(svc.call_expiry),
         # an annotator's duel is leased while its models are called (renewed up to this hard expiry)
         hard_expiry=duel["created_at"] + svc.call_expiry
-        if str(duel.get("requested_by") or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
+        if str(duel.get("requested_by") or "").startswith(ANNOTATOR_LABEL_PREFIX)
         else None,
     )
 
@@ -295,8 +301,8 @@ def run_refusal(c: Any, owner_id: str, inflight: Iterable[Any], now: dt.datetime
         return Conflict("the run is owned by another process")
     if c.run_remaining is not None and c.run_remaining <= 0:
         return Conflict("the run reached its max_duels")  # the loop ends; run_active drops later
-    running = sum(1 for r in inflight if r.requested_by == RUN_REQUESTER and not rules.is_stale(r.expires_at, now))
-    if rules.run_slots_full(running, c.run_concurrency):
+    running = sum(1 for r in inflight if r.requested_by == RUN_REQUESTER and not is_stale(r.expires_at, now))
+    if run_slots_full(running, c.run_concurrency):
         return Conflict(f"{running} duels of the run are in flight", retry_later=True)
     return None
 
@@ -305,7 +311,7 @@ def split_stale(inflight: Iterable[Any], now: dt.datetime) -> tuple[list[int], l
     """(ids of the in-flight duels past their expiry, to expire; the live ones)."""
     stale, live = [], []
     for r in inflight:
-        (stale if rules.is_stale(r.expires_at, now) else live).append(r)
+        (stale if is_stale(r.expires_at, now) else live).append(r)
     return [int(r.id) for r in stale], live
 
 
@@ -316,7 +322,7 @@ def cap_decision(campaign_id: int, max_duels: int | None, duels_judged: int, liv
     flight: wait for them (a retryable :class:`Conflict`); else None.
     """
     counting = [r for r in live if r.requested_by != ORPHAN_REQUESTER]
-    if not rules.max_duels_reached(max_duels, duels_judged, len(counting)):
+    if not max_duels_reached(max_duels, duels_judged, len(counting)):
         return None
     if counting:
         return Conflict(
@@ -325,7 +331,7 @@ def cap_decision(campaign_id: int, max_duels: int | None, duels_judged: int, liv
     return End(
         CampaignStatus.STOPPED,
         f"max_duels ({max_duels}) reached",
-        rules.END_LIMIT_MAX_DUELS,
+        END_LIMIT_MAX_DUELS,
         CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({max_duels}) reached"),
     )
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from ..campaigns import policy_log, rules
+from ..campaigns import policy_log
 from ..campaigns.policy_cache import restore_policy
+from ..campaigns.sampling import is_wor
 from ..campaigns.types import End
 from ..models import Duel
 
@@ -53,7 +54,7 @@ def handles(cfg: CampaignConfig) -> bool:
     released in position order) nor for a hybrid judge (its pool of selected duels, its
     draw order): those requests run the same sequence on the SQLAlchemy driver.
     """
-    return not rules.is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
+    return not is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
 
 
 def not_handled(campaign_id: int) -> RuntimeError:

@@ -29,16 +29,25 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, policy_log, rules
+from ..campaigns import hybrid, policy_log
+from ..campaigns.annotator_access import annotator_owns
+from ..campaigns.expiry import is_stale
 from ..campaigns.judge_charges import Judgement, price_judge
 from ..campaigns.leases import ORPHAN_REQUESTER
+from ..campaigns.limits import END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER, max_duels_reached
 from ..campaigns.policy_cache import policy_snapshot
-from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
+from ..campaigns.sampling import is_wor, next_in_order
+from ..campaigns.scoring import score_of
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
 from ..models import utcnow
 from ..money import budget
+from ..money.budget import END_LIMIT_BUDGET
+from ..money.costs import vote_fee_nusd
 from ..money.ledger import fault_reason, mark_late, usage_faulted
+from ..plain_values import jsonable
 from ..redaction import redact, redact_json
+from ..stored_config import image_answers
+from ..stored_text import MAX_ERROR_CHARS, clean_text
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +62,7 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
     crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
     if crow is None or drow is None or (p is not None and not p.can_access(crow.id)):
         raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
-    if p is not None and not p.admin and not rules.annotator_owns(drow.requested_by, p.label):
+    if p is not None and not p.admin and not annotator_owns(drow.requested_by, p.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
     cfg = await config_of(svc, tx, crow.id, max(int(drow.model_i), int(drow.model_j)))
     if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
@@ -81,8 +90,8 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
     if not called and j.reused_verdict is None and j.verdict_claim is None:
         return 0
     reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
-    stale = rules.is_stale(drow.expires_at, now)
-    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, rules.image_answers(cfg.models))
+    stale = is_stale(drow.expires_at, now)
+    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, image_answers(cfg.models))
     if amount:
         detail = mark_late(detail, ended) or {}
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
@@ -91,7 +100,7 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
 
 async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now):
     """The verdict counts: the duel, the policy's record, the campaign and its end, if it ends."""
-    fee = rules.vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
+    fee = vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + judge_nusd + fee
     d.judged_by, d.judged_at = j.judged_by, now
@@ -105,7 +114,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         d.error = clean_text(error, MAX_ERROR_CHARS)
     else:
         d.status, d.choice = DuelStatus.JUDGED, j.choice
-        score = rules.score_of(
+        score = score_of(
             j.choice,
             d.model_i,
             d.model_a,
@@ -121,7 +130,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
     stopped, policy = None, None
     if score is not None:
         policy = await policy_at(svc, tx, crow.id, crow.event_seq, state, crow.state_seq)
-        if rules.is_wor(cfg.prompt_sampling) and d.position is not None:
+        if is_wor(cfg.prompt_sampling) and d.position is not None:
             released = await _release(tx, crow, d, policy)
         else:
             policy.record(d.model_i, d.model_j, score)
@@ -168,7 +177,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         tx.after_commit = lambda: svc.policies.put(crow.id, at, policy)
     c = SimpleNamespace(id=crow.id, models=cfg.models, status=end.status if end is not None else CampaignStatus.RUNNING)
     c.tie_policy, c.seed = cfg.tie_policy, cfg.seed
-    view = svc.duel_view(d, c)
+    view = svc.deps.views.duel_view(d, c)
     return DuelOutcome(d.id, d.status, ended=end is not None, failed=j.choice is None, error=d.error, view=view)
 
 
@@ -183,7 +192,7 @@ async def _release(tx: Tx, crow, d: DuelRow, policy) -> dict[int, int]:
         held.setdefault(int(r.position), r)
     out: dict[int, int] = {}
     seq = crow.event_seq
-    for r in rules.next_in_order(int(recorded), held):
+    for r in next_in_order(int(recorded), held):
         policy.record(d.model_i, d.model_j, float(r.score))
         seq += 1
         out[int(r.id)] = seq
@@ -247,7 +256,7 @@ def refusal(
         return Refusal(Conflict(f"duel {duel_id}: {error}"), expire=True)  # its run has another owner
     if status != DuelStatus.PENDING:
         return Refusal(Conflict(not_pending_message(duel_id, status)))
-    if rules.is_stale(expires_at, now):
+    if is_stale(expires_at, now):
         return Refusal(Conflict(f"duel {duel_id} expired at {expires_at.isoformat()} and no longer counts"), True)
     if campaign_status != CampaignStatus.RUNNING:
         return Refusal(Conflict(f"campaign {campaign_id} has ended (status {campaign_status})"))
@@ -289,7 +298,7 @@ def policy_ending(policy, algorithm: str, delta: float, n_prompts: int) -> Endin
 
 def paused(fault: str) -> Ending:
     """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
-    return Ending(CampaignStatus.STOPPED, fault_reason(fault), rules.END_LIMIT_PROVIDER)
+    return Ending(CampaignStatus.STOPPED, fault_reason(fault), END_LIMIT_PROVIDER)
 
 
 def ending(
@@ -310,10 +319,10 @@ def ending(
     """
     if stopped is not None:
         return stopped
-    if judged and rules.max_duels_reached(max_duels, duels_judged):
-        return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", rules.END_LIMIT_MAX_DUELS)
+    if judged and max_duels_reached(max_duels, duels_judged):
+        return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", END_LIMIT_MAX_DUELS)
     if budget.budget_spent(budget_nusd, spend_nusd):
-        limit = rules.END_LIMIT_BUDGET if budget_nusd is not None else None
+        limit = END_LIMIT_BUDGET if budget_nusd is not None else None
         return Ending(CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", limit)
     if fault is not None:
         return paused(fault)
