@@ -17,8 +17,9 @@ import httpx
 import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 
-from service.campaigns import Conflict, PolicyCache, rules
+from service.campaigns import Conflict, PolicyCache
 from service.campaigns.judge_charges import Judgement
+from service.campaigns.sampling import prompt_permutation
 from service.cli.campaigns import summary, verdict_line
 from service.cycle import record_verdict as record
 from service.fake_provider import create_fake_provider_app
@@ -51,7 +52,7 @@ async def _create(api, body: dict) -> dict:
 def _perm(svc, cid: int) -> list[int]:
     with svc.db.read() as s:
         c = s.get(Campaign, cid)
-        return rules.prompt_permutation(c.draw_key, c.n_prompts)
+        return prompt_permutation(c.draw_key, c.n_prompts)
 
 
 def _duel(svc, duel_id: int) -> Duel:

@@ -27,7 +27,8 @@ from ..images.store import blind_copies as stored_blind_copies
 from ..images.store import put_image
 from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
-from . import rules, stores
+from . import stores
+from .draws import answer_secret
 from .prompt_cache import PromptCache
 from .stores import Stores
 from .tasks import Keeper, in_thread
@@ -37,7 +38,7 @@ log = logging.getLogger("llmduel.campaigns")
 
 #: The key of a graded verdict's score (of the answer shown first) in the judge detail a verdict store keeps.
 STORED_SCORE = "score_first_shown"
-#: The errors of a call or a judgement abandoned because its duel's reservation lapsed (rules.call_deadline).
+#: The errors of a call or a judgement abandoned because its duel's reservation lapsed (expiry.call_deadline).
 CALL_OUTLIVED_EXPIRY = "the call did not return before the duel's reservation expired (LLMDUEL_CALL_TIMEOUT_SECONDS)"
 JUDGE_OUTLIVED_EXPIRY = "the judge did not decide before the duel expired (LLMDUEL_DUEL_EXPIRY_SECONDS)"
 
@@ -129,7 +130,7 @@ class Calls:
                 fixed_cost=float(m["cost"]),
                 http=self.http_client(),
                 limiter=self.rate_limiter,
-                secret=rules.answer_secret(plan.draw_key),
+                secret=answer_secret(plan.draw_key),
                 output=m.get("output", "text"),
             )
             self._clients[key] = client

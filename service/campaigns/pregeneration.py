@@ -3,7 +3,7 @@
 With a human judge and answer reuse, after each annotator's next-duel request the service
 generates, in a small background task per campaign, the stored answers that the
 next ``PREGEN_DUELS`` planned duels will need: the prompts those duels will draw
-(the campaign's own prompt draw, :func:`service.campaigns.rules.draw_prompt_and_side`)
+(the campaign's own prompt draw, :func:`service.campaigns.draws.draw_prompt_and_side`)
 answered by every model that uses the answer store and has no stored answer yet.
 When the duel comes, its answers are in the store and the annotator does not
 wait for the models.
@@ -48,12 +48,14 @@ from ..images.store import with_images
 from ..models import Campaign, Duel, Prompt, StoredAnswer, utcnow
 from ..money import charges, holds, ledger, reserve
 from ..redaction import redact
-from . import rules, stores
+from ..stored_text import clean_text
+from . import stores
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
+from .draws import draw_prompt_and_side
 from .endings import Endings
+from .expiry import call_deadline, is_stale
 from .model_changes import disabled_models
-from .rules import clean_text
 from .tasks import Background, in_thread
 from .types import DuelPlan
 
@@ -68,7 +70,7 @@ def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int, draw_
     """The prompt indices of the next ``k`` planned duels (the same draw as the plan transaction)."""
     out: list[int] = []
     for number in range(duels_created + 1, duels_created + 1 + k):
-        idx = rules.draw_prompt_and_side(seed, number, n_prompts, draw_key)[0]
+        idx = draw_prompt_and_side(seed, number, n_prompts, draw_key)[0]
         if idx not in out:
             out.append(idx)
     return out
@@ -206,7 +208,7 @@ class Pregeneration:
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
-                    plan.deadline = rules.call_deadline(expiry)  # the hold lapses then
+                    plan.deadline = call_deadline(expiry)  # the hold lapses then
                     try:
                         if collector is not None:
                             meta = {"model": n, "key": key, "model_key": mkey, "prompt_hash": phash, "prompt": prompt}
@@ -252,7 +254,7 @@ class Pregeneration:
                     Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                 )
             ).all()
-            live = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+            live = [r for r in inflight if not is_stale(r.expires_at, now)]
             held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
             if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
                 return None

@@ -163,7 +163,11 @@ class HTTPModelClient(ModelClient):
         http = self._client()
         timeout = self.config.timeout_s
         quota = quota_of(self.config, key) if self._limiter is not None else None
-        tokens = estimated_tokens(prompt, turns, output_token_limit(self.config.model_dump())) if quota else 0
+        if quota:
+            cfg = self.config.model_dump(mode="json")
+            tokens = estimated_tokens(prompt, turns, output_token_limit(cfg), cfg)
+        else:
+            tokens = 0
         attempt = 0
         while True:
             attempt += 1

@@ -38,16 +38,17 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import cycle
 from ..auth import Principal
-from ..campaigns import rules, skips, stores
+from ..campaigns import skips, stores
 from ..campaigns.calls import Calls, call_expiry
 from ..campaigns.credentials import secret_keys
 from ..campaigns.endings import Endings
+from ..campaigns.expiry import call_deadline, is_stale
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.leases import Leases
 from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.pregeneration import Pregeneration
 from ..campaigns.prompt_cache import PromptCache
-from ..campaigns.rules import clean_text
+from ..campaigns.sampling import prompt_permutation
 from ..campaigns.stores import StoredKeys, Stores
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
@@ -56,11 +57,12 @@ from ..campaigns.webhooks import Webhooks
 from ..clients import Completion
 from ..config import Settings
 from ..db import Database
-from ..decide import answers as cycle_answers
 from ..models import Duel, utcnow
 from ..money import charges as money_charges
 from ..money import ledger
 from ..redaction import redact
+from ..stored_text import clean_text
+from . import answers as cycle_answers
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -153,7 +155,7 @@ class Cycle:
         if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
             return outcome
         judge = self.calls.judge(plan)
-        deadline = rules.call_deadline(self.pending_expiry)  # the pending duel expires then
+        deadline = call_deadline(self.pending_expiry)  # the pending duel expires then
         try:
             verdict = await self.calls.verdict(
                 plan,
@@ -259,12 +261,12 @@ class Cycle:
 
     # ------------------------------------------------------------ sampling without replacement
     def permutation(self, campaign_id: int, draw_key: str, n_prompts: int) -> list[int]:
-        """The campaign's secret prompt permutation (:func:`rules.prompt_permutation`), cached per process."""
+        """The campaign's secret prompt permutation (:func:`sampling.prompt_permutation`), cached per process."""
         cache = self._permutations
         key = (campaign_id, draw_key, n_prompts)
         perm = cache.get(key)
         if perm is None:
-            perm = rules.prompt_permutation(draw_key, n_prompts)
+            perm = prompt_permutation(draw_key, n_prompts)
             if len(cache) >= 1000:
                 cache.clear()
             cache[key] = perm
@@ -309,7 +311,7 @@ class Cycle:
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
             s.expunge(d)  # changed below by one explicit UPDATE
-            late = rules.is_stale(d.expires_at, now) and bool(charges or faults)
+            late = is_stale(d.expires_at, now) and bool(charges or faults)
             if late:
                 # Its calls returned after the duel's hard deadline (the process stalled past it): the
                 # budget stopped holding the reservation then, so the ledger cannot take the charge

@@ -289,7 +289,7 @@ class CampaignCreate(StrictModel):
         self._resolve_costs()
         self._resolve_batch()
         self._resolve_image_tokens()
-        from service.campaigns.rules import excessive_cost_reason, unbounded_cost_reason
+        from service.money.bounds import excessive_cost_reason, unbounded_cost_reason
 
         models, judge = [m.stored() for m in self.models], self.stored_judge()
         reason = excessive_cost_reason(models, judge)
@@ -314,7 +314,7 @@ class CampaignCreate(StrictModel):
 
     def _resolve_sampling(self) -> None:
         """Resolve ``prompt_sampling: auto`` and an absent ``tie_policy`` (stored resolved)."""
-        from service.campaigns.rules import resolve_prompt_sampling
+        from service.campaigns.sampling import resolve_prompt_sampling
 
         sampling, tie_policy = resolve_prompt_sampling(
             self.prompt_sampling,
@@ -368,7 +368,7 @@ class CampaignCreate(StrictModel):
 
     def _resolve_image_tokens(self) -> None:
         """Each model's largest input-token count of one of the prompts' images (its provider's rule):
-        the budget's bound of a call counts it for each image of the call's prompt (rules.model_bound_nusd)."""
+        the budget's bound of a call counts it for each image of the call's prompt (bounds.model_bound_nusd)."""
         urls = {
             u for p in self.prompts if isinstance(p, PromptObject) for t in turn_image_urls(p.model_dump()) for u in t
         }
