@@ -112,6 +112,8 @@ async def decide_answers(
             text = redact(clean_text(res.text), svc.secret_keys(crow.models, crow.judge))
             amount = next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0)
             await tx.store_answer(claim, res, text, amount, charge_ids.get(idx))
+    paid = {i for i, r in results.items() if isinstance(r, Completion) and i not in faults and not late}
+    await tx.settle_spares(plan, results, charge_ids, paid, error is not None)  # images of calls of several
     d = DuelRow(**{**drow._asdict(), **fields})
     status, stored_error, failed = after_answers(d.status, d.requested_by, error)
     if stored_error is not None:

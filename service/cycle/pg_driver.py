@@ -365,6 +365,9 @@ class PgTx:
     async def store_answer(self, claim, completion, text: str, amount_nusd: int, charge_id: int | None) -> None:
         raise _not_covered("store_answer")
 
+    async def settle_spares(self, plan, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+        raise _not_covered("settle_spares")
+
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
         raise _not_covered("answer_writes")
 

@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, stores
+from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, spares, stores
 from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
@@ -361,6 +361,9 @@ class SyncTx:
 
     async def store_answer(self, claim, completion, text: str, amount_nusd: int, charge_id: int | None) -> None:
         stores.finalize_answer(self.session, claim, completion, text, amount_nusd, charge_id)
+
+    async def settle_spares(self, plan, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+        spares.settle(self.session, plan, results, charge_ids, paid, failed)
 
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
         """The duel's answer columns, its campaign's end (a provider fault's pause), then the campaign's
