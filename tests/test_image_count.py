@@ -164,3 +164,41 @@ async def test_two_duels_never_take_the_same_spare(api):
     again = spares.take_spare(db, mkey, phash)
     assert again is not None and again.id == taken[0].id and again.text == taken[0].text
     assert stores.model_key(model) == mkey and to_nusd(0.0) == 0
+
+
+async def test_a_failed_duel_keeps_its_images_for_later_duels_of_any_campaign(api, fake):
+    """The other model failed: nobody saw the paid call's images, so all three stay spares (a spare
+    taken by a failed duel is given back), and another campaign with the same model takes them."""
+    broken = _model("broken", "spares-fault-500-q2", 0.02)
+    broken["client"]["max_attempts"] = 1
+    first = _body("spares", models=[_model("painter", "spares-paint-q4", 0.04), broken])
+    r = await api.post("/v1/campaigns", json=first)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(2):
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "failed", d.text
+    assert len(_calls(fake, "spares")["spares-paint-q4"]) == 1  # the second duel took a spare, then gave it back
+    paying = [
+        ch
+        for d in await all_duels(api, cid)
+        for ch in d["charges"]
+        if ch["kind"] == "model" and ch["model_index"] == 0 and ch["amount"]
+    ]
+    assert len(paying) == 1 and paying[0]["amount"] == pytest.approx(0.12)
+
+    second = _body(
+        "spares2", models=[_model("painter", "spares-paint-q4", 0.04), _model("other", "spares-mid-q2", 0.02)]
+    )
+    r = await api.post("/v1/campaigns", json=second)
+    cid2 = r.json()["id"]
+    for _ in range(3):
+        d = await api.post(f"/v1/campaigns/{cid2}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    assert len(_calls(fake, "spares")["spares-paint-q4"]) == 1  # all three duels drew the first campaign's images
+    duels = await all_duels(api, cid2)
+    reused = [ch for d in duels for ch in d["charges"] if ch["kind"] == "model" and ch["model_index"] == 0]
+    assert len(reused) == 3 and all(ch["amount"] == 0 and ch["reuses_charge_id"] == paying[0]["id"] for ch in reused)
+    shown = {d["answer_a"] if d["model_a_name"] == "painter" else d["answer_b"] for d in duels}
+    assert len(shown) == 3
+    assert (await api.get(f"/v1/campaigns/{cid2}/replay")).json()["ok"] is True
