@@ -41,10 +41,16 @@ class Completion:
     #: an image model's answer (``output: image``): the image's bytes, ``text`` its name; the caller
     #: stores the bytes in the image store (service/clients/images.py)
     image: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: the provider's log probabilities of the output tokens when it returned them (asked by a judge with
+    #: ``verdict_probabilities``): one ``(token, ((alternative, logprob), ...))`` per output token, None if none
+    logprobs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out.pop("image", None)
+        out.pop("logprobs", None)
         return out
 
 
