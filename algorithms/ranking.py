@@ -52,6 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .betting_bounds import field_bounds, pair_hulls
+
 INTERVALS = ("betting", "anytime", "bootstrap")
 #: Duels of a pair at which the anytime interval is tightest (any choice is valid).
 ANYTIME_TUNED_AT = 100
@@ -308,39 +310,6 @@ def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5) -> npt.N
     return np.log(np.exp(X - top).sum(axis=1)) + top[:, 0]
 
 
-def _dual_bound(fs: list[npt.NDArray[np.float64]], c: float, sign: float) -> float:
-    """An upper bound of ``max sign * sum_j p_j`` over ``sum_j log M_j(p_j) < c``.
-
-    Weak Lagrange duality: for every ``mu >= 0`` it is at most
-    ``g(mu) = sum_j max_p (sign p - mu log M_j(p)) + mu c``; ``g`` is convex, so a golden-section
-    search finds a small one (any ``mu`` gives a valid bound). The inner maxima are taken on the grid
-    and moved out by one grid step per pair.
-    """
-    step = float(BET_GRID[1] - BET_GRID[0])
-    F = np.stack(fs)
-    x = sign * BET_GRID[None, :]
-
-    def g(mu: float) -> float:
-        return float(np.max(x - mu * F, axis=1).sum() + mu * c)
-
-    lo, hi = 0.0, 20.0
-    phi = (math.sqrt(5.0) - 1.0) / 2.0
-    a, b = hi - phi * (hi - lo), lo + phi * (hi - lo)
-    ga, gb = g(a), g(b)
-    best = min(g(lo), ga, gb)
-    for _ in range(26):
-        if ga <= gb:
-            hi, b, gb = b, a, ga
-            a = hi - phi * (hi - lo)
-            ga = g(a)
-        else:
-            lo, a, ga = a, b, gb
-            b = lo + phi * (hi - lo)
-            gb = g(b)
-        best = min(best, ga, gb)
-    return best + step * len(fs)
-
-
 def betting_field_intervals(
     wins: npt.ArrayLike, counts: npt.ArrayLike, level: float = 0.95
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
@@ -352,7 +321,8 @@ def betting_field_intervals(
     multiply into one nonnegative martingale of the vector ``(p_mj)_j`` (a duel changes one factor);
     Ville's inequality at ``alpha / (2 L)`` and the union over the ``2 L`` processes give the confidence
     sets ``sum_j log M_j(p_mj) < log(2 L / alpha)``, and each bound is the extreme of ``mean_j p_mj`` over
-    its set (bounded through weak duality). A pair never compared is free in [0, 1].
+    its set, bounded through weak duality (:mod:`algorithms.betting_bounds`: exact on the grid's cells,
+    compiled). A pair never compared is free in [0, 1].
     """
     W = np.asarray(wins, dtype=float)
     N = np.asarray(counts, dtype=float)
@@ -362,18 +332,25 @@ def betting_field_intervals(
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
     c = math.log(2.0 * L / (1.0 - level))
-    low, high = np.zeros(L), np.ones(L)
-    # against a mean too high (for the upper bound): mostly bets on scores below it; too low: above
-    down: dict[tuple[int, int], npt.NDArray[np.float64]] = {}
-    up: dict[tuple[int, int], npt.NDArray[np.float64]] = {}
-    for m in range(L):
-        for j in range(m + 1, L):
-            down[m, j] = pair_log_wealth(W[m, j], N[m, j], 1.0 - BET_SIDE_WEIGHT)
-            up[m, j] = pair_log_wealth(W[m, j], N[m, j], BET_SIDE_WEIGHT)
-            # the same duels from the other side: the grid, the scores and the sides mirrored
-            down[j, m], up[j, m] = up[m, j][::-1], down[m, j][::-1]
-    for m in range(L):
-        others = [j for j in range(L) if j != m]
-        high[m] = min(1.0, _dual_bound([down[m, j] for j in others], c, 1.0) / (L - 1))
-        low[m] = max(0.0, -_dual_bound([up[m, j] for j in others], c, -1.0) / (L - 1))
-    return low, high
+    # Ordered pair (a, b): a's score, against a mean of it too high (a's upper bound, b's lower bound):
+    # mostly the bets on scores below the mean. Its hull depends on (W[a, b], N[a, b]) only.
+    off_diag = ~np.eye(L, dtype=bool)
+    met = (N > 0) & off_diag
+    key_of = np.full((L, L), -1, dtype=np.int64)
+    if met.any():
+        pairs = np.stack([W[met], N[met]], axis=1)
+        uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        key_of[met] = inverse.ravel()
+        xs, ys, off = pair_hulls(
+            np.ascontiguousarray(uniq[:, 0]),
+            np.ascontiguousarray(uniq[:, 1]),
+            BET_GRID,
+            _BET_UP,
+            np.ascontiguousarray(_BET_LOSS[0]),
+            _BET_DOWN,
+            math.log(1.0 - BET_SIDE_WEIGHT),
+            math.log(BET_SIDE_WEIGHT),
+        )
+    else:
+        xs, ys, off = np.zeros(0), np.zeros(0), np.zeros(1, dtype=np.int64)
+    return field_bounds(key_of, xs, ys, off, c)

@@ -86,7 +86,7 @@ class Campaign(Base):
     tie_policy: Mapped[str] = mapped_column(String(8))
     status: Mapped[str] = mapped_column(String(20), index=True)
     end_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    # The limit that ended the campaign ("budget" or "max_duels"; rules.END_LIMITS), else NULL:
+    # The limit that ended the campaign ("budget" or "max_duels"; limits.END_LIMITS), else NULL:
     # such a campaign continues when the limit is raised (PATCH /v1/campaigns/{id}).
     end_limit: Mapped[str | None] = mapped_column(String(12), nullable=True)
 
@@ -99,10 +99,10 @@ class Campaign(Base):
     budget_nusd: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     max_duels: Mapped[int | None] = mapped_column(Integer, nullable=True)
     seed: Mapped[int] = mapped_column(BigInteger)
-    # HMAC key of the prompt, side and tie draws (rules.draw_prompt_and_side); never shown by
+    # HMAC key of the prompt, side and tie draws (draws.draw_prompt_and_side); never shown by
     # any route. NULL for campaigns made before it existed: they keep their seed draws.
     draw_key: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    # Duels an annotator may hold in flight at once (rules.annotator_may_start).
+    # Duels an annotator may hold in flight at once (annotator_access.held_duel).
     max_pending_per_annotator: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     webhook_url: Mapped[str | None] = mapped_column(Text, nullable=True)
 
@@ -311,7 +311,7 @@ class StoredVerdict(Base):
 
 class DuelSkip(Base):
     """An annotator skipped a duel: the duel went back to the pool (its ``requested_by``
-    became :data:`service.campaigns.rules.POOL_REQUESTER`) and is never handed to this
+    became :data:`service.campaigns.skips.POOL_REQUESTER`) and is never handed to this
     annotator again; the annotator list counts these rows."""
 
     __tablename__ = "duel_skips"

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -464,6 +465,36 @@ def lookup_image_price(client: Mapping[str, Any]) -> tuple[float, str, str] | No
         if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0:
             return float(x), base.origin, key
     return None
+
+
+#: LiteLLM's per-image price fields (per generated image, per input image).
+IMAGE_PRICE_FIELDS = ("output_cost_per_image", "input_cost_per_image")
+_SIZE = re.compile(r"^\d+-x-\d+$")
+
+
+def image_price_variants(key: str, entries: Mapping[str, dict] | None = None) -> list[dict[str, Any]]:
+    """The per-image prices LiteLLM lists for ``key`` by size and quality: the entries
+    ``[provider/]{quality}/{size}/{model}`` and ``[provider/]{size}/{model}`` beside ``[provider/]{model}``
+    (``high/1024-x-1024/gpt-image-1``), each as ``{"key", "quality", "size", "field", "usd"}`` (size
+    as ``1024x1024``, quality None when the key has none), sorted by size then quality."""
+    entries = base_map().entries if entries is None else entries
+    prefix, _, name = key.rpartition("/")
+    head = f"{prefix}/" if prefix else ""
+    out = []
+    for other, entry in entries.items():
+        if not (other.startswith(head) and other.endswith(f"/{name}")) or other == key:
+            continue
+        middle = other[len(head) : -len(name) - 1].split("/")
+        if len(middle) > 2 or not _SIZE.match(middle[-1]):
+            continue
+        for field in IMAGE_PRICE_FIELDS:
+            x = entry.get(field)
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0:
+                quality = middle[0] if len(middle) == 2 else None
+                size = middle[-1].replace("-x-", "x")
+                out.append({"key": other, "quality": quality, "size": size, "field": field, "usd": float(x)})
+                break
+    return sorted(out, key=lambda v: (v["size"], v["quality"] or "", v["key"]))
 
 
 def resolve_image_cost(name: str, cost: float | None, client: dict[str, Any]) -> tuple[float, dict[str, Any]]:

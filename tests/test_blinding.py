@@ -273,7 +273,7 @@ async def test_annotators_see_only_their_own_duels_and_votes(api):
 
 
 async def test_draw_key_is_secret_and_old_campaigns_keep_their_seed_draws(api, monkeypatch):
-    from service.campaigns import rules
+    from service.campaigns.draws import draw_prompt_and_side
 
     r = await api.post("/v1/campaigns", json=campaign_body(name="legacy", seed=99))
     cid = r.json()["id"]
@@ -289,23 +289,23 @@ async def test_draw_key_is_secret_and_old_campaigns_keep_their_seed_draws(api, m
     for _ in range(6):
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
         prompt_index = campaign_body()["prompts"].index(d["prompt"])
-        expected = rules.draw_prompt_and_side(99, d["number"], 3)
+        expected = draw_prompt_and_side(99, d["number"], 3)
         assert (prompt_index, d["model_a"] == min(d["model_a"], d["model_b"])) == expected
         assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
 def test_keyed_draws_are_balanced_and_depend_on_the_key():
-    from service.campaigns import rules
+    from service.campaigns.draws import draw_prompt_and_side, new_draw_key, tie_coin
 
-    k1, k2 = rules.new_draw_key(), rules.new_draw_key()
-    draws = [rules.draw_prompt_and_side(7, n, 5, k1) for n in range(1, 2001)]
+    k1, k2 = new_draw_key(), new_draw_key()
+    draws = [draw_prompt_and_side(7, n, 5, k1) for n in range(1, 2001)]
     sides = sum(side for _, side in draws)
     assert binomtest(sides, 2000, 0.5).pvalue > 1e-4
     counts = [sum(p == k for p, _ in draws) for k in range(5)]
     assert min(counts) > 300 and max(counts) < 500
-    assert draws != [rules.draw_prompt_and_side(7, n, 5, k2) for n in range(1, 2001)]
-    ties = sum(rules.tie_coin(7, n, k1) for n in range(1, 2001))
+    assert draws != [draw_prompt_and_side(7, n, 5, k2) for n in range(1, 2001)]
+    ties = sum(tie_coin(7, n, k1) for n in range(1, 2001))
     assert binomtest(ties, 2000, 0.5).pvalue > 1e-4
 
 

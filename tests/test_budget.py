@@ -14,9 +14,9 @@ import httpx
 import pytest
 import respx
 
-from service.campaigns import rules
 from service.clients.config import call_cost_bound, validate_client_config
 from service.money import reserve
+from service.money.bounds import model_bound_nusd
 
 PRICE = {"input_per_1m": 1.0, "output_per_1m": 1000.0}  # 0.001 USD per output token
 COST = 0.001  # configured expected cost per query
@@ -157,7 +157,7 @@ def test_reservation_covers_both_models_and_both_judge_orders():
     models = [validate_client_config(_model(n)["client"]) for n in "ab"]
     ms = [{"name": n, "cost": COST, "client": m} for n, m in zip("ab", models)]
     human = reserve.reserve_duel_nusd(ms, 0, 1, {"kind": "human"}, "q", 0, 0)
-    assert human == 2 * rules.model_bound_nusd(ms[0], "q") > 2 * 200 * 1000 * 1000  # > 0.4 USD in nano-USD
+    assert human == 2 * model_bound_nusd(ms[0], "q") > 2 * 200 * 1000 * 1000  # > 0.4 USD in nano-USD
     judge = {
         "kind": "llm",
         "cost": 0.0,

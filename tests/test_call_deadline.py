@@ -4,7 +4,7 @@ A duel's budget reservation lapses when the duel expires (``LLMDUEL_CALL_TIMEOUT
 while its models are called, ``LLMDUEL_DUEL_EXPIRY_SECONDS`` while it waits for its
 verdict), and so does a pre-generation hold. A call still running then must not be
 charged later (the budget would be exceeded): it is abandoned as failed before its
-reservation lapses (``service.campaigns.rules.call_deadline``). Providers are stood in
+reservation lapses (``service.campaigns.expiry.call_deadline``). Providers are stood in
 by respx; SQLite and PostgreSQL.
 """
 
@@ -22,8 +22,8 @@ from sqlalchemy import func, select
 from test_reserve import URL, _human_body, _model, _reply, _tag
 
 from service.app import create_app
-from service.campaigns import rules
 from service.campaigns.calls import CALL_OUTLIVED_EXPIRY, JUDGE_OUTLIVED_EXPIRY
+from service.campaigns.expiry import call_deadline
 from service.models import BudgetHold, Charge, Duel
 
 # A provider that answers after SLOW seconds; an abandoned call returns long before (about 1 s), a call
@@ -34,8 +34,8 @@ BOUND = 12.0
 
 def test_the_deadline_leaves_a_margin_before_the_expiry():
     t0 = time.monotonic()
-    assert 0.89 < rules.call_deadline(dt.timedelta(seconds=1)) - t0 < 0.91  # 10% of a short expiry
-    assert 594.9 < rules.call_deadline(dt.timedelta(seconds=600)) - t0 < 595.1  # at most 5 s
+    assert 0.89 < call_deadline(dt.timedelta(seconds=1)) - t0 < 0.91  # 10% of a short expiry
+    assert 594.9 < call_deadline(dt.timedelta(seconds=600)) - t0 < 595.1  # at most 5 s
 
 
 @pytest.fixture

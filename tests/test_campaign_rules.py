@@ -1,4 +1,4 @@
-"""The campaign rules (service/campaigns/rules.py) that every transaction path shares,
+"""The campaign's pure rules (limits, expiry, draws, scoring, plain values) that every transaction path shares,
 the HTTP status of each domain error, and the hot path's statements compiled from Core."""
 
 from __future__ import annotations
@@ -8,10 +8,15 @@ import datetime as dt
 import pytest
 
 from service.api.errors import domain_status
-from service.campaigns import rules
+from service.campaigns.draws import draw_prompt_and_side
+from service.campaigns.expiry import is_stale
+from service.campaigns.limits import max_duels_reached
+from service.campaigns.pairs import ordered_pair
+from service.campaigns.scoring import score_of
 from service.campaigns.types import CampaignEnded, Conflict, DomainError, Forbidden, NotFound, Unprocessable
 from service.cycle import pg_driver
 from service.money import budget, reserve
+from service.plain_values import _np_default, jsonable
 
 MODELS = [{"name": "a", "cost": 0.001}, {"name": "b", "cost": 0.002}, {"name": "c", "cost": 0.004}]
 
@@ -28,26 +33,26 @@ def test_budget_reservation_and_end_conditions():
     assert not budget.over_budget(None, 10**12, 10**12, 10**12)
     assert not budget.over_budget(100, 50, 30, 20)  # exactly the budget fits
     assert budget.over_budget(100, 50, 30, 21)
-    assert rules.max_duels_reached(10, 7, 3) and not rules.max_duels_reached(10, 7, 2)
-    assert not rules.max_duels_reached(None, 10**9, 10**9)
+    assert max_duels_reached(10, 7, 3) and not max_duels_reached(10, 7, 2)
+    assert not max_duels_reached(None, 10**9, 10**9)
     assert budget.budget_spent(100, 100) and not budget.budget_spent(100, 99) and not budget.budget_spent(None, 1)
     now = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    assert rules.is_stale(now, now) and not rules.is_stale(now + dt.timedelta(microseconds=1), now)
+    assert is_stale(now, now) and not is_stale(now + dt.timedelta(microseconds=1), now)
 
 
 def test_pair_order_and_the_seeded_draws():
-    assert rules.ordered_pair(3, 1) == (1, 3) and rules.ordered_pair(1, 3) == (1, 3)
-    draws = {rules.draw_prompt_and_side(7, n, 5) for n in range(1, 200)}
+    assert ordered_pair(3, 1) == (1, 3) and ordered_pair(1, 3) == (1, 3)
+    draws = {draw_prompt_and_side(7, n, 5) for n in range(1, 200)}
     assert {p for p, _ in draws} == set(range(5)) and {s for _, s in draws} == {True, False}
-    assert rules.draw_prompt_and_side(7, 3, 5) == rules.draw_prompt_and_side(7, 3, 5)
+    assert draw_prompt_and_side(7, 3, 5) == draw_prompt_and_side(7, 3, 5)
 
 
 @pytest.mark.parametrize("tie_policy", ["drop", "half", "random"])
 def test_scores_under_each_tie_policy(tie_policy):
     # model_i = 0 shown as "b" (a_is_i False): a vote for "b" is model_i's win
-    assert rules.score_of("b", 0, 1, 0, tie_policy, 1, 1) == 1.0
-    assert rules.score_of("a", 0, 1, 0, tie_policy, 1, 1) == 0.0
-    ties = [rules.score_of(c, 0, 0, 1, tie_policy, 42, n) for c in ("tie", "both_bad") for n in range(1, 101)]
+    assert score_of("b", 0, 1, 0, tie_policy, 1, 1) == 1.0
+    assert score_of("a", 0, 1, 0, tie_policy, 1, 1) == 0.0
+    ties = [score_of(c, 0, 0, 1, tie_policy, 42, n) for c in ("tie", "both_bad") for n in range(1, 101)]
     if tie_policy == "drop":
         assert set(ties) == {None}
     elif tie_policy == "half":
@@ -82,7 +87,7 @@ def test_the_asyncpg_statements_are_the_core_statements_compiled_once():
 def _round_trip(value):
     import json
 
-    return json.loads(json.dumps(value, default=rules._np_default))
+    return json.loads(json.dumps(value, default=_np_default))
 
 
 def _same(a, b) -> bool:
@@ -134,7 +139,7 @@ def test_jsonable_equals_the_json_round_trip_on_generated_values():
     @settings(max_examples=400, deadline=None)
     @given(values)
     def check(value):
-        assert _same(rules.jsonable(value), _round_trip(value))
+        assert _same(jsonable(value), _round_trip(value))
 
     check()
 
@@ -150,4 +155,4 @@ def test_jsonable_of_a_policy_snapshot_is_what_the_round_trip_gives():
         i, j = policy.next_pair()
         policy.record(i, j, float(rng.choice([0.0, 0.5, 1.0])))
     for value in (policy.summary(), policy.to_state()):
-        assert _same(rules.jsonable(value), _round_trip(value))
+        assert _same(jsonable(value), _round_trip(value))

@@ -172,18 +172,19 @@ def test_docs_name_every_config_field():
 
 
 def test_rules_read_a_config_model_as_its_stored_json():
-    from service.campaigns import rules
+    from service.money.bounds import judge_bound_nusd, model_bound_nusd
+    from service.money.costs import judge_cost_per_duel, vote_fee_nusd
 
     for cfg in (
         {"kind": "human", "fee_per_vote": 0.1},
         {"kind": "llm", "client": {**OLD_OPENAI, "params": {"max_tokens": 100}}, "cost": 0.01, "both_orders": False},
     ):
         model = parse_judge_config(cfg)
-        assert rules.judge_cost_per_duel(model) == rules.judge_cost_per_duel(judge_json(model)) > 0
-        assert rules.judge_bound_nusd(model, "q") == rules.judge_bound_nusd(judge_json(model), "q") > 0
-        assert rules.vote_fee_nusd(model) == rules.vote_fee_nusd(judge_json(model))
+        assert judge_cost_per_duel(model) == judge_cost_per_duel(judge_json(model)) > 0
+        assert judge_bound_nusd(model, "q") == judge_bound_nusd(judge_json(model), "q") > 0
+        assert vote_fee_nusd(model) == vote_fee_nusd(judge_json(model))
     m = {"name": "a", "cost": 0.5, "client": parse_client_config({**OLD_OPENAI, "params": {"max_tokens": 10}})}
-    assert rules.model_bound_nusd(m, "q") == rules.model_bound_nusd({**m, "client": client_json(m["client"])}, "q")
+    assert model_bound_nusd(m, "q") == model_bound_nusd({**m, "client": client_json(m["client"])}, "q")
 
 
 def test_the_documented_yaml_judge_is_valid_and_reads_its_verdicts():

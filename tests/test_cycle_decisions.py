@@ -1,4 +1,4 @@
-"""The decisions of a vote cycle (service/decide/), over plain data: no database, no server.
+"""The decisions of a vote cycle (service/cycle/plan.py, answers.py, verdict.py: each stage's decisions beside its sequence), over plain data: no database, no server.
 
 Each case the plan, store-answers and verdict transactions decide is here once: ended
 campaigns, stale duels, the duel cap, the budget and pre-generation holds, background
@@ -17,13 +17,19 @@ import pytest
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 from service.auth import Principal
-from service.campaigns import rules
+from service.campaigns.annotator_access import held_duel
 from service.campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
+from service.campaigns.limits import END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER
+from service.campaigns.sampling import free_position, next_in_order
+from service.campaigns.scoring import score_of
 from service.campaigns.stores import Stored
 from service.campaigns.types import CampaignEnded, Conflict, DuelPlan, Forbidden
 from service.clients import ClientError, Completion
-from service.decide import answers, plan, verdict
+from service.cycle import answers, plan, verdict
 from service.money import budget, reserve
+from service.money.bounds import model_bound_nusd
+from service.money.budget import END_LIMIT_BUDGET
+from service.money.costs import vote_fee_nusd
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
 LATER = NOW + dt.timedelta(minutes=5)
@@ -85,9 +91,9 @@ def test_split_stale_expires_exactly_the_duels_past_their_expiry():
 def test_an_annotator_at_its_limit_gets_its_oldest_duel_back():
     label = ANNOTATOR.label
     rows = [duel(9, label), duel(4, label), duel(5, "annotator:99")]
-    assert rules.held_duel(rows, label, 2) == 4
-    assert rules.held_duel(rows, label, 3) is None
-    assert rules.held_duel([], label, 1) is None
+    assert held_duel(rows, label, 2) == 4
+    assert held_duel(rows, label, 3) is None
+    assert held_duel([], label, 1) is None
 
 
 # ---------------------------------------------------------------- plan: the duel cap
@@ -96,7 +102,7 @@ def test_cap_ends_the_campaign_only_with_nothing_in_flight():
     assert plan.cap_decision(7, 5, 4, []) is None
     end = plan.cap_decision(7, 5, 5, [])
     assert isinstance(end, plan.End) and end.status == CampaignStatus.STOPPED
-    assert end.limit == rules.END_LIMIT_MAX_DUELS and isinstance(end.error, CampaignEnded)
+    assert end.limit == END_LIMIT_MAX_DUELS and isinstance(end.error, CampaignEnded)
     wait = plan.cap_decision(7, 5, 4, [duel(1)])
     assert isinstance(wait, Conflict) and wait.retry_later and "1 duels in flight" in wait.detail
 
@@ -120,7 +126,7 @@ def test_budget_counts_spend_reservations_holds_and_the_new_duel():
 def test_budget_ends_the_campaign_when_nothing_holds_money():
     end = reserve.budget_decision(7, 100, 95, [], 0, 10)
     assert isinstance(end, plan.End) and end.status == CampaignStatus.BUDGET_EXHAUSTED
-    assert end.limit == rules.END_LIMIT_BUDGET and isinstance(end.error, CampaignEnded)
+    assert end.limit == END_LIMIT_BUDGET and isinstance(end.error, CampaignEnded)
     assert "1e-08 USD" in end.reason and "5e-09 USD" in end.reason
     # no budget: the ledger's capacity bounds it, and raising a budget cannot continue it
     unbounded = reserve.budget_decision(7, None, budget.LEDGER_CAP_NUSD - 5, [], 0, 10)
@@ -148,8 +154,8 @@ def test_the_new_duel_is_calling_and_reserves_its_bound():
 
 # ---------------------------------------------------------------- plan: without replacement
 def test_without_replacement_positions_and_the_no_pair_case():
-    assert rules.free_position([0, 1, 3], 5) == 2
-    assert rules.free_position(range(4), 4) is None
+    assert free_position([0, 1, 3], 5) == 2
+    assert free_position(range(4), 4) is None
     wait = plan.no_pair_error(1, 2, "none")
     assert wait.retry_later and "counting the 3 duels" in wait.detail
     done = plan.no_pair_error(0, 0, "every pair is decided")
@@ -158,9 +164,9 @@ def test_without_replacement_positions_and_the_no_pair_case():
 
 def test_held_outcomes_enter_the_policy_in_position_order():
     held = {1: "q1", 2: "q2", 4: "q4"}
-    assert rules.next_in_order(0, held) == []  # position 0 still in flight: all wait
-    assert rules.next_in_order(1, held) == ["q1", "q2"]  # up to the gap at 3
-    assert rules.next_in_order(4, held) == ["q4"]
+    assert next_in_order(0, held) == []  # position 0 still in flight: all wait
+    assert next_in_order(1, held) == ["q1", "q2"]  # up to the gap at 3
+    assert next_in_order(4, held) == ["q4"]
 
 
 # ---------------------------------------------------------------- store answers
@@ -197,7 +203,7 @@ def test_a_failed_call_fails_the_duel_and_a_lying_provider_is_charged_its_bound(
     charges, total, fields, error, faults = answers.settle_answers(p, results, NOW, ())
     assert "model 'm0': HTTP 500" in error and "provider fault" in error
     assert set(faults) == {1} and "m1" in faults[1]
-    assert total == rules.model_bound_nusd(p.models[1], p.prompt) and "answer_a" not in fields
+    assert total == model_bound_nusd(p.models[1], p.prompt) and "answer_a" not in fields
     assert fields["completion_b"]["provider_fault"] == faults[1]
 
 
@@ -234,11 +240,11 @@ def test_a_pending_duel_of_a_running_campaign_counts():
 
 
 def test_scores_follow_the_display_order_and_the_tie_policy():
-    assert rules.score_of("a", 0, 1, 0, "half", 1, 1) == 0.0  # model 1 shown as a won
-    assert rules.score_of("b", 0, 1, 0, "half", 1, 1) == 1.0
-    assert rules.score_of("tie", 0, 0, 1, "half", 1, 1) == 0.5
-    assert rules.score_of("tie", 0, 0, 1, "drop", 1, 1) is None
-    assert rules.score_of("a", 0, 0, 1, "half", 1, 1, 0.8) == 0.8  # a graded judge
+    assert score_of("a", 0, 1, 0, "half", 1, 1) == 0.0  # model 1 shown as a won
+    assert score_of("b", 0, 1, 0, "half", 1, 1) == 1.0
+    assert score_of("tie", 0, 0, 1, "half", 1, 1) == 0.5
+    assert score_of("tie", 0, 0, 1, "drop", 1, 1) is None
+    assert score_of("a", 0, 0, 1, "half", 1, 1, 0.8) == 0.8  # a graded judge
 
 
 def test_certification_comes_first_then_cap_budget_and_fault():
@@ -246,12 +252,12 @@ def test_certification_comes_first_then_cap_budget_and_fault():
     assert certified.status == CampaignStatus.CERTIFIED and certified.winner == 2 and "delta=0.05" in certified.reason
     assert verdict.ending(certified, True, 1, 1, 1, 1, "lie") is certified
     cap = verdict.ending(None, True, 3, 3, None, 0, "lie")
-    assert cap.status == CampaignStatus.STOPPED and cap.limit == rules.END_LIMIT_MAX_DUELS
+    assert cap.status == CampaignStatus.STOPPED and cap.limit == END_LIMIT_MAX_DUELS
     # a failed judgement does not count toward max_duels; the spent budget ends it still
     spent = verdict.ending(None, False, 3, 3, 100, 100, None)
-    assert spent.status == CampaignStatus.BUDGET_EXHAUSTED and spent.limit == rules.END_LIMIT_BUDGET
+    assert spent.status == CampaignStatus.BUDGET_EXHAUSTED and spent.limit == END_LIMIT_BUDGET
     fault = verdict.ending(None, True, None, 3, 100, 99, "judge model 'x' reported 9 USD")
-    assert fault.status == CampaignStatus.STOPPED and fault.limit == rules.END_LIMIT_PROVIDER
+    assert fault.status == CampaignStatus.STOPPED and fault.limit == END_LIMIT_PROVIDER
     assert "judge model 'x' reported 9 USD" in fault.reason and "PATCH" in fault.reason
     assert verdict.ending(None, True, 4, 3, 100, 99, None) is None
 
@@ -273,5 +279,5 @@ def test_judge_charges_are_capped_at_their_bound_and_a_human_fee_is_charged_per_
     lying = ledger.judge_charge(judge, "p", None, 50.0, None)
     assert lying.amount_nusd == lying.bound_nusd == 2_000_000  # both orders at 0.001 USD
     assert "reported a cost of 50 USD" in lying.fault
-    assert rules.vote_fee_nusd({"kind": "human", "fee_per_vote": 0.25}) == 250_000_000
-    assert rules.vote_fee_nusd({"kind": "llm", "fee_per_vote": 0.25}) == 0
+    assert vote_fee_nusd({"kind": "human", "fee_per_vote": 0.25}) == 250_000_000
+    assert vote_fee_nusd({"kind": "llm", "fee_per_vote": 0.25}) == 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from service_helpers import campaign_body, simulated_judge
 
 from service import cycle
-from service.campaigns import rules
+from service.campaigns.endings import CANCELLED_ERROR
 
 SERVICE = Path(__file__).resolve().parents[1] / "service"
 
@@ -72,7 +72,7 @@ async def test_the_verdict_that_ends_the_campaign_cancels_the_duels_in_flight(ap
     assert view["status"] == "certified" and view["winner_index"] == 0
     left = (await api.get(f"/v1/duels/{spare['id']}")).json()
     assert left["status"] == "cancelled", left
-    assert left["error"] == rules.CANCELLED_ERROR
+    assert left["error"] == CANCELLED_ERROR
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 

@@ -19,6 +19,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 
 from service import cycle as fastpath
+from service.campaigns import draws
 
 # The session: a tie (dropped), duels left in flight, a duplicate vote, votes
 # that arrive out of order, "both bad"; a 4-model campaign with a budget and
@@ -75,9 +76,8 @@ async def session(api, name: str, tie_policy: str) -> tuple[dict, list[dict]]:
 
 @pytest.mark.parametrize("tie_policy", ["drop", "half"])
 async def test_fast_path_stores_exactly_what_the_general_path_stores(api, monkeypatch, tie_policy):
-    from service.campaigns import rules
 
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # every session draws the same prompts and sides
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)  # every session draws the same prompts and sides
     svc = api.app.state.campaigns.cycle
     on_postgres = not svc.db.is_sqlite
     used = {"plan": 0, "vote": 0, "plan_async": 0, "vote_async": 0}
@@ -161,9 +161,8 @@ async def test_the_vote_that_ends_the_campaign_is_decided_on_the_fast_path(api, 
     """Certification, max_duels and a spent budget end the campaign (the vote that certifies,
     reaches max_duels or spends the budget; the plan whose bound exceeds what is left), and both
     drivers store the same thing."""
-    from service.campaigns import rules
 
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
     svc = api.app.state.campaigns.cycle
     fast_view, fast_duels = await _ending(api, "fast ending", **limits)
     slow_view, slow_duels = fast_view, fast_duels  # SQLite has one driver
@@ -354,20 +353,19 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
     import respx
     from sqlalchemy import select
 
-    from service.campaigns import rules
-    from service.models import Charge, Duel
+    from service.models import Charge, Duel, to_nusd
 
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "3c" * 32)
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "3c" * 32)
     svc = api.app.state.campaigns.cycle
-    monkeypatch.setattr(svc.pregen, "schedule", lambda cid: None)  # no background answers: a fixed store
+    monkeypatch.setattr(svc.deps.pregen, "schedule", lambda cid: None)  # no background answers: a fixed store
     # the policy's marginal costs refreshed before every plan, not by a timer: the same pairs on every path
     monkeypatch.setattr(api.app.state.campaigns.stores, "store_costs_ttl", 0.0)
-    refresh = svc.update_store_costs
+    refresh = svc.deps.stores.update_store_costs
 
     async def costs_now(campaign_id, wait):
         await refresh(campaign_id, True)
 
-    monkeypatch.setattr(svc, "update_store_costs", costs_now)
+    monkeypatch.setattr(svc.deps.stores, "update_store_costs", costs_now)
     on_postgres = not svc.db.is_sqlite
     used = {"plan": 0, "plan_async": 0}
     for name, kind in (("plan_duel", "plan"), ("plan_duel_async", "plan_async")):
@@ -449,7 +447,7 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
             runs["sync on postgres"] = await run("sync driver")
         general = runs.pop("sync on postgres" if on_postgres else "fast")  # the SQLAlchemy driver's run
     reservations = [d[6] for d in general[0]]
-    assert len(set(reservations)) > 1 and min(reservations) == rules.to_nusd(0.001)  # some duels reused both answers
+    assert len(set(reservations)) > 1 and min(reservations) == to_nusd(0.001)  # some duels reused both answers
     for label, got in runs.items():
         assert got == general, label
 
@@ -503,14 +501,13 @@ async def test_marginal_costs_that_change_between_duels_are_recorded_on_the_fast
     replay, which applies the recorded costs, stays exact and both paths pick the same duels."""
     from sqlalchemy import select
 
-    from service.campaigns import rules
     from service.models import Duel
 
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)
     svc = api.app.state.campaigns.cycle
     costs = [None, {"costs": [0.5, 1.0, 1.0], "judge_cost": 0.0}, None, {"costs": [0.1, 0.1, 2.0], "judge_cost": 0.0}]
     current: dict = {}
-    monkeypatch.setattr(svc, "store_costs_for", lambda cid: current.get(cid))
+    monkeypatch.setattr(svc.deps.stores, "store_costs_for", lambda cid: current.get(cid))
 
     async def session(name: str) -> tuple[list[dict], list]:
         cid = (await api.post("/v1/campaigns", json=campaign_body(name=name, delta=1e-6))).json()["id"]

@@ -8,7 +8,7 @@ import random
 import pytest
 from service_helpers import SYNTHETIC_P, all_duels, campaign_body, simulated_judge
 
-from service.campaigns import hybrid_view
+from service.campaigns import draws, hybrid_view
 
 FEE = 0.05
 
@@ -148,9 +148,8 @@ async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duel
 # ---------------------------------------------------------------- the pool, the order, the ledger
 async def hybrid_campaign(api, monkeypatch, rate=0.5, **extra) -> tuple[int, list[dict]]:
     """A hybrid campaign with a fixed draw key and two annotators: (id, their auth headers)."""
-    from service.campaigns import rules
 
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "3c" * 32)  # the same coins on every run
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "3c" * 32)  # the same coins on every run
     r = await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=rate), budget=100.0, **extra))
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -253,7 +252,8 @@ async def test_a_campaign_that_ends_cancels_its_waiting_duels_without_a_fee(api,
 
 
 async def test_the_budget_reserves_the_fee_of_each_waiting_duel(api, monkeypatch):
-    from service.campaigns import rules
+    from service.money.bounds import judge_bound_nusd
+    from service.money.costs import cost_nusd
 
     cid, _ = await hybrid_campaign(api, monkeypatch, rate=1.0)
     sel = await admin_duels_until_selected(api, cid)
@@ -261,10 +261,10 @@ async def test_the_budget_reserves_the_fee_of_each_waiting_duel(api, monkeypatch
         from service.models import Duel
 
         d = s.get(Duel, sel["id"])
-        assert d.expected_cost_nusd == rules.cost_nusd(FEE)  # what it may still pay: the human fee
+        assert d.expected_cost_nusd == cost_nusd(FEE)  # what it may still pay: the human fee
     body = campaign_body(judge=hybrid_judge(rate=1.0))
     judge = body["judge"]
-    assert rules.judge_bound_nusd(judge, "x") == rules.cost_nusd(FEE)  # simulated judge: free; plus one fee
+    assert judge_bound_nusd(judge, "x") == cost_nusd(FEE)  # simulated judge: free; plus one fee
 
 
 async def test_the_dashboard_and_campaign_show_report_the_human_votes(api, monkeypatch):

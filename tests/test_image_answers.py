@@ -243,15 +243,15 @@ async def test_an_anthropic_judge_is_shown_the_images_in_its_own_form():
 
 
 def test_the_judge_bound_counts_the_images_it_is_shown():
-    from service.campaigns import rules
     from service.images.tokens import worst_image_tokens
+    from service.money.bounds import judge_bound_nusd
 
     client = {"kind": "openai", "model": "gpt-4o", "price": {"input_per_1m": 1.0, "output_per_1m": 1.0}}
     client["params"] = {"max_tokens": 10}
     judge = {"kind": "llm", "client": client, "orders": "one"}
-    text = rules.judge_bound_nusd(judge, "Draw it.")
-    with_prompt_image = rules.judge_bound_nusd(judge, "Draw it.\n[image sha256:" + "0" * 64 + "]")
-    with_answers = rules.judge_bound_nusd(judge, "Draw it.", image_answers=True)
+    text = judge_bound_nusd(judge, "Draw it.")
+    with_prompt_image = judge_bound_nusd(judge, "Draw it.\n[image sha256:" + "0" * 64 + "]")
+    with_answers = judge_bound_nusd(judge, "Draw it.", image_answers=True)
     worst = worst_image_tokens(client)  # at 1 USD per 1M tokens a token costs 1,000 nano-USD
     assert with_prompt_image - text >= worst * 1000 and with_answers - text >= 2 * worst * 1000
 

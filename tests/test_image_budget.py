@@ -17,7 +17,6 @@ import respx
 from PIL import Image
 from service_helpers import campaign_body, simulated_judge
 
-from service.campaigns import rules
 from service.images.tokens import (
     anthropic_image_tokens,
     gemini_image_tokens,
@@ -25,6 +24,7 @@ from service.images.tokens import (
     openai_image_tokens,
     worst_image_tokens,
 )
+from service.money.bounds import model_bound_nusd
 
 PRICE = {"input_per_1m": 2.5, "output_per_1m": 10.0}
 MAX_TOKENS = 40
@@ -96,12 +96,12 @@ def test_published_rules():
 def test_bound_counts_each_image_of_the_prompt():
     model = {"name": "m", "cost": 0.001, "client": {"kind": "openai", "model": "gpt-4o", "price": PRICE}}
     model["client"]["params"] = {"max_tokens": MAX_TOKENS}
-    text = rules.model_bound_nusd(model, "Describe.")
-    one = rules.model_bound_nusd({**model, "image_tokens": 1000}, "Describe.\n[image sha256:ab]")
-    two = rules.model_bound_nusd({**model, "image_tokens": 1000}, "Describe.\n[image sha256:ab]\n[image sha256:cd]")
+    text = model_bound_nusd(model, "Describe.")
+    one = model_bound_nusd({**model, "image_tokens": 1000}, "Describe.\n[image sha256:ab]")
+    two = model_bound_nusd({**model, "image_tokens": 1000}, "Describe.\n[image sha256:ab]\n[image sha256:cd]")
     assert text is not None and one is not None and two is not None
     assert two - one >= 1000 * 2.5 and one - text >= 1000 * 2.5  # nano-USD: 1000 tokens at 2.5 USD / 1M
-    legacy = rules.model_bound_nusd(model, "Describe.\n[image sha256:ab]")  # a row stored without image_tokens
+    legacy = model_bound_nusd(model, "Describe.\n[image sha256:ab]")  # a row stored without image_tokens
     assert legacy is not None and legacy - text >= worst_image_tokens(model["client"]) * 2.5
 
 

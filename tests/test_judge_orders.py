@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from service_helpers import all_duels, campaign_body
 
-from service.campaigns import rules
+from service.campaigns.draws import draw_prompt_and_side, new_draw_key
+from service.money.costs import judge_cost_per_duel
+from service.stored_config import judge_orders, judges_both_orders
 
 BASE = "http://fake.test/v1"
 
@@ -100,18 +102,18 @@ async def test_one_order_varies_across_duels_and_follows_the_secret_key(api, fak
 
 
 def test_the_order_draw_is_keyed_hmac():
-    key1, key2 = rules.new_draw_key(), rules.new_draw_key()
-    sides1 = [rules.draw_prompt_and_side(7, n, 3, key1)[1] for n in range(1, 65)]
-    sides2 = [rules.draw_prompt_and_side(7, n, 3, key2)[1] for n in range(1, 65)]
+    key1, key2 = new_draw_key(), new_draw_key()
+    sides1 = [draw_prompt_and_side(7, n, 3, key1)[1] for n in range(1, 65)]
+    sides2 = [draw_prompt_and_side(7, n, 3, key2)[1] for n in range(1, 65)]
     assert sides1 != sides2 and 10 < sum(sides1) < 54
 
 
 def test_c_j_counts_calls_per_duel_for_old_and_new_rows():
     base = {"kind": "llm", "client": {"kind": "openai", "model": "j"}, "cost": 0.5}
-    assert rules.judge_cost_per_duel(base) == pytest.approx(1.0)  # a row from before `orders`: both
-    assert rules.judge_cost_per_duel({**base, "both_orders": False}) == pytest.approx(0.5)
-    assert rules.judge_cost_per_duel({**base, "orders": "one", "both_orders": False}) == pytest.approx(0.5)
-    assert rules.judge_orders({**base, "orders": "both", "both_orders": True}) == 2
+    assert judge_cost_per_duel(base) == pytest.approx(1.0)  # a row from before `orders`: both
+    assert judge_cost_per_duel({**base, "both_orders": False}) == pytest.approx(0.5)
+    assert judge_cost_per_duel({**base, "orders": "one", "both_orders": False}) == pytest.approx(0.5)
+    assert judge_orders({**base, "orders": "both", "both_orders": True}) == 2
 
 
 def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
@@ -210,7 +212,7 @@ def test_auto_verdicts_have_their_own_key_and_are_stored_per_presentation():
     from service.judging import validate_judge_config
 
     auto, both = validate_judge_config(llm_judge(orders="auto")), validate_judge_config(llm_judge(orders="both"))
-    assert auto["orders"] == "auto" and rules.judge_orders(auto) == 2 and not rules.judges_both_orders(auto)
+    assert auto["orders"] == "auto" and judge_orders(auto) == 2 and not judges_both_orders(auto)
     assert stores.judge_key(auto) != stores.judge_key(both)
     assert stores.judge_key(auto) != stores.judge_key(validate_judge_config(llm_judge(orders="one")))
     assert stores.stored_order(auto, "b", "a") == (False, "ab")

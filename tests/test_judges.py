@@ -456,7 +456,7 @@ def test_invalid_judge_templates_and_patterns(patch, needle):
 
 
 def test_graded_score_reaches_the_policy_score_of_either_model():
-    from service.campaigns.rules import score_of
+    from service.campaigns.scoring import score_of
 
     # answer a is model 2's, b model 0's; model_i = 0 (the pair's lower index)
     assert score_of("a", 0, 2, 0, "drop", 1, 1, 0.75) == pytest.approx(0.25)
@@ -468,7 +468,8 @@ def test_graded_score_reaches_the_policy_score_of_either_model():
 
 
 def test_judge_bound_covers_the_configured_template_system_prompt_and_reference():
-    from service.campaigns.rules import MAX_ANSWER_BYTES, judge_bound_nusd
+    from service.money.bounds import judge_bound_nusd
+    from service.stored_text import MAX_ANSWER_BYTES
 
     client = {"kind": "openai", "model": "m", "price": {"input_per_1m": 1.0, "output_per_1m": 0.0}}
     client["params"] = {"max_tokens": 0}

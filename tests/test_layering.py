@@ -82,7 +82,7 @@ def imports_of(module: str) -> set[str]:
 def _outer_packages(module: str, target: str) -> set[str]:
     """The packages whose ``__init__`` Python runs to import ``target`` from ``module``: every
     enclosing package of ``target`` that is not one of ``module``'s own (those ran already). So
-    ``service.cycle.plan`` importing ``service.campaigns.rules`` depends on the package face
+    ``service.cycle.plan`` importing ``service.campaigns.draws`` depends on the package face
     ``service.campaigns`` too: a cycle through a package ``__init__`` is a cycle."""
     own = {".".join(module.split(".")[:k]) for k in range(1, module.count(".") + 2)}
     parts = target.split(".")
@@ -151,7 +151,7 @@ def test_the_walk_sees_our_packages_and_their_imports():
     assert "algorithms.policies" in GRAPH["algorithms.simulator"]
     assert "service.cli.args" in GRAPH["service.cli.research"]
     # importing a module of another package runs that package's __init__: the edge is counted
-    assert {"service.campaigns.rules", "service.campaigns"} <= GRAPH["service.cycle.plan"]
+    assert {"service.campaigns.draws", "service.campaigns"} <= GRAPH["service.cycle.plan"]
     assert "service.cycle" not in GRAPH["service.cycle.plan"]  # its own package ran already
 
 

@@ -24,10 +24,11 @@ import pytest
 import respx
 from sqlalchemy import func, select
 
-from service.campaigns import rules
 from service.clients import usage
-from service.models import Campaign, Charge
+from service.models import Campaign, Charge, to_nusd
 from service.money import ledger
+from service.money.bounds import judge_bound_nusd, model_bound_nusd
+from service.money.costs import cost_nusd
 
 URL = "http://ledger.test/v1/chat/completions"
 PRICE = {"input_per_1m": 1.0, "output_per_1m": 10.0}  # 1e9 output tokens = 10,000 USD
@@ -161,7 +162,7 @@ async def test_usage_above_max_tokens_is_charged_at_the_bound_and_pauses_the_cam
     svc = api.app.state.campaigns.cycle
     tag = "l" + uuid.uuid4().hex[:8]
     body = _body(tag)
-    bound = rules.model_bound_nusd(body["models"][1], body["prompts"][0])
+    bound = model_bound_nusd(body["models"][1], body["prompts"][0])
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(side_effect=_provider(tag, '{"prompt_tokens": 12, "completion_tokens": 1000000000}'))
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
@@ -176,7 +177,7 @@ async def test_usage_above_max_tokens_is_charged_at_the_bound_and_pauses_the_cam
     assert "'liar'" in view["end_reason"] and "1000000000 output tokens" in view["end_reason"], view["end_reason"]
     assert view["spend"] <= BUDGET
     # the liar's call is charged its bound, the honest one its usage; both in the ledger
-    assert _spend(svc, cid) == _ledger_sum(svc, cid) <= bound + rules.model_bound_nusd(body["models"][0], "")
+    assert _spend(svc, cid) == _ledger_sum(svc, cid) <= bound + model_bound_nusd(body["models"][0], "")
     full = (await api.get(f"/v1/duels/{duel['id']}")).json()
     charged = [ch for ch in full["charges"] if ch["provider_fault"]]
     assert len(charged) == 1 and charged[0]["amount"] == pytest.approx(bound / 1e9), full["charges"]
@@ -213,7 +214,7 @@ async def test_an_impossible_usage_is_charged_at_the_bound_and_pauses_the_campai
     svc = api.app.state.campaigns.cycle
     tag = "u" + uuid.uuid4().hex[:8]
     body = _body(tag)
-    bound = rules.model_bound_nusd(body["models"][1], body["prompts"][0])
+    bound = model_bound_nusd(body["models"][1], body["prompts"][0])
     with respx.mock(assert_all_called=False) as mock:
         mock.post(URL).mock(side_effect=_provider(tag, usage))
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
@@ -230,7 +231,7 @@ async def test_an_impossible_usage_is_charged_at_the_bound_and_pauses_the_campai
     charged = [ch for ch in full["charges"] if ch["provider_fault"]]
     assert len(charged) == 1 and charged[0]["amount"] == pytest.approx(bound / 1e9), full["charges"]
     assert figure in charged[0]["provider_fault"]  # the reported figure is stored with the charge
-    assert bound < _spend(svc, cid) == _ledger_sum(svc, cid) <= rules.to_nusd(BUDGET)
+    assert bound < _spend(svc, cid) == _ledger_sum(svc, cid) <= to_nusd(BUDGET)
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
 
 
@@ -264,8 +265,8 @@ async def test_a_lying_llm_judge_is_charged_at_its_bound(api):
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert view["status"] == "stopped" and f"judge model '{tag}-judge'" in view["end_reason"], view
     assert view["duels"] == 0  # the lying judge's verdict is not counted
-    judge_bound = rules.judge_bound_nusd(body["judge"], body["prompts"][0])
-    assert _spend(svc, cid) == _ledger_sum(svc, cid) <= judge_bound + 2 * rules.model_bound_nusd(body["models"][0], "")
+    judge_bound = judge_bound_nusd(body["judge"], body["prompts"][0])
+    assert _spend(svc, cid) == _ledger_sum(svc, cid) <= judge_bound + 2 * model_bound_nusd(body["models"][0], "")
     assert view["spend"] <= BUDGET
     full = (await api.get(f"/v1/duels/{duel['id']}")).json()
     assert [f["side"] for f in full["provider_faults"]] == ["judge"], full
@@ -291,8 +292,8 @@ async def test_a_run_with_a_judge_reporting_1e16_tokens_is_paused_and_charged_th
     assert view["status"] == "stopped" and "absurdly large" in view["end_reason"], view
     assert f"judge model '{tag}-judge'" in view["end_reason"]
     assert view["duels"] == 0 and view["duels_failed"] == 1
-    judge_bound = rules.judge_bound_nusd(body["judge"], body["prompts"][0])
-    assert judge_bound < _spend(svc, cid) == _ledger_sum(svc, cid) <= rules.to_nusd(BUDGET)
+    judge_bound = judge_bound_nusd(body["judge"], body["prompts"][0])
+    assert judge_bound < _spend(svc, cid) == _ledger_sum(svc, cid) <= to_nusd(BUDGET)
 
 
 def test_tokens_past_max_tokens_are_a_fault_unless_the_price_has_a_ceiling():
@@ -303,8 +304,8 @@ def test_tokens_past_max_tokens_are_a_fault_unless_the_price_has_a_ceiling():
     over = Completion("t", 12, 110, compute_cost(price, 12, 110, 0.001), 0.1)  # 110 > max_tokens 100
     fault = ledger.model_charge(model, "q", over)
     assert fault.fault is not None and "110 output tokens for a request with max_tokens 100" in fault.fault
-    assert fault.amount_nusd == rules.cost_nusd(over.cost)  # under the cost bound: charged what it reported
+    assert fault.amount_nusd == cost_nusd(over.cost)  # under the cost bound: charged what it reported
     # with max_cost_per_query the ceiling is the bound (providers bill hidden reasoning tokens as output)
     capped_model = dict(model, client=dict(model["client"], max_cost_per_query=0.01))
     ok = ledger.model_charge(capped_model, "q", over)
-    assert ok.fault is None and ok.amount_nusd == rules.cost_nusd(over.cost)
+    assert ok.fault is None and ok.amount_nusd == cost_nusd(over.cost)

@@ -12,6 +12,8 @@ from conftest import make_settings
 from service_helpers import campaign_body, simulated_judge
 from sqlalchemy import text
 
+from service.campaigns import draws
+
 
 def make_service(url: str, **overrides):
     from service.container import build_campaigns
@@ -204,7 +206,6 @@ def test_active_runs_resume_at_start(db_url):
 
 
 def test_prompts_are_stored_apart_and_drawn_from_the_campaigns_secret_key(db_url, monkeypatch):
-    from service.campaigns import rules
 
     svc = make_service(db_url)
     try:
@@ -216,7 +217,7 @@ def test_prompts_are_stored_apart_and_drawn_from_the_campaigns_secret_key(db_url
         drawn_b = [human_duel(svc, b, "a")["prompt"] for _ in range(5)]
         assert drawn_a != drawn_b and set(drawn_a) <= set(prompts) and len(set(drawn_a)) > 1
         # ... and the same key draws the same prompts.
-        monkeypatch.setattr(rules, "new_draw_key", lambda: "ab" * 32)
+        monkeypatch.setattr(draws, "new_draw_key", lambda: "ab" * 32)
         c, d = create(svc, prompts=prompts, seed=1), create(svc, prompts=prompts, seed=2)
         drawn_c = [human_duel(svc, c, "a")["prompt"] for _ in range(5)]
         assert drawn_c == [human_duel(svc, d, "a")["prompt"] for _ in range(5)] and len(set(drawn_c)) > 1

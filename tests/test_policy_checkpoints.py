@@ -13,7 +13,7 @@ import pytest
 from service_helpers import all_duels, campaign_body, simulated_judge
 from sqlalchemy import select
 
-from service.campaigns import policy_log, rules
+from service.campaigns import draws, policy_log
 from service.campaigns.policy_cache import restore_policy
 from service.models import Campaign
 
@@ -86,7 +86,7 @@ async def _session(api, name: str, sampling: str, disturb: bool) -> tuple[dict, 
 
 @pytest.mark.parametrize("sampling", ["with_replacement", "without_replacement"])
 async def test_checkpoints_store_and_select_what_a_write_per_record_does(api, monkeypatch, sampling):
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts
     every_record = await _session_with(monkeypatch, api, "every record", sampling, divisor=10**9)
     checkpoints = await _session_with(monkeypatch, api, "checkpoints", sampling, divisor=64, disturb=True)
     (view_e, duels_e, seqs_e), (view_c, duels_c, seqs_c) = every_record, checkpoints

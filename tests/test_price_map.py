@@ -197,6 +197,24 @@ def test_price_command_shows_fees_and_image_prices():
     assert "USD per image" in text and "per query  - (no per-token prices)" in text
 
 
+def test_price_command_shows_an_image_models_prices_by_size_and_quality():
+    # the top-level gpt-image-1 entry has no per-image price; LiteLLM lists them per quality and size
+    out = json.loads(llmduel("price", "gpt-image-1", "--json").stdout)
+    assert out["key"] == "gpt-image-1" and out["image_prices"] == {}
+    entries = pricing.base_map().entries
+    by = {(v["quality"], v["size"]): v for v in out["image_prices_by_variant"]}
+    assert len(by) == 9 and {q for q, _ in by} == {"low", "medium", "high"}
+    low = by[("low", "1024x1024")]
+    assert low["key"] == "low/1024-x-1024/gpt-image-1" and low["field"] == "input_cost_per_image"
+    assert low["usd"] == entries["low/1024-x-1024/gpt-image-1"]["input_cost_per_image"]
+    assert by[("high", "1536x1024")]["usd"] == entries["high/1536-x-1024/gpt-image-1"]["input_cost_per_image"]
+    text = llmduel("price", "gpt-image-1").stdout
+    assert f"image      {low['usd']:.6g} USD per image, quality low, size 1024x1024" in text
+    assert text.count("USD per image") == 9
+    # a text model has none
+    assert json.loads(llmduel("price", "gpt-4o", "--json").stdout)["image_prices_by_variant"] == []
+
+
 def test_price_command_user_map_wins_and_unknown_models_get_close_names(tmp_path):
     path = tmp_path / "prices.json"
     path.write_text(json.dumps({"claude-haiku-4-5": {"input_cost_per_token": 2e-6, "output_cost_per_token": 4e-6}}))

@@ -240,8 +240,8 @@ async def test_reused_answers_are_not_calls_of_the_observed_cost(api):
 
 async def test_budget_reserves_with_the_price_maps_output_limit(api):
     """A model priced from the map needs no max_tokens under a budget: the map's max_output_tokens bounds a call."""
-    from service.campaigns import rules
     from service.models import Campaign
+    from service.money.bounds import model_bound_nusd
 
     body = campaign_body(clients=[{"kind": "openai", "model": "gpt-4o"}] * 3, budget=10.0, prompts=PROMPTS)
     for m in body["models"]:
@@ -258,7 +258,7 @@ async def test_budget_reserves_with_the_price_maps_output_limit(api):
     stored = await svc.in_thread(stored_models)
     assert stored[0]["pricing"]["max_output_tokens"] == 16384 and "max_tokens" not in stored[0]["client"]["params"]
     # the bound: input bytes + template overhead at 2.5 USD/M, 16384 output tokens at 10 USD/M
-    bound = rules.model_bound_nusd(stored[0], "x" * 100)
+    bound = model_bound_nusd(stored[0], "x" * 100)
     assert bound == pytest.approx(((100 + 256) * 2.5 + 16384 * 10.0) / 1e6 * 1e9, rel=1e-6)
     # a price without any output limit cannot be reserved against: adding a budget later is refused
     own = {

@@ -8,6 +8,8 @@ import httpx
 import respx
 from service_helpers import all_duels, campaign_body, simulated_judge
 
+from service.campaigns import draws
+
 PROMPTS = [
     "plain string prompt",
     {"id": "q-a", "prompt": "What is 2+2?", "category": "math", "reference": "4"},
@@ -86,6 +88,9 @@ async def test_reference_reaches_a_judge_that_takes_it(api, monkeypatch):
         return await original(self, prompt, answer_a, answer_b, model_a=model_a, model_b=model_b, rng=rng)
 
     monkeypatch.setattr(SimulatedJudge, "judge", judge_with_reference)
+    # the prompts are drawn with the campaign's secret key: a fixed key makes both prompts come up in
+    # eight duels every run (a fresh key drew one prompt only, once in 128 runs)
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "4d" * 32)
     prompts = [{"id": "r", "prompt": "What is 2+2?", "reference": "4"}, {"id": "n", "prompt": "No reference here."}]
     r = await api.post("/v1/campaigns", json=campaign_body(judge=simulated_judge(), prompts=prompts, seed=1))
     cid = r.json()["id"]

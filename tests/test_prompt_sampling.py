@@ -13,7 +13,8 @@ from service_helpers import campaign_body, simulated_judge
 
 from algorithms.vocabulary import PromptSampling, TiePolicy
 from service.campaign_files import read_campaign_file
-from service.campaigns import rules
+from service.campaigns.draws import new_draw_key
+from service.campaigns.sampling import free_position, next_in_order, prompt_permutation, resolve_prompt_sampling
 from service.schemas import CampaignCreate
 
 LLM_JUDGE = {"kind": "llm", "client": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "j"}}
@@ -25,35 +26,35 @@ def _body(**extra) -> dict:
 
 # ---------------------------------------------------------------- the pure rules
 def test_the_permutation_is_a_keyed_permutation_of_the_prompt_indices():
-    key_a, key_b = rules.new_draw_key(), rules.new_draw_key()
-    perm = rules.prompt_permutation(key_a, 50)
+    key_a, key_b = new_draw_key(), new_draw_key()
+    perm = prompt_permutation(key_a, 50)
     assert sorted(perm) == list(range(50))
-    assert perm == rules.prompt_permutation(key_a, 50)  # deterministic under the key
-    assert perm != rules.prompt_permutation(key_b, 50)  # another key, another order (chance 1/50!)
+    assert perm == prompt_permutation(key_a, 50)  # deterministic under the key
+    assert perm != prompt_permutation(key_b, 50)  # another key, another order (chance 1/50!)
     assert perm != list(range(50))
-    assert rules.prompt_permutation(key_a, 1) == [0]
+    assert prompt_permutation(key_a, 1) == [0]
 
 
 def test_the_first_position_is_uniform_over_keys():
     # a rough check of the keyed draw: over 4000 keys each of 4 prompts comes first about 1000 times
-    firsts = [rules.prompt_permutation(rules.new_draw_key(), 4)[0] for _ in range(4000)]
+    firsts = [prompt_permutation(new_draw_key(), 4)[0] for _ in range(4000)]
     counts = [firsts.count(k) for k in range(4)]
     assert all(880 < n < 1120 for n in counts), counts
 
 
 def test_free_position_is_the_lowest_one_not_taken():
-    assert rules.free_position([], 3) == 0
-    assert rules.free_position([0, 1], 3) == 2
-    assert rules.free_position([1, 2], 3) == 0  # position 0 failed: it is used again first
-    assert rules.free_position([0, 2], 3) == 1
-    assert rules.free_position([0, 1, 2], 3) is None
+    assert free_position([], 3) == 0
+    assert free_position([0, 1], 3) == 2
+    assert free_position([1, 2], 3) == 0  # position 0 failed: it is used again first
+    assert free_position([0, 2], 3) == 1
+    assert free_position([0, 1, 2], 3) is None
 
 
 def test_held_outcomes_are_released_in_position_order_up_to_the_first_gap():
-    assert rules.next_in_order(0, {}) == []
-    assert rules.next_in_order(0, {1: "q1", 2: "q2"}) == []  # position 0 still in flight
-    assert rules.next_in_order(0, {0: "q0", 1: "q1", 3: "q3"}) == ["q0", "q1"]
-    assert rules.next_in_order(2, {2: "q2", 3: "q3", 4: "q4"}) == ["q2", "q3", "q4"]
+    assert next_in_order(0, {}) == []
+    assert next_in_order(0, {1: "q1", 2: "q2"}) == []  # position 0 still in flight
+    assert next_in_order(0, {0: "q0", 1: "q1", 3: "q3"}) == ["q0", "q1"]
+    assert next_in_order(2, {2: "q2", 3: "q3", 4: "q4"}) == ["q2", "q3", "q4"]
     # any arrival order gives the same recorded order
     order = list(range(10))
     for _ in range(20):
@@ -61,7 +62,7 @@ def test_held_outcomes_are_released_in_position_order_up_to_the_first_gap():
         held, recorded, seen = {}, 0, []
         for q in order:
             held[q] = q
-            out = rules.next_in_order(recorded, held)
+            out = next_in_order(recorded, held)
             for r in out:
                 del held[r]
             recorded += len(out)
@@ -85,7 +86,7 @@ def test_held_outcomes_are_released_in_position_order_up_to_the_first_gap():
     ],
 )
 def test_auto_resolution(algorithm, answers, verdicts, judge, tie, resolved, tie_resolved):
-    got = rules.resolve_prompt_sampling(
+    got = resolve_prompt_sampling(
         "auto", tie, algorithm=algorithm, answers=answers, verdicts=verdicts, judge_kind=judge
     )
     assert got == (resolved, tie_resolved)
@@ -93,15 +94,15 @@ def test_auto_resolution(algorithm, answers, verdicts, judge, tie, resolved, tie
 
 def test_explicit_values_resolve_to_themselves():
     kw = dict(algorithm="dctas-pc", answers="reuse", verdicts="fresh")
-    assert rules.resolve_prompt_sampling("without_replacement", None, judge_kind="simulated", **kw) == (
+    assert resolve_prompt_sampling("without_replacement", None, judge_kind="simulated", **kw) == (
         "without_replacement",
         "half",
     )
-    assert rules.resolve_prompt_sampling("with_replacement", None, judge_kind="llm", **kw) == (
+    assert resolve_prompt_sampling("with_replacement", None, judge_kind="llm", **kw) == (
         "with_replacement",
         "drop",
     )
-    assert rules.resolve_prompt_sampling("with_replacement", "half", judge_kind="llm", **kw) == (
+    assert resolve_prompt_sampling("with_replacement", "half", judge_kind="llm", **kw) == (
         "with_replacement",
         "half",
     )

@@ -198,3 +198,37 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     assert missed <= limit, missed
     assert boot_missed > limit, boot_missed  # the check can fail: a descriptive interval does
     assert np.median(ratios) <= 0.56, np.median(ratios)
+
+
+def test_betting_bounds_match_a_brute_force_search_over_the_confidence_set():
+    """The compiled bounds (cells, hulls, dual) against the definition: for 3 models, the largest mean of model 0's
+    two pair means over every pair of grid means whose log-wealths (``pair_log_wealth``, the reference) sum below
+    ``log(2L / alpha)``. The bound must not be below it (it holds for every mean, not only the grid's) and may
+    exceed it by at most the grid's cell (0.001) plus a little."""
+    import math
+
+    from algorithms.ranking import BET_GRID, BET_SIDE_WEIGHT, betting_field_intervals, pair_log_wealth
+
+    rng = np.random.default_rng(5)
+    for n01, n02 in ((40, 7), (300, 120), (3, 0)):
+        W = np.zeros((3, 3))
+        N = np.zeros((3, 3))
+        for j, n in ((1, n01), (2, n02)):
+            s = float(rng.binomial(n, 0.6)) + 0.5 * (n > 5)  # a tie among them
+            N[0, j] = N[j, 0] = n + (n > 5)
+            W[0, j], W[j, 0] = s, N[0, j] - s
+        N[1, 2] = N[2, 1] = 10.0
+        W[1, 2], W[2, 1] = 6.0, 4.0
+        low, high = betting_field_intervals(W, N, 0.95)
+        c = math.log(2 * 3 / 0.05)
+        d1 = pair_log_wealth(W[0, 1], N[0, 1], 1.0 - BET_SIDE_WEIGHT)
+        d2 = pair_log_wealth(W[0, 2], N[0, 2], 1.0 - BET_SIDE_WEIGHT)
+        ok = d1[:, None] + d2[None, :] < c
+        best = np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
+        assert best <= high[0] <= best + 0.0015, (n01, n02, best, high[0])
+        # the lower bound: the opponents' scores against model 0 as large as their sets allow
+        e1 = pair_log_wealth(W[1, 0], N[1, 0], 1.0 - BET_SIDE_WEIGHT)
+        e2 = pair_log_wealth(W[2, 0], N[2, 0], 1.0 - BET_SIDE_WEIGHT)
+        ok = e1[:, None] + e2[None, :] < c
+        worst = 1.0 - np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
+        assert worst - 0.0015 <= low[0] <= worst, (n01, n02, worst, low[0])

@@ -54,6 +54,75 @@ def test_credential_key_hashes_the_key_and_quota_needs_a_limit():
     assert estimated_tokens("x", ["abcd", "efgh"], None) == 2
 
 
+def _png(size: tuple[int, int]) -> bytes:
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", size, (9, 9, 9)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_tpm_estimate_counts_prompt_images_by_the_budgets_rule():
+    """A vision request's images count in its tpm estimate, by the per-provider image-token rule the
+    budget's bound uses (service/images/tokens.py), not as nothing."""
+    from service.clients.content import ImagePart, UserTurn
+    from service.images.tokens import image_input_tokens
+
+    big, small = _png((1500, 900)), _png((300, 200))
+    turns = [UserTurn("abcd", (ImagePart("image/png", big),)), UserTurn("efgh", (ImagePart("image/png", small),))]
+    seen = set()
+    for cfg in (
+        {"kind": "openai", "model": "gpt-4o"},
+        {"kind": "openai", "model": "some-open-vlm"},
+        {"kind": "anthropic", "model": "claude-sonnet-4-5"},
+        {"kind": "gemini", "model": "gemini-2.5-flash"},
+    ):
+        images = image_input_tokens(cfg, 1500, 900) + image_input_tokens(cfg, 300, 200)
+        assert images > 0
+        assert estimated_tokens("x", turns, 100, cfg) == 2 + images + 100
+        seen.add(images)
+    assert len(seen) == 4  # each provider's own rule
+    assert estimated_tokens("x", ["abcd", "efgh"], None, {"kind": "anthropic"}) == 2  # no images, no image tokens
+
+
+async def test_a_vision_calls_tpm_slot_holds_its_image_tokens():
+    """The HTTP client asks the limiter for the request's text, image and output tokens."""
+    import respx
+
+    from service.clients import build_client
+    from service.clients.config import parse_client_config
+    from service.clients.content import ImagePart, UserTurn
+    from service.images.tokens import image_input_tokens
+
+    asked: list[int] = []
+
+    class Recorder:
+        async def acquire(self, quota, tokens):
+            asked.append(tokens)
+            return 1
+
+        async def settle(self, slot, tokens):
+            pass
+
+        async def block(self, quota, seconds):
+            pass
+
+    json_cfg = {"kind": "anthropic", "base_url": "http://claude.test", "model": "claude-x", "tpm": 100000}
+    raw = dict(json_cfg, api_key_env=None, params={"max_tokens": 50})
+    client = build_client(parse_client_config(raw), model_name="m", fixed_cost=0.0, limiter=Recorder())
+    reply = {"content": [{"type": "text", "text": "red"}], "usage": {"input_tokens": 5, "output_tokens": 1}}
+    with respx.mock() as mock:
+        mock.post("http://claude.test/v1/messages").mock(return_value=httpx.Response(200, json=reply))
+        turn = UserTurn("What colour?", (ImagePart("image/png", _png((1200, 1000))),))
+        res = await client.complete("What colour?", turns=[turn])
+    await client.aclose()
+    assert res.text == "red"
+    assert asked == [(len("What colour?") + 3) // 4 + image_input_tokens(raw, 1200, 1000) + 50]
+    assert image_input_tokens(raw, 1200, 1000) == 1600
+
+
 # ---------------------------------------------------------------- shared through the database
 class Clock:
     def __init__(self, t: float = 1_000_000.0):

@@ -23,9 +23,10 @@ import respx
 from conftest import make_settings
 from sqlalchemy import func, select
 
-from service.campaigns import rules, stores
-from service.models import BudgetHold, Campaign, Charge, Duel, StoredAnswer, StoredVerdict, utcnow
+from service.campaigns import draws, stores
+from service.models import BudgetHold, Campaign, Charge, Duel, StoredAnswer, StoredVerdict, to_nusd, utcnow
 from service.money import reserve
+from service.money.bounds import model_bound_nusd
 
 PRICE = {"input_per_1m": 1.0, "output_per_1m": 1000.0}  # 0.001 USD per output token
 URL = "http://reserve.test/v1/chat/completions"
@@ -121,7 +122,7 @@ def _ledger(svc, cid: int) -> int:
 # ---------------------------------------------------------------- the rule
 def test_stored_answers_and_verdicts_reserve_nothing():
     ms = [_model("t", n) for n in "ab"]
-    bound = rules.model_bound_nusd(ms[0], "q")
+    bound = model_bound_nusd(ms[0], "q")
     human = {"kind": "human", "fee_per_vote": 0.01}
     assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0) == 2 * bound + 10_000_000
     assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[1]) == bound + 10_000_000
@@ -225,7 +226,7 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
         "seed": 3,
     }
     full = reserve.reserve_duel_nusd(body["models"], 0, 1, body["judge"], prompts[0], 0, 0)
-    assert full > rules.to_nusd(body["budget"])
+    assert full > to_nusd(body["budget"])
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply())
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
@@ -246,7 +247,7 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
     assert voted == 3, view
     assert view["status"] == "budget_exhausted" and view["spend"] == pytest.approx(3 * fee), view
     assert view["spend"] <= body["budget"]
-    assert _reservations(svc, cid) == [rules.to_nusd(fee)] * 3  # only the vote fee was reserved
+    assert _reservations(svc, cid) == [to_nusd(fee)] * 3  # only the vote fee was reserved
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
 
 
@@ -343,7 +344,7 @@ async def test_concurrent_duels_on_partly_stored_answers_never_overrun_the_budge
             if c["status"] != "running":
                 break
     assert c["spend"] <= budget + 1e-9 and c["duels_created"] > 0, c
-    assert rules.to_nusd(c["spend"]) == _ledger(svc, cid)
+    assert to_nusd(c["spend"]) == _ledger(svc, cid)
 
 
 # ---------------------------------------------------------------- pre-generation with a budget
@@ -363,10 +364,10 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
 
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "7a" * 32)
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "7a" * 32)
     tag = _tag()
     prompts = [f"pregen budget question {n}" for n in range(8)]
-    bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    bound = model_bound_nusd(_model(tag, "a"), prompts[0])
     budget = 2.0
     seen_holds: list[int] = []
 
@@ -430,7 +431,7 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
             await asyncio.sleep(0.05)
     c = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert c["spend"] <= budget + 1e-9, c
-    assert rules.to_nusd(c["spend"]) == _ledger(svc, cid)
+    assert to_nusd(c["spend"]) == _ledger(svc, cid)
     assert _holds(svc, cid) == 0
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
 
@@ -460,8 +461,8 @@ async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
     with svc.db.read() as s:  # the filter above sees this test's answers (it is not vacuous)
         assert s.execute(select(func.count(StoredAnswer.id)).where(*mine)).scalar_one() >= paid
     assert _holds(svc, cid) == 0
-    assert _ledger(svc, cid) == rules.to_nusd(_campaign(svc, cid).spend_nusd / 1e9)
-    assert _ledger(svc, cid) <= paid * rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    assert _ledger(svc, cid) == to_nusd(_campaign(svc, cid).spend_nusd / 1e9)
+    assert _ledger(svc, cid) <= paid * model_bound_nusd(_model(tag, "a"), prompts[0])
 
 
 async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_lapses(api):
@@ -469,7 +470,7 @@ async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_la
     pregen = api.app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"tight question {n}" for n in range(3)]
-    bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    bound = model_bound_nusd(_model(tag, "a"), prompts[0])
     cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 0.9 * bound / 1e9))).json()["id"]
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply(100))
@@ -515,7 +516,7 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
     other = other_app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"two services question {n}" for n in range(12)]
-    bound = rules.model_bound_nusd(_model(tag, "a"), prompts[0])
+    bound = model_bound_nusd(_model(tag, "a"), prompts[0])
     budget_nusd = 5 * bound + bound // 2  # room for five calls' bounds
     body = _human_body(tag, prompts, budget_nusd / 1e9)
     body["answers"] = "reuse"

@@ -22,6 +22,8 @@ import pytest
 from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
 from service_helpers import all_duels_sync
 
+from service.campaigns import draws
+
 pytestmark = pytest.mark.slow
 
 H = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -213,11 +215,10 @@ async def test_answers_are_pre_generated_for_annotators(api, fake_provider, monk
     background and charged to the campaign; the next duel takes them from the store."""
     import asyncio
 
-    from service.campaigns import rules
     from service.campaigns.pregeneration import PREGEN_DUELS, planned_prompts
 
     draw_key = "5e" * 32
-    monkeypatch.setattr(rules, "new_draw_key", lambda: draw_key)  # the test predicts the campaign's draws
+    monkeypatch.setattr(draws, "new_draw_key", lambda: draw_key)  # the test predicts the campaign's draws
     tag = f"p{time.monotonic_ns()}"
     prompts = [f"Pregen question {n}." for n in range(10)]
     body = _body(fake_provider, tag, prompts)

@@ -7,6 +7,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 
 from service import cycle
+from service.campaigns import draws
 
 FEE = 0.05
 COSTS = [0.004, 0.001, 0.002]
@@ -47,9 +48,8 @@ async def fee_session(api, name: str) -> tuple[dict, list[dict]]:
 async def test_vote_fee_is_charged_alike_on_both_drivers(api, monkeypatch):
     """PostgreSQL: the asyncpg driver and the SQLAlchemy one charge the same fees (SQLite has
     the SQLAlchemy driver only: one session, checked by fee_session)."""
-    from service.campaigns import rules
 
-    monkeypatch.setattr(rules, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)  # both campaigns draw the same prompts and sides
     used = {"vote": 0}
     for name in ("record_vote", "record_vote_async"):
         fn = getattr(cycle, name)

@@ -22,7 +22,7 @@ from conftest import ADMIN_KEY, start_fake_provider, start_live_server, stop_liv
 from service_helpers import all_duels_sync
 from test_reuse_e2e import _body, _replay_ok, _requests, _wait_end
 
-from service.campaigns import rules
+from service.campaigns.sampling import prompt_permutation
 from service.db import Database
 from service.models import Campaign
 
@@ -50,7 +50,7 @@ def _permutation(db_url: str, cid: int) -> list[int]:
     try:
         with db.read() as s:
             c = s.get(Campaign, cid)
-            return rules.prompt_permutation(c.draw_key, c.n_prompts)
+            return prompt_permutation(c.draw_key, c.n_prompts)
     finally:
         db.dispose()
 

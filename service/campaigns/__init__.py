@@ -1,8 +1,11 @@
 """Campaigns: the domain logic of the service.
 
-* :mod:`.rules`: the campaign rules as pure functions (costs, budget reservation,
-  ``max_duels``, prompt and side draw, tie scores, end conditions), used by every
-  transaction path;
+* pure rules, used by every transaction path: :mod:`.draws` (the secret prompt, side and tie
+  draws), :mod:`.sampling` (prompts without replacement), :mod:`.scoring` (a verdict's score),
+  :mod:`.limits` (duel cap, run concurrency, continuing), :mod:`.expiry` (duels, calls,
+  leases), :mod:`.pairs`, :mod:`.annotator_access`; below this package,
+  :mod:`service.stored_config` (reading stored configs), :mod:`service.stored_text` and
+  :mod:`service.plain_values`; costs and budget bounds are in :mod:`service.money`;
 * :mod:`.types`: plans, outcomes, replay results and domain errors (no HTTP codes);
 * :mod:`.policy_cache`: policies between transactions;
 * :mod:`.lifecycle`: :class:`Lifecycle`, a campaign's life outside its duels (create, stop,
@@ -25,8 +28,10 @@ The package's face exports the domain types and errors and the pure helpers only
 builds every object once per process. Nothing here imports either.
 """
 
+from ..plain_values import finite_or_none, jsonable
+from ..stored_text import clean_text
+from .draws import draw_prompt_and_side
 from .policy_cache import PolicyCache, new_policy, policy_snapshot, restore_policy, warm_policies
-from .rules import clean_text, draw_prompt_and_side, finite_or_none, jsonable
 from .types import (
     CampaignEnded,
     Conflict,

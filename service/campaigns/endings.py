@@ -18,8 +18,11 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..models import Campaign, Duel, WebhookEvent
 from ..money import ledger
-from . import rules
+from .limits import END_LIMIT_PROVIDER
 from .webhooks import CAMPAIGN_ENDED, new_event_id
+
+#: The error of an in-flight duel cancelled by its campaign's end.
+CANCELLED_ERROR = "the campaign ended before this duel was judged"
 
 C = Campaign.__table__.c
 D = Duel.__table__.c
@@ -80,13 +83,13 @@ CANCEL_IN_FLIGHT = (
         D.status.in_([literal(str(s)) for s in IN_FLIGHT]),
         D.id != bindparam("keep", type_=D.id.type),
     )
-    .values(status=DuelStatus.CANCELLED, error=rules.CANCELLED_ERROR)
+    .values(status=DuelStatus.CANCELLED, error=CANCELLED_ERROR)
 )
 
 
 def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> dict:
     """The parameters of :data:`FINISH`, :data:`ENDED_EVENT` and :data:`CANCEL_IN_FLIGHT` for an
-    ending of :mod:`service.decide` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
+    ending of :mod:`service.cycle.plan` or :mod:`service.cycle.verdict` (``end``: its ``status``, ``reason``, ``limit`` and ``winner``)."""
     return {
         "cid": campaign_id,
         "end_status": str(end.status),
@@ -132,7 +135,7 @@ class Endings:
     ) -> None:
         """End a running campaign: in-flight duels but ``keep_duel`` are cancelled, the run stops.
 
-        ``limit``: the limit that ended it (``rules.END_LIMITS``), so that raising it continues the
+        ``limit``: the limit that ended it (``limits.END_LIMITS``), so that raising it continues the
         campaign; ``winner``: the certified model.
         """
         end = SimpleNamespace(status=status, reason=reason, limit=limit, winner=winner)
@@ -150,7 +153,7 @@ class Endings:
 
     def pause_for_fault(self, s, c: Campaign, fault: str, now: dt.datetime, keep_duel: int | None = None) -> None:
         """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with
-        ``end_limit = 'provider'``, and a PATCH of its limits continues it (rules.continue_refusal)."""
+        ``end_limit = 'provider'``, and a PATCH of its limits continues it (limits.continue_refusal)."""
         if c.status == CampaignStatus.RUNNING:
             reason = ledger.fault_reason(fault)
-            self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=ledger.END_LIMIT_PROVIDER)
+            self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=END_LIMIT_PROVIDER)

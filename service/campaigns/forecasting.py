@@ -40,9 +40,12 @@ from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
 from ..db import Database
 from ..models import Campaign, from_nusd
+from ..money.costs import judge_cost_per_duel
+from ..plain_values import jsonable
 from ..schemas import CampaignCreate
-from . import hybrid, policy_log, rules
+from . import hybrid, policy_log
 from .model_changes import active_models
+from .sampling import is_wor
 from .types import Conflict, NotFound, Unprocessable
 
 # CPU work: one forecast at a time per process; a second one meanwhile gets 409 (retry later).
@@ -81,7 +84,7 @@ class _Setup:
         """``wor``, ``reuse`` (prompt-level, pays what is not stored) or ``fresh`` (every duel pays)."""
         if self.algorithm != Algorithm.DCTAS_PC or self.judge.get("kind") == JudgeKind.SIMULATED:
             return "fresh"
-        if rules.is_wor(self.prompt_sampling):
+        if is_wor(self.prompt_sampling):
             return "wor"
         if self.answers == Reuse.REUSE and self.verdicts == Reuse.REUSE and self.judge.get("kind") == JudgeKind.LLM:
             return "reuse"
@@ -171,7 +174,7 @@ def _answer(
     if batch:
         _batch_answer(out, setup)
     out.update(basis=basis, note=_note(f, note), requested_trials=f.requested, budget=budget, max_duels=max_duels)
-    return rules.jsonable(out)
+    return jsonable(out)
 
 
 def trial_cap(n_models: int, trials: int, max_duels: int) -> int | None:
@@ -192,7 +195,7 @@ def _run(setup: _Setup, draw: Any, trials: int, max_duels: int) -> Forecast:
     if not _BUSY.acquire(blocking=False):
         raise Conflict("another forecast is running in this process; retry in a few seconds", retry_later=True)
     try:
-        judge_cost = rules.judge_cost_per_duel(setup.judge)
+        judge_cost = judge_cost_per_duel(setup.judge)
         mode = setup.mode
         cap = trial_cap(len(setup.costs), trials, max_duels)
         if mode == "fresh":
@@ -239,7 +242,7 @@ def _call_ratio(client: dict[str, Any] | None, tokens_in: float | None, tokens_o
 def _judge_ratio(judge: dict[str, Any]) -> float:
     if judge.get("kind") == "jury":
         jurors = judge.get("judges") or []
-        costs = [rules.judge_cost_per_duel(j) for j in jurors]
+        costs = [judge_cost_per_duel(j) for j in jurors]
         total = sum(costs)
         return sum(_judge_ratio(j) * c for j, c in zip(jurors, costs)) / total if total > 0 else 1.0
     if judge.get("kind") != "llm":
@@ -258,7 +261,7 @@ def batch_price_ratio(models: list[dict[str, Any]], judge: dict[str, Any]) -> fl
         ratios.append(
             _call_ratio(m.get("client"), pricing.get("expected_input_tokens"), pricing.get("expected_output_tokens"))
         )
-    c_j = rules.judge_cost_per_duel(judge)
+    c_j = judge_cost_per_duel(judge)
     mean_c = sum(costs) / len(costs) if costs else 0.0
     mean_rc = sum(r * c for r, c in zip(ratios, costs)) / len(costs) if costs else 0.0
     full = 2 * mean_c + c_j

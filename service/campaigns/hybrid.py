@@ -22,7 +22,10 @@ import numpy as np
 from algorithms.hybrid import HYBRID, N_, HybridPolicy, hybrid_state_params
 from algorithms.vocabulary import Algorithm, PromptSampling, TiePolicy
 
-from . import rules
+from ..money.costs import cost_nusd, judge_cost_per_duel
+from ..stored_config import stored
+from .draws import keyed_uniform
+from .scoring import score_of
 
 KIND = "hybrid"
 ALGORITHM = HYBRID  # what the campaign row stores: "dctas-pc-hybrid"
@@ -36,17 +39,17 @@ FORECAST_REFUSAL = (
 
 
 def is_hybrid(judge: Mapping[str, Any] | None) -> bool:
-    return bool(judge) and rules.stored(judge).get("kind") == KIND
+    return bool(judge) and stored(judge).get("kind") == KIND
 
 
 def llm_part(judge: Mapping[str, Any]) -> dict[str, Any]:
     """The automatic judge of a hybrid judge config (stored form)."""
-    return dict(rules.stored(judge)["llm"])
+    return dict(stored(judge)["llm"])
 
 
 def fee_nusd(judge: Mapping[str, Any]) -> int:
     """One human vote's fee (nano-USD)."""
-    return rules.cost_nusd((rules.stored(judge).get("human") or {}).get("fee_per_vote") or 0.0)
+    return cost_nusd((stored(judge).get("human") or {}).get("fee_per_vote") or 0.0)
 
 
 def refusal(algorithm: str, prompt_sampling: str | None, tie_policy: str | None) -> str | None:
@@ -74,7 +77,7 @@ def new_policy(
 ) -> HybridPolicy:
     """The campaign's policy: dctas-pc-hybrid with the automatic judge's cost and the human fee;
     ``stored_state``: a replay's stored state, whose certificate level and test it keeps."""
-    judge = rules.stored(judge)
+    judge = stored(judge)
     extra: dict[str, Any] = {}
     if stored_state:  # the stored state's level and test (a state naming none: delta/(L-1), mixture)
         params = hybrid_state_params(stored_state)
@@ -82,7 +85,7 @@ def new_policy(
     return HybridPolicy(
         costs,
         delta,
-        judge_cost=rules.judge_cost_per_duel(judge["llm"]),
+        judge_cost=judge_cost_per_duel(judge["llm"]),
         human_fee=float((judge.get("human") or {}).get("fee_per_vote") or 0.0),
         human_rate=judge.get("human_rate", 0.2),
         **extra,
@@ -92,14 +95,14 @@ def new_policy(
 def human_coin(draw_key: str, number: int) -> float:
     """Duel ``number``'s uniform draw in [0, 1) for the human-selection coin: HMAC-SHA256 of
     ``"{number}:human"`` under the campaign's secret draw key (replayable, unknown to annotators)."""
-    return (rules._keyed_uniform(draw_key, f"{number}:human") >> (256 - COIN_BITS)) / float(1 << COIN_BITS)
+    return (keyed_uniform(draw_key, f"{number}:human") >> (256 - COIN_BITS)) / float(1 << COIN_BITS)
 
 
 def judge_score(
     choice: str, model_i: int, model_a: int, model_b: int, number: int, score_a: float | None, draw_key: str | None
 ) -> float:
     """The automatic judge's score of model_i in [0, 1]: its graded or win score, a tie as 1/2."""
-    s = rules.score_of(choice, model_i, model_a, model_b, TiePolicy.HALF, 0, number, score_a, draw_key=draw_key)
+    s = score_of(choice, model_i, model_a, model_b, TiePolicy.HALF, 0, number, score_a, draw_key=draw_key)
     return 0.5 if s is None else float(s)
 
 

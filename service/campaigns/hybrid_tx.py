@@ -20,7 +20,9 @@ from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Duel
 from ..money import budget
-from . import hybrid, rules
+from . import hybrid
+from .annotator_access import ANNOTATOR_LABEL_PREFIX
+from .expiry import is_stale
 from .skips import POOL_REQUESTER
 from .types import Conflict
 
@@ -31,7 +33,7 @@ HUMAN_FEE_DETAIL = {"human_fee": True}
 
 # ---------------------------------------------------------------- the pool
 def _selected_waiting(r: Any) -> bool:
-    return (r.requested_by or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
+    return (r.requested_by or "").startswith(ANNOTATOR_LABEL_PREFIX)
 
 
 def waits_for_human(c: Campaign, r: Any) -> bool:
@@ -46,7 +48,7 @@ def renew_lapsed(conn, inflight: list, now: dt.datetime) -> list:
     should see it."""
     out, lapsed = [], []
     for r in inflight:
-        if _selected_waiting(r) and rules.is_stale(r.expires_at, now):
+        if _selected_waiting(r) and is_stale(r.expires_at, now):
             lapsed.append(int(r.id))
             r = SimpleNamespace(**{**r._asdict(), "requested_by": POOL_REQUESTER, "expires_at": now + POOL_HOLD})
         out.append(r)

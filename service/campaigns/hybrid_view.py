@@ -13,7 +13,9 @@ from algorithms.hybrid import N_, NH, SY, SY2
 from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Duel
-from . import hybrid, rules
+from ..stored_config import stored
+from . import hybrid
+from .annotator_access import ANNOTATOR_LABEL_PREFIX
 
 #: The confidence of the agreement interval.
 AGREEMENT_CONFIDENCE = 0.95
@@ -118,7 +120,7 @@ def summary_for(s, c: Campaign, admin: bool) -> dict[str, Any]:
 
 def summary(s, c: Campaign) -> dict[str, Any]:
     """The ``hybrid`` object of a hybrid campaign's view (read in session ``s``)."""
-    judge = rules.stored(c.judge)
+    judge = stored(c.judge)
     rows = s.execute(
         select(Duel.model_i, Duel.model_j, Duel.choice, Duel.score, Duel.judge_detail).where(
             *human_voted(c.id),
@@ -128,7 +130,7 @@ def summary(s, c: Campaign) -> dict[str, Any]:
         select(func.count(Duel.id)).where(
             Duel.campaign_id == c.id,
             Duel.status == DuelStatus.PENDING,
-            Duel.requested_by.like(f"{rules.ANNOTATOR_LABEL_PREFIX}%"),
+            Duel.requested_by.like(f"{ANNOTATOR_LABEL_PREFIX}%"),
         )
     ).scalar_one()
     decisive = agree = 0

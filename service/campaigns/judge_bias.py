@@ -94,7 +94,7 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
     llm = kind in ("llm", "jury")
     from algorithms.judge_orders import AutoOrders
 
-    from .rules import judges_both_orders
+    from ..stored_config import judges_both_orders
 
     both = llm and judges_both_orders(judge)
     orders = judge.get("orders") if kind == "llm" and judge.get("orders") in ("both", "one", "auto") else None

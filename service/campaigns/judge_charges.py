@@ -12,10 +12,12 @@ from typing import Any
 
 from algorithms.vocabulary import CampaignStatus
 
+from .. import stored_config
 from ..models import Campaign, Duel
 from ..money import charges, ledger
-from . import rules, stores
-from .rules import jsonable
+from ..plain_values import jsonable
+from . import stores
+from .expiry import is_stale
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -68,7 +70,13 @@ def charge_judge(svc: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: di
     charge (default the campaign's; a hybrid's ``llm`` part)."""
     reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1] if j.judge_cost else None
     judge_nusd, fault_detail = price_judge(
-        judge or c.judge, d.prompt, reference, j, rules.is_stale(d.expires_at, now), d.id, rules.image_answers(c.models)
+        judge or c.judge,
+        d.prompt,
+        reference,
+        j,
+        is_stale(d.expires_at, now),
+        d.id,
+        stored_config.image_answers(c.models),
     )
     _reuse_row(s, c.id, d.id, j, now)
     fault_detail = ledger.mark_late(fault_detail, bool(judge_nusd) and c.status != CampaignStatus.RUNNING) or {}

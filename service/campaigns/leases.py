@@ -43,7 +43,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from ..config import Settings
 from ..db import Database
 from ..models import Campaign, Duel, utcnow
-from . import rules
+from .expiry import lease_free
 
 #: The ``requested_by`` of the duels a background run starts.
 RUN_REQUESTER = "run"
@@ -126,7 +126,7 @@ class Leases:
             ).all()
         taken = []
         for cid, owner, expires in candidates:
-            if driven_here(cid) or (owner != self.owner_id and not rules.lease_free(owner, expires, now)):
+            if driven_here(cid) or (owner != self.owner_id and not lease_free(owner, expires, now)):
                 continue
             with self.db.write() as s:
                 c = self.db.lock_campaign(s, cid)
@@ -136,7 +136,7 @@ class Leases:
                     or c is None
                     or not c.run_active
                     or c.status != CampaignStatus.RUNNING
-                    or (c.run_owner != self.owner_id and not rules.lease_free(c.run_owner, c.run_lease_expires_at, now))
+                    or (c.run_owner != self.owner_id and not lease_free(c.run_owner, c.run_lease_expires_at, now))
                 ):
                     continue  # another process was faster
                 self.take_lease(s, c, now)

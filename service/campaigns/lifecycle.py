@@ -1,9 +1,9 @@
 """A campaign's life outside its duels: create it, stop it, raise its limits (continuing it),
 start and end its background run (:class:`Lifecycle`).
 
-Each method is one locked transaction (the campaign row first); the refusals are the
-rules' (:mod:`.rules`: ``limit_below_use``, ``continue_refusal``, ``unbounded_cost_reason``,
-``lease_free``) and raised as 409/422 domain errors.
+Each method is one locked transaction (the campaign row first); the refusals are
+pure functions (:mod:`.limits`: ``limit_below_use``, ``continue_refusal``; :mod:`service.money.bounds`:
+``unbounded_cost_reason``; :mod:`.expiry`: ``lease_free``) and raised as 409/422 domain errors.
 """
 
 from __future__ import annotations
@@ -22,16 +22,21 @@ from ..egress import EgressDenied, EgressPolicy
 from ..images.store import store_prompt_images
 from ..models import Campaign, Duel, Prompt, to_nusd, utcnow
 from ..money import holds
+from ..money.bounds import unbounded_cost_reason
 from ..money.budget import reserved_nusd
+from ..money.costs import judge_cost_per_duel
 from ..prompts import normalize_prompt
 from ..redaction import redact
 from ..schemas import CampaignCreate
-from . import hybrid, hybrid_tx, rules
+from ..stored_text import MAX_ERROR_CHARS, clean_text
+from . import draws, hybrid, hybrid_tx
 from .credentials import require_key_envs, secret_keys
 from .endings import Endings
+from .expiry import is_stale, lease_free
 from .leases import Leases
+from .limits import continue_refusal, limit_below_use
 from .policy_cache import new_campaign_policy, policy_snapshot
-from .rules import MAX_ERROR_CHARS, clean_text
+from .sampling import is_wor
 from .tasks import in_thread
 from .types import Conflict, Unprocessable
 from .views import Views
@@ -88,13 +93,13 @@ class Lifecycle:
         require_key_envs([m.stored() for m in body.models], body.stored_judge())  # 422 before anything is stored
         costs = [m.cost for m in body.models]
         judge = body.stored_judge()
-        population = len(body.prompts) if rules.is_wor(body.prompt_sampling) else None
+        population = len(body.prompts) if is_wor(body.prompt_sampling) else None
         algorithm = body.algorithm
         if hybrid.is_hybrid(judge):  # hybrid hook: dctas-pc-hybrid with the human fee and rate
             policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
         else:
             policy = new_campaign_policy(
-                body.algorithm, costs, body.delta, rules.judge_cost_per_duel(judge), population, body.goal, body.k
+                body.algorithm, costs, body.delta, judge_cost_per_duel(judge), population, body.goal, body.k
             )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
@@ -114,7 +119,7 @@ class Lifecycle:
             budget_nusd=to_nusd(body.budget) if body.budget is not None else None,
             max_duels=body.max_duels,
             seed=seed,
-            draw_key=rules.new_draw_key(),
+            draw_key=draws.new_draw_key(),
             max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
             batch=None if (batch := body.stored_batch()) is None else {**batch, "rounds": 0},
@@ -170,7 +175,7 @@ class Lifecycle:
         422 (:class:`Unprocessable`) for a limit below what is already spent or
         judged, or a budget the campaign's clients cannot reserve against; 409
         (:class:`Conflict`) for an ended campaign that does not continue
-        (:func:`rules.continue_refusal`). A continued campaign keeps its policy
+        (:func:`limits.continue_refusal`). A continued campaign keeps its policy
         state, counters and ledger; its run stays off (POST /run starts one) and
         its ``campaign.ended`` webhook fires again at the next ending. Returns
         True when the campaign went back to running.
@@ -186,9 +191,9 @@ class Lifecycle:
                         Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                     )
                 ).all()
-                if not rules.is_stale(r.expires_at, now) or hybrid_tx.waits_for_human(c, r)  # hybrid hook
+                if not is_stale(r.expires_at, now) or hybrid_tx.waits_for_human(c, r)  # hybrid hook
             ]
-            reason = rules.limit_below_use(
+            reason = limit_below_use(
                 new_budget,
                 c.spend_nusd,
                 reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
@@ -199,14 +204,14 @@ class Lifecycle:
             if reason is not None:
                 raise Unprocessable(reason)
             if new_budget is not None and c.budget_nusd is None:
-                why = rules.unbounded_cost_reason(c.models, c.judge)
+                why = unbounded_cost_reason(c.models, c.judge)
                 if why is not None:
                     raise Unprocessable(why)
             budget_nusd = new_budget if new_budget is not None else c.budget_nusd
             cap = max_duels if max_duels is not None else c.max_duels
             resumed = False
             if c.status != CampaignStatus.RUNNING:
-                refusal = rules.continue_refusal(
+                refusal = continue_refusal(
                     c.status,
                     c.end_limit,
                     new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
@@ -242,7 +247,7 @@ class Lifecycle:
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
             require_key_envs(c.models, c.judge)
             now = self.db.clock(s)  # leases on the database's clock (service/campaigns/leases.py)
-            if c.run_active and not rules.lease_free(c.run_owner, c.run_lease_expires_at, now):
+            if c.run_active and not lease_free(c.run_owner, c.run_lease_expires_at, now):
                 raise Conflict(
                     f"a run is already active for campaign {campaign_id} (its owner's lease runs until "
                     f"{c.run_lease_expires_at.isoformat()}); stop the campaign or wait for the run to end"

@@ -8,7 +8,7 @@ from typing import Any
 from algorithms import ALGORITHMS, PolicyError, make_policy
 from algorithms.hybrid import policy_from_state  # every state, the hybrid policy's too
 
-from .rules import jsonable
+from ..plain_values import jsonable
 from .types import Unprocessable
 
 
@@ -23,7 +23,7 @@ def new_policy(
     goal: str = "winner",
     k: int | None = None,
 ):
-    """A campaign's policy; ``judge_cost`` is c_J (:func:`.rules.judge_cost_per_duel`); ``population``:
+    """A campaign's policy; ``judge_cost`` is c_J (:func:`.costs.judge_cost_per_duel`); ``population``:
     the prompt set's size for a campaign sampling its prompts without replacement (None: with);
     ``threshold`` and ``level``: dctas-pc's certificate test and its level (None: the defaults;
     replays pass the stored ones); ``goal``, ``k``: dctas-pc's leaderboard goal (top_k, ranking;

@@ -3,7 +3,7 @@
 With a human judge and answer reuse, after each annotator's next-duel request the service
 generates, in a small background task per campaign, the stored answers that the
 next ``PREGEN_DUELS`` planned duels will need: the prompts those duels will draw
-(the campaign's own prompt draw, :func:`service.campaigns.rules.draw_prompt_and_side`)
+(the campaign's own prompt draw, :func:`service.campaigns.draws.draw_prompt_and_side`)
 answered by every model that uses the answer store and has no stored answer yet.
 When the duel comes, its answers are in the store and the annotator does not
 wait for the models.
@@ -35,7 +35,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from sqlalchemy import select
 
@@ -48,12 +48,14 @@ from ..images.store import with_images
 from ..models import Campaign, Duel, Prompt, StoredAnswer, utcnow
 from ..money import charges, holds, ledger, reserve
 from ..redaction import redact
-from . import rules, stores
+from ..stored_text import clean_text
+from . import stores
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
+from .draws import draw_prompt_and_side
 from .endings import Endings
+from .expiry import call_deadline, is_stale
 from .model_changes import disabled_models
-from .rules import clean_text
 from .tasks import Background, in_thread
 from .types import DuelPlan
 
@@ -68,7 +70,7 @@ def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int, draw_
     """The prompt indices of the next ``k`` planned duels (the same draw as the plan transaction)."""
     out: list[int] = []
     for number in range(duels_created + 1, duels_created + 1 + k):
-        idx = rules.draw_prompt_and_side(seed, number, n_prompts, draw_key)[0]
+        idx = draw_prompt_and_side(seed, number, n_prompts, draw_key)[0]
         if idx not in out:
             out.append(idx)
     return out
@@ -100,6 +102,9 @@ class Pregeneration:
         self.background = background
         self.endings = endings
         self.call_expiry = call_expiry(settings)  # the cycle's bound of one call's reservation
+        # (campaign id) -> collects the pre-generation batches a process gone left open (before more are sent);
+        # set by build_campaigns (service/cycle/pregen_recovery.py)
+        self.recover: Callable[[int], Awaitable[Any]] | None = None
         self.busy: set[int] = set()  # campaigns with a pre-generation task under way
         self.paused: dict[int, float] = {}  # campaign id -> time.monotonic() until which it is not pre-generated
 
@@ -154,29 +159,22 @@ class Pregeneration:
             have = set(
                 s.execute(select(StoredAnswer.key).where(StoredAnswer.key.in_([w[2] for w in wanted]))).scalars()
             )
-            plan = DuelPlan(
-                campaign_id=campaign_id,
-                duel_id=0,
-                number=0,
-                i=0,
-                j=1,
-                a_is_i=True,
-                prompt="",
-                models=[dict(m) for m in c.models],
-                judge=dict(c.judge),
-                tie_policy=c.tie_policy,
-                seed=int(c.seed),
-                answers=c.answers,
-                verdicts=c.verdicts,
-                draw_key=c.draw_key,
-            )
+            plan = context(c)
             plan.__dict__["batch"] = dict(c.batch) if c.batch is not None else None
         return plan, [w for w in wanted if w[2] not in have]
+
+    def context_tx(self, campaign_id: int) -> DuelPlan | None:
+        """The plan-like context of the campaign's pre-generated calls (no duel), or None when it is gone."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            return None if c is None else context(c)
 
     async def pregenerate(self, campaign_id: int) -> int:
         """Generate the missing answers of the next planned duels; returns how many were paid for,
         or -1 when a call failed, or when nothing was paid because no call's bound fit the budget
         (the remaining ones are not made, and pre-generation pauses for the campaign)."""
+        if self.recover is not None:  # answers a process gone left in open batches: collected, never sent again
+            await self.recover(campaign_id)
         found = await in_thread(self.targets_tx, campaign_id)
         if not found:
             return 0
@@ -210,10 +208,11 @@ class Pregeneration:
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
-                    plan.deadline = rules.call_deadline(expiry)  # the hold lapses then
+                    plan.deadline = call_deadline(expiry)  # the hold lapses then
                     try:
                         if collector is not None:
-                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns)
+                            meta = {"model": n, "key": key, "model_key": mkey, "prompt_hash": phash, "prompt": prompt}
+                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns, meta)
                         else:
                             res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):
@@ -255,7 +254,7 @@ class Pregeneration:
                     Duel.campaign_id == campaign_id, Duel.status.in_(IN_FLIGHT)
                 )
             ).all()
-            live = [r for r in inflight if not rules.is_stale(r.expires_at, now)]
+            live = [r for r in inflight if not is_stale(r.expires_at, now)]
             held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
             if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
                 return None
@@ -308,11 +307,34 @@ class Pregeneration:
             stores.finalize_answer(s, claim, res, text, amount, charge_id)
 
 
-async def batched_call(collector: Any, client: Any, prompt: str, turns: list[str] | None) -> Any:
+def context(c: Campaign) -> DuelPlan:
+    """The plan-like context of campaign ``c``'s pre-generated calls: no duel (0), no prompt yet."""
+    return DuelPlan(
+        campaign_id=int(c.id),
+        duel_id=0,
+        number=0,
+        i=0,
+        j=1,
+        a_is_i=True,
+        prompt="",
+        models=[dict(m) for m in c.models],
+        judge=dict(c.judge),
+        tie_policy=c.tie_policy,
+        seed=int(c.seed),
+        answers=c.answers,
+        verdicts=c.verdicts,
+        draw_key=c.draw_key,
+    )
+
+
+async def batched_call(
+    collector: Any, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
+) -> Any:
     """One model call through a batch collector (a model without a batch API is called directly):
-    its Completion, or the exception that ended it (the duel path's :meth:`Calls.call_model` contract)."""
+    its Completion, or the exception that ended it (the duel path's :meth:`Calls.call_model` contract).
+    ``meta`` (the answer's store key, model and prompt) is kept in the batch's row with the request."""
     try:
-        model = collector.wrap(client)
+        model = collector.wrap(client, meta)
         return await (model.complete(prompt, turns=turns) if turns else model.complete(prompt))
     except asyncio.CancelledError:
         raise

@@ -15,10 +15,12 @@ from algorithms.vocabulary import DuelStatus
 
 from ..db import Database
 from ..models import Campaign, Charge, Duel
-from . import hybrid, policy_log, rules
+from ..money.costs import judge_cost_per_duel
+from ..plain_values import jsonable
+from . import hybrid, policy_log
 from .model_changes import initial_model_count
 from .policy_cache import new_policy
-from .rules import jsonable
+from .sampling import is_wor, prompt_permutation
 from .types import NotFound, ReplayResult
 from .views import json_diff
 
@@ -80,7 +82,7 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
         algorithm=c.algorithm,
         delta=c.delta,
         costs=[float(m["cost"]) for m in c.models[: initial_model_count(len(c.models), c.model_changes)]],
-        judge_cost=rules.judge_cost_per_duel(c.judge),
+        judge_cost=judge_cost_per_duel(c.judge),
         population=int(c.n_prompts) if perm is not None else None,
         perm=perm,
         counters=dict(
@@ -217,9 +219,7 @@ class Replay:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            log = read_log(
-                s, c, rules.prompt_permutation(c.draw_key, c.n_prompts) if rules.is_wor(c.prompt_sampling) else None
-            )
+            log = read_log(s, c, prompt_permutation(c.draw_key, c.n_prompts) if is_wor(c.prompt_sampling) else None)
         events = log_events(log.rows, log.changes)
         diff = replay_policy(log, events) + check_counters(log, events)
         return ReplayResult(campaign_id, not diff, len(events), diff)

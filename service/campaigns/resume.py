@@ -15,8 +15,8 @@ from algorithms.vocabulary import CampaignStatus
 
 from ..db import Database
 from ..models import Campaign
-from . import rules
 from .credentials import require_key_envs
+from .expiry import lease_free
 from .types import Conflict, NotFound
 
 
@@ -36,7 +36,7 @@ def resume_limits_tx(db: Database, campaign_id: int) -> tuple[int | None, int, s
             raise Conflict(f"campaign {campaign_id} has ended (status {c.status}); there is no run to resume")
         if c.judge.get("kind") == "human":
             raise Conflict("a run needs an automatic judge; this campaign's judge is human")
-        if c.run_active and not rules.lease_free(c.run_owner, c.run_lease_expires_at, db.clock(s)):
+        if c.run_active and not lease_free(c.run_owner, c.run_lease_expires_at, db.clock(s)):
             raise Conflict(f"the run of campaign {campaign_id} is active; there is nothing to resume")
         if c.run_remaining is not None and c.run_remaining <= 0:
             raise Conflict(

@@ -9,7 +9,7 @@ planning transaction under the campaign's row lock). A pooled duel that nobody t
 expires like any other duel.
 
 ``POOL_REQUESTER`` starts with the annotator prefix on purpose: no annotator owns it
-(:func:`service.campaigns.rules.annotator_owns`), so no annotator can read or vote on a
+(:func:`service.campaigns.annotator_access.annotator_owns`), so no annotator can read or vote on a
 pooled duel by guessing its id until it is handed to them.
 
 Skips are bounded: each one makes this annotator's next request plan (and pay for) a new
@@ -31,7 +31,8 @@ from algorithms.vocabulary import DuelStatus
 
 from ..auth import Principal
 from ..models import Annotator, Campaign, Duel, DuelSkip, utcnow
-from .rules import ANNOTATOR_LABEL_PREFIX, clean_text
+from ..stored_text import clean_text
+from .annotator_access import ANNOTATOR_LABEL_PREFIX
 from .types import Conflict, Forbidden, NotFound
 
 #: ``requested_by`` of a duel an annotator skipped, waiting for another annotator.

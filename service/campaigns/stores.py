@@ -121,7 +121,7 @@ def judge_key(judge: dict) -> str | None:
     # the latter keeps the keys of verdicts stored before ``orders`` existed
     material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS and k != "orders"}
     material["client"] = generation_config(judge.get("client") or {})
-    from .rules import judge_orders
+    from ..stored_config import judge_orders
 
     material["both_orders"] = judge_orders(judge) == 2
     if judge.get("orders") == "auto":  # its verdicts read one or both orders: not a both-orders judge's
@@ -144,7 +144,7 @@ def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, 
 
 def stored_order(judge: dict, hash_a: str, hash_b: str) -> tuple[bool, str]:
     """The rule of :func:`verdict_order` on the answers' text hashes: (swapped, order)."""
-    from .rules import judges_both_orders
+    from ..stored_config import judges_both_orders
 
     if judges_both_orders(judge):
         return hash_b < hash_a, "both"
@@ -333,7 +333,7 @@ async def stored_for_duel(
         if not await lookup.ready_verdict(vkey):
             return have, 0
         known.verdict(vkey)
-    from .rules import judge_orders
+    from ..stored_config import judge_orders
 
     return have, judge_orders(judge)
 
@@ -376,6 +376,7 @@ class Stored:
     choice: str | None = None
     detail: dict | None = None
     cost: float = 0.0
+    spare: bool = False  # an unshown image of a call of several (service/campaigns/spares.py)
 
 
 @dataclass
@@ -477,7 +478,8 @@ class Stores:
         import time
 
         from ..models import Campaign, Prompt
-        from . import rules
+        from ..money.costs import judge_cost_per_duel
+        from ..stored_config import judges_both_orders
 
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
@@ -504,10 +506,10 @@ class Stores:
         cov = self.coverage(mkeys, jkey, hashes)
         n_prompts = len(set(hashes))
         L = len(models)
-        per_prompt = L * (L - 1) // 2 * (1 if rules.judges_both_orders(judge) else 2)
+        per_prompt = L * (L - 1) // 2 * (1 if judges_both_orders(judge) else 2)
         out = marginal_costs(
             [float(m["cost"]) for m in models],
-            rules.judge_cost_per_duel(judge),
+            judge_cost_per_duel(judge),
             [None if k is None else cov["answered"].get(k, 0) for k in mkeys],
             None if jkey is None else cov["judged"],
             (n_prompts, n_prompts * per_prompt),

@@ -36,7 +36,7 @@ class CampaignEnded(Conflict):
 @dataclass(frozen=True)
 class End:
     """End the campaign (``status``, ``reason``, ``limit`` as :meth:`finish` stores them), then raise ``error``
-    (a decision of :mod:`service.decide.plan` and :func:`service.money.reserve.budget_decision`)."""
+    (a decision of :mod:`service.cycle.plan` and :func:`service.money.reserve.budget_decision`)."""
 
     status: str
     reason: str
@@ -79,10 +79,10 @@ class DuelPlan:
     select_ms: float = 0.0
     answers: str = "fresh"  # the campaign's answer and verdict reuse settings (service/campaigns/stores.py)
     verdicts: str = "fresh"
-    draw_key: str | None = None  # the campaign's secret key (rules.answer_secret keys simulated answers with it)
+    draw_key: str | None = None  # the campaign's secret key (draws.answer_secret keys simulated answers with it)
     # Store rows this duel claimed before paying for a call (model index or "judge" -> stores.Claim).
     claims: dict[Any, Any] = field(default_factory=dict)
-    # time.monotonic() by which the model calls must return (rules.call_deadline; None: no limit)
+    # time.monotonic() by which the model calls must return (expiry.call_deadline; None: no limit)
     deadline: float | None = None
     # when the duel's call reservation ends for good (created_at + the call expiry): its leases renew up to it
     hard_expiry: Any = None

@@ -13,15 +13,19 @@ from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
+from ..clients.config import images_per_call
 from ..clients.params import campaign_params_warnings
 from ..db import Database
 from ..images.slots import slot_names
 from ..models import Campaign, Charge, Duel, Prompt, from_nusd, utcnow
+from ..money.costs import judge_cost_per_duel
+from ..plain_values import finite_or_none, jsonable
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import hybrid, hybrid_view, policy_log, rules, stores, verdicts
+from . import hybrid, hybrid_view, policy_log, stores, verdicts
+from .annotator_access import annotator_owns
 from .model_changes import CHANGE_FIELDS, active_models, model_status
-from .rules import finite_or_none, jsonable
+from .sampling import is_wor
 from .types import NotFound
 from .verdicts import verdict_text
 
@@ -267,7 +271,8 @@ class Views:
                     expected_output_tokens=pricing_record.get("expected_output_tokens"),
                     calls=calls if observed is not None else None,
                     observed_cost=mean,
-                    cost_warning=cost_warning(m["name"], float(m["cost"]), mean, calls),
+                    # an image model's cost is per image: a call of several (params.n) is charged that many
+                    cost_warning=cost_warning(m["name"], float(m["cost"]) * images_per_call(m["client"]), mean, calls),
                 )
             out.append(view)
         return out
@@ -294,13 +299,13 @@ class Views:
             "algorithm": c.algorithm,
             "assumes_condorcet_winner": c.algorithm in PAPER_ALGORITHMS,
             "condorcet_note": CONDORCET_NOTE if c.algorithm in PAPER_ALGORITHMS else None,
-            "judge_cost": rules.judge_cost_per_duel(c.judge),
+            "judge_cost": judge_cost_per_duel(c.judge),
             "answers": c.answers,
             "verdicts": c.verdicts,
             "cost_model": stores.cost_model(c.answers, c.verdicts, c.models, c.judge),
             "prompt_sampling": c.prompt_sampling,
-            "population": stats.get("population") if rules.is_wor(c.prompt_sampling) else None,
-            "exact": stats.get("exact") if rules.is_wor(c.prompt_sampling) else None,
+            "population": stats.get("population") if is_wor(c.prompt_sampling) else None,
+            "exact": stats.get("exact") if is_wor(c.prompt_sampling) else None,
             "policy_costs": (snap.policy_state or {}).get("costs"),
             "policy_judge_cost": ((snap.policy_state or {}).get("params") or {}).get("judge_cost", 0.0),
             "certificates": stats.get("certificates"),
@@ -514,7 +519,7 @@ class Views:
             if (
                 d is None
                 or not principal.can_access(d.campaign_id)
-                or (not principal.admin and not rules.annotator_owns(d.requested_by, principal.label))
+                or (not principal.admin and not annotator_owns(d.requested_by, principal.label))
             ):
                 raise NotFound(f"duel {duel_id} not found")
             c = s.get(Campaign, d.campaign_id)

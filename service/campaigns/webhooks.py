@@ -36,7 +36,7 @@ from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied
 from ..models import Campaign, WebhookEvent, utcnow
-from .rules import MAX_ERROR_CHARS, clean_text
+from ..stored_text import MAX_ERROR_CHARS, clean_text
 from .tasks import Background, in_thread
 from .views import Views, jsonable_report
 from .webhook_signature import ATTEMPT_HEADER, EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header

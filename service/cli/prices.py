@@ -50,6 +50,7 @@ def price_report(model: str, input_tokens: int, output_tokens: int, path: str | 
         raise CLIError(str(exc)) from None
     e = found.entry
     base = pricing.base_map()
+    file_map = pricing.file_map(path) if found.source == "file" else {}
     origin = (
         {"source": "file", "path": path}
         if found.source == "file"
@@ -74,6 +75,9 @@ def price_report(model: str, input_tokens: int, output_tokens: int, path: str | 
         "fees_per_request": fees,
         "search_fees_per_query": e.get("search_context_cost_per_query") or {},
         "image_prices": {k: e[k] for k in _IMAGES if k in e},
+        "image_prices_by_variant": pricing.image_price_variants(
+            found.key, file_map if found.source == "file" else base.entries
+        ),
         "max_output_tokens": e.get("max_output_tokens"),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
@@ -106,6 +110,9 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"search     {v:.6g} USD per query with {k.replace('_', ' ')} (not in the cost below)")
     for k, v in r["image_prices"].items():
         lines.append(f"image      {v:.6g} USD per image ({k})")
+    for v in r["image_prices_by_variant"]:
+        quality = f"quality {v['quality']}, " if v["quality"] else ""
+        lines.append(f"image      {v['usd']:.6g} USD per image, {quality}size {v['size']} ({v['key']}, {v['field']})")
     if r["cost_per_query"] is not None:
         fees = " + fees" if r["fees_per_request"] else ""
         lines.append(

@@ -41,6 +41,10 @@ class Completion:
     #: an image model's answer (``output: image``): the image's bytes, ``text`` its name; the caller
     #: stores the bytes in the image store (service/clients/images.py)
     image: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: the further images of a call that asked for several (``params.n``): (name, bytes) each; once the
+    #: caller stored them, ``spares`` holds their names (service/campaigns/spares.py)
+    more_images: tuple[tuple[str, bytes], ...] = dataclasses.field(default=(), repr=False, compare=False)
+    spares: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
     #: the provider's log probabilities of the output tokens when it returned them (asked by a judge with
     #: ``verdict_probabilities``): one ``(token, ((alternative, logprob), ...))`` per output token, None if none
     logprobs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] | None = dataclasses.field(
@@ -49,8 +53,8 @@ class Completion:
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out.pop("image", None)
-        out.pop("logprobs", None)
+        for key in ("image", "more_images", "spares", "logprobs"):
+            out.pop(key, None)
         return out
 
 

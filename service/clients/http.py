@@ -168,7 +168,11 @@ class HTTPModelClient(ModelClient):
         http = self._client()
         timeout = self.config.timeout_s
         quota = quota_of(self.config, key) if self._limiter is not None else None
-        tokens = estimated_tokens(prompt, turns, output_token_limit(self.config.model_dump())) if quota else 0
+        if quota:
+            cfg = self.config.model_dump(mode="json")
+            tokens = estimated_tokens(prompt, turns, output_token_limit(cfg), cfg)
+        else:
+            tokens = 0
         attempt = 0
         while True:
             attempt += 1
@@ -273,12 +277,14 @@ class HTTPModelClient(ModelClient):
             ) from None
         text, tin, tout = parsed[:3]
         image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
-        cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, self.fixed_cost)
+        more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
+        fixed = self.fixed_cost * (1 + len(more))
+        cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, fixed)
         try:
             logprobs = self.parse_logprobs(data)
         except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
             logprobs = None
-        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, logprobs)
+        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, more, logprobs=logprobs)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:

@@ -85,9 +85,24 @@ def quota_of(config: Any, api_key: str | None) -> Quota | None:
     return Quota(credential_key(str(config.kind), str(config.base_url), api_key), rpm, tpm)
 
 
-def estimated_tokens(prompt: str, turns: list | None, max_output: int | None) -> int:
+def estimated_tokens(prompt: str, turns: list | None, max_output: int | None, client: dict | None = None) -> int:
     """The tokens a request may use, counted against ``tpm`` before it is sent: its input
-    at one token per 4 UTF-8 bytes (rounded up) plus its output limit (``max_tokens``);
-    the provider's reported usage replaces the estimate afterwards."""
+    at one token per 4 UTF-8 bytes (rounded up), its images (:class:`.content.UserTurn`) at
+    the per-provider image-token rule of ``client`` (its stored JSON) that the budget's bound
+    uses (:func:`service.images.tokens.image_input_tokens`), plus its output limit
+    (``max_tokens``); the provider's reported usage replaces the estimate afterwards."""
     text = "".join(t if isinstance(t, str) else t.text for t in turns) if turns else prompt
-    return (len(text.encode("utf-8", "surrogatepass")) + 3) // 4 + int(max_output or 0)
+    images = [im for t in turns or () if not isinstance(t, str) for im in t.images]
+    return (
+        (len(text.encode("utf-8", "surrogatepass")) + 3) // 4
+        + (_image_tokens(images, client or {}) if images else 0)
+        + int(max_output or 0)
+    )
+
+
+def _image_tokens(images: list, client: dict) -> int:
+    """Input tokens of ``images`` (:class:`.content.ImagePart`) for ``client``, from their pixel sizes."""
+    from ..images.checks import image_size
+    from ..images.tokens import image_input_tokens
+
+    return sum(image_input_tokens(client, *image_size(im.data)) for im in images)

@@ -26,7 +26,7 @@ def simulated_text(model_name: str, prompt: str, seed: int = 0, secret: bytes | 
 
     The text does not contain the model's name (annotators must not learn which model
     answered; docs/reliability.md, Blinding): it is a word salad drawn from a hash
-    of the three. With ``secret`` (a campaign's, :func:`service.campaigns.rules.answer_secret`)
+    of the three. With ``secret`` (a campaign's, :func:`service.campaigns.draws.answer_secret`)
     the hash is HMAC-SHA256 under it, so someone who guesses the names, the seed and the
     prompt still cannot recompute the texts and tell the models apart.
     """

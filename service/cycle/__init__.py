@@ -5,8 +5,8 @@ background run's) and :func:`.verdict.decide_verdict` records every verdict (a
 vote, an automatic judge's), for every case: refusals, stale duels, pooled duels,
 caps, budget and pre-generation holds, runs, reuse, sampling without replacement
 (positions, outcomes released in position order), a hybrid judge's pool,
-certification. They decide with :mod:`service.decide` and
-:mod:`service.campaigns.rules` (plain data in, a decision out) and ask a
+certification. They decide with the pure functions beside them (each stage module ends with its own) and
+the pure functions of :mod:`service.campaigns` and :mod:`service.money` (plain data in, a decision out) and ask a
 *transaction driver* for each database round trip; a refusal is raised after the
 commit of what was written before it.
 

@@ -8,7 +8,7 @@ verdict arrives (:func:`record_in_session`, its judge charge as any judge's); th
 (:mod:`service.campaigns.hybrid_tx`), its budget reservation becomes the human fee, and the
 vote (:func:`record_human_vote`) charges the fee. Either way the pair's resolved duels then
 enter the policy in the order they were drawn (:func:`flush`), and the campaign ends as any
-campaign does (:func:`service.decide.verdict.ending`). A campaign that ends cancels its
+campaign does (:func:`service.cycle.verdict.ending`). A campaign that ends cancels its
 waiting duels: their fee was only reserved, never charged.
 """
 
@@ -21,17 +21,20 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal
-from ..campaigns import hybrid, judge_charges, rules
+from ..campaigns import hybrid, judge_charges
+from ..campaigns.expiry import is_stale
 from ..campaigns.hybrid_tx import HUMAN_FEE_DETAIL, POOL_HOLD
 from ..campaigns.leases import ORPHAN_REQUESTER
 from ..campaigns.policy_cache import policy_snapshot
-from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
+from ..campaigns.scoring import score_of
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import Conflict, DuelOutcome, Forbidden, NotFound
-from ..decide import verdict as deciding
 from ..models import Campaign, Duel, utcnow
 from ..money import charges
+from ..plain_values import jsonable
 from ..redaction import redact, redact_json
+from ..stored_text import MAX_ERROR_CHARS, clean_text
+from .verdict import ending, policy_ending
 
 
 # ---------------------------------------------------------------- recording in draw order
@@ -76,18 +79,18 @@ def _flush_with(svc, s, c: Campaign, d: Duel, policy) -> int:
 
 
 def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.datetime) -> bool:
-    """Store the policy; end the campaign as :func:`service.decide.verdict.ending` decides
+    """Store the policy; end the campaign as :func:`service.cycle.verdict.ending` decides
     (certification, ``max_duels``, budget); True: ended."""
     s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: svc.policies.put(cid, seq, p)
     stopped = None
     if recorded:
         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
         c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
-        stopped = deciding.policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
-    end = deciding.ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
+        stopped = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
+    end = ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False
-    svc.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
+    svc.deps.endings.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
     return True
 
 
@@ -124,7 +127,7 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     if refused is None:
         return _judged(svc, s, c, d, j, now)
     if j.fault is not None:
-        svc.pause_for_fault(s, c, j.fault, now)
+        svc.deps.endings.pause_for_fault(s, c, j.fault, now)
     c.version += 1
     c.updated_at = now
     raise refused
@@ -140,7 +143,7 @@ def _llm_refusal(c: Campaign, d: Duel, now: dt.datetime) -> Conflict | None:
         if d.status == DuelStatus.PENDING:
             d.status = DuelStatus.EXPIRED
         return refusal
-    if rules.is_stale(d.expires_at, now):
+    if is_stale(d.expires_at, now):
         d.status = DuelStatus.EXPIRED
         return Conflict(f"duel {d.id} expired and no longer counts")
     if c.status != CampaignStatus.RUNNING:
@@ -183,11 +186,13 @@ def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
         recorded = _flush_with(svc, s, c, d, policy)
         ended = _after(svc, s, c, policy, recorded, d.id, now)
     if fault is not None and not ended:
-        svc.pause_for_fault(s, c, fault, now, d.id)
+        svc.deps.endings.pause_for_fault(s, c, fault, now, d.id)
         ended = True
     c.version += 1
     c.updated_at = now
-    return DuelOutcome(d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=svc.duel_view(d, c))
+    return DuelOutcome(
+        d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=svc.deps.views.duel_view(d, c)
+    )
 
 
 # ---------------------------------------------------------------- the human vote
@@ -210,9 +215,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     fee = hybrid.fee_nusd(c.judge)
     if fee:
         charges.charge_judgement(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
-    d.score = rules.score_of(
-        choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key
-    )
+    d.score = score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key)
     d.status, d.choice, d.judged_at, d.judged_by = DuelStatus.JUDGED, choice, now, principal.label
     d.expected_cost_nusd = 0
     c.duels_judged += 1
@@ -221,4 +224,4 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     ended = _after(svc, s, c, policy, recorded, d.id, now)
     c.version += 1
     c.updated_at = now
-    return DuelOutcome(d.id, d.status, ended=ended, view=svc.duel_view(d, c))
+    return DuelOutcome(d.id, d.status, ended=ended, view=svc.deps.views.duel_view(d, c))

@@ -24,22 +24,25 @@ from algorithms import PolicyError
 from algorithms.restricted import restrict
 from algorithms.vocabulary import IN_FLIGHT, Algorithm, CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, policy_log, rules
+from ..campaigns import hybrid, policy_log
 from ..campaigns.credentials import require_key_envs
 from ..campaigns.endings import Endings
+from ..campaigns.limits import END_LIMIT_PROVIDER
 from ..campaigns.model_changes import DISABLE, REPLACE, active_models
 from ..campaigns.policy_cache import policy_snapshot
-from ..campaigns.rules import MAX_ERROR_CHARS, clean_text
+from ..campaigns.spares import several_images_reason
 from ..campaigns.types import Conflict, NotFound, Unprocessable
 from ..campaigns.views import Views
 from ..clients.config import client_json
 from ..config import Settings
 from ..db import Database
-from ..decide.verdict import policy_ending
 from ..egress import EgressDenied
 from ..models import Campaign, Duel, Prompt, utcnow
+from ..money.bounds import excessive_cost_reason, unbounded_cost_reason
 from ..names import duplicate_names
 from ..pricing import DEFAULT_EXPECTED_OUTPUT_TOKENS, resolve_image_cost, resolve_model_cost
+from ..stored_text import MAX_ERROR_CHARS, clean_text
+from .verdict import policy_ending
 
 #: A disabled model's duels in flight end with this error.
 DISABLED_ERROR = "cancelled: the model was disabled"
@@ -47,7 +50,7 @@ DISABLED_ERROR = "cancelled: the model was disabled"
 
 def change_refusal(c: Campaign, name: str, names: list[str], active: list[int]) -> str | None:
     """Why ``name`` cannot be disabled in ``c`` now (a 409), or None."""
-    paused = c.status == CampaignStatus.STOPPED and c.end_limit == rules.END_LIMIT_PROVIDER
+    paused = c.status == CampaignStatus.STOPPED and c.end_limit == END_LIMIT_PROVIDER
     if c.status != CampaignStatus.RUNNING and not paused:
         return f"campaign {c.id} has ended (status {c.status}); a model is disabled or replaced while it runs"
     if c.algorithm != Algorithm.DCTAS_PC:
@@ -198,12 +201,15 @@ class ModelChanges:
         stored = {"name": spec.name, "cost": cost, "client": client}
         if spec.output == "image":
             stored["output"] = "image"
+            several = several_images_reason([stored], c.answers)
+            if several is not None:
+                raise Unprocessable(f"model: {several}")
         if record is not None:
             stored["pricing"] = record
         require_key_envs([stored], {})
         models = [*c.models, stored]
-        why = rules.excessive_cost_reason(models, c.judge) or (
-            rules.unbounded_cost_reason(models, c.judge) if c.budget_nusd is not None else None
+        why = excessive_cost_reason(models, c.judge) or (
+            unbounded_cost_reason(models, c.judge) if c.budget_nusd is not None else None
         )
         if why is not None:
             raise Unprocessable(why)

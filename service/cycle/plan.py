@@ -2,14 +2,14 @@
 
 :func:`decide_plan` is a coroutine that asks a *transaction driver*
 (:class:`service.cycle.sync_driver.SyncTx` or :class:`service.cycle.pg_driver.PgTx`)
-for each database round trip and decides with :mod:`service.decide.plan`. The steps,
+for each database round trip and decides with the pure functions at the end of this module. The steps,
 in order, each an early return (a refusal is raised; what was written before it is
 committed with it):
 
 1. :func:`_gate`: access, the campaign's status, a background run's lease and slots,
    a hybrid campaign's lapsed selected duels back to the pool, stale duels expired,
    an annotator's own or pooled duel handed back;
-2. the duel cap (:func:`service.decide.plan.cap_decision`);
+2. the duel cap (:func:`cap_decision`);
 3. :func:`_pick`: the policy's pair given the pairs in flight (and, without
    replacement, the outcomes held for an earlier position and the pair's free position);
 4. the prompt and display order, the reservation given the stores, the budget
@@ -29,19 +29,34 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, rules, stores
-from ..campaigns.leases import RUN_REQUESTER
-from ..campaigns.rules import jsonable
+from ..campaigns import hybrid, stores
+from ..campaigns.annotator_access import ANNOTATOR_LABEL_PREFIX, held_duel
+from ..campaigns.draws import draw_prompt_and_side
+from ..campaigns.expiry import call_deadline, is_stale
+from ..campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
+from ..campaigns.limits import END_LIMIT_MAX_DUELS, max_duels_reached, run_slots_full
+from ..campaigns.pairs import ordered_pair, pending_pairs
+from ..campaigns.sampling import is_wor
 from ..campaigns.skips import POOL_REQUESTER
-from ..campaigns.types import DuelOutcome, DuelPlan, HeldDuel, NotFound
-from ..decide import plan as planning
+from ..campaigns.types import (
+    CampaignEnded,
+    Conflict,
+    DomainError,
+    DuelOutcome,
+    DuelPlan,
+    End,
+    Forbidden,
+    HeldDuel,
+    NotFound,
+)
 from ..models import utcnow
 from ..money import holds, reserve
+from ..plain_values import jsonable
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, refuse_or_end, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,23 +91,21 @@ async def decide_plan(
     cfg = known if known is not None else remember_config(svc, campaign_id, cfg_row)
     now = utcnow()
     inflight = await _gate(svc, tx, campaign_id, cfg, row, inflight, principal, run, now)
-    await refuse_or_end(
-        tx, campaign_id, planning.cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight), now
-    )
+    await refuse_or_end(tx, campaign_id, cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight), now)
     pick = await _pick(svc, tx, campaign_id, cfg, row, state, inflight)
     cfg = await config_of(svc, tx, campaign_id, max(pick.pair))  # a model added by a replacement elsewhere
     number = row.duels_created + 1
-    prompt_index, a_is_i = rules.draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
+    prompt_index, a_is_i = draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     if pick.position is not None:
         prompt_index = svc.permutation(campaign_id, cfg.draw_key, cfg.n_prompts)[pick.position]
-    prompt = svc.cached_prompt(campaign_id, prompt_index)
+    prompt = svc.deps.prompts.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
-        prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
+        prompt = svc.deps.prompts.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
     expected = await _reservation(svc, tx, campaign_id, cfg, row, pick.pair, a_is_i, prompt_index, prompt)
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
     over = reserve.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
     await refuse_or_end(tx, campaign_id, over, now)
-    duel = planning.new_duel_columns(
+    duel = new_duel_columns(
         campaign_id,
         number=number,
         pair=pick.pair,
@@ -117,23 +130,23 @@ async def _gate(
 ) -> list:
     """Steps before any choice; returns the live in-flight duels. Raises a refusal, or
     :class:`HeldDuel` with the duel an annotator gets back instead of a new one."""
-    refusal = planning.access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
+    refusal = access_refusal(campaign_id, row.status, cfg.judge.get("kind"), principal)
     if refusal is not None:
         raise refusal
     if not tx.covers(cfg, run):  # the caller chose the driver before the transaction
         raise not_handled(campaign_id)
     if run:
-        refusal = planning.run_refusal(row, svc.owner_id, inflight, now)
+        refusal = run_refusal(row, svc.owner_id, inflight, now)
         if refusal is not None:
             raise refusal
     if hybrid.is_hybrid(cfg.judge):  # selected duels whose annotator's lease lapsed go back to the pool
         inflight = await tx.renew_selected(campaign_id, inflight, now)
-    stale, inflight = planning.split_stale(inflight, now)
+    stale, inflight = split_stale(inflight, now)
     if stale:
         await tx.expire_stale(campaign_id, now)
     if principal is None or principal.admin:
         return inflight
-    held = rules.held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
+    held = held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
     if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
         # a duel another annotator skipped (a hybrid campaign's: its own too, when nobody else can take it)
         held = await tx.claim_pooled(campaign_id, principal.label, now, hybrid.is_hybrid(cfg.judge))
@@ -147,26 +160,26 @@ async def _gate(
 async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
-    wor = rules.is_wor(cfg.prompt_sampling)
+    wor = is_wor(cfg.prompt_sampling)
     policy = await policy_at(svc, tx, campaign_id, row.event_seq, state, row.state_seq)
     # without replacement the policy computes its own marginal costs from the shared permutation
-    costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(campaign_id))
-    pending = rules.pending_pairs(inflight)
+    costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
+    pending = pending_pairs(inflight)
     if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
     # the selection is logged with the duel (costs_at_select, pending_at_select): only a hybrid
     # campaign, whose records the log does not replay, writes its state with every call
     write_state = hybrid.is_hybrid(cfg.judge)
     if not wor:
-        pair = rules.ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
+        pair = ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
         return _Pick(policy, pair, None, pending, costs_record, write_state)
     held = await tx.held_outcomes(campaign_id)  # judged, waiting for an earlier position of their pair
-    pending += rules.pending_pairs(held)
+    pending += pending_pairs(held)
     try:
-        pair = rules.ordered_pair(*policy.next_pair(pending=pending))
+        pair = ordered_pair(*policy.next_pair(pending=pending))
     except NoPairAvailable as exc:
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
-        raise planning.no_pair_error(len(inflight), len(held), str(exc)) from None
+        raise no_pair_error(len(inflight), len(held), str(exc)) from None
     position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
     return _Pick(policy, pair, position, pending, None, write_state)
 
@@ -177,7 +190,7 @@ async def _reservation(
     """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
 
     async def reference() -> str | None:
-        extras = svc.cached_prompt_extras(campaign_id, idx)
+        extras = svc.deps.prompts.cached_prompt_extras(campaign_id, idx)
         return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
     i, j = pair
@@ -232,7 +245,7 @@ async def _write(
             duel["status"],
             failed=failed == 1,
             error=duel.get("error"),
-            view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
+            view=svc.deps.views.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
         )
     return plan
 
@@ -255,9 +268,120 @@ def new_plan(svc: HotService, campaign_id: int, cfg: CampaignConfig, duel: dict)
         answers=cfg.answers,
         verdicts=cfg.verdicts,
         draw_key=cfg.draw_key,
-        deadline=rules.call_deadline(svc.call_expiry),
+        deadline=call_deadline(svc.call_expiry),
         # an annotator's duel is leased while its models are called (renewed up to this hard expiry)
         hard_expiry=duel["created_at"] + svc.call_expiry
-        if str(duel.get("requested_by") or "").startswith(rules.ANNOTATOR_LABEL_PREFIX)
+        if str(duel.get("requested_by") or "").startswith(ANNOTATOR_LABEL_PREFIX)
         else None,
+    )
+
+
+# ---------------------------------------------------------------- the decisions (pure: plain values in, a decision out)
+def access_refusal(campaign_id: int, status: str, judge_kind: str | None, principal: Any) -> DomainError | None:
+    """Why ``principal`` (None: a background run) may not plan a duel of this campaign, or None."""
+    if principal is not None and not principal.can_access(campaign_id):
+        return Forbidden("this token does not give access to this campaign")
+    if status != CampaignStatus.RUNNING:
+        return Conflict(f"campaign {campaign_id} has ended (status {status})")
+    if (
+        principal is not None and not principal.admin and judge_kind not in ("human", "hybrid")
+    ):  # hybrid: annotators take its pool
+        return Forbidden("annotators can only request duels of human-judged campaigns")
+    return None
+
+
+def run_refusal(c: Any, owner_id: str, inflight: Iterable[Any], now: dt.datetime) -> DomainError | None:
+    """Why a background run may not start a duel now (``c``: the campaign's ``run_*`` fields), or None.
+
+    The run's live duels in ``inflight`` fill its ``run_concurrency`` slots.
+    """
+    if not c.run_active:
+        return Conflict("the run was stopped")
+    if c.run_owner != owner_id:  # fencing: the lease went to another process
+        return Conflict("the run is owned by another process")
+    if c.run_remaining is not None and c.run_remaining <= 0:
+        return Conflict("the run reached its max_duels")  # the loop ends; run_active drops later
+    running = sum(1 for r in inflight if r.requested_by == RUN_REQUESTER and not is_stale(r.expires_at, now))
+    if run_slots_full(running, c.run_concurrency):
+        return Conflict(f"{running} duels of the run are in flight", retry_later=True)
+    return None
+
+
+def split_stale(inflight: Iterable[Any], now: dt.datetime) -> tuple[list[int], list[Any]]:
+    """(ids of the in-flight duels past their expiry, to expire; the live ones)."""
+    stale, live = [], []
+    for r in inflight:
+        (stale if is_stale(r.expires_at, now) else live).append(r)
+    return [int(r.id) for r in stale], live
+
+
+def cap_decision(campaign_id: int, max_duels: int | None, duels_judged: int, live: list[Any]) -> End | Conflict | None:
+    """``max_duels`` against the judged duels and the live in-flight ones (orphans never count).
+
+    Reached with nothing in flight: the campaign ends (:class:`End`); reached counting duels in
+    flight: wait for them (a retryable :class:`Conflict`); else None.
+    """
+    counting = [r for r in live if r.requested_by != ORPHAN_REQUESTER]
+    if not max_duels_reached(max_duels, duels_judged, len(counting)):
+        return None
+    if counting:
+        return Conflict(
+            f"max_duels ({max_duels}) is reached counting the {len(counting)} duels in flight", retry_later=True
+        )
+    return End(
+        CampaignStatus.STOPPED,
+        f"max_duels ({max_duels}) reached",
+        END_LIMIT_MAX_DUELS,
+        CampaignEnded(f"campaign {campaign_id} has ended: max_duels ({max_duels}) reached"),
+    )
+
+
+def no_pair_error(in_flight: int, held: int, why: str) -> Conflict:
+    """Without replacement, when the policy has no pair left: wait for the ``in_flight`` duels and
+    the ``held`` judged ones (outcomes waiting for an earlier position), or nothing is left at all."""
+    if in_flight or held:
+        return Conflict(
+            f"every useful pair is exhausted counting the {in_flight + held} "
+            "duels in flight or waiting for an earlier position; retry once they settle",
+            retry_later=True,
+        )
+    return Conflict(f"no pair is available and nothing is in flight ({why})")
+
+
+def new_duel_columns(
+    campaign_id: int,
+    *,
+    number: int,
+    pair: tuple[int, int],
+    draw: tuple[int, bool],
+    prompt: str,
+    reserved_nusd: int,
+    select_seq: int,
+    pending: list,
+    requested_by: str,
+    now: dt.datetime,
+    expires_at: dt.datetime,
+) -> dict[str, Any]:
+    """The columns of a newly planned duel (status ``calling``), for every path that inserts one.
+
+    Columns left out are NULL until the answers and the verdict arrive.
+    """
+    (i, j), (prompt_index, a_is_i) = pair, draw
+    return dict(
+        campaign_id=campaign_id,
+        number=number,
+        model_i=i,
+        model_j=j,
+        a_is_i=a_is_i,
+        prompt_index=prompt_index,
+        prompt=prompt,
+        status=DuelStatus.CALLING,
+        counted=False,
+        cost_nusd=0,
+        expected_cost_nusd=reserved_nusd,
+        select_seq=select_seq,
+        pending_at_select=pending,
+        requested_by=requested_by,
+        created_at=now,
+        expires_at=expires_at,
     )

@@ -12,9 +12,10 @@ from dataclasses import dataclass, fields
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from ..campaigns import policy_log, rules
+from ..campaigns import policy_log
 from ..campaigns.policy_cache import restore_policy
-from ..decide import plan as planning
+from ..campaigns.sampling import is_wor
+from ..campaigns.types import End
 from ..models import Duel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,7 @@ def handles(cfg: CampaignConfig) -> bool:
     released in position order) nor for a hybrid judge (its pool of selected duels, its
     draw order): those requests run the same sequence on the SQLAlchemy driver.
     """
-    return not rules.is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
+    return not is_wor(cfg.prompt_sampling) and cfg.judge.get("kind") != "hybrid"
 
 
 def not_handled(campaign_id: int) -> RuntimeError:
@@ -123,8 +124,8 @@ async def policy_at(
 
 
 async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
-    """Raise a refusal of :mod:`service.decide.plan`; an ending is written first (committed with the refusal)."""
-    if isinstance(decision, planning.End):
+    """Raise a refusal of :mod:`.plan`; an ending is written first (committed with the refusal)."""
+    if isinstance(decision, End):
         await tx.finish(campaign_id, decision, now)
         raise decision.error
     if decision is not None:

@@ -15,7 +15,7 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import hybrid_tx, judge_charges, policy_log, rules, skips, stores
+from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, stores
 from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
@@ -50,7 +50,7 @@ _PLAN_COLUMNS = (
     "judge_spend_nusd",
     "max_duels",  # limits that PATCH can raise: read under the lock, never cached
     "budget_nusd",
-    "run_active",  # a background run's lease and slots (service.decide.plan.run_refusal)
+    "run_active",  # a background run's lease and slots (service.cycle.plan.run_refusal)
     "run_owner",
     "run_remaining",
     "run_concurrency",
@@ -61,7 +61,7 @@ _IN_FLIGHT_COLUMNS = ("id", "model_i", "model_j", "expected_cost_nusd", "expires
 IN_FLIGHT_DUELS = select(*(D[k] for k in _IN_FLIGHT_COLUMNS)).where(
     D.campaign_id == bindparam("cid"), D.status.in_([literal(str(s)) for s in IN_FLIGHT])
 )
-# The in-flight duels past their expiry (the same set as service.decide.plan.split_stale under the lock).
+# The in-flight duels past their expiry (the same set as service.cycle.plan.split_stale under the lock).
 EXPIRE_STALE = (
     update(Duel.__table__)
     .where(
@@ -269,7 +269,7 @@ class SyncTx:
         """The lowest position of ``pair`` neither judged nor in flight."""
         i, j = pair
         occupied = self.conn.execute(OCCUPIED_POSITIONS, {"cid": campaign_id, "i": i, "j": j}).scalars()
-        q = rules.free_position(occupied, n_prompts)
+        q = sampling.free_position(occupied, n_prompts)
         if q is None:  # the policy never picks a pair whose positions are all taken (NoPairAvailable)
             raise Conflict(f"pair ({i}, {j}) has no free position", retry_later=True)
         return q
@@ -294,7 +294,7 @@ class SyncTx:
         position, as (duel id, record_seq)), the campaign's counters and policy, and its end."""
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
             return False
-        if judged["fee"]:  # a human judge's fee per vote (rules.vote_fee_nusd): one judge charge with the vote
+        if judged["fee"]:  # a human judge's fee per vote (costs.vote_fee_nusd): one judge charge with the vote
             self.conn.execute(
                 charges.VOTE_FEE_CHARGE, {k: campaign[k] for k in ("cid", "now", "fee")} | {"did": judged["did"]}
             )
@@ -302,7 +302,7 @@ class SyncTx:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         query = VOTED_TIE if recorded is None else VOTED_STATE if "policy_state" in recorded else VOTED
         self.conn.execute(query, {**campaign, **(recorded or {})})
-        if end is not None:  # this verdict ends the campaign (service.decide.verdict.Ending)
+        if end is not None:  # this verdict ends the campaign (service.cycle.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
 
@@ -332,7 +332,7 @@ def _in_session(svc: HotService, make):
     """One transaction; a refusal (DomainError, HeldDuel) is raised after the commit, so what
     the decision wrote before it (stale duels expired, a pooled duel handed over) stays."""
     refused: Exception | None = None
-    with svc.db.write() as s:
+    with svc.deps.db.write() as s:
         tx = SyncTx(s)
         try:
             out = run_sync(make(tx))

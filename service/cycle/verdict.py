@@ -2,7 +2,7 @@
 
 :func:`decide_verdict` records a :class:`~service.campaigns.judge_charges.Judgement`
 (an annotator's or the admin's vote, or an automatic judge's verdict) on either
-driver, deciding with :mod:`service.decide.verdict`. The steps, each an early
+driver, deciding with the pure functions at the end of this module. The steps, each an early
 return:
 
 1. the duel's campaign locked; a duel the caller may not see is a 404;
@@ -10,10 +10,10 @@ return:
    its records enter in draw order);
 3. an automatic judge's charges (capped at the judge's bound; a lying judge's verdict becomes
    a judge error and pauses the campaign);
-4. :func:`service.decide.verdict.refusal` (a duel expired meanwhile is marked so);
+4. :func:`refusal` (a duel expired meanwhile is marked so);
 5. the score; it enters the policy now, or, sampling without replacement, in position
    order with the pair's held outcomes (:func:`_release`);
-6. :func:`service.decide.verdict.ending` (certification, ``max_duels``, budget, a fault),
+6. :func:`ending` (certification, ``max_duels``, budget, a fault),
    and one write of the duel, the released outcomes and the campaign.
 
 A verdict counts exactly once: the duel moves ``pending -> judged`` by a conditional
@@ -22,20 +22,32 @@ UPDATE in the transaction that updates the policy.
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, policy_log, rules
+from ..campaigns import hybrid, policy_log
+from ..campaigns.annotator_access import annotator_owns
+from ..campaigns.expiry import is_stale
 from ..campaigns.judge_charges import Judgement, price_judge
+from ..campaigns.leases import ORPHAN_REQUESTER
+from ..campaigns.limits import END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER, max_duels_reached
 from ..campaigns.policy_cache import policy_snapshot
-from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, jsonable
+from ..campaigns.sampling import is_wor, next_in_order
+from ..campaigns.scoring import score_of
 from ..campaigns.types import Conflict, DuelOutcome, NotFound
-from ..decide import verdict as deciding
 from ..models import utcnow
-from ..money.ledger import mark_late, usage_faulted
+from ..money import budget
+from ..money.budget import END_LIMIT_BUDGET
+from ..money.costs import vote_fee_nusd
+from ..money.ledger import fault_reason, mark_late, usage_faulted
+from ..plain_values import jsonable
 from ..redaction import redact, redact_json
+from ..stored_config import image_answers
+from ..stored_text import MAX_ERROR_CHARS, clean_text
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,7 +62,7 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
     crow, state, drow = await tx.vote_reads(duel_id, hint, svc.policies.seq_of(hint) if hint else None)
     if crow is None or drow is None or (p is not None and not p.can_access(crow.id)):
         raise NotFound(f"duel {duel_id} not found")  # as for a missing id: no probing of ids
-    if p is not None and not p.admin and not rules.annotator_owns(drow.requested_by, p.label):
+    if p is not None and not p.admin and not annotator_owns(drow.requested_by, p.label):
         raise NotFound(f"duel {duel_id} not found")  # another annotator's duel
     cfg = await config_of(svc, tx, crow.id, max(int(drow.model_i), int(drow.model_j)))
     if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
@@ -59,12 +71,10 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
         return await tx.hybrid_verdict(svc, duel_id, j)
     now = utcnow()
     judge_nusd = await _charge_judge(tx, crow.id, cfg, drow, j, now, crow.status != CampaignStatus.RUNNING)
-    refused = deciding.refusal(
-        duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now
-    )
+    refused = refusal(duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now)
     if refused is not None:
         if j.fault is not None and crow.status == CampaignStatus.RUNNING:  # the fault still pauses it
-            await tx.finish(crow.id, deciding.paused(j.fault), now)
+            await tx.finish(crow.id, paused(j.fault), now)
         if refused.expire:
             await tx.expire_duel(duel_id, crow.id, now)
         elif judge_nusd:
@@ -80,8 +90,8 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
     if not called and j.reused_verdict is None and j.verdict_claim is None:
         return 0
     reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
-    stale = rules.is_stale(drow.expires_at, now)
-    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, rules.image_answers(cfg.models))
+    stale = is_stale(drow.expires_at, now)
+    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, image_answers(cfg.models))
     if amount:
         detail = mark_late(detail, ended) or {}
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
@@ -90,7 +100,7 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
 
 async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now):
     """The verdict counts: the duel, the policy's record, the campaign and its end, if it ends."""
-    fee = rules.vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
+    fee = vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
     d = DuelRow(**drow._asdict())
     d.cost_nusd = int(d.cost_nusd or 0) + judge_nusd + fee
     d.judged_by, d.judged_at = j.judged_by, now
@@ -104,7 +114,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         d.error = clean_text(error, MAX_ERROR_CHARS)
     else:
         d.status, d.choice = DuelStatus.JUDGED, j.choice
-        score = rules.score_of(
+        score = score_of(
             j.choice,
             d.model_i,
             d.model_a,
@@ -120,16 +130,16 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
     stopped, policy = None, None
     if score is not None:
         policy = await policy_at(svc, tx, crow.id, crow.event_seq, state, crow.state_seq)
-        if rules.is_wor(cfg.prompt_sampling) and d.position is not None:
+        if is_wor(cfg.prompt_sampling) and d.position is not None:
             released = await _release(tx, crow, d, policy)
         else:
             policy.record(d.model_i, d.model_j, score)
             released = {d.id: crow.event_seq + 1}
         if released:
-            stopped = deciding.policy_ending(policy, cfg.algorithm, cfg.delta, cfg.n_prompts)
+            stopped = policy_ending(policy, cfg.algorithm, cfg.delta, cfg.n_prompts)
     d.counted, d.record_seq = d.id in released, released.get(d.id)
     judged_n = int(j.choice is not None)
-    end = deciding.ending(
+    end = ending(
         stopped,
         j.choice is not None,
         crow.max_duels,
@@ -167,7 +177,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         tx.after_commit = lambda: svc.policies.put(crow.id, at, policy)
     c = SimpleNamespace(id=crow.id, models=cfg.models, status=end.status if end is not None else CampaignStatus.RUNNING)
     c.tie_policy, c.seed = cfg.tie_policy, cfg.seed
-    view = svc.duel_view(d, c)
+    view = svc.deps.views.duel_view(d, c)
     return DuelOutcome(d.id, d.status, ended=end is not None, failed=j.choice is None, error=d.error, view=view)
 
 
@@ -182,10 +192,138 @@ async def _release(tx: Tx, crow, d: DuelRow, policy) -> dict[int, int]:
         held.setdefault(int(r.position), r)
     out: dict[int, int] = {}
     seq = crow.event_seq
-    for r in rules.next_in_order(int(recorded), held):
+    for r in next_in_order(int(recorded), held):
         policy.record(d.model_i, d.model_j, float(r.score))
         seq += 1
         out[int(r.id)] = seq
         if policy.should_stop():
             break
     return out
+
+
+# ---------------------------------------------------------------- the decisions (pure: plain values in, a decision out)
+#: The stopping verdicts that certify no model.
+NO_WINNER = (CampaignStatus.UNDECIDABLE, CampaignStatus.NO_CONDORCET_WINNER)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The verdict does not count: raise ``error``; ``expire``: the duel becomes expired first."""
+
+    error: Conflict
+    expire: bool = False
+
+
+@dataclass(frozen=True)
+class Ending:
+    """The campaign ends with this verdict: :meth:`finish` ``status``, ``reason``, ``limit``;
+    ``winner``: the certified model (CERTIFIED only)."""
+
+    status: str
+    reason: str
+    limit: str | None = None
+    winner: int | None = None
+
+
+def not_pending_message(duel_id: int, status: str) -> str:
+    """Why a duel in ``status`` (not pending) takes no verdict."""
+    messages = {
+        DuelStatus.JUDGED: "already has a verdict",
+        DuelStatus.CALLING: "is still waiting for the models' answers",
+        DuelStatus.EXPIRED: "expired and no longer counts",
+        DuelStatus.FAILED: "failed and cannot be judged",
+        DuelStatus.CANCELLED: "was cancelled: the campaign ended before it was judged",
+    }
+    return f"duel {duel_id} {messages.get(status, f'cannot be judged (status {status})')}"
+
+
+def refusal(
+    duel_id: int,
+    status: str,
+    requested_by: str | None,
+    error: str | None,
+    expires_at: dt.datetime,
+    campaign_id: int,
+    campaign_status: str,
+    now: dt.datetime,
+) -> Refusal | None:
+    """Why a verdict on this duel does not count, or None when it does.
+
+    A pending duel of a run taken over (an orphan) and a pending duel past its expiry
+    become expired; a duel not pending, or of an ended campaign, is left as it is.
+    """
+    if status == DuelStatus.PENDING and requested_by == ORPHAN_REQUESTER:
+        return Refusal(Conflict(f"duel {duel_id}: {error}"), expire=True)  # its run has another owner
+    if status != DuelStatus.PENDING:
+        return Refusal(Conflict(not_pending_message(duel_id, status)))
+    if is_stale(expires_at, now):
+        return Refusal(Conflict(f"duel {duel_id} expired at {expires_at.isoformat()} and no longer counts"), True)
+    if campaign_status != CampaignStatus.RUNNING:
+        return Refusal(Conflict(f"campaign {campaign_id} has ended (status {campaign_status})"))
+    return None
+
+
+def stop_ending(verdict: str | None, winner: int | None, algorithm: str, delta: float, n_prompts: int) -> Ending:
+    """The ending of a policy whose stopping rule fired: its ``verdict`` (undecidable, no Condorcet
+    winner) or else certification of ``winner``."""
+    if verdict == CampaignStatus.UNDECIDABLE:
+        return Ending(
+            CampaignStatus.UNDECIDABLE,
+            f"no model can be certified on this prompt set ({n_prompts} prompts, "
+            f"sampled without replacement): no pair left can decide between the models "
+            f"not shown to lose (the {algorithm} certificates at delta={delta:g})",
+        )
+    if verdict == CampaignStatus.NO_CONDORCET_WINNER:
+        return Ending(
+            CampaignStatus.NO_CONDORCET_WINNER,
+            f"every model was shown to lose to another (the {algorithm} "
+            f"certificates at delta={delta:g}): no Condorcet winner",
+        )
+    return Ending(
+        CampaignStatus.CERTIFIED,
+        f"certified by the {algorithm} stopping rule at delta={delta:g}",
+        winner=None if winner is None else int(winner),
+    )
+
+
+def policy_ending(policy, algorithm: str, delta: float, n_prompts: int) -> Ending | None:
+    """:func:`stop_ending` of a policy whose stopping rule fired with the scores just recorded, else None."""
+    if not policy.should_stop():
+        return None
+    verdict = getattr(policy, "verdict", None)
+    rec = None if verdict in NO_WINNER else policy.recommendation()
+    winner = None if rec is None else int(rec)  # a leaderboard goal certified without one best model: None
+    return stop_ending(verdict, winner, algorithm, delta, n_prompts)
+
+
+def paused(fault: str) -> Ending:
+    """A running campaign paused on a provider fault (``end_limit = 'provider'``; a PATCH continues it)."""
+    return Ending(CampaignStatus.STOPPED, fault_reason(fault), END_LIMIT_PROVIDER)
+
+
+def ending(
+    stopped: Ending | None,
+    judged: bool,
+    max_duels: int | None,
+    duels_judged: int,
+    budget_nusd: int | None,
+    spend_nusd: int,
+    fault: str | None,
+) -> Ending | None:
+    """How the campaign ends once this verdict is written, or None (it goes on).
+
+    ``stopped``: the policy's stopping rule fired (:func:`stop_ending`); ``judged``: the verdict was
+    a choice (a failed judgement does not count toward ``max_duels``); ``duels_judged``,
+    ``spend_nusd``: the campaign's counters with this verdict and its charges; ``fault``: the
+    judge's provider fault. The first that applies wins, in this order.
+    """
+    if stopped is not None:
+        return stopped
+    if judged and max_duels_reached(max_duels, duels_judged):
+        return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", END_LIMIT_MAX_DUELS)
+    if budget.budget_spent(budget_nusd, spend_nusd):
+        limit = END_LIMIT_BUDGET if budget_nusd is not None else None
+        return Ending(CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", limit)
+    if fault is not None:
+        return paused(fault)
+    return None

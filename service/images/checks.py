@@ -127,7 +127,12 @@ def check_data_url(url: str) -> CheckedImage:
 
 def data_url_size(url: str) -> tuple[int, int]:
     """(width, height) of an accepted ``data:`` URL's image, read from its header."""
-    with Image.open(io.BytesIO(decode_data_url(url)[1]), formats=list(MEDIA_TYPES)) as im:
+    return image_size(decode_data_url(url)[1])
+
+
+def image_size(data: bytes) -> tuple[int, int]:
+    """(width, height) of an accepted image's bytes, read from its header."""
+    with Image.open(io.BytesIO(data), formats=list(MEDIA_TYPES)) as im:
         return im.size
 
 

@@ -1,7 +1,7 @@
 """What an image costs as model input: the providers' published per-image token rules.
 
 The budget reserves an upper bound of every call before it is made
-(:func:`service.campaigns.rules.model_bound_nusd`); a prompt's images are input tokens too, so
+(:func:`service.money.bounds.model_bound_nusd`); a prompt's images are input tokens too, so
 the bound counts them with the rule of the model's provider (docs/guide.md, *Image campaigns*,
 which cites the providers' pages). Each rule is the largest of the published rules that may
 apply to the model, so the bound covers its calls:

@@ -1,6 +1,8 @@
 """Money: what a campaign is charged, what it reserves, and the one writer of both.
 
 * :mod:`.ledger`: the amount a model or judge call is charged (at most its bound; provider faults);
+* :mod:`.costs`: a reported cost in nano-USD, the judge's expected cost per duel (c_J), a vote's fee;
+* :mod:`.bounds`: the most a model or judge call may be charged (what a duel reserves);
 * :mod:`.budget`: the budget's arithmetic (the ledger's capacity, spend + reserved <= budget,
   the budget spent);
 * :mod:`.reserve`: what a new duel or a pre-generation call reserves, and

@@ -14,8 +14,8 @@ LLM judge's verdict) takes its amount from :func:`model_charge` or
    in the fault's sentence, the campaign paused; never an ``OverflowError``, never
    an amount the int64 ledger cannot hold, never a free call.
 2. **A call is charged at most its bound.** The bound is what the budget
-   reserved for the call (:func:`service.campaigns.rules.model_bound_nusd`,
-   :func:`service.campaigns.rules.judge_bound_nusd`: the price's ceiling
+   reserved for the call (:func:`service.money.bounds.model_bound_nusd`,
+   :func:`service.money.bounds.judge_bound_nusd`: the price's ceiling
    ``max_cost_per_query``, or the request's ``max_tokens`` at the per-token
    price). A reported usage above it (a cost above the bound, or, without a
    ``max_cost_per_query``, more output tokens than the request's own
@@ -43,15 +43,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..campaigns import rules
 from ..models import from_nusd
+from ..stored_config import stored
 from . import budget
+from .bounds import judge_bound_nusd, model_bound_nusd
+from .costs import cost_nusd
 
 #: The most a call without a derivable bound is charged (2**48 nano-USD, about 281,475 USD).
 MAX_CALL_NUSD = 2**48
-
-#: ``Campaign.end_limit`` of a campaign paused by a provider fault (continued by PATCH, rules.continue_refusal).
-END_LIMIT_PROVIDER = rules.END_LIMIT_PROVIDER
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def _reported_nusd(cost: Any) -> int:
         return 0
     if math.isinf(v) or v * 1e9 >= budget.LEDGER_CAP_NUSD:
         return budget.LEDGER_CAP_NUSD
-    return rules.cost_nusd(v)
+    return cost_nusd(v)
 
 
 def capped(reported_cost: Any, bound_nusd: int | None, who: str, over_tokens: str | None = None) -> CallCharge:
@@ -142,8 +141,8 @@ def usage_fault_charge(bound_nusd: int | None, who: str, usage_fault: str) -> Ca
 
 def model_charge(model: dict, prompt: str, completion: Any) -> CallCharge:
     """The charge of model ``model``'s answer ``completion`` (a client ``Completion``) to ``prompt``."""
-    client = rules.stored(model["client"])
-    bound = rules.model_bound_nusd(model, prompt)
+    client = stored(model["client"])
+    bound = model_bound_nusd(model, prompt)
     if fault := getattr(completion, "usage_fault", None):
         return usage_fault_charge(bound, f"model {model['name']!r}", str(fault))
     over = _over_limit(client, completion.output_tokens)
@@ -160,9 +159,9 @@ def judge_charge(
     judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None, image_answers: bool = False
 ) -> CallCharge:
     """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them;
-    ``image_answers``: the campaign's models answer with images, :func:`rules.image_answers`)."""
-    judge = rules.stored(judge)
-    bound = rules.judge_bound_nusd(judge, prompt, reference, image_answers) if judge.get("kind") == "llm" else None
+    ``image_answers``: the campaign's models answer with images, :func:`stored_config.image_answers`)."""
+    judge = stored(judge)
+    bound = judge_bound_nusd(judge, prompt, reference, image_answers) if judge.get("kind") == "llm" else None
     over = None
     if judge.get("kind") == "llm":
         model = judge["client"].get("model") or judge["client"].get("kind")

@@ -3,7 +3,7 @@
 A new duel reserves an upper bound of what it may still have to pay (:func:`reserve_duel_nusd`,
 stored as ``duels.expected_cost_nusd`` while it is in flight); a pre-generated answer reserves
 its call's bound in a hold (:func:`answer_reserve_nusd`, :mod:`service.money.holds`). The
-bounds themselves are the price x token-limit bounds of :mod:`service.campaigns.rules`
+bounds themselves are the price x token-limit bounds of :mod:`service.money.bounds`
 (``model_bound_nusd``, ``judge_bound_nusd``); the ledger charges a call at most its bound
 (:mod:`service.money.ledger`), so a reservation is never exceeded. :func:`budget_decision` is
 the one check whether a new reservation fits the budget (:mod:`service.money.budget`).
@@ -15,9 +15,10 @@ from typing import Any, Iterable, Sequence
 
 from algorithms.vocabulary import CampaignStatus
 
-from ..campaigns.rules import image_answers, judge_bound_nusd, judge_orders, model_bound_nusd, stored
 from ..campaigns.types import CampaignEnded, Conflict, End
 from ..models import to_nusd
+from ..stored_config import image_answers, judge_orders, stored
+from .bounds import judge_bound_nusd, model_bound_nusd
 from .budget import END_LIMIT_BUDGET, effective_budget, over_budget, reserved_nusd
 
 

@@ -15,7 +15,7 @@ MAX_MODELS = 256
 MAX_PROMPTS = 100_000
 MAX_PROMPT_CHARS = 200_000
 MAX_JSON_DEPTH = 12
-# Amounts the int64 nano-USD ledger holds with room to spare (service/campaigns/rules.py,
+# Amounts the int64 nano-USD ledger holds with room to spare (service/money/budget.py,
 # LEDGER_CAP_NUSD ~ 4.6e9 USD): a budget above 1e9 USD, or a cost per query above MAX_QUERY_USD
 # (1e6 USD, service/clients/config.py), is refused with 422 (docs/reliability.md, Limits).
 MAX_USD = 1e9

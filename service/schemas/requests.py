@@ -11,7 +11,7 @@ from algorithms.vocabulary import Choice
 from service.schemas.campaign_create import ModelSpec
 from service.schemas.common import MAX_PROMPTS, USD, Name, StrictModel, check_text
 
-#: The longest imported answer (as long as a stored answer may be: service/campaigns/rules.py MAX_ANSWER_CHARS).
+#: The longest imported answer (as long as a stored answer may be: service/stored_text.py MAX_ANSWER_CHARS).
 MAX_ANSWER_CHARS = 1_000_000
 
 

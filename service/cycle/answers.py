@@ -16,12 +16,13 @@ from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
 from ..campaigns import stores
 from ..campaigns.leases import ORPHAN_REQUESTER
-from ..campaigns.rules import MAX_ERROR_CHARS, clean_text, finite_or_none
 from ..campaigns.types import DuelPlan
 from ..clients import ClientError, Completion
 from ..models import from_nusd
 from ..money import ledger
+from ..plain_values import finite_or_none
 from ..redaction import redact
+from ..stored_text import MAX_ERROR_CHARS, clean_text
 
 
 def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, keys: tuple[str, ...]):

@@ -1,0 +1,25 @@
+"""When a duel, a call and a background run's lease lapse."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+
+def call_deadline(expiry: dt.timedelta) -> float:
+    """The ``time.monotonic()`` by which a call must have returned when what it is reserved
+    by (a duel, a pre-generation hold) lapses after ``expiry``: a call still running then
+    is abandoned as failed, so it is never charged after its reservation stopped counting
+    (docs/reliability.md, *Budget*). The margin is 10% of the expiry, at most 5 s."""
+    seconds = expiry.total_seconds()
+    return time.monotonic() + seconds - min(5.0, 0.1 * seconds)
+
+
+def is_stale(expires_at: dt.datetime, now: dt.datetime) -> bool:
+    """An in-flight duel past its expiry no longer counts (it is expired by the next plan)."""
+    return expires_at <= now
+
+
+def lease_free(owner: str | None, expires_at: dt.datetime | None, now: dt.datetime) -> bool:
+    """A background run's lease can be taken: nobody holds it, or its holder let it expire."""
+    return owner is None or expires_at is None or expires_at <= now

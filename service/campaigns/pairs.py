@@ -1,0 +1,16 @@
+"""A pair of models as stored (``model_i < model_j``) and the in-flight pairs as the policy reads them."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+def ordered_pair(i: int, j: int) -> tuple[int, int]:
+    """A pair as stored: ``model_i < model_j``."""
+    i, j = int(i), int(j)
+    return (j, i) if i > j else (i, j)
+
+
+def pending_pairs(inflight: Iterable[Any]) -> list[list[int]]:
+    """The in-flight duels' pairs, as the policy's ``pending`` argument."""
+    return [[int(r.model_i), int(r.model_j)] for r in inflight]
