@@ -162,7 +162,9 @@ def test_campaign_files_with_a_refused_hybrid_exit_2(service, tmp_path, extra, w
     assert "algorithm  dctas-pc-hybrid" in r.stdout and "humans     0 votes, human_rate 0.3" in r.stdout
 
 
-def test_a_hybrid_judge_with_verdict_probabilities_scores_duels_by_the_fake_judges_logprobs(service, fake_provider, db_url):
+def test_a_hybrid_judge_with_verdict_probabilities_scores_duels_by_the_fake_judges_logprobs(
+    service, fake_provider, db_url
+):
     """``verdict_probabilities``: the fake provider's judge returns top_logprobs, every automatic verdict's
     score is the probability-weighted label score (never a bare 0, 1/2 or 1 here), the policy records it
     as the judge score, and the replay is exact."""
