@@ -103,3 +103,52 @@ async def test_a_batch_campaigns_vision_judge_sees_the_prompts_images(db_url, fa
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()
+
+
+async def test_a_batch_campaigns_judge_sees_image_answers_or_creation_says_why_not(db_url, fake):  # noqa: F811
+    """Image answers and a batch: refused at creation with a 422 naming the image models while batch
+    rounds call no image model; once they do, the judge's batch lines carry both answers' blind copies."""
+    from service.app import create_app
+
+    base, provider_app = fake
+    spec = body(base, "images in batches", {"round_size": 4, "poll_seconds": 0.02}, answers="fresh")
+    tag = spec["models"][0]["client"]["model"].split("-")[0]
+    spec["models"] = [
+        {
+            "name": f"{tag}-img-q{q}",
+            "cost": 0.01 * q,
+            "output": "image",
+            "client": {"kind": "openai", "base_url": base, "model": f"{tag}-img-q{q}", "params": {"size": "32x32"}},
+        }
+        for q in (1, 4)
+    ]
+    spec["prompts"] = [f"A drawing of thing {n}." for n in range(6)]
+    spec["budget"] = 5.0
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            r = await api.post("/v1/campaigns", json=spec)
+            if r.status_code == 422:
+                assert "batch: image models (output: image)" in r.text and "Traceback" not in r.text, r.text
+                return
+            assert r.status_code == 201, r.text
+            cid = r.json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
+            runs = app.state.campaigns.runs
+            await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
+            judged = [d for d in await all_duels(api, cid) if d["status"] == "judged"]
+            assert judged
+            judge_model = spec["judge"]["client"]["model"]
+            lines = [
+                json.loads(line)["body"]
+                for b in batches_of(provider_app, f"llmduel-{cid}-")
+                for line in provider_app.state.batches.contents[b["input_file_id"]].decode().splitlines()
+            ]
+            judge_lines = [x for x in lines if x["model"] == judge_model]
+            assert judge_lines
+            for line_body in judge_lines:  # answer A's image and answer B's, as blind copies
+                parts = _image_parts(line_body)
+                assert len(parts) == 2 and all(b"tEXt" not in p for p in parts)
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
