@@ -28,7 +28,9 @@ from .campaigns.webhooks import Webhooks
 from .config import Settings
 from .cycle.batch_collector import pregen_batches
 from .cycle.orchestration import Cycle
+from .cycle.pregen_recovery import PregenRecovery
 from .cycle.runs import Runs
+from .cycle.service_port import CycleDeps
 from .db import Database
 
 
@@ -80,10 +82,26 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     pregen = Pregeneration(
         settings, db, calls, background, endings, pregen_batches(BatchJobs(db, owner_id), calls.http_client)
     )
-    cycle = Cycle(settings, db, views, webhooks, leases, stores, calls, pregen, endings, prompts)
+    cycle = Cycle(
+        deps=CycleDeps(
+            settings=settings,
+            db=db,
+            views=views,
+            webhooks=webhooks,
+            leases=leases,
+            stores=stores,
+            calls=calls,
+            pregen=pregen,
+            endings=endings,
+            prompts=prompts,
+        )
+    )
     lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
     runs = Runs(settings, db, cycle, lifecycle, calls, leases, stores, webhooks, keeper, background)
     keeper.beats.append(runs.beat)
+    recovery = PregenRecovery(BatchJobs(db, owner_id), pregen, calls, background)
+    pregen.recover = recovery.recover
+    keeper.beats.append(recovery.beat)
     return Campaigns(
         settings=settings,
         db=db,

@@ -109,10 +109,10 @@ async def fake(api):
 
     app = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
     yield app
-    await svc.calls._http.aclose()
-    svc.calls._http = None
+    await svc.deps.calls._http.aclose()
+    svc.deps.calls._http = None
 
 
 @contextlib.asynccontextmanager

@@ -60,7 +60,7 @@ def _arena_hard_folder(tmp_path, model_id: str, answers: dict[str, str]):
 async def test_imported_answers_are_used_at_zero_cost_and_exported_with_every_judge_call(api, tmp_path):
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     tag = f"audit{time.monotonic_ns()}"
     try:
         cid = (await api.post("/v1/campaigns", json=_body(tag, "audit"))).json()["id"]
@@ -95,8 +95,8 @@ async def test_imported_answers_are_used_at_zero_cost_and_exported_with_every_ju
         assert others_paid > 0  # the other models' answers were bought
         files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
     finally:
-        await svc.calls._http.aclose()
-        svc.calls._http = None
+        await svc.deps.calls._http.aclose()
+        svc.deps.calls._http = None
     # model_answer/<model>.jsonl in arena-hard's layout, read back by the importer
     assert files["model_answer/m0.jsonl"]
     (tmp_path / "out" / "model_answer").mkdir(parents=True)

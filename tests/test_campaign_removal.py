@@ -63,7 +63,7 @@ async def test_delete_refuses_a_running_campaign_and_removes_an_ended_one(api):
 async def test_the_answers_it_paid_for_stay_in_the_store_or_go_as_asked(api):
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     tag = f"rm{time.monotonic_ns()}"
     db = api.app.state.db
     try:
@@ -74,8 +74,8 @@ async def test_the_answers_it_paid_for_stay_in_the_store_or_go_as_asked(api):
             assert [d for d in await all_duels(api, cid) if d["status"] == "judged"]
             ids.append((cid, stored))
     finally:
-        await svc.calls._http.aclose()
-        svc.calls._http = None
+        await svc.deps.calls._http.aclose()
+        svc.deps.calls._http = None
     for cid, stored in ids:
         await api.post(f"/v1/campaigns/{cid}/stop")
         with db.read() as s:

@@ -89,3 +89,22 @@ def test_the_checks_find_what_they_look_for():
         "    other.calls._flights\n"
     )
     assert private_reaches(src, "m.py") == ["m.py:7 other._theirs", "m.py:8 other.calls._flights"]
+
+
+def test_the_cycle_gets_its_collaborators_as_one_frozen_keyword_only_dataclass():
+    """``Cycle(deps=CycleDeps(...))``: every collaborator a typed field of a frozen dataclass, no
+    other parameter, and no ``functools.partial`` in the vote cycle hiding which function runs."""
+    import dataclasses
+    import inspect
+
+    from service.cycle.orchestration import Cycle
+    from service.cycle.service_port import CycleDeps
+
+    params = list(inspect.signature(Cycle.__init__).parameters.values())[1:]
+    assert [(p.name, p.kind) for p in params] == [("deps", inspect.Parameter.KEYWORD_ONLY)]
+    assert dataclasses.is_dataclass(CycleDeps) and CycleDeps.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    fields = dataclasses.fields(CycleDeps)
+    assert all(f.kw_only and f.type not in ("Any", "object") for f in fields), fields
+    assert {"db", "views", "calls", "endings", "prompts"} <= {f.name for f in fields}
+    found = [p.name for p in sorted((SERVICE / "cycle").glob("*.py")) if "partial(" in p.read_text(encoding="utf-8")]
+    assert found == []

@@ -7,8 +7,11 @@ SQLite and PostgreSQL (the ``db_url`` fixture), real HTTP through httpx on the A
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
 
 import httpx
+import pytest
 from conftest import ADMIN_KEY, make_settings
 from service_helpers import campaign_body
 
@@ -27,20 +30,26 @@ def test_each_object_gets_the_collaborators_built_once(db_url):
         assert c.results.views is c.views and c.annotators.views is c.views and c.webhooks.views is c.views
         assert c.annotators.tokens is c.tokens
         assert c.runs.cycle is c.cycle and c.runs.leases is c.leases and c.runs.stores is c.stores
-        assert c.runs.keeper is c.keeper and c.keeper.beats == [c.runs.beat]
+        assert c.runs.keeper is c.keeper and c.keeper.beats == [c.runs.beat, c.pregen.recover.__self__.beat]
+        # the recovery of pre-generation batches a process gone left open: at each heartbeat, and before pre-generating
+        recovery = c.pregen.recover.__self__
+        assert recovery.pregen is c.pregen and recovery.calls is c.calls and recovery.jobs.owner_id == c.leases.owner_id
         # one identity per process: the run leases, the cycle's fencing and the webhook claims agree
         assert c.cycle.owner_id == c.leases.owner_id == c.webhooks.owner_id
-        # the operations the cycle calls by name are its collaborators' own (their state stays there)
-        assert c.cycle.store_costs_for.__self__ is c.stores and c.cycle.duel_view.__self__ is c.views
+        # the cycle's collaborators are one frozen dataclass of the objects themselves (no copied methods)
+        deps = c.cycle.deps
+        assert deps.stores is c.stores and deps.views is c.views and deps.webhooks is c.webhooks
+        assert deps.leases is c.leases and deps.endings is c.pregen.endings and deps.prompts is c.calls.prompts
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            deps.views = None  # type: ignore[misc]
+        assert [k for k, v in vars(c.cycle).items() if inspect.ismethod(v)] == []  # no operation copied onto it
         assert c.calls.ensure_keeper.__self__ is c.keeper and c.lifecycle.leases is c.leases
         assert c.calls.claim_tx.__self__ is c.stores and c.calls.release_tx.__self__ is c.stores
         # the cycle holds its calls and its pre-generation by reference; the runs renew the calls' claims
-        assert c.cycle.calls is c.calls and c.pregen.calls is c.calls and c.runs.calls is c.calls
-        assert c.cycle.pregen is c.pregen and c.pregen.background is c.background
+        assert deps.calls is c.calls and c.pregen.calls is c.calls and c.runs.calls is c.calls
+        assert deps.pregen is c.pregen and c.pregen.background is c.background
         assert c.runs.lifecycle is c.lifecycle and c.lifecycle.views is c.views
         assert c.lifecycle.finish.__self__ is c.pregen.endings and c.lifecycle.webhooks is c.webhooks
-        assert c.cycle.pause_for_fault.__self__ is c.pregen.endings
-        assert c.calls.prompts.cached_prompt_extras == c.cycle.cached_prompt_extras
 
         other = build_campaigns(make_settings(db_url), db)  # another worker: nothing shared
         assert other.leases.owner_id != c.leases.owner_id

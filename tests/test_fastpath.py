@@ -357,15 +357,15 @@ async def test_reservations_on_stored_answers_are_the_same_on_every_path(api, mo
 
     monkeypatch.setattr(draws, "new_draw_key", lambda: "3c" * 32)
     svc = api.app.state.campaigns.cycle
-    monkeypatch.setattr(svc.pregen, "schedule", lambda cid: None)  # no background answers: a fixed store
+    monkeypatch.setattr(svc.deps.pregen, "schedule", lambda cid: None)  # no background answers: a fixed store
     # the policy's marginal costs refreshed before every plan, not by a timer: the same pairs on every path
     monkeypatch.setattr(api.app.state.campaigns.stores, "store_costs_ttl", 0.0)
-    refresh = svc.update_store_costs
+    refresh = svc.deps.stores.update_store_costs
 
     async def costs_now(campaign_id, wait):
         await refresh(campaign_id, True)
 
-    monkeypatch.setattr(svc, "update_store_costs", costs_now)
+    monkeypatch.setattr(svc.deps.stores, "update_store_costs", costs_now)
     on_postgres = not svc.db.is_sqlite
     used = {"plan": 0, "plan_async": 0}
     for name, kind in (("plan_duel", "plan"), ("plan_duel_async", "plan_async")):
@@ -507,7 +507,7 @@ async def test_marginal_costs_that_change_between_duels_are_recorded_on_the_fast
     svc = api.app.state.campaigns.cycle
     costs = [None, {"costs": [0.5, 1.0, 1.0], "judge_cost": 0.0}, None, {"costs": [0.1, 0.1, 2.0], "judge_cost": 0.0}]
     current: dict = {}
-    monkeypatch.setattr(svc, "store_costs_for", lambda cid: current.get(cid))
+    monkeypatch.setattr(svc.deps.stores, "store_costs_for", lambda cid: current.get(cid))
 
     async def session(name: str) -> tuple[list[dict], list]:
         cid = (await api.post("/v1/campaigns", json=campaign_body(name=name, delta=1e-6))).json()["id"]

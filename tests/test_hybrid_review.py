@@ -23,8 +23,8 @@ async def end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch):
     with api.app.state.db.write() as s:
         from service.models import utcnow
 
-        c = svc.lock_existing(s, cid)
-        svc.pause_for_fault(s, c, "reported cost above its bound", utcnow())
+        c = svc.deps.views.lock_existing(s, cid)
+        svc.deps.endings.pause_for_fault(s, c, "reported cost above its bound", utcnow())
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert view["status"] == "stopped" and view["end_limit"] == "provider", view
     assert (await api.get(f"/v1/duels/{sel['id']}")).json()["status"] == "cancelled"

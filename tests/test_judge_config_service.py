@@ -35,7 +35,9 @@ def judge_config(**kw) -> dict:
 async def test_configured_judge_with_strengths_through_the_service(api, verdicts):
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))  # the service's shared HTTP client
+    svc.deps.calls._http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=fake)
+    )  # the service's shared HTTP client
     # quality ratios below 2: every win is a weak one; one set of provider models per case (the answer
     # store is shared by the campaigns of a database, and each fake provider seals its answers with its own key)
     names = [f"{verdicts}-small-q3", f"{verdicts}-mid-q4", f"{verdicts}-large-q5"]
@@ -85,8 +87,8 @@ async def test_configured_judge_with_strengths_through_the_service(api, verdicts
     )
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
     assert fake.state.provider.stats["judgements"] == 2 * len(paid)  # both orders of each paid verdict
-    await svc.calls._http.aclose()
-    svc.calls._http = None
+    await svc.deps.calls._http.aclose()
+    svc.deps.calls._http = None
 
 
 @pytest.mark.parametrize(

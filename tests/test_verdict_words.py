@@ -132,7 +132,7 @@ async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and
     # the fake provider's strict judge: equal qualities tie on every prompt, a higher quality wins
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     try:
         tag = f"t{time.monotonic_ns()}"
         body = campaign_body(
@@ -152,8 +152,8 @@ async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and
             assert r.status_code == 201, r.text
         end = (await api.get(f"/v1/campaigns/{cid}")).json()
     finally:
-        await svc.calls._http.aclose()
-        svc.calls._http = None
+        await svc.deps.calls._http.aclose()
+        svc.deps.calls._http = None
     assert end["status"] == "undecidable", end
     assert end["not_beaten"] == ["m0", "m1"] and end["exact_ties"] == [["m0", "m1"]] and end["cheapest"] == "m1"
     words = (

@@ -199,7 +199,7 @@ async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
     # m0 and m1 tie on every prompt, the prompt-set preference is exactly 1/2
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
-    svc.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
     try:
         tag = f"t{time.monotonic_ns()}"
         body = campaign_body(
@@ -220,8 +220,8 @@ async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
         assert r.status_code == 409  # ended
         end = (await api.get(f"/v1/campaigns/{cid}")).json()
     finally:
-        await svc.calls._http.aclose()
-        svc.calls._http = None
+        await svc.deps.calls._http.aclose()
+        svc.deps.calls._http = None
     assert end["status"] == "undecidable", end
     assert end["winner"] is None and "no model can be certified on this prompt set" in end["end_reason"]
     assert end["population"] == 2 and end["exact"] == [[0, 1, 0.5]]
@@ -260,7 +260,7 @@ async def test_a_run_whose_first_call_is_slow_counts_each_pair_in_position_order
     fake = create_fake_provider_app()
     svc = api.app.state.campaigns.cycle
     transport = _SlowFirstCall(fake, 4.0)  # far beyond a loaded machine's scheduling delays
-    svc.calls._http = httpx.AsyncClient(transport=transport)
+    svc.deps.calls._http = httpx.AsyncClient(transport=transport)
     try:
         tag = f"s{time.monotonic_ns()}"
         body = campaign_body(
@@ -276,8 +276,8 @@ async def test_a_run_whose_first_call_is_slow_counts_each_pair_in_position_order
         end = await _run_to_end(api, view["id"], concurrency=2)
         assert transport.delayed == 1
     finally:
-        await svc.calls._http.aclose()
-        svc.calls._http = None
+        await svc.deps.calls._http.aclose()
+        svc.deps.calls._http = None
     assert end["status"] == "certified" and end["winner"] == "m1", end
     duels = await all_duels(api, view["id"])
     by_position = {d["position"]: d for d in duels if d["status"] == "judged"}

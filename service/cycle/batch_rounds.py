@@ -146,7 +146,7 @@ class BatchRounds:
                 if pair is not None and outcome.status == DuelStatus.PENDING:
                     texts[p.duel_id] = pair
         if ended:
-            self.cycle.schedule_webhook(campaign_id)
+            self.cycle.deps.webhooks.schedule_webhook(campaign_id)
             return True
         judged = [p for p, *_ in duels if p.duel_id in texts]
         if not judged or judged[0].judge.get("kind") == "human":
@@ -166,7 +166,7 @@ class BatchRounds:
         for p, verdict in sorted(zip(judged, verdicts), key=lambda pv: pv[0].number):  # the plan order
             outcome = await self._record(p, verdict)
             if outcome.ended:
-                self.cycle.schedule_webhook(campaign_id)
+                self.cycle.deps.webhooks.schedule_webhook(campaign_id)
                 ended = True
         if verdicts_phase.failure is not None and not ended:
             raise verdicts_phase.failure

@@ -90,7 +90,7 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
     end = ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False
-    svc.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
+    svc.deps.endings.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
     return True
 
 
@@ -127,7 +127,7 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     if refused is None:
         return _judged(svc, s, c, d, j, now)
     if j.fault is not None:
-        svc.pause_for_fault(s, c, j.fault, now)
+        svc.deps.endings.pause_for_fault(s, c, j.fault, now)
     c.version += 1
     c.updated_at = now
     raise refused
@@ -186,11 +186,13 @@ def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
         recorded = _flush_with(svc, s, c, d, policy)
         ended = _after(svc, s, c, policy, recorded, d.id, now)
     if fault is not None and not ended:
-        svc.pause_for_fault(s, c, fault, now, d.id)
+        svc.deps.endings.pause_for_fault(s, c, fault, now, d.id)
         ended = True
     c.version += 1
     c.updated_at = now
-    return DuelOutcome(d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=svc.duel_view(d, c))
+    return DuelOutcome(
+        d.id, d.status, ended=ended, failed=choice is None, error=d.error, view=svc.deps.views.duel_view(d, c)
+    )
 
 
 # ---------------------------------------------------------------- the human vote
@@ -222,4 +224,4 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     ended = _after(svc, s, c, policy, recorded, d.id, now)
     c.version += 1
     c.updated_at = now
-    return DuelOutcome(d.id, d.status, ended=ended, view=svc.duel_view(d, c))
+    return DuelOutcome(d.id, d.status, ended=ended, view=svc.deps.views.duel_view(d, c))

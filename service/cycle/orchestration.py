@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import functools
 import logging
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import update
 
@@ -38,31 +37,25 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import cycle
 from ..auth import Principal
-from ..campaigns import skips, stores
-from ..campaigns.calls import Calls, call_expiry
+from ..campaigns import skips, spares, stores
+from ..campaigns.calls import call_expiry
 from ..campaigns.credentials import secret_keys
-from ..campaigns.endings import Endings
 from ..campaigns.expiry import call_deadline, is_stale
 from ..campaigns.judge_charges import Judgement
-from ..campaigns.leases import Leases
 from ..campaigns.policy_cache import PolicyCache
-from ..campaigns.pregeneration import Pregeneration
-from ..campaigns.prompt_cache import PromptCache
 from ..campaigns.sampling import prompt_permutation
-from ..campaigns.stores import StoredKeys, Stores
+from ..campaigns.stores import StoredKeys
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
-from ..campaigns.views import Views, duel_view_for
-from ..campaigns.webhooks import Webhooks
+from ..campaigns.views import duel_view_for
 from ..clients import Completion
-from ..config import Settings
-from ..db import Database
 from ..models import Duel, utcnow
 from ..money import charges as money_charges
 from ..money import ledger
 from ..redaction import redact
 from ..stored_text import clean_text
 from . import answers as cycle_answers
+from .service_port import CycleDeps
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -74,45 +67,16 @@ class Cycle:
     orchestration of one duel (here). The model and judge calls and the store claims of the
     calls under way are ``calls``' (:class:`.calls.Calls`); answers made ahead for annotators
     are ``pregen``'s; campaigns end through ``endings``; prompts are read through ``prompts``.
-    Everything else comes from the collaborators handed in."""
+    Everything else comes from the collaborators handed in, by name (``deps``: a
+    :class:`.service_port.CycleDeps`)."""
 
     in_thread = staticmethod(in_thread)
 
-    def __init__(
-        self,
-        settings: Settings,
-        db: Database,
-        views: Views,
-        webhooks: Webhooks,
-        leases: Leases,
-        stores: Stores,
-        calls: Calls,
-        pregen: Pregeneration,
-        endings: Endings,
-        prompts: PromptCache,
-    ):
-        self.settings = settings
-        self.db = db
-        self.calls = calls  # the model and judge calls, the stores' single flight and claims
-        self.pregen = pregen  # answers made ahead for annotators (next_duel schedules them)
-        self.owner_id = leases.owner_id  # the fencing token of this process's runs
-        # The collaborators' operations the transactions, the orchestration and the hot path
-        # (service.cycle.HotService) call, by name; their state stays with their owners.
-        self.lock_existing = views.lock_existing
-        self.duel_view = views.duel_view
-        self.get_campaign = views.get_campaign
-        self.get_duel = views.get_duel
-        self.schedule_webhook = webhooks.schedule_webhook
-        self.store_costs_for = stores.store_costs_for
-        self.update_store_costs = stores.update_store_costs
-        self.finish = endings.finish
-        self.pause_for_fault = endings.pause_for_fault
-        self.cached_prompt = prompts.cached_prompt
-        self.remember_prompt = prompts.remember_prompt
-        self.prompt_text = prompts.prompt_text
-        self.cached_prompt_extras = prompts.cached_prompt_extras
-        self.prompt_extras = prompts.prompt_extras
-        self.prompt_extras_in = prompts.prompt_extras_in
+    def __init__(self, *, deps: CycleDeps):
+        self.deps = deps  # the collaborators, each reached by name (deps.views.duel_view, ...)
+        self.owner_id = deps.leases.owner_id  # the fencing token of this process's runs
+        self.db = deps.db  # the database its transactions run on (tests and the web pages read it too)
+        settings, db = deps.settings, deps.db
         self.pending_expiry = dt.timedelta(seconds=settings.duel_expiry_seconds)  # a duel waiting for its verdict
         self.call_expiry = call_expiry(settings)
         # an annotator's duel while its models are called: renewed by this process every heartbeat
@@ -129,19 +93,19 @@ class Cycle:
     async def _answers(self, plan: DuelPlan):
         """Step 2-3: both answers (stored or called, through ``calls``), then the cycle's
         :meth:`store_answers_tx`; the store claims are settled after it, stored or not."""
-        turns, _ = await self.calls.extras(plan)
+        turns, _ = await self.deps.calls.extras(plan)
         leased = plan.hard_expiry is not None and plan.duel_id and plan.deadline is not None
         if leased:  # the keeper renews the duel's lease while this process calls its models
-            self.calls.live_duels[plan.duel_id] = plan.hard_expiry
-            self.calls.ensure_keeper()
+            self.deps.calls.live_duels[plan.duel_id] = plan.hard_expiry
+            self.deps.calls.ensure_keeper()
         try:
             res_i, res_j = await asyncio.gather(
-                self.calls.answer(plan, plan.i, turns), self.calls.answer(plan, plan.j, turns)
+                self.deps.calls.answer(plan, plan.i, turns), self.deps.calls.answer(plan, plan.j, turns)
             )
             outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
         finally:
-            self.calls.live_duels.pop(plan.duel_id, None)
-            await self.calls.settle_claims(plan, [plan.i, plan.j])
+            self.deps.calls.live_duels.pop(plan.duel_id, None)
+            await self.deps.calls.settle_claims(plan, [plan.i, plan.j])
         return res_i, res_j, outcome
 
     async def execute(self, plan: DuelPlan) -> DuelOutcome:
@@ -151,13 +115,13 @@ class Cycle:
         else:
             res_i, res_j, outcome = await self._answers(plan)
         if outcome.ended:
-            self.schedule_webhook(plan.campaign_id)
+            self.deps.webhooks.schedule_webhook(plan.campaign_id)
         if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
             return outcome
-        judge = self.calls.judge(plan)
+        judge = self.deps.calls.judge(plan)
         deadline = call_deadline(self.pending_expiry)  # the pending duel expires then
         try:
-            verdict = await self.calls.verdict(
+            verdict = await self.deps.calls.verdict(
                 plan,
                 judge,
                 res_i.text if plan.a_is_i else res_j.text,
@@ -169,9 +133,9 @@ class Cycle:
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:
-            await self.calls.settle_claims(plan, ["judge"])
+            await self.deps.calls.settle_claims(plan, ["judge"])
         if outcome.ended:
-            self.schedule_webhook(plan.campaign_id)
+            self.deps.webhooks.schedule_webhook(plan.campaign_id)
         return outcome
 
     def plan_duel(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
@@ -182,39 +146,38 @@ class Cycle:
         """Record a human vote in the calling thread (:func:`service.cycle.verdict.decide_verdict`)."""
         return cycle.record_vote(self, duel_id, choice, principal)
 
-    async def _on_hot_path(self, campaign_id: int | None, route: Callable, *args: Any) -> bool:
-        """The driver choice of :mod:`service.cycle.routing`: from the config cache on the
-        loop, else ``route(self, *args)`` (a small read) in a worker thread."""
+    async def _plan_on_loop(self, campaign_id: int) -> bool:
+        """Whether an annotator's or the admin's plan runs on the asyncpg driver (on the event loop):
+        on PostgreSQL, when :func:`service.cycle.handles` accepts the campaign (the choice of
+        :mod:`service.cycle.routing`: from the config cache, else one small read in a worker thread)."""
+        if not (cycle.ENABLED and self._on_loop):
+            return False
         cached = cycle.cached_choice(self, campaign_id)
-        return cached if cached is not None else await self.in_thread(route, self, *args)
+        return cached if cached is not None else await self.in_thread(cycle.plan_on_hot_path, self, campaign_id)
 
-    async def _hot(self, on_hot: Callable, fast_async: Callable, sync_path: Callable, *args: Any) -> Any:
-        """A request's one transaction: on PostgreSQL, ``fast_async`` (the asyncpg driver) on the
-        event loop when ``on_hot()`` says it covers the campaign; else ``sync_path`` (the
-        SQLAlchemy driver) in a worker thread. Both run the same sequence."""
-        if cycle.ENABLED and self._on_loop and await on_hot():
-            out = await fast_async(self, *args)
-            self.hot_counts["loop"] += 1
-            return out
-        self.hot_counts["thread"] += 1
-        return await self.in_thread(sync_path, *args)
+    async def _vote_on_loop(self, duel_id: int, principal: Principal) -> bool:
+        """Whether a vote runs on the asyncpg driver: as :meth:`_plan_on_loop`, for the duel's campaign."""
+        if not (cycle.ENABLED and self._on_loop):
+            return False
+        cached = cycle.cached_choice(self, cycle.vote_campaign_hint(principal))
+        if cached is not None:
+            return cached
+        return await self.in_thread(cycle.vote_on_hot_path, self, duel_id, principal)
 
     async def plan(self, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
         try:
-            await self.update_store_costs(campaign_id, wait=principal is None)
-            if principal is not None and not run:
-                return await self._hot(
-                    functools.partial(self._on_hot_path, campaign_id, cycle.plan_on_hot_path, campaign_id),
-                    cycle.plan_duel_async,
-                    self.plan_duel,
-                    campaign_id,
-                    principal,
-                )
+            await self.deps.stores.update_store_costs(campaign_id, wait=principal is None)
+            # one transaction: on the asyncpg driver when it covers the campaign, else the SQLAlchemy
+            # driver in a worker thread (a background run's always); both run the same sequence
+            if principal is not None and not run and await self._plan_on_loop(campaign_id):
+                plan = await cycle.plan_duel_async(self, campaign_id, principal)
+                self.hot_counts["loop"] += 1
+                return plan
             self.hot_counts["thread"] += 1
             return await self.in_thread(self.plan_duel, campaign_id, principal, run)
         except DomainError as exc:
             if isinstance(exc, CampaignEnded):
-                self.schedule_webhook(campaign_id)
+                self.deps.webhooks.schedule_webhook(campaign_id)
             raise
 
     async def next_duel(self, campaign_id: int, principal: Principal) -> tuple[dict, float | None]:
@@ -223,41 +186,39 @@ class Cycle:
         try:
             plan = await self.plan(campaign_id, principal)
         except HeldDuel as held:
-            return await self.in_thread(self.get_duel, held.duel_id, principal), None
+            return await self.in_thread(self.deps.views.get_duel, held.duel_id, principal), None
         outcome = await self.execute(plan)
         if not principal.admin and (
             stores.stores_answers(plan.answers, plan.models[plan.i])
             or stores.stores_answers(plan.answers, plan.models[plan.j])
         ):
-            self.pregen.schedule(campaign_id)  # the next duels' answers, in the background
+            self.deps.pregen.schedule(campaign_id)  # the next duels' answers, in the background
         if outcome.view is None:
-            return await self.in_thread(self.get_duel, plan.duel_id, principal), plan.select_ms
+            return await self.in_thread(self.deps.views.get_duel, plan.duel_id, principal), plan.select_ms
         return duel_view_for(outcome.view, principal.admin), plan.select_ms
 
     async def vote(self, duel_id: int, choice: str, principal: Principal, comment: str | None = None) -> dict:
         """Count a vote; ``comment`` (optional, service/campaigns/skips.py) is stored with it."""
         note = skips.clean_comment(comment)  # ValueError before anything is written
-        outcome = await self._hot(
-            functools.partial(
-                self._on_hot_path, cycle.vote_campaign_hint(principal), cycle.vote_on_hot_path, duel_id, principal
-            ),
-            cycle.record_vote_async,
-            self.record_vote,
-            duel_id,
-            choice,
-            principal,
-        )
+        if await self._vote_on_loop(duel_id, principal):  # one transaction, on one driver (as in plan)
+            outcome = await cycle.record_vote_async(self, duel_id, choice, principal)
+            self.hot_counts["loop"] += 1
+        else:
+            self.hot_counts["thread"] += 1
+            outcome = await self.in_thread(self.record_vote, duel_id, choice, principal)
         if note is not None:
-            await self.in_thread(skips.save_comment, self.db, duel_id, principal, note)
+            await self.in_thread(skips.save_comment, self.deps.db, duel_id, principal, note)
             if outcome.view is not None:
                 outcome.view["comment"] = note
         if outcome.ended:
-            self.schedule_webhook(outcome.view["campaign_id"])
+            self.deps.webhooks.schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)
 
     async def skip(self, duel_id: int, principal: Principal) -> None:
         """An annotator hands its pending duel back to the pool (not counted, not charged again)."""
-        await self.in_thread(skips.skip_duel, self.db, duel_id, principal, self.settings.max_skips_per_annotator)
+        await self.in_thread(
+            skips.skip_duel, self.deps.db, duel_id, principal, self.deps.settings.max_skips_per_annotator
+        )
 
     # ------------------------------------------------------------ sampling without replacement
     def permutation(self, campaign_id: int, draw_key: str, n_prompts: int) -> list[int]:
@@ -275,7 +236,7 @@ class Cycle:
     # ------------------------------------------------------------ the answers and the verdict
     def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]:
         """The keys a campaign's stored text must not contain (service.redaction)."""
-        return secret_keys(self.settings, models, judge)
+        return secret_keys(self.deps.settings, models, judge)
 
     def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
         """Both answers inside the plan transaction, when both models are instant.
@@ -284,7 +245,7 @@ class Cycle:
         :meth:`store_answers_tx` would record them; ([], {}) when the models must
         be called outside the transaction.
         """
-        plan.results = self.calls.instant_results(plan)
+        plan.results = self.deps.calls.instant_results(plan)
         if plan.results is None:
             return [], {}
         # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)
@@ -305,8 +266,8 @@ class Cycle:
         charges, total, fields, error, faults = cycle_answers.settle_answers(
             plan, results, now, self.secret_keys(plan.models, plan.judge)
         )
-        with self.db.write() as s:
-            c = self.db.lock_campaign(s, plan.campaign_id)
+        with self.deps.db.write() as s:
+            c = self.deps.db.lock_campaign(s, plan.campaign_id)
             d = s.get(Duel, plan.duel_id)
             if c is None or d is None:  # deleted meanwhile
                 return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
@@ -338,6 +299,8 @@ class Cycle:
                         next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0),
                         charge_ids.get(idx),
                     )
+            paid = {i for i, r in results.items() if isinstance(r, Completion) and i not in faults and not late}
+            spares.settle(s, plan, results, charge_ids, paid, error is not None)  # images of calls of several
             for key, value in fields.items():
                 setattr(d, key, value)
             status, stored_error, failed = cycle_answers.after_answers(d.status, d.requested_by, error)
@@ -364,9 +327,11 @@ class Cycle:
                 .execution_options(synchronize_session=False)
             )
             if faults:
-                self.pause_for_fault(s, c, next(iter(faults.values())), now, d.id)
+                self.deps.endings.pause_for_fault(s, c, next(iter(faults.values())), now, d.id)
             # A spent budget ends the campaign when this duel's verdict is recorded
             # (or at the next plan), so the answers just paid for can still count.
             c.version += 1
             c.updated_at = now
-            return DuelOutcome(d.id, d.status, failed=error is not None, error=d.error, view=self.duel_view(d, c))
+            return DuelOutcome(
+                d.id, d.status, failed=error is not None, error=d.error, view=self.deps.views.duel_view(d, c)
+            )

@@ -370,7 +370,7 @@ async def _on_pool(svc: HotService, make):
     back costs no request a 503.
     """
     for attempt in (1, 2):
-        async with svc.db.hot_pool.connection() as (conn, reused):
+        async with svc.deps.db.hot_pool.connection() as (conn, reused):
             tx = PgTx(conn)
             try:
                 out = await make(tx)

@@ -98,9 +98,9 @@ async def decide_plan(
     prompt_index, a_is_i = draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     if pick.position is not None:
         prompt_index = svc.permutation(campaign_id, cfg.draw_key, cfg.n_prompts)[pick.position]
-    prompt = svc.cached_prompt(campaign_id, prompt_index)
+    prompt = svc.deps.prompts.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
-        prompt = svc.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
+        prompt = svc.deps.prompts.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
     expected = await _reservation(svc, tx, campaign_id, cfg, row, pick.pair, a_is_i, prompt_index, prompt)
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
     over = reserve.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
@@ -163,7 +163,7 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, 
     wor = is_wor(cfg.prompt_sampling)
     policy = await policy_at(svc, tx, campaign_id, row.event_seq, state, row.state_seq)
     # without replacement the policy computes its own marginal costs from the shared permutation
-    costs_record = None if wor else stores.apply_costs(policy, svc.store_costs_for(campaign_id))
+    costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
     pending = pending_pairs(inflight)
     if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
@@ -190,7 +190,7 @@ async def _reservation(
     """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
 
     async def reference() -> str | None:
-        extras = svc.cached_prompt_extras(campaign_id, idx)
+        extras = svc.deps.prompts.cached_prompt_extras(campaign_id, idx)
         return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
     i, j = pair
@@ -245,7 +245,7 @@ async def _write(
             duel["status"],
             failed=failed == 1,
             error=duel.get("error"),
-            view=svc.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
+            view=svc.deps.views.duel_view(d, SimpleNamespace(models=cfg.models, status=CampaignStatus.RUNNING)),
         )
     return plan
 

@@ -42,7 +42,7 @@ def _config(svc: HotService, campaign_id: int) -> CampaignConfig | None:
     cfg = svc.config_cache.get(campaign_id)
     if cfg is not None:
         return cfg
-    with svc.db.read() as s:
+    with svc.deps.db.read() as s:
         row = s.connection().execute(CONFIG, {"cid": campaign_id}).first()
     return None if row is None else remember_config(svc, campaign_id, row)
 
@@ -57,7 +57,7 @@ def vote_on_hot_path(svc: HotService, duel_id: int, principal: Principal) -> boo
     """Whether a vote on this duel is recorded on the hot path (may read the duel's campaign id)."""
     campaign_id = vote_campaign_hint(principal)
     if campaign_id is None:
-        with svc.db.read() as s:
+        with svc.deps.db.read() as s:
             campaign_id = s.connection().execute(CAMPAIGN_OF_DUEL, {"did": duel_id}).scalar()
         if campaign_id is None:
             return True  # no such duel: the hot path's 404

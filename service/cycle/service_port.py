@@ -1,29 +1,68 @@
-"""What the hot path needs from the campaign service, as a protocol.
+"""What the vote cycle is given and what its sequences need, as types.
 
-The hot path is called by :class:`service.campaigns.cycle.Cycle` and handed the
-service itself; naming that class here would make ``service.campaigns`` and
-``service.cycle`` import each other (tests/test_layering.py counts type-only
-imports). The protocol lists the members the decisions and drivers use, and the
-service satisfies it structurally.
+:class:`CycleDeps` is everything the :class:`service.cycle.orchestration.Cycle` uses from
+other objects, handed to it once (``service/container.py: build_campaigns``) as one frozen
+dataclass with keyword-only fields; the cycle and its sequences reach each collaborator by
+name (``svc.deps.prompts.cached_prompt(...)``), so a reader and a call tracer follow the
+path to the owner.
+
+:class:`HotService` is the cycle as the sequences (:mod:`.plan`, :mod:`.answers`,
+:mod:`.verdict`) and their drivers see it: its collaborators and the per-process state the
+cycle owns. The sequences take it instead of the class, which would make them and
+:mod:`.orchestration` import each other (tests/test_layering.py counts type-only imports).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..campaigns.calls import Calls
+from ..campaigns.endings import Endings
+from ..campaigns.leases import Leases
 from ..campaigns.policy_cache import PolicyCache
+from ..campaigns.pregeneration import Pregeneration
+from ..campaigns.prompt_cache import PromptCache
+from ..campaigns.stores import StoredKeys, Stores
 from ..campaigns.types import DuelPlan
+from ..campaigns.views import Views
+from ..campaigns.webhooks import Webhooks
+from ..config import Settings
 from ..db import Database
 
 
-class HotService(Protocol):
-    """The campaign service as the hot path sees it."""
+@dataclass(frozen=True, kw_only=True)
+class CycleDeps:
+    """The vote cycle's collaborators, each used under its own name."""
 
+    settings: Settings
     db: Database
+    #: duel views (``duel_view``, ``get_duel``)
+    views: Views
+    #: a campaign's ``campaign.ended`` webhook (``schedule_webhook``)
+    webhooks: Webhooks
+    #: the owner id that fences this process's runs (``owner_id``)
+    leases: Leases
+    #: the stores' marginal costs (``store_costs_for``, ``update_store_costs``)
+    stores: Stores
+    #: the model and judge calls, the stores' single flight and claims
+    calls: Calls
+    #: answers made ahead for annotators (``schedule``)
+    pregen: Pregeneration
+    #: a campaign's end in the caller's session (``finish``, ``pause_for_fault``)
+    endings: Endings
+    #: prompt texts and extras read so far (``cached_prompt``, ``remember_prompt``, ``cached_prompt_extras``)
+    prompts: PromptCache
+
+
+class HotService(Protocol):
+    """The vote cycle as its sequences and drivers see it."""
+
+    deps: CycleDeps
     policies: PolicyCache
     config_cache: dict[int, Any]
-    stored_keys: Any
+    stored_keys: StoredKeys
     call_expiry: dt.timedelta
     call_lease: dt.timedelta
     pending_expiry: dt.timedelta
@@ -33,14 +72,4 @@ class HotService(Protocol):
 
     def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]: ...
 
-    def store_costs_for(self, campaign_id: int) -> Any: ...
-
-    def cached_prompt(self, campaign_id: int, idx: int) -> str | None: ...
-
-    def remember_prompt(self, campaign_id: int, idx: int, text: str) -> str: ...
-
-    def cached_prompt_extras(self, campaign_id: int, idx: int) -> tuple[list[str] | None, str | None] | None: ...
-
     def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]: ...
-
-    def duel_view(self, d: Any, c: Any, charges: Any = None, meta: Any = None) -> dict: ...

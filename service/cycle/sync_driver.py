@@ -332,7 +332,7 @@ def _in_session(svc: HotService, make):
     """One transaction; a refusal (DomainError, HeldDuel) is raised after the commit, so what
     the decision wrote before it (stale duels expired, a pooled duel handed over) stays."""
     refused: Exception | None = None
-    with svc.db.write() as s:
+    with svc.deps.db.write() as s:
         tx = SyncTx(s)
         try:
             out = run_sync(make(tx))

@@ -177,7 +177,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         tx.after_commit = lambda: svc.policies.put(crow.id, at, policy)
     c = SimpleNamespace(id=crow.id, models=cfg.models, status=end.status if end is not None else CampaignStatus.RUNNING)
     c.tie_policy, c.seed = cfg.tie_policy, cfg.seed
-    view = svc.duel_view(d, c)
+    view = svc.deps.views.duel_view(d, c)
     return DuelOutcome(d.id, d.status, ended=end is not None, failed=j.choice is None, error=d.error, view=view)
 
 
