@@ -57,6 +57,7 @@ from ..campaigns.types import (
 from ..models import utcnow
 from ..money import holds, reserve
 from ..plain_values import jsonable
+from .answers import answer_now
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, refuse_or_end, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -217,7 +218,7 @@ async def _write(
 ) -> DuelPlan:
     """Insert the duel (answered at once when both models are instant) and update the campaign."""
     plan = new_plan(svc, campaign_id, cfg, duel)
-    charges, columns = svc.answer_now(plan, now)
+    charges, columns = answer_now(svc, plan, now)
     duel.update(columns)
     failed = int(duel["status"] == DuelStatus.FAILED)
     seq = duel["select_seq"]
