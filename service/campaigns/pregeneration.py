@@ -213,6 +213,8 @@ class Pregeneration:
                         if collector is not None:
                             meta = {"model": n, "key": key, "model_key": mkey, "prompt_hash": phash, "prompt": prompt}
                             res = await batched_call(collector, self.calls.client(plan, n), prompt, turns, meta)
+                            if isinstance(res, Completion):  # an image answer: its bytes to the image store
+                                res = await self.calls.keep_images(res)
                         else:
                             res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):

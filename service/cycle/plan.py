@@ -58,7 +58,7 @@ from ..models import utcnow
 from ..money import holds, reserve
 from ..plain_values import jsonable
 from .answers import answer_now
-from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, refuse_or_end, remember_config
+from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
@@ -124,6 +124,15 @@ async def decide_plan(
     if pick.position is not None:
         duel["position"] = pick.position
     return await _write(svc, tx, campaign_id, cfg, duel, pick, run, now)
+
+
+async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
+    """Raise a refusal (a decision below); an ending is written first (committed with the refusal)."""
+    if isinstance(decision, End):
+        await tx.finish(campaign_id, decision, now)
+        raise decision.error
+    if decision is not None:
+        raise decision
 
 
 async def _gate(

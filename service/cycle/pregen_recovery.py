@@ -87,6 +87,7 @@ class PregenRecovery:
                     continue
                 out = collector.completion(self.calls.client(plan, n), res)
                 if isinstance(out, Completion):
+                    out = await self.calls.keep_images(out)
                     await in_thread(self.pregen.store_pregenerated_tx, cid, n, plan.claims[n], out, None, r["prompt"])
         finally:
             for r, plan in zip(rows, plans):
