@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from .. import schemas
 from ..campaigns.answer_import import import_answers
+from ..campaigns.export_stream import buffered
 from .deps import Admin, CampaignsDep, ResultsDep
 from .routes import ERRORS, Id, _t
 
@@ -40,7 +42,9 @@ class ExportOut(BaseModel):
     summary="The campaign's results as files: certificate, battle log, preference matrix, ranking",
 )
 async def export_campaign(campaign_id: Id, results: ResultsDep, _: Admin):
-    return await _t(results.export, campaign_id)
+    # written as the log is read, a page of duels at a time (service/campaigns/export_stream.py)
+    pieces = await _t(results.export_stream, campaign_id)
+    return StreamingResponse(buffered(pieces), media_type="application/json")
 
 
 class RateOut(BaseModel):
