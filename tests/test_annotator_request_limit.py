@@ -52,7 +52,9 @@ async def test_the_voting_page_counts_against_the_same_limit(db_url):
     async with AsyncExitStack() as stack:
         one = await stack.enter_async_context(app_client(db_url, annotator_requests_per_minute=LIMIT))
         two = await stack.enter_async_context(app_client(db_url, annotator_requests_per_minute=LIMIT))
-        cid = (await one.post("/v1/campaigns", json=campaign_body("page request limit", judge={"kind": "human"}))).json()["id"]
+        cid = (
+            await one.post("/v1/campaigns", json=campaign_body("page request limit", judge={"kind": "human"}))
+        ).json()["id"]
         token = await _token(one, cid, "x")
         api_hdr = {"Authorization": f"Bearer {token}"}
         # the page and its form posts, on both apps, then the API: one bucket of LIMIT
