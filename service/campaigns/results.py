@@ -357,6 +357,29 @@ class Results:
         data = self._results_data(campaign_id)
         return self._once("category", campaign_id, data, lambda: self._ranking_by_category(data))
 
+    def ranking_page(
+        self, campaign_id: int, category: str | None = None, offset: int = 0, limit: int = 100, bootstrap: bool = False
+    ) -> dict[str, Any]:
+        """``GET /v1/campaigns/{id}/ranking``: rows ``offset`` to ``offset + limit`` of the ranking (with its
+        bootstrap interval when ``bootstrap``) or of one category's, and every category with its duels."""
+        cats = self.ranking_by_category(campaign_id)
+        if category is None:
+            rows = self.ranking(campaign_id, bootstrap=bootstrap)
+        else:
+            found = [c for c in cats if c["category"] == category]
+            if not found:
+                raise NotFound(f"campaign {campaign_id} has no counted duel in category {category!r}")
+            rows = found[0]["rows"]
+        return {
+            "campaign_id": campaign_id,
+            "category": category,
+            "categories": [{"category": c["category"], "duels": c["duels"]} for c in cats],
+            "total": len(rows),
+            "offset": offset,
+            "limit": limit,
+            "rows": rows[offset : offset + limit],
+        }
+
     def judge_bias(self, campaign_id: int) -> dict[str, Any]:
         """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""
         with self.db.read() as s:
