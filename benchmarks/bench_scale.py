@@ -146,9 +146,12 @@ def seed_log(url: str, cid: int, total: int) -> int:
             while have < total and base_ids:
                 copy += 1
                 ids = base_ids[: total - have]
-                rows = select(
-                    *[(c + literal(copy * top)).label("number") if c.name == "number" else c for c in cols]
-                ).where(Duel.id.in_(ids))
+                # a copy has a new number and no record_seq: the evidence series replays the duels the
+                # server recorded (which the policy's state describes), every other figure reads them all
+                new = {"number": Duel.number + literal(copy * top), "record_seq": literal(None, Duel.record_seq.type)}
+                rows = select(*[new[c.name].label(c.name) if c.name in new else c for c in cols]).where(
+                    Duel.id.in_(ids)
+                )
                 conn.execute(insert(Duel.__table__).from_select([c.name for c in cols], rows))
                 have += len(ids)
             conn.execute(update(Campaign).where(Campaign.id == cid).values(version=Campaign.version + 1))
