@@ -68,15 +68,30 @@ def _tstamp(r: Any) -> float | None:
     return round(t.timestamp(), 3) if t is not None else None
 
 
-def judged_duels(s, campaign_id: int, lm: LogMeta, answers: bool = True, detail: bool = False) -> Iterator[dict]:
-    """The campaign's judged duels, oldest first, as dicts, read :data:`PAGE` at a time (with their answers'
-    text when ``answers``, the judge's detail when ``detail``)."""
+def window_start(s, campaign_id: int, last: int | None) -> int:
+    """The id after which the campaign's last ``last`` judged duels lie (0: all of them)."""
+    if last is None:
+        return 0
+    first = s.execute(
+        select(Duel.id)
+        .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED)
+        .order_by(Duel.id.desc())
+        .offset(last)
+        .limit(1)
+    ).scalar_one_or_none()
+    return int(first or 0)
+
+
+def judged_duels(
+    s, campaign_id: int, lm: LogMeta, answers: bool = True, detail: bool = False, after: int = 0
+) -> Iterator[dict]:
+    """The campaign's judged duels with an id above ``after``, oldest first, as dicts, read :data:`PAGE` at a
+    time (with their answers' text when ``answers``, the judge's detail when ``detail``)."""
     cols = list(_COLUMNS)
     if answers:
         cols += [Duel.answer_a, Duel.answer_b]
     if detail:
         cols.append(Duel.judge_detail)
-    after = 0
     while True:
         page = s.execute(
             select(*cols)

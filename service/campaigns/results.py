@@ -59,7 +59,7 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
 from .audit_files import AnswerFiles, iter_judgment_lines
-from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages
+from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, window_start
 from .judge_bias import judge_bias
 from .style import StyleRows
 from .types import NotFound
@@ -97,14 +97,9 @@ class Results:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
         cid = c.id
         counted = (Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.counted, Duel.score.is_not(None))
-        outcomes = s.execute(
-            select(Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
-            .where(*counted)
-            .group_by(Duel.model_i, Duel.model_j, Duel.score)
-        ).all()
         by_category = s.execute(
             select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
-            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index))
+            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index), isouter=True)
             .where(*counted)
             .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
         ).all()
@@ -113,10 +108,13 @@ class Results:
         observed = self.views.observed_costs(s, cid)
         spend = {m: total for m, (_, total) in observed.items()}
         calls = {m: n for m, (n, _) in observed.items()}
-        rows = [(int(i), int(j), float(score), int(n)) for i, j, score, n in outcomes]
+        # the whole campaign's outcomes are the categories' summed (one read of the log, not two)
+        total: dict[tuple[int, int, float], int] = {}
         categories: dict[str, list[tuple[int, int, float, int]]] = {}
         for cat, i, j, score, n in by_category:
             categories.setdefault(cat if cat else NO_CATEGORY, []).append((int(i), int(j), float(score), int(n)))
+            total[int(i), int(j), float(score)] = total.get((int(i), int(j), float(score)), 0) + int(n)
+        rows = [(i, j, score, n) for (i, j, score), n in sorted(total.items())]
         return {"outcomes": rows, "categories": categories, "spend": spend, "calls": calls}
 
     def _results_data(self, campaign_id: int) -> dict[str, Any]:
@@ -326,30 +324,32 @@ class Results:
         name = "ranking" if bootstrap else "ranking_shown"
         return self._once(name, campaign_id, data, lambda: self._ranking(data, seed, reps))
 
-    def style(self, campaign_id: int, settled: bool = False) -> dict[str, Any]:
+    def style(self, campaign_id: int, settled: bool = False, last: int | None = None) -> dict[str, Any]:
         """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
 
         ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
         duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
-        not refit at every vote; its ``duels`` says how many it was fitted on."""
+        not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
+        ``last`` judged duels only (the dashboard's window)."""
         data = self._results_data(campaign_id)
-        last = self.__dict__.setdefault("_style_last", {}).get(campaign_id)
+        last_fit = self.__dict__.setdefault("_style_last", {}).get((campaign_id, last))
         view = data["view"]
-        if settled and last is not None and view["status"] == CampaignStatus.RUNNING:
-            if int(view.get("duels_counted") or 0) < 1.1 * last[0]:
-                return last[1]
+        if settled and last_fit is not None and view["status"] == CampaignStatus.RUNNING:
+            if int(view.get("duels_counted") or 0) < 1.1 * last_fit[0]:
+                return last_fit[1]
 
         def fit() -> dict[str, Any]:
             rows = StyleRows()
             with self.db.read() as s:
-                for d in judged_duels(s, campaign_id, LogMeta(s, campaign_id)):
+                after = window_start(s, campaign_id, last)
+                for d in judged_duels(s, campaign_id, LogMeta(s, campaign_id), after=after):
                     rows.add(d)
             return {"campaign_id": campaign_id, **rows.report([m["name"] for m in view["models"]])}
 
-        out = self._once("style", campaign_id, data, fit)
+        out = self._once("style" if last is None else f"style_last_{last}", campaign_id, data, fit)
         if len(self._style_last) >= RANKING_CACHE:
             self._style_last.clear()
-        self._style_last[campaign_id] = (max(1, int(view.get("duels_counted") or 0)), out)
+        self._style_last[campaign_id, last] = (max(1, int(view.get("duels_counted") or 0)), out)
         return out
 
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
@@ -357,16 +357,41 @@ class Results:
         data = self._results_data(campaign_id)
         return self._once("category", campaign_id, data, lambda: self._ranking_by_category(data))
 
-    def judge_bias(self, campaign_id: int) -> dict[str, Any]:
-        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""
+    def ranking_page(
+        self, campaign_id: int, category: str | None = None, offset: int = 0, limit: int = 100, bootstrap: bool = False
+    ) -> dict[str, Any]:
+        """``GET /v1/campaigns/{id}/ranking``: rows ``offset`` to ``offset + limit`` of the ranking (with its
+        bootstrap interval when ``bootstrap``) or of one category's, and every category with its duels."""
+        cats = self.ranking_by_category(campaign_id)
+        if category is None:
+            rows = self.ranking(campaign_id, bootstrap=bootstrap)
+        else:
+            found = [c for c in cats if c["category"] == category]
+            if not found:
+                raise NotFound(f"campaign {campaign_id} has no counted duel in category {category!r}")
+            rows = found[0]["rows"]
+        return {
+            "campaign_id": campaign_id,
+            "category": category,
+            "categories": [{"category": c["category"], "duels": c["duels"]} for c in cats],
+            "total": len(rows),
+            "offset": offset,
+            "limit": limit,
+            "rows": rows[offset : offset + limit],
+        }
+
+    def judge_bias(self, campaign_id: int, last: int | None = None) -> dict[str, Any]:
+        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels (the
+        last ``last`` of them when given: the dashboard's window, said by ``window``)."""
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            key = (campaign_id, int(c.version))
+            key = (campaign_id, int(c.version), last)
             cache = self.__dict__.setdefault("_bias_cache", {})
             if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
                 return cache[key]
+            after = window_start(s, campaign_id, last)
             rows = s.execute(
                 select(
                     Duel.choice,
@@ -376,13 +401,20 @@ class Results:
                     func.length(Duel.answer_a).label("len_a"),
                     func.length(Duel.answer_b).label("len_b"),
                 )
-                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+                .where(
+                    Duel.campaign_id == campaign_id,
+                    Duel.status == DuelStatus.JUDGED,
+                    Duel.choice.is_not(None),
+                    Duel.id > after,
+                )
                 .order_by(Duel.id)
             ).all()
             judge, models = dict(c.judge or {}), list(c.models or [])
             if any(m.get("output") == "image" for m in models):  # image answers: their sizes (larger_image_wins)
-                rows = self._with_image_areas(s, campaign_id, rows)
+                rows = self._with_image_areas(s, campaign_id, rows, after)
         out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
+        if last is not None:
+            out["window"] = last
         if len(cache) >= RANKING_CACHE:
             cache.clear()
         cache[key] = out
@@ -454,11 +486,17 @@ class Results:
         yield "}}"
 
     @staticmethod
-    def _with_image_areas(s, campaign_id: int, rows: list) -> list:
-        """``rows`` with ``area_a``/``area_b``: the pixels of each image answer (None for a text answer)."""
+    def _with_image_areas(s, campaign_id: int, rows: list, after: int = 0) -> list:
+        """``rows`` (the judged duels with a verdict and an id above ``after``) with ``area_a``/``area_b``: the
+        pixels of each image answer (None for a text answer)."""
         answers = s.execute(
             select(Duel.answer_a, Duel.answer_b)
-            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+            .where(
+                Duel.campaign_id == campaign_id,
+                Duel.status == DuelStatus.JUDGED,
+                Duel.choice.is_not(None),
+                Duel.id > after,
+            )
             .order_by(Duel.id)
         ).all()
         names = [[IMAGE_NAME.fullmatch(str(t or "")) for t in pair] for pair in answers]

@@ -30,6 +30,9 @@ RECENT_DUELS = 12
 MAX_PAIR_ROWS = 30
 PLOT_MODELS = 16  # the matrix and the evidence chart show at most this many models
 CATEGORY_ROWS = 10  # the dashboard's ranking by category: the leading models of each category
+#: the dashboard's style control and judge bias read the last this many judged duels (their API routes and
+#: the export read every one): each reads every answer or judge reply, seconds at 50,000 duels
+LOG_WINDOW = 10_000
 STATUS_LABELS = {
     "running": "running",
     "certified": "certified",
@@ -448,8 +451,10 @@ def _figures(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
         "ranking": svc.results.ranking(campaign_id, bootstrap=False),  # the page shows no bootstrap interval
         "category_rows": CATEGORY_ROWS,
         "ranking_by_category": category_summary(svc.results.ranking_by_category(campaign_id)),
-        "style": svc.results.style(campaign_id, settled=True),  # refitted as the duels grow (Results.style)
-        "bias": svc.results.judge_bias(campaign_id),
+        # refitted as the duels grow (Results.style); both on the last LOG_WINDOW judged duels
+        "style": svc.results.style(campaign_id, settled=True, last=LOG_WINDOW),
+        "bias": svc.results.judge_bias(campaign_id, last=LOG_WINDOW),
+        "log_window": LOG_WINDOW,
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,
