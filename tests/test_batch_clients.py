@@ -445,7 +445,9 @@ def test_a_batch_answer_keeps_the_log_probabilities_a_judge_with_verdict_probabi
     from service.clients.batch import BatchResult
     from service.cycle.batch_collector import Collector
 
-    client = build_client(parse_client_config({"kind": "openai", "base_url": "http://fake.test/v1", "model": "j"}), model_name="j")
+    client = build_client(
+        parse_client_config({"kind": "openai", "base_url": "http://fake.test/v1", "model": "j"}), model_name="j"
+    )
     collector = Collector(None, None, 1, 1, "verdicts", 1.0, 10.0, None)  # type: ignore[arg-type]
     top = [{"token": "A", "logprob": -0.2}, {"token": "B", "logprob": -1.9}]
     choice = {
