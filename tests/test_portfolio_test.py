@@ -128,3 +128,17 @@ def test_portfolio_state_errors_and_goal():
         policy_from_state(bad)
     with pytest.raises(PolicyError, match="winner only"):
         make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1, threshold="portfolio", goal="ranking")
+
+
+def test_the_campaign_view_reports_the_portfolio_level():
+    from service.campaigns.verdicts import pc_evidence
+
+    pol = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.05, threshold="portfolio")
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        i, j = pol.next_pair()
+        pol.record(i, j, float(rng.random() < (0.7 if i == 0 else 0.5)))
+    ev = pc_evidence("dctas-pc", json.loads(json.dumps(pol.to_state())), ["a", "b", "c"], "running")
+    assert ev is not None and ev["test"] == "portfolio" and ev["level"] == "delta"
+    assert ev["log_threshold"] == pytest.approx(math.log(1 / 0.05)) and "pool" in ev["statistic"]
+    assert len(ev["pairs"]) == 6 and all(math.isfinite(p["log_stat"]) for p in ev["pairs"])
