@@ -99,9 +99,7 @@ async def test_the_calls_of_a_gone_duel_are_cancelled(service, how):
         took = time.monotonic() - t0
     assert len(cancelled) == 2 and took < LEASE_S + 2.0, (cancelled, took)
     with svc.db.read() as s:
-        d = s.execute(
-            select(Duel.status, Duel.completion_a, Duel.completion_b).where(Duel.id == plan.duel_id)
-        ).one()
+        d = s.execute(select(Duel.status, Duel.completion_a, Duel.completion_b).where(Duel.id == plan.duel_id)).one()
         charges = s.execute(select(Charge.amount_nusd).where(Charge.campaign_id == cid)).scalars().all()
         spend = int(s.get(Campaign, cid).spend_nusd)
     assert d.status == ("cancelled" if how == "campaign stopped" else "expired"), d.status
