@@ -37,11 +37,13 @@ from algorithms import Instance, solve_pc_oracle  # noqa: E402
 from algorithms.instances import resolve_instance  # noqa: E402
 from algorithms.oracle import effective_costs  # noqa: E402
 
+# the kernels below are compiled without numba's cache: tests/test_portfolio_test.py loads this file by
+# path, and a cache written under another module name fails to load there
 MU = np.array([2.0 * kern.PC_RATIO ** (g + 1) for g in range(kern.PC_GRID)])
 PIW = np.exp(kern.PC_BET_LPI)
 
 
-@njit(cache=True)
+@njit
 def _port_value(A, a, m, PIW):
     v = 0.0
     for g in range(PIW.shape[0]):
@@ -49,7 +51,7 @@ def _port_value(A, a, m, PIW):
     return v
 
 
-@njit(cache=True)
+@njit
 def _tilted_bet(LM, a, m, kappa, MU, PIW):
     """The bet on "a beats m": sum_g w_g mu_g, w_g proportional to pi_g exp(kappa * past log-wealth of bet g).
 
@@ -69,7 +71,7 @@ def _tilted_bet(LM, a, m, kappa, MU, PIW):
     return lam / tot
 
 
-@njit(cache=True)
+@njit
 def _port_check(a, m, k, N, W, PI, A, PIW, thr, BEAT, CB, CW):
     """Certify "m beaten by a" from the portfolio if m is behind in the pair and V[a, m] >= thr."""
     if BEAT[a, m]:
@@ -82,7 +84,7 @@ def _port_check(a, m, k, N, W, PI, A, PIW, thr, BEAT, CB, CW):
     return False
 
 
-@njit(cache=True)
+@njit
 def run_pooled(
     P,
     TIE,
