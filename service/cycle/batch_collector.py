@@ -284,7 +284,11 @@ class Collector:
         key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
         if image is None and key:
             text = redact(text, (key,))
-        return Completion(text, tin, tout, cost, 0.0, 1, usage_fault, image, more)
+        try:  # a judge's verdict_probabilities: the line's log probabilities, as a single call reads them
+            logprobs = client.parse_logprobs(res.data)
+        except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
+            logprobs = None
+        return Completion(text, tin, tout, cost, 0.0, 1, usage_fault, image, more, logprobs=logprobs)
 
 
 class BatchedModel:
