@@ -61,7 +61,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from .fake_images import content_text, images_generations
+from .fake_images import content_text, image_answer, images_generations
 
 if TYPE_CHECKING:  # fastapi is imported lazily: the CLI imports this module to register
     from fastapi import FastAPI, Request
@@ -479,9 +479,12 @@ def create_fake_provider_app(qualities: dict[str, float] | None = None, **option
     app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.provider = provider
 
-    async def batch_line(raw: bytes, batch_id: str) -> tuple[int, Any]:
+    async def batch_line(raw: bytes, batch_id: str, endpoint: str) -> tuple[int, Any]:
         provider.stats["requests"] += 1
-        resp = await provider.respond(raw, batch_id)
+        if endpoint == "/v1/images/generations":
+            resp = await image_answer(provider, raw, batch_id)
+        else:
+            resp = await provider.respond(raw, batch_id)
         return resp.status_code, json.loads(bytes(resp.body))
 
     batches = FakeBatches(batch_line, seed=options.get("seed", 0), **batch_options)

@@ -187,15 +187,23 @@ async def test_bad_batch_settings_are_a_422(api, fake):
     assert r.status_code == 422 and "answers: reuse" in r.text
 
 
-def _provider_inputs(app, prefix: str) -> list[list[str]]:
-    """The bodies each of the campaign's batches at the provider asked for (one list per batch)."""
+def _provider_inputs(base: str, prefix: str) -> list[list[str]]:
+    """The bodies each of the campaign's batches at the provider asked for (one list per batch), read as a
+    client reads them: the provider's list of batches (``GET /v1/batches``, every page) and each one's input
+    file (``GET /v1/files/{id}/content``)."""
     import json
 
-    out = []
-    for b in batches_of(app, prefix):
-        text = app.state.batches.contents[b["input_file_id"]].decode()
-        out.append([json.dumps(json.loads(line)["body"], sort_keys=True) for line in text.splitlines() if line])
-    return out
+    out, after = [], None
+    with httpx.Client(base_url=base, timeout=30) as http:
+        while True:
+            page = http.get("/batches", params={"limit": 100, **({"after": after} if after else {})}).json()
+            for b in page["data"]:
+                if b["metadata"].get("llmduel_key", "").startswith(prefix):
+                    text = http.get(f"/files/{b['input_file_id']}/content").text
+                    out.append([json.dumps(json.loads(x)["body"], sort_keys=True) for x in text.splitlines() if x])
+            if not page["has_more"] or not page["data"]:
+                return out
+            after = page["data"][-1]["id"]
 
 
 async def test_stopping_cancels_the_open_batches(db_url):
@@ -294,6 +302,7 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
                 assert time.monotonic() < deadline, ("the charges do not match the answered requests", sent, paid)
                 time.sleep(0.1)
         assert "Traceback" not in second.log()
+        inputs = _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-")  # the provider's list of batches
     finally:
         stop_live_server(server)
         stop_live_server(second)
@@ -315,7 +324,6 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
         b["id"] for b in batches_of(provider_app, f"llmduel-{cid}-")
     )
     assert all(b["status"] == "completed" for b in batches_of(provider_app, f"llmduel-{cid}-"))
-    inputs = _provider_inputs(provider_app, f"llmduel-{cid}-")
     assert len(inputs) > killed_with  # the run went on after the restart
     asked = Counter(b for batch in inputs for b in batch)
     assert max(asked.values()) == 1, "a request was sent in two batches"  # answers and verdicts are reused
@@ -715,21 +723,28 @@ def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_send
         provider_app.state.batches.batch_delay_s = 0.0
         jobs = BatchJobs(db, "test")
         deadline = time.monotonic() + 60
-        while {j["status"] for j in jobs.jobs_tx(cid)} != {"collected"}:  # adopted by the second server
-            assert time.monotonic() < deadline, jobs.jobs_tx(cid)
-            time.sleep(0.1)
-        with httpx.Client(base_url=second.url, headers=ADMIN, timeout=30) as api:
+        with httpx.Client(base_url=second.url, headers=ADMIN, timeout=60) as api:
+            # at once, before the second server adopted the batches: the next duel's answers are in them, so it
+            # waits for them (the killed server's claims lapse, but a duel does not take over an answer an open
+            # pre-generation batch asked for) instead of calling the models
             assert (
                 api.post(f"/v1/duels/{first.json()['id']}/vote", headers=who, json={"choice": "a"}).status_code == 200
             )
             nxt = api.post(f"/v1/campaigns/{cid}/duels", headers=who)
             assert nxt.status_code == 201, nxt.text
+            while not {j["status"] for j in jobs.jobs_tx(cid)} <= {"collected"}:  # adopted by the second server
+                assert time.monotonic() < deadline, jobs.jobs_tx(cid)
+                time.sleep(0.1)
             asked = provider_app.state.provider.requests
             assert [e for e in asked if "batch" not in e] == direct  # the next duel's answers came from the store
             # every (model, prompt) answered once, by a batch or directly; each request in one batch only
             assert max(Counter((e["model"], e["prompt"]) for e in asked).values()) == 1
             assert (
-                max(Counter(b for batch in _provider_inputs(provider_app, f"llmduel-{cid}-") for b in batch).values())
+                max(
+                    Counter(
+                        b for batch in _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-") for b in batch
+                    ).values()
+                )
                 == 1
             )
             # every answer the provider gave is charged once: list price for the direct calls, batch price for
@@ -751,3 +766,53 @@ def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_send
         stop_live_server(server)
         stop_live_server(second)
         provider.stop()
+
+
+async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_before_a_round_it_cannot_start(db_url, fake):
+    """A round reserves each duel's worst case before anything is sent: with a budget of 2.5 duels' worst case
+    and rounds of 8, the first round sends 2 duels; the campaign goes on while the budget holds a duel and ends
+    (budget_exhausted) at the first round that cannot reserve one, before that round sends anything; the spend
+    never passes the budget."""
+    from sqlalchemy import select
+
+    from service.app import create_app
+    from service.models import Campaign
+    from service.money.reserve import reserve_duel_nusd
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "part of a round", {"round_size": 8, "poll_seconds": 0.02})
+            # a judge call's bound capped near its real cost (else the bound of its input, answers of up to
+            # MAX_ANSWER_BYTES, is thousands of times what it costs, and no budget of a few bounds runs out)
+            spec["judge"]["client"]["max_cost_per_query"] = 0.0005
+            probe = (await api.post("/v1/campaigns", json={**spec, "budget": 1000.0})).json()["id"]
+            with app.state.db.read() as s:
+                c = s.execute(select(Campaign).where(Campaign.id == probe)).scalar_one()
+                models, judge = c.models, c.judge
+            worst = max(
+                reserve_duel_nusd(models, i, j, judge, p, 0, 0)
+                for p in spec["prompts"]
+                for i in range(4)
+                for j in range(4)
+                if i != j
+            )
+            budget = 2.5 * worst / 1e9
+            cid = (await api.post("/v1/campaigns", json={**spec, "budget": budget})).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
+            assert view["status"] == "budget_exhausted", (view["run"], view["spend"], budget, view["duels_created"])
+            assert 0 < view["spend"] <= budget
+            jobs = runs.batch_jobs.jobs_tx(cid)
+            duels_of = lambda k: {r["duel_id"] for j in jobs if j["round"] == k for r in j["requests"]}  # noqa: E731
+            assert len(duels_of(1)) == 2  # the third duel of round 1 could not reserve its worst case
+            # the last round counted could reserve no duel: it sent nothing
+            assert max(j["round"] for j in jobs) < view["batch"]["rounds"]
+            duels = await all_duels(api, cid)
+            assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+            assert not [d for d in duels if d["status"] in ("calling", "pending")]
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()

@@ -202,3 +202,44 @@ async def test_a_failed_duel_keeps_its_images_for_later_duels_of_any_campaign(ap
     shown = {d["answer_a"] if d["model_a_name"] == "painter" else d["answer_b"] for d in duels}
     assert len(shown) == 3
     assert (await api.get(f"/v1/campaigns/{cid2}/replay")).json()["ok"] is True
+
+
+async def test_the_images_client_asks_for_n_reads_at_most_n_and_charges_per_image():
+    import base64
+    import io
+    import json as jsonlib
+
+    import httpx
+    import respx
+    from PIL import Image
+
+    from service.clients import build_client, parse_client_config
+    from service.clients.config import images_per_call
+
+    def png(v: int) -> str:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), (v, v, v)).save(out, format="PNG")
+        return base64.b64encode(out.getvalue()).decode()
+
+    raw = {"kind": "openai", "base_url": "http://img.test/v1", "model": "gpt-image-1", "params": {"n": 3}}
+    with pytest.raises(ValueError, match="params.n"):
+        parse_client_config(raw)  # a text client refuses n
+    cfg = parse_client_config(raw, output="image")
+    assert cfg.params["n"] == 3 and images_per_call(raw) == 3
+    assert images_per_call({"kind": "gemini", "params": {"n": 3}}) == 1
+    client = build_client(cfg, model_name="m", fixed_cost=0.04, output="image")
+    bodies = []
+
+    def reply(request):
+        bodies.append(jsonlib.loads(request.content))
+        return httpx.Response(200, json={"data": [{"b64_json": png(v)} for v in (1, 2, 3, 4)]})  # one too many
+
+    with respx.mock() as mock:
+        mock.post("http://img.test/v1/images/generations").mock(side_effect=reply)
+        res = await client.complete("A fox.")
+    await client.aclose()
+    assert bodies == [{"model": "gpt-image-1", "prompt": "A fox.", "n": 3}]
+    assert len(res.more_images) == 2 and res.image is not None
+    assert res.cost == pytest.approx(0.12)  # three images at the price per image, not the fourth
+    names = [res.text] + [name for name, _ in res.more_images]
+    assert len(set(names)) == 3 and all(NAME.fullmatch(t) for t in names)

@@ -24,6 +24,7 @@ PC_TESTS = {
     "mixture": "the mixture martingale's log-wealth",
     "kk": "the Kaufmann-Koolen statistic n d(p, 1/2) - 3 log(1 + log n)",
     "stitched": "the stitched boundary's statistic",
+    "portfolio": "the log-wealth of the winner's bet, paid from the shared pool",
     "without_replacement": "the without-replacement betting test's log-wealth",
 }
 
@@ -60,7 +61,8 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     (``L - 1``): the reference's certificates; ``progress`` in [0, 1]: the mean over the
     reference's ``L - 1`` pairs of ``min(1, log_stat / log_threshold)`` (0 below zero, 1 once
     certified); 1 once the campaign has ended. ``losers``: each model shown to be beaten and by whom.
-    ``level``: each certificate's error level, ``delta/L`` (``delta/(L-1)`` for a state stored at that level).
+    ``level``: each certificate's error level, ``delta/L`` (``delta/(L-1)`` for a state stored at that level;
+    ``delta`` for the portfolio test, whose level is shared by the models).
     """
     if algorithm != Algorithm.DCTAS_PC or not state:
         return None
@@ -103,7 +105,7 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
         "test": test,
         "statistic": PC_TESTS.get(test, test),
         "log_threshold": _finite(items[0]["log_threshold"]) if items else None,
-        "level": getattr(policy, "level", "delta/L"),
+        "level": "delta" if test == "portfolio" else getattr(policy, "level", "delta/L"),
         "reference": names[ref] if 0 <= ref < L else None,
         "certified": certified,
         "needed": needed,

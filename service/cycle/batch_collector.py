@@ -34,6 +34,8 @@ from ..campaigns.tasks import THREAD_WORK, WorkCount, in_thread
 from ..clients import ClientError, Completion, compute_cost
 from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
 from ..clients.batch_apis import build_batch_api
+from ..clients.http import without_usage
+from ..clients.usage import UsageError
 from ..redaction import redact
 
 log = logging.getLogger("llmduel.batch")
@@ -56,6 +58,7 @@ class RoundFailed(Exception):
 class Parked:
     client: Any
     group: str
+    url: str  # the single call's URL (the batch's endpoint follows from it: chat or images)
     body: dict[str, Any]
     duel_id: int | None
     future: asyncio.Future
@@ -95,7 +98,7 @@ class Collector:
     async def call(
         self, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
     ) -> Completion:
-        _, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
+        url, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
         cfg = client.config.model_dump(mode="json")
         group = f"{cfg.get('kind')}|{cfg.get('base_url')}|{cfg.get('model')}|{cfg.get('api_key_env')}"
         h = body_hash(group, body)
@@ -103,7 +106,7 @@ class Collector:
         if hit is not None and hit.error is None:  # a former owner's batch already holds it
             return self.completion(client, hit)
         fut = asyncio.get_running_loop().create_future()
-        self.parked.append(Parked(client, group, body, current_duel.get(), fut, meta=meta))
+        self.parked.append(Parked(client, group, str(url), body, current_duel.get(), fut, meta=meta))
         return await fut
 
     # ------------------------------------------------------------ the phase's side
@@ -195,7 +198,7 @@ class Collector:
         for p in items:
             self._seq += 1
             cid = f"r{self.round}-{self.phase[0]}{self._seq}"
-            requests.append(BatchRequest(cid, "", p.body))
+            requests.append(BatchRequest(cid, p.url, p.body))
             rows.append({"custom_id": cid, "duel_id": p.duel_id, "hash": body_hash(p.group, p.body), **(p.meta or {})})
             p.sends += 1
         cfg = client.config.model_dump(mode="json")
@@ -263,15 +266,29 @@ class Collector:
 
     def completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
         """A batch result as the client's call would have returned it, charged at the batch price."""
+        usage_fault = None
         try:
-            text, tin, tout = client.parse_response(res.data)
+            try:
+                parsed = client.parse_response(res.data)
+            except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
+                usage_fault = str(exc)
+                parsed = client.parse_response(without_usage(res.data))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             return ClientError(f"{client.provider} batch returned an unexpected response: {exc}")
+        text, tin, tout = parsed[:3]
+        image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
+        more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
         cfg = client.config
         price = cfg.batch_price or cfg.price  # no known batch price: the list price, never an assumed discount
-        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost)
+        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost * (1 + len(more)))
         key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
-        return Completion(redact(text, (key,)) if key else text, tin, tout, cost, 0.0, 1)
+        if image is None and key:
+            text = redact(text, (key,))
+        try:  # a judge's verdict_probabilities: the line's log probabilities, as a single call reads them
+            logprobs = client.parse_logprobs(res.data)
+        except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
+            logprobs = None
+        return Completion(text, tin, tout, cost, 0.0, 1, usage_fault, image, more, logprobs=logprobs)
 
 
 class BatchedModel:
