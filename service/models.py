@@ -8,7 +8,7 @@ Timestamps are timezone-aware UTC (stored naive on SQLite).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -73,6 +74,9 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):
+    # Every model is mapped to one Table (no other FromClause), so Core statements take ``Model.__table__``.
+    __table__: ClassVar[Table]
+
     type_annotation_map = {dt.datetime: UTCDateTime, dict: JSON, list: JSON}
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from ..db import Database
+from ..db import Database, rowcount
 from ..models import BatchJob, Campaign, Duel, utcnow
 from ..schemas.batch_config import next_round_size, remaining_duels
 from . import policy_log
@@ -137,12 +137,14 @@ class BatchJobs:
         """Close an open batch; False when this process no longer owns it (its results are not folded)."""
         with self.db.write() as s:
             return bool(
-                s.execute(
-                    update(BatchJob)
-                    .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
-                    .values(status=status, error=error, updated_at=utcnow())
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                rowcount(
+                    s.execute(
+                        update(BatchJob)
+                        .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
+                        .values(status=status, error=error, updated_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
             )
 
     def open_jobs_tx(self, campaign_id: int) -> list[dict[str, Any]]:

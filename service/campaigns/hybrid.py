@@ -165,7 +165,11 @@ def record_args(judge_detail: Mapping[str, Any] | None, score: float | None) -> 
     h = detail_of(judge_detail)
     if h is None:
         raise ValueError("not a hybrid duel")
-    return float(h["judge_score"]), (float(score) if h["selected"] else None), float(h["pi"])
+    if not h["selected"]:
+        return float(h["judge_score"]), None, float(h["pi"])
+    if score is None:
+        raise ValueError("a hybrid duel selected for a human vote has no human score")
+    return float(h["judge_score"]), float(score), float(h["pi"])
 
 
 def resolved(status: str, judge_detail: Mapping[str, Any] | None, score: float | None) -> bool:

@@ -91,10 +91,10 @@ class Lifecycle:
         ``LLMDUEL_ALLOWED_HOSTS`` does not allow or a missing ``api_key_env``, before anything is stored."""
         check_egress(self.settings.egress, body)
         require_key_envs([m.stored() for m in body.models], body.stored_judge())  # 422 before anything is stored
-        costs = [m.cost for m in body.models]
+        costs = [m.query_cost() for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if is_wor(body.prompt_sampling) else None
-        algorithm = body.algorithm
+        algorithm: str = body.algorithm
         if hybrid.is_hybrid(judge):  # hybrid hook: dctas-pc-hybrid with the human fee and rate
             policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
         else:
@@ -247,10 +247,11 @@ class Lifecycle:
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
             require_key_envs(c.models, c.judge)
             now = self.db.clock(s)  # leases on the database's clock (service/campaigns/leases.py)
-            if c.run_active and not lease_free(c.run_owner, c.run_lease_expires_at, now):
+            expires = c.run_lease_expires_at
+            if c.run_active and expires is not None and not lease_free(c.run_owner, expires, now):
                 raise Conflict(
                     f"a run is already active for campaign {campaign_id} (its owner's lease runs until "
-                    f"{c.run_lease_expires_at.isoformat()}); stop the campaign or wait for the run to end"
+                    f"{expires.isoformat()}); stop the campaign or wait for the run to end"
                 )
             self.leases.take_lease(s, c, now)
             c.run_active = True

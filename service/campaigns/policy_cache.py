@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algorithms import ALGORITHMS, PolicyError, make_policy
 from algorithms.hybrid import policy_from_state  # every state, the hybrid policy's too
 
 from ..plain_values import jsonable
 from .types import Unprocessable
+
+if TYPE_CHECKING:
+    from algorithms.policies import Policy
 
 
 def new_policy(
@@ -22,7 +25,7 @@ def new_policy(
     level: str | None = None,
     goal: str = "winner",
     k: int | None = None,
-):
+) -> Policy:
     """A campaign's policy; ``judge_cost`` is c_J (:func:`.costs.judge_cost_per_duel`); ``population``:
     the prompt set's size for a campaign sampling its prompts without replacement (None: with);
     ``threshold`` and ``level``: dctas-pc's certificate test and its level (None: the defaults;
@@ -112,7 +115,7 @@ class PolicyCache:
             hit = self._items.pop(campaign_id, None)
         return hit[1] if hit is not None and hit[0] == event_seq else None
 
-    def take(self, campaign_id: int, event_seq: int, stored_state: dict | None):
+    def take(self, campaign_id: int, event_seq: int, stored_state: dict):
         """The policy at ``event_seq``: cached, or rebuilt from the stored state."""
         policy = self.take_exact(campaign_id, event_seq)
         return policy if policy is not None else restore_policy(stored_state)

@@ -152,6 +152,7 @@ class Pregeneration:
                 phash = stores.prompt_hash(texts[idx])
                 for n in users:
                     mkey = stores.model_key(c.models[n])
+                    assert mkey is not None  # users store their answers: each has a key
                     wanted.append((n, texts[idx], stores.answer_key(mkey, phash), mkey, phash, turns[idx]))
             have = set(
                 s.execute(select(StoredAnswer.key).where(StoredAnswer.key.in_([w[2] for w in wanted]))).scalars()

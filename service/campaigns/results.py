@@ -46,6 +46,7 @@ import base64
 import io
 import json
 import re
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -95,6 +96,8 @@ class Results:
     def __init__(self, db: Database, views: Views):
         self.db = db
         self.views = views
+        # campaign id -> (counted duels, style view): the last fit of each campaign (:meth:`style`)
+        self._style_last: dict[int, tuple[int, dict[str, Any]]] = {}
 
     def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
@@ -381,7 +384,7 @@ class Results:
         duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
         not refit at every vote; its ``duels`` says how many it was fitted on."""
         data = self._results_data(campaign_id, with_duels=False)
-        last = self.__dict__.setdefault("_style_last", {}).get(campaign_id)
+        last = self._style_last.get(campaign_id)
         view = data["view"]
         if settled and last is not None and view["status"] == CampaignStatus.RUNNING:
             if int(view.get("duels_counted") or 0) < 1.1 * last[0]:
@@ -459,7 +462,7 @@ class Results:
         return {"campaign_id": campaign_id, "files": files, "images": self._export_images(campaign_id, data["duels"])}
 
     @staticmethod
-    def _with_image_areas(s, campaign_id: int, rows: list) -> list:
+    def _with_image_areas(s, campaign_id: int, rows: Sequence[Any]) -> list:
         """``rows`` with ``area_a``/``area_b``: the pixels of each image answer (None for a text answer)."""
         answers = s.execute(
             select(Duel.answer_a, Duel.answer_b)

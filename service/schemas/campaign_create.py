@@ -72,6 +72,13 @@ class ModelSpec(StrictModel):
     _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
     _image_tokens: int = PrivateAttr(0)  # set by CampaignCreate (service.images.tokens)
 
+    def query_cost(self) -> float:
+        """The cost per query the policy uses: given, or derived by :class:`CampaignCreate` (set once the
+        campaign is validated)."""
+        if self.cost is None:
+            raise ValueError(f"model {self.name!r}: no cost (the campaign was not validated)")
+        return self.cost
+
     def stored(self) -> dict[str, Any]:
         """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
         out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
@@ -384,7 +391,7 @@ class CampaignCreate(StrictModel):
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         sizes = self._prompt_image_sizes()
         for m in self.models:
-            if m.output == "image" and m.client.price is None:
+            if m.output == "image" and getattr(m.client, "price", None) is None:
                 m.cost, m._pricing = resolve_image_cost(m.name, m.cost, client_json(m.client))
                 continue
             # a prompt's images are input tokens too: their mean per prompt, by the model's provider's rule
