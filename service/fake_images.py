@@ -37,6 +37,7 @@ MAGIC = b"FAKEIMG1"
 _SIZE = re.compile(r"(\d{1,4})x(\d{1,4})")
 DEFAULT_SIZE = (96, 96)
 MAX_SIDE = 1024
+MAX_IMAGES = 10  # images per request (OpenAI's images API takes n from 1 to 10)
 TOKEN_BYTES = 18  # a marker's token: 6-byte nonce, 8 sealed bytes, 4-byte tag
 
 
@@ -125,7 +126,7 @@ def _error(status: int, message: str) -> JSONResponse:
 
 async def images_generations(provider: Any, request: Request) -> Response:
     """``POST /v1/images/generations`` of ``provider`` (a :class:`service.fake_provider.FakeProvider`):
-    one PNG per request as ``b64_json`` (``n`` other than 1 refused)."""
+    ``n`` PNGs (1 to ``MAX_IMAGES``, default 1) as ``b64_json``, each distinct."""
     from starlette.responses import JSONResponse
 
     provider.stats["requests"] += 1
@@ -146,16 +147,28 @@ async def images_generations(provider: Any, request: Request) -> Response:
     size = image_size(body.get("size"))
     if size is None:
         return _error(400, f"'size' must be WIDTHxHEIGHT, each side 16 to {MAX_SIDE}")
-    if body.get("n", 1) != 1:
-        return _error(400, "the fake provider draws one image per request ('n' must be 1)")
+    n = body.get("n", 1)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_IMAGES:
+        return _error(400, f"'n' must be a whole number from 1 to {MAX_IMAGES}")
     provider.seen.add(model)
     fault = await provider._fault(model, raw)
     if fault is not None:
         provider.stats["errors"] += 1
         return fault
     provider.stats["answers"] += 1
-    marker = provider.seal(provider.quality(model), provider._keyed("nonce", model, prompt)[:6])
-    png = draw(marker, provider.quality(model), provider._keyed("image", model, prompt), size, model)
+    # image k of a request: the first as a request for one draws it, the others keyed by k (distinct images);
+    # every call draws anew (its sequence number in the keys), as a provider samples each request
+    calls = provider.stats.setdefault("image_calls", 0)
+    provider.stats["image_calls"] = calls + 1
+    data, markers = [], []
+    for k in range(n):
+        tail = () if (k, n) == (0, 1) else (f"{calls}:{k}",)
+        marker = provider.seal(provider.quality(model), provider._keyed("nonce", model, prompt, *tail)[:6])
+        png = draw(marker, provider.quality(model), provider._keyed("image", model, prompt, *tail), size, model)
+        data.append({"b64_json": base64.b64encode(png).decode()})
+        markers.append(marker[7:-2])
     if len(provider.requests) < 1_000_000:
-        provider.requests.append({"model": model, "kind": "image", "prompt": prompt, "marker": marker[7:-2]})
-    return JSONResponse({"created": int(time.time()), "data": [{"b64_json": base64.b64encode(png).decode()}]})
+        provider.requests.append(
+            {"model": model, "kind": "image", "prompt": prompt, "marker": markers[0], "n": n, "markers": markers}
+        )
+    return JSONResponse({"created": int(time.time()), "data": data})

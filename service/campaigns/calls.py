@@ -27,7 +27,7 @@ from ..images.store import blind_copies as stored_blind_copies
 from ..images.store import put_image
 from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
-from . import stores
+from . import spares, stores
 from .draws import answer_secret
 from .prompt_cache import PromptCache
 from .stores import Stores
@@ -125,7 +125,7 @@ class Calls:
             m = plan.models[idx]
             # the stored row (validated when the campaign was created) parsed into its config model
             client = build_client(
-                parse_client_config(m["client"]),
+                parse_client_config(m["client"], output=m.get("output", "text")),
                 model_name=m["name"],
                 fixed_cost=float(m["cost"]),
                 http=self.http_client(),
@@ -198,8 +198,9 @@ class Calls:
                 else:
                     res = await client.complete(plan.prompt)
                 if getattr(res, "image", None) is not None:  # an image answer: its bytes to the image store
-                    await in_thread(self._store_image, res.image)
-                    res = dataclasses.replace(res, image=None)
+                    await in_thread(self._store_images, [res.image, *(raw for _, raw in res.more_images)])
+                    names = tuple(name for name, _ in res.more_images)  # params.n: kept for later duels
+                    res = dataclasses.replace(res, image=None, more_images=(), spares=names)
                 return res
         except asyncio.CancelledError:
             raise
@@ -215,10 +216,11 @@ class Calls:
         with self.db.read() as s:
             return stored_blind_copies(s, hashes)
 
-    def _store_image(self, data: bytes) -> None:
-        """Store an image answer (content-addressed, once); the answer's text names it."""
+    def _store_images(self, images: list[bytes]) -> None:
+        """Store an image answer's images (content-addressed, once); the answer's text names the first."""
         with self.db.write() as s:
-            put_image(s, check_image(data))
+            for data in images:
+                put_image(s, check_image(data))
 
     # ------------------------------------------------------------ the stores (pay once)
     async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict):
@@ -282,6 +284,11 @@ class Calls:
         """Model ``idx``'s answer: from the answer store when the campaign reuses answers, else a call."""
         model = plan.models[idx]
         if not stores.stores_answers(plan.answers, model):
+            keys = spares.spare_keys(model, plan.prompt) if spares.draws_spares(plan.answers, model) else None
+            if keys is not None:  # an image of an earlier call of several, not yet shown, before a new call
+                spare = await in_thread(spares.take_spare, self.db, *keys)
+                if spare is not None:
+                    return spare
             return await self.call_model(plan, idx, turns)
         mkey, phash = stores.model_key(model), stores.prompt_hash(plan.prompt)
         assert mkey is not None  # stores_answers: the model has a key

@@ -376,6 +376,7 @@ class Stored:
     choice: str | None = None
     detail: dict | None = None
     cost: float = 0.0
+    spare: bool = False  # an unshown image of a call of several (service/campaigns/spares.py)
 
 
 @dataclass

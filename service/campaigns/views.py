@@ -14,6 +14,7 @@ from algorithms.policies import PAPER_ALGORITHMS
 from algorithms.vocabulary import IN_FLIGHT
 
 from ..auth import Principal
+from ..clients.config import images_per_call
 from ..clients.params import campaign_params_warnings
 from ..db import Database
 from ..images.slots import slot_names
@@ -271,7 +272,8 @@ class Views:
                     expected_output_tokens=pricing_record.get("expected_output_tokens"),
                     calls=calls if observed is not None else None,
                     observed_cost=mean,
-                    cost_warning=cost_warning(m["name"], float(m["cost"]), mean, calls),
+                    # an image model's cost is per image: a call of several (params.n) is charged that many
+                    cost_warning=cost_warning(m["name"], float(m["cost"]) * images_per_call(m["client"]), mean, calls),
                 )
             out.append(view)
         return out

@@ -41,10 +41,15 @@ class Completion:
     #: an image model's answer (``output: image``): the image's bytes, ``text`` its name; the caller
     #: stores the bytes in the image store (service/clients/images.py)
     image: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+    #: the further images of a call that asked for several (``params.n``): (name, bytes) each; once the
+    #: caller stored them, ``spares`` holds their names (service/campaigns/spares.py)
+    more_images: tuple[tuple[str, bytes], ...] = dataclasses.field(default=(), repr=False, compare=False)
+    spares: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out.pop("image", None)
+        for key in ("image", "more_images", "spares"):
+            out.pop(key, None)
         return out
 
 

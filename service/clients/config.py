@@ -54,6 +54,41 @@ _URL = re.compile(r"^https?://[^\s/]+")
 MAX_QUERY_USD = 1e6
 MAX_PRICE_PER_1M = 1e6
 
+#: The most images one call of an image model may ask for (``params.n``; OpenAI's images API takes 1 to 10).
+MAX_IMAGES_PER_CALL = 10
+
+
+def image_count_problem(kind: Any, n: Any) -> str | None:
+    """What is wrong with ``params.n`` of an image model (``output: image``) of client ``kind``, or None."""
+    if kind != "openai":
+        return "several images per call need an openai client (the images route); Gemini answers one image a call"
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_IMAGES_PER_CALL:
+        return f"must be a whole number of images from 1 to {MAX_IMAGES_PER_CALL}"
+    return None
+
+
+def split_image_count(cfg: Any) -> tuple[Any, int | None]:
+    """An image model's client config without ``params.n`` and that count (None when absent).
+
+    ``n`` is refused on text clients (it would be billed n answers of which a duel shows one) and
+    set by the client (:class:`ClientConfig`); an image model's calls may ask for several images
+    (service/campaigns/spares.py), so its ``n`` is checked here and put back after validation."""
+    params = cfg.get("params") if isinstance(cfg, dict) else None
+    if not isinstance(params, dict) or "n" not in params:
+        return cfg, None
+    rest = dict(params)
+    n = rest.pop("n")
+    problem = image_count_problem(cfg.get("kind"), n)
+    if problem:
+        raise ValueError(f"params.n: {problem}")
+    return {**cfg, "params": rest}, n
+
+
+def images_per_call(cfg: Any) -> int:
+    """How many images one call of a client config (stored JSON) asks for: ``params.n``, else 1."""
+    n = ((cfg or {}).get("params") or {}).get("n", 1) if isinstance(cfg, dict) else 1
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_IMAGES_PER_CALL else 1
+
 
 # ---------------------------------------------------------------- value checks
 def finite_number(v: Any) -> float | None:
@@ -462,8 +497,9 @@ AnyClientConfig = SimulatedClientConfig | OpenAIClientConfig | AnthropicClientCo
 _CLIENT_ADAPTER: TypeAdapter[AnyClientConfig] = TypeAdapter(ClientConfig)
 
 
-def parse_client_config(cfg: Any, prefix: str = "client") -> AnyClientConfig:
-    """A client config (dict, e.g. a stored row) as its validated model.
+def parse_client_config(cfg: Any, prefix: str = "client", output: str = "text") -> AnyClientConfig:
+    """A client config (dict, e.g. a stored row) as its validated model; ``output``: the model
+    entry's (an image model's config may ask for several images, ``params.n``).
 
     Raises ``ValueError`` with one line naming the field, e.g.
     ``client.model: is required``.
@@ -472,10 +508,19 @@ def parse_client_config(cfg: Any, prefix: str = "client") -> AnyClientConfig:
         return cfg  # type: ignore[return-value]
     if not isinstance(cfg, dict):
         raise ValueError(f"{prefix}: must be an object with a 'kind' field")
+    n = None
+    if output == "image":
+        try:
+            cfg, n = split_image_count(cfg)
+        except ValueError as exc:
+            raise ValueError(f"{prefix}.{exc}") from None
     try:
-        return _CLIENT_ADAPTER.validate_python(cfg)
+        parsed = _CLIENT_ADAPTER.validate_python(cfg)
     except ValidationError as exc:
         raise ValueError(format_validation_error(exc, prefix)) from None
+    if n is not None:
+        parsed.params["n"] = n  # type: ignore[union-attr]
+    return parsed
 
 
 def client_json(cfg: AnyClientConfig) -> dict[str, Any]:
@@ -522,8 +567,8 @@ def call_cost_bound(
     """An upper bound (USD) of what one call of a client config (stored JSON) can be charged.
 
     A call is charged its per-token cost when the config has ``price`` and the
-    provider reports usage, else ``fixed_cost``. Without ``price`` the bound is
-    ``fixed_cost``. With ``price``: ``max_cost_per_query`` when set, else
+    provider reports usage, else ``fixed_cost`` (an image model's: per image, times the
+    images a call asks for, ``params.n``). Without ``price`` the bound is that fixed charge. With ``price``: ``max_cost_per_query`` when set, else
     ``(I * input_per_1m + max_tokens * output_per_1m) / 1e6`` where the input
     token count is bounded by ``I = input_bytes + bytes(system) +
     TEMPLATE_OVERHEAD_TOKENS + image_tokens`` (a token of a byte-level tokenizer covers at least
@@ -531,7 +576,7 @@ def call_cost_bound(
     and the like), else ``max_output_tokens`` (the provider's limit from the price
     map, :mod:`service.pricing`). ``None`` when neither a cap nor a limit is known.
     """
-    fixed = max(0.0, float(fixed_cost))
+    fixed = max(0.0, float(fixed_cost)) * images_per_call(cfg)  # an image model's cost is per image
     price = cfg.get("price")
     if cfg.get("kind") == "simulated" or price is None:
         return fixed

@@ -272,8 +272,10 @@ class HTTPModelClient(ModelClient):
             ) from None
         text, tin, tout = parsed[:3]
         image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
-        cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, self.fixed_cost)
-        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image)
+        more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
+        fixed = self.fixed_cost * (1 + len(more))
+        cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, fixed)
+        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, more)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:

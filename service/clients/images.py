@@ -12,8 +12,9 @@ The image is checked as a prompt image is (:func:`service.images.checks.check_im
 bytes, pixels, integrity); a refused one is a failed call. The answer's ``text`` names the image
 (``[image sha256:<hex>]``, the form prompts use); the caller stores the bytes in the image store
 (:mod:`service.images.store`) and the text in the answer store, so an image answer is paid once and
-reused like a text one. One image per call: ``params.n`` stays refused (a duel compares one image
-of each model).
+reused like a text one. ``params.n`` (OpenAI's route only) asks for several images a call: the
+first is the answer, the others follow it as (name, bytes) pairs, and the call is charged per image
+returned (service/campaigns/spares.py keeps them for later duels).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import binascii
 from typing import Any
 
 from ..images.checks import ImageError, check_image
+from .config import images_per_call
 from .gemini import GeminiClient
 from .http import ResponseShapeError, _token
 from .openai import OpenAIClient
@@ -68,13 +70,19 @@ class OpenAIImageClient(OpenAIClient):
         items = data.get("data")
         if not isinstance(items, list) or not items or not isinstance(items[0], dict):
             raise ResponseShapeError("no 'data' in the response")
-        text, raw = _image(items[0].get("b64_json"))
+        # at most the images asked for (params.n): a server sending more is not paid for them
+        images = [_image(item.get("b64_json") if isinstance(item, dict) else None) for item in items[: self._count]]
         usage = data.get("usage") or {}
         if not isinstance(usage, dict):
             usage = {}
         tin = _token(usage.get("input_tokens", usage.get("prompt_tokens")), "input_tokens")
         tout = _token(usage.get("output_tokens", usage.get("completion_tokens")), "output_tokens")
-        return text, tin, tout, raw
+        text, raw = images[0]
+        return text, tin, tout, raw, images[1:]
+
+    @property
+    def _count(self) -> int:
+        return images_per_call({"params": self.config.params})
 
 
 class GeminiImageClient(GeminiClient):

@@ -30,6 +30,7 @@ from ..campaigns.endings import Endings
 from ..campaigns.limits import END_LIMIT_PROVIDER
 from ..campaigns.model_changes import DISABLE, REPLACE, active_models
 from ..campaigns.policy_cache import policy_snapshot
+from ..campaigns.spares import several_images_reason
 from ..campaigns.types import Conflict, NotFound, Unprocessable
 from ..campaigns.views import Views
 from ..clients.config import client_json
@@ -200,6 +201,9 @@ class ModelChanges:
         stored = {"name": spec.name, "cost": cost, "client": client}
         if spec.output == "image":
             stored["output"] = "image"
+            several = several_images_reason([stored], c.answers)
+            if several is not None:
+                raise Unprocessable(f"model: {several}")
         if record is not None:
             stored["pricing"] = record
         require_key_envs([stored], {})

@@ -37,7 +37,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from .. import cycle
 from ..auth import Principal
-from ..campaigns import skips, stores
+from ..campaigns import skips, spares, stores
 from ..campaigns.calls import call_expiry
 from ..campaigns.credentials import secret_keys
 from ..campaigns.expiry import call_deadline, is_stale
@@ -299,6 +299,8 @@ class Cycle:
                         next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0),
                         charge_ids.get(idx),
                     )
+            paid = {i for i, r in results.items() if isinstance(r, Completion) and i not in faults and not late}
+            spares.settle(s, plan, results, charge_ids, paid, error is not None)  # images of calls of several
             for key, value in fields.items():
                 setattr(d, key, value)
             status, stored_error, failed = cycle_answers.after_answers(d.status, d.requested_by, error)

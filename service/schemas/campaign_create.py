@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PrivateAttr, Strict, field_validator, model_validator
+from pydantic import Field, PrivateAttr, Strict, ValidationInfo, field_validator, model_validator
 
 from algorithms.thresholds import DELTA_MIN
 from algorithms.vocabulary import Algorithm, PromptSampling, Reuse, TiePolicy
-from service.clients.config import URL_CREDENTIALS, ClientConfig, client_json, parse_client_config, url_problem
+from service.clients.config import (
+    URL_CREDENTIALS,
+    ClientConfig,
+    client_json,
+    parse_client_config,
+    split_image_count,
+    url_problem,
+)
 from service.images.checks import MAX_IMAGES_PER_PROMPT, data_url_size
 from service.images.tokens import campaign_image_tokens, image_input_tokens
 from service.judging import JudgeConfig, check_judge_size, judge_json
@@ -90,12 +97,18 @@ class ModelSpec(StrictModel):
             out["image_tokens"] = self._image_tokens
         return out
 
-    @field_validator("client", mode="before")
+    @field_validator("client", mode="wrap")
     @classmethod
-    def _client(cls, v: Any) -> Any:
+    def _client(cls, v: Any, handler: Any, info: ValidationInfo) -> Any:
         if isinstance(v, dict):
             check_json_safe(v, "client")
-        return v
+        if info.data.get("output") != "image":
+            return handler(v)
+        v, n = split_image_count(v)  # an image model may ask for several images a call (service/campaigns/spares.py)
+        cfg = handler(v)
+        if n is not None:
+            cfg.params["n"] = n
+        return cfg
 
     @model_validator(mode="after")
     def _image_output(self) -> "ModelSpec":
@@ -286,6 +299,11 @@ class CampaignCreate(StrictModel):
             raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
         self._check_goal()
+        from service.campaigns.spares import several_images_reason
+
+        several = several_images_reason([m.stored() for m in self.models], self.answers)
+        if several is not None:
+            raise ValueError(several)
         self._resolve_sampling()
         from service.campaigns import hybrid  # hybrid hook: the combinations a hybrid judge refuses
 
@@ -361,7 +379,7 @@ class CampaignCreate(StrictModel):
             price = lookup_batch_price(client, user_map)
             client = client_json(m.client)
             if price is not None and client.get("price") is not None:
-                m.client = parse_client_config({**client, "batch_price": price.as_client_price()})
+                m.client = parse_client_config({**client, "batch_price": price.as_client_price()}, output=m.output)
         self.judge = _with_batch_prices(self.judge, user_map)
 
     def _prompt_image_sizes(self) -> list[list[tuple[int, int]]]:
@@ -406,7 +424,7 @@ class CampaignCreate(StrictModel):
                 m.cost_source,
                 images,
             )
-            m.cost, m.client, m._pricing = cost, parse_client_config(client), record
+            m.cost, m.client, m._pricing = cost, parse_client_config(client, output=m.output), record
 
 
 def _with_batch_prices(judge: Any, user_map: dict | None) -> Any:

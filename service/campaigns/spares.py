@@ -1,0 +1,135 @@
+"""Several images per call: the further images of an image model's call, kept for later duels.
+
+An image model whose ``params.n`` is K (at most ``MAX_IMAGES_PER_CALL``) gets K images from one
+call of its images route, charged once: its price per image times the images returned, within the
+call's budget bound (price per image times K, reserved before the call). The duel that paid shows
+the first image; the others are *spares*: rows of the answer store (table ``answer_store``) with
+status ``spare``, keyed by the model's generation config and the prompt like a stored answer, each
+naming its image (content-addressed in the image store) and the charge that paid for it.
+
+A later duel that needs a fresh answer of that model to that prompt (``answers: fresh``, the only
+setting with K > 1) takes the oldest spare before it buys a new call: the row becomes ``spent`` in
+one conditional UPDATE, so two duels never take the same image (draws without replacement from the
+images bought so far), and the duel's ledger row is a zero-cost reuse naming the paying charge.
+A duel that fails after taking a spare gives it back; a paid call whose duel failed (the other model
+failed) leaves all its images as spares, since no duel showed them. Spares are shared by every
+campaign with the same generation config and prompt, like stored answers (docs/guide.md, *Several
+images per call*).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from algorithms.vocabulary import Reuse
+
+from ..clients.config import client_json, images_per_call
+from ..models import StoredAnswer, utcnow
+from . import stores
+
+SPARE = "spare"
+SPENT = "spent"
+
+
+def several_images_reason(models: list[dict], answers: str | None) -> str | None:
+    """Why a campaign's image models may not ask for several images a call (stored JSON), or None."""
+    for m in models:
+        if m.get("output") == "image" and images_per_call(m.get("client")) > 1 and answers != Reuse.FRESH:
+            return (
+                f"models[{m.get('name')!r}]: params.n asks for several images a call, which needs answers: fresh "
+                "(each image is then shown in one duel; with answers: reuse every duel shows the one stored "
+                "answer and the other images would be paid for nothing)"
+            )
+    return None
+
+
+def draws_spares(answers: str | None, model: dict) -> bool:
+    """Whether a duel's answer of ``model`` may come from the spares (an image model of K > 1, fresh answers)."""
+    cfg = model.get("client")
+    cfg = client_json(cfg) if hasattr(cfg, "model_dump") else cfg
+    return answers == Reuse.FRESH and model.get("output") == "image" and images_per_call(cfg) > 1
+
+
+def spare_keys(model: dict, prompt: str) -> tuple[str, str] | None:
+    """(model key, prompt hash) of ``model``'s spares for ``prompt``, or None when it keeps none."""
+    mkey = stores.model_key(model)
+    return None if mkey is None else (mkey, stores.prompt_hash(prompt))
+
+
+def take_spare(db: Any, mkey: str, phash: str) -> stores.Stored | None:
+    """Take (mark ``spent``) the oldest spare image of (``mkey``, ``phash``), or None when there is none."""
+    for _ in range(20):  # another duel may take the same row first: then the next one
+        with db.write() as s:
+            row = s.execute(
+                select(StoredAnswer.id, StoredAnswer.charge_id, StoredAnswer.text)
+                .where(StoredAnswer.model_key == mkey, StoredAnswer.prompt_hash == phash, StoredAnswer.status == SPARE)
+                .order_by(StoredAnswer.id)
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            taken = s.execute(
+                update(StoredAnswer)
+                .where(StoredAnswer.id == row.id, StoredAnswer.status == SPARE)
+                .values(status=SPENT, claimed_at=utcnow())
+                .execution_options(synchronize_session=False)
+            ).rowcount
+            if taken == 1:
+                return stores.Stored(int(row.id), row.charge_id, text=row.text or "", spare=True)
+    return None
+
+
+def give_back(s: Any, row_ids: list[int]) -> None:
+    """Inside a failed duel's answers transaction: the spares it took are spares again."""
+    if row_ids:
+        s.execute(
+            update(StoredAnswer)
+            .where(StoredAnswer.id.in_(row_ids), StoredAnswer.status == SPENT)
+            .values(status=SPARE)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | None) -> int:
+    """Inside the answers transaction that charged a call: its unshown images (their names,
+    ``[image sha256:<hex>]``) become spares of ``model`` for ``prompt``. Returns how many."""
+    keys = spare_keys(model, prompt)
+    if keys is None or not texts:
+        return 0
+    mkey, phash = keys
+    now = utcnow()
+    rows = [
+        dict(
+            key=uuid.uuid4().hex + uuid.uuid4().hex,  # unique; the row is found by (model key, prompt hash)
+            model_key=mkey,
+            prompt_hash=phash,
+            status=SPARE,
+            text=text,
+            cost_nusd=0,
+            charge_id=charge_id,
+            claimed_at=now,
+            created_at=now,
+        )
+        for text in texts
+    ]
+    s.execute(insert(StoredAnswer), rows)
+    return len(rows)
+
+
+def settle(s: Any, plan: Any, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+    """The spares of a duel's answers transaction: a failed duel gives back the spares it took;
+    each call it ``paid`` for (charged, no fault, not late) keeps its unshown images, and, when the
+    duel failed, its first image too."""
+    if failed:
+        give_back(s, [r.id for r in results.values() if isinstance(r, stores.Stored) and r.spare])
+    for idx in paid:
+        res = results[idx]
+        if not draws_spares(plan.answers, plan.models[idx]):
+            continue
+        texts = list(getattr(res, "spares", ()) or ())
+        if failed:
+            texts = [res.text, *texts]
+        keep(s, plan.models[idx], plan.prompt, texts, charge_ids.get(idx))

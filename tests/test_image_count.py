@@ -1,0 +1,166 @@
+"""Several images per call (an image model's ``params.n``) end to end on the fake provider, on SQLite
+and PostgreSQL: one call of K images is charged once (price per image x K, within its reserved bound),
+its further images are stored as spares of that model for that prompt, and later duels take them,
+each image in one duel only, before buying a new call (service/campaigns/spares.py)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+
+import pytest
+from service_helpers import all_duels, campaign_body
+
+from service.campaigns import spares, stores
+from service.clients.config import call_cost_bound
+from service.models import to_nusd
+
+BASE = "http://fake.test/v1"
+NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
+JUDGE = {"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.001}
+
+
+def _model(name: str, model: str, cost: float, n: int | None = 3) -> dict:
+    params: dict = {"size": "32x32"}
+    if n is not None:
+        params["n"] = n
+    return {
+        "name": name,
+        "cost": cost,
+        "output": "image",
+        "client": {"kind": "openai", "base_url": BASE, "model": model, "params": params},
+    }
+
+
+def _body(tag: str, **extra) -> dict:
+    body = {
+        "name": f"images per call {tag}",
+        "models": [_model("painter", f"{tag}-paint-q4", 0.04), _model("sketchy", f"{tag}-sketch-q1", 0.02)],
+        "prompts": ["A lighthouse at dusk."],
+        "judge": JUDGE,
+        "answers": "fresh",
+        "seed": 5,
+        "delta": 0.01,
+        "budget": 10.0,
+    }
+    body.update(extra)
+    return body
+
+
+def _calls(fake, tag: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for q in fake.state.provider.requests:
+        if q.get("kind") == "image" and q["model"].startswith(f"{tag}-"):
+            out.setdefault(q["model"], []).append(q)
+    return out
+
+
+async def test_one_call_of_three_images_serves_three_duels_and_is_charged_once(api, fake):
+    r = await api.post("/v1/campaigns", json=_body("three"))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(3):
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    calls = _calls(fake, "three")
+    assert sorted(calls) == ["three-paint-q4", "three-sketch-q1"]
+    assert all(len(c) == 1 and c[0]["n"] == 3 for c in calls.values()), calls  # one call each, three images
+
+    duels = sorted(await all_duels(api, cid), key=lambda d: d["id"])
+    assert [d["status"] for d in duels] == ["judged"] * 3
+    for idx, name in enumerate(("painter", "sketchy")):
+        shown = [d["answer_a"] if d["model_a_name"] == name else d["answer_b"] for d in duels]
+        hashes = [NAME.fullmatch(t).group(1) for t in shown]
+        assert len(set(hashes)) == 3  # three different images, each shown in one duel (without replacement)
+        charges = [ch for d in duels for ch in d["charges"] if ch["kind"] == "model" and ch["model_index"] == idx]
+        paid = [ch for ch in charges if ch["amount"]]
+        cost = 0.04 if name == "painter" else 0.02
+        assert len(paid) == 1 and paid[0]["amount"] == pytest.approx(3 * cost)  # the call, once, per image x 3
+        reused = [ch for ch in charges if not ch["amount"]]
+        assert len(reused) == 2 and all(ch["reused"] and ch["reuses_charge_id"] == paid[0]["id"] for ch in reused)
+    # the images shown are the ones the provider drew in its one call, stored content-addressed
+    from service.fake_images import read_marker
+    from service.images.store import get_image
+
+    with api.app.state.db.read() as s:
+        for name, model in (("painter", "three-paint-q4"), ("sketchy", "three-sketch-q1")):
+            shown = [d["answer_a"] if d["model_a_name"] == name else d["answer_b"] for d in duels]
+            markers = {read_marker(bytes(get_image(s, NAME.fullmatch(t).group(1)).data)) for t in shown}
+            assert markers == {f"<<fake:{m}>>" for m in calls[model][0]["markers"]}
+    c = (await api.get(f"/v1/campaigns/{cid}")).json()
+    judged = sum(ch["amount"] for d in duels for ch in d["charges"] if ch["kind"] != "model")
+    assert c["spend"] == pytest.approx(3 * 0.04 + 3 * 0.02 + judged, abs=1e-9)
+
+    # the fourth duel finds no spare left: one new call per model
+    d = await api.post(f"/v1/campaigns/{cid}/duels")
+    assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    assert all(len(c) == 2 for c in _calls(fake, "three").values())
+    assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
+
+
+async def test_the_budget_bound_of_a_call_covers_its_images(api, fake):
+    """A duel reserves each image model's call at its price per image times n, before the call."""
+    model = _model("painter", "bound-paint-q4", 0.04)
+    assert call_cost_bound(model["client"], 0.04, 10) == pytest.approx(0.12)
+    assert call_cost_bound(_model("p", "x", 0.04, n=None)["client"], 0.04, 10) == pytest.approx(0.04)
+    # two models of 3 images: 0.18 USD before the judge; a budget of 0.15 holds three images of each at
+    # one image a call but not one duel here, so the campaign ends without calling a model
+    r = await api.post("/v1/campaigns", json=_body("bound", budget=0.15))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    d = await api.post(f"/v1/campaigns/{cid}/duels")
+    assert d.status_code != 201 and "budget" in d.text, d.text
+    assert _calls(fake, "bound") == {}
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["spend"] == 0
+    # with room for the bound the duel runs, and its charges stay within what was reserved
+    r = await api.post("/v1/campaigns", json=_body("bound2", budget=0.2))
+    cid = r.json()["id"]
+    d = await api.post(f"/v1/campaigns/{cid}/duels")
+    assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    c = (await api.get(f"/v1/campaigns/{cid}")).json()
+    assert c["spend"] <= 0.2 and c["spend"] >= 0.18
+
+
+@pytest.mark.parametrize(
+    "change,reason",
+    [
+        ({"answers": "reuse"}, "needs answers: fresh"),
+        ({"models": [_model("a", "x-q1", 0.01, n=11), _model("b", "y-q1", 0.01)]}, "from 1 to 10"),
+        ({"models": [_model("a", "x-q1", 0.01, n=0), _model("b", "y-q1", 0.01)]}, "from 1 to 10"),
+        ({"models": [_model("a", "x-q1", 0.01, n=True), _model("b", "y-q1", 0.01)]}, "from 1 to 10"),
+    ],
+)
+async def test_bad_image_counts_are_422(api, change, reason):
+    r = await api.post("/v1/campaigns", json=_body("bad", **change))
+    assert r.status_code == 422 and reason in r.text, r.text
+
+
+async def test_n_stays_refused_on_text_models_and_gemini_image_models(api):
+    text = campaign_body(costs=(0.01, 0.01), judge={"kind": "human"}, answers="fresh")
+    text["models"][0]["client"] = {"kind": "openai", "base_url": BASE, "model": "x", "params": {"n": 2}}
+    r = await api.post("/v1/campaigns", json=text)
+    assert r.status_code == 422 and "params.n" in r.text and "set by the client" in r.text, r.text
+    gemini = {"kind": "gemini", "model": "gemini-2.5-flash-image", "params": {"n": 2}}
+    body = _body("gem")
+    body["models"][0] = {"name": "g", "cost": 0.03, "output": "image", "client": gemini}
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 422 and "need an openai client" in r.text, r.text
+
+
+async def test_two_duels_never_take_the_same_spare(api):
+    """take_spare is one conditional UPDATE: concurrent takers get distinct rows, then None."""
+    db = api.app.state.db
+    model = _model("m", "race-q1", 0.01)
+    with db.write() as s:
+        assert spares.keep(s, model, "p", [f"[image sha256:{k:064x}]" for k in range(4)], None) == 4
+    mkey, phash = spares.spare_keys(model, "p")
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda _: spares.take_spare(db, mkey, phash), range(8)))
+    taken = [g for g in got if g is not None]
+    assert len(taken) == 4 and len({g.id for g in taken}) == 4 and all(g.spare for g in taken)
+    # a failed duel gives its spare back; a ready answer of the store is never one of them
+    with db.write() as s:
+        spares.give_back(s, [taken[0].id])
+    again = spares.take_spare(db, mkey, phash)
+    assert again is not None and again.id == taken[0].id and again.text == taken[0].text
+    assert stores.model_key(model) == mkey and to_nusd(0.0) == 0
