@@ -31,7 +31,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -557,15 +557,20 @@ class Stores:
         """
         model = _TABLES[table]
         with self.db.read() as s:  # the common case, a stored result, without the write lock
-            row: StoredAnswer | StoredVerdict | None = s.execute(
-                select(model).where(model.key == key, model.status == READY)
-            ).scalar_one_or_none()
+            # select() of a model chosen at run time is typed as the declarative base: the row is the model's
+            row = cast(
+                "StoredAnswer | StoredVerdict | None",
+                s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none(),
+            )
             if row is not None:
                 return "ready", _stored(table, row)
         try:
             with self.db.write() as s:
                 now = self.db.clock(s)  # claims are leases: timed by the database (Database.clock)
-                row = s.execute(select(model).where(model.key == key)).scalar_one_or_none()
+                row = cast(
+                    "StoredAnswer | StoredVerdict | None",
+                    s.execute(select(model).where(model.key == key)).scalar_one_or_none(),
+                )
                 if row is None:
                     row_id = s.execute(
                         insert(model)

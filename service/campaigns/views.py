@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import func, select
@@ -178,7 +179,7 @@ def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[flo
     return lower, lower_pc
 
 
-def provider_faults(d: Duel) -> list[dict]:
+def provider_faults(d: Duel | SimpleNamespace) -> list[dict]:
     """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
     out = []
@@ -452,8 +453,8 @@ class Views:
 
     def duel_view(
         self,
-        d: Duel,
-        c: Campaign | None,
+        d: Duel | SimpleNamespace,  # an ORM duel or the vote cycle's DuelRow (the same columns)
+        c: Campaign | SimpleNamespace | None,  # a campaign, or the cycle's fields of one
         charges: Sequence[Charge] | None = None,
         meta: tuple[str, str | None] | None = None,
     ) -> dict:

@@ -88,7 +88,7 @@ class Collector:
         api = build_batch_api(client.config, self.http) if hasattr(client, "build_request") else None
         return client if api is None else BatchedModel(client, self)
 
-    async def call(self, client: Any, prompt: str, turns: list[str] | None) -> Completion:
+    async def call(self, client: Any, prompt: str, turns: list[str] | None) -> Completion | ClientError:
         _, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
         cfg = client.config.model_dump(mode="json")
         group = f"{cfg.get('kind')}|{cfg.get('base_url')}|{cfg.get('model')}|{cfg.get('api_key_env')}"
@@ -236,6 +236,7 @@ class Collector:
                 cancelled_at = time.monotonic()
             await asyncio.sleep(self.poll_s)
         results = await api.results(bid, custom_ids)
+        error: str | None
         if late is not None:
             status, error = "failed", late
         else:

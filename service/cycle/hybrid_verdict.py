@@ -112,6 +112,7 @@ def record_in_session(svc, s, duel_id: int, j: judge_charges.Judgement) -> DuelO
     automatic verdict. A refusal is raised; the caller commits what was written before it."""
     c, d = _lock_duel(s, duel_id)
     if j.principal is not None:
+        assert j.choice is not None  # a human vote always has its choice
         return record_human_vote(svc, s, c, d, j.choice, j.principal)
     return _llm_verdict(svc, s, c, d, j)
 

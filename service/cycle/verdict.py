@@ -148,7 +148,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         crow.spend_nusd + judge_nusd + fee,
         j.fault,
     )
-    recorded = None
+    recorded: dict[str, Any] | None = None
     if released:
         seq = max(released.values())
         recorded = {"seq": seq, "leader": policy_log.leader_of(policy), "n_counted": len(released)}
@@ -227,7 +227,7 @@ class Ending:
 
 def not_pending_message(duel_id: int, status: str) -> str:
     """Why a duel in ``status`` (not pending) takes no verdict."""
-    messages = {
+    messages: dict[str, str] = {
         DuelStatus.JUDGED: "already has a verdict",
         DuelStatus.CALLING: "is still waiting for the models' answers",
         DuelStatus.EXPIRED: "expired and no longer counts",

@@ -232,7 +232,8 @@ def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, s
     """dctas-pc: each pair's certificate statistic against its threshold log(L/delta)."""
     ev = view["pc_evidence"]
     thr = ev["log_threshold"]
-    series, legend = [], []
+    series: list[dict[str, Any]] = []
+    legend: list[dict[str, Any]] = []
     for m, label, pts in _pc_lines(view, points, names, ref):
         c = plots.color(m)
         series.append({"label": label, "key": f"model-{m}", "color": c, "points": pts})
