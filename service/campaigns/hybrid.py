@@ -99,10 +99,20 @@ def human_coin(draw_key: str, number: int) -> float:
 
 
 def judge_score(
-    choice: str, model_i: int, model_a: int, model_b: int, number: int, score_a: float | None, draw_key: str | None
+    choice: str, *, model_i: int, model_a: int, model_b: int, number: int, score_a: float | None, draw_key: str | None
 ) -> float:
     """The automatic judge's score of model_i in [0, 1]: its graded or win score, a tie as 1/2."""
-    s = score_of(choice, model_i, model_a, model_b, TiePolicy.HALF, 0, number, score_a, draw_key=draw_key)
+    s = score_of(
+        choice,
+        model_i=model_i,
+        model_a=model_a,
+        model_b=model_b,
+        tie_policy=TiePolicy.HALF,
+        seed=0,
+        number=number,
+        score_a=score_a,
+        draw_key=draw_key,
+    )
     return 0.5 if s is None else float(s)
 
 

@@ -99,7 +99,13 @@ class Lifecycle:
             policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
         else:
             policy = new_campaign_policy(
-                body.algorithm, costs, body.delta, judge_cost_per_duel(judge), population, body.goal, body.k
+                body.algorithm,
+                costs,
+                body.delta,
+                judge_cost=judge_cost_per_duel(judge),
+                population=population,
+                goal=body.goal,
+                k=body.k,
             )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
@@ -194,12 +200,12 @@ class Lifecycle:
                 if not is_stale(r.expires_at, now) or hybrid_tx.waits_for_human(c, r)  # hybrid hook
             ]
             reason = limit_below_use(
-                new_budget,
-                c.spend_nusd,
-                reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
-                max_duels,
-                c.duels_judged,
-                len(inflight),
+                new_budget_nusd=new_budget,
+                spend_nusd=c.spend_nusd,
+                reserved_nusd=reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
+                new_max_duels=max_duels,
+                duels_judged=c.duels_judged,
+                in_flight=len(inflight),
             )
             if reason is not None:
                 raise Unprocessable(reason)
@@ -214,12 +220,12 @@ class Lifecycle:
                 refusal = continue_refusal(
                     c.status,
                     c.end_limit,
-                    new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
-                    max_duels is not None and (c.max_duels is None or max_duels > c.max_duels),
-                    budget_nusd,
-                    c.spend_nusd,
-                    cap,
-                    c.duels_judged,
+                    budget_raised=new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
+                    max_duels_raised=max_duels is not None and (c.max_duels is None or max_duels > c.max_duels),
+                    budget_nusd=budget_nusd,
+                    spend_nusd=c.spend_nusd,
+                    max_duels=cap,
+                    duels_judged=c.duels_judged,
                 )
                 if refusal is not None:
                     raise Conflict(f"campaign {campaign_id}: {refusal}")

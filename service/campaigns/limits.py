@@ -26,6 +26,7 @@ END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER)
 
 
 def limit_below_use(
+    *,
     new_budget_nusd: int | None,
     spend_nusd: int,
     reserved_nusd: int,
@@ -54,6 +55,7 @@ def limit_below_use(
 def continue_refusal(
     status: str,
     end_limit: str | None,
+    *,
     budget_raised: bool,
     max_duels_raised: bool,
     budget_nusd: int | None,

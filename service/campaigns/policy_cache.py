@@ -19,6 +19,7 @@ def new_policy(
     algorithm: str,
     costs: list[float],
     delta: float,
+    *,
     judge_cost: float = 0.0,
     population: int | None = None,
     threshold: str | None = None,
@@ -45,6 +46,7 @@ def new_campaign_policy(
     algorithm: str,
     costs: list[float],
     delta: float,
+    *,
     judge_cost: float = 0.0,
     population: int | None = None,
     goal: str = "winner",
@@ -53,7 +55,7 @@ def new_campaign_policy(
     """:func:`new_policy` for a campaign being created: what the policy refuses (the schema's bounds
     should catch it first) is a 422 (:class:`Unprocessable`), never a 500."""
     try:
-        return new_policy(algorithm, costs, delta, judge_cost, population, goal=goal, k=k)
+        return new_policy(algorithm, costs, delta, judge_cost=judge_cost, population=population, goal=goal, k=k)
     except PolicyError as exc:
         raise Unprocessable(f"campaign: {exc}") from None
 

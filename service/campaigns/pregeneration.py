@@ -262,7 +262,15 @@ class Pregeneration:
             held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
             if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
                 return None
-            return holds.take_hold(s, campaign_id, amount, now, now + (expiry or self.call_expiry), n, key)
+            return holds.take_hold(
+                s,
+                campaign_id,
+                amount_nusd=amount,
+                now=now,
+                expires_at=now + (expiry or self.call_expiry),
+                model_index=n,
+                key=key,
+            )
 
     def release_hold_tx(self, hold_id: int) -> None:
         """Release a pre-generation call's hold (the call failed, or its answer was not stored)."""

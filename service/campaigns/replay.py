@@ -127,7 +127,15 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
         policy = hybrid.new_policy(log.judge, log.costs, log.delta, log.stored_state)
     else:
         policy = new_policy(
-            log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k
+            log.algorithm,
+            log.costs,
+            log.delta,
+            judge_cost=log.judge_cost,
+            population=log.population,
+            threshold=threshold,
+            level=level,
+            goal=goal,
+            k=k,
         )
     next_position: dict[tuple[int, int], int] = {}
     records: list[tuple[int, int, float]] = []  # what a model change rebuilds the policy from

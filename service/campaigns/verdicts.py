@@ -187,7 +187,17 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
         "cheapest": names[cheapest] if cheapest is not None else None,
         "cost_unit": unit,
     }
-    facts["verdict"] = _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit)
+    facts["verdict"] = _words(
+        view,
+        names=names,
+        costs=costs,
+        certs=certs,
+        not_beaten=not_beaten,
+        ties=ties,
+        top=top,
+        cheapest=cheapest,
+        unit=unit,
+    )
     off = [m["name"] for m in view["models"] if m.get("status", "active") != "active"]
     if off and facts["verdict"]:
         were = "was" if len(off) == 1 else "were"
@@ -195,7 +205,7 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
-def _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> str:
+def _words(view, *, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> str:
     status = view["status"]
     L = len(names)
     delta = float(view["delta"])

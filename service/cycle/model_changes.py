@@ -189,12 +189,12 @@ class ModelChanges:
                     spec.name,
                     spec.cost,
                     client_json(spec.client),
-                    prompts,
-                    spec.expected_output_tokens
+                    prompts=prompts,
+                    expected_output_tokens=spec.expected_output_tokens
                     if spec.expected_output_tokens is not None
                     else DEFAULT_EXPECTED_OUTPUT_TOKENS,
-                    None,
-                    spec.cost_source,
+                    price_map=None,
+                    cost_source=spec.cost_source,
                 )
         except ValueError as exc:
             raise Unprocessable(f"model: {exc}") from None

@@ -209,7 +209,15 @@ async def _reservation(
         reference=reference,
     )
     return reserve.reserve_duel_nusd(
-        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
+        cfg.models,
+        i,
+        j,
+        judge=cfg.judge,
+        prompt=prompt,
+        judge_spend_nusd=row.judge_spend_nusd,
+        duels_done=row.duels_judged + row.duels_failed,
+        stored_answers=have,
+        stored_orders=orders,
     )
 
 

@@ -50,6 +50,7 @@ def reserve_duel_nusd(
     models: Sequence[dict],
     i: int,
     j: int,
+    *,
     judge: dict,
     prompt: str,
     judge_spend_nusd: int,

@@ -418,11 +418,13 @@ class CampaignCreate(StrictModel):
                 m.name,
                 m.cost,
                 client_json(m.client),
-                [normalize_prompt(p)["text"] for p in self.prompts],
-                m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
-                user_map,
-                m.cost_source,
-                images,
+                prompts=[normalize_prompt(p)["text"] for p in self.prompts],
+                expected_output_tokens=m.expected_output_tokens
+                if m.expected_output_tokens is not None
+                else self.expected_output_tokens,
+                price_map=user_map,
+                cost_source=m.cost_source,
+                image_input_tokens=images,
             )
             m.cost, m.client, m._pricing = cost, parse_client_config(client, output=m.output), record
 
