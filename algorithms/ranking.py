@@ -129,22 +129,33 @@ def anytime_field_intervals(
     return low, high
 
 
-def _pair_rates(weights, starts, s_sorted, inc_lo, inc_hi):
+def _pair_rates(weights, starts, s_sorted, pair_lo, pair_hi, n_models):
     """Field win rates for each row of category ``weights`` (shape (B, C), sorted by pair).
 
     Per pair p: N_p and the lower model's wins W_p (sums over the pair's categories);
-    then every model averages its rate over the pairs it met, with one product by the
-    (P, L) incidence matrices of the pairs' lower and higher models.
+    then every model averages its rate over the pairs it met (sums by model over the pairs'
+    lower and higher models: time linear in the pairs, :func:`_by_model`).
     """
     Np = np.add.reduceat(weights, starts, axis=1)
     Wp = np.add.reduceat(weights * s_sorted, starts, axis=1)
     met = Np > 0
     rate_lo = np.where(met, Wp / np.where(met, Np, 1.0), 0.0)
     rate_hi = np.where(met, 1.0 - rate_lo, 0.0)
-    sums = rate_lo @ inc_lo + rate_hi @ inc_hi
-    n_opp = met.astype(float) @ (inc_lo + inc_hi)
+    sums = _by_model(rate_lo, pair_lo, n_models) + _by_model(rate_hi, pair_hi, n_models)
+    n_opp = _by_model(met.astype(float), pair_lo, n_models) + _by_model(met.astype(float), pair_hi, n_models)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n_opp > 0, sums / np.maximum(n_opp, 1.0), np.nan)
+
+
+def _by_model(values, model, n_models):
+    """``out[:, m] = sum of values[:, p] over the pairs p with model[p] == m`` (sorted, then np.add.reduceat)."""
+    order = np.argsort(model, kind="stable")
+    sm = model[order]
+    starts = np.flatnonzero(np.r_[True, sm[1:] != sm[:-1]])
+    out = np.zeros((values.shape[0], n_models))
+    if len(order):
+        out[:, sm[starts]] = np.add.reduceat(values[:, order], starts, axis=1)
+    return out
 
 
 def duels_from_counts(
@@ -220,10 +231,7 @@ def bootstrap_ranking(
     new_pair = np.ones(len(keys), dtype=bool)
     new_pair[1:] = (cat_i[1:] != cat_i[:-1]) | (cat_j[1:] != cat_j[:-1])
     starts = np.flatnonzero(new_pair)
-    inc_lo = np.zeros((len(starts), n_models))
-    inc_hi = np.zeros((len(starts), n_models))
-    inc_lo[np.arange(len(starts)), cat_i[starts]] = 1.0
-    inc_hi[np.arange(len(starts)), cat_j[starts]] = 1.0
+    pair_lo, pair_hi = cat_i[starts], cat_j[starts]
     duels = np.zeros(n_models, dtype=np.int64)
     np.add.at(duels, cat_i, counts)
     np.add.at(duels, cat_j, counts)
@@ -232,7 +240,7 @@ def bootstrap_ranking(
     if n == 0:
         rate = np.full(n_models, np.nan)
     elif interval in ("anytime", "betting"):
-        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
+        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, pair_lo, pair_hi, n_models)[0]
         Wm = np.zeros((n_models, n_models))
         Nm = np.zeros((n_models, n_models))
         np.add.at(Wm, (cat_i, cat_j), counts * cat_s)
@@ -245,10 +253,10 @@ def bootstrap_ranking(
         low = np.where(np.isfinite(rate), low, np.nan)
         high = np.where(np.isfinite(rate), high, np.nan)
     else:
-        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, inc_lo, inc_hi)[0]
+        rate = _pair_rates(counts[None, :].astype(float), starts, cat_s, pair_lo, pair_hi, n_models)[0]
         rng = np.random.default_rng(seed)
         draws = rng.multinomial(n, counts / n, size=reps).astype(float)
-        boot = _pair_rates(draws, starts, cat_s, inc_lo, inc_hi)  # (reps, L)
+        boot = _pair_rates(draws, starts, cat_s, pair_lo, pair_hi, n_models)  # (reps, L)
         alpha = (1.0 - level) / 2.0
         for m in range(n_models):
             col = boot[:, m]

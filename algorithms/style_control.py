@@ -75,12 +75,28 @@ class StyleFit:
     n: int
 
 
-def _design(i: np.ndarray, j: np.ndarray, n_models: int, z: np.ndarray | None) -> np.ndarray:
-    rows = np.arange(len(i))
-    X = np.zeros((len(i), n_models))
-    X[rows, i] += 1.0
-    X[rows, j] -= 1.0
-    return X if z is None else np.hstack([X, z])
+def _xt(i: np.ndarray, j: np.ndarray, z: np.ndarray, r: np.ndarray, n_models: int) -> np.ndarray:
+    """``X^T r`` for the design ``X = [e_i - e_j | z]`` (one row per duel), without forming ``X``."""
+    models = np.bincount(i, weights=r, minlength=n_models) - np.bincount(j, weights=r, minlength=n_models)
+    return np.concatenate([models, z.T @ r])
+
+
+def _xt_w_x(i: np.ndarray, j: np.ndarray, z: np.ndarray, w: np.ndarray, n_models: int) -> np.ndarray:
+    """``X^T diag(w) X`` for the same design, in time linear in the duels: the models' block is the
+    weighted Laplacian of the pairs played, the cross block the features' weighted sums per model."""
+    L, q = n_models, z.shape[1]
+    H = np.zeros((L + q, L + q))
+    pair = np.bincount(i * L + j, weights=w, minlength=L * L).reshape(L, L)
+    pair = pair + pair.T
+    H[:L, :L] = np.diag(pair.sum(axis=1)) - pair
+    wz = z * w[:, None]
+    cross = np.zeros((L, q))
+    np.add.at(cross, i, wz)
+    np.subtract.at(cross, j, wz)
+    H[:L, L:] = cross
+    H[L:, :L] = cross.T
+    H[L:, L:] = z.T @ wz
+    return H
 
 
 def fit_style_controlled(
@@ -116,18 +132,18 @@ def fit_style_controlled(
         keep = sd > 0  # a feature that never differs says nothing
         z = (z[:, keep] - z[:, keep].mean(axis=0)) / sd[keep]
         names = tuple(f for f, k in zip(FEATURES, keep) if k)
-    X = _design(ii, jj, n_models, z)
-    p = X.shape[1]
+    q = 0 if z is None else z.shape[1]
+    zz = np.zeros((len(ii), 0)) if z is None else z
+    p = n_models + q
     # sum theta = 0 through a penalty on the mean (the likelihood does not see a common shift)
     C = np.zeros((p, p))
     C[:n_models, :n_models] = 1.0 / n_models
     beta = np.zeros(p)
     H = np.eye(p)
     for _ in range(MAX_NEWTON):
-        mu = expit(X @ beta)
-        grad = X.T @ (y - mu) - l2 * beta - C @ beta
-        w = mu * (1 - mu)
-        H = (X * w[:, None]).T @ X + l2 * np.eye(p) + C
+        mu = expit(beta[ii] - beta[jj] + zz @ beta[n_models:])
+        grad = _xt(ii, jj, zz, y - mu, n_models) - l2 * beta - C @ beta
+        H = _xt_w_x(ii, jj, zz, mu * (1 - mu), n_models) + l2 * np.eye(p) + C
         step = np.linalg.solve(H, grad)
         beta += step
         if np.max(np.abs(step)) < 1e-9:

@@ -1,7 +1,7 @@
 """Scale benchmark: duels per second by number of models, and the views of a large campaign.
 
     .venv/bin/python benchmarks/bench_scale.py [--models 8,32,128] [--duels 1000] [--clients 4]
-                                               [--view-models 128] [--view-duels 50000]
+                                               [--view-models 128] [--view-duels 3000] [--view-seed 50000]
                                                [--backends sqlite,postgres] [--tiny] [--json]
 
 For each backend (SQLite in a temporary file; PostgreSQL in a fresh database on ``--pg``, skipped
@@ -15,16 +15,21 @@ so the figures exclude model latency; nothing leaves the machine):
    (the duel is planned, answered, judged and recorded in that request): duels per second, and the
    ratio to the smallest size's, in the same server and run;
 2. **views**: a campaign of ``--view-models`` models runs ``--view-duels`` duels
-   (``POST /v1/campaigns/{id}/run``, 4 in flight); then the time and size of the dashboard
+   (``POST /v1/campaigns/{id}/run``, 4 in flight); its judged duels are then copied in the database
+   (new ids and numbers, the same pairs, answers, verdicts and scores) until its log holds
+   ``--view-seed`` judged duels (the server runs about 20 duels/s at 128 models on this machine, so 50,000
+   through it would take most of an hour; the policy's state, the counters and the ledger stay those of
+   the duels it ran, and this campaign's replay is not checked); then the time and size of the dashboard
    (``GET /campaigns/{id}``: the first request after the last change, which computes its figures,
-   and a second one) and of the campaign's JSON view (``GET /v1/campaigns/{id}``; and with
-   ``?pairs=true``, the full per-pair figures), of its export (``GET /v1/campaigns/{id}/export``:
-   certificate, battle log, matrix, ranking), and the server's resident memory (VmRSS of the
-   server's process tree) at the end;
+   and a second one), of the campaign's JSON view (``GET /v1/campaigns/{id}``; and with
+   ``?pairs=true``, the full per-pair figures), of its ranking (``GET /v1/campaigns/{id}/ranking``), of its
+   export (``GET /v1/campaigns/{id}/export``: certificate, battle log, matrix, rankings, audit files; the
+   first request and a second one), and the server's resident memory (VmRSS of the server's process tree)
+   at the end;
 3. checks every campaign with ``GET /v1/campaigns/{id}/replay`` (stored state == replayed log).
 
 Prints a table; ``--json`` prints one object instead. ``--tiny`` runs it small (4 and 8 models,
-30 duels, a 20-model view campaign of 100 duels; what the test runs).
+30 duels, a 20-model view campaign of 100 duels copied to 300; what the test runs).
 """
 
 from __future__ import annotations
@@ -117,8 +122,47 @@ def timed_get(base: str, path: str, params: dict | None = None) -> tuple[float, 
     return time.perf_counter() - t0, len(r.content)
 
 
-def views(base: str, n: int, duels: int) -> dict:
-    """A campaign of ``n`` models run to ``duels`` duels; its dashboard and JSON view, timed."""
+def seed_log(url: str, cid: int, total: int) -> int:
+    """Copies the campaign's judged duels (new ids and numbers, the same pairs, answers, verdicts and scores)
+    until its log holds ``total`` judged duels, and bumps its version so that every cached figure is
+    computed again; returns the judged duels stored. The policy's state, the counters and the ledger stay
+    those of the duels the service ran (the copies are not a campaign the replay can check): what grows is
+    what the views, the rankings and the export read from the log."""
+    from sqlalchemy import create_engine, func, insert, literal, select, update
+
+    sys.path.insert(0, str(REPO))
+    from algorithms.vocabulary import DuelStatus
+    from service.models import Campaign, Duel
+
+    engine = create_engine(url)
+    cols = [c for c in Duel.__table__.columns if c.name != "id"]
+    judged = (Duel.campaign_id == cid) & (Duel.status == DuelStatus.JUDGED)
+    try:
+        with engine.begin() as conn:
+            have = conn.execute(select(func.count()).select_from(Duel).where(judged)).scalar_one()
+            top = conn.execute(select(func.max(Duel.number)).where(Duel.campaign_id == cid)).scalar_one() or 0
+            base_ids = [r[0] for r in conn.execute(select(Duel.id).where(judged).order_by(Duel.id))]
+            copy = 0
+            while have < total and base_ids:
+                copy += 1
+                ids = base_ids[: total - have]
+                # a copy has a new number and no record_seq: the evidence series replays the duels the
+                # server recorded (which the policy's state describes), every other figure reads them all
+                new = {"number": Duel.number + literal(copy * top), "record_seq": literal(None, Duel.record_seq.type)}
+                rows = select(*[new[c.name].label(c.name) if c.name in new else c for c in cols]).where(
+                    Duel.id.in_(ids)
+                )
+                conn.execute(insert(Duel.__table__).from_select([c.name for c in cols], rows))
+                have += len(ids)
+            conn.execute(update(Campaign).where(Campaign.id == cid).values(version=Campaign.version + 1))
+    finally:
+        engine.dispose()
+    return int(have)
+
+
+def views(base: str, n: int, duels: int, url: str | None = None, seed: int = 0) -> dict:
+    """A campaign of ``n`` models run to ``duels`` duels (its log then copied to ``seed`` judged duels, if
+    more); its dashboard, JSON view, ranking and export, timed."""
     cid = create(base, n, f"views {n}", duels)
     httpx.post(
         f"{base}/v1/campaigns/{cid}/run", json={"concurrency": 4}, headers=HEADERS, timeout=60
@@ -131,11 +175,15 @@ def views(base: str, n: int, duels: int) -> dict:
         time.sleep(1.0)
     run_s = time.perf_counter() - t0
     out = {"models": n, "duels": v["duels"], "status": v["status"], "run_duels_per_s": v["duels"] / run_s}
+    out["stored_duels"] = seed_log(url, cid, seed) if url is not None and seed > v["duels"] else v["duels"]
+    out["seeded"] = out["stored_duels"] > v["duels"]
     out["dashboard_first_s"], out["dashboard_bytes"] = timed_get(base, f"/campaigns/{cid}")
     out["dashboard_again_s"], _ = timed_get(base, f"/campaigns/{cid}")
     out["view_s"], out["view_bytes"] = timed_get(base, f"/v1/campaigns/{cid}")
     out["view_pairs_s"], out["view_pairs_bytes"] = timed_get(base, f"/v1/campaigns/{cid}", {"pairs": "true"})
+    out["ranking_s"], out["ranking_bytes"] = timed_get(base, f"/v1/campaigns/{cid}/ranking")
     out["export_s"], out["export_bytes"] = timed_get(base, f"/v1/campaigns/{cid}/export")
+    out["export_again_s"], _ = timed_get(base, f"/v1/campaigns/{cid}/export")
     out["campaign_id"] = cid
     return out
 
@@ -169,10 +217,11 @@ def run_backend(args, backend: str, tmp: Path) -> dict:
         try:
             throughput(base, min(args.models), 10 * args.clients, args.clients)  # warm-up: kernels, caches, pools
             rates = {n: throughput(base, n, args.duels, args.clients) for n in args.models}
-            view = views(base, args.view_models, args.view_duels)
+            view = views(base, args.view_models, args.view_duels, url, args.view_seed)
             rss = rss_mb(proc.pid)
             campaigns = httpx.get(f"{base}/v1/campaigns", params={"limit": 500}, headers=HEADERS, timeout=600).json()
-            ok = all(replay_ok(base, c["id"]) for c in campaigns["items"])
+            seeded = {view["campaign_id"]} if view["seeded"] else set()  # its log is copies: no replay
+            ok = all(replay_ok(base, c["id"]) for c in campaigns["items"] if c["id"] not in seeded)
         finally:
             proc.terminate()
             proc.wait(30)
@@ -202,7 +251,8 @@ def table(results: list[dict], args) -> str:
         for n in args.models:
             lines.append(f"| {n} | {res['duels_per_s'][str(n)]:.1f} | {res['ratio_to_smallest'][str(n)]:.2f} |")
         v = res["views"]
-        lines.append(f"{res['backend']}: {v['models']} models, {v['duels']} duels ({v['status']})")
+        seeded = f", its log copied to {v['stored_duels']} judged duels" if v["seeded"] else ""
+        lines.append(f"{res['backend']}: {v['models']} models, {v['duels']} duels ({v['status']}){seeded}")
         lines.append("| what | time | size |")
         lines.append("|---|---|---|")
         lines.append(
@@ -212,8 +262,12 @@ def table(results: list[dict], args) -> str:
         lines.append(f"| JSON view | {v['view_s']:.2f} s | {v['view_bytes'] / 1e3:.0f} KB |")
         lines.append(f"| JSON view ?pairs=true | {v['view_pairs_s']:.2f} s | {v['view_pairs_bytes'] / 1e3:.0f} KB |")
         lines.append(
+            f"| ranking (`GET /v1/campaigns/{{id}}/ranking`) | {v['ranking_s']:.2f} s | {v['ranking_bytes'] / 1e3:.0f} KB |"
+        )
+        lines.append(
             f"| export (every file, the ranking included) | {v['export_s']:.2f} s | {v['export_bytes'] / 1e3:.0f} KB |"
         )
+        lines.append(f"| export, again (rankings kept) | {v['export_again_s']:.2f} s | |")
         lines.append(
             f"server memory (RSS): {res['server_rss_mb']:.0f} MB; replay of every campaign: {res['replay_ok']}"
         )
@@ -226,7 +280,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duels", type=int, default=1000, help="duels per throughput campaign")
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients")
     ap.add_argument("--view-models", type=int, default=128)
-    ap.add_argument("--view-duels", type=int, default=50_000)
+    ap.add_argument("--view-duels", type=int, default=3_000, help="duels the view campaign runs through the server")
+    ap.add_argument(
+        "--view-seed",
+        type=int,
+        default=50_000,
+        help="then its judged duels are copied in the database until its log holds this many (0: no copies)",
+    )
     ap.add_argument("--backends", default="sqlite,postgres")
     ap.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres", help="maintenance connection")
     ap.add_argument("--tiny", action="store_true", help="4 and 8 models, 30 duels, a 20-model view campaign of 100")
@@ -234,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.tiny:
         args.models, args.duels, args.clients, args.view_models, args.view_duels = "4,8", 30, 2, 20, 100
+        args.view_seed = 300
     try:
         args.models = sorted({int(x) for x in str(args.models).split(",")})
         if min(args.models) < 2 or args.view_models < 2 or args.duels < 1 or args.view_duels < 1:

@@ -17,6 +17,7 @@ not a vote). The cost of a judgement is the sum of its calls' costs.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -90,6 +91,34 @@ class VerdictRule:
                 return label, self._keys.get(self._key(label))  # type: ignore[attr-defined]
         return None, None
 
+    def label_probabilities(self, logprobs: Any, label: str) -> dict[str, float] | None:
+        """The judge's probability of each verdict label at the output token that says ``label`` (the
+        verdict :meth:`parse` read), renormalised over the label tokens among that token's top
+        alternatives (tokens that spell the same label, e.g. ``" A"`` and ``"A"``, add up); None when the
+        output has no log probabilities or no token that is the whole label (a label of several tokens,
+        such as ``A>>B`` for most tokenizers): the caller then scores the bare label."""
+        if not logprobs:
+            return None
+        want = self._key(label)
+        for token, alts in reversed(logprobs):
+            if self._key(token) != want:
+                continue
+            probs: dict[str, float] = {}
+            for alt, lp in alts:
+                k = self._key(alt)
+                if k in self._keys and math.isfinite(lp):  # type: ignore[attr-defined]
+                    probs[k] = probs.get(k, 0.0) + math.exp(min(lp, 0.0))
+            total = sum(probs.values())
+            if want not in probs or total <= 0.0:
+                return None
+            return {k: v / total for k, v in sorted(probs.items())}
+        return None
+
+    def score_of_probabilities(self, probs: dict[str, float]) -> float:
+        """The probability-weighted mean of the labels' scores (``probs`` from :meth:`label_probabilities`)."""
+        keys = self._keys  # type: ignore[attr-defined]
+        return min(max(sum(p * keys[k] for k, p in probs.items()), 0.0), 1.0)
+
 
 #: The built-in rule, read exactly as before configurable judges: the last [[A]], [[B]] or [[C]] anywhere.
 DEFAULT_VERDICT = VerdictRule((r"\[\[\s*([ABC])\s*\]\]",), {"A": 1.0, "B": 0.0, "C": 0.5}, True, None)
@@ -152,8 +181,11 @@ class LLMJudge(Judge):
         template: str = JUDGE_TEMPLATE,
         verdict: VerdictRule = DEFAULT_VERDICT,
         combine: str = "consistent",
+        probabilities: bool = False,
     ):
         super().__init__(config, model_names, tie_policy)
+        # verdict_probabilities: score a verdict by the judge's probabilities of the labels (log probabilities)
+        self.probabilities = bool(probabilities)
         if combine not in COMBINE_RULES:
             raise ValueError(f"combine must be one of {COMBINE_RULES}, got {combine!r}")
         self.orders = str(config.get("orders") or ("both" if config.get("both_orders", True) else "one"))
@@ -174,6 +206,12 @@ class LLMJudge(Judge):
             rec.update(error=str(exc), cost=0.0, attempts=exc.attempts, status_code=exc.status_code)
             return rec
         label, score_first = self.verdict_rule.parse(c.text)
+        if self.probabilities and label is not None and score_first is not None:
+            probs = self.verdict_rule.label_probabilities(getattr(c, "logprobs", None), label)
+            rec["score_from"] = "label" if probs is None else "logprobs"  # none returned: the bare label
+            if probs is not None:
+                rec["label_probabilities"] = {k[:64]: round(v, 6) for k, v in probs.items()}
+                score_first = self.verdict_rule.score_of_probabilities(probs)
         score_a = None if score_first is None else (score_first if order == "ab" else 1.0 - score_first)
         rec.update(
             raw=c.text[:MAX_RAW_CHARS],

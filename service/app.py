@@ -116,7 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     pricing.set_price_map_file(settings.price_map)  # the user's price map file, for every campaign body
     app.state.db = db
-    app.state.annotator_limiter = AnnotatorRequestLimiter(settings.annotator_requests_per_minute)
+    app.state.annotator_limiter = AnnotatorRequestLimiter(db, settings.annotator_requests_per_minute)
     app.state.campaigns = campaigns  # every campaign object, built once (service/api/deps.py hands them out)
     app.state.health = DatabaseHealth(db)  # /healthz: reads and a tiny write, cached
     install_error_handlers(app)

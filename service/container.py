@@ -28,6 +28,7 @@ from .campaigns.webhooks import Webhooks
 from .config import Settings
 from .cycle.batch_collector import pregen_batches
 from .cycle.orchestration import Cycle
+from .cycle.pregen_recovery import PregenRecovery
 from .cycle.runs import Runs
 from .cycle.service_port import CycleDeps
 from .db import Database
@@ -98,6 +99,9 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
     runs = Runs(settings, db, cycle, lifecycle, calls, leases, stores, webhooks, keeper, background)
     keeper.beats.append(runs.beat)
+    recovery = PregenRecovery(BatchJobs(db, owner_id), pregen, calls, background)
+    pregen.recover = recovery.recover
+    keeper.beats.append(recovery.beat)
     return Campaigns(
         settings=settings,
         db=db,

@@ -6,14 +6,16 @@ Routes, with the shapes of OpenAI's ``/v1/files`` and ``/v1/batches`` references
   object ``{"id": "file-...", "object": "file", "bytes", "created_at", "filename", "purpose"}``;
   ``GET /v1/files/{id}`` the object, ``GET /v1/files/{id}/content`` its bytes (input, output and
   error files alike).
-* ``POST /v1/batches`` ``{"input_file_id", "endpoint": "/v1/chat/completions", "completion_window":
+* ``POST /v1/batches`` ``{"input_file_id", "endpoint", "completion_window":
   "24h", "metadata"?}`` -> a batch object (``status``, ``request_counts`` ``{total, completed,
   failed}``, ``output_file_id``, ``error_file_id``, ``metadata``, the ``*_at`` times);
   ``GET /v1/batches/{id}``; ``GET /v1/batches?limit=&after=`` (newest first, ``has_more``);
-  ``POST /v1/batches/{id}/cancel``.
+  ``POST /v1/batches/{id}/cancel``. ``endpoint`` is ``/v1/chat/completions`` or
+  ``/v1/images/generations`` (the provider's images route: an image model's requests), and every
+  line's ``url`` must be the batch's ``endpoint``, as OpenAI requires.
 
 A batch is ``in_progress`` until ``batch_delay_s`` seconds after its creation; the first read after
-that runs every line through the provider's own chat completion (the same answers, verdicts and
+that runs every line through the provider's own route (chat completion or images) (the same answers, verdicts and
 token counts as a direct call, each listed in ``GET /v1/requests`` with its ``batch`` id) and
 completes it. Each line fails with probability ``batch_failure_rate`` (seeded): it then goes to the
 error file (``{"id", "custom_id", "response": null, "error": {"code", "message"}}``) and is not
@@ -39,13 +41,14 @@ if TYPE_CHECKING:
     from fastapi import FastAPI, Request
     from starlette.responses import Response
 
-#: What a batch line's chat completion is answered with: (HTTP status, JSON body).
-Respond = Callable[[bytes, str], Awaitable[tuple[int, Any]]]
+#: What a batch line is answered with (its body, the batch's id, its endpoint): (HTTP status, JSON body).
+Respond = Callable[[bytes, str, str], Awaitable[tuple[int, Any]]]
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 MAX_LINES = 50_000
 MAX_METADATA_KEYS = 16
 ENDPOINT = "/v1/chat/completions"
+ENDPOINTS = (ENDPOINT, "/v1/images/generations")
 _CUSTOM_ID = re.compile(r"^.{1,512}$", re.S)
 
 
@@ -134,7 +137,7 @@ class FakeBatches:
         return JSONResponse(self.files[fid])
 
     # ------------------------------------------------------------ batches
-    def _check_input(self, data: bytes) -> list[dict[str, Any]] | str:
+    def _check_input(self, data: bytes, endpoint: str = ENDPOINT) -> list[dict[str, Any]] | str:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -158,8 +161,8 @@ class FakeBatches:
             if cid in seen:
                 return f"line {n}: duplicate custom_id {cid!r}"
             seen.add(cid)
-            if item.get("method") != "POST" or item.get("url") != ENDPOINT:
-                return f"line {n}: method must be POST and url {ENDPOINT}"
+            if item.get("method") != "POST" or item.get("url") != endpoint:
+                return f"line {n}: method must be POST and url {endpoint} (the batch's endpoint)"
             out.append(item)
         return out
 
@@ -175,8 +178,9 @@ class FakeBatches:
         fid = body.get("input_file_id")
         if not isinstance(fid, str) or fid not in self.files:
             return _error(400, "'input_file_id' must name an uploaded file")
-        if body.get("endpoint") != ENDPOINT:
-            return _error(400, f"'endpoint' must be {ENDPOINT}")
+        endpoint = body.get("endpoint")
+        if endpoint not in ENDPOINTS:
+            return _error(400, f"'endpoint' must be one of {', '.join(ENDPOINTS)}")
         if body.get("completion_window") != "24h":
             return _error(400, "'completion_window' must be '24h'")
         metadata = body.get("metadata") or {}
@@ -187,7 +191,7 @@ class FakeBatches:
             or not all(isinstance(v, str) and len(v) <= 512 for v in metadata.values())
         ):
             return _error(400, "'metadata' must be at most 16 string keys (64 chars) with string values (512 chars)")
-        lines = self._check_input(self.contents[fid])
+        lines = self._check_input(self.contents[fid], endpoint)
         if isinstance(lines, str):
             return _error(400, lines)
         now = int(time.time())
@@ -195,7 +199,7 @@ class FakeBatches:
         self.batches[bid] = {
             "id": bid,
             "object": "batch",
-            "endpoint": ENDPOINT,
+            "endpoint": endpoint,
             "errors": None,
             "input_file_id": fid,
             "completion_window": "24h",
@@ -223,7 +227,7 @@ class FakeBatches:
         if b["status"] != "in_progress" or time.monotonic() - self._created_mono[bid] < self.batch_delay_s:
             return b
         b["status"] = "finalizing"  # a concurrent read sees it under way, never runs it twice
-        lines = self._check_input(self.contents[b["input_file_id"]])
+        lines = self._check_input(self.contents[b["input_file_id"]], b["endpoint"])
         assert isinstance(lines, list)
         out: list[dict] = []
         err: list[dict] = []
@@ -239,7 +243,7 @@ class FakeBatches:
                     }
                 )
                 continue
-            status, data = await self.respond(json.dumps(item["body"]).encode(), bid)
+            status, data = await self.respond(json.dumps(item["body"]).encode(), bid, b["endpoint"])
             line = {
                 "id": rid,
                 "custom_id": item["custom_id"],

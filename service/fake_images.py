@@ -127,14 +127,18 @@ def _error(status: int, message: str) -> JSONResponse:
 async def images_generations(provider: Any, request: Request) -> Response:
     """``POST /v1/images/generations`` of ``provider`` (a :class:`service.fake_provider.FakeProvider`):
     ``n`` PNGs (1 to ``MAX_IMAGES``, default 1) as ``b64_json``, each distinct."""
-    from starlette.responses import JSONResponse
-
     provider.stats["requests"] += 1
     denied = provider._check_auth(request) or provider._over_quota()
     if denied is not None:
         provider.stats["errors"] += 1
         return denied
-    raw = await request.body()
+    return await image_answer(provider, await request.body())
+
+
+async def image_answer(provider: Any, raw: bytes, batch_id: str | None = None) -> Response:
+    """The images of one request body (the route's, or a batch line's with its ``batch_id``)."""
+    from starlette.responses import JSONResponse
+
     try:
         body = json.loads(raw)
     except ValueError:
@@ -168,7 +172,8 @@ async def images_generations(provider: Any, request: Request) -> Response:
         data.append({"b64_json": base64.b64encode(png).decode()})
         markers.append(marker[7:-2])
     if len(provider.requests) < 1_000_000:
-        provider.requests.append(
-            {"model": model, "kind": "image", "prompt": prompt, "marker": markers[0], "n": n, "markers": markers}
-        )
+        entry = {"model": model, "kind": "image", "prompt": prompt, "marker": markers[0], "n": n, "markers": markers}
+        if batch_id is not None:
+            entry["batch"] = batch_id
+        provider.requests.append(entry)
     return JSONResponse({"created": int(time.time()), "data": data})

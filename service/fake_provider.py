@@ -61,7 +61,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
-from .fake_images import content_text, images_generations
+from .fake_images import content_text, image_answer, images_generations
 
 if TYPE_CHECKING:  # fastapi is imported lazily: the CLI imports this module to register
     from fastapi import FastAPI, Request
@@ -206,11 +206,26 @@ class FakeProvider:
 
     def judge(self, request_text: str, verdicts: dict[str, str] | None = None) -> str:
         """A verdict from the first two markers of ``request_text`` (answer A's, then answer B's)."""
+        return self.judge_with_probabilities(request_text, verdicts)[0]
+
+    def _qualities(self, request_text: str) -> list[tuple[str, float]]:
+        return [(m.group(1), q) for m in _MARKER.finditer(request_text) if (q := self.unseal(m.group(1))) is not None]
+
+    def judge_with_probabilities(
+        self, request_text: str, verdicts: dict[str, str] | None = None
+    ) -> tuple[str, dict[str, float]]:
+        """:meth:`judge`'s verdict text and the judge's probability of each verdict key: with qualities
+        ``q_a``, ``q_b`` a tie 0.1 and the rest split in proportion ``q_a : q_b``, the strong key taking its
+        side's share when it is the verdict; no two readable markers: tie 0.6, a and b 0.2 each."""
         table = {**DEFAULT_VERDICTS, **(verdicts or {})}
-        marks = [(m.group(1), q) for m in _MARKER.finditer(request_text) if (q := self.unseal(m.group(1))) is not None]
+        marks = self._qualities(request_text)
         if len(marks) < 2:
-            return f"Fewer than two answers carry a readable marker; calling it even.\n\n{table['tie']}"
+            probs = {"a": 0.2, "b": 0.2, "tie": 0.6}
+            return f"Fewer than two answers carry a readable marker; calling it even.\n\n{table['tie']}", probs
         (ta, qa), (tb, qb) = marks[0], marks[1]
+        total = qa + qb
+        pa = 0.5 if total <= 0 else qa / total
+        probs = {"a": 0.9 * pa, "b": 0.9 * (1.0 - pa), "tie": 0.1}
         if self.judge_mode == "strict" or qa == qb:
             side = "a" if qa > qb else "b" if qb > qa else "tie"
         else:
@@ -222,8 +237,9 @@ class FakeProvider:
         if side != "tie":
             win, lose = (qa, qb) if side == "a" else (qb, qa)
             if win >= 2 * lose and f"{side}_strong" in table:
+                probs[f"{side}_strong"] = probs.pop(side)
                 side = f"{side}_strong"
-        return f"Judged from the answers' quality markers.\n\n{table[side]}"
+        return f"Judged from the answers' quality markers.\n\n{table[side]}", probs
 
     def _check_auth(self, request: Request) -> JSONResponse | None:
         if self._api_key is None:
@@ -273,6 +289,7 @@ class FakeProvider:
         if body.get("stream"):
             return _error(400, "streaming is not supported by the fake provider")
         self.seen.add(model)
+        logprobs: dict[str, Any] | None = None
 
         fault = await self._fault(model, raw)
         if fault is not None:
@@ -293,8 +310,12 @@ class FakeProvider:
             ):
                 return _error(400, f"'fake_verdicts' must be an object of strings with keys among {VERDICT_KEYS}")
             self.stats["judgements"] += 1
-            text = self.judge(all_text, verdicts)
+            text, probs = self.judge_with_probabilities(all_text, verdicts)
             finish = "stop"
+            if body.get("logprobs") is True:
+                logprobs = judge_logprobs(
+                    text, probs, {**DEFAULT_VERDICTS, **(verdicts or {})}, body.get("top_logprobs")
+                )
         else:
             self.stats["answers"] += 1
             text = self.answer(model, prompt) + self._bomb(model)
@@ -328,7 +349,14 @@ class FakeProvider:
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish,
+                        "logprobs": logprobs,
+                    }
+                ],
                 "usage": {"prompt_tokens": pt, "completion_tokens": reported, "total_tokens": pt + ct},
             }
         )
@@ -385,6 +413,33 @@ class FakeProvider:
 _USAGE = re.compile(r"usage-(.+)$")
 
 
+_TOKENS = re.compile(r"\[\[|\]\]|[^\[\]]+")
+
+
+def judge_logprobs(text: str, probs: dict[str, float], table: dict[str, str], top: Any) -> dict[str, Any]:
+    """A judge reply's ``choices[0].logprobs`` in OpenAI's shape (``content``: per token ``token``,
+    ``logprob``, ``bytes`` and ``top_logprobs``): the reply cut at ``[[`` and ``]]``, so a verdict
+    ``[[X]]`` has the token ``X``, whose alternatives are the labels of the verdict table with the
+    judge's probabilities (:meth:`FakeProvider.judge_with_probabilities`), at most ``top`` of them
+    (``top_logprobs``; 0 or absent: none); every other token is certain."""
+    n = top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
+    labels: dict[str, float] = {}
+    for key, p in probs.items():
+        inner = re.fullmatch(r"\[\[(.+)\]\]", table.get(key, ""))
+        if inner and p > 0:
+            labels[inner.group(1)] = labels.get(inner.group(1), 0.0) + p
+    content = []
+    for tok in _TOKENS.findall(text):
+        if tok in labels:
+            alts = sorted(labels.items(), key=lambda kv: -kv[1])
+            lp = math.log(labels[tok])
+        else:
+            alts, lp = [(tok, 1.0)], 0.0
+        top_alts = [{"token": t, "logprob": math.log(p), "bytes": list(t.encode())} for t, p in alts[:n]]
+        content.append({"token": tok, "logprob": lp, "bytes": list(tok.encode()), "top_logprobs": top_alts})
+    return {"content": content, "refusal": None}
+
+
 def reported_usage(model: str, counted: int) -> Any:
     """The completion tokens a ``usage-<figure>`` model reports (a JSON number when ``<figure>``
     parses as a finite one, else the text), or ``counted``."""
@@ -424,9 +479,12 @@ def create_fake_provider_app(qualities: dict[str, float] | None = None, **option
     app = FastAPI(title="llmduel fake provider", version="1", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.provider = provider
 
-    async def batch_line(raw: bytes, batch_id: str) -> tuple[int, Any]:
+    async def batch_line(raw: bytes, batch_id: str, endpoint: str) -> tuple[int, Any]:
         provider.stats["requests"] += 1
-        resp = await provider.respond(raw, batch_id)
+        if endpoint == "/v1/images/generations":
+            resp = await image_answer(provider, raw, batch_id)
+        else:
+            resp = await provider.respond(raw, batch_id)
         return resp.status_code, json.loads(bytes(resp.body))
 
     batches = FakeBatches(batch_line, seed=options.get("seed", 0), **batch_options)

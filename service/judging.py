@@ -292,6 +292,14 @@ class LLMJudgeConfig(_Config):
         description="How both orders combine (scores of the answer shown as A): consistent = the mean when "
         "both favour the same answer (or both say tie), else a tie; mean = the mean of the two scores.",
     )
+    verdict_probabilities: Annotated[bool, BeforeValidator(strict_bool)] = Field(
+        False,
+        description="Score each call's verdict by the judge model's probabilities of the verdict labels: the "
+        "request asks for log probabilities (openai: logprobs and top_logprobs; gemini: responseLogprobs and "
+        "logprobs), and the score is the labels' scores weighted by their probabilities at the verdict token, "
+        "renormalised over the labels. A provider that returns none (anthropic), or a label that is not one "
+        "token: the bare label's score, as without this option.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -494,7 +502,20 @@ def judge_json(cfg: AnyJudgeConfig) -> dict[str, Any]:
     out = cfg.model_dump(mode="json")
     if out.get("kind") == JudgeKind.HUMAN and out.get("guidelines") is None:
         out.pop("guidelines", None)
+    _drop_default_probabilities(out)
     return out
+
+
+def _drop_default_probabilities(judge: dict[str, Any]) -> None:
+    """An LLM judge without ``verdict_probabilities`` is stored as before the option existed (its own
+    config, a jury's jurors, a hybrid's automatic judge)."""
+    if judge.get("verdict_probabilities") is False:
+        judge.pop("verdict_probabilities")
+    for j in judge.get("judges") or []:
+        if isinstance(j, dict):
+            _drop_default_probabilities(j)
+    if isinstance(judge.get("llm"), dict):
+        _drop_default_probabilities(judge["llm"])
 
 
 def validate_judge_config(cfg: Any, n_models: int | None = None) -> dict[str, Any]:
@@ -536,10 +557,24 @@ def build_judge(
     return _llm_judge(cfg, model_names, tie_policy, http, options)
 
 
+#: What a judge with ``verdict_probabilities`` adds to its client's params, per provider (Anthropic's
+#: Messages API returns no log probabilities: nothing to ask, the verdict is scored by its label).
+#: OpenAI "Create chat completion": ``logprobs``, ``top_logprobs`` (0 to 20); Gemini ``GenerationConfig``:
+#: ``responseLogprobs``, ``logprobs`` (the number of top candidates per step).
+LOGPROB_TOP = 5
+LOGPROB_PARAMS: dict[str, dict[str, Any]] = {
+    "openai": {"logprobs": True, "top_logprobs": LOGPROB_TOP},
+    "gemini": {"responseLogprobs": True, "logprobs": LOGPROB_TOP},
+}
+
+
 def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, http: Any, options: dict) -> LLMJudge:
     client_cfg = cfg.client
     if cfg.system_prompt is not None:
         client_cfg = client_cfg.model_copy(update={"system": cfg.system_prompt})
+    if cfg.verdict_probabilities:  # ask for the verdict tokens' log probabilities (a key the config sets wins)
+        ask = LOGPROB_PARAMS.get(client_cfg.kind, {})
+        client_cfg = client_cfg.model_copy(update={"params": {**ask, **client_cfg.params}})
     options = dict(options)
     images = options.pop("images", None)  # a loader of blind copies: the judge sees the images it is shown
     client: Any = build_client(client_cfg, model_name="judge", fixed_cost=cfg.cost, http=http, **options)
@@ -555,4 +590,5 @@ def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, htt
         template=cfg.template(),
         verdict=cfg.verdict_rule(),
         combine=cfg.combine,
+        probabilities=cfg.verdict_probabilities,
     )

@@ -440,6 +440,19 @@ class Annotator(Base):
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
+class AnnotatorRequestBucket(Base):
+    """One annotator's request limit, shared by every process (service/api/annotator_limits.py):
+    the tokens left in its bucket at ``at`` (seconds since the epoch, the database's clock)."""
+
+    __tablename__ = "annotator_request_buckets"
+
+    annotator_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("annotators.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    tokens: Mapped[float] = mapped_column(Float)
+    at: Mapped[float] = mapped_column(Float)
+
+
 class DashboardLogin(Base):
     """One sign-in through the ``/login`` form: its cookie's SHA-256, expiry and revocation
     (service/web/logins.py). ``key_id`` ties it to the admin key it was made with."""

@@ -187,15 +187,23 @@ async def test_bad_batch_settings_are_a_422(api, fake):
     assert r.status_code == 422 and "answers: reuse" in r.text
 
 
-def _provider_inputs(app, prefix: str) -> list[list[str]]:
-    """The bodies each of the campaign's batches at the provider asked for (one list per batch)."""
+def _provider_inputs(base: str, prefix: str) -> list[list[str]]:
+    """The bodies each of the campaign's batches at the provider asked for (one list per batch), read as a
+    client reads them: the provider's list of batches (``GET /v1/batches``, every page) and each one's input
+    file (``GET /v1/files/{id}/content``)."""
     import json
 
-    out = []
-    for b in batches_of(app, prefix):
-        text = app.state.batches.contents[b["input_file_id"]].decode()
-        out.append([json.dumps(json.loads(line)["body"], sort_keys=True) for line in text.splitlines() if line])
-    return out
+    out, after = [], None
+    with httpx.Client(base_url=base, timeout=30) as http:
+        while True:
+            page = http.get("/batches", params={"limit": 100, **({"after": after} if after else {})}).json()
+            for b in page["data"]:
+                if b["metadata"].get("llmduel_key", "").startswith(prefix):
+                    text = http.get(f"/files/{b['input_file_id']}/content").text
+                    out.append([json.dumps(json.loads(x)["body"], sort_keys=True) for x in text.splitlines() if x])
+            if not page["has_more"] or not page["data"]:
+                return out
+            after = page["data"][-1]["id"]
 
 
 async def test_stopping_cancels_the_open_batches(db_url):
@@ -294,6 +302,7 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
                 assert time.monotonic() < deadline, ("the charges do not match the answered requests", sent, paid)
                 time.sleep(0.1)
         assert "Traceback" not in second.log()
+        inputs = _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-")  # the provider's list of batches
     finally:
         stop_live_server(server)
         stop_live_server(second)
@@ -315,7 +324,6 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
         b["id"] for b in batches_of(provider_app, f"llmduel-{cid}-")
     )
     assert all(b["status"] == "completed" for b in batches_of(provider_app, f"llmduel-{cid}-"))
-    inputs = _provider_inputs(provider_app, f"llmduel-{cid}-")
     assert len(inputs) > killed_with  # the run went on after the restart
     asked = Counter(b for batch in inputs for b in batch)
     assert max(asked.values()) == 1, "a request was sent in two batches"  # answers and verdicts are reused
@@ -583,6 +591,224 @@ async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_
             duels = await all_duels(api, cid)
             paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
             assert sent["answer"] == paid["model"] > 0, (sent, paid)
+            assert not [d for d in duels if d["status"] in ("calling", "pending")]
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+
+
+async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batches(db_url, fake):
+    """Each call of a round first claims its answer in the store (a database transaction); on a database that
+    serializes them slowly (as SQLite's write lock does under load), the calls reach the batch one by one,
+    further apart than the collector's settle time: they still go out as one batch per model and phase."""
+    import threading
+
+    from service.app import create_app
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    calls = app.state.campaigns.calls
+    claim, lock, slowed = calls.claim_tx, threading.Lock(), Counter()
+
+    def slow_claim(*args):
+        with lock:  # one at a time, each slower than the collector's settle time
+            if slowed["claims"] < 12:
+                slowed["claims"] += 1
+                time.sleep(0.15)
+            return claim(*args)
+
+    calls.claim_tx = slow_claim
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "slow store", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid))
+            assert view["status"] == "certified", view["run"]
+            assert slowed["claims"] == 12
+            per_phase: dict[tuple[int, str], list[str]] = {}
+            for j in runs.batch_jobs.jobs_tx(cid):
+                per_phase.setdefault((j["round"], j["phase"]), []).append(j["client"]["model"])
+            assert (1, "answers") in per_phase
+            # no request failed (no batch sent again): one batch per model in every phase of every round
+            for phase, models in per_phase.items():
+                assert len(models) == len(set(models)), (phase, Counter(models))
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+
+
+def _human_spec(base: str, name: str, batch: dict) -> dict:
+    spec = body(base, name, batch, judge={"kind": "human"})
+    spec.pop("verdicts")
+    return spec
+
+
+async def test_stopping_a_human_campaign_cancels_its_open_pre_generation_batches(db_url):
+    from service.app import create_app
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="pregen-stop", batch_delay_s=3600.0)
+    server = ThreadedServer(provider_app)
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = _human_spec(server.url + "/v1", "pregen stop", {"round_size": 6, "poll_seconds": 0.02})
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+            assert (
+                await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+            ).status_code == 201
+            deadline = time.monotonic() + 30
+            while len(batches_of(provider_app, f"llmduel-{cid}-")) < 4:  # one per model, each still running
+                assert time.monotonic() < deadline, "no pre-generation batches"
+                await asyncio.sleep(0.02)
+            assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+            jobs, pregen = app.state.campaigns.runs.batch_jobs, app.state.campaigns.pregen
+            while cid in pregen.busy:
+                assert time.monotonic() < deadline, "the pre-generation did not end with the campaign"
+                await asyncio.sleep(0.02)
+            assert {b["status"] for b in batches_of(provider_app, f"llmduel-{cid}-")} == {"cancelled"}
+            assert {j["status"] for j in jobs.jobs_tx(cid)} == {"cancelled"}
+            assert len(provider_app.state.provider.requests) == 2  # the first duel's own answers; no batch answered
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_sends_nothing_twice(db_url, tmp_path):
+    """A human campaign's answers bought in batches for its annotators: the server is killed while the batches
+    run; the restarted server finds them by their record, collects them and stores and charges their answers,
+    and the next duel takes its answers from the store: the provider's list of batches shows each request once,
+    and no answer is asked for twice."""
+    from service.campaigns.batch_jobs import BatchJobs
+    from service.db import Database
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="pregen-kill", batch_delay_s=3600.0)
+    provider = ThreadedServer(provider_app)
+    env = {"LLMDUEL_RUN_LEASE_SECONDS": "2", "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5"}
+    spec = _human_spec(provider.url + "/v1", "pregen kill", {"round_size": 6, "poll_seconds": 0.1})
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the second starts beside the first (see above)
+        starting = [
+            pool.submit(start_live_server, db_url, tmp_path / f"{name}.log", extra_env=env)
+            for name in ("first", "second")
+        ]
+        try:
+            server, second = (f.result() for f in starting)
+        except BaseException:
+            for f in starting:
+                if f.exception() is None:
+                    stop_live_server(f.result())
+            raise
+    db = Database(db_url)
+    try:
+        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
+            cid = api.post("/v1/campaigns", json=spec).json()["id"]
+            token = api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"}).json()["token"]
+            who = {"Authorization": f"Bearer {token}"}
+            first = api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert first.status_code == 201, first.text
+            deadline = time.monotonic() + 30
+            while len(batches_of(provider_app, f"llmduel-{cid}-")) < 4:  # one per model, submitted, still running
+                assert time.monotonic() < deadline, "no pre-generation batches"
+                time.sleep(0.01)
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=10)
+        direct = list(provider_app.state.provider.requests)
+        assert len(direct) == 2  # the first duel's own answers; the batches had answered nothing
+        provider_app.state.batches.batch_delay_s = 0.0
+        jobs = BatchJobs(db, "test")
+        deadline = time.monotonic() + 60
+        while {j["status"] for j in jobs.jobs_tx(cid)} != {"collected"}:  # adopted by the second server
+            assert time.monotonic() < deadline, jobs.jobs_tx(cid)
+            time.sleep(0.1)
+        with httpx.Client(base_url=second.url, headers=ADMIN, timeout=30) as api:
+            assert (
+                api.post(f"/v1/duels/{first.json()['id']}/vote", headers=who, json={"choice": "a"}).status_code == 200
+            )
+            nxt = api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert nxt.status_code == 201, nxt.text
+            asked = provider_app.state.provider.requests
+            assert [e for e in asked if "batch" not in e] == direct  # the next duel's answers came from the store
+            # every (model, prompt) answered once, by a batch or directly; each request in one batch only
+            assert max(Counter((e["model"], e["prompt"]) for e in asked).values()) == 1
+            assert (
+                max(
+                    Counter(
+                        b for batch in _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-") for b in batch
+                    ).values()
+                )
+                == 1
+            )
+            # every answer the provider gave is charged once: list price for the direct calls, batch price for
+            # the batched ones (the second server may be pre-generating more: wait until it is all charged)
+            while True:
+                asked = list(provider_app.state.provider.requests)
+                tokens = [
+                    sum(e["prompt_tokens"] + e["completion_tokens"] for e in asked if ("batch" in e) == b)
+                    for b in (0, 1)
+                ]
+                spend = api.get(f"/v1/campaigns/{cid}").json()["spend"]
+                if spend == pytest.approx(tokens[0] * 2e-6 + tokens[1] * 1e-6, abs=1e-7):
+                    break
+                assert time.monotonic() < deadline, (spend, tokens)
+                time.sleep(0.1)
+        assert "Traceback" not in second.log()
+    finally:
+        db.dispose()
+        stop_live_server(server)
+        stop_live_server(second)
+        provider.stop()
+
+
+async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_before_a_round_it_cannot_start(db_url, fake):
+    """A round reserves each duel's worst case before anything is sent: with a budget of 2.5 duels' worst case
+    and rounds of 8, the first round sends 2 duels; the campaign goes on while the budget holds a duel and ends
+    (budget_exhausted) at the first round that cannot reserve one, before that round sends anything; the spend
+    never passes the budget."""
+    from sqlalchemy import select
+
+    from service.app import create_app
+    from service.models import Campaign
+    from service.money.reserve import reserve_duel_nusd
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(base, "part of a round", {"round_size": 8, "poll_seconds": 0.02})
+            # a judge call's bound capped near its real cost (else the bound of its input, answers of up to
+            # MAX_ANSWER_BYTES, is thousands of times what it costs, and no budget of a few bounds runs out)
+            spec["judge"]["client"]["max_cost_per_query"] = 0.0005
+            probe = (await api.post("/v1/campaigns", json={**spec, "budget": 1000.0})).json()["id"]
+            with app.state.db.read() as s:
+                c = s.execute(select(Campaign).where(Campaign.id == probe)).scalar_one()
+                models, judge = c.models, c.judge
+            worst = max(
+                reserve_duel_nusd(models, i, j, judge, p, 0, 0)
+                for p in spec["prompts"]
+                for i in range(4)
+                for j in range(4)
+                if i != j
+            )
+            budget = 2.5 * worst / 1e9
+            cid = (await api.post("/v1/campaigns", json={**spec, "budget": budget})).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
+            assert view["status"] == "budget_exhausted", (view["run"], view["spend"], budget, view["duels_created"])
+            assert 0 < view["spend"] <= budget
+            jobs = runs.batch_jobs.jobs_tx(cid)
+            duels_of = lambda k: {r["duel_id"] for j in jobs if j["round"] == k for r in j["requests"]}  # noqa: E731
+            assert len(duels_of(1)) == 2  # the third duel of round 1 could not reserve its worst case
+            # the last round counted could reserve no duel: it sent nothing
+            assert max(j["round"] for j in jobs) < view["batch"]["rounds"]
+            duels = await all_duels(api, cid)
+            assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
             assert not [d for d in duels if d["status"] in ("calling", "pending")]
     finally:
         await app.state.campaigns.aclose()

@@ -5,7 +5,7 @@ campaigns, stale duels, the duel cap, the budget and pre-generation holds, backg
 runs, the annotator's own duels, reuse, the without-replacement order, certification,
 judge charges and provider faults. The transactions that apply these decisions are
 guarded by the end-to-end tests (tests/test_fastpath.py and the others named in
-docs/architecture.md, *The vote cycle*).
+docs/architecture.md, *The duel*).
 """
 
 from __future__ import annotations
@@ -216,6 +216,21 @@ def test_the_duel_status_after_its_answers():
     assert answers.after_answers(calling, ORPHAN_REQUESTER, "boom") == (DuelStatus.EXPIRED, None, False)
     assert answers.after_answers(DuelStatus.CANCELLED, "admin", None) == (DuelStatus.CANCELLED, None, False)
     assert "0.5 USD not charged" in answers.late_error(500_000_000)
+
+
+def test_answers_after_the_end_are_marked_late_and_a_fault_pauses_only_a_running_campaign():
+    p = plan_of([model("m0"), model("m1")])
+    results = {0: Completion("x", 1, 1, 0.001, 0.1), 1: Completion("y", 1, 1, 1e6, 0.1)}
+    charges, _, fields, _, faults = answers.settle_answers(p, results, NOW, ())
+    charges, fields = answers.marked_late(charges, fields)
+    assert charges and all(ch["detail"]["late"] for ch in charges)
+    assert fields["completion_a"]["late"] and fields["completion_b"]["late"]
+    assert answers.marked_late([], {"completion_a": None}) == ([], {"completion_a": None})  # a failure: nothing
+    pause = answers.fault_pause(faults, CampaignStatus.RUNNING)
+    assert pause is not None and pause.status == CampaignStatus.STOPPED and pause.limit == "provider"
+    assert "m1" in pause.reason
+    assert answers.fault_pause(faults, CampaignStatus.CERTIFIED) is None  # already ended: stays as it is
+    assert answers.fault_pause({}, CampaignStatus.RUNNING) is None
 
 
 # ---------------------------------------------------------------- record a verdict

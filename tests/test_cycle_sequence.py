@@ -1,5 +1,5 @@
-"""The vote cycle has one plan sequence and one verdict sequence (service/cycle/plan.py,
-verdict.py), whatever the caller, the case and the driver.
+"""The vote cycle has one plan sequence, one answers sequence and one verdict sequence
+(service/cycle/plan.py, answers.py, verdict.py), whatever the caller, the case and the driver.
 
 Structure: no module outside the sequences' package inserts a duel or plans one, and
 the ORM transactions they replaced do not come back. Behaviour, through the REST API on
@@ -48,6 +48,11 @@ def test_the_replaced_orm_transactions_stay_gone():
         if re.search(r"\bdef (plan_duel_tx|_plan_locked|_record_vote_tx)\b|\bdecide_vote\b", text)
     ]
     assert callers == [], callers
+    # the answers are a sequence on a driver too (answers.decide_answers): no ORM transaction of the cycle's
+    stages = ("orchestration", "plan", "answers", "verdict", "sync_driver", "pg_driver")
+    texts = {name: (SERVICE / "cycle" / f"{name}.py").read_text() for name in stages}
+    orm = [name for name, text in texts.items() if re.search(r"\.lock_campaign\(|\bs\.get\(Duel\b", text)]
+    assert orm == [] and "async def decide_answers(" in (SERVICE / "cycle" / "answers.py").read_text(), orm
 
 
 async def test_the_verdict_that_ends_the_campaign_cancels_the_duels_in_flight(api):

@@ -190,3 +190,25 @@ async def test_ranking_counts_what_the_certificate_counts_and_ranks_each_categor
             assert float(r["ci_low"]) <= float(r["win_rate"]) <= float(r["ci_high"])
     # the two categories split the counted duels
     assert sum(int(r["duels"]) for r in rows) == sum(r["duels"] for r in ranking)
+
+
+async def test_ranking_pages_match_the_export(api):
+    """GET /v1/campaigns/{id}/ranking: the export's rankings, a page at a time; a category's page; bad input 4xx."""
+    c = await certified_campaign(api)
+    files = (await api.get(f"/v1/campaigns/{c['id']}/export")).json()["files"]
+    ranking = json.loads(files["ranking.json"])
+    r = await api.get(f"/v1/campaigns/{c['id']}/ranking", params={"bootstrap": "true"})
+    assert r.status_code == 200, r.text
+    page = r.json()
+    assert page["total"] == 3 and page["rows"] == ranking and page["category"] is None
+    assert {x["category"] for x in page["categories"]} == {"odd", "even"}
+    plain = (await api.get(f"/v1/campaigns/{c['id']}/ranking", params={"offset": 1, "limit": 1})).json()
+    assert plain["total"] == 3 and len(plain["rows"]) == 1
+    assert plain["rows"][0]["model"] == ranking[1]["model"] and plain["rows"][0]["ci_low"] == ranking[1]["ci_low"]
+    assert plain["rows"][0]["bootstrap_low"] is None  # not resampled unless asked for
+    odd = (await api.get(f"/v1/campaigns/{c['id']}/ranking", params={"category": "odd", "limit": 2})).json()
+    by_cat = [row for row in csv.DictReader(io.StringIO(files["ranking_by_category.csv"])) if row["category"] == "odd"]
+    assert odd["total"] == len(by_cat) == 3 and [x["model"] for x in odd["rows"]] == [x["model"] for x in by_cat[:2]]
+    assert (await api.get(f"/v1/campaigns/{c['id']}/ranking", params={"category": "nope"})).status_code == 404
+    assert (await api.get(f"/v1/campaigns/{c['id']}/ranking", params={"limit": 0})).status_code == 422
+    assert (await api.get("/v1/campaigns/999999/ranking")).status_code == 404

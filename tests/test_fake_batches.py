@@ -181,3 +181,28 @@ def test_multipart_parser_and_cli_flags():
         create_fake_provider_app({}, batch_failure_rate=1.5)
     with pytest.raises(ValueError):
         create_fake_provider_app({}, batch_delay_s=float("nan"))
+
+
+async def test_an_images_batch_answers_each_line_as_the_images_route_does(fake):
+    """``endpoint: /v1/images/generations`` (OpenAI's Batch API takes it): each line is answered by the images
+    route (a PNG as b64_json), listed with its batch; a line whose url is not the batch's endpoint is a 400."""
+    http, app = fake
+    images = "/v1/images/generations"
+    lines = [
+        {"custom_id": f"i{n}", "method": "POST", "url": images, "body": {"model": "good", "prompt": f"a fox {n}"}}
+        for n in range(3)
+    ]
+    f = await upload(http, lines)
+    body = {"input_file_id": f["id"], "endpoint": images, "completion_window": "24h"}
+    b = (await http.post(f"{BASE}/batches", json=body)).json()
+    assert b["endpoint"] == images
+    done = (await http.get(f"{BASE}/batches/{b['id']}")).json()
+    assert done["status"] == "completed" and done["request_counts"]["completed"] == 3
+    out = jsonl((await http.get(f"{BASE}/files/{done['output_file_id']}/content")).text)
+    assert {x["custom_id"] for x in out} == {"i0", "i1", "i2"}
+    assert all(x["response"]["body"]["data"][0]["b64_json"] for x in out)
+    asked = app.state.provider.requests
+    assert [q["kind"] for q in asked] == ["image"] * 3 and {q["batch"] for q in asked} == {b["id"]}
+    mixed = await upload(http, [lines[0], line("c", "good", "q")])  # one endpoint per batch
+    r = await http.post(f"{BASE}/batches", json={**body, "input_file_id": mixed["id"]})
+    assert r.status_code == 400 and images in r.json()["error"]["message"]

@@ -160,3 +160,42 @@ def test_campaign_files_with_a_refused_hybrid_exit_2(service, tmp_path, extra, w
     r = _llmduel(service, "campaign", "create", str(camp), "--no-run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "algorithm  dctas-pc-hybrid" in r.stdout and "humans     0 votes, human_rate 0.3" in r.stdout
+
+
+def test_a_hybrid_judge_with_verdict_probabilities_scores_duels_by_the_fake_judges_logprobs(
+    service, fake_provider, db_url
+):
+    """``verdict_probabilities``: the fake provider's judge returns top_logprobs, every automatic verdict's
+    score is the probability-weighted label score (never a bare 0, 1/2 or 1 here), the policy records it
+    as the judge score, and the replay is exact."""
+    tag = f"p{time.monotonic_ns()}"
+    prompts = [f"Probability question {n}." for n in range(12)]
+    body = _body(fake_provider, tag, prompts, budget=100.0)
+    llm = {**body["judge"], "verdict_probabilities": True}
+    body["judge"] = {"kind": "hybrid", "llm": llm, "human": {"fee_per_vote": FEE}, "human_rate": 0.01}
+    body["prompt_sampling"] = "auto"
+    with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
+        r = client.post("/v1/campaigns", json=body)
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        assert client.get(f"/v1/campaigns/{cid}").json()["judge"]["llm"]["verdict_probabilities"] is True
+        r = client.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2, "max_duels": 16})
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the run's 16 duels are done (the campaign keeps running)
+            view = client.get(f"/v1/campaigns/{cid}").json()
+            if view["duels_counted"] >= 16 and not view["run"]["active"] and view["pending"] == 0:
+                break
+            time.sleep(0.2)
+        assert view["duels_counted"] >= 16, view["run"]
+        duels = all_duels_sync(client, cid)
+        replay = client.get(f"/v1/campaigns/{cid}/replay").json()
+        assert replay["ok"], replay
+    scored = [d for d in duels if (d.get("judge") or {}).get("hybrid")]
+    assert len(scored) >= 16
+    for d in scored:
+        calls = d["judge"]["calls"]
+        assert [c["score_from"] for c in calls] == ["logprobs", "logprobs"], calls
+        J = d["judge"]["hybrid"]["judge_score"]
+        assert J not in (0.0, 0.5, 1.0) and 0.0 < J < 1.0
+    _replay_ok(db_url, cid)

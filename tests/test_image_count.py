@@ -164,3 +164,82 @@ async def test_two_duels_never_take_the_same_spare(api):
     again = spares.take_spare(db, mkey, phash)
     assert again is not None and again.id == taken[0].id and again.text == taken[0].text
     assert stores.model_key(model) == mkey and to_nusd(0.0) == 0
+
+
+async def test_a_failed_duel_keeps_its_images_for_later_duels_of_any_campaign(api, fake):
+    """The other model failed: nobody saw the paid call's images, so all three stay spares (a spare
+    taken by a failed duel is given back), and another campaign with the same model takes them."""
+    broken = _model("broken", "spares-fault-500-q2", 0.02)
+    broken["client"]["max_attempts"] = 1
+    first = _body("spares", models=[_model("painter", "spares-paint-q4", 0.04), broken])
+    r = await api.post("/v1/campaigns", json=first)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(2):
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "failed", d.text
+    assert len(_calls(fake, "spares")["spares-paint-q4"]) == 1  # the second duel took a spare, then gave it back
+    paying = [
+        ch
+        for d in await all_duels(api, cid)
+        for ch in d["charges"]
+        if ch["kind"] == "model" and ch["model_index"] == 0 and ch["amount"]
+    ]
+    assert len(paying) == 1 and paying[0]["amount"] == pytest.approx(0.12)
+
+    second = _body(
+        "spares2", models=[_model("painter", "spares-paint-q4", 0.04), _model("other", "spares-mid-q2", 0.02)]
+    )
+    r = await api.post("/v1/campaigns", json=second)
+    cid2 = r.json()["id"]
+    for _ in range(3):
+        d = await api.post(f"/v1/campaigns/{cid2}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    assert len(_calls(fake, "spares")["spares-paint-q4"]) == 1  # all three duels drew the first campaign's images
+    duels = await all_duels(api, cid2)
+    reused = [ch for d in duels for ch in d["charges"] if ch["kind"] == "model" and ch["model_index"] == 0]
+    assert len(reused) == 3 and all(ch["amount"] == 0 and ch["reuses_charge_id"] == paying[0]["id"] for ch in reused)
+    shown = {d["answer_a"] if d["model_a_name"] == "painter" else d["answer_b"] for d in duels}
+    assert len(shown) == 3
+    assert (await api.get(f"/v1/campaigns/{cid2}/replay")).json()["ok"] is True
+
+
+async def test_the_images_client_asks_for_n_reads_at_most_n_and_charges_per_image():
+    import base64
+    import io
+    import json as jsonlib
+
+    import httpx
+    import respx
+    from PIL import Image
+
+    from service.clients import build_client, parse_client_config
+    from service.clients.config import images_per_call
+
+    def png(v: int) -> str:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), (v, v, v)).save(out, format="PNG")
+        return base64.b64encode(out.getvalue()).decode()
+
+    raw = {"kind": "openai", "base_url": "http://img.test/v1", "model": "gpt-image-1", "params": {"n": 3}}
+    with pytest.raises(ValueError, match="params.n"):
+        parse_client_config(raw)  # a text client refuses n
+    cfg = parse_client_config(raw, output="image")
+    assert cfg.params["n"] == 3 and images_per_call(raw) == 3
+    assert images_per_call({"kind": "gemini", "params": {"n": 3}}) == 1
+    client = build_client(cfg, model_name="m", fixed_cost=0.04, output="image")
+    bodies = []
+
+    def reply(request):
+        bodies.append(jsonlib.loads(request.content))
+        return httpx.Response(200, json={"data": [{"b64_json": png(v)} for v in (1, 2, 3, 4)]})  # one too many
+
+    with respx.mock() as mock:
+        mock.post("http://img.test/v1/images/generations").mock(side_effect=reply)
+        res = await client.complete("A fox.")
+    await client.aclose()
+    assert bodies == [{"model": "gpt-image-1", "prompt": "A fox.", "n": 3}]
+    assert len(res.more_images) == 2 and res.image is not None
+    assert res.cost == pytest.approx(0.12)  # three images at the price per image, not the fourth
+    names = [res.text] + [name for name, _ in res.more_images]
+    assert len(set(names)) == 3 and all(NAME.fullmatch(t) for t in names)

@@ -56,3 +56,21 @@ async def test_the_dashboard_shows_16_models_and_computes_its_figures_once_per_c
     assert len(made) == 1  # the second request reused the figures
     await api.post(f"/v1/campaigns/{cid}/duels")
     assert (await api.get(f"/campaigns/{cid}")).status_code == 200 and len(made) == 2
+
+
+async def test_the_dashboard_shows_each_categorys_leading_models_and_the_export_all(api):
+    prompts = [{"id": f"q{k}", "prompt": f"question {k}", "category": "odd" if k % 2 else "even"} for k in range(8)]
+    r = await api.post("/v1/campaigns", json=_body(14, prompts=prompts))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    for _ in range(60):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).json()["status"] == "judged"
+    html = (await api.get(f"/campaigns/{cid}")).text
+    section = html[html.index('id="category-ranking-section"') :]
+    section = section[: section.index("</section>")]
+    shown = section.count('<tr><td class="num">')
+    files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
+    exported = files["ranking_by_category.csv"].strip().splitlines()[1:]
+    per_cat = {cat: sum(1 for row in exported if row.startswith(cat + ",")) for cat in ("odd", "even")}
+    assert shown == sum(min(n, web_data.CATEGORY_ROWS) for n in per_cat.values()) < len(exported)
+    assert section.count('class="sub category-more"') == sum(n > web_data.CATEGORY_ROWS for n in per_cat.values()) > 0

@@ -1,7 +1,22 @@
 """Per-annotator request limits: each annotator token may make ``LLMDUEL_ANNOTATOR_REQUESTS_PER_MINUTE``
-API requests a minute in each worker process (a token bucket of that size, refilled evenly);
-beyond, 429 with ``Retry-After``. The admin key is not limited. The count lives in the process,
-so ``llmduel serve --workers N`` allows up to N times the figure in all."""
+requests a minute (a token bucket of that size, refilled evenly), API routes and voting-page
+routes alike; beyond, 429 with ``Retry-After``. The admin key is not limited.
+
+**Shared.** The bucket lives in the database (``annotator_request_buckets``, one row per
+annotator), so every worker process of ``llmduel serve --workers N`` and every host on one
+PostgreSQL database count against the one limit. Each request takes a token in one write
+transaction holding the annotator's row (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite
+serialises writers with ``BEGIN IMMEDIATE``), timed by the database's clock
+(:meth:`service.db.Database.clock`), so two processes cannot both take the last token and
+hosts whose clocks disagree share one refill.
+
+**Fast path.** A process remembers, per annotator, until when the shared bucket told it it
+would stay empty, and refuses locally until then without asking the database. It only ever
+refuses: a bucket refills at ``per_minute / 60`` tokens a second whatever other processes do,
+so no token can exist before that time, and the local path cannot admit a request the shared
+bucket would refuse. A flooding annotator costs one database write per refill interval per
+process, not one per request.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +24,86 @@ import math
 import time
 from typing import Callable
 
+import anyio
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from ..db import Database
+from ..models import AnnotatorRequestBucket
+
+MESSAGE = "too many requests from this annotator token (LLMDUEL_ANNOTATOR_REQUESTS_PER_MINUTE); retry later"
+
+
+def refill(tokens: float, last: float, now: float, capacity: float, rate: float) -> float:
+    """The bucket's tokens at ``now``, from ``tokens`` at ``last`` (a clock step back adds nothing)."""
+    return min(capacity, tokens + max(0.0, now - last) * rate)
+
 
 class AnnotatorRequestLimiter:
-    """One token bucket per annotator id: ``per_minute`` requests of burst, ``per_minute / 60`` a second."""
+    """One token bucket per annotator id in ``annotator_request_buckets``: ``per_minute``
+    requests of burst, ``per_minute / 60`` a second, shared by every process on the database."""
 
-    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        db: Database,
+        per_minute: int,
+        *,
+        clock: Callable[[], float] | None = None,
+        local_clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.db = db
         self.capacity = float(per_minute)
         self.rate = per_minute / 60.0
-        self.clock = clock
-        self._buckets: dict[int, tuple[float, float]] = {}  # annotator id -> (tokens, time)
+        self.clock = clock  # None: the database's clock (tests pass their own)
+        self.local_clock = local_clock
+        self._empty_until: dict[int, float] = {}  # annotator id -> local time before which its bucket is empty
+        self.asked = 0  # database transactions (tests)
 
     def take(self, annotator_id: int) -> float | None:
-        """Count one request: None when allowed, else the seconds until the next one is."""
-        now = self.clock()
-        tokens, last = self._buckets.get(annotator_id, (self.capacity, now))
-        tokens = min(self.capacity, tokens + (now - last) * self.rate)
-        if tokens < 1.0:
-            self._buckets[annotator_id] = (tokens, now)
-            return (1.0 - tokens) / self.rate
-        if len(self._buckets) > 100_000:  # bounded memory: full buckets carry no information
-            self._buckets = {k: v for k, v in self._buckets.items() if v[0] < self.capacity}
-        self._buckets[annotator_id] = (tokens - 1.0, now)
-        return None
+        """Count one request: None when allowed, else the seconds until the next one can be."""
+        here = self.local_clock()
+        until = self._empty_until.get(annotator_id)
+        if until is not None:
+            if here < until:
+                return until - here
+            del self._empty_until[annotator_id]
+        wait = self._take_shared(annotator_id)
+        if wait is not None:
+            if len(self._empty_until) > 100_000:  # bounded memory: forget the ones already past
+                self._empty_until = {k: v for k, v in self._empty_until.items() if v > here}
+            self._empty_until[annotator_id] = here + wait
+        return wait
+
+    async def take_async(self, annotator_id: int) -> float | None:
+        """:meth:`take` off the event loop when it must ask the database."""
+        until = self._empty_until.get(annotator_id)
+        if until is not None and self.local_clock() < until:
+            return until - self.local_clock()
+        return await anyio.to_thread.run_sync(self.take, annotator_id)
+
+    def _take_shared(self, annotator_id: int) -> float | None:
+        self.asked += 1
+        ins = pg_insert if self.db.engine.dialect.name == "postgresql" else sqlite_insert
+        with self.db.write() as s:
+            now = self.clock() if self.clock is not None else self.db.clock(s).timestamp()
+            s.execute(
+                ins(AnnotatorRequestBucket)
+                .values(annotator_id=annotator_id, tokens=self.capacity, at=now)
+                .on_conflict_do_nothing()
+            )
+            row = s.execute(
+                select(AnnotatorRequestBucket)
+                .where(AnnotatorRequestBucket.annotator_id == annotator_id)
+                .with_for_update()
+            ).scalar_one()
+            tokens = refill(float(row.tokens), float(row.at), now, self.capacity, self.rate)
+            row.at = max(now, float(row.at))
+            if tokens < 1.0:
+                row.tokens = tokens
+                return (1.0 - tokens) / self.rate
+            row.tokens = tokens - 1.0
+            return None
 
 
 def retry_after(seconds: float) -> str:

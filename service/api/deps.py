@@ -21,7 +21,7 @@ from ..campaigns.views import Views
 from ..container import Campaigns
 from ..cycle.orchestration import Cycle
 from ..cycle.runs import Runs
-from .annotator_limits import retry_after
+from .annotator_limits import MESSAGE, retry_after
 
 _bearer = HTTPBearer(auto_error=False, description="The admin key (LLMDUEL_API_KEY) or an annotator token.")
 
@@ -33,13 +33,9 @@ async def principal(
     # On the event loop: a cached annotator token needs no thread (an uncached one is looked up in one).
     p = await authenticate_async(request)
     if not p.admin and p.annotator_id is not None:
-        wait = request.app.state.annotator_limiter.take(p.annotator_id)
+        wait = await request.app.state.annotator_limiter.take_async(p.annotator_id)
         if wait is not None:
-            raise HTTPException(
-                429,
-                "too many requests from this annotator token (LLMDUEL_ANNOTATOR_REQUESTS_PER_MINUTE); retry later",
-                headers={"Retry-After": retry_after(wait)},
-            )
+            raise HTTPException(429, MESSAGE, headers={"Retry-After": retry_after(wait)})
     return p
 
 

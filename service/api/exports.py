@@ -5,13 +5,15 @@ service/campaigns/answer_import.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from .. import schemas
 from ..campaigns.answer_import import import_answers
+from ..campaigns.export_stream import buffered
 from .deps import Admin, CampaignsDep, ResultsDep
 from .routes import ERRORS, Id, _t
 
@@ -40,7 +42,44 @@ class ExportOut(BaseModel):
     summary="The campaign's results as files: certificate, battle log, preference matrix, ranking",
 )
 async def export_campaign(campaign_id: Id, results: ResultsDep, _: Admin):
-    return await _t(results.export, campaign_id)
+    # written as the log is read, a page of duels at a time (service/campaigns/export_stream.py)
+    pieces = await _t(results.export_stream, campaign_id)
+    return StreamingResponse(buffered(pieces), media_type="application/json")
+
+
+class RankingPageOut(BaseModel):
+    campaign_id: int
+    category: str | None = Field(description="The category of these rows; None: the whole campaign's ranking.")
+    categories: list[dict[str, Any]] = Field(
+        description="Every prompt category with counted duels: {category, duels} ((none): prompts without one)."
+    )
+    total: int = Field(description="Rows of the ranking (its models).")
+    offset: int
+    limit: int
+    rows: list[dict[str, Any]] = Field(
+        description="The rows of ranking.json (rank, model, win_rate, ci_low, ci_high (anytime-valid, every model "
+        "at once), bootstrap_low, bootstrap_high (None unless bootstrap=true), duels, costs, spend), or with "
+        "category those of ranking_by_category.csv."
+    )
+
+
+@router.get(
+    "/v1/campaigns/{campaign_id}/ranking",
+    response_model=RankingPageOut,
+    responses=ERRORS,
+    tags=["campaigns"],
+    summary="The ranking (win rate against the field, anytime-valid intervals), a page at a time, or one category's",
+)
+async def ranking_page(
+    campaign_id: Id,
+    results: ResultsDep,
+    _: Admin,
+    category: Annotated[str | None, Query(max_length=200)] = None,
+    offset: Annotated[int, Query(ge=0, le=2**31)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    bootstrap: bool = False,
+):
+    return await _t(results.ranking_page, campaign_id, category, offset, limit, bootstrap)
 
 
 class RateOut(BaseModel):

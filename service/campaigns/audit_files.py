@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -45,37 +46,58 @@ def answer_file_names(names: list[str]) -> dict[str, str]:
     return out
 
 
-def model_answer_files(names: list[str], duels: list[dict[str, Any]]) -> dict[str, str]:
-    """The ``model_answer/<model>.jsonl`` texts of the judged duels (models with no answer: no file)."""
-    lines: dict[tuple[int, str, str], dict[str, Any]] = {}
-    for d in duels:
+class AnswerFiles:
+    """The ``model_answer/<model>.jsonl`` files, gathered duel by duel (:meth:`add`): one line per distinct
+    answer of a model to a question, which is what it holds in memory."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.lines: dict[tuple[int, str, str], dict[str, Any]] = {}
+
+    def add(self, d: dict[str, Any]) -> None:
         qid = d["meta"][0]
         for model, text in ((d["a"], d.get("answer_a")), (d["b"], d.get("answer_b"))):
             if text is None:
                 continue
-            key = (model, qid, text)
-            if key in lines:
-                lines[key]["duel_ids"].append(d["id"])
+            name = self.names[model]
+            digest = hashlib.sha256(f"{name}\x00{qid}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
+            key = (model, qid, digest)  # the text itself is kept once, in its line
+            if key in self.lines:
+                self.lines[key]["duel_ids"].append(d["id"])
                 continue
-            digest = hashlib.sha256(f"{names[model]}\x00{qid}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
-            lines[key] = {
+            self.lines[key] = {
                 "question_id": qid,
                 "answer_id": digest[:22],
-                "model_id": names[model],
+                "model_id": name,
                 "choices": [{"index": 0, "turns": [{"content": text}]}],
                 "tstamp": d["tstamp"],
                 "duel_ids": [d["id"]],
             }
-    files: dict[str, list[str]] = {}
-    paths = answer_file_names(names)
-    for (model, _, _), line in lines.items():
-        files.setdefault(paths[names[model]], []).append(json.dumps(line))
-    return {path: "\n".join(rows) + "\n" for path, rows in files.items()}
+
+    def files(self) -> dict[str, str]:
+        """File name -> text (models with no answer: no file)."""
+        files: dict[str, list[str]] = {}
+        paths = answer_file_names(self.names)
+        for (model, _, _), line in self.lines.items():
+            files.setdefault(paths[self.names[model]], []).append(json.dumps(line))
+        return {path: "\n".join(rows) + "\n" for path, rows in files.items()}
 
 
-def judgment_lines(names: list[str], duels: list[dict[str, Any]]) -> str:
+def model_answer_files(names: list[str], duels: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """The ``model_answer/<model>.jsonl`` texts of the judged duels (models with no answer: no file)."""
+    out = AnswerFiles(names)
+    for d in duels:
+        out.add(d)
+    return out.files()
+
+
+def judgment_lines(names: list[str], duels: Iterable[dict[str, Any]]) -> str:
     """``judgments.jsonl``: every automatic judge call of the judged duels."""
-    out = []
+    return "".join(line + "\n" for line in iter_judgment_lines(names, duels))
+
+
+def iter_judgment_lines(names: list[str], duels: Iterable[dict[str, Any]]) -> Iterator[str]:
+    """The lines of ``judgments.jsonl`` (without their newlines), duel by duel."""
     for d in duels:
         detail = d.get("judge_detail") or {}
         calls = detail.get("calls")
@@ -107,5 +129,4 @@ def judgment_lines(names: list[str], duels: list[dict[str, Any]]) -> str:
                     row[extra] = call[extra]
             if "reused_verdict" in detail:
                 row["reused_verdict"] = detail["reused_verdict"]
-            out.append(json.dumps(row))
-    return "".join(line + "\n" for line in out)
+            yield json.dumps(row)

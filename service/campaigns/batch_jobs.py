@@ -22,7 +22,7 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..db import Database, rowcount
-from ..models import BatchJob, Campaign, Duel, utcnow
+from ..models import BatchJob, Campaign, Duel, StoredAnswer, utcnow
 from ..schemas.batch_config import next_round_size, remaining_duels
 from . import policy_log
 from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
@@ -190,6 +190,46 @@ class BatchJobs:
                 )
             ).all()
             return [_job(r) for r in rows], sorted(int(i) for i in live)
+
+    def orphaned_pregen_tx(self, lease: dt.timedelta, campaign_id: int | None = None) -> list[dict[str, Any]]:
+        """The open pre-generation batches (of ``campaign_id``, or of every campaign) that another process
+        sent and no longer looks after, each adopted by this process (its ``owner`` set by a conditional
+        update: one process adopts it). A pre-generation call holds its answer's store claim until the answer
+        is stored, and its process renews the claim every heartbeat: a batch none of whose requests' claims
+        is younger than ``lease`` (the take-over bound of any claim) was left by a process gone or stalled."""
+        q = select(BatchJob).where(
+            BatchJob.phase == "pregen", BatchJob.status.in_(OPEN), BatchJob.owner != self.owner_id
+        )
+        if campaign_id is not None:
+            q = q.where(BatchJob.campaign_id == campaign_id)
+        with self.db.read() as s:  # the common case (every heartbeat of every process): none, no write
+            if s.scalars(q.with_only_columns(BatchJob.id).limit(1)).first() is None:
+                return []
+        with self.db.write() as s:
+            now = self.db.clock(s)
+            adopted = []
+            for job in s.scalars(q).all():
+                keys = [r["key"] for r in job.requests if r.get("key")]
+                live = s.scalars(
+                    select(StoredAnswer.id).where(
+                        StoredAnswer.key.in_(keys),
+                        StoredAnswer.status == "generating",
+                        StoredAnswer.claimed_at > now - lease,
+                    )
+                ).first()
+                if live is not None or not keys:
+                    continue
+                taken = rowcount(
+                    s.execute(
+                        update(BatchJob)
+                        .where(BatchJob.id == job.id, BatchJob.owner == job.owner, BatchJob.status.in_(OPEN))
+                        .values(owner=self.owner_id, updated_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
+                if taken:
+                    adopted.append({**_job(job), "campaign_id": int(job.campaign_id)})
+            return adopted
 
     def release_unsent_tx(self, campaign_id: int, why: str = "its batch round failed") -> int:
         """After a failed round, close the run's duels in flight that nothing can charge any more, so their

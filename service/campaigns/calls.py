@@ -197,11 +197,7 @@ class Calls:
                     res = await client.complete(plan.prompt, turns=turns)
                 else:
                     res = await client.complete(plan.prompt)
-                if getattr(res, "image", None) is not None:  # an image answer: its bytes to the image store
-                    await in_thread(self._store_images, [res.image, *(raw for _, raw in res.more_images)])
-                    names = tuple(name for name, _ in res.more_images)  # params.n: kept for later duels
-                    res = dataclasses.replace(res, image=None, more_images=(), spares=names)
-                return res
+                return await self.keep_images(res)
         except asyncio.CancelledError:
             raise
         except TimeoutError:
@@ -210,6 +206,15 @@ class Calls:
             return exc
         finally:
             SEND_GUARD.reset(token)
+
+    async def keep_images(self, res: Any) -> Any:
+        """An image answer's bytes to the image store (its text names them), the Completion without them;
+        ``res`` itself when it carries no image."""
+        if getattr(res, "image", None) is None:
+            return res
+        await in_thread(self._store_images, [res.image, *(raw for _, raw in res.more_images)])
+        names = tuple(name for name, _ in res.more_images)  # params.n: kept for later duels
+        return dataclasses.replace(res, image=None, more_images=(), spares=names)
 
     def blind_copies(self, hashes: list[str]) -> dict[str, tuple[str, bytes]]:
         """The blind copies of images a judge is shown (service/images/judge.py)."""

@@ -35,7 +35,7 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from sqlalchemy import select
 
@@ -102,6 +102,9 @@ class Pregeneration:
         self.background = background
         self.endings = endings
         self.call_expiry = call_expiry(settings)  # the cycle's bound of one call's reservation
+        # (campaign id) -> collects the pre-generation batches a process gone left open (before more are sent);
+        # set by build_campaigns (service/cycle/pregen_recovery.py)
+        self.recover: Callable[[int], Awaitable[Any]] | None = None
         self.busy: set[int] = set()  # campaigns with a pre-generation task under way
         self.paused: dict[int, float] = {}  # campaign id -> time.monotonic() until which it is not pre-generated
 
@@ -157,29 +160,22 @@ class Pregeneration:
             have = set(
                 s.execute(select(StoredAnswer.key).where(StoredAnswer.key.in_([w[2] for w in wanted]))).scalars()
             )
-            plan = DuelPlan(
-                campaign_id=campaign_id,
-                duel_id=0,
-                number=0,
-                i=0,
-                j=1,
-                a_is_i=True,
-                prompt="",
-                models=[dict(m) for m in c.models],
-                judge=dict(c.judge),
-                tie_policy=c.tie_policy,
-                seed=int(c.seed),
-                answers=c.answers,
-                verdicts=c.verdicts,
-                draw_key=c.draw_key,
-            )
+            plan = context(c)
             plan.__dict__["batch"] = dict(c.batch) if c.batch is not None else None
         return plan, [w for w in wanted if w[2] not in have]
+
+    def context_tx(self, campaign_id: int) -> DuelPlan | None:
+        """The plan-like context of the campaign's pre-generated calls (no duel), or None when it is gone."""
+        with self.db.read() as s:
+            c = s.get(Campaign, campaign_id)
+            return None if c is None else context(c)
 
     async def pregenerate(self, campaign_id: int) -> int:
         """Generate the missing answers of the next planned duels; returns how many were paid for,
         or -1 when a call failed, or when nothing was paid because no call's bound fit the budget
         (the remaining ones are not made, and pre-generation pauses for the campaign)."""
+        if self.recover is not None:  # answers a process gone left in open batches: collected, never sent again
+            await self.recover(campaign_id)
         found = await in_thread(self.targets_tx, campaign_id)
         if not found:
             return 0
@@ -216,7 +212,10 @@ class Pregeneration:
                     plan.deadline = call_deadline(expiry)  # the hold lapses then
                     try:
                         if collector is not None:
-                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns)
+                            meta = {"model": n, "key": key, "model_key": mkey, "prompt_hash": phash, "prompt": prompt}
+                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns, meta)
+                            if isinstance(res, Completion):  # an image answer: its bytes to the image store
+                                res = await self.calls.keep_images(res)
                         else:
                             res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):
@@ -319,11 +318,34 @@ class Pregeneration:
             stores.finalize_answer(s, claim, res, text, amount, charge_id)
 
 
-async def batched_call(collector: Any, client: Any, prompt: str, turns: list[str] | None) -> Any:
+def context(c: Campaign) -> DuelPlan:
+    """The plan-like context of campaign ``c``'s pre-generated calls: no duel (0), no prompt yet."""
+    return DuelPlan(
+        campaign_id=int(c.id),
+        duel_id=0,
+        number=0,
+        i=0,
+        j=1,
+        a_is_i=True,
+        prompt="",
+        models=[dict(m) for m in c.models],
+        judge=dict(c.judge),
+        tie_policy=c.tie_policy,
+        seed=int(c.seed),
+        answers=c.answers,
+        verdicts=c.verdicts,
+        draw_key=c.draw_key,
+    )
+
+
+async def batched_call(
+    collector: Any, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
+) -> Any:
     """One model call through a batch collector (a model without a batch API is called directly):
-    its Completion, or the exception that ended it (the duel path's :meth:`Calls.call_model` contract)."""
+    its Completion, or the exception that ended it (the duel path's :meth:`Calls.call_model` contract).
+    ``meta`` (the answer's store key, model and prompt) is kept in the batch's row with the request."""
     try:
-        model = collector.wrap(client)
+        model = collector.wrap(client, meta)
         return await (model.complete(prompt, turns=turns) if turns else model.complete(prompt))
     except asyncio.CancelledError:
         raise

@@ -46,7 +46,7 @@ import base64
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -57,11 +57,11 @@ from algorithms.ranking import Ranking, bootstrap_ranking
 from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..db import Database
-from ..models import Annotator, Campaign, Duel, Prompt, StoredImage, from_nusd
-from ..prompts import question_id
-from .audit_files import judgment_lines, model_answer_files
+from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
+from .audit_files import AnswerFiles, iter_judgment_lines
+from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, window_start
 from .judge_bias import judge_bias
-from .style import style_report
+from .style import StyleRows
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
 from .views import Views
@@ -76,16 +76,12 @@ BOOTSTRAP_REPS = 1000
 INTERVAL = "betting"
 INTERVAL_LEVEL = 0.95
 NO_CATEGORY = "(none)"
+MATRIX_COLUMNS = ["model", "opponent", "wins", "losses", "ties", "duels", "win_rate"]
 RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low", "ci_high", "duels"]
 # While a campaign runs the dashboard redraws its ranking at every change: fewer resamples
 # (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
 RUNNING_REPS = 250
 RANKING_CACHE = 64
-
-
-def _tstamp(d: Duel) -> float | None:
-    t = d.judged_at or d.created_at
-    return round(t.timestamp(), 3) if t is not None else None
 
 
 class Results:
@@ -96,21 +92,16 @@ class Results:
     def __init__(self, db: Database, views: Views):
         self.db = db
         self.views = views
-        # campaign id -> (counted duels, style view): the last fit of each campaign (:meth:`style`)
-        self._style_last: dict[int, tuple[int, dict[str, Any]]] = {}
+        # (campaign id, window) -> (counted duels, style view): the last fit of each (:meth:`style`)
+        self._style_last: dict[tuple[int, int | None], tuple[int, dict[str, Any]]] = {}
 
     def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
         cid = c.id
         counted = (Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.counted, Duel.score.is_not(None))
-        outcomes = s.execute(
-            select(Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
-            .where(*counted)
-            .group_by(Duel.model_i, Duel.model_j, Duel.score)
-        ).all()
         by_category = s.execute(
             select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
-            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index))
+            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index), isouter=True)
             .where(*counted)
             .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
         ).all()
@@ -119,15 +110,28 @@ class Results:
         observed = self.views.observed_costs(s, cid)
         spend = {m: total for m, (_, total) in observed.items()}
         calls = {m: n for m, (n, _) in observed.items()}
-        rows = [(int(i), int(j), float(score), int(n)) for i, j, score, n in outcomes]
+        # the whole campaign's outcomes are the categories' summed (one read of the log, not two)
+        total: dict[tuple[int, int, float], int] = {}
         categories: dict[str, list[tuple[int, int, float, int]]] = {}
         for cat, i, j, score, n in by_category:
             categories.setdefault(cat if cat else NO_CATEGORY, []).append((int(i), int(j), float(score), int(n)))
+            total[int(i), int(j), float(score)] = total.get((int(i), int(j), float(score)), 0) + int(n)
+        rows = [(i, j, score, n) for (i, j, score), n in sorted(total.items())]
         return {"outcomes": rows, "categories": categories, "spend": spend, "calls": calls}
 
-    def _results_data(self, campaign_id: int, with_duels: bool = True) -> dict[str, Any]:
+    def _results_data(self, campaign_id: int) -> dict[str, Any]:
+        """The ranking's aggregates, the campaign's view and version (the log itself is read in pages:
+        :mod:`.export_stream`), read once per change of the campaign (its ``version``)."""
+        cache = self.__dict__.setdefault("_data_cache", {})
         with self.db.read() as s:
-            if not self.db.is_sqlite:  # the row, the log and the ledger from one snapshot
+            version = s.execute(select(Campaign.version).where(Campaign.id == campaign_id)).scalar_one_or_none()
+            if version is None:
+                raise NotFound(f"campaign {campaign_id} not found")
+            hit = cache.get(campaign_id)
+            if hit is not None and hit["version"] == int(version):
+                return hit
+            if not self.db.is_sqlite:  # the row and the ledger from one snapshot
+                s.rollback()
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
             c = s.get(Campaign, campaign_id)
             if c is None:
@@ -135,50 +139,9 @@ class Results:
             data = self._ranking_data(s, c)
             data["view"] = self.views.campaign_view(c, 0)
             data["version"] = int(c.version)
-            if not with_duels:
-                return data
-            duels = (
-                s.execute(
-                    select(Duel)
-                    .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED)
-                    .order_by(Duel.id)
-                )
-                .scalars()
-                .all()
-            )
-            prompt_rows = s.execute(
-                select(Prompt.idx, Prompt.qid, Prompt.category, Prompt.turns).where(Prompt.campaign_id == campaign_id)
-            ).all()
-            meta = {r.idx: (question_id(r.qid, r.idx), r.category) for r in prompt_rows}
-            labels = {
-                f"annotator:{r.id}": r.label or f"annotator {r.id}"
-                for r in s.execute(select(Annotator.id, Annotator.label).where(Annotator.campaign_id == campaign_id))
-            }
-            # user turns of each prompt (a one-turn prompt stores no turns)
-            turns = {r.idx: len(r.turns) if isinstance(r.turns, list) and r.turns else 1 for r in prompt_rows}
-            data["duels"] = [
-                {
-                    "id": d.id,
-                    "number": d.number,
-                    "a": d.model_a,
-                    "b": d.model_b,
-                    "choice": d.choice,
-                    "counted": bool(d.counted),
-                    "score": d.score,
-                    "model_i": d.model_i,
-                    "judged_by": d.judged_by,
-                    "annotator": labels.get(d.judged_by or ""),
-                    "answer_a": d.answer_a,
-                    "answer_b": d.answer_b,
-                    "judge_detail": d.judge_detail,
-                    "cost": from_nusd(d.cost_nusd),
-                    "tstamp": _tstamp(d),
-                    "comment": d.comment,
-                    "meta": meta.get(d.prompt_index, (question_id(None, d.prompt_index), None)),
-                    "turn": turns.get(d.prompt_index, 1),
-                }
-                for d in duels
-            ]
+        if len(cache) >= RANKING_CACHE:
+            cache.clear()
+        cache[campaign_id] = data
         return data
 
     # ------------------------------------------------------------ pieces
@@ -187,7 +150,7 @@ class Results:
         view = data["view"]
         names = [m["name"] for m in view["models"]]
         r = _rank(data["outcomes"], len(names), INTERVAL)
-        boot = _rank(data["outcomes"], len(names), "bootstrap", reps=reps, seed=seed)
+        boot = _rank(data["outcomes"], len(names), "bootstrap", reps=reps, seed=seed) if reps else None
         out = []
         for rank, m in enumerate(r.order, 1):
             spend = from_nusd(int(data["spend"].get(m) or 0)) or 0.0
@@ -199,8 +162,8 @@ class Results:
                     "win_rate": _num(r.win_rate[m]),
                     "ci_low": _num(r.low[m]),
                     "ci_high": _num(r.high[m]),
-                    "bootstrap_low": _num(boot.low[m]),
-                    "bootstrap_high": _num(boot.high[m]),
+                    "bootstrap_low": _num(boot.low[m]) if boot else None,
+                    "bootstrap_high": _num(boot.high[m]) if boot else None,
                     "duels": int(r.duels[m]),
                     "cost_per_query": view["models"][m]["cost"],
                     "observed_cost_per_query": round(spend / calls, 9) if calls else None,
@@ -233,21 +196,10 @@ class Results:
         return out
 
     @staticmethod
-    def _matrix_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-        names = [m["name"] for m in data["view"]["models"]]
-        L = len(names)
-        wins = [[0] * L for _ in range(L)]
-        ties = [[0] * L for _ in range(L)]
-        for d in data["duels"]:
-            a, b, ch = d["a"], d["b"], d["choice"]
-            if ch == Choice.A:
-                wins[a][b] += 1
-            elif ch == Choice.B:
-                wins[b][a] += 1
-            elif ch in (Choice.TIE, Choice.BOTH_BAD):
-                ties[a][b] += 1
-                ties[b][a] += 1
+    def _matrix_rows(names: list[str], wins: list[list[int]], ties: list[list[int]]) -> list[dict[str, Any]]:
+        """``matrix.csv``'s rows from the judged duels' counts (``wins[a][b]``: a beat b; ``ties`` symmetric)."""
         rows = []
+        L = len(names)
         for i in range(L):
             for j in range(L):
                 n = wins[i][j] + wins[j][i] + ties[i][j]
@@ -267,44 +219,39 @@ class Results:
         return rows
 
     @staticmethod
-    def _battles(data: dict[str, Any]) -> list[dict[str, Any]]:
-        view = data["view"]
-        names = [m["name"] for m in view["models"]]
-        out = []
-        for d in data["duels"]:
-            if d["choice"] not in FASTCHAT_WINNER:
-                continue
-            qid, category = d["meta"]
-            score_a = None
-            if d["score"] is not None:
-                score_a = d["score"] if d["a"] == d["model_i"] else 1.0 - d["score"]
-            out.append(
-                {
-                    "question_id": qid,
-                    "category": category,
-                    "model_a": names[d["a"]],
-                    "model_b": names[d["b"]],
-                    "winner": FASTCHAT_WINNER[d["choice"]],
-                    "judge": d["judged_by"],
-                    "turn": d["turn"],
-                    "anony": True,
-                    "tstamp": d["tstamp"],
-                    "campaign_id": view["id"],
-                    "duel_id": d["id"],
-                    "number": d["number"],
-                    "counted": d["counted"],
-                    "score_a": score_a,
-                    "cost": d["cost"],
-                }
-            )
-            for side in ("a", "b"):  # an image answer: named by the sha256 of its file (export's images/)
-                m = IMAGE_NAME.fullmatch(str(d.get(f"answer_{side}") or ""))
-                if m is not None:
-                    out[-1][f"image_{side}"] = m.group(1)
-            if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
-                out[-1]["annotator"] = d["annotator"]
-            if d.get("comment"):
-                out[-1]["comment"] = d["comment"]
+    def _battle(names: list[str], campaign_id: int, d: dict[str, Any]) -> dict[str, Any] | None:
+        """The duel's line of ``battles.jsonl`` (None: no verdict the battle log names)."""
+        if d["choice"] not in FASTCHAT_WINNER:
+            return None
+        qid, category = d["meta"]
+        score_a = None
+        if d["score"] is not None:
+            score_a = d["score"] if d["a"] == d["model_i"] else 1.0 - d["score"]
+        out = {
+            "question_id": qid,
+            "category": category,
+            "model_a": names[d["a"]],
+            "model_b": names[d["b"]],
+            "winner": FASTCHAT_WINNER[d["choice"]],
+            "judge": d["judged_by"],
+            "turn": d["turn"],
+            "anony": True,
+            "tstamp": d["tstamp"],
+            "campaign_id": campaign_id,
+            "duel_id": d["id"],
+            "number": d["number"],
+            "counted": d["counted"],
+            "score_a": score_a,
+            "cost": d["cost"],
+        }
+        for side in ("a", "b"):  # an image answer: named by the sha256 of its file (export's images/)
+            m = IMAGE_NAME.fullmatch(str(d.get(f"answer_{side}") or ""))
+            if m is not None:
+                out[f"image_{side}"] = m.group(1)
+        if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
+            out["annotator"] = d["annotator"]
+        if d.get("comment"):
+            out["comment"] = d["comment"]
         return out
 
     @staticmethod
@@ -368,56 +315,85 @@ class Results:
         return cache[key]
 
     # ------------------------------------------------------------ public
-    def ranking(self, campaign_id: int) -> list[dict[str, Any]]:
-        """The ranking table (win rate against the field with bootstrap intervals, costs, spend)."""
-        data = self._results_data(campaign_id, with_duels=False)
+    def ranking(self, campaign_id: int, bootstrap: bool = True) -> list[dict[str, Any]]:
+        """The ranking table (win rate against the field with its betting and bootstrap intervals, costs,
+        spend); ``bootstrap=False`` (the dashboard, which does not show it): ``bootstrap_low`` and
+        ``bootstrap_high`` None, without the resampling (the slow part with a long log)."""
+        data = self._results_data(campaign_id)
         running = data["view"]["status"] == CampaignStatus.RUNNING
-        reps = RUNNING_REPS if running else BOOTSTRAP_REPS
-        return self._once(
-            "ranking", campaign_id, data, lambda: self._ranking(data, int(data["view"]["seed"]) % 2**32, reps)
-        )
+        reps = (RUNNING_REPS if running else BOOTSTRAP_REPS) if bootstrap else 0
+        seed = int(data["view"]["seed"]) % 2**32
+        name = "ranking" if bootstrap else "ranking_shown"
+        return self._once(name, campaign_id, data, lambda: self._ranking(data, seed, reps))
 
-    def style(self, campaign_id: int, settled: bool = False) -> dict[str, Any]:
+    def style(self, campaign_id: int, settled: bool = False, last: int | None = None) -> dict[str, Any]:
         """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
 
         ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
         duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
-        not refit at every vote; its ``duels`` says how many it was fitted on."""
-        data = self._results_data(campaign_id, with_duels=False)
-        last = self._style_last.get(campaign_id)
+        not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
+        ``last`` judged duels only (the dashboard's window)."""
+        data = self._results_data(campaign_id)
+        last_fit = self._style_last.get((campaign_id, last))
         view = data["view"]
-        if settled and last is not None and view["status"] == CampaignStatus.RUNNING:
-            if int(view.get("duels_counted") or 0) < 1.1 * last[0]:
-                return last[1]
+        if settled and last_fit is not None and view["status"] == CampaignStatus.RUNNING:
+            if int(view.get("duels_counted") or 0) < 1.1 * last_fit[0]:
+                return last_fit[1]
 
         def fit() -> dict[str, Any]:
-            full = self._results_data(campaign_id)
-            return {
-                "campaign_id": campaign_id,
-                **style_report([m["name"] for m in full["view"]["models"]], full["duels"]),
-            }
+            rows = StyleRows()
+            with self.db.read() as s:
+                after = window_start(s, campaign_id, last)
+                for d in judged_duels(s, campaign_id, LogMeta(s, campaign_id), after=after):
+                    rows.add(d)
+            return {"campaign_id": campaign_id, **rows.report([m["name"] for m in view["models"]])}
 
-        out = self._once("style", campaign_id, data, fit)
+        out = self._once("style" if last is None else f"style_last_{last}", campaign_id, data, fit)
         if len(self._style_last) >= RANKING_CACHE:
             self._style_last.clear()
-        self._style_last[campaign_id] = (max(1, int(view.get("duels_counted") or 0)), out)
+        self._style_last[campaign_id, last] = (max(1, int(view.get("duels_counted") or 0)), out)
         return out
 
     def ranking_by_category(self, campaign_id: int) -> list[dict[str, Any]]:
         """Per prompt category, the ranking with anytime-valid intervals (``[]``: no counted duel)."""
-        data = self._results_data(campaign_id, with_duels=False)
+        data = self._results_data(campaign_id)
         return self._once("category", campaign_id, data, lambda: self._ranking_by_category(data))
 
-    def judge_bias(self, campaign_id: int) -> dict[str, Any]:
-        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels."""
+    def ranking_page(
+        self, campaign_id: int, category: str | None = None, offset: int = 0, limit: int = 100, bootstrap: bool = False
+    ) -> dict[str, Any]:
+        """``GET /v1/campaigns/{id}/ranking``: rows ``offset`` to ``offset + limit`` of the ranking (with its
+        bootstrap interval when ``bootstrap``) or of one category's, and every category with its duels."""
+        cats = self.ranking_by_category(campaign_id)
+        if category is None:
+            rows = self.ranking(campaign_id, bootstrap=bootstrap)
+        else:
+            found = [c for c in cats if c["category"] == category]
+            if not found:
+                raise NotFound(f"campaign {campaign_id} has no counted duel in category {category!r}")
+            rows = found[0]["rows"]
+        return {
+            "campaign_id": campaign_id,
+            "category": category,
+            "categories": [{"category": c["category"], "duels": c["duels"]} for c in cats],
+            "total": len(rows),
+            "offset": offset,
+            "limit": limit,
+            "rows": rows[offset : offset + limit],
+        }
+
+    def judge_bias(self, campaign_id: int, last: int | None = None) -> dict[str, Any]:
+        """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels (the
+        last ``last`` of them when given: the dashboard's window, said by ``window``)."""
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            key = (campaign_id, int(c.version))
+            key = (campaign_id, int(c.version), last)
             cache = self.__dict__.setdefault("_bias_cache", {})
             if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
                 return cache[key]
+            after = window_start(s, campaign_id, last)
             rows = s.execute(
                 select(
                     Duel.choice,
@@ -427,46 +403,102 @@ class Results:
                     func.length(Duel.answer_a).label("len_a"),
                     func.length(Duel.answer_b).label("len_b"),
                 )
-                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+                .where(
+                    Duel.campaign_id == campaign_id,
+                    Duel.status == DuelStatus.JUDGED,
+                    Duel.choice.is_not(None),
+                    Duel.id > after,
+                )
                 .order_by(Duel.id)
             ).all()
             judge, models = dict(c.judge or {}), list(c.models or [])
             if any(m.get("output") == "image" for m in models):  # image answers: their sizes (larger_image_wins)
-                rows = self._with_image_areas(s, campaign_id, rows)
+                rows = self._with_image_areas(s, campaign_id, rows, after)
         out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
+        if last is not None:
+            out["window"] = last
         if len(cache) >= RANKING_CACHE:
             cache.clear()
         cache[key] = out
         return out
 
     def export(self, campaign_id: int) -> dict[str, Any]:
-        """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}}``."""
+        """``{"campaign_id", "files": {"certificate.json": text, "battles.jsonl": text, ...}, "images": {...}}``
+        (the streamed text of :meth:`export_stream`, read back)."""
+        return json.loads("".join(self.export_stream(campaign_id)))
+
+    def export_stream(self, campaign_id: int) -> Iterator[str]:
+        """The export's JSON in pieces (:mod:`.export_stream`): the campaign is looked up now (NotFound
+        before the first piece), the log is read in pages as the pieces are taken."""
         data = self._results_data(campaign_id)
-        ranking = self._ranking(data, int(data["view"]["seed"]) % 2**32)
-        files: dict[str, str] = {}
-        files["certificate.json"] = json.dumps(self._certificate(data), indent=1) + "\n"
-        files["battles.jsonl"] = "".join(json.dumps(b) + "\n" for b in self._battles(data))
-        files["matrix.csv"] = _csv(
-            ["model", "opponent", "wins", "losses", "ties", "duels", "win_rate"], self._matrix_rows(data)
-        )
-        files["ranking.csv"] = _csv(list(ranking[0]) if ranking else ["rank", "model"], ranking)
-        files["ranking.json"] = json.dumps(ranking, indent=1) + "\n"
-        files["ranking_by_category.csv"] = _csv(
-            RANKING_BY_CATEGORY_COLUMNS, [row for cat in self._ranking_by_category(data) for row in cat["rows"]]
-        )
-        files["judge_bias.json"] = json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"
+        if data["view"]["status"] == CampaignStatus.RUNNING:  # the table the dashboard keeps has fewer resamples
+            ranking = self._ranking(data, int(data["view"]["seed"]) % 2**32)
+        else:
+            ranking = self.ranking(campaign_id)
+        by_category = self.ranking_by_category(campaign_id)
+        return self._export_pieces(campaign_id, data, ranking, by_category)
+
+    def _export_pieces(self, campaign_id: int, data: dict, ranking: list, by_category: list) -> Iterator[str]:
         names = [m["name"] for m in data["view"]["models"]]
-        files["judgments.jsonl"] = judgment_lines(names, data["duels"])
-        files["ranking_style.json"] = json.dumps(style_report(names, data["duels"]), indent=1) + "\n"
-        files.update(model_answer_files(names, data["duels"]))
-        return {"campaign_id": campaign_id, "files": files, "images": self._export_images(campaign_id, data["duels"])}
+        L = len(names)
+        wins = [[0] * L for _ in range(L)]
+        ties = [[0] * L for _ in range(L)]
+        style, answers, hashes = StyleRows(), AnswerFiles(names), set()
+
+        def battle_lines(s, lm: LogMeta) -> Iterator[str]:
+            for d in judged_duels(s, campaign_id, lm):
+                a, b, ch = d["a"], d["b"], d["choice"]
+                if ch == Choice.A:
+                    wins[a][b] += 1
+                elif ch == Choice.B:
+                    wins[b][a] += 1
+                elif ch in (Choice.TIE, Choice.BOTH_BAD):
+                    ties[a][b] += 1
+                    ties[b][a] += 1
+                style.add(d)
+                answers.add(d)
+                for field in ("answer_a", "answer_b"):
+                    hashes.update(IMAGE_NAME.findall(str(d.get(field) or "")))
+                line = self._battle(names, campaign_id, d)
+                if line is not None:
+                    yield json.dumps(line)
+
+        yield "{" + f'"campaign_id": {int(campaign_id)}, "files": {{'
+        yield from json_file("certificate.json", [json.dumps(self._certificate(data), indent=1) + "\n"], first=True)
+        with self.db.read() as s:
+            if not self.db.is_sqlite:  # the log's two passes from one snapshot
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            lm = LogMeta(s, campaign_id)
+            yield from json_file("battles.jsonl", lines_in_pages(battle_lines(s, lm)))
+            matrix = self._matrix_rows(names, wins, ties)
+            yield from json_file("matrix.csv", [_csv(MATRIX_COLUMNS, matrix)])
+            yield from json_file("ranking.csv", [_csv(list(ranking[0]) if ranking else ["rank", "model"], ranking)])
+            yield from json_file("ranking.json", [json.dumps(ranking, indent=1) + "\n"])
+            rows = [row for cat in by_category for row in cat["rows"]]
+            yield from json_file("ranking_by_category.csv", [_csv(RANKING_BY_CATEGORY_COLUMNS, rows)])
+            yield from json_file("judge_bias.json", [json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"])
+            judged = judged_duels(s, campaign_id, lm, answers=False, detail=True)
+            yield from json_file("judgments.jsonl", lines_in_pages(iter_judgment_lines(names, judged)))
+        yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
+        for path, text in answers.files().items():
+            yield from json_file(path, [text])
+        yield '}, "images": {'
+        for k, (path, b64) in enumerate(self._export_images(campaign_id, hashes)):
+            yield from json_file(path, [b64], first=k == 0)
+        yield "}}"
 
     @staticmethod
-    def _with_image_areas(s, campaign_id: int, rows: Sequence[Any]) -> list:
-        """``rows`` with ``area_a``/``area_b``: the pixels of each image answer (None for a text answer)."""
+    def _with_image_areas(s, campaign_id: int, rows: Sequence[Any], after: int = 0) -> list:
+        """``rows`` (the judged duels with a verdict and an id above ``after``) with ``area_a``/``area_b``: the
+        pixels of each image answer (None for a text answer)."""
         answers = s.execute(
             select(Duel.answer_a, Duel.answer_b)
-            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+            .where(
+                Duel.campaign_id == campaign_id,
+                Duel.status == DuelStatus.JUDGED,
+                Duel.choice.is_not(None),
+                Duel.id > after,
+            )
             .order_by(Duel.id)
         ).all()
         names = [[IMAGE_NAME.fullmatch(str(t or "")) for t in pair] for pair in answers]
@@ -483,27 +515,20 @@ class Results:
             out.append(SimpleNamespace(**r._asdict(), area_a=a, area_b=b))
         return out
 
-    def _export_images(self, campaign_id: int, duels: list[dict]) -> dict[str, str]:
-        """``images/<sha256>.<ext>`` -> base64 of each image the duels' prompts and answers name (as stored:
-        the battle log names them by this hash)."""
-        hashes: set[str] = set()
-        for d in duels:
-            for field in ("answer_a", "answer_b"):
-                hashes.update(IMAGE_NAME.findall(str(d.get(field) or "")))
+    def _export_images(self, campaign_id: int, hashes: set[str]) -> Iterator[tuple[str, str]]:
+        """``(images/<sha256>.<ext>, base64)`` of each image the answers (``hashes``) and the prompts name (as
+        stored: the battle log names them by this hash), read one at a time."""
+        hashes = set(hashes)
         with self.db.read() as s:
             for (per_turn,) in s.execute(
                 select(Prompt.images).where(Prompt.campaign_id == campaign_id, Prompt.images.is_not(None))
             ):
                 hashes.update(h for turn in per_turn or [] for h in turn)
-            if not hashes:
-                return {}
-            rows = s.execute(select(StoredImage).where(StoredImage.sha256.in_(hashes))).scalars().all()
-            return {
-                f"images/{r.sha256}.{r.media_type.split('/')[-1].replace('jpeg', 'jpg')}": base64.b64encode(
-                    bytes(r.data)
-                ).decode("ascii")
-                for r in rows
-            }
+            for sha in sorted(hashes):
+                r = s.execute(select(StoredImage).where(StoredImage.sha256 == sha)).scalar_one_or_none()
+                if r is not None:
+                    ext = r.media_type.split("/")[-1].replace("jpeg", "jpg")
+                    yield f"images/{r.sha256}.{ext}", base64.b64encode(bytes(r.data)).decode("ascii")
 
 
 def _num(x: float) -> float | None:

@@ -8,6 +8,7 @@ counted duels with both answers stored as text take part; a campaign with fewer 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -31,31 +32,58 @@ def _rows(fit: Any, names: list[str]) -> list[dict[str, Any]]:
     ]
 
 
-def style_report(names: list[str], duels: list[dict[str, Any]]) -> dict[str, Any]:
+class StyleRows:
+    """The counted duels with both answers as text, gathered duel by duel (:meth:`add`): their models, scores
+    and the style features of both answers (four numbers each, not the text)."""
+
+    def __init__(self) -> None:
+        self.i: list[int] = []
+        self.j: list[int] = []
+        self.score: list[float] = []
+        self.feat_i: list[np.ndarray] = []
+        self.feat_j: list[np.ndarray] = []
+
+    def add(self, d: dict[str, Any]) -> None:
+        if not d["counted"] or d["score"] is None or d.get("answer_a") is None or d.get("answer_b") is None:
+            return
+        a_is_i = d["a"] == d["model_i"]
+        self.i.append(d["model_i"])
+        self.j.append(d["b"] if a_is_i else d["a"])
+        self.score.append(float(d["score"]))
+        self.feat_i.append(style_counts(d["answer_a"] if a_is_i else d["answer_b"]))
+        self.feat_j.append(style_counts(d["answer_b"] if a_is_i else d["answer_a"]))
+
+    def report(self, names: list[str]) -> dict[str, Any]:
+        return _report(self, names)
+
+
+def style_report(names: list[str], duels: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """``{"duels", "raw", "controlled", "coefficients", "leader_raw", "leader_controlled", "note"}``."""
-    rows = [d for d in duels if d["counted"] and d["score"] is not None and d.get("answer_a") is not None]
-    rows = [d for d in rows if d.get("answer_b") is not None]
-    out: dict[str, Any] = {"duels": len(rows), "raw": [], "controlled": [], "coefficients": {}}
-    if len(rows) < MIN_DUELS:
+    rows = StyleRows()
+    for d in duels:
+        rows.add(d)
+    return rows.report(names)
+
+
+def _report(rows: StyleRows, names: list[str]) -> dict[str, Any]:
+    n = len(rows.score)
+    out: dict[str, Any] = {"duels": n, "raw": [], "controlled": [], "coefficients": {}}
+    if n < MIN_DUELS:
         out.update(
             leader_raw=None,
             leader_controlled=None,
-            note=f"style control needs at least {MIN_DUELS} counted duels with both answers ({len(rows)} so far)",
+            note=f"style control needs at least {MIN_DUELS} counted duels with both answers ({n} so far)",
         )
         return out
-    i = np.array([d["model_i"] for d in rows])
-    j = np.array([d["b"] if d["a"] == d["model_i"] else d["a"] for d in rows])
-    text_i = [d["answer_a"] if d["a"] == d["model_i"] else d["answer_b"] for d in rows]
-    text_j = [d["answer_b"] if d["a"] == d["model_i"] else d["answer_a"] for d in rows]
-    score = np.array([float(d["score"]) for d in rows])
+    i, j, score = np.array(rows.i), np.array(rows.j), np.array(rows.score)
     raw = fit_style_controlled(i, j, score, len(names))
     controlled = fit_style_controlled(
         i,
         j,
         score,
         len(names),
-        np.array([style_counts(t) for t in text_i]),
-        np.array([style_counts(t) for t in text_j]),
+        np.array(rows.feat_i),
+        np.array(rows.feat_j),
     )
     out["raw"], out["controlled"] = _rows(raw, names), _rows(controlled, names)
     out["coefficients"] = {

@@ -7,6 +7,7 @@ revocation watch start their tasks through it, and shutting the app down cancels
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from typing import Any, Awaitable, Callable
 
@@ -15,11 +16,31 @@ import anyio
 log = logging.getLogger("llmduel.campaigns")
 
 
+class WorkCount:
+    """How many :func:`in_thread` calls of the tasks that share it are under way (queued or running)."""
+
+    def __init__(self) -> None:
+        self.running = 0
+
+
+#: The count the calls of the current task add to, if any: a batch round's phase counts its calls'
+#: database work, so it sends its parked calls only once none is still on its way to being parked
+#: (service/cycle/batch_collector.py).
+THREAD_WORK: contextvars.ContextVar[WorkCount | None] = contextvars.ContextVar("thread_work", default=None)
+
+
 async def in_thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` in a worker thread (the synchronous transactions run there)."""
-    if kwargs:
-        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
-    return await anyio.to_thread.run_sync(fn, *args)
+    work = THREAD_WORK.get()
+    if work is not None:
+        work.running += 1
+    try:
+        if kwargs:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        return await anyio.to_thread.run_sync(fn, *args)
+    finally:
+        if work is not None:
+            work.running -= 1
 
 
 class Background:
@@ -29,7 +50,9 @@ class Background:
         self.tasks: set[asyncio.Task] = set()
 
     def spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
+        ctx = contextvars.copy_context()
+        ctx.run(THREAD_WORK.set, None)  # a task started from a batch phase's call is not part of the phase's work
+        task = asyncio.get_running_loop().create_task(coro, context=ctx)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task

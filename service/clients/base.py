@@ -45,10 +45,15 @@ class Completion:
     #: caller stored them, ``spares`` holds their names (service/campaigns/spares.py)
     more_images: tuple[tuple[str, bytes], ...] = dataclasses.field(default=(), repr=False, compare=False)
     spares: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    #: the provider's log probabilities of the output tokens when it returned them (asked by a judge with
+    #: ``verdict_probabilities``): one ``(token, ((alternative, logprob), ...))`` per output token, None if none
+    logprobs: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for key in ("image", "more_images", "spares"):
+        for key in ("image", "more_images", "spares", "logprobs"):
             out.pop(key, None)
         return out
 

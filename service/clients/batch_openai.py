@@ -1,7 +1,8 @@
 """OpenAI's Batch API (also a LiteLLM proxy's and the llmduel fake provider's).
 
 ``POST {base_url}/files`` (multipart, ``purpose=batch``) uploads the JSONL input, one line per
-request ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}``; ``POST
+request ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}`` (an image model's:
+``"/v1/images/generations"``, which OpenAI's Batch API also takes); ``POST
 {base_url}/batches`` ``{"input_file_id", "endpoint", "completion_window": "24h", "metadata":
 {"llmduel_key": key}}`` starts it; ``GET {base_url}/batches/{id}`` polls (``status``: validating,
 in_progress, finalizing, completed, failed, expired, cancelling, cancelled); the results are the
@@ -34,6 +35,8 @@ from .batch import (
 
 METADATA_KEY = "llmduel_key"
 ENDPOINT = "/v1/chat/completions"
+#: An image model's requests (``output: image``, :mod:`.images`): OpenAI's Batch API takes ``/v1/images/generations``.
+IMAGES_ENDPOINT = "/v1/images/generations"
 _STATES = {"completed": ENDED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
 MAX_LIST_PAGES = 10  # find(): the newest 1,000 batches of the account
 
@@ -50,8 +53,9 @@ class OpenAIBatches:
         return {"authorization": f"Bearer {key}"} if key else {}
 
     async def submit(self, requests: list[BatchRequest], key: str) -> str:
+        endpoint = endpoint_of(requests)
         lines = "".join(
-            json.dumps({"custom_id": r.custom_id, "method": "POST", "url": ENDPOINT, "body": r.body}) + "\n"
+            json.dumps({"custom_id": r.custom_id, "method": "POST", "url": endpoint, "body": r.body}) + "\n"
             for r in requests
         )
         f = await self.net.json(
@@ -63,7 +67,7 @@ class OpenAIBatches:
         )
         body = {
             "input_file_id": f.get("id"),
-            "endpoint": ENDPOINT,
+            "endpoint": endpoint,
             "completion_window": "24h",
             "metadata": {METADATA_KEY: key},
         }
@@ -123,3 +127,12 @@ class OpenAIBatches:
                 return None
             after = data[-1].get("id") if isinstance(data[-1], dict) else None
         return None
+
+
+def endpoint_of(requests: list[BatchRequest]) -> str:
+    """The batch's endpoint: the images route for an image model's requests (their single call's URL ends
+    with ``/images/generations``), else chat completions. One endpoint per batch (OpenAI requires it)."""
+    images = {r.url.rstrip("/").endswith("/images/generations") for r in requests}
+    if len(images) > 1:
+        raise ValueError("one batch cannot mix image and chat requests")
+    return IMAGES_ENDPOINT if images == {True} else ENDPOINT

@@ -85,8 +85,11 @@ def split_image_count(cfg: Any) -> tuple[Any, int | None]:
 
 
 def images_per_call(cfg: Any) -> int:
-    """How many images one call of a client config (stored JSON) asks for: ``params.n``, else 1."""
-    n = ((cfg or {}).get("params") or {}).get("n", 1) if isinstance(cfg, dict) else 1
+    """How many images one call of a client config (stored JSON) asks for: ``params.n`` of an openai
+    config (refused on its text models, so only an image model's has it), else 1."""
+    if not isinstance(cfg, dict) or cfg.get("kind") != "openai":
+        return 1
+    n = (cfg.get("params") or {}).get("n", 1)
     return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= MAX_IMAGES_PER_CALL else 1
 
 

@@ -32,6 +32,25 @@ class GeminiClient(HTTPModelClient):
         headers = {"x-goog-api-key": api_key} if api_key else {}
         return f"{cfg.base_url}/models/{model}:generateContent", headers, body
 
+    def parse_logprobs(self, data):
+        """``candidates[0].logprobsResult``: ``chosenCandidates`` (one ``{token, logProbability}`` per decoding
+        step) and ``topCandidates`` (per step, ``candidates`` sorted by log probability), returned when
+        ``generationConfig`` sets ``responseLogprobs: true`` and ``logprobs: N`` (Gemini API,
+        ``GenerateContentResponse``, ``LogprobsResult``)."""
+        res = data["candidates"][0].get("logprobsResult")
+        if not isinstance(res, dict):
+            return None
+        chosen = res.get("chosenCandidates") or []
+        top = res.get("topCandidates") or []
+        if not isinstance(chosen, list) or not chosen:
+            return None
+        out = []
+        for n, c in enumerate(chosen):
+            alts = top[n].get("candidates") or [] if n < len(top) and isinstance(top[n], dict) else []
+            pairs = tuple((str(a["token"]), float(a.get("logProbability", 0.0))) for a in alts)
+            out.append((str(c.get("token", "")), pairs or ((str(c.get("token", "")), float(c["logProbability"])),)))
+        return tuple(out)
+
     def parse_response(self, data):
         if not isinstance(data, dict):
             raise ResponseShapeError("response is not a JSON object")

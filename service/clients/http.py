@@ -66,6 +66,11 @@ class HTTPModelClient(ModelClient):
     ) -> tuple[str, dict[str, str], dict[str, Any]]:
         """Return (url, headers, json body); ``turns``: user messages sent in order instead of ``prompt``."""
 
+    def parse_logprobs(self, data: Any) -> Any:
+        """The output tokens' log probabilities in the response (:attr:`Completion.logprobs`), or None:
+        the provider returned none (Anthropic never does) or in a shape this client does not read."""
+        return None
+
     @abc.abstractmethod
     def parse_response(self, data: Any) -> tuple[Any, ...]:
         """Return (text, input tokens, output tokens), and an image model's image bytes after them;
@@ -275,7 +280,11 @@ class HTTPModelClient(ModelClient):
         more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
         fixed = self.fixed_cost * (1 + len(more))
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, fixed)
-        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, more)
+        try:
+            logprobs = self.parse_logprobs(data)
+        except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
+            logprobs = None
+        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, more, logprobs=logprobs)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:

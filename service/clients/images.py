@@ -82,7 +82,7 @@ class OpenAIImageClient(OpenAIClient):
 
     @property
     def _count(self) -> int:
-        return images_per_call({"params": self.config.params})
+        return images_per_call({"kind": "openai", "params": self.config.params})
 
 
 class GeminiImageClient(GeminiClient):

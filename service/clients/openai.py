@@ -26,6 +26,19 @@ class OpenAIClient(HTTPModelClient):
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         return f"{cfg.base_url}/chat/completions", headers, body
 
+    def parse_logprobs(self, data):
+        """``choices[0].logprobs.content``: per output token ``token``, ``logprob`` and ``top_logprobs``
+        (a list of ``{token, logprob}``), returned when the request sets ``logprobs: true`` and
+        ``top_logprobs: N`` (OpenAI, "Create chat completion"; vLLM and others follow it)."""
+        lp = data["choices"][0].get("logprobs")
+        content = lp.get("content") if isinstance(lp, dict) else None
+        if not isinstance(content, list) or not content:
+            return None
+        return tuple(
+            (str(t["token"]), tuple((str(a["token"]), float(a["logprob"])) for a in (t.get("top_logprobs") or [])))
+            for t in content
+        )
+
     def parse_response(self, data):
         if not isinstance(data, dict):
             raise ResponseShapeError("response is not a JSON object")

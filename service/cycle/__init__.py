@@ -31,7 +31,7 @@ equals its replayed log whichever driver each step took (``tests/test_fastpath.p
 from .pg_driver import plan_duel_async, record_vote_async
 from .routing import cached_choice, plan_on_hot_path, vote_campaign_hint, vote_on_hot_path
 from .shared import CampaignConfig, handles
-from .sync_driver import plan_duel, record_verdict, record_vote, run_sync
+from .sync_driver import plan_duel, record_verdict, record_vote, run_sync, store_answers
 
 ENABLED = True  # False: never the asyncpg driver (tests run the same scenarios on both drivers)
 
@@ -47,6 +47,7 @@ __all__ = [
     "record_vote",
     "record_vote_async",
     "run_sync",
+    "store_answers",
     "vote_campaign_hint",
     "vote_on_hot_path",
 ]

@@ -1,30 +1,158 @@
-"""Storing a duel's answers: what both calls' results mean for the duel and the ledger.
+"""Step 3 of every duel: storing its answers, one sequence on a driver, its decisions beside it.
 
-Pure functions: :func:`settle_answers` turns the two results (a completion, a stored
-answer, or the exception that ended the call) into charge rows, the duel's answer
-columns and its failure; :func:`after_answers` decides the duel's next status.
-The caller cleans and masks the answers before it takes the campaign's lock (it
-takes a while for a long answer).
+:func:`decide_answers` stores what both model calls returned (a completion, a stored answer,
+or the exception that ended the call) and asks a *transaction driver* (the SQLAlchemy one,
+:class:`service.cycle.sync_driver.SyncTx`) for each round trip. The steps, in order:
+
+1. :func:`settle` (before the campaign's lock: cleaning and masking a long answer takes a
+   while): :func:`settle_answers` makes the charge rows (capped by
+   :func:`service.money.ledger.model_charge`, zero-cost rows for reused answers), the duel's
+   answer columns, the failure and the provider faults;
+2. the campaign's row locked and the duel read (a campaign or duel deleted meanwhile: nothing);
+3. calls that returned after the duel's hard deadline are not charged (:func:`late_error`);
+   answered after the campaign ended: charged, marked late (:func:`marked_late`);
+4. the charge rows written (:func:`service.money.charges.charge_answers`), the answers paid
+   for join the answer store with their charge;
+5. the duel's next status (:func:`after_answers`), a provider fault's pause
+   (:func:`fault_pause`), and one write of the duel and the campaign's spend and counters.
+
+Instant models (simulated ones) are answered inside the plan transaction instead
+(:func:`answer_now`, called by :func:`service.cycle.plan.decide_plan`), with the same
+decisions. The pure functions at the end of this module take plain values and are tested
+without a database (tests/test_cycle_decisions.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import logging
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
-from algorithms.vocabulary import IN_FLIGHT, DuelStatus
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..campaigns import stores
+from ..campaigns.expiry import is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER
-from ..campaigns.types import DuelPlan
+from ..campaigns.types import DuelOutcome, DuelPlan
 from ..clients import ClientError, Completion
-from ..models import from_nusd
+from ..models import from_nusd, utcnow
 from ..money import ledger
 from ..plain_values import finite_or_none
 from ..redaction import redact
 from ..stored_text import MAX_ERROR_CHARS, clean_text
+from .shared import DuelRow
+from .verdict import Ending, paused
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .driver import Tx
+    from .service_port import HotService
+
+log = logging.getLogger("llmduel.campaigns")
+
+#: The duel's columns the answers write (with ``did``, its id).
+ANSWER_COLUMNS = (
+    "status",
+    "error",
+    "cost_nusd",
+    "completion_a",
+    "completion_b",
+    "answer_a",
+    "answer_b",
+    "answered_at",
+    "expires_at",
+)
 
 
+@dataclass(frozen=True)
+class Settled:
+    """Both calls' results as :func:`settle_answers` reads them, at ``now``: worked out before the
+    campaign's lock is taken (cleaning and masking a long answer takes a while)."""
+
+    now: dt.datetime
+    charges: list[dict]
+    total_nusd: int
+    fields: dict[str, Any]
+    error: str | None
+    faults: dict[int, str]
+
+
+def settle(svc: HotService, plan: DuelPlan, results: dict[int, Any]) -> Settled:
+    """Step 1, no lock: :func:`settle_answers` now, with the campaign's secrets to mask."""
+    now = utcnow()
+    return Settled(now, *settle_answers(plan, results, now, svc.secret_keys(plan.models, plan.judge)))
+
+
+async def decide_answers(
+    svc: HotService, tx: Tx, plan: DuelPlan, results: dict[int, Any], settled: Settled
+) -> DuelOutcome:
+    """Store the answers of duel ``plan.duel_id`` (``results``: both calls' results, ``settled``: them
+    settled by :func:`settle`): charges, the answer stores, the duel's status, a provider fault's pause."""
+    crow, drow = await tx.answer_reads(plan.campaign_id, plan.duel_id)
+    if crow is None or drow is None:  # deleted meanwhile
+        return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
+    charges, total, fields, error = settled.charges, settled.total_nusd, settled.fields, settled.error
+    faults = settled.faults
+    late = is_stale(drow.expires_at, settled.now) and bool(charges or faults)
+    if late:
+        # Its calls returned after the duel's hard deadline (the process stalled past it): the
+        # budget stopped holding the reservation then, so the ledger cannot take the charge
+        # (docs/reliability.md, Ledger: the assumption left). Nothing of it is kept.
+        lost = sum(ch["amount_nusd"] for ch in charges)
+        log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", drow.id, lost)
+        charges, total, faults, fields = [], 0, {}, {}
+        error = late_error(lost)
+    if crow.status != CampaignStatus.RUNNING:  # calls sent before the end, answered after it: late
+        charges, fields = marked_late(charges, fields)
+    charge_ids = await tx.answer_charges(plan.campaign_id, drow.id, charges)
+    for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
+        res = results.get(idx) if isinstance(idx, int) else None
+        if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
+            text = redact(clean_text(res.text), svc.secret_keys(crow.models, crow.judge))
+            amount = next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0)
+            await tx.store_answer(claim, res, text, amount, charge_ids.get(idx))
+    paid = {i for i, r in results.items() if isinstance(r, Completion) and i not in faults and not late}
+    await tx.settle_spares(plan, results, charge_ids, paid, error is not None)  # images of calls of several
+    d = DuelRow(**{**drow._asdict(), **fields})
+    status, stored_error, failed = after_answers(d.status, d.requested_by, error)
+    if stored_error is not None:
+        d.error = stored_error
+    if status == DuelStatus.PENDING and d.status == DuelStatus.CALLING:
+        d.expires_at = settled.now + svc.pending_expiry  # the wait for its verdict starts
+    d.status = status
+    d.cost_nusd = int(d.cost_nusd or 0) + total
+    end = fault_pause(faults, crow.status)
+    duel = {k: getattr(d, k) for k in ANSWER_COLUMNS} | {"did": d.id}
+    # A spent budget ends the campaign when this duel's verdict is recorded (or at the next
+    # plan), so the answers just paid for can still count.
+    await tx.answer_writes(duel, {"cid": crow.id, "spent": total, "failed": int(failed), "now": settled.now}, end)
+    c = SimpleNamespace(id=crow.id, models=crow.models, status=end.status if end is not None else crow.status)
+    return DuelOutcome(d.id, d.status, failed=error is not None, error=d.error, view=svc.deps.views.duel_view(d, c))
+
+
+def answer_now(svc: HotService, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
+    """Both answers inside the plan transaction, when both models are instant.
+
+    Sets ``plan.results`` and returns (charges, the duel's columns) as :func:`decide_answers`
+    would record them; ([], {}) when the models must be called outside the transaction.
+    """
+    plan.results = svc.deps.calls.instant_results(plan)
+    if plan.results is None:
+        return [], {}
+    # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)
+    charges, total, columns, error, _ = settle_answers(
+        plan, plan.results, now, svc.secret_keys(plan.models, plan.judge)
+    )
+    columns["cost_nusd"] = total
+    if error is not None:
+        columns.update(status=DuelStatus.FAILED, error=error)
+    else:
+        columns.update(status=DuelStatus.PENDING, expires_at=now + svc.pending_expiry)
+    return charges, columns
+
+
+# ---------------------------------------------------------------- the decisions (pure: plain values in, a decision out)
 def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, keys: tuple[str, ...]):
     """What both calls' results mean for the duel.
 
@@ -126,3 +254,21 @@ def _error_text(exc: BaseException) -> str:
         return str(exc)
     # Unexpected exceptions: the type only (their text might carry request details).
     return f"unexpected {type(exc).__name__} in the model client"
+
+
+def marked_late(charges: list[dict], fields: dict[str, Any]) -> tuple[list[dict], dict[str, Any]]:
+    """The charge rows and answer columns of calls sent before the campaign ended and answered
+    after it: charged, each marked late (:func:`service.money.ledger.mark_late`)."""
+    for ch in charges:
+        ch["detail"] = ledger.mark_late(ch.get("detail"), True)
+    for key in ("completion_a", "completion_b"):
+        if isinstance(fields.get(key), dict) and "cost" in fields[key]:
+            fields[key] = ledger.mark_late(fields[key], True)
+    return charges, fields
+
+
+def fault_pause(faults: dict[int, str], campaign_status: str) -> Ending | None:
+    """A provider fault (the first model's) pauses a running campaign; else None."""
+    if not faults or campaign_status != CampaignStatus.RUNNING:
+        return None
+    return paused(next(iter(faults.values())))

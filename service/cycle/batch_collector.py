@@ -30,7 +30,7 @@ from typing import Any, Callable
 import httpx
 
 from ..campaigns.batch_jobs import CANCEL_GRACE_S, BatchJobs, body_hash
-from ..campaigns.tasks import in_thread
+from ..campaigns.tasks import THREAD_WORK, WorkCount, in_thread
 from ..clients import ClientError, Completion, compute_cost
 from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
 from ..clients.batch_apis import build_batch_api
@@ -40,6 +40,8 @@ log = logging.getLogger("llmduel.batch")
 
 #: With one call per coroutine, how long the parked calls wait for a straggler's call before they go out.
 LONG_SETTLE_S = 2.0
+#: How long the parked calls wait, at most, for calls still on their way (their database work under way).
+STRAGGLER_S = 30.0
 #: How many batches one request may go out in before its duel fails.
 MAX_SENDS = 3
 #: The duel a call is made for (set by the round around each duel's calls).
@@ -54,10 +56,12 @@ class RoundFailed(Exception):
 class Parked:
     client: Any
     group: str
+    url: str  # the single call's URL (the batch's endpoint follows from it: chat or images)
     body: dict[str, Any]
     duel_id: int | None
     future: asyncio.Future
     sends: int = 0
+    meta: dict[str, Any] | None = None  # kept in the batch's row with the request (what a take-over needs)
 
 
 @dataclass
@@ -83,39 +87,50 @@ class Collector:
     _seq: int = 0
 
     # ------------------------------------------------------------ the callers' side
-    def wrap(self, client: Any) -> Any:
-        """``client`` as a :class:`BatchedModel` when its kind has a batch API, else itself (simulated)."""
+    def wrap(self, client: Any, meta: dict[str, Any] | None = None) -> Any:
+        """``client`` as a :class:`BatchedModel` when its kind has a batch API, else itself (simulated);
+        ``meta`` goes into the batch's row with each of its requests."""
         api = build_batch_api(client.config, self.http) if hasattr(client, "build_request") else None
-        return client if api is None else BatchedModel(client, self)
+        return client if api is None else BatchedModel(client, self, meta)
 
-    async def call(self, client: Any, prompt: str, turns: list[str] | None) -> Completion | ClientError:
-        _, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
+    async def call(
+        self, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
+    ) -> Completion | ClientError:
+        url, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
         cfg = client.config.model_dump(mode="json")
         group = f"{cfg.get('kind')}|{cfg.get('base_url')}|{cfg.get('model')}|{cfg.get('api_key_env')}"
         h = body_hash(group, body)
         hit = self.cache.pop(h, None)
         if hit is not None and hit.error is None:  # a former owner's batch already holds it
-            return self._completion(client, hit)
+            return self.completion(client, hit)
         fut = asyncio.get_running_loop().create_future()
-        self.parked.append(Parked(client, group, body, current_duel.get(), fut))
+        self.parked.append(Parked(client, group, str(url), body, current_duel.get(), fut, meta=meta))
         return await fut
 
     # ------------------------------------------------------------ the phase's side
     async def run(self, coros: list, keep_failure: bool = False, one_call_each: bool = False) -> list:
         """Run the phase's calls (``coros``), flushing what they park until every one has returned; their results.
 
-        The parked calls are sent once no new one came for ``settle_s``; with ``one_call_each`` (each coroutine
-        makes at most one call, as a pre-generation's do) as soon as every coroutine still running has parked
-        its call, however long their transactions took to get there (a loaded database would otherwise split
-        the phase into several batches), and after :data:`LONG_SETTLE_S` without a new call at the latest.
+        The parked calls are sent once none is still on its way: no new one came for ``settle_s`` and none of
+        the coroutines is in a database transaction (:func:`~service.campaigns.tasks.in_thread`, counted for
+        the phase's tasks in a :class:`~service.campaigns.tasks.WorkCount`), so a slow database does not split
+        the phase into several batches; after :data:`STRAGGLER_S` without a new call they go out at the latest.
+        With ``one_call_each`` (each coroutine makes at most one call, as a pre-generation's do) also as soon
+        as every coroutine still running has parked its call, and after :data:`LONG_SETTLE_S` without a new
+        call at the latest.
 
         A failed batch fails the phase (:class:`RoundFailed` or the batch API's error) after every call has
         returned: raised here, or with ``keep_failure`` kept in ``failure`` for the caller to raise once it has
         stored what the phase's other calls brought back (a run taken over raises at once: nothing is folded)."""
-        tasks = [asyncio.ensure_future(c) for c in coros]
+        work = WorkCount()
+        token = THREAD_WORK.set(work)
+        try:  # the tasks take the count with the context they are started in
+            tasks = [asyncio.ensure_future(c) for c in coros]
+        finally:
+            THREAD_WORK.reset(token)
         try:
             while True:
-                await self._settle(tasks, one_call_each)
+                await self._settle(tasks, work, one_call_each)
                 if all(t.done() for t in tasks):
                     break
                 try:
@@ -135,14 +150,15 @@ class Collector:
             for t in tasks:
                 t.cancel()
 
-    async def _settle(self, tasks: list[asyncio.Future], one_call_each: bool) -> None:
+    async def _settle(self, tasks: list[asyncio.Future], work: WorkCount, one_call_each: bool) -> None:
         """Until every task is done or the parked calls are ready to go (:meth:`run`)."""
-        settle = LONG_SETTLE_S if one_call_each else self.settle_s
+        latest = LONG_SETTLE_S if one_call_each else STRAGGLER_S
         seen, since = -1, time.monotonic()
         while not all(t.done() for t in tasks):
+            quiet = time.monotonic() - since
             if len(self.parked) != seen:
                 seen, since = len(self.parked), time.monotonic()
-            elif self.parked and time.monotonic() - since >= settle:
+            elif self.parked and ((quiet >= self.settle_s and work.running == 0) or quiet >= latest):
                 return
             if one_call_each and self.parked and len(self.parked) >= sum(not t.done() for t in tasks):
                 return
@@ -180,8 +196,8 @@ class Collector:
         for p in items:
             self._seq += 1
             cid = f"r{self.round}-{self.phase[0]}{self._seq}"
-            requests.append(BatchRequest(cid, "", p.body))
-            rows.append({"custom_id": cid, "duel_id": p.duel_id, "hash": body_hash(p.group, p.body)})
+            requests.append(BatchRequest(cid, p.url, p.body))
+            rows.append({"custom_id": cid, "duel_id": p.duel_id, "hash": body_hash(p.group, p.body), **(p.meta or {})})
             p.sends += 1
         cfg = client.config.model_dump(mode="json")
         job_id, key = await in_thread(self.jobs.record_tx, self.campaign_id, self.round, self.phase, cfg, rows)
@@ -193,7 +209,7 @@ class Collector:
         for p, r in zip(items, requests):
             res = results[r.custom_id]
             if res.error is None:
-                p.future.set_result(self._completion(p.client, res))
+                p.future.set_result(self.completion(p.client, res))
             elif self.stopped is not None:  # the run stopped: nothing is sent again
                 p.future.set_result(ClientError(f"{res.error} ({self.stopped})"))
             elif p.sends < MAX_SENDS:
@@ -247,29 +263,36 @@ class Collector:
             raise RoundFailed("another process owns the run's batches now")
         return results
 
-    def _completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
+    def completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
+        """A batch result as the client's call would have returned it, charged at the batch price."""
         try:
-            text, tin, tout = client.parse_response(res.data)
+            parsed = client.parse_response(res.data)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             return ClientError(f"{client.provider} batch returned an unexpected response: {exc}")
+        text, tin, tout = parsed[:3]
+        image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
+        more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
         cfg = client.config
         price = cfg.batch_price or cfg.price  # no known batch price: the list price, never an assumed discount
-        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost)
+        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost * (1 + len(more)))
         key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
-        return Completion(redact(text, (key,)) if key else text, tin, tout, cost, 0.0, 1)
+        if image is None and key:
+            text = redact(text, (key,))
+        return Completion(text, tin, tout, cost, 0.0, 1, None, image, more)
 
 
 class BatchedModel:
     """A model client whose calls go into the round's batch (the ``JudgeModel`` protocol too)."""
 
-    def __init__(self, inner: Any, collector: Collector):
+    def __init__(self, inner: Any, collector: Collector, meta: dict[str, Any] | None = None):
         self.inner = inner
         self.collector = collector
+        self.meta = meta
         self.config = inner.config
         self.model_name = inner.model_name
 
     async def complete(self, prompt: str, turns: list[str] | None = None) -> Completion:
-        out = await self.collector.call(self.inner, prompt, turns)
+        out = await self.collector.call(self.inner, prompt, turns, self.meta)
         if isinstance(out, ClientError):
             raise out
         return out

@@ -31,16 +31,14 @@ import datetime as dt
 import logging
 from typing import Any
 
-from sqlalchemy import update
-
-from algorithms.vocabulary import CampaignStatus, DuelStatus
+from algorithms.vocabulary import DuelStatus
 
 from .. import cycle
 from ..auth import Principal
-from ..campaigns import skips, spares, stores
+from ..campaigns import skips, stores
 from ..campaigns.calls import call_expiry
 from ..campaigns.credentials import secret_keys
-from ..campaigns.expiry import call_deadline, is_stale
+from ..campaigns.expiry import call_deadline
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.sampling import prompt_permutation
@@ -48,13 +46,6 @@ from ..campaigns.stores import StoredKeys
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from ..campaigns.views import duel_view_for
-from ..clients import Completion
-from ..models import Duel, utcnow
-from ..money import charges as money_charges
-from ..money import ledger
-from ..redaction import redact
-from ..stored_text import clean_text
-from . import answers as cycle_answers
 from .service_port import CycleDeps
 
 log = logging.getLogger("llmduel.campaigns")
@@ -239,100 +230,7 @@ class Cycle:
         """The keys a campaign's stored text must not contain (service.redaction)."""
         return secret_keys(self.deps.settings, models, judge)
 
-    def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]:
-        """Both answers inside the plan transaction, when both models are instant.
-
-        Sets ``plan.results`` and returns (charges, the duel's columns) as
-        :meth:`store_answers_tx` would record them; ([], {}) when the models must
-        be called outside the transaction.
-        """
-        plan.results = self.deps.calls.instant_results(plan)
-        if plan.results is None:
-            return [], {}
-        # instant models are simulated ones, charged their fixed cost: their bound (no provider fault)
-        charges, total, columns, error, _ = cycle_answers.settle_answers(
-            plan, plan.results, now, self.secret_keys(plan.models, plan.judge)
-        )
-        columns["cost_nusd"] = total
-        if error is not None:
-            columns.update(status=DuelStatus.FAILED, error=error)
-        else:
-            columns.update(status=DuelStatus.PENDING, expires_at=now + self.pending_expiry)
-        return charges, columns
-
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
-        """Step 3 (locked): charges for what the calls really cost, answers or failure."""
-        now = utcnow()
-        # Before the lock: cleaning and masking (service.redaction) a long answer takes a while.
-        charges, total, fields, error, faults = cycle_answers.settle_answers(
-            plan, results, now, self.secret_keys(plan.models, plan.judge)
-        )
-        with self.deps.db.write() as s:
-            c = self.deps.db.lock_campaign(s, plan.campaign_id)
-            d = s.get(Duel, plan.duel_id)
-            if c is None or d is None:  # deleted meanwhile
-                return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
-            s.expunge(d)  # changed below by one explicit UPDATE
-            late = is_stale(d.expires_at, now) and bool(charges or faults)
-            if late:
-                # Its calls returned after the duel's hard deadline (the process stalled past it): the
-                # budget stopped holding the reservation then, so the ledger cannot take the charge
-                # (docs/reliability.md, Ledger: the assumption left). Nothing of it is kept.
-                lost = sum(ch["amount_nusd"] for ch in charges)
-                log.warning("duel %s: calls returned after its hard deadline; %d nUSD not charged", d.id, lost)
-                charges, total, faults, fields = [], 0, {}, {}
-                error = cycle_answers.late_error(lost)
-            if c.status != CampaignStatus.RUNNING:  # calls sent before the end, answered after it: late
-                for ch in charges:
-                    ch["detail"] = ledger.mark_late(ch.get("detail"), True)
-                for key in ("completion_a", "completion_b"):
-                    if isinstance(fields.get(key), dict) and "cost" in fields[key]:
-                        fields[key] = ledger.mark_late(fields[key], True)
-            charge_ids = money_charges.charge_duel(s, c, d, charges, total)  # the duel's cost and the spend too
-            for idx, claim in plan.claims.items():  # answers paid by this duel join the store with their charge
-                res = results.get(idx) if isinstance(idx, int) else None
-                if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
-                    stores.finalize_answer(
-                        s,
-                        claim,
-                        res,
-                        redact(clean_text(res.text), self.secret_keys(c.models, c.judge)),
-                        next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0),
-                        charge_ids.get(idx),
-                    )
-            paid = {i for i, r in results.items() if isinstance(r, Completion) and i not in faults and not late}
-            spares.settle(s, plan, results, charge_ids, paid, error is not None)  # images of calls of several
-            for key, value in fields.items():
-                setattr(d, key, value)
-            status, stored_error, failed = cycle_answers.after_answers(d.status, d.requested_by, error)
-            if stored_error is not None:
-                d.error = stored_error
-            if status == DuelStatus.PENDING and d.status == DuelStatus.CALLING:
-                d.expires_at = now + self.pending_expiry  # the wait for its verdict starts
-            d.status = status
-            c.duels_failed += failed
-            s.execute(
-                update(Duel)
-                .where(Duel.id == d.id)
-                .values(
-                    status=d.status,
-                    error=d.error,
-                    cost_nusd=d.cost_nusd,
-                    completion_a=d.completion_a,
-                    completion_b=d.completion_b,
-                    answer_a=d.answer_a,
-                    answer_b=d.answer_b,
-                    answered_at=d.answered_at,
-                    expires_at=d.expires_at,
-                )
-                .execution_options(synchronize_session=False)
-            )
-            if faults:
-                self.deps.endings.pause_for_fault(s, c, next(iter(faults.values())), now, d.id)
-            # A spent budget ends the campaign when this duel's verdict is recorded
-            # (or at the next plan), so the answers just paid for can still count.
-            c.version += 1
-            c.updated_at = now
-            return DuelOutcome(
-                d.id, d.status, failed=error is not None, error=d.error, view=self.deps.views.duel_view(d, c)
-            )
+        """Step 3 (locked): charges for what the calls really cost, answers or failure
+        (:func:`service.cycle.answers.decide_answers` on the SQLAlchemy driver, in the calling thread)."""
+        return cycle.store_answers(self, plan, results)

@@ -370,6 +370,21 @@ class PgTx:
     async def hybrid_verdict(self, svc, duel_id: int, j) -> DuelOutcome:
         raise _not_covered("hybrid_verdict")
 
+    async def answer_reads(self, campaign_id: int, duel_id: int):
+        raise _not_covered("answer_reads")
+
+    async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]:
+        raise _not_covered("answer_charges")
+
+    async def store_answer(self, claim, completion, text: str, amount_nusd: int, charge_id: int | None) -> None:
+        raise _not_covered("store_answer")
+
+    async def settle_spares(self, plan, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+        raise _not_covered("settle_spares")
+
+    async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
+        raise _not_covered("answer_writes")
+
 
 def _not_covered(method: str) -> RuntimeError:  # pragma: no cover - covers() never sends such a campaign here
     return RuntimeError(f"the asyncpg driver has no {method}: covers() routes such campaigns to the SQLAlchemy driver")

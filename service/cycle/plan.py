@@ -57,7 +57,8 @@ from ..campaigns.types import (
 from ..models import utcnow
 from ..money import holds, reserve
 from ..plain_values import jsonable
-from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, refuse_or_end, remember_config
+from .answers import answer_now
+from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, remember_config
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..auth import Principal
@@ -124,6 +125,15 @@ async def decide_plan(
     if pick.position is not None:
         duel["position"] = pick.position
     return await _write(svc, tx, campaign_id, cfg, duel, pick, run, now)
+
+
+async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
+    """Raise a refusal (a decision below); an ending is written first (committed with the refusal)."""
+    if isinstance(decision, End):
+        await tx.finish(campaign_id, decision, now)
+        raise decision.error
+    if decision is not None:
+        raise decision
 
 
 async def _gate(
@@ -226,7 +236,7 @@ async def _write(
 ) -> DuelPlan:
     """Insert the duel (answered at once when both models are instant) and update the campaign."""
     plan = new_plan(svc, campaign_id, cfg, duel)
-    charges, columns = svc.answer_now(plan, now)
+    charges, columns = answer_now(svc, plan, now)
     duel.update(columns)
     failed = int(duel["status"] == DuelStatus.FAILED)
     seq = duel["select_seq"]

@@ -25,7 +25,6 @@ from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.pregeneration import Pregeneration
 from ..campaigns.prompt_cache import PromptCache
 from ..campaigns.stores import StoredKeys, Stores
-from ..campaigns.types import DuelPlan
 from ..campaigns.views import Views
 from ..campaigns.webhooks import Webhooks
 from ..config import Settings
@@ -71,5 +70,3 @@ class HotService(Protocol):
     def permutation(self, campaign_id: int, draw_key: str, n_prompts: int) -> list[int]: ...
 
     def secret_keys(self, models: list, judge: dict) -> tuple[str, ...]: ...
-
-    def answer_now(self, plan: DuelPlan, now: dt.datetime) -> tuple[list[dict], dict[str, Any]]: ...

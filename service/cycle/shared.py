@@ -1,9 +1,9 @@
-"""What the plan and verdict sequences share (:mod:`.plan`, :mod:`.verdict`).
+"""What the plan, answers and verdict sequences share (:mod:`.plan`, :mod:`.answers`, :mod:`.verdict`).
 
 A campaign's configuration (:class:`CampaignConfig`, cached per process, and
 :func:`handles`, the campaigns the asyncpg driver covers), a duel's columns as plain
 attributes (:class:`DuelRow`), the policy at an ``event_seq`` (cached or rebuilt from
-its stored state), and the raising of a plan refusal or ending.
+its stored state).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from ..campaigns import policy_log
 from ..campaigns.policy_cache import restore_policy
 from ..campaigns.sampling import is_wor
-from ..campaigns.types import End
 from ..models import Duel, shown_models
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,12 +126,3 @@ async def policy_at(
     if seq < event_seq:
         policy_log.advance(policy, await tx.policy_tail(campaign_id, seq, event_seq))
     return policy
-
-
-async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
-    """Raise a refusal of :mod:`.plan`; an ending is written first (committed with the refusal)."""
-    if isinstance(decision, End):
-        await tx.finish(campaign_id, decision, now)
-        raise decision.error
-    if decision is not None:
-        raise decision

@@ -15,13 +15,14 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, stores
+from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, spares, stores
 from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
 from ..models import Campaign, Duel, Prompt
 from ..money import charges, holds
 from . import hybrid_verdict
+from .answers import decide_answers, settle
 from .plan import decide_plan
 from .shared import _CONFIG_COLUMNS
 from .verdict import decide_verdict
@@ -96,6 +97,34 @@ PLANNED_STATE = PLANNED.values(
 )
 # A background run's duel takes one of its max_duels (NULL: no cap).
 RUN_STEP = update(Campaign.__table__).where(C.id == bindparam("cid")).values(run_remaining=C.run_remaining - 1)
+
+# ---------------------------------------------------------------- the answers (service.cycle.answers)
+LOCK_FOR_ANSWERS = select(C.id, C.status, C.models, C.judge).where(C.id == bindparam("cid")).with_for_update()
+ANSWERED_DUEL = (
+    update(Duel.__table__)
+    .where(D.id == bindparam("did"))
+    .values(
+        status=bindparam("status"),
+        error=bindparam("error"),
+        cost_nusd=bindparam("cost_nusd"),
+        completion_a=bindparam("completion_a", type_=D.completion_a.type),
+        completion_b=bindparam("completion_b", type_=D.completion_b.type),
+        answer_a=bindparam("answer_a"),
+        answer_b=bindparam("answer_b"),
+        answered_at=bindparam("answered_at", type_=D.answered_at.type),
+        expires_at=bindparam("expires_at", type_=D.expires_at.type),
+    )
+)
+ANSWERED = (
+    update(Campaign.__table__)
+    .where(C.id == bindparam("cid"))
+    .values(
+        duels_failed=C.duels_failed + bindparam("failed"),
+        **charges.spend(bindparam("spent")),
+        version=C.version + 1,
+        updated_at=bindparam("now"),
+    )
+)
 
 # Outcomes held for an earlier position of their pair, entering the policy now.
 RELEASED = update(Duel.__table__).where(D.id == bindparam("rid")).values(record_seq=bindparam("rseq"), counted=True)
@@ -323,6 +352,29 @@ class SyncTx:
         """A hybrid judge's vote or automatic verdict (:mod:`.hybrid_verdict`), in this transaction."""
         return hybrid_verdict.record_in_session(svc, self.session, duel_id, j)
 
+    # ---- the answers (service.cycle.answers.decide_answers)
+    async def answer_reads(self, campaign_id: int, duel_id: int):
+        crow = self.conn.execute(LOCK_FOR_ANSWERS, {"cid": campaign_id}).first()
+        drow = self.conn.execute(DUEL_ROW, {"did": duel_id}).first() if crow is not None else None
+        return crow, drow
+
+    async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]:
+        return charges.charge_answers(self.conn, duel_id, rows)
+
+    async def store_answer(self, claim, completion, text: str, amount_nusd: int, charge_id: int | None) -> None:
+        stores.finalize_answer(self.session, claim, completion, text, amount_nusd, charge_id)
+
+    async def settle_spares(self, plan, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+        spares.settle(self.session, plan, results, charge_ids, paid, failed)
+
+    async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
+        """The duel's answer columns, its campaign's end (a provider fault's pause), then the campaign's
+        spend and counters."""
+        self.conn.execute(ANSWERED_DUEL, duel)
+        if end is not None:
+            await self.finish(campaign["cid"], end, campaign["now"], duel["did"])
+        self.conn.execute(ANSWERED, campaign)
+
 
 def run_sync(coro: Coroutine):
     """Run a coroutine whose awaits never suspend (a :class:`SyncTx` transaction) to its end
@@ -345,6 +397,13 @@ def _in_session(svc: HotService, make):
     if refused is not None:
         raise refused
     return out
+
+
+def store_answers(svc: HotService, plan: DuelPlan, results: dict) -> DuelOutcome:
+    """The answers transaction (:func:`.answers.decide_answers`) in the calling thread, both
+    results settled before it (:func:`.answers.settle`)."""
+    settled = settle(svc, plan, results)
+    return _in_session(svc, lambda tx: decide_answers(svc, tx, plan, results, settled))
 
 
 def plan_duel(svc: HotService, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:

@@ -178,15 +178,11 @@ def add_spend(c: Campaign, amount_nusd: int, *, judge: bool = False) -> None:
         c.judge_spend_nusd += amount_nusd
 
 
-def charge_duel(s: Any, c: Campaign, d: Duel, rows: list[dict], total_nusd: int) -> dict[int, int]:
-    """A duel's answers: its charge rows (``rows``, without ``duel_id``) and ``total_nusd`` added
-    to the duel's cost and the campaign's spend (ORM objects); the rows' ids by model index."""
-    ids: dict[int, int] = {}
-    for row in rows:
-        ids[row["model_index"]] = insert_charge(s, dict(row, duel_id=d.id))
-    d.cost_nusd += total_nusd
-    add_spend(c, total_nusd)
-    return ids
+def charge_answers(conn: Any, duel_id: int, rows: list[dict]) -> dict[int, int]:
+    """A duel's answers: its charge rows (``rows``, without ``duel_id``), in order; their ids by
+    model index. Their total joins the duel's cost and, through :func:`spend`, the campaign's
+    spend in the answers' own updates (``service/cycle/sync_driver.py``: ``ANSWERED_DUEL``, ``ANSWERED``)."""
+    return {row["model_index"]: insert_charge(conn, dict(row, duel_id=duel_id)) for row in rows}
 
 
 def charge_judgement(

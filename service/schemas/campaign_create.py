@@ -359,8 +359,6 @@ class CampaignCreate(StrictModel):
         """A batch campaign: an automatic judge, and each HTTP client's batch price (service.pricing)."""
         if self.stored_batch() is None:
             return
-        if any(m.output == "image" for m in self.models):
-            raise ValueError("batch: image models (output: image) are called one by one, not in batches")
         kind = self.stored_judge().get("kind")
         if kind == "hybrid":
             raise ValueError("batch: needs an automatic judge (llm, jury or simulated) or a human one, not hybrid")

@@ -29,6 +29,10 @@ from .series import SeriesCache
 RECENT_DUELS = 12
 MAX_PAIR_ROWS = 30
 PLOT_MODELS = 16  # the matrix and the evidence chart show at most this many models
+CATEGORY_ROWS = 10  # the dashboard's ranking by category: the leading models of each category
+#: the dashboard's style control and judge bias read the last this many judged duels (their API routes and
+#: the export read every one): each reads every answer or judge reply, seconds at 50,000 duels
+LOG_WINDOW = 10_000
 STATUS_LABELS = {
     "running": "running",
     "certified": "certified",
@@ -384,6 +388,11 @@ def _heatmap(view: dict, names: list[str], wins: list, counts: list) -> Any:
     )
 
 
+def category_summary(categories: list[dict], rows: int = CATEGORY_ROWS) -> list[dict]:
+    """Each category's first ``rows`` models (``more``: how many the export's ranking_by_category.csv adds)."""
+    return [dict(cat, rows=cat["rows"][:rows], more=max(0, len(cat["rows"]) - rows)) for cat in categories]
+
+
 def dashboard(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
     """Everything the dashboard shows (raises NotFound for an unknown campaign). Its figures (the
     evidence, the matrix, the oracle, the rankings) are computed once per change of the campaign
@@ -440,10 +449,13 @@ def _figures(svc: Campaigns, cache: SeriesCache, campaign_id: int) -> dict:
             lower_bound_pc=finite_or_none(view.get("lower_bound_pc")),
         ),
         "unit": unit,
-        "ranking": svc.results.ranking(campaign_id),
-        "ranking_by_category": svc.results.ranking_by_category(campaign_id),
-        "style": svc.results.style(campaign_id, settled=True),  # refitted as the duels grow (Results.style)
-        "bias": svc.results.judge_bias(campaign_id),
+        "ranking": svc.results.ranking(campaign_id, bootstrap=False),  # the page shows no bootstrap interval
+        "category_rows": CATEGORY_ROWS,
+        "ranking_by_category": category_summary(svc.results.ranking_by_category(campaign_id)),
+        # refitted as the duels grow (Results.style); both on the last LOG_WINDOW judged duels
+        "style": svc.results.style(campaign_id, settled=True, last=LOG_WINDOW),
+        "bias": svc.results.judge_bias(campaign_id, last=LOG_WINDOW),
+        "log_window": LOG_WINDOW,
         "spend_ratio": (spend / view["budget"]) if view["budget"] else None,
         "progress": plots.progress_bar(frac, label=tip, done=view["status"] == CampaignStatus.CERTIFIED, width=200),
         "progress_tip": tip,

@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from algorithms.vocabulary import CampaignStatus, Choice
 
+from ..api.annotator_limits import retry_after
 from ..auth import Principal, authenticate
 from ..campaigns import Conflict, DomainError, Forbidden, NotFound, skips
 from ..container import Campaigns
@@ -363,8 +364,27 @@ def _principal_for_token(request: Request, token: str) -> Principal | None:
     return principal
 
 
-async def _annotator(request: Request, token: str) -> Principal | None:
-    return await _t(_principal_for_token, request, token)
+async def _annotator(request: Request, token: str) -> Principal | Response | None:
+    """The annotator behind ``token``, or the 429 when it is over its request limit (the API's
+    limit and counter, service/api/annotator_limits.py), or None for a bad link."""
+    principal = await _t(_principal_for_token, request, token)
+    if principal is None or principal.annotator_id is None:
+        return principal
+    wait = await request.app.state.annotator_limiter.take_async(principal.annotator_id)
+    if wait is None:
+        return principal
+    return _too_many(request, retry_after(wait))
+
+
+def _too_many(request: Request, seconds: str) -> Response:
+    """Over the annotator's request limit: 429 with ``Retry-After``, as JSON for the page's script."""
+    message = f"Too many requests from this link; wait {seconds} s and try again."
+    if _wants_json(request):
+        body = {"state": "limited", "message": message, "retry_after": int(seconds)}
+        return JSONResponse(body, status_code=429, headers=_headers({"Retry-After": seconds}))
+    page = error_page(request, 429, "Too many requests", message)
+    page.headers["Retry-After"] = seconds
+    return page
 
 
 async def _panel(
@@ -458,8 +478,8 @@ def _bad_token(request: Request) -> Response:
 @router.get("/annotate/{token}", response_class=HTMLResponse)
 async def annotate_page(request: Request, token: str):
     principal = await _annotator(request, token)
-    if principal is None:
-        return _bad_token(request)
+    if not isinstance(principal, Principal):
+        return principal or _bad_token(request)
     ctx = await _panel(request, principal, create=False)
     # rendered in a thread: the prompt's, the answers' and the guidelines' Markdown stay off the event loop
     return await _t(
@@ -480,8 +500,8 @@ async def annotate_page(request: Request, token: str):
 @router.post("/annotate/{token}/next")
 async def annotate_next(request: Request, token: str):
     principal = await _annotator(request, token)
-    if principal is None:
-        return _bad_token(request)
+    if not isinstance(principal, Principal):
+        return principal or _bad_token(request)
     ctx = await _panel(request, principal, create=True)
     return await _panel_response(request, token, ctx)
 
@@ -489,8 +509,8 @@ async def annotate_next(request: Request, token: str):
 @router.post("/annotate/{token}/vote")
 async def annotate_vote(request: Request, token: str):
     principal = await _annotator(request, token)
-    if principal is None:
-        return _bad_token(request)
+    if not isinstance(principal, Principal):
+        return principal or _bad_token(request)
     form = await _form(request)
     duel_id = _parse_id((form or {}).get("duel_id", ""))
     choice = (form or {}).get("choice")
@@ -533,8 +553,8 @@ async def annotate_vote(request: Request, token: str):
 async def annotate_skip(request: Request, token: str):
     """Hand the shown duel back to the pool (another annotator gets it) and show the next one."""
     principal = await _annotator(request, token)
-    if principal is None:
-        return _bad_token(request)
+    if not isinstance(principal, Principal):
+        return principal or _bad_token(request)
     form = await _form(request)
     duel_id = _parse_id((form or {}).get("duel_id", ""))
     notice, kind = "Skipped: this duel goes to another annotator.", "info"

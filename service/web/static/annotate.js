@@ -47,6 +47,7 @@
     }).then(function (r) {
       return r.json().catch(function () { return null; }).then(function (data) {
         if (!r.ok || !data || typeof data.html !== "string") {
+          if (r.status === 429 && data && typeof data.message === "string") throw new Error(data.message);
           throw new Error((r.status === 403 || r.status === 401) ? "This annotator link is no longer valid." : "The server answered " + r.status + ".");
         }
         return data;

@@ -1,0 +1,91 @@
+"""Image models (``output: image``) in a batch campaign, on SQLite and PostgreSQL against the fake provider's
+batch routes: their requests go out in batches on the images endpoint (``/v1/images/generations``, which
+OpenAI's Batch API takes), each once, charged per image; the vision judge's verdicts in batches too; the
+round certifies the best image model."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+
+import httpx
+from conftest import ADMIN_KEY, make_settings
+from service_helpers import all_duels
+from test_batch_campaigns import batches_of, fake, wait_for  # noqa: F401 (fake: the module's provider)
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
+COSTS = {0: 0.02, 1: 0.04, 2: 0.03}  # USD per image, by model index
+
+
+def _spec(base: str, tag: str) -> dict:
+    def model(name: str, model: str, cost: float, size: str = "64x64") -> dict:
+        client = {"kind": "openai", "base_url": base, "model": model, "params": {"size": size}}
+        return {"name": name, "cost": cost, "output": "image", "client": client}
+
+    return {
+        "name": f"images in batches {tag}",
+        "models": [
+            model("sketchy", f"{tag}-sketch-q1", COSTS[0], "48x48"),
+            model("painter", f"{tag}-paint-q4", COSTS[1]),
+            model("middling", f"{tag}-mid-q2", COSTS[2]),
+        ],
+        "prompts": ["A lighthouse at dusk.", "A red bicycle.", "A bowl of lemons.", "A fox in snow."],
+        "judge": {
+            "kind": "llm",
+            "client": {
+                "kind": "openai",
+                "base_url": base,
+                "model": f"{tag}-judge",
+                "params": {"max_tokens": 64},
+                "price": {"input_per_1m": 2, "output_per_1m": 2},
+                "batch_price": {"input_per_1m": 1, "output_per_1m": 1},
+            },
+            "cost": 0.001,
+        },
+        "answers": "reuse",
+        "seed": 3,
+        "delta": 0.1,
+        "budget": 100.0,
+        "batch": {"round_size": 4, "poll_seconds": 0.02},
+    }
+
+
+async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_and_certifies(db_url, fake):  # noqa: F811
+    from service.app import create_app
+    from service.images.store import get_image
+
+    base, provider_app = fake
+    tag = uuid.uuid4().hex[:6]
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            r = await api.post("/v1/campaigns", json=_spec(base, tag))
+            assert r.status_code == 201, r.text
+            cid = r.json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
+            assert view["status"] == "certified" and view["winner"] == "painter", view["run"]
+            assert view["batch"]["rounds"] >= 1
+            asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
+            images = [q for q in asked if q.get("kind") == "image"]
+            # every image and every verdict was asked for in a batch, each image once (answers: reuse)
+            assert images and all("batch" in q for q in asked)
+            assert max(Counter((q["model"], q["prompt"]) for q in images).values()) == 1
+            endpoints = {b["id"]: b["endpoint"] for b in batches_of(provider_app, f"llmduel-{cid}-")}
+            assert {endpoints[q["batch"]] for q in images} == {"/v1/images/generations"}
+            assert {endpoints[q["batch"]] for q in asked if q.get("kind") == "judge"} == {"/v1/chat/completions"}
+            duels = await all_duels(api, cid)
+            judged = [d for d in duels if d["status"] == "judged"]
+            assert judged and all(NAME.fullmatch(d["answer_a"]) and NAME.fullmatch(d["answer_b"]) for d in judged)
+            with app.state.db.read() as s:  # the batch's images are in the image store, under their names
+                assert all(get_image(s, NAME.fullmatch(d["answer_a"]).group(1)) is not None for d in judged)
+            # each image is charged once, its model's price per image (no per-image batch price is known)
+            paid = [ch for d in duels for ch in d["charges"] if ch["kind"] == "model" and not ch["reused"]]
+            assert len(paid) == len(images)
+            assert {(ch["model_index"], ch["amount"]) for ch in paid} <= set(COSTS.items())
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
