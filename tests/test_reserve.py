@@ -125,18 +125,18 @@ def test_stored_answers_and_verdicts_reserve_nothing():
     bound = model_bound_nusd(ms[0], "q")
     human = {"kind": "human", "fee_per_vote": 0.01}
     assert (
-        reserve.reserve_duel_nusd(ms, 0, 1, judge=human, prompt="q", judge_spend_nusd=0, duels_done=0)
+        reserve.reserve_duel_nusd(ms, 0, 1, judge=human, prompt="q", judge_spent_nusd=0, duels_done=0)
         == 2 * bound + 10_000_000
     )
     assert (
         reserve.reserve_duel_nusd(
-            ms, 0, 1, judge=human, prompt="q", judge_spend_nusd=0, duels_done=0, stored_answers=[1]
+            ms, 0, 1, judge=human, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[1]
         )
         == bound + 10_000_000
     )
     assert (
         reserve.reserve_duel_nusd(
-            ms, 0, 1, judge=human, prompt="q", judge_spend_nusd=0, duels_done=0, stored_answers=[0, 1]
+            ms, 0, 1, judge=human, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1]
         )
         == 10_000_000
     )
@@ -147,26 +147,26 @@ def test_stored_answers_and_verdicts_reserve_nothing():
     }
     assert (
         reserve.reserve_duel_nusd(
-            ms, 0, 1, judge=judge, prompt="q", judge_spend_nusd=0, duels_done=0, stored_answers=[0, 1]
+            ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1]
         )
         == 2 * 10_000_000
     )
     assert (
         reserve.reserve_duel_nusd(
-            ms, 0, 1, judge=judge, prompt="q", judge_spend_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=1
+            ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=1
         )
         == 10_000_000
     )
     assert (
         reserve.reserve_duel_nusd(
-            ms, 0, 1, judge=judge, prompt="q", judge_spend_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=2
+            ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=2
         )
         == 0
     )
     one = dict(judge, both_orders=False)
     assert (
         reserve.reserve_duel_nusd(
-            ms, 0, 1, judge=one, prompt="q", judge_spend_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=1
+            ms, 0, 1, judge=one, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=1
         )
         == 0
     )
@@ -259,7 +259,7 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
         "seed": 3,
     }
     full = reserve.reserve_duel_nusd(
-        body["models"], 0, 1, judge=body["judge"], prompt=prompts[0], judge_spend_nusd=0, duels_done=0
+        body["models"], 0, 1, judge=body["judge"], prompt=prompts[0], judge_spent_nusd=0, duels_done=0
     )
     assert full > to_nusd(body["budget"])
     with respx.mock(assert_all_called=False) as mock:

@@ -201,7 +201,7 @@ class Lifecycle:
             ]
             reason = limit_below_use(
                 new_budget_nusd=new_budget,
-                spend_nusd=c.spend_nusd,
+                spent_nusd=c.spend_nusd,
                 reserved_nusd=reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
                 new_max_duels=max_duels,
                 duels_judged=c.duels_judged,
@@ -223,7 +223,7 @@ class Lifecycle:
                     budget_raised=new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
                     max_duels_raised=max_duels is not None and (c.max_duels is None or max_duels > c.max_duels),
                     budget_nusd=budget_nusd,
-                    spend_nusd=c.spend_nusd,
+                    spent_nusd=c.spend_nusd,
                     max_duels=cap,
                     duels_judged=c.duels_judged,
                 )

@@ -224,7 +224,7 @@ async def _reservation(
         j,
         judge=cfg.judge,
         prompt=prompt,
-        judge_spend_nusd=row.judge_spend_nusd,
+        judge_spent_nusd=row.judge_spend_nusd,
         duels_done=row.duels_judged + row.duels_failed,
         stored_answers=have,
         stored_orders=orders,
