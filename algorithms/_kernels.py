@@ -601,6 +601,86 @@ def pc_update_bet(k, N, W, H, PI, PJ, log_thr, BEAT, CB, CW):
     return issued
 
 
+# the portfolio test (threshold = "portfolio"): one Ville level delta shared by the models (docs/algorithms.md)
+PC_PORTFOLIO = 4
+PC_PORT_RHO = 0.1  # share of the pool paid to every candidate at the start (rho / L each)
+PC_PORT_Z0 = 0.5  # the leader's cash follows (1 - rho)(1 - exp(-z / z0)), z its smallest evidence (nats)
+PC_PORT_MIN = 1e-3  # smallest payment, as a share of 1 - rho (a payment that empties the pool is always made)
+
+
+@njit(cache=True)
+def pc_port_init(PV, PG, rho):
+    """Start the portfolio: ``PV[a, m] = rho / L`` (candidate ``a``'s wealth on "``a`` beats ``m``"),
+    ``PG[a] = 0`` (cash paid to ``a`` since), ``PG[L] = 1 - rho`` (the pool)."""
+    L = PV.shape[0]
+    for a in range(L):
+        for m in range(L):
+            PV[a, m] = rho / L if a != m else 0.0
+        PG[a] = 0.0
+    PG[L] = 1.0 - rho
+
+
+@njit(cache=True)
+def _pc_port_check(a, m, k, N, W, PI, PV, log_thr, BEAT, CB, CW):
+    """Certify "``m`` beaten by ``a``" if ``m`` is behind in pair ``k`` and ``log PV[a, m] >= log_thr``."""
+    if BEAT[a, m] or PV[a, m] <= 0.0:
+        return False
+    n = N[k]
+    xm = W[k] if PI[k] == m else n - W[k]
+    if xm < 0.5 * n and math.log(PV[a, m]) >= log_thr:
+        pc_set(a, m, BEAT, CB, CW)
+        return True
+    return False
+
+
+@njit(cache=True)
+def pc_port_record(k, x, N, W, H, PI, PJ, PV, log_thr, BEAT, CB, CW):
+    """Record score ``x`` of ``PI[k]`` (``N``, ``W`` already counted it): the pair's two bets move with
+    the betting test's mixture, ``PV[j, i] *= M_t / M_(t-1)`` for "``i`` beaten" (and the same for
+    ``j``), so every payment rides that mixture from its own start. True if a certificate was issued.
+    """
+    i = PI[k]
+    j = PJ[k]
+    lo0 = pc_bet_log_wealth(H, k, 0)
+    lo1 = pc_bet_log_wealth(H, k, 1)
+    pc_hist_add(k, x, H)
+    PV[j, i] *= math.exp(pc_bet_log_wealth(H, k, 0) - lo0)
+    PV[i, j] *= math.exp(pc_bet_log_wealth(H, k, 1) - lo1)
+    issued = _pc_port_check(j, i, k, N, W, PI, PV, log_thr, BEAT, CB, CW)
+    if _pc_port_check(i, j, k, N, W, PI, PV, log_thr, BEAT, CB, CW):
+        issued = True
+    return issued
+
+
+@njit(cache=True)
+def pc_port_pay(a, T, N, W, PI, PK, PV, PG, rho, z0, log_thr, BEAT, CB, CW):
+    """Pay the leader ``a`` from the pool, decided on the past only: its cash since the start follows
+    ``(1 - rho)(1 - exp(-z / z0))``, ``z = min_m T[m, a]``; a payment ``x`` adds ``x`` to each of its
+    ``L - 1`` bets and costs the pool ``x`` once. True if a certificate was issued."""
+    L = PV.shape[0]
+    pool = PG[L]
+    if a < 0 or pool <= 0.0:
+        return False
+    z = 1e300
+    for m in range(L):
+        if m != a and T[m, a] < z:
+            z = T[m, a]
+    x = (1.0 - rho) * (1.0 - math.exp(-z / z0)) - PG[a]
+    if x > pool:
+        x = pool
+    if not (x > PC_PORT_MIN * (1.0 - rho) or (x > 0.0 and x >= pool)):
+        return False
+    PG[L] = pool - x
+    PG[a] += x
+    issued = False
+    for m in range(L):
+        if m != a:
+            PV[a, m] += x
+            if _pc_port_check(a, m, PK[a, m], N, W, PI, PV, log_thr, BEAT, CB, CW):
+                issued = True
+    return issued
+
+
 @njit(cache=True)
 def pc_set(w, lo, BEAT, CB, CW):
     """Issue the certificate "``lo`` is beaten by ``w``" and keep the per-arm counts.

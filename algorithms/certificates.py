@@ -3,7 +3,7 @@
 A certificate "``m`` is beaten by ``k``" rejects ``H0: p_mk >= 1/2`` at level
 ``d' = delta / L`` with a test that is valid at any stopping time (the ``level`` option;
 ``delta / (L - 1)`` for the states stored before, whose verdicts were bounded only when a
-Condorcet winner exists: docs/algorithms.md, "Validity"). Four tests,
+Condorcet winner exists: docs/algorithms.md, "Validity"). Five tests,
 chosen by the ``threshold`` option of dctas-pc (see ``docs/algorithms.md`` for the
 validity argument of each and the measured costs):
 
@@ -18,6 +18,11 @@ validity argument of each and the measured costs):
 ``kk``
     ``n d(phat, 1/2) > 3 log(1 + log n) + C(log(1/d'))``: the single-term threshold of
     Kaufmann and Koolen (2021) with their calibration function ``C``.
+``portfolio``
+    one Ville level ``delta`` shared by the models instead of ``delta / L`` each: every model is a
+    candidate whose ``L - 1`` bets (the betting test's mixture) are paid for once from a pool
+    that goes mostly to the current leader as its evidence grows
+    (:func:`algorithms._kernels.pc_port_pay`); the ``level`` option does not apply.
 ``stitched``
     ``n/2 - x >= k1 sqrt(v l(v))``, ``v = max(n/4, m)``: the polynomial stitched boundary of
     Howard, Ramdas, McAuliffe and Sekhon (2021) for a sub-Gaussian (Hoeffding) sum with
@@ -57,6 +62,7 @@ PC_THRESHOLDS = {
     "mixture": kern.PC_MIXTURE,
     "kk": kern.PC_KK,
     "stitched": kern.PC_STITCHED,
+    "portfolio": kern.PC_PORTFOLIO,
 }
 PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0, "level": "delta/L"}
 #: the test of a stored dctas-pc state that names none (states written before ``betting`` became the default)
@@ -68,11 +74,11 @@ PC_LEVELS = ("delta/L", "delta/(L-1)")
 #: the level of a stored dctas-pc state that names none
 PC_LEGACY_LEVEL = "delta/(L-1)"
 #: near-tie weight bound of :func:`algorithms._kernels.pc_choose` per test (0: unbounded, today's rule)
-PC_TIE_CAP = {"betting": 1.0}
+PC_TIE_CAP = {"betting": 1.0, "portfolio": 1.0}
 
 
 #: forced exploration of :func:`algorithms._kernels.pc_choose` per test: (mode, fraction); (0, 1.0) is today's rule
-PC_EXPLORE = {"betting": (2, 0.5)}
+PC_EXPLORE = {"betting": (2, 0.5), "portfolio": (2, 0.5)}
 
 
 def explore_for(threshold: str) -> tuple[int, float]:
@@ -109,6 +115,9 @@ def certificate_test(threshold: str, delta: float, L: int, level: str = PC_DEFAU
         return kern.PC_BETTING, log_inv
     if threshold == "mixture":
         return kern.PC_MIXTURE, log_inv
+    if threshold == "portfolio":
+        # one level delta shared by the models (docs/algorithms.md, "The portfolio test"); no level option
+        return kern.PC_PORTFOLIO, math.log(1.0 / delta)
     if threshold == "kk":
         return kern.PC_KK, calibration_C(log_inv)
     if threshold == "stitched":

@@ -612,6 +612,8 @@ class PCPolicy(Policy):
             opts["goal"] = goal
             if k is not None:
                 opts["k"] = k
+        if threshold == "portfolio" and goal != GOAL_WINNER:
+            raise PolicyError("threshold portfolio certifies a winner only; a leaderboard goal needs another test")
         super().__init__(costs, delta, judge_cost=judge_cost, **opts)
         self.goal, self.k = goal, k
         # a leaderboard certifies claims on any of the L (L - 1) ordered pairs (algorithms/leaderboard.py)
@@ -630,8 +632,14 @@ class PCPolicy(Policy):
         self._tie_cap = tie_cap_for(threshold) if population is None else 0.0
         self._explore, self._explore_frac = explore_for(threshold) if population is None else (0, 1.0)
         self._betting = population is None and self._rule == kern.PC_BETTING
+        self._portfolio = population is None and self._rule == kern.PC_PORTFOLIO
         # the betting test's score counts on the quarter grid (kern.pc_hist_add): K x 10
         self._H = np.zeros((self.K, 2 * kern.PC_LEVELS))
+        # the portfolio test: PV[a, m] candidate a's wealth on "a beats m"; PG[:L] cash paid, PG[L] the pool
+        self._PV = np.zeros((self.L, self.L))
+        self._PG = np.zeros(self.L + 1)
+        if self._portfolio:
+            kern.pc_port_init(self._PV, self._PG, kern.PC_PORT_RHO)
         self.verdict: str | None = None
         if population is not None:
             self._LA = np.zeros(self.K)  # log K_t (R4): "PJ[k] beaten by PI[k]"
@@ -725,6 +733,9 @@ class PCPolicy(Policy):
     def _record(self, k: int, s: float) -> None:
         if self.population is None:
             super()._record(k, s)
+            if self._portfolio:
+                self._record_portfolio(k, s)
+                return
             if self._betting:
                 kern.pc_hist_add(k, s, self._H)
                 kern.pc_update_bet(
@@ -746,6 +757,22 @@ class PCPolicy(Policy):
         kern.pc_wor_update(
             k, self.N, self.W, self.PI, self.PJ, P, self._LA, self._LB, self._log_thr, self.BEAT, self._CB, self._CW
         )
+
+    def _record_portfolio(self, k: int, s: float) -> None:
+        """The portfolio test: move the pair's two bets, then pay the leader (kern.pc_port_pay)."""
+        c0 = self._c0
+        issued = kern.pc_port_record(
+            k, s, self.N, self.W, self._H, self.PI, self.PJ, self._PV, c0, self.BEAT, self._CB, self._CW
+        )
+        if issued and kern.pc_verdict(self._CB, self._CW) != -1:
+            return  # the verdict is in (the simulator stops here too)
+        if self.stick > 0.0:
+            kern.pc_track_leader(self._CB, self._AMAX, self._T, self._LEAD, self.stick)
+        a = kern.pc_lead(self._CB, self._AMAX, self._LEAD, self.stick)
+        kern.pc_port_pay(
+            a, self._T, self.N, self.W, self.PI, self.PK, self._PV, self._PG, kern.PC_PORT_RHO,
+            kern.PC_PORT_Z0, c0, self.BEAT, self._CB, self._CW,
+        )  # fmt: skip
 
     # ---------------------------------------------------------------- leaderboard goals
     def exact_ties(self) -> np.ndarray:
@@ -889,6 +916,9 @@ class PCPolicy(Policy):
                     thr = self._log_thr
                     won = n - float(M[loser, winner])  # the winner's score against the loser
                     exact = bool(self.BEAT[winner, loser]) and 2.0 * won > float(self.population)
+                elif self._portfolio:
+                    stat = _log_or_floor(float(self._PV[winner, loser]))
+                    thr = float(self._c0)
                 elif self._betting:  # log of a mixture whose weights sum to 1: exactly 0 before any duel
                     stat = float(kern.pc_bet_log_wealth(self._H, k, 0 if loser == i else 1)) if n > 0 else 0.0
                     thr = float(self._c0)
@@ -911,7 +941,10 @@ class PCPolicy(Policy):
     @property
     def certificate_log_threshold(self) -> float:
         """``log(L / delta)`` (``log((L - 1) / delta)`` at the legacy level; a leaderboard goal:
-        ``log(L (L - 1) / delta)``): a certificate is issued when its test's log-wealth reaches it."""
+        ``log(L (L - 1) / delta)``; the portfolio test: ``log(1 / delta)``): a certificate is issued
+        when its test's log-wealth reaches it."""
+        if self._portfolio:
+            return float(self._c0)
         return certificate_log_level(self.delta / self._goal_div, self.L, self._level_eff)
 
     def certificate_log_wealth(self) -> np.ndarray | None:
@@ -928,6 +961,9 @@ class PCPolicy(Policy):
             i, j = int(self.PI[k]), int(self.PJ[k])
             if self.population is not None:
                 LW[j, i], LW[i, j] = self._LA[k], self._LB[k]
+            elif self._portfolio:
+                LW[i, j] = _log_or_floor(float(self._PV[j, i]))
+                LW[j, i] = _log_or_floor(float(self._PV[i, j]))
             elif self._betting:
                 LW[i, j] = kern.pc_bet_log_wealth(self._H, k, 0)
                 LW[j, i] = kern.pc_bet_log_wealth(self._H, k, 1)
@@ -1000,8 +1036,14 @@ class PCPolicy(Policy):
             out["goal_verdict"] = self.goal_verdict
         if self.stick > 0.0:
             out["lead"] = int(self._LEAD[0])
-        if self._betting:
+        if self._betting or self._portfolio:
             out["hist"] = _state_numbers(self._H)
+        if self._portfolio:
+            out["portfolio"] = {
+                "wealth": _state_numbers(self._PV),
+                "paid": _state_numbers(self._PG[: self.L]),
+                "pool": float(self._PG[self.L]),
+            }
         if self.population is not None:
             out["wor"] = {
                 "log_wealth": [[float(a), float(b)] for a, b in zip(self._LA, self._LB)],
@@ -1035,8 +1077,28 @@ class PCPolicy(Policy):
         self.goal_verdict = gv
         if self.population is not None:
             self._load_wor(state)
-        if self._betting:
+        if self._betting or self._portfolio:
             self._load_hist(state)
+        if self._portfolio:
+            self._load_portfolio(state)
+
+    def _load_portfolio(self, state: Mapping[str, Any]) -> None:
+        port = state.get("portfolio")
+        if not isinstance(port, Mapping):
+            raise PolicyError("malformed dctas-pc state: the portfolio test needs 'portfolio'")
+        try:
+            PV = np.array(port["wealth"], dtype=float)
+            paid = np.array(port["paid"], dtype=float)
+            pool = float(port["pool"])
+        except (KeyError, TypeError, ValueError):
+            raise PolicyError("malformed dctas-pc state: portfolio needs wealth (L x L), paid (L) and pool") from None
+        ok = PV.shape == (self.L, self.L) and paid.shape == (self.L,)
+        if not ok or not (np.all(np.isfinite(PV)) and np.all(np.isfinite(paid)) and math.isfinite(pool)):
+            raise PolicyError("malformed dctas-pc state: portfolio needs wealth (L x L), paid (L) and pool, finite")
+        if np.any(PV < 0) or np.any(paid < 0) or pool < 0 or pool + paid.sum() > 1.0 + 1e-9:
+            raise PolicyError("malformed dctas-pc state: portfolio wealth and cash must be >= 0, cash at most 1")
+        self._PV = PV
+        self._PG = np.append(paid, pool)
 
     def _load_hist(self, state: Mapping[str, Any]) -> None:
         try:
@@ -1070,6 +1132,11 @@ class PCPolicy(Policy):
         self._LA = LW[:, 0].copy()
         self._LB = LW[:, 1].copy()
         self._SQ = SQ
+
+
+def _log_or_floor(v: float) -> float:
+    """``log v``, and a very negative number for a wealth of 0 (a bet never paid for)."""
+    return math.log(v) if v > 0.0 else -1e300
 
 
 def _validate_population(population: Any) -> int:

@@ -113,6 +113,9 @@ def _run_trials(
     LEAD = -np.ones(1, dtype=np.int64)
     H = np.zeros((K, 2 * kern.PC_LEVELS))
     betting = code == 3 and pc_rule == kern.PC_BETTING
+    portfolio = code == 3 and pc_rule == kern.PC_PORTFOLIO
+    PV = np.zeros((L, L))
+    PG = np.zeros(L + 1)
     tracing = trace_k.shape[0] > 0
     for trial in range(seeds.shape[0]):
         np.random.seed(seeds[trial])
@@ -130,8 +133,10 @@ def _run_trials(
         CB[:] = 0
         CW[:] = 0
         LEAD[0] = -1
-        if betting:
+        if betting or portfolio:
             H[:, :] = 0.0
+        if portfolio:
+            kern.pc_port_init(PV, PG, kern.PC_PORT_RHO)
         META[0] = 1
         META[2] = -1
         META[3] = 0
@@ -187,7 +192,21 @@ def _run_trials(
             cost += c_true[i] + c_true[j]
             steps += 1
             # --- stop
-            if code == 3:
+            if code == 3 and portfolio:
+                if kern.pc_port_record(k, score, N, W, H, PI, PJ, PV, pc_c0, BEAT, CB, CW):
+                    v = kern.pc_verdict(CB, CW)
+                    if v != -1:
+                        rec = v
+                        break
+                if pc_stick > 0.0:
+                    kern.pc_track_leader(CB, AMAX, T, LEAD, pc_stick)
+                a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
+                if kern.pc_port_pay(a, T, N, W, PI, PK, PV, PG, kern.PC_PORT_RHO, kern.PC_PORT_Z0, pc_c0, BEAT, CB, CW):
+                    v = kern.pc_verdict(CB, CW)
+                    if v != -1:
+                        rec = v
+                        break
+            elif code == 3:
                 # the verdict can only change when a certificate is issued
                 if betting:
                     kern.pc_hist_add(k, score, H)

@@ -1,6 +1,10 @@
-"""Research: a candidate-portfolio certificate for dctas-pc (one Ville level shared by the models).
+"""The portfolio certificate test of dctas-pc (one Ville level shared by the models) and its variants.
 
-    nice -n 15 .venv/bin/python benchmarks/bench_pooled.py --trials 300 --jobs 1
+    nice -n 15 .venv/bin/python benchmarks/bench_pooled.py --trials 300 --equal --errors --error-trials 600
+    nice -n 15 .venv/bin/python benchmarks/bench_pooled.py --trials 200 --grid      # the sweep
+
+``portfolio (rho=0.1 z0=0.5 eta=1)`` is dctas-pc's ``threshold = "portfolio"`` trial by trial;
+``kappa`` variants (in ``GRID``) replace each pair's mixture by a tilted predictable bet.
 
 Each model ``a`` is a candidate. Its account holds, for every other model ``m``, a wealth
 ``V[a, m] = sum_g pi_g A[a, m, g]`` betting that ``a`` beats ``m`` (the dKelly components of the
@@ -33,11 +37,13 @@ from algorithms import Instance, solve_pc_oracle  # noqa: E402
 from algorithms.instances import resolve_instance  # noqa: E402
 from algorithms.oracle import effective_costs  # noqa: E402
 
+# the kernels below are compiled without numba's cache: tests/test_portfolio_test.py loads this file by
+# path, and a cache written under another module name fails to load there
 MU = np.array([2.0 * kern.PC_RATIO ** (g + 1) for g in range(kern.PC_GRID)])
 PIW = np.exp(kern.PC_BET_LPI)
 
 
-@njit(cache=True)
+@njit
 def _port_value(A, a, m, PIW):
     v = 0.0
     for g in range(PIW.shape[0]):
@@ -45,7 +51,27 @@ def _port_value(A, a, m, PIW):
     return v
 
 
-@njit(cache=True)
+@njit
+def _tilted_bet(LM, a, m, kappa, MU, PIW):
+    """The bet on "a beats m": sum_g w_g mu_g, w_g proportional to pi_g exp(kappa * past log-wealth of bet g).
+
+    kappa = 1 is the dKelly mixture's own bet; any kappa gives a predictable bet in [0, 1.6].
+    """
+    best = -1e300
+    for g in range(MU.shape[0]):
+        v = math.log(PIW[g]) + kappa * LM[a, m, g]
+        if v > best:
+            best = v
+    tot = 0.0
+    lam = 0.0
+    for g in range(MU.shape[0]):
+        w = math.exp(math.log(PIW[g]) + kappa * LM[a, m, g] - best)
+        tot += w
+        lam += w * MU[g]
+    return lam / tot
+
+
+@njit
 def _port_check(a, m, k, N, W, PI, A, PIW, thr, BEAT, CB, CW):
     """Certify "m beaten by a" from the portfolio if m is behind in the pair and V[a, m] >= thr."""
     if BEAT[a, m]:
@@ -58,9 +84,25 @@ def _port_check(a, m, k, N, W, PI, A, PIW, thr, BEAT, CB, CW):
     return False
 
 
-@njit(cache=True)
+@njit
 def run_pooled(
-    P, TIE, c_true, log_thr_pair, thr_pool, rho, z0, shape, eta, MU, PIW, seeds, max_steps, out_cost, out_rec, out_stop
+    P,
+    TIE,
+    c_true,
+    log_thr_pair,
+    thr_pool,
+    rho,
+    z0,
+    shape,
+    eta,
+    kappa,
+    MU,
+    PIW,
+    seeds,
+    max_steps,
+    out_cost,
+    out_rec,
+    out_stop,
 ):
     L = P.shape[0]
     K = L * (L - 1) // 2
@@ -106,8 +148,12 @@ def run_pooled(
         LEAD[0] = -1
         H[:, :] = 0.0
         LM[:, :, :] = 0.0
-        for g in range(NG):
-            A[:, :, g] = PIW[g] * rho / L
+        if kappa > 0.0:
+            A[:, :, :] = 0.0
+            A[:, :, 0] = rho / L
+        else:
+            for g in range(NG):
+                A[:, :, g] = PIW[g] * rho / L
         given[:] = 0.0
         pool = 1.0 - rho
         cost = 0.0
@@ -134,7 +180,9 @@ def run_pooled(
                     pool -= x
                     given[a] += x
                     for m in range(L):
-                        if m != a:
+                        if m != a and kappa > 0.0:
+                            A[a, m, 0] += x
+                        elif m != a:
                             # tranche weights: the prior tilted by the pair's past log-wealth to the power eta
                             best = -1e300
                             for g in range(NG):
@@ -166,11 +214,17 @@ def run_pooled(
             kern.refresh_pair(k, N, W, PI, PJ, c_true, T, G, S, AMAX)
             cost += c_true[i] + c_true[j]
             steps += 1
+            if kappa > 0.0:
+                li = _tilted_bet(LM, i, j, kappa, MU, PIW)
+                lj = _tilted_bet(LM, j, i, kappa, MU, PIW)
+                A[i, j, 0] *= 1.0 + li * (score - 0.5)
+                A[j, i, 0] *= 1.0 + lj * (0.5 - score)
             for g in range(NG):
                 fi = 1.0 + MU[g] * (score - 0.5)
                 fj = 1.0 + MU[g] * (0.5 - score)
-                A[i, j, g] *= fi
-                A[j, i, g] *= fj
+                if kappa <= 0.0:
+                    A[i, j, g] *= fi
+                    A[j, i, g] *= fj
                 LM[i, j, g] += math.log(fi)
                 LM[j, i, g] += math.log(fj)
             kern.pc_hist_add(k, score, H)
@@ -208,6 +262,7 @@ def run(inst: Instance, delta: float, trials: int, seed: int, variant: dict, max
         variant["z0"],
         variant["shape"],
         variant.get("eta", 0.0),
+        variant.get("kappa", 0.0),
         MU,
         PIW,
         seeds,
@@ -256,8 +311,14 @@ VARIANTS = {
     "bonferroni (rho=1)": {"share": 1.0, "rho": 1.0, "z0": 1.0, "shape": 2, "eta": 0.0},
     "rho=0.1 z0=0.5 eta=3": {"share": 1.0, "rho": 0.1, "z0": 0.5, "shape": 2, "eta": 3.0},
     "rho=0.3 z0=1 eta=3": {"share": 1.0, "rho": 0.3, "z0": 1.0, "shape": 2, "eta": 3.0},
+    # dctas-pc's threshold = "portfolio", trial by trial (tests/test_portfolio_test.py)
+    "portfolio (rho=0.1 z0=0.5 eta=1)": {"share": 1.0, "rho": 0.1, "z0": 0.5, "shape": 2, "eta": 1.0},
 }
 GRID = dict(VARIANTS)
+for _k in (1.0, 1.5, 2.0, 3.0):
+    GRID[f"rho=1 kappa={_k}"] = {"share": 1.0, "rho": 1.0, "z0": 1.0, "shape": 2, "kappa": _k}
+    GRID[f"rho=0.1 z0=0.5 kappa={_k}"] = {"share": 1.0, "rho": 0.1, "z0": 0.5, "shape": 2, "kappa": _k}
+    GRID[f"rho=0.3 z0=1 kappa={_k}"] = {"share": 1.0, "rho": 0.3, "z0": 1.0, "shape": 2, "kappa": _k}
 for _rho in (0.1, 0.3):
     for _z0 in (0.5, 1.0):
         for _eta in (0.0, 1.0, 3.0, 10.0):

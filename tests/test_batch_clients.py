@@ -405,3 +405,33 @@ async def test_a_response_past_the_cap_is_cut_off_as_it_streams_not_read_whole(m
             await api.poll("b2")
         assert exc.value.status_code == 500 and exc.value.retryable
         assert streamed["error"] <= 200_000
+
+
+def test_a_batch_answer_is_charged_at_the_batch_price_and_an_unusable_usage_figure_is_a_fault_not_a_failure():
+    """A batch result becomes what the single call would have returned: its cost at the batch price; a usage
+    figure that is not a whole number of tokens in range keeps the answer (the provider billed it) with the
+    fault reported, which the ledger charges at its bound (as for a single call), instead of failing the call."""
+    from service.clients import Completion, build_client, parse_client_config
+    from service.clients.batch import BatchResult
+    from service.cycle.batch_collector import Collector
+
+    cfg = {
+        "kind": "openai",
+        "base_url": "http://fake.test/v1",
+        "model": "m",
+        "price": {"input_per_1m": 2, "output_per_1m": 2},
+        "batch_price": {"input_per_1m": 1, "output_per_1m": 1},
+    }
+    client = build_client(parse_client_config(cfg), model_name="m")
+    collector = Collector(None, None, 1, 1, "answers", 1.0, 10.0, None)  # type: ignore[arg-type]
+
+    def result(usage):
+        choice = {"index": 0, "message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}
+        return BatchResult("r1", data={"choices": [choice], "usage": usage})
+
+    ok = collector.completion(client, result({"prompt_tokens": 10, "completion_tokens": 5}))
+    assert isinstance(ok, Completion) and ok.usage_fault is None
+    assert ok.cost == pytest.approx(15 * 1e-6)  # 1 USD per million tokens: the batch price, not the list's 2
+    bad = collector.completion(client, result({"prompt_tokens": 1e16, "completion_tokens": 5}))
+    assert isinstance(bad, Completion) and bad.text == "hello"
+    assert bad.usage_fault and "prompt_tokens" in bad.usage_fault and bad.input_tokens is None

@@ -70,9 +70,9 @@ async def test_routes_and_pages_use_the_apps_objects(db_url):
         seen.append("views")
         return real_get(campaign_id, *args, **kwargs)
 
-    def ranking(campaign_id):
+    def ranking(campaign_id, *args, **kwargs):
         seen.append("results")
-        return real_ranking(campaign_id)
+        return real_ranking(campaign_id, *args, **kwargs)
 
     campaigns.views.get_campaign = get_campaign
     campaigns.results.ranking = ranking

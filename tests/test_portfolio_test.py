@@ -6,14 +6,17 @@ that bound is nearly attained (two equal models, two equal leaders over a third)
 """
 
 import importlib.util
+import json
+import math
 import pathlib
 
 import numpy as np
 import pytest
 from scipy.stats import binom
 
+from algorithms import PolicyError, make_policy, policy_from_state
 from algorithms.instances import resolve_instance
-from algorithms.simulator import simulate
+from algorithms.simulator import simulate, trace_trial
 
 _PATH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_pooled.py"
 _spec = importlib.util.spec_from_file_location("bench_pooled", _PATH)
@@ -57,3 +60,65 @@ def test_a_near_tie_names_the_winner():
     cost, rec, stop = bench.run(bench.NEAR_TIE, DELTA, 200, 5, VARIANT)
     assert stop.all()
     assert bench.wrong_verdicts(bench.NEAR_TIE, rec, stop) <= int(binom.ppf(0.999, 200, DELTA))
+
+
+# ------------------------------------------------------------------ threshold = "portfolio" in dctas-pc
+PORT = bench.Instance(
+    ["a", "b", "c"],
+    [1.0, 2.0, 1.5],
+    [[0.5, 0.6, 0.7], [0.4, 0.5, 0.55], [0.3, 0.45, 0.5]],
+    ties=[[0, 0.3, 0.2], [0.3, 0, 0.4], [0.2, 0.4, 0]],
+)
+
+
+def _drive(inst, delta, seed, save_at):
+    """Drive the step-wise policy with the simulator's own duels; round-trip its state at ``save_at``."""
+    tr = trace_trial(inst, "dctas-pc", delta, seed, threshold="portfolio")
+    pol = make_policy("dctas-pc", list(inst.costs), delta, threshold="portfolio")
+    for t, ((i, j), s) in enumerate(zip(tr["pairs"], tr["scores"])):
+        if t == save_at:
+            pol = policy_from_state(json.loads(json.dumps(pol.to_state())))
+        assert pol.next_pair() == (i, j), t
+        pol.record(i, j, s)
+    return tr, pol
+
+
+@pytest.mark.parametrize("inst, seed", [(resolve_instance("synthetic:k=4"), 2), (PORT, 3)])
+def test_the_policy_makes_the_simulators_decisions_and_its_state_replays(inst, seed):
+    tr, pol = _drive(inst, 0.05, seed, save_at=150)
+    assert tr["stopped"] and pol.stopped and pol.winner == tr["recommended"]
+    state = pol.to_state()
+    assert state["params"]["threshold"] == "portfolio" and set(state["portfolio"]) == {"wealth", "paid", "pool"}
+    assert pol.certificate_log_threshold == pytest.approx(math.log(1 / 0.05))
+    lw = pol.certificate_log_wealth()
+    w = pol.winner
+    assert all(lw[m, w] >= pol.certificate_log_threshold for m in range(inst.L) if m != w)
+
+
+def test_the_simulator_option_is_the_research_kernel():
+    """threshold = "portfolio" is bench_pooled's rho = 0.1, z0 = 0.5 variant with payments riding the mixture (eta = 1)."""
+    inst = resolve_instance("synthetic:k=19")
+    v = {"share": 1.0, "rho": 0.1, "z0": 0.5, "shape": 2, "eta": 1.0}
+    cost, rec, stop = bench.run(inst, 0.01, 30, 4, v)
+    r = simulate(inst, "dctas-pc", 0.01, 30, seed=4, threshold="portfolio")
+    assert np.array_equal(cost, r.costs) and np.array_equal(rec, r.recommended)
+
+
+def test_portfolio_option_on_equal_models_names_at_most_delta():
+    r = simulate(bench.equal_models(2), "dctas-pc", DELTA, 600, seed=21, max_steps=20_000, threshold="portfolio")
+    named = int((r.stopped & (r.recommended >= 0)).sum())
+    assert 0 < named <= _limit(600)
+
+
+def test_portfolio_state_errors_and_goal():
+    pol = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1, threshold="portfolio")
+    state = pol.to_state()
+    bad = json.loads(json.dumps(state))
+    bad["portfolio"]["pool"] = 5.0
+    with pytest.raises(PolicyError, match="portfolio"):
+        policy_from_state(bad)
+    del bad["portfolio"]
+    with pytest.raises(PolicyError, match="portfolio"):
+        policy_from_state(bad)
+    with pytest.raises(PolicyError, match="winner only"):
+        make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1, threshold="portfolio", goal="ranking")

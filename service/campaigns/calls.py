@@ -228,7 +228,7 @@ class Calls:
                 put_image(s, check_image(data))
 
     # ------------------------------------------------------------ the stores (pay once)
-    async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict):
+    async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict, batch: bool = False):
         """A stored result for ``key`` (stores.Stored), or None: this duel claimed it and pays for the call.
 
         One paid call per key: in this process a second duel awaits the first one's
@@ -251,7 +251,7 @@ class Calls:
             fut = loop.create_future()
             self._flights[key] = fut
             try:
-                status, info = await in_thread(self.claim_tx, table, key, columns, self.claim_lease)
+                status, info = await in_thread(self.claim_tx, table, key, columns, self.claim_lease, batch)
             except BaseException:
                 self._resolve(key, fut, None)
                 raise

@@ -65,11 +65,12 @@ def price_judge(
     return charge.amount_nusd, fault_detail
 
 
-def charge_judge(svc: Any, s, c: Campaign, d: Duel, *, j: Judgement, now, judge: dict | None = None) -> int:
+def charge_judge(prompts: Any, s, c: Campaign, d: Duel, *, j: Judgement, now, judge: dict | None = None) -> int:
     """The judge call's charges and the verdict store's row, on ORM objects ``c`` and ``d`` (the
     hybrid judge's transactions); returns the amount. ``judge``: the config whose bound caps the
-    charge (default the campaign's; a hybrid's ``llm`` part)."""
-    reference = svc.prompt_extras_in(s, c.id, d.prompt_index)[1] if j.judge_cost else None
+    charge (default the campaign's; a hybrid's ``llm`` part); ``prompts``: the
+    :class:`.prompt_cache.PromptCache` that reads the prompt's reference answer."""
+    reference = prompts.prompt_extras_in(s, c.id, d.prompt_index)[1] if j.judge_cost else None
     judge_nusd, fault_detail = price_judge(
         judge or c.judge,
         d.prompt,

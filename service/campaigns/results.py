@@ -386,7 +386,10 @@ class Results:
         """The judge's bias report (:mod:`service.campaigns.judge_bias`) from the campaign's judged duels (the
         last ``last`` of them when given: the dashboard's window, said by ``window``)."""
         with self.db.read() as s:
-            c = s.get(Campaign, campaign_id)
+            # the columns it needs (the row's policy state is a large JSON at many models)
+            c = s.execute(
+                select(Campaign.version, Campaign.judge, Campaign.models).where(Campaign.id == campaign_id)
+            ).one_or_none()
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             key = (campaign_id, int(c.version), last)

@@ -40,7 +40,7 @@ from algorithms.reuse_costs import COST_FLOOR, COST_STEPS, marginal_costs, missi
 from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
 
 from ..db import Database, rowcount
-from ..models import StoredAnswer, StoredVerdict, utcnow
+from ..models import BatchJob, StoredAnswer, StoredVerdict, utcnow
 from .tasks import Background, in_thread
 
 log = logging.getLogger("llmduel.campaigns")
@@ -549,11 +549,16 @@ class Stores:
         busy.add(campaign_id)
         self.background.spawn(refresh())
 
-    def claim_tx(self, table: str, key: str, columns: dict, lease: dt.timedelta) -> tuple[str, Any]:
+    def claim_tx(
+        self, table: str, key: str, columns: dict, lease: dt.timedelta, batch: bool = False
+    ) -> tuple[str, Any]:
         """Look ``key`` up and claim it when missing.
 
         Returns ("ready", Stored), ("claimed", row id) or ("wait", None) when another
-        caller holds a live claim. A claim older than ``lease`` is taken over.
+        caller holds a live claim. A claim older than ``lease`` is taken over, except an answer
+        that an open pre-generation batch asked for (its process died): that one only by the
+        process collecting the batch (``batch``; service/cycle/pregen_recovery.py), so a duel
+        waits for the batch's answer instead of paying for the call again.
         """
         model = _TABLES[table]
         with self.db.read() as s:  # the common case, a stored result, without the write lock
@@ -581,6 +586,8 @@ class Stores:
                 if row.status == READY:
                     return "ready", _stored(table, row)
                 if row.claimed_at + lease > now:
+                    return "wait", None
+                if table == "answer" and not batch and in_open_batch(s, key):
                     return "wait", None
                 taken = rowcount(
                     s.execute(
@@ -670,3 +677,11 @@ def _stored(table: str, row: Any) -> Stored:
             output_tokens=row.output_tokens,
         )
     return Stored(int(row.id), row.charge_id, choice=row.choice, detail=row.detail)
+
+
+def in_open_batch(s: Any, key: str) -> bool:
+    """Whether an open pre-generation batch asked for the answer ``key`` (its rows keep each request's key)."""
+    rows = s.execute(
+        select(BatchJob.requests).where(BatchJob.phase == "pregen", BatchJob.status.in_(("submitting", "running")))
+    ).scalars()
+    return any(r.get("key") == key for requests in rows for r in requests or ())

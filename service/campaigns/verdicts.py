@@ -24,6 +24,7 @@ PC_TESTS = {
     "mixture": "the mixture martingale's log-wealth",
     "kk": "the Kaufmann-Koolen statistic n d(p, 1/2) - 3 log(1 + log n)",
     "stitched": "the stitched boundary's statistic",
+    "portfolio": "the log-wealth of the winner's bet, paid from the shared pool",
     "without_replacement": "the without-replacement betting test's log-wealth",
 }
 
@@ -103,7 +104,7 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
         "test": test,
         "statistic": PC_TESTS.get(test, test),
         "log_threshold": _finite(items[0]["log_threshold"]) if items else None,
-        "level": getattr(policy, "level", "delta/L"),
+        "level": "delta" if test == "portfolio" else getattr(policy, "level", "delta/L"),
         "reference": names[ref] if 0 <= ref < L else None,
         "certified": certified,
         "needed": needed,

@@ -384,9 +384,10 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--threshold",
-        choices=["betting", "mixture", "kk", "stitched"],
+        choices=["betting", "mixture", "kk", "stitched", "portfolio"],
         default=None,
-        help="dctas-pc's certificate test (default betting; mixture is the test before it; see docs/algorithms.md)",
+        help="dctas-pc's certificate test (default betting; mixture is the test before it; portfolio shares one "
+        "level delta among the models; see docs/algorithms.md)",
     )
     p.add_argument(
         "--stick",

@@ -268,7 +268,7 @@ class HTTPModelClient(ModelClient):
                 parsed = self.parse_response(data)
             except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
                 usage_fault = str(exc)
-                parsed = self.parse_response(_without_usage(data))
+                parsed = self.parse_response(without_usage(data))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
@@ -292,7 +292,7 @@ class HTTPModelClient(ModelClient):
             self._http = None
 
 
-def _without_usage(data: Any) -> Any:
+def without_usage(data: Any) -> Any:
     """``data`` without its usage figures (OpenAI's and Anthropic's ``usage``, Gemini's ``usageMetadata``)."""
     if not isinstance(data, dict):
         return data

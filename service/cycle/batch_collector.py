@@ -34,6 +34,8 @@ from ..campaigns.tasks import THREAD_WORK, WorkCount, in_thread
 from ..clients import ClientError, Completion, compute_cost
 from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
 from ..clients.batch_apis import build_batch_api
+from ..clients.http import without_usage
+from ..clients.usage import UsageError
 from ..redaction import redact
 
 log = logging.getLogger("llmduel.batch")
@@ -265,8 +267,13 @@ class Collector:
 
     def completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
         """A batch result as the client's call would have returned it, charged at the batch price."""
+        usage_fault = None
         try:
-            parsed = client.parse_response(res.data)
+            try:
+                parsed = client.parse_response(res.data)
+            except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
+                usage_fault = str(exc)
+                parsed = client.parse_response(without_usage(res.data))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             return ClientError(f"{client.provider} batch returned an unexpected response: {exc}")
         text, tin, tout = parsed[:3]
@@ -278,7 +285,7 @@ class Collector:
         key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
         if image is None and key:
             text = redact(text, (key,))
-        return Completion(text, tin, tout, cost, 0.0, 1, None, image, more)
+        return Completion(text, tin, tout, cost, 0.0, 1, usage_fault, image, more)
 
 
 class BatchedModel:

@@ -123,7 +123,7 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     now = utcnow()
     llm = hybrid.llm_part(c.judge)
     # charged as any judge call, capped at the LLM part's bound (service.money.charges writes it)
-    judge_charges.charge_judge(svc, s, c, d, j=j, now=now, judge=llm)
+    judge_charges.charge_judge(svc.deps.prompts, s, c, d, j=j, now=now, judge=llm)
     refused = _llm_refusal(c, d, now)
     if refused is None:
         return _judged(svc, s, c, d, j, now)

@@ -53,10 +53,13 @@ class PregenRecovery:
     async def _quietly(self, job: dict[str, Any]) -> None:
         try:
             await self.collect(job)
-        except Exception as exc:  # it stays open, this process's: its claims lapse, the answers are made again
-            log.warning(
-                "campaign %s: collecting pre-generation batch %s failed: %s", job["campaign_id"], job["id"], exc
-            )
+        except Exception as exc:  # closed, so the duels waiting for its answers make them (its claims are released)
+            why = f"collecting it after a take-over failed: {type(exc).__name__}: {exc}"
+            log.warning("campaign %s: pre-generation batch %s: %s", job["campaign_id"], job["id"], why)
+            try:
+                await in_thread(self.jobs.close_tx, job["id"], "failed", why[:500])
+            except Exception as again:  # the database is away too: the batch stays open, this process's
+                log.warning("campaign %s: closing batch %s failed: %s", job["campaign_id"], job["id"], again)
 
     async def collect(self, job: dict[str, Any]) -> None:
         cid, rows = int(job["campaign_id"]), job["requests"]
@@ -98,5 +101,5 @@ class PregenRecovery:
         """The answer's store claim, taken again for this process (None: it is stored already)."""
         plan = DuelPlan(**{**context.__dict__, "prompt": row["prompt"], "claims": {}})
         columns = {"model_key": row["model_key"], "prompt_hash": row["prompt_hash"]}
-        stored = await self.calls.acquire(plan, int(row["model"]), "answer", row["key"], columns)
+        stored = await self.calls.acquire(plan, int(row["model"]), "answer", row["key"], columns, batch=True)
         return plan if stored is None else None

@@ -32,7 +32,7 @@ PLOT_MODELS = 16  # the matrix and the evidence chart show at most this many mod
 CATEGORY_ROWS = 10  # the dashboard's ranking by category: the leading models of each category
 #: the dashboard's style control and judge bias read the last this many judged duels (their API routes and
 #: the export read every one): each reads every answer or judge reply, seconds at 50,000 duels
-LOG_WINDOW = 10_000
+LOG_WINDOW = 5_000
 STATUS_LABELS = {
     "running": "running",
     "certified": "certified",
