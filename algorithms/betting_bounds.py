@@ -11,8 +11,9 @@ maximisation below, so the bounds hold for every ``p``, not only on the grid.
 ``max sum_j p_j`` over ``sum_j D_j(p_j) < c`` is at most ``g(mu) = sum_j max_p (p - mu D_j(p)) + mu c``
 for every ``mu >= 0`` (weak Lagrange duality). Only the lower convex hull of each pair's cell points
 can attain an inner maximum, and ``g`` is convex and piecewise linear in ``mu`` with its breakpoints
-at the hulls' edges, so its minimum is found exactly by one sweep over the edges of the model's pairs
-in decreasing ``mu`` (:func:`sweep_bound`). A pair's hull depends only on ``(S, n)``, so pairs with the
+at the hulls' edges, so :func:`sweep_bound` brackets its minimum by bisection on ``log mu`` (each
+step finds every pair's maximiser by a binary search over its hull's edges) and returns ``g`` at the
+better end of the bracket, a valid bound whatever the bracket's width. A pair's hull depends only on ``(S, n)``, so pairs with the
 same counts share it (many do in a campaign of many models and few duels per pair).
 """
 

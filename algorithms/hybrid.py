@@ -275,12 +275,17 @@ G0 = 10.0  # prior weight (duels, at gap 0) of the estimated gap that shifts eac
 CAP = 0.7  # every betting factor is >= 1 - CAP = 0.3
 
 
-PG_LO, PG_HI = 3, 15  # prior mass MU_FOCUS on the gaps 0.5 * 0.8^g, g = 3..15 (0.018 to 0.26)
+PG_LO, PG_HI = 3, 15  # prior "wide": mass MU_FOCUS on the gaps 0.5 * 0.8^g, g = 3..15 (0.018 to 0.26)
+PG_HI_NARROW = 12  # prior "narrow" (the default): g = 3..12 (0.034 to 0.26)
+HYBRID_PRIORS = ("narrow", "wide")
+DEFAULT_PRIOR = "narrow"
+LEGACY_PRIOR = "wide"  # the gap prior of a stored state that names none
 
 
-def _gap_tables():
+def _gap_tables(hi=None):
+    hi = PG_HI if hi is None else hi
     gap = np.array([0.5 * MU_RATIO ** (g + 1) for g in range(MU_GRID)])
-    inside = [PG_LO <= g + 1 <= PG_HI for g in range(MU_GRID)]
+    inside = [PG_LO <= g + 1 <= hi for g in range(MU_GRID)]
     n_in = sum(inside)
     lpi = np.array(
         [
@@ -292,6 +297,7 @@ def _gap_tables():
 
 
 HY_GAP, HY_GLPI = _gap_tables()
+HY_GLPI_NARROW = _gap_tables(PG_HI_NARROW)[1]
 
 
 @njit(cache=True)
@@ -401,7 +407,7 @@ def hy_moment(ST, k, f, m, rate, floor, active):
 
 @njit(cache=True)
 def hy_record_plugin(
-    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW
+    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW, narrow
 ):  # fmt: skip
     """Record one duel of pair ``k`` under the plug-in test (H6-H9).
 
@@ -452,8 +458,8 @@ def hy_record_plugin(
         ST[k, c0 + B_S] += H
         ST[k, c0 + B_S2] += H * H
     ST[k, DEN] += u * u
-    ST[k, LA] = hy_log_mix_plugin(ST, k, WG)
-    ST[k, LB] = hy_log_mix_plugin(ST, k, WG + MU_GRID)
+    ST[k, LA] = hy_log_mix_plugin(ST, k, WG, narrow)
+    ST[k, LB] = hy_log_mix_plugin(ST, k, WG + MU_GRID, narrow)
     ST[k, N_] = n + 1.0
     ST[k, SY] += y
     ST[k, SY2] += y * y
@@ -467,9 +473,10 @@ def hy_record_plugin(
 
 
 @njit(cache=True)
-def hy_log_mix_plugin(ST, k, col):
-    """``log sum_g w_g exp(ST[k, col + g])`` with the gap prior of the plug-in test."""
-    return hy_log_mix_with(ST, k, col, HY_GLPI)
+def hy_log_mix_plugin(ST, k, col, narrow):
+    """``log sum_g w_g exp(ST[k, col + g])`` with the plug-in test's gap prior: ``narrow`` (mass
+    ``MU_FOCUS`` on the gaps 0.034 to 0.26, the default) or wide (0.018 to 0.26, stored states before it)."""
+    return hy_log_mix_with(ST, k, col, HY_GLPI_NARROW if narrow else HY_GLPI)
 
 
 @njit(cache=True)
@@ -529,6 +536,8 @@ class HybridPolicy:
         ``human_rate="active"``, the binned rule H8, docs/algorithms.md *Hybrid*) or ``"mixture"``
         (the linear prediction, bets normalised by the range at ``pi_min``, rule H5; states
         stored before the plug-in test).
+    prior : the plug-in test's gap prior, ``"narrow"`` (default: mass 0.98 on the gaps 0.034 to 0.26)
+        or ``"wide"`` (0.018 to 0.26; plug-in states stored before the narrow prior).
 
     Use: ``i, j = p.next_pair(pending)``; ``pi = p.human_probability(i, j, J)``; ask a
     human with probability ``pi``; ``p.record(i, j, J, H or None, pi)``. The allocation is
@@ -549,6 +558,7 @@ class HybridPolicy:
         floor: Any = DEFAULT_FLOOR,
         level: str = PC_DEFAULTS["level"],
         test: str = DEFAULT_TEST,
+        prior: str = DEFAULT_PRIOR,
     ) -> None:
         self.costs = _validate_costs(costs)
         self.delta = _validate_delta(delta)
@@ -566,6 +576,10 @@ class HybridPolicy:
             raise PolicyError(f"unknown hybrid test {test!r}; choose one of {', '.join(HYBRID_TESTS)}")
         self.test = test
         self.plugin = test == "plugin"
+        if prior not in HYBRID_PRIORS:
+            raise PolicyError(f"unknown hybrid gap prior {prior!r}; choose one of {', '.join(HYBRID_PRIORS)}")
+        self.prior = prior
+        self.narrow = prior == "narrow"  # the plug-in test's gap prior (H7); the mixture test has its own (H3)
         self.active = self.human_rate == "active"
         self.pi_min = self.floor if self.active else float(self.human_rate)
         self.rate = DEFAULT_RATE if self.active else float(self.human_rate)
@@ -679,6 +693,7 @@ class HybridPolicy:
             hy_record_plugin(
                 k, J, H, human, p, float(self.rate), float(self.floor), self.active, self._log_thr, self.ST,
                 self.PI, self.PJ, self._c, self._T, self._G, self._S, self._AMAX, self.BEAT, self._CB, self._CW,
+                self.narrow,
             )  # fmt: skip
         else:
             hy_record(
@@ -743,6 +758,8 @@ class HybridPolicy:
             out["level"] = self.level
         if self.test != LEGACY_TEST:  # a state without "test" was made with the mixture test
             out["test"] = self.test
+        if self.prior != LEGACY_PRIOR:  # a state without "prior" was made with the wide gap prior
+            out["prior"] = self.prior
         return out
 
     def to_state(self) -> dict[str, Any]:
@@ -800,6 +817,7 @@ def hybrid_state_params(state: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(state.get("params") or {})  # a malformed params: TypeError or ValueError for the caller
     out.setdefault("level", PC_LEGACY_LEVEL)
     out.setdefault("test", LEGACY_TEST)
+    out.setdefault("prior", LEGACY_PRIOR)
     return out
 
 

@@ -197,7 +197,28 @@ def _draw_graded(p, a, ht, jt, pb, cs, ac):
 
 @njit(cache=True)
 def _hybrid_trials(
-    P, A, ht, jt, pb, cs, ac, c, rate, floor, active, pi_min, log_thr, seeds, max_duels, out, PI, PJ, PK, plugin, nstat
+    P,
+    A,
+    ht,
+    jt,
+    pb,
+    cs,
+    ac,
+    c,
+    rate,
+    floor,
+    active,
+    pi_min,
+    log_thr,
+    seeds,
+    max_duels,
+    out,
+    PI,
+    PJ,
+    PK,
+    plugin,
+    nstat,
+    narrow,
 ):
     L = P.shape[0]
     K = L * (L - 1) // 2
@@ -229,7 +250,7 @@ def _hybrid_trials(
             human = _uniform() < pi
             if plugin:
                 hy_record_plugin(
-                    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW
+                    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW, narrow
                 )
             else:
                 hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
@@ -345,6 +366,7 @@ def run_hybrid(
     max_duels: int = 1_000_000,
     level: str = "delta/L",
     test: str = DEFAULT_TEST,
+    prior: str = "narrow",
 ) -> dict[str, Any]:
     """``trials`` hybrid campaigns (the kernels of :class:`algorithms.hybrid.HybridPolicy`).
 
@@ -360,6 +382,7 @@ def run_hybrid(
         floor=floor,
         level=level,
         test=test,
+        prior=prior,
     )
     L = instance.L
     out = np.zeros((int(trials), 3))
@@ -368,7 +391,7 @@ def run_hybrid(
         float(judge.judge_tie), float(judge.position_bias), float(judge.confident),
         float(judge.agreement_confident), pol._c, float(pol.rate), float(pol.floor),
         pol.active, float(pol.pi_min), pol._log_thr, _seeds(trials, seed), int(max_duels), out,
-        *pair_index_arrays(L), pol.plugin, pol.ST.shape[1],
+        *pair_index_arrays(L), pol.plugin, pol.ST.shape[1], pol.narrow,
     )  # fmt: skip
     return _tally(out, instance)
 

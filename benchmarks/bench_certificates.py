@@ -24,7 +24,7 @@ on exactly equal models (L = 2, 3, 4) at delta = 0.1 with its binomial check, an
 delta = 0.01 the mean cost / c_pc* of both levels and of the paper's dctas on the same seeds
 on synthetic k=4, k=19, search and a 5-arm intransitive instance with a winner; ``--json``
 prints the figures as one JSON object. ``bets``: one pair alone, the default test's expected
-number of duels to certify at level delta / L (L = 3, delta = 0.01) against a single constant
+number of duels to certify at level delta / L (L = 3, or ``--bet-divisor``; delta = 0.01) against a single constant
 bet at the Kelly size for the true mean (an oracle no test has) and an aGRAPA plug-in bet
 (Waudby-Smith and Ramdas 2024), same outcomes, in units of ``log(1/(4 delta)) / K_inf``.
 """
@@ -237,14 +237,14 @@ def _first_crossing(lw: np.ndarray, thr: float) -> np.ndarray:
 
 
 def part_bets(a: argparse.Namespace) -> dict:
-    L, delta, n_max = 3, 0.01, 6000
+    L, delta, n_max = a.bet_divisor, 0.01, 6000
     thr = float(np.log(L / delta))
     rng = np.random.default_rng(a.seed)
     lf = np.asarray(kern.PC_BET_LF)  # log(1 + mu_g (1/2 - y)) for y = 0, 1/4, .., 1
     lpi = np.asarray(kern.PC_BET_LPI)
     out = []
     print(
-        f"one pair, level delta/L (L = {L}, delta = {delta}), {a.trials} trials, seed {a.seed}: E[duels] K_inf / log(1/(4 delta))"
+        f"one pair, level delta/L (L = {L:g}, delta = {delta}), {a.trials} trials, seed {a.seed}: E[duels] K_inf / log(1/(4 delta))"
     )
     print(f"{'win':>5} {'tie':>5} {'K_inf':>7} {'default':>8} {'oracle bet':>10} {'aGRAPA':>7}", flush=True)
     for win, tie in ((0.45, 0.0), (0.40, 0.0), (0.35, 0.0), (0.25, 0.4)):
@@ -312,6 +312,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="50 trials, 1,000 error trials")
+    ap.add_argument(
+        "--bet-divisor", type=float, default=3.0, help="bets: the level's divisor L (delta / L; 1 for delta itself)"
+    )
     ap.add_argument("--json", action="store_true", help="also print the figures of the parts that have them as JSON")
     a = ap.parse_args()
     if a.quick:

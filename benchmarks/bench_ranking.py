@@ -13,7 +13,10 @@ over the models (:func:`algorithms.ranking.betting_field_intervals`).
 from Bradley-Terry strengths ~ N(0, spread^2)), where the anytime interval's validity
 is not proven: its coverage of each model's prompt-set win rate against the field.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor]``
+``--timing``: only the seconds :func:`algorithms.ranking.betting_field_intervals` takes on seeded random
+counts (duels spread uniformly over all pairs, a fifth of them ties), after a compiling call.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor] [--timing]``
 """
 
 from __future__ import annotations
@@ -71,13 +74,35 @@ def wor_coverage(campaigns: int, n_prompts: int, spread: float, delta: float) ->
     )
 
 
+def timing(sizes=((6, 3_000), (20, 4_000), (128, 50_000)), seed: int = 0) -> None:
+    """Print the seconds of the betting intervals on seeded random counts of ``(models, duels)``."""
+    rng = np.random.default_rng(seed)
+    betting_field_intervals(np.full((3, 3), 1.0), np.full((3, 3), 2.0), 0.95)  # compiled (cached) first
+    for L, duels in sizes:
+        W, N = np.zeros((L, L)), np.zeros((L, L))
+        for _ in range(duels):
+            i, j = rng.choice(L, 2, replace=False)
+            s = rng.choice([1.0, 0.0, 0.5], p=[0.4, 0.4, 0.2])
+            N[i, j] += 1
+            N[j, i] += 1
+            W[i, j] += s
+            W[j, i] += 1.0 - s
+        t0 = time.perf_counter()
+        betting_field_intervals(W, N, 0.95)
+        print(f"betting_field_intervals: {L} models, {duels} duels: {time.perf_counter() - t0:.3f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--campaigns", type=int, default=200)
     ap.add_argument("--instance", default="genai-image")
     ap.add_argument("--delta", type=float, default=0.05)
     ap.add_argument("--wor", action="store_true", help="also campaigns without replacement (4 models)")
+    ap.add_argument("--timing", action="store_true", help="only the betting intervals' seconds on random counts")
     a = ap.parse_args()
+    if a.timing:
+        timing()
+        return
     inst = resolve_instance(a.instance)
     P = np.asarray(inst.preference)
     L = P.shape[0]

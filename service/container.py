@@ -99,6 +99,7 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
     runs = Runs(settings, db, cycle, lifecycle, calls, leases, stores, webhooks, keeper, background)
     keeper.beats.append(runs.beat)
+    keeper.beats.append(calls.drop_gone_calls)  # calls of duels gone elsewhere: cancelled
     recovery = PregenRecovery(BatchJobs(db, owner_id), pregen, calls, background)
     pregen.recover = recovery.recover
     keeper.beats.append(recovery.beat)

@@ -435,3 +435,32 @@ def test_a_batch_answer_is_charged_at_the_batch_price_and_an_unusable_usage_figu
     bad = collector.completion(client, result({"prompt_tokens": 1e16, "completion_tokens": 5}))
     assert isinstance(bad, Completion) and bad.text == "hello"
     assert bad.usage_fault and "prompt_tokens" in bad.usage_fault and bad.input_tokens is None
+
+
+def test_a_batch_answer_keeps_the_log_probabilities_a_judge_with_verdict_probabilities_asked_for():
+    """A batch line's response carries the output tokens' log probabilities as the single call's does
+    (``verdict_probabilities`` sends ``logprobs`` in the batch line's body too): the batch result keeps them,
+    so a batch campaign's judge scores by the labels' probabilities, not silently by the bare label."""
+    from service.clients import Completion, build_client, parse_client_config
+    from service.clients.batch import BatchResult
+    from service.cycle.batch_collector import Collector
+
+    client = build_client(
+        parse_client_config({"kind": "openai", "base_url": "http://fake.test/v1", "model": "j"}), model_name="j"
+    )
+    collector = Collector(None, None, 1, 1, "verdicts", 1.0, 10.0, None)  # type: ignore[arg-type]
+    top = [{"token": "A", "logprob": -0.2}, {"token": "B", "logprob": -1.9}]
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "[[A]]"},
+        "finish_reason": "stop",
+        "logprobs": {"content": [{"token": "A", "logprob": -0.2, "top_logprobs": top}]},
+    }
+    usage = {"prompt_tokens": 10, "completion_tokens": 5}
+    got = collector.completion(client, BatchResult("r1", data={"choices": [choice], "usage": usage}))
+    assert isinstance(got, Completion)
+    assert got.logprobs == (("A", (("A", -0.2), ("B", -1.9))),)
+    # a malformed optional part reads as absent, as for a single call (the answer stands)
+    choice["logprobs"] = {"content": [{"token": "A", "top_logprobs": [{"token": "A"}]}]}
+    again = collector.completion(client, BatchResult("r2", data={"choices": [choice], "usage": usage}))
+    assert isinstance(again, Completion) and again.text == "[[A]]" and again.logprobs is None

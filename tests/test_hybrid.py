@@ -266,6 +266,7 @@ def test_simulator_runs_the_policy_kernels():
             *pairs,
             pol.plugin,
             pol.ST.shape[1],
+            pol.narrow,
         )
         _seed(77)
         while not pol.stopped:
@@ -461,3 +462,29 @@ def test_the_plugin_test_is_the_default_and_a_state_without_a_test_keeps_the_mix
         policy_from_state({**state, "params": {**state["params"], "test": "plugin"}})  # 59 columns: not a plug-in state
     with pytest.raises(PolicyError, match="unknown hybrid test"):
         HybridPolicy([1.0, 1.0], 0.1, test="bets")
+
+
+def test_the_narrow_gap_prior_is_the_default_and_a_plugin_state_without_a_prior_keeps_the_wide_one():
+    """New plug-in states bet with the gap prior on 0.034 to 0.26 (``prior: narrow``); a plug-in state
+    stored before it names no ``prior`` and loads, continues and replays with the wide prior (0.018 to
+    0.26) it was made with; the two priors make different decisions on the same duels."""
+    from algorithms.hybrid import HY_GAP, HY_GLPI, HY_GLPI_NARROW, hybrid_state_params
+
+    focus = HY_GAP[np.exp(HY_GLPI_NARROW) > 0.05]
+    assert focus.min() == pytest.approx(0.5 * 0.8**12) and focus.max() == pytest.approx(0.5 * 0.8**3)
+    assert np.exp(HY_GLPI_NARROW).sum() == pytest.approx(1.0) and np.exp(HY_GLPI).sum() == pytest.approx(1.0)
+    new = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active")
+    assert new.prior == "narrow" and new.to_state()["params"]["prior"] == "narrow"
+    old = HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate="active", prior="wide")
+    _drive(old, random.Random(1), 120)
+    state = json.loads(json.dumps(old.to_state()))
+    assert "prior" not in state["params"] and hybrid_state_params(state)["prior"] == "wide"
+    back = policy_from_state(state)
+    assert back.prior == "wide" and back.to_state() == state
+    assert _drive(old, random.Random(2), 150) == _drive(back, random.Random(2), 150)
+    wide, narrow = (HybridPolicy([1.0, 1.0, 1.0], 0.1, human_rate=0.3, prior=p) for p in ("wide", "narrow"))
+    _drive(wide, random.Random(3), 200)
+    _drive(narrow, random.Random(3), 200)
+    assert wide.summary()["log_wealth"] != narrow.summary()["log_wealth"]
+    with pytest.raises(PolicyError, match="unknown hybrid gap prior"):
+        HybridPolicy([1.0, 1.0], 0.1, prior="tight")

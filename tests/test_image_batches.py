@@ -89,3 +89,59 @@ async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()
+
+
+async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_stored(db_url, fake):  # noqa: F811
+    """A human campaign of image models with ``batch``: the images pre-generated for its annotators go out in
+    batches on the images endpoint, each once; their bytes are in the image store under the stored answers'
+    names, so the next duels show them without calling a model."""
+    import asyncio
+    import time
+
+    from sqlalchemy import select
+
+    from service.app import create_app
+    from service.images.store import get_image
+    from service.models import StoredAnswer
+
+    base, provider_app = fake
+    tag = uuid.uuid4().hex[:6]
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = {**_spec(base, tag), "judge": {"kind": "human"}, "batch": {"round_size": 4, "poll_seconds": 0.02}}
+            r = await api.post("/v1/campaigns", json=spec)
+            assert r.status_code == 201, r.text
+            cid = r.json()["id"]
+            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+            who = {"Authorization": f"Bearer {token}"}
+            first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert first.status_code == 201, first.text
+            pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
+            deadline = time.monotonic() + 30
+            while cid in pregen.busy or not jobs.jobs_tx(cid):
+                assert time.monotonic() < deadline, "no pre-generation batch"
+                await asyncio.sleep(0.02)
+            assert {(j["phase"], j["status"]) for j in jobs.jobs_tx(cid)} == {("pregen", "collected")}
+            asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
+            batched = [q for q in asked if "batch" in q]
+            assert batched and all(q["kind"] == "image" for q in asked)
+            assert max(Counter((q["model"], q["prompt"]) for q in asked).values()) == 1
+            endpoints = {b["id"]: b["endpoint"] for b in batches_of(provider_app, f"llmduel-{cid}-")}
+            assert {endpoints[q["batch"]] for q in batched} == {"/v1/images/generations"}
+            with app.state.db.read() as s:
+                texts = s.scalars(select(StoredAnswer.text).where(StoredAnswer.status == "ready")).all()
+                names = [m.group(1) for t in texts if (m := NAME.fullmatch(t or ""))]
+                assert len(names) >= len(batched)
+                assert all(get_image(s, h) is not None for h in names)
+            vote = await api.post(f"/v1/duels/{first.json()['id']}/vote", headers=who, json={"choice": "a"})
+            assert vote.status_code == 200, vote.text
+            nxt = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            assert nxt.status_code == 201, nxt.text
+            direct = [
+                q for q in provider_app.state.provider.requests if q["model"].startswith(tag) and "batch" not in q
+            ]
+            assert len(direct) == 2  # the first duel's own images only
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()

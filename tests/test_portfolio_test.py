@@ -45,7 +45,7 @@ def test_all_cash_at_the_start_is_the_betting_test_at_delta_over_l():
 @pytest.mark.parametrize(
     "name, inst, n, cap",
     [
-        ("two equal models", bench.equal_models(2), 600, 20_000),
+        ("two equal models", bench.equal_models(2), 600, 10_000),
         ("two equal leaders over a third", bench.EQUAL_LEADERS, 600, 3_000),
     ],
 )
@@ -104,10 +104,16 @@ def test_the_simulator_option_is_the_research_kernel():
     assert np.array_equal(cost, r.costs) and np.array_equal(rec, r.recommended)
 
 
-def test_portfolio_option_on_equal_models_names_at_most_delta():
-    r = simulate(bench.equal_models(2), "dctas-pc", DELTA, 600, seed=21, max_steps=20_000, threshold="portfolio")
-    named = int((r.stopped & (r.recommended >= 0)).sum())
-    assert 0 < named <= _limit(600)
+@pytest.mark.parametrize(
+    "inst, cap",
+    [(bench.equal_models(2), 10_000), (bench.equal_models(3), 4_000), (bench.EQUAL_LEADERS, 3_000)],
+)
+def test_portfolio_option_wrong_verdicts_at_most_delta(inst, cap):
+    r = simulate(inst, "dctas-pc", DELTA, 600, seed=21, max_steps=cap, threshold="portfolio")
+    wrong = bench.wrong_verdicts(inst, r.recommended, r.stopped)
+    assert wrong <= _limit(600)
+    if inst.L == 2 or inst is bench.EQUAL_LEADERS:
+        assert wrong > 0  # the bound is nearly attained there (docs/algorithms.md): the check has power
 
 
 def test_portfolio_state_errors_and_goal():
@@ -122,3 +128,17 @@ def test_portfolio_state_errors_and_goal():
         policy_from_state(bad)
     with pytest.raises(PolicyError, match="winner only"):
         make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1, threshold="portfolio", goal="ranking")
+
+
+def test_the_campaign_view_reports_the_portfolio_level():
+    from service.campaigns.verdicts import pc_evidence
+
+    pol = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.05, threshold="portfolio")
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        i, j = pol.next_pair()
+        pol.record(i, j, float(rng.random() < (0.7 if i == 0 else 0.5)))
+    ev = pc_evidence("dctas-pc", json.loads(json.dumps(pol.to_state())), ["a", "b", "c"], "running")
+    assert ev is not None and ev["test"] == "portfolio" and ev["level"] == "delta"
+    assert ev["log_threshold"] == pytest.approx(math.log(1 / 0.05)) and "pool" in ev["statistic"]
+    assert len(ev["pairs"]) == 6 and all(math.isfinite(p["log_stat"]) for p in ev["pairs"])

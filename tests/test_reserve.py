@@ -582,3 +582,30 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
     finally:
         await other_app.state.campaigns.aclose()
         other_app.state.db.dispose()
+
+
+async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api):
+    """A pre-generation batch adopted after its process died (service/cycle/pregen_recovery.py) is charged
+    without the hold's id, which only the dead process knew: the charge releases the hold of the answer's
+    key, as the sending process's charge releases its own, instead of the budget counting both until the hold
+    lapses (a duel or a pre-generated call refused for room the batch's answer already paid for)."""
+    from service.clients import Completion
+    from service.money import holds
+
+    svc = api.app.state.campaigns.cycle
+    pregen = api.app.state.campaigns.pregen
+    tag = _tag()
+    prompt = "recovered question"
+    bound = model_bound_nusd(_model(tag, "a"), prompt)
+    cid = (await api.post("/v1/campaigns", json=_human_body(tag, [prompt], 5.0))).json()["id"]
+    key, other = uuid.uuid4().hex, uuid.uuid4().hex
+    now = utcnow()
+    with svc.db.write() as s:  # the dead process's holds: this answer's, and another call's still out
+        for k in (key, other):
+            holds.take_hold(s, cid, bound, now, now + dt.timedelta(minutes=5), 0, k)
+    answer = Completion("a recovered answer", 10, 5, 0.005, 0.0, 1)
+    pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, None, prompt, hold_key=key)
+    assert _ledger(svc, cid) == to_nusd(0.005)
+    assert _holds(svc, cid) == 1  # the answer's hold went with its charge; the other call's stays
+    with svc.db.read() as s:
+        assert s.execute(select(BudgetHold.key).where(BudgetHold.campaign_id == cid)).scalar_one() == other

@@ -202,12 +202,10 @@ class BatchJobs:
         )
         if campaign_id is not None:
             q = q.where(BatchJob.campaign_id == campaign_id)
-        with self.db.read() as s:  # the common case (every heartbeat of every process): none, no write
-            if s.scalars(q.with_only_columns(BatchJob.id).limit(1)).first() is None:
-                return []
-        with self.db.write() as s:
+        # found in a read (every heartbeat of every process: usually none, or all still looked after) ...
+        with self.db.read() as s:
             now = self.db.clock(s)
-            adopted = []
+            orphans = []
             for job in s.scalars(q).all():
                 keys = [r["key"] for r in job.requests if r.get("key")]
                 live = s.scalars(
@@ -217,18 +215,25 @@ class BatchJobs:
                         StoredAnswer.claimed_at > now - lease,
                     )
                 ).first()
-                if live is not None or not keys:
-                    continue
+                if keys and live is None:
+                    orphans.append((int(job.id), job.owner))
+        if not orphans:
+            return []
+        # ... adopted in a write, each by a conditional update (one process adopts it)
+        with self.db.write() as s:
+            adopted = []
+            for job_id, owner in orphans:
                 taken = rowcount(
                     s.execute(
                         update(BatchJob)
-                        .where(BatchJob.id == job.id, BatchJob.owner == job.owner, BatchJob.status.in_(OPEN))
+                        .where(BatchJob.id == job_id, BatchJob.owner == owner, BatchJob.status.in_(OPEN))
                         .values(owner=self.owner_id, updated_at=utcnow())
                         .execution_options(synchronize_session=False)
                     )
                 )
-                if taken:
-                    adopted.append({**_job(job), "campaign_id": int(job.campaign_id)})
+                mine = s.get(BatchJob, job_id) if taken else None  # the row this process just took
+                if mine is not None:
+                    adopted.append({**_job(mine), "campaign_id": int(mine.campaign_id)})
             return adopted
 
     def release_unsent_tx(self, campaign_id: int, why: str = "its batch round failed") -> int:

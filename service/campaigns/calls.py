@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from sqlalchemy import select
 
-from algorithms.vocabulary import IN_FLIGHT, CampaignStatus
+from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from service.judging import build_judge, parse_judge_config
 
 from .. import egress
@@ -29,6 +29,7 @@ from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
 from . import spares, stores
 from .draws import answer_secret
+from .expiry import is_stale
 from .prompt_cache import PromptCache
 from .stores import Stores
 from .tasks import Keeper, in_thread
@@ -41,6 +42,8 @@ STORED_SCORE = "score_first_shown"
 #: The errors of a call or a judgement abandoned because its duel's reservation lapsed (expiry.call_deadline).
 CALL_OUTLIVED_EXPIRY = "the call did not return before the duel's reservation expired (LLMDUEL_CALL_TIMEOUT_SECONDS)"
 JUDGE_OUTLIVED_EXPIRY = "the judge did not decide before the duel expired (LLMDUEL_DUEL_EXPIRY_SECONDS)"
+#: The error of a call cancelled while under way because its duel was gone (expired, or deleted with its campaign).
+CALL_DUEL_GONE = "cancelled while under way: its duel expired or was deleted (its reservation had lapsed)"
 
 
 class Calls:
@@ -78,6 +81,10 @@ class Calls:
         # Campaign id -> what wraps its model clients while a batch round gathers their calls
         # (service/cycle/batch_rounds.py); absent: the clients are called directly.
         self.wrappers: dict[int, Any] = {}
+        # Duel id -> the tasks of its model and judge calls under way here: the heartbeat cancels
+        # them once the duel is gone (:meth:`drop_gone_calls`), instead of letting them run to
+        # their own deadline for an answer nobody may charge.
+        self.under_way: dict[int, set[asyncio.Task]] = {}
 
     async def close_clients(self) -> None:
         """Close the model clients, the judges and the shared HTTP client (when the app stops)."""
@@ -176,6 +183,52 @@ class Calls:
                 return True
             return s.execute(select(Duel.status).where(Duel.id == duel_id)).scalar_one_or_none() in IN_FLIGHT
 
+    async def cancellable(self, plan: DuelPlan, call: Any) -> Any:
+        """Await the coroutine ``call`` of ``plan``'s duel as a task the heartbeat may cancel once the
+        duel is gone (:meth:`drop_gone_calls`): then :class:`ClientError` (:data:`CALL_DUEL_GONE`).
+        Batch rounds' calls end with their window and are awaited directly."""
+        if not plan.duel_id or plan.campaign_id in self.wrappers:
+            return await call
+        task = asyncio.ensure_future(call)  # the context (SEND_GUARD) is copied into the task
+        tasks = self.under_way.setdefault(plan.duel_id, set())
+        tasks.add(task)
+        self.ensure_keeper()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # cancelled from outside (a timeout, a shutdown)
+                raise
+            raise ClientError(CALL_DUEL_GONE) from None
+        finally:
+            tasks.discard(task)
+            if not tasks and self.under_way.get(plan.duel_id) is tasks:
+                del self.under_way[plan.duel_id]
+
+    def gone_tx(self, duel_ids: list[int]) -> set[int]:
+        """Which of ``duel_ids`` are gone: deleted, expired, or past their expiry on the database's
+        clock (their reservations have lapsed: an answer arriving now would not be charged)."""
+        with self.db.read() as s:
+            now = self.db.clock(s)
+            rows = s.execute(select(Duel.id, Duel.status, Duel.expires_at).where(Duel.id.in_(duel_ids))).all()
+        alive = {
+            int(r.id)
+            for r in rows
+            if r.status != DuelStatus.EXPIRED and (r.expires_at is None or not is_stale(r.expires_at, now))
+        }
+        return set(duel_ids) - alive
+
+    async def drop_gone_calls(self) -> None:
+        """A heartbeat: cancel the calls under way here whose duels are gone (expired elsewhere, their
+        lease or reservation lapsed, deleted). A duel of an ended campaign keeps its calls until its
+        expiry: an answer arriving before it is stored and charged, marked late."""
+        if not self.under_way:
+            return
+        for duel_id in await in_thread(self.gone_tx, sorted(self.under_way)):
+            for task in list(self.under_way.get(duel_id, ())):
+                log.info("duel %s is gone: cancelling its call under way", duel_id)
+                task.cancel()
+
     def guard(self, plan: DuelPlan):
         """The send guard of ``plan``'s calls (service.clients.ratelimit.SEND_GUARD)."""
 
@@ -194,9 +247,9 @@ class Calls:
             client = self.client(plan, idx)
             async with asyncio.timeout(limit):
                 if turns:  # a multi-turn prompt: the user turns as one conversation (service/prompts.py)
-                    res = await client.complete(plan.prompt, turns=turns)
+                    res = await self.cancellable(plan, client.complete(plan.prompt, turns=turns))
                 else:
-                    res = await client.complete(plan.prompt)
+                    res = await self.cancellable(plan, client.complete(plan.prompt))
                 return await self.keep_images(res)
         except asyncio.CancelledError:
             raise
@@ -342,8 +395,17 @@ class Calls:
         token = SEND_GUARD.set(self.guard(plan))
         try:
             async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):
-                verdict = await judge.judge(
-                    plan.prompt, first, second, model_a=model_first, model_b=model_second, rng=rng, reference=reference
+                verdict = await self.cancellable(
+                    plan,
+                    judge.judge(
+                        plan.prompt,
+                        first,
+                        second,
+                        model_a=model_first,
+                        model_b=model_second,
+                        rng=rng,
+                        reference=reference,
+                    ),
                 )
             choice, cost, detail, error = verdict.choice, verdict.cost, verdict.detail, verdict.error
             first_score = verdict.score  # a graded judge's score of the answer shown first, else None

@@ -79,9 +79,9 @@ def new_policy(
     ``stored_state``: a replay's stored state, whose certificate level and test it keeps."""
     judge = stored(judge)
     extra: dict[str, Any] = {}
-    if stored_state:  # the stored state's level and test (a state naming none: delta/(L-1), mixture)
+    if stored_state:  # the stored state's level, test and gap prior (naming none: delta/(L-1), mixture, wide)
         params = hybrid_state_params(stored_state)
-        extra = {"level": params["level"], "test": params["test"]}
+        extra = {"level": params["level"], "test": params["test"], "prior": params["prior"]}
     return HybridPolicy(
         costs,
         delta,

@@ -284,10 +284,12 @@ class Pregeneration:
         res: Completion,
         hold_id: int | None = None,
         prompt: str = "",
+        hold_key: str | None = None,
     ) -> None:
         """Charge a pre-generated answer to the campaign (no duel) and store it, in one transaction
-        that also releases the call's budget hold. The charge is the ledger's (at most the call's
-        bound, which the hold reserved); a provider fault pauses the campaign and the answer is not kept."""
+        that also releases the call's budget hold (``hold_key``: without its id, the holds of the answer's
+        store key, as when a batch of a process gone is collected). The charge is the ledger's (at most the
+        call's bound, which the hold reserved); a provider fault pauses the campaign and the answer is not kept."""
         now = utcnow()
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
@@ -301,6 +303,8 @@ class Pregeneration:
                     holds.drop_hold(s, hold_id)
                     return
                 holds.drop_hold(s, hold_id)
+            elif hold_key is not None:
+                holds.drop_holds_of_key(s, campaign_id, hold_key)
             detail = {
                 "pregenerated": True,
                 "input_tokens": res.input_tokens,

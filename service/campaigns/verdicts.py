@@ -61,7 +61,8 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     (``L - 1``): the reference's certificates; ``progress`` in [0, 1]: the mean over the
     reference's ``L - 1`` pairs of ``min(1, log_stat / log_threshold)`` (0 below zero, 1 once
     certified); 1 once the campaign has ended. ``losers``: each model shown to be beaten and by whom.
-    ``level``: each certificate's error level, ``delta/L`` (``delta/(L-1)`` for a state stored at that level).
+    ``level``: each certificate's error level, ``delta/L`` (``delta/(L-1)`` for a state stored at that level;
+    ``delta`` for the portfolio test, whose level is shared by the models).
     """
     if algorithm != Algorithm.DCTAS_PC or not state:
         return None

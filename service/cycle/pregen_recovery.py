@@ -91,7 +91,9 @@ class PregenRecovery:
                 out = collector.completion(self.calls.client(plan, n), res)
                 if isinstance(out, Completion):
                     out = await self.calls.keep_images(out)
-                    await in_thread(self.pregen.store_pregenerated_tx, cid, n, plan.claims[n], out, None, r["prompt"])
+                    await in_thread(  # its charge replaces the dead process's hold of the answer's key
+                        self.pregen.store_pregenerated_tx, cid, n, plan.claims[n], out, None, r["prompt"], r.get("key")
+                    )
         finally:
             for r, plan in zip(rows, plans):
                 if plan is not None:

@@ -94,3 +94,13 @@ def hold_live(conn, hold_id: int, now: dt.datetime) -> bool:
 def drop_hold(conn, hold_id: int) -> None:
     """Release a hold (its answer was charged, or its call failed)."""
     conn.execute(delete(BudgetHold).where(BudgetHold.id == hold_id).execution_options(synchronize_session=False))
+
+
+def drop_holds_of_key(conn, campaign_id: int, key: str) -> None:
+    """Release the holds of one answer's call by its store key (a batch adopted from a process gone is
+    charged without the hold id only that process knew, service/cycle/pregen_recovery.py)."""
+    conn.execute(
+        delete(BudgetHold)
+        .where(BudgetHold.campaign_id == campaign_id, BudgetHold.key == key)
+        .execution_options(synchronize_session=False)
+    )
