@@ -602,7 +602,9 @@ async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api
     now = utcnow()
     with svc.db.write() as s:  # the dead process's holds: this answer's, and another call's still out
         for k in (key, other):
-            holds.take_hold(s, cid, bound, now, now + dt.timedelta(minutes=5), 0, k)
+            holds.take_hold(
+                s, cid, amount_nusd=bound, now=now, expires_at=now + dt.timedelta(minutes=5), model_index=0, key=k
+            )
     answer = Completion("a recovered answer", 10, 5, 0.005, 0.0, 1)
     pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, None, prompt, hold_key=key)
     assert _ledger(svc, cid) == to_nusd(0.005)
