@@ -170,7 +170,7 @@ class Lifecycle:
             now = utcnow()
             if c.run_error and not c.run_active:  # the run had paused: its cause stays with the ending
                 reason = f"{reason}; the run had paused before: {c.run_error}"
-            self.finish(s, c, CampaignStatus.STOPPED, reason, now)
+            self.finish(s, c, CampaignStatus.STOPPED, reason, now=now)
             c.version += 1
             c.updated_at = now
             return True

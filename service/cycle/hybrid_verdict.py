@@ -90,7 +90,9 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
     end = ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False
-    svc.deps.endings.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
+    svc.deps.endings.finish(
+        s, c, end.status, end.reason, now=now, keep_duel=duel_id, limit=end.limit, winner=end.winner
+    )
     return True
 
 

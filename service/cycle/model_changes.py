@@ -140,7 +140,7 @@ class ModelChanges:
                     c.webhook_state, c.webhook_error = "none", None
             end = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
             if end is not None:  # the remaining models are already decided
-                self.finish(s, c, end.status, end.reason, now, winner=end.winner)
+                self.finish(s, c, end.status, end.reason, now=now, winner=end.winner)
             c.version += 1
             c.updated_at = now
             return {
