@@ -792,7 +792,7 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
                 c = s.execute(select(Campaign).where(Campaign.id == probe)).scalar_one()
                 models, judge = c.models, c.judge
             worst = max(
-                reserve_duel_nusd(models, i, j, judge, p, 0, 0)
+                reserve_duel_nusd(models, i, j, judge=judge, prompt=p, judge_spent_nusd=0, duels_done=0)
                 for p in spec["prompts"]
                 for i in range(4)
                 for j in range(4)

@@ -356,6 +356,7 @@ class Calls:
                     return spare
             return await self.call_model(plan, idx, turns)
         mkey, phash = stores.model_key(model), stores.prompt_hash(plan.prompt)
+        assert mkey is not None  # stores_answers: the model has a key
         key = stores.answer_key(mkey, phash)
         stored = await self.acquire(plan, idx, "answer", key, {"model_key": mkey, "prompt_hash": phash})
         if stored is not None:
@@ -381,6 +382,7 @@ class Calls:
                 stores.judge_key(plan.judge),
                 stores.prompt_hash(stores.verdict_question(plan.prompt, reference)),
             )
+            assert jkey is not None  # stores_verdicts: the judge has a key
             key = stores.verdict_key(jkey, phash, first, second, order)
             stored = await self.acquire(
                 plan, "judge", "verdict", key, {"judge_key": jkey, "prompt_hash": phash}, wait=wait

@@ -97,7 +97,7 @@ class Collector:
 
     async def call(
         self, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
-    ) -> Completion:
+    ) -> Completion | ClientError:
         url, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
         cfg = client.config.model_dump(mode="json")
         group = f"{cfg.get('kind')}|{cfg.get('base_url')}|{cfg.get('model')}|{cfg.get('api_key_env')}"
@@ -254,6 +254,7 @@ class Collector:
                 cancelled_at = time.monotonic()
             await asyncio.sleep(self.poll_s)
         results = await api.results(bid, custom_ids)
+        error: str | None
         if late is not None:
             status, error = "failed", late
         else:

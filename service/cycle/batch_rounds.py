@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from algorithms.vocabulary import DuelStatus
+from judges.llm import LLMJudge
 
 from .. import cycle as cycle_sequences
 from ..campaigns.batch_jobs import BatchJobs
@@ -217,7 +218,7 @@ class BatchRounds:
                 if getattr(getattr(j.client, "config", None), "kind", "simulated") != "simulated":
                     wrapped = VisionJudgeClient(wrapped, self.calls.blind_copies)
                 j.client = wrapped
-        if getattr(judge, "auto", None) is not None:
+        if isinstance(judge, LLMJudge) and judge.auto is not None:
             # orders: auto measures its rates across rounds: the campaign's judge of this process keeps them
             judge.auto = self.calls.judge(plan).auto
         return judge
