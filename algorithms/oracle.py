@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from .instance import Instance, InstanceError, condorcet_winner, validate_components
 from .stats import empirical_preference, kl_bernoulli
@@ -192,7 +193,7 @@ def lower_bound(instance: Instance, delta: float, judge_cost: float = 0.0) -> fl
 
 
 def plugin_lower_bound(
-    wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float, judge_cost: float = 0.0
+    wins: npt.ArrayLike, counts: npt.ArrayLike, costs: Sequence[float], delta: float, judge_cost: float = 0.0
 ) -> float | None:
     """The lower bound evaluated at the empirical matrix; None if the estimate has no Condorcet winner."""
     P = empirical_preference(wins, counts)
@@ -336,7 +337,7 @@ def pc_lower_bound(instance: Instance, delta: float, judge_cost: float = 0.0) ->
 
 
 def plugin_pc_lower_bound(
-    wins: np.ndarray, counts: np.ndarray, costs: Sequence[float], delta: float, judge_cost: float = 0.0
+    wins: npt.ArrayLike, counts: npt.ArrayLike, costs: Sequence[float], delta: float, judge_cost: float = 0.0
 ) -> float | None:
     """:func:`pc_lower_bound` at the empirical matrix; None if the estimate has no Condorcet winner or the bound is infinite."""
     P = empirical_preference(wins, counts)

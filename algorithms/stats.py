@@ -13,6 +13,7 @@ Notation follows the paper: ``N[i, j]`` duels between ``i`` and ``j``,
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["kl_bernoulli", "empirical_preference", "evidence", "glr_matrix", "glr_statistic"]
 
@@ -28,12 +29,12 @@ def kl_bernoulli(x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray | f
     return float(out) if out.ndim == 0 else out
 
 
-def empirical_preference(wins: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def empirical_preference(wins: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
     """``phat[i, j] = wins[i, j] / counts[i, j]``; 1/2 where a pair was never compared."""
-    wins = np.asarray(wins, dtype=float)
-    counts = np.asarray(counts, dtype=float)
+    W = np.asarray(wins, dtype=float)
+    N = np.asarray(counts, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        P = np.where(counts > 0, wins / np.where(counts > 0, counts, 1.0), 0.5)
+        P = np.where(N > 0, W / np.where(N > 0, N, 1.0), 0.5)
     np.fill_diagonal(P, 0.5)
     return P
 

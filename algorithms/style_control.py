@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 from scipy.special import expit
 
 from .bradley_terry import ELO_SCALE
@@ -100,9 +100,9 @@ def _xt_w_x(i: np.ndarray, j: np.ndarray, z: np.ndarray, w: np.ndarray, n_models
 
 
 def fit_style_controlled(
-    i: Sequence[int],
-    j: Sequence[int],
-    score: Sequence[float],
+    i: npt.ArrayLike,
+    j: npt.ArrayLike,
+    score: npt.ArrayLike,
     n_models: int,
     style_i: np.ndarray | None = None,
     style_j: np.ndarray | None = None,

@@ -224,8 +224,8 @@ class LLMJudge(Judge):
             attempts=c.attempts,
             latency_s=round(c.latency_s, 4),
         )
-        if getattr(c, "usage_fault", None):  # an unusable usage figure: the service's ledger charges the bound
-            rec["usage_fault"] = c.usage_fault
+        if fault := getattr(c, "usage_fault", None):  # an unusable usage figure: the service's ledger charges the bound
+            rec["usage_fault"] = fault
         return rec
 
     def _mode(self, rng: random.Random | None) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, Self
 from urllib.parse import quote
 
 import httpx
@@ -91,7 +91,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> Client:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,20 +18,27 @@ import datetime as dt
 import logging
 import threading
 from contextlib import asynccontextmanager, contextmanager, nullcontext
-from typing import Iterator
+from typing import Any, Iterator, cast
 
 import asyncpg
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, event, inspect, select, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import CursorResult, Engine, Result, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from .config import normalise_database_url
 from .models import Campaign
 
 log = logging.getLogger("llmduel.db")
+
+
+def rowcount(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE matched. ``Session.execute`` is annotated to return a
+    :class:`Result`; for a DML statement it is a :class:`CursorResult`, which has the count."""
+    return cast(CursorResult[Any], result).rowcount
+
 
 MIGRATIONS_PACKAGE = "migrations"  # installed with the service (pyproject: packages "migrations*")
 
@@ -79,7 +86,7 @@ def make_engine(url: str, pg_synchronous_commit: str = "on", pool_size: int = 10
                 conn.exec_driver_sql("BEGIN")
 
         return engine
-    connect_args = {}
+    connect_args: dict[str, int | str] = {}
     if url.startswith("postgresql+psycopg"):
         # tcp_user_timeout: a dead peer (network gone, no RST) errors after 10 s
         # instead of the kernel's retransmission timeout (minutes).
@@ -136,9 +143,9 @@ class HotPool:
         }
         self.size = size
         self.acquire_timeout = acquire_timeout
-        self._loop = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: list = []
-        self._slots = None
+        self._slots: asyncio.Semaphore | None = None
         self.connects = 0  # connections opened so far (a figure for tests and benchmarks)
 
     def _bind_to_running_loop(self) -> None:
@@ -317,5 +324,6 @@ def upgrade_database(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
-def head_revision() -> str:
+def head_revision() -> str | None:
+    """The newest migration's revision (None only without any migration)."""
     return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()

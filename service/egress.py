@@ -170,9 +170,10 @@ class EgressBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        kw = {"timeout": timeout, "local_address": local_address, "socket_options": socket_options}
         if self.policy.name_allowed(host):
-            return await self.inner.connect_tcp(host, port, **kw)
+            return await self.inner.connect_tcp(
+                host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+            )
         h = normalise_host(host)
         if as_address(h) is not None:
             addresses = [h]
@@ -185,7 +186,9 @@ class EgressBackend(httpcore.AsyncNetworkBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return await self.inner.connect_tcp(address, port, **kw)
+                return await self.inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last = exc
         raise last if last is not None else httpcore.ConnectError(f"cannot connect to {h}")

@@ -229,7 +229,8 @@ class FakeBatches:
         b["status"] = "finalizing"  # a concurrent read sees it under way, never runs it twice
         lines = self._check_input(self.contents[b["input_file_id"]], b["endpoint"])
         assert isinstance(lines, list)
-        out, err = [], []
+        out: list[dict] = []
+        err: list[dict] = []
         for item in lines:
             rid = "batch_req_" + secrets.token_hex(8)
             if self.batch_failure_rate > 0 and self._rng.random() < self.batch_failure_rate:

@@ -542,10 +542,10 @@ def build_judge(
         raise ValueError(f"tie_policy: must be one of {list(TIE_POLICIES)}, got {tie_policy!r}")
     if not isinstance(cfg, BaseModel):
         raise TypeError(f"build_judge needs a validated judge config (parse_judge_config), got {type(cfg).__name__}")
-    check_judge_size(cfg, len(model_names))  # type: ignore[arg-type]
+    check_judge_size(cfg, len(model_names))
     if isinstance(cfg, HybridJudgeConfig):  # the duel's automatic verdict (the human side votes on the page)
         return build_judge(cfg.llm, model_names, tie_policy, http, **options)
-    data = judge_json(cfg)  # type: ignore[arg-type]
+    data = judge_json(cfg)
     if isinstance(cfg, HumanJudgeConfig):
         return HumanJudge(data, model_names, tie_policy)
     if isinstance(cfg, SimulatedJudgeConfig):

@@ -8,7 +8,7 @@ Timestamps are timezone-aware UTC (stored naive on SQLite).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -73,6 +74,9 @@ BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 
 class Base(DeclarativeBase):
+    # Every model is mapped to one Table (no other FromClause), so Core statements take ``Model.__table__``.
+    __table__: ClassVar[Table]
+
     type_annotation_map = {dt.datetime: UTCDateTime, dict: JSON, list: JSON}
 
 
@@ -235,11 +239,16 @@ class Duel(Base):
 
     @property
     def model_a(self) -> int:
-        return self.model_i if self.a_is_i else self.model_j
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[0]
 
     @property
     def model_b(self) -> int:
-        return self.model_j if self.a_is_i else self.model_i
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[1]
+
+
+def shown_models(model_i: int, model_j: int, a_is_i: bool) -> tuple[int, int]:
+    """The models shown as answers a and b of a duel of ``model_i`` and ``model_j``."""
+    return (model_i, model_j) if a_is_i else (model_j, model_i)
 
 
 class Charge(Base):

@@ -364,6 +364,7 @@ def resolve_model_cost(
     name: str,
     cost: float | None,
     client: dict[str, Any],
+    *,
     prompts: Sequence[str],
     expected_output_tokens: int,
     price_map: Mapping[str, dict] | None = None,

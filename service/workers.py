@@ -103,8 +103,9 @@ def _worker(
         functools.partial(create_app, settings),
         factory=True,
         log_level=log_level,
-        timeout_graceful_shutdown=grace,
-        timeout_keep_alive=keep_alive,
+        # uvicorn annotates both timeouts int but uses them as float seconds (asyncio timers)
+        timeout_graceful_shutdown=grace,  # type: ignore[arg-type]
+        timeout_keep_alive=keep_alive,  # type: ignore[arg-type]
     )
     Server(config).run(sockets=[sock])
 

@@ -792,7 +792,7 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
                 c = s.execute(select(Campaign).where(Campaign.id == probe)).scalar_one()
                 models, judge = c.models, c.judge
             worst = max(
-                reserve_duel_nusd(models, i, j, judge, p, 0, 0)
+                reserve_duel_nusd(models, i, j, judge=judge, prompt=p, judge_spent_nusd=0, duels_done=0)
                 for p in spec["prompts"]
                 for i in range(4)
                 for j in range(4)
@@ -813,6 +813,40 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
             duels = await all_duels(api, cid)
             assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
             assert not [d for d in duels if d["status"] in ("calling", "pending")]
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
+
+
+async def test_two_duels_of_a_round_with_the_same_verdict_key_do_not_hang_the_round(db_url, fake):
+    """Two prompts drawn with replacement, two models, answers and verdicts reused: duels of one round
+    ask the judge the same question. The verdict store's first claim is recorded only at the round's fold, after its verdicts
+    batch; a second duel of the round waiting for it would wait for ever. Each pays its own judge call in
+    its round (nothing is stored twice), and later rounds reuse the stored verdict."""
+    from service.app import create_app
+
+    base, _ = fake
+    app = create_app(make_settings(db_url))
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            spec = body(
+                base,
+                "same verdict key",
+                {"round_size": 8, "poll_seconds": 0.02},
+                max_duels=16,
+                prompt_sampling="with_replacement",
+            )
+            spec["models"] = spec["models"][:2]
+            spec["prompts"] = ["The first question?", "The second question?"]  # 8 duels of one pair: repeats
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            runs = app.state.campaigns.runs
+            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=90)
+            duels = await all_duels(api, cid)
+            judged = [d for d in duels if d["status"] == "judged"]
+            assert len(judged) >= 4, (view["status"], view["run"], [(d["status"], d["error"]) for d in duels])
+            reused = [d for d in judged if "reused_verdict" in (d["judge"] or {})]
+            assert reused, "no later duel reused the stored verdict"
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()

@@ -156,7 +156,7 @@ async def test_concurrent_run_with_an_llm_judge_never_overruns_the_budget(api):
 def test_reservation_covers_both_models_and_both_judge_orders():
     models = [validate_client_config(_model(n)["client"]) for n in "ab"]
     ms = [{"name": n, "cost": COST, "client": m} for n, m in zip("ab", models)]
-    human = reserve.reserve_duel_nusd(ms, 0, 1, {"kind": "human"}, "q", 0, 0)
+    human = reserve.reserve_duel_nusd(ms, 0, 1, judge={"kind": "human"}, prompt="q", judge_spent_nusd=0, duels_done=0)
     assert human == 2 * model_bound_nusd(ms[0], "q") > 2 * 200 * 1000 * 1000  # > 0.4 USD in nano-USD
     judge = {
         "kind": "llm",
@@ -164,4 +164,7 @@ def test_reservation_covers_both_models_and_both_judge_orders():
         "both_orders": True,
         "client": validate_client_config({"kind": "openai", "model": "j", "price": PRICE, "max_cost_per_query": 0.01}),
     }
-    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0) == human + 2 * 10_000_000
+    assert (
+        reserve.reserve_duel_nusd(ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0)
+        == human + 2 * 10_000_000
+    )

@@ -50,9 +50,13 @@ def test_pair_order_and_the_seeded_draws():
 @pytest.mark.parametrize("tie_policy", ["drop", "half", "random"])
 def test_scores_under_each_tie_policy(tie_policy):
     # model_i = 0 shown as "b" (a_is_i False): a vote for "b" is model_i's win
-    assert score_of("b", 0, 1, 0, tie_policy, 1, 1) == 1.0
-    assert score_of("a", 0, 1, 0, tie_policy, 1, 1) == 0.0
-    ties = [score_of(c, 0, 0, 1, tie_policy, 42, n) for c in ("tie", "both_bad") for n in range(1, 101)]
+    assert score_of("b", model_i=0, model_a=1, model_b=0, tie_policy=tie_policy, seed=1, number=1) == 1.0
+    assert score_of("a", model_i=0, model_a=1, model_b=0, tie_policy=tie_policy, seed=1, number=1) == 0.0
+    ties = [
+        score_of(c, model_i=0, model_a=0, model_b=1, tie_policy=tie_policy, seed=42, number=n)
+        for c in ("tie", "both_bad")
+        for n in range(1, 101)
+    ]
     if tie_policy == "drop":
         assert set(ties) == {None}
     elif tie_policy == "half":

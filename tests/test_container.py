@@ -30,7 +30,11 @@ def test_each_object_gets_the_collaborators_built_once(db_url):
         assert c.results.views is c.views and c.annotators.views is c.views and c.webhooks.views is c.views
         assert c.annotators.tokens is c.tokens
         assert c.runs.cycle is c.cycle and c.runs.leases is c.leases and c.runs.stores is c.stores
-        assert c.runs.keeper is c.keeper and c.keeper.beats == [c.runs.beat, c.pregen.recover.__self__.beat]
+        assert c.runs.keeper is c.keeper and c.keeper.beats == [
+            c.runs.beat,
+            c.calls.drop_gone_calls,
+            c.pregen.recover.__self__.beat,
+        ]
         # the recovery of pre-generation batches a process gone left open: at each heartbeat, and before pre-generating
         recovery = c.pregen.recover.__self__
         assert recovery.pregen is c.pregen and recovery.calls is c.calls and recovery.jobs.owner_id == c.leases.owner_id

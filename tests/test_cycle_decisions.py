@@ -255,11 +255,15 @@ def test_a_pending_duel_of_a_running_campaign_counts():
 
 
 def test_scores_follow_the_display_order_and_the_tie_policy():
-    assert score_of("a", 0, 1, 0, "half", 1, 1) == 0.0  # model 1 shown as a won
-    assert score_of("b", 0, 1, 0, "half", 1, 1) == 1.0
-    assert score_of("tie", 0, 0, 1, "half", 1, 1) == 0.5
-    assert score_of("tie", 0, 0, 1, "drop", 1, 1) is None
-    assert score_of("a", 0, 0, 1, "half", 1, 1, 0.8) == 0.8  # a graded judge
+    assert (
+        score_of("a", model_i=0, model_a=1, model_b=0, tie_policy="half", seed=1, number=1) == 0.0
+    )  # model 1 shown as a won
+    assert score_of("b", model_i=0, model_a=1, model_b=0, tie_policy="half", seed=1, number=1) == 1.0
+    assert score_of("tie", model_i=0, model_a=0, model_b=1, tie_policy="half", seed=1, number=1) == 0.5
+    assert score_of("tie", model_i=0, model_a=0, model_b=1, tie_policy="drop", seed=1, number=1) is None
+    assert (
+        score_of("a", model_i=0, model_a=0, model_b=1, tie_policy="half", seed=1, number=1, score_a=0.8) == 0.8
+    )  # a graded judge
 
 
 def test_certification_comes_first_then_cap_budget_and_fault():

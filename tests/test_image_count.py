@@ -243,3 +243,40 @@ async def test_the_images_client_asks_for_n_reads_at_most_n_and_charges_per_imag
     assert res.cost == pytest.approx(0.12)  # three images at the price per image, not the fourth
     names = [res.text] + [name for name, _ in res.more_images]
     assert len(set(names)) == 3 and all(NAME.fullmatch(t) for t in names)
+
+
+async def test_an_image_of_several_the_checks_refuse_is_charged_and_dropped():
+    """The provider made and billed every image it returned: a refused one (bad base64 here) is charged
+    with the others and never shown; the call fails only when no image is usable."""
+    import base64
+    import io
+
+    import httpx
+    import respx
+    from PIL import Image
+
+    from service.clients import build_client, parse_client_config
+    from service.clients.base import ClientError
+
+    def png(v: int) -> str:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), (v, v, v)).save(out, format="PNG")
+        return base64.b64encode(out.getvalue()).decode()
+
+    raw = {"kind": "openai", "base_url": "http://img.test/v1", "model": "gpt-image-1", "params": {"n": 3}}
+    client = build_client(parse_client_config(raw, output="image"), model_name="m", fixed_cost=0.04, output="image")
+    replies = [
+        {"data": [{"b64_json": "not base64!"}, {"b64_json": png(5)}, {"b64_json": png(6)}]},
+        {"data": [{"b64_json": "not base64!"}, {"b64_json": ""}]},
+    ]
+    with respx.mock() as mock:
+        mock.post("http://img.test/v1/images/generations").mock(
+            side_effect=[httpx.Response(200, json=r) for r in replies]
+        )
+        res = await client.complete("A fox.")
+        assert res.cost == pytest.approx(0.12)  # three images made, three charged
+        assert res.image is not None and len(res.more_images) == 1  # the refused one is dropped
+        assert NAME.fullmatch(res.text) and NAME.fullmatch(res.more_images[0][0])
+        with pytest.raises(ClientError, match="base64"):
+            await client.complete("A fox.")  # nothing usable: a failed call, as for one image
+    await client.aclose()

@@ -459,12 +459,24 @@ def test_graded_score_reaches_the_policy_score_of_either_model():
     from service.campaigns.scoring import score_of
 
     # answer a is model 2's, b model 0's; model_i = 0 (the pair's lower index)
-    assert score_of("a", 0, 2, 0, "drop", 1, 1, 0.75) == pytest.approx(0.25)
-    assert score_of("b", 0, 2, 0, "drop", 1, 1, 0.25) == pytest.approx(0.75)
-    assert score_of("a", 2, 2, 0, "drop", 1, 1, 0.75) == pytest.approx(0.75)
-    assert score_of("a", 2, 2, 0, "drop", 1, 1) == 1.0  # ungraded: 1 or 0
-    assert score_of("a", 2, 2, 0, "drop", 1, 1, 0.25) == 1.0  # a score on the wrong side is ignored
-    assert score_of("tie", 2, 2, 0, "drop", 1, 1, 0.5) is None  # ties follow the tie policy
+    assert score_of(
+        "a", model_i=0, model_a=2, model_b=0, tie_policy="drop", seed=1, number=1, score_a=0.75
+    ) == pytest.approx(0.25)
+    assert score_of(
+        "b", model_i=0, model_a=2, model_b=0, tie_policy="drop", seed=1, number=1, score_a=0.25
+    ) == pytest.approx(0.75)
+    assert score_of(
+        "a", model_i=2, model_a=2, model_b=0, tie_policy="drop", seed=1, number=1, score_a=0.75
+    ) == pytest.approx(0.75)
+    assert (
+        score_of("a", model_i=2, model_a=2, model_b=0, tie_policy="drop", seed=1, number=1) == 1.0
+    )  # ungraded: 1 or 0
+    assert (
+        score_of("a", model_i=2, model_a=2, model_b=0, tie_policy="drop", seed=1, number=1, score_a=0.25) == 1.0
+    )  # a score on the wrong side is ignored
+    assert (
+        score_of("tie", model_i=2, model_a=2, model_b=0, tie_policy="drop", seed=1, number=1, score_a=0.5) is None
+    )  # ties follow the tie policy
 
 
 def test_judge_bound_covers_the_configured_template_system_prompt_and_reference():

@@ -124,19 +124,52 @@ def test_stored_answers_and_verdicts_reserve_nothing():
     ms = [_model("t", n) for n in "ab"]
     bound = model_bound_nusd(ms[0], "q")
     human = {"kind": "human", "fee_per_vote": 0.01}
-    assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0) == 2 * bound + 10_000_000
-    assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[1]) == bound + 10_000_000
-    assert reserve.reserve_duel_nusd(ms, 0, 1, human, "q", 0, 0, stored_answers=[0, 1]) == 10_000_000
+    assert (
+        reserve.reserve_duel_nusd(ms, 0, 1, judge=human, prompt="q", judge_spent_nusd=0, duels_done=0)
+        == 2 * bound + 10_000_000
+    )
+    assert (
+        reserve.reserve_duel_nusd(
+            ms, 0, 1, judge=human, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[1]
+        )
+        == bound + 10_000_000
+    )
+    assert (
+        reserve.reserve_duel_nusd(
+            ms, 0, 1, judge=human, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1]
+        )
+        == 10_000_000
+    )
     judge = {
         "kind": "llm",
         "both_orders": True,
         "client": {"kind": "openai", "model": "j", "price": PRICE, "max_cost_per_query": 0.01},
     }
-    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1]) == 2 * 10_000_000
-    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=1) == 10_000_000
-    assert reserve.reserve_duel_nusd(ms, 0, 1, judge, "q", 0, 0, [0, 1], stored_orders=2) == 0
+    assert (
+        reserve.reserve_duel_nusd(
+            ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1]
+        )
+        == 2 * 10_000_000
+    )
+    assert (
+        reserve.reserve_duel_nusd(
+            ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=1
+        )
+        == 10_000_000
+    )
+    assert (
+        reserve.reserve_duel_nusd(
+            ms, 0, 1, judge=judge, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=2
+        )
+        == 0
+    )
     one = dict(judge, both_orders=False)
-    assert reserve.reserve_duel_nusd(ms, 0, 1, one, "q", 0, 0, [0, 1], stored_orders=1) == 0
+    assert (
+        reserve.reserve_duel_nusd(
+            ms, 0, 1, judge=one, prompt="q", judge_spent_nusd=0, duels_done=0, stored_answers=[0, 1], stored_orders=1
+        )
+        == 0
+    )
 
 
 class _Lookup:
@@ -225,7 +258,9 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
         "budget": 3.5 * fee,  # far below one duel's full bound (two calls of up to 0.2 USD)
         "seed": 3,
     }
-    full = reserve.reserve_duel_nusd(body["models"], 0, 1, body["judge"], prompts[0], 0, 0)
+    full = reserve.reserve_duel_nusd(
+        body["models"], 0, 1, judge=body["judge"], prompt=prompts[0], judge_spent_nusd=0, duels_done=0
+    )
     assert full > to_nusd(body["budget"])
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(URL).mock(side_effect=_reply())
@@ -567,7 +602,9 @@ async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api
     now = utcnow()
     with svc.db.write() as s:  # the dead process's holds: this answer's, and another call's still out
         for k in (key, other):
-            holds.take_hold(s, cid, bound, now, now + dt.timedelta(minutes=5), 0, k)
+            holds.take_hold(
+                s, cid, amount_nusd=bound, now=now, expires_at=now + dt.timedelta(minutes=5), model_index=0, key=k
+            )
     answer = Completion("a recovered answer", 10, 5, 0.005, 0.0, 1)
     pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, None, prompt, hold_key=key)
     assert _ledger(svc, cid) == to_nusd(0.005)

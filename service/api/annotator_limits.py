@@ -4,11 +4,11 @@ routes alike; beyond, 429 with ``Retry-After``. The admin key is not limited.
 
 **Shared.** The bucket lives in the database (``annotator_request_buckets``, one row per
 annotator), so every worker process of ``llmduel serve --workers N`` and every host on one
-PostgreSQL database count against the one limit. Each request takes a token in one write
-transaction holding the annotator's row (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite
-serialises writers with ``BEGIN IMMEDIATE``), timed by the database's clock
-(:meth:`service.db.Database.clock`), so two processes cannot both take the last token and
-hosts whose clocks disagree share one refill.
+PostgreSQL database count against the one limit. Each request takes a token in one statement
+(``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` a token is there), which locks the annotator's
+row on PostgreSQL (SQLite serialises writers with ``BEGIN IMMEDIATE``), timed by the database's
+clock (as :meth:`service.db.Database.clock`), so two processes cannot both take the last token
+and hosts whose clocks disagree share one refill.
 
 **Fast path.** A process remembers, per annotator, until when the shared bucket told it it
 would stay empty, and refuses locally until then without asking the database. It only ever
@@ -25,12 +25,9 @@ import time
 from typing import Callable
 
 import anyio
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import text
 
 from ..db import Database
-from ..models import AnnotatorRequestBucket
 
 MESSAGE = "too many requests from this annotator token (LLMDUEL_ANNOTATOR_REQUESTS_PER_MINUTE); retry later"
 
@@ -49,13 +46,11 @@ class AnnotatorRequestLimiter:
         db: Database,
         per_minute: int,
         *,
-        clock: Callable[[], float] | None = None,
         local_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.db = db
         self.capacity = float(per_minute)
         self.rate = per_minute / 60.0
-        self.clock = clock  # None: the database's clock (tests pass their own)
         self.local_clock = local_clock
         self._empty_until: dict[int, float] = {}  # annotator id -> local time before which its bucket is empty
         self.asked = 0  # database transactions (tests)
@@ -84,26 +79,34 @@ class AnnotatorRequestLimiter:
 
     def _take_shared(self, annotator_id: int) -> float | None:
         self.asked += 1
-        ins = pg_insert if self.db.engine.dialect.name == "postgresql" else sqlite_insert
+        pg = self.db.engine.dialect.name == "postgresql"
+        take = TAKE_PG if pg else TAKE_SQLITE
+        params = {"id": annotator_id, "cap": self.capacity, "rate": self.rate}
         with self.db.write() as s:
-            now = self.clock() if self.clock is not None else self.db.clock(s).timestamp()
-            s.execute(
-                ins(AnnotatorRequestBucket)
-                .values(annotator_id=annotator_id, tokens=self.capacity, at=now)
-                .on_conflict_do_nothing()
-            )
-            row = s.execute(
-                select(AnnotatorRequestBucket)
-                .where(AnnotatorRequestBucket.annotator_id == annotator_id)
-                .with_for_update()
-            ).scalar_one()
-            tokens = refill(float(row.tokens), float(row.at), now, self.capacity, self.rate)
-            row.at = max(now, float(row.at))
-            if tokens < 1.0:
-                row.tokens = tokens
-                return (1.0 - tokens) / self.rate
-            row.tokens = tokens - 1.0
-            return None
+            if s.execute(take, params).first() is not None:
+                return None  # one statement: the row locked, refilled and taken, or made full less one
+            tokens, last, now = s.execute(READ_PG if pg else READ_SQLITE, params).one()
+            return (1.0 - refill(float(tokens), float(last), float(now), self.capacity, self.rate)) / self.rate
+
+
+#: The database's clock in seconds since the epoch (service.db.Database.clock).
+_NOW_PG = "extract(epoch from clock_timestamp())"
+_NOW_SQLITE = "((julianday('now') - 2440587.5) * 86400.0)"
+#: Take a token: insert the bucket full less one, or refill and take one when at least one is there
+#: (the ``WHERE`` of ``DO UPDATE``: no row comes back when the bucket is empty). ``excluded.at`` is
+#: the clock read once for the statement; a clock step back refills nothing.
+_TAKE = """
+INSERT INTO annotator_request_buckets AS b (annotator_id, tokens, at) VALUES (:id, :cap - 1, {now})
+ON CONFLICT (annotator_id) DO UPDATE
+SET tokens = {least}(:cap, b.tokens + {greatest}(0, excluded.at - b.at) * :rate) - 1, at = {greatest}(b.at, excluded.at)
+WHERE {least}(:cap, b.tokens + {greatest}(0, excluded.at - b.at) * :rate) >= 1
+RETURNING tokens
+"""
+TAKE_PG = text(_TAKE.format(now=_NOW_PG, least="LEAST", greatest="GREATEST"))
+TAKE_SQLITE = text(_TAKE.format(now=_NOW_SQLITE, least="min", greatest="max"))
+_READ = "SELECT tokens, at, {now} FROM annotator_request_buckets WHERE annotator_id = :id"
+READ_PG = text(_READ.format(now=_NOW_PG))
+READ_SQLITE = text(_READ.format(now=_NOW_SQLITE))
 
 
 def retry_after(seconds: float) -> str:

@@ -28,7 +28,7 @@ from .deps import (
 router = APIRouter()
 
 Id = Annotated[int, Path(ge=1, le=2**62)]
-ERRORS = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": schemas.ErrorOut, "description": "Missing or invalid credentials"},
     403: {"model": schemas.ErrorOut, "description": "The credentials do not allow this"},
     404: {"model": schemas.ErrorOut, "description": "Not found"},

@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from ..db import Database
+from ..db import Database, rowcount
 from ..models import BatchJob, Campaign, Duel, StoredAnswer, utcnow
 from ..schemas.batch_config import next_round_size, remaining_duels
 from . import policy_log
@@ -137,12 +137,14 @@ class BatchJobs:
         """Close an open batch; False when this process no longer owns it (its results are not folded)."""
         with self.db.write() as s:
             return bool(
-                s.execute(
-                    update(BatchJob)
-                    .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
-                    .values(status=status, error=error, updated_at=utcnow())
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                rowcount(
+                    s.execute(
+                        update(BatchJob)
+                        .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
+                        .values(status=status, error=error, updated_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
             )
 
     def open_jobs_tx(self, campaign_id: int) -> list[dict[str, Any]]:
@@ -221,15 +223,17 @@ class BatchJobs:
         with self.db.write() as s:
             adopted = []
             for job_id, owner in orphans:
-                taken = s.execute(
-                    update(BatchJob)
-                    .where(BatchJob.id == job_id, BatchJob.owner == owner, BatchJob.status.in_(OPEN))
-                    .values(owner=self.owner_id, updated_at=utcnow())
-                    .execution_options(synchronize_session=False)
-                ).rowcount
-                if taken:
-                    job = s.get(BatchJob, job_id)
-                    adopted.append({**_job(job), "campaign_id": int(job.campaign_id)})
+                taken = rowcount(
+                    s.execute(
+                        update(BatchJob)
+                        .where(BatchJob.id == job_id, BatchJob.owner == owner, BatchJob.status.in_(OPEN))
+                        .values(owner=self.owner_id, updated_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
+                mine = s.get(BatchJob, job_id) if taken else None  # the row this process just took
+                if mine is not None:
+                    adopted.append({**_job(mine), "campaign_id": int(mine.campaign_id)})
             return adopted
 
     def release_unsent_tx(self, campaign_id: int, why: str = "its batch round failed") -> int:

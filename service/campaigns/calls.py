@@ -281,13 +281,18 @@ class Calls:
                 put_image(s, check_image(data))
 
     # ------------------------------------------------------------ the stores (pay once)
-    async def acquire(self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict, batch: bool = False):
+    async def acquire(
+        self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict, batch: bool = False, wait: bool = True
+    ):
         """A stored result for ``key`` (stores.Stored), or None: this duel claimed it and pays for the call.
 
         One paid call per key: in this process a second duel awaits the first one's
         future; another process's claim is polled until it is ready or older than
         the take-over bound (``claim_lease``: the run lease; its owner renews it every
-        heartbeat while it lives), then taken over.
+        heartbeat while it lives), then taken over. With ``wait`` False, a duel that finds the
+        key in flight in this process does not wait: it gets None and no claim (it pays its own
+        call and stores nothing), as a batch round's verdicts must (the first one is stored only
+        at the round's fold, after the phase the second would wait in).
         """
         loop = asyncio.get_running_loop()
         asked = plan.__dict__.setdefault("_store_keys", set())
@@ -297,6 +302,8 @@ class Calls:
         while True:
             fut = self._flights.get(key)
             if fut is not None:
+                if not wait:
+                    return None
                 out = await asyncio.shield(fut)
                 if out is not None:
                     return out
@@ -349,15 +356,19 @@ class Calls:
                     return spare
             return await self.call_model(plan, idx, turns)
         mkey, phash = stores.model_key(model), stores.prompt_hash(plan.prompt)
+        assert mkey is not None  # stores_answers: the model has a key
         key = stores.answer_key(mkey, phash)
         stored = await self.acquire(plan, idx, "answer", key, {"model_key": mkey, "prompt_hash": phash})
         if stored is not None:
             return stored
         return await self.call_model(plan, idx, turns)
 
-    async def verdict(self, plan: DuelPlan, judge, text_a: str, text_b: str, deadline: float | None = None) -> dict:
+    async def verdict(
+        self, plan: DuelPlan, judge, text_a: str, text_b: str, deadline: float | None = None, *, wait: bool = True
+    ) -> dict:
         """The judge's verdict on the duel (in the duel's a/b terms) and the :class:`.judge_charges.Judgement` fields;
-        a judge still deciding at ``deadline`` (time.monotonic()) is abandoned as a judge error."""
+        a judge still deciding at ``deadline`` (time.monotonic()) is abandoned as a judge error. ``wait``: as
+        :meth:`acquire`'s (False in a batch round)."""
         rng = random.Random(f"{plan.seed}:{plan.number}:judge")
         _, reference = await self.extras(plan)  # the prompt's reference answer, if any
         extra: dict[str, Any] = {}
@@ -371,8 +382,11 @@ class Calls:
                 stores.judge_key(plan.judge),
                 stores.prompt_hash(stores.verdict_question(plan.prompt, reference)),
             )
+            assert jkey is not None  # stores_verdicts: the judge has a key
             key = stores.verdict_key(jkey, phash, first, second, order)
-            stored = await self.acquire(plan, "judge", "verdict", key, {"judge_key": jkey, "prompt_hash": phash})
+            stored = await self.acquire(
+                plan, "judge", "verdict", key, {"judge_key": jkey, "prompt_hash": phash}, wait=wait
+            )
             if stored is not None:
                 choice = stores.mirror(stored.choice) if swapped else stored.choice
                 first_score = (stored.detail or {}).get(STORED_SCORE)  # a graded judge's score of the first answer
@@ -389,7 +403,7 @@ class Calls:
                     judge_error=None,
                     reused_verdict=stored,
                 )
-            extra["verdict_claim"] = plan.claims["judge"]
+            extra["verdict_claim"] = plan.claims.get("judge")  # None: another duel of the round claimed the key
         token = SEND_GUARD.set(self.guard(plan))
         try:
             async with asyncio.timeout(None if deadline is None else deadline - time.monotonic()):

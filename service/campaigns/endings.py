@@ -128,6 +128,7 @@ class Endings:
         c: Campaign,
         status: str,
         reason: str,
+        *,
         now: dt.datetime,
         keep_duel: int | None = None,
         limit: str | None = None,
@@ -156,4 +157,4 @@ class Endings:
         ``end_limit = 'provider'``, and a PATCH of its limits continues it (limits.continue_refusal)."""
         if c.status == CampaignStatus.RUNNING:
             reason = ledger.fault_reason(fault)
-            self.finish(s, c, CampaignStatus.STOPPED, reason, now, keep_duel, limit=END_LIMIT_PROVIDER)
+            self.finish(s, c, CampaignStatus.STOPPED, reason, now=now, keep_duel=keep_duel, limit=END_LIMIT_PROVIDER)

@@ -87,7 +87,7 @@ def judged_duels(
 ) -> Iterator[dict]:
     """The campaign's judged duels with an id above ``after``, oldest first, as dicts, read :data:`PAGE` at a
     time (with their answers' text when ``answers``, the judge's detail when ``detail``)."""
-    cols = list(_COLUMNS)
+    cols: list[Any] = list(_COLUMNS)  # columns of several types
     if answers:
         cols += [Duel.answer_a, Duel.answer_b]
     if detail:

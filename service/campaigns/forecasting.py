@@ -167,12 +167,12 @@ def _batch_note(setup: _Setup) -> str:
 def _answer(
     basis: str, f: Forecast, budget: float | None, max_duels: int | None, note: str, setup: _Setup | None = None
 ) -> dict[str, Any]:
-    batch = setup is not None and setup.batch is not None
-    if batch:  # a batch campaign pays the batch prices: its cost, and the budget's check of it
-        f.costs = f.costs * setup.price_ratio
+    batch = setup if setup is not None and setup.batch is not None else None
+    if batch is not None:  # a batch campaign pays the batch prices: its cost, and the budget's check of it
+        f.costs = f.costs * batch.price_ratio
     out = f.summary(budget, max_duels)
-    if batch:
-        _batch_answer(out, setup)
+    if batch is not None:
+        _batch_answer(out, batch)
     out.update(basis=basis, note=_note(f, note), requested_trials=f.requested, budget=budget, max_duels=max_duels)
     return jsonable(out)
 
@@ -348,7 +348,7 @@ class Forecasts:
         if hybrid.is_hybrid(judge):  # hybrid hook
             raise Unprocessable(hybrid.FORECAST_REFUSAL)
         setup = _Setup(
-            costs=[float(m.cost) for m in body.models],
+            costs=[float(m.query_cost()) for m in body.models],
             delta=body.delta,
             algorithm=str(body.algorithm),
             judge=judge,
@@ -438,17 +438,15 @@ class Forecasts:
         rng = np.random.default_rng(setup.seed)
         prompt_level = setup.mode != "fresh"
         asked, trials = trials, trials if trials is not None else default_trials(L)
-        link = {
-            "prompt_sd": DEFAULT_PROMPT_SD if prompt_level else 0.0,
-            "tie_prob": DEFAULT_TIE_PROB if prompt_level else 0.0,
-        }
+        prompt_sd = DEFAULT_PROMPT_SD if prompt_level else 0.0
+        tie_prob = DEFAULT_TIE_PROB if prompt_level else 0.0
         hyper, taught = self.stored_spread(exclude=campaign_id) if spread is None else (None, 0)
 
         def draw(kind: str, n: int) -> np.ndarray:
             if spread is None:
-                theta = pilot_learned_strengths(W, N, n, rng, prior=hyper, **link)
+                theta = pilot_learned_strengths(W, N, n, rng, prior=hyper, prompt_sd=prompt_sd, tie_prob=tie_prob)
             else:
-                theta = pilot_posterior_strengths(W, N, spread, n, rng, **link)
+                theta = pilot_posterior_strengths(W, N, spread, n, rng, prompt_sd=prompt_sd, tie_prob=tie_prob)
             return theta if kind == "strengths" else _bt_matrices(theta)
 
         f = _run(setup, draw, trials, self.max_duels)

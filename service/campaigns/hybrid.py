@@ -99,10 +99,20 @@ def human_coin(draw_key: str, number: int) -> float:
 
 
 def judge_score(
-    choice: str, model_i: int, model_a: int, model_b: int, number: int, score_a: float | None, draw_key: str | None
+    choice: str, *, model_i: int, model_a: int, model_b: int, number: int, score_a: float | None, draw_key: str | None
 ) -> float:
     """The automatic judge's score of model_i in [0, 1]: its graded or win score, a tie as 1/2."""
-    s = score_of(choice, model_i, model_a, model_b, TiePolicy.HALF, 0, number, score_a, draw_key=draw_key)
+    s = score_of(
+        choice,
+        model_i=model_i,
+        model_a=model_a,
+        model_b=model_b,
+        tie_policy=TiePolicy.HALF,
+        seed=0,
+        number=number,
+        score_a=score_a,
+        draw_key=draw_key,
+    )
     return 0.5 if s is None else float(s)
 
 
@@ -165,7 +175,11 @@ def record_args(judge_detail: Mapping[str, Any] | None, score: float | None) -> 
     h = detail_of(judge_detail)
     if h is None:
         raise ValueError("not a hybrid duel")
-    return float(h["judge_score"]), (float(score) if h["selected"] else None), float(h["pi"])
+    if not h["selected"]:
+        return float(h["judge_score"]), None, float(h["pi"])
+    if score is None:
+        raise ValueError("a hybrid duel selected for a human vote has no human score")
+    return float(h["judge_score"]), float(score), float(h["pi"])
 
 
 def resolved(status: str, judge_detail: Mapping[str, Any] | None, score: float | None) -> bool:

@@ -179,8 +179,11 @@ def _observe(evidence: Any, detail: dict) -> None:
     calls = _calls(detail)
     scores = [c.get("score_a") for c in calls]
     combined = detail.get("score_a")
-    if len(calls) == 2 and all(isinstance(x, (int, float)) for x in [*scores, combined]):
-        evidence.observe(float(scores[0]), float(scores[1]), float(combined))
+    if len(calls) != 2:
+        return
+    a, b = scores
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and isinstance(combined, (int, float)):
+        evidence.observe(float(a), float(b), float(combined))
 
 
 def warnings(report: dict[str, Any]) -> list[str]:

@@ -43,6 +43,7 @@ def price_judge(
     judge: dict,
     prompt: str,
     reference: str | None,
+    *,
     j: Judgement,
     stale: bool,
     duel_id: int,
@@ -64,7 +65,7 @@ def price_judge(
     return charge.amount_nusd, fault_detail
 
 
-def charge_judge(prompts: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge: dict | None = None) -> int:
+def charge_judge(prompts: Any, s, c: Campaign, d: Duel, *, j: Judgement, now, judge: dict | None = None) -> int:
     """The judge call's charges and the verdict store's row, on ORM objects ``c`` and ``d`` (the
     hybrid judge's transactions); returns the amount. ``judge``: the config whose bound caps the
     charge (default the campaign's; a hybrid's ``llm`` part); ``prompts``: the
@@ -74,10 +75,10 @@ def charge_judge(prompts: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge
         judge or c.judge,
         d.prompt,
         reference,
-        j,
-        is_stale(d.expires_at, now),
-        d.id,
-        stored_config.image_answers(c.models),
+        j=j,
+        stale=is_stale(d.expires_at, now),
+        duel_id=d.id,
+        image_answers=stored_config.image_answers(c.models),
     )
     _reuse_row(s, c.id, d.id, j, now)
     fault_detail = ledger.mark_late(fault_detail, bool(judge_nusd) and c.status != CampaignStatus.RUNNING) or {}
@@ -87,7 +88,7 @@ def charge_judge(prompts: Any, s, c: Campaign, d: Duel, j: Judgement, now, judge
 
 
 def write_judge_charges(
-    conn, campaign_id: int, duel_id: int, j: Judgement, amount_nusd: int, detail: dict, now
+    conn, campaign_id: int, duel_id: int, *, j: Judgement, amount_nusd: int, detail: dict, now
 ) -> None:
     """The same rows as :func:`charge_judge` as Core statements (the vote cycle's SQLAlchemy driver):
     the reuse row, the judge charge added to the duel's cost and the campaign's spend, the stored verdict."""

@@ -41,7 +41,7 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..config import Settings
-from ..db import Database
+from ..db import Database, rowcount
 from ..models import Campaign, Duel, utcnow
 from .expiry import lease_free
 
@@ -97,12 +97,14 @@ class Leases:
         with self.db.write() as s:
             self.db.lock_campaign(s, campaign_id)
             return bool(
-                s.execute(
-                    update(Duel)
-                    .where(Duel.id == duel_id, Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER)
-                    .values(status=DuelStatus.EXPIRED, error=ABANDONED_ERROR, expires_at=utcnow())
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                rowcount(
+                    s.execute(
+                        update(Duel)
+                        .where(Duel.id == duel_id, Duel.status.in_(IN_FLIGHT), Duel.requested_by == RUN_REQUESTER)
+                        .values(status=DuelStatus.EXPIRED, error=ABANDONED_ERROR, expires_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
             )
 
     def take_lease(self, s, c: Campaign, now: dt.datetime) -> None:

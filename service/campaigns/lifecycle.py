@@ -91,15 +91,21 @@ class Lifecycle:
         ``LLMDUEL_ALLOWED_HOSTS`` does not allow or a missing ``api_key_env``, before anything is stored."""
         check_egress(self.settings.egress, body)
         require_key_envs([m.stored() for m in body.models], body.stored_judge())  # 422 before anything is stored
-        costs = [m.cost for m in body.models]
+        costs = [m.query_cost() for m in body.models]
         judge = body.stored_judge()
         population = len(body.prompts) if is_wor(body.prompt_sampling) else None
-        algorithm = body.algorithm
+        algorithm: str = body.algorithm
         if hybrid.is_hybrid(judge):  # hybrid hook: dctas-pc-hybrid with the human fee and rate
             policy, algorithm = hybrid.new_policy(judge, costs, body.delta), hybrid.ALGORITHM
         else:
             policy = new_campaign_policy(
-                body.algorithm, costs, body.delta, judge_cost_per_duel(judge), population, body.goal, body.k
+                body.algorithm,
+                costs,
+                body.delta,
+                judge_cost=judge_cost_per_duel(judge),
+                population=population,
+                goal=body.goal,
+                k=body.k,
             )
         state, counts, stats, leader = policy_snapshot(policy)
         now = utcnow()
@@ -164,7 +170,7 @@ class Lifecycle:
             now = utcnow()
             if c.run_error and not c.run_active:  # the run had paused: its cause stays with the ending
                 reason = f"{reason}; the run had paused before: {c.run_error}"
-            self.finish(s, c, CampaignStatus.STOPPED, reason, now)
+            self.finish(s, c, CampaignStatus.STOPPED, reason, now=now)
             c.version += 1
             c.updated_at = now
             return True
@@ -194,12 +200,12 @@ class Lifecycle:
                 if not is_stale(r.expires_at, now) or hybrid_tx.waits_for_human(c, r)  # hybrid hook
             ]
             reason = limit_below_use(
-                new_budget,
-                c.spend_nusd,
-                reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
-                max_duels,
-                c.duels_judged,
-                len(inflight),
+                new_budget_nusd=new_budget,
+                spent_nusd=c.spend_nusd,
+                reserved_nusd=reserved_nusd(inflight, holds.held_nusd(s, campaign_id, now)),
+                new_max_duels=max_duels,
+                duels_judged=c.duels_judged,
+                in_flight=len(inflight),
             )
             if reason is not None:
                 raise Unprocessable(reason)
@@ -214,12 +220,12 @@ class Lifecycle:
                 refusal = continue_refusal(
                     c.status,
                     c.end_limit,
-                    new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
-                    max_duels is not None and (c.max_duels is None or max_duels > c.max_duels),
-                    budget_nusd,
-                    c.spend_nusd,
-                    cap,
-                    c.duels_judged,
+                    budget_raised=new_budget is not None and (c.budget_nusd is None or new_budget > c.budget_nusd),
+                    max_duels_raised=max_duels is not None and (c.max_duels is None or max_duels > c.max_duels),
+                    budget_nusd=budget_nusd,
+                    spent_nusd=c.spend_nusd,
+                    max_duels=cap,
+                    duels_judged=c.duels_judged,
                 )
                 if refusal is not None:
                     raise Conflict(f"campaign {campaign_id}: {refusal}")
@@ -247,10 +253,11 @@ class Lifecycle:
                 raise Conflict("a run needs an automatic judge; this campaign's judge is human")
             require_key_envs(c.models, c.judge)
             now = self.db.clock(s)  # leases on the database's clock (service/campaigns/leases.py)
-            if c.run_active and not lease_free(c.run_owner, c.run_lease_expires_at, now):
+            expires = c.run_lease_expires_at
+            if c.run_active and expires is not None and not lease_free(c.run_owner, expires, now):
                 raise Conflict(
                     f"a run is already active for campaign {campaign_id} (its owner's lease runs until "
-                    f"{c.run_lease_expires_at.isoformat()}); stop the campaign or wait for the run to end"
+                    f"{expires.isoformat()}); stop the campaign or wait for the run to end"
                 )
             self.leases.take_lease(s, c, now)
             c.run_active = True

@@ -26,8 +26,9 @@ END_LIMITS = (END_LIMIT_BUDGET, END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER)
 
 
 def limit_below_use(
+    *,
     new_budget_nusd: int | None,
-    spend_nusd: int,
+    spent_nusd: int,
     reserved_nusd: int,
     new_max_duels: int | None,
     duels_judged: int,
@@ -38,13 +39,13 @@ def limit_below_use(
     A budget must cover what is spent plus what the duels in flight reserved (so the
     spend never passes it), a duel cap the duels judged plus those in flight.
     """
-    if new_budget_nusd is not None and new_budget_nusd < spend_nusd + reserved_nusd:
+    if new_budget_nusd is not None and new_budget_nusd < spent_nusd + reserved_nusd:
         held = (
             f" plus {reserved_nusd / 1e9:.9g} USD reserved by duels in flight and pre-generation calls"
             if reserved_nusd
             else ""
         )
-        return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spend_nusd / 1e9:.9g} USD already spent{held}"
+        return f"budget {new_budget_nusd / 1e9:.9g} USD is below the {spent_nusd / 1e9:.9g} USD already spent{held}"
     if new_max_duels is not None and new_max_duels < duels_judged + in_flight:
         held = f" plus {in_flight} in flight" if in_flight else ""
         return f"max_duels {new_max_duels} is below the {duels_judged} duels already judged{held}"
@@ -54,10 +55,11 @@ def limit_below_use(
 def continue_refusal(
     status: str,
     end_limit: str | None,
+    *,
     budget_raised: bool,
     max_duels_raised: bool,
     budget_nusd: int | None,
-    spend_nusd: int,
+    spent_nusd: int,
     max_duels: int | None,
     duels_judged: int,
 ) -> str | None:
@@ -73,7 +75,7 @@ def continue_refusal(
         return "the campaign ended on its budget: raise the budget to continue it"
     if end_limit == END_LIMIT_MAX_DUELS and not max_duels_raised:
         return "the campaign ended on its duel cap: raise max_duels to continue it"
-    if budget_spent(budget_nusd, spend_nusd):
+    if budget_spent(budget_nusd, spent_nusd):
         return f"the budget ({budget_nusd / 1e9 if budget_nusd else 0:.9g} USD) is already spent; raise it further"
     if max_duels_reached(max_duels, duels_judged):
         return f"max_duels ({max_duels}) is already reached; raise it further"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from algorithms import ALGORITHMS, PolicyError, make_policy
 from algorithms.hybrid import policy_from_state  # every state, the hybrid policy's too
@@ -11,18 +11,22 @@ from algorithms.hybrid import policy_from_state  # every state, the hybrid polic
 from ..plain_values import jsonable
 from .types import Unprocessable
 
+if TYPE_CHECKING:
+    from algorithms.policies import Policy
+
 
 def new_policy(
     algorithm: str,
     costs: list[float],
     delta: float,
+    *,
     judge_cost: float = 0.0,
     population: int | None = None,
     threshold: str | None = None,
     level: str | None = None,
     goal: str = "winner",
     k: int | None = None,
-):
+) -> Policy:
     """A campaign's policy; ``judge_cost`` is c_J (:func:`.costs.judge_cost_per_duel`); ``population``:
     the prompt set's size for a campaign sampling its prompts without replacement (None: with);
     ``threshold`` and ``level``: dctas-pc's certificate test and its level (None: the defaults;
@@ -42,6 +46,7 @@ def new_campaign_policy(
     algorithm: str,
     costs: list[float],
     delta: float,
+    *,
     judge_cost: float = 0.0,
     population: int | None = None,
     goal: str = "winner",
@@ -50,7 +55,7 @@ def new_campaign_policy(
     """:func:`new_policy` for a campaign being created: what the policy refuses (the schema's bounds
     should catch it first) is a 422 (:class:`Unprocessable`), never a 500."""
     try:
-        return new_policy(algorithm, costs, delta, judge_cost, population, goal=goal, k=k)
+        return new_policy(algorithm, costs, delta, judge_cost=judge_cost, population=population, goal=goal, k=k)
     except PolicyError as exc:
         raise Unprocessable(f"campaign: {exc}") from None
 
@@ -112,7 +117,7 @@ class PolicyCache:
             hit = self._items.pop(campaign_id, None)
         return hit[1] if hit is not None and hit[0] == event_seq else None
 
-    def take(self, campaign_id: int, event_seq: int, stored_state: dict | None):
+    def take(self, campaign_id: int, event_seq: int, stored_state: dict):
         """The policy at ``event_seq``: cached, or rebuilt from the stored state."""
         policy = self.take_exact(campaign_id, event_seq)
         return policy if policy is not None else restore_policy(stored_state)

@@ -155,6 +155,7 @@ class Pregeneration:
                 phash = stores.prompt_hash(texts[idx])
                 for n in users:
                     mkey = stores.model_key(c.models[n])
+                    assert mkey is not None  # users store their answers: each has a key
                     wanted.append((n, texts[idx], stores.answer_key(mkey, phash), mkey, phash, turns[idx]))
             have = set(
                 s.execute(select(StoredAnswer.key).where(StoredAnswer.key.in_([w[2] for w in wanted]))).scalars()
@@ -260,7 +261,15 @@ class Pregeneration:
             held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
             if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
                 return None
-            return holds.take_hold(s, campaign_id, amount, now, now + (expiry or self.call_expiry), n, key)
+            return holds.take_hold(
+                s,
+                campaign_id,
+                amount_nusd=amount,
+                now=now,
+                expires_at=now + (expiry or self.call_expiry),
+                model_index=n,
+                key=key,
+            )
 
     def release_hold_tx(self, hold_id: int) -> None:
         """Release a pre-generation call's hold (the call failed, or its answer was not stored)."""

@@ -25,7 +25,7 @@ from sqlalchemy import delete, func, select
 
 from algorithms.vocabulary import CampaignStatus
 
-from ..db import Database
+from ..db import Database, rowcount
 from ..models import BatchJob, BudgetHold, Campaign, Charge, StoredAnswer, StoredVerdict, utcnow
 from ..schemas.batch_config import MAX_WINDOW_SECONDS
 from .batch_jobs import CANCEL_GRACE_S, OPEN
@@ -67,7 +67,7 @@ def delete_campaign(db: Database, campaign_id: int, stored: str = "keep") -> dic
         if stored == "remove":
             paid = select(Charge.id).where(Charge.campaign_id == campaign_id)
             for key, table in (("answers", StoredAnswer), ("verdicts", StoredVerdict)):
-                removed[key] = s.execute(delete(table).where(table.charge_id.in_(paid))).rowcount or 0
+                removed[key] = rowcount(s.execute(delete(table).where(table.charge_id.in_(paid)))) or 0
         s.execute(delete(Campaign).where(Campaign.id == campaign_id))
     return {"id": campaign_id, "deleted": True, "stored": stored, "stored_removed": removed}
 

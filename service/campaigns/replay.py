@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from algorithms.policies import PolicyError, state_params
-from algorithms.restricted import restrict
+from algorithms.hybrid import HybridPolicy
+from algorithms.policies import Policy, PolicyError, state_params
+from algorithms.restricted import RestrictedPolicy, restrict
 from algorithms.vocabulary import DuelStatus
 
 from ..db import Database
@@ -32,7 +33,7 @@ class ReplayLog:
     """What a replay reads from one snapshot: the duel log, the ledger and the campaign row."""
 
     rows: list[Any]
-    charge_sums: dict[int, int]
+    charge_sums: dict[int | None, int]  # by duel; None: charges of no duel (pre-generation)
     stored_state: dict[str, Any] | None
     algorithm: str
     delta: float
@@ -119,11 +120,23 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
     threshold, goal, k = params.get("threshold"), params.get("goal", "winner"), params.get("k")
     level = params.get("level")
     hyb = log.algorithm == hybrid.ALGORITHM  # hybrid hook: its policy and its records (J, H or None, pi)
-    policy = (
-        hybrid.new_policy(log.judge, log.costs, log.delta, log.stored_state)
-        if hyb
-        else new_policy(log.algorithm, log.costs, log.delta, log.judge_cost, log.population, threshold, level, goal, k)
-    )
+    policy: Policy | HybridPolicy | RestrictedPolicy
+    if hyb:
+        if log.judge is None:
+            raise ValueError("a hybrid campaign's log carries its judge")
+        policy = hybrid.new_policy(log.judge, log.costs, log.delta, log.stored_state)
+    else:
+        policy = new_policy(
+            log.algorithm,
+            log.costs,
+            log.delta,
+            judge_cost=log.judge_cost,
+            population=log.population,
+            threshold=threshold,
+            level=level,
+            goal=goal,
+            k=k,
+        )
     next_position: dict[tuple[int, int], int] = {}
     records: list[tuple[int, int, float]] = []  # what a model change rebuilds the policy from
     # the stored state is a checkpoint at state_seq: compared with the replayed policy there
@@ -145,7 +158,7 @@ def replay_policy(log: ReplayLog, events: list[tuple[int, int, Any]]) -> list[st
         if log.perm is not None:  # each pair's outcomes entered the policy in permutation order
             diff.extend(_check_position(r, log.perm, next_position))
         try:
-            if hyb:
+            if isinstance(policy, HybridPolicy):
                 hybrid.replay_record(policy, r, log.draw_key, diff)
             else:
                 policy.record(r.model_i, r.model_j, r.score)
@@ -219,7 +232,8 @@ class Replay:
             c = s.get(Campaign, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
-            log = read_log(s, c, prompt_permutation(c.draw_key, c.n_prompts) if is_wor(c.prompt_sampling) else None)
+            perm = prompt_permutation(c.draw_key, c.n_prompts) if c.draw_key and is_wor(c.prompt_sampling) else None
+            log = read_log(s, c, perm)
         events = log_events(log.rows, log.changes)
         diff = replay_policy(log, events) + check_counters(log, events)
         return ReplayResult(campaign_id, not diff, len(events), diff)

@@ -46,7 +46,7 @@ import base64
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -92,6 +92,8 @@ class Results:
     def __init__(self, db: Database, views: Views):
         self.db = db
         self.views = views
+        # (campaign id, window) -> (counted duels, style view): the last fit of each (:meth:`style`)
+        self._style_last: dict[tuple[int, int | None], tuple[int, dict[str, Any]]] = {}
 
     def _ranking_data(self, s, c: Campaign) -> dict[str, Any]:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
@@ -332,7 +334,7 @@ class Results:
         not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
         ``last`` judged duels only (the dashboard's window)."""
         data = self._results_data(campaign_id)
-        last_fit = self.__dict__.setdefault("_style_last", {}).get((campaign_id, last))
+        last_fit = self._style_last.get((campaign_id, last))
         view = data["view"]
         if settled and last_fit is not None and view["status"] == CampaignStatus.RUNNING:
             if int(view.get("duels_counted") or 0) < 1.1 * last_fit[0]:
@@ -489,7 +491,7 @@ class Results:
         yield "}}"
 
     @staticmethod
-    def _with_image_areas(s, campaign_id: int, rows: list, after: int = 0) -> list:
+    def _with_image_areas(s, campaign_id: int, rows: Sequence[Any], after: int = 0) -> list:
         """``rows`` (the judged duels with a verdict and an id above ``after``) with ``area_a``/``area_b``: the
         pixels of each image answer (None for a text answer)."""
         answers = s.execute(

@@ -9,6 +9,7 @@ from .draws import tie_coin
 
 def score_of(
     choice: str,
+    *,
     model_i: int,
     model_a: int,
     model_b: int,
@@ -16,7 +17,6 @@ def score_of(
     seed: int,
     number: int,
     score_a: float | None = None,
-    *,
     draw_key: str | None = None,
 ) -> float | None:
     """The score of model_i for a verdict under the campaign's tie policy (None: not counted).

@@ -26,8 +26,9 @@ from sqlalchemy import insert, select, update
 
 from algorithms.vocabulary import Reuse
 
-from ..clients.config import client_json, images_per_call
+from ..clients.config import images_per_call
 from ..models import StoredAnswer, utcnow
+from ..stored_config import stored
 from . import stores
 
 SPARE = "spare"
@@ -48,8 +49,7 @@ def several_images_reason(models: list[dict], answers: str | None) -> str | None
 
 def draws_spares(answers: str | None, model: dict) -> bool:
     """Whether a duel's answer of ``model`` may come from the spares (an image model of K > 1, fresh answers)."""
-    cfg = model.get("client")
-    cfg = client_json(cfg) if hasattr(cfg, "model_dump") else cfg
+    cfg = stored(model.get("client"))  # a config model as its stored JSON
     return answers == Reuse.FRESH and model.get("output") == "image" and images_per_call(cfg) > 1
 
 

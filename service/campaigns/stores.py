@@ -31,7 +31,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -39,7 +39,7 @@ from sqlalchemy.exc import IntegrityError
 from algorithms.reuse_costs import COST_FLOOR, COST_STEPS, marginal_costs, missing_fraction  # noqa: F401 (re-exported)
 from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
 
-from ..db import Database
+from ..db import Database, rowcount
 from ..models import BatchJob, StoredAnswer, StoredVerdict, utcnow
 from .tasks import Background, in_thread
 
@@ -171,9 +171,9 @@ def duel_verdict_key(judge: dict, prompt: str, reference: str | None, hash_a: st
     ``hash_b`` (the key :meth:`.calls.Calls.verdict` asks for; see :func:`verdict_order`)."""
     swapped, order = stored_order(judge, hash_a, hash_b)
     first, second = (hash_b, hash_a) if swapped else (hash_a, hash_b)
-    return verdict_key_of_hashes(
-        judge_key(judge), prompt_hash(verdict_question(prompt, reference)), first, second, order
-    )
+    jkey = judge_key(judge)
+    assert jkey is not None  # called for judges whose verdicts are stored (stores_verdicts)
+    return verdict_key_of_hashes(jkey, prompt_hash(verdict_question(prompt, reference)), first, second, order)
 
 
 def mirror(choice: str | None) -> str | None:
@@ -390,7 +390,7 @@ class Claim:
     extra: dict = field(default_factory=dict)
 
 
-_TABLES = {"answer": StoredAnswer, "verdict": StoredVerdict}
+_TABLES: dict[str, type[StoredAnswer] | type[StoredVerdict]] = {"answer": StoredAnswer, "verdict": StoredVerdict}
 
 
 def reuse_charge(campaign_id: int, kind: str, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
@@ -562,13 +562,20 @@ class Stores:
         """
         model = _TABLES[table]
         with self.db.read() as s:  # the common case, a stored result, without the write lock
-            row = s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none()
+            # select() of a model chosen at run time is typed as the declarative base: the row is the model's
+            row = cast(
+                "StoredAnswer | StoredVerdict | None",
+                s.execute(select(model).where(model.key == key, model.status == READY)).scalar_one_or_none(),
+            )
             if row is not None:
                 return "ready", _stored(table, row)
         try:
             with self.db.write() as s:
                 now = self.db.clock(s)  # claims are leases: timed by the database (Database.clock)
-                row = s.execute(select(model).where(model.key == key)).scalar_one_or_none()
+                row = cast(
+                    "StoredAnswer | StoredVerdict | None",
+                    s.execute(select(model).where(model.key == key)).scalar_one_or_none(),
+                )
                 if row is None:
                     row_id = s.execute(
                         insert(model)
@@ -582,12 +589,14 @@ class Stores:
                     return "wait", None
                 if table == "answer" and not batch and in_open_batch(s, key):
                     return "wait", None
-                taken = s.execute(
-                    update(model)
-                    .where(model.id == row.id, model.status == GENERATING, model.claimed_at == row.claimed_at)
-                    .values(claimed_at=now)
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                taken = rowcount(
+                    s.execute(
+                        update(model)
+                        .where(model.id == row.id, model.status == GENERATING, model.claimed_at == row.claimed_at)
+                        .values(claimed_at=now)
+                        .execution_options(synchronize_session=False)
+                    )
+                )
                 return ("claimed", int(row.id)) if taken == 1 else ("wait", None)
         except IntegrityError:  # another process inserted the same key meanwhile
             return "wait", None
@@ -605,12 +614,14 @@ class Stores:
             now = self.db.clock(s)
             for table, ids in sorted(by_table.items()):
                 model = _TABLES[table]
-                renewed += s.execute(
-                    update(model)
-                    .where(model.id.in_(sorted(ids)), model.status == GENERATING)
-                    .values(claimed_at=now)
-                    .execution_options(synchronize_session=False)
-                ).rowcount
+                renewed += rowcount(
+                    s.execute(
+                        update(model)
+                        .where(model.id.in_(sorted(ids)), model.status == GENERATING)
+                        .values(claimed_at=now)
+                        .execution_options(synchronize_session=False)
+                    )
+                )
         return renewed
 
     def release_tx(self, claim: Claim) -> None:

@@ -182,14 +182,24 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     group = not_beaten if not_beaten else top
     ended_open = view["status"] in (CampaignStatus.UNDECIDABLE, CampaignStatus.NO_CONDORCET_WINNER)
     cheapest = min(group, key=lambda m: (costs[m], m)) if ended_open and len(group) > 1 else None
-    facts = {
+    facts: dict[str, Any] = {
         "not_beaten": [names[m] for m in not_beaten],
         "exact_ties": [[names[i], names[j]] for i, j in ties],
         "top_cycle_certified": [names[m] for m in top],
         "cheapest": names[cheapest] if cheapest is not None else None,
         "cost_unit": unit,
     }
-    facts["verdict"] = _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit)
+    facts["verdict"] = _words(
+        view,
+        names=names,
+        costs=costs,
+        certs=certs,
+        not_beaten=not_beaten,
+        ties=ties,
+        top=top,
+        cheapest=cheapest,
+        unit=unit,
+    )
     off = [m["name"] for m in view["models"] if m.get("status", "active") != "active"]
     if off and facts["verdict"]:
         were = "was" if len(off) == 1 else "were"
@@ -197,7 +207,7 @@ def verdict_facts(view: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
-def _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> str:
+def _words(view, *, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> str:
     status = view["status"]
     L = len(names)
     delta = float(view["delta"])
@@ -245,7 +255,7 @@ def _words(view, names, costs, certs, not_beaten, ties, top, cheapest, unit) -> 
 
 
 #: The verdict's first words by status (``campaign show``, ``watch`` and certificate.json).
-VERDICT_PREFIX = {
+VERDICT_PREFIX: dict[str, str] = {
     CampaignStatus.CERTIFIED: "certified",
     CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner",
     CampaignStatus.UNDECIDABLE: "undecidable",
@@ -260,13 +270,13 @@ def verdict_sentence(status: str, words: str) -> str | None:
 
 def _one_loss_each(certs: list[tuple[int, int]], L: int) -> list[tuple[int, int]]:
     """One certified loss per model (the first stored), in model order."""
-    out = {}
+    out: dict[int, tuple[int, int]] = {}
     for w, lo in certs:
         out.setdefault(lo, (w, lo))
     return [out[m] for m in range(L) if m in out]
 
 
-VERDICTS = {
+VERDICTS: dict[str, str] = {
     CampaignStatus.CERTIFIED: "certified: {winner} beats every other model (error probability at most {delta:g})",
     CampaignStatus.NO_CONDORCET_WINNER: "no Condorcet winner: every model was shown to lose to another one",
     CampaignStatus.UNDECIDABLE: "undecidable: no model can be certified on this prompt set (the exhausted "

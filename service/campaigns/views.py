@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import func, select
@@ -177,7 +179,7 @@ def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[flo
     return lower, lower_pc
 
 
-def provider_faults(d: Duel) -> list[dict]:
+def provider_faults(d: Duel | SimpleNamespace) -> list[dict]:
     """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
     out = []
@@ -318,7 +320,7 @@ class Views:
             "judge": c.judge if admin else {"kind": c.judge.get("kind")},
             "n_prompts": c.n_prompts,
             "budget": budget,
-            "remaining_budget": None if budget is None else max(0.0, (c.budget_nusd - c.spend_nusd) / 1e9),
+            "remaining_budget": None if c.budget_nusd is None else max(0.0, (c.budget_nusd - c.spend_nusd) / 1e9),
             "max_duels": c.max_duels,
             "seed": c.seed,
             "max_pending_per_annotator": c.max_pending_per_annotator,
@@ -451,9 +453,9 @@ class Views:
 
     def duel_view(
         self,
-        d: Duel,
-        c: Campaign | None,
-        charges: list[Charge] | None = None,
+        d: Duel | SimpleNamespace,  # an ORM duel or the vote cycle's DuelRow (the same columns)
+        c: Campaign | SimpleNamespace | None,  # a campaign, or the cycle's fields of one
+        charges: Sequence[Charge] | None = None,
         meta: tuple[str, str | None] | None = None,
     ) -> dict:
         """The full (admin) view of a duel; :func:`duel_view_for` strips it for annotators.
@@ -549,7 +551,8 @@ class Views:
                 for ch in s.execute(
                     select(Charge).where(Charge.duel_id.in_(list(by_duel))).order_by(Charge.id)
                 ).scalars():
-                    by_duel[ch.duel_id].append(ch)
+                    if ch.duel_id is not None:  # every row here: the query selects by duel
+                        by_duel[ch.duel_id].append(ch)
             meta = self.prompt_meta(s, campaign_id, [d.prompt_index for d in duels])
             items = [self.duel_view(d, c, by_duel[d.id], meta.get(d.prompt_index)) for d in duels]
         nxt = offset + len(items)

@@ -119,6 +119,8 @@ class Webhooks:
                 if ev is None:  # claimed or settled by another process meanwhile
                     continue
                 c = s.get(Campaign, ev.campaign_id)
+                if c is None:  # never: an event is deleted with its campaign (ON DELETE CASCADE)
+                    continue
                 if ev.payload is None:  # frozen at the first attempt: every retry sends the same body
                     ev.payload = {
                         "id": ev.id,

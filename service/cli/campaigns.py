@@ -228,7 +228,7 @@ def _run_options(body: dict[str, Any], args: argparse.Namespace, path: str) -> d
     run = body.pop("run", None) or {}
     if not isinstance(run, dict) or set(run) - RUN_KEYS:
         raise CLIError(f"{path}: 'run' must be a mapping with concurrency and/or max_duels")
-    judge = body.get("judge") if isinstance(body.get("judge"), dict) else {}
+    judge = raw_judge if isinstance(raw_judge := body.get("judge"), dict) else {}
     if given and judge.get("kind") == "human":
         raise CLIError(f"{path}: 'run' starts a background run, which needs an automatic judge; this judge is human")
     if args.concurrency is not None:

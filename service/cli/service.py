@@ -112,8 +112,9 @@ def cmd_serve(args) -> int:
             host=args.host,
             port=args.port,
             log_level=args.log_level,
-            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
-            timeout_keep_alive=settings.keep_alive_seconds,
+            # uvicorn annotates both timeouts int but uses them as float seconds (asyncio timers)
+            timeout_graceful_shutdown=settings.shutdown_grace_seconds,  # type: ignore[arg-type]
+            timeout_keep_alive=settings.keep_alive_seconds,  # type: ignore[arg-type]
         )
     return 0
 

@@ -80,7 +80,7 @@ class AnthropicBatches:
             cid = sent.split("-", 1)[1] if "-" in sent else sent
             if cid not in wanted or cid in found:
                 continue
-            result = line.get("result") if isinstance(line.get("result"), dict) else {}
+            result = raw_result if isinstance(raw_result := line.get("result"), dict) else {}
             kind = result.get("type")
             if kind == "succeeded":
                 found[cid] = BatchResult(cid, data=result.get("message"))
@@ -88,7 +88,7 @@ class AnthropicBatches:
             why = str(kind)
             err = result.get("error")
             if isinstance(err, dict):
-                inner = err.get("error") if isinstance(err.get("error"), dict) else err
+                inner = raw_inner if isinstance(raw_inner := err.get("error"), dict) else err
                 why = f"{kind}: {inner.get('message') or inner.get('type') or ''}"
             found[cid] = BatchResult(cid, error=f"{self.provider}: {self.net.masked(why)}")
         return missing(custom_ids, found, f"{self.provider}: no result (batch {b.get('processing_status')})")

@@ -112,7 +112,7 @@ class GeminiBatches:
             status = FAILED
         error = None
         if status == FAILED:
-            err = op.get("error") if isinstance(op.get("error"), dict) else {}
+            err = raw_err if isinstance(raw_err := op.get("error"), dict) else {}
             error = f"batch failed: {self.net.masked(err.get('message') or state)}"
         return BatchState(batch_id, status, error, op)
 
@@ -128,7 +128,7 @@ class GeminiBatches:
             if isinstance(item.get("response"), dict):
                 found[cid] = BatchResult(cid, data=item["response"])
             else:
-                err = item.get("error") if isinstance(item.get("error"), dict) else {}
+                err = raw_err if isinstance(raw_err := item.get("error"), dict) else {}
                 found[cid] = BatchResult(
                     cid, error=f"{self.provider}: {self.net.masked(err.get('message') or 'error')}"
                 )

@@ -100,8 +100,8 @@ class OpenAIBatches:
             cid = line.get("custom_id")
             if cid not in wanted or cid in found:
                 continue
-            resp = line.get("response") if isinstance(line.get("response"), dict) else {}
-            err = line.get("error") if isinstance(line.get("error"), dict) else None
+            resp = raw_resp if isinstance(raw_resp := line.get("response"), dict) else {}
+            err = raw_err if isinstance(raw_err := line.get("error"), dict) else None
             if err is None and resp.get("status_code") == 200:
                 found[cid] = BatchResult(cid, data=resp.get("body"))
             else:
@@ -119,7 +119,7 @@ class OpenAIBatches:
             if after:
                 params["after"] = after
             page = await self.net.json("GET", f"{self.base}/batches", self._headers(), params=params)
-            data = page.get("data") if isinstance(page.get("data"), list) else []
+            data = raw_data if isinstance(raw_data := page.get("data"), list) else []
             for b in data:
                 if isinstance(b, dict) and (b.get("metadata") or {}).get(METADATA_KEY) == key:
                     return str(b.get("id"))

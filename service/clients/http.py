@@ -275,10 +275,8 @@ class HTTPModelClient(ModelClient):
                 resp.status_code,
                 attempt,
             ) from None
-        text, tin, tout = parsed[:3]
-        image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
-        more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
-        fixed = self.fixed_cost * (1 + len(more))
+        text, tin, tout, image, more, billed = parsed_answer(parsed)
+        fixed = self.fixed_cost * billed
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, fixed)
         try:
             logprobs = self.parse_logprobs(data)
@@ -290,6 +288,18 @@ class HTTPModelClient(ModelClient):
         if self._owns_http and self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+def parsed_answer(parsed: tuple[Any, ...]) -> tuple[Any, Any, Any, bytes | None, tuple, int]:
+    """``(text, input tokens, output tokens, image, further images, images billed)`` of what a
+    client's ``parse_response`` returned: three values for text, four for one image, six for an
+    image call of several images (service/clients/images.py: the images billed include any the
+    checks refused, so the per-image price is charged for each)."""
+    text, tin, tout = parsed[:3]
+    image = parsed[3] if len(parsed) > 3 else None
+    more = tuple(parsed[4]) if len(parsed) > 4 else ()
+    billed = int(parsed[5]) if len(parsed) > 5 else 1 + len(more)
+    return text, tin, tout, image, more, billed
 
 
 def without_usage(data: Any) -> Any:

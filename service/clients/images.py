@@ -13,8 +13,10 @@ bytes, pixels, integrity); a refused one is a failed call. The answer's ``text``
 (``[image sha256:<hex>]``, the form prompts use); the caller stores the bytes in the image store
 (:mod:`service.images.store`) and the text in the answer store, so an image answer is paid once and
 reused like a text one. ``params.n`` (OpenAI's route only) asks for several images a call: the
-first is the answer, the others follow it as (name, bytes) pairs, and the call is charged per image
-returned (service/campaigns/spares.py keeps them for later duels).
+first usable one is the answer, the others follow it as (name, bytes) pairs, and the call is
+charged per image returned (service/campaigns/spares.py keeps them for later duels); an image of
+several that the checks refuse is charged (the provider made it) and dropped, and the call fails
+only when none is usable.
 """
 
 from __future__ import annotations
@@ -71,14 +73,24 @@ class OpenAIImageClient(OpenAIClient):
         if not isinstance(items, list) or not items or not isinstance(items[0], dict):
             raise ResponseShapeError("no 'data' in the response")
         # at most the images asked for (params.n): a server sending more is not paid for them
-        images = [_image(item.get("b64_json") if isinstance(item, dict) else None) for item in items[: self._count]]
+        billed = items[: self._count]
+        images, refused = [], None
+        for item in billed:
+            try:
+                images.append(_image(item.get("b64_json") if isinstance(item, dict) else None))
+            except ResponseShapeError as exc:
+                refused = refused or exc
+        if not images:  # nothing usable: a failed call, as for one image
+            raise refused or ResponseShapeError("no image in the response")
         usage = data.get("usage") or {}
         if not isinstance(usage, dict):
             usage = {}
         tin = _token(usage.get("input_tokens", usage.get("prompt_tokens")), "input_tokens")
         tout = _token(usage.get("output_tokens", usage.get("completion_tokens")), "output_tokens")
         text, raw = images[0]
-        return text, tin, tout, raw, images[1:]
+        # every image returned was made and billed by the provider, a refused one included: the call
+        # is charged for len(billed) images, and the refused ones are dropped (never shown)
+        return text, tin, tout, raw, images[1:], len(billed)
 
     @property
     def _count(self) -> int:

@@ -34,7 +34,7 @@ from ..campaigns.tasks import THREAD_WORK, WorkCount, in_thread
 from ..clients import ClientError, Completion, compute_cost
 from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
 from ..clients.batch_apis import build_batch_api
-from ..clients.http import without_usage
+from ..clients.http import parsed_answer, without_usage
 from ..clients.usage import UsageError
 from ..redaction import redact
 
@@ -97,7 +97,7 @@ class Collector:
 
     async def call(
         self, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
-    ) -> Completion:
+    ) -> Completion | ClientError:
         url, _, body = client.build_request(prompt, None, turns) if turns else client.build_request(prompt, None)
         cfg = client.config.model_dump(mode="json")
         group = f"{cfg.get('kind')}|{cfg.get('base_url')}|{cfg.get('model')}|{cfg.get('api_key_env')}"
@@ -254,6 +254,7 @@ class Collector:
                 cancelled_at = time.monotonic()
             await asyncio.sleep(self.poll_s)
         results = await api.results(bid, custom_ids)
+        error: str | None
         if late is not None:
             status, error = "failed", late
         else:
@@ -275,12 +276,10 @@ class Collector:
                 parsed = client.parse_response(without_usage(res.data))
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             return ClientError(f"{client.provider} batch returned an unexpected response: {exc}")
-        text, tin, tout = parsed[:3]
-        image = parsed[3] if len(parsed) > 3 else None  # an image model's answer (service/clients/images.py)
-        more = tuple(parsed[4]) if len(parsed) > 4 else ()  # its further images (params.n): charged per image
+        text, tin, tout, image, more, billed = parsed_answer(parsed)  # billed: images made, refused ones too
         cfg = client.config
         price = cfg.batch_price or cfg.price  # no known batch price: the list price, never an assumed discount
-        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost * (1 + len(more)))
+        cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost * billed)
         key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
         if image is None and key:
             text = redact(text, (key,))

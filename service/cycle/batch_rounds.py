@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError
 
 from algorithms.vocabulary import DuelStatus
+from judges.llm import LLMJudge
 
 from .. import cycle as cycle_sequences
 from ..campaigns.batch_jobs import BatchJobs
@@ -217,14 +218,16 @@ class BatchRounds:
                 if getattr(getattr(j.client, "config", None), "kind", "simulated") != "simulated":
                     wrapped = VisionJudgeClient(wrapped, self.calls.blind_copies)
                 j.client = wrapped
-        if getattr(judge, "auto", None) is not None:
+        if isinstance(judge, LLMJudge) and judge.auto is not None:
             # orders: auto measures its rates across rounds: the campaign's judge of this process keeps them
             judge.auto = self.calls.judge(plan).auto
         return judge
 
     async def _verdict(self, plan: DuelPlan, judge: Any, text_a: str, text_b: str) -> dict:
         current_duel.set(plan.duel_id)
-        return await self.calls.verdict(plan, judge, text_a, text_b, None)
+        # a verdict key in flight for an earlier duel of this round is recorded only at the fold, after
+        # this phase: the duel pays its own call instead of waiting (later rounds reuse the stored one)
+        return await self.calls.verdict(plan, judge, text_a, text_b, None, wait=False)
 
     async def _record(self, plan: DuelPlan, verdict: dict) -> DuelOutcome:
         j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)

@@ -90,7 +90,9 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
     end = ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
     if end is None:
         return False
-    svc.deps.endings.finish(s, c, end.status, end.reason, now, keep_duel=duel_id, limit=end.limit, winner=end.winner)
+    svc.deps.endings.finish(
+        s, c, end.status, end.reason, now=now, keep_duel=duel_id, limit=end.limit, winner=end.winner
+    )
     return True
 
 
@@ -112,6 +114,7 @@ def record_in_session(svc, s, duel_id: int, j: judge_charges.Judgement) -> DuelO
     automatic verdict. A refusal is raised; the caller commits what was written before it."""
     c, d = _lock_duel(s, duel_id)
     if j.principal is not None:
+        assert j.choice is not None  # a human vote always has its choice
         return record_human_vote(svc, s, c, d, j.choice, j.principal)
     return _llm_verdict(svc, s, c, d, j)
 
@@ -122,7 +125,7 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     now = utcnow()
     llm = hybrid.llm_part(c.judge)
     # charged as any judge call, capped at the LLM part's bound (service.money.charges writes it)
-    judge_charges.charge_judge(svc.deps.prompts, s, c, d, j, now, judge=llm)
+    judge_charges.charge_judge(svc.deps.prompts, s, c, d, j=j, now=now, judge=llm)
     refused = _llm_refusal(c, d, now)
     if refused is None:
         return _judged(svc, s, c, d, j, now)
@@ -169,7 +172,15 @@ def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
         d.judge_detail = detail or None
         c.duels_failed += 1
     else:
-        J = hybrid.judge_score(choice, d.model_i, d.model_a, d.model_b, d.number, judge_score, c.draw_key)
+        J = hybrid.judge_score(
+            choice,
+            model_i=d.model_i,
+            model_a=d.model_a,
+            model_b=d.model_b,
+            number=d.number,
+            score_a=judge_score,
+            draw_key=c.draw_key,
+        )
         policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
         pi = float(policy.human_probability(d.model_i, d.model_j, J))
         seen = hybrid.pair_seen(policy, d.model_i, d.model_j)
@@ -215,7 +226,16 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     fee = hybrid.fee_nusd(c.judge)
     if fee:
         charges.charge_judgement(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
-    d.score = score_of(choice, d.model_i, d.model_a, d.model_b, c.tie_policy, c.seed, d.number, draw_key=c.draw_key)
+    d.score = score_of(
+        choice,
+        model_i=d.model_i,
+        model_a=d.model_a,
+        model_b=d.model_b,
+        tie_policy=c.tie_policy,
+        seed=c.seed,
+        number=d.number,
+        draw_key=c.draw_key,
+    )
     d.status, d.choice, d.judged_at, d.judged_by = DuelStatus.JUDGED, choice, now, principal.label
     d.expected_cost_nusd = 0
     c.duels_judged += 1

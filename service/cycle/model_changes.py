@@ -140,7 +140,7 @@ class ModelChanges:
                     c.webhook_state, c.webhook_error = "none", None
             end = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
             if end is not None:  # the remaining models are already decided
-                self.finish(s, c, end.status, end.reason, now, winner=end.winner)
+                self.finish(s, c, end.status, end.reason, now=now, winner=end.winner)
             c.version += 1
             c.updated_at = now
             return {
@@ -189,12 +189,12 @@ class ModelChanges:
                     spec.name,
                     spec.cost,
                     client_json(spec.client),
-                    prompts,
-                    spec.expected_output_tokens
+                    prompts=prompts,
+                    expected_output_tokens=spec.expected_output_tokens
                     if spec.expected_output_tokens is not None
                     else DEFAULT_EXPECTED_OUTPUT_TOKENS,
-                    None,
-                    spec.cost_source,
+                    price_map=None,
+                    cost_source=spec.cost_source,
                 )
         except ValueError as exc:
             raise Unprocessable(f"model: {exc}") from None

@@ -102,6 +102,7 @@ class Cycle:
     async def execute(self, plan: DuelPlan) -> DuelOutcome:
         """Steps 2-4 of a duel: answers (stored or called), store, judge automatically."""
         if plan.outcome is not None:  # answered inside the plan transaction
+            assert plan.results is not None  # with its results
             res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
         else:
             res_i, res_j, outcome = await self._answers(plan)
@@ -197,10 +198,10 @@ class Cycle:
         else:
             self.hot_counts["thread"] += 1
             outcome = await self.in_thread(self.record_vote, duel_id, choice, principal)
+        assert outcome.view is not None  # a recorded vote has its duel's view
         if note is not None:
             await self.in_thread(skips.save_comment, self.deps.db, duel_id, principal, note)
-            if outcome.view is not None:
-                outcome.view["comment"] = note
+            outcome.view["comment"] = note
         if outcome.ended:
             self.deps.webhooks.schedule_webhook(outcome.view["campaign_id"])
         return duel_view_for(outcome.view, principal.admin)

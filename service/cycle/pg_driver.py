@@ -23,6 +23,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
 from ..campaigns import endings, policy_log, skips, stores
 from ..campaigns.judge_charges import Judgement
@@ -133,7 +134,9 @@ _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.
 def _pg_plan_write(duel_columns: tuple[str, ...], with_state: bool = False) -> Compiled:
     """One statement: insert the duel, its charges (a JSON array, in order) and update the campaign."""
     defaults = {
-        c.name: c.default.arg for c in D if c.name not in duel_columns and c.default is not None and c.default.is_scalar
+        c.name: c.default.arg
+        for c in D
+        if c.name not in duel_columns and isinstance(c.default, ScalarElementColumnDefault)
     }  # what Core's INSERT fills in for columns left out
     duel = insert(Duel.__table__).values(
         {**defaults, **{k: bindparam(f"d_{k}", type_=D[k].type) for k in duel_columns}}
@@ -157,8 +160,10 @@ _JSON_RESULT_COLUMNS = frozenset(
 
 
 def _row(record) -> _Row | None:
-    if record is None:
-        return None
+    return None if record is None else _row_of(record)
+
+
+def _row_of(record) -> _Row:
     out = _Row(**record)
     for key in _JSON_RESULT_COLUMNS.intersection(out.__dict__):  # json arrives as text (no codec: see PgTx)
         value = out.__dict__[key]
@@ -199,8 +204,15 @@ class PgTx:
     async def _fetchrow(self, query: Compiled, params: dict) -> _Row | None:
         return _row(await self.conn.fetchrow(query.sql, *query.args(params)))
 
+    async def _fetchone(self, query: Compiled, params: dict) -> _Row:
+        """The row of a statement that always returns one (an aggregate, a row read under its lock)."""
+        row = await self._fetchrow(query, params)
+        if row is None:
+            raise RuntimeError(f"no row from {query.sql[:60]!r}")
+        return row
+
     async def _fetch(self, query: Compiled, params: dict) -> list[_Row]:
-        return [_row(r) for r in await self.conn.fetch(query.sql, *query.args(params))]
+        return [_row_of(r) for r in await self.conn.fetch(query.sql, *query.args(params))]
 
     async def _write(self, query: Compiled, params: dict) -> None:
         """A write that the transaction's last statement (or :meth:`commit`) commits."""
@@ -259,7 +271,7 @@ class PgTx:
 
     async def policy_state(self, campaign_id: int) -> dict:
         await self._begin()
-        return (await self._fetchrow(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
+        return (await self._fetchone(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
         await self._begin()
@@ -268,7 +280,7 @@ class PgTx:
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
         await self._begin()
-        return (await self._fetchrow(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
+        return (await self._fetchone(PG_PROMPT, {"cid": campaign_id, "idx": idx})).text
 
     async def reference(self, campaign_id: int, idx: int) -> str | None:
         row = await self._fetchrow(PG_REFERENCE, {"cid": campaign_id, "idx": idx})
@@ -283,7 +295,7 @@ class PgTx:
         return await self._fetchrow(PG_READY_VERDICT, {"vk": key}) is not None
 
     async def held(self, campaign_id: int, now) -> int:
-        return int((await self._fetchrow(PG_HELD, {"cid": campaign_id, "now": now})).held)
+        return int((await self._fetchone(PG_HELD, {"cid": campaign_id, "now": now})).held)
 
     async def plan_writes(self, duel: dict, rows: list[dict], campaign: dict) -> int:
         columns = tuple(sorted(duel))
@@ -295,7 +307,9 @@ class PgTx:
         with_state = "policy_state" in campaign
         if with_state:
             params["policy_state"] = _json(campaign["policy_state"])
-        return int((await self._write_and_commit(_pg_plan_write(columns, with_state), params)).id)
+        row = await self._write_and_commit(_pg_plan_write(columns, with_state), params)
+        assert row is not None  # the insert returns the new duel's id
+        return int(row.id)
 
     async def vote_reads(self, duel_id: int, hint: int | None, cached_seq: int | None):
         p = {"did": duel_id, "hint": hint, "seq": cached_seq}
@@ -384,8 +398,10 @@ async def _on_pool(svc: HotService, make):
     the transaction is tried once more on a new connection, so a database that came
     back costs no request a 503.
     """
+    pool = svc.deps.db.hot_pool
+    assert pool is not None  # this driver runs only for the campaigns handles() sends it, with a hot pool
     for attempt in (1, 2):
-        async with svc.deps.db.hot_pool.connection() as (conn, reused):
+        async with pool.connection() as (conn, reused):
             tx = PgTx(conn)
             try:
                 out = await make(tx)

@@ -98,6 +98,7 @@ async def decide_plan(
     number = row.duels_created + 1
     prompt_index, a_is_i = draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
     if pick.position is not None:
+        assert cfg.draw_key is not None  # positions: sampling without replacement, keyed by the draw key
         prompt_index = svc.permutation(campaign_id, cfg.draw_key, cfg.n_prompts)[pick.position]
     prompt = svc.deps.prompts.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
@@ -218,7 +219,15 @@ async def _reservation(
         reference=reference,
     )
     return reserve.reserve_duel_nusd(
-        cfg.models, i, j, cfg.judge, prompt, row.judge_spend_nusd, row.duels_judged + row.duels_failed, have, orders
+        cfg.models,
+        i,
+        j,
+        judge=cfg.judge,
+        prompt=prompt,
+        judge_spent_nusd=row.judge_spend_nusd,
+        duels_done=row.duels_judged + row.duels_failed,
+        stored_answers=have,
+        stored_orders=orders,
     )
 
 
@@ -319,7 +328,8 @@ def run_refusal(c: Any, owner_id: str, inflight: Iterable[Any], now: dt.datetime
 
 def split_stale(inflight: Iterable[Any], now: dt.datetime) -> tuple[list[int], list[Any]]:
     """(ids of the in-flight duels past their expiry, to expire; the live ones)."""
-    stale, live = [], []
+    stale: list[Any] = []
+    live: list[Any] = []
     for r in inflight:
         (stale if is_stale(r.expires_at, now) else live).append(r)
     return [int(r.id) for r in stale], live

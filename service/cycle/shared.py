@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..campaigns import policy_log
 from ..campaigns.policy_cache import restore_policy
 from ..campaigns.sampling import is_wor
-from ..models import Duel
+from ..models import Duel, shown_models
 
 if TYPE_CHECKING:  # pragma: no cover
     from .driver import Tx
@@ -65,8 +65,14 @@ class DuelRow(SimpleNamespace):
     their views from this instead of an ORM instance."""
 
     _EMPTY = dict.fromkeys(Duel.__table__.c.keys())
-    model_a = Duel.model_a
-    model_b = Duel.model_b
+
+    @property
+    def model_a(self) -> int:
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[0]
+
+    @property
+    def model_b(self) -> int:
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[1]
 
     def __init__(self, **columns):
         super().__init__(**{**self._EMPTY, **columns})
@@ -114,7 +120,7 @@ async def policy_at(
     seq, policy = svc.policies.take_latest(campaign_id)
     if policy is not None and seq == event_seq:
         return policy
-    if policy is None or not base <= seq < event_seq:  # no cached policy nearer than the stored state
+    if policy is None or seq is None or not base <= seq < event_seq:  # no cached policy nearer than the stored state
         state = fetched_state if fetched_state is not None else await tx.policy_state(campaign_id)
         policy, seq = restore_policy(state), base
     if seq < event_seq:

@@ -339,7 +339,9 @@ class SyncTx:
         self.conn.execute(TOUCHED, {"cid": campaign_id, "now": now})
 
     async def judge_charges(self, campaign_id: int, duel_id: int, j, amount_nusd: int, detail: dict, now) -> None:
-        judge_charges.write_judge_charges(self.conn, campaign_id, duel_id, j, amount_nusd, detail, now)
+        judge_charges.write_judge_charges(
+            self.conn, campaign_id, duel_id, j=j, amount_nusd=amount_nusd, detail=detail, now=now
+        )
 
     async def pair_outcomes(self, campaign_id: int, i: int, j: int) -> tuple[int, list]:
         """(how many outcomes of pair (i, j) the policy has, the pair's held outcomes)."""

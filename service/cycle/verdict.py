@@ -91,7 +91,9 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
         return 0
     reference = await tx.reference(campaign_id, drow.prompt_index) if called else None
     stale = is_stale(drow.expires_at, now)
-    amount, detail = price_judge(cfg.judge, drow.prompt, reference, j, stale, drow.id, image_answers(cfg.models))
+    amount, detail = price_judge(
+        cfg.judge, drow.prompt, reference, j=j, stale=stale, duel_id=drow.id, image_answers=image_answers(cfg.models)
+    )
     if amount:
         detail = mark_late(detail, ended) or {}
     await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
@@ -116,13 +118,13 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         d.status, d.choice = DuelStatus.JUDGED, j.choice
         score = score_of(
             j.choice,
-            d.model_i,
-            d.model_a,
-            d.model_b,
-            cfg.tie_policy,
-            cfg.seed,
-            d.number,
-            j.judge_score,
+            model_i=d.model_i,
+            model_a=d.model_a,
+            model_b=d.model_b,
+            tie_policy=cfg.tie_policy,
+            seed=cfg.seed,
+            number=d.number,
+            score_a=j.judge_score,
             draw_key=cfg.draw_key,
         )
         d.score = score
@@ -148,7 +150,7 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
         crow.spend_nusd + judge_nusd + fee,
         j.fault,
     )
-    recorded = None
+    recorded: dict[str, Any] | None = None
     if released:
         seq = max(released.values())
         recorded = {"seq": seq, "leader": policy_log.leader_of(policy), "n_counted": len(released)}
@@ -227,7 +229,7 @@ class Ending:
 
 def not_pending_message(duel_id: int, status: str) -> str:
     """Why a duel in ``status`` (not pending) takes no verdict."""
-    messages = {
+    messages: dict[str, str] = {
         DuelStatus.JUDGED: "already has a verdict",
         DuelStatus.CALLING: "is still waiting for the models' answers",
         DuelStatus.EXPIRED: "expired and no longer counts",

@@ -92,10 +92,10 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None, ima
 
     shown = prompt_image_count(prompt) + (max(2, n_answers) if image_answers else 0)
     image_tokens = shown * worst_image_tokens(judge["client"]) if shown else 0
-    b = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes, None, image_tokens)
-    if b is None:
+    usd = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes, None, image_tokens)
+    if usd is None:
         return None
-    return judge_orders(judge) * _ceil_nusd(b)
+    return judge_orders(judge) * _ceil_nusd(usd)
 
 
 def unbounded_cost_reason(models: Sequence[dict], judge: dict) -> str | None:

@@ -53,6 +53,7 @@ def held_nusd(conn, campaign_id: int, now: dt.datetime) -> int:
 def take_hold(
     conn,
     campaign_id: int,
+    *,
     amount_nusd: int,
     now: dt.datetime,
     expires_at: dt.datetime,

@@ -50,9 +50,10 @@ def reserve_duel_nusd(
     models: Sequence[dict],
     i: int,
     j: int,
+    *,
     judge: dict,
     prompt: str,
-    judge_spend_nusd: int,
+    judge_spent_nusd: int,
     duels_done: int,
     stored_answers: Iterable[int] = (),
     stored_orders: int = 0,
@@ -73,9 +74,9 @@ def reserve_duel_nusd(
         orders = judge_orders(judge)
         left = max(0, orders - int(stored_orders))
         if jb is None:
-            return total + (expected_judge_nusd(judge_spend_nusd, duels_done) if left else 0)
+            return total + (expected_judge_nusd(judge_spent_nusd, duels_done) if left else 0)
         return total + jb // orders * left
-    total += jb if jb is not None else expected_judge_nusd(judge_spend_nusd, duels_done)
+    total += jb if jb is not None else expected_judge_nusd(judge_spent_nusd, duels_done)
     return total
 
 

@@ -79,6 +79,13 @@ class ModelSpec(StrictModel):
     _pricing: dict[str, Any] | None = PrivateAttr(None)  # set by CampaignCreate (service.pricing)
     _image_tokens: int = PrivateAttr(0)  # set by CampaignCreate (service.images.tokens)
 
+    def query_cost(self) -> float:
+        """The cost per query the policy uses: given, or derived by :class:`CampaignCreate` (set once the
+        campaign is validated)."""
+        if self.cost is None:
+            raise ValueError(f"model {self.name!r}: no cost (the campaign was not validated)")
+        return self.cost
+
     def stored(self) -> dict[str, Any]:
         """The model as a campaign stores it (after :class:`CampaignCreate` resolved its cost and price)."""
         out = {"name": self.name, "cost": self.cost, "client": client_json(self.client)}
@@ -400,7 +407,7 @@ class CampaignCreate(StrictModel):
         user_map = normalise_price_map(self.price_map, "price_map", strict=True) if self.price_map is not None else None
         sizes = self._prompt_image_sizes()
         for m in self.models:
-            if m.output == "image" and m.client.price is None:
+            if m.output == "image" and getattr(m.client, "price", None) is None:
                 m.cost, m._pricing = resolve_image_cost(m.name, m.cost, client_json(m.client))
                 continue
             # a prompt's images are input tokens too: their mean per prompt, by the model's provider's rule
@@ -409,11 +416,13 @@ class CampaignCreate(StrictModel):
                 m.name,
                 m.cost,
                 client_json(m.client),
-                [normalize_prompt(p)["text"] for p in self.prompts],
-                m.expected_output_tokens if m.expected_output_tokens is not None else self.expected_output_tokens,
-                user_map,
-                m.cost_source,
-                images,
+                prompts=[normalize_prompt(p)["text"] for p in self.prompts],
+                expected_output_tokens=m.expected_output_tokens
+                if m.expected_output_tokens is not None
+                else self.expected_output_tokens,
+                price_map=user_map,
+                cost_source=m.cost_source,
+                image_input_tokens=images,
             )
             m.cost, m.client, m._pricing = cost, parse_client_config(client, output=m.output), record
 

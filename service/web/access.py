@@ -105,9 +105,9 @@ async def is_signed_in(request: Request) -> bool:
 async def start_login(response, request: Request) -> None:
     """Make a new login and set its cookie on ``response`` (after the key was checked)."""
     settings = request.app.state.settings
-    value = await anyio.to_thread.run_sync(
-        logins.create, request.app.state.campaigns.db, _admin_key(request), settings.login_seconds
-    )
+    key = _admin_key(request)
+    assert key is not None  # called once the key was checked: there is one
+    value = await anyio.to_thread.run_sync(logins.create, request.app.state.campaigns.db, key, settings.login_seconds)
     response.set_cookie(
         COOKIE,
         value,

@@ -163,11 +163,11 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
         ), view
     if view.get("pc_evidence") and all(p.pc is not None for p in points):
         return _pc_evidence_section(view, points, names, ref, state, replay_ok), view
-    series = []
+    series: list[dict[str, Any]] = []
     legend = []
     last = points[-1].S
-    shown = sorted((j for j in range(len(names)) if j != ref), key=lambda j: (last[j] - last[ref], j))
-    shown = set(shown[: PLOT_MODELS - 1])  # many models: the challengers nearest the reference
+    nearest = sorted((j for j in range(len(names)) if j != ref), key=lambda j: (last[j] - last[ref], j))
+    shown = set(nearest[: PLOT_MODELS - 1])  # many models: the challengers nearest the reference
     for j, name in enumerate(names):
         if j not in shown:
             continue
@@ -236,7 +236,8 @@ def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, s
     """dctas-pc: each pair's certificate statistic against its threshold log(L/delta)."""
     ev = view["pc_evidence"]
     thr = ev["log_threshold"]
-    series, legend = [], []
+    series: list[dict[str, Any]] = []
+    legend: list[dict[str, Any]] = []
     for m, label, pts in _pc_lines(view, points, names, ref):
         c = plots.color(m)
         series.append({"label": label, "key": f"model-{m}", "color": c, "points": pts})
@@ -299,7 +300,7 @@ def oracle_section(view: dict) -> dict:
     frac = {}
     if oracle is not None:
         frac = {tuple(p): float(f) for p, f in zip(oracle.pairs, oracle.pull_fractions)}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for i in range(L):
         for j in range(i + 1, L):
             n = int(N[i][j])

@@ -76,7 +76,8 @@ def _make_renderer() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True})
     md.enable(["table", "strikethrough"])
     md.disable("image")
-    md.validateLink = _link_allowed
+    # markdown-it-py's hook for link checks is replacing this method on the instance (its docs' way)
+    md.validateLink = _link_allowed  # type: ignore[method-assign]
     return md
 
 

@@ -73,7 +73,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[
     if integer:
         step = max(1.0, float(math.ceil(step)))
     start = math.floor(lo / step) * step
-    ticks = []
+    ticks: list[float] = []
     v = start
     while v <= hi + step * 1e-9 and len(ticks) < 50:
         ticks.append(round(v, 12))

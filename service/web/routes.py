@@ -393,6 +393,7 @@ async def _panel(
     """The state of the annotator's panel, asking the service for a new duel when ``create``."""
     svc = _campaigns(request)
     cid = principal.campaign_id
+    assert cid is not None  # the panel is an annotator's: its principal names its campaign
     ctx: dict[str, Any] = {"notice": notice, "notice_kind": notice_kind}
     campaign = await _t(svc.views.get_campaign, cid, False)
     ctx["campaign"] = campaign

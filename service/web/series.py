@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from algorithms import make_policy
 from algorithms.hybrid import policy_from_state
-from algorithms.policies import state_params
+from algorithms.policies import Policy, state_params
 from algorithms.restricted import is_restricted_state
 
 from ..models import Duel
@@ -51,7 +51,7 @@ class Point:
 @dataclass
 class _Replay:
     signature: tuple
-    policy: object
+    policy: Policy
     last_seq: int = 0
     stride: int = 1
     points: list[Point] = field(default_factory=list)
@@ -104,7 +104,7 @@ class SeriesCache:
                 self._items.popitem(last=False)
             return entry
 
-    def series(self, db, campaign_id: int, state: dict) -> tuple[list[Point], object]:
+    def series(self, db, campaign_id: int, state: dict) -> tuple[list[Point], Policy]:
         """(checkpoints including the current point, the replayed policy).
 
         A campaign whose models changed (algorithms/restricted.py) shows its current point only:
