@@ -339,7 +339,9 @@ async def test_a_call_of_three_images_priced_per_token_is_charged_in_full_within
     assert res.cost == pytest.approx(cost)
     stored_model = {**model, "client": cfg.model_dump(mode="json")}
     bound = model_bound_nusd(stored_model, prompt)
-    one = model_bound_nusd({**stored_model, "client": {**stored_model["client"], "params": {"max_tokens": 1000}}}, prompt)
+    one = model_bound_nusd(
+        {**stored_model, "client": {**stored_model["client"], "params": {"max_tokens": 1000}}}, prompt
+    )
     assert one is not None and bound is not None and one < to_nusd(cost) <= bound  # above one image's bound
     charge = model_charge(stored_model, prompt, res)
     assert charge.fault is None and charge.amount_nusd == to_nusd(cost) and charge.amount_nusd <= bound
