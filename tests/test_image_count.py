@@ -6,6 +6,7 @@ each image in one duel only, before buying a new call (service/campaigns/spares.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import re
 
 import pytest
@@ -280,3 +281,91 @@ async def test_an_image_of_several_the_checks_refuse_is_charged_and_dropped():
         with pytest.raises(ClientError, match="base64"):
             await client.complete("A fox.")  # nothing usable: a failed call, as for one image
     await client.aclose()
+
+
+def _priced(name: str, model: str, n: int = 3, max_tokens: int = 1000, **client) -> dict:
+    """An image model priced per token (``price`` and ``params.max_tokens`` per image, no cap)."""
+    m = _model(name, model, 0.01, n=n)
+    m["client"]["params"]["max_tokens"] = max_tokens
+    m["client"]["price"] = {"input_per_1m": 5.0, "output_per_1m": 40.0}
+    m["client"].update(client)
+    return m
+
+
+def test_the_bound_covers_n_images_in_every_pricing_form():
+    """Per image, per token (the output-token limit is per image) and with a cap per image: n times one image."""
+    for extra in ({}, {"max_cost_per_query": 0.07}):
+        one = call_cost_bound(_priced("p", "x", n=1, **extra)["client"], 0.01, 40)
+        three = call_cost_bound(_priced("p", "x", n=3, **extra)["client"], 0.01, 40)
+        assert one is not None and one > 0.01 and three == pytest.approx(3 * one)
+    assert call_cost_bound(_priced("p", "x", n=3, max_cost_per_query=0.07)["client"], 0.01, 40) == pytest.approx(0.21)
+    one_image_tokens = ((40 + 256) * 5.0 + 1000 * 40.0) / 1e6
+    assert call_cost_bound(_priced("p", "x")["client"], 0.01, 40) == pytest.approx(3 * one_image_tokens)
+
+
+async def test_a_call_of_three_images_priced_per_token_is_charged_in_full_within_its_bound():
+    """A legit n=3 call reporting three images' worth of output tokens (more than one image's limit) is
+    charged its per-token cost in full: within the n-image bound, no provider fault."""
+    import base64
+    import io
+
+    import httpx
+    import respx
+    from PIL import Image
+
+    from service.clients import build_client, parse_client_config
+    from service.money.bounds import model_bound_nusd
+    from service.money.ledger import model_charge
+
+    def png(v: int) -> str:
+        out = io.BytesIO()
+        Image.new("RGB", (8, 8), (v, v, v)).save(out, format="PNG")
+        return base64.b64encode(out.getvalue()).decode()
+
+    model = _priced("painter", "gpt-image-1")
+    model["client"]["base_url"] = "http://img.test/v1"
+    prompt = "A fox."
+    cfg = parse_client_config(model["client"], output="image")
+    client = build_client(cfg, model_name="painter", fixed_cost=0.01, output="image")
+    usage = {"input_tokens": 30, "output_tokens": 2900}  # three images of up to 1000 tokens each
+    with respx.mock() as mock:
+        mock.post("http://img.test/v1/images/generations").mock(
+            return_value=httpx.Response(200, json={"data": [{"b64_json": png(v)} for v in (1, 2, 3)], "usage": usage})
+        )
+        res = await client.complete(prompt)
+    await client.aclose()
+    assert len(res.more_images) == 2 and res.output_tokens == 2900
+    cost = (30 * 5.0 + 2900 * 40.0) / 1e6
+    assert res.cost == pytest.approx(cost)
+    stored_model = {**model, "client": cfg.model_dump(mode="json")}
+    bound = model_bound_nusd(stored_model, prompt)
+    one = model_bound_nusd(
+        {**stored_model, "client": {**stored_model["client"], "params": {"max_tokens": 1000}}}, prompt
+    )
+    assert one is not None and bound is not None and one < to_nusd(cost) <= bound  # above one image's bound
+    charge = model_charge(stored_model, prompt, res)
+    assert charge.fault is None and charge.amount_nusd == to_nusd(cost) and charge.amount_nusd <= bound
+    # more than n images' worth of output tokens is still the provider's fault
+    over = model_charge(stored_model, prompt, dataclasses.replace(res, output_tokens=3001))
+    assert over.fault is not None and "per image x 3 images" in over.fault
+
+
+async def test_the_budget_check_reserves_the_n_image_bound_of_a_per_token_price(api, fake):
+    """A budget that holds one image's per-token bound of each model but not three images' is refused before
+    any call; with room for the n-image bounds the duel runs."""
+    from service.money.bounds import model_bound_nusd
+
+    models = [_priced("painter", "ptok-paint-q4"), _priced("sketchy", "ptok-sketch-q1")]
+    for m in models:
+        m["client"]["base_url"] = BASE
+    three = sum(model_bound_nusd(m, "A lighthouse at dusk.") for m in models) / 1e9
+    assert three == pytest.approx(3 * 2 * ((21 + 256) * 5.0 + 1000 * 40.0) / 1e6, rel=1e-6)
+    r = await api.post("/v1/campaigns", json=_body("ptok", models=models, budget=round(three * 0.6, 6)))
+    assert r.status_code == 201, r.text
+    d = await api.post(f"/v1/campaigns/{r.json()['id']}/duels")
+    assert d.status_code != 201 and "budget" in d.text, d.text
+    assert _calls(fake, "ptok") == {}
+    r = await api.post("/v1/campaigns", json=_body("ptok2", models=models, budget=round(three + 0.01, 6)))
+    d = await api.post(f"/v1/campaigns/{r.json()['id']}/duels")
+    assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    assert all(len(c) == 1 and c[0]["n"] == 3 for c in _calls(fake, "ptok2").values())
