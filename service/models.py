@@ -191,7 +191,22 @@ class StoredImage(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
-class Duel(Base):
+class ShownPair:
+    """``model_a`` / ``model_b``, the models shown as answers a and b, of anything with a duel's
+    ``model_i``, ``model_j`` and ``a_is_i`` (the ORM :class:`Duel`, the cycle's ``DuelRow``)."""
+
+    @property
+    def model_a(self) -> int:
+        d: Any = self
+        return shown_models(d.model_i, d.model_j, d.a_is_i)[0]
+
+    @property
+    def model_b(self) -> int:
+        d: Any = self
+        return shown_models(d.model_i, d.model_j, d.a_is_i)[1]
+
+
+class Duel(ShownPair, Base):
     __tablename__ = "duels"
     __table_args__ = (
         Index("ix_duels_campaign_status", "campaign_id", "status"),
@@ -236,14 +251,6 @@ class Duel(Base):
     judged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     comment: Mapped[str | None] = mapped_column(Text, nullable=True)  # the annotator's note with its vote
-
-    @property
-    def model_a(self) -> int:
-        return shown_models(self.model_i, self.model_j, self.a_is_i)[0]
-
-    @property
-    def model_b(self) -> int:
-        return shown_models(self.model_i, self.model_j, self.a_is_i)[1]
 
 
 def shown_models(model_i: int, model_j: int, a_is_i: bool) -> tuple[int, int]:
@@ -292,6 +299,8 @@ class StoredAnswer(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     charge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # a spare image taken by a duel not yet answered: the duel (service/campaigns/spares.py)
+    taken_by: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     claimed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 

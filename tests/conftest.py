@@ -115,21 +115,37 @@ async def fake(api):
     svc.deps.calls._http = None
 
 
+_ADMIN = object()
+
+
 @contextlib.asynccontextmanager
-async def app_client(db_url: str, **settings):
+async def app_client(
+    db_url: str,
+    *,
+    headers=_ADMIN,
+    base_url: str = "http://testserver",
+    client_addr: tuple[str, int] | None = None,
+    timeout: float | None = None,
+    **settings,
+):
     """An httpx.AsyncClient on a new ASGI app (no network) with ``settings`` over the tests' own,
-    authenticated as admin (``client.app`` is the app); the app is closed on the way out."""
+    authenticated as admin (``client.app`` is the app); the app is closed on the way out.
+
+    ``headers=None`` sends no Authorization header (or pass the headers to send); ``client_addr``
+    is the peer address the app sees; ``timeout`` overrides httpx's 5 s default."""
     import httpx
 
     from service.app import create_app
 
     app = create_app(make_settings(db_url, **settings))
+    if headers is _ADMIN:
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    transport = (
+        httpx.ASGITransport(app=app) if client_addr is None else httpx.ASGITransport(app=app, client=client_addr)
+    )
+    extra = {} if timeout is None else {"timeout": timeout}
     try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://testserver",
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-        ) as client:
+        async with httpx.AsyncClient(transport=transport, base_url=base_url, headers=headers, **extra) as client:
             client.app = app
             yield client
     finally:

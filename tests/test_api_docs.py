@@ -2,22 +2,17 @@
 
 import re
 
-import httpx
 import pytest
-from conftest import make_settings
+from conftest import app_client
 
 
 @pytest.fixture
 async def client(sqlite_url):
-    from service.app import create_app
     from service.db import upgrade_database
 
     upgrade_database(sqlite_url)
-    app = create_app(make_settings(sqlite_url))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver") as c:
+    async with app_client(sqlite_url, headers=None) as c:
         yield c
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 async def test_docs_page_uses_only_local_assets(client):

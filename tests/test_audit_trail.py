@@ -8,12 +8,10 @@ from __future__ import annotations
 import json
 import time
 
-import httpx
 from service_helpers import all_duels, campaign_body
 
 from service.answer_files import read_answers
 from service.campaigns.audit_files import answer_file_names
-from service.fake_provider import create_fake_provider_app
 
 BASE = "http://fake.test/v1"
 QUESTIONS = [f"Question number {n}: explain item {n}." for n in range(6)]
@@ -57,46 +55,39 @@ def _arena_hard_folder(tmp_path, model_id: str, answers: dict[str, str]):
     return folder
 
 
-async def test_imported_answers_are_used_at_zero_cost_and_exported_with_every_judge_call(api, tmp_path):
-    fake = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+async def test_imported_answers_are_used_at_zero_cost_and_exported_with_every_judge_call(api, fake, tmp_path):
     tag = f"audit{time.monotonic_ns()}"
-    try:
-        cid = (await api.post("/v1/campaigns", json=_body(tag, "audit"))).json()["id"]
-        mine = {f"q{n}": f"Our own stored answer {n} for the big model." for n in range(6)}
-        folder = _arena_hard_folder(tmp_path, "m0", {**mine, "q-unknown": "not a question of this campaign"})
-        (answers,) = read_answers(folder).items()
-        body = {"model": answers[0], "answers": [{"question_id": q, "text": t} for q, t in answers[1]]}
-        r = await api.post(f"/v1/campaigns/{cid}/answers", json=body)
-        assert r.status_code == 200, r.text
-        assert r.json() == {
-            "model": "m0",
-            "imported": 6,
-            "already_stored": 0,
-            "duplicates": 0,
-            "unknown": 1,
-            "unknown_question_ids": ["q-unknown"],
-        }
-        again = (await api.post(f"/v1/campaigns/{cid}/answers", json=body)).json()
-        assert again["imported"] == 0 and again["already_stored"] == 6  # a stored answer is never replaced
-        await _duels(api, cid, 12)
-        duels = await all_duels(api, cid)
-        with_big = [d for d in duels if 0 in (d["model_a"], d["model_b"]) and d["status"] == "judged"]
-        assert with_big, "no duel with the imported model"
-        others_paid = 0.0
-        for d in with_big:
-            full = (await api.get(f"/v1/duels/{d['id']}", params={"charges": "true"})).json()
-            text = full["answer_a"] if full["model_a"] == 0 else full["answer_b"]
-            assert text in mine.values()  # the imported answer, not a call
-            paid = [c for c in full["charges"] if c["model_index"] == 0 and c["amount"] > 0]
-            assert paid == [], paid
-            others_paid += sum(c["amount"] for c in full["charges"] if c["model_index"] in (1, 2))
-        assert others_paid > 0  # the other models' answers were bought
-        files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
-    finally:
-        await svc.deps.calls._http.aclose()
-        svc.deps.calls._http = None
+    cid = (await api.post("/v1/campaigns", json=_body(tag, "audit"))).json()["id"]
+    mine = {f"q{n}": f"Our own stored answer {n} for the big model." for n in range(6)}
+    folder = _arena_hard_folder(tmp_path, "m0", {**mine, "q-unknown": "not a question of this campaign"})
+    (answers,) = read_answers(folder).items()
+    body = {"model": answers[0], "answers": [{"question_id": q, "text": t} for q, t in answers[1]]}
+    r = await api.post(f"/v1/campaigns/{cid}/answers", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "model": "m0",
+        "imported": 6,
+        "already_stored": 0,
+        "duplicates": 0,
+        "unknown": 1,
+        "unknown_question_ids": ["q-unknown"],
+    }
+    again = (await api.post(f"/v1/campaigns/{cid}/answers", json=body)).json()
+    assert again["imported"] == 0 and again["already_stored"] == 6  # a stored answer is never replaced
+    await _duels(api, cid, 12)
+    duels = await all_duels(api, cid)
+    with_big = [d for d in duels if 0 in (d["model_a"], d["model_b"]) and d["status"] == "judged"]
+    assert with_big, "no duel with the imported model"
+    others_paid = 0.0
+    for d in with_big:
+        full = (await api.get(f"/v1/duels/{d['id']}", params={"charges": "true"})).json()
+        text = full["answer_a"] if full["model_a"] == 0 else full["answer_b"]
+        assert text in mine.values()  # the imported answer, not a call
+        paid = [c for c in full["charges"] if c["model_index"] == 0 and c["amount"] > 0]
+        assert paid == [], paid
+        others_paid += sum(c["amount"] for c in full["charges"] if c["model_index"] in (1, 2))
+    assert others_paid > 0  # the other models' answers were bought
+    files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
     # model_answer/<model>.jsonl in arena-hard's layout, read back by the importer
     assert files["model_answer/m0.jsonl"]
     (tmp_path / "out" / "model_answer").mkdir(parents=True)

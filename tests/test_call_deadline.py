@@ -17,11 +17,10 @@ import time
 import httpx
 import pytest
 import respx
-from conftest import make_settings
+from conftest import app_client
 from sqlalchemy import func, select
 from test_reserve import URL, _human_body, _model, _reply, _tag
 
-from service.app import create_app
 from service.campaigns.calls import CALL_OUTLIVED_EXPIRY, JUDGE_OUTLIVED_EXPIRY
 from service.campaigns.expiry import call_deadline
 from service.models import BudgetHold, Charge, Duel
@@ -41,13 +40,8 @@ def test_the_deadline_leaves_a_margin_before_the_expiry():
 @pytest.fixture
 async def quick(db_url):
     """A service whose calls expire after 1 s (and pending duels after 1.5 s)."""
-    app = create_app(make_settings(db_url, call_timeout_seconds=1.0, duel_expiry_seconds=1.5))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
-        client.app = app
-        yield app.state.campaigns
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
+    async with app_client(db_url, call_timeout_seconds=1.0, duel_expiry_seconds=1.5) as client:
+        yield client.app.state.campaigns
 
 
 def _slow(seconds: float, tokens: int = 100):

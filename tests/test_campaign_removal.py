@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import time
 
-import httpx
 from service_helpers import all_duels, campaign_body
 from sqlalchemy import func, select
 from test_audit_trail import _body, _duels
 
-from service.fake_provider import create_fake_provider_app
 from service.models import Charge, Duel, StoredAnswer
 
 
@@ -60,22 +58,15 @@ async def test_delete_refuses_a_running_campaign_and_removes_an_ended_one(api):
         assert s.scalar(select(func.count(Duel.id)).where(Duel.campaign_id == cid)) == 0
 
 
-async def test_the_answers_it_paid_for_stay_in_the_store_or_go_as_asked(api):
-    fake = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
+async def test_the_answers_it_paid_for_stay_in_the_store_or_go_as_asked(api, fake):
     tag = f"rm{time.monotonic_ns()}"
     db = api.app.state.db
-    try:
-        ids = []
-        for stored in ("keep", "remove"):
-            cid = (await api.post("/v1/campaigns", json=_body(f"{tag}{stored}", stored))).json()["id"]
-            await _duels(api, cid, 4)
-            assert [d for d in await all_duels(api, cid) if d["status"] == "judged"]
-            ids.append((cid, stored))
-    finally:
-        await svc.deps.calls._http.aclose()
-        svc.deps.calls._http = None
+    ids = []
+    for stored in ("keep", "remove"):
+        cid = (await api.post("/v1/campaigns", json=_body(f"{tag}{stored}", stored))).json()["id"]
+        await _duels(api, cid, 4)
+        assert [d for d in await all_duels(api, cid) if d["status"] == "judged"]
+        ids.append((cid, stored))
     for cid, stored in ids:
         await api.post(f"/v1/campaigns/{cid}/stop")
         with db.read() as s:

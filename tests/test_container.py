@@ -10,17 +10,14 @@ import asyncio
 import dataclasses
 import inspect
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client, make_settings
 from service_helpers import campaign_body
 
 from service.app import create_app
 from service.campaigns.tasks import Background, Keeper
 from service.container import build_campaigns
 from service.db import Database
-
-ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def test_each_object_gets_the_collaborators_built_once(db_url):
@@ -65,37 +62,30 @@ def test_each_object_gets_the_collaborators_built_once(db_url):
 
 
 async def test_routes_and_pages_use_the_apps_objects(db_url):
-    app = create_app(make_settings(db_url))
-    campaigns = app.state.campaigns
     seen: list[str] = []
-    real_get, real_ranking = campaigns.views.get_campaign, campaigns.results.ranking
+    async with app_client(db_url) as api:
+        campaigns = api.app.state.campaigns
+        real_get, real_ranking = campaigns.views.get_campaign, campaigns.results.ranking
 
-    def get_campaign(campaign_id, *args, **kwargs):
-        seen.append("views")
-        return real_get(campaign_id, *args, **kwargs)
+        def get_campaign(campaign_id, *args, **kwargs):
+            seen.append("views")
+            return real_get(campaign_id, *args, **kwargs)
 
-    def ranking(campaign_id, *args, **kwargs):
-        seen.append("results")
-        return real_ranking(campaign_id, *args, **kwargs)
+        def ranking(campaign_id, *args, **kwargs):
+            seen.append("results")
+            return real_ranking(campaign_id, *args, **kwargs)
 
-    campaigns.views.get_campaign = get_campaign
-    campaigns.results.ranking = ranking
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers=ADMIN
-        ) as api:
-            r = await api.post("/v1/campaigns", json=campaign_body(name="container"))
-            assert r.status_code == 201, r.text
-            cid = r.json()["id"]
-            assert seen == ["views"]  # the create route reads the view through the app's Views
-            assert (await api.get(f"/v1/campaigns/{cid}")).json()["id"] == cid
-            assert seen == ["views", "views"]
-            r = await api.get(f"/campaigns/{cid}")  # the dashboard: views and results
-            assert r.status_code == 200, r.text
-            assert "results" in seen
-    finally:
-        await campaigns.aclose()
-        app.state.db.dispose()
+        campaigns.views.get_campaign = get_campaign
+        campaigns.results.ranking = ranking
+        r = await api.post("/v1/campaigns", json=campaign_body(name="container"))
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        assert seen == ["views"]  # the create route reads the view through the app's Views
+        assert (await api.get(f"/v1/campaigns/{cid}")).json()["id"] == cid
+        assert seen == ["views", "views"]
+        r = await api.get(f"/campaigns/{cid}")  # the dashboard: views and results
+        assert r.status_code == 200, r.text
+        assert "results" in seen
 
 
 async def test_the_keeper_beats_until_stopped_and_closing_cancels_every_task(db_url):

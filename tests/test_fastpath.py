@@ -196,24 +196,13 @@ async def test_the_vote_that_ends_the_campaign_is_decided_on_the_fast_path(api, 
 @pytest.fixture
 async def pg_api(pg_url):
     """An httpx.AsyncClient (admin) on an app over PostgreSQL; ``pg_api.app`` is the app."""
-    import httpx
-    from conftest import ADMIN_KEY, make_settings
+    from conftest import app_client
 
-    from service.app import create_app
     from service.db import upgrade_database
 
     upgrade_database(pg_url)
-    app = create_app(make_settings(pg_url))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://t",
-        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-        timeout=30,
-    ) as client:
-        client.app = app
+    async with app_client(pg_url, timeout=30) as client:
         yield client
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 def _conninfo(pg_url) -> str:

@@ -13,7 +13,7 @@ import uuid
 import httpx
 import pytest
 import respx
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from sqlalchemy import select, update
 
 from service.auth import Principal
@@ -38,18 +38,8 @@ def _body(tag: str) -> dict:
 
 @pytest.fixture
 async def service(db_url):
-    from service.app import create_app
-
-    app = create_app(make_settings(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.2))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app),
-        base_url="http://testserver",
-        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-    ) as client:
-        client.app = app
+    async with app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.2) as client:
         yield client
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 async def _until(cond, timeout: float = 10.0) -> None:

@@ -3,11 +3,8 @@ the fake provider's judge, on SQLite and PostgreSQL; bad judge configs are 422."
 
 from __future__ import annotations
 
-import httpx
 import pytest
 from service_helpers import all_duels, campaign_body
-
-from service.fake_provider import create_fake_provider_app
 
 BASE = "http://fake.test/v1"
 TEMPLATE = (
@@ -32,12 +29,7 @@ def judge_config(**kw) -> dict:
 
 
 @pytest.mark.parametrize("verdicts", ["fresh", "reuse"])
-async def test_configured_judge_with_strengths_through_the_service(api, verdicts):
-    fake = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.deps.calls._http = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=fake)
-    )  # the service's shared HTTP client
+async def test_configured_judge_with_strengths_through_the_service(api, fake, verdicts):
     # quality ratios below 2: every win is a weak one; one set of provider models per case (the answer
     # store is shared by the campaigns of a database, and each fake provider seals its answers with its own key)
     names = [f"{verdicts}-small-q3", f"{verdicts}-mid-q4", f"{verdicts}-large-q5"]
@@ -87,8 +79,6 @@ async def test_configured_judge_with_strengths_through_the_service(api, verdicts
     )
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
     assert fake.state.provider.stats["judgements"] == 2 * len(paid)  # both orders of each paid verdict
-    await svc.deps.calls._http.aclose()
-    svc.deps.calls._http = None
 
 
 @pytest.mark.parametrize(

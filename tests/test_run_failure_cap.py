@@ -5,47 +5,35 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import campaign_body, simulated_judge
 
 
 async def test_the_failure_cap_counts_consecutive_failures_of_the_whole_run(db_url):
-    from service.app import create_app
-
     cap, concurrency = 5, 4
-    app = create_app(make_settings(db_url, run_max_failures=cap))
     clients = [{"kind": "simulated", "failure_rate": 1.0, "latency_s": 0.05}] * 3  # every call fails
     body = campaign_body(name="failure cap", judge=simulated_judge(), clients=clients)
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://t",
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-        ) as api:
-            cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
-            r = await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": concurrency})
-            assert r.status_code == 202
-            deadline = time.monotonic() + 30
-            while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["run"]["active"]:
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
-            assert view["status"] == "running" and view["duels"] == 0
-            assert view["run"]["error"].startswith(f"run paused after {cap} consecutive failed duels")
-            # The cap stops new duels; the (concurrency - 1) others already in flight may still fail.
-            # Counted per task, the run would go on to about cap * concurrency = 20 failures.
-            assert cap <= view["duels_failed"] <= cap + concurrency - 1, view["duels_failed"]
-            assert view["duels_created"] == view["duels_failed"]
-            # Stopping the paused campaign keeps the pause's cause beside the admin's stop.
-            assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
-            ended = (await api.get(f"/v1/campaigns/{cid}")).json()
-            assert ended["status"] == "stopped" and ended["end_reason"].startswith("stopped by the admin; ")
-            assert view["run"]["error"] in ended["end_reason"], ended["end_reason"]
-            page = (await api.get(f"/campaigns/{cid}")).text
-            assert "consecutive failed duels" in page
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, run_max_failures=cap) as api:
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        r = await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": concurrency})
+        assert r.status_code == 202
+        deadline = time.monotonic() + 30
+        while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["run"]["active"]:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert view["status"] == "running" and view["duels"] == 0
+        assert view["run"]["error"].startswith(f"run paused after {cap} consecutive failed duels")
+        # The cap stops new duels; the (concurrency - 1) others already in flight may still fail.
+        # Counted per task, the run would go on to about cap * concurrency = 20 failures.
+        assert cap <= view["duels_failed"] <= cap + concurrency - 1, view["duels_failed"]
+        assert view["duels_created"] == view["duels_failed"]
+        # Stopping the paused campaign keeps the pause's cause beside the admin's stop.
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        ended = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert ended["status"] == "stopped" and ended["end_reason"].startswith("stopped by the admin; ")
+        assert view["run"]["error"] in ended["end_reason"], ended["end_reason"]
+        page = (await api.get(f"/campaigns/{cid}")).text
+        assert "consecutive failed duels" in page
 
 
 def test_a_success_resets_the_count():

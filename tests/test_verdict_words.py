@@ -12,11 +12,9 @@ import json
 import math
 import time
 
-import httpx
 from service_helpers import campaign_body, simulated_judge
 
 from service.cli.campaigns import progress_line, summary, verdict_line
-from service.fake_provider import create_fake_provider_app
 
 CLEAR = [[0.5, 0.9, 0.9], [0.1, 0.5, 0.6], [0.1, 0.4, 0.5]]
 CYCLE = [[0.5, 0.95, 0.05], [0.05, 0.5, 0.95], [0.95, 0.05, 0.5]]
@@ -128,32 +126,25 @@ async def test_the_papers_algorithms_keep_the_glr_view(api):
 
 
 # ---------------------------------------------------------------- verdicts in plain words
-async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and_the_cheaper(api):
+async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and_the_cheaper(api, fake):
     # the fake provider's strict judge: equal qualities tie on every prompt, a higher quality wins
-    fake = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
-    try:
-        tag = f"t{time.monotonic_ns()}"
-        body = campaign_body(
-            name="tie at the top",
-            costs=(0.002, 0.001, 0.0015),
-            clients=[{"kind": "openai", "base_url": BASE, "model": f"{tag}-{n}"} for n in ("a-q4", "b-q4", "c-q1")],
-            judge={"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.0},
-        )
-        body["prompts"] = ["first question", "second question", "third question"]
-        view = await _create(api, body)
-        assert view["prompt_sampling"] == "without_replacement"
-        cid = view["id"]
-        for _ in range(20):
-            r = await api.post(f"/v1/campaigns/{cid}/duels")
-            if r.status_code == 409:
-                break
-            assert r.status_code == 201, r.text
-        end = (await api.get(f"/v1/campaigns/{cid}")).json()
-    finally:
-        await svc.deps.calls._http.aclose()
-        svc.deps.calls._http = None
+    tag = f"t{time.monotonic_ns()}"
+    body = campaign_body(
+        name="tie at the top",
+        costs=(0.002, 0.001, 0.0015),
+        clients=[{"kind": "openai", "base_url": BASE, "model": f"{tag}-{n}"} for n in ("a-q4", "b-q4", "c-q1")],
+        judge={"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.0},
+    )
+    body["prompts"] = ["first question", "second question", "third question"]
+    view = await _create(api, body)
+    assert view["prompt_sampling"] == "without_replacement"
+    cid = view["id"]
+    for _ in range(20):
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        if r.status_code == 409:
+            break
+        assert r.status_code == 201, r.text
+    end = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert end["status"] == "undecidable", end
     assert end["not_beaten"] == ["m0", "m1"] and end["exact_ties"] == [["m0", "m1"]] and end["cheapest"] == "m1"
     words = (

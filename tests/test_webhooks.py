@@ -14,9 +14,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, make_settings
+from conftest import REPO, app_client
 from service_helpers import campaign_body
 from sqlalchemy import select
 
@@ -89,24 +88,11 @@ def receiver_factory():
         r.close()
 
 
-def _app(db_url, **overrides):
-    from service.app import create_app
-
+def _hooks(db_url, **overrides):
+    """``app_client`` with quick webhook retries and heartbeats."""
     values = dict(webhook_retry_seconds=0.1, webhook_timeout_seconds=2.0, run_heartbeat_seconds=0.2)
     values.update(overrides)
-    return create_app(make_settings(db_url, **values))
-
-
-def _client(app):
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    )
-
-
-async def _close(*apps):
-    for app in apps:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    return app_client(db_url, **values)
 
 
 def _events(db, cid):
@@ -128,19 +114,16 @@ async def _wait_state(api, cid, state, timeout=20.0):
 async def test_signed_event_redirect_and_500_retried_then_delivered(db_url, receiver_factory):
     verify = documented_verifier()
     rx = receiver_factory([307, 500, 204])
-    app = _app(db_url)
-    try:
-        async with _client(app) as api:
-            created = (await api.post("/v1/campaigns", json=campaign_body(name="hook", webhook_url=rx.url))).json()
-            cid, secret = created["id"], created["webhook_secret"]
-            assert secret.startswith("whsec_") and len(secret) > 40
-            got = (await api.get(f"/v1/campaigns/{cid}")).json()
-            assert got.get("webhook_secret") is None  # shown once, at creation only
-            assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
-            view = await _wait_state(api, cid, "sent")
-            assert view["webhook_error"] is None  # the 307 and the 500 before were not the last word
-    finally:
-        await _close(app)
+    async with _hooks(db_url) as api:
+        app = api.app
+        created = (await api.post("/v1/campaigns", json=campaign_body(name="hook", webhook_url=rx.url))).json()
+        cid, secret = created["id"], created["webhook_secret"]
+        assert secret.startswith("whsec_") and len(secret) > 40
+        got = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert got.get("webhook_secret") is None  # shown once, at creation only
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        view = await _wait_state(api, cid, "sent")
+        assert view["webhook_error"] is None  # the 307 and the 500 before were not the last word
     assert len(rx.requests) == 3  # 307 and 500 were not deliveries
     assert rx.other_paths == []  # the redirect was not followed
     ids = {r["headers"]["X-Llmduel-Event-Id"] for r in rx.requests}
@@ -165,18 +148,13 @@ async def test_signed_event_redirect_and_500_retried_then_delivered(db_url, rece
 
 async def test_a_receiver_that_always_fails_gets_max_attempts_then_failed(db_url, receiver_factory):
     rx = receiver_factory([500])
-    app = _app(db_url, webhook_max_attempts=3)
-    try:
-        async with _client(app) as api:
-            cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook fails", webhook_url=rx.url))).json()[
-                "id"
-            ]
-            await api.post(f"/v1/campaigns/{cid}/stop")
-            view = await _wait_state(api, cid, "failed")
-            assert view["webhook_error"] == "HTTP 500"  # the campaign view says why
-            await asyncio.sleep(0.5)  # no further attempt comes
-    finally:
-        await _close(app)
+    async with _hooks(db_url, webhook_max_attempts=3) as api:
+        app = api.app
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook fails", webhook_url=rx.url))).json()["id"]
+        await api.post(f"/v1/campaigns/{cid}/stop")
+        view = await _wait_state(api, cid, "failed")
+        assert view["webhook_error"] == "HTTP 500"  # the campaign view says why
+        await asyncio.sleep(0.5)  # no further attempt comes
     assert len(rx.requests) == 3
     (ev,) = _events(app.state.db, cid)
     assert ev.state == "failed" and ev.last_error == "HTTP 500" and ev.delivered_at is None
@@ -187,31 +165,25 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
     # The first process must still be inside its request when it "dies": its timeout (2 s) leaves
     # a loaded machine time to see the request arrive and cancel it; its claims last 2 x 2 + 1 = 5 s.
     rx = receiver_factory([200], hang_first=3.0)
-    first = _app(db_url, webhook_timeout_seconds=2.0)
-    second = None
-    try:
-        async with _client(first) as api:
-            created = (
-                await api.post("/v1/campaigns", json=campaign_body(name="hook crash", webhook_url=rx.url))
-            ).json()
-            cid, secret = created["id"], created["webhook_secret"]
-            await api.post(f"/v1/campaigns/{cid}/stop")
-            deadline = time.monotonic() + 10
-            while not rx.requests:  # the request reached the receiver, which holds it
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.02)
+    async with _hooks(db_url, webhook_timeout_seconds=2.0) as api:
+        first = api.app
+        created = (await api.post("/v1/campaigns", json=campaign_body(name="hook crash", webhook_url=rx.url))).json()
+        cid, secret = created["id"], created["webhook_secret"]
+        await api.post(f"/v1/campaigns/{cid}/stop")
+        deadline = time.monotonic() + 10
+        while not rx.requests:  # the request reached the receiver, which holds it
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
         first.state.campaigns.background.cancel_all()  # the process dies mid-request
         await asyncio.sleep(0.05)
         (ev,) = _events(first.state.db, cid)
         assert ev.state == "pending" and ev.attempts == 1 and ev.claimed_by == first.state.campaigns.webhooks.owner_id
         crashed = time.monotonic()
-        second = _app(db_url, webhook_timeout_seconds=0.5)
-        second.state.campaigns.keeper.ensure()  # what the app's startup does
-        async with _client(second) as api:
-            await _wait_state(api, cid, "sent", timeout=60)
+        async with _hooks(db_url, webhook_timeout_seconds=0.5) as api2:
+            second = api2.app
+            second.state.campaigns.keeper.ensure()  # what the app's startup does
+            await _wait_state(api2, cid, "sent", timeout=60)
         assert time.monotonic() - crashed >= 3.0  # not before the claim expired
-    finally:
-        await _close(*(a for a in (first, second) if a is not None))
     assert len(rx.requests) == 2
     first_id, second_id = (r["headers"]["X-Llmduel-Event-Id"] for r in rx.requests)
     assert first_id == second_id  # the receiver can dedupe
@@ -223,16 +195,11 @@ async def test_a_send_interrupted_by_a_crash_is_sent_again_after_the_claim_expir
 
 async def test_processes_sending_at_once_deliver_a_due_event_once(db_url, receiver_factory):
     rx = receiver_factory([200])
-    a, b = _app(db_url), _app(db_url)
-    try:
-        async with _client(a) as api:
-            cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook race", webhook_url=rx.url))).json()[
-                "id"
-            ]
+    async with _hooks(db_url) as api, _hooks(db_url) as other:
+        a, b = api.app, other.app
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name="hook race", webhook_url=rx.url))).json()["id"]
         a.state.campaigns.lifecycle.stop_tx(cid)  # the ending commits its event; nobody has sent it yet
         sent = await asyncio.gather(*(app.state.campaigns.webhooks.deliver_webhooks() for app in (a, b, a, b)))
-    finally:
-        await _close(a, b)
     assert sum(sent) == 1 and len(rx.requests) == 1  # each claim is taken by one sender
     (ev,) = _events(a.state.db, cid)
     assert ev.state == "delivered" and ev.attempts == 1
@@ -286,16 +253,13 @@ async def test_a_webhook_left_sending_before_the_upgrade_is_delivered_after_it(e
         ids = dict(conn.execute(text("SELECT webhook_state, id FROM campaigns")).all())
     engine.dispose()
     upgrade_database(empty_db_url, "head")
-    app = _app(empty_db_url)
-    try:
+    async with _hooks(empty_db_url) as api:
+        app = api.app
         app.state.campaigns.keeper.ensure()
-        async with _client(app) as api:
-            await _wait_state(api, ids["sending"], "sent")
-            assert (await api.get(f"/v1/campaigns/{ids['sent']}")).json()["webhook_state"] == "sent"
-            assert (await api.get(f"/v1/campaigns/{ids['none']}")).json()["webhook_state"] == "none"
-            await asyncio.sleep(0.5)  # one keeper beat more: nothing else is sent
-    finally:
-        await _close(app)
+        await _wait_state(api, ids["sending"], "sent")
+        assert (await api.get(f"/v1/campaigns/{ids['sent']}")).json()["webhook_state"] == "sent"
+        assert (await api.get(f"/v1/campaigns/{ids['none']}")).json()["webhook_state"] == "none"
+        await asyncio.sleep(0.5)  # one keeper beat more: nothing else is sent
     assert len(rx.requests) == 1
     payload = json.loads(rx.requests[0]["body"])
     assert payload["campaign_id"] == ids["sending"] and payload["status"] == "stopped"

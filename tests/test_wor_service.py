@@ -194,34 +194,27 @@ async def test_a_simulated_wor_run_certifies_with_each_pairs_prompts_in_one_shar
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
-async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api):
+async def test_an_exact_tie_on_the_prompt_set_ends_undecidable(api, fake):
     # the fake provider's strict judge says "tie" for two models of equal quality, in both orders:
     # m0 and m1 tie on every prompt, the prompt-set preference is exactly 1/2
-    fake = create_fake_provider_app()
-    svc = api.app.state.campaigns.cycle
-    svc.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=fake))
-    try:
-        tag = f"t{time.monotonic_ns()}"
-        body = campaign_body(
-            name="exact tie",
-            costs=(0.001, 0.001),
-            clients=[{"kind": "openai", "base_url": BASE, "model": f"{tag}-{n}-q2"} for n in ("a", "b")],
-            judge={"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.0},
-        )
-        body["prompts"] = ["first tie question", "second tie question"]
-        view = await _create(api, body)
-        assert view["prompt_sampling"] == "without_replacement" and view["tie_policy"] == "half"  # auto
-        cid = view["id"]
-        for _ in range(2):
-            r = await api.post(f"/v1/campaigns/{cid}/duels")
-            assert r.status_code == 201, r.text
-            assert r.json()["choice"] == "tie"
+    tag = f"t{time.monotonic_ns()}"
+    body = campaign_body(
+        name="exact tie",
+        costs=(0.001, 0.001),
+        clients=[{"kind": "openai", "base_url": BASE, "model": f"{tag}-{n}-q2"} for n in ("a", "b")],
+        judge={"kind": "llm", "client": {"kind": "openai", "base_url": BASE, "model": "fake-judge"}, "cost": 0.0},
+    )
+    body["prompts"] = ["first tie question", "second tie question"]
+    view = await _create(api, body)
+    assert view["prompt_sampling"] == "without_replacement" and view["tie_policy"] == "half"  # auto
+    cid = view["id"]
+    for _ in range(2):
         r = await api.post(f"/v1/campaigns/{cid}/duels")
-        assert r.status_code == 409  # ended
-        end = (await api.get(f"/v1/campaigns/{cid}")).json()
-    finally:
-        await svc.deps.calls._http.aclose()
-        svc.deps.calls._http = None
+        assert r.status_code == 201, r.text
+        assert r.json()["choice"] == "tie"
+    r = await api.post(f"/v1/campaigns/{cid}/duels")
+    assert r.status_code == 409  # ended
+    end = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert end["status"] == "undecidable", end
     assert end["winner"] is None and "no model can be certified on this prompt set" in end["end_reason"]
     assert end["population"] == 2 and end["exact"] == [[0, 1, 0.5]]

@@ -299,7 +299,8 @@ class _HTTPClientConfig(_Config):
         None,
         ge=0,
         le=MAX_QUERY_USD,
-        description="Upper bound (USD) of one call's charge, used by budget reservations.",
+        description="Upper bound (USD) of one call's charge (an image model's: of one image, times params.n), "
+        "used by budget reservations.",
     )
     system: Annotated[str | None, strict_str("a system prompt")] = Field(
         None, description="System prompt sent with every call."
@@ -570,22 +571,29 @@ def call_cost_bound(
     """An upper bound (USD) of what one call of a client config (stored JSON) can be charged.
 
     A call is charged its per-token cost when the config has ``price`` and the
-    provider reports usage, else ``fixed_cost`` (an image model's: per image, times the
-    images a call asks for, ``params.n``). Without ``price`` the bound is that fixed charge. With ``price``: ``max_cost_per_query`` when set, else
+    provider reports usage, else ``fixed_cost``. Without ``price`` the bound is that fixed charge.
+    With ``price``: ``max_cost_per_query`` when set, else
     ``(I * input_per_1m + max_tokens * output_per_1m) / 1e6`` where the input
     token count is bounded by ``I = input_bytes + bytes(system) +
     TEMPLATE_OVERHEAD_TOKENS + image_tokens`` (a token of a byte-level tokenizer covers at least
-    one UTF-8 byte; ``image_tokens`` bounds the images' tokens, service/images/tokens.py). The output-token limit is the config's (``params.max_tokens``
-    and the like), else ``max_output_tokens`` (the provider's limit from the price
-    map, :mod:`service.pricing`). ``None`` when neither a cap nor a limit is known.
+    one UTF-8 byte; ``image_tokens`` bounds the images' tokens, service/images/tokens.py). The
+    output-token limit is the config's (``params.max_tokens`` and the like), else
+    ``max_output_tokens`` (the provider's limit from the price map, :mod:`service.pricing`).
+    ``None`` when neither a cap nor a limit is known.
+
+    An image model's call of ``params.n`` images (:func:`images_per_call`) is bounded at ``n`` times
+    one image's bound in every form: ``fixed_cost``, ``max_cost_per_query`` and the output-token
+    limit are per image (like the model's ``cost``), and the input is counted once per image too (a
+    server may bill each image's request apart), so the bound covers ``n`` images' worth of tokens.
     """
-    fixed = max(0.0, float(fixed_cost)) * images_per_call(cfg)  # an image model's cost is per image
+    n = images_per_call(cfg)  # an image model's cost, cap and token limit are per image
+    fixed = max(0.0, float(fixed_cost)) * n
     price = cfg.get("price")
     if cfg.get("kind") == "simulated" or price is None:
         return fixed
     cap = cfg.get("max_cost_per_query")
     if cap is not None:
-        return max(fixed, float(cap))
+        return max(fixed, float(cap) * n)
     max_tokens = output_token_limit(cfg)
     if max_tokens is None:
         max_tokens = max_output_tokens
@@ -594,4 +602,4 @@ def call_cost_bound(
     system = cfg.get("system") or ""
     in_tokens = int(input_bytes) + len(system.encode("utf-8")) + TEMPLATE_OVERHEAD_TOKENS + int(image_tokens)
     bound = (in_tokens * float(price["input_per_1m"]) + max_tokens * float(price["output_per_1m"])) / 1e6
-    return max(fixed, bound)
+    return max(fixed, bound * n)

@@ -117,17 +117,20 @@ def capped(reported_cost: Any, bound_nusd: int | None, who: str, over_tokens: st
 
 
 def _over_limit(client: dict, output_tokens: Any) -> str | None:
-    """A sentence when ``output_tokens`` exceeds the request's own output-token limit."""
-    from service.clients.config import output_token_limit
+    """A sentence when ``output_tokens`` exceeds the request's own output-token limit (an image model's
+    limit is per image: ``params.n`` images a call may report ``n`` times it)."""
+    from service.clients.config import images_per_call, output_token_limit
 
     if client.get("kind") == "simulated" or not isinstance(output_tokens, int):
         return None
     if client.get("max_cost_per_query") is not None:  # the price's ceiling is the bound (hidden reasoning tokens)
         return None
     limit = output_token_limit(client)
-    if limit is None or output_tokens <= limit:
+    n = images_per_call(client)
+    if limit is None or output_tokens <= limit * n:
         return None
-    return f"{output_tokens} output tokens for a request with max_tokens {limit}"
+    per = f" per image x {n} images" if n > 1 else ""
+    return f"{output_tokens} output tokens for a request with max_tokens {limit}{per}"
 
 
 def usage_fault_charge(bound_nusd: int | None, who: str, usage_fault: str) -> CallCharge:
