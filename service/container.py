@@ -97,7 +97,18 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
         )
     )
     lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
-    runs = Runs(settings, db, cycle, lifecycle, calls, leases, stores, webhooks, keeper, background)
+    runs = Runs(
+        settings,
+        db,
+        cycle=cycle,
+        lifecycle=lifecycle,
+        calls=calls,
+        leases=leases,
+        stores=stores,
+        webhooks=webhooks,
+        keeper=keeper,
+        background=background,
+    )
     keeper.beats.append(runs.beat)
     keeper.beats.append(calls.drop_gone_calls)  # calls of duels gone elsewhere: cancelled
     recovery = PregenRecovery(BatchJobs(db, owner_id), pregen, calls, background)

@@ -299,6 +299,8 @@ class StoredAnswer(Base):
     output_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     cost_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     charge_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # a spare image taken by a duel not yet answered: the duel (service/campaigns/spares.py)
+    taken_by: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     claimed_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 

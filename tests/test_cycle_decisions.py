@@ -246,12 +246,31 @@ def test_answers_after_the_end_are_marked_late_and_a_fault_pauses_only_a_running
     ],
 )
 def test_a_verdict_that_cannot_count(status, requested_by, expires_at, campaign_status, expire, message):
-    out = verdict.refusal(5, status, requested_by, "taken over", expires_at, 7, campaign_status, NOW)
+    out = verdict.refusal(
+        5,
+        status=status,
+        requested_by=requested_by,
+        error="taken over",
+        expires_at=expires_at,
+        campaign_id=7,
+        campaign_status=campaign_status,
+        now=NOW,
+    )
     assert out is not None and out.expire is expire and message in out.error.detail
 
 
 def test_a_pending_duel_of_a_running_campaign_counts():
-    assert verdict.refusal(5, DuelStatus.PENDING, "admin", None, LATER, 7, CampaignStatus.RUNNING, NOW) is None
+    out = verdict.refusal(
+        5,
+        status=DuelStatus.PENDING,
+        requested_by="admin",
+        error=None,
+        expires_at=LATER,
+        campaign_id=7,
+        campaign_status=CampaignStatus.RUNNING,
+        now=NOW,
+    )
+    assert out is None
 
 
 def test_scores_follow_the_display_order_and_the_tie_policy():
@@ -269,16 +288,30 @@ def test_scores_follow_the_display_order_and_the_tie_policy():
 def test_certification_comes_first_then_cap_budget_and_fault():
     certified = verdict.stop_ending(None, 2, "dctas", 0.05, 10)
     assert certified.status == CampaignStatus.CERTIFIED and certified.winner == 2 and "delta=0.05" in certified.reason
-    assert verdict.ending(certified, True, 1, 1, 1, 1, "lie") is certified
-    cap = verdict.ending(None, True, 3, 3, None, 0, "lie")
+    assert (
+        verdict.ending(certified, judged=True, max_duels=1, duels_judged=1, budget_nusd=1, spent_nusd=1, fault="lie")
+        is certified
+    )
+    cap = verdict.ending(None, judged=True, max_duels=3, duels_judged=3, budget_nusd=None, spent_nusd=0, fault="lie")
     assert cap.status == CampaignStatus.STOPPED and cap.limit == END_LIMIT_MAX_DUELS
     # a failed judgement does not count toward max_duels; the spent budget ends it still
-    spent = verdict.ending(None, False, 3, 3, 100, 100, None)
+    spent = verdict.ending(None, judged=False, max_duels=3, duels_judged=3, budget_nusd=100, spent_nusd=100, fault=None)
     assert spent.status == CampaignStatus.BUDGET_EXHAUSTED and spent.limit == END_LIMIT_BUDGET
-    fault = verdict.ending(None, True, None, 3, 100, 99, "judge model 'x' reported 9 USD")
+    fault = verdict.ending(
+        None,
+        judged=True,
+        max_duels=None,
+        duels_judged=3,
+        budget_nusd=100,
+        spent_nusd=99,
+        fault="judge model 'x' reported 9 USD",
+    )
     assert fault.status == CampaignStatus.STOPPED and fault.limit == END_LIMIT_PROVIDER
     assert "judge model 'x' reported 9 USD" in fault.reason and "PATCH" in fault.reason
-    assert verdict.ending(None, True, 4, 3, 100, 99, None) is None
+    assert (
+        verdict.ending(None, judged=True, max_duels=4, duels_judged=3, budget_nusd=100, spent_nusd=99, fault=None)
+        is None
+    )
 
 
 def test_stopping_verdicts_without_a_winner():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import datetime as dt
 import re
 
 import pytest
@@ -148,6 +149,35 @@ async def test_n_stays_refused_on_text_models_and_gemini_image_models(api):
     assert r.status_code == 422 and "need an openai client" in r.text, r.text
 
 
+async def _duel_rows(api, tag: str, count: int, expires_in: dt.timedelta) -> list[int]:
+    """``count`` duels in flight (status ``calling``) of a new campaign, expiring ``expires_in`` from now."""
+    from service.models import Duel, utcnow
+
+    cid = (await api.post("/v1/campaigns", json=_body(tag))).json()["id"]
+    now = utcnow()
+    with api.app.state.db.write() as s:
+        rows = [
+            Duel(
+                campaign_id=cid,
+                number=k + 1,
+                model_i=0,
+                model_j=1,
+                a_is_i=True,
+                prompt_index=0,
+                prompt="A lighthouse at dusk.",
+                status="calling",
+                select_seq=k + 1,
+                pending_at_select=[],
+                created_at=now,
+                expires_at=now + expires_in,
+            )
+            for k in range(count)
+        ]
+        s.add_all(rows)
+        s.flush()
+        return [int(r.id) for r in rows]
+
+
 async def test_two_duels_never_take_the_same_spare(api):
     """take_spare is one conditional UPDATE: concurrent takers get distinct rows, then None."""
     db = api.app.state.db
@@ -155,16 +185,70 @@ async def test_two_duels_never_take_the_same_spare(api):
     with db.write() as s:
         assert spares.keep(s, model, "p", [f"[image sha256:{k:064x}]" for k in range(4)], None) == 4
     mkey, phash = spares.spare_keys(model, "p")
+    duels = await _duel_rows(api, "race", 9, dt.timedelta(hours=1))
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
-        got = list(pool.map(lambda _: spares.take_spare(db, mkey, phash), range(8)))
+        got = list(pool.map(lambda d: spares.take_spare(db, mkey, phash, d), duels[:8]))
     taken = [g for g in got if g is not None]
     assert len(taken) == 4 and len({g.id for g in taken}) == 4 and all(g.spare for g in taken)
-    # a failed duel gives its spare back; a ready answer of the store is never one of them
+    taker = duels[got.index(taken[0])]
+    # a failed duel gives its spare back, only its own; a ready answer of the store is never one of them
     with db.write() as s:
-        spares.give_back(s, [taken[0].id])
-    again = spares.take_spare(db, mkey, phash)
+        assert spares.give_back(s, [taken[0].id], duels[8]) == 0
+        assert spares.give_back(s, [taken[0].id], taker) == 1
+    again = spares.take_spare(db, mkey, phash, duels[8])
     assert again is not None and again.id == taken[0].id and again.text == taken[0].text
+    assert spares.take_spare(db, mkey, phash, duels[8]) is None  # live takers keep theirs
     assert stores.model_key(model) == mkey and to_nusd(0.0) == 0
+
+
+async def test_the_spares_of_a_duel_that_died_before_storing_its_answers_are_given_back(api, fake, monkeypatch):
+    """The process dies between the take and the answers transaction: once that duel's expiry has
+    passed, the next duel of that model and prompt takes its spare back instead of buying a call, so
+    every paid image is shown in one duel (on SQLite and PostgreSQL)."""
+    from sqlalchemy import update
+
+    from service.models import Duel, StoredAnswer
+
+    cid = (await api.post("/v1/campaigns", json=_body("dies"))).json()["id"]
+    d = await api.post(f"/v1/campaigns/{cid}/duels")
+    assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    svc = api.app.state.campaigns.cycle
+
+    def died(plan, results):
+        raise RuntimeError("the process died before the answers transaction")
+
+    monkeypatch.setattr(svc, "store_answers_tx", died)
+    r = await api.post(f"/v1/campaigns/{cid}/duels")  # the request sees the death (no answers stored)
+    assert r.status_code >= 500, r.text
+    monkeypatch.undo()
+    db = api.app.state.db
+    with db.read() as s:
+        dead_duel = {d.id for d in s.query(Duel).filter(Duel.campaign_id == cid, Duel.status == "calling")}
+        dead = s.query(StoredAnswer).filter(StoredAnswer.status == "spent", StoredAnswer.taken_by.in_(dead_duel)).all()
+        assert len(dead) == 2 and len(dead_duel) == 1  # one spare of each model, held by the dead duel
+        held, keys = {r.id for r in dead}, {(r.model_key, r.prompt_hash) for r in dead}
+    # while the dead duel could still store its answers (before its expiry and the grace), nobody takes them
+    for key in keys:
+        with db.write() as s:
+            assert spares.recover(s, *key, dt.datetime.now(dt.timezone.utc)) == 0
+    with db.write() as s:  # time passes: the dead duel's expiry and the grace are over
+        s.execute(
+            update(Duel)
+            .where(Duel.id.in_(dead_duel))
+            .values(expires_at=dt.datetime.now(dt.timezone.utc) - spares.RECOVER_GRACE - dt.timedelta(seconds=1))
+        )
+    for _ in range(2):
+        d = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+    assert all(len(c) == 1 for c in _calls(fake, "dies").values())  # the paid images served three duels
+    duels = [d for d in await all_duels(api, cid) if d["status"] == "judged"]
+    assert len(duels) == 3
+    for name in ("painter", "sketchy"):
+        shown = [d["answer_a"] if d["model_a_name"] == name else d["answer_b"] for d in duels]
+        assert len(set(shown)) == 3  # each image in one duel
+    with db.read() as s:
+        rows = s.query(StoredAnswer).filter(StoredAnswer.id.in_(held)).all()
+        assert all(r.status == "spent" and r.taken_by is None for r in rows)  # shown by the later duels
 
 
 async def test_a_failed_duel_keeps_its_images_for_later_duels_of_any_campaign(api, fake):

@@ -351,7 +351,7 @@ class Calls:
         if not stores.stores_answers(plan.answers, model):
             keys = spares.spare_keys(model, plan.prompt) if spares.draws_spares(plan.answers, model) else None
             if keys is not None:  # an image of an earlier call of several, not yet shown, before a new call
-                spare = await in_thread(spares.take_spare, self.db, *keys)
+                spare = await in_thread(spares.take_spare, self.db, *keys, plan.duel_id)
                 if spare is not None:
                     return spare
             return await self.call_model(plan, idx, turns)

@@ -11,28 +11,38 @@ A later duel that needs a fresh answer of that model to that prompt (``answers: 
 setting with K > 1) takes the oldest spare before it buys a new call: the row becomes ``spent`` in
 one conditional UPDATE, so two duels never take the same image (draws without replacement from the
 images bought so far), and the duel's ledger row is a zero-cost reuse naming the paying charge.
-A duel that fails after taking a spare gives it back; a paid call whose duel failed (the other model
-failed) leaves all its images as spares, since no duel showed them. Spares are shared by every
+The row names the duel that took it (``taken_by``) until that duel's answers transaction settles
+it: stored answers make it spent for good; a duel that fails after taking a spare gives it back; a
+paid call whose duel failed (the other model failed) leaves all its images as spares, since no duel
+showed them. A duel that never reaches its answers transaction (its process died between the take
+and the store) cannot show the image once its expiry has passed (its answers would be late,
+service/cycle/answers.py), so the next take of that model and prompt first gives back the spares of
+such duels (:func:`recover`; a deleted duel's too): no paid image is lost. Spares are shared by every
 campaign with the same generation config and prompt, like stored answers (docs/guide.md, *Several
 images per call*).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 
 from algorithms.vocabulary import Reuse
 
 from ..clients.config import images_per_call
-from ..models import StoredAnswer, utcnow
+from ..models import Duel, StoredAnswer, utcnow
 from ..stored_config import stored
 from . import stores
 
 SPARE = "spare"
 SPENT = "spent"
+#: How long after a taking duel's expiry its spare is given back: the answers transaction reads the
+#: clock before it waits for the campaign's lock, so a duel answered just before its expiry still
+#: settles its spares first.
+RECOVER_GRACE = dt.timedelta(minutes=5)
 
 
 def several_images_reason(models: list[dict], answers: str | None) -> str | None:
@@ -59,10 +69,31 @@ def spare_keys(model: dict, prompt: str) -> tuple[str, str] | None:
     return None if mkey is None else (mkey, stores.prompt_hash(prompt))
 
 
-def take_spare(db: Any, mkey: str, phash: str) -> stores.Stored | None:
-    """Take (mark ``spent``) the oldest spare image of (``mkey``, ``phash``), or None when there is none."""
+def recover(s: Any, mkey: str, phash: str, now: dt.datetime) -> int:
+    """Inside a take: the spares of (``mkey``, ``phash``) taken by duels that can no longer store their
+    answers (deleted, or past their expiry by ``RECOVER_GRACE``) are spares again. Returns how many."""
+    lost = s.execute(
+        select(StoredAnswer.id, StoredAnswer.taken_by)
+        .outerjoin(Duel, Duel.id == StoredAnswer.taken_by)
+        .where(
+            StoredAnswer.model_key == mkey,
+            StoredAnswer.prompt_hash == phash,
+            StoredAnswer.status == SPENT,
+            StoredAnswer.taken_by.is_not(None),
+            or_(Duel.id.is_(None), Duel.expires_at <= now - RECOVER_GRACE),
+        )
+    ).all()
+    # each row only if the same dead duel still holds it (a concurrent take may have recovered it first)
+    return sum(give_back(s, [int(row.id)], int(row.taken_by)) for row in lost)
+
+
+def take_spare(db: Any, mkey: str, phash: str, duel_id: int) -> stores.Stored | None:
+    """Take (mark ``spent``, taken by ``duel_id``) the oldest spare image of (``mkey``, ``phash``), or None
+    when there is none; spares lost by dead duels are given back first (:func:`recover`)."""
     for _ in range(20):  # another duel may take the same row first: then the next one
         with db.write() as s:
+            now = utcnow()
+            recover(s, mkey, phash, now)
             row = s.execute(
                 select(StoredAnswer.id, StoredAnswer.charge_id, StoredAnswer.text)
                 .where(StoredAnswer.model_key == mkey, StoredAnswer.prompt_hash == phash, StoredAnswer.status == SPARE)
@@ -74,7 +105,7 @@ def take_spare(db: Any, mkey: str, phash: str) -> stores.Stored | None:
             taken = s.execute(
                 update(StoredAnswer)
                 .where(StoredAnswer.id == row.id, StoredAnswer.status == SPARE)
-                .values(status=SPENT, claimed_at=utcnow())
+                .values(status=SPENT, taken_by=duel_id, claimed_at=now)
                 .execution_options(synchronize_session=False)
             ).rowcount
             if taken == 1:
@@ -82,13 +113,28 @@ def take_spare(db: Any, mkey: str, phash: str) -> stores.Stored | None:
     return None
 
 
-def give_back(s: Any, row_ids: list[int]) -> None:
-    """Inside a failed duel's answers transaction: the spares it took are spares again."""
+def give_back(s: Any, row_ids: list[int], duel_id: int) -> int:
+    """The spares ``row_ids`` are spares again if duel ``duel_id`` still holds them; inside a failed
+    duel's answers transaction, or a take (:func:`recover`). Returns how many."""
+    if not row_ids:
+        return 0
+    return int(
+        s.execute(
+            update(StoredAnswer)
+            .where(StoredAnswer.id.in_(row_ids), StoredAnswer.status == SPENT, StoredAnswer.taken_by == duel_id)
+            .values(status=SPARE, taken_by=None)
+            .execution_options(synchronize_session=False)
+        ).rowcount
+    )
+
+
+def shown(s: Any, row_ids: list[int], duel_id: int) -> None:
+    """Inside the answers transaction that stored duel ``duel_id``'s answers: its spares are spent for good."""
     if row_ids:
         s.execute(
             update(StoredAnswer)
-            .where(StoredAnswer.id.in_(row_ids), StoredAnswer.status == SPENT)
-            .values(status=SPARE)
+            .where(StoredAnswer.id.in_(row_ids), StoredAnswer.taken_by == duel_id)
+            .values(taken_by=None)
             .execution_options(synchronize_session=False)
         )
 
@@ -120,11 +166,14 @@ def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | No
 
 
 def settle(s: Any, plan: Any, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
-    """The spares of a duel's answers transaction: a failed duel gives back the spares it took;
-    each call it ``paid`` for (charged, no fault, not late) keeps its unshown images, and, when the
-    duel failed, its first image too."""
+    """The spares of a duel's answers transaction: a failed duel gives back the spares it took, a
+    duel that stored its answers keeps them spent for good; each call it ``paid`` for (charged, no
+    fault, not late) keeps its unshown images, and, when the duel failed, its first image too."""
+    taken = [r.id for r in results.values() if isinstance(r, stores.Stored) and r.spare]
     if failed:
-        give_back(s, [r.id for r in results.values() if isinstance(r, stores.Stored) and r.spare])
+        give_back(s, taken, plan.duel_id)
+    else:
+        shown(s, taken, plan.duel_id)
     for idx in paid:
         res = results[idx]
         if not draws_spares(plan.answers, plan.models[idx]):

@@ -78,7 +78,7 @@ def _flush_with(svc, s, c: Campaign, d: Duel, policy) -> int:
     return len(out)
 
 
-def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.datetime) -> bool:
+def _after(svc, s, c: Campaign, *, policy, recorded: int, duel_id: int, now: dt.datetime) -> bool:
     """Store the policy; end the campaign as :func:`service.cycle.verdict.ending` decides
     (certification, ``max_duels``, budget); True: ended."""
     s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: svc.policies.put(cid, seq, p)
@@ -87,7 +87,15 @@ def _after(svc, s, c: Campaign, policy, recorded: int, duel_id: int, now: dt.dat
         c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
         c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
         stopped = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
-    end = ending(stopped, True, c.max_duels, c.duels_judged, c.budget_nusd, c.spend_nusd, None)
+    end = ending(
+        stopped,
+        judged=True,
+        max_duels=c.max_duels,
+        duels_judged=c.duels_judged,
+        budget_nusd=c.budget_nusd,
+        spent_nusd=c.spend_nusd,
+        fault=None,
+    )
     if end is None:
         return False
     svc.deps.endings.finish(
@@ -195,7 +203,7 @@ def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
             d.judged_at, d.judged_by = now, hybrid.JUDGED_BY_JUDGE
             c.duels_judged += 1
         recorded = _flush_with(svc, s, c, d, policy)
-        ended = _after(svc, s, c, policy, recorded, d.id, now)
+        ended = _after(svc, s, c, policy=policy, recorded=recorded, duel_id=d.id, now=now)
     if fault is not None and not ended:
         svc.deps.endings.pause_for_fault(s, c, fault, now, d.id)
         ended = True
@@ -241,7 +249,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     c.duels_judged += 1
     policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
     recorded = _flush_with(svc, s, c, d, policy)
-    ended = _after(svc, s, c, policy, recorded, d.id, now)
+    ended = _after(svc, s, c, policy=policy, recorded=recorded, duel_id=d.id, now=now)
     c.version += 1
     c.updated_at = now
     return DuelOutcome(d.id, d.status, ended=ended, view=svc.deps.views.duel_view(d, c))

@@ -361,7 +361,7 @@ class PgTx:
     async def touch(self, campaign_id: int, now) -> None:
         raise _not_covered("touch")
 
-    async def judge_charges(self, campaign_id: int, duel_id: int, j, amount_nusd: int, detail: dict, now) -> None:
+    async def judge_charges(self, campaign_id: int, duel_id: int, *, j, amount_nusd: int, detail: dict, now) -> None:
         raise _not_covered("judge_charges")
 
     async def pair_outcomes(self, campaign_id: int, i: int, j: int) -> tuple[int, list]:

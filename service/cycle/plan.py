@@ -91,9 +91,11 @@ async def decide_plan(
         raise NotFound(f"campaign {campaign_id} not found")
     cfg = known if known is not None else remember_config(svc, campaign_id, cfg_row)
     now = utcnow()
-    inflight = await _gate(svc, tx, campaign_id, cfg, row, inflight, principal, run, now)
+    inflight = await _gate(
+        svc, tx, campaign_id, cfg=cfg, row=row, inflight=inflight, principal=principal, run=run, now=now
+    )
     await refuse_or_end(tx, campaign_id, cap_decision(campaign_id, row.max_duels, row.duels_judged, inflight), now)
-    pick = await _pick(svc, tx, campaign_id, cfg, row, state, inflight)
+    pick = await _pick(svc, tx, campaign_id, cfg=cfg, row=row, state=state, inflight=inflight)
     cfg = await config_of(svc, tx, campaign_id, max(pick.pair))  # a model added by a replacement elsewhere
     number = row.duels_created + 1
     prompt_index, a_is_i = draw_prompt_and_side(cfg.seed, number, cfg.n_prompts, cfg.draw_key)
@@ -103,7 +105,9 @@ async def decide_plan(
     prompt = svc.deps.prompts.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
         prompt = svc.deps.prompts.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
-    expected = await _reservation(svc, tx, campaign_id, cfg, row, pick.pair, a_is_i, prompt_index, prompt)
+    expected = await _reservation(
+        svc, tx, campaign_id, cfg=cfg, row=row, pair=pick.pair, a_is_i=a_is_i, idx=prompt_index, prompt=prompt
+    )
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
     over = reserve.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
     await refuse_or_end(tx, campaign_id, over, now)
@@ -124,7 +128,7 @@ async def decide_plan(
     )
     if pick.position is not None:
         duel["position"] = pick.position
-    return await _write(svc, tx, campaign_id, cfg, duel, pick, run, now)
+    return await _write(svc, tx, campaign_id, cfg=cfg, duel=duel, pick=pick, run=run, now=now)
 
 
 async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
@@ -137,7 +141,7 @@ async def refuse_or_end(tx: Tx, campaign_id: int, decision, now) -> None:
 
 
 async def _gate(
-    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
+    svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfig, row, inflight: list, principal, run: bool, now
 ) -> list:
     """Steps before any choice; returns the live in-flight duels. Raises a refusal, or
     :class:`HeldDuel` with the duel an annotator gets back instead of a new one."""
@@ -168,11 +172,13 @@ async def _gate(
     return inflight
 
 
-async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
+async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfig, row, state, inflight: list) -> _Pick:
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
     wor = is_wor(cfg.prompt_sampling)
-    policy = await policy_at(svc, tx, campaign_id, row.event_seq, state, row.state_seq)
+    policy = await policy_at(
+        svc, tx, campaign_id, event_seq=row.event_seq, fetched_state=state, state_seq=row.state_seq
+    )
     # without replacement the policy computes its own marginal costs from the shared permutation
     costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
     pending = pending_pairs(inflight)
@@ -196,7 +202,7 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, 
 
 
 async def _reservation(
-    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
+    svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
 ) -> int:
     """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
 
@@ -232,7 +238,15 @@ async def _reservation(
 
 
 async def _write(
-    svc: HotService, tx: Tx, campaign_id: int, cfg: CampaignConfig, duel: dict, pick: _Pick, run: bool, now: dt.datetime
+    svc: HotService,
+    tx: Tx,
+    campaign_id: int,
+    *,
+    cfg: CampaignConfig,
+    duel: dict,
+    pick: _Pick,
+    run: bool,
+    now: dt.datetime,
 ) -> DuelPlan:
     """Insert the duel (answered at once when both models are instant) and update the campaign."""
     plan = new_plan(svc, campaign_id, cfg, duel)

@@ -65,6 +65,7 @@ class Runs:
         self,
         settings: Settings,
         db: Database,
+        *,
         cycle: Cycle,
         lifecycle: Lifecycle,
         calls: Calls,

@@ -102,7 +102,7 @@ async def config_of(svc: HotService, tx: Tx, campaign_id: int, model: int = -1) 
 
 
 async def policy_at(
-    svc: HotService, tx: Tx, campaign_id: int, event_seq: int, fetched_state: dict | None, state_seq: int | None
+    svc: HotService, tx: Tx, campaign_id: int, *, event_seq: int, fetched_state: dict | None, state_seq: int | None
 ):
     """The campaign's policy at ``event_seq``: the cached object, brought forward by the policy
     calls logged since when another process made them; else its stored state (at ``state_seq``;

@@ -338,7 +338,7 @@ class SyncTx:
     async def touch(self, campaign_id: int, now) -> None:
         self.conn.execute(TOUCHED, {"cid": campaign_id, "now": now})
 
-    async def judge_charges(self, campaign_id: int, duel_id: int, j, amount_nusd: int, detail: dict, now) -> None:
+    async def judge_charges(self, campaign_id: int, duel_id: int, *, j, amount_nusd: int, detail: dict, now) -> None:
         judge_charges.write_judge_charges(
             self.conn, campaign_id, duel_id, j=j, amount_nusd=amount_nusd, detail=detail, now=now
         )

@@ -70,8 +70,19 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
     if hybrid.is_hybrid(cfg.judge):
         return await tx.hybrid_verdict(svc, duel_id, j)
     now = utcnow()
-    judge_nusd = await _charge_judge(tx, crow.id, cfg, drow, j, now, crow.status != CampaignStatus.RUNNING)
-    refused = refusal(duel_id, drow.status, drow.requested_by, drow.error, drow.expires_at, crow.id, crow.status, now)
+    judge_nusd = await _charge_judge(
+        tx, crow.id, cfg=cfg, drow=drow, j=j, now=now, ended=crow.status != CampaignStatus.RUNNING
+    )
+    refused = refusal(
+        duel_id,
+        status=drow.status,
+        requested_by=drow.requested_by,
+        error=drow.error,
+        expires_at=drow.expires_at,
+        campaign_id=crow.id,
+        campaign_status=crow.status,
+        now=now,
+    )
     if refused is not None:
         if j.fault is not None and crow.status == CampaignStatus.RUNNING:  # the fault still pauses it
             await tx.finish(crow.id, paused(j.fault), now)
@@ -80,10 +91,10 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
         elif judge_nusd:
             await tx.touch(crow.id, now)
         raise refused.error
-    return await _record(svc, tx, crow, state, drow, cfg, j, judge_nusd, now)
+    return await _record(svc, tx, crow=crow, state=state, drow=drow, cfg=cfg, j=j, judge_nusd=judge_nusd, now=now)
 
 
-async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: Judgement, now, ended: bool) -> int:
+async def _charge_judge(tx: Tx, campaign_id: int, *, cfg: CampaignConfig, drow, j: Judgement, now, ended: bool) -> int:
     """An automatic judge's charges (nothing for a vote); returns the amount charged. ``ended``: the
     campaign ended while the judge was deciding (a late charge: ledger.LATE)."""
     called = bool(j.judge_cost) or usage_faulted(j.judge_detail)  # a call with an unusable usage is charged
@@ -96,11 +107,13 @@ async def _charge_judge(tx: Tx, campaign_id: int, cfg: CampaignConfig, drow, j: 
     )
     if amount:
         detail = mark_late(detail, ended) or {}
-    await tx.judge_charges(campaign_id, drow.id, j, amount, detail, now)
+    await tx.judge_charges(campaign_id, drow.id, j=j, amount_nusd=amount, detail=detail, now=now)
     return amount
 
 
-async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now):
+async def _record(
+    svc: HotService, tx: Tx, *, crow, state, drow, cfg: CampaignConfig, j: Judgement, judge_nusd: int, now
+):
     """The verdict counts: the duel, the policy's record, the campaign and its end, if it ends."""
     fee = vote_fee_nusd(cfg.judge) if j.principal is not None else 0  # a human judge's fee per vote
     d = DuelRow(**drow._asdict())
@@ -131,7 +144,9 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
     released: dict[int, int] = {}
     stopped, policy = None, None
     if score is not None:
-        policy = await policy_at(svc, tx, crow.id, crow.event_seq, state, crow.state_seq)
+        policy = await policy_at(
+            svc, tx, crow.id, event_seq=crow.event_seq, fetched_state=state, state_seq=crow.state_seq
+        )
         if is_wor(cfg.prompt_sampling) and d.position is not None:
             released = await _release(tx, crow, d, policy)
         else:
@@ -143,12 +158,12 @@ async def _record(svc: HotService, tx: Tx, crow, state, drow, cfg: CampaignConfi
     judged_n = int(j.choice is not None)
     end = ending(
         stopped,
-        j.choice is not None,
-        crow.max_duels,
-        crow.duels_judged + judged_n,
-        crow.budget_nusd,
-        crow.spend_nusd + judge_nusd + fee,
-        j.fault,
+        judged=j.choice is not None,
+        max_duels=crow.max_duels,
+        duels_judged=crow.duels_judged + judged_n,
+        budget_nusd=crow.budget_nusd,
+        spent_nusd=crow.spend_nusd + judge_nusd + fee,
+        fault=j.fault,
     )
     recorded: dict[str, Any] | None = None
     if released:
@@ -241,6 +256,7 @@ def not_pending_message(duel_id: int, status: str) -> str:
 
 def refusal(
     duel_id: int,
+    *,
     status: str,
     requested_by: str | None,
     error: str | None,
@@ -305,25 +321,26 @@ def paused(fault: str) -> Ending:
 
 def ending(
     stopped: Ending | None,
+    *,
     judged: bool,
     max_duels: int | None,
     duels_judged: int,
     budget_nusd: int | None,
-    spend_nusd: int,
+    spent_nusd: int,
     fault: str | None,
 ) -> Ending | None:
     """How the campaign ends once this verdict is written, or None (it goes on).
 
     ``stopped``: the policy's stopping rule fired (:func:`stop_ending`); ``judged``: the verdict was
     a choice (a failed judgement does not count toward ``max_duels``); ``duels_judged``,
-    ``spend_nusd``: the campaign's counters with this verdict and its charges; ``fault``: the
+    ``spent_nusd``: the campaign's counters with this verdict and its charges; ``fault``: the
     judge's provider fault. The first that applies wins, in this order.
     """
     if stopped is not None:
         return stopped
     if judged and max_duels_reached(max_duels, duels_judged):
         return Ending(CampaignStatus.STOPPED, f"max_duels ({max_duels}) reached", END_LIMIT_MAX_DUELS)
-    if budget.budget_spent(budget_nusd, spend_nusd):
+    if budget.budget_spent(budget_nusd, spent_nusd):
         limit = END_LIMIT_BUDGET if budget_nusd is not None else None
         return Ending(CampaignStatus.BUDGET_EXHAUSTED, "spend reached the budget", limit)
     if fault is not None:
