@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import httpx
+import pytest
 from conftest import ADMIN_KEY, make_settings
 from service_helpers import all_duels
 from test_batch_campaigns import _human_spec, _provider_inputs, batches_of, body
@@ -17,7 +18,8 @@ from test_faults import ThreadedServer
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
-async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stores_it_once(db_url, monkeypatch):
+@pytest.mark.parametrize("phase", ["answers", "verdicts"])  # killed before storing answers, or folding verdicts
+async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stores_it_once(db_url, monkeypatch, phase):
     from service.app import create_app
     from service.cycle import batch_rounds
     from service.fake_provider import create_fake_provider_app
@@ -33,9 +35,14 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
 
     async def dies_before_storing(fn, *args):
         # the first process "dies" at its first answer store, after its answers batch was fetched
-        if getattr(fn, "__name__", "") == "store_answers_tx" and fn.__self__ is first_cycle:
+        if phase == "answers":
+            dies = getattr(fn, "__name__", "") == "store_answers_tx" and fn.__self__ is first_cycle
+        else:
+            dies = getattr(fn, "__name__", "") == "record_verdict" and args[0] is first_cycle
+        if dies:
             killed.set()  # the whole run stops at once (as in a SIGKILL, no other call of it goes on)
             first.state.campaigns.runs._runs[cid].cancel()
+            first.state.campaigns.runs.keeper.stop()  # nor renews its claims and leases any more
             await asyncio.Event().wait()
         return await real_duel_tx(fn, *args)
 
@@ -56,9 +63,11 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
                 await asyncio.sleep(0.02)
         jobs = runs1.batch_jobs.jobs_tx(cid)
         # the fetched batch is still open: its answers were never stored (before, it was closed and lost)
-        assert jobs and {j["phase"] for j in jobs} == {"answers"}
+        if phase == "verdicts":  # the answers were stored: their batches are closed
+            assert {j["status"] for j in jobs if j["phase"] == "answers"} == {"collected"}, jobs
+        jobs = [j for j in jobs if j["phase"] == phase]
         statuses = {j["status"] for j in jobs}
-        assert "storing" in statuses and statuses <= {"running", "storing"}, jobs
+        assert jobs and "storing" in statuses and statuses <= {"running", "storing"}, jobs
         answered_before = len(provider_app.state.provider.requests)
         assert answered_before > 0
 
