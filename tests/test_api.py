@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import ADMIN_KEY, app_client
 from service_helpers import campaign_body, simulated_judge
 
 
@@ -395,14 +395,9 @@ async def test_budget_is_never_overrun_by_more_than_one_duel(api):
 
 
 async def test_pending_duels_expire(db_url):
-    from service.app import create_app
-
     # Long enough that the first read comes before the expiry on a loaded machine; the
     # expiry itself is then awaited with a deadline instead of a fixed sleep.
-    app = create_app(make_settings(db_url, duel_expiry_seconds=1.0))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    ) as api:
+    async with app_client(db_url, duel_expiry_seconds=1.0) as api:
         cid = (await create(api))["id"]
         posted = time.monotonic()
         d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
@@ -422,8 +417,6 @@ async def test_pending_duels_expire(db_url):
         assert r.json()["number"] == 2
         # The expired duel is not in flight: the policy saw no pending pair.
         assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 # ---------------------------------------------------------------- webhook
@@ -477,22 +470,16 @@ async def test_webhook_gets_the_final_report_once(api, ending):
 # ---------------------------------------------------------------- database down
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 async def test_unreachable_database_gives_503(tmp_path, backend):
-    from service.app import create_app
-
     if backend == "sqlite":
         url = f"sqlite:///{tmp_path / 'missing-dir' / 'x.db'}"  # the directory does not exist
     else:
         url = "postgresql://postgres@127.0.0.1:1/nowhere"  # nothing listens on port 1
-    app = create_app(make_settings(url))
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    ) as client:
+    async with app_client(url) as client:
         r = await client.get("/v1/campaigns")
         assert r.status_code == 503
         assert "database" in r.json()["detail"]
         r = await client.get("/healthz")
         assert r.status_code == 503 and r.json()["database"] == "unavailable"
-    app.state.db.dispose()
 
 
 # ---------------------------------------------------------------- every algorithm

@@ -21,7 +21,7 @@ import uuid
 import httpx
 import pytest
 import respx
-from conftest import ADMIN_KEY, make_settings, start_fake_provider, start_live_server, stop_live_server, stop_process
+from conftest import ADMIN_KEY, app_client, start_fake_provider, start_live_server, stop_live_server, stop_process
 from sqlalchemy import select
 
 LEASE, BEAT = 2.0, 0.4
@@ -49,7 +49,6 @@ def _body(base: str, tag: str) -> dict:
 
 @pytest.mark.slow
 async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_path):
-    from service.app import create_app
     from service.campaigns import stores
     from service.db import Database
     from service.models import StoredAnswer
@@ -60,7 +59,6 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
     tag = "c" + uuid.uuid4().hex[:8]
     body = _body(base, tag)
     phash = stores.prompt_hash(body["prompts"][0])
-    app = None
     killed = False
     try:
         h = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -80,9 +78,7 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
                 assert time.monotonic() < deadline, f"no claims: {owner.log()[-3000:]}"
                 await asyncio.sleep(0.05)
 
-            app = create_app(make_settings(db_url, run_lease_seconds=LEASE, run_heartbeat_seconds=BEAT))
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=h) as local:
+            async with app_client(db_url, run_lease_seconds=LEASE, run_heartbeat_seconds=BEAT) as local:
                 with respx.mock(assert_all_called=False) as mock:
                     calls = mock.post(f"{base}/v1/chat/completions").mock(
                         return_value=httpx.Response(
@@ -110,9 +106,6 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
             assert generating() == 0
             hanging.cancel()
     finally:
-        if app is not None:
-            await app.state.campaigns.aclose()
-            app.state.db.dispose()
         if not killed:
             stop_live_server(owner)
         else:

@@ -17,9 +17,8 @@ import socket
 import threading
 import time
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import campaign_body
 from sqlalchemy import text
 
@@ -106,27 +105,6 @@ def body_with(base_url: str, **extra) -> dict:
     return campaign_body(name="egress", clients=[openai_client(base_url)] * 3, **extra)
 
 
-class App:
-    def __init__(self, db_url: str, **settings):
-        from service.app import create_app
-
-        self.app = create_app(make_settings(db_url, **settings))
-        self.api = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=self.app),
-            base_url="http://t",
-            headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-        )
-        self.api.app = self.app
-
-    async def __aenter__(self) -> httpx.AsyncClient:
-        return self.api
-
-    async def __aexit__(self, *exc) -> None:
-        await self.api.aclose()
-        await self.app.state.campaigns.aclose()
-        self.app.state.db.dispose()
-
-
 # ---------------------------------------------------------------- the setting
 def test_the_setting_defaults_to_all_hosts_and_refuses_a_bad_entry(monkeypatch):
     from service.config import Settings, SettingsError
@@ -148,7 +126,7 @@ def test_the_setting_defaults_to_all_hosts_and_refuses_a_bad_entry(monkeypatch):
 async def test_create_refuses_hosts_outside_the_allow_list_naming_them(db_url, dns):
     dns["loopback.test"] = "127.0.0.1"
     dns["inside.test"] = "10.1.2.3"
-    async with App(db_url, allowed_hosts="api.example.com,10.0.0.0/8") as api:
+    async with app_client(db_url, allowed_hosts="api.example.com,10.0.0.0/8") as api:
         cases = {
             "models[0].client.base_url: host 127.0.0.1 is not allowed": body_with("http://127.0.0.1:9/internal/admin"),
             "models[0].client.base_url: host loopback.test resolves to 127.0.0.1": body_with("http://loopback.test/v1"),
@@ -168,7 +146,7 @@ async def test_create_refuses_hosts_outside_the_allow_list_naming_them(db_url, d
         for url in ("https://api.example.com/v1", "http://10.9.8.7:8000/v1", "http://inside.test/v1"):
             r = await api.post("/v1/campaigns", json=body_with(url, webhook_url="http://inside.test/hook"))
             assert r.status_code == 201, (url, r.text)
-    async with App(db_url) as api:  # the default: every host, as before the setting existed
+    async with app_client(db_url) as api:  # the default: every host, as before the setting existed
         r = await api.post("/v1/campaigns", json=body_with("http://127.0.0.1:9/v1", webhook_url="http://localhost/"))
         assert r.status_code == 201, r.text
 
@@ -177,7 +155,7 @@ async def test_create_refuses_hosts_outside_the_allow_list_naming_them(db_url, d
 async def test_each_connection_checks_the_address_a_name_resolves_to_now(db_url, dns, internal):
     base = f"http://model.test:{internal.port}/v1"
     dns["model.test"] = "10.0.0.5"  # at creation: inside the allowed network
-    async with App(db_url, allowed_hosts="10.0.0.0/8") as api:
+    async with app_client(db_url, allowed_hosts="10.0.0.0/8") as api:
         cid = (await api.post("/v1/campaigns", json=body_with(base))).json()["id"]
         dns["model.test"] = "127.0.0.1"  # then the name points at an internal service
         internal.hits.clear()
@@ -187,7 +165,7 @@ async def test_each_connection_checks_the_address_a_name_resolves_to_now(db_url,
         assert internal.hits == []  # nothing reached it
     # The same campaign where the policy allows that address: the connection is made (to the
     # address checked) and the duel gets its answers.
-    async with App(db_url, allowed_hosts="10.0.0.0/8,127.0.0.1") as api:
+    async with app_client(db_url, allowed_hosts="10.0.0.0/8,127.0.0.1") as api:
         duel = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
         assert duel["status"] == "pending", duel
         assert duel["answer_a"].startswith("an answer from m") and len(internal.hits) == 2
@@ -195,7 +173,7 @@ async def test_each_connection_checks_the_address_a_name_resolves_to_now(db_url,
 
 async def test_a_webhook_to_an_address_no_longer_allowed_is_not_sent(db_url, dns, internal):
     dns["hooks.test"] = "10.0.0.6"
-    async with App(db_url, allowed_hosts="10.0.0.0/8", webhook_retry_seconds=0.1, webhook_max_attempts=2) as api:
+    async with app_client(db_url, allowed_hosts="10.0.0.0/8", webhook_retry_seconds=0.1, webhook_max_attempts=2) as api:
         body = campaign_body(name="egress hook", webhook_url=f"http://hooks.test:{internal.port}/hook")
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         dns["hooks.test"] = "127.0.0.1"
@@ -216,7 +194,7 @@ async def test_a_webhook_to_an_address_no_longer_allowed_is_not_sent(db_url, dns
 
 # ---------------------------------------------------------------- what an error body shows
 async def test_an_error_body_shows_its_status_and_a_short_masked_excerpt(db_url, internal):
-    async with App(db_url) as api:  # allowed: the admin named this address
+    async with app_client(db_url) as api:  # allowed: the admin named this address
         body = body_with(f"http://127.0.0.1:{internal.port}/internal/admin?code=500&x=")
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         duel = (await api.post(f"/v1/campaigns/{cid}/duels")).json()

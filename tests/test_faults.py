@@ -24,7 +24,7 @@ from collections import Counter
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings, start_live_server, stop_live_server
+from conftest import ADMIN_KEY, app_client, make_settings, start_live_server, stop_live_server
 from service_helpers import all_duels, campaign_body
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -235,40 +235,34 @@ async def test_provider_outage_pauses_a_run_which_then_resumes(db_url, provider)
     """A background run with an LLM judge: during an outage every call fails, the
     run pauses after ``run_max_failures`` failed duels with the reason stored; after
     the outage the admin starts it again and the campaign is certified."""
-    from service.app import create_app
 
-    app = create_app(make_settings(db_url, run_max_failures=4))
     models = names("small-q1", "mid-q2", "large-q4")
     costs = [0.001, 0.002, 0.004]
     judge = {"kind": "llm", "client": provider.client(names("judge")[0]), "cost": 0.0005}
     body = campaign_body(
         name="outage", costs=costs, clients=[provider.client(m) for m in models], judge=judge, delta=0.05
     )
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
-            provider.provider.failure_rate = 1.0  # every request: 503
-            try:
-                assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})).status_code == 202
-                view = await wait_for(api, cid, lambda v: not v["run"]["active"], 30)
-            finally:
-                provider.provider.failure_rate = 0.0
-            assert view["status"] == "running"
-            assert "run paused after 4 consecutive failed duels" in view["run"]["error"]
-            assert "HTTP 503" in view["run"]["error"]
-            assert view["spend"] == 0 and view["duels_failed"] >= 4 and view["duels"] == 0
+    async with app_client(db_url, run_max_failures=4) as api:
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        provider.provider.failure_rate = 1.0  # every request: 503
+        try:
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})).status_code == 202
-            view = await wait_for(api, cid, lambda v: v["status"] != "running", 60)
-            assert view["status"] == "certified" and view["winner_index"] == 2  # the best quality
-            duels = await all_duels(api, cid)
-            for d in duels:  # one paid judgement per judged duel; a verdict that came after the end is paid too
-                judged = sum(1 for ch in d["charges"] if ch["kind"] == "judge")
-                assert judged == (1 if d["status"] == "judged" else judged), d
-                assert judged <= 1 and (judged == 0 or d["status"] in ("judged", "cancelled")), d
-            await check_ledger(api, cid, provider, models, costs)
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+            view = await wait_for(api, cid, lambda v: not v["run"]["active"], 30)
+        finally:
+            provider.provider.failure_rate = 0.0
+        assert view["status"] == "running"
+        assert "run paused after 4 consecutive failed duels" in view["run"]["error"]
+        assert "HTTP 503" in view["run"]["error"]
+        assert view["spend"] == 0 and view["duels_failed"] >= 4 and view["duels"] == 0
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})).status_code == 202
+        view = await wait_for(api, cid, lambda v: v["status"] != "running", 60)
+        assert view["status"] == "certified" and view["winner_index"] == 2  # the best quality
+        duels = await all_duels(api, cid)
+        for d in duels:  # one paid judgement per judged duel; a verdict that came after the end is paid too
+            judged = sum(1 for ch in d["charges"] if ch["kind"] == "judge")
+            assert judged == (1 if d["status"] == "judged" else judged), d
+            assert judged <= 1 and (judged == 0 or d["status"] in ("judged", "cancelled")), d
+        await check_ledger(api, cid, provider, models, costs)
 
 
 async def wait_for(api, cid: int, predicate, timeout: float) -> dict:
@@ -493,17 +487,14 @@ async def _expect_503(client, method: str, path: str, **kw) -> None:
 async def test_postgres_unreachable_gives_503_and_the_service_recovers_by_itself(pg_url):
     from sqlalchemy.engine import make_url
 
-    from service.app import create_app
     from service.db import upgrade_database
 
     upgrade_database(pg_url)
     target = make_url(pg_url)
     proxy = TCPProxy(target.port or 5432, target.host or "127.0.0.1")
     url = target.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
-    app = create_app(make_settings(url))
-    transport = httpx.ASGITransport(app=app)
     try:
-        async with httpx.AsyncClient(transport=transport, base_url="http://t", headers=ADMIN, timeout=30) as api:
+        async with app_client(url, timeout=30) as api:
             cid = (await api.post("/v1/campaigns", json=campaign_body(name="db outage"))).json()["id"]
             d1 = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
             auto = (
@@ -557,8 +548,6 @@ async def test_postgres_unreachable_gives_503_and_the_service_recovers_by_itself
                 rep = (await api.get(f"/v1/campaigns/{c}/replay")).json()
                 assert rep["ok"] is True, rep["diff"]
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         proxy.close()
 
 
@@ -566,31 +555,25 @@ async def test_sqlite_database_unavailable_then_back_without_restart(tmp_path):
     """SQLite has no network path to cut. Its "unreachable" is a file that cannot be
     opened (its volume not mounted yet, a missing directory): 503 with a JSON
     message; once the file is there, the same process serves it with no restart."""
-    from service.app import create_app
     from service.db import upgrade_database
 
     path = tmp_path / "volume" / "llmduel.db"
     url = f"sqlite:///{path}"
-    app = create_app(make_settings(url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            await _expect_503(api, "GET", "/v1/campaigns")
-            await _expect_503(api, "POST", "/v1/campaigns", json=campaign_body())
-            await _expect_503(api, "GET", "/v1/campaigns/1")
-            assert (await api.get("/healthz")).status_code == 503
+    async with app_client(url) as api:
+        await _expect_503(api, "GET", "/v1/campaigns")
+        await _expect_503(api, "POST", "/v1/campaigns", json=campaign_body())
+        await _expect_503(api, "GET", "/v1/campaigns/1")
+        assert (await api.get("/healthz")).status_code == 503
 
-            path.parent.mkdir()  # the volume appears, with its database
-            upgrade_database(url)
-            r = await api.post("/v1/campaigns", json=campaign_body(name="after the outage"))
-            assert r.status_code == 201, r.text
-            cid = r.json()["id"]
-            d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-            assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
-            assert (await api.get("/healthz")).json() == {"status": "ok", "database": "ok"}
-            assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+        path.parent.mkdir()  # the volume appears, with its database
+        upgrade_database(url)
+        r = await api.post("/v1/campaigns", json=campaign_body(name="after the outage"))
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        assert (await api.post(f"/v1/duels/{d['id']}/vote", json={"choice": "a"})).status_code == 200
+        assert (await api.get("/healthz")).json() == {"status": "ok", "database": "ok"}
+        assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
 LOCK_HOLDER = """import sqlite3, sys, time
@@ -602,36 +585,28 @@ c.execute('BEGIN IMMEDIATE'); print('locked', flush=True); time.sleep(2); c.exec
 async def test_sqlite_locked_by_another_process_for_a_while_delays_but_loses_nothing(tmp_path):
     """Another process (a backup, a migration) holds the SQLite write lock for 2 s:
     writes wait for it (busy timeout) instead of failing, reads go on (WAL)."""
-    from service.app import create_app
     from service.db import upgrade_database
 
     url = f"sqlite:///{tmp_path / 'locked.db'}"
     upgrade_database(url)
-    app = create_app(make_settings(url))
-    try:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN, timeout=120
-        ) as api:
-            cid = (await api.post("/v1/campaigns", json=campaign_body(name="locked"))).json()["id"]
-            holder = subprocess.Popen(  # noqa: ASYNC220 - another process takes the write lock for 2 s
-                [sys.executable, "-c", LOCK_HOLDER, str(tmp_path / "locked.db")], stdout=subprocess.PIPE, text=True
-            )
-            try:
-                assert holder.stdout.readline().strip() == "locked"
-                t0 = time.monotonic()
-                reads = await api.get(f"/v1/campaigns/{cid}")
-                assert reads.status_code == 200 and time.monotonic() - t0 < 1.5  # readers are not blocked
-                writes = await asyncio.gather(*(api.post(f"/v1/campaigns/{cid}/duels") for _ in range(3)))
-                assert time.monotonic() - t0 >= 1.5  # they waited for the lock ...
-                assert [r.status_code for r in writes] == [201] * 3  # ... and none failed
-            finally:
-                holder.kill()
-                holder.wait()
-            for r in writes:
-                assert (await api.post(f"/v1/duels/{r.json()['id']}/vote", json={"choice": "a"})).status_code == 200
-            view = (await api.get(f"/v1/campaigns/{cid}")).json()
-            assert view["duels"] == 3 and view["pending"] == 0
-            assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(url, timeout=120) as api:
+        cid = (await api.post("/v1/campaigns", json=campaign_body(name="locked"))).json()["id"]
+        holder = subprocess.Popen(  # noqa: ASYNC220 - another process takes the write lock for 2 s
+            [sys.executable, "-c", LOCK_HOLDER, str(tmp_path / "locked.db")], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout.readline().strip() == "locked"
+            t0 = time.monotonic()
+            reads = await api.get(f"/v1/campaigns/{cid}")
+            assert reads.status_code == 200 and time.monotonic() - t0 < 1.5  # readers are not blocked
+            writes = await asyncio.gather(*(api.post(f"/v1/campaigns/{cid}/duels") for _ in range(3)))
+            assert time.monotonic() - t0 >= 1.5  # they waited for the lock ...
+            assert [r.status_code for r in writes] == [201] * 3  # ... and none failed
+        finally:
+            holder.kill()
+            holder.wait()
+        for r in writes:
+            assert (await api.post(f"/v1/duels/{r.json()['id']}/vote", json={"choice": "a"})).status_code == 200
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert view["duels"] == 3 and view["pending"] == 0
+        assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True

@@ -8,10 +8,9 @@ import datetime as dt
 import hashlib
 
 import httpx
-from conftest import ADMIN_KEY, make_settings
+from conftest import ADMIN_KEY, app_client
 from sqlalchemy import select, update
 
-from service.app import create_app
 from service.models import DashboardLogin, utcnow
 from service.web.access import COOKIE
 
@@ -33,14 +32,9 @@ async def _reads(app, cookie: str) -> int:
         return (await c.get("/", headers={"Cookie": f"{COOKIE}={cookie}"})).status_code
 
 
-async def _close(app) -> None:
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
-
-
 async def test_logins_are_separate_stored_hashed_and_revocable(db_url):
-    app = create_app(make_settings(db_url))
-    try:
+    async with app_client(db_url) as admin:
+        app = admin.app
         a, b = await _login(app), await _login(app)
         assert a != b and ADMIN_KEY not in a
         assert await _reads(app, a) == 200 and await _reads(app, b) == 200
@@ -67,15 +61,15 @@ async def test_logins_are_separate_stored_hashed_and_revocable(db_url):
         for cookie in (b, c1, c2):
             assert await _reads(app, cookie) == 401
         assert await _reads(app, await _login(app)) == 200  # a new login works again
-    finally:
-        await _close(app)
 
 
 async def test_logins_expire_and_die_with_the_admin_key(db_url):
-    app = create_app(make_settings(db_url))
-    other_key = create_app(make_settings(db_url, api_key="another-admin-key-0123456789"))
-    short = create_app(make_settings(db_url, login_hours=1.5 / 3600))  # 1 s cookies (int seconds)
-    try:
+    async with (
+        app_client(db_url) as admin,
+        app_client(db_url, api_key="another-admin-key-0123456789") as other,
+        app_client(db_url, login_hours=1.5 / 3600) as briefly,  # 1 s cookies (int seconds)
+    ):
+        app, other_key, short = admin.app, other.app, briefly.app
         cookie = await _login(app)
         assert await _reads(app, cookie) == 200
         assert await _reads(other_key, cookie) == 401  # made with a key that is no longer the admin key
@@ -98,15 +92,11 @@ async def test_logins_expire_and_die_with_the_admin_key(db_url):
                 )
             ).one()
         assert row.expires_at - row.created_at == dt.timedelta(seconds=1)
-    finally:
-        await _close(app)
-        await _close(other_key)
-        await _close(short)
 
 
 async def test_the_key_is_never_taken_from_an_address(db_url):
-    app = create_app(make_settings(db_url))
-    try:
+    async with app_client(db_url) as admin:
+        app = admin.app
         async with _client(app) as c:
             for path in (f"/?key={ADMIN_KEY}", f"/login?key={ADMIN_KEY}", f"/campaigns/1?key={ADMIN_KEY}"):
                 r = await c.get(path)
@@ -114,5 +104,3 @@ async def test_the_key_is_never_taken_from_an_address(db_url):
                 assert r.status_code in (200, 401), path  # /login itself is a 200 page
             r = await c.post("/login", data={"key": "wrong", "next": "/"})
             assert r.status_code == 401 and "set-cookie" not in r.headers
-    finally:
-        await _close(app)

@@ -15,12 +15,11 @@ import subprocess
 import sys
 import time
 
-import httpx
 import pytest
 from conftest import (
     ADMIN_KEY,
     REPO,
-    make_settings,
+    app_client,
     start_fake_provider,
     start_live_server,
     stop_live_server,
@@ -44,16 +43,8 @@ def dead_client(key_env: str | None) -> dict:
 @pytest.fixture
 async def api3(db_url):
     """The app in process with a run that pauses after 3 consecutive failed duels."""
-    from service.app import create_app
-
-    app = create_app(make_settings(db_url, run_max_failures=3))
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    ) as client:
+    async with app_client(db_url, run_max_failures=3) as client:
         yield client
-    await app.state.campaigns.aclose()
-    app.state.db.dispose()
 
 
 async def _total(api) -> int:

@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import ADMIN_KEY, app_client, make_settings
 from service_helpers import campaign_body, simulated_judge
 from sqlalchemy import func, select
 
@@ -22,24 +22,13 @@ LEASE = 1.0  # seconds: short leases so take-over happens within the test
 BEAT = 0.2
 
 
-def _app(db_url: str, **overrides):
-    from service.app import create_app
-
-    values = dict(run_lease_seconds=LEASE, run_heartbeat_seconds=BEAT)
-    values.update(overrides)
-    return create_app(make_settings(db_url, **values))
+def _settings(**overrides) -> dict:
+    """Short run leases and heartbeats, so that take-over happens within a test."""
+    return dict(run_lease_seconds=LEASE, run_heartbeat_seconds=BEAT) | overrides
 
 
-def _client(app) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://t", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
-    )
-
-
-async def _close(*apps) -> None:
-    for app in apps:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+def _leased(db_url: str, **overrides):
+    return app_client(db_url, **_settings(**overrides))
 
 
 def _crash(app) -> None:
@@ -88,68 +77,63 @@ def _slow_body(name: str, latency: float = 0.05, **extra) -> dict:
 
 
 async def test_two_concurrent_run_starts_give_one_202_and_one_409(db_url):
-    a, b = _app(db_url), _app(db_url)
-    try:
-        async with _client(a) as ca, _client(b) as cb:
-            cid = (await ca.post("/v1/campaigns", json=_slow_body("two starts", latency=0.2))).json()["id"]
-            body = {"max_duels": 6, "concurrency": 2}
-            # two processes at once, and twice on the same process
-            r = await asyncio.gather(
-                ca.post(f"/v1/campaigns/{cid}/run", json=body),
-                cb.post(f"/v1/campaigns/{cid}/run", json=body),
-                ca.post(f"/v1/campaigns/{cid}/run", json=body),
-            )
-            codes = sorted(x.status_code for x in r)
-            assert codes == [202, 409, 409], [x.text for x in r]
-            for x in r:
-                if x.status_code == 409:
-                    assert "already active" in x.json()["detail"]
-            owners = [app for app in (a, b) if app.state.campaigns.runs.run_active_here(cid)]
-            assert len(owners) == 1
-            assert _owner(a.state.db, cid) == owners[0].state.campaigns.cycle.owner_id
-            run = (await cb.get(f"/v1/campaigns/{cid}")).json()["run"]
-            assert run["owner"] == owners[0].state.campaigns.cycle.owner_id and run["lease_expires_at"]
-            deadline = time.monotonic() + 30
-            while (await ca.get(f"/v1/campaigns/{cid}")).json()["run"]["active"]:
-                assert _run_duels_in_flight(a.state.db, cid) <= 2
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.02)
-            view = (await ca.get(f"/v1/campaigns/{cid}")).json()
-            assert view["duels_created"] == 6  # the run's max_duels, started once
-            assert _owner(a.state.db, cid) is None  # the ended run left no lease behind
-            # A finished run can be started again, from the other process.
-            assert (await cb.post(f"/v1/campaigns/{cid}/run", json={"max_duels": 2})).status_code == 202
-    finally:
-        await _close(a, b)
+    async with _leased(db_url) as ca, _leased(db_url) as cb:
+        a, b = ca.app, cb.app
+        cid = (await ca.post("/v1/campaigns", json=_slow_body("two starts", latency=0.2))).json()["id"]
+        body = {"max_duels": 6, "concurrency": 2}
+        # two processes at once, and twice on the same process
+        r = await asyncio.gather(
+            ca.post(f"/v1/campaigns/{cid}/run", json=body),
+            cb.post(f"/v1/campaigns/{cid}/run", json=body),
+            ca.post(f"/v1/campaigns/{cid}/run", json=body),
+        )
+        codes = sorted(x.status_code for x in r)
+        assert codes == [202, 409, 409], [x.text for x in r]
+        for x in r:
+            if x.status_code == 409:
+                assert "already active" in x.json()["detail"]
+        owners = [app for app in (a, b) if app.state.campaigns.runs.run_active_here(cid)]
+        assert len(owners) == 1
+        assert _owner(a.state.db, cid) == owners[0].state.campaigns.cycle.owner_id
+        run = (await cb.get(f"/v1/campaigns/{cid}")).json()["run"]
+        assert run["owner"] == owners[0].state.campaigns.cycle.owner_id and run["lease_expires_at"]
+        deadline = time.monotonic() + 30
+        while (await ca.get(f"/v1/campaigns/{cid}")).json()["run"]["active"]:
+            assert _run_duels_in_flight(a.state.db, cid) <= 2
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        view = (await ca.get(f"/v1/campaigns/{cid}")).json()
+        assert view["duels_created"] == 6  # the run's max_duels, started once
+        assert _owner(a.state.db, cid) is None  # the ended run left no lease behind
+        # A finished run can be started again, from the other process.
+        assert (await cb.post(f"/v1/campaigns/{cid}/run", json={"max_duels": 2})).status_code == 202
 
 
 async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url):
     # a lease long enough that "still valid right after the crash" holds on a loaded machine
     lease = 4.0
-    first = _app(db_url, run_lease_seconds=lease)
-    a = b = None
-    try:
-        async with _client(first) as c0:
-            body = _slow_body("resume twice", latency=0.05, max_duels=30)
-            cid = (await c0.post("/v1/campaigns", json=body)).json()["id"]
-            r = await c0.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})
-            assert r.status_code == 202
-            await asyncio.sleep(0.3)
-            _crash(first)  # the run stays active in the database, its owner gone
+    async with _leased(db_url, run_lease_seconds=lease) as c0:
+        first = c0.app
+        body = _slow_body("resume twice", latency=0.05, max_duels=30)
+        cid = (await c0.post("/v1/campaigns", json=body)).json()["id"]
+        r = await c0.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})
+        assert r.status_code == 202
+        await asyncio.sleep(0.3)
+        _crash(first)  # the run stays active in the database, its owner gone
         await asyncio.sleep(0)
-        a, b = (
-            _app(db_url, resume_runs=True, run_lease_seconds=lease),
-            _app(db_url, resume_runs=True, run_lease_seconds=lease),
-        )
-        # Both instances start their keepers at once (as two workers after a restart).
-        await asyncio.gather(a.state.campaigns.runs.resume_runs(), b.state.campaigns.runs.resume_runs())
-        assert not a.state.campaigns.runs.run_active_here(cid) and not b.state.campaigns.runs.run_active_here(
-            cid
-        )  # lease valid
-        peak = 0
-        owners_seen = set()
-        deadline = time.monotonic() + 40
-        async with _client(a) as ca:
+        async with (
+            _leased(db_url, resume_runs=True, run_lease_seconds=lease) as ca,
+            _leased(db_url, resume_runs=True, run_lease_seconds=lease) as cb,
+        ):
+            a, b = ca.app, cb.app
+            # Both instances start their keepers at once (as two workers after a restart).
+            await asyncio.gather(a.state.campaigns.runs.resume_runs(), b.state.campaigns.runs.resume_runs())
+            assert not a.state.campaigns.runs.run_active_here(cid) and not b.state.campaigns.runs.run_active_here(
+                cid
+            )  # lease valid
+            peak = 0
+            owners_seen = set()
+            deadline = time.monotonic() + 40
             while True:
                 view = (await ca.get(f"/v1/campaigns/{cid}")).json()
                 if view["status"] != "running":
@@ -164,34 +148,29 @@ async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url
             assert 1 <= peak <= 4
             assert len(owners_seen) == 1
             assert (await ca.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    finally:
-        await _close(*(x for x in (first, a, b) if x is not None))
 
 
 async def test_a_crashed_owner_is_taken_over_after_its_lease_and_its_calling_duels_settled(db_url):
     from service.campaigns.leases import ORPHAN_ERROR, ORPHAN_REQUESTER
 
     # Slow models: the crash leaves duels `calling`; a 600 s call timeout would keep them.
-    first = _app(db_url, call_timeout_seconds=600.0)
-    second = None
-    try:
-        async with _client(first) as c0:
-            cid = (await c0.post("/v1/campaigns", json=_slow_body("crash", latency=0.5))).json()["id"]
-            assert (await c0.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 3})).status_code == 202
-            await asyncio.sleep(0.3)  # three duels calling their models
-            _crash(first)
-            crashed_at = time.monotonic()
-            lease_end = _lease_end(first.state.db, cid)
-            orphans = [
-                d["id"]
-                for d in (await c0.get(f"/v1/campaigns/{cid}/duels", params={"status": "calling"})).json()["items"]
-            ]
-            assert len(orphans) == 3
-        second = _app(db_url, resume_runs=True)
-        svc = second.state.campaigns.runs
-        await svc.resume_runs()
-        assert not svc.run_active_here(cid)  # the dead owner's lease is still valid
-        async with _client(second) as c1:
+    async with _leased(db_url, call_timeout_seconds=600.0) as c0:
+        first = c0.app
+        cid = (await c0.post("/v1/campaigns", json=_slow_body("crash", latency=0.5))).json()["id"]
+        assert (await c0.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 3})).status_code == 202
+        await asyncio.sleep(0.3)  # three duels calling their models
+        _crash(first)
+        crashed_at = time.monotonic()
+        lease_end = _lease_end(first.state.db, cid)
+        orphans = [
+            d["id"] for d in (await c0.get(f"/v1/campaigns/{cid}/duels", params={"status": "calling"})).json()["items"]
+        ]
+        assert len(orphans) == 3
+        async with _leased(db_url, resume_runs=True) as c1:
+            second = c1.app
+            svc = second.state.campaigns.runs
+            await svc.resume_runs()
+            assert not svc.run_active_here(cid)  # the dead owner's lease is still valid
             assert (await c1.post(f"/v1/campaigns/{cid}/run")).status_code == 409
             while not svc.run_active_here(cid):
                 assert time.monotonic() - crashed_at < LEASE + 3 * BEAT + 2.0, "no take-over"
@@ -214,8 +193,6 @@ async def test_a_crashed_owner_is_taken_over_after_its_lease_and_its_calling_due
             assert (await c1.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
             await asyncio.sleep(0.7)  # answers in flight land (paid for) on cancelled duels
             assert (await c1.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
-    finally:
-        await _close(*(x for x in (first, second) if x is not None))
 
 
 @pytest.mark.parametrize("heartbeat, lease", [(5.0, 5.0), (6.0, 5.0)])
@@ -243,9 +220,13 @@ def test_two_real_workers_one_owner_and_kill_9_of_the_owner_is_taken_over(db_url
     db = Database(db_url)
 
     async def orphan_a_run() -> int:  # a run whose owner died: what a restart finds
-        app = _app(db_url)
+        from service.app import create_app
+
+        app = create_app(make_settings(db_url, **_settings()))  # never closed: the process is killed
         try:
-            async with _client(app) as api:
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://t", headers=_admin()
+            ) as api:
                 body = _slow_body("two workers", latency=0.3, max_duels=60)
                 cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
                 assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4})).status_code == 202

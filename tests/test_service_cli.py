@@ -74,3 +74,29 @@ def test_serve_demo_generates_a_key_and_runs_the_demo_campaign(tmp_path):
     assert proc.returncode in (0, -15), text
     assert "Traceback" not in text, text
     assert text.count("generated an admin key") == 1
+
+
+BLAS_PROBE = """
+import os, sys
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.pop(var, None)
+seen = {}
+
+class Watch:  # records the BLAS settings at the moment numpy starts loading
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and not seen:
+            seen.update((v, os.environ.get(v)) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"))
+        return None
+
+sys.meta_path.insert(0, Watch())
+from service.cli import main
+code = main(["serve", "--workers", "0"])  # refused after the parser is built (which loads numpy)
+print(code, "numpy" in sys.modules, seen)
+"""
+
+
+def test_serve_sets_one_blas_thread_before_numpy_loads():
+    """OpenBLAS reads its thread count when numpy loads; the parser loads numpy before ``cmd_serve`` runs,
+    so ``llmduel serve`` must set it first (with the machine's threads a small solve took 0.2 s, not 0.3 ms)."""
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "2 True {'OPENBLAS_NUM_THREADS': '1', 'OMP_NUM_THREADS': '1'}", out.stderr

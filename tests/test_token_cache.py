@@ -9,15 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import campaign_body
 
 from service import auth
-from service.app import create_app
-
-ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 @pytest.fixture
@@ -31,19 +27,13 @@ async def two_workers(db_url, monkeypatch):
         return real(tokens, digest)
 
     monkeypatch.setattr(auth.TokenCache, "lookup", counted)
-    apps = [create_app(make_settings(db_url)) for _ in range(2)]
-    clients = [
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://testserver", headers=ADMIN)
-        for a in apps
-    ]
-    watches = [a.state.campaigns.background.spawn(auth.watch_revocations(a.state.campaigns.tokens)) for a in apps]
-    yield apps, clients, watches, lookups
-    for w in watches:
-        w.cancel()
-    for c, a in zip(clients, apps):
-        await c.aclose()
-        await a.state.campaigns.aclose()
-        a.state.db.dispose()
+    async with app_client(db_url) as one, app_client(db_url) as two:
+        clients = [one, two]
+        apps = [c.app for c in clients]
+        watches = [a.state.campaigns.background.spawn(auth.watch_revocations(a.state.campaigns.tokens)) for a in apps]
+        yield apps, clients, watches, lookups
+        for w in watches:
+            w.cancel()
 
 
 async def _token(client) -> tuple[int, dict, str]:

@@ -9,8 +9,8 @@ import re
 
 import httpx
 import pytest
+from conftest import app_client
 
-from service.app import create_app
 from service.config import Settings
 from service.db import upgrade_database
 
@@ -32,11 +32,8 @@ def web_db(tmp_path_factory):
 @pytest.fixture
 async def app(web_db, monkeypatch):
     monkeypatch.delenv("LLMDUEL_WEB_AUTH", raising=False)
-    settings = Settings(database_url=web_db, api_key=KEY, resume_runs=False, auto_migrate="never")
-    application = create_app(settings)
-    yield application
-    await application.state.campaigns.aclose()
-    application.state.db.dispose()
+    async with app_client(web_db, api_key=KEY, headers=None) as anon:
+        yield anon.app
 
 
 def client(app, base_url: str = "http://testserver", client_addr=("203.0.113.9", 5000), **kw) -> httpx.AsyncClient:

@@ -124,7 +124,7 @@ class Annotators:
     def _require_campaign(self, s, campaign_id: int) -> None:
         from ..models import Campaign
 
-        if s.get(Campaign, campaign_id) is None:
+        if s.execute(select(Campaign.id).where(Campaign.id == campaign_id)).first() is None:
             raise NotFound(f"campaign {campaign_id} not found")
 
     def create_annotator(self, campaign_id: int, label: str | None) -> dict:

@@ -23,10 +23,11 @@ from collections import OrderedDict
 from typing import Any, Iterable
 
 from sqlalchemy import bindparam, select
+from sqlalchemy.orm import defer
 
 from algorithms.policies import PolicyError
 
-from ..models import Duel
+from ..models import Campaign, Duel
 from .policy_cache import policy_snapshot, restore_policy
 
 log = logging.getLogger("llmduel.campaigns")
@@ -170,3 +171,14 @@ def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
     if cache is not None:
         cache.put(c.id, snap)
     return snap
+
+
+#: the campaign row's columns the views read only through a :class:`Snapshot` (megabytes of JSON at
+#: 128 models): a view loads the row without them, and they are read (and decoded) only when the
+#: snapshot of the row's ``event_seq`` is not in the cache yet
+SNAPSHOT_COLUMNS = (Campaign.policy_state, Campaign.counts, Campaign.stats)
+
+
+def get_light(s, campaign_id: int) -> Campaign | None:
+    """The campaign row for a view, without :data:`SNAPSHOT_COLUMNS` (loaded if read, in ``s``)."""
+    return s.get(Campaign, campaign_id, options=[defer(col) for col in SNAPSHOT_COLUMNS])

@@ -58,6 +58,7 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 
 from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
+from . import policy_log
 from .audit_files import AnswerFiles, iter_judgment_lines
 from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, window_start
 from .judge_bias import judge_bias
@@ -133,7 +134,7 @@ class Results:
             if not self.db.is_sqlite:  # the row and the ledger from one snapshot
                 s.rollback()
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-            c = s.get(Campaign, campaign_id)
+            c = policy_log.get_light(s, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             data = self._ranking_data(s, c)

@@ -395,7 +395,7 @@ class Views:
 
     def get_campaign(self, campaign_id: int, admin: bool = True, pairs: bool | None = None) -> dict:
         with self.db.read() as s:
-            c = s.get(Campaign, campaign_id)
+            c = policy_log.get_light(s, campaign_id)
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None

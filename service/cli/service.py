@@ -53,7 +53,8 @@ def cmd_serve(args) -> int:
     import logging
     import os
 
-    # One BLAS thread per process (before numpy loads): the server's matrices are small (a 132 x 132
+    # One BLAS thread per process, set before numpy loads (by service.cli.main, before its parser imports
+    # numpy; here again for a caller of this function): the server's matrices are small (a 132 x 132
     # solve took 0.3 s with OpenBLAS's threads on a loaded 2-core machine, 0.3 ms with one); its
     # concurrency is its requests and workers. An operator's own setting stands.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):

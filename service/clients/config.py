@@ -299,7 +299,8 @@ class _HTTPClientConfig(_Config):
         None,
         ge=0,
         le=MAX_QUERY_USD,
-        description="Upper bound (USD) of one call's charge, used by budget reservations.",
+        description="Upper bound (USD) of one call's charge (an image model's: of one image, times params.n), "
+        "used by budget reservations.",
     )
     system: Annotated[str | None, strict_str("a system prompt")] = Field(
         None, description="System prompt sent with every call."

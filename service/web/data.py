@@ -19,7 +19,7 @@ from algorithms import InstanceError, solve_oracle
 from algorithms.stats import empirical_preference
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import finite_or_none
+from ..campaigns import finite_or_none, policy_log
 from ..campaigns.verdicts import cost_unit as _cost_unit
 from ..container import Campaigns
 from ..models import Campaign, Duel, DuelSkip, utcnow
@@ -121,25 +121,27 @@ class Evidence:
 REPLAY_CATCH_UP = 5
 
 
-def _replay_in_step(svc: Campaigns, cache: SeriesCache, cid: int) -> tuple[list, Any, dict, bool | None]:
+def _replay_in_step(svc: Campaigns, cache: SeriesCache, cid: int) -> tuple[list, Any, dict, bool | None, dict]:
     """Replay the log, then read the campaign, until both describe the same counted duel ``t``.
 
     The view is read *after* the replay, so it has at least the replayed duels
     (a duel's record and the campaign row commit together); duels recorded in
     between (a run with several duels in flight) only make the view newer, and the
-    replay catches up. Returns (points, policy, view, ok) with ok None when the
-    campaign kept moving through every attempt (nothing to compare, no warning).
+    replay catches up. Returns (points, policy, view, ok, the stored policy state it replayed) with ok
+    None when the campaign kept moving through every attempt (nothing to compare, no warning).
     """
-    points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
+    state = _policy_state(svc, cid)  # decoded once per attempt (a large JSON at many models)
+    points, policy = cache.series(svc.db, cid, state)
     view = svc.views.get_campaign(cid, admin=True, pairs=True)
     for _ in range(REPLAY_CATCH_UP):
         if policy.t >= view["t"]:
             break
-        points, policy = cache.series(svc.db, cid, _policy_state(svc, cid))
+        state = _policy_state(svc, cid)
+        points, policy = cache.series(svc.db, cid, state)
         view = svc.views.get_campaign(cid, admin=True, pairs=True)
     if policy.t != view["t"]:
-        return points, policy, view, None if policy.t < view["t"] else False
-    return points, policy, view, _replayed_counts(policy) == view["counts"]
+        return points, policy, view, None if policy.t < view["t"] else False, state
+    return points, policy, view, _replayed_counts(policy) == view["counts"], state
 
 
 def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Evidence, dict]:
@@ -148,12 +150,11 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
     if view.get("hybrid") is not None:  # hybrid hook: its test is per-pair betting; the figures are in its panel
         note = "a hybrid campaign: see Human votes and the pair certificates"
         return Evidence(plots.empty_plot("lines", note), [], None, "hybrid", True, 0), view
-    points, policy, view, ok = _replay_in_step(svc, cache, cid)
+    points, policy, view, ok, state = _replay_in_step(svc, cache, cid)
     if ok is False:  # stale cache (e.g. a database was replaced): rebuild once
         cache.forget(cid)
-        points, policy, view, ok = _replay_in_step(svc, cache, cid)
+        points, policy, view, ok, state = _replay_in_step(svc, cache, cid)
     replay_ok = ok is not False
-    state = _policy_state(svc, cid)
     names = [m["name"] for m in view["models"]]
     ref = view["winner_index"] if view["winner_index"] is not None else view["leader_index"]
     stopping_rule = getattr(policy, "stopping_rule", "glr")
@@ -335,7 +336,7 @@ def recent_duels(svc: Campaigns, campaign_id: int, n: int = RECENT_DUELS) -> tup
     a certificate with several duels in flight they would fill the table.
     """
     with svc.db.read() as s:
-        c = s.get(Campaign, campaign_id)
+        c = policy_log.get_light(s, campaign_id)  # the duels' views read its models and status only
         if c is None:
             return [], 0
         cancelled = int(
