@@ -362,7 +362,7 @@ class BatchJob(Base):
     key: Mapped[str] = mapped_column(String(100), unique=True)
     client: Mapped[dict] = mapped_column(JSON)  # the model client config the batch API is built from
     provider_batch_id: Mapped[str | None] = mapped_column(String(300), nullable=True)
-    status: Mapped[str] = mapped_column(String(12))  # submitting, running, collected, failed, cancelled
+    status: Mapped[str] = mapped_column(String(12))  # submitting, running, storing, collected, failed, cancelled
     requests: Mapped[list] = mapped_column(JSON)
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -1,10 +1,13 @@
 """The records of a batch campaign's rounds (:class:`BatchJobs`): one transaction each.
 
 A batch is a ``batch_jobs`` row **before** it is sent (``submitting``, with the ``key`` that goes
-into the provider's batch metadata), ``running`` once the provider accepted it, then
-``collected``, ``failed`` or ``cancelled``. Only the row's ``owner`` (the run's owner when it was
-written or adopted) may close it: the close is a conditional update, so a stalled former owner
-that wakes up cannot fold the same results a second time. A process that takes a run over adopts
+into the provider's batch metadata), ``running`` once the provider accepted it, ``storing`` once its results are fetched, then
+``collected``, ``failed`` or ``cancelled`` only after what it brought back is stored: a process
+killed between fetching the results and storing them leaves the row open, and the process that
+takes over fetches the results again from the provider (never sending the batch again) and stores
+them. Only the row's ``owner`` (the run's owner when it was written or adopted) may move it to
+``storing`` or close it: both are conditional updates, so a stalled former owner that wakes up
+cannot fold the same results a second time. A process that takes a run over adopts
 its open batches and their duels (:meth:`BatchJobs.adopt_tx`) and collects them instead of sending
 them again (service/cycle/batch_rounds.py).
 """
@@ -28,7 +31,8 @@ from . import policy_log
 from .leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from .types import DuelPlan
 
-OPEN = ("submitting", "running")
+#: A batch still open: sent or being sent, or its results fetched but not yet all stored.
+OPEN = ("submitting", "running", "storing")
 #: How long a cancelled batch may take to end (its finished part is still collected and charged).
 CANCEL_GRACE_S = 600.0
 
@@ -131,6 +135,22 @@ class BatchJobs:
                 update(BatchJob)
                 .where(BatchJob.id == job_id)
                 .values(provider_batch_id=provider_batch_id, status="running", updated_at=utcnow())
+            )
+
+    def fetched_tx(self, job_id: int) -> bool:
+        """The batch's results are fetched and about to be stored (``storing``; it stays open, so a process
+        killed before they are stored leaves it to the one that takes over); False when this process no
+        longer owns it (its results are not folded)."""
+        with self.db.write() as s:
+            return bool(
+                rowcount(
+                    s.execute(
+                        update(BatchJob)
+                        .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
+                        .values(status="storing", updated_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
             )
 
     def close_tx(self, job_id: int, status: str, error: str | None = None) -> bool:

@@ -682,6 +682,8 @@ def _stored(table: str, row: Any) -> Stored:
 def in_open_batch(s: Any, key: str) -> bool:
     """Whether an open pre-generation batch asked for the answer ``key`` (its rows keep each request's key)."""
     rows = s.execute(
-        select(BatchJob.requests).where(BatchJob.phase == "pregen", BatchJob.status.in_(("submitting", "running")))
+        select(BatchJob.requests).where(
+            BatchJob.phase == "pregen", BatchJob.status.in_(("submitting", "running", "storing"))
+        )
     ).scalars()
     return any(r.get("key") == key for requests in rows for r in requests or ())

@@ -13,6 +13,10 @@ collected (the provider bills it): those callers get their answers, the others f
 then ends with :class:`RoundFailed` (``failure``) once every call has returned, so the round can
 store and charge what came back before it fails.
 
+A batch whose results are fetched is ``storing`` (:meth:`~service.campaigns.batch_jobs.BatchJobs.fetched_tx`)
+and is closed only once its callers have stored them (:meth:`Collector.close_fetched`): a process killed
+in between leaves it open, and the process that takes over fetches its results again instead of sending it.
+
 A request whose result a former owner's batch already holds (a run taken over mid-round) is served
 from ``cache`` (keyed by :func:`~service.campaigns.batch_jobs.body_hash`) and not sent again.
 """
@@ -86,6 +90,7 @@ class Collector:
     batches: int = 0
     taken_over: bool = False  # another process owns the run's batches now
     failure: Exception | None = None  # why the phase failed (raised by :meth:`run` once its calls have returned)
+    fetched: list[tuple[int, str, str | None]] = field(default_factory=list)  # (row, status, error) to close
     _seq: int = 0
 
     # ------------------------------------------------------------ the callers' side
@@ -110,7 +115,9 @@ class Collector:
         return await fut
 
     # ------------------------------------------------------------ the phase's side
-    async def run(self, coros: list, keep_failure: bool = False, one_call_each: bool = False) -> list:
+    async def run(
+        self, coros: list, keep_failure: bool = False, one_call_each: bool = False, close: bool = True
+    ) -> list:
         """Run the phase's calls (``coros``), flushing what they park until every one has returned; their results.
 
         The parked calls are sent once none is still on its way: no new one came for ``settle_s`` and none of
@@ -123,7 +130,11 @@ class Collector:
 
         A failed batch fails the phase (:class:`RoundFailed` or the batch API's error) after every call has
         returned: raised here, or with ``keep_failure`` kept in ``failure`` for the caller to raise once it has
-        stored what the phase's other calls brought back (a run taken over raises at once: nothing is folded)."""
+        stored what the phase's other calls brought back (a run taken over raises at once: nothing is folded).
+
+        Each call stores what it got before it returns, so the phase's batches are closed once every call has
+        returned (with ``close``; else the caller stores the results after this and then calls
+        :meth:`close_fetched`). A run cancelled or killed meanwhile leaves them open for a take-over."""
         work = WorkCount()
         token = THREAD_WORK.set(work)
         try:  # the tasks take the count with the context they are started in
@@ -145,6 +156,12 @@ class Collector:
                     self.failure = self.failure or exc
                     self.stopped = self.stopped or f"a batch of the round failed: {exc}"
             results = [t.result() for t in tasks]
+        except Exception:
+            await self.close_fetched()
+            raise
+        else:
+            if close:
+                await self.close_fetched()
             if self.failure is not None and not keep_failure:
                 raise self.failure
             return results
@@ -260,10 +277,19 @@ class Collector:
         else:
             status = "cancelled" if cancelled_at is not None else "collected" if state.status == ENDED else state.status
             error = state.error or self.stopped
-        if not await in_thread(self.jobs.close_tx, job_id, status, error):
+        if not await in_thread(self.jobs.fetched_tx, job_id):
             self.taken_over = True  # the new owner folds the batches: this process stores nothing more
             raise RoundFailed("another process owns the run's batches now")
+        self.fetched.append((job_id, status, error))  # closed once its results are stored (close_fetched)
         return results
+
+    async def close_fetched(self) -> None:
+        """Close the batches whose results were fetched, once what they brought back is stored (or failed to
+        be stored while this process lives): until then they stay open, so a take-over collects them again."""
+        fetched, self.fetched = self.fetched, []
+        for job_id, status, error in fetched:
+            if not await in_thread(self.jobs.close_tx, job_id, status, error):
+                log.warning("campaign %s: batch row %s was taken over before it was closed", self.campaign_id, job_id)
 
     def completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
         """A batch result as the client's call would have returned it, charged at the batch price."""

@@ -18,7 +18,9 @@ Round ``k`` (its size from ``service.schemas.batch_config.round_size``):
 Crash safety: a run taken over first adopts its open batches and their duels
 (:meth:`~service.campaigns.batch_jobs.BatchJobs.adopt_tx`), collects the batches (found by their
 key when the crash came before their id was stored) and finishes those duels, serving every request
-a collected batch answered from its results instead of sending it again.
+a collected batch answered from its results instead of sending it again. A batch is closed only after
+its results are stored (answers) or folded (verdicts), so a crash between fetching and storing them
+leaves it open for the take-over, which fetches them again: nothing is bought twice.
 """
 
 from __future__ import annotations
@@ -160,17 +162,23 @@ class BatchRounds:
         judge = self._round_judge(judged[0], verdicts_phase)
         try:
             verdicts = await verdicts_phase.run(
-                [self._verdict(p, judge, *texts[p.duel_id]) for p in judged], keep_failure=True
+                [self._verdict(p, judge, *texts[p.duel_id]) for p in judged], keep_failure=True, close=False
             )
         finally:
             await judge.aclose()
         # Recorded (and charged) even when a judge batch of the phase failed: what the provider answered
-        # is billed; a verdict whose calls failed fails its duel, as after its last batch.
-        for p, verdict in sorted(zip(judged, verdicts), key=lambda pv: pv[0].number):  # the plan order
-            outcome = await self._record(p, verdict)
-            if outcome.ended:
-                self.cycle.deps.webhooks.schedule_webhook(campaign_id)
-                ended = True
+        # is billed; a verdict whose calls failed fails its duel, as after its last batch. The judge batches
+        # are closed after the fold: killed before, a take-over folds them from the provider's results.
+        try:
+            for p, verdict in sorted(zip(judged, verdicts), key=lambda pv: pv[0].number):  # the plan order
+                outcome = await self._record(p, verdict)
+                if outcome.ended:
+                    self.cycle.deps.webhooks.schedule_webhook(campaign_id)
+                    ended = True
+        except Exception:
+            await verdicts_phase.close_fetched()
+            raise
+        await verdicts_phase.close_fetched()
         if verdicts_phase.failure is not None and not ended:
             raise verdicts_phase.failure
         if not ended:  # nothing of the round may stay in flight (the next round would wait for it)
@@ -249,6 +257,7 @@ class BatchRounds:
             return
         cache: dict[str, BatchResult] = {}
         http = self.calls.http_client()
+        collected: list[Collector] = []  # their batches closed once the round below stored their results
         for job in jobs:
             api = build_batch_api(parse_client_config(job["client"]), http)
             bid = job["provider_batch_id"]
@@ -260,13 +269,19 @@ class BatchRounds:
             await in_thread(self.jobs.submitted_tx, job["id"], bid)
             collector = self._collector(campaign_id, cfg, k=int(job["round"]), phase=job["phase"], cache=cache)
             rows = job["requests"]
+            collected.append(collector)
             results = await collector.collect(api, job["id"], bid, [r["custom_id"] for r in rows])
             for r in rows:
                 cache[r["hash"]] = results[r["custom_id"]]
         log.info("campaign %s: collected %d batches of the run taken over", campaign_id, len(jobs))
-        duels = await in_thread(self.jobs.duel_plans_tx, campaign_id, duel_ids)
-        if duels:
-            await self._round(campaign_id, cfg, k=int(cfg.get("rounds") or 1), duels=duels, cache=cache)
+        try:
+            duels = await in_thread(self.jobs.duel_plans_tx, campaign_id, duel_ids)
+            if duels:
+                await self._round(campaign_id, cfg, k=int(cfg.get("rounds") or 1), duels=duels, cache=cache)
+        except Exception:
+            await asyncio.gather(*(c.close_fetched() for c in collected))
+            raise
+        await asyncio.gather(*(c.close_fetched() for c in collected))
 
 
 async def duel_tx(fn: Any, *args: Any) -> Any:

@@ -9,7 +9,8 @@ take-over bound (the run lease), another process (or the restarted one) adopts t
 pre-generates for the campaign), claims the answers again (so a duel needing one waits for it
 instead of calling the model), finds the batch by its key when its id was not yet stored, waits for
 it and stores and charges every answer it brought back, at the batch price: no request is sent
-again. A campaign stopped meanwhile has the batch cancelled at the next poll; what the provider had
+again. The batch is closed only once its answers are stored, so a process killed in between leaves
+it to the next take-over. A campaign stopped meanwhile has the batch cancelled at the next poll; what the provider had
 finished is still stored and charged.
 """
 
@@ -94,6 +95,7 @@ class PregenRecovery:
                     await in_thread(  # its charge replaces the dead process's hold of the answer's key
                         self.pregen.store_pregenerated_tx, cid, n, plan.claims[n], out, None, r["prompt"], r.get("key")
                     )
+            await collector.close_fetched()  # only now: killed before, the next take-over stores them
         finally:
             for r, plan in zip(rows, plans):
                 if plan is not None:
