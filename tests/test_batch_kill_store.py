@@ -11,7 +11,7 @@ from collections import Counter
 import httpx
 from conftest import ADMIN_KEY, make_settings
 from service_helpers import all_duels
-from test_batch_campaigns import _provider_inputs, batches_of, body
+from test_batch_campaigns import _human_spec, _provider_inputs, batches_of, body
 from test_faults import ThreadedServer
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -102,3 +102,45 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
             await app.state.campaigns.aclose()
             app.state.db.dispose()
         provider.stop()
+
+
+async def test_a_pre_generation_batch_left_by_a_process_gone_is_adopted_by_one_process(api, db_url):
+    """Host A adopts the batch; its answers' claims stay lapsed until A claims them again, and host B's
+    heartbeat meanwhile must not adopt the same batch (both would collect and store it)."""
+    import datetime as dt
+    import uuid
+
+    from service.campaigns.batch_jobs import BatchJobs
+    from service.db import Database
+    from service.models import BatchJob, utcnow
+
+    cid = (await api.post("/v1/campaigns", json=_human_spec("http://127.0.0.1:9/v1", "adopt", {}))).json()["id"]
+    db = Database(db_url)
+    try:
+        old = utcnow() - dt.timedelta(hours=1)
+        with db.write() as s:  # sent an hour ago by a process gone: no claim of its answers is alive
+            s.add(
+                BatchJob(
+                    campaign_id=cid,
+                    round=1,
+                    phase="pregen",
+                    key=f"llmduel-{cid}-1-p-{uuid.uuid4().hex[:12]}",
+                    client={"kind": "openai", "model": "m"},
+                    status="running",
+                    requests=[{"custom_id": "r1-p1", "key": f"answer-{uuid.uuid4().hex}"}],
+                    owner="gone",
+                    created_at=old,
+                    updated_at=old,
+                )
+            )
+        lease = dt.timedelta(seconds=20)
+        a, b = BatchJobs(db, "host-a"), BatchJobs(db, "host-b")
+        adopted = a.orphaned_pregen_tx(lease, cid)
+        assert len(adopted) == 1
+        assert b.orphaned_pregen_tx(lease, cid) == []  # A's claims are still lapsed: B must not adopt it
+        assert b.orphaned_pregen_tx(lease) == []
+        assert [j["id"] for j in a.open_jobs_tx(cid)] == [adopted[0]["id"]]
+        with db.read() as s:
+            assert s.get(BatchJob, adopted[0]["id"]).owner == "host-a"
+    finally:
+        db.dispose()

@@ -216,7 +216,11 @@ class BatchJobs:
         sent and no longer looks after, each adopted by this process (its ``owner`` set by a conditional
         update: one process adopts it). A pre-generation call holds its answer's store claim until the answer
         is stored, and its process renews the claim every heartbeat: a batch none of whose requests' claims
-        is younger than ``lease`` (the take-over bound of any claim) was left by a process gone or stalled."""
+        is younger than ``lease`` (the take-over bound of any claim) was left by a process gone or stalled.
+
+        Adoption is one conditional update that also needs the row untouched for ``lease`` and stamps it:
+        a batch just adopted (whose answers' claims stay lapsed until its new owner claims them again)
+        is not adopted a second time by another process's heartbeat."""
         q = select(BatchJob).where(
             BatchJob.phase == "pregen", BatchJob.status.in_(OPEN), BatchJob.owner != self.owner_id
         )
@@ -241,13 +245,19 @@ class BatchJobs:
             return []
         # ... adopted in a write, each by a conditional update (one process adopts it)
         with self.db.write() as s:
+            now = self.db.clock(s)
             adopted = []
             for job_id, owner in orphans:
                 taken = rowcount(
                     s.execute(
                         update(BatchJob)
-                        .where(BatchJob.id == job_id, BatchJob.owner == owner, BatchJob.status.in_(OPEN))
-                        .values(owner=self.owner_id, updated_at=utcnow())
+                        .where(
+                            BatchJob.id == job_id,
+                            BatchJob.owner == owner,
+                            BatchJob.status.in_(OPEN),
+                            BatchJob.updated_at <= now - lease,
+                        )
+                        .values(owner=self.owner_id, updated_at=now)
                         .execution_options(synchronize_session=False)
                     )
                 )
