@@ -108,4 +108,6 @@ def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> 
     """The verdict store's row this judgement was paid for, with its charge (a verdict only)."""
     if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
         detail = jsonable(j.judge_detail) if j.judge_detail else None
-        stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, amount_nusd, charge_id)
+        stores.finalize_verdict(
+            s, j.verdict_claim, choice=j.stored_choice, detail=detail, amount_nusd=amount_nusd, charge_id=charge_id
+        )

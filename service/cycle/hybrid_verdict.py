@@ -205,7 +205,7 @@ def _judged(svc, s, c, d, *, j: judge_charges.Judgement, now) -> DuelOutcome:
         recorded = _flush_with(svc, s, c, d, policy=policy)
         ended = _after(svc, s, c, policy=policy, recorded=recorded, duel_id=d.id, now=now)
     if fault is not None and not ended:
-        svc.deps.endings.pause_for_fault(s, c, fault, now, d.id)
+        svc.deps.endings.pause_for_fault(s, c, fault, now, keep_duel=d.id)
         ended = True
     c.version += 1
     c.updated_at = now

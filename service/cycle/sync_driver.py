@@ -279,7 +279,7 @@ class SyncTx:
         return int(duel_id)
 
     async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
-        end_campaign(self.conn, campaign_id, end, now, keep_duel)
+        end_campaign(self.conn, campaign_id, end, now, keep_duel=keep_duel)
 
     async def plan_writes(self, duel: dict, rows: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
@@ -362,10 +362,10 @@ class SyncTx:
         return charges.charge_answers(self.conn, duel_id, rows)
 
     async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        stores.finalize_answer(self.session, claim, completion, text, amount_nusd, charge_id)
+        stores.finalize_answer(self.session, claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
 
     async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
-        spares.settle(self.session, plan, results, charge_ids, paid, failed)
+        spares.settle(self.session, plan, results, charge_ids=charge_ids, paid=paid, failed=failed)
 
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
         """The duel's answer columns, its campaign's end (a provider fault's pause), then the campaign's
