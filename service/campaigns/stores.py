@@ -393,7 +393,7 @@ class Claim:
 _TABLES: dict[str, type[StoredAnswer] | type[StoredVerdict]] = {"answer": StoredAnswer, "verdict": StoredVerdict}
 
 
-def reuse_charge(campaign_id: int, kind: str, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
+def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
     """The ledger row of a reuse: zero cost, a reference to the charge that paid."""
     return {
         "campaign_id": campaign_id,

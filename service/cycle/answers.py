@@ -180,7 +180,7 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
                 "cost": 0.0,
                 "reused_answer": res.id,
             }
-            charges.append(stores.reuse_charge(plan.campaign_id, "model", idx, res, now))
+            charges.append(stores.reuse_charge(plan.campaign_id, "model", model_index=idx, stored=res, now=now))
         elif isinstance(res, Completion):
             charge = ledger.model_charge(plan.models[idx], plan.prompt, res)
             amount = charge.amount_nusd

@@ -233,7 +233,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, *, choice: str, principal: P
     now = utcnow()
     fee = hybrid.fee_nusd(c.judge)
     if fee:
-        charges.charge_judgement(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
+        charges.charge_judgement(s, c, d, amount_nusd=fee, detail=dict(HUMAN_FEE_DETAIL), now=now)
     d.score = score_of(
         choice,
         model_i=d.model_i,
