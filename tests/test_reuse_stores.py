@@ -52,7 +52,9 @@ def test_claims_wait_take_over_and_become_ready(svc):
     assert (status, again) == ("claimed", row_id)
     claim = stores.Claim("answer", row_id, key)
     with svc.db.write() as s:
-        stores.finalize_answer(s, claim, Completion("stored text", 3, 4, 0.1, 0.0), "stored text", 100, 7)
+        stores.finalize_answer(
+            s, claim, Completion("stored text", 3, 4, 0.1, 0.0), text="stored text", amount_nusd=100, charge_id=7
+        )
     status, stored = svc.stores.claim_tx("answer", key, cols, lease)
     assert status == "ready" and stored.text == "stored text" and stored.charge_id == 7
     svc.stores.release_tx(claim)  # never drops a ready answer
@@ -69,9 +71,23 @@ def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
     _, taken = svc.stores.claim_tx("answer", key, cols, dt.timedelta(0))  # taken over by a second caller
     assert taken == row_id
     with svc.db.write() as s:  # the taker stores first
-        stores.finalize_answer(s, stores.Claim("answer", row_id, key), Completion("T2", 1, 2, 0.1, 0.0), "T2", 100, 8)
+        stores.finalize_answer(
+            s,
+            stores.Claim("answer", row_id, key),
+            Completion("T2", 1, 2, 0.1, 0.0),
+            text="T2",
+            amount_nusd=100,
+            charge_id=8,
+        )
     with svc.db.write() as s:  # then the first caller, late
-        stores.finalize_answer(s, stores.Claim("answer", row_id, key), Completion("T1", 1, 2, 0.1, 0.0), "T1", 100, 9)
+        stores.finalize_answer(
+            s,
+            stores.Claim("answer", row_id, key),
+            Completion("T1", 1, 2, 0.1, 0.0),
+            text="T1",
+            amount_nusd=100,
+            charge_id=9,
+        )
     status, stored = svc.stores.claim_tx("answer", key, cols, lease)
     assert (status, stored.text, stored.charge_id) == ("ready", "T2", 8)
 
@@ -80,9 +96,13 @@ def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
     _, vrow = svc.stores.claim_tx("verdict", vkey, vcols, lease)
     svc.stores.claim_tx("verdict", vkey, vcols, dt.timedelta(0))
     with svc.db.write() as s:
-        stores.finalize_verdict(s, stores.Claim("verdict", vrow, vkey), "a", {"n": 2}, 10, 11)
+        stores.finalize_verdict(
+            s, stores.Claim("verdict", vrow, vkey), choice="a", detail={"n": 2}, amount_nusd=10, charge_id=11
+        )
     with svc.db.write() as s:
-        stores.finalize_verdict(s, stores.Claim("verdict", vrow, vkey), "b", {"n": 1}, 10, 12)
+        stores.finalize_verdict(
+            s, stores.Claim("verdict", vrow, vkey), choice="b", detail={"n": 1}, amount_nusd=10, charge_id=12
+        )
     status, stored = svc.stores.claim_tx("verdict", vkey, vcols, lease)
     assert (status, stored.choice, stored.charge_id) == ("ready", "a", 11)
 
@@ -114,7 +134,7 @@ async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
         res = await svc.calls.answer(plan, 0)
         if 0 in plan.claims and isinstance(res, Completion):
             with svc.db.write() as s:  # what store_answers_tx does for a paid answer
-                stores.finalize_answer(s, plan.claims[0], res, res.text, 100, None)
+                stores.finalize_answer(s, plan.claims[0], res, text=res.text, amount_nusd=100, charge_id=None)
         await svc.calls.settle_claims(plan, [0])
         return res
 

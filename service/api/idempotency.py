@@ -170,9 +170,9 @@ class Idempotency:
             await send({"type": "http.response.start", "status": int(row.status_code), "headers": headers})
             await send({"type": "http.response.body", "body": data})
             return
-        await self._first(scope, body, send, db, caller, key)
+        await self._first(scope, body, send, db=db, caller=caller, key=key)
 
-    async def _first(self, scope, body: bytes, send, db: Database, caller: str, key: str) -> None:
+    async def _first(self, scope, body: bytes, send, *, db: Database, caller: str, key: str) -> None:
         """Run the first request with ``key`` and keep its response."""
         sent = False
 

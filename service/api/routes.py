@@ -292,7 +292,7 @@ async def disable_model(
     body: Annotated[schemas.ModelDisableIn | None, Body()] = None,
 ):
     body = body or schemas.ModelDisableIn()
-    done = await runs.change_model(campaign_id, name, body.reason, None, body.resume)
+    done = await runs.change_model(campaign_id, name, reason=body.reason, resume=body.resume)
     return {**done, "campaign": await _t(views.get_campaign, campaign_id)}
 
 
@@ -314,7 +314,7 @@ async def replace_model(
     views: ViewsDep,
     _: Admin,
 ):
-    done = await runs.change_model(campaign_id, name, body.reason, body.model, body.resume)
+    done = await runs.change_model(campaign_id, name, reason=body.reason, new_model=body.model, resume=body.resume)
     return {**done, "campaign": await _t(views.get_campaign, campaign_id)}
 
 

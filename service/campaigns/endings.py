@@ -106,7 +106,7 @@ def finish_params(campaign_id: int, end, now, keep_duel: int | None = None) -> d
 ENDING = (FINISH, ENDED_EVENT, CANCEL_IN_FLIGHT)
 
 
-def end_campaign(conn, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
+def end_campaign(conn, campaign_id: int, end, now, *, keep_duel: int | None = None) -> None:
     """Run :data:`ENDING` for ``end`` on ``conn`` (a session or a connection) in the caller's transaction."""
     params = finish_params(campaign_id, end, now, keep_duel)
     for stmt in ENDING:
@@ -140,7 +140,7 @@ class Endings:
         campaign; ``winner``: the certified model.
         """
         end = SimpleNamespace(status=status, reason=reason, limit=limit, winner=winner)
-        end_campaign(s, int(c.id), end, now, keep_duel)
+        end_campaign(s, int(c.id), end, now, keep_duel=keep_duel)
         ended: dict[str, Any] = dict(
             status=status, end_reason=reason, end_limit=limit, ended_at=now, run_active=False, run_owner=None
         )
@@ -152,7 +152,7 @@ class Endings:
         for key, value in ended.items():
             set_committed_value(c, key, value)
 
-    def pause_for_fault(self, s, c: Campaign, fault: str, now: dt.datetime, keep_duel: int | None = None) -> None:
+    def pause_for_fault(self, s, c: Campaign, fault: str, now: dt.datetime, *, keep_duel: int | None = None) -> None:
         """Pause a running campaign on a provider fault (:mod:`.ledger`): it ends as stopped with
         ``end_limit = 'provider'``, and a PATCH of its limits continues it (limits.continue_refusal)."""
         if c.status == CampaignStatus.RUNNING:

@@ -80,9 +80,9 @@ def charge_judge(prompts: Any, s, c: Campaign, d: Duel, *, j: Judgement, now, ju
         duel_id=d.id,
         image_answers=stored_config.image_answers(c.models),
     )
-    _reuse_row(s, c.id, d.id, j, now)
+    _reuse_row(s, c.id, d.id, j=j, now=now)
     fault_detail = ledger.mark_late(fault_detail, bool(judge_nusd) and c.status != CampaignStatus.RUNNING) or {}
-    charge_id = charges.charge_judgement(s, c, d, judge_nusd, fault_detail or None, now)
+    charge_id = charges.charge_judgement(s, c, d, amount_nusd=judge_nusd, detail=fault_detail or None, now=now)
     _store_verdict(s, j, judge_nusd, charge_id)
     return judge_nusd
 
@@ -92,15 +92,17 @@ def write_judge_charges(
 ) -> None:
     """The same rows as :func:`charge_judge` as Core statements (the vote cycle's SQLAlchemy driver):
     the reuse row, the judge charge added to the duel's cost and the campaign's spend, the stored verdict."""
-    _reuse_row(conn, campaign_id, duel_id, j, now)
-    charge_id = charges.charge_judgement_core(conn, campaign_id, duel_id, amount_nusd, detail or None, now)
+    _reuse_row(conn, campaign_id, duel_id, j=j, now=now)
+    charge_id = charges.charge_judgement_core(
+        conn, campaign_id, duel_id, amount_nusd=amount_nusd, detail=detail or None, now=now
+    )
     _store_verdict(conn, j, amount_nusd, charge_id)
 
 
-def _reuse_row(s, campaign_id: int, duel_id: int, j: Judgement, now) -> None:
+def _reuse_row(s, campaign_id: int, duel_id: int, *, j: Judgement, now) -> None:
     """A verdict taken from the store: its zero-cost ledger row naming the charge that paid for it."""
     if j.reused_verdict is not None:
-        row = stores.reuse_charge(campaign_id, "judge", None, j.reused_verdict, now)
+        row = stores.reuse_charge(campaign_id, "judge", model_index=None, stored=j.reused_verdict, now=now)
         charges.insert_charge(s, dict(row, duel_id=duel_id))
 
 
@@ -108,4 +110,6 @@ def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> 
     """The verdict store's row this judgement was paid for, with its charge (a verdict only)."""
     if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
         detail = jsonable(j.judge_detail) if j.judge_detail else None
-        stores.finalize_verdict(s, j.verdict_claim, j.stored_choice, detail, amount_nusd, charge_id)
+        stores.finalize_verdict(
+            s, j.verdict_claim, choice=j.stored_choice, detail=detail, amount_nusd=amount_nusd, charge_id=charge_id
+        )

@@ -319,7 +319,7 @@ class Pregeneration:
                 self.endings.pause_for_fault(s, c, charge.fault, now)
                 return
             text = redact(clean_text(res.text), secret_keys(self.settings, c.models, c.judge))  # as a duel's answer
-            stores.finalize_answer(s, claim, res, text, amount, charge_id)
+            stores.finalize_answer(s, claim, res, text=text, amount_nusd=amount, charge_id=charge_id)
 
 
 def context(c: Campaign) -> DuelPlan:

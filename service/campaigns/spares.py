@@ -165,7 +165,7 @@ def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | No
     return len(rows)
 
 
-def settle(s: Any, plan: Any, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+def settle(s: Any, plan: Any, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
     """The spares of a duel's answers transaction: a failed duel gives back the spares it took, a
     duel that stored its answers keeps them spent for good; each call it ``paid`` for (charged, no
     fault, not late) keeps its unshown images, and, when the duel failed, its first image too."""

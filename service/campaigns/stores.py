@@ -393,7 +393,7 @@ class Claim:
 _TABLES: dict[str, type[StoredAnswer] | type[StoredVerdict]] = {"answer": StoredAnswer, "verdict": StoredVerdict}
 
 
-def reuse_charge(campaign_id: int, kind: str, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
+def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
     """The ledger row of a reuse: zero cost, a reference to the charge that paid."""
     return {
         "campaign_id": campaign_id,
@@ -406,7 +406,7 @@ def reuse_charge(campaign_id: int, kind: str, model_index: int | None, stored: S
     }
 
 
-def finalize_answer(s, claim: Claim, completion: Any, text: str, amount_nusd: int, charge_id: int | None) -> None:
+def finalize_answer(s, claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
     """Inside the answers transaction: the claimed row becomes the stored answer (with its charge)."""
     now = utcnow()
     s.execute(
@@ -435,7 +435,7 @@ def finalize_answer(s, claim: Claim, completion: Any, text: str, amount_nusd: in
 
 
 def finalize_verdict(
-    s, claim: Claim, choice: str, detail: dict | None, amount_nusd: int, charge_id: int | None
+    s, claim: Claim, *, choice: str, detail: dict | None, amount_nusd: int, charge_id: int | None
 ) -> None:
     """Inside the verdict transaction: the claimed row becomes the stored verdict (stored order)."""
     s.execute(

@@ -85,7 +85,7 @@ def settle(svc: HotService, plan: DuelPlan, results: dict[int, Any]) -> Settled:
 
 
 async def decide_answers(
-    svc: HotService, tx: Tx, plan: DuelPlan, results: dict[int, Any], settled: Settled
+    svc: HotService, tx: Tx, plan: DuelPlan, *, results: dict[int, Any], settled: Settled
 ) -> DuelOutcome:
     """Store the answers of duel ``plan.duel_id`` (``results``: both calls' results, ``settled``: them
     settled by :func:`settle`): charges, the answer stores, the duel's status, a provider fault's pause."""
@@ -111,9 +111,11 @@ async def decide_answers(
         if isinstance(res, Completion) and idx not in faults and not late:  # nor a faulty or late one
             text = redact(clean_text(res.text), svc.secret_keys(crow.models, crow.judge))
             amount = next((ch["amount_nusd"] for ch in charges if ch["model_index"] == idx), 0)
-            await tx.store_answer(claim, res, text, amount, charge_ids.get(idx))
+            await tx.store_answer(claim, res, text=text, amount_nusd=amount, charge_id=charge_ids.get(idx))
     paid = {i for i, r in results.items() if isinstance(r, Completion) and i not in faults and not late}
-    await tx.settle_spares(plan, results, charge_ids, paid, error is not None)  # images of calls of several
+    await tx.settle_spares(
+        plan, results, charge_ids=charge_ids, paid=paid, failed=error is not None
+    )  # images of calls of several
     d = DuelRow(**{**drow._asdict(), **fields})
     status, stored_error, failed = after_answers(d.status, d.requested_by, error)
     if stored_error is not None:
@@ -178,7 +180,7 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
                 "cost": 0.0,
                 "reused_answer": res.id,
             }
-            charges.append(stores.reuse_charge(plan.campaign_id, "model", idx, res, now))
+            charges.append(stores.reuse_charge(plan.campaign_id, "model", model_index=idx, stored=res, now=now))
         elif isinstance(res, Completion):
             charge = ledger.model_charge(plan.models[idx], plan.prompt, res)
             amount = charge.amount_nusd

@@ -82,7 +82,9 @@ class BatchRounds:
                 plans, stalled = await self._plan_round(campaign_id, size)
                 if not plans:  # the run stopped, the campaign ended, or nothing could be planned for long
                     return None if stalled is None else f"batch round {k} planned no duel: {stalled}"
-                ended = await self._round(campaign_id, cfg, k, [(p, DuelStatus.CALLING, None, None) for p in plans])
+                ended = await self._round(
+                    campaign_id, cfg, k=k, duels=[(p, DuelStatus.CALLING, None, None) for p in plans]
+                )
                 if ended:
                     return None
         except (RoundFailed, ClientError) as exc:  # ClientError: a batch API refused a call for good (a 4xx, no key)
@@ -109,7 +111,7 @@ class BatchRounds:
                 break
         return plans, None
 
-    def _collector(self, campaign_id: int, cfg: dict, k: int, phase: str, cache: dict) -> Collector:
+    def _collector(self, campaign_id: int, cfg: dict, *, k: int, phase: str, cache: dict) -> Collector:
         async def still_mine() -> bool:
             return await in_thread(self.jobs.run_is_mine_tx, campaign_id)
 
@@ -125,7 +127,7 @@ class BatchRounds:
             cache,
         )
 
-    async def _round(self, campaign_id: int, cfg: dict, k: int, duels: list, cache: dict | None = None) -> bool:
+    async def _round(self, campaign_id: int, cfg: dict, *, k: int, duels: list, cache: dict | None = None) -> bool:
         """One round over ``duels`` ((plan, status, answer a, answer b), in plan order); whether it ended the campaign."""
         cache = cache if cache is not None else {}
         until = utcnow() + dt.timedelta(seconds=float(cfg["window_seconds"]) * 2 + 60)
@@ -138,7 +140,7 @@ class BatchRounds:
             if status == DuelStatus.PENDING and a is not None and b is not None:
                 texts[p.duel_id] = (a, b)
         if calling:
-            answers = self._collector(campaign_id, cfg, k, "answers", cache)
+            answers = self._collector(campaign_id, cfg, k=k, phase="answers", cache=cache)
             self.calls.wrappers[campaign_id] = answers.wrap
             try:
                 outcomes = await answers.run([self._answers(p) for p in calling])
@@ -156,7 +158,7 @@ class BatchRounds:
             await in_thread(self.jobs.close_round_tx, campaign_id, [p.duel_id for p, *_ in duels], ROUND_LEFT)
             return False
         await in_thread(self.jobs.extend_tx, campaign_id, [p.duel_id for p in judged], until)
-        verdicts_phase = self._collector(campaign_id, cfg, k, "verdicts", cache)
+        verdicts_phase = self._collector(campaign_id, cfg, k=k, phase="verdicts", cache=cache)
         judge = self._round_judge(judged[0], verdicts_phase)
         try:
             verdicts = await verdicts_phase.run(
@@ -265,7 +267,7 @@ class BatchRounds:
                 await in_thread(self.jobs.close_tx, job["id"], "failed", "not found at the provider after a take-over")
                 continue
             await in_thread(self.jobs.submitted_tx, job["id"], bid)
-            collector = self._collector(campaign_id, cfg, int(job["round"]), job["phase"], cache)
+            collector = self._collector(campaign_id, cfg, k=int(job["round"]), phase=job["phase"], cache=cache)
             rows = job["requests"]
             collected.append(collector)
             results = await collector.collect(api, job["id"], bid, [r["custom_id"] for r in rows])
@@ -275,7 +277,7 @@ class BatchRounds:
         try:
             duels = await in_thread(self.jobs.duel_plans_tx, campaign_id, duel_ids)
             if duels:
-                await self._round(campaign_id, cfg, int(cfg.get("rounds") or 1), duels, cache)
+                await self._round(campaign_id, cfg, k=int(cfg.get("rounds") or 1), duels=duels, cache=cache)
         except Exception:
             await asyncio.gather(*(c.close_fetched() for c in collected))
             raise

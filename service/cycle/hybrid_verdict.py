@@ -69,7 +69,7 @@ def flush(svc, s, c: Campaign, policy) -> dict[int, int]:
     return out
 
 
-def _flush_with(svc, s, c: Campaign, d: Duel, policy) -> int:
+def _flush_with(svc, s, c: Campaign, d: Duel, *, policy) -> int:
     """:func:`flush`, and the duel ``d`` of this transaction shows its own record."""
     s.flush()  # d's new state is what the query reads
     out = flush(svc, s, c, policy)
@@ -123,11 +123,11 @@ def record_in_session(svc, s, duel_id: int, j: judge_charges.Judgement) -> DuelO
     c, d = _lock_duel(s, duel_id)
     if j.principal is not None:
         assert j.choice is not None  # a human vote always has its choice
-        return record_human_vote(svc, s, c, d, j.choice, j.principal)
-    return _llm_verdict(svc, s, c, d, j)
+        return record_human_vote(svc, s, c, d, choice=j.choice, principal=j.principal)
+    return _llm_verdict(svc, s, c, d, j=j)
 
 
-def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> DuelOutcome:
+def _llm_verdict(svc, s, c: Campaign, d: Duel, *, j: judge_charges.Judgement) -> DuelOutcome:
     """The automatic verdict of a hybrid duel: charged as any judge call, then ``pi``, the keyed
     coin, and either judged now or handed to the annotators' pool."""
     now = utcnow()
@@ -136,7 +136,7 @@ def _llm_verdict(svc, s, c: Campaign, d: Duel, j: judge_charges.Judgement) -> Du
     judge_charges.charge_judge(svc.deps.prompts, s, c, d, j=j, now=now, judge=llm)
     refused = _llm_refusal(c, d, now)
     if refused is None:
-        return _judged(svc, s, c, d, j, now)
+        return _judged(svc, s, c, d, j=j, now=now)
     if j.fault is not None:
         svc.deps.endings.pause_for_fault(s, c, j.fault, now)
     c.version += 1
@@ -162,7 +162,7 @@ def _llm_refusal(c: Campaign, d: Duel, now: dt.datetime) -> Conflict | None:
     return None
 
 
-def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
+def _judged(svc, s, c, d, *, j: judge_charges.Judgement, now) -> DuelOutcome:
     """:func:`_llm_verdict` once the duel is known to count."""
     choice, judge_detail, judge_error, judge_score, fault = (
         j.choice,
@@ -202,10 +202,10 @@ def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
             d.status, d.choice, d.score = DuelStatus.JUDGED, choice, J
             d.judged_at, d.judged_by = now, hybrid.JUDGED_BY_JUDGE
             c.duels_judged += 1
-        recorded = _flush_with(svc, s, c, d, policy)
+        recorded = _flush_with(svc, s, c, d, policy=policy)
         ended = _after(svc, s, c, policy=policy, recorded=recorded, duel_id=d.id, now=now)
     if fault is not None and not ended:
-        svc.deps.endings.pause_for_fault(s, c, fault, now, d.id)
+        svc.deps.endings.pause_for_fault(s, c, fault, now, keep_duel=d.id)
         ended = True
     c.version += 1
     c.updated_at = now
@@ -215,7 +215,7 @@ def _judged(svc, s, c, d, j: judge_charges.Judgement, now) -> DuelOutcome:
 
 
 # ---------------------------------------------------------------- the human vote
-def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Principal) -> DuelOutcome:
+def record_human_vote(svc, s, c: Campaign, d: Duel, *, choice: str, principal: Principal) -> DuelOutcome:
     """Inside the vote transaction (campaign locked): a human vote on a selected duel; its fee is
     charged now, with the vote (never for a duel no human voted on)."""
     h = hybrid.detail_of(d.judge_detail)
@@ -233,7 +233,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     now = utcnow()
     fee = hybrid.fee_nusd(c.judge)
     if fee:
-        charges.charge_judgement(s, c, d, fee, dict(HUMAN_FEE_DETAIL), now)
+        charges.charge_judgement(s, c, d, amount_nusd=fee, detail=dict(HUMAN_FEE_DETAIL), now=now)
     d.score = score_of(
         choice,
         model_i=d.model_i,
@@ -248,7 +248,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, choice: str, principal: Prin
     d.expected_cost_nusd = 0
     c.duels_judged += 1
     policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
-    recorded = _flush_with(svc, s, c, d, policy)
+    recorded = _flush_with(svc, s, c, d, policy=policy)
     ended = _after(svc, s, c, policy=policy, recorded=recorded, duel_id=d.id, now=now)
     c.version += 1
     c.updated_at = now

@@ -319,7 +319,7 @@ class PgTx:
             return None, None, None
         return crow, None, await self._fetchrow(PG_DUEL_ROW, p)
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None, others=()) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, *, recorded: dict | None, end=None, others=()) -> bool:
         """The vote in one statement, committed with it; with an ``end``, the campaign's end too.
         (No outcomes held for an earlier position: this driver never samples without replacement.)"""
         if others:  # pragma: no cover - covers() routes such campaigns to the SQLAlchemy driver
@@ -376,10 +376,10 @@ class PgTx:
     async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]:
         raise _not_covered("answer_charges")
 
-    async def store_answer(self, claim, completion, text: str, amount_nusd: int, charge_id: int | None) -> None:
+    async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
         raise _not_covered("store_answer")
 
-    async def settle_spares(self, plan, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
+    async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
         raise _not_covered("settle_spares")
 
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:

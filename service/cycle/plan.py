@@ -80,7 +80,7 @@ class _Pick:
 
 
 async def decide_plan(
-    svc: HotService, tx: Tx, campaign_id: int, principal: Principal | None, run: bool = False
+    svc: HotService, tx: Tx, campaign_id: int, principal: Principal | None, *, run: bool = False
 ) -> DuelPlan:
     """Plan a duel of ``campaign_id`` for ``principal`` (None: this process's background run,
     ``run`` true): refusals, stale duels expired, the campaign ended by its cap or budget, or

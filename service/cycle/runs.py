@@ -233,7 +233,7 @@ class Runs:
         return {"campaign_id": campaign_id, "run": run, "previous_error": error}
 
     async def change_model(
-        self, campaign_id: int, name: str, reason: str | None, new_model=None, resume: bool = True
+        self, campaign_id: int, name: str, *, reason: str | None, new_model=None, resume: bool = True
     ) -> dict:
         """Disable model ``name`` (or replace it by ``new_model``) and keep the campaign going
         (:mod:`.model_changes`): the failures counted against its run start again from zero, and with

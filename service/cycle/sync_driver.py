@@ -279,7 +279,7 @@ class SyncTx:
         return int(duel_id)
 
     async def finish(self, campaign_id: int, end, now, keep_duel: int | None = None) -> None:
-        end_campaign(self.conn, campaign_id, end, now, keep_duel)
+        end_campaign(self.conn, campaign_id, end, now, keep_duel=keep_duel)
 
     async def plan_writes(self, duel: dict, rows: list[dict], campaign: dict) -> int:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
@@ -318,7 +318,7 @@ class SyncTx:
         drow = self.conn.execute(DUEL_ROW, {"did": duel_id}).first() if crow is not None else None
         return crow, None, drow
 
-    async def vote_writes(self, judged: dict, campaign: dict, recorded: dict | None, end=None, others=()) -> bool:
+    async def vote_writes(self, judged: dict, campaign: dict, *, recorded: dict | None, end=None, others=()) -> bool:
         """The verdict (``judged``), the outcomes it releases (``others``: held for an earlier
         position, as (duel id, record_seq)), the campaign's counters and policy, and its end."""
         if self.conn.execute(JUDGED_DUEL, judged).rowcount != 1:
@@ -361,11 +361,11 @@ class SyncTx:
     async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]:
         return charges.charge_answers(self.conn, duel_id, rows)
 
-    async def store_answer(self, claim, completion, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        stores.finalize_answer(self.session, claim, completion, text, amount_nusd, charge_id)
+    async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
+        stores.finalize_answer(self.session, claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
 
-    async def settle_spares(self, plan, results: dict, charge_ids: dict, paid: set[int], failed: bool) -> None:
-        spares.settle(self.session, plan, results, charge_ids, paid, failed)
+    async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
+        spares.settle(self.session, plan, results, charge_ids=charge_ids, paid=paid, failed=failed)
 
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
         """The duel's answer columns, its campaign's end (a provider fault's pause), then the campaign's
@@ -403,14 +403,14 @@ def store_answers(svc: HotService, plan: DuelPlan, results: dict) -> DuelOutcome
     """The answers transaction (:func:`.answers.decide_answers`) in the calling thread, both
     results settled before it (:func:`.answers.settle`)."""
     settled = settle(svc, plan, results)
-    return _in_session(svc, lambda tx: decide_answers(svc, tx, plan, results, settled))
+    return _in_session(svc, lambda tx: decide_answers(svc, tx, plan, results=results, settled=settled))
 
 
 def plan_duel(svc: HotService, campaign_id: int, principal: Principal | None, run: bool = False) -> DuelPlan:
     """The plan transaction (:func:`.plan.decide_plan`) in the calling thread, for any campaign
     and any caller (``principal`` None: this process's background run)."""
     t0 = time.perf_counter()
-    plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal, run))
+    plan = _in_session(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal, run=run))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
     return plan
 

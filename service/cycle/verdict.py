@@ -187,7 +187,7 @@ async def _record(
     }
     campaign = {"cid": crow.id, "now": now, "fee": fee, "n_judged": judged_n, "n_failed": 1 - judged_n}
     others = [(i, s) for i, s in released.items() if i != d.id]  # outcomes held for an earlier position
-    if not await tx.vote_writes(judged, campaign, recorded, end, others):
+    if not await tx.vote_writes(judged, campaign, recorded=recorded, end=end, others=others):
         raise Conflict(f"duel {d.id} already has a verdict")  # cannot happen under the lock; never count twice
     if policy is not None:  # recorded, or unchanged (held): the policy goes back to the cache
         at = recorded["seq"] if recorded is not None else crow.event_seq

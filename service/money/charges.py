@@ -186,7 +186,7 @@ def charge_answers(conn: Any, duel_id: int, rows: list[dict]) -> dict[int, int]:
 
 
 def charge_judgement(
-    s: Any, c: Campaign, d: Duel, amount_nusd: int, detail: dict | None, now: dt.datetime
+    s: Any, c: Campaign, d: Duel, *, amount_nusd: int, detail: dict | None, now: dt.datetime
 ) -> int | None:
     """One ``judge`` charge of ``amount_nusd`` (nothing for 0) added to the duel's cost and the
     campaign's spend and judge spend (ORM objects ``c``, ``d``); the charge row's id."""
@@ -199,7 +199,7 @@ def charge_judgement(
 
 
 def charge_judgement_core(
-    conn: Any, campaign_id: int, duel_id: int, amount_nusd: int, detail: dict | None, now: dt.datetime
+    conn: Any, campaign_id: int, duel_id: int, *, amount_nusd: int, detail: dict | None, now: dt.datetime
 ) -> int | None:
     """:func:`charge_judgement` as Core statements (the vote cycle's SQLAlchemy driver)."""
     if not amount_nusd:
