@@ -286,7 +286,7 @@ def test_scores_follow_the_display_order_and_the_tie_policy():
 
 
 def test_certification_comes_first_then_cap_budget_and_fault():
-    certified = verdict.stop_ending(None, 2, "dctas", 0.05, 10)
+    certified = verdict.stop_ending(None, 2, algorithm="dctas", delta=0.05, n_prompts=10)
     assert certified.status == CampaignStatus.CERTIFIED and certified.winner == 2 and "delta=0.05" in certified.reason
     assert (
         verdict.ending(certified, judged=True, max_duels=1, duels_judged=1, budget_nusd=1, spent_nusd=1, fault="lie")
@@ -315,10 +315,10 @@ def test_certification_comes_first_then_cap_budget_and_fault():
 
 
 def test_stopping_verdicts_without_a_winner():
-    undecidable = verdict.stop_ending(CampaignStatus.UNDECIDABLE, None, "dctas-pc", 0.1, 12)
+    undecidable = verdict.stop_ending(CampaignStatus.UNDECIDABLE, None, algorithm="dctas-pc", delta=0.1, n_prompts=12)
     assert undecidable.status == CampaignStatus.UNDECIDABLE and "12 prompts" in undecidable.reason
     assert undecidable.winner is None
-    cycle = verdict.stop_ending(CampaignStatus.NO_CONDORCET_WINNER, None, "dctas", 0.1, 12)
+    cycle = verdict.stop_ending(CampaignStatus.NO_CONDORCET_WINNER, None, algorithm="dctas", delta=0.1, n_prompts=12)
     assert cycle.status == CampaignStatus.NO_CONDORCET_WINNER and cycle.winner is None
 
 

@@ -281,7 +281,7 @@ def refusal(
     return None
 
 
-def stop_ending(verdict: str | None, winner: int | None, algorithm: str, delta: float, n_prompts: int) -> Ending:
+def stop_ending(verdict: str | None, winner: int | None, *, algorithm: str, delta: float, n_prompts: int) -> Ending:
     """The ending of a policy whose stopping rule fired: its ``verdict`` (undecidable, no Condorcet
     winner) or else certification of ``winner``."""
     if verdict == CampaignStatus.UNDECIDABLE:
@@ -311,7 +311,7 @@ def policy_ending(policy, algorithm: str, delta: float, n_prompts: int) -> Endin
     verdict = getattr(policy, "verdict", None)
     rec = None if verdict in NO_WINNER else policy.recommendation()
     winner = None if rec is None else int(rec)  # a leaderboard goal certified without one best model: None
-    return stop_ending(verdict, winner, algorithm, delta, n_prompts)
+    return stop_ending(verdict, winner, algorithm=algorithm, delta=delta, n_prompts=n_prompts)
 
 
 def paused(fault: str) -> Ending:
