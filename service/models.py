@@ -191,22 +191,7 @@ class StoredImage(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
 
 
-class ShownPair:
-    """``model_a`` / ``model_b``, the models shown as answers a and b, of anything with a duel's
-    ``model_i``, ``model_j`` and ``a_is_i`` (the ORM :class:`Duel`, the cycle's ``DuelRow``)."""
-
-    @property
-    def model_a(self) -> int:
-        d: Any = self
-        return shown_models(d.model_i, d.model_j, d.a_is_i)[0]
-
-    @property
-    def model_b(self) -> int:
-        d: Any = self
-        return shown_models(d.model_i, d.model_j, d.a_is_i)[1]
-
-
-class Duel(ShownPair, Base):
+class Duel(Base):
     __tablename__ = "duels"
     __table_args__ = (
         Index("ix_duels_campaign_status", "campaign_id", "status"),
@@ -251,6 +236,14 @@ class Duel(ShownPair, Base):
     judged_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     comment: Mapped[str | None] = mapped_column(Text, nullable=True)  # the annotator's note with its vote
+
+    @property
+    def model_a(self) -> int:
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[0]
+
+    @property
+    def model_b(self) -> int:
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[1]
 
 
 def shown_models(model_i: int, model_j: int, a_is_i: bool) -> tuple[int, int]:

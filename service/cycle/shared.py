@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..campaigns import policy_log
 from ..campaigns.policy_cache import restore_policy
 from ..campaigns.sampling import is_wor
-from ..models import Duel, ShownPair
+from ..models import Duel, shown_models
 
 if TYPE_CHECKING:  # pragma: no cover
     from .driver import Tx
@@ -60,11 +60,19 @@ def not_handled(campaign_id: int) -> RuntimeError:
     return RuntimeError(f"campaign {campaign_id} is not one this driver covers (cycle.handles)")
 
 
-class DuelRow(ShownPair, SimpleNamespace):
+class DuelRow(SimpleNamespace):
     """A duel's columns as plain attributes (unset ones None): the sequences build
     their views from this instead of an ORM instance."""
 
     _EMPTY = dict.fromkeys(Duel.__table__.c.keys())
+
+    @property
+    def model_a(self) -> int:
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[0]
+
+    @property
+    def model_b(self) -> int:
+        return shown_models(self.model_i, self.model_j, self.a_is_i)[1]
 
     def __init__(self, **columns):
         super().__init__(**{**self._EMPTY, **columns})
