@@ -66,3 +66,22 @@ def skew_clock(
 
     for name in modules:
         monkeypatch.setattr(importlib.import_module(name), "utcnow", lambda: utcnow() + dt.timedelta(seconds=seconds))
+
+
+async def first_pregen_round(api, app, cid: int, timeout: float = 30.0) -> tuple[dict, dict, list[dict]]:
+    """A human batch campaign's first pre-generation round: an annotator asks for its first duel,
+    then the round's batches are waited for until none is still being gathered. Returns (the first
+    duel, the annotator's headers, the campaign's batch job rows)."""
+    import asyncio
+    import time
+
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+    who = {"Authorization": f"Bearer {token}"}
+    first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+    assert first.status_code == 201, first.text
+    pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
+    deadline = time.monotonic() + timeout
+    while cid in pregen.busy or not jobs.jobs_tx(cid):
+        assert time.monotonic() < deadline, "no pre-generation batch"
+        await asyncio.sleep(0.02)
+    return first.json(), who, jobs.jobs_tx(cid)

@@ -15,7 +15,7 @@ from collections import Counter
 import httpx
 import pytest
 from conftest import ADMIN_KEY, make_settings, start_live_server, stop_live_server
-from service_helpers import all_duels, all_duels_sync
+from service_helpers import all_duels, all_duels_sync, first_pregen_round
 from test_faults import ThreadedServer
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -488,18 +488,10 @@ async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url
             r = await api.post("/v1/campaigns", json=spec)
             assert r.status_code == 201, r.text
             cid, before = r.json()["id"], len(provider_app.state.provider.requests)
-            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
-            who = {"Authorization": f"Bearer {token}"}
-            first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
-            assert first.status_code == 201, first.text
-            pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
-            deadline = time.monotonic() + 30
-            while cid in pregen.busy or not jobs.jobs_tx(cid):
-                assert time.monotonic() < deadline, "no pre-generation batch"
-                await asyncio.sleep(0.02)
+            duel, who, rows = await first_pregen_round(api, app, cid)
             c = (await api.get(f"/v1/campaigns/{cid}")).json()
             assert c["batch"]["rounds"] == 1
-            assert {(j["phase"], j["status"]) for j in jobs.jobs_tx(cid)} == {("pregen", "collected")}
+            assert {(j["phase"], j["status"]) for j in rows} == {("pregen", "collected")}
             asked = provider_app.state.provider.requests[before:]
             batched = [e for e in asked if "batch" in e]
             direct = [e for e in asked if "batch" not in e]
@@ -514,14 +506,13 @@ async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url
             # list price 2 USD per million tokens for the direct calls, batch price 1 for the batched ones
             assert c["spend"] == pytest.approx(tokens(direct) * 2e-6 + tokens(batched) * 1e-6, abs=1e-7)
             # the next duels take their answers from the store: no model is called
-            duel = first.json()
             for _ in range(3):
                 vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
                 assert vote.status_code == 200, vote.text
                 r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
                 assert r.status_code == 201, r.text
                 duel = r.json()
-                while cid in pregen.busy:
+                while cid in app.state.campaigns.pregen.busy:
                     await asyncio.sleep(0.02)
             later = [e for e in provider_app.state.provider.requests[before:] if "batch" not in e]
             assert later == direct

@@ -11,7 +11,7 @@ from collections import Counter
 
 import httpx
 from conftest import ADMIN_KEY, make_settings
-from service_helpers import all_duels
+from service_helpers import all_duels, first_pregen_round
 from test_batch_campaigns import batches_of, fake, wait_for  # noqa: F401 (fake: the module's provider)
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -95,8 +95,6 @@ async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_
     """A human campaign of image models with ``batch``: the images pre-generated for its annotators go out in
     batches on the images endpoint, each once; their bytes are in the image store under the stored answers'
     names, so the next duels show them without calling a model."""
-    import asyncio
-    import time
 
     from sqlalchemy import select
 
@@ -113,16 +111,8 @@ async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_
             r = await api.post("/v1/campaigns", json=spec)
             assert r.status_code == 201, r.text
             cid = r.json()["id"]
-            token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
-            who = {"Authorization": f"Bearer {token}"}
-            first = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
-            assert first.status_code == 201, first.text
-            pregen, jobs = app.state.campaigns.pregen, app.state.campaigns.runs.batch_jobs
-            deadline = time.monotonic() + 30
-            while cid in pregen.busy or not jobs.jobs_tx(cid):
-                assert time.monotonic() < deadline, "no pre-generation batch"
-                await asyncio.sleep(0.02)
-            assert {(j["phase"], j["status"]) for j in jobs.jobs_tx(cid)} == {("pregen", "collected")}
+            duel, who, rows = await first_pregen_round(api, app, cid)
+            assert {(j["phase"], j["status"]) for j in rows} == {("pregen", "collected")}
             asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
             batched = [q for q in asked if "batch" in q]
             assert batched and all(q["kind"] == "image" for q in asked)
@@ -134,7 +124,7 @@ async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_
                 names = [m.group(1) for t in texts if (m := NAME.fullmatch(t or ""))]
                 assert len(names) >= len(batched)
                 assert all(get_image(s, h) is not None for h in names)
-            vote = await api.post(f"/v1/duels/{first.json()['id']}/vote", headers=who, json={"choice": "a"})
+            vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
             assert vote.status_code == 200, vote.text
             nxt = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
             assert nxt.status_code == 201, nxt.text
