@@ -97,9 +97,11 @@ def test_no_service_module_reads_settings_from_the_environment():
     their fragments, and campaigns/credentials.py, which checks they are set before any spend)
     or the CLI's own variables on the caller's side (cli/remote.py and the Python client it is built
     on, client.py: LLMDUEL_URL/LLMDUEL_API_KEY; cli/prices.py: LLMDUEL_PRICE_MAP for ``llmduel price``).
-    The batch clients (clients/batch.py, cycle/batch_collector.py) read the keys their configs name."""
+    The batch clients (clients/batch.py, cycle/batch_collector.py) read the keys their configs name.
+    cli/service.py writes the BLAS thread count of ``llmduel serve`` before numpy loads, reading nothing."""
     allowed = {
         "service/config.py",
+        "service/cli/service.py",
         "service/client.py",
         "service/clients/batch.py",
         "service/cycle/batch_collector.py",

@@ -61,16 +61,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: ``llmduel serve`` runs one BLAS thread per process (service.cli.service.cmd_serve says why); OpenBLAS reads
-#: these when numpy loads, and the parser's registrars load numpy, so they are set before the parser is built
-SERVE_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["serve"]:
-        for var in SERVE_BLAS_THREADS:  # an operator's own setting stands
-            os.environ.setdefault(var, "1")
+    if argv[:1] == ["serve"]:  # before the parser's registrars load numpy (service.cli.service.one_blas_thread)
+        from service.cli.service import one_blas_thread
+
+        one_blas_thread()
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)

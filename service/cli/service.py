@@ -49,16 +49,25 @@ def add_serve_parser(subparsers) -> None:
     p.set_defaults(handler=cmd_serve)
 
 
-def cmd_serve(args) -> int:
-    import logging
+#: What OpenBLAS, OpenMP and MKL read for their thread counts, once, when numpy loads.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_blas_thread() -> None:
+    """One BLAS thread per ``llmduel serve`` process, to be set before numpy loads: the server's
+    matrices are small (a 132 x 132 solve took 0.3 s with OpenBLAS's threads on a loaded 2-core
+    machine, 0.3 ms with one) and its concurrency is its requests and workers. This writes the
+    variables, it reads no setting; an operator's own value stands."""
     import os
 
-    # One BLAS thread per process, set before numpy loads (by service.cli.main, before its parser imports
-    # numpy; here again for a caller of this function): the server's matrices are small (a 132 x 132
-    # solve took 0.3 s with OpenBLAS's threads on a loaded 2-core machine, 0.3 ms with one); its
-    # concurrency is its requests and workers. An operator's own setting stands.
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in BLAS_THREADS:
         os.environ.setdefault(var, "1")
+
+
+def cmd_serve(args) -> int:
+    import logging
+
+    one_blas_thread()  # set by service.cli.main before its parser loads numpy; again for a caller of this
 
     import uvicorn
 
