@@ -262,32 +262,44 @@ class HTTPModelClient(ModelClient):
                 resp.status_code,
                 attempt,
             ) from None
-        usage_fault = None
         try:
-            try:
-                parsed = self.parse_response(data)
-            except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
-                usage_fault = str(exc)
-                parsed = self.parse_response(without_usage(data))
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:  # ValueError: shape
+            (text, tin, tout, image, more, billed), usage_fault, logprobs = read_response(self, data)
+        except SHAPE_ERRORS as exc:
             raise ClientError(
                 f"{self.provider} returned an unexpected response: {exc}",
                 resp.status_code,
                 attempt,
             ) from None
-        text, tin, tout, image, more, billed = parsed_answer(parsed)
         fixed = self.fixed_cost * billed
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, fixed)
-        try:
-            logprobs = self.parse_logprobs(data)
-        except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
-            logprobs = None
         return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, more, logprobs=logprobs)
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:
             await self._http.aclose()
             self._http = None
+
+
+#: What a client's ``parse_response`` raises for a response of the wrong shape (ValueError: ResponseShapeError).
+SHAPE_ERRORS = (ValueError, KeyError, IndexError, TypeError, AttributeError)
+
+
+def read_response(client: Any, data: Any) -> tuple[tuple[Any, Any, Any, bytes | None, tuple, int], str | None, Any]:
+    """What a single call and a batch's result line both read of a provider's response:
+    (:func:`parsed_answer`, the usage fault or None, the log probabilities or None). An unusable usage
+    figure is a fault and the answer stands (read again without it); a malformed optional log
+    probabilities part counts as absent; a response of the wrong shape raises one of :data:`SHAPE_ERRORS`."""
+    usage_fault = None
+    try:
+        parsed = client.parse_response(data)
+    except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
+        usage_fault = str(exc)
+        parsed = client.parse_response(without_usage(data))
+    try:
+        logprobs = client.parse_logprobs(data)
+    except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
+        logprobs = None
+    return parsed_answer(parsed), usage_fault, logprobs
 
 
 def parsed_answer(parsed: tuple[Any, ...]) -> tuple[Any, Any, Any, bytes | None, tuple, int]:

@@ -38,8 +38,7 @@ from ..campaigns.tasks import THREAD_WORK, WorkCount, in_thread
 from ..clients import ClientError, Completion, compute_cost
 from ..clients.batch import ENDED, BatchAPI, BatchRequest, BatchResult
 from ..clients.batch_apis import build_batch_api
-from ..clients.http import parsed_answer, without_usage
-from ..clients.usage import UsageError
+from ..clients.http import SHAPE_ERRORS, read_response
 from ..redaction import redact
 
 log = logging.getLogger("llmduel.batch")
@@ -293,26 +292,16 @@ class Collector:
 
     def completion(self, client: Any, res: BatchResult) -> Completion | ClientError:
         """A batch result as the client's call would have returned it, charged at the batch price."""
-        usage_fault = None
-        try:
-            try:
-                parsed = client.parse_response(res.data)
-            except UsageError as exc:  # the answer stands; its usage is a provider fault the ledger charges
-                usage_fault = str(exc)
-                parsed = client.parse_response(without_usage(res.data))
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        try:  # billed: the images made, refused ones too; logprobs: for a judge's verdict_probabilities
+            (text, tin, tout, image, more, billed), usage_fault, logprobs = read_response(client, res.data)
+        except SHAPE_ERRORS as exc:
             return ClientError(f"{client.provider} batch returned an unexpected response: {exc}")
-        text, tin, tout, image, more, billed = parsed_answer(parsed)  # billed: images made, refused ones too
         cfg = client.config
         price = cfg.batch_price or cfg.price  # no known batch price: the list price, never an assumed discount
         cost = compute_cost(price.model_dump() if price else None, tin, tout, client.fixed_cost * billed)
         key = os.environ.get(cfg.api_key_env) if getattr(cfg, "api_key_env", None) else None
         if image is None and key:
             text = redact(text, (key,))
-        try:  # a judge's verdict_probabilities: the line's log probabilities, as a single call reads them
-            logprobs = client.parse_logprobs(res.data)
-        except (TypeError, ValueError, AttributeError, KeyError):  # a malformed optional part: as if absent
-            logprobs = None
         return Completion(text, tin, tout, cost, 0.0, 1, usage_fault, image, more, logprobs=logprobs)
 
 
