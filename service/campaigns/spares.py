@@ -139,7 +139,7 @@ def shown(s: Any, row_ids: list[int], duel_id: int) -> None:
         )
 
 
-def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | None) -> int:
+def keep(s: Any, model: dict, prompt: str, texts: list[str], *, charge_id: int | None) -> int:
     """Inside the answers transaction that charged a call: its unshown images (their names,
     ``[image sha256:<hex>]``) become spares of ``model`` for ``prompt``. Returns how many."""
     keys = spare_keys(model, prompt)
@@ -181,4 +181,4 @@ def settle(s: Any, plan: Any, results: dict, *, charge_ids: dict, paid: set[int]
         texts = list(getattr(res, "spares", ()) or ())
         if failed:
             texts = [res.text, *texts]
-        keep(s, plan.models[idx], plan.prompt, texts, charge_ids.get(idx))
+        keep(s, plan.models[idx], plan.prompt, texts, charge_id=charge_ids.get(idx))

@@ -192,7 +192,7 @@ def _judged(svc, s, c, d, *, j: judge_charges.Judgement, now) -> DuelOutcome:
         policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
         pi = float(policy.human_probability(d.model_i, d.model_j, J))
         seen = hybrid.pair_seen(policy, d.model_i, d.model_j)
-        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen)
+        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen=seen)
         d.judge_detail = {**detail, "hybrid": rec}
         if rec["selected"]:  # waits for an annotator; its reservation is now the human fee
             d.requested_by = POOL_REQUESTER
