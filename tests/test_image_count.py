@@ -13,6 +13,7 @@ import re
 import pytest
 from service_helpers import all_duels, campaign_body
 
+from service import cycle
 from service.campaigns import spares, stores
 from service.clients.config import call_cost_bound
 from service.models import to_nusd
@@ -217,7 +218,11 @@ async def test_the_spares_of_a_duel_that_died_before_storing_its_answers_are_giv
     def died(plan, results):
         raise RuntimeError("the process died before the answers transaction")
 
-    monkeypatch.setattr(svc, "store_answers_tx", died)
+    async def died_on_loop(svc, plan, results):
+        died(plan, results)
+
+    monkeypatch.setattr(svc, "store_answers_tx", died)  # either driver (asyncpg: an admin's duel on PostgreSQL)
+    monkeypatch.setattr(cycle, "store_answers_async", died_on_loop)
     r = await api.post(f"/v1/campaigns/{cid}/duels")  # the request sees the death (no answers stored)
     assert r.status_code >= 500, r.text
     monkeypatch.undo()

@@ -406,31 +406,37 @@ def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored
     }
 
 
+_SA = StoredAnswer.__table__.c
+#: The claimed row becomes the stored answer with its charge (both drivers of the answers transaction
+#: run it; a ready row is never changed: when this call outlived its claim and another caller took it
+#: over and stored its answer first, that stored answer stays).
+FINALIZE_ANSWER = (
+    update(StoredAnswer.__table__)
+    .where(_SA.id == bindparam("rid"), _SA.status != READY)
+    .values(
+        status=READY,
+        text=bindparam("text"),
+        input_tokens=bindparam("input_tokens"),
+        output_tokens=bindparam("output_tokens"),
+        cost_nusd=bindparam("cost_nusd"),
+        charge_id=bindparam("charge_id"),
+        claimed_at=bindparam("now", type_=_SA.claimed_at.type),
+    )
+)
+
+
+def finalized_answer(claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> dict:
+    """The parameters of :data:`FINALIZE_ANSWER` for ``claim``, which is marked finalized with them."""
+    tin, tout = getattr(completion, "input_tokens", None), getattr(completion, "output_tokens", None)
+    claim.finalized = Stored(claim.row_id, charge_id, text=text, input_tokens=tin, output_tokens=tout)
+    params = dict(rid=claim.row_id, text=text, cost_nusd=amount_nusd, charge_id=charge_id, now=utcnow())
+    return params | {"input_tokens": tin, "output_tokens": tout}
+
+
 def finalize_answer(s, claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
     """Inside the answers transaction: the claimed row becomes the stored answer (with its charge)."""
-    now = utcnow()
     s.execute(
-        update(StoredAnswer)
-        # a ready row is never changed: when this call outlived its claim and another caller
-        # took it over and stored its answer first, that stored answer stays
-        .where(StoredAnswer.id == claim.row_id, StoredAnswer.status != READY)
-        .values(
-            status=READY,
-            text=text,
-            input_tokens=getattr(completion, "input_tokens", None),
-            output_tokens=getattr(completion, "output_tokens", None),
-            cost_nusd=amount_nusd,
-            charge_id=charge_id,
-            claimed_at=now,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    claim.finalized = Stored(
-        claim.row_id,
-        charge_id,
-        text=text,
-        input_tokens=getattr(completion, "input_tokens", None),
-        output_tokens=getattr(completion, "output_tokens", None),
+        FINALIZE_ANSWER, finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
     )
 
 

@@ -363,10 +363,12 @@ class SyncTx:
         return charges.charge_answers(self.conn, duel_id, rows)
 
     async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        stores.finalize_answer(self.session, claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
+        params = stores.finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
+        self.conn.execute(stores.FINALIZE_ANSWER, params)
 
     async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
-        spares.settle(self.session, plan, results, charge_ids=charge_ids, paid=paid, failed=failed)
+        for query, params in spares.settle_writes(plan, results, charge_ids=charge_ids, paid=paid, failed=failed):
+            self.conn.execute(query, params)
 
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
         """The duel's answer columns, its campaign's end (a provider fault's pause), then the campaign's
