@@ -39,7 +39,7 @@ from algorithms.forecast import (
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
 from ..db import Database
-from ..models import Campaign, from_nusd
+from ..models import Campaign, PolicyCheckpoint, from_nusd
 from ..money.costs import judge_cost_per_duel
 from ..plain_values import jsonable
 from ..schemas import CampaignCreate
@@ -310,11 +310,12 @@ class Forecasts:
                 select(
                     Campaign.id,
                     Campaign.version,
-                    Campaign.counts,
+                    PolicyCheckpoint.counts,
                     Campaign.judge,
                     Campaign.models,
                     Campaign.model_changes,
                 )
+                .outerjoin(PolicyCheckpoint, PolicyCheckpoint.campaign_id == Campaign.id)
                 .where(Campaign.duels_counted >= STORED_MIN_DUELS)
                 .order_by(Campaign.id.desc())
                 .limit(4 * STORED_CAMPAIGNS)
