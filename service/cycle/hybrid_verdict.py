@@ -85,7 +85,7 @@ def _after(svc, s, c: Campaign, *, policy, recorded: int, duel_id: int, now: dt.
     stopped = None
     if recorded:
         state, counts, stats, c.leader = policy_snapshot(policy)
-        policy_log.write_checkpoint(s, c.id, state, counts, stats)
+        policy_log.write_checkpoint(s, c.id, state=state, counts=counts, stats=stats)
         c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
         stopped = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
     end = ending(
