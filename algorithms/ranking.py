@@ -330,6 +330,27 @@ def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5) -> npt.N
     return np.log(np.exp(X - top).sum(axis=1)) + top[:, 0]
 
 
+def pair_log_wealth_at(
+    index: int, score_sums: npt.ArrayLike, counts: npt.ArrayLike, up_weight: float = 0.5
+) -> npt.NDArray[np.float64]:
+    """:func:`pair_log_wealth` at the one candidate mean ``BET_GRID[index]``, for arrays of score sums and
+    duel counts (any shape, element by element)."""
+    if not 0.0 < up_weight < 1.0:
+        raise ValueError(f"up_weight must be in (0, 1), got {up_weight!r}")
+    S = np.asarray(score_sums, dtype=float)[..., None]
+    F = np.asarray(counts, dtype=float)[..., None] - S
+    k = len(BET_DISTANCES)
+    X = np.concatenate(
+        [
+            S * _BET_UP[index] + F * _BET_UP_LOSS[index] + math.log(up_weight / k),
+            S * _BET_DOWN_LOSS[index] + F * _BET_DOWN[index] + math.log((1.0 - up_weight) / k),
+        ],
+        axis=-1,
+    )
+    top = X.max(axis=-1, keepdims=True)
+    return np.log(np.exp(X - top).sum(axis=-1)) + top[..., 0]
+
+
 def betting_field_intervals(
     wins: npt.ArrayLike, counts: npt.ArrayLike, level: float = 0.95
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

@@ -76,7 +76,7 @@ def stored_state(conn, campaign_id: int) -> dict:
     return conn.execute(STORED_STATE, {"cid": campaign_id}).scalar_one()
 
 
-def write_checkpoint(conn, campaign_id: int, state: dict, counts: dict, stats: dict) -> None:
+def write_checkpoint(conn, campaign_id: int, *, state: dict, counts: dict, stats: dict) -> None:
     """Store the policy's state, counts and statistics (the caller sets ``state_seq`` in the same
     transaction)."""
     conn.execute(WRITE_CHECKPOINT, {"cid": campaign_id, "policy_state": state, "counts": counts, "stats": stats})

@@ -85,7 +85,7 @@ def _after(svc, s, c: Campaign, *, policy, recorded: int, duel_id: int, now: dt.
     stopped = None
     if recorded:
         state, counts, stats, c.leader = policy_snapshot(policy)
-        policy_log.write_checkpoint(s, c.id, state, counts, stats)
+        policy_log.write_checkpoint(s, c.id, state=state, counts=counts, stats=stats)
         c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
         stopped = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
     end = ending(
@@ -193,7 +193,7 @@ def _judged(svc, s, c, d, *, j: judge_charges.Judgement, now) -> DuelOutcome:
         policy = svc.policies.take(c.id, c.event_seq, lambda: policy_log.stored_state(s, c.id))
         pi = float(policy.human_probability(d.model_i, d.model_j, J))
         seen = hybrid.pair_seen(policy, d.model_i, d.model_j)
-        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen)
+        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen=seen)
         d.judge_detail = {**detail, "hybrid": rec}
         if rec["selected"]:  # waits for an annotator; its reservation is now the human fee
             d.requested_by = POOL_REQUESTER

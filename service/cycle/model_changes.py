@@ -132,7 +132,7 @@ class ModelChanges:
             c.models = models
             c.event_seq = seq
             state, counts, stats, c.leader = policy_snapshot(policy)
-            policy_log.write_checkpoint(s, c.id, state, counts, stats)
+            policy_log.write_checkpoint(s, c.id, state=state, counts=counts, stats=stats)
             c.state_seq = seq  # a checkpoint at the change (the log after it replays on the new policy)
             revived = c.status != CampaignStatus.RUNNING
             if revived:  # paused on a provider fault: it continues without the model

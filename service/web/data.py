@@ -170,7 +170,7 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
             plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok, len(points)
         ), view
     if view.get("pc_evidence") and all(p.pc is not None for p in points):
-        return _pc_evidence_section(view, points, names, ref, state, replay_ok), view
+        return _pc_evidence_section(view, points, names, ref=ref, state=state, replay_ok=replay_ok), view
     series: list[dict[str, Any]] = []
     legend = []
     last = points[-1].S
@@ -240,7 +240,7 @@ def _pc_lines(view: dict, points: list, names: list[str], ref: int) -> list[tupl
     return lines
 
 
-def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, state: dict, replay_ok: bool):
+def _pc_evidence_section(view: dict, points: list, names: list[str], *, ref: int, state: dict, replay_ok: bool):
     """dctas-pc: each pair's certificate statistic against its threshold log(L/delta)."""
     ev = view["pc_evidence"]
     thr = ev["log_threshold"]
