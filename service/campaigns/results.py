@@ -331,8 +331,8 @@ class Results:
         """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
 
         ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
-        duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
-        not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
+        duels grew by a tenth (the fit reads every duel of its window, their stored answer features), so a
+        live page does not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
         ``last`` judged duels only (the dashboard's window)."""
         data = self._results_data(campaign_id)
         last_fit = self._style_last.get((campaign_id, last))
