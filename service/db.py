@@ -278,9 +278,13 @@ class Database:
             finally:
                 session.close()
 
-    def lock_campaign(self, session: Session, campaign_id: int) -> Campaign | None:
-        """Load a campaign row inside a write transaction, locked for update."""
-        stmt = select(Campaign).where(Campaign.id == campaign_id).with_for_update()
+    def lock_campaign(self, session: Session, campaign_id: int, skip_locked: bool = False) -> Campaign | None:
+        """Load a campaign row inside a write transaction, locked for update.
+
+        ``skip_locked`` (PostgreSQL ``FOR UPDATE SKIP LOCKED``): None at once when another
+        transaction holds the row's lock, instead of waiting for it (the run take-over, which
+        tries again at the next heartbeat). SQLite has no row locks: its writers queue."""
+        stmt = select(Campaign).where(Campaign.id == campaign_id).with_for_update(skip_locked=skip_locked)
         return session.execute(stmt).scalar_one_or_none()
 
     def clock(self, session: Session) -> dt.datetime:

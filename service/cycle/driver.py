@@ -1,5 +1,5 @@
 """The driver of the vote cycle's sequences, as a protocol: the round trips of
-:func:`.plan.decide_plan` and :func:`.verdict.decide_verdict`.
+:func:`.plan.decide_plan`, :func:`.answers.decide_answers` and :func:`.verdict.decide_verdict`.
 
 Two classes satisfy it: :class:`.sync_driver.SyncTx` (SQLAlchemy Core on a session, every
 campaign) and :class:`.pg_driver.PgTx` (asyncpg on the event loop, the campaigns its
@@ -81,7 +81,7 @@ class Tx(Protocol):
 
     async def hybrid_verdict(self, svc: Any, duel_id: int, j: Any) -> Any: ...
 
-    # ---- the answers (service.cycle.answers.decide_answers): SQLAlchemy driver only
+    # ---- the answers (service.cycle.answers.decide_answers): both drivers
     async def answer_reads(self, campaign_id: int, duel_id: int) -> tuple[Any, Any]: ...
 
     async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]: ...
