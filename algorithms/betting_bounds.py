@@ -26,8 +26,8 @@ from numba import njit
 
 
 @njit(cache=True)
-def _mixtures(S, F, up, loss, down):
-    """``log A`` and ``log B`` on the grid, each with prior weight 1 spread evenly over the fractions."""
+def _mixtures(S, F, up, up_loss, down, down_loss):
+    """``log A`` and ``log B`` on the grid, each with prior weight 1 spread evenly over the bets."""
     G, K = up.shape
     la = np.empty(G)
     lb = np.empty(G)
@@ -36,8 +36,8 @@ def _mixtures(S, F, up, loss, down):
         top_a = -np.inf
         top_b = -np.inf
         for g in range(K):
-            xa = S * up[k, g] + F * loss[g]
-            xb = S * loss[g] + F * down[k, g]
+            xa = S * up[k, g] + F * up_loss[k, g]
+            xb = S * down_loss[k, g] + F * down[k, g]
             if xa > top_a:
                 top_a = xa
             if xb > top_b:
@@ -45,8 +45,8 @@ def _mixtures(S, F, up, loss, down):
         acc_a = 0.0
         acc_b = 0.0
         for g in range(K):
-            acc_a += math.exp(S * up[k, g] + F * loss[g] - top_a)
-            acc_b += math.exp(S * loss[g] + F * down[k, g] - top_b)
+            acc_a += math.exp(S * up[k, g] + F * up_loss[k, g] - top_a)
+            acc_b += math.exp(S * down_loss[k, g] + F * down[k, g] - top_b)
         la[k] = top_a + math.log(acc_a) - lk
         lb[k] = top_b + math.log(acc_b) - lk
     return la, lb
@@ -85,7 +85,7 @@ def _hull(grid, la, lb, log_w_up, log_w_down):
 
 
 @njit(cache=True)
-def pair_hulls(S, N, grid, up, loss, down, log_w_up, log_w_down):
+def pair_hulls(S, N, grid, up, up_loss, down, down_loss, log_w_up, log_w_down):
     """The hulls of the keys ``(S[k], N[k])``, flat: ``(x, y, offsets)`` (key ``k``: ``offsets[k]:offsets[k+1]``)."""
     n_keys = S.shape[0]
     xs = np.empty(n_keys * (grid.shape[0] - 1))
@@ -93,7 +93,7 @@ def pair_hulls(S, N, grid, up, loss, down, log_w_up, log_w_down):
     off = np.zeros(n_keys + 1, dtype=np.int64)
     pos = 0
     for k in range(n_keys):
-        la, lb = _mixtures(S[k], N[k] - S[k], up, loss, down)
+        la, lb = _mixtures(S[k], N[k] - S[k], up, up_loss, down, down_loss)
         hx, hy = _hull(grid, la, lb, log_w_up, log_w_down)
         xs[pos : pos + hx.shape[0]] = hx
         ys[pos : pos + hy.shape[0]] = hy

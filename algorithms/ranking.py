@@ -269,22 +269,34 @@ def bootstrap_ranking(
 
 #: the grid of candidate means of :func:`betting_field_intervals`
 BET_GRID = np.linspace(0.0, 1.0, 1001)
-#: its constant bets, as fractions of the largest bet that keeps every factor >= 0.01
-BET_FRACTIONS = 0.99 * 0.8 ** np.arange(15)
+#: its constant bets, as the Fisher distances ``z = 2 |asin(sqrt(q)) - asin(sqrt(p))|`` between the candidate
+#: mean ``p`` and the mean ``q`` a bet backs (a bet on ``q`` gains ``n z^2 / 2`` nats over ``n`` scores of mean ``q``)
+BET_DISTANCES = 0.85 * 0.8 ** np.arange(14)
+#: the largest fraction of the wealth a bet may lose on one score (every factor stays >= 0.01)
+BET_CAP = 0.99
 
 
-def _bet_tables() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The per-score logs of :func:`pair_log_wealth`'s factors on :data:`BET_GRID` x :data:`BET_FRACTIONS`:
-    ``log(1 + f (1 - p) / p)`` (a win under an upward bet), ``log(1 - f)``, ``log(1 + f p / (1 - p))``."""
+def _bet_tables() -> tuple[npt.NDArray[np.float64], ...]:
+    """The per-score logs of :func:`pair_log_wealth`'s factors on :data:`BET_GRID` x :data:`BET_DISTANCES`.
+
+    A bet above ``p`` backs ``q = sin^2(asin(sqrt(p)) + z / 2)``: ``lambda = f / p`` with
+    ``f = min((q - p) / (1 - p), BET_CAP)``, factors ``1 + f (1 - p) / p`` on a score of 1 and ``1 - f`` on 0;
+    a bet below backs ``q = sin^2(asin(sqrt(p)) - z / 2)``: ``f = min((p - q) / p, BET_CAP)``, factors
+    ``1 + f p / (1 - p)`` on 0 and ``1 - f`` on 1. Returns ``(up, up_loss, down, down_loss)``, each ``(G, K)``.
+    """
     m = BET_GRID[:, None]
-    f = BET_FRACTIONS[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        up = np.log1p(f / np.maximum(m, 1e-12) * (1.0 - m))
-        down = np.log1p(f / np.maximum(1.0 - m, 1e-12) * m)
-    return up, np.log1p(-f), down
+    z = BET_DISTANCES[None, :]
+    theta = np.arcsin(np.sqrt(m))
+    q_up = np.sin(np.minimum(theta + z / 2.0, np.pi / 2.0)) ** 2
+    q_down = np.sin(np.maximum(theta - z / 2.0, 0.0)) ** 2
+    f_up = np.clip((q_up - m) / np.maximum(1.0 - m, 1e-12), 0.0, BET_CAP)
+    f_down = np.clip((m - q_down) / np.maximum(m, 1e-12), 0.0, BET_CAP)
+    up = np.log1p(f_up / np.maximum(m, 1e-12) * (1.0 - m))
+    down = np.log1p(f_down / np.maximum(1.0 - m, 1e-12) * m)
+    return up, np.log1p(-f_up), down, np.log1p(-f_down)
 
 
-_BET_UP, _BET_LOSS, _BET_DOWN = _bet_tables()
+_BET_UP, _BET_UP_LOSS, _BET_DOWN, _BET_DOWN_LOSS = _bet_tables()
 #: The prior weight :func:`betting_field_intervals` puts on the bets against the side of the bound it
 #: computes (the rest keeps the wealth from collapsing on the other side of the estimate).
 BET_SIDE_WEIGHT = 0.99
@@ -294,28 +306,49 @@ def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5) -> npt.N
     """``log M(p)`` on :data:`BET_GRID`: a two-sided mixture of constant bets against the mean ``p`` of ``n``
     scores in [0, 1] summing to ``score_sum``.
 
-    ``up_weight`` of the prior weight bets on scores above ``p`` (``lambda = f / p``), the rest below
-    (``lambda = f / (1 - p)``), each evenly over the fractions ``f`` of :data:`BET_FRACTIONS`; each factor ``1 + lambda (y - p)`` has mean 1
-    when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is at least the
-    value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what this returns.
-    The grid is symmetric, so the opponent's wealth is this one reversed (``score_sum``, ``p`` and the
-    sides mirrored).
+    ``up_weight`` of the prior weight bets on scores above ``p``, the rest below, each evenly over the
+    distances of :data:`BET_DISTANCES` (:func:`_bet_tables`); each factor ``1 + lambda (y - p)`` is positive
+    and has mean 1 when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is
+    at least the value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what
+    this returns. The grid and the bets are symmetric, so the opponent's wealth is this one reversed
+    (``score_sum``, ``p`` and the sides mirrored).
     """
     if not 0.0 < up_weight < 1.0:
         raise ValueError(f"up_weight must be in (0, 1), got {up_weight!r}")
     if n <= 0:
         return np.zeros_like(BET_GRID)
     S, F = float(score_sum), float(n) - float(score_sum)
-    k = len(BET_FRACTIONS)
+    k = len(BET_DISTANCES)
     X = np.concatenate(
         [
-            S * _BET_UP + F * _BET_LOSS + math.log(up_weight / k),
-            S * _BET_LOSS + F * _BET_DOWN + math.log((1.0 - up_weight) / k),
+            S * _BET_UP + F * _BET_UP_LOSS + math.log(up_weight / k),
+            S * _BET_DOWN_LOSS + F * _BET_DOWN + math.log((1.0 - up_weight) / k),
         ],
         axis=1,
     )
     top = X.max(axis=1, keepdims=True)
     return np.log(np.exp(X - top).sum(axis=1)) + top[:, 0]
+
+
+def pair_log_wealth_at(
+    index: int, score_sums: npt.ArrayLike, counts: npt.ArrayLike, up_weight: float = 0.5
+) -> npt.NDArray[np.float64]:
+    """:func:`pair_log_wealth` at the one candidate mean ``BET_GRID[index]``, for arrays of score sums and
+    duel counts (any shape, element by element)."""
+    if not 0.0 < up_weight < 1.0:
+        raise ValueError(f"up_weight must be in (0, 1), got {up_weight!r}")
+    S = np.asarray(score_sums, dtype=float)[..., None]
+    F = np.asarray(counts, dtype=float)[..., None] - S
+    k = len(BET_DISTANCES)
+    X = np.concatenate(
+        [
+            S * _BET_UP[index] + F * _BET_UP_LOSS[index] + math.log(up_weight / k),
+            S * _BET_DOWN_LOSS[index] + F * _BET_DOWN[index] + math.log((1.0 - up_weight) / k),
+        ],
+        axis=-1,
+    )
+    top = X.max(axis=-1, keepdims=True)
+    return np.log(np.exp(X - top).sum(axis=-1)) + top[..., 0]
 
 
 def betting_field_intervals(
@@ -354,8 +387,9 @@ def betting_field_intervals(
             np.ascontiguousarray(uniq[:, 1]),
             BET_GRID,
             _BET_UP,
-            np.ascontiguousarray(_BET_LOSS[0]),
+            _BET_UP_LOSS,
             _BET_DOWN,
+            _BET_DOWN_LOSS,
             math.log(1.0 - BET_SIDE_WEIGHT),
             math.log(BET_SIDE_WEIGHT),
         )

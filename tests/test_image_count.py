@@ -184,7 +184,7 @@ async def test_two_duels_never_take_the_same_spare(api):
     db = api.app.state.db
     model = _model("m", "race-q1", 0.01)
     with db.write() as s:
-        assert spares.keep(s, model, "p", [f"[image sha256:{k:064x}]" for k in range(4)], None) == 4
+        assert spares.keep(s, model, "p", [f"[image sha256:{k:064x}]" for k in range(4)], charge_id=None) == 4
     mkey, phash = spares.spare_keys(model, "p")
     duels = await _duel_rows(api, "race", 9, dt.timedelta(hours=1))
     with concurrent.futures.ThreadPoolExecutor(6) as pool:

@@ -174,7 +174,7 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     (``betting_field_intervals``) must cover every model's win rate against the field at once, at the campaign's
     own stopping time. At level 0.8 at most ``binom.ppf(0.999, 40, 0.2)`` campaigns may miss a model; the
     percentile bootstrap at the same level misses in most of them (it fails this test). At level 0.95 they are
-    narrower than the per-model anytime intervals (median ratio at most 0.56)."""
+    narrower than the per-model anytime intervals (median ratio at most 0.52; measured 0.503)."""
     from scipy.stats import binom
 
     from algorithms.ranking import betting_field_intervals, duels_from_counts
@@ -197,7 +197,7 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     limit = binom.ppf(0.999, 40, 0.2)
     assert missed <= limit, missed
     assert boot_missed > limit, boot_missed  # the check can fail: a descriptive interval does
-    assert np.median(ratios) <= 0.56, np.median(ratios)
+    assert np.median(ratios) <= 0.52, np.median(ratios)
 
 
 def test_betting_bounds_match_a_brute_force_search_over_the_confidence_set():
@@ -232,3 +232,54 @@ def test_betting_bounds_match_a_brute_force_search_over_the_confidence_set():
         ok = e1[:, None] + e2[None, :] < c
         worst = 1.0 - np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
         assert worst - 0.0015 <= low[0] <= worst, (n01, n02, worst, low[0])
+
+
+def _sup_product_wealth(means, up_weight, *, shift=0.0, paths=2000, steps=300, seed=0):
+    """Share of seeded paths on which model 0's wealth ``prod_j M_j(p_j)`` (:func:`pair_log_wealth_at` at each
+    pair's mean ``p_j`` plus ``shift``) ever reaches 2. Scores 1, 1/2, 0 (up to 15% ties) with mean ``p_j``; the
+    pair of each duel is chosen from the past: half the time at random, else the pair whose wealth is largest."""
+    import math
+
+    from algorithms.ranking import pair_log_wealth_at
+
+    rng = np.random.default_rng(seed)
+    means = np.asarray(means, dtype=float)
+    J = len(means)
+    at = [int(round((p + shift) * 1000)) for p in means]
+    S, n, D = np.zeros((paths, J)), np.zeros((paths, J)), np.zeros((paths, J))
+    hit = np.zeros(paths, dtype=bool)
+    rows = np.arange(paths)
+    for _ in range(steps):
+        j = np.where(rng.random(paths) < 0.5, rng.integers(J, size=paths), np.argmax(D, axis=1))
+        p = means[j]
+        tie = np.minimum(0.15, 2 * np.minimum(p, 1 - p))
+        u = rng.random(paths)
+        S[rows, j] += np.where(u < p - tie / 2, 1.0, np.where(u < p + tie / 2, 0.5, 0.0))
+        n[rows, j] += 1
+        for jj in range(J):
+            sel = j == jj
+            D[sel, jj] = pair_log_wealth_at(at[jj], S[sel, jj], n[sel, jj], up_weight)
+        hit |= D.sum(axis=1) >= math.log(2.0)
+    return hit.mean()
+
+
+def test_betting_wealth_is_a_fair_bet_whatever_rule_picks_the_pairs():
+    """The core of the betting intervals: at the true means, a model's product of pair wealths (either side's
+    weights) is a nonnegative martingale starting at most at 1 whatever past-dependent rule picks the pairs, so by
+    Ville's inequality it ever reaches 2 with probability at most 1/2. 2,000 seeded paths of 300 duels, means near
+    0, 1 and 1/2 (where the capped Fisher-distance bets differ most) with ties: the share must pass the one-sided
+    binomial check at 0.5 (measured: 0.19 and 0.20). With the means misstated by 0.03 toward the bets it fails
+    (measured: 0.83 and 0.80 against a limit of 0.53), so the check can fail."""
+    from scipy.stats import binom
+
+    from algorithms.ranking import BET_GRID, pair_log_wealth, pair_log_wealth_at
+
+    for S, n, w in ((3.5, 10, 0.01), (0.0, 7, 0.5), (40.0, 40, 0.99), (123.5, 300, 0.3)):
+        full = pair_log_wealth(S, n, w)
+        for k in (0, 30, 500, 970, len(BET_GRID) - 1):
+            assert pair_log_wealth_at(k, S, n, w) == pytest.approx(full[k], abs=1e-9)
+    means = [0.96, 0.9, 0.6, 0.04]
+    limit = binom.ppf(0.999, 2000, 0.5) / 2000
+    for up_weight, toward in ((0.01, 0.03), (0.99, -0.03)):  # the upper bound's bets (below), the lower's
+        assert _sup_product_wealth(means, up_weight) <= limit, up_weight
+        assert _sup_product_wealth(means, up_weight, shift=toward) > limit, up_weight

@@ -187,13 +187,13 @@ class _Lookup:
 
 def test_what_a_duel_takes_from_the_stores():
     ms = [_model("t", "a"), _model("t", "b"), dict(_model("t", "a"), name="twin")]
-    keys = stores.duel_answer_keys("reuse", ms, 0, 1, "q")
+    keys = stores.duel_answer_keys("reuse", ms, 0, 1, prompt="q")
     assert set(keys) == {0, 1}
-    assert stores.duel_answer_keys("reuse", ms, 0, 2, "q") == {0: keys[0]}  # one generation config: j is called
-    assert stores.duel_answer_keys("fresh", ms, 0, 1, "q") == {}
+    assert stores.duel_answer_keys("reuse", ms, 0, 2, prompt="q") == {0: keys[0]}  # one generation config: j is called
+    assert stores.duel_answer_keys("fresh", ms, 0, 1, prompt="q") == {}
     judge = {"kind": "llm", "both_orders": True, "client": {"kind": "openai", "model": "j"}}
     texts = {keys[0]: "A", keys[1]: "B"}
-    vkey = stores.duel_verdict_key(judge, "q", None, stores.text_hash("B"), stores.text_hash("A"))
+    vkey = stores.duel_verdict_key(judge, "q", None, hash_a=stores.text_hash("B"), hash_b=stores.text_hash("A"))
     known = stores.StoredKeys()
     look = _Lookup({keys[0]: "A"}, {vkey})
     run = stores.run_now
@@ -429,7 +429,7 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
         r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
         assert r.status_code == 201, r.text
         first = r.json()
-        wanted = set(planned_prompts(6, 1, len(prompts), PREGEN_DUELS, "7a" * 32))
+        wanted = set(planned_prompts(6, 1, len(prompts), PREGEN_DUELS, draw_key="7a" * 32))
         for _ in range(400):  # the background pre-generation of the next duels' answers
             if not pregen.busy:
                 break
@@ -606,7 +606,7 @@ async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api
                 s, cid, amount_nusd=bound, now=now, expires_at=now + dt.timedelta(minutes=5), model_index=0, key=k
             )
     answer = Completion("a recovered answer", 10, 5, 0.005, 0.0, 1)
-    pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, None, prompt, hold_key=key)
+    pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, prompt=prompt, hold_key=key)
     assert _ledger(svc, cid) == to_nusd(0.005)
     assert _holds(svc, cid) == 1  # the answer's hold went with its charge; the other call's stays
     with svc.db.read() as s:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from algorithms import ALGORITHMS, PolicyError, make_policy
 from algorithms.hybrid import policy_from_state  # every state, the hybrid policy's too
@@ -117,10 +117,10 @@ class PolicyCache:
             hit = self._items.pop(campaign_id, None)
         return hit[1] if hit is not None and hit[0] == event_seq else None
 
-    def take(self, campaign_id: int, event_seq: int, stored_state: dict):
-        """The policy at ``event_seq``: cached, or rebuilt from the stored state."""
+    def take(self, campaign_id: int, event_seq: int, stored_state: Callable[[], dict]):
+        """The policy at ``event_seq``: cached, or rebuilt from the stored state (read only then)."""
         policy = self.take_exact(campaign_id, event_seq)
-        return policy if policy is not None else restore_policy(stored_state)
+        return policy if policy is not None else restore_policy(stored_state())
 
     def take_latest(self, campaign_id: int) -> tuple[int | None, Any]:
         """(event_seq, policy) of the cached policy, removed from the cache; (None, None): nothing."""

@@ -265,7 +265,7 @@ class Results:
             "name": v["name"],
             "status": v["status"],
             "verdict": verdict_sentence(v["status"], v.get("verdict") or "")
-            or verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
+            or verdict_text(v["status"], v["winner"], v["leader"], v["delta"], end_reason=v["end_reason"]),
             "certificate_graph": v.get("certificate_graph") or [],
             "not_beaten": v.get("not_beaten") or [],
             "exact_ties": v.get("exact_ties") or [],

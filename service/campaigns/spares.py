@@ -179,7 +179,7 @@ def keep_rows(model: dict, prompt: str, texts: list[str], charge_id: int | None)
     ]
 
 
-def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | None) -> int:
+def keep(s: Any, model: dict, prompt: str, texts: list[str], *, charge_id: int | None) -> int:
     """Inside the answers transaction that charged a call: its unshown images become spares of
     ``model`` for ``prompt`` (:func:`keep_rows`). Returns how many."""
     rows = keep_rows(model, prompt, texts, charge_id)

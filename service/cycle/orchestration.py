@@ -126,7 +126,7 @@ class Cycle:
                 judge,
                 res_i.text if plan.a_is_i else res_j.text,
                 res_j.text if plan.a_is_i else res_i.text,
-                deadline,
+                deadline=deadline,
             )
             j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
             outcome = await self.in_thread(cycle.record_verdict, self, plan.duel_id, j)

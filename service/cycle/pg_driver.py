@@ -33,7 +33,7 @@ from ..campaigns.judge_charges import Judgement
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
-from ..models import Campaign, Duel
+from ..models import Campaign, Duel, PolicyCheckpoint
 from ..money import charges, holds
 from . import sync_driver
 from .answers import decide_answers, settle
@@ -98,7 +98,7 @@ def _sql_literal(value) -> str:
 # (:func:`.shared.policy_at`): sent with every lock it cost O(L^2) per duel whenever the cached
 # policy was still with the transaction before.
 PG_CONFIG = compile_pg(sync_driver.CONFIG)
-PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
+PG_POLICY_STATE = compile_pg(policy_log.STORED_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
 PG_REFERENCE = compile_pg(sync_driver.REFERENCE)
 PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
@@ -129,18 +129,22 @@ PG_ANSWERED = compile_pg(sync_driver.ANSWERED)
 PG_ANSWERED_BOTH = compile_pg(sync_driver.ANSWERED.add_cte(sync_driver.ANSWERED_DUEL.cte("u")))
 
 
-def _after_judged(campaign_update):
+def _after_judged(campaign_update, checkpoint: bool = False):
     """The duel's ``pending -> judged`` update and the campaign's, one statement: the
-    campaign changes only when the duel did (RETURNING tells)."""
+    campaign (and with ``checkpoint`` its policy checkpoint row) changes only when the duel
+    did (RETURNING tells)."""
     judged = sync_driver.JUDGED_DUEL.returning(D.id).cte("u")
     # a human judge's fee per vote: one judge charge, written only when the duel was judged and fee > 0
     fee = charges.vote_fee_after(judged)
-    return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged).add_cte(fee))
+    query = campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged).add_cte(fee)
+    if checkpoint:
+        query = query.add_cte(policy_log.WRITE_CHECKPOINT.where(exists(select(judged.c.id))).cte("k"))
+    return compile_pg(query)
 
 
 PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
 PG_VOTED = _after_judged(sync_driver.VOTED)
-PG_VOTED_STATE = _after_judged(sync_driver.VOTED_STATE)
+PG_VOTED_STATE = _after_judged(sync_driver.VOTED_STATE, checkpoint=True)
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
 
 
@@ -158,7 +162,8 @@ def _pg_plan_write(duel_columns: tuple[str, ...], with_state: bool = False) -> C
     d = duel.returning(D.id).cte("d")
     paid = charges.charges_from_json(d)  # the charges arrive as one JSON array; "n" keeps their order
     campaign = (sync_driver.PLANNED_STATE if with_state else sync_driver.PLANNED).cte("c")
-    return compile_pg(select(d.c.id).add_cte(paid, campaign))
+    ctes = (paid, campaign, policy_log.WRITE_STATE.cte("k")) if with_state else (paid, campaign)
+    return compile_pg(select(d.c.id).add_cte(*ctes))
 
 
 class _Row(SimpleNamespace):
@@ -169,7 +174,10 @@ class _Row(SimpleNamespace):
 
 
 _JSON_RESULT_COLUMNS = frozenset(
-    c.name for t in (Campaign.__table__, Duel.__table__) for c in t.c if isinstance(c.type, JSON)
+    c.name
+    for t in (Campaign.__table__, Duel.__table__, PolicyCheckpoint.__table__)
+    for c in t.c
+    if isinstance(c.type, JSON)
 )
 
 

@@ -37,7 +37,6 @@ D = Duel.__table__.c
 
 # ---------------------------------------------------------------- driver 1: SQLAlchemy Core, synchronous
 CONFIG = select(*(C[k] for k in _CONFIG_COLUMNS)).where(C.id == bindparam("cid"))
-POLICY_STATE = select(C.policy_state).where(C.id == bindparam("cid"))
 PROMPT = select(Prompt.text).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
 REFERENCE = select(Prompt.reference).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
 _PLAN_COLUMNS = (
@@ -91,10 +90,9 @@ PLANNED = (
         updated_at=bindparam("now"),
     )
 )
-# The same with the policy's new state (a hybrid campaign's, written with every policy call).
-PLANNED_STATE = PLANNED.values(
-    policy_state=bindparam("policy_state", type_=C.policy_state.type), state_seq=bindparam("seq")
-)
+# The same at a new checkpoint (a hybrid campaign's, with every policy call; the state itself is
+# policy_log.WRITE_STATE's, in the same transaction).
+PLANNED_STATE = PLANNED.values(state_seq=bindparam("seq"))
 # A background run's duel takes one of its max_duels (NULL: no cap).
 RUN_STEP = update(Campaign.__table__).where(C.id == bindparam("cid")).values(run_remaining=C.run_remaining - 1)
 
@@ -206,13 +204,9 @@ VOTED = VOTED_TIE.values(
     event_seq=bindparam("seq"),
     leader=bindparam("leader"),
 )
-# The same with a checkpoint of the policy (service.campaigns.policy_log: every few records).
-VOTED_STATE = VOTED.values(
-    policy_state=bindparam("policy_state", type_=C.policy_state.type),
-    counts=bindparam("counts", type_=C.counts.type),
-    stats=bindparam("stats", type_=C.stats.type),
-    state_seq=bindparam("seq"),
-)
+# The same at a checkpoint of the policy (service.campaigns.policy_log: every few records; its
+# state, counts and statistics are policy_log.WRITE_CHECKPOINT's, in the same transaction).
+VOTED_STATE = VOTED.values(state_seq=bindparam("seq"))
 
 
 class SyncTx:
@@ -243,7 +237,7 @@ class SyncTx:
         return self.conn.execute(CONFIG, {"cid": campaign_id}).first()
 
     async def policy_state(self, campaign_id: int) -> dict:
-        return self.conn.execute(POLICY_STATE, {"cid": campaign_id}).scalar_one()
+        return policy_log.stored_state(self.conn, campaign_id)
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
         return policy_log.read_tail(self.conn, campaign_id, after, upto)
@@ -285,7 +279,11 @@ class SyncTx:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
         if rows:
             self.conn.execute(charges.INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in rows])
-        self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
+        if "policy_state" in campaign:
+            self.conn.execute(PLANNED_STATE, campaign)
+            self.conn.execute(policy_log.WRITE_STATE, {k: campaign[k] for k in ("cid", "policy_state")})
+        else:
+            self.conn.execute(PLANNED, campaign)
         if campaign.get("run"):  # only its own parameter: a column-named key would join the SET list
             self.conn.execute(RUN_STEP, {"cid": campaign["cid"]})
         return duel_id
@@ -331,6 +329,9 @@ class SyncTx:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         query = VOTED_TIE if recorded is None else VOTED_STATE if "policy_state" in recorded else VOTED
         self.conn.execute(query, {**campaign, **(recorded or {})})
+        if recorded is not None and query is VOTED_STATE:
+            checkpoint = {k: recorded[k] for k in ("policy_state", "counts", "stats")}
+            self.conn.execute(policy_log.WRITE_CHECKPOINT, {"cid": campaign["cid"], **checkpoint})
         if end is not None:  # this verdict ends the campaign (service.cycle.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
