@@ -222,6 +222,9 @@ class Duel(Base):
     status: Mapped[str] = mapped_column(String(12))
     answer_a: Mapped[str | None] = mapped_column(Text, nullable=True)
     answer_b: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The style features of both answers as stored (algorithms.style_control.FEATURES of answer a, then
+    # of answer b), counted once when the answers are stored: the style fit reads these, not the texts.
+    answer_style: Mapped[list | None] = mapped_column(JSON, nullable=True)
     completion_a: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     completion_b: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     choice: Mapped[str | None] = mapped_column(String(10), nullable=True)

@@ -60,7 +60,7 @@ from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
 from . import policy_log
 from .audit_files import AnswerFiles, iter_judgment_lines
-from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, window_start
+from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, style_duels, window_start
 from .judge_bias import judge_bias
 from .style import StyleRows
 from .types import NotFound
@@ -345,7 +345,7 @@ class Results:
             rows = StyleRows()
             with self.db.read() as s:
                 after = window_start(s, campaign_id, last)
-                for d in judged_duels(s, campaign_id, LogMeta(s, campaign_id), after=after):
+                for d in style_duels(s, campaign_id, after=after):
                     rows.add(d)
             return {"campaign_id": campaign_id, **rows.report([m["name"] for m in view["models"]])}
 

@@ -38,6 +38,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from ..campaigns import stores
 from ..campaigns.expiry import is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER
+from ..campaigns.style import answer_style
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..clients import ClientError, Completion
 from ..models import from_nusd, utcnow
@@ -63,6 +64,7 @@ ANSWER_COLUMNS = (
     "completion_b",
     "answer_a",
     "answer_b",
+    "answer_style",
     "answered_at",
     "expires_at",
 )
@@ -227,10 +229,10 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
     if errors:
         error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
     else:
+        answer_a = redact(clean_text(results[plan.model_a].text), keys)
+        answer_b = redact(clean_text(results[plan.model_b].text), keys)
         fields.update(
-            answer_a=redact(clean_text(results[plan.model_a].text), keys),
-            answer_b=redact(clean_text(results[plan.model_b].text), keys),
-            answered_at=now,
+            answer_a=answer_a, answer_b=answer_b, answer_style=answer_style(answer_a, answer_b), answered_at=now
         )
     return charges, total, fields, error, faults
 

@@ -109,6 +109,7 @@ ANSWERED_DUEL = (
         completion_b=bindparam("completion_b", type_=D.completion_b.type),
         answer_a=bindparam("answer_a"),
         answer_b=bindparam("answer_b"),
+        answer_style=bindparam("answer_style", type_=D.answer_style.type),
         answered_at=bindparam("answered_at", type_=D.answered_at.type),
         expires_at=bindparam("expires_at", type_=D.expires_at.type),
     )
