@@ -20,7 +20,7 @@ import uuid
 import httpx
 import pytest
 import respx
-from conftest import make_settings
+from conftest import app_client
 from sqlalchemy import func, select
 
 from service.campaigns import draws, stores
@@ -543,12 +543,8 @@ async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_la
 async def test_two_services_pre_generating_on_one_database_never_overrun_the_budget(api, db_url):
     """Two processes' worth of services (separate caches and single-flight maps) pre-generate the
     same campaign at once; the holds, taken under the campaign's row lock, keep the budget."""
-    from service.app import create_app
-
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    other_app = create_app(make_settings(db_url))
-    other = other_app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"two services question {n}" for n in range(12)]
     bound = model_bound_nusd(_model(tag, "a"), prompts[0])
@@ -564,7 +560,8 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         in_flight[0] -= 1
         return _reply(190)(request)  # each call costs close to its bound
 
-    try:
+    async with app_client(db_url) as other_api:
+        other = other_api.app.state.campaigns.pregen
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         with respx.mock(assert_all_called=False) as mock:
             calls = mock.post(URL).mock(side_effect=slow)
@@ -579,9 +576,6 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         assert spend <= budget_nusd and spend == _ledger(svc, cid)
         assert 0 < calls.call_count <= 5
         assert _holds(svc, cid) == 0
-    finally:
-        await other_app.state.campaigns.aclose()
-        other_app.state.db.dispose()
 
 
 async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api):

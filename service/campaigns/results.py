@@ -472,6 +472,7 @@ class Results:
         with self.db.read() as s:
             if not self.db.is_sqlite:  # the log's two passes from one snapshot
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            self.db.client_paced(s)  # read as the client takes the pieces
             lm = LogMeta(s, campaign_id)
             yield from json_file("battles.jsonl", lines_in_pages(battle_lines(s, lm)))
             matrix = self._matrix_rows(names, wins, ties)
@@ -524,6 +525,7 @@ class Results:
         stored: the battle log names them by this hash), read one at a time."""
         hashes = set(hashes)
         with self.db.read() as s:
+            self.db.client_paced(s)  # read as the client takes the pieces
             for (per_turn,) in s.execute(
                 select(Prompt.images).where(Prompt.campaign_id == campaign_id, Prompt.images.is_not(None))
             ):
