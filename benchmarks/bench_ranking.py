@@ -18,7 +18,7 @@ rates: the betting intervals with the ties counted (their factors exact) and wit
 before): coverage of every model at once and the winner's median width.
 
 ``--timing``: only the seconds :func:`algorithms.ranking.betting_field_intervals` takes on seeded random
-counts (duels spread uniformly over all pairs, a fifth of them ties), after a compiling call.
+counts (duels spread uniformly over all pairs, a fifth of them ties, counted), after a compiling call.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor] [--ties] [--timing]``
 """
@@ -124,7 +124,7 @@ def timing(sizes=((6, 3_000), (20, 4_000), (128, 50_000)), seed: int = 0) -> Non
     rng = np.random.default_rng(seed)
     betting_field_intervals(np.full((3, 3), 1.0), np.full((3, 3), 2.0), 0.95)  # compiled (cached) first
     for L, duels in sizes:
-        W, N = np.zeros((L, L)), np.zeros((L, L))
+        W, N, T = np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L))
         for _ in range(duels):
             i, j = rng.choice(L, 2, replace=False)
             s = rng.choice([1.0, 0.0, 0.5], p=[0.4, 0.4, 0.2])
@@ -132,8 +132,10 @@ def timing(sizes=((6, 3_000), (20, 4_000), (128, 50_000)), seed: int = 0) -> Non
             N[j, i] += 1
             W[i, j] += s
             W[j, i] += 1.0 - s
+            T[i, j] += s == 0.5
+            T[j, i] += s == 0.5
         t0 = time.perf_counter()
-        betting_field_intervals(W, N, 0.95)
+        betting_field_intervals(W, N, 0.95, ties=T)  # as the ranking calls it
         print(f"betting_field_intervals: {L} models, {duels} duels: {time.perf_counter() - t0:.3f} s")
 
 
