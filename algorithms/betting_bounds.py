@@ -1,6 +1,6 @@
 """Compiled (numba) kernels of :func:`algorithms.ranking.betting_field_intervals`.
 
-The ordered pair ``(a, b)`` with ``n`` duels in which ``a`` scored ``S`` in all has the log-wealth
+The ordered pair ``(a, b)`` with ``n`` duels in which ``a`` scored ``S`` in all, ``T`` of them ties, has the log-wealth
 ``D(p) = log(w_up A(p) + w_down B(p))`` on the grid of candidate means ``p`` of ``a``'s score, where
 ``A`` is the mixture of the constant bets on scores above ``p`` and ``B`` the one below
 (:func:`algorithms.ranking.pair_log_wealth`). ``A`` decreases and ``B`` increases in ``p``, so on a
@@ -13,7 +13,7 @@ for every ``mu >= 0`` (weak Lagrange duality). Only the lower convex hull of eac
 can attain an inner maximum, and ``g`` is convex and piecewise linear in ``mu`` with its breakpoints
 at the hulls' edges, so :func:`sweep_bound` brackets its minimum by bisection on ``log mu`` (each
 step finds every pair's maximiser by a binary search over its hull's edges) and returns ``g`` at the
-better end of the bracket, a valid bound whatever the bracket's width. A pair's hull depends only on ``(S, n)``, so pairs with the
+better end of the bracket, a valid bound whatever the bracket's width. A pair's hull depends only on ``(S, T, n)``, so pairs with the
 same counts share it (many do in a campaign of many models and few duels per pair).
 """
 
@@ -26,8 +26,9 @@ from numba import njit
 
 
 @njit(cache=True)
-def _mixtures(S, F, up, loss, down):
-    """``log A`` and ``log B`` on the grid, each with prior weight 1 spread evenly over the fractions."""
+def _mixtures(S, T, F, up, up_loss, up_tie, down, down_loss, down_tie):
+    """``log A`` and ``log B`` on the grid, each with prior weight 1 spread evenly over the bets: ``S`` and ``F``
+    the score sums of the duels other than the ``T`` ties (scored 1/2) and of their opponents."""
     G, K = up.shape
     la = np.empty(G)
     lb = np.empty(G)
@@ -36,8 +37,8 @@ def _mixtures(S, F, up, loss, down):
         top_a = -np.inf
         top_b = -np.inf
         for g in range(K):
-            xa = S * up[k, g] + F * loss[g]
-            xb = S * loss[g] + F * down[k, g]
+            xa = S * up[k, g] + F * up_loss[k, g] + T * up_tie[k, g]
+            xb = S * down_loss[k, g] + F * down[k, g] + T * down_tie[k, g]
             if xa > top_a:
                 top_a = xa
             if xb > top_b:
@@ -45,8 +46,8 @@ def _mixtures(S, F, up, loss, down):
         acc_a = 0.0
         acc_b = 0.0
         for g in range(K):
-            acc_a += math.exp(S * up[k, g] + F * loss[g] - top_a)
-            acc_b += math.exp(S * loss[g] + F * down[k, g] - top_b)
+            acc_a += math.exp(S * up[k, g] + F * up_loss[k, g] + T * up_tie[k, g] - top_a)
+            acc_b += math.exp(S * down_loss[k, g] + F * down[k, g] + T * down_tie[k, g] - top_b)
         la[k] = top_a + math.log(acc_a) - lk
         lb[k] = top_b + math.log(acc_b) - lk
     return la, lb
@@ -85,15 +86,18 @@ def _hull(grid, la, lb, log_w_up, log_w_down):
 
 
 @njit(cache=True)
-def pair_hulls(S, N, grid, up, loss, down, log_w_up, log_w_down):
-    """The hulls of the keys ``(S[k], N[k])``, flat: ``(x, y, offsets)`` (key ``k``: ``offsets[k]:offsets[k+1]``)."""
+def pair_hulls(S, T, N, grid, tables, log_w_up, log_w_down):
+    """The hulls of the keys ``(S[k], T[k], N[k])`` (score sum, ties, duels), flat: ``(x, y, offsets)`` (key
+    ``k``: ``offsets[k]:offsets[k+1]``); ``tables``: ``(up, up_loss, up_tie, down, down_loss, down_tie)``."""
     n_keys = S.shape[0]
     xs = np.empty(n_keys * (grid.shape[0] - 1))
     ys = np.empty(n_keys * (grid.shape[0] - 1))
     off = np.zeros(n_keys + 1, dtype=np.int64)
     pos = 0
     for k in range(n_keys):
-        la, lb = _mixtures(S[k], N[k] - S[k], up, loss, down)
+        up, up_loss, up_tie, down, down_loss, down_tie = tables
+        half = 0.5 * T[k]
+        la, lb = _mixtures(S[k] - half, T[k], N[k] - S[k] - half, up, up_loss, up_tie, down, down_loss, down_tie)
         hx, hy = _hull(grid, la, lb, log_w_up, log_w_down)
         xs[pos : pos + hx.shape[0]] = hx
         ys[pos : pos + hy.shape[0]] = hy

@@ -247,9 +247,14 @@ def bootstrap_ranking(
         np.add.at(Wm, (cat_j, cat_i), counts * (1.0 - cat_s))
         np.add.at(Nm, (cat_i, cat_j), counts)
         np.add.at(Nm, (cat_j, cat_i), counts)
+        Tm = np.zeros((n_models, n_models))
+        np.add.at(Tm, (cat_i, cat_j), counts * (cat_s == 0.5))
+        Tm = Tm + Tm.T
         if n_models >= 2:
-            field = anytime_field_intervals if interval == "anytime" else betting_field_intervals
-            low, high = field(Wm, Nm, level)
+            if interval == "anytime":
+                low, high = anytime_field_intervals(Wm, Nm, level)
+            else:
+                low, high = betting_field_intervals(Wm, Nm, level, ties=Tm)
         low = np.where(np.isfinite(rate), low, np.nan)
         high = np.where(np.isfinite(rate), high, np.nan)
     else:
@@ -269,48 +274,66 @@ def bootstrap_ranking(
 
 #: the grid of candidate means of :func:`betting_field_intervals`
 BET_GRID = np.linspace(0.0, 1.0, 1001)
-#: its constant bets, as fractions of the largest bet that keeps every factor >= 0.01
-BET_FRACTIONS = 0.99 * 0.8 ** np.arange(15)
+#: its constant bets, as the Fisher distances ``z = 2 |asin(sqrt(q)) - asin(sqrt(p))|`` between the candidate
+#: mean ``p`` and the mean ``q`` a bet backs (a bet on ``q`` gains ``n z^2 / 2`` nats over ``n`` scores of mean ``q``)
+BET_DISTANCES = 0.85 * 0.8 ** np.arange(14)
+#: the largest fraction of the wealth a bet may lose on one score (every factor stays >= 0.01)
+BET_CAP = 0.99
 
 
-def _bet_tables() -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """The per-score logs of :func:`pair_log_wealth`'s factors on :data:`BET_GRID` x :data:`BET_FRACTIONS`:
-    ``log(1 + f (1 - p) / p)`` (a win under an upward bet), ``log(1 - f)``, ``log(1 + f p / (1 - p))``."""
+def _bet_tables() -> tuple[npt.NDArray[np.float64], ...]:
+    """The per-score logs of :func:`pair_log_wealth`'s factors on :data:`BET_GRID` x :data:`BET_DISTANCES`.
+
+    A bet above ``p`` backs ``q = sin^2(asin(sqrt(p)) + z / 2)``: ``lambda = f / p`` with
+    ``f = min((q - p) / (1 - p), BET_CAP)``, factors ``1 + f (1 - p) / p`` on a score of 1 and ``1 - f`` on 0;
+    a bet below backs ``q = sin^2(asin(sqrt(p)) - z / 2)``: ``f = min((p - q) / p, BET_CAP)``, factors
+    ``1 + f p / (1 - p)`` on 0 and ``1 - f`` on 1; on a tie, the mean of the two. Returns
+    ``(up, up_loss, up_tie, down, down_loss, down_tie)``, each ``(G, K)``.
+    """
     m = BET_GRID[:, None]
-    f = BET_FRACTIONS[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        up = np.log1p(f / np.maximum(m, 1e-12) * (1.0 - m))
-        down = np.log1p(f / np.maximum(1.0 - m, 1e-12) * m)
-    return up, np.log1p(-f), down
+    z = BET_DISTANCES[None, :]
+    theta = np.arcsin(np.sqrt(m))
+    q_up = np.sin(np.minimum(theta + z / 2.0, np.pi / 2.0)) ** 2
+    q_down = np.sin(np.maximum(theta - z / 2.0, 0.0)) ** 2
+    f_up = np.clip((q_up - m) / np.maximum(1.0 - m, 1e-12), 0.0, BET_CAP)
+    f_down = np.clip((m - q_down) / np.maximum(m, 1e-12), 0.0, BET_CAP)
+    up = np.log1p(f_up / np.maximum(m, 1e-12) * (1.0 - m))
+    down = np.log1p(f_down / np.maximum(1.0 - m, 1e-12) * m)
+    # a tie (score 1/2): the factor is the mean of the factors on 1 and on 0 (it is linear in the score)
+    up_tie = np.log(0.5 * np.exp(up) + 0.5 * (1.0 - f_up))
+    down_tie = np.log(0.5 * np.exp(down) + 0.5 * (1.0 - f_down))
+    return up, np.log1p(-f_up), up_tie, down, np.log1p(-f_down), down_tie
 
 
-_BET_UP, _BET_LOSS, _BET_DOWN = _bet_tables()
+_BET_TABLES = _bet_tables()
+_BET_UP, _BET_UP_LOSS, _BET_UP_TIE, _BET_DOWN, _BET_DOWN_LOSS, _BET_DOWN_TIE = _BET_TABLES
 #: The prior weight :func:`betting_field_intervals` puts on the bets against the side of the bound it
 #: computes (the rest keeps the wealth from collapsing on the other side of the estimate).
 BET_SIDE_WEIGHT = 0.99
 
 
-def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5) -> npt.NDArray[np.float64]:
+def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5, ties: float = 0) -> npt.NDArray[np.float64]:
     """``log M(p)`` on :data:`BET_GRID`: a two-sided mixture of constant bets against the mean ``p`` of ``n``
-    scores in [0, 1] summing to ``score_sum``.
+    scores in [0, 1] summing to ``score_sum``, ``ties`` of them exactly 1/2.
 
-    ``up_weight`` of the prior weight bets on scores above ``p`` (``lambda = f / p``), the rest below
-    (``lambda = f / (1 - p)``), each evenly over the fractions ``f`` of :data:`BET_FRACTIONS`; each factor ``1 + lambda (y - p)`` has mean 1
-    when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is at least the
-    value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what this returns.
-    The grid is symmetric, so the opponent's wealth is this one reversed (``score_sum``, ``p`` and the
-    sides mirrored).
+    ``up_weight`` of the prior weight bets on scores above ``p``, the rest below, each evenly over the
+    distances of :data:`BET_DISTANCES` (:func:`_bet_tables`); each factor ``1 + lambda (y - p)`` is positive
+    and has mean 1 when the mean is ``p``. By concavity of ``log(1 + lambda (y - p))`` in ``y`` the wealth is
+    at least the value computed from the sum alone (the chord between ``y = 0`` and ``y = 1``), which is what
+    this returns for the scores other than the ties, whose factors are exact. The grid and the bets are
+    symmetric, so the opponent's wealth is this one reversed (``score_sum``, ``p`` and the sides mirrored).
     """
     if not 0.0 < up_weight < 1.0:
         raise ValueError(f"up_weight must be in (0, 1), got {up_weight!r}")
     if n <= 0:
         return np.zeros_like(BET_GRID)
-    S, F = float(score_sum), float(n) - float(score_sum)
-    k = len(BET_FRACTIONS)
+    T = float(ties)
+    S, F = float(score_sum) - 0.5 * T, float(n) - float(score_sum) - 0.5 * T
+    k = len(BET_DISTANCES)
     X = np.concatenate(
         [
-            S * _BET_UP + F * _BET_LOSS + math.log(up_weight / k),
-            S * _BET_LOSS + F * _BET_DOWN + math.log((1.0 - up_weight) / k),
+            S * _BET_UP + F * _BET_UP_LOSS + T * _BET_UP_TIE + math.log(up_weight / k),
+            S * _BET_DOWN_LOSS + F * _BET_DOWN + T * _BET_DOWN_TIE + math.log((1.0 - up_weight) / k),
         ],
         axis=1,
     )
@@ -318,11 +341,38 @@ def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5) -> npt.N
     return np.log(np.exp(X - top).sum(axis=1)) + top[:, 0]
 
 
+def pair_log_wealth_at(
+    index: int, score_sums: npt.ArrayLike, counts: npt.ArrayLike, up_weight: float = 0.5, ties: npt.ArrayLike = 0
+) -> npt.NDArray[np.float64]:
+    """:func:`pair_log_wealth` at the one candidate mean ``BET_GRID[index]``, for arrays of score sums, duel
+    counts and ties (any shape, element by element)."""
+    if not 0.0 < up_weight < 1.0:
+        raise ValueError(f"up_weight must be in (0, 1), got {up_weight!r}")
+    T = np.asarray(ties, dtype=float)[..., None]
+    S = np.asarray(score_sums, dtype=float)[..., None] - 0.5 * T
+    F = np.asarray(counts, dtype=float)[..., None] - S - T
+    k = len(BET_DISTANCES)
+    X = np.concatenate(
+        [
+            S * _BET_UP[index] + F * _BET_UP_LOSS[index] + T * _BET_UP_TIE[index] + math.log(up_weight / k),
+            S * _BET_DOWN_LOSS[index]
+            + F * _BET_DOWN[index]
+            + T * _BET_DOWN_TIE[index]
+            + math.log((1.0 - up_weight) / k),
+        ],
+        axis=-1,
+    )
+    top = X.max(axis=-1, keepdims=True)
+    return np.log(np.exp(X - top).sum(axis=-1)) + top[..., 0]
+
+
 def betting_field_intervals(
-    wins: npt.ArrayLike, counts: npt.ArrayLike, level: float = 0.95
+    wins: npt.ArrayLike, counts: npt.ArrayLike, level: float = 0.95, ties: npt.ArrayLike | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per model, an interval for its win rate against the field, valid at any stopping time and
     **simultaneously for every model** at ``level`` (docs/algorithms.md, *Ranking intervals*).
+    ``ties[i][j]``: how many of the pair's duels scored exactly 1/2 (symmetric; none if ``None``): their
+    factors are taken exactly, the other scores through the chord, so knowing the ties narrows the intervals.
 
     For each model ``m`` and each side of its interval, its ``L - 1`` pair wealths
     (:func:`pair_log_wealth`, :data:`BET_SIDE_WEIGHT` of the prior on the bets against that side)
@@ -335,27 +385,29 @@ def betting_field_intervals(
     W = np.asarray(wins, dtype=float)
     N = np.asarray(counts, dtype=float)
     L = W.shape[0]
-    if L < 2 or W.shape != (L, L) or N.shape != (L, L):
-        raise ValueError("wins and counts must be L x L matrices with L >= 2")
+    T = np.zeros_like(N) if ties is None else np.asarray(ties, dtype=float)
+    if L < 2 or W.shape != (L, L) or N.shape != (L, L) or T.shape != (L, L):
+        raise ValueError("wins, counts and ties must be L x L matrices with L >= 2")
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
+    if np.any(T < 0) or np.any(T > N) or np.any(0.5 * T > W + 1e-9) or np.any(W > N - 0.5 * T + 1e-9):
+        raise ValueError("ties must be between 0 and the duels, and the wins must count them as halves")
     c = math.log(2.0 * L / (1.0 - level))
     # Ordered pair (a, b): a's score, against a mean of it too high (a's upper bound, b's lower bound):
-    # mostly the bets on scores below the mean. Its hull depends on (W[a, b], N[a, b]) only.
+    # mostly the bets on scores below the mean. Its hull depends on (W[a, b], T[a, b], N[a, b]) only.
     off_diag = ~np.eye(L, dtype=bool)
     met = (N > 0) & off_diag
     key_of = np.full((L, L), -1, dtype=np.int64)
     if met.any():
-        pairs = np.stack([W[met], N[met]], axis=1)
+        pairs = np.stack([W[met], T[met], N[met]], axis=1)
         uniq, inverse = np.unique(pairs, axis=0, return_inverse=True)
         key_of[met] = inverse.ravel()
         xs, ys, off = pair_hulls(
             np.ascontiguousarray(uniq[:, 0]),
             np.ascontiguousarray(uniq[:, 1]),
+            np.ascontiguousarray(uniq[:, 2]),
             BET_GRID,
-            _BET_UP,
-            np.ascontiguousarray(_BET_LOSS[0]),
-            _BET_DOWN,
+            _BET_TABLES,
             math.log(1.0 - BET_SIDE_WEIGHT),
             math.log(BET_SIDE_WEIGHT),
         )

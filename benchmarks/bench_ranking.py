@@ -13,10 +13,14 @@ over the models (:func:`algorithms.ranking.betting_field_intervals`).
 from Bradley-Terry strengths ~ N(0, spread^2)), where the anytime interval's validity
 is not proven: its coverage of each model's prompt-set win rate against the field.
 
-``--timing``: only the seconds :func:`algorithms.ranking.betting_field_intervals` takes on seeded random
-counts (duels spread uniformly over all pairs, a fifth of them ties), after a compiling call.
+``--ties``: also campaigns on genai-image-ties, each duel scored 1, 1/2 or 0 with the instance's tie
+rates: the betting intervals with the ties counted (their factors exact) and without (the chord, as
+before): coverage of every model at once and the winner's median width.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor] [--timing]``
+``--timing``: only the seconds :func:`algorithms.ranking.betting_field_intervals` takes on seeded random
+counts (duels spread uniformly over all pairs, a fifth of them ties, counted), after a compiling call.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor] [--ties] [--timing]``
 """
 
 from __future__ import annotations
@@ -43,6 +47,47 @@ def stopped_campaign(P: np.ndarray, costs, delta: float, seed: int, cap: int = 2
         pol.record(i, j, float(rng.random() < P[i, j]))
         t += 1
     return pol.recommendation(), pol.wins_matrix(), pol.counts_matrix()
+
+
+def tie_campaigns(campaigns: int, delta: float, instance: str = "genai-image-ties") -> None:
+    """dctas-pc on an instance with ties (scores 1, 1/2, 0 with its win and tie rates), stopped by its
+    certificate; the betting intervals with and without the ties counted."""
+    inst = resolve_instance(instance)
+    P, TIE = np.asarray(inst.preference), np.asarray(inst.tie_matrix())
+    L = P.shape[0]
+    truths = (P.sum(axis=1) - 0.5) / (L - 1)
+    every = {"ties counted": 0, "chord": 0}
+    width: dict[str, list[float]] = {k: [] for k in every}
+    anytime: list[float] = []
+    for c in range(campaigns):
+        rng = np.random.default_rng(c)
+        pol = make_policy("dctas-pc", list(inst.costs), delta)
+        T = np.zeros((L, L))
+        while not pol.should_stop():
+            i, j = pol.next_pair()
+            u = rng.random()
+            won = P[i, j] - TIE[i, j] / 2  # P counts a tie as half a win
+            s = 1.0 if u < won else (0.5 if u < won + TIE[i, j] else 0.0)
+            T[i, j] += s == 0.5
+            T[j, i] += s == 0.5
+            pol.record(i, j, s)
+        win, W, N = pol.recommendation(), pol.wins_matrix(), pol.counts_matrix()
+        a_lo, a_hi = anytime_field_intervals(W, N, 0.95)
+        anytime.append(a_hi[win] - a_lo[win])
+        for name, ties in (("ties counted", T), ("chord", None)):
+            low, high = betting_field_intervals(W, N, 0.95, ties=ties)
+            every[name] += int(np.all((low <= truths) & (truths <= high)))
+            width[name].append(high[win] - low[win])
+    print(f"{instance}, dctas-pc, delta {delta}, {campaigns} campaigns with ties; betting 95% intervals")
+    for name in every:
+        print(
+            f"  {name:<12} every model at once {100 * every[name] / campaigns:5.1f}%  "
+            f"median width of the winner's {np.median(width[name]):.3f}  "
+            f"median ratio to the anytime width {np.median(np.array(width[name]) / np.array(anytime)):.3f}"
+        )
+    print(
+        f"  ties counted / chord median width ratio {np.median(np.array(width['ties counted']) / np.array(width['chord'])):.3f}"
+    )
 
 
 def bootstrap_from_counts(W: np.ndarray, N: np.ndarray, seed: int, reps: int = 1000):
@@ -79,7 +124,7 @@ def timing(sizes=((6, 3_000), (20, 4_000), (128, 50_000)), seed: int = 0) -> Non
     rng = np.random.default_rng(seed)
     betting_field_intervals(np.full((3, 3), 1.0), np.full((3, 3), 2.0), 0.95)  # compiled (cached) first
     for L, duels in sizes:
-        W, N = np.zeros((L, L)), np.zeros((L, L))
+        W, N, T = np.zeros((L, L)), np.zeros((L, L)), np.zeros((L, L))
         for _ in range(duels):
             i, j = rng.choice(L, 2, replace=False)
             s = rng.choice([1.0, 0.0, 0.5], p=[0.4, 0.4, 0.2])
@@ -87,8 +132,10 @@ def timing(sizes=((6, 3_000), (20, 4_000), (128, 50_000)), seed: int = 0) -> Non
             N[j, i] += 1
             W[i, j] += s
             W[j, i] += 1.0 - s
+            T[i, j] += s == 0.5
+            T[j, i] += s == 0.5
         t0 = time.perf_counter()
-        betting_field_intervals(W, N, 0.95)
+        betting_field_intervals(W, N, 0.95, ties=T)  # as the ranking calls it
         print(f"betting_field_intervals: {L} models, {duels} duels: {time.perf_counter() - t0:.3f} s")
 
 
@@ -98,6 +145,7 @@ def main() -> None:
     ap.add_argument("--instance", default="genai-image")
     ap.add_argument("--delta", type=float, default=0.05)
     ap.add_argument("--wor", action="store_true", help="also campaigns without replacement (4 models)")
+    ap.add_argument("--ties", action="store_true", help="also campaigns with ties (genai-image-ties)")
     ap.add_argument("--timing", action="store_true", help="only the betting intervals' seconds on random counts")
     a = ap.parse_args()
     if a.timing:
@@ -132,6 +180,8 @@ def main() -> None:
     print(
         f"  betting / anytime median width ratio {np.median(np.array(width['betting']) / np.array(width['anytime'])):.3f}"
     )
+    if a.ties:
+        tie_campaigns(a.campaigns, a.delta)
     if a.wor:
         print("anytime 95% intervals, campaigns without replacement (prompt-set truth):")
         for n_prompts, spread in ((50, 0.5), (200, 0.5), (50, 0.15)):

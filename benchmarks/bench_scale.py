@@ -13,7 +13,8 @@ so the figures exclude model latency; nothing leaves the machine):
    a preference matrix of small gaps, delta 1e-9, so that none ends early) takes ``--duels`` duels
    from ``--clients`` concurrent clients, each ``POST /v1/campaigns/{id}/duels`` in a closed loop
    (the duel is planned, answered, judged and recorded in that request): duels per second, and the
-   ratio to the smallest size's, in the same server and run;
+   ratio to the smallest size's, in the same server and run; and the server's CPU time per duel
+   (user + system of its process tree, from /proc), which a busy machine disturbs less than the rate;
 2. **views**: a campaign of ``--view-models`` models runs ``--view-duels`` duels
    (``POST /v1/campaigns/{id}/run``, 4 in flight); its judged duels are then copied in the database
    (new ids and numbers, the same pairs, answers, verdicts and scores) until its log holds
@@ -75,8 +76,25 @@ def create(base: str, n: int, name: str, max_duels: int) -> int:
     return int(r.json()["id"])
 
 
-def throughput(base: str, n: int, duels: int, clients: int) -> float:
-    """Duels per second of ``clients`` closed loops on one campaign of ``n`` models."""
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its children (Linux /proc; 0.0 elsewhere)."""
+    total, todo = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15)
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except (OSError, IndexError, ValueError):
+            continue
+        todo += [int(c) for c in children]
+    return total
+
+
+def throughput(base: str, n: int, duels: int, clients: int, pid: int | None = None) -> tuple[float, float]:
+    """(duels per second of ``clients`` closed loops on one campaign of ``n`` models, the server's CPU
+    milliseconds per duel: that of process ``pid`` and its children, 0.0 without it)."""
     cid = create(base, n, f"throughput {n}", duels + clients)
     warm = httpx.post(f"{base}/v1/campaigns/{cid}/duels", headers=HEADERS, timeout=60)
     warm.raise_for_status()  # the policy cached, the config read
@@ -94,10 +112,11 @@ def throughput(base: str, n: int, duels: int, clients: int) -> float:
                     raise RuntimeError(f"POST duels: {r.status_code} {r.text[:300]}")
                 done += 1
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_s(pid) if pid else 0.0
     with cf.ThreadPoolExecutor(clients) as pool:
         total = sum(pool.map(lambda _: loop(), range(clients)))
-    return total / (time.perf_counter() - t0)
+    rate = total / (time.perf_counter() - t0)
+    return rate, (1000.0 * (cpu_s(pid) - c0) / total if pid else 0.0)
 
 
 def rss_mb(pid: int) -> float:
@@ -216,7 +235,8 @@ def run_backend(args, backend: str, tmp: Path) -> dict:
         proc, base = start_server(url, 1, tmp / f"{backend}.log", {})
         try:
             throughput(base, min(args.models), 10 * args.clients, args.clients)  # warm-up: kernels, caches, pools
-            rates = {n: throughput(base, n, args.duels, args.clients) for n in args.models}
+            measured = {n: throughput(base, n, args.duels, args.clients, proc.pid) for n in args.models}
+            rates = {n: m[0] for n, m in measured.items()}
             view = views(base, args.view_models, args.view_duels, url, args.view_seed)
             rss = rss_mb(proc.pid)
             campaigns = httpx.get(f"{base}/v1/campaigns", params={"limit": 500}, headers=HEADERS, timeout=600).json()
@@ -233,6 +253,7 @@ def run_backend(args, backend: str, tmp: Path) -> dict:
         "backend": backend,
         "duels_per_s": {str(n): r for n, r in rates.items()},
         "ratio_to_smallest": {str(n): r / rates[smallest] for n, r in rates.items()},
+        "server_cpu_ms_per_duel": {str(n): m[1] for n, m in measured.items()},
         "views": view,
         "server_rss_mb": rss,
         "replay_ok": ok,
@@ -246,10 +267,13 @@ def table(results: list[dict], args) -> str:
             lines.append(f"{res['backend']}: skipped ({res['skipped']})")
             continue
         lines.append(f"{res['backend']}: duels/s with {args.clients} clients, {args.duels} duels each")
-        lines.append("| models | duels/s | / smallest |")
-        lines.append("|---|---|---|")
+        lines.append("| models | duels/s | / smallest | server CPU ms per duel |")
+        lines.append("|---|---|---|---|")
         for n in args.models:
-            lines.append(f"| {n} | {res['duels_per_s'][str(n)]:.1f} | {res['ratio_to_smallest'][str(n)]:.2f} |")
+            cpu = res["server_cpu_ms_per_duel"][str(n)]
+            lines.append(
+                f"| {n} | {res['duels_per_s'][str(n)]:.1f} | {res['ratio_to_smallest'][str(n)]:.2f} | {cpu:.1f} |"
+            )
         v = res["views"]
         seeded = f", its log copied to {v['stored_duels']} judged duels" if v["seeded"] else ""
         lines.append(f"{res['backend']}: {v['models']} models, {v['duels']} duels ({v['status']}){seeded}")

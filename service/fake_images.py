@@ -52,7 +52,7 @@ def image_size(value: Any) -> tuple[int, int] | None:
     return (w, h) if 16 <= w <= MAX_SIDE and 16 <= h <= MAX_SIDE else None
 
 
-def draw(marker: str, quality: float, seed: bytes, size: tuple[int, int], model: str) -> bytes:
+def draw(marker: str, quality: float, seed: bytes, *, size: tuple[int, int], model: str) -> bytes:
     """The PNG of one answer: the marker's token in the first row, a keyed pattern, a text chunk."""
     w, h = size
     token = bytes.fromhex(marker[len("<<fake:") : -2])
@@ -168,7 +168,9 @@ async def image_answer(provider: Any, raw: bytes, batch_id: str | None = None) -
     for k in range(n):
         tail = () if (k, n) == (0, 1) else (f"{calls}:{k}",)
         marker = provider.seal(provider.quality(model), provider._keyed("nonce", model, prompt, *tail)[:6])
-        png = draw(marker, provider.quality(model), provider._keyed("image", model, prompt, *tail), size, model)
+        png = draw(
+            marker, provider.quality(model), provider._keyed("image", model, prompt, *tail), size=size, model=model
+        )
         data.append({"b64_json": base64.b64encode(png).decode()})
         markers.append(marker[7:-2])
     if len(provider.requests) < 1_000_000:

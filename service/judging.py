@@ -551,10 +551,10 @@ def build_judge(
     if isinstance(cfg, SimulatedJudgeConfig):
         return SimulatedJudge(data, model_names, tie_policy)
     if isinstance(cfg, JuryJudgeConfig):
-        jurors = [_llm_judge(j, model_names, tie_policy, http, options) for j in cfg.judges]
+        jurors = [_llm_judge(j, model_names, tie_policy, http=http, options=options) for j in cfg.judges]
         return JuryJudge(data, model_names, tie_policy, jurors=jurors, names=cfg.juror_names())
     assert isinstance(cfg, LLMJudgeConfig)
-    return _llm_judge(cfg, model_names, tie_policy, http, options)
+    return _llm_judge(cfg, model_names, tie_policy, http=http, options=options)
 
 
 #: What a judge with ``verdict_probabilities`` adds to its client's params, per provider (Anthropic's
@@ -568,7 +568,7 @@ LOGPROB_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
-def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, http: Any, options: dict) -> LLMJudge:
+def _llm_judge(cfg: LLMJudgeConfig, model_names: list[str], tie_policy: str, *, http: Any, options: dict) -> LLMJudge:
     client_cfg = cfg.client
     if cfg.system_prompt is not None:
         client_cfg = client_cfg.model_copy(update={"system": cfg.system_prompt})

@@ -110,11 +110,8 @@ class Campaign(Base):
     max_pending_per_annotator: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     webhook_url: Mapped[str | None] = mapped_column(Text, nullable=True)
 
-    # Policy state (policy.to_state()) and what GET shows, written every few records (a checkpoint,
-    # service/campaigns/policy_log.py): at ``state_seq``; the duel log holds the calls after it.
-    policy_state: Mapped[dict] = mapped_column(JSON)
-    counts: Mapped[dict] = mapped_column(JSON)  # {"N": LxL, "W": LxL}
-    stats: Mapped[dict] = mapped_column(JSON)  # {"t", "S", "Z", "beta", "leader", "stopped"}
+    # The policy's state and what GET shows are the campaign's PolicyCheckpoint row (written every few
+    # records); ``state_seq`` is the ``event_seq`` it is at; the duel log holds the calls after it.
     leader: Mapped[int | None] = mapped_column(Integer, nullable=True)
     winner: Mapped[int | None] = mapped_column(Integer, nullable=True)
     event_seq: Mapped[int] = mapped_column(Integer, default=0)  # policy calls so far
@@ -156,6 +153,21 @@ class Campaign(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     archived_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)  # hidden from the lists
+
+
+class PolicyCheckpoint(Base):
+    """A campaign's policy state (``policy.to_state()``) and what GET shows, at ``campaigns.state_seq``:
+    written every few records (service/campaigns/policy_log.py), in its own row so that the updates of
+    the campaign row with every duel do not copy its O(L^2) JSON (half a megabyte at 128 models)."""
+
+    __tablename__ = "policy_checkpoints"
+
+    campaign_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("campaigns.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    )
+    policy_state: Mapped[dict] = mapped_column(JSON)
+    counts: Mapped[dict] = mapped_column(JSON)  # {"N": LxL, "W": LxL}
+    stats: Mapped[dict] = mapped_column(JSON)  # {"t", "S", "Z", "beta", "leader", "stopped"}
 
 
 class Prompt(Base):
@@ -210,6 +222,9 @@ class Duel(Base):
     status: Mapped[str] = mapped_column(String(12))
     answer_a: Mapped[str | None] = mapped_column(Text, nullable=True)
     answer_b: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The style features of both answers as stored (algorithms.style_control.FEATURES of answer a, then
+    # of answer b), counted once when the answers are stored: the style fit reads these, not the texts.
+    answer_style: Mapped[list | None] = mapped_column(JSON, nullable=True)
     completion_a: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     completion_b: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     choice: Mapped[str | None] = mapped_column(String(10), nullable=True)

@@ -50,7 +50,9 @@ log = logging.getLogger("llmduel.ratelimits")
 MAX_POLL_S = 2.0
 
 
-def wait_needed(now: float, blocked_until: float, events: list[tuple[float, int]], quota: Quota, tokens: int) -> float:
+def wait_needed(
+    now: float, blocked_until: float, events: list[tuple[float, int]], quota: Quota, *, tokens: int
+) -> float:
     """Seconds to wait before one more request of ``tokens`` fits (0: send now).
 
     ``events``: the ``(at, tokens)`` of the requests in the window, oldest first. A request
@@ -110,7 +112,7 @@ class DatabaseRateLimiter:
                     .order_by(RateLimitEvent.at, RateLimitEvent.id)
                 ).all()
             ]
-            wait = wait_needed(now, float(row.blocked_until), events, quota, tokens)
+            wait = wait_needed(now, float(row.blocked_until), events, quota, tokens=tokens)
             if wait > 0:
                 return None, wait
             event = RateLimitEvent(key=quota.key, at=now, tokens=int(min(tokens, quota.tpm or tokens)))

@@ -8,7 +8,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 from conftest import ADMIN_KEY, app_client
 from service_helpers import campaign_body, simulated_judge
@@ -156,14 +155,12 @@ async def test_missing_things_are_404_json(api):
 
 
 # ---------------------------------------------------------------- auth
-async def test_auth_is_required_and_checked(api):
+async def test_auth_is_required_and_checked(api, db_url):
     c = await create(api)
     cid = c["id"]
     bad = [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {ADMIN_KEY}"}, {"Authorization": "Bearer "}]
-    for headers in bad:
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=api.app), base_url="http://testserver", headers=headers
-        ) as anon:
+    async with app_client(db_url, headers=None) as anon:
+        for headers in bad:
             for method, path, body in [
                 ("POST", "/v1/campaigns", campaign_body()),
                 ("GET", "/v1/campaigns", None),
@@ -174,7 +171,7 @@ async def test_auth_is_required_and_checked(api):
                 ("POST", f"/v1/campaigns/{cid}/annotators", None),
                 ("POST", "/v1/duels/1/vote", {"choice": "a"}),
             ]:
-                r = await anon.request(method, path, json=body)
+                r = await anon.request(method, path, json=body, headers=headers)
                 assert r.status_code == 401, (headers, method, path, r.text)
                 assert r.headers.get("www-authenticate") == "Bearer"
 

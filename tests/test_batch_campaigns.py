@@ -90,6 +90,41 @@ async def wait_for(api, cid: int, predicate, timeout: float = 60) -> dict:
         await asyncio.sleep(0.05)
 
 
+async def run_over(api, app, cid: int, timeout: float = 60) -> dict:
+    """The campaign's view once its run in ``app`` is over, read after the run's task ended.
+
+    The verdict that ends a campaign ends it in its own transaction (status, ``run.active`` false), but the
+    round goes on to record the verdicts it holds for its later duels, each charged (late): a view read
+    before the task ended may lack those charges, even when the task has ended by the time it is looked at.
+    Once the task is over, nothing of the run writes any more."""
+    runs = app.state.campaigns.runs
+    deadline = time.monotonic() + timeout
+    while runs.run_active_here(cid):
+        assert time.monotonic() < deadline, f"the run of campaign {cid} did not end within {timeout:g} s"
+        await asyncio.sleep(0.05)
+    return (await api.get(f"/v1/campaigns/{cid}")).json()
+
+
+def assert_ledger(app, view: dict, provider_app) -> None:
+    """The ledger of a campaign whose run is over: its charge rows add up to its spend (the view's too),
+    which is exactly what the provider answered for the campaign's models and judge, at the batch price
+    (1 USD per million tokens: 1,000 nano-USD a token)."""
+    from sqlalchemy import func, select
+
+    from service.models import Campaign, Charge
+
+    names = {m["name"] for m in view["models"]} | {view["judge"]["client"]["model"]}
+    answered = [e for e in provider_app.state.provider.requests if e["model"] in names]
+    assert all("batch" in e for e in answered), "a request of the campaign was not batched"
+    tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in answered)
+    with app.state.db.read() as s:
+        rows = s.execute(select(func.coalesce(func.sum(Charge.amount_nusd), 0)).where(Charge.campaign_id == view["id"]))
+        charged = int(rows.scalar_one())
+        spend = int(s.get(Campaign, view["id"]).spend_nusd)
+    assert charged == spend == tokens * 1000, (charged, spend, tokens)
+    assert view["spend"] == pytest.approx(spend / 1e9, abs=1e-12)
+
+
 def batches_of(app, key_prefix: str) -> list[dict]:
     return [
         b for b in app.state.batches.batches.values() if b["metadata"].get("llmduel_key", "").startswith(key_prefix)
@@ -115,14 +150,12 @@ async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend
             before = len(provider_app.state.provider.requests)
             for c in (cid, one["id"]):
                 assert (await api.post(f"/v1/campaigns/{c}/run", json={"concurrency": 1})).status_code == 202
-            runs = app.state.campaigns.runs
-            # until each run is over (a run that ends without certifying fails here at once, with its error)
+            # until each run is over
             t0 = time.monotonic()
-            batched = await wait_for(api, cid, lambda v: not runs.run_active_here(cid))
+            batched = await run_over(api, app, cid)
             took = time.monotonic() - t0
-            single = await wait_for(
-                api, one["id"], lambda v: not v["run"]["active"] and not runs.run_active_here(v["id"])
-            )
+            single = await run_over(api, app, one["id"])
+            assert not single["run"]["active"]
             assert batched["status"] == single["status"] == "certified", (batched["run"], single["run"], took)
             assert batched["winner_index"] == single["winner_index"] == 3
             ratio = batched["spend"] / single["spend"]
@@ -150,6 +183,7 @@ async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend
             # orders: auto (the default) keeps its measured rates from round to round: it reached one order
             assert modes["one"] > 0 and modes["both"] >= 8, modes
             assert batched["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+            assert_ledger(app, batched, provider_app)
             # The verdicts were folded in plan order: the judged duels' sequence numbers increase.
             judged = sorted((d for d in duels if d["status"] == "judged"), key=lambda d: d["number"])
             assert judged and len(batches_of(provider_app, f"llmduel-{cid}-")) >= 2 * rounds - 1
@@ -345,8 +379,7 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
             spec = body(server.url + "/v1", "flaky", {"round_size": 4, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
+            view = await run_over(api, app, cid)
             assert view["status"] == "certified" and view["winner_index"] == 3
             counts = [b["request_counts"] for b in batches_of(provider_app, f"llmduel-{cid}-")]
             assert sum(c["failed"] for c in counts) > 0  # the provider failed some requests ...
@@ -355,13 +388,55 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
             failed = [d for d in duels if d["status"] == "failed"]
             assert all("after 3 batches" in (d["error"] or "") for d in failed), failed
             # every request the provider answered is charged once, at the batch price (1 USD per million tokens)
-            tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
-            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            assert_ledger(app, view, provider_app)
             assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()
         server.stop()
+
+
+async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_its_run_is_over(db_url, fake):
+    """A round folds its verdicts in plan order; the one that certifies ends the campaign (its status, and
+    ``run.active`` false), and the round then records the verdicts it holds for its later duels, each charged
+    late. A view read in between shows the ended campaign without those charges: the spend is final once the
+    run's task is over (:func:`run_over`), and then every request the provider answered is charged, once."""
+    from sqlalchemy import select
+
+    from service.app import create_app
+    from service.models import Charge
+
+    base, provider_app = fake
+    app = create_app(make_settings(db_url))
+    rounds, views = app.state.campaigns.runs.batch_rounds, app.state.campaigns.views
+    record, between = rounds._record, []
+
+    async def look_then_record(plan, verdict):  # the view a reader gets just before each verdict of the fold
+        view = await asyncio.to_thread(views.get_campaign, plan.campaign_id)
+        if view["status"] != "running":
+            between.append(view)
+        return await record(plan, verdict)
+
+    rounds._record = look_then_record
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+            # rounds of 48 duels: the campaign certifies inside its second round, with verdicts of it still to record
+            spec = body(base, "late", {"round_size": 48, "poll_seconds": 0.02})
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            view = await run_over(api, app, cid)
+            assert view["status"] == "certified", view["run"]
+            with app.state.db.read() as s:
+                rows = s.scalars(select(Charge).where(Charge.campaign_id == cid)).all()
+                late = [c.amount_nusd for c in rows if (c.detail or {}).get("late")]
+            assert between and late, "no verdict was recorded after the one that certified"
+            first = between[0]  # the ended campaign, before the round's later verdicts were charged
+            assert first["status"] == "certified" and not first["run"]["active"]
+            assert view["spend"] - first["spend"] == pytest.approx(sum(late) / 1e9, abs=1e-12) and sum(late) > 0
+            assert_ledger(app, view, provider_app)
+    finally:
+        await app.state.campaigns.aclose()
+        app.state.db.dispose()
 
 
 async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, fake):
@@ -395,15 +470,14 @@ async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_prov
             spec["models"][0]["client"]["base_url"] = server.url + "/missing/v1"  # this endpoint refuses (404)
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: not v["run"]["active"] and not runs.run_active_here(cid))
-            assert "HTTP 404" in view["run"]["error"]
+            view = await run_over(api, app, cid)
+            assert not view["run"]["active"] and "HTTP 404" in view["run"]["error"]
             answered = [b for b in batches_of(provider_app, f"llmduel-{cid}-") if b["status"] == "completed"]
             assert answered  # the other models' batches went out and the provider answered them ...
             tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
             assert tokens > 0
             # ... so they are charged, once, at the batch price (1 USD per million tokens)
-            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            assert_ledger(app, view, provider_app)
             duels = await all_duels(api, cid)
             # no duel is left in flight holding a reservation: a duel both of whose models answered is closed
             # with its answers charged (its verdict was never asked for)
@@ -449,14 +523,13 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: not v["run"]["active"] and not runs.run_active_here(cid))
-            assert "did not end within its window of 0.3 s" in view["run"]["error"], view["run"]
+            view = await run_over(api, app, cid)
+            assert not view["run"]["active"] and "did not end within its window of 0.3 s" in view["run"]["error"]
             assert view["status"] == "running" and view["batch"]["rounds"] == 1
             sent = Counter(e["kind"] for e in provider_app.state.provider.requests)
             assert sent["answer"] > 0 and (sent["judge"] > 0) == (phase == "v")
-            tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in provider_app.state.provider.requests)
             # every request the provider answered is charged, once, at the batch price (1 USD per million tokens)
-            assert view["spend"] == pytest.approx(tokens * 1e-6, abs=1e-7)
+            assert_ledger(app, view, provider_app)
             duels = await all_duels(api, cid)
             assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
             assert duels and not [d for d in duels if d["status"] in ("calling", "pending")], duels
@@ -573,8 +646,7 @@ async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             before = len(provider_app.state.provider.requests)
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid))
+            view = await run_over(api, app, cid)
             assert view["status"] == "certified" and view["winner_index"] == 3, view["run"]
             assert failures["store"] == 3
             names = {m["name"] for m in view["models"]}
@@ -582,6 +654,7 @@ async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_
             duels = await all_duels(api, cid)
             paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
             assert sent["answer"] == paid["model"] > 0, (sent, paid)
+            assert_ledger(app, view, provider_app)
             assert not [d for d in duels if d["status"] in ("calling", "pending")]
     finally:
         await app.state.campaigns.aclose()
@@ -615,7 +688,7 @@ async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batche
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid))
+            view = await run_over(api, app, cid)
             assert view["status"] == "certified", view["run"]
             assert slowed["claims"] == 12
             per_phase: dict[tuple[int, str], list[str]] = {}
@@ -793,7 +866,7 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
             cid = (await api.post("/v1/campaigns", json={**spec, "budget": budget})).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: v["status"] != "running" and not runs.run_active_here(cid))
+            view = await run_over(api, app, cid)
             assert view["status"] == "budget_exhausted", (view["run"], view["spend"], budget, view["duels_created"])
             assert 0 < view["spend"] <= budget
             jobs = runs.batch_jobs.jobs_tx(cid)
@@ -804,6 +877,7 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
             duels = await all_duels(api, cid)
             assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
             assert not [d for d in duels if d["status"] in ("calling", "pending")]
+            assert_ledger(app, view, provider_app)
     finally:
         await app.state.campaigns.aclose()
         app.state.db.dispose()
@@ -831,8 +905,7 @@ async def test_two_duels_of_a_round_with_the_same_verdict_key_do_not_hang_the_ro
             spec["prompts"] = ["The first question?", "The second question?"]  # 8 duels of one pair: repeats
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=90)
+            view = await run_over(api, app, cid, timeout=90)
             duels = await all_duels(api, cid)
             judged = [d for d in duels if d["status"] == "judged"]
             assert len(judged) >= 4, (view["status"], view["run"], [(d["status"], d["error"]) for d in duels])

@@ -24,6 +24,9 @@ def test_tiny_run_prints_every_figure():
     assert res["backend"] == "sqlite" and res["replay_ok"] is True
     assert set(res["duels_per_s"]) == {"4", "8"} and all(v > 0 for v in res["duels_per_s"].values())
     assert res["ratio_to_smallest"]["4"] == 1.0
+    assert set(res["server_cpu_ms_per_duel"]) == {"4", "8"} and all(
+        v > 0 for v in res["server_cpu_ms_per_duel"].values()
+    )
     v = res["views"]
     assert v["models"] == 20 and v["duels"] == 100
     assert v["view_bytes"] < v["view_pairs_bytes"]  # above 16 models the view summarises its pairs

@@ -29,6 +29,7 @@ import random
 import re
 
 import httpx
+from conftest import app_client
 from scipy.stats import binomtest
 from service_helpers import campaign_body
 from sqlalchemy import text
@@ -173,7 +174,7 @@ class Adversary:
         return duel_id, self.predict(*early, ("stats", self.from_stats(before, after, voted)))
 
 
-async def test_annotator_cannot_predict_sides_better_than_chance(api):
+async def test_annotator_cannot_predict_sides_better_than_chance(api, db_url):
     clients = [{"kind": "simulated", "failure_rate": 0.1}, {"kind": "simulated"}]
     body = campaign_body(name="blind test", costs=(2.0, 1.0), clients=clients, delta=0.001)
     body["models"][0]["name"], body["models"][1]["name"] = NAMES
@@ -183,10 +184,7 @@ async def test_annotator_cannot_predict_sides_better_than_chance(api):
     cid = r.json()["id"]
     token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "hostile"})).json()["token"]
 
-    transport = httpx.ASGITransport(app=api.app)
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://testserver", headers={"Authorization": f"Bearer {token}"}
-    ) as c:
+    async with app_client(db_url, headers={"Authorization": f"Bearer {token}"}) as c:
         adv = Adversary(c, token, cid)
         predictions: dict[int, dict[str, bool]] = {}
         for n in range(4 * TARGET_DUELS):

@@ -99,13 +99,13 @@ async def test_an_llm_judges_cost_reaches_the_policy(api, db_url, both_orders, f
     }  # never called: the campaign is not run
     view = (await api.post("/v1/campaigns", json=campaign_body(name="judge cost", judge=judge))).json()
     assert view["judge_cost"] == pytest.approx(0.25 * factor)
+    from service.campaigns import policy_log
     from service.db import Database
-    from service.models import Campaign
 
     db = Database(db_url)
     try:
         with db.read() as s:
-            state = s.get(Campaign, view["id"]).policy_state
+            state = policy_log.stored_state(s, view["id"])
     finally:
         db.dispose()
     assert restore_policy(state).judge_cost == pytest.approx(0.25 * factor)

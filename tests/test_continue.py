@@ -204,7 +204,7 @@ def empty_db_url(request, tmp_path):
 
 def test_migration_0006_fills_end_limit_of_existing_campaigns(empty_db_url):
     """Campaigns stored before the end_limit column keep their rows; the ones that ended on a limit can continue."""
-    from sqlalchemy import column, create_engine, insert, select, table
+    from sqlalchemy import JSON, column, create_engine, insert, select, table
 
     from service.db import normalise_database_url, upgrade_database
     from service.models import Campaign, utcnow
@@ -226,10 +226,12 @@ def test_migration_0006_fills_end_limit_of_existing_campaigns(empty_db_url):
         ("live", "running", None),
     ]
     t = Campaign.__table__
-    # the columns of 0001 only (later migrations add more, with defaults the ORM table would send)
+    # the columns of 0001 only (later migrations add more, with defaults the ORM table would send;
+    # 0033 moved the policy's JSON to policy_checkpoints)
     names_0001 = ["id", "name", "status", "end_reason", *base]
-    columns_0001 = [t.c[n] for n in names_0001]
-    t0 = table("campaigns", *[column(n, t.c[n].type) for n in names_0001 if n != "id"])
+    moved = {n: JSON() for n in ("policy_state", "counts", "stats")}
+    t0 = table("campaigns", *[column(n, moved[n] if n in moved else t.c[n].type) for n in names_0001])
+    columns_0001 = [t0.c[n] for n in names_0001]
     with engine.begin() as conn:
         for name, status, reason in rows:
             conn.execute(insert(t0).values(name=name, status=status, end_reason=reason, **base))

@@ -115,21 +115,27 @@ def test_orphaned_run_duels_never_count_toward_the_cap():
 # ---------------------------------------------------------------- plan: budget, reservations, holds
 def test_budget_counts_spend_reservations_holds_and_the_new_duel():
     live = [duel(1, cost=30), duel(2, cost=20)]
-    assert reserve.budget_decision(7, 100, 40, live, 0, 10) is None  # 40 + 50 + 10 = 100: fits exactly
-    wait = reserve.budget_decision(7, 100, 40, live, 0, 11)
+    assert (
+        reserve.budget_decision(7, budget_nusd=100, spent_nusd=40, live=live, held_nusd=0, expected_nusd=10) is None
+    )  # 40 + 50 + 10 = 100: fits exactly
+    wait = reserve.budget_decision(7, budget_nusd=100, spent_nusd=40, live=live, held_nusd=0, expected_nusd=11)
     assert isinstance(wait, Conflict) and wait.retry_later and "2 duels in flight" in wait.detail
-    held = reserve.budget_decision(7, 100, 40, [], 55, 10)  # a pre-generation hold reserves too
+    held = reserve.budget_decision(
+        7, budget_nusd=100, spent_nusd=40, live=[], held_nusd=55, expected_nusd=10
+    )  # a pre-generation hold reserves too
     assert isinstance(held, Conflict) and "pre-generated" in held.detail
-    assert reserve.budget_decision(7, 100, 40, [], 50, 10) is None
+    assert reserve.budget_decision(7, budget_nusd=100, spent_nusd=40, live=[], held_nusd=50, expected_nusd=10) is None
 
 
 def test_budget_ends_the_campaign_when_nothing_holds_money():
-    end = reserve.budget_decision(7, 100, 95, [], 0, 10)
+    end = reserve.budget_decision(7, budget_nusd=100, spent_nusd=95, live=[], held_nusd=0, expected_nusd=10)
     assert isinstance(end, plan.End) and end.status == CampaignStatus.BUDGET_EXHAUSTED
     assert end.limit == END_LIMIT_BUDGET and isinstance(end.error, CampaignEnded)
     assert "1e-08 USD" in end.reason and "5e-09 USD" in end.reason
     # no budget: the ledger's capacity bounds it, and raising a budget cannot continue it
-    unbounded = reserve.budget_decision(7, None, budget.LEDGER_CAP_NUSD - 5, [], 0, 10)
+    unbounded = reserve.budget_decision(
+        7, budget_nusd=None, spent_nusd=budget.LEDGER_CAP_NUSD - 5, live=[], held_nusd=0, expected_nusd=10
+    )
     assert isinstance(unbounded, plan.End) and unbounded.limit is None
 
 
@@ -326,9 +332,9 @@ def test_judge_charges_are_capped_at_their_bound_and_a_human_fee_is_charged_per_
     from service.money import ledger
 
     judge = {"kind": "llm", "cost": 0.001, "client": {"kind": "simulated", "model": "j"}}
-    normal = ledger.judge_charge(judge, "p", None, 0.0005, None)
+    normal = ledger.judge_charge(judge, "p", None, cost=0.0005, detail=None)
     assert normal.fault is None and normal.amount_nusd == 500_000
-    lying = ledger.judge_charge(judge, "p", None, 50.0, None)
+    lying = ledger.judge_charge(judge, "p", None, cost=50.0, detail=None)
     assert lying.amount_nusd == lying.bound_nusd == 2_000_000  # both orders at 0.001 USD
     assert "reported a cost of 50 USD" in lying.fault
     assert vote_fee_nusd({"kind": "human", "fee_per_vote": 0.25}) == 250_000_000

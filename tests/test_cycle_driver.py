@@ -40,6 +40,6 @@ def test_every_method_a_sequence_calls_is_in_the_protocol():
 
     root = Path(__file__).resolve().parents[1] / "service" / "cycle"
     called = set()
-    for module in ("plan.py", "verdict.py", "shared.py"):
+    for module in ("plan.py", "answers.py", "verdict.py", "shared.py"):
         called |= set(re.findall(r"\btx\.([a-z_]+)", (root / module).read_text(encoding="utf-8")))
     assert called and called <= set(METHODS) | {"after_commit"}, called - set(METHODS)

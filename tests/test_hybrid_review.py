@@ -242,7 +242,7 @@ def test_the_replay_recomputes_an_active_pi_from_the_pairs_state_before_the_vote
             i, j = rng.choice([(0, 1), (0, 2), (1, 2)])
             J = rng.choice([0.0, 1.0, 0.8])
             pi = live.human_probability(i, j, J) * (1.05 if n == bad_at else 1.0)  # a pi not from the rule
-            rec = hybrid.hybrid_record("a", J, pi, hybrid.human_coin(key, n), hybrid.pair_seen(live, i, j))
+            rec = hybrid.hybrid_record("a", J, pi, hybrid.human_coin(key, n), seen=hybrid.pair_seen(live, i, j))
             H = float(rng.random() < 0.7) if rec["selected"] else None
             live.record(i, j, J, H, pi)
             rows.append(R(id=n, number=n, model_i=i, model_j=j, judge_detail={"hybrid": rec}, score=H))

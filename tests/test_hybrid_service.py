@@ -112,7 +112,10 @@ def check_ledger(duels: list[dict], rows: list, fee: float) -> int:
     return humans
 
 
-async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duels(api):
+async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duels(api, monkeypatch):
+    # the draw key fixes the pairs, the judge's verdicts and the selection coins: a campaign that runs
+    # out of its budget by chance (as one did, at rate up to delta and beyond) cannot fail this test
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "a0" * 32)  # certifies in 129 duels (633 USD of 1000)
     body = campaign_body(judge=hybrid_judge(rate=0.5), delta=0.05, budget=1000.0)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "h"})).json()["token"]

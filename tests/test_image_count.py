@@ -13,6 +13,7 @@ import re
 import pytest
 from service_helpers import all_duels, campaign_body
 
+from service import cycle
 from service.campaigns import spares, stores
 from service.clients.config import call_cost_bound
 from service.models import to_nusd
@@ -183,7 +184,7 @@ async def test_two_duels_never_take_the_same_spare(api):
     db = api.app.state.db
     model = _model("m", "race-q1", 0.01)
     with db.write() as s:
-        assert spares.keep(s, model, "p", [f"[image sha256:{k:064x}]" for k in range(4)], None) == 4
+        assert spares.keep(s, model, "p", [f"[image sha256:{k:064x}]" for k in range(4)], charge_id=None) == 4
     mkey, phash = spares.spare_keys(model, "p")
     duels = await _duel_rows(api, "race", 9, dt.timedelta(hours=1))
     with concurrent.futures.ThreadPoolExecutor(6) as pool:
@@ -217,7 +218,11 @@ async def test_the_spares_of_a_duel_that_died_before_storing_its_answers_are_giv
     def died(plan, results):
         raise RuntimeError("the process died before the answers transaction")
 
-    monkeypatch.setattr(svc, "store_answers_tx", died)
+    async def died_on_loop(svc, plan, results):
+        died(plan, results)
+
+    monkeypatch.setattr(svc, "store_answers_tx", died)  # either driver (asyncpg: an admin's duel on PostgreSQL)
+    monkeypatch.setattr(cycle, "store_answers_async", died_on_loop)
     r = await api.post(f"/v1/campaigns/{cid}/duels")  # the request sees the death (no answers stored)
     assert r.status_code >= 500, r.text
     monkeypatch.undo()

@@ -108,11 +108,14 @@ def test_replay_detects_tampering_and_cli_exit_codes(db_url, monkeypatch, capsys
 
         # Tamper with the stored state: one more win for the pair's first arm.
         with svc.db.engine.begin() as conn:
-            raw = conn.execute(text("SELECT policy_state FROM campaigns WHERE id = :id"), {"id": cid}).scalar_one()
+            raw = conn.execute(
+                text("SELECT policy_state FROM policy_checkpoints WHERE campaign_id = :id"), {"id": cid}
+            ).scalar_one()
             state = raw if isinstance(raw, dict) else json.loads(raw)
             state["W"][0] += 1.0
             conn.execute(
-                text("UPDATE campaigns SET policy_state = :s WHERE id = :id"), {"s": json.dumps(state), "id": cid}
+                text("UPDATE policy_checkpoints SET policy_state = :s WHERE campaign_id = :id"),
+                {"s": json.dumps(state), "id": cid},
             )
         result = svc.replay.replay(cid)
         assert not result.ok

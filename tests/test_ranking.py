@@ -174,7 +174,7 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     (``betting_field_intervals``) must cover every model's win rate against the field at once, at the campaign's
     own stopping time. At level 0.8 at most ``binom.ppf(0.999, 40, 0.2)`` campaigns may miss a model; the
     percentile bootstrap at the same level misses in most of them (it fails this test). At level 0.95 they are
-    narrower than the per-model anytime intervals (median ratio at most 0.56)."""
+    narrower than the per-model anytime intervals (median ratio at most 0.52; measured 0.503)."""
     from scipy.stats import binom
 
     from algorithms.ranking import betting_field_intervals, duels_from_counts
@@ -197,38 +197,125 @@ def test_betting_intervals_cover_every_model_at_once_at_the_stopping_time():
     limit = binom.ppf(0.999, 40, 0.2)
     assert missed <= limit, missed
     assert boot_missed > limit, boot_missed  # the check can fail: a descriptive interval does
-    assert np.median(ratios) <= 0.56, np.median(ratios)
+    assert np.median(ratios) <= 0.52, np.median(ratios)
 
 
 def test_betting_bounds_match_a_brute_force_search_over_the_confidence_set():
     """The compiled bounds (cells, hulls, dual) against the definition: for 3 models, the largest mean of model 0's
     two pair means over every pair of grid means whose log-wealths (``pair_log_wealth``, the reference) sum below
     ``log(2L / alpha)``. The bound must not be below it (it holds for every mean, not only the grid's) and may
-    exceed it by at most the grid's cell (0.001) plus a little."""
+    exceed it by at most the grid's cell (0.001) plus a little; with the ties counted (exact factors), and
+    without (the chord, as for graded scores), which is wider."""
     import math
 
     from algorithms.ranking import BET_GRID, BET_SIDE_WEIGHT, betting_field_intervals, pair_log_wealth
 
     rng = np.random.default_rng(5)
+    w = 1.0 - BET_SIDE_WEIGHT
     for n01, n02 in ((40, 7), (300, 120), (3, 0)):
-        W = np.zeros((3, 3))
-        N = np.zeros((3, 3))
+        W, N, T = np.zeros((3, 3)), np.zeros((3, 3)), np.zeros((3, 3))
         for j, n in ((1, n01), (2, n02)):
-            s = float(rng.binomial(n, 0.6)) + 0.5 * (n > 5)  # a tie among them
-            N[0, j] = N[j, 0] = n + (n > 5)
+            t = float(rng.binomial(n, 0.3))  # ties
+            s = float(rng.binomial(n - int(t), 0.6)) + 0.5 * t
+            N[0, j] = N[j, 0] = n
+            T[0, j] = T[j, 0] = t
             W[0, j], W[j, 0] = s, N[0, j] - s
         N[1, 2] = N[2, 1] = 10.0
         W[1, 2], W[2, 1] = 6.0, 4.0
-        low, high = betting_field_intervals(W, N, 0.95)
         c = math.log(2 * 3 / 0.05)
-        d1 = pair_log_wealth(W[0, 1], N[0, 1], 1.0 - BET_SIDE_WEIGHT)
-        d2 = pair_log_wealth(W[0, 2], N[0, 2], 1.0 - BET_SIDE_WEIGHT)
-        ok = d1[:, None] + d2[None, :] < c
-        best = np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
-        assert best <= high[0] <= best + 0.0015, (n01, n02, best, high[0])
-        # the lower bound: the opponents' scores against model 0 as large as their sets allow
-        e1 = pair_log_wealth(W[1, 0], N[1, 0], 1.0 - BET_SIDE_WEIGHT)
-        e2 = pair_log_wealth(W[2, 0], N[2, 0], 1.0 - BET_SIDE_WEIGHT)
-        ok = e1[:, None] + e2[None, :] < c
-        worst = 1.0 - np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
-        assert worst - 0.0015 <= low[0] <= worst, (n01, n02, worst, low[0])
+        widths = []
+        for ties in (T, None):
+            low, high = betting_field_intervals(W, N, 0.95, ties=ties)
+            tt = np.zeros((3, 3)) if ties is None else ties
+            d1 = pair_log_wealth(W[0, 1], N[0, 1], w, ties=tt[0, 1])
+            d2 = pair_log_wealth(W[0, 2], N[0, 2], w, ties=tt[0, 2])
+            ok = d1[:, None] + d2[None, :] < c
+            best = np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
+            assert best <= high[0] <= best + 0.0015, (n01, n02, best, high[0])
+            # the lower bound: the opponents' scores against model 0 as large as their sets allow
+            e1 = pair_log_wealth(W[1, 0], N[1, 0], w, ties=tt[1, 0])
+            e2 = pair_log_wealth(W[2, 0], N[2, 0], w, ties=tt[2, 0])
+            ok = e1[:, None] + e2[None, :] < c
+            worst = 1.0 - np.max(np.where(ok, (BET_GRID[:, None] + BET_GRID[None, :]) / 2, -1.0))
+            assert worst - 0.0015 <= low[0] <= worst, (n01, n02, worst, low[0])
+            widths.append(high[0] - low[0])
+        assert widths[0] <= widths[1], widths
+    with pytest.raises(ValueError, match="ties"):
+        betting_field_intervals(W, N, 0.95, ties=N + 1)
+
+
+def _sup_product_wealth(means, up_weight, *, shift=0.0, paths=2000, steps=300, seed=0):
+    """Share of seeded paths on which model 0's wealth ``prod_j M_j(p_j)`` (:func:`pair_log_wealth_at` at each
+    pair's mean ``p_j`` plus ``shift``, the ties counted) ever reaches 2. Scores 1, 1/2, 0 (up to 15% ties) with mean ``p_j``; the
+    pair of each duel is chosen from the past: half the time at random, else the pair whose wealth is largest."""
+    import math
+
+    from algorithms.ranking import pair_log_wealth_at
+
+    rng = np.random.default_rng(seed)
+    means = np.asarray(means, dtype=float)
+    J = len(means)
+    at = [int(round((p + shift) * 1000)) for p in means]
+    S, n, T, D = np.zeros((paths, J)), np.zeros((paths, J)), np.zeros((paths, J)), np.zeros((paths, J))
+    hit = np.zeros(paths, dtype=bool)
+    rows = np.arange(paths)
+    for _ in range(steps):
+        j = np.where(rng.random(paths) < 0.5, rng.integers(J, size=paths), np.argmax(D, axis=1))
+        p = means[j]
+        tie = np.minimum(0.15, 2 * np.minimum(p, 1 - p))
+        u = rng.random(paths)
+        y = np.where(u < p - tie / 2, 1.0, np.where(u < p + tie / 2, 0.5, 0.0))
+        S[rows, j] += y
+        T[rows, j] += y == 0.5
+        n[rows, j] += 1
+        for jj in range(J):
+            sel = j == jj
+            D[sel, jj] = pair_log_wealth_at(at[jj], S[sel, jj], n[sel, jj], up_weight, ties=T[sel, jj])
+        hit |= D.sum(axis=1) >= math.log(2.0)
+    return hit.mean()
+
+
+def test_betting_wealth_is_a_fair_bet_whatever_rule_picks_the_pairs():
+    """The core of the betting intervals: at the true means, a model's product of pair wealths (either side's
+    weights) is a nonnegative martingale starting at most at 1 whatever past-dependent rule picks the pairs, so by
+    Ville's inequality it ever reaches 2 with probability at most 1/2. 2,000 seeded paths of 300 duels, means near
+    0, 1 and 1/2 (where the capped Fisher-distance bets differ most) with ties: the share must pass the one-sided
+    binomial check at 0.5 (measured: 0.39 and 0.40). With the means misstated by 0.03 toward the bets it fails
+    (measured: 0.97 and 0.97 against a limit of 0.53), so the check can fail."""
+    from scipy.stats import binom
+
+    from algorithms.ranking import BET_GRID, pair_log_wealth, pair_log_wealth_at
+
+    for S, n, w, t in ((3.5, 10, 0.01, 3), (0.0, 7, 0.5, 0), (40.0, 40, 0.99, 0), (123.5, 300, 0.3, 41)):
+        full = pair_log_wealth(S, n, w, ties=t)
+        for k in (0, 30, 500, 970, len(BET_GRID) - 1):
+            assert pair_log_wealth_at(k, S, n, w, ties=t) == pytest.approx(full[k], abs=1e-9)
+    means = [0.96, 0.9, 0.6, 0.04]
+    limit = binom.ppf(0.999, 2000, 0.5) / 2000
+    for up_weight, toward in ((0.01, 0.03), (0.99, -0.03)):  # the upper bound's bets (below), the lower's
+        assert _sup_product_wealth(means, up_weight) <= limit, up_weight
+        assert _sup_product_wealth(means, up_weight, shift=toward) > limit, up_weight
+
+
+def test_the_ranking_counts_each_pairs_ties_in_its_betting_intervals():
+    """``bootstrap_ranking(interval="betting")`` (what the exports and the dashboard show) passes each pair's ties:
+    its intervals are :func:`betting_field_intervals` with ``ties``, narrower than without them."""
+    from algorithms.ranking import betting_field_intervals
+
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 3, 600)
+    b = (a + rng.integers(1, 3, 600)) % 3
+    s = rng.choice([1.0, 0.5, 0.0], 600, p=[0.35, 0.4, 0.25])
+    r = bootstrap_ranking(a, b, s, 3, interval="betting")
+    W, N, T = np.zeros((3, 3)), np.zeros((3, 3)), np.zeros((3, 3))
+    for i, j, y in zip(a, b, s):
+        W[i, j] += y
+        W[j, i] += 1 - y
+        N[i, j] += 1
+        N[j, i] += 1
+        T[i, j] += y == 0.5
+        T[j, i] += y == 0.5
+    low, high = betting_field_intervals(W, N, 0.95, ties=T)
+    assert np.allclose(r.low, low) and np.allclose(r.high, high)
+    c_low, c_high = betting_field_intervals(W, N, 0.95)
+    assert np.all(high - low < c_high - c_low)

@@ -24,18 +24,18 @@ Q = Quota("k" * 40, rpm=3, tpm=None)
 
 # ---------------------------------------------------------------- the rule
 def test_wait_needed_counts_a_sliding_window():
-    assert wait_needed(100.0, 0.0, [], Q, 1) == 0
-    assert wait_needed(100.0, 0.0, [(50.0, 1), (60.0, 1)], Q, 1) == 0
+    assert wait_needed(100.0, 0.0, [], Q, tokens=1) == 0
+    assert wait_needed(100.0, 0.0, [(50.0, 1), (60.0, 1)], Q, tokens=1) == 0
     # three in the window: the oldest must leave (at 50 + 60 = 110)
-    assert wait_needed(100.0, 0.0, [(50.0, 1), (60.0, 1), (99.0, 1)], Q, 1) == pytest.approx(10.0)
+    assert wait_needed(100.0, 0.0, [(50.0, 1), (60.0, 1), (99.0, 1)], Q, tokens=1) == pytest.approx(10.0)
     # a Retry-After still running wins
-    assert wait_needed(100.0, 130.0, [], Q, 1) == pytest.approx(30.0)
+    assert wait_needed(100.0, 130.0, [], Q, tokens=1) == pytest.approx(30.0)
     tq = Quota("t", rpm=None, tpm=1000)
-    assert wait_needed(100.0, 0.0, [(70.0, 400), (80.0, 400)], tq, 200) == 0
+    assert wait_needed(100.0, 0.0, [(70.0, 400), (80.0, 400)], tq, tokens=200) == 0
     # 800 used + 300 > 1000: the request at 70 must leave (130)
-    assert wait_needed(100.0, 0.0, [(70.0, 400), (80.0, 400)], tq, 300) == pytest.approx(30.0)
+    assert wait_needed(100.0, 0.0, [(70.0, 400), (80.0, 400)], tq, tokens=300) == pytest.approx(30.0)
     # larger than tpm alone: counted as tpm, waits for an empty window
-    assert wait_needed(100.0, 0.0, [(70.0, 400), (80.0, 400)], tq, 5000) == pytest.approx(40.0)
+    assert wait_needed(100.0, 0.0, [(70.0, 400), (80.0, 400)], tq, tokens=5000) == pytest.approx(40.0)
 
 
 def test_credential_key_hashes_the_key_and_quota_needs_a_limit():

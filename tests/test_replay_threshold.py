@@ -20,11 +20,11 @@ async def _run_duels(api, cid: int, n: int) -> None:
 async def _state(api, cid: int) -> dict:
     from sqlalchemy import select
 
-    from service.models import Campaign
+    from service.models import PolicyCheckpoint
 
     db = api.app.state.db
     with db.read() as s:
-        return s.execute(select(Campaign.policy_state).where(Campaign.id == cid)).scalar_one()
+        return s.execute(select(PolicyCheckpoint.policy_state).where(PolicyCheckpoint.campaign_id == cid)).scalar_one()
 
 
 async def test_a_mixture_era_campaign_replays_and_continues_with_the_mixture_test(api, monkeypatch):

@@ -20,7 +20,7 @@ import uuid
 import httpx
 import pytest
 import respx
-from conftest import make_settings
+from conftest import app_client
 from sqlalchemy import func, select
 
 from service.campaigns import draws, stores
@@ -187,13 +187,13 @@ class _Lookup:
 
 def test_what_a_duel_takes_from_the_stores():
     ms = [_model("t", "a"), _model("t", "b"), dict(_model("t", "a"), name="twin")]
-    keys = stores.duel_answer_keys("reuse", ms, 0, 1, "q")
+    keys = stores.duel_answer_keys("reuse", ms, 0, 1, prompt="q")
     assert set(keys) == {0, 1}
-    assert stores.duel_answer_keys("reuse", ms, 0, 2, "q") == {0: keys[0]}  # one generation config: j is called
-    assert stores.duel_answer_keys("fresh", ms, 0, 1, "q") == {}
+    assert stores.duel_answer_keys("reuse", ms, 0, 2, prompt="q") == {0: keys[0]}  # one generation config: j is called
+    assert stores.duel_answer_keys("fresh", ms, 0, 1, prompt="q") == {}
     judge = {"kind": "llm", "both_orders": True, "client": {"kind": "openai", "model": "j"}}
     texts = {keys[0]: "A", keys[1]: "B"}
-    vkey = stores.duel_verdict_key(judge, "q", None, stores.text_hash("B"), stores.text_hash("A"))
+    vkey = stores.duel_verdict_key(judge, "q", None, hash_a=stores.text_hash("B"), hash_b=stores.text_hash("A"))
     known = stores.StoredKeys()
     look = _Lookup({keys[0]: "A"}, {vkey})
     run = stores.run_now
@@ -429,7 +429,7 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
         r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
         assert r.status_code == 201, r.text
         first = r.json()
-        wanted = set(planned_prompts(6, 1, len(prompts), PREGEN_DUELS, "7a" * 32))
+        wanted = set(planned_prompts(6, 1, len(prompts), PREGEN_DUELS, draw_key="7a" * 32))
         for _ in range(400):  # the background pre-generation of the next duels' answers
             if not pregen.busy:
                 break
@@ -543,12 +543,8 @@ async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_la
 async def test_two_services_pre_generating_on_one_database_never_overrun_the_budget(api, db_url):
     """Two processes' worth of services (separate caches and single-flight maps) pre-generate the
     same campaign at once; the holds, taken under the campaign's row lock, keep the budget."""
-    from service.app import create_app
-
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    other_app = create_app(make_settings(db_url))
-    other = other_app.state.campaigns.pregen
     tag = _tag()
     prompts = [f"two services question {n}" for n in range(12)]
     bound = model_bound_nusd(_model(tag, "a"), prompts[0])
@@ -564,7 +560,8 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         in_flight[0] -= 1
         return _reply(190)(request)  # each call costs close to its bound
 
-    try:
+    async with app_client(db_url) as other_api:
+        other = other_api.app.state.campaigns.pregen
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         with respx.mock(assert_all_called=False) as mock:
             calls = mock.post(URL).mock(side_effect=slow)
@@ -579,9 +576,6 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         assert spend <= budget_nusd and spend == _ledger(svc, cid)
         assert 0 < calls.call_count <= 5
         assert _holds(svc, cid) == 0
-    finally:
-        await other_app.state.campaigns.aclose()
-        other_app.state.db.dispose()
 
 
 async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api):
@@ -606,7 +600,7 @@ async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api
                 s, cid, amount_nusd=bound, now=now, expires_at=now + dt.timedelta(minutes=5), model_index=0, key=k
             )
     answer = Completion("a recovered answer", 10, 5, 0.005, 0.0, 1)
-    pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, None, prompt, hold_key=key)
+    pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, prompt=prompt, hold_key=key)
     assert _ledger(svc, cid) == to_nusd(0.005)
     assert _holds(svc, cid) == 1  # the answer's hold went with its charge; the other call's stays
     with svc.db.read() as s:

@@ -233,7 +233,9 @@ async def test_answers_are_pre_generated_for_annotators(api, fake_provider, monk
     assert r.status_code == 201, r.text
     first = r.json()
     models = [m["client"]["model"] for m in body["models"]]
-    wanted = {(m, prompts[i]) for i in planned_prompts(11, 1, len(prompts), PREGEN_DUELS, draw_key) for m in models}
+    wanted = {
+        (m, prompts[i]) for i in planned_prompts(11, 1, len(prompts), PREGEN_DUELS, draw_key=draw_key) for m in models
+    }
     deadline = time.monotonic() + 60
     while True:
         asked = {(q["model"], q["prompt"]) for q in _requests(fake_provider) if q["kind"] == "answer"}

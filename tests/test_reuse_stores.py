@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 
 import pytest
-from conftest import make_settings
+from conftest import app_client
 
 from service.campaigns import stores
 from service.campaigns.types import DuelPlan
@@ -15,12 +15,9 @@ from service.clients import ClientError, Completion
 
 
 @pytest.fixture
-def svc(db_url):
-    from service.app import create_app
-
-    app = create_app(make_settings(db_url))
-    yield app.state.campaigns  # claims through its stores, single flight through its calls
-    app.state.db.dispose()
+async def svc(db_url):
+    async with app_client(db_url) as api:
+        yield api.app.state.campaigns  # claims through its stores, single flight through its calls
 
 
 def _plan(prompt: str, model: str) -> DuelPlan:

@@ -120,7 +120,7 @@ async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url
         assert r.status_code == 202
         await asyncio.sleep(0.3)
         _crash(first)  # the run stays active in the database, its owner gone
-        await asyncio.sleep(0)
+        lease_end = _lease_end(first.state.db, cid)
         async with (
             _leased(db_url, resume_runs=True, run_lease_seconds=lease) as ca,
             _leased(db_url, resume_runs=True, run_lease_seconds=lease) as cb,
@@ -128,9 +128,9 @@ async def test_two_instances_resuming_give_one_owner_and_respect_the_caps(db_url
             a, b = ca.app, cb.app
             # Both instances start their keepers at once (as two workers after a restart).
             await asyncio.gather(a.state.campaigns.runs.resume_runs(), b.state.campaigns.runs.resume_runs())
-            assert not a.state.campaigns.runs.run_active_here(cid) and not b.state.campaigns.runs.run_active_here(
-                cid
-            )  # lease valid
+            if utcnow() < lease_end:  # the dead owner's lease is still valid: nobody took the run
+                assert not a.state.campaigns.runs.run_active_here(cid)
+                assert not b.state.campaigns.runs.run_active_here(cid)
             peak = 0
             owners_seen = set()
             deadline = time.monotonic() + 40
@@ -158,22 +158,29 @@ async def test_a_crashed_owner_is_taken_over_after_its_lease_and_its_calling_due
         first = c0.app
         cid = (await c0.post("/v1/campaigns", json=_slow_body("crash", latency=0.5))).json()["id"]
         assert (await c0.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 3})).status_code == 202
-        await asyncio.sleep(0.3)  # three duels calling their models
+        deadline = time.monotonic() + 30
+        while _run_duels_in_flight(first.state.db, cid) < 3:  # three duels calling their models
+            assert time.monotonic() < deadline, "the run never had three duels in flight"
+            await asyncio.sleep(0.02)
         _crash(first)
         crashed_at = time.monotonic()
         lease_end = _lease_end(first.state.db, cid)
         orphans = [
             d["id"] for d in (await c0.get(f"/v1/campaigns/{cid}/duels", params={"status": "calling"})).json()["items"]
         ]
-        assert len(orphans) == 3
+        assert 1 <= len(orphans) <= 3  # one may have been between its calls and its verdict at the crash
         async with _leased(db_url, resume_runs=True) as c1:
             second = c1.app
             svc = second.state.campaigns.runs
             await svc.resume_runs()
-            assert not svc.run_active_here(cid)  # the dead owner's lease is still valid
-            assert (await c1.post(f"/v1/campaigns/{cid}/run")).status_code == 409
+            started = (await c1.post(f"/v1/campaigns/{cid}/run")).status_code
+            if utcnow() < lease_end:  # the dead owner's lease still valid (a loaded machine may start late)
+                assert not svc.run_active_here(cid) and started == 409
+            else:
+                assert started in (202, 409)
             while not svc.run_active_here(cid):
-                assert time.monotonic() - crashed_at < LEASE + 3 * BEAT + 2.0, "no take-over"
+                # well before the 600 s call timeout (slack for a loaded machine starting the second process)
+                assert time.monotonic() - crashed_at < LEASE + 3 * BEAT + 15.0, "no take-over"
                 await asyncio.sleep(0.02)
             assert utcnow() >= lease_end  # not before the dead owner's lease expired
             assert _owner(second.state.db, cid) == svc.leases.owner_id

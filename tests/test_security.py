@@ -18,9 +18,8 @@ import threading
 import time
 import uuid
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY
+from conftest import ADMIN_KEY, app_client
 from service_helpers import campaign_body
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -116,7 +115,7 @@ async def setup_two_campaigns(api) -> dict:
     return {"a": a, "b": b, "tok_a": tok_a, "tok_b": tok_b, "duel_b": duel_b}
 
 
-async def test_every_route_is_classified_and_refuses_missing_or_wrong_credentials(api):
+async def test_every_route_is_classified_and_refuses_missing_or_wrong_credentials(api, db_url):
     routes = all_routes(api.app)
     assert ("POST", "/v1/duels/{duel_id}/vote") in routes and ("POST", "/annotate/{token}/vote") in routes
     unclassified = [r for r in routes if classify(*r) == "unclassified"]
@@ -147,7 +146,7 @@ async def test_every_route_is_classified_and_refuses_missing_or_wrong_credential
         {"Authorization": "Bearer ann_" + "y" * 43},
     ]
     checked = 0
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api.app), base_url="http://testserver") as anon:
+    async with app_client(db_url, headers=None) as anon:
         for method, path in routes:
             kind = classify(method, path)
             if kind == "public" or method == "MOUNT":

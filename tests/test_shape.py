@@ -1,5 +1,7 @@
 """The shape of ``service/``, read from the source with :mod:`ast`: no module over 700
-lines and no function over 100 lines, so that each one can be read in one sitting.
+lines and no function over 100 lines, so that each one can be read in one sitting; no call in
+``service/`` passes more than four values by position to a function of ``service/`` (the rest are
+keyword-only parameters, named at the call).
 
 Import cycles (counting imports inside functions and under ``TYPE_CHECKING``) are
 checked by tests/test_layering.py for every package, ``service`` included.
@@ -76,3 +78,143 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     assert long_modules([module]) == ["big.py: 701 lines"]
     module.write_text("x = 1\n" * 700, encoding="utf-8")
     assert long_modules([module]) == []
+
+
+MAX_POSITIONAL = 4
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(SERVICE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _definitions(tree: ast.Module) -> tuple[dict[str, bool], dict[str, bool]]:
+    """A module's functions (at any depth, outside class bodies) and its methods, each name mapped to
+    whether it takes values of its own (not a ``*args`` forwarder such as ``in_thread(fn, *args)``)."""
+    functions: dict[str, bool] = {}
+    methods: dict[str, bool] = {}
+
+    def visit(node: ast.AST, in_class: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                (methods if in_class else functions)[child.name] = child.args.vararg is None
+                visit(child, False)
+            else:
+                visit(child, isinstance(child, ast.ClassDef) or in_class)
+
+    visit(tree, False)
+    return functions, methods
+
+
+def _imports(tree: ast.Module, module: str, is_package: bool) -> tuple[dict[str, str], dict[str, tuple[str, str]]]:
+    """Names bound to modules (``import a.b as m``, ``from a import b`` where ``a.b`` may be a module)
+    and names bound to an imported name (``from a.b import f``: ``f`` -> (``a.b``, ``f``))."""
+    modules: dict[str, str] = {}
+    names: dict[str, tuple[str, str]] = {}
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                modules[alias.asname or alias.name.partition(".")[0]] = (
+                    alias.name if alias.asname else alias.name.partition(".")[0]
+                )
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            for alias in node.names:
+                names[alias.asname or alias.name] = (base, alias.name)
+    return modules, names
+
+
+def positional_calls(sources: dict[str, tuple[str, bool]], checked: set[str] | None = None) -> list[str]:
+    """``module:line name: N positional`` for every call, in the modules ``checked`` (all by default), that
+    passes more than :data:`MAX_POSITIONAL` values by position to a function or method defined in
+    ``sources`` (module name -> (source, is a package)).
+
+    A call is matched to its definition by name: ``f(...)`` to a function of its own module or one it
+    imports, ``m.f(...)`` to a function of the module ``m`` names, and ``x.f(...)`` on any other object to
+    a method ``f`` of any class in ``sources``. Calls to names from elsewhere (``anyio.to_thread.run_sync``)
+    are not ours and are left alone, as are forwarders that take ``*args``."""
+    trees = {m: ast.parse(src, filename=m) for m, (src, _) in sources.items()}
+    functions: dict[str, dict[str, bool]] = {}
+    methods: dict[str, bool] = {}
+    for m, tree in trees.items():
+        functions[m], own = _definitions(tree)
+        for name, takes in own.items():
+            methods[name] = methods.get(name, False) or takes
+    found = []
+    for m, tree in trees.items():
+        if checked is not None and m not in checked:
+            continue
+        modules, names = _imports(tree, m, sources[m][1])
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or len(node.args) <= MAX_POSITIONAL:
+                continue
+            func, ours = node.func, False
+            if isinstance(func, ast.Name):
+                if func.id in functions[m]:
+                    ours = functions[m][func.id]
+                elif func.id in names:
+                    base, name = names[func.id]
+                    ours = functions.get(base, {}).get(name, False)
+            elif isinstance(func, ast.Attribute):
+                root = func.value
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(func.value, ast.Name) and func.value.id in modules:
+                    ours = functions.get(modules[func.value.id], {}).get(func.attr, False)
+                elif isinstance(func.value, ast.Name) and func.value.id in names:
+                    base, name = names[func.value.id]
+                    target = f"{base}.{name}"
+                    ours = (
+                        functions[target].get(func.attr, False)
+                        if target in functions
+                        else methods.get(func.attr, False)
+                    )
+                elif not (isinstance(root, ast.Name) and root.id in modules):
+                    ours = methods.get(func.attr, False)
+            if ours:
+                found.append(f"{m}:{node.lineno} {ast.unparse(func)}: {len(node.args)} positional")
+    return found
+
+
+def _service_sources() -> dict[str, tuple[str, bool]]:
+    return {_module_of(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py") for p in _sources()}
+
+
+def test_no_call_in_service_passes_more_than_four_values_by_position():
+    """A function of ``service/`` called with more than four values names them (keyword-only
+    parameters), so that a reader of the call sees which value is which."""
+    assert positional_calls(_service_sources()) == []
+
+
+def test_the_positional_check_finds_what_it_looks_for():
+    """Five values by position to a function, a method or an imported function of ours fail; the same
+    calls naming their values, a ``*args`` forwarder and a third-party function of the same name do not."""
+    money = "def charge(a, b, c, d, e=0, *, f=0):\n    return a\n\ndef in_thread(fn, *args):\n    return fn(*args)\n"
+    cycle = (
+        "import anyio\nfrom . import money as m\nfrom .money import charge, in_thread\n\n"
+        "class Calls:\n    def verdict(self, a, b, c, d, e=0):\n        return a\n\n"
+        "def run_sync(coro):\n    return coro\n\n"
+        "def go(calls, x):\n"
+        "    charge(1, 2, 3, 4, 5)\n"
+        "    m.charge(1, 2, 3, 4, 5)\n"
+        "    calls.verdict(1, 2, 3, 4, 5)\n"
+        "    charge(1, 2, 3, 4, e=5)\n"
+        "    calls.verdict(1, 2, 3, 4, e=5)\n"
+        "    in_thread(charge, 1, 2, 3, 4, 5)\n"
+        "    anyio.to_thread.run_sync(charge, 1, 2, 3, 4, 5)\n"
+        "    x.unknown(1, 2, 3, 4, 5)\n"
+    )
+    sources = {"pkg": ("", True), "pkg.money": (money, False), "pkg.cycle": (cycle, False)}
+    assert positional_calls(sources) == [
+        "pkg.cycle:13 charge: 5 positional",
+        "pkg.cycle:14 m.charge: 5 positional",
+        "pkg.cycle:15 calls.verdict: 5 positional",
+    ]
+    assert positional_calls(sources, checked={"pkg.money"}) == []

@@ -86,3 +86,40 @@ async def test_the_style_route_and_the_export(api):
     files = (await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]
     assert json.loads(files["ranking_style.json"])["raw"] == out["raw"]
     assert (await api.get("/v1/campaigns/999999999/style")).status_code == 404
+
+
+async def test_the_fit_reads_the_features_stored_with_the_answers_and_counts_those_of_older_duels(api):
+    """``duels.answer_style`` is written with the answers; the fit reads it, and counts the features from the
+    texts for a duel stored without it (migration 0034): the same figures either way."""
+    import sqlalchemy as sa
+    from service_helpers import campaign_body, simulated_judge
+
+    from service.campaigns.style import answer_style
+    from service.models import Campaign, Duel
+
+    body = campaign_body(
+        "stored style",
+        costs=(1.0, 1.0, 1.0),
+        judge=simulated_judge([[0.5, 0.8, 0.7], [0.2, 0.5, 0.6], [0.3, 0.4, 0.5]]),
+    )
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    for _ in range(40):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    db = api.app.state.db
+    with db.read() as s:
+        rows = s.execute(
+            sa.select(Duel.id, Duel.answer_a, Duel.answer_b, Duel.answer_style).where(Duel.campaign_id == cid)
+        ).all()
+    assert len(rows) == 40 and all(r.answer_style == answer_style(r.answer_a, r.answer_b) for r in rows)
+    stored = (await api.get(f"/v1/campaigns/{cid}/style")).json()
+
+    def change(values_of) -> None:
+        with db.write() as s:
+            for r in rows[::2]:
+                s.execute(sa.update(Duel).where(Duel.id == r.id).values(answer_style=values_of(r)))
+            s.execute(sa.update(Campaign).where(Campaign.id == cid).values(version=Campaign.version + 1))
+
+    change(lambda r: None)  # half the duels as stored before 0034
+    assert (await api.get(f"/v1/campaigns/{cid}/style")).json() == stored
+    change(lambda r: [400, 3, 9, 5, 0, 0, 0, 0])  # features that are not the texts': the fit reads these
+    assert (await api.get(f"/v1/campaigns/{cid}/style")).json() != stored

@@ -79,10 +79,10 @@ async def run_to_end(c: httpx.AsyncClient, cid: int, timeout: float = 30.0) -> d
 
 
 def stored_state(svc, cid: int) -> dict:
-    from service.models import Campaign
+    from service.campaigns import policy_log
 
     with svc.db.read() as s:
-        return s.get(Campaign, cid).policy_state
+        return policy_log.stored_state(s, cid)
 
 
 # ---------------------------------------------------------------- helpers (no app)

@@ -32,7 +32,7 @@ from ..db import Database
 MESSAGE = "too many requests from this annotator token (LLMDUEL_ANNOTATOR_REQUESTS_PER_MINUTE); retry later"
 
 
-def refill(tokens: float, last: float, now: float, capacity: float, rate: float) -> float:
+def refill(tokens: float, last: float, now: float, *, capacity: float, rate: float) -> float:
     """The bucket's tokens at ``now``, from ``tokens`` at ``last`` (a clock step back adds nothing)."""
     return min(capacity, tokens + max(0.0, now - last) * rate)
 
@@ -86,7 +86,9 @@ class AnnotatorRequestLimiter:
             if s.execute(take, params).first() is not None:
                 return None  # one statement: the row locked, refilled and taken, or made full less one
             tokens, last, now = s.execute(READ_PG if pg else READ_SQLITE, params).one()
-            return (1.0 - refill(float(tokens), float(last), float(now), self.capacity, self.rate)) / self.rate
+            return (
+                1.0 - refill(float(tokens), float(last), float(now), capacity=self.capacity, rate=self.rate)
+            ) / self.rate
 
 
 #: The database's clock in seconds since the epoch (service.db.Database.clock).

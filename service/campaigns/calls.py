@@ -282,7 +282,7 @@ class Calls:
 
     # ------------------------------------------------------------ the stores (pay once)
     async def acquire(
-        self, plan: DuelPlan, slot: Any, table: str, key: str, columns: dict, batch: bool = False, wait: bool = True
+        self, plan: DuelPlan, slot: Any, table: str, key: str, *, columns: dict, batch: bool = False, wait: bool = True
     ):
         """A stored result for ``key`` (stores.Stored), or None: this duel claimed it and pays for the call.
 
@@ -358,13 +358,13 @@ class Calls:
         mkey, phash = stores.model_key(model), stores.prompt_hash(plan.prompt)
         assert mkey is not None  # stores_answers: the model has a key
         key = stores.answer_key(mkey, phash)
-        stored = await self.acquire(plan, idx, "answer", key, {"model_key": mkey, "prompt_hash": phash})
+        stored = await self.acquire(plan, idx, "answer", key, columns={"model_key": mkey, "prompt_hash": phash})
         if stored is not None:
             return stored
         return await self.call_model(plan, idx, turns)
 
     async def verdict(
-        self, plan: DuelPlan, judge, text_a: str, text_b: str, deadline: float | None = None, *, wait: bool = True
+        self, plan: DuelPlan, judge, text_a: str, text_b: str, *, deadline: float | None = None, wait: bool = True
     ) -> dict:
         """The judge's verdict on the duel (in the duel's a/b terms) and the :class:`.judge_charges.Judgement` fields;
         a judge still deciding at ``deadline`` (time.monotonic()) is abandoned as a judge error. ``wait``: as
@@ -383,9 +383,9 @@ class Calls:
                 stores.prompt_hash(stores.verdict_question(plan.prompt, reference)),
             )
             assert jkey is not None  # stores_verdicts: the judge has a key
-            key = stores.verdict_key(jkey, phash, first, second, order)
+            key = stores.verdict_key(jkey, phash, first, second, order=order)
             stored = await self.acquire(
-                plan, "judge", "verdict", key, {"judge_key": jkey, "prompt_hash": phash}, wait=wait
+                plan, "judge", "verdict", key, columns={"judge_key": jkey, "prompt_hash": phash}, wait=wait
             )
             if stored is not None:
                 choice = stores.mirror(stored.choice) if swapped else stored.choice

@@ -126,6 +126,46 @@ def judged_duels(
         after = page[-1].id
 
 
+_STYLE_COLUMNS = (Duel.id, Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.counted, Duel.score, Duel.answer_style)
+
+
+def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
+    """What the style fit needs of the campaign's judged duels with an id above ``after``, oldest first
+    (:class:`.style.StyleRows`): the counted ones with their stored answer features (``style``), read
+    :data:`PAGE` at a time; the answers' text only for a duel stored without them."""
+    while True:
+        page = s.execute(
+            select(*_STYLE_COLUMNS)
+            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
+            .order_by(Duel.id)
+            .limit(PAGE)
+        ).all()
+        counted = [r for r in page if r.counted and r.score is not None]
+        missing = [r.id for r in counted if r.answer_style is None]
+        texts = {}
+        if missing:
+            texts = {
+                r.id: (r.answer_a, r.answer_b)
+                for r in s.execute(select(Duel.id, Duel.answer_a, Duel.answer_b).where(Duel.id.in_(missing)))
+            }
+        for r in counted:
+            a, b = (r.model_i, r.model_j) if r.a_is_i else (r.model_j, r.model_i)
+            answer_a, answer_b = texts.get(r.id, (None, None))
+            yield {
+                "a": a,
+                "b": b,
+                "model_i": r.model_i,
+                "counted": True,
+                "score": r.score,
+                "style": r.answer_style,
+                "answer_a": answer_a,
+                "answer_b": answer_b,
+            }
+        if len(page) < PAGE:
+            return
+        after = page[-1].id
+
+
 def json_string(pieces: Iterable[str]) -> Iterator[str]:
     """The JSON string of the concatenated ``pieces``, in pieces."""
     yield '"'

@@ -39,7 +39,7 @@ from algorithms.forecast import (
 from algorithms.vocabulary import Algorithm, JudgeKind, Reuse
 
 from ..db import Database
-from ..models import Campaign, from_nusd
+from ..models import Campaign, PolicyCheckpoint, from_nusd
 from ..money.costs import judge_cost_per_duel
 from ..plain_values import jsonable
 from ..schemas import CampaignCreate
@@ -165,7 +165,7 @@ def _batch_note(setup: _Setup) -> str:
 
 
 def _answer(
-    basis: str, f: Forecast, budget: float | None, max_duels: int | None, note: str, setup: _Setup | None = None
+    basis: str, f: Forecast, *, budget: float | None, max_duels: int | None, note: str, setup: _Setup | None = None
 ) -> dict[str, Any]:
     batch = setup if setup is not None and setup.batch is not None else None
     if batch is not None:  # a batch campaign pays the batch prices: its cost, and the budget's check of it
@@ -310,11 +310,12 @@ class Forecasts:
                 select(
                     Campaign.id,
                     Campaign.version,
-                    Campaign.counts,
+                    PolicyCheckpoint.counts,
                     Campaign.judge,
                     Campaign.models,
                     Campaign.model_changes,
                 )
+                .outerjoin(PolicyCheckpoint, PolicyCheckpoint.campaign_id == Campaign.id)
                 .where(Campaign.duels_counted >= STORED_MIN_DUELS)
                 .order_by(Campaign.id.desc())
                 .limit(4 * STORED_CAMPAIGNS)
@@ -398,7 +399,9 @@ class Forecasts:
             _mode_note(f.mode, setup.n_prompts),
             _batch_note(setup),
         ]
-        return _answer("prior", f, body.budget, body.max_duels, "; ".join(n for n in notes if n), setup)
+        return _answer(
+            "prior", f, budget=body.budget, max_duels=body.max_duels, note="; ".join(n for n in notes if n), setup=setup
+        )
 
     def forecast_pilot(
         self, campaign_id: int, trials: int | None = None, spread: float | None = None
@@ -466,7 +469,9 @@ class Forecasts:
             _batch_note(setup),
             f"for the {L} models still compared ({n_all - L} disabled)" if n_all > L else "",
         ]
-        out = _answer("pilot", f, budget, max_duels, "; ".join(n for n in notes if n), setup)
+        out = _answer(
+            "pilot", f, budget=budget, max_duels=max_duels, note="; ".join(n for n in notes if n), setup=setup
+        )
         out["spent"] = spend
         out["remaining"] = {k: max(0.0, v - spend) for k, v in out["cost"].items()}
         return out

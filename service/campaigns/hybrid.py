@@ -116,7 +116,7 @@ def judge_score(
     return 0.5 if s is None else float(s)
 
 
-def hybrid_record(choice: str, score: float, pi: float, coin: float, seen: int | None = None) -> dict[str, Any]:
+def hybrid_record(choice: str, score: float, pi: float, coin: float, *, seen: int | None = None) -> dict[str, Any]:
     """What a hybrid duel stores about its automatic verdict and its coin; ``seen``: how many of
     its pair's duels the policy had recorded when ``pi`` was drawn (the replay recomputes an active
     ``pi`` from the pair's state at that point)."""

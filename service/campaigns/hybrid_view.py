@@ -14,7 +14,7 @@ from algorithms.vocabulary import DuelStatus
 
 from ..models import Campaign, Duel
 from ..stored_config import stored
-from . import hybrid
+from . import hybrid, policy_log
 from .annotator_access import ANNOTATOR_LABEL_PREFIX
 
 #: The confidence of the agreement interval.
@@ -153,7 +153,7 @@ def summary(s, c: Campaign) -> dict[str, Any]:
         "fee_per_vote": float((judge.get("human") or {}).get("fee_per_vote") or 0.0),
         "human_votes": len(rows),
         "human_votes_waiting": int(waiting),
-        "human_votes_alone_estimate": humans_alone_estimate(c.policy_state, human_var),
+        "human_votes_alone_estimate": humans_alone_estimate(policy_log.stored_state(s, c.id), human_var),
         "agreement": {
             "decisive_votes": decisive,
             "agreeing": agree,

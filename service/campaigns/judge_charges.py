@@ -57,7 +57,9 @@ def price_judge(
     if stale:  # past the hard deadline (see store_answers_tx)
         log.warning("duel %s: the judge returned after its hard deadline; not charged", duel_id)
         return 0, {}
-    charge = ledger.judge_charge(judge, prompt, reference, j.judge_cost, j.judge_detail, image_answers)
+    charge = ledger.judge_charge(
+        judge, prompt, reference, cost=j.judge_cost, detail=j.judge_detail, image_answers=image_answers
+    )
     j.fault, fault_detail = charge.fault, charge.detail()
     if j.fault is not None:  # the verdict of a lying judge is not counted
         j.choice, j.judge_error = None, f"provider fault: {j.fault}"

@@ -117,7 +117,10 @@ class Leases:
         """Take every active run whose lease is free or expired; returns [(campaign id, concurrency)].
 
         A run this process owns but does not drive (``driven_here(id)`` is false,
-        asked under the row lock) is taken as well: its loop is gone.
+        asked under the row lock) is taken as well: its loop is gone. A campaign whose row lock
+        another transaction holds is skipped, never waited for (``SKIP LOCKED``): a process
+        stalled inside a transaction must not hold up this one's start or heartbeat; the next
+        heartbeat tries again.
         """
         with self.db.read() as s:
             now = self.db.clock(s)
@@ -131,7 +134,7 @@ class Leases:
             if driven_here(cid) or (owner != self.owner_id and not lease_free(owner, expires, now)):
                 continue
             with self.db.write() as s:
-                c = self.db.lock_campaign(s, cid)
+                c = self.db.lock_campaign(s, cid, skip_locked=True)  # None: deleted, or locked elsewhere
                 now = self.db.clock(s)
                 if (
                     driven_here(cid)

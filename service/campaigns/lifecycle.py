@@ -20,7 +20,7 @@ from ..config import Settings
 from ..db import Database
 from ..egress import EgressDenied, EgressPolicy
 from ..images.store import store_prompt_images
-from ..models import Campaign, Duel, Prompt, to_nusd, utcnow
+from ..models import Campaign, Duel, PolicyCheckpoint, Prompt, to_nusd, utcnow
 from ..money import holds
 from ..money.bounds import unbounded_cost_reason
 from ..money.budget import reserved_nusd
@@ -130,9 +130,6 @@ class Lifecycle:
             webhook_url=body.webhook_url,
             batch=None if (batch := body.stored_batch()) is None else {**batch, "rounds": 0},
             webhook_secret=new_webhook_secret() if body.webhook_url else None,
-            policy_state=state,
-            counts=counts,
-            stats=stats,
             leader=leader,
             winner=None,
             event_seq=0,
@@ -152,6 +149,10 @@ class Lifecycle:
         with self.db.write() as s:
             s.add(campaign)
             s.flush()
+            s.execute(
+                insert(PolicyCheckpoint),
+                [{"campaign_id": campaign.id, "policy_state": state, "counts": counts, "stats": stats}],
+            )
             s.execute(
                 insert(Prompt),
                 [

@@ -4,7 +4,8 @@ Writing the whole policy state with every record costs O(L^2) per duel (the coun
 and the test's history of every pair). The state is written
 instead by the record that is :func:`checkpoint_every` policy calls (selections and records)
 or more past the last one (and when the policy stops or the campaign ends), with
-``campaigns.state_seq`` = the ``event_seq`` it is at; the policy at ``event_seq`` is that state
+``campaigns.state_seq`` = the ``event_seq`` it is at (in the campaign's ``policy_checkpoints`` row, never
+in the campaign row, which every duel updates); the policy at ``event_seq`` is that state
 plus the policy calls after it, replayed from the duel log in the order the policy made them
 (a duel's ``select_seq``: ``set_costs`` with its ``costs_at_select`` then ``next_pair`` with its
 ``pending_at_select``; its ``record_seq``: ``record`` with its score). The interval grows as
@@ -22,17 +23,17 @@ import threading
 from collections import OrderedDict
 from typing import Any, Iterable
 
-from sqlalchemy import bindparam, select
-from sqlalchemy.orm import defer
+from sqlalchemy import bindparam, select, update
 
 from algorithms.policies import PolicyError
 
-from ..models import Campaign, Duel
+from ..models import Campaign, Duel, PolicyCheckpoint
 from .policy_cache import policy_snapshot, restore_policy
 
 log = logging.getLogger("llmduel.campaigns")
 
 D = Duel.__table__.c
+K = PolicyCheckpoint.__table__.c
 
 #: the state is written every ceil(L^2 / CHECKPOINT_DIVISOR) policy calls (every record up to 8 models)
 CHECKPOINT_DIVISOR = 64
@@ -54,6 +55,31 @@ TAIL_SELECTED = select(*_TAIL_COLUMNS).where(
 TAIL_RECORDED = select(*_TAIL_COLUMNS).where(
     D.campaign_id == bindparam("cid"), D.record_seq > bindparam("after"), D.record_seq <= bindparam("upto")
 )
+
+
+# The checkpoint row: read whole (the views), its state alone (a policy restored), written whole (a
+# record) or its state alone (a hybrid campaign's plan).
+STORED_CHECKPOINT = select(K.policy_state, K.counts, K.stats).where(K.campaign_id == bindparam("cid"))
+STORED_STATE = select(K.policy_state).where(K.campaign_id == bindparam("cid"))
+WRITE_STATE = (
+    update(PolicyCheckpoint.__table__)
+    .where(K.campaign_id == bindparam("cid"))
+    .values(policy_state=bindparam("policy_state", type_=K.policy_state.type))
+)
+WRITE_CHECKPOINT = WRITE_STATE.values(
+    counts=bindparam("counts", type_=K.counts.type), stats=bindparam("stats", type_=K.stats.type)
+)
+
+
+def stored_state(conn, campaign_id: int) -> dict:
+    """The campaign's stored policy state (at its ``state_seq``), on a connection or session."""
+    return conn.execute(STORED_STATE, {"cid": campaign_id}).scalar_one()
+
+
+def write_checkpoint(conn, campaign_id: int, *, state: dict, counts: dict, stats: dict) -> None:
+    """Store the policy's state, counts and statistics (the caller sets ``state_seq`` in the same
+    transaction)."""
+    conn.execute(WRITE_CHECKPOINT, {"cid": campaign_id, "policy_state": state, "counts": counts, "stats": stats})
 
 
 def checkpoint_every(n_models: int) -> int:
@@ -103,9 +129,10 @@ def read_tail(conn, campaign_id: int, after: int, upto: int) -> list[tuple[int, 
     return tail_events(conn.execute(TAIL_SELECTED, p).all(), conn.execute(TAIL_RECORDED, p).all())
 
 
-def policy_now(conn, c) -> Any:
-    """Campaign ``c``'s policy at its ``event_seq``: its stored state and the calls logged after it."""
-    policy = restore_policy(c.policy_state)
+def policy_now(conn, c, state: dict | None = None) -> Any:
+    """Campaign ``c``'s policy at its ``event_seq``: its stored state (``state`` when the caller has
+    read it) and the calls logged after it."""
+    policy = restore_policy(state if state is not None else stored_state(conn, c.id))
     state_seq = int(c.state_seq if c.state_seq is not None else c.event_seq)
     if state_seq < int(c.event_seq):
         advance(policy, read_tail(conn, c.id, state_seq, int(c.event_seq)))
@@ -158,10 +185,11 @@ def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
     if hit is not None:
         return hit
     state_seq = c.state_seq if c.state_seq is not None else seq
-    snap = Snapshot(c.policy_state, c.counts, c.stats, c.leader, seq)  # the stored columns
+    row = conn.execute(STORED_CHECKPOINT, {"cid": c.id}).one()
+    snap = Snapshot(row.policy_state, row.counts, row.stats, c.leader, seq)  # the stored checkpoint
     if int(state_seq) < seq:
         try:
-            state, counts, stats, _leader = policy_snapshot(policy_now(conn, c))
+            state, counts, stats, _leader = policy_snapshot(policy_now(conn, c, row.policy_state))
         except PolicyError as exc:
             # A stored state that cannot be restored (written by hand, or damaged) is the replay's to
             # report (GET /v1/campaigns/{id}/replay); the views show its stored figures, never a 500.
@@ -173,12 +201,7 @@ def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
     return snap
 
 
-#: the campaign row's columns the views read only through a :class:`Snapshot` (megabytes of JSON at
-#: 128 models): a view loads the row without them, and they are read (and decoded) only when the
-#: snapshot of the row's ``event_seq`` is not in the cache yet
-SNAPSHOT_COLUMNS = (Campaign.policy_state, Campaign.counts, Campaign.stats)
-
-
 def get_light(s, campaign_id: int) -> Campaign | None:
-    """The campaign row for a view, without :data:`SNAPSHOT_COLUMNS` (loaded if read, in ``s``)."""
-    return s.get(Campaign, campaign_id, options=[defer(col) for col in SNAPSHOT_COLUMNS])
+    """The campaign row for a view (its checkpoint, megabytes of JSON at 128 models, is read only
+    through :func:`snapshot_of`)."""
+    return s.get(Campaign, campaign_id)

@@ -66,7 +66,7 @@ PREGEN_CONCURRENCY = 2  # model calls at once per campaign
 PREGEN_PAUSE_S = 30.0  # no pre-generation for a campaign this long after a failed call
 
 
-def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int, draw_key: str | None = None) -> list[int]:
+def planned_prompts(seed: int, duels_created: int, n_prompts: int, k: int, *, draw_key: str | None = None) -> list[int]:
     """The prompt indices of the next ``k`` planned duels (the same draw as the plan transaction)."""
     out: list[int] = []
     for number in range(duels_created + 1, duels_created + 1 + k):
@@ -141,7 +141,7 @@ class Pregeneration:
                 return None
             if c.batch is not None:  # answers bought in batches: a round's worth of duels ahead
                 k = max(k, int(c.batch.get("round_size") or k))
-            indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, c.draw_key)
+            indices = planned_prompts(int(c.seed), c.duels_created, c.n_prompts, k, draw_key=c.draw_key)
             rows = s.execute(
                 select(Prompt.idx, Prompt.text, Prompt.turns, Prompt.images).where(
                     Prompt.campaign_id == campaign_id, Prompt.idx.in_(indices)
@@ -202,7 +202,9 @@ class Pregeneration:
                     return 0
                 plan = DuelPlan(**{**context.__dict__, "prompt": prompt, "claims": {}})
                 try:
-                    stored = await self.calls.acquire(plan, n, "answer", key, {"model_key": mkey, "prompt_hash": phash})
+                    stored = await self.calls.acquire(
+                        plan, n, "answer", key, columns={"model_key": mkey, "prompt_hash": phash}
+                    )
                     if stored is not None:
                         return 0
                     hold = await in_thread(self.hold_tx, campaign_id, n, prompt, key, expiry)
@@ -213,14 +215,20 @@ class Pregeneration:
                     try:
                         if collector is not None:
                             meta = {"model": n, "key": key, "model_key": mkey, "prompt_hash": phash, "prompt": prompt}
-                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns, meta)
+                            res = await batched_call(collector, self.calls.client(plan, n), prompt, turns, meta=meta)
                             if isinstance(res, Completion):  # an image answer: its bytes to the image store
                                 res = await self.calls.keep_images(res)
                         else:
                             res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):
                             await in_thread(
-                                self.store_pregenerated_tx, campaign_id, n, plan.claims[n], res, hold, prompt
+                                self.store_pregenerated_tx,
+                                campaign_id,
+                                n,
+                                plan.claims[n],
+                                res,
+                                hold_id=hold,
+                                prompt=prompt,
                             )
                             hold = None  # released with the charge
                             return 1
@@ -259,7 +267,15 @@ class Pregeneration:
             ).all()
             live = [r for r in inflight if not is_stale(r.expires_at, now)]
             held = holds.held_nusd(s, campaign_id, now)  # the plan's check: a refusal of either kind means no room
-            if reserve.budget_decision(campaign_id, c.budget_nusd, c.spend_nusd, live, held, amount) is not None:
+            over = reserve.budget_decision(
+                campaign_id,
+                budget_nusd=c.budget_nusd,
+                spent_nusd=c.spend_nusd,
+                live=live,
+                held_nusd=held,
+                expected_nusd=amount,
+            )
+            if over is not None:
                 return None
             return holds.take_hold(
                 s,
@@ -282,6 +298,7 @@ class Pregeneration:
         n: int,
         claim: Any,
         res: Completion,
+        *,
         hold_id: int | None = None,
         prompt: str = "",
         hold_key: str | None = None,
@@ -343,7 +360,7 @@ def context(c: Campaign) -> DuelPlan:
 
 
 async def batched_call(
-    collector: Any, client: Any, prompt: str, turns: list[str] | None, meta: dict[str, Any] | None = None
+    collector: Any, client: Any, prompt: str, turns: list[str] | None, *, meta: dict[str, Any] | None = None
 ) -> Any:
     """One model call through a batch collector (a model without a batch API is called directly):
     its Completion, or the exception that ended it (the duel path's :meth:`Calls.call_model` contract).

@@ -79,7 +79,7 @@ def read_log(s: Session, c: Campaign, perm: list[int] | None) -> ReplayLog:
     return ReplayLog(
         rows=list(rows),
         charge_sums=charge_sums,
-        stored_state=c.policy_state,
+        stored_state=policy_log.stored_state(s, c.id),
         algorithm=c.algorithm,
         delta=c.delta,
         costs=[float(m["cost"]) for m in c.models[: initial_model_count(len(c.models), c.model_changes)]],

@@ -60,7 +60,7 @@ from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
 from . import policy_log
 from .audit_files import AnswerFiles, iter_judgment_lines
-from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, window_start
+from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, style_duels, window_start
 from .judge_bias import judge_bias
 from .style import StyleRows
 from .types import NotFound
@@ -265,7 +265,7 @@ class Results:
             "name": v["name"],
             "status": v["status"],
             "verdict": verdict_sentence(v["status"], v.get("verdict") or "")
-            or verdict_text(v["status"], v["winner"], v["leader"], v["delta"], v["end_reason"]),
+            or verdict_text(v["status"], v["winner"], v["leader"], v["delta"], end_reason=v["end_reason"]),
             "certificate_graph": v.get("certificate_graph") or [],
             "not_beaten": v.get("not_beaten") or [],
             "exact_ties": v.get("exact_ties") or [],
@@ -331,8 +331,8 @@ class Results:
         """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
 
         ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
-        duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
-        not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
+        duels grew by a tenth (the fit reads every duel of its window, their stored answer features), so a
+        live page does not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
         ``last`` judged duels only (the dashboard's window)."""
         data = self._results_data(campaign_id)
         last_fit = self._style_last.get((campaign_id, last))
@@ -345,7 +345,7 @@ class Results:
             rows = StyleRows()
             with self.db.read() as s:
                 after = window_start(s, campaign_id, last)
-                for d in judged_duels(s, campaign_id, LogMeta(s, campaign_id), after=after):
+                for d in style_duels(s, campaign_id, after=after):
                     rows.add(d)
             return {"campaign_id": campaign_id, **rows.report([m["name"] for m in view["models"]])}
 
@@ -472,6 +472,7 @@ class Results:
         with self.db.read() as s:
             if not self.db.is_sqlite:  # the log's two passes from one snapshot
                 s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            self.db.client_paced(s)  # read as the client takes the pieces
             lm = LogMeta(s, campaign_id)
             yield from json_file("battles.jsonl", lines_in_pages(battle_lines(s, lm)))
             matrix = self._matrix_rows(names, wins, ties)
@@ -524,6 +525,7 @@ class Results:
         stored: the battle log names them by this hash), read one at a time."""
         hashes = set(hashes)
         with self.db.read() as s:
+            self.db.client_paced(s)  # read as the client takes the pieces
             for (per_turn,) in s.execute(
                 select(Prompt.images).where(Prompt.campaign_id == campaign_id, Prompt.images.is_not(None))
             ):

@@ -28,7 +28,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import bindparam, insert, null, or_, select, update
 
 from algorithms.vocabulary import Reuse
 
@@ -113,41 +113,57 @@ def take_spare(db: Any, mkey: str, phash: str, duel_id: int) -> stores.Stored | 
     return None
 
 
+SA = StoredAnswer.__table__.c
+# The statements of a duel's answers transaction, one row each (both drivers run them: the asyncpg
+# driver compiles them, service/cycle/pg_driver.py), in the order :func:`settle_writes` lists them.
+#: A spare taken by duel ``did`` is a spare again (a failed duel's).
+GIVE_BACK = (
+    update(StoredAnswer.__table__)
+    .where(SA.id == bindparam("rid"), SA.status == SPENT, SA.taken_by == bindparam("did"))
+    .values(status=SPARE, taken_by=null())
+)
+#: A spare taken by duel ``did`` is spent for good (the duel stored its answers).
+SHOWN = (
+    update(StoredAnswer.__table__)
+    .where(SA.id == bindparam("rid"), SA.taken_by == bindparam("did"))
+    .values(taken_by=null())
+)
+#: An unshown image of a paid call becomes a spare.
+KEEP = insert(StoredAnswer.__table__).values(
+    {
+        k: bindparam(k, type_=SA[k].type)
+        for k in (
+            "key",
+            "model_key",
+            "prompt_hash",
+            "status",
+            "text",
+            "cost_nusd",
+            "charge_id",
+            "claimed_at",
+            "created_at",
+        )
+    }
+)
+#: Every statement :func:`settle_writes` may list.
+SETTLE_STATEMENTS = (GIVE_BACK, SHOWN, KEEP)
+
+
 def give_back(s: Any, row_ids: list[int], duel_id: int) -> int:
     """The spares ``row_ids`` are spares again if duel ``duel_id`` still holds them; inside a failed
     duel's answers transaction, or a take (:func:`recover`). Returns how many."""
-    if not row_ids:
-        return 0
-    return int(
-        s.execute(
-            update(StoredAnswer)
-            .where(StoredAnswer.id.in_(row_ids), StoredAnswer.status == SPENT, StoredAnswer.taken_by == duel_id)
-            .values(status=SPARE, taken_by=None)
-            .execution_options(synchronize_session=False)
-        ).rowcount
-    )
+    return sum(int(s.execute(GIVE_BACK, {"rid": rid, "did": duel_id}).rowcount) for rid in row_ids)
 
 
-def shown(s: Any, row_ids: list[int], duel_id: int) -> None:
-    """Inside the answers transaction that stored duel ``duel_id``'s answers: its spares are spent for good."""
-    if row_ids:
-        s.execute(
-            update(StoredAnswer)
-            .where(StoredAnswer.id.in_(row_ids), StoredAnswer.taken_by == duel_id)
-            .values(taken_by=None)
-            .execution_options(synchronize_session=False)
-        )
-
-
-def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | None) -> int:
-    """Inside the answers transaction that charged a call: its unshown images (their names,
-    ``[image sha256:<hex>]``) become spares of ``model`` for ``prompt``. Returns how many."""
+def keep_rows(model: dict, prompt: str, texts: list[str], charge_id: int | None) -> list[dict]:
+    """The :data:`KEEP` rows of a charged call's unshown images (their names, ``[image sha256:<hex>]``):
+    spares of ``model`` for ``prompt``; none when the model keeps none."""
     keys = spare_keys(model, prompt)
-    if keys is None or not texts:
-        return 0
+    if keys is None:
+        return []
     mkey, phash = keys
     now = utcnow()
-    rows = [
+    return [
         dict(
             key=uuid.uuid4().hex + uuid.uuid4().hex,  # unique; the row is found by (model key, prompt hash)
             model_key=mkey,
@@ -161,24 +177,34 @@ def keep(s: Any, model: dict, prompt: str, texts: list[str], charge_id: int | No
         )
         for text in texts
     ]
-    s.execute(insert(StoredAnswer), rows)
+
+
+def keep(s: Any, model: dict, prompt: str, texts: list[str], *, charge_id: int | None) -> int:
+    """Inside the answers transaction that charged a call: its unshown images become spares of
+    ``model`` for ``prompt`` (:func:`keep_rows`). Returns how many."""
+    rows = keep_rows(model, prompt, texts, charge_id)
+    for row in rows:
+        s.execute(KEEP, row)
     return len(rows)
 
 
-def settle(s: Any, plan: Any, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
-    """The spares of a duel's answers transaction: a failed duel gives back the spares it took, a
-    duel that stored its answers keeps them spent for good; each call it ``paid`` for (charged, no
-    fault, not late) keeps its unshown images, and, when the duel failed, its first image too."""
+def settle_writes(
+    plan: Any, results: dict, *, charge_ids: dict, paid: set[int], failed: bool
+) -> list[tuple[Any, dict]]:
+    """The spares of a duel's answers transaction, as (statement of :data:`SETTLE_STATEMENTS`, parameters)
+    in order: a failed duel gives back the spares it took, a duel that stored its answers keeps them spent
+    for good; each call it ``paid`` for (charged, no fault, not late) keeps its unshown images, and, when
+    the duel failed, its first image too."""
     taken = [r.id for r in results.values() if isinstance(r, stores.Stored) and r.spare]
-    if failed:
-        give_back(s, taken, plan.duel_id)
-    else:
-        shown(s, taken, plan.duel_id)
-    for idx in paid:
+    writes: list[tuple[Any, dict]] = [
+        (GIVE_BACK if failed else SHOWN, {"rid": rid, "did": plan.duel_id}) for rid in taken
+    ]
+    for idx in sorted(paid):
         res = results[idx]
         if not draws_spares(plan.answers, plan.models[idx]):
             continue
         texts = list(getattr(res, "spares", ()) or ())
         if failed:
             texts = [res.text, *texts]
-        keep(s, plan.models[idx], plan.prompt, texts, charge_ids.get(idx))
+        writes += [(KEEP, row) for row in keep_rows(plan.models[idx], plan.prompt, texts, charge_ids.get(idx))]
+    return writes

@@ -151,11 +151,11 @@ def stored_order(judge: dict, hash_a: str, hash_b: str) -> tuple[bool, str]:
     return False, "ab"
 
 
-def verdict_key(jkey: str, phash: str, first: str, second: str, order: str) -> str:
-    return verdict_key_of_hashes(jkey, phash, text_hash(first), text_hash(second), order)
+def verdict_key(jkey: str, phash: str, first: str, second: str, *, order: str) -> str:
+    return verdict_key_of_hashes(jkey, phash, text_hash(first), text_hash(second), order=order)
 
 
-def verdict_key_of_hashes(jkey: str, phash: str, first_hash: str, second_hash: str, order: str) -> str:
+def verdict_key_of_hashes(jkey: str, phash: str, first_hash: str, second_hash: str, *, order: str) -> str:
     """:func:`verdict_key` from the answers' :func:`text_hash` values."""
     return _sha("verdict", jkey, phash, first_hash, second_hash, order)
 
@@ -166,14 +166,14 @@ def verdict_question(prompt: str, reference: str | None) -> str:
     return prompt if reference is None else f"{prompt}\x00reference\x00{reference}"
 
 
-def duel_verdict_key(judge: dict, prompt: str, reference: str | None, hash_a: str, hash_b: str) -> str:
+def duel_verdict_key(judge: dict, prompt: str, reference: str | None, *, hash_a: str, hash_b: str) -> str:
     """The verdict-store key of a duel whose answers shown as a and b have text hashes ``hash_a`` and
     ``hash_b`` (the key :meth:`.calls.Calls.verdict` asks for; see :func:`verdict_order`)."""
     swapped, order = stored_order(judge, hash_a, hash_b)
     first, second = (hash_b, hash_a) if swapped else (hash_a, hash_b)
     jkey = judge_key(judge)
     assert jkey is not None  # called for judges whose verdicts are stored (stores_verdicts)
-    return verdict_key_of_hashes(jkey, prompt_hash(verdict_question(prompt, reference)), first, second, order)
+    return verdict_key_of_hashes(jkey, prompt_hash(verdict_question(prompt, reference)), first, second, order=order)
 
 
 def mirror(choice: str | None) -> str | None:
@@ -227,7 +227,7 @@ def apply_costs(policy: Any, target: dict | None) -> dict | None:
 
 
 # ---------------------------------------------------------------- what a duel will take from the stores
-def duel_answer_keys(answers: str | None, models: Sequence[dict], i: int, j: int, prompt: str) -> dict[int, str]:
+def duel_answer_keys(answers: str | None, models: Sequence[dict], i: int, j: int, *, prompt: str) -> dict[int, str]:
     """The answer-store keys of a duel on (``i``, ``j``), by model index, for the models that use the store.
 
     Two models with one generation config share a key; the duel takes the stored
@@ -313,7 +313,7 @@ async def stored_for_duel(
     awaitable callable giving the prompt's reference answer. Written once for every
     path (a synchronous caller runs it with :func:`run_now`).
     """
-    keys = duel_answer_keys(answers, models, i, j, prompt)
+    keys = duel_answer_keys(answers, models, i, j, prompt=prompt)
     if not keys:
         return [], 0
     need_verdict = len(keys) == 2 and stores_verdicts(verdicts, judge)
@@ -328,7 +328,7 @@ async def stored_for_duel(
     hi, hj = known.answers.get(keys[i]), known.answers.get(keys[j])
     if hi is None or hj is None:
         return have, 0
-    vkey = duel_verdict_key(judge, prompt, await reference(), hi if a_is_i else hj, hj if a_is_i else hi)
+    vkey = duel_verdict_key(judge, prompt, await reference(), hash_a=hi if a_is_i else hj, hash_b=hj if a_is_i else hi)
     if vkey not in known.verdicts:
         if not await lookup.ready_verdict(vkey):
             return have, 0
@@ -406,31 +406,37 @@ def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored
     }
 
 
+_SA = StoredAnswer.__table__.c
+#: The claimed row becomes the stored answer with its charge (both drivers of the answers transaction
+#: run it; a ready row is never changed: when this call outlived its claim and another caller took it
+#: over and stored its answer first, that stored answer stays).
+FINALIZE_ANSWER = (
+    update(StoredAnswer.__table__)
+    .where(_SA.id == bindparam("rid"), _SA.status != READY)
+    .values(
+        status=READY,
+        text=bindparam("text"),
+        input_tokens=bindparam("input_tokens"),
+        output_tokens=bindparam("output_tokens"),
+        cost_nusd=bindparam("cost_nusd"),
+        charge_id=bindparam("charge_id"),
+        claimed_at=bindparam("now", type_=_SA.claimed_at.type),
+    )
+)
+
+
+def finalized_answer(claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> dict:
+    """The parameters of :data:`FINALIZE_ANSWER` for ``claim``, which is marked finalized with them."""
+    tin, tout = getattr(completion, "input_tokens", None), getattr(completion, "output_tokens", None)
+    claim.finalized = Stored(claim.row_id, charge_id, text=text, input_tokens=tin, output_tokens=tout)
+    params = dict(rid=claim.row_id, text=text, cost_nusd=amount_nusd, charge_id=charge_id, now=utcnow())
+    return params | {"input_tokens": tin, "output_tokens": tout}
+
+
 def finalize_answer(s, claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
     """Inside the answers transaction: the claimed row becomes the stored answer (with its charge)."""
-    now = utcnow()
     s.execute(
-        update(StoredAnswer)
-        # a ready row is never changed: when this call outlived its claim and another caller
-        # took it over and stored its answer first, that stored answer stays
-        .where(StoredAnswer.id == claim.row_id, StoredAnswer.status != READY)
-        .values(
-            status=READY,
-            text=text,
-            input_tokens=getattr(completion, "input_tokens", None),
-            output_tokens=getattr(completion, "output_tokens", None),
-            cost_nusd=amount_nusd,
-            charge_id=charge_id,
-            claimed_at=now,
-        )
-        .execution_options(synchronize_session=False)
-    )
-    claim.finalized = Stored(
-        claim.row_id,
-        charge_id,
-        text=text,
-        input_tokens=getattr(completion, "input_tokens", None),
-        output_tokens=getattr(completion, "output_tokens", None),
+        FINALIZE_ANSWER, finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from algorithms.style_control import fit_style_controlled, style_counts
+from algorithms.style_control import FEATURES, fit_style_controlled, style_counts
 
 MIN_DUELS = 20
 
@@ -32,9 +32,25 @@ def _rows(fit: Any, names: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+def answer_style(answer_a: str | None, answer_b: str | None) -> list[int]:
+    """The style features of a duel's two answers as ``duels.answer_style`` stores them: answer a's
+    :data:`algorithms.style_control.FEATURES`, then answer b's (whole counts)."""
+    return [int(x) for x in (*style_counts(answer_a), *style_counts(answer_b))]
+
+
+def _stored_style(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The features of answers a and b stored with the duel (``style``), None when it has none."""
+    stored = d.get("style")
+    if not isinstance(stored, list) or len(stored) != 2 * len(FEATURES):
+        return None
+    k = len(FEATURES)
+    return np.array(stored[:k], dtype=float), np.array(stored[k:], dtype=float)
+
+
 class StyleRows:
     """The counted duels with both answers as text, gathered duel by duel (:meth:`add`): their models, scores
-    and the style features of both answers (four numbers each, not the text)."""
+    and the style features of both answers (four numbers each, not the text: those stored with the duel,
+    ``style``, else counted from its answers)."""
 
     def __init__(self) -> None:
         self.i: list[int] = []
@@ -44,14 +60,20 @@ class StyleRows:
         self.feat_j: list[np.ndarray] = []
 
     def add(self, d: dict[str, Any]) -> None:
-        if not d["counted"] or d["score"] is None or d.get("answer_a") is None or d.get("answer_b") is None:
+        if not d["counted"] or d["score"] is None:
             return
+        stored = _stored_style(d)
+        if stored is None:
+            if d.get("answer_a") is None or d.get("answer_b") is None:
+                return
+            stored = style_counts(d["answer_a"]), style_counts(d["answer_b"])
+        feat_a, feat_b = stored
         a_is_i = d["a"] == d["model_i"]
         self.i.append(d["model_i"])
         self.j.append(d["b"] if a_is_i else d["a"])
         self.score.append(float(d["score"]))
-        self.feat_i.append(style_counts(d["answer_a"] if a_is_i else d["answer_b"]))
-        self.feat_j.append(style_counts(d["answer_b"] if a_is_i else d["answer_a"]))
+        self.feat_i.append(feat_a if a_is_i else feat_b)
+        self.feat_j.append(feat_b if a_is_i else feat_a)
 
     def report(self, names: list[str]) -> dict[str, Any]:
         return _report(self, names)

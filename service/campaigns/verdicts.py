@@ -292,7 +292,7 @@ ENDED_BY_REASON = "not certified: {reason} (leader: {leader})"
 
 
 def verdict_text(
-    status: str, winner: str | None, leader: str | None, delta: float, end_reason: str | None = None
+    status: str, winner: str | None, leader: str | None, delta: float, *, end_reason: str | None = None
 ) -> str:
     """The campaign's outcome in plain words; a campaign stopped or out of budget names its ``end_reason``
     (``stopped`` is also the status of a campaign that reached its ``max_duels``)."""

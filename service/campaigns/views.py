@@ -280,7 +280,7 @@ class Views:
         return out
 
     def campaign_view(
-        self, c: Campaign, pending: int, admin: bool = True, observed: dict | None = None, pairs: bool | None = None
+        self, c: Campaign, pending: int, *, admin: bool = True, observed: dict | None = None, pairs: bool | None = None
     ) -> dict:
         """The admin's view; ``pairs``: the per-pair figures in full (None: up to
         :data:`PAIR_DETAIL_MODELS` models; above, summarised: :func:`summarise_pairs`)."""
@@ -370,7 +370,7 @@ class Views:
         view.update(board)
         facts = verdicts.verdict_facts(view)
         facts["verdict"] = facts["verdict"] or verdict_text(
-            c.status, view["winner"], view["leader"], c.delta, c.end_reason
+            c.status, view["winner"], view["leader"], c.delta, end_reason=c.end_reason
         )
         if words:  # a leaderboard goal: its certified order, beside how the campaign ended
             facts["verdict"] = f"{facts['verdict']}; {words}" if c.status != "certified" else f"certified {words}"
@@ -399,7 +399,9 @@ class Views:
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
-            view = self.campaign_view(c, self.pending_count(s, campaign_id, utcnow()), admin, observed, pairs)
+            view = self.campaign_view(
+                c, self.pending_count(s, campaign_id, utcnow()), admin=admin, observed=observed, pairs=pairs
+            )
             if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
                 view.update(hybrid_view.summary_for(s, c, admin))
             return view

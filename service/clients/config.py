@@ -565,6 +565,7 @@ def call_cost_bound(
     cfg: dict[str, Any],
     fixed_cost: float,
     input_bytes: int,
+    *,
     max_output_tokens: int | None = None,
     image_tokens: int = 0,
 ) -> float | None:

@@ -1,14 +1,17 @@
 """Step 3 of every duel: storing its answers, one sequence on a driver, its decisions beside it.
 
 :func:`decide_answers` stores what both model calls returned (a completion, a stored answer,
-or the exception that ended the call) and asks a *transaction driver* (the SQLAlchemy one,
-:class:`service.cycle.sync_driver.SyncTx`) for each round trip. The steps, in order:
+or the exception that ended the call) and asks a *transaction driver* for each round trip:
+:class:`service.cycle.sync_driver.SyncTx` (SQLAlchemy, in a worker thread), or on PostgreSQL, for
+an annotator's or the admin's duel of a campaign it covers, :class:`service.cycle.pg_driver.PgTx`
+(asyncpg, on the event loop); both run the same statements. The steps, in order:
 
 1. :func:`settle` (before the campaign's lock: cleaning and masking a long answer takes a
    while): :func:`settle_answers` makes the charge rows (capped by
    :func:`service.money.ledger.model_charge`, zero-cost rows for reused answers), the duel's
    answer columns, the failure and the provider faults;
-2. the campaign's row locked and the duel read (a campaign or duel deleted meanwhile: nothing);
+2. the campaign's row locked and the duel read (a campaign or duel deleted meanwhile: nothing); the
+   driver covers the campaign (the caller chose it before the transaction);
 3. calls that returned after the duel's hard deadline are not charged (:func:`late_error`);
    answered after the campaign ended: charged, marked late (:func:`marked_late`);
 4. the charge rows written (:func:`service.money.charges.charge_answers`), the answers paid
@@ -35,6 +38,7 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 from ..campaigns import stores
 from ..campaigns.expiry import is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER
+from ..campaigns.style import answer_style
 from ..campaigns.types import DuelOutcome, DuelPlan
 from ..clients import ClientError, Completion
 from ..models import from_nusd, utcnow
@@ -42,7 +46,7 @@ from ..money import ledger
 from ..plain_values import finite_or_none
 from ..redaction import redact
 from ..stored_text import MAX_ERROR_CHARS, clean_text
-from .shared import DuelRow
+from .shared import DuelRow, config_of, not_handled
 from .verdict import Ending, paused
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +64,7 @@ ANSWER_COLUMNS = (
     "completion_b",
     "answer_a",
     "answer_b",
+    "answer_style",
     "answered_at",
     "expires_at",
 )
@@ -85,13 +90,16 @@ def settle(svc: HotService, plan: DuelPlan, results: dict[int, Any]) -> Settled:
 
 
 async def decide_answers(
-    svc: HotService, tx: Tx, plan: DuelPlan, *, results: dict[int, Any], settled: Settled
+    svc: HotService, tx: Tx, plan: DuelPlan, *, results: dict[int, Any], settled: Settled, run: bool = False
 ) -> DuelOutcome:
     """Store the answers of duel ``plan.duel_id`` (``results``: both calls' results, ``settled``: them
-    settled by :func:`settle`): charges, the answer stores, the duel's status, a provider fault's pause."""
+    settled by :func:`settle`; ``run``: a background run's duel): charges, the answer stores, the duel's
+    status, a provider fault's pause."""
     crow, drow = await tx.answer_reads(plan.campaign_id, plan.duel_id)
     if crow is None or drow is None:  # deleted meanwhile
         return DuelOutcome(plan.duel_id, "missing", failed=True, error="campaign or duel deleted")
+    if not tx.covers(await config_of(svc, tx, crow.id, max(plan.i, plan.j)), run):  # chosen before the transaction
+        raise not_handled(crow.id)
     charges, total, fields, error = settled.charges, settled.total_nusd, settled.fields, settled.error
     faults = settled.faults
     late = is_stale(drow.expires_at, settled.now) and bool(charges or faults)
@@ -221,10 +229,10 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
     if errors:
         error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
     else:
+        answer_a = redact(clean_text(results[plan.model_a].text), keys)
+        answer_b = redact(clean_text(results[plan.model_b].text), keys)
         fields.update(
-            answer_a=redact(clean_text(results[plan.model_a].text), keys),
-            answer_b=redact(clean_text(results[plan.model_b].text), keys),
-            answered_at=now,
+            answer_a=answer_a, answer_b=answer_b, answer_style=answer_style(answer_a, answer_b), answered_at=now
         )
     return charges, total, fields, error, faults
 

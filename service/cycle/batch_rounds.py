@@ -237,7 +237,7 @@ class BatchRounds:
         current_duel.set(plan.duel_id)
         # a verdict key in flight for an earlier duel of this round is recorded only at the fold, after
         # this phase: the duel pays its own call instead of waiting (later rounds reuse the stored one)
-        return await self.calls.verdict(plan, judge, text_a, text_b, None, wait=False)
+        return await self.calls.verdict(plan, judge, text_a, text_b, wait=False)
 
     async def _record(self, plan: DuelPlan, verdict: dict) -> DuelOutcome:
         j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)

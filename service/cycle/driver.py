@@ -1,5 +1,5 @@
 """The driver of the vote cycle's sequences, as a protocol: the round trips of
-:func:`.plan.decide_plan` and :func:`.verdict.decide_verdict`.
+:func:`.plan.decide_plan`, :func:`.answers.decide_answers` and :func:`.verdict.decide_verdict`.
 
 Two classes satisfy it: :class:`.sync_driver.SyncTx` (SQLAlchemy Core on a session, every
 campaign) and :class:`.pg_driver.PgTx` (asyncpg on the event loop, the campaigns its
@@ -13,6 +13,7 @@ parameters; ``mypy service`` checks the sequences' calls against it.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from typing import Any, Callable, Protocol
 
 
@@ -33,6 +34,11 @@ class Tx(Protocol):
     async def policy_state(self, campaign_id: int) -> dict: ...
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list: ...
+
+    async def wait_returned(self, returned: threading.Event, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until ``returned`` is set: a policy another transaction of
+        this process took is back in the cache (:meth:`.PolicyCache.lent`)."""
+        ...
 
     async def prompt(self, campaign_id: int, idx: int) -> str: ...
 
@@ -81,7 +87,7 @@ class Tx(Protocol):
 
     async def hybrid_verdict(self, svc: Any, duel_id: int, j: Any) -> Any: ...
 
-    # ---- the answers (service.cycle.answers.decide_answers): SQLAlchemy driver only
+    # ---- the answers (service.cycle.answers.decide_answers): both drivers
     async def answer_reads(self, campaign_id: int, duel_id: int) -> tuple[Any, Any]: ...
 
     async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]: ...

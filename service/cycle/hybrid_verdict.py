@@ -21,7 +21,7 @@ from sqlalchemy import select, update
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..auth import Principal
-from ..campaigns import hybrid, judge_charges
+from ..campaigns import hybrid, judge_charges, policy_log
 from ..campaigns.expiry import is_stale
 from ..campaigns.hybrid_tx import HUMAN_FEE_DETAIL, POOL_HOLD
 from ..campaigns.leases import ORPHAN_REQUESTER
@@ -84,7 +84,8 @@ def _after(svc, s, c: Campaign, *, policy, recorded: int, duel_id: int, now: dt.
     s.info["after_commit"] = lambda p=policy, seq=c.event_seq, cid=c.id: svc.policies.put(cid, seq, p)
     stopped = None
     if recorded:
-        c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
+        state, counts, stats, c.leader = policy_snapshot(policy)
+        policy_log.write_checkpoint(s, c.id, state=state, counts=counts, stats=stats)
         c.state_seq = c.event_seq  # a hybrid campaign's state is written with every record
         stopped = policy_ending(policy, c.algorithm, c.delta, c.n_prompts)
     end = ending(
@@ -189,10 +190,10 @@ def _judged(svc, s, c, d, *, j: judge_charges.Judgement, now) -> DuelOutcome:
             score_a=judge_score,
             draw_key=c.draw_key,
         )
-        policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
+        policy = svc.policies.take(c.id, c.event_seq, lambda: policy_log.stored_state(s, c.id))
         pi = float(policy.human_probability(d.model_i, d.model_j, J))
         seen = hybrid.pair_seen(policy, d.model_i, d.model_j)
-        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen)
+        rec = hybrid.hybrid_record(choice, J, pi, hybrid.human_coin(c.draw_key, d.number), seen=seen)
         d.judge_detail = {**detail, "hybrid": rec}
         if rec["selected"]:  # waits for an annotator; its reservation is now the human fee
             d.requested_by = POOL_REQUESTER
@@ -247,7 +248,7 @@ def record_human_vote(svc, s, c: Campaign, d: Duel, *, choice: str, principal: P
     d.status, d.choice, d.judged_at, d.judged_by = DuelStatus.JUDGED, choice, now, principal.label
     d.expected_cost_nusd = 0
     c.duels_judged += 1
-    policy = svc.policies.take(c.id, c.event_seq, c.policy_state)
+    policy = svc.policies.take(c.id, c.event_seq, lambda: policy_log.stored_state(s, c.id))
     recorded = _flush_with(svc, s, c, d, policy=policy)
     ended = _after(svc, s, c, policy=policy, recorded=recorded, duel_id=d.id, now=now)
     c.version += 1

@@ -131,7 +131,8 @@ class ModelChanges:
             c.model_changes = [*(c.model_changes or []), entry]
             c.models = models
             c.event_seq = seq
-            c.policy_state, c.counts, c.stats, c.leader = policy_snapshot(policy)
+            state, counts, stats, c.leader = policy_snapshot(policy)
+            policy_log.write_checkpoint(s, c.id, state=state, counts=counts, stats=stats)
             c.state_seq = seq  # a checkpoint at the change (the log after it replays on the new policy)
             revived = c.status != CampaignStatus.RUNNING
             if revived:  # paused on a provider fault: it continues without the model

@@ -10,7 +10,8 @@ judge calls happen outside any transaction:
    the display order, insert the duel as ``calling``, commit.
 2. both models are called concurrently, no lock held.
 3. *store answers* (locked): charges for what was really spent; the duel becomes
-   ``pending`` (waiting for a verdict) or ``failed`` (its pair is free again).
+   ``pending`` (waiting for a verdict) or ``failed`` (its pair is free again); on the
+   driver that planned the duel.
 4. an automatic judge decides (no lock), then *record* (locked) like a vote: the
    duel moves ``pending -> judged`` with a conditional UPDATE (a second verdict or
    a duplicate vote finds no pending row: 409), the policy records the score,
@@ -81,9 +82,11 @@ class Cycle:
         self.hot_counts = {"loop": 0, "thread": 0}  # plan and vote transactions by where they ran
 
     # ------------------------------------------------------------ one duel
-    async def _answers(self, plan: DuelPlan):
-        """Step 2-3: both answers (stored or called, through ``calls``), then the cycle's
-        :meth:`store_answers_tx`; the store claims are settled after it, stored or not."""
+    async def _answers(self, plan: DuelPlan, run: bool):
+        """Step 2-3: both answers (stored or called, through ``calls``), then the answers transaction on
+        the driver that planned the duel (:meth:`_on_loop_for`: an annotator's or the admin's duel of a
+        campaign the asyncpg driver covers, on PostgreSQL; else :meth:`store_answers_tx` in a worker
+        thread); the store claims are settled after it, stored or not."""
         turns, _ = await self.deps.calls.extras(plan)
         leased = plan.hard_expiry is not None and plan.duel_id and plan.deadline is not None
         if leased:  # the keeper renews the duel's lease while this process calls its models
@@ -93,19 +96,24 @@ class Cycle:
             res_i, res_j = await asyncio.gather(
                 self.deps.calls.answer(plan, plan.i, turns), self.deps.calls.answer(plan, plan.j, turns)
             )
-            outcome = await self.in_thread(self.store_answers_tx, plan, {plan.i: res_i, plan.j: res_j})
+            results = {plan.i: res_i, plan.j: res_j}
+            if not run and await self._on_loop_for(plan.campaign_id):
+                outcome = await cycle.store_answers_async(self, plan, results)
+            else:
+                outcome = await self.in_thread(self.store_answers_tx, plan, results)
         finally:
             self.deps.calls.live_duels.pop(plan.duel_id, None)
             await self.deps.calls.settle_claims(plan, [plan.i, plan.j])
         return res_i, res_j, outcome
 
-    async def execute(self, plan: DuelPlan) -> DuelOutcome:
-        """Steps 2-4 of a duel: answers (stored or called), store, judge automatically."""
+    async def execute(self, plan: DuelPlan, *, run: bool = False) -> DuelOutcome:
+        """Steps 2-4 of a duel: answers (stored or called), store, judge automatically (``run``: a
+        background run's duel, whose transactions all run on the SQLAlchemy driver)."""
         if plan.outcome is not None:  # answered inside the plan transaction
             assert plan.results is not None  # with its results
             res_i, res_j, outcome = plan.results[plan.i], plan.results[plan.j], plan.outcome
         else:
-            res_i, res_j, outcome = await self._answers(plan)
+            res_i, res_j, outcome = await self._answers(plan, run)
         if outcome.ended:
             self.deps.webhooks.schedule_webhook(plan.campaign_id)
         if outcome.status != DuelStatus.PENDING or plan.judge.get("kind") == "human":
@@ -118,7 +126,7 @@ class Cycle:
                 judge,
                 res_i.text if plan.a_is_i else res_j.text,
                 res_j.text if plan.a_is_i else res_i.text,
-                deadline,
+                deadline=deadline,
             )
             j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
             outcome = await self.in_thread(cycle.record_verdict, self, plan.duel_id, j)
@@ -138,8 +146,8 @@ class Cycle:
         """Record a human vote in the calling thread (:func:`service.cycle.verdict.decide_verdict`)."""
         return cycle.record_vote(self, duel_id, choice, principal)
 
-    async def _plan_on_loop(self, campaign_id: int) -> bool:
-        """Whether an annotator's or the admin's plan runs on the asyncpg driver (on the event loop):
+    async def _on_loop_for(self, campaign_id: int) -> bool:
+        """Whether an annotator's or the admin's plan (and its answers) run on the asyncpg driver (on the event loop):
         on PostgreSQL, when :func:`service.cycle.handles` accepts the campaign (the choice of
         :mod:`service.cycle.routing`: from the config cache, else one small read in a worker thread)."""
         if not (cycle.ENABLED and self._on_loop):
@@ -148,7 +156,7 @@ class Cycle:
         return cached if cached is not None else await self.in_thread(cycle.plan_on_hot_path, self, campaign_id)
 
     async def _vote_on_loop(self, duel_id: int, principal: Principal) -> bool:
-        """Whether a vote runs on the asyncpg driver: as :meth:`_plan_on_loop`, for the duel's campaign."""
+        """Whether a vote runs on the asyncpg driver: as :meth:`_on_loop_for`, for the duel's campaign."""
         if not (cycle.ENABLED and self._on_loop):
             return False
         cached = cycle.cached_choice(self, cycle.vote_campaign_hint(principal))
@@ -161,7 +169,7 @@ class Cycle:
             await self.deps.stores.update_store_costs(campaign_id, wait=principal is None)
             # one transaction: on the asyncpg driver when it covers the campaign, else the SQLAlchemy
             # driver in a worker thread (a background run's always); both run the same sequence
-            if principal is not None and not run and await self._plan_on_loop(campaign_id):
+            if principal is not None and not run and await self._on_loop_for(campaign_id):
                 plan = await cycle.plan_duel_async(self, campaign_id, principal)
                 self.hot_counts["loop"] += 1
                 return plan
@@ -232,5 +240,6 @@ class Cycle:
 
     def store_answers_tx(self, plan: DuelPlan, results: dict[int, Any]) -> DuelOutcome:
         """Step 3 (locked): charges for what the calls really cost, answers or failure
-        (:func:`service.cycle.answers.decide_answers` on the SQLAlchemy driver, in the calling thread)."""
+        (:func:`service.cycle.answers.decide_answers` on the SQLAlchemy driver, in the calling thread;
+        a background run's and a batch round's duels, and every duel on SQLite)."""
         return cycle.store_answers(self, plan, results)

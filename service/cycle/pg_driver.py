@@ -1,8 +1,11 @@
 """Driver 2: an asyncpg connection from :class:`service.db.HotPool`, on the event loop.
 
 While PostgreSQL works, or the transaction waits for the row lock, the loop serves
-other requests. The writes of a transaction are one statement (data-modifying
-CTEs).
+other requests. It runs the plan, answers and verdict sequences with the SQLAlchemy
+driver's statements (and the money writer's, :mod:`service.money.charges`), compiled
+once for asyncpg (:func:`compile_pg`). The writes of a plan or a verdict are one
+statement (data-modifying CTEs); the answers write their charge rows one by one (their
+ids go into the answer store), then the duel and the campaign in one statement.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from functools import lru_cache
 from types import SimpleNamespace
@@ -25,13 +29,15 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
-from ..campaigns import endings, policy_log, skips, stores
+from ..campaigns import endings, policy_log, skips, spares, stores
 from ..campaigns.judge_charges import Judgement
+from ..campaigns.tasks import in_thread
 from ..campaigns.types import DomainError, HeldDuel
 from ..db import HotPathUnavailable, is_connection_error
-from ..models import Campaign, Duel
+from ..models import Campaign, Duel, PolicyCheckpoint
 from ..money import charges, holds
 from . import sync_driver
+from .answers import decide_answers, settle
 from .plan import decide_plan
 from .shared import handles
 from .verdict import decide_verdict
@@ -93,7 +99,7 @@ def _sql_literal(value) -> str:
 # (:func:`.shared.policy_at`): sent with every lock it cost O(L^2) per duel whenever the cached
 # policy was still with the transaction before.
 PG_CONFIG = compile_pg(sync_driver.CONFIG)
-PG_POLICY_STATE = compile_pg(sync_driver.POLICY_STATE)
+PG_POLICY_STATE = compile_pg(policy_log.STORED_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
 PG_REFERENCE = compile_pg(sync_driver.REFERENCE)
 PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
@@ -113,20 +119,33 @@ PG_TOUCHED = compile_pg(sync_driver.TOUCHED)
 PG_FINISH = tuple(compile_pg(q) for q in endings.ENDING)
 PG_POOLED = compile_pg(skips.POOLED)
 PG_HAND_OVER = compile_pg(skips.HAND_OVER)
+# The answers (service.cycle.answers): the lock, a charge row (its id returned), a stored answer, the
+# spares' rows, then the duel and the campaign in one statement (two when a provider fault pauses it).
+PG_LOCK_FOR_ANSWERS = compile_pg(sync_driver.LOCK_FOR_ANSWERS)
+PG_ANSWER_CHARGE = compile_pg(charges.ANSWER_CHARGE)
+PG_FINALIZE_ANSWER = compile_pg(stores.FINALIZE_ANSWER)
+PG_SETTLE_SPARES = {id(q): compile_pg(q) for q in spares.SETTLE_STATEMENTS}
+PG_ANSWERED_DUEL = compile_pg(sync_driver.ANSWERED_DUEL)
+PG_ANSWERED = compile_pg(sync_driver.ANSWERED)
+PG_ANSWERED_BOTH = compile_pg(sync_driver.ANSWERED.add_cte(sync_driver.ANSWERED_DUEL.cte("u")))
 
 
-def _after_judged(campaign_update):
+def _after_judged(campaign_update, checkpoint: bool = False):
     """The duel's ``pending -> judged`` update and the campaign's, one statement: the
-    campaign changes only when the duel did (RETURNING tells)."""
+    campaign (and with ``checkpoint`` its policy checkpoint row) changes only when the duel
+    did (RETURNING tells)."""
     judged = sync_driver.JUDGED_DUEL.returning(D.id).cte("u")
     # a human judge's fee per vote: one judge charge, written only when the duel was judged and fee > 0
     fee = charges.vote_fee_after(judged)
-    return compile_pg(campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged).add_cte(fee))
+    query = campaign_update.where(exists(select(judged.c.id))).returning(C.id).add_cte(judged).add_cte(fee)
+    if checkpoint:
+        query = query.add_cte(policy_log.WRITE_CHECKPOINT.where(exists(select(judged.c.id))).cte("k"))
+    return compile_pg(query)
 
 
 PG_VOTED_TIE = _after_judged(sync_driver.VOTED_TIE)
 PG_VOTED = _after_judged(sync_driver.VOTED)
-PG_VOTED_STATE = _after_judged(sync_driver.VOTED_STATE)
+PG_VOTED_STATE = _after_judged(sync_driver.VOTED_STATE, checkpoint=True)
 _JSON_DUEL_COLUMNS = frozenset(c.name for c in Duel.__table__.c if isinstance(c.type, JSON))
 
 
@@ -144,7 +163,8 @@ def _pg_plan_write(duel_columns: tuple[str, ...], with_state: bool = False) -> C
     d = duel.returning(D.id).cte("d")
     paid = charges.charges_from_json(d)  # the charges arrive as one JSON array; "n" keeps their order
     campaign = (sync_driver.PLANNED_STATE if with_state else sync_driver.PLANNED).cte("c")
-    return compile_pg(select(d.c.id).add_cte(paid, campaign))
+    ctes = (paid, campaign, policy_log.WRITE_STATE.cte("k")) if with_state else (paid, campaign)
+    return compile_pg(select(d.c.id).add_cte(*ctes))
 
 
 class _Row(SimpleNamespace):
@@ -155,7 +175,10 @@ class _Row(SimpleNamespace):
 
 
 _JSON_RESULT_COLUMNS = frozenset(
-    c.name for t in (Campaign.__table__, Duel.__table__) for c in t.c if isinstance(c.type, JSON)
+    c.name
+    for t in (Campaign.__table__, Duel.__table__, PolicyCheckpoint.__table__)
+    for c in t.c
+    if isinstance(c.type, JSON)
 )
 
 
@@ -273,6 +296,12 @@ class PgTx:
         await self._begin()
         return (await self._fetchone(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
 
+    async def wait_returned(self, returned: threading.Event, timeout_s: float) -> None:
+        """On the event loop: polled, so that a holder on this loop (its COMMIT still awaited) runs."""
+        deadline = time.monotonic() + timeout_s
+        while not returned.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.0005)
+
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
         await self._begin()
         p = {"cid": campaign_id, "after": after, "upto": upto}
@@ -342,6 +371,42 @@ class PgTx:
         await self.commit()
         return True
 
+    # ---- the answers (service.cycle.answers.decide_answers)
+    async def answer_reads(self, campaign_id: int, duel_id: int):
+        await self._begin()
+        crow = await self._fetchrow(PG_LOCK_FOR_ANSWERS, {"cid": campaign_id})
+        drow = await self._fetchrow(PG_DUEL_ROW, {"did": duel_id}) if crow is not None else None
+        return crow, drow
+
+    async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]:
+        """:func:`service.money.charges.charge_answers`: the same statement, per row, in order."""
+        ids = {}
+        for row in rows:
+            params = charges.answer_charge_params(duel_id, row)
+            params["detail"] = _json(params["detail"])
+            self.wrote = True
+            ids[row["model_index"]] = int((await self._fetchone(PG_ANSWER_CHARGE, params)).id)
+        return ids
+
+    async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
+        params = stores.finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
+        await self._write(PG_FINALIZE_ANSWER, params)
+
+    async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
+        for query, params in spares.settle_writes(plan, results, charge_ids=charge_ids, paid=paid, failed=failed):
+            await self._write(PG_SETTLE_SPARES[id(query)], params)
+
+    async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
+        """The duel's answer columns and the campaign's spend and counters, one statement committed
+        with it; with an ``end`` (a provider fault's pause), the duel, the end, then the campaign."""
+        params = {k: _json(v) if k in _JSON_DUEL_COLUMNS else v for k, v in duel.items()}
+        if end is None:
+            await self._write_and_commit(PG_ANSWERED_BOTH, {**params, **campaign})
+            return
+        await self._write(PG_ANSWERED_DUEL, params)
+        await self.finish(campaign["cid"], end, campaign["now"], duel["did"])
+        await self._write_and_commit(PG_ANSWERED, campaign)
+
     # ---- the SQLAlchemy driver's only (service.cycle.driver.Tx): covers() routes those campaigns there
     async def held_outcomes(self, campaign_id: int) -> list:
         raise _not_covered("held_outcomes")
@@ -369,21 +434,6 @@ class PgTx:
 
     async def hybrid_verdict(self, svc, duel_id: int, j) -> DuelOutcome:
         raise _not_covered("hybrid_verdict")
-
-    async def answer_reads(self, campaign_id: int, duel_id: int):
-        raise _not_covered("answer_reads")
-
-    async def answer_charges(self, campaign_id: int, duel_id: int, rows: list[dict]) -> dict[int, int]:
-        raise _not_covered("answer_charges")
-
-    async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        raise _not_covered("store_answer")
-
-    async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
-        raise _not_covered("settle_spares")
-
-    async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
-        raise _not_covered("answer_writes")
 
 
 def _not_covered(method: str) -> RuntimeError:  # pragma: no cover - covers() never sends such a campaign here
@@ -428,6 +478,20 @@ async def plan_duel_async(svc: HotService, campaign_id: int, principal: Principa
     plan = await _on_pool(svc, lambda tx: decide_plan(svc, tx, campaign_id, principal))
     plan.select_ms = (time.perf_counter() - t0) * 1000.0
     return plan
+
+
+async def store_answers_async(svc: HotService, plan: DuelPlan, results: dict) -> DuelOutcome:
+    """The answers transaction (:func:`.answers.decide_answers`) on the event loop (PostgreSQL; a campaign
+    :func:`.shared.handles` accepts, a duel an annotator or the admin asked for), both results settled
+    before it in a worker thread (:func:`.answers.settle`: cleaning and masking a long answer takes a while)."""
+    settled = await in_thread(settle, svc, plan, results)
+
+    async def answers(tx: PgTx) -> DuelOutcome:
+        outcome = await decide_answers(svc, tx, plan, results=results, settled=settled)
+        await tx.rollback()  # a campaign or duel deleted meanwhile: nothing was written (else committed)
+        return outcome
+
+    return await _on_pool(svc, answers)
 
 
 async def record_vote_async(svc: HotService, duel_id: int, choice: str, principal: Principal) -> DuelOutcome:

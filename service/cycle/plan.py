@@ -109,7 +109,14 @@ async def decide_plan(
         svc, tx, campaign_id, cfg=cfg, row=row, pair=pick.pair, a_is_i=a_is_i, idx=prompt_index, prompt=prompt
     )
     held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    over = reserve.budget_decision(campaign_id, row.budget_nusd, row.spend_nusd, inflight, held, expected)
+    over = reserve.budget_decision(
+        campaign_id,
+        budget_nusd=row.budget_nusd,
+        spent_nusd=row.spend_nusd,
+        live=inflight,
+        held_nusd=held,
+        expected_nusd=expected,
+    )
     await refuse_or_end(tx, campaign_id, over, now)
     duel = new_duel_columns(
         campaign_id,

@@ -93,7 +93,13 @@ class PregenRecovery:
                 if isinstance(out, Completion):
                     out = await self.calls.keep_images(out)
                     await in_thread(  # its charge replaces the dead process's hold of the answer's key
-                        self.pregen.store_pregenerated_tx, cid, n, plan.claims[n], out, None, r["prompt"], r.get("key")
+                        self.pregen.store_pregenerated_tx,
+                        cid,
+                        n,
+                        plan.claims[n],
+                        out,
+                        prompt=r["prompt"],
+                        hold_key=r.get("key"),
                     )
             await collector.close_fetched()  # only now: killed before, the next take-over stores them
         finally:
@@ -105,5 +111,5 @@ class PregenRecovery:
         """The answer's store claim, taken again for this process (None: it is stored already)."""
         plan = DuelPlan(**{**context.__dict__, "prompt": row["prompt"], "claims": {}})
         columns = {"model_key": row["model_key"], "prompt_hash": row["prompt_hash"]}
-        stored = await self.calls.acquire(plan, int(row["model"]), "answer", row["key"], columns, batch=True)
+        stored = await self.calls.acquire(plan, int(row["model"]), "answer", row["key"], columns=columns, batch=True)
         return plan if stored is None else None

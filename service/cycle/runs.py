@@ -204,7 +204,7 @@ class Runs:
                 raise
             db_backoff = 0.5
             try:
-                outcome = await self.cycle.execute(plan)
+                outcome = await self.cycle.execute(plan, run=True)
             except Exception as exc:
                 if isinstance(exc, DBAPIError):
                     await self._give_up_duel(campaign_id, plan.duel_id)

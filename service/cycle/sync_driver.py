@@ -8,6 +8,7 @@ calling thread. The statements here are also the ones the asyncpg driver compile
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Coroutine
 
@@ -37,7 +38,6 @@ D = Duel.__table__.c
 
 # ---------------------------------------------------------------- driver 1: SQLAlchemy Core, synchronous
 CONFIG = select(*(C[k] for k in _CONFIG_COLUMNS)).where(C.id == bindparam("cid"))
-POLICY_STATE = select(C.policy_state).where(C.id == bindparam("cid"))
 PROMPT = select(Prompt.text).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
 REFERENCE = select(Prompt.reference).where(Prompt.campaign_id == bindparam("cid"), Prompt.idx == bindparam("idx"))
 _PLAN_COLUMNS = (
@@ -91,10 +91,9 @@ PLANNED = (
         updated_at=bindparam("now"),
     )
 )
-# The same with the policy's new state (a hybrid campaign's, written with every policy call).
-PLANNED_STATE = PLANNED.values(
-    policy_state=bindparam("policy_state", type_=C.policy_state.type), state_seq=bindparam("seq")
-)
+# The same at a new checkpoint (a hybrid campaign's, with every policy call; the state itself is
+# policy_log.WRITE_STATE's, in the same transaction).
+PLANNED_STATE = PLANNED.values(state_seq=bindparam("seq"))
 # A background run's duel takes one of its max_duels (NULL: no cap).
 RUN_STEP = update(Campaign.__table__).where(C.id == bindparam("cid")).values(run_remaining=C.run_remaining - 1)
 
@@ -111,6 +110,7 @@ ANSWERED_DUEL = (
         completion_b=bindparam("completion_b", type_=D.completion_b.type),
         answer_a=bindparam("answer_a"),
         answer_b=bindparam("answer_b"),
+        answer_style=bindparam("answer_style", type_=D.answer_style.type),
         answered_at=bindparam("answered_at", type_=D.answered_at.type),
         expires_at=bindparam("expires_at", type_=D.expires_at.type),
     )
@@ -206,13 +206,9 @@ VOTED = VOTED_TIE.values(
     event_seq=bindparam("seq"),
     leader=bindparam("leader"),
 )
-# The same with a checkpoint of the policy (service.campaigns.policy_log: every few records).
-VOTED_STATE = VOTED.values(
-    policy_state=bindparam("policy_state", type_=C.policy_state.type),
-    counts=bindparam("counts", type_=C.counts.type),
-    stats=bindparam("stats", type_=C.stats.type),
-    state_seq=bindparam("seq"),
-)
+# The same at a checkpoint of the policy (service.campaigns.policy_log: every few records; its
+# state, counts and statistics are policy_log.WRITE_CHECKPOINT's, in the same transaction).
+VOTED_STATE = VOTED.values(state_seq=bindparam("seq"))
 
 
 class SyncTx:
@@ -243,10 +239,13 @@ class SyncTx:
         return self.conn.execute(CONFIG, {"cid": campaign_id}).first()
 
     async def policy_state(self, campaign_id: int) -> dict:
-        return self.conn.execute(POLICY_STATE, {"cid": campaign_id}).scalar_one()
+        return policy_log.stored_state(self.conn, campaign_id)
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
         return policy_log.read_tail(self.conn, campaign_id, after, upto)
+
+    async def wait_returned(self, returned: threading.Event, timeout_s: float) -> None:
+        returned.wait(timeout_s)  # a worker thread: blocking does not suspend the coroutine
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
         return self.conn.execute(PROMPT, {"cid": campaign_id, "idx": idx}).scalar_one()
@@ -285,7 +284,11 @@ class SyncTx:
         duel_id = int(self.conn.execute(INSERT_DUEL, duel).scalar_one())
         if rows:
             self.conn.execute(charges.INSERT_CHARGES, [dict(ch, duel_id=duel_id) for ch in rows])
-        self.conn.execute(PLANNED_STATE if "policy_state" in campaign else PLANNED, campaign)
+        if "policy_state" in campaign:
+            self.conn.execute(PLANNED_STATE, campaign)
+            self.conn.execute(policy_log.WRITE_STATE, {k: campaign[k] for k in ("cid", "policy_state")})
+        else:
+            self.conn.execute(PLANNED, campaign)
         if campaign.get("run"):  # only its own parameter: a column-named key would join the SET list
             self.conn.execute(RUN_STEP, {"cid": campaign["cid"]})
         return duel_id
@@ -331,6 +334,9 @@ class SyncTx:
             self.conn.execute(RELEASED, {"rid": rid, "rseq": rseq})
         query = VOTED_TIE if recorded is None else VOTED_STATE if "policy_state" in recorded else VOTED
         self.conn.execute(query, {**campaign, **(recorded or {})})
+        if recorded is not None and query is VOTED_STATE:
+            checkpoint = {k: recorded[k] for k in ("policy_state", "counts", "stats")}
+            self.conn.execute(policy_log.WRITE_CHECKPOINT, {"cid": campaign["cid"], **checkpoint})
         if end is not None:  # this verdict ends the campaign (service.cycle.verdict.Ending)
             await self.finish(campaign["cid"], end, campaign["now"], judged["did"])
         return True
@@ -362,10 +368,12 @@ class SyncTx:
         return charges.charge_answers(self.conn, duel_id, rows)
 
     async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        stores.finalize_answer(self.session, claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
+        params = stores.finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
+        self.conn.execute(stores.FINALIZE_ANSWER, params)
 
     async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
-        spares.settle(self.session, plan, results, charge_ids=charge_ids, paid=paid, failed=failed)
+        for query, params in spares.settle_writes(plan, results, charge_ids=charge_ids, paid=paid, failed=failed):
+            self.conn.execute(query, params)
 
     async def answer_writes(self, duel: dict, campaign: dict, end=None) -> None:
         """The duel's answer columns, its campaign's end (a provider fault's pause), then the campaign's

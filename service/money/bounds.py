@@ -37,7 +37,11 @@ def model_bound_nusd(model: dict, prompt: str) -> int | None:
     client = stored(model["client"])
     limit = (model.get("pricing") or {}).get("max_output_tokens")
     b = call_cost_bound(
-        client, float(model["cost"]), len(prompt.encode("utf-8")), limit, prompt_image_tokens(model, prompt)
+        client,
+        float(model["cost"]),
+        len(prompt.encode("utf-8")),
+        max_output_tokens=limit,
+        image_tokens=prompt_image_tokens(model, prompt),
     )
     return None if b is None else _ceil_nusd(b)
 
@@ -92,7 +96,7 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None, ima
 
     shown = prompt_image_count(prompt) + (max(2, n_answers) if image_answers else 0)
     image_tokens = shown * worst_image_tokens(judge["client"]) if shown else 0
-    usd = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes, None, image_tokens)
+    usd = call_cost_bound(judge["client"], float(judge.get("cost", 0.0)), input_bytes, image_tokens=image_tokens)
     if usd is None:
         return None
     return judge_orders(judge) * _ceil_nusd(usd)

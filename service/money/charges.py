@@ -88,6 +88,34 @@ SPEND = (
     .values(**spend(bindparam("amount")), version=C.version + 1, updated_at=bindparam("now"))
 )
 
+#: One charge row of a duel's answers (a model's answer, or a zero-cost reuse naming the charge
+#: that paid), its id returned: :func:`charge_answers` runs it per row, the asyncpg driver compiles it.
+ANSWER_CHARGE = (
+    insert(Charge.__table__)
+    .values(
+        campaign_id=bindparam("campaign_id", type_=CH.campaign_id.type),
+        duel_id=bindparam("duel_id", type_=CH.duel_id.type),
+        kind=bindparam("kind", type_=CH.kind.type),
+        model_index=bindparam("model_index", type_=CH.model_index.type),
+        amount_nusd=bindparam("amount_nusd", type_=CH.amount_nusd.type),
+        detail=bindparam("detail", type_=CH.detail.type),
+        reuses_charge_id=bindparam("reuses_charge_id", type_=CH.reuses_charge_id.type),
+        created_at=bindparam("created_at", type_=CH.created_at.type),
+    )
+    .returning(CH.id)
+)
+#: The columns :data:`ANSWER_CHARGE` binds (a row leaves out ``reuses_charge_id`` unless it reuses).
+ANSWER_CHARGE_COLUMNS = (
+    "campaign_id",
+    "duel_id",
+    "kind",
+    "model_index",
+    "amount_nusd",
+    "detail",
+    "reuses_charge_id",
+    "created_at",
+)
+
 #: The fields of a charge row that a planned duel's charges carry (the rest: its campaign, duel, time).
 CHARGE_FIELDS = ("kind", "model_index", "amount_nusd", "detail")
 
@@ -178,11 +206,25 @@ def add_spend(c: Campaign, amount_nusd: int, *, judge: bool = False) -> None:
         c.judge_spend_nusd += amount_nusd
 
 
+def answer_charge_params(duel_id: int, row: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of :data:`ANSWER_CHARGE` for one of duel ``duel_id``'s answer charge rows."""
+    unknown = set(row).difference(ANSWER_CHARGE_COLUMNS)
+    if unknown:  # a column the statement does not write would be dropped without a word
+        raise ValueError(f"answer charge row with unknown columns {sorted(unknown)}")
+    params = {k: row.get(k) for k in ANSWER_CHARGE_COLUMNS}
+    params["duel_id"] = duel_id
+    return params
+
+
 def charge_answers(conn: Any, duel_id: int, rows: list[dict]) -> dict[int, int]:
     """A duel's answers: its charge rows (``rows``, without ``duel_id``), in order; their ids by
-    model index. Their total joins the duel's cost and, through :func:`spend`, the campaign's
-    spend in the answers' own updates (``service/cycle/sync_driver.py``: ``ANSWERED_DUEL``, ``ANSWERED``)."""
-    return {row["model_index"]: insert_charge(conn, dict(row, duel_id=duel_id)) for row in rows}
+    model index (:data:`ANSWER_CHARGE` per row; the asyncpg driver runs the same statement). Their
+    total joins the duel's cost and, through :func:`spend`, the campaign's spend in the answers' own
+    updates (``service/cycle/sync_driver.py``: ``ANSWERED_DUEL``, ``ANSWERED``)."""
+    return {
+        row["model_index"]: int(conn.execute(ANSWER_CHARGE, answer_charge_params(duel_id, row)).scalar_one())
+        for row in rows
+    }
 
 
 def charge_judgement(

@@ -159,7 +159,7 @@ def usage_faulted(detail: dict | None) -> bool:
 
 
 def judge_charge(
-    judge: dict, prompt: str, reference: str | None, cost: Any, detail: dict | None, image_answers: bool = False
+    judge: dict, prompt: str, reference: str | None, *, cost: Any, detail: dict | None, image_answers: bool = False
 ) -> CallCharge:
     """The charge of a judgement (``cost``: the sum of its calls, ``detail``: the judge's record of them;
     ``image_answers``: the campaign's models answer with images, :func:`stored_config.image_answers`)."""

@@ -81,7 +81,7 @@ def reserve_duel_nusd(
 
 
 def budget_decision(
-    campaign_id: int, budget_nusd: int | None, spend_nusd: int, live: list[Any], held_nusd: int, expected_nusd: int
+    campaign_id: int, *, budget_nusd: int | None, spent_nusd: int, live: list[Any], held_nusd: int, expected_nusd: int
 ) -> End | Conflict | None:
     """The reservation check of a new duel bounded by ``expected_nusd``.
 
@@ -89,7 +89,7 @@ def budget_decision(
     duels or pre-generation calls hold reservations: wait for them; else None (the duel may start).
     """
     reserved = reserved_nusd(live, held_nusd)
-    if not over_budget(budget_nusd, spend_nusd, reserved, expected_nusd):
+    if not over_budget(budget_nusd, spent_nusd, reserved, expected_nusd):
         return None
     if live or held_nusd:
         return Conflict(
@@ -97,7 +97,7 @@ def budget_decision(
             + (" and answers being pre-generated" if held_nusd else ""),
             retry_later=True,
         )
-    remaining = effective_budget(budget_nusd) - spend_nusd
+    remaining = effective_budget(budget_nusd) - spent_nusd
     return End(
         CampaignStatus.BUDGET_EXHAUSTED,
         f"the next duel's cost bound ({expected_nusd / 1e9:.6g} USD) exceeds the "

@@ -31,7 +31,7 @@ MAX_PAIR_ROWS = 30
 PLOT_MODELS = 16  # the matrix and the evidence chart show at most this many models
 CATEGORY_ROWS = 10  # the dashboard's ranking by category: the leading models of each category
 #: the dashboard's style control and judge bias read the last this many judged duels (their API routes and
-#: the export read every one): each reads every answer or judge reply, seconds at 50,000 duels
+#: the export read every one): the judge bias decodes each judge reply, the style fit each duel's answer features
 LOG_WINDOW = 5_000
 STATUS_LABELS = {
     "running": "running",
@@ -101,7 +101,7 @@ def campaign_version(svc: Campaigns, campaign_id: int) -> tuple[int, str] | None
 
 def _policy_state(svc: Campaigns, campaign_id: int) -> dict:
     with svc.db.read() as s:
-        return s.execute(select(Campaign.policy_state).where(Campaign.id == campaign_id)).scalar_one()
+        return policy_log.stored_state(s, campaign_id)
 
 
 def _replayed_counts(policy) -> list[list[int]]:
@@ -121,18 +121,25 @@ class Evidence:
 REPLAY_CATCH_UP = 5
 
 
-def _replay_in_step(svc: Campaigns, cache: SeriesCache, cid: int) -> tuple[list, Any, dict, bool | None, dict]:
+def _replay_in_step(
+    svc: Campaigns, cache: SeriesCache, cid: int, before: dict | None = None
+) -> tuple[list, Any, dict, bool | None, dict]:
     """Replay the log, then read the campaign, until both describe the same counted duel ``t``.
 
     The view is read *after* the replay, so it has at least the replayed duels
     (a duel's record and the campaign row commit together); duels recorded in
     between (a run with several duels in flight) only make the view newer, and the
-    replay catches up. Returns (points, policy, view, ok, the stored policy state it replayed) with ok
+    replay catches up. A view read ``before`` the replay serves when the replay
+    ends at its ``t`` (nothing was recorded in between); otherwise it is read again.
+    Returns (points, policy, view, ok, the stored policy state it replayed) with ok
     None when the campaign kept moving through every attempt (nothing to compare, no warning).
     """
     state = _policy_state(svc, cid)  # decoded once per attempt (a large JSON at many models)
     points, policy = cache.series(svc.db, cid, state)
-    view = svc.views.get_campaign(cid, admin=True, pairs=True)
+    if before is not None and before["t"] == policy.t:
+        view = before
+    else:
+        view = svc.views.get_campaign(cid, admin=True, pairs=True)
     for _ in range(REPLAY_CATCH_UP):
         if policy.t >= view["t"]:
             break
@@ -150,7 +157,7 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
     if view.get("hybrid") is not None:  # hybrid hook: its test is per-pair betting; the figures are in its panel
         note = "a hybrid campaign: see Human votes and the pair certificates"
         return Evidence(plots.empty_plot("lines", note), [], None, "hybrid", True, 0), view
-    points, policy, view, ok, state = _replay_in_step(svc, cache, cid)
+    points, policy, view, ok, state = _replay_in_step(svc, cache, cid, view)
     if ok is False:  # stale cache (e.g. a database was replaced): rebuild once
         cache.forget(cid)
         points, policy, view, ok, state = _replay_in_step(svc, cache, cid)
@@ -163,7 +170,7 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
             plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok, len(points)
         ), view
     if view.get("pc_evidence") and all(p.pc is not None for p in points):
-        return _pc_evidence_section(view, points, names, ref, state, replay_ok), view
+        return _pc_evidence_section(view, points, names, ref=ref, state=state, replay_ok=replay_ok), view
     series: list[dict[str, Any]] = []
     legend = []
     last = points[-1].S
@@ -233,7 +240,7 @@ def _pc_lines(view: dict, points: list, names: list[str], ref: int) -> list[tupl
     return lines
 
 
-def _pc_evidence_section(view: dict, points: list, names: list[str], ref: int, state: dict, replay_ok: bool):
+def _pc_evidence_section(view: dict, points: list, names: list[str], *, ref: int, state: dict, replay_ok: bool):
     """dctas-pc: each pair's certificate statistic against its threshold log(L/delta)."""
     ev = view["pc_evidence"]
     thr = ev["log_threshold"]

@@ -81,7 +81,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[
     return ticks
 
 
-def _svg_open(kind: str, width: int, height: int, title: str, extra: str = "") -> str:
+def _svg_open(kind: str, width: int, height: int, title: str, *, extra: str = "") -> str:
     return (
         f'<svg class="plot plot-{kind}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
         f'width="{width}" height="{height}" role="img" preserveAspectRatio="xMinYMin meet" {FONT}{extra}>'
@@ -91,7 +91,7 @@ def _svg_open(kind: str, width: int, height: int, title: str, extra: str = "") -
 
 def empty_plot(kind: str, message: str, width: int = 640, height: int = 80) -> Markup:
     return Markup(
-        _svg_open(kind, width, height, message, ' data-empty="1"')
+        _svg_open(kind, width, height, message, extra=' data-empty="1"')
         + f'<rect x="0.5" y="0.5" width="{width - 1}" height="{height - 1}" fill="#fafbfc" stroke="{GRID}"/>'
         f'<text x="{width / 2}" y="{height / 2 + 5}" text-anchor="middle" font-size="14" fill="{MUTED}">'
         f"{esc(message)}</text></svg>"
