@@ -81,6 +81,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
 
 
 MAX_POSITIONAL = 4
+#: Third-party functions that call their first argument with the values after it.
+FORWARDERS = ("to_thread.run_sync",)
 
 
 def _module_of(path: Path) -> str:
@@ -139,8 +141,9 @@ def positional_calls(sources: dict[str, tuple[str, bool]], checked: set[str] | N
     A call is matched to its definition by name: ``f(...)`` to a function of its own module or one it
     imports, ``m.f(...)`` to a function of the module ``m`` names, and ``x.f(...)`` on any other object to
     a method ``f`` of any class in ``sources``. Calls to names from elsewhere (``anyio.to_thread.run_sync``)
-    are not ours and are left alone. A forwarder of ours that takes ``*args`` (``in_thread(fn, *args)``)
-    passes its values on to its first argument: they count as a call of that function."""
+    are not ours and are left alone. A forwarder that takes ``*args`` (ours, such as ``in_thread(fn, *args)``,
+    or anyio's ``to_thread.run_sync``) passes its values on to its first argument: they count as a call of
+    that function."""
     trees = {m: ast.parse(src, filename=m) for m, (src, _) in sources.items()}
     functions: dict[str, dict[str, bool]] = {}
     methods: dict[str, bool] = {}
@@ -181,6 +184,8 @@ def positional_calls(sources: dict[str, tuple[str, bool]], checked: set[str] | N
             if not isinstance(node, ast.Call):
                 continue
             func, args, kind = node.func, node.args, ours(node.func)
+            if ast.unparse(func).endswith(FORWARDERS):
+                kind = False
             if kind is False and args:  # a forwarder: the values go to its first argument
                 func, args, kind = args[0], args[1:], ours(args[0])
             if kind and len(args) > MAX_POSITIONAL:
@@ -200,8 +205,8 @@ def test_no_call_in_service_passes_more_than_four_values_by_position():
 
 def test_the_positional_check_finds_what_it_looks_for():
     """Five values by position to a function, a method or an imported function of ours fail, also through
-    a ``*args`` forwarder of ours; the same calls naming their values, a forwarder passing four, and a
-    third-party function (whatever its name) do not."""
+    a forwarder (``in_thread``, anyio's ``to_thread.run_sync``); the same calls naming their values, a
+    forwarder passing four or calling a third-party function, and a third-party function do not."""
     money = "def charge(a, b, c, d, e=0, *, f=0):\n    return a\n\ndef in_thread(fn, *args):\n    return fn(*args)\n"
     cycle = (
         "import anyio\nfrom . import money as m\nfrom .money import charge, in_thread\n\n"
@@ -217,6 +222,7 @@ def test_the_positional_check_finds_what_it_looks_for():
         "    in_thread(charge, 1, 2, 3, 4)\n"
         "    in_thread(print, 1, 2, 3, 4, 5)\n"
         "    anyio.to_thread.run_sync(charge, 1, 2, 3, 4, 5)\n"
+        "    anyio.to_thread.run_sync(print, 1, 2, 3, 4, 5)\n"
         "    x.unknown(1, 2, 3, 4, 5)\n"
     )
     sources = {"pkg": ("", True), "pkg.money": (money, False), "pkg.cycle": (cycle, False)}
@@ -225,5 +231,6 @@ def test_the_positional_check_finds_what_it_looks_for():
         "pkg.cycle:14 m.charge: 5 positional",
         "pkg.cycle:15 calls.verdict: 5 positional",
         "pkg.cycle:16 calls.verdict: 5 positional",
+        "pkg.cycle:21 charge: 5 positional",
     ]
     assert positional_calls(sources, checked={"pkg.money"}) == []
