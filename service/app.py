@@ -65,11 +65,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings = settings.ensure_api_key()
         announce_generated_key(settings)
     db = Database(
-        settings.database_url,
-        settings.pg_synchronous_commit,
-        settings.hot_pool_size,
-        settings.pool_size,
-        settings.pool_overflow,
+        url=settings.database_url,
+        pg_synchronous_commit=settings.pg_synchronous_commit,
+        hot_pool_size=settings.hot_pool_size,
+        pool_size=settings.pool_size,
+        max_overflow=settings.pool_overflow,
         idle_transaction_seconds=settings.idle_transaction_seconds,
     )
     prepare_database(settings, db)

@@ -73,14 +73,19 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
     keeper = Keeper(settings.run_heartbeat_seconds, background)
     tokens = TokenCache(db)
     views = Views(db)
-    webhooks = Webhooks(settings, db, views, background, owner_id)
+    webhooks = Webhooks(settings=settings, db=db, views=views, background=background, owner_id=owner_id)
     leases = Leases(settings, db, owner_id)
     stores = Stores(db, background)
     prompts = PromptCache(db)
     endings = Endings()
-    calls = Calls(settings, db, prompts, stores, keeper)
+    calls = Calls(settings=settings, db=db, prompts=prompts, stores=stores, keeper=keeper)
     pregen = Pregeneration(
-        settings, db, calls, background, endings, pregen_batches(BatchJobs(db, owner_id), calls.http_client)
+        settings=settings,
+        db=db,
+        calls=calls,
+        background=background,
+        endings=endings,
+        batches=pregen_batches(BatchJobs(db, owner_id), calls.http_client),
     )
     cycle = Cycle(
         deps=CycleDeps(
@@ -96,7 +101,7 @@ def build_campaigns(settings: Settings, db: Database) -> Campaigns:
             prompts=prompts,
         )
     )
-    lifecycle = Lifecycle(settings, db, views, endings, leases, webhooks)
+    lifecycle = Lifecycle(settings=settings, db=db, views=views, endings=endings, leases=leases, webhooks=webhooks)
     runs = Runs(
         settings,
         db,

@@ -304,11 +304,11 @@ def lookup_price(client: Mapping[str, Any], price_map: Mapping[str, dict] | None
             entry = entries.get(key)
             if entry is not None:
                 return Price(
-                    entry["input_cost_per_token"] * 1e6,
-                    entry["output_cost_per_token"] * 1e6,
-                    source,
-                    key,
-                    entry.get("max_output_tokens"),
+                    input_per_1m=entry["input_cost_per_token"] * 1e6,
+                    output_per_1m=entry["output_cost_per_token"] * 1e6,
+                    source=source,
+                    key=key,
+                    max_output_tokens=entry.get("max_output_tokens"),
                 )
     return None
 
@@ -332,7 +332,13 @@ def lookup_batch_price(client: Mapping[str, Any], price_map: Mapping[str, dict] 
     entry = entries.get(price.key) or {}
     if all(entry.get(f) is not None for f in BATCH_FIELDS):
         i, o = (float(entry[f]) * 1e6 for f in BATCH_FIELDS)
-        return Price(i, o, price.source, price.key, price.max_output_tokens)
+        return Price(
+            input_per_1m=i,
+            output_per_1m=o,
+            source=price.source,
+            key=price.key,
+            max_output_tokens=price.max_output_tokens,
+        )
     return None
 
 
@@ -576,10 +582,16 @@ def find_listing(model: str, path: str | None = None) -> Listing | None:
         for key in keys:
             if key in entries:
                 others = tuple(_same_model_elsewhere(key, base.entries)[:5])
-                return Listing(key, entries[key], source, True, others)
+                return Listing(key=key, entry=entries[key], source=source, exact=True, others=others)
     elsewhere = _same_model_elsewhere(model, base.entries)
     if elsewhere:
-        return Listing(elsewhere[0], base.entries[elsewhere[0]], base.origin, False, tuple(elsewhere[1:6]))
+        return Listing(
+            key=elsewhere[0],
+            entry=base.entries[elsewhere[0]],
+            source=base.origin,
+            exact=False,
+            others=tuple(elsewhere[1:6]),
+        )
     return None
 
 

@@ -1,7 +1,7 @@
 """The shape of ``service/``, read from the source with :mod:`ast`: no module over 700
 lines and no function over 100 lines, so that each one can be read in one sitting; no call in
-``service/`` passes more than four values by position to a function of ``service/`` (the rest are
-keyword-only parameters, named at the call).
+``service/`` passes more than four values by position to a function or class of ``service/`` (the
+rest are keyword-only parameters, named at the call).
 
 Import cycles (counting imports inside functions and under ``TYPE_CHECKING``) are
 checked by tests/test_layering.py for every package, ``service`` included.
@@ -103,8 +103,11 @@ def _definitions(tree: ast.Module) -> tuple[dict[str, bool], dict[str, bool]]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 (methods if in_class else functions)[child.name] = child.args.vararg is None
                 visit(child, False)
+            elif isinstance(child, ast.ClassDef):  # a class called makes an instance of its values
+                (methods if in_class else functions)[child.name] = True
+                visit(child, True)
             else:
-                visit(child, isinstance(child, ast.ClassDef) or in_class)
+                visit(child, in_class)
 
     visit(tree, False)
     return functions, methods
@@ -135,7 +138,7 @@ def _imports(tree: ast.Module, module: str, is_package: bool) -> tuple[dict[str,
 
 def positional_calls(sources: dict[str, tuple[str, bool]], checked: set[str] | None = None) -> list[str]:
     """``module:line name: N positional`` for every call, in the modules ``checked`` (all by default), that
-    passes more than :data:`MAX_POSITIONAL` values by position to a function or method defined in
+    passes more than :data:`MAX_POSITIONAL` values by position to a function, method or class defined in
     ``sources`` (module name -> (source, is a package)).
 
     A call is matched to its definition by name: ``f(...)`` to a function of its own module or one it
@@ -204,10 +207,13 @@ def test_no_call_in_service_passes_more_than_four_values_by_position():
 
 
 def test_the_positional_check_finds_what_it_looks_for():
-    """Five values by position to a function, a method or an imported function of ours fail, also through
+    """Five values by position to a function, a method, a class or an imported function of ours fail, also through
     a forwarder (``in_thread``, anyio's ``to_thread.run_sync``); the same calls naming their values, a
     forwarder passing four or calling a third-party function, and a third-party function do not."""
-    money = "def charge(a, b, c, d, e=0, *, f=0):\n    return a\n\ndef in_thread(fn, *args):\n    return fn(*args)\n"
+    money = (
+        "def charge(a, b, c, d, e=0, *, f=0):\n    return a\n\ndef in_thread(fn, *args):\n    return fn(*args)\n\n"
+        "class Row:\n    a: int\n    b: int\n    c: int\n    d: int\n    e: int\n"
+    )
     cycle = (
         "import anyio\nfrom . import money as m\nfrom .money import charge, in_thread\n\n"
         "class Calls:\n    def verdict(self, a, b, c, d, e=0):\n        return a\n\n"
@@ -224,6 +230,8 @@ def test_the_positional_check_finds_what_it_looks_for():
         "    anyio.to_thread.run_sync(charge, 1, 2, 3, 4, 5)\n"
         "    anyio.to_thread.run_sync(print, 1, 2, 3, 4, 5)\n"
         "    x.unknown(1, 2, 3, 4, 5)\n"
+        "    m.Row(1, 2, 3, 4, 5)\n"
+        "    m.Row(1, 2, 3, 4, e=5)\n"
     )
     sources = {"pkg": ("", True), "pkg.money": (money, False), "pkg.cycle": (cycle, False)}
     assert positional_calls(sources) == [
@@ -232,5 +240,6 @@ def test_the_positional_check_finds_what_it_looks_for():
         "pkg.cycle:15 calls.verdict: 5 positional",
         "pkg.cycle:16 calls.verdict: 5 positional",
         "pkg.cycle:21 charge: 5 positional",
+        "pkg.cycle:24 m.Row: 5 positional",
     ]
     assert positional_calls(sources, checked={"pkg.money"}) == []

@@ -186,7 +186,9 @@ def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
         return hit
     state_seq = c.state_seq if c.state_seq is not None else seq
     row = conn.execute(STORED_CHECKPOINT, {"cid": c.id}).one()
-    snap = Snapshot(row.policy_state, row.counts, row.stats, c.leader, seq)  # the stored checkpoint
+    snap = Snapshot(
+        policy_state=row.policy_state, counts=row.counts, stats=row.stats, leader=c.leader, event_seq=seq
+    )  # the stored checkpoint
     if int(state_seq) < seq:
         try:
             state, counts, stats, _leader = policy_snapshot(policy_now(conn, c, row.policy_state))
@@ -195,7 +197,7 @@ def snapshot_of(conn, c, cache: SnapshotCache | None = None) -> Snapshot:
             # report (GET /v1/campaigns/{id}/replay); the views show its stored figures, never a 500.
             log.warning("campaign %s: stored policy state not restorable (%s); showing its stored figures", c.id, exc)
         else:
-            snap = Snapshot(state, counts, stats, c.leader, seq)
+            snap = Snapshot(policy_state=state, counts=counts, stats=stats, leader=c.leader, event_seq=seq)
     if cache is not None:
         cache.put(c.id, snap)
     return snap

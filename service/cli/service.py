@@ -109,7 +109,9 @@ def cmd_serve(args) -> int:
         from service.workers import Supervisor
 
         try:
-            supervisor = Supervisor(args.host, args.port, args.workers, args.log_level, settings)
+            supervisor = Supervisor(
+                host=args.host, port=args.port, n=args.workers, log_level=args.log_level, settings=settings
+            )
         except OSError as exc:
             print(f"llmduel serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
             return 2

@@ -272,7 +272,18 @@ class HTTPModelClient(ModelClient):
             ) from None
         fixed = self.fixed_cost * billed
         cost = compute_cost(price.model_dump() if (price := self.config.price) else None, tin, tout, fixed)
-        return Completion(text, tin, tout, cost, latency, attempt, usage_fault, image, more, logprobs=logprobs)
+        return Completion(
+            text=text,
+            input_tokens=tin,
+            output_tokens=tout,
+            cost=cost,
+            latency_s=latency,
+            attempts=attempt,
+            usage_fault=usage_fault,
+            image=image,
+            more_images=more,
+            logprobs=logprobs,
+        )
 
     async def aclose(self) -> None:
         if self._owns_http and self._http is not None:

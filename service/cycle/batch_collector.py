@@ -110,7 +110,11 @@ class Collector:
         if hit is not None and hit.error is None:  # a former owner's batch already holds it
             return self.completion(client, hit)
         fut = asyncio.get_running_loop().create_future()
-        self.parked.append(Parked(client, group, str(url), body, current_duel.get(), fut, meta=meta))
+        self.parked.append(
+            Parked(
+                client=client, group=group, url=str(url), body=body, duel_id=current_duel.get(), future=fut, meta=meta
+            )
+        )
         return await fut
 
     # ------------------------------------------------------------ the phase's side
@@ -341,7 +345,16 @@ def pregen_batches(jobs: BatchJobs, http: Callable[[], httpx.AsyncClient]) -> Ca
             return await in_thread(jobs.campaign_running_tx, campaign_id)
 
         poll, window = float(cfg["poll_seconds"]), float(cfg["window_seconds"])
-        return Collector(jobs, http(), campaign_id, k, "pregen", poll, window, still_running)
+        return Collector(
+            jobs=jobs,
+            http=http(),
+            campaign_id=campaign_id,
+            round=k,
+            phase="pregen",
+            poll_s=poll,
+            window_s=window,
+            still_mine=still_running,
+        )
 
     return start
 

@@ -116,15 +116,15 @@ class BatchRounds:
             return await in_thread(self.jobs.run_is_mine_tx, campaign_id)
 
         return Collector(
-            self.jobs,
-            self.calls.http_client(),
-            campaign_id,
-            k,
-            phase,
-            float(cfg["poll_seconds"]),
-            float(cfg["window_seconds"]),
-            still_mine,
-            cache,
+            jobs=self.jobs,
+            http=self.calls.http_client(),
+            campaign_id=campaign_id,
+            round=k,
+            phase=phase,
+            poll_s=float(cfg["poll_seconds"]),
+            window_s=float(cfg["window_seconds"]),
+            still_mine=still_mine,
+            cache=cache,
         )
 
     async def _round(self, campaign_id: int, cfg: dict, *, k: int, duels: list, cache: dict | None = None) -> bool:

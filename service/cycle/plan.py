@@ -196,7 +196,9 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
     write_state = hybrid.is_hybrid(cfg.judge)
     if not wor:
         pair = ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
-        return _Pick(policy, pair, None, pending, costs_record, write_state)
+        return _Pick(
+            policy=policy, pair=pair, position=None, pending=pending, costs_record=costs_record, write_state=write_state
+        )
     held = await tx.held_outcomes(campaign_id)  # judged, waiting for an earlier position of their pair
     pending += pending_pairs(held)
     try:
@@ -205,7 +207,9 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
         raise no_pair_error(len(inflight), len(held), str(exc)) from None
     position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
-    return _Pick(policy, pair, position, pending, None, write_state)
+    return _Pick(
+        policy=policy, pair=pair, position=position, pending=pending, costs_record=None, write_state=write_state
+    )
 
 
 async def _reservation(

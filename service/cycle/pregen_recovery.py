@@ -82,7 +82,16 @@ class PregenRecovery:
             return await in_thread(self.jobs.campaign_running_tx, cid)
 
         poll, window = float(cfg["poll_seconds"]), float(cfg["window_seconds"])
-        collector = Collector(self.jobs, http, cid, int(job["round"]), "pregen", poll, window, still_running)
+        collector = Collector(
+            jobs=self.jobs,
+            http=http,
+            campaign_id=cid,
+            round=int(job["round"]),
+            phase="pregen",
+            poll_s=poll,
+            window_s=window,
+            still_mine=still_running,
+        )
         try:
             results = await collector.collect(api, job["id"], bid, [r["custom_id"] for r in rows])
             for r, plan in zip(rows, plans):

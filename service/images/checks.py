@@ -116,7 +116,9 @@ def check_image(data: bytes, declared: str | None = None) -> CheckedImage:
             raise ImageError("not an image in an accepted format (PNG, JPEG, WebP, GIF; SVG is refused)") from None
         except (OSError, SyntaxError, ValueError, EOFError) as exc:
             raise ImageError(f"the image does not decode (truncated or corrupt): {exc}") from None
-    return CheckedImage(data, hashlib.sha256(data).hexdigest(), media_type, width, height)
+    return CheckedImage(
+        data=data, sha256=hashlib.sha256(data).hexdigest(), media_type=media_type, width=width, height=height
+    )
 
 
 def check_data_url(url: str) -> CheckedImage:

@@ -156,7 +156,14 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
     cid = view["id"]
     if view.get("hybrid") is not None:  # hybrid hook: its test is per-pair betting; the figures are in its panel
         note = "a hybrid campaign: see Human votes and the pair certificates"
-        return Evidence(plots.empty_plot("lines", note), [], None, "hybrid", True, 0), view
+        return Evidence(
+            plot=plots.empty_plot("lines", note),
+            legend=[],
+            reference=None,
+            stopping_rule="hybrid",
+            replay_ok=True,
+            points=0,
+        ), view
     points, policy, view, ok, state = _replay_in_step(svc, cache, cid, view)
     if ok is False:  # stale cache (e.g. a database was replaced): rebuild once
         cache.forget(cid)
@@ -167,7 +174,12 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
     stopping_rule = getattr(policy, "stopping_rule", "glr")
     if ref is None or view["t"] == 0:
         return Evidence(
-            plots.empty_plot("lines", "no counted duels yet"), [], None, stopping_rule, replay_ok, len(points)
+            plot=plots.empty_plot("lines", "no counted duels yet"),
+            legend=[],
+            reference=None,
+            stopping_rule=stopping_rule,
+            replay_ok=replay_ok,
+            points=len(points),
         ), view
     if view.get("pc_evidence") and all(p.pc is not None for p in points):
         return _pc_evidence_section(view, points, names, ref=ref, state=state, replay_ok=replay_ok), view
@@ -218,7 +230,9 @@ def evidence_section(svc: Campaigns, cache: SeriesCache, view: dict) -> tuple[Ev
         vline=vline,
         integer_x=True,
     )
-    return Evidence(plot, legend, ref, stopping_rule, replay_ok, len(points)), view
+    return Evidence(
+        plot=plot, legend=legend, reference=ref, stopping_rule=stopping_rule, replay_ok=replay_ok, points=len(points)
+    ), view
 
 
 def _pc_lines(view: dict, points: list, names: list[str], ref: int) -> list[tuple[int, str, list]]:
@@ -275,7 +289,9 @@ def _pc_evidence_section(view: dict, points: list, names: list[str], *, ref: int
         vline=vline,
         integer_x=True,
     )
-    return Evidence(plot, legend, ref, "certificates", replay_ok, len(points))
+    return Evidence(
+        plot=plot, legend=legend, reference=ref, stopping_rule="certificates", replay_ok=replay_ok, points=len(points)
+    )
 
 
 def oracle_section(view: dict) -> dict:
