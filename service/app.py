@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.hot_pool_size,
         settings.pool_size,
         settings.pool_overflow,
+        idle_transaction_seconds=settings.idle_transaction_seconds,
     )
     prepare_database(settings, db)
     campaigns = build_campaigns(settings, db)

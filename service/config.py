@@ -25,6 +25,10 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSetti
 from .egress import EgressPolicy
 
 DEFAULT_DATABASE_URL = "sqlite:///./llmduel.db"
+#: The shortest idle-in-transaction limit derived from a short run lease (tests use 1 to 2 s leases):
+#: a policy checkpoint at 256 models keeps a transaction idle for over a second on a loaded machine
+#: (docs/reliability.md, Run ownership).
+IDLE_TRANSACTION_FLOOR_SECONDS = 5.0
 ENV_PREFIX = "LLMDUEL_"
 
 
@@ -91,6 +95,9 @@ class Settings(BaseSettings):
     # An idle keep-alive connection is closed after this many seconds (uvicorn's timeout_keep_alive).
     keep_alive_seconds: float = Field(5.0, gt=0, le=3600)
     pg_synchronous_commit: Literal["on", "off", "local", "remote_write", "remote_apply"] = "on"
+    # PostgreSQL idle_in_transaction_session_timeout of the service's sessions (docs/reliability.md, Run
+    # ownership): unset, the run lease but at least IDLE_TRANSACTION_FLOOR_SECONDS; 0: not set (the server's).
+    pg_idle_transaction_seconds: float | None = Field(None, ge=0, le=86_400)
     # PostgreSQL: run the hot fast-path transactions on the event loop (see
     # docs/reliability.md, "Where the time goes"); off: always in worker threads.
     inline_transactions: bool = True
@@ -202,6 +209,16 @@ class Settings(BaseSettings):
     @property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+    @property
+    def idle_transaction_seconds(self) -> float:
+        """How long a service session may sit idle inside a transaction before PostgreSQL ends it
+        (0: no limit set): ``LLMDUEL_PG_IDLE_TRANSACTION_SECONDS``, else the run lease, at least
+        :data:`IDLE_TRANSACTION_FLOOR_SECONDS`. A process idle that long inside a transaction has
+        stalled: ended, its row locks no longer hold up the other processes."""
+        if self.pg_idle_transaction_seconds is not None:
+            return self.pg_idle_transaction_seconds
+        return max(self.run_lease_seconds, IDLE_TRANSACTION_FLOOR_SECONDS)
 
     @property
     def login_seconds(self) -> int:

@@ -53,10 +53,29 @@ def migrations_dir() -> str:
     return str(files(MIGRATIONS_PACKAGE))
 
 
-def make_engine(url: str, pg_synchronous_commit: str = "on", pool_size: int = 10, max_overflow: int = 20) -> Engine:
+def pg_session_settings(pg_synchronous_commit: str = "on", idle_transaction_seconds: float = 0) -> dict[str, str]:
+    """The PostgreSQL settings every service session starts with, besides the defaults:
+    ``synchronous_commit`` when not ``on``, and ``idle_in_transaction_session_timeout`` (in ms)
+    when ``idle_transaction_seconds`` is set (:attr:`Settings.idle_transaction_seconds`)."""
+    out = {}
+    if pg_synchronous_commit != "on":
+        out["synchronous_commit"] = pg_synchronous_commit
+    if idle_transaction_seconds > 0:
+        out["idle_in_transaction_session_timeout"] = str(max(1, round(idle_transaction_seconds * 1000)))
+    return out
+
+
+def make_engine(
+    url: str,
+    pg_synchronous_commit: str = "on",
+    pool_size: int = 10,
+    max_overflow: int = 20,
+    *,
+    idle_transaction_seconds: float = 0,
+) -> Engine:
     """The engine (SQLite with WAL and BEGIN IMMEDIATE for writes; PostgreSQL through psycopg, a pool
     of ``pool_size`` connections plus ``max_overflow`` more under load: LLMDUEL_PG_POOL_SIZE and
-    LLMDUEL_PG_POOL_OVERFLOW)."""
+    LLMDUEL_PG_POOL_OVERFLOW; its sessions start with :func:`pg_session_settings`)."""
     url = normalise_database_url(url)
     if url.startswith("sqlite"):
         engine = create_engine(
@@ -91,8 +110,9 @@ def make_engine(url: str, pg_synchronous_commit: str = "on", pool_size: int = 10
         # tcp_user_timeout: a dead peer (network gone, no RST) errors after 10 s
         # instead of the kernel's retransmission timeout (minutes).
         connect_args = {"connect_timeout": 5, "tcp_user_timeout": 10_000}
-        if pg_synchronous_commit != "on":
-            connect_args["options"] = f"-c synchronous_commit={pg_synchronous_commit}"
+        options = pg_session_settings(pg_synchronous_commit, idle_transaction_seconds)
+        if options:
+            connect_args["options"] = " ".join(f"-c {k}={v}" for k, v in options.items())
     # No pool_pre_ping: it costs a round trip per transaction. Disconnects are
     # handled optimistically instead: the statement that meets a dead connection
     # fails (the request gets 503 with Retry-After), SQLAlchemy invalidates the
@@ -115,12 +135,12 @@ class HotPool:
     works, or a transaction waits for a campaign's row lock, the loop serves other
     requests. At most ``size`` connections per process; a request waits for one
     for at most ``acquire_timeout`` seconds, then gets 503 like any unreachable
-    database. Connections use UTC and a ``command_timeout`` (a silent network
-    cannot hold a request for ever). A connection is kept only when it comes back
-    idle (no transaction open); one that met an error mid-transaction is closed, so
-    a database that went away and came back needs no manual step: the next request
-    connects anew. Connections belong to one event loop; used from another loop
-    (tests), the pool starts afresh.
+    database. Connections use UTC, a ``command_timeout`` (a silent network
+    cannot hold a request for ever) and :func:`pg_session_settings`. A connection
+    is kept only when it comes back idle (no transaction open); one that met an
+    error mid-transaction is closed, so a database that went away and came back
+    needs no manual step: the next request connects anew. Connections belong to
+    one event loop; used from another loop (tests), the pool starts afresh.
     """
 
     def __init__(
@@ -131,11 +151,11 @@ class HotPool:
         acquire_timeout: float = 10.0,
         connect_timeout: float = 5.0,
         command_timeout: float = 60.0,
+        *,
+        idle_transaction_seconds: float = 0,
     ):
         self.dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-        settings = {"TimeZone": "UTC"}
-        if pg_synchronous_commit != "on":
-            settings["synchronous_commit"] = pg_synchronous_commit
+        settings = {"TimeZone": "UTC", **pg_session_settings(pg_synchronous_commit, idle_transaction_seconds)}
         self.connect_kwargs = {
             "timeout": connect_timeout,
             "command_timeout": command_timeout,
@@ -236,9 +256,13 @@ class Database:
         hot_pool_size: int = 8,
         pool_size: int = 10,
         max_overflow: int = 20,
+        *,
+        idle_transaction_seconds: float = 0,
     ):
         self.url = normalise_database_url(url)
-        self.engine = make_engine(self.url, pg_synchronous_commit, pool_size, max_overflow)
+        self.engine = make_engine(
+            self.url, pg_synchronous_commit, pool_size, max_overflow, idle_transaction_seconds=idle_transaction_seconds
+        )
         self.is_sqlite = self.engine.dialect.name == "sqlite"
         self._read = sessionmaker(self.engine, expire_on_commit=False, autoflush=False)
         write_bind = self.engine.execution_options(sqlite_immediate=True) if self.is_sqlite else self.engine
@@ -246,7 +270,9 @@ class Database:
         self._sqlite_lock = threading.RLock()
         self.hot_pool: HotPool | None = None
         if not self.is_sqlite:
-            self.hot_pool = HotPool(self.url, pg_synchronous_commit, size=hot_pool_size)
+            self.hot_pool = HotPool(
+                self.url, pg_synchronous_commit, size=hot_pool_size, idle_transaction_seconds=idle_transaction_seconds
+            )
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -286,6 +312,13 @@ class Database:
         tries again at the next heartbeat). SQLite has no row locks: its writers queue."""
         stmt = select(Campaign).where(Campaign.id == campaign_id).with_for_update(skip_locked=skip_locked)
         return session.execute(stmt).scalar_one_or_none()
+
+    def client_paced(self, session: Session) -> None:
+        """Lift the idle-in-transaction limit for ``session``'s transaction (PostgreSQL, ``SET LOCAL``):
+        a read whose pages go out as an HTTP client takes them (the export) sits idle in its
+        transaction while the client is slow, and holds no row lock that anyone waits for."""
+        if not self.is_sqlite:
+            session.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
 
     def clock(self, session: Session) -> dt.datetime:
         """The database's clock (aware UTC), in ``session``'s transaction: PostgreSQL's

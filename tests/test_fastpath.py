@@ -3,6 +3,9 @@
 The same scripted annotator session is run on every driver the backend has, and
 everything stored must be the same: the campaign's counters, policy state and
 statistics, every duel's pair, status, choice, score, sequence numbers and charges.
+Duels whose models answer through a provider store their answers in their own
+transaction: the same script on both drivers leaves the same charge rows, spend and
+answer store rows (stored answers, image spares).
 On PostgreSQL: the asyncpg driver (on the event loop) against the SQLAlchemy driver in
 worker threads (LLMDUEL_INLINE_TRANSACTIONS=0). SQLite has the SQLAlchemy driver
 only: its session is checked against the script (statuses, counts, exact replay).
@@ -11,6 +14,7 @@ only: its session is checked against the script (statuses, counts, exact replay)
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -519,3 +523,246 @@ async def test_marginal_costs_that_change_between_duels_are_recorded_on_the_fast
         slow, slow_costs = await session("general costs")
         assert slow_costs == fast_costs
         assert [strip(d) for d in fast] == [strip(d) for d in slow]
+
+
+# ---------------------------------------------------------------- the answers stage on both drivers
+FAKE = "http://fake.test/v1"
+_FAKE_TOKEN = re.compile(r"<<fake:[0-9a-f]{36}>>|sha256:[0-9a-f]{64}")
+
+
+def _provider_model(name: str, model: str, cost: float, *, image_n: int | None = None, **client) -> dict:
+    """A model of the fake provider (the ``fake`` fixture): text, or images ``image_n`` a call."""
+    out = {"name": name, "cost": cost, "client": {"kind": "openai", "base_url": FAKE, "model": model, **client}}
+    if image_n is not None:
+        out["output"] = "image"
+        out["client"]["params"] = {"size": "32x32", "n": image_n}
+    return out
+
+
+def _provider_body(name: str, models: list[dict], prompts: list[str], answers: str) -> dict:
+    return {"name": name, "models": models, "prompts": prompts, "judge": {"kind": "human"}, "answers": answers}
+
+
+async def _answers_script(api) -> list[int]:
+    """The admin's duels of four campaigns whose models answer through the provider (so every duel
+    stores its answers in their own transaction), each pending duel voted on: stored and reused text
+    answers; a provider fault that pauses its campaign; images three a call (spares kept, taken and
+    shown); a failing model beside an image model (a paid call's images all kept, spares taken and
+    given back). Their ids."""
+    broken = {"max_attempts": 1}
+    campaigns = [
+        (
+            _provider_body(
+                "answers reused",
+                [
+                    _provider_model("good", "ans-good-q4", 0.004),
+                    _provider_model("mid", "ans-mid-q2", 0.002),
+                    _provider_model("weak", "ans-weak-q1", 0.003),
+                ],
+                ["Say hello.", "Explain duels."],
+                "reuse",
+            ),
+            8,
+        ),
+        (
+            _provider_body(
+                "answers fault",
+                [_provider_model("good", "ans-good-q4", 0.004), _provider_model("faulty", "ans-usage-nan", 0.002)],
+                ["Say hello."],
+                "reuse",
+            ),
+            1,
+        ),
+        (
+            _provider_body(
+                "answers images",
+                [
+                    _provider_model("painter", "ans-paint-q4", 0.04, image_n=3),
+                    _provider_model("sketchy", "ans-sketch-q1", 0.02, image_n=3),
+                ],
+                ["A lighthouse at dusk."],
+                "fresh",
+            ),
+            4,
+        ),
+        (
+            _provider_body(
+                "answers images failing",
+                [
+                    _provider_model("painter", "ans-paint2-q4", 0.04, image_n=3),
+                    _provider_model("broken", "ans-fault-500-q2", 0.02, image_n=3, **broken),
+                ],
+                ["A lighthouse at dusk."],
+                "fresh",
+            ),
+            3,
+        ),
+    ]
+    cids = []
+    for body, n in campaigns:
+        r = await api.post("/v1/campaigns", json={**body, "seed": 7, "delta": 1e-6, "budget": 10.0})
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        cids.append(cid)
+        for k in range(n):
+            d = await api.post(f"/v1/campaigns/{cid}/duels")
+            assert d.status_code == 201, d.text
+            if d.json()["status"] == "pending":
+                v = await api.post(f"/v1/duels/{d.json()['id']}/vote", json={"choice": "ab"[k % 2]})
+                assert v.status_code == 200, v.text
+        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
+    return cids
+
+
+def _answers_state(api, cids: list[int], store_after: int) -> dict:
+    """What the script stored, with the ids and the provider's answer tokens (a fresh random marker or
+    image per call) replaced by their order of first appearance (store rows: by model and prompt, then
+    id), so two runs compare: the campaigns,
+    their duels, every charge row (kind, model, amount, detail, the charge it reuses) and the answer
+    store's rows written since row ``store_after`` (status, text, tokens, cost, paying charge, taker)."""
+    from sqlalchemy import select
+
+    from service.models import Campaign, Charge, Duel, StoredAnswer
+
+    seen: dict[tuple[str, object], str] = {}
+
+    def canon(kind: str, value):
+        if value is None:
+            return None
+        return seen.setdefault((kind, value), f"{kind}{sum(k == kind for k, _ in seen)}")
+
+    def text(value):
+        return None if value is None else _FAKE_TOKEN.sub(lambda m: canon("t", m.group(0)), value)
+
+    def completion(info):  # a duel's record of one call: its latency varies, a reused answer names its row
+        if info is None:
+            return None
+        return {**info, "latency_s": None, "reused_answer": canon("s", info.get("reused_answer"))}
+
+    with api.app.state.db.read() as s:
+        campaigns = [s.get(Campaign, cid) for cid in cids]
+        duels = s.execute(select(Duel).where(Duel.campaign_id.in_(cids)).order_by(Duel.id)).scalars().all()
+        charges = s.execute(select(Charge).where(Charge.campaign_id.in_(cids)).order_by(Charge.id)).scalars().all()
+        store = (
+            s.execute(
+                select(StoredAnswer)
+                .where(StoredAnswer.id > store_after)  # both models' rows are claimed at once: ordered by model
+                .order_by(StoredAnswer.model_key, StoredAnswer.prompt_hash, StoredAnswer.id)
+            )
+            .scalars()
+            .all()
+        )
+        for d in duels:
+            canon("d", d.id)
+        for ch in charges:
+            canon("c", ch.id)
+        for row in store:
+            canon("s", row.id)
+        return {
+            "campaigns": [
+                {
+                    k: getattr(c, k)
+                    for k in ("status", "end_reason", "spend_nusd", "judge_spend_nusd", "duels_created", "duels_judged")
+                    + ("duels_failed", "duels_counted", "event_seq", "leader", "version")
+                }
+                for c in campaigns
+            ],
+            "duels": [
+                (cids.index(d.campaign_id), d.number, d.model_i, d.model_j, d.a_is_i, d.status, d.choice, d.score)
+                + (d.error, d.cost_nusd, d.expected_cost_nusd, d.record_seq, text(d.answer_a), text(d.answer_b))
+                + (completion(d.completion_a), completion(d.completion_b), d.answered_at is None, d.judged_at is None)
+                for d in duels
+            ],
+            "charges": [
+                (cids.index(ch.campaign_id), canon("d", ch.duel_id), ch.kind, ch.model_index, ch.amount_nusd)
+                + (
+                    canon("c", ch.reuses_charge_id),
+                    ch.detail and {**ch.detail, "store_id": canon("s", ch.detail.get("store_id"))},
+                )
+                for ch in charges
+            ],
+            "store": [
+                (row.model_key, row.prompt_hash, row.status, text(row.text), row.input_tokens, row.output_tokens)
+                + (row.cost_nusd, canon("c", row.charge_id), canon("d", row.taken_by))
+                for row in store
+            ],
+        }
+
+
+async def test_the_answers_stage_stores_exactly_the_same_on_both_drivers(api, fake, monkeypatch):
+    """The same duels, answered through the provider, stored by the asyncpg driver and by the SQLAlchemy
+    driver (PostgreSQL; SQLite has the SQLAlchemy driver only, checked against the script): identical
+    campaigns (spend, counters, a provider fault's pause), duels, charge rows (paid, reused, each reuse
+    naming the charge that paid) and answer store rows (stored answers, image spares taken, shown, given
+    back and kept)."""
+    from sqlalchemy import delete, func, select
+
+    from service.campaigns.stores import StoredKeys
+    from service.models import StoredAnswer
+
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)  # every run draws the same prompts and sides
+    svc = api.app.state.campaigns.cycle
+    # the policy's marginal costs (answers stored so far) refreshed before every plan, not by a timer:
+    # the same pairs in every run
+    monkeypatch.setattr(svc.deps.stores, "store_costs_ttl", 0.0)
+    refresh = svc.deps.stores.update_store_costs
+
+    async def costs_now(campaign_id, wait):
+        await refresh(campaign_id, True)
+
+    monkeypatch.setattr(svc.deps.stores, "update_store_costs", costs_now)
+    used = {"loop": 0, "thread": 0}
+    on_loop, in_thread = fastpath.store_answers_async, svc.store_answers_tx
+
+    async def counted_on_loop(*args):
+        used["loop"] += 1
+        return await on_loop(*args)
+
+    def counted_in_thread(*args):
+        used["thread"] += 1
+        return in_thread(*args)
+
+    monkeypatch.setattr(fastpath, "store_answers_async", counted_on_loop)
+    monkeypatch.setattr(svc, "store_answers_tx", counted_in_thread)
+
+    def store_top() -> int:
+        with api.app.state.db.read() as s:
+            return int(s.execute(select(func.coalesce(func.max(StoredAnswer.id), 0))).scalar_one())
+
+    runs = []
+    for driver in ("asyncpg", "sqlalchemy") if svc._on_loop else ("sqlalchemy",):
+        monkeypatch.setattr(svc, "_on_loop", driver == "asyncpg")
+        svc.stored_keys = StoredKeys()  # the run before left none of its answers in the store
+        top, calls = store_top(), len(fake.state.provider.requests)
+        used.update(loop=0, thread=0)
+        cids = await _answers_script(api)
+        n = len(fake.state.provider.requests) - calls
+        state = _answers_state(api, cids, top)
+        # and the API's campaign views: counts, wins, statistics
+        state["views"] = [strip((await api.get(f"/v1/campaigns/{cid}")).json()) for cid in cids]
+        runs.append((driver, state, n, dict(used)))
+        with api.app.state.db.write() as s:  # the next run pays for its own answers
+            s.execute(delete(StoredAnswer).where(StoredAnswer.id > top))
+    ((driver, state, calls, used_here), *others) = runs
+    # every duel's answers were stored in their own transaction, on the driver of the run
+    assert used_here == ({"loop": 0, "thread": 16} if driver == "sqlalchemy" else {"loop": 16, "thread": 0})
+    # the script as run: reuse, a failing model, the pause, spares drawn without replacement
+    import pprint
+
+    pprint.pprint(state, width=200)
+    statuses = [c["status"] for c in state["campaigns"]]
+    assert statuses == ["running", "stopped", "running", "running"], state["campaigns"]
+    assert state["campaigns"][1]["end_reason"].startswith("paused on a provider fault")
+    kinds = [(ch[2], ch[4] == 0, ch[5] is not None) for ch in state["charges"]]
+    assert ("model", True, True) in kinds and ("model", False, False) in kinds  # reused and paid
+    assert {row[2] for row in state["store"]} == {"ready", "spare", "spent"}
+    assert {d[5] for d in state["duels"]} == {"judged", "failed"}
+    assert [c["spend_nusd"] for c in state["campaigns"]] == [
+        sum(ch[4] for ch in state["charges"] if ch[0] == k) for k in range(4)
+    ]
+    for label, other, other_calls, other_used in others:
+        assert other_used == {"loop": 0, "thread": 16}, label
+        assert other_calls == calls, label
+        for key in ("campaigns", "views", "duels", "charges", "store"):
+            assert other[key] == state[key], (label, key)

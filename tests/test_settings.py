@@ -25,6 +25,8 @@ BAD_VALUES = [
     ("LLMDUEL_DUEL_EXPIRY_SECONDS", "inf", "finite"),
     ("LLMDUEL_CALL_TIMEOUT_SECONDS", "-1", "greater than 0"),
     ("LLMDUEL_PG_SYNCHRONOUS_COMMIT", "fast", "'on', 'off'"),
+    ("LLMDUEL_PG_IDLE_TRANSACTION_SECONDS", "-1", "greater than or equal to 0"),
+    ("LLMDUEL_PG_IDLE_TRANSACTION_SECONDS", "nan", "less than or equal to 86400"),
     ("LLMDUEL_WEB_AUTH", "everyone", "'local', 'key' or 'open'"),
     ("LLMDUEL_LOGIN_HOURS", "0", "greater than 0"),
     ("LLMDUEL_KEEP_ALIVE_SECONDS", "0", "greater than 0"),
