@@ -423,7 +423,6 @@ async def test_a_provider_error_that_passes_neither_fails_the_round_nor_leaves_b
     every request the provider answered is charged, once."""
     from starlette.responses import JSONResponse
 
-    from service.app import create_app
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="passing")
@@ -447,19 +446,16 @@ async def test_a_provider_error_that_passes_neither_fails_the_round_nor_leaves_b
 
     fake.upload, fake.file = upload_once_refused, read_once_refused
     server = ThreadedServer(provider_app)
-    app = create_app(make_settings(db_url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+        async with app_client(db_url, base_url="http://t") as api:
             spec = body(server.url + "/v1", "passing", {"round_size": 4, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            view = await run_over(api, app, cid)
+            view = await run_over(api, api.app, cid)
             assert refused == [route]
             assert view["status"] == "certified" and view["run"]["error"] is None, view["run"]
-            assert_ledger(app, view, provider_app)
+            assert_ledger(api.app, view, provider_app)
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         server.stop()
 
 
