@@ -361,7 +361,13 @@ class Results:
         return self._once("category", campaign_id, data, lambda: self._ranking_by_category(data))
 
     def ranking_page(
-        self, campaign_id: int, category: str | None = None, offset: int = 0, limit: int = 100, bootstrap: bool = False
+        self,
+        campaign_id: int,
+        category: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        bootstrap: bool = False,
     ) -> dict[str, Any]:
         """``GET /v1/campaigns/{id}/ranking``: rows ``offset`` to ``offset + limit`` of the ranking (with its
         bootstrap interval when ``bootstrap``) or of one category's, and every category with its duels."""
