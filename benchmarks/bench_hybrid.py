@@ -20,6 +20,13 @@ every duel) and errors per cell under ``cells``. Part 2 (``--error-trials`` at d
 0 to skip): error rates with the one-sided binomial p-value of ``H0: error rate <= delta``
 on the 4-model instance and on a 2-model instance where the adversarial judges favour the
 human loser.
+
+``--quick`` runs only the baseline and the three cells the targets of issue 32 name (the calibrated,
+graded and adversarial judges with the active rule: ``active_human_votes_ratio``,
+``graded_active_human_votes_ratio``, ``active_adversarial_human_votes_ratio``, same keys, same seeds
+as the full run) and skips Part 2; about a fifth of the full run's time:
+
+    nice -n 15 .venv/bin/python benchmarks/bench_hybrid.py --quick --trials 300 --json
 """
 
 from __future__ import annotations
@@ -165,6 +172,31 @@ def part_votes(trials: int, delta: float, rate: float, seed: int) -> dict:
     }
 
 
+def part_quick(trials: int, delta: float, seed: int) -> dict:
+    """The baseline and the three active-rule cells of :func:`part_votes`, under the same keys."""
+    inst = hybrid_instance()
+    default = run_humans_only_default(inst, delta, trials, seed)
+    base = default["mean_human_votes"]
+    cells = {
+        name: run_hybrid(inst, judge, delta, trials, seed, human_rate="active")
+        for name, judge in (
+            ("hybrid_calibrated_active", calibrated_judge()),
+            ("hybrid_graded_active", graded_judge()),
+            ("hybrid_adversarial_active", adversarial_judge()),
+        )
+    }
+    return {
+        "active_human_votes_ratio": cells["hybrid_calibrated_active"]["mean_human_votes"] / base,
+        "graded_active_human_votes_ratio": cells["hybrid_graded_active"]["mean_human_votes"] / base,
+        "active_adversarial_human_votes_ratio": cells["hybrid_adversarial_active"]["mean_human_votes"] / base,
+        "trials": trials,
+        "delta": delta,
+        "humans_only_default_votes": base,
+        "humans_only_default_errors": default["errors"],
+        "cells": {"humans_only_dctas_pc_default": _cell(default), **{k: _cell(v) for k, v in cells.items()}},
+    }
+
+
 def part_errors(trials: int, seed: int) -> list[dict]:
     out = []
     judges = [
@@ -201,10 +233,24 @@ def main() -> None:
     ap.add_argument("--error-trials", type=int, default=2000, help="trials per cell at delta = 0.1 (0: skip)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--quick", action="store_true", help="only the baseline and the three active-rule cells")
     a = ap.parse_args()
     if a.trials < 1 or a.error_trials < 0 or not (0.0 < a.delta < 1.0) or not (0.0 < a.rate <= 1.0):
         ap.error("need --trials >= 1, --error-trials >= 0, 0 < --delta < 1, 0 < --rate <= 1")
     t0 = time.time()
+    if a.quick:
+        out = part_quick(a.trials, a.delta, a.seed)
+        out["seconds"] = round(time.time() - t0, 1)
+        if a.json:
+            print(json.dumps(out, indent=1))
+            return
+        for k in (
+            "active_human_votes_ratio",
+            "graded_active_human_votes_ratio",
+            "active_adversarial_human_votes_ratio",
+        ):
+            print(f"{k:40s} {out[k]:.4f}")
+        return
     out = part_votes(a.trials, a.delta, a.rate, a.seed)
     if a.error_trials:
         out["error_test"] = part_errors(a.error_trials, a.seed)

@@ -14,7 +14,7 @@ from collections import Counter
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings, start_live_server, stop_live_server
+from conftest import ADMIN_KEY, app_client, start_live_server, stop_live_server
 from service_helpers import all_duels, all_duels_sync, first_pregen_round
 from test_faults import ThreadedServer
 
@@ -132,84 +132,71 @@ def batches_of(app, key_prefix: str) -> list[dict]:
 
 
 async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend(db_url, fake):
-    from service.app import create_app
-
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            r = await api.post("/v1/campaigns", json=body(base, "batched", {"round_size": 4, "poll_seconds": 0.02}))
-            assert r.status_code == 201, r.text
-            cid = r.json()["id"]
-            view = r.json()
-            assert view["batch"]["rounds"] == 0 and view["batch"]["round_size"] == 4
-            judge_client = view["judge"]["client"]
-            assert judge_client["batch_price"] == {"input_per_1m": 1.0, "output_per_1m": 1.0}
-            one = (await api.post("/v1/campaigns", json=body(base, "one by one", None))).json()
-            assert one["batch"] is None
-            before = len(provider_app.state.provider.requests)
-            for c in (cid, one["id"]):
-                assert (await api.post(f"/v1/campaigns/{c}/run", json={"concurrency": 1})).status_code == 202
-            # until each run is over
-            t0 = time.monotonic()
-            batched = await run_over(api, app, cid)
-            took = time.monotonic() - t0
-            single = await run_over(api, app, one["id"])
-            assert not single["run"]["active"]
-            assert batched["status"] == single["status"] == "certified", (batched["run"], single["run"], took)
-            assert batched["winner_index"] == single["winner_index"] == 3
-            ratio = batched["spend"] / single["spend"]
-            assert 0.3 < ratio < 0.6, (batched["spend"], single["spend"])
-            rounds = batched["batch"]["rounds"]
-            assert 1 <= rounds <= math.ceil(math.log2(batched["duels_created"])) + 2
-            # Every model and judge call of the batch campaign went out in a batch, each request once.
-            names = {m["name"] for m in batched["models"]} | {batched["judge"]["client"]["model"]}
-            sent = [e for e in provider_app.state.provider.requests[before:] if e["model"] in names]
-            assert sent and all("batch" in e for e in sent)
-            asked = Counter(
-                (e["model"], e.get("prompt"), e.get("first"), e.get("second")) for e in sent
-            )  # answers and verdicts are reused: a request asked twice would be paid twice
-            assert max(asked.values()) == 1
-            duels = await all_duels(api, cid)
-            paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
-            kinds = Counter(e["kind"] for e in sent)
-            # each request charged once, none uncharged (a judgement in both orders: two requests, in one: one)
-            modes = paid_judge_modes(duels)
-            assert sum(modes.values()) == paid["judge"] and set(modes) <= {"both", "one"}, modes
-            assert kinds["answer"] == paid["model"] and kinds["judge"] == 2 * modes["both"] + modes["one"], (
-                kinds,
-                modes,
-            )
-            # orders: auto (the default) keeps its measured rates from round to round: it reached one order
-            assert modes["one"] > 0 and modes["both"] >= 8, modes
-            assert batched["spend"] == pytest.approx(sum(d["cost"] for d in duels))
-            assert_ledger(app, batched, provider_app)
-            # The verdicts were folded in plan order: the judged duels' sequence numbers increase.
-            judged = sorted((d for d in duels if d["status"] == "judged"), key=lambda d: d["number"])
-            assert judged and len(batches_of(provider_app, f"llmduel-{cid}-")) >= 2 * rounds - 1
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        r = await api.post("/v1/campaigns", json=body(base, "batched", {"round_size": 4, "poll_seconds": 0.02}))
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        view = r.json()
+        assert view["batch"]["rounds"] == 0 and view["batch"]["round_size"] == 4
+        judge_client = view["judge"]["client"]
+        assert judge_client["batch_price"] == {"input_per_1m": 1.0, "output_per_1m": 1.0}
+        one = (await api.post("/v1/campaigns", json=body(base, "one by one", None))).json()
+        assert one["batch"] is None
+        before = len(provider_app.state.provider.requests)
+        for c in (cid, one["id"]):
+            assert (await api.post(f"/v1/campaigns/{c}/run", json={"concurrency": 1})).status_code == 202
+        # until each run is over
+        t0 = time.monotonic()
+        batched = await run_over(api, app, cid)
+        took = time.monotonic() - t0
+        single = await run_over(api, app, one["id"])
+        assert not single["run"]["active"]
+        assert batched["status"] == single["status"] == "certified", (batched["run"], single["run"], took)
+        assert batched["winner_index"] == single["winner_index"] == 3
+        ratio = batched["spend"] / single["spend"]
+        assert 0.3 < ratio < 0.6, (batched["spend"], single["spend"])
+        rounds = batched["batch"]["rounds"]
+        assert 1 <= rounds <= math.ceil(math.log2(batched["duels_created"])) + 2
+        # Every model and judge call of the batch campaign went out in a batch, each request once.
+        names = {m["name"] for m in batched["models"]} | {batched["judge"]["client"]["model"]}
+        sent = [e for e in provider_app.state.provider.requests[before:] if e["model"] in names]
+        assert sent and all("batch" in e for e in sent)
+        asked = Counter(
+            (e["model"], e.get("prompt"), e.get("first"), e.get("second")) for e in sent
+        )  # answers and verdicts are reused: a request asked twice would be paid twice
+        assert max(asked.values()) == 1
+        duels = await all_duels(api, cid)
+        paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
+        kinds = Counter(e["kind"] for e in sent)
+        # each request charged once, none uncharged (a judgement in both orders: two requests, in one: one)
+        modes = paid_judge_modes(duels)
+        assert sum(modes.values()) == paid["judge"] and set(modes) <= {"both", "one"}, modes
+        assert kinds["answer"] == paid["model"] and kinds["judge"] == 2 * modes["both"] + modes["one"], (
+            kinds,
+            modes,
+        )
+        # orders: auto (the default) keeps its measured rates from round to round: it reached one order
+        assert modes["one"] > 0 and modes["both"] >= 8, modes
+        assert batched["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+        assert_ledger(app, batched, provider_app)
+        # The verdicts were folded in plan order: the judged duels' sequence numbers increase.
+        judged = sorted((d for d in duels if d["status"] == "judged"), key=lambda d: d["number"])
+        assert judged and len(batches_of(provider_app, f"llmduel-{cid}-")) >= 2 * rounds - 1
 
 
 async def test_a_budget_too_small_for_a_round_ends_before_anything_is_sent(db_url, fake):
-    from service.app import create_app
-
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            r = await api.post("/v1/campaigns", json=body(base, "poor", True, budget=1e-7))
-            assert r.status_code == 201, r.text
-            cid = r.json()["id"]
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            view = await wait_for(api, cid, lambda v: v["status"] != "running")
-            assert view["status"] == "budget_exhausted", view["status"]
-            assert view["spend"] == 0 and view["duels_created"] == 0
-            assert batches_of(provider_app, f"llmduel-{cid}-") == []
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, base_url="http://t") as api:
+        r = await api.post("/v1/campaigns", json=body(base, "poor", True, budget=1e-7))
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        view = await wait_for(api, cid, lambda v: v["status"] != "running")
+        assert view["status"] == "budget_exhausted", view["status"]
+        assert view["spend"] == 0 and view["duels_created"] == 0
+        assert batches_of(provider_app, f"llmduel-{cid}-") == []
 
 
 async def test_bad_batch_settings_are_a_422(api, fake):
@@ -241,14 +228,13 @@ def _provider_inputs(base: str, prefix: str) -> list[list[str]]:
 
 
 async def test_stopping_cancels_the_open_batches(db_url):
-    from service.app import create_app
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="stop", batch_delay_s=3600.0)
     server = ThreadedServer(provider_app)
-    app = create_app(make_settings(db_url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+        async with app_client(db_url, base_url="http://t") as api:
+            app = api.app
             cid = (
                 await api.post("/v1/campaigns", json=body(server.url + "/v1", "stop", {"poll_seconds": 0.02}))
             ).json()["id"]
@@ -268,8 +254,6 @@ async def test_stopping_cancels_the_open_batches(db_url):
             assert len(jobs) == len(statuses) and {j["status"] for j in jobs} == {"cancelled"}
             assert provider_app.state.provider.requests == []  # nothing answered, nothing paid
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         server.stop()
 
 
@@ -368,14 +352,13 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
 
 
 async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
-    from service.app import create_app
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="flaky", batch_failure_rate=0.3, seed=4)
     server = ThreadedServer(provider_app)
-    app = create_app(make_settings(db_url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+        async with app_client(db_url, base_url="http://t") as api:
+            app = api.app
             spec = body(server.url + "/v1", "flaky", {"round_size": 4, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
@@ -391,8 +374,6 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
             assert_ledger(app, view, provider_app)
             assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         server.stop()
 
 
@@ -403,40 +384,35 @@ async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_
     run's task is over (:func:`run_over`), and then every request the provider answered is charged, once."""
     from sqlalchemy import select
 
-    from service.app import create_app
     from service.models import Charge
 
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    rounds, views = app.state.campaigns.runs.batch_rounds, app.state.campaigns.views
-    record, between = rounds._record, []
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        rounds, views = app.state.campaigns.runs.batch_rounds, app.state.campaigns.views
+        record, between = rounds._record, []
 
-    async def look_then_record(plan, verdict):  # the view a reader gets just before each verdict of the fold
-        view = await asyncio.to_thread(views.get_campaign, plan.campaign_id)
-        if view["status"] != "running":
-            between.append(view)
-        return await record(plan, verdict)
+        async def look_then_record(plan, verdict):  # the view a reader gets just before each verdict of the fold
+            view = await asyncio.to_thread(views.get_campaign, plan.campaign_id)
+            if view["status"] != "running":
+                between.append(view)
+            return await record(plan, verdict)
 
-    rounds._record = look_then_record
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            # rounds of 48 duels: the campaign certifies inside its second round, with verdicts of it still to record
-            spec = body(base, "late", {"round_size": 48, "poll_seconds": 0.02})
-            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            view = await run_over(api, app, cid)
-            assert view["status"] == "certified", view["run"]
-            with app.state.db.read() as s:
-                rows = s.scalars(select(Charge).where(Charge.campaign_id == cid)).all()
-                late = [c.amount_nusd for c in rows if (c.detail or {}).get("late")]
-            assert between and late, "no verdict was recorded after the one that certified"
-            first = between[0]  # the ended campaign, before the round's later verdicts were charged
-            assert first["status"] == "certified" and not first["run"]["active"]
-            assert view["spend"] - first["spend"] == pytest.approx(sum(late) / 1e9, abs=1e-12) and sum(late) > 0
-            assert_ledger(app, view, provider_app)
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+        rounds._record = look_then_record
+        # rounds of 48 duels: the campaign certifies inside its second round, with verdicts of it still to record
+        spec = body(base, "late", {"round_size": 48, "poll_seconds": 0.02})
+        cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        view = await run_over(api, app, cid)
+        assert view["status"] == "certified", view["run"]
+        with app.state.db.read() as s:
+            rows = s.scalars(select(Charge).where(Charge.campaign_id == cid)).all()
+            late = [c.amount_nusd for c in rows if (c.detail or {}).get("late")]
+        assert between and late, "no verdict was recorded after the one that certified"
+        first = between[0]  # the ended campaign, before the round's later verdicts were charged
+        assert first["status"] == "certified" and not first["run"]["active"]
+        assert view["spend"] - first["spend"] == pytest.approx(sum(late) / 1e9, abs=1e-12) and sum(late) > 0
+        assert_ledger(app, view, provider_app)
 
 
 async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, fake):
@@ -458,14 +434,13 @@ async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_prov
     """One model's endpoint refuses its batch while the other models' batches of the same flush are collected:
     the provider bills those, so their answers are stored and charged; the run ends with the refusal and no
     duel keeps a reservation."""
-    from service.app import create_app
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="mixed")
     server = ThreadedServer(provider_app)
-    app = create_app(make_settings(db_url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+        async with app_client(db_url, base_url="http://t") as api:
+            app = api.app
             spec = body(server.url + "/v1", "mixed", {"round_size": 4, "poll_seconds": 0.02})
             spec["models"][0]["client"]["base_url"] = server.url + "/missing/v1"  # this endpoint refuses (404)
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
@@ -486,8 +461,6 @@ async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_prov
             assert all("before its verdict" in d["error"] for d in answered), answered
             assert view["remaining_budget"] is None or view["remaining_budget"] == view["budget"] - view["spend"]
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         server.stop()
 
 
@@ -496,7 +469,6 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
     """A batch still running at ``window_seconds`` is cancelled; the provider had answered its requests
     before the cancellation (and bills them): those answers (or verdicts) are stored and charged once,
     the run ends with the reason, and no duel of the round is left in flight."""
-    from service.app import create_app
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="late")
@@ -516,9 +488,9 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
 
     fake._advance, fake.cancel = slow_phase, cancel_after_answering
     server = ThreadedServer(provider_app)
-    app = create_app(make_settings(db_url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+        async with app_client(db_url, base_url="http://t") as api:
+            app = api.app
             spec = body(server.url + "/v1", "late", {"round_size": 4, "poll_seconds": 0.02, "window_seconds": 0.3})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
@@ -541,8 +513,6 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
             late = [j for j in jobs if j["phase"][0] == phase]
             assert late and all(j["status"] == "failed" and "within its window" in j["error"] for j in late)
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         server.stop()
 
 
@@ -550,48 +520,43 @@ async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url
     """A human campaign with ``batch``: the answers pre-generated for annotators go out as one batch per
     model (a pre-generation round, counted in ``batch.rounds``), each request once, charged at the batch
     price; the duels that follow take them from the store and call no model."""
-    from service.app import create_app
 
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            spec = body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
-            spec.pop("verdicts")
-            r = await api.post("/v1/campaigns", json=spec)
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        spec = body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
+        spec.pop("verdicts")
+        r = await api.post("/v1/campaigns", json=spec)
+        assert r.status_code == 201, r.text
+        cid, before = r.json()["id"], len(provider_app.state.provider.requests)
+        duel, who, rows = await first_pregen_round(api, app, cid)
+        c = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert c["batch"]["rounds"] == 1
+        assert {(j["phase"], j["status"]) for j in rows} == {("pregen", "collected")}
+        asked = provider_app.state.provider.requests[before:]
+        batched = [e for e in asked if "batch" in e]
+        direct = [e for e in asked if "batch" not in e]
+        assert len(direct) == 2  # the first duel's own answers (nothing was pre-generated yet)
+        # one batch per model; the answers of the next 6 planned duels' prompts, for every model
+        assert batched and len({e["batch"] for e in batched}) == len({e["model"] for e in batched}) == 4
+        assert len({e["prompt"] for e in batched}) >= 4
+        # every (model, prompt) answered once, none twice (the batch skipped what the store held)
+        pairs = Counter((e["model"], e["prompt"]) for e in asked)
+        assert max(pairs.values()) == 1, pairs
+        tokens = lambda es: sum(e["prompt_tokens"] + e["completion_tokens"] for e in es)  # noqa: E731
+        # list price 2 USD per million tokens for the direct calls, batch price 1 for the batched ones
+        assert c["spend"] == pytest.approx(tokens(direct) * 2e-6 + tokens(batched) * 1e-6, abs=1e-7)
+        # the next duels take their answers from the store: no model is called
+        for _ in range(3):
+            vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
+            assert vote.status_code == 200, vote.text
+            r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
             assert r.status_code == 201, r.text
-            cid, before = r.json()["id"], len(provider_app.state.provider.requests)
-            duel, who, rows = await first_pregen_round(api, app, cid)
-            c = (await api.get(f"/v1/campaigns/{cid}")).json()
-            assert c["batch"]["rounds"] == 1
-            assert {(j["phase"], j["status"]) for j in rows} == {("pregen", "collected")}
-            asked = provider_app.state.provider.requests[before:]
-            batched = [e for e in asked if "batch" in e]
-            direct = [e for e in asked if "batch" not in e]
-            assert len(direct) == 2  # the first duel's own answers (nothing was pre-generated yet)
-            # one batch per model; the answers of the next 6 planned duels' prompts, for every model
-            assert batched and len({e["batch"] for e in batched}) == len({e["model"] for e in batched}) == 4
-            assert len({e["prompt"] for e in batched}) >= 4
-            # every (model, prompt) answered once, none twice (the batch skipped what the store held)
-            pairs = Counter((e["model"], e["prompt"]) for e in asked)
-            assert max(pairs.values()) == 1, pairs
-            tokens = lambda es: sum(e["prompt_tokens"] + e["completion_tokens"] for e in es)  # noqa: E731
-            # list price 2 USD per million tokens for the direct calls, batch price 1 for the batched ones
-            assert c["spend"] == pytest.approx(tokens(direct) * 2e-6 + tokens(batched) * 1e-6, abs=1e-7)
-            # the next duels take their answers from the store: no model is called
-            for _ in range(3):
-                vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
-                assert vote.status_code == 200, vote.text
-                r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
-                assert r.status_code == 201, r.text
-                duel = r.json()
-                while cid in app.state.campaigns.pregen.busy:
-                    await asyncio.sleep(0.02)
-            later = [e for e in provider_app.state.provider.requests[before:] if "batch" not in e]
-            assert later == direct
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+            duel = r.json()
+            while cid in app.state.campaigns.pregen.busy:
+                await asyncio.sleep(0.02)
+        later = [e for e in provider_app.state.provider.requests[before:] if "batch" not in e]
+        assert later == direct
 
 
 async def test_a_round_that_can_plan_nothing_ends_the_run_with_the_reason(monkeypatch):
@@ -626,39 +591,33 @@ async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_
     duel's transaction is tried again, so the campaign certifies and every answered request is charged once."""
     from sqlalchemy.exc import OperationalError
 
-    from service.app import create_app
-
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    cycle = app.state.campaigns.cycle
-    store, failures = cycle.store_answers_tx, Counter()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        cycle = app.state.campaigns.cycle
+        store, failures = cycle.store_answers_tx, Counter()
 
-    def flaky_store(plan, res):
-        if failures["store"] < 3:  # the first three attempts are refused by the database, as a deadlock is
-            failures["store"] += 1
-            raise OperationalError("UPDATE duels ...", {}, Exception("deadlock detected"))
-        return store(plan, res)
+        def flaky_store(plan, res):
+            if failures["store"] < 3:  # the first three attempts are refused by the database, as a deadlock is
+                failures["store"] += 1
+                raise OperationalError("UPDATE duels ...", {}, Exception("deadlock detected"))
+            return store(plan, res)
 
-    cycle.store_answers_tx = flaky_store
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            spec = body(base, "deadlocks", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
-            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
-            before = len(provider_app.state.provider.requests)
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            view = await run_over(api, app, cid)
-            assert view["status"] == "certified" and view["winner_index"] == 3, view["run"]
-            assert failures["store"] == 3
-            names = {m["name"] for m in view["models"]}
-            sent = Counter(e["kind"] for e in provider_app.state.provider.requests[before:] if e["model"] in names)
-            duels = await all_duels(api, cid)
-            paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
-            assert sent["answer"] == paid["model"] > 0, (sent, paid)
-            assert_ledger(app, view, provider_app)
-            assert not [d for d in duels if d["status"] in ("calling", "pending")]
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+        cycle.store_answers_tx = flaky_store
+        spec = body(base, "deadlocks", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+        cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+        before = len(provider_app.state.provider.requests)
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        view = await run_over(api, app, cid)
+        assert view["status"] == "certified" and view["winner_index"] == 3, view["run"]
+        assert failures["store"] == 3
+        names = {m["name"] for m in view["models"]}
+        sent = Counter(e["kind"] for e in provider_app.state.provider.requests[before:] if e["model"] in names)
+        duels = await all_duels(api, cid)
+        paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
+        assert sent["answer"] == paid["model"] > 0, (sent, paid)
+        assert_ledger(app, view, provider_app)
+        assert not [d for d in duels if d["status"] in ("calling", "pending")]
 
 
 async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batches(db_url, fake):
@@ -667,40 +626,34 @@ async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batche
     further apart than the collector's settle time: they still go out as one batch per model and phase."""
     import threading
 
-    from service.app import create_app
-
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    calls = app.state.campaigns.calls
-    claim, lock, slowed = calls.claim_tx, threading.Lock(), Counter()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        calls = app.state.campaigns.calls
+        claim, lock, slowed = calls.claim_tx, threading.Lock(), Counter()
 
-    def slow_claim(*args):
-        with lock:  # one at a time, each slower than the collector's settle time
-            if slowed["claims"] < 12:
-                slowed["claims"] += 1
-                time.sleep(0.15)
-            return claim(*args)
+        def slow_claim(*args, **kwargs):
+            with lock:  # one at a time, each slower than the collector's settle time
+                if slowed["claims"] < 12:
+                    slowed["claims"] += 1
+                    time.sleep(0.15)
+                return claim(*args, **kwargs)
 
-    calls.claim_tx = slow_claim
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            spec = body(base, "slow store", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
-            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await run_over(api, app, cid)
-            assert view["status"] == "certified", view["run"]
-            assert slowed["claims"] == 12
-            per_phase: dict[tuple[int, str], list[str]] = {}
-            for j in runs.batch_jobs.jobs_tx(cid):
-                per_phase.setdefault((j["round"], j["phase"]), []).append(j["client"]["model"])
-            assert (1, "answers") in per_phase
-            # no request failed (no batch sent again): one batch per model in every phase of every round
-            for phase, models in per_phase.items():
-                assert len(models) == len(set(models)), (phase, Counter(models))
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+        calls.claim_tx = slow_claim
+        spec = body(base, "slow store", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+        cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        runs = app.state.campaigns.runs
+        view = await run_over(api, app, cid)
+        assert view["status"] == "certified", view["run"]
+        assert slowed["claims"] == 12
+        per_phase: dict[tuple[int, str], list[str]] = {}
+        for j in runs.batch_jobs.jobs_tx(cid):
+            per_phase.setdefault((j["round"], j["phase"]), []).append(j["client"]["model"])
+        assert (1, "answers") in per_phase
+        # no request failed (no batch sent again): one batch per model in every phase of every round
+        for phase, models in per_phase.items():
+            assert len(models) == len(set(models)), (phase, Counter(models))
 
 
 def _human_spec(base: str, name: str, batch: dict) -> dict:
@@ -710,14 +663,13 @@ def _human_spec(base: str, name: str, batch: dict) -> dict:
 
 
 async def test_stopping_a_human_campaign_cancels_its_open_pre_generation_batches(db_url):
-    from service.app import create_app
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="pregen-stop", batch_delay_s=3600.0)
     server = ThreadedServer(provider_app)
-    app = create_app(make_settings(db_url))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
+        async with app_client(db_url, base_url="http://t") as api:
+            app = api.app
             spec = _human_spec(server.url + "/v1", "pregen stop", {"round_size": 6, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
@@ -737,8 +689,6 @@ async def test_stopping_a_human_campaign_cancels_its_open_pre_generation_batches
             assert {j["status"] for j in jobs.jobs_tx(cid)} == {"cancelled"}
             assert len(provider_app.state.provider.requests) == 2  # the first duel's own answers; no batch answered
     finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
         server.stop()
 
 
@@ -839,48 +789,43 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
     never passes the budget."""
     from sqlalchemy import select
 
-    from service.app import create_app
     from service.models import Campaign
     from service.money.reserve import reserve_duel_nusd
 
     base, provider_app = fake
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            spec = body(base, "part of a round", {"round_size": 8, "poll_seconds": 0.02})
-            # a judge call's bound capped near its real cost (else the bound of its input, answers of up to
-            # MAX_ANSWER_BYTES, is thousands of times what it costs, and no budget of a few bounds runs out)
-            spec["judge"]["client"]["max_cost_per_query"] = 0.0005
-            probe = (await api.post("/v1/campaigns", json={**spec, "budget": 1000.0})).json()["id"]
-            with app.state.db.read() as s:
-                c = s.execute(select(Campaign).where(Campaign.id == probe)).scalar_one()
-                models, judge = c.models, c.judge
-            worst = max(
-                reserve_duel_nusd(models, i, j, judge=judge, prompt=p, judge_spent_nusd=0, duels_done=0)
-                for p in spec["prompts"]
-                for i in range(4)
-                for j in range(4)
-                if i != j
-            )
-            budget = 2.5 * worst / 1e9
-            cid = (await api.post("/v1/campaigns", json={**spec, "budget": budget})).json()["id"]
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await run_over(api, app, cid)
-            assert view["status"] == "budget_exhausted", (view["run"], view["spend"], budget, view["duels_created"])
-            assert 0 < view["spend"] <= budget
-            jobs = runs.batch_jobs.jobs_tx(cid)
-            duels_of = lambda k: {r["duel_id"] for j in jobs if j["round"] == k for r in j["requests"]}  # noqa: E731
-            assert len(duels_of(1)) == 2  # the third duel of round 1 could not reserve its worst case
-            # the last round counted could reserve no duel: it sent nothing
-            assert max(j["round"] for j in jobs) < view["batch"]["rounds"]
-            duels = await all_duels(api, cid)
-            assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
-            assert not [d for d in duels if d["status"] in ("calling", "pending")]
-            assert_ledger(app, view, provider_app)
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        spec = body(base, "part of a round", {"round_size": 8, "poll_seconds": 0.02})
+        # a judge call's bound capped near its real cost (else the bound of its input, answers of up to
+        # MAX_ANSWER_BYTES, is thousands of times what it costs, and no budget of a few bounds runs out)
+        spec["judge"]["client"]["max_cost_per_query"] = 0.0005
+        probe = (await api.post("/v1/campaigns", json={**spec, "budget": 1000.0})).json()["id"]
+        with app.state.db.read() as s:
+            c = s.execute(select(Campaign).where(Campaign.id == probe)).scalar_one()
+            models, judge = c.models, c.judge
+        worst = max(
+            reserve_duel_nusd(models, i, j, judge=judge, prompt=p, judge_spent_nusd=0, duels_done=0)
+            for p in spec["prompts"]
+            for i in range(4)
+            for j in range(4)
+            if i != j
+        )
+        budget = 2.5 * worst / 1e9
+        cid = (await api.post("/v1/campaigns", json={**spec, "budget": budget})).json()["id"]
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        runs = app.state.campaigns.runs
+        view = await run_over(api, app, cid)
+        assert view["status"] == "budget_exhausted", (view["run"], view["spend"], budget, view["duels_created"])
+        assert 0 < view["spend"] <= budget
+        jobs = runs.batch_jobs.jobs_tx(cid)
+        duels_of = lambda k: {r["duel_id"] for j in jobs if j["round"] == k for r in j["requests"]}  # noqa: E731
+        assert len(duels_of(1)) == 2  # the third duel of round 1 could not reserve its worst case
+        # the last round counted could reserve no duel: it sent nothing
+        assert max(j["round"] for j in jobs) < view["batch"]["rounds"]
+        duels = await all_duels(api, cid)
+        assert view["spend"] == pytest.approx(sum(d["cost"] for d in duels))
+        assert not [d for d in duels if d["status"] in ("calling", "pending")]
+        assert_ledger(app, view, provider_app)
 
 
 async def test_two_duels_of_a_round_with_the_same_verdict_key_do_not_hang_the_round(db_url, fake):
@@ -888,29 +833,24 @@ async def test_two_duels_of_a_round_with_the_same_verdict_key_do_not_hang_the_ro
     ask the judge the same question. The verdict store's first claim is recorded only at the round's fold, after its verdicts
     batch; a second duel of the round waiting for it would wait for ever. Each pays its own judge call in
     its round (nothing is stored twice), and later rounds reuse the stored verdict."""
-    from service.app import create_app
 
     base, _ = fake
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            spec = body(
-                base,
-                "same verdict key",
-                {"round_size": 8, "poll_seconds": 0.02},
-                max_duels=16,
-                prompt_sampling="with_replacement",
-            )
-            spec["models"] = spec["models"][:2]
-            spec["prompts"] = ["The first question?", "The second question?"]  # 8 duels of one pair: repeats
-            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            view = await run_over(api, app, cid, timeout=90)
-            duels = await all_duels(api, cid)
-            judged = [d for d in duels if d["status"] == "judged"]
-            assert len(judged) >= 4, (view["status"], view["run"], [(d["status"], d["error"]) for d in duels])
-            reused = [d for d in judged if "reused_verdict" in (d["judge"] or {})]
-            assert reused, "no later duel reused the stored verdict"
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        spec = body(
+            base,
+            "same verdict key",
+            {"round_size": 8, "poll_seconds": 0.02},
+            max_duels=16,
+            prompt_sampling="with_replacement",
+        )
+        spec["models"] = spec["models"][:2]
+        spec["prompts"] = ["The first question?", "The second question?"]  # 8 duels of one pair: repeats
+        cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        view = await run_over(api, app, cid, timeout=90)
+        duels = await all_duels(api, cid)
+        judged = [d for d in duels if d["status"] == "judged"]
+        assert len(judged) >= 4, (view["status"], view["run"], [(d["status"], d["error"]) for d in duels])
+        reused = [d for d in judged if "reused_verdict" in (d["judge"] or {})]
+        assert reused, "no later duel reused the stored verdict"

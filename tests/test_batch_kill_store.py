@@ -8,19 +8,15 @@ import asyncio
 import time
 from collections import Counter
 
-import httpx
 import pytest
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import all_duels
 from test_batch_campaigns import _human_spec, _provider_inputs, batches_of, body
 from test_faults import ThreadedServer
 
-ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
 
 @pytest.mark.parametrize("phase", ["answers", "verdicts"])  # killed before storing answers, or folding verdicts
 async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stores_it_once(db_url, monkeypatch, phase):
-    from service.app import create_app
     from service.cycle import batch_rounds
     from service.fake_provider import create_fake_provider_app
 
@@ -28,8 +24,6 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
     provider = ThreadedServer(provider_app)
     base = provider.url + "/v1"
     lease = {"run_lease_seconds": 1.0, "run_heartbeat_seconds": 0.5}
-    first = create_app(make_settings(db_url, **lease))
-    second = create_app(make_settings(db_url, resume_runs=True, **lease))
     killed = asyncio.Event()
     real_duel_tx = batch_rounds.duel_tx
 
@@ -48,11 +42,14 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
 
     monkeypatch.setattr(batch_rounds, "duel_tx", dies_before_storing)
     try:
-        first_cycle = first.state.campaigns.runs.batch_rounds.cycle
-        spec = body(base, "killstore", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
-        spec["judge"]["orders"] = "both"  # two requests per paid verdict
-        t1 = httpx.ASGITransport(app=first)
-        async with httpx.AsyncClient(transport=t1, base_url="http://t", headers=ADMIN) as api:
+        async with (
+            app_client(db_url, base_url="http://t", **lease) as api,
+            app_client(db_url, base_url="http://t", resume_runs=True, **lease) as api2,
+        ):
+            first, second = api.app, api2.app
+            first_cycle = first.state.campaigns.runs.batch_rounds.cycle
+            spec = body(base, "killstore", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+            spec["judge"]["orders"] = "both"  # two requests per paid verdict
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             await asyncio.wait_for(killed.wait(), 60)
@@ -61,34 +58,32 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
             while runs1.run_active_here(cid):
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.02)
-        jobs = runs1.batch_jobs.jobs_tx(cid)
-        # the fetched batch is still open: its answers were never stored (before, it was closed and lost)
-        if phase == "verdicts":  # the answers were stored: their batches are closed
-            assert {j["status"] for j in jobs if j["phase"] == "answers"} == {"collected"}, jobs
-        jobs = [j for j in jobs if j["phase"] == phase]
-        statuses = {j["status"] for j in jobs}
-        assert jobs and "storing" in statuses and statuses <= {"running", "storing"}, jobs
-        answered_before = len(provider_app.state.provider.requests)
-        assert answered_before > 0
+            jobs = runs1.batch_jobs.jobs_tx(cid)
+            # the fetched batch is still open: its answers were never stored (before, it was closed and lost)
+            if phase == "verdicts":  # the answers were stored: their batches are closed
+                assert {j["status"] for j in jobs if j["phase"] == "answers"} == {"collected"}, jobs
+            jobs = [j for j in jobs if j["phase"] == phase]
+            statuses = {j["status"] for j in jobs}
+            assert jobs and "storing" in statuses and statuses <= {"running", "storing"}, jobs
+            answered_before = len(provider_app.state.provider.requests)
+            assert answered_before > 0
 
-        runs2 = second.state.campaigns.runs
-        deadline = time.monotonic() + 60
-        while True:  # the first process's lease lapses: the take-over (here, or at the keeper's next beat)
-            if cid in await runs2.resume_runs() or runs2.run_active_here(cid):
-                break
-            if not {j["status"] for j in runs2.batch_jobs.jobs_tx(cid)} & {"running", "storing"}:
-                break  # already taken over and moved on
-            assert time.monotonic() < deadline, "the run was not taken over"
-            await asyncio.sleep(0.2)
-        t2 = httpx.ASGITransport(app=second)
-        async with httpx.AsyncClient(transport=t2, base_url="http://t", headers=ADMIN) as api:
+            runs2 = second.state.campaigns.runs
+            deadline = time.monotonic() + 60
+            while True:  # the first process's lease lapses: the take-over (here, or at the keeper's next beat)
+                if cid in await runs2.resume_runs() or runs2.run_active_here(cid):
+                    break
+                if not {j["status"] for j in runs2.batch_jobs.jobs_tx(cid)} & {"running", "storing"}:
+                    break  # already taken over and moved on
+                assert time.monotonic() < deadline, "the run was not taken over"
+                await asyncio.sleep(0.2)
             deadline = time.monotonic() + 120
-            while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["status"] == "running":
+            while (view := (await api2.get(f"/v1/campaigns/{cid}")).json())["status"] == "running":
                 assert time.monotonic() < deadline, f"no certification after the take-over: {view}"
                 await asyncio.sleep(0.1)
             assert view["status"] == "certified"
             while True:  # the round's last verdicts may still be recorded after the certification
-                duels = await all_duels(api, cid)
+                duels = await all_duels(api2, cid)
                 sent = Counter(e["kind"] for e in provider_app.state.provider.requests)
                 paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
                 if sent["answer"] == paid["model"] and sent["judge"] == 2 * paid["judge"]:
@@ -98,18 +93,18 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
             while runs2.run_active_here(cid):
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
-        inputs = await asyncio.to_thread(_provider_inputs, base, f"llmduel-{cid}-")
-        asked = Counter(b for batch in inputs for b in batch)
-        assert max(asked.values()) == 1, ("a request was sent in two batches", [b for b, n in asked.items() if n > 1])
-        assert len(inputs) == len(batches_of(provider_app, f"llmduel-{cid}-"))
-        # the killed batch was collected by the take-over, once
-        after = {j["id"]: j for j in runs2.batch_jobs.jobs_tx(cid)}
-        assert all(after[j["id"]]["status"] == "collected" for j in jobs), after
-        assert not [j for j in after.values() if j["status"] == "storing"]
+            inputs = await asyncio.to_thread(_provider_inputs, base, f"llmduel-{cid}-")
+            asked = Counter(b for batch in inputs for b in batch)
+            assert max(asked.values()) == 1, (
+                "a request was sent in two batches",
+                [b for b, n in asked.items() if n > 1],
+            )
+            assert len(inputs) == len(batches_of(provider_app, f"llmduel-{cid}-"))
+            # the killed batch was collected by the take-over, once
+            after = {j["id"]: j for j in runs2.batch_jobs.jobs_tx(cid)}
+            assert all(after[j["id"]]["status"] == "collected" for j in jobs), after
+            assert not [j for j in after.values() if j["status"] == "storing"]
     finally:
-        for app in (first, second):
-            await app.state.campaigns.aclose()
-            app.state.db.dispose()
         provider.stop()
 
 

@@ -1,7 +1,7 @@
 """The driver of a request is chosen before its transaction (service/cycle/routing.py).
 
-Every plan and every verdict runs one sequence (service/cycle/plan.py, verdict.py) on
-one of two drivers. On SQLite and PostgreSQL, through the REST API: a plain human
+Every plan, every duel's answers and every verdict runs one sequence (service/cycle/plan.py,
+answers.py, verdict.py) on one of two drivers; a duel's answers on the driver of its plan. On SQLite and PostgreSQL, through the REST API: a plain human
 campaign's duels and votes (the admin's and an annotator's) run on the asyncpg driver on
 PostgreSQL and on the SQLAlchemy driver on SQLite; a campaign sampling without replacement,
 or with a hybrid judge, never reaches the asyncpg driver, with a cold config cache (one
@@ -20,8 +20,8 @@ from service.auth import Principal
 from service.cycle import CampaignConfig
 from service.models import Campaign, Duel
 
-SQLALCHEMY = ("plan_duel", "record_vote", "record_verdict")
-ASYNCPG = ("plan_duel_async", "record_vote_async")
+SQLALCHEMY = ("plan_duel", "store_answers", "record_vote", "record_verdict")
+ASYNCPG = ("plan_duel_async", "store_answers_async", "record_vote_async")
 
 
 @pytest.fixture()
@@ -158,3 +158,34 @@ async def test_only_the_sqlalchemy_driver_plans_a_campaign_the_asyncpg_one_does_
     plan = await asyncio.to_thread(cycle.plan_duel, svc, cid, Principal(admin=True))
     with svc.db.read() as s:
         assert s.get(Duel, plan.duel_id).position == 0
+    if svc._on_loop:  # nor are its answers stored there: refused before anything is written
+        with svc.db.read() as s:
+            before = s.get(Duel, plan.duel_id).cost_nusd, s.get(Campaign, cid).spend_nusd, s.get(Campaign, cid).version
+        with pytest.raises(RuntimeError, match="cycle.handles"):
+            await cycle.store_answers_async(svc, plan, plan.results)
+        with svc.db.read() as s:
+            after = s.get(Duel, plan.duel_id).cost_nusd, s.get(Campaign, cid).spend_nusd, s.get(Campaign, cid).version
+        assert after == before
+
+
+async def test_a_duels_answers_are_stored_on_the_driver_of_its_plan(api, fake, calls):
+    """Models answering through a provider (their answers stored in a transaction of their own): a plain
+    campaign's are stored on the asyncpg driver on PostgreSQL, a without-replacement campaign's on the
+    SQLAlchemy driver, as their plans; SQLite has the SQLAlchemy driver only."""
+    svc = api.app.state.campaigns.cycle
+    clients = [{"kind": "openai", "base_url": "http://fake.test/v1", "model": f"routed-{n}-q{n + 1}"} for n in range(3)]
+    for sampling in ("with_replacement", "without_replacement"):
+        body = campaign_body(
+            name=f"routed {sampling}", clients=clients, judge=simulated_judge(), prompt_sampling=sampling, delta=0.05
+        )
+        r = await api.post("/v1/campaigns", json=body)
+        assert r.status_code == 201, r.text
+        calls["hot"].clear()
+        calls["general"].clear()
+        d = await api.post(f"/v1/campaigns/{r.json()['id']}/duels")
+        assert d.status_code == 201 and d.json()["status"] == "judged", d.text
+        # the admin's duel, then the automatic judge's verdict (always the SQLAlchemy driver)
+        if svc._on_loop and sampling == "with_replacement":
+            assert calls == {"hot": ["plan_duel_async", "store_answers_async"], "general": ["record_verdict"]}
+        else:
+            assert calls == {"hot": [], "general": ["plan_duel", "store_answers", "record_verdict"]}, sampling

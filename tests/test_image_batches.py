@@ -9,12 +9,10 @@ import re
 import uuid
 from collections import Counter
 
-import httpx
-from conftest import ADMIN_KEY, make_settings
+from conftest import app_client
 from service_helpers import all_duels, first_pregen_round
 from test_batch_campaigns import batches_of, fake, wait_for  # noqa: F401 (fake: the module's provider)
 
-ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
 COSTS = {0: 0.02, 1: 0.04, 2: 0.03}  # USD per image, by model index
 
@@ -53,42 +51,37 @@ def _spec(base: str, tag: str) -> dict:
 
 
 async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_and_certifies(db_url, fake):  # noqa: F811
-    from service.app import create_app
     from service.images.store import get_image
 
     base, provider_app = fake
     tag = uuid.uuid4().hex[:6]
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            r = await api.post("/v1/campaigns", json=_spec(base, tag))
-            assert r.status_code == 201, r.text
-            cid = r.json()["id"]
-            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-            runs = app.state.campaigns.runs
-            view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
-            assert view["status"] == "certified" and view["winner"] == "painter", view["run"]
-            assert view["batch"]["rounds"] >= 1
-            asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
-            images = [q for q in asked if q.get("kind") == "image"]
-            # every image and every verdict was asked for in a batch, each image once (answers: reuse)
-            assert images and all("batch" in q for q in asked)
-            assert max(Counter((q["model"], q["prompt"]) for q in images).values()) == 1
-            endpoints = {b["id"]: b["endpoint"] for b in batches_of(provider_app, f"llmduel-{cid}-")}
-            assert {endpoints[q["batch"]] for q in images} == {"/v1/images/generations"}
-            assert {endpoints[q["batch"]] for q in asked if q.get("kind") == "judge"} == {"/v1/chat/completions"}
-            duels = await all_duels(api, cid)
-            judged = [d for d in duels if d["status"] == "judged"]
-            assert judged and all(NAME.fullmatch(d["answer_a"]) and NAME.fullmatch(d["answer_b"]) for d in judged)
-            with app.state.db.read() as s:  # the batch's images are in the image store, under their names
-                assert all(get_image(s, NAME.fullmatch(d["answer_a"]).group(1)) is not None for d in judged)
-            # each image is charged once, its model's price per image (no per-image batch price is known)
-            paid = [ch for d in duels for ch in d["charges"] if ch["kind"] == "model" and not ch["reused"]]
-            assert len(paid) == len(images)
-            assert {(ch["model_index"], ch["amount"]) for ch in paid} <= set(COSTS.items())
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        r = await api.post("/v1/campaigns", json=_spec(base, tag))
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+        runs = app.state.campaigns.runs
+        view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
+        assert view["status"] == "certified" and view["winner"] == "painter", view["run"]
+        assert view["batch"]["rounds"] >= 1
+        asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
+        images = [q for q in asked if q.get("kind") == "image"]
+        # every image and every verdict was asked for in a batch, each image once (answers: reuse)
+        assert images and all("batch" in q for q in asked)
+        assert max(Counter((q["model"], q["prompt"]) for q in images).values()) == 1
+        endpoints = {b["id"]: b["endpoint"] for b in batches_of(provider_app, f"llmduel-{cid}-")}
+        assert {endpoints[q["batch"]] for q in images} == {"/v1/images/generations"}
+        assert {endpoints[q["batch"]] for q in asked if q.get("kind") == "judge"} == {"/v1/chat/completions"}
+        duels = await all_duels(api, cid)
+        judged = [d for d in duels if d["status"] == "judged"]
+        assert judged and all(NAME.fullmatch(d["answer_a"]) and NAME.fullmatch(d["answer_b"]) for d in judged)
+        with app.state.db.read() as s:  # the batch's images are in the image store, under their names
+            assert all(get_image(s, NAME.fullmatch(d["answer_a"]).group(1)) is not None for d in judged)
+        # each image is charged once, its model's price per image (no per-image batch price is known)
+        paid = [ch for d in duels for ch in d["charges"] if ch["kind"] == "model" and not ch["reused"]]
+        assert len(paid) == len(images)
+        assert {(ch["model_index"], ch["amount"]) for ch in paid} <= set(COSTS.items())
 
 
 async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_stored(db_url, fake):  # noqa: F811
@@ -98,40 +91,33 @@ async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_
 
     from sqlalchemy import select
 
-    from service.app import create_app
     from service.images.store import get_image
     from service.models import StoredAnswer
 
     base, provider_app = fake
     tag = uuid.uuid4().hex[:6]
-    app = create_app(make_settings(db_url))
-    try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t", headers=ADMIN) as api:
-            spec = {**_spec(base, tag), "judge": {"kind": "human"}, "batch": {"round_size": 4, "poll_seconds": 0.02}}
-            r = await api.post("/v1/campaigns", json=spec)
-            assert r.status_code == 201, r.text
-            cid = r.json()["id"]
-            duel, who, rows = await first_pregen_round(api, app, cid)
-            assert {(j["phase"], j["status"]) for j in rows} == {("pregen", "collected")}
-            asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
-            batched = [q for q in asked if "batch" in q]
-            assert batched and all(q["kind"] == "image" for q in asked)
-            assert max(Counter((q["model"], q["prompt"]) for q in asked).values()) == 1
-            endpoints = {b["id"]: b["endpoint"] for b in batches_of(provider_app, f"llmduel-{cid}-")}
-            assert {endpoints[q["batch"]] for q in batched} == {"/v1/images/generations"}
-            with app.state.db.read() as s:
-                texts = s.scalars(select(StoredAnswer.text).where(StoredAnswer.status == "ready")).all()
-                names = [m.group(1) for t in texts if (m := NAME.fullmatch(t or ""))]
-                assert len(names) >= len(batched)
-                assert all(get_image(s, h) is not None for h in names)
-            vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
-            assert vote.status_code == 200, vote.text
-            nxt = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
-            assert nxt.status_code == 201, nxt.text
-            direct = [
-                q for q in provider_app.state.provider.requests if q["model"].startswith(tag) and "batch" not in q
-            ]
-            assert len(direct) == 2  # the first duel's own images only
-    finally:
-        await app.state.campaigns.aclose()
-        app.state.db.dispose()
+    async with app_client(db_url, base_url="http://t") as api:
+        app = api.app
+        spec = {**_spec(base, tag), "judge": {"kind": "human"}, "batch": {"round_size": 4, "poll_seconds": 0.02}}
+        r = await api.post("/v1/campaigns", json=spec)
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        duel, who, rows = await first_pregen_round(api, app, cid)
+        assert {(j["phase"], j["status"]) for j in rows} == {("pregen", "collected")}
+        asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
+        batched = [q for q in asked if "batch" in q]
+        assert batched and all(q["kind"] == "image" for q in asked)
+        assert max(Counter((q["model"], q["prompt"]) for q in asked).values()) == 1
+        endpoints = {b["id"]: b["endpoint"] for b in batches_of(provider_app, f"llmduel-{cid}-")}
+        assert {endpoints[q["batch"]] for q in batched} == {"/v1/images/generations"}
+        with app.state.db.read() as s:
+            texts = s.scalars(select(StoredAnswer.text).where(StoredAnswer.status == "ready")).all()
+            names = [m.group(1) for t in texts if (m := NAME.fullmatch(t or ""))]
+            assert len(names) >= len(batched)
+            assert all(get_image(s, h) is not None for h in names)
+        vote = await api.post(f"/v1/duels/{duel['id']}/vote", headers=who, json={"choice": "a"})
+        assert vote.status_code == 200, vote.text
+        nxt = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+        assert nxt.status_code == 201, nxt.text
+        direct = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag) and "batch" not in q]
+        assert len(direct) == 2  # the first duel's own images only

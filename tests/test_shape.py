@@ -81,6 +81,8 @@ def test_the_checks_find_what_they_look_for(tmp_path):
 
 
 MAX_POSITIONAL = 4
+#: Third-party functions that call their first argument with the values after it.
+FORWARDERS = ("to_thread.run_sync",)
 
 
 def _module_of(path: Path) -> str:
@@ -139,7 +141,9 @@ def positional_calls(sources: dict[str, tuple[str, bool]], checked: set[str] | N
     A call is matched to its definition by name: ``f(...)`` to a function of its own module or one it
     imports, ``m.f(...)`` to a function of the module ``m`` names, and ``x.f(...)`` on any other object to
     a method ``f`` of any class in ``sources``. Calls to names from elsewhere (``anyio.to_thread.run_sync``)
-    are not ours and are left alone, as are forwarders that take ``*args``."""
+    are not ours and are left alone. A forwarder that takes ``*args`` (ours, such as ``in_thread(fn, *args)``,
+    or anyio's ``to_thread.run_sync``) passes its values on to its first argument: they count as a call of
+    that function."""
     trees = {m: ast.parse(src, filename=m) for m, (src, _) in sources.items()}
     functions: dict[str, dict[str, bool]] = {}
     methods: dict[str, bool] = {}
@@ -152,34 +156,40 @@ def positional_calls(sources: dict[str, tuple[str, bool]], checked: set[str] | N
         if checked is not None and m not in checked:
             continue
         modules, names = _imports(tree, m, sources[m][1])
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or len(node.args) <= MAX_POSITIONAL:
-                continue
-            func, ours = node.func, False
+
+        def ours(func: ast.expr) -> bool | None:
+            """Whether ``func`` is a function of ours taking its own values (False: a forwarder; None: not ours)."""
             if isinstance(func, ast.Name):
                 if func.id in functions[m]:
-                    ours = functions[m][func.id]
-                elif func.id in names:
+                    return functions[m][func.id]
+                if func.id in names:
                     base, name = names[func.id]
-                    ours = functions.get(base, {}).get(name, False)
-            elif isinstance(func, ast.Attribute):
-                root = func.value
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if isinstance(func.value, ast.Name) and func.value.id in modules:
-                    ours = functions.get(modules[func.value.id], {}).get(func.attr, False)
-                elif isinstance(func.value, ast.Name) and func.value.id in names:
-                    base, name = names[func.value.id]
-                    target = f"{base}.{name}"
-                    ours = (
-                        functions[target].get(func.attr, False)
-                        if target in functions
-                        else methods.get(func.attr, False)
-                    )
-                elif not (isinstance(root, ast.Name) and root.id in modules):
-                    ours = methods.get(func.attr, False)
-            if ours:
-                found.append(f"{m}:{node.lineno} {ast.unparse(func)}: {len(node.args)} positional")
+                    return functions.get(base, {}).get(name)
+                return None
+            if not isinstance(func, ast.Attribute):
+                return None
+            root = func.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(func.value, ast.Name) and func.value.id in modules:
+                return functions.get(modules[func.value.id], {}).get(func.attr)
+            if isinstance(func.value, ast.Name) and func.value.id in names:
+                target = ".".join(names[func.value.id])
+                return functions[target].get(func.attr) if target in functions else methods.get(func.attr)
+            if isinstance(root, ast.Name) and root.id in modules:
+                return None
+            return methods.get(func.attr)
+
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func, args, kind = node.func, node.args, ours(node.func)
+            if ast.unparse(func).endswith(FORWARDERS):
+                kind = False
+            if kind is False and args:  # a forwarder: the values go to its first argument
+                func, args, kind = args[0], args[1:], ours(args[0])
+            if kind and len(args) > MAX_POSITIONAL:
+                found.append(f"{m}:{node.lineno} {ast.unparse(func)}: {len(args)} positional")
     return found
 
 
@@ -194,8 +204,9 @@ def test_no_call_in_service_passes_more_than_four_values_by_position():
 
 
 def test_the_positional_check_finds_what_it_looks_for():
-    """Five values by position to a function, a method or an imported function of ours fail; the same
-    calls naming their values, a ``*args`` forwarder and a third-party function of the same name do not."""
+    """Five values by position to a function, a method or an imported function of ours fail, also through
+    a forwarder (``in_thread``, anyio's ``to_thread.run_sync``); the same calls naming their values, a
+    forwarder passing four or calling a third-party function, and a third-party function do not."""
     money = "def charge(a, b, c, d, e=0, *, f=0):\n    return a\n\ndef in_thread(fn, *args):\n    return fn(*args)\n"
     cycle = (
         "import anyio\nfrom . import money as m\nfrom .money import charge, in_thread\n\n"
@@ -205,10 +216,13 @@ def test_the_positional_check_finds_what_it_looks_for():
         "    charge(1, 2, 3, 4, 5)\n"
         "    m.charge(1, 2, 3, 4, 5)\n"
         "    calls.verdict(1, 2, 3, 4, 5)\n"
+        "    in_thread(calls.verdict, 1, 2, 3, 4, 5)\n"
         "    charge(1, 2, 3, 4, e=5)\n"
         "    calls.verdict(1, 2, 3, 4, e=5)\n"
-        "    in_thread(charge, 1, 2, 3, 4, 5)\n"
+        "    in_thread(charge, 1, 2, 3, 4)\n"
+        "    in_thread(print, 1, 2, 3, 4, 5)\n"
         "    anyio.to_thread.run_sync(charge, 1, 2, 3, 4, 5)\n"
+        "    anyio.to_thread.run_sync(print, 1, 2, 3, 4, 5)\n"
         "    x.unknown(1, 2, 3, 4, 5)\n"
     )
     sources = {"pkg": ("", True), "pkg.money": (money, False), "pkg.cycle": (cycle, False)}
@@ -216,5 +230,7 @@ def test_the_positional_check_finds_what_it_looks_for():
         "pkg.cycle:13 charge: 5 positional",
         "pkg.cycle:14 m.charge: 5 positional",
         "pkg.cycle:15 calls.verdict: 5 positional",
+        "pkg.cycle:16 calls.verdict: 5 positional",
+        "pkg.cycle:21 charge: 5 positional",
     ]
     assert positional_calls(sources, checked={"pkg.money"}) == []

@@ -79,7 +79,7 @@ async def ranking_page(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     bootstrap: bool = False,
 ):
-    return await _t(results.ranking_page, campaign_id, category, offset, limit, bootstrap)
+    return await _t(results.ranking_page, campaign_id, category, offset=offset, limit=limit, bootstrap=bootstrap)
 
 
 class RateOut(BaseModel):

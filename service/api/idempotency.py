@@ -87,7 +87,7 @@ def begin_tx(db: Database, caller: str, key: str, digest: str) -> tuple[str, Any
     return "replay", row
 
 
-def finish_tx(db: Database, caller: str, key: str, status: int | None, content_type: str, body: str | None) -> None:
+def finish_tx(db: Database, caller: str, key: str, *, status: int | None, content_type: str, body: str | None) -> None:
     """Keep the first response (``status`` None: release the key instead)."""
     with db.write() as s:
         where = (IdempotencyKey.caller == caller, IdempotencyKey.key == key)
@@ -215,4 +215,6 @@ class Idempotency:
                     kept = status
         finally:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(finish_tx, db, caller, key, kept, content_type, text)
+                await anyio.to_thread.run_sync(
+                    lambda: finish_tx(db, caller, key, status=kept, content_type=content_type, body=text)
+                )

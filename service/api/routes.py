@@ -38,7 +38,10 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _t(fn, *args):
+async def _t(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a worker thread."""
+    if kwargs:
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
     return await anyio.to_thread.run_sync(fn, *args)
 
 

@@ -108,7 +108,7 @@ class BatchJobs:
                 .execution_options(synchronize_session=False)
             )
 
-    def record_tx(self, campaign_id: int, k: int, phase: str, client: dict, requests: list[dict]) -> tuple[int, str]:
+    def record_tx(self, campaign_id: int, k: int, phase: str, *, client: dict, requests: list[dict]) -> tuple[int, str]:
         """The batch's row, written before it is sent: (row id, key)."""
         key = f"llmduel-{campaign_id}-{k}-{phase[0]}-{secrets.token_hex(6)}"
         now = utcnow()

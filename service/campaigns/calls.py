@@ -311,7 +311,7 @@ class Calls:
             fut = loop.create_future()
             self._flights[key] = fut
             try:
-                status, info = await in_thread(self.claim_tx, table, key, columns, self.claim_lease, batch)
+                status, info = await in_thread(self.claim_tx, table, key, columns, self.claim_lease, batch=batch)
             except BaseException:
                 self._resolve(key, fut, None)
                 raise

@@ -207,7 +207,7 @@ class Pregeneration:
                     )
                     if stored is not None:
                         return 0
-                    hold = await in_thread(self.hold_tx, campaign_id, n, prompt, key, expiry)
+                    hold = await in_thread(self.hold_tx, campaign_id, n, prompt, key, expiry=expiry)
                     if hold is None:  # the call's bound does not fit the budget (or the campaign ended)
                         no_room.append(n)
                         return 0
@@ -250,7 +250,7 @@ class Pregeneration:
         return -1 if failed or (no_room and not paid) else paid
 
     def hold_tx(
-        self, campaign_id: int, n: int, prompt: str, key: str, expiry: dt.timedelta | None = None
+        self, campaign_id: int, n: int, prompt: str, key: str, *, expiry: dt.timedelta | None = None
     ) -> int | None:
         """Hold the bound of model ``n``'s call on ``prompt`` against the budget (locked); the hold's
         id, or None when the campaign no longer runs or the bound does not fit."""

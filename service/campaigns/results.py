@@ -331,8 +331,8 @@ class Results:
         """The ranking with style held fixed, beside the raw one (:mod:`.style`), once per change.
 
         ``settled`` (the dashboard): while the campaign runs, the last fit stands until the counted
-        duels grew by a tenth (the fit reads every answer: about 0.2 ms a duel), so a live page does
-        not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
+        duels grew by a tenth (the fit reads every duel of its window, their stored answer features), so a
+        live page does not refit at every vote; its ``duels`` says how many it was fitted on. ``last``: on the last
         ``last`` judged duels only (the dashboard's window)."""
         data = self._results_data(campaign_id)
         last_fit = self._style_last.get((campaign_id, last))
@@ -361,7 +361,13 @@ class Results:
         return self._once("category", campaign_id, data, lambda: self._ranking_by_category(data))
 
     def ranking_page(
-        self, campaign_id: int, category: str | None = None, offset: int = 0, limit: int = 100, bootstrap: bool = False
+        self,
+        campaign_id: int,
+        category: str | None = None,
+        *,
+        offset: int = 0,
+        limit: int = 100,
+        bootstrap: bool = False,
     ) -> dict[str, Any]:
         """``GET /v1/campaigns/{id}/ranking``: rows ``offset`` to ``offset + limit`` of the ranking (with its
         bootstrap interval when ``bootstrap``) or of one category's, and every category with its duels."""

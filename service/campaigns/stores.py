@@ -556,7 +556,7 @@ class Stores:
         self.background.spawn(refresh())
 
     def claim_tx(
-        self, table: str, key: str, columns: dict, lease: dt.timedelta, batch: bool = False
+        self, table: str, key: str, columns: dict, lease: dt.timedelta, *, batch: bool = False
     ) -> tuple[str, Any]:
         """Look ``key`` up and claim it when missing.
 

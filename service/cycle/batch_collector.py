@@ -218,7 +218,9 @@ class Collector:
             rows.append({"custom_id": cid, "duel_id": p.duel_id, "hash": body_hash(p.group, p.body), **(p.meta or {})})
             p.sends += 1
         cfg = client.config.model_dump(mode="json")
-        job_id, key = await in_thread(self.jobs.record_tx, self.campaign_id, self.round, self.phase, cfg, rows)
+        job_id, key = await in_thread(
+            self.jobs.record_tx, self.campaign_id, self.round, self.phase, client=cfg, requests=rows
+        )
         bid = await submit_once(api, requests, key)
         await in_thread(self.jobs.submitted_tx, job_id, bid)
         self.sent += len(requests)

@@ -13,6 +13,7 @@ parameters; ``mypy service`` checks the sequences' calls against it.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from typing import Any, Callable, Protocol
 
 
@@ -33,6 +34,11 @@ class Tx(Protocol):
     async def policy_state(self, campaign_id: int) -> dict: ...
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list: ...
+
+    async def wait_returned(self, returned: threading.Event, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until ``returned`` is set: a policy another transaction of
+        this process took is back in the cache (:meth:`.PolicyCache.lent`)."""
+        ...
 
     async def prompt(self, campaign_id: int, idx: int) -> str: ...
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
 from functools import lru_cache
 from types import SimpleNamespace
@@ -294,6 +295,12 @@ class PgTx:
     async def policy_state(self, campaign_id: int) -> dict:
         await self._begin()
         return (await self._fetchone(PG_POLICY_STATE, {"cid": campaign_id})).policy_state
+
+    async def wait_returned(self, returned: threading.Event, timeout_s: float) -> None:
+        """On the event loop: polled, so that a holder on this loop (its COMMIT still awaited) runs."""
+        deadline = time.monotonic() + timeout_s
+        while not returned.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.0005)
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
         await self._begin()

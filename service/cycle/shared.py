@@ -44,6 +44,8 @@ class CampaignConfig:
 
 
 _CONFIG_COLUMNS = tuple(f.name for f in fields(CampaignConfig))  # the columns a cache miss reads
+#: how long a transaction waits for the cached policy another one of this process is putting back
+POLICY_RETURN_WAIT_S = 0.05
 
 
 def handles(cfg: CampaignConfig) -> bool:
@@ -118,6 +120,10 @@ async def policy_at(
     (:mod:`service.campaigns.policy_log`)."""
     base = event_seq if state_seq is None else int(state_seq)
     seq, policy = svc.policies.take_latest(campaign_id)
+    if policy is None and (lent := svc.policies.lent(campaign_id)) is not None:
+        # the transaction before this one (this process) has it and is putting it back after its COMMIT
+        await tx.wait_returned(lent, POLICY_RETURN_WAIT_S)
+        seq, policy = svc.policies.take_latest(campaign_id)
     if policy is not None and seq == event_seq:
         return policy
     if policy is None or seq is None or not base <= seq < event_seq:  # no cached policy nearer than the stored state

@@ -8,6 +8,7 @@ calling thread. The statements here are also the ones the asyncpg driver compile
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Coroutine
 
@@ -242,6 +243,9 @@ class SyncTx:
 
     async def policy_tail(self, campaign_id: int, after: int, upto: int) -> list:
         return policy_log.read_tail(self.conn, campaign_id, after, upto)
+
+    async def wait_returned(self, returned: threading.Event, timeout_s: float) -> None:
+        returned.wait(timeout_s)  # a worker thread: blocking does not suspend the coroutine
 
     async def prompt(self, campaign_id: int, idx: int) -> str:
         return self.conn.execute(PROMPT, {"cid": campaign_id, "idx": idx}).scalar_one()

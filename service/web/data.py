@@ -31,7 +31,7 @@ MAX_PAIR_ROWS = 30
 PLOT_MODELS = 16  # the matrix and the evidence chart show at most this many models
 CATEGORY_ROWS = 10  # the dashboard's ranking by category: the leading models of each category
 #: the dashboard's style control and judge bias read the last this many judged duels (their API routes and
-#: the export read every one): each reads every answer or judge reply, seconds at 50,000 duels
+#: the export read every one): the judge bias decodes each judge reply, the style fit each duel's answer features
 LOG_WINDOW = 5_000
 STATUS_LABELS = {
     "running": "running",
