@@ -76,7 +76,11 @@ def db_url(request):
     runs whole files (``--dist loadfile``), each file's SQLite tests then its PostgreSQL tests,
     so this fixture is set up again at every switch of backend: the migration runs once per URL.
     """
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+    return migrated(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url"))
+
+
+def migrated(url: str) -> str:
+    """``url`` with its schema at head (migrated once per URL in this worker)."""
     if url not in _MIGRATED:
         from service.db import upgrade_database
 

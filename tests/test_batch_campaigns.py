@@ -415,6 +415,50 @@ async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_
         assert_ledger(app, view, provider_app)
 
 
+@pytest.mark.parametrize("route", ["upload", "results"])
+async def test_a_provider_error_that_passes_neither_fails_the_round_nor_leaves_billed_answers_uncharged(db_url, route):
+    """The provider answers one upload of an input file, or one read of a batch's output file, with a 503 (as a
+    kept-alive connection it closed as it was reused ends in a ReadError): the upload is sent again (a file
+    starts nothing), the read is made again (the batch's answers are billed); the run goes on to certify and
+    every request the provider answered is charged, once."""
+    from starlette.responses import JSONResponse
+
+    from service.fake_provider import create_fake_provider_app
+
+    provider_app = create_fake_provider_app(marker_key="passing")
+    fake = provider_app.state.batches
+    upload, read, refused = fake.upload, fake.file, []
+
+    def unavailable(what: str):  # the first request of the route (none of them awaits before it is counted)
+        refused.append(what)
+        return JSONResponse({"error": {"message": "try again", "type": "server_error", "code": None}}, 503)
+
+    async def upload_once_refused(request):
+        if route == "upload" and not refused:
+            return unavailable("upload")
+        return await upload(request)
+
+    def read_once_refused(fid: str, content: bool):
+        output = fid in fake.files and fake.files[fid]["filename"].endswith("_output.jsonl")
+        if route == "results" and content and output and not refused:
+            return unavailable("results")
+        return read(fid, content)
+
+    fake.upload, fake.file = upload_once_refused, read_once_refused
+    server = ThreadedServer(provider_app)
+    try:
+        async with app_client(db_url, base_url="http://t") as api:
+            spec = body(server.url + "/v1", "passing", {"round_size": 4, "poll_seconds": 0.02})
+            cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
+            assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
+            view = await run_over(api, api.app, cid)
+            assert refused == [route]
+            assert view["status"] == "certified" and view["run"]["error"] is None, view["run"]
+            assert_ledger(api.app, view, provider_app)
+    finally:
+        server.stop()
+
+
 async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, fake):
     base, provider_app = fake
     spec = body(base.replace("/v1", "/missing/v1"), "refused", {"round_size": 2, "poll_seconds": 0.02})

@@ -31,6 +31,7 @@ def test_tiny_run_prints_every_figure():
     assert v["models"] == 20 and v["duels"] == 100
     assert v["view_bytes"] < v["view_pairs_bytes"]  # above 16 models the view summarises its pairs
     assert v["dashboard_bytes"] > 0 and v["export_bytes"] > 0 and res["server_rss_mb"] > 0
+    assert v["dashboard_first_cpu_s"] > 0
     bad = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_scale.py"), "--models", "1,8"], capture_output=True, text=True
     )

@@ -189,3 +189,20 @@ async def test_a_duels_answers_are_stored_on_the_driver_of_its_plan(api, fake, c
             assert calls == {"hot": ["plan_duel_async", "store_answers_async"], "general": ["record_verdict"]}
         else:
             assert calls == {"hot": [], "general": ["plan_duel", "store_answers", "record_verdict"]}, sampling
+
+
+async def test_a_background_runs_answers_are_stored_on_the_sqlalchemy_driver(api, fake, calls):
+    """A background run's duels (provider models, a campaign the asyncpg driver covers): plans, answers
+    and verdicts all on the SQLAlchemy driver, on every backend."""
+    clients = [{"kind": "openai", "base_url": "http://fake.test/v1", "model": f"run-{n}-q{n + 1}"} for n in range(3)]
+    body = campaign_body(name="routed run", clients=clients, judge=simulated_judge(), delta=0.05)
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    assert (await api.post(f"/v1/campaigns/{cid}/run", json={"max_duels": 2, "concurrency": 1})).status_code == 202
+    for _ in range(400):
+        run = (await api.get(f"/v1/campaigns/{cid}")).json()["run"]
+        if not run or not run.get("active"):
+            break
+        await asyncio.sleep(0.05)
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["duels"] == 2
+    assert calls["hot"] == []
+    assert calls["general"].count("store_answers") == 2 and calls["general"].count("record_verdict") == 2

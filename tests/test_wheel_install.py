@@ -184,7 +184,8 @@ def test_non_editable_install_migrates_and_serves(tmp_path):
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 90
+        # the fresh environment compiles the numba kernels before it serves: minutes on a loaded machine
+        deadline = time.monotonic() + 300
         healthy = False
         while time.monotonic() < deadline and proc.poll() is None:
             try:

@@ -14,11 +14,13 @@ One model per batch (OpenAI requires it).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import httpx
 
+from .base import ClientError
 from .batch import (
     CANCELLED,
     ENDED,
@@ -39,6 +41,10 @@ ENDPOINT = "/v1/chat/completions"
 IMAGES_ENDPOINT = "/v1/images/generations"
 _STATES = {"completed": ENDED, "failed": FAILED, "expired": EXPIRED, "cancelled": CANCELLED}
 MAX_LIST_PAGES = 10  # find(): the newest 1,000 batches of the account
+#: How many times the input file's upload is tried after an error that may pass (a kept-alive connection the
+#: server closed as it was reused, a 5xx, a 429). An upload starts nothing: one sent twice leaves an unused file.
+UPLOAD_TRIES = 3
+UPLOAD_PAUSE_S = 0.5
 
 
 class OpenAIBatches:
@@ -58,13 +64,7 @@ class OpenAIBatches:
             json.dumps({"custom_id": r.custom_id, "method": "POST", "url": endpoint, "body": r.body}) + "\n"
             for r in requests
         )
-        f = await self.net.json(
-            "POST",
-            f"{self.base}/files",
-            self._headers(),
-            data={"purpose": "batch"},
-            files={"file": (f"{key}.jsonl", lines.encode(), "application/jsonl")},
-        )
+        f = await self._upload(f"{key}.jsonl", lines.encode())
         body = {
             "input_file_id": f.get("id"),
             "endpoint": endpoint,
@@ -75,6 +75,24 @@ class OpenAIBatches:
         if not isinstance(b.get("id"), str):
             raise ValueError("the batch object has no 'id'")
         return b["id"]
+
+    async def _upload(self, filename: str, data: bytes) -> dict[str, Any]:
+        """The input file's object, its upload tried again after an error that may pass (:data:`UPLOAD_TRIES`)."""
+        attempt = 1
+        while True:
+            try:
+                return await self.net.json(
+                    "POST",
+                    f"{self.base}/files",
+                    self._headers(),
+                    data={"purpose": "batch"},
+                    files={"file": (filename, data, "application/jsonl")},
+                )
+            except ClientError as exc:
+                if not exc.retryable or attempt >= UPLOAD_TRIES:
+                    raise
+            await asyncio.sleep(UPLOAD_PAUSE_S * attempt)
+            attempt += 1
 
     async def poll(self, batch_id: str) -> BatchState:
         b = await self.net.json("GET", f"{self.base}/batches/{batch_id}", self._headers())

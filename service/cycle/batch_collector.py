@@ -49,6 +49,11 @@ LONG_SETTLE_S = 2.0
 STRAGGLER_S = 30.0
 #: How many batches one request may go out in before its duel fails.
 MAX_SENDS = 3
+#: How many times an ended batch's results are read after an error that may pass (a kept-alive connection the
+#: server closed as it was reused, a 5xx): the provider bills what the batch answered, and a read changes nothing.
+RESULT_TRIES = 5
+#: The longest pause between two of those reads (they start at the poll interval, at least 0.25 s, and double).
+RESULT_PAUSE_MAX_S = 5.0
 #: The duel a call is made for (set by the round around each duel's calls).
 current_duel: contextvars.ContextVar[int | None] = contextvars.ContextVar("batch_duel", default=None)
 
@@ -275,7 +280,7 @@ class Collector:
                 self.failure = self.failure or RoundFailed(late)
                 cancelled_at = time.monotonic()
             await asyncio.sleep(self.poll_s)
-        results = await api.results(bid, custom_ids)
+        results = await read_results(api, bid, custom_ids, self.poll_s)
         error: str | None
         if late is not None:
             status, error = "failed", late
@@ -371,6 +376,22 @@ async def submit_once(api: BatchAPI, requests: list[BatchRequest], key: str) -> 
         if found is None:
             raise
         return found
+
+
+async def read_results(api: BatchAPI, bid: str, custom_ids: list[str], poll_s: float) -> dict[str, BatchResult]:
+    """An ended batch's results (:meth:`BatchAPI.results`), read again after an error that may pass, at most
+    :data:`RESULT_TRIES` times. Given up, the round fails and what the batch answered is never charged, though
+    the provider bills it: its callers fail with the error."""
+    attempt, pause = 1, max(poll_s, 0.25)
+    while True:
+        try:
+            return await api.results(bid, custom_ids)
+        except ClientError as exc:
+            if not exc.retryable or attempt >= RESULT_TRIES:
+                raise
+            log.warning("reading the results of batch %s failed (%s); reading them again", bid, exc.message)
+        await asyncio.sleep(min(pause * 2 ** (attempt - 1), RESULT_PAUSE_MAX_S))
+        attempt += 1
 
 
 async def cancel_quietly(api: BatchAPI, bid: str) -> None:
