@@ -164,6 +164,17 @@ async def api(db_url):
         yield client
 
 
+def wait_until(cond, timeout: float, what: str, every: float = 0.05):
+    """Poll ``cond()`` until it returns something true (returned), for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

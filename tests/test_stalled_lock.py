@@ -22,7 +22,7 @@ import time
 import httpx
 import psycopg
 import pytest
-from conftest import ADMIN_KEY, app_client, make_settings, start_live_server, stop_live_server
+from conftest import ADMIN_KEY, app_client, make_settings, start_live_server, stop_live_server, wait_until
 from service_helpers import campaign_body, simulated_judge
 from sqlalchemy import exc as sa_exc
 from sqlalchemy import text
@@ -34,16 +34,6 @@ ENV_SETTINGS = {"run_lease_seconds": LEASE, "run_heartbeat_seconds": 0.4}  # ENV
 SHOW = "SHOW idle_in_transaction_session_timeout"
 
 pytestmark = pytest.mark.postgres
-
-
-def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def _conninfo(url: str) -> str:
@@ -122,7 +112,7 @@ async def test_a_stalled_service_transaction_is_ended_and_its_process_meets_a_cl
                 s.flush()
                 assert s.execute(text(SHOW)).scalar_one() == "3s"
                 pid = s.execute(text("SELECT pg_backend_pid()")).scalar_one()
-                _wait(lambda: _backend_gone(pg_url, pid), 30, "PostgreSQL ends the idle transaction's session")
+                wait_until(lambda: _backend_gone(pg_url, pid), 30, "PostgreSQL ends the idle transaction's session")
                 assert _campaign_row(pg_url, cid) == ("stalled writer",)  # lock free, nothing written
                 s.execute(text("SELECT 1"))  # the process wakes up
         assert woke.value.statement == "SELECT 1", woke.value  # the wake-up's statement, not an earlier one
@@ -136,7 +126,9 @@ async def test_a_stalled_service_transaction_is_ended_and_its_process_meets_a_cl
                 async with conn.transaction():
                     await conn.execute("SELECT id FROM campaigns WHERE id = $1 FOR UPDATE", cid)
                     pid = conn.get_server_pid()
-                    await asyncio.to_thread(_wait, lambda: _backend_gone(pg_url, pid), 30, "the hot-path session ended")
+                    await asyncio.to_thread(
+                        wait_until, lambda: _backend_gone(pg_url, pid), 30, "the hot-path session ended"
+                    )
                     woke_up = True
                     await conn.fetchval("SELECT 1")
         assert woke_up and is_connection_error(lost.value), repr(lost.value)
@@ -175,7 +167,7 @@ async def test_an_export_its_client_reads_slowly_is_not_cut_off(pg_url):
                     > 0
                 )
 
-        _wait(idle_past_the_limit, 30, "the export's transaction idle past the 3 s limit, still there")
+        wait_until(idle_past_the_limit, 30, "the export's transaction idle past the 3 s limit, still there")
         export = json.loads("".join(head) + "".join(pieces))
     assert len(export["files"]["battles.jsonl"].splitlines()) == 3
 
@@ -206,7 +198,9 @@ async def test_a_server_starts_and_takes_runs_over_while_other_processes_hold_th
                 server = start_live_server(pg_url, tmp_path / "server.log", extra_env=ENV, timeout=60)
                 r = httpx.get(f"{server.url}/v1/campaigns/{held}", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
                 assert r.status_code == 200 and r.json()["run"]["active"], r.text
-                _wait(lambda: _owner_pid(db, timed_out) == server.process.pid, 30, "take-over once the session ended")
+                wait_until(
+                    lambda: _owner_pid(db, timed_out) == server.process.pid, 30, "take-over once the session ended"
+                )
                 assert time.monotonic() - idle_since >= LIMIT - 0.5  # not before the limit ended the holder
                 assert _owner_pid(db, held) is None  # still locked: skipped at every heartbeat
                 s.execute(text("SELECT 1"))  # the stalled service process wakes up
@@ -215,7 +209,9 @@ async def test_a_server_starts_and_takes_runs_over_while_other_processes_hold_th
         with db.read() as s:
             assert s.get(Campaign, timed_out).name == "stalled lock 1"  # its write was rolled back
         holder.rollback()
-        _wait(lambda: _owner_pid(db, held) == server.process.pid, 10, "the run is taken over once the lock is free")
+        wait_until(
+            lambda: _owner_pid(db, held) == server.process.pid, 10, "the run is taken over once the lock is free"
+        )
         assert "Traceback" not in server.log()
     finally:
         holder.close()

@@ -17,7 +17,7 @@ import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, start_live_server, stop_live_server
+from conftest import ADMIN_KEY, start_live_server, stop_live_server, wait_until
 from service_helpers import campaign_body, simulated_judge
 from sqlalchemy import func, select
 
@@ -28,16 +28,6 @@ ENV = {"LLMDUEL_RUN_LEASE_SECONDS": "2", "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.4"}
 
 def _admin() -> dict:
     return {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-def _wait(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 @pytest.mark.slow
@@ -68,7 +58,7 @@ def test_a_stalled_owner_past_its_lease_does_not_overspend(pg_url, tmp_path):
                 ids = s.execute(select(Duel.id).where(Duel.campaign_id == cid, Duel.status == "calling")).scalars()
                 return sorted(ids)
 
-        stalled = _wait(lambda: (ids := calling()) and len(ids) == 4 and ids, 30, "the first owner's four duels")
+        stalled = wait_until(lambda: (ids := calling()) and len(ids) == 4 and ids, 30, "the first owner's four duels")
         os.kill(first.process.pid, signal.SIGSTOP)  # mid-call, holding the whole budget
         stopped = True
         second = start_live_server(pg_url, tmp_path / "second.log", extra_env=dict(ENV, LLMDUEL_RESUME_RUNS="1"))
@@ -78,7 +68,7 @@ def test_a_stalled_owner_past_its_lease_does_not_overspend(pg_url, tmp_path):
                 owner = s.get(Campaign, cid).run_owner
             return int(owner.split(":")[1]) if owner else None
 
-        _wait(lambda: owner_pid() == second.process.pid, 30, "the second process took the run over")
+        wait_until(lambda: owner_pid() == second.process.pid, 30, "the second process took the run over")
         time.sleep(1.0)  # the new owner tries to start duels (on main: it reserved the budget again)
         with db.read() as s:
             orphans = s.execute(select(Duel.id, Duel.requested_by).where(Duel.id.in_(stalled))).all()
@@ -103,9 +93,9 @@ def test_a_stalled_owner_past_its_lease_does_not_overspend(pg_url, tmp_path):
                 ).scalar_one()
             return n == 0
 
-        _wait(landed, 30, "the stalled owner's calls land and are charged")
-        status, reason, spend = _wait(ended, 60, "the campaign ends on its budget")
-        _wait(settled, 30, "no duel in flight")
+        wait_until(landed, 30, "the stalled owner's calls land and are charged")
+        status, reason, spend = wait_until(ended, 60, "the campaign ends on its budget")
+        wait_until(settled, 30, "no duel in flight")
         status, reason, spend = ended()
         with db.read() as s:
             charged = s.execute(

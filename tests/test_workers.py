@@ -13,12 +13,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, free_port
+from conftest import ADMIN_KEY, REPO, free_port, wait_until
 
 pytestmark = pytest.mark.skipif(
     not hasattr(socket, "SO_REUSEPORT") or not Path("/proc/net/tcp").exists(),
@@ -80,13 +79,7 @@ def open_clients(base: str, n: int) -> list[httpx.Client]:
 
 
 def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(predicate, timeout, what, every=0.2)
 
 
 def test_workers_share_the_port_survive_a_kill_and_stop_cleanly(tmp_path):
