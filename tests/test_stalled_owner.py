@@ -30,6 +30,27 @@ def _admin() -> dict:
     return {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
+def _stop_outside_a_transaction(pid: int, db) -> None:
+    """SIGSTOP the server while none of its sessions is inside a transaction (tried again after SIGCONT
+    otherwise). Stopped inside one, PostgreSQL ends that session after the idle-in-transaction limit
+    (tests/test_stalled_lock.py covers that case) and the pool's other connections go with it, so the
+    answers that land on them are not stored: what this test counts would then depend on the timing."""
+    from sqlalchemy import text
+
+    busy = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'"
+    )
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        with db.read() as s:
+            if s.execute(busy).scalar_one() == 0:
+                return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.02)
+    raise AssertionError("the server was always inside a transaction")
+
+
 @pytest.mark.slow
 def test_a_stalled_owner_past_its_lease_does_not_overspend(pg_url, tmp_path):
     from service.campaigns.leases import ORPHAN_REQUESTER
@@ -59,7 +80,7 @@ def test_a_stalled_owner_past_its_lease_does_not_overspend(pg_url, tmp_path):
                 return sorted(ids)
 
         stalled = wait_until(lambda: (ids := calling()) and len(ids) == 4 and ids, 30, "the first owner's four duels")
-        os.kill(first.process.pid, signal.SIGSTOP)  # mid-call, holding the whole budget
+        _stop_outside_a_transaction(first.process.pid, db)  # mid-call, holding the whole budget
         stopped = True
         second = start_live_server(pg_url, tmp_path / "second.log", extra_env=dict(ENV, LLMDUEL_RESUME_RUNS="1"))
 
