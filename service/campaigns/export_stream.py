@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from algorithms.vocabulary import DuelStatus
 
-from ..models import Annotator, Duel, Prompt, from_nusd
+from ..models import Annotator, Duel, Prompt, from_nusd, shown_models
 from ..prompts import question_id
 
 #: Duels read per query.
@@ -92,15 +92,9 @@ def judged_duels(
         cols += [Duel.answer_a, Duel.answer_b]
     if detail:
         cols.append(Duel.judge_detail)
-    while True:
-        page = s.execute(
-            select(*cols)
-            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
-            .order_by(Duel.id)
-            .limit(PAGE)
-        ).all()
+    for page in _judged_pages(s, campaign_id, cols, after):
         for r in page:
-            a, b = (r.model_i, r.model_j) if r.a_is_i else (r.model_j, r.model_i)
+            a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
             yield {
                 "id": r.id,
                 "number": r.number,
@@ -121,6 +115,18 @@ def judged_duels(
                 "meta": lm.meta.get(r.prompt_index, (question_id(None, r.prompt_index), None)),
                 "turn": lm.turns.get(r.prompt_index, 1),
             }
+
+
+def _judged_pages(s, campaign_id: int, cols: Any, after: int) -> Iterator[list[Any]]:
+    """The ``cols`` of the campaign's judged duels with an id above ``after``, oldest first, :data:`PAGE` rows a page."""
+    while True:
+        page = s.execute(
+            select(*cols)
+            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
+            .order_by(Duel.id)
+            .limit(PAGE)
+        ).all()
+        yield page
         if len(page) < PAGE:
             return
         after = page[-1].id
@@ -133,13 +139,7 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
     """What the style fit needs of the campaign's judged duels with an id above ``after``, oldest first
     (:class:`.style.StyleRows`): the counted ones with their stored answer features (``style``), read
     :data:`PAGE` at a time; the answers' text only for a duel stored without them."""
-    while True:
-        page = s.execute(
-            select(*_STYLE_COLUMNS)
-            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
-            .order_by(Duel.id)
-            .limit(PAGE)
-        ).all()
+    for page in _judged_pages(s, campaign_id, _STYLE_COLUMNS, after):
         counted = [r for r in page if r.counted and r.score is not None]
         missing = [r.id for r in counted if r.answer_style is None]
         texts = {}
@@ -149,7 +149,7 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
                 for r in s.execute(select(Duel.id, Duel.answer_a, Duel.answer_b).where(Duel.id.in_(missing)))
             }
         for r in counted:
-            a, b = (r.model_i, r.model_j) if r.a_is_i else (r.model_j, r.model_i)
+            a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
             answer_a, answer_b = texts.get(r.id, (None, None))
             yield {
                 "a": a,
@@ -161,9 +161,6 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
                 "answer_a": answer_a,
                 "answer_b": answer_b,
             }
-        if len(page) < PAGE:
-            return
-        after = page[-1].id
 
 
 def json_string(pieces: Iterable[str]) -> Iterator[str]:
