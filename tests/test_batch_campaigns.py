@@ -560,11 +560,15 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
         server.stop()
 
 
-async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, fake):
+async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, fake, monkeypatch):
     """A human campaign with ``batch``: the answers pre-generated for annotators go out as one batch per
     model (a pre-generation round, counted in ``batch.rounds``), each request once, charged at the batch
     price; the duels that follow take them from the store and call no model."""
+    from service.campaigns import draws
+    from service.campaigns.pregeneration import planned_prompts
 
+    key = "3b" * 32  # the campaign's draws are fixed: its next six duels ask six different prompts
+    monkeypatch.setattr(draws, "new_draw_key", lambda: key)
     base, provider_app = fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
@@ -583,7 +587,8 @@ async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url
         assert len(direct) == 2  # the first duel's own answers (nothing was pre-generated yet)
         # one batch per model; the answers of the next 6 planned duels' prompts, for every model
         assert batched and len({e["batch"] for e in batched}) == len({e["model"] for e in batched}) == 4
-        assert len({e["prompt"] for e in batched}) >= 4
+        planned = {spec["prompts"][i] for i in planned_prompts(spec["seed"], 1, len(spec["prompts"]), 6, draw_key=key)}
+        assert len(planned) >= 4 and {e["prompt"] for e in batched} == planned
         # every (model, prompt) answered once, none twice (the batch skipped what the store held)
         pairs = Counter((e["model"], e["prompt"]) for e in asked)
         assert max(pairs.values()) == 1, pairs

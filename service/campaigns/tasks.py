@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 import anyio
@@ -17,10 +18,13 @@ log = logging.getLogger("llmduel.campaigns")
 
 
 class WorkCount:
-    """How many :func:`in_thread` calls of the tasks that share it are under way (queued or running)."""
+    """How many :func:`in_thread` calls of the tasks that share it are under way (queued or running), and
+    since when none has been (``idle_since``, time.monotonic()): a task that has just come back from its
+    database work takes a few turns of the event loop (tasks it starts, a ``gather``) to reach its next call."""
 
     def __init__(self) -> None:
         self.running = 0
+        self.idle_since = time.monotonic()
 
 
 #: The count the calls of the current task add to, if any: a batch round's phase counts its calls'
@@ -41,6 +45,8 @@ async def in_thread(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     finally:
         if work is not None:
             work.running -= 1
+            if work.running == 0:
+                work.idle_since = time.monotonic()
 
 
 class Background:

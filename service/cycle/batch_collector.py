@@ -185,11 +185,16 @@ class Collector:
             quiet = time.monotonic() - since
             if len(self.parked) != seen:
                 seen, since = len(self.parked), time.monotonic()
-            elif self.parked and ((quiet >= self.settle_s and work.running == 0) or quiet >= latest):
+            elif self.parked and ((quiet >= self.settle_s and self._idle(work)) or quiet >= latest):
                 return
             if one_call_each and self.parked and len(self.parked) >= sum(not t.done() for t in tasks):
                 return
             await asyncio.sleep(self.settle_s)
+
+    def _idle(self, work: WorkCount) -> bool:
+        """No call's database work is under way, nor was for ``settle_s``: a call whose transaction has just
+        ended is given the event loop's turns it needs to park (its judge's ``gather``, a task it starts)."""
+        return work.running == 0 and time.monotonic() - work.idle_since >= self.settle_s
 
     async def flush(self) -> None:
         parked, self.parked = self.parked, []
