@@ -65,7 +65,7 @@ def _body(name: str, batch=None) -> dict:
             "cost": 0.01,
         },
         budget=10.0,
-        max_duels=8,
+        max_duels=4,
         seed=5,
     )
     body.update(answers="fresh", verdicts="fresh", prompt_sampling="with_replacement")
