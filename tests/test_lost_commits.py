@@ -103,3 +103,43 @@ async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_it
     assert asked["answer"] == paid["model"] == 2 * len(duels), (asked, paid)
     assert asked["judge"] == paid["judge"] == len(duels), (asked, paid)
     assert view["spend"] == pytest.approx(sum(ch["amount"] for d in duels for ch in d["charges"]))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_doubles_its_charge(
+    api, fake, monkeypatch, when
+):
+    """The admin's duels on PostgreSQL store their answers on the asyncpg driver (service/cycle/pg_driver.py):
+    a connection that breaks there is handled as a lost SQLAlchemy one."""
+    import asyncpg
+
+    import service.cycle as cycle
+
+    provider = fake
+    lost: Counter = Counter()
+    real = cycle.store_answers_async
+
+    async def losing(*args):
+        if lost["answers"] >= 2:
+            return await real(*args)
+        lost["answers"] += 1
+        if when == "after":
+            await real(*args)
+        raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+
+    monkeypatch.setattr(cycle, "store_answers_async", losing)
+    name = f"lost-pg-{when}"
+    r = await api.post("/v1/campaigns", json=_body(name))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    before = len(provider.state.provider.requests)
+    for _ in range(3):
+        r = await api.post(f"/v1/campaigns/{cid}/duels")
+        assert r.status_code == 201 and r.json()["status"] == "judged", r.text
+    assert lost["answers"] == 2  # the hot path stored them, and lost two connections
+    duels = await all_duels(api, cid)
+    asked = Counter(q["kind"] for q in provider.state.provider.requests[before:] if q["model"].startswith(name))
+    paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
+    assert asked["answer"] == paid["model"] == 2 * len(duels) == 6, (asked, paid)

@@ -12,7 +12,9 @@ again (:data:`WAIT_S` at most), reads the duel on a fresh connection, and
   stored, its verdict recorded, see :func:`committed`), returns the duel as it stands;
 - when it did not, runs it again (at most :data:`TRIES` times in all).
 
-The transaction's own statements are unchanged, so a run of it that commits is the only one that
+Both drivers' transactions are covered: SQLAlchemy's (a background run, a batch round, SQLite) and the
+asyncpg one of an annotator's or the admin's duel on PostgreSQL (:func:`lost`). The transaction's own
+statements are unchanged, so a run of it that commits is the only one that
 did. A database still unreachable after :data:`WAIT_S` raises the error as before (the caller gives
 the duel up; docs/reliability.md, Ledger).
 """
@@ -30,6 +32,7 @@ from algorithms.vocabulary import CampaignStatus, DuelStatus
 
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import DuelOutcome
+from ..db import is_connection_error
 from ..models import Campaign, Duel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,6 +46,12 @@ TRIES = 3
 WAIT_S = 60.0
 #: The longest pause between two attempts to reach the database again.
 PAUSE_MAX_S = 5.0
+
+
+def lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the transaction's connection was lost (SQLAlchemy invalidated it, or the
+    asyncpg driver's connection broke: :func:`service.db.is_connection_error`)."""
+    return (isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)) or is_connection_error(exc)
 
 
 def committed(stage: str, status: str, answered_at: Any, judged_at: Any) -> bool:
@@ -81,8 +90,8 @@ async def store_paid(
     for n in range(1, TRIES + 1):
         try:
             return await attempt()
-        except DBAPIError as exc:
-            if not exc.connection_invalidated or n == TRIES:
+        except Exception as exc:
+            if not lost(exc) or n == TRIES:
                 raise
             log.warning("duel %s: the connection was lost under its %s transaction; checking it", duel_id, stage)
             stored = await _once_reachable(lambda: in_thread(stored_outcome_tx, svc, duel_id, stage), exc)
@@ -91,14 +100,14 @@ async def store_paid(
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-async def _once_reachable(read: Callable[[], Awaitable[DuelOutcome | None]], lost: DBAPIError) -> DuelOutcome | None:
-    """``await read()`` once the database answers again; ``lost`` raised after :data:`WAIT_S` without it."""
+async def _once_reachable(read: Callable[[], Awaitable[DuelOutcome | None]], error: Exception) -> DuelOutcome | None:
+    """``await read()`` once the database answers again; ``error`` raised after :data:`WAIT_S` without it."""
     deadline, pause = time.monotonic() + WAIT_S, 0.1
     while True:
         try:
             return await read()
         except DBAPIError:
             if time.monotonic() + pause > deadline:
-                raise lost from None
+                raise error from None
         await asyncio.sleep(pause)
         pause = min(2 * pause, PAUSE_MAX_S)

@@ -99,7 +99,9 @@ class Cycle:
             )
             results = {plan.i: res_i, plan.j: res_j}
             if not run and await self._on_loop_for(plan.campaign_id):
-                outcome = await cycle.store_answers_async(self, plan, results)
+                outcome = await store_paid(
+                    self, plan.duel_id, "answers", lambda: cycle.store_answers_async(self, plan, results)
+                )
             else:
                 outcome = await store_paid(
                     self, plan.duel_id, "answers", lambda: self.in_thread(self.store_answers_tx, plan, results)
