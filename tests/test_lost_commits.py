@@ -1,4 +1,4 @@
-"""A paid result's transaction whose database connection is lost (service/cycle/lost_commits.py): what the
+"""A paid result's transaction whose database connection is lost (service/campaigns/lost_commits.py): what the
 provider billed is neither dropped from the ledger nor charged twice, whether the lost transaction had
 committed or not, in a background run and in a batch round, on SQLite and PostgreSQL."""
 
@@ -12,7 +12,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 from sqlalchemy.exc import OperationalError
 
-from service.cycle.lost_commits import committed
+from service.campaigns.lost_commits import committed
 
 BASE = "http://fake.test/v1"
 
@@ -143,3 +143,54 @@ async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_
     asked = Counter(q["kind"] for q in provider.state.provider.requests[before:] if q["model"].startswith(name))
     paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
     assert asked["answer"] == paid["model"] == 2 * len(duels) == 6, (asked, paid)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_drops_nor_doubles_its_charge(
+    api, fake, monkeypatch, when
+):
+    """A human campaign's answers pre-generated for its annotators (service/campaigns/pregeneration.py)."""
+    from sqlalchemy import func, select
+
+    from service.models import Campaign, Charge
+
+    pregen = api.app.state.campaigns.pregen
+    lost: Counter = Counter()
+    real = pregen.store_pregenerated_tx
+
+    def losing(*args, **kwargs):
+        if lost["pregen"] < 2:
+            lost["pregen"] += 1
+            if when == "after":
+                real(*args, **kwargs)
+            raise OperationalError(
+                "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
+            )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing)
+    name = f"lost-pregen-{when}"
+    body = _body(name)
+    body.update(judge={"kind": "human"}, answers="reuse")
+    body.pop("verdicts")
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+    first = await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+    assert first.status_code == 201, first.text
+    deadline = time.monotonic() + 60
+    while cid in pregen.busy or lost["pregen"] < 2:
+        assert time.monotonic() < deadline, "the pre-generation did not end within 60 s"
+        await asyncio.sleep(0.05)
+    asked = [q for q in fake.state.provider.requests if q["model"].startswith(name) and q["kind"] == "answer"]
+    db = api.app.state.campaigns.cycle.deps.db
+    with db.read() as s:
+        rows = s.execute(
+            select(func.count(), func.sum(Charge.amount_nusd)).where(
+                Charge.campaign_id == cid, Charge.kind == "model", Charge.amount_nusd > 0
+            )
+        ).one()
+        spend = s.execute(select(Campaign.spend_nusd).where(Campaign.id == cid)).scalar_one()
+    assert len(asked) > 2 and rows[0] == len(asked), (len(asked), rows)  # each answered call charged once
+    assert spend == rows[1]
