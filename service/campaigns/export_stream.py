@@ -15,7 +15,7 @@ is gathered on the same pass. The duel dicts are the ones :mod:`.audit_files` an
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import func, select
@@ -115,6 +115,43 @@ def judged_duels(
                 "meta": lm.meta.get(r.prompt_index, (question_id(None, r.prompt_index), None)),
                 "turn": lm.turns.get(r.prompt_index, 1),
             }
+
+
+_JUDGE_COLUMNS = (
+    Duel.id,
+    Duel.model_i,
+    Duel.model_j,
+    Duel.a_is_i,
+    Duel.prompt_index,
+    Duel.choice,
+    Duel.judged_by,
+    Duel.judge_detail,
+    func.length(Duel.answer_a).label("len_a"),
+    func.length(Duel.answer_b).label("len_b"),
+)
+
+
+def judge_calls(s, campaign_id: int, lm: LogMeta, count: Callable[..., None] | None = None) -> Iterator[dict]:
+    """The campaign's judged duels whose judge detail holds calls, oldest first, as the dicts ``judgments.jsonl``
+    is written from (:func:`.audit_files.iter_judgment_lines`: ``id``, ``a``, ``b``, ``judged_by``,
+    ``judge_detail``, ``meta``); each duel with a verdict is passed to ``count`` on the way (the judge bias:
+    :meth:`.judge_bias.BiasTally.count`'s arguments), so one read of the log serves both. A duel without
+    calls (a human vote, a simulated judge) costs no dict."""
+    for page in _judged_pages(s, campaign_id, _JUDGE_COLUMNS, 0):
+        for r in page:
+            a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
+            detail = r.judge_detail
+            if count is not None and r.choice is not None:
+                count(r.choice, detail, lengths=(r.len_a, r.len_b), shown=(a, b))
+            if isinstance(detail, dict) and isinstance(detail.get("calls"), list):
+                yield {
+                    "id": r.id,
+                    "a": a,
+                    "b": b,
+                    "judged_by": r.judged_by,
+                    "judge_detail": detail,
+                    "meta": lm.meta.get(r.prompt_index, (question_id(None, r.prompt_index), None)),
+                }
 
 
 def _judged_pages(s, campaign_id: int, cols: Any, after: int) -> Iterator[list[Any]]:

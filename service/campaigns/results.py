@@ -60,8 +60,8 @@ from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
 from . import policy_log
 from .audit_files import AnswerFiles, iter_judgment_lines
-from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, style_duels, window_start
-from .judge_bias import judge_bias
+from .export_stream import LogMeta, json_file, judge_calls, judged_duels, lines_in_pages, style_duels, window_start
+from .judge_bias import BiasTally, judge_bias
 from .style import StyleRows
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
@@ -491,9 +491,15 @@ class Results:
             yield from json_file("ranking.json", [json.dumps(ranking, indent=1) + "\n"])
             rows = [row for cat in by_category for row in cat["rows"]]
             yield from json_file("ranking_by_category.csv", [_csv(RANKING_BY_CATEGORY_COLUMNS, rows)])
-            yield from json_file("judge_bias.json", [json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"])
-            judged = judged_duels(s, campaign_id, lm, answers=False, detail=True)
+            # the judge bias is counted on the pass that writes judgments.jsonl (image answers: their sizes
+            # are read apart, by judge_bias)
+            judge, models = s.execute(select(Campaign.judge, Campaign.models).where(Campaign.id == campaign_id)).one()
+            images = any(m.get("output") == "image" for m in models or [])
+            bias = BiasTally(dict(judge or {}), list(models or []))
+            judged = judge_calls(s, campaign_id, lm, None if images else bias.count)
             yield from json_file("judgments.jsonl", lines_in_pages(iter_judgment_lines(names, judged)))
+            report = self.judge_bias(campaign_id) if images else {"campaign_id": campaign_id, **bias.report()}
+            yield from json_file("judge_bias.json", [json.dumps(report, indent=1) + "\n"])
         yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
         for path, text in answers.files().items():
             yield from json_file(path, [text])
