@@ -464,7 +464,7 @@ class Results:
         L = len(names)
         wins = [[0] * L for _ in range(L)]
         ties = [[0] * L for _ in range(L)]
-        style, hashes = StyleRows(), set()
+        style, hashes = StyleRows(), set[str]()
 
         def battle_lines(s, lm: LogMeta) -> Iterator[str]:
             for d in judged_duels(s, campaign_id, lm):
