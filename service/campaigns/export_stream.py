@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from algorithms.vocabulary import DuelStatus
 
@@ -40,8 +40,8 @@ _COLUMNS = (
     Duel.score,
     Duel.judged_by,
     Duel.cost_nusd,
-    Duel.judged_at,
-    Duel.created_at,
+    # the duel's time: its verdict's, else its creation's (one timestamp converted per row, not two)
+    func.coalesce(Duel.judged_at, Duel.created_at).label("at"),
     Duel.comment,
 )
 
@@ -64,8 +64,7 @@ class LogMeta:
 
 
 def _tstamp(r: Any) -> float | None:
-    t = r.judged_at or r.created_at
-    return round(t.timestamp(), 3) if t is not None else None
+    return round(r.at.timestamp(), 3) if r.at is not None else None
 
 
 def window_start(s, campaign_id: int, last: int | None) -> int:
@@ -88,8 +87,8 @@ def judged_duels(
     """The campaign's judged duels with an id above ``after``, oldest first, as dicts, read :data:`PAGE` at a
     time (with their answers' text when ``answers``, the judge's detail when ``detail``)."""
     cols: list[Any] = list(_COLUMNS)  # columns of several types
-    if answers:
-        cols += [Duel.answer_a, Duel.answer_b]
+    if answers:  # with the answers' stored style features (the export's style fit counts no text)
+        cols += [Duel.answer_a, Duel.answer_b, Duel.answer_style]
     if detail:
         cols.append(Duel.judge_detail)
     for page in _judged_pages(s, campaign_id, cols, after):
@@ -108,6 +107,7 @@ def judged_duels(
                 "annotator": lm.labels.get(r.judged_by or ""),
                 "answer_a": r.answer_a if answers else None,
                 "answer_b": r.answer_b if answers else None,
+                "style": r.answer_style if answers else None,
                 "judge_detail": r.judge_detail if detail else None,
                 "cost": from_nusd(r.cost_nusd),
                 "tstamp": _tstamp(r),

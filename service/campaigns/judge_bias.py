@@ -100,7 +100,10 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
     orders = judge.get("orders") if kind == "llm" and judge.get("orders") in ("both", "one", "auto") else None
     first = decisive = flips = paired = ties = longer = decided = verdicts = 0
     larger = sized = 0
-    images = any(getattr(r, "area_a", None) is not None for r in rows)
+    # image areas only on rows that carry them (Results._with_image_areas); a missing attribute of a
+    # database row is an exception caught inside SQLAlchemy, dear when asked twice per duel
+    sized_rows = bool(rows) and hasattr(rows[0], "area_a")
+    images = sized_rows and any(r.area_a is not None for r in rows)
     modes = {"both": 0, "one": 0}
     evidence = AutoOrders(window=1_000_000)  # every both-order duel of a single llm judge
     agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
@@ -142,10 +145,11 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
         if r.choice in ("a", "b") and r.len_a is not None and r.len_b is not None and r.len_a != r.len_b:
             decided += 1
             longer += int((r.choice == "a") == (r.len_a > r.len_b))
-        area_a, area_b = getattr(r, "area_a", None), getattr(r, "area_b", None)
-        if r.choice in ("a", "b") and area_a is not None and area_b is not None and area_a != area_b:
+        if not images:
+            continue
+        if r.choice in ("a", "b") and r.area_a is not None and r.area_b is not None and r.area_a != r.area_b:
             sized += 1
-            larger += int((r.choice == "a") == (area_a > area_b))
+            larger += int((r.choice == "a") == (r.area_a > r.area_b))
     margin = evidence.margin()
     out: dict[str, Any] = {
         "judge": kind,

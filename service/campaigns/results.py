@@ -69,6 +69,7 @@ from .views import Views
 
 #: An image's name in a prompt's or an answer's text (service/prompts.py, service/clients/images.py).
 IMAGE_NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
+IMAGE_TAG = "[image sha256:"
 
 FASTCHAT_WINNER = {Choice.A: "model_a", Choice.B: "model_b", Choice.TIE: "tie", Choice.BOTH_BAD: "tie (bothbad)"}
 BOOTSTRAP_REPS = 1000
@@ -246,7 +247,8 @@ class Results:
             "cost": d["cost"],
         }
         for side in ("a", "b"):  # an image answer: named by the sha256 of its file (export's images/)
-            m = IMAGE_NAME.fullmatch(str(d.get(f"answer_{side}") or ""))
+            text = d.get(f"answer_{side}")
+            m = IMAGE_NAME.fullmatch(text) if isinstance(text, str) and text.startswith(IMAGE_TAG) else None
             if m is not None:
                 out[f"image_{side}"] = m.group(1)
         if d.get("annotator"):  # the annotator's label beside its stable id in ``judge``
@@ -468,7 +470,9 @@ class Results:
                 style.add(d)
                 answers.add(d)
                 for field in ("answer_a", "answer_b"):
-                    hashes.update(IMAGE_NAME.findall(str(d.get(field) or "")))
+                    text = d.get(field)
+                    if text and IMAGE_TAG in text:  # a plain substring test first: the pattern is dear per answer
+                        hashes.update(IMAGE_NAME.findall(text))
                 line = self._battle(names, campaign_id, d)
                 if line is not None:
                     yield json.dumps(line)
