@@ -27,19 +27,23 @@ def test_committed_reads_the_stage_from_the_duels_columns():
     assert committed("verdict", "failed", "t", None)
 
 
-def lose_connections(monkeypatch, svc, when: str, times: int = 2) -> Counter:
-    """The first ``times`` answers and verdict transactions lose their connection: before their commit
-    (``before``: nothing written) or after it (``after``: written, the acknowledgement lost)."""
+#: The first two transactions of each kind lose their connection: the first before its commit (nothing
+#: written), the second after it (written, the acknowledgement lost).
+LOSSES = ("before", "after")
+
+
+def lose_connections(monkeypatch, svc) -> Counter:
+    """The first answers and verdict transactions lose their connection, as :data:`LOSSES` says."""
     import service.cycle as cycle
 
     lost: Counter = Counter()
 
     def losing(stage, real):
         def run(*args):
-            if lost[stage] >= times:
+            if lost[stage] >= len(LOSSES):
                 return real(*args)
             lost[stage] += 1
-            if when == "after":
+            if LOSSES[lost[stage] - 1] == "after":
                 real(*args)
             raise OperationalError(
                 "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
@@ -74,14 +78,11 @@ def _body(name: str, batch=None) -> dict:
     return body
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("batch", [None, {"round_size": 4, "poll_seconds": 0.02}], ids=["calls", "batch"])
-async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_its_charge(
-    api, fake, monkeypatch, when, batch
-):
+async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_its_charge(api, fake, monkeypatch, batch):
     svc = api.app.state.campaigns.cycle
-    lost = lose_connections(monkeypatch, svc, when)
-    name = f"lost-{when}-{'b' if batch else 'c'}"
+    lost = lose_connections(monkeypatch, svc)
+    name = f"lost-{'b' if batch else 'c'}"
     r = await api.post("/v1/campaigns", json=_body(name, batch))
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -107,9 +108,8 @@ async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_it
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
-@pytest.mark.parametrize("when", ["before", "after"])
 async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_doubles_its_charge(
-    api, fake, monkeypatch, when
+    api, fake, monkeypatch
 ):
     """The admin's duels on PostgreSQL store their answers on the asyncpg driver (service/cycle/pg_driver.py):
     a connection that breaks there is handled as a lost SQLAlchemy one."""
@@ -122,15 +122,15 @@ async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_
     real = cycle.store_answers_async
 
     async def losing(*args):
-        if lost["answers"] >= 2:
+        if lost["answers"] >= len(LOSSES):
             return await real(*args)
         lost["answers"] += 1
-        if when == "after":
+        if LOSSES[lost["answers"] - 1] == "after":
             await real(*args)
         raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
 
     monkeypatch.setattr(cycle, "store_answers_async", losing)
-    name = f"lost-pg-{when}"
+    name = "lost-pg"
     r = await api.post("/v1/campaigns", json=_body(name))
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -145,9 +145,8 @@ async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_
     assert asked["answer"] == paid["model"] == 2 * len(duels) == 6, (asked, paid)
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
 async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_drops_nor_doubles_its_charge(
-    api, fake, monkeypatch, when
+    api, fake, monkeypatch
 ):
     """A human campaign's answers pre-generated for its annotators (service/campaigns/pregeneration.py)."""
     from sqlalchemy import func, select
@@ -159,9 +158,9 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
     real = pregen.store_pregenerated_tx
 
     def losing(*args, **kwargs):
-        if lost["pregen"] < 2:
+        if lost["pregen"] < len(LOSSES):
             lost["pregen"] += 1
-            if when == "after":
+            if LOSSES[lost["pregen"] - 1] == "after":
                 real(*args, **kwargs)
             raise OperationalError(
                 "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
@@ -169,7 +168,7 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pregen, "store_pregenerated_tx", losing)
-    name = f"lost-pregen-{when}"
+    name = "lost-pregen"
     body = _body(name)
     body.update(judge={"kind": "human"}, answers="reuse")
     body.pop("verdicts")
