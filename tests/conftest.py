@@ -311,6 +311,29 @@ def live_server(db_url, tmp_path_factory):
     stop_live_server(server)
 
 
+BROWSER_KEY = "web-browser-admin-key-0123456789"  # the admin key of the browser tests' server
+
+
+@pytest.fixture(scope="session")
+def browser_server(tmp_path_factory):
+    """The browser tests' server: ``uvicorn --factory service.app:create_app`` on a fresh SQLite file
+    (migrated at start), admin key :data:`BROWSER_KEY`, the dashboards behind it (``LLMDUEL_WEB_AUTH``
+    unset). One per test session, i.e. per xdist worker: the ``*_browser.py`` files share it (each
+    test makes its own campaigns), instead of each paying a server start (~3 s of CPU).
+
+    (Their headless Chromium stays per module: while Playwright's sync API is open, the thread has a
+    running event loop, which the asyncio tests of the files that follow would trip over.)"""
+    tmp = tmp_path_factory.mktemp("webserver")
+    live = start_live_server(
+        f"sqlite:///{tmp / 'web.db'}",
+        tmp / "server.log",
+        extra_env={"LLMDUEL_API_KEY": BROWSER_KEY},
+        unset_env=("LLMDUEL_WEB_AUTH",),  # default rule: dashboards need the admin key (browsers sign in)
+    )
+    yield live.url
+    stop_live_server(live)
+
+
 def start_fake_provider(log_path: Path, *args: str) -> tuple[str, subprocess.Popen]:
     """A real fake-provider server (``llmduel fake-provider``) on a free port: its base URL and process.
 
