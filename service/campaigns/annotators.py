@@ -146,6 +146,8 @@ class Annotators:
                 .where(Annotator.campaign_id == campaign_id)
                 .order_by(Annotator.id)
             ).all()
+            if not rows:  # no annotator: no vote to read (the read scans the campaign's judged duels)
+                return []
             votes = self._annotator_votes(s, campaign_id)
             skipped = skips_by_annotator(s, campaign_id)
         counts = Counter(v[0] for v in votes)

@@ -40,6 +40,7 @@ from .. import cycle as cycle_sequences
 from ..campaigns.batch_jobs import BatchJobs
 from ..campaigns.calls import Calls
 from ..campaigns.judge_charges import Judgement
+from ..campaigns.lost_commits import store_paid
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, NotFound
 from ..clients import ClientError, parse_client_config
@@ -198,8 +199,10 @@ class BatchRounds:
                     self.calls.answer(plan, plan.i, turns), self.calls.answer(plan, plan.j, turns)
                 )
                 res = {plan.i: ri, plan.j: rj}
-                outcome = await duel_tx(self.cycle.store_answers_tx, plan, res)
-            except DBAPIError as exc:  # the database was lost mid-commit: the duel is given up (expired at round end)
+                outcome = await store_paid(
+                    self.cycle, plan.duel_id, "answers", lambda: duel_tx(self.cycle.store_answers_tx, plan, res)
+                )
+            except DBAPIError as exc:  # the database stayed away (lost_commits.store_paid): the duel is given up
                 return DuelOutcome(
                     plan.duel_id, "abandoned", failed=True, error=f"database error: {type(exc).__name__}"
                 ), None
@@ -242,8 +245,13 @@ class BatchRounds:
     async def _record(self, plan: DuelPlan, verdict: dict) -> DuelOutcome:
         j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
         try:
-            return await duel_tx(cycle_sequences.record_verdict, self.cycle, plan.duel_id, j)
-        except DBAPIError as exc:  # the database was lost mid-commit: the duel is given up (expired at round end)
+            return await store_paid(
+                self.cycle,
+                plan.duel_id,
+                "verdict",
+                lambda: duel_tx(cycle_sequences.record_verdict, self.cycle, plan.duel_id, j),
+            )
+        except DBAPIError as exc:  # the database stayed away (lost_commits.store_paid): the duel is given up
             return DuelOutcome(plan.duel_id, "abandoned", failed=True, error=f"database error: {type(exc).__name__}")
         except Conflict as exc:  # the campaign ended (certified by an earlier duel of the round) or the duel expired
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
@@ -289,7 +297,8 @@ async def duel_tx(fn: Any, *args: Any) -> Any:
     database error that rolled it back (a deadlock or serialization failure between the round's many
     concurrent transactions, a lock timeout, SQLite's "database is locked"), at most :data:`TX_TRIES`
     times: what the provider billed is not dropped for a transient refusal. A lost connection (whether
-    the commit happened is unknown) is raised at once: the duel is then given up, never stored twice."""
+    the commit happened is unknown) is raised at once, to :func:`.lost_commits.store_paid`, which looks
+    whether it committed before it runs the transaction again: never stored twice."""
     delay = 0.05
     for attempt in range(1, TX_TRIES + 1):
         try:

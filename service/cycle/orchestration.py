@@ -41,6 +41,7 @@ from ..campaigns.calls import call_expiry
 from ..campaigns.credentials import secret_keys
 from ..campaigns.expiry import call_deadline
 from ..campaigns.judge_charges import Judgement
+from ..campaigns.lost_commits import store_paid
 from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.sampling import prompt_permutation
 from ..campaigns.stores import StoredKeys
@@ -98,9 +99,13 @@ class Cycle:
             )
             results = {plan.i: res_i, plan.j: res_j}
             if not run and await self._on_loop_for(plan.campaign_id):
-                outcome = await cycle.store_answers_async(self, plan, results)
+                outcome = await store_paid(
+                    self, plan.duel_id, "answers", lambda: cycle.store_answers_async(self, plan, results)
+                )
             else:
-                outcome = await self.in_thread(self.store_answers_tx, plan, results)
+                outcome = await store_paid(
+                    self, plan.duel_id, "answers", lambda: self.in_thread(self.store_answers_tx, plan, results)
+                )
         finally:
             self.deps.calls.live_duels.pop(plan.duel_id, None)
             await self.deps.calls.settle_claims(plan, [plan.i, plan.j])
@@ -129,7 +134,9 @@ class Cycle:
                 deadline=deadline,
             )
             j = Judgement(verdict.pop("choice"), f"judge:{plan.judge.get('kind')}", **verdict)
-            outcome = await self.in_thread(cycle.record_verdict, self, plan.duel_id, j)
+            outcome = await store_paid(
+                self, plan.duel_id, "verdict", lambda: self.in_thread(cycle.record_verdict, self, plan.duel_id, j)
+            )
         except Conflict as exc:  # the campaign ended or the duel expired meanwhile
             return DuelOutcome(plan.duel_id, "conflict", error=exc.detail)
         finally:
