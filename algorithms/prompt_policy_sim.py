@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .judge_orders import AutoOrders
-from .policies import UNDECIDABLE, make_policy
+from .policies import UNDECIDABLE, PCPolicy, make_policy
 from .prompt_level import PromptInstance
 from .prompt_sim import CAPPED, NO_CW, tally_trials
 from .prompt_sim import UNDECIDABLE as UNDECIDABLE_CODE
@@ -48,7 +48,8 @@ class PolicyCampaign:
     """One campaign: ``outcome`` is the winner's index, ``NO_CW``, ``UNDECIDABLE`` or ``CAPPED``
     (codes of :mod:`algorithms.prompt_sim`); ``spend`` what was paid, ``duels`` judged duels;
     ``wins``/``counts`` the policy's L x L win (ties as halves) and duel counts at the end;
-    ``judge_calls`` the judge calls paid, ``answer_spend`` the part of ``spend`` paid for answers."""
+    ``judge_calls`` the judge calls paid, ``answer_spend`` the part of ``spend`` paid for answers,
+    ``answers_by_model`` the answers paid per model."""
 
     outcome: int
     spend: float
@@ -59,6 +60,7 @@ class PolicyCampaign:
     counts: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     judge_calls: int = 0
     answer_spend: float = 0.0
+    answers_by_model: tuple[int, ...] = ()
     #: each certificate as it was issued: (spend so far, duels so far, winner, beaten model)
     certificates: tuple[tuple[float, int, int, int], ...] = ()
 
@@ -82,6 +84,7 @@ def policy_campaign(
     wor = mode == "wor"
     perm = rng.permutation(P) if wor else None
     pol = make_policy("dctas-pc", costs, delta, judge_cost=cj, population=P if wor else None)
+    assert isinstance(pol, PCPolicy)
     paid_ans = np.zeros((L, P), dtype=bool)
     paid_ver = np.zeros((L, L, P), dtype=bool)
     answered = [0] * L
@@ -148,6 +151,7 @@ def policy_campaign(
         pol.counts_matrix(),
         judge_calls=calls,
         answer_spend=answer_spend,
+        answers_by_model=tuple(answered),
         certificates=tuple(certs),
     )
 

@@ -167,12 +167,12 @@ def run_llmduel(inst: FieldInstance, table: np.ndarray, delta: float, seed: int)
     """The service's default campaign; also where its spend went (:func:`spend_breakdown`)."""
     pi = PromptInstance.from_table(inst.costs, inst.judge_cost, table)
     c = policy_campaign(pi, "wor", delta, seed, orders="auto")
-    return (c.outcome if c.outcome >= 0 else NONE), c.spend, spend_breakdown(c)
+    return (c.outcome if c.outcome >= 0 else NONE), c.spend, spend_breakdown(c, inst.costs)
 
 
-def spend_breakdown(c: PolicyCampaign) -> dict:
-    """Answers and judge spend, judge calls per verdict, duels per pair, and the spend after the
-    next-to-last certificate (the campaign's last certificate is the one it waits for)."""
+def spend_breakdown(c: PolicyCampaign, costs: list[float]) -> dict:
+    """Answers (in all and per model) and judge spend, judge calls per verdict, duels per pair, and the
+    spend after the next-to-last certificate (the campaign's last certificate is the one it waits for)."""
     L = c.counts.shape[0]
     certs = c.certificates
     before_last = certs[-2][0] if len(certs) >= 2 else 0.0
@@ -180,6 +180,7 @@ def spend_breakdown(c: PolicyCampaign) -> dict:
     off = sum(c.counts[i, j] for i in range(L) for j in range(i + 1, L) if win not in (i, j)) if win is not None else 0
     return {
         "answers": c.answer_spend,
+        "answers_by_model": {str(m): n * costs[m] for m, n in enumerate(c.answers_by_model)},
         "judge": c.spend - c.answer_spend,
         "calls_per_verdict": c.judge_calls / max(c.verdicts_paid, 1),
         "duels": {f"{i}-{j}": float(c.counts[i, j]) for i in range(L) for j in range(i + 1, L)},
@@ -358,8 +359,9 @@ def print_table(result: dict[str, Any]) -> None:
     for r in result["instances"]:
         b = r["llmduel"]["breakdown"]
         pairs = " ".join(f"{k}:{v:.0f}" for k, v in b["duels"].items())
+        by_model = "/".join(f"{v:.3g}" for v in b["answers_by_model"].values())
         print(
-            f"  {r['name']:<15} answers {b['answers']:.4g}  judge {b['judge']:.4g} "
+            f"  {r['name']:<15} answers {b['answers']:.4g} ({by_model})  judge {b['judge']:.4g} "
             f"({b['calls_per_verdict']:.2f} calls a verdict)  after the next-to-last certificate "
             f"{b['after_next_to_last_certificate']:.4g}  duels on pairs without the winner "
             f"{b['duels_without_winner']:.0f}  duels {pairs}"

@@ -66,6 +66,7 @@ def test_json_shape_and_figures_come_from_the_runs():
     assert row["llmduel"]["spend"] == pytest.approx(float(np.mean(spends)))
     parts = row["llmduel"]["breakdown"]
     assert parts["answers"] + parts["judge"] == pytest.approx(row["llmduel"]["spend"])
+    assert sum(parts["answers_by_model"].values()) == pytest.approx(parts["answers"])
     assert 1.0 <= parts["calls_per_verdict"] < 2.0  # orders: auto, the service's default
     assert 0.0 <= parts["after_next_to_last_certificate"] <= row["llmduel"]["spend"]
     # seeded: a second run prints the same figures
