@@ -15,6 +15,10 @@ at the hulls' edges, so :func:`sweep_bound` brackets its minimum by bisection on
 step finds every pair's maximiser by a binary search over its hull's edges) and returns ``g`` at the
 better end of the bracket, a valid bound whatever the bracket's width. A pair's hull depends only on ``(S, T, n)``, so pairs with the
 same counts share it (many do in a campaign of many models and few duels per pair).
+
+The threshold ``c`` of a model's side depends on the candidate win rate itself (:func:`side_threshold`, the
+tilted union of docs/algorithms.md, *Ranking intervals*), so each bound is a fixed point in the candidate
+(:func:`upper_fixed_point`, :func:`lower_fixed_point`), every step of which is a valid bound.
 """
 
 from __future__ import annotations
@@ -160,10 +164,52 @@ def sweep_bound(keys, xs, ys, off, c):
 
 
 @njit(cache=True)
-def field_bounds(key_of, xs, ys, off, c):
+def side_threshold(r, n_models, alpha, spread):
+    """``log(2 L / (alpha w))`` with ``w = (1 - spread) + 2 spread r``: the log-threshold of one side of the model
+    whose win rate against the field is ``r`` (its share ``alpha w / (2 L)`` of ``alpha``; ``inf`` at ``w = 0``)."""
+    w = (1.0 - spread) + 2.0 * spread * r
+    if w <= 0.0:
+        return np.inf
+    return math.log(2.0 * n_models / (alpha * w))
+
+
+@njit(cache=True)
+def upper_fixed_point(keys, xs, ys, off, n_models, alpha, spread):
+    """The upper bound of a win rate whose side threshold falls with the candidate ``r``
+    (:func:`side_threshold`): ``phi(r) = min(1, sweep_bound(c(r)) / (L - 1))`` decreases in ``r``, and for every
+    ``a`` the true win rate, which is at most ``phi`` at itself, is at most ``max(a, phi(a))`` (if it exceeds ``a``,
+    it is at most ``phi(a)``). Fixed-point steps ``a <- phi(a)`` from 0; the smallest ``max(a, phi(a))`` seen."""
+    a = 0.0
+    best = 1.0
+    for _ in range(40):
+        v = min(1.0, sweep_bound(keys, xs, ys, off, side_threshold(a, n_models, alpha, spread)) / (n_models - 1))
+        best = min(best, max(a, v))
+        if abs(v - a) < 1e-7:
+            break
+        a = v
+    return best
+
+
+@njit(cache=True)
+def lower_fixed_point(keys, xs, ys, off, n_models, alpha, spread):
+    """The lower bound of a win rate whose side threshold falls with the candidate ``r``: ``psi(r) = max(0, 1 -
+    sweep_bound(c(r)) / (L - 1))`` increases in ``r`` and the true win rate ``r*`` is at least ``psi(r*)``; if
+    ``r* >= b`` then ``r* >= psi(b)``, so from ``b = 0`` every step ``b <- psi(b)`` is a valid lower bound, and
+    they rise to the smallest fixed point."""
+    b = 0.0
+    for _ in range(200):
+        v = max(0.0, 1.0 - sweep_bound(keys, xs, ys, off, side_threshold(b, n_models, alpha, spread)) / (n_models - 1))
+        if v <= b + 1e-7:
+            return max(b, v)
+        b = v
+    return b
+
+
+@njit(cache=True)
+def field_bounds(key_of, xs, ys, off, alpha, spread):
     """Every model's ``(low, high)``: ``key_of[a, b]`` is the hull key of ``a``'s score against ``b``
     (``-1``: never compared); ``m``'s upper bound maximises its own scores, its lower bound its
-    opponents' scores against it."""
+    opponents' scores against it, each side at the threshold of :func:`side_threshold` at the candidate."""
     L = key_of.shape[0]
     low = np.zeros(L)
     high = np.ones(L)
@@ -176,6 +222,6 @@ def field_bounds(key_of, xs, ys, off, c):
                 row[t] = key_of[m, j]
                 col[t] = key_of[j, m]
                 t += 1
-        high[m] = min(1.0, sweep_bound(row, xs, ys, off, c) / (L - 1))
-        low[m] = max(0.0, 1.0 - sweep_bound(col, xs, ys, off, c) / (L - 1))
+        high[m] = upper_fixed_point(row, xs, ys, off, L, alpha, spread)
+        low[m] = lower_fixed_point(col, xs, ys, off, L, alpha, spread)
     return low, high

@@ -310,6 +310,11 @@ _BET_UP, _BET_UP_LOSS, _BET_UP_TIE, _BET_DOWN, _BET_DOWN_LOSS, _BET_DOWN_TIE = _
 #: The prior weight :func:`betting_field_intervals` puts on the bets against the side of the bound it
 #: computes (the rest keeps the wealth from collapsing on the other side of the estimate).
 BET_SIDE_WEIGHT = 0.99
+#: The union of :func:`betting_field_intervals` over the ``2 L`` one-sided sets gives each side of model ``m`` the share
+#: ``alpha w(r_m) / 2`` of ``alpha``, ``w(r) = ((1 - ALPHA_TILT) + 2 ALPHA_TILT r) / L`` at its true win rate ``r_m``
+#: against the field (the shares sum to ``alpha`` since the win rates sum to ``L / 2``): the models near the top,
+#: the ones a certificate names, get up to ``1.9 / L`` of it, a model that loses every duel ``0.1 / L``.
+ALPHA_TILT = 0.9
 
 
 def pair_log_wealth(score_sum: float, n: float, up_weight: float = 0.5, ties: float = 0) -> npt.NDArray[np.float64]:
@@ -377,10 +382,12 @@ def betting_field_intervals(
     For each model ``m`` and each side of its interval, its ``L - 1`` pair wealths
     (:func:`pair_log_wealth`, :data:`BET_SIDE_WEIGHT` of the prior on the bets against that side)
     multiply into one nonnegative martingale of the vector ``(p_mj)_j`` (a duel changes one factor);
-    Ville's inequality at ``alpha / (2 L)`` and the union over the ``2 L`` processes give the confidence
-    sets ``sum_j log M_j(p_mj) < log(2 L / alpha)``, and each bound is the extreme of ``mean_j p_mj`` over
-    its set, bounded through weak duality (:mod:`algorithms.betting_bounds`: exact on the grid's cells,
-    compiled). A pair never compared is free in [0, 1].
+    Ville's inequality at ``alpha w(r_m) / 2`` (:data:`ALPHA_TILT`: a share that grows with the model's true win
+    rate ``r_m``, the shares summing to ``alpha``) and the union over the ``2 L`` processes give the confidence
+    sets ``sum_j log M_j(p_mj) < log(2 / (alpha w(mean_j p_mj)))``, and each bound is the extreme of
+    ``mean_j p_mj`` over its set, bounded through weak duality and a fixed point in the candidate mean
+    (:mod:`algorithms.betting_bounds`: exact on the grid's cells, compiled). A pair never compared is free in
+    [0, 1].
     """
     W = np.asarray(wins, dtype=float)
     N = np.asarray(counts, dtype=float)
@@ -392,7 +399,6 @@ def betting_field_intervals(
         raise ValueError("level must be in (0, 1)")
     if np.any(T < 0) or np.any(T > N) or np.any(0.5 * T > W + 1e-9) or np.any(W > N - 0.5 * T + 1e-9):
         raise ValueError("ties must be between 0 and the duels, and the wins must count them as halves")
-    c = math.log(2.0 * L / (1.0 - level))
     # Ordered pair (a, b): a's score, against a mean of it too high (a's upper bound, b's lower bound):
     # mostly the bets on scores below the mean. Its hull depends on (W[a, b], T[a, b], N[a, b]) only.
     off_diag = ~np.eye(L, dtype=bool)
@@ -413,4 +419,4 @@ def betting_field_intervals(
         )
     else:
         xs, ys, off = np.zeros(0), np.zeros(0), np.zeros(1, dtype=np.int64)
-    return field_bounds(key_of, xs, ys, off, c)
+    return field_bounds(key_of, xs, ys, off, 1.0 - level, ALPHA_TILT)

@@ -17,10 +17,13 @@ is not proven: its coverage of each model's prompt-set win rate against the fiel
 rates: the betting intervals with the ties counted (their factors exact) and without (the chord, as
 before): coverage of every model at once and the winner's median width.
 
+``--tilt K``: the betting intervals with :data:`algorithms.ranking.ALPHA_TILT` set to ``K`` (0: every side's share
+of alpha fixed at alpha / (2 L)).
+
 ``--timing``: only the seconds :func:`algorithms.ranking.betting_field_intervals` takes on seeded random
 counts (duels spread uniformly over all pairs, a fifth of them ties, counted), after a compiling call.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor] [--ties] [--timing]``
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/bench_ranking.py [--campaigns 200] [--instance genai-image] [--wor] [--ties] [--tilt K] [--timing]``
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import time
 
 import numpy as np
 
+from algorithms import ranking
 from algorithms.instances import resolve_instance
 from algorithms.policies import make_policy
 from algorithms.prompt_level import bradley_terry_prompts
@@ -146,8 +150,13 @@ def main() -> None:
     ap.add_argument("--delta", type=float, default=0.05)
     ap.add_argument("--wor", action="store_true", help="also campaigns without replacement (4 models)")
     ap.add_argument("--ties", action="store_true", help="also campaigns with ties (genai-image-ties)")
+    ap.add_argument(
+        "--tilt", type=float, default=None, help="ALPHA_TILT of the betting intervals (default: the module's)"
+    )
     ap.add_argument("--timing", action="store_true", help="only the betting intervals' seconds on random counts")
     a = ap.parse_args()
+    if a.tilt is not None:
+        ranking.ALPHA_TILT = a.tilt  # betting_field_intervals reads it at each call
     if a.timing:
         timing()
         return
@@ -159,6 +168,7 @@ def main() -> None:
     hit = dict.fromkeys(kinds, 0)
     every = dict.fromkeys(kinds, 0)  # every model's interval covers at once
     width: dict[str, list[float]] = {k: [] for k in kinds}
+    every_width: list[np.ndarray] = []  # the betting widths of every model
     truths = (P.sum(axis=1) - 0.5) / (L - 1)
     for c in range(a.campaigns):
         win, W, N = stopped_campaign(P, inst.costs, a.delta, seed=c)
@@ -171,6 +181,8 @@ def main() -> None:
             hit[name] += int(low[win] <= truths[win] <= high[win])
             every[name] += int(np.all((low <= truths) & (truths <= high)))
             width[name].append(high[win] - low[win])
+            if name == "betting":
+                every_width.append(high - low)
     print(f"{a.instance}, dctas-pc, delta {a.delta}, {a.campaigns} campaigns; 95% intervals of the winner")
     for name in kinds:
         print(
@@ -179,6 +191,11 @@ def main() -> None:
         )
     print(
         f"  betting / anytime median width ratio {np.median(np.array(width['betting']) / np.array(width['anytime'])):.3f}"
+    )
+    by_model = np.median(np.array(every_width), axis=0)
+    print(
+        "  betting median width of each model (true win rate): "
+        + ", ".join(f"{by_model[m]:.3f} ({truths[m]:.2f})" for m in np.argsort(-truths))
     )
     if a.ties:
         tie_campaigns(a.campaigns, a.delta)

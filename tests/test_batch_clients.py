@@ -464,3 +464,12 @@ def test_a_batch_answer_keeps_the_log_probabilities_a_judge_with_verdict_probabi
     choice["logprobs"] = {"content": [{"token": "A", "top_logprobs": [{"token": "A"}]}]}
     again = collector.completion(client, BatchResult("r2", data={"choices": [choice], "usage": usage}))
     assert isinstance(again, Completion) and again.text == "[[A]]" and again.logprobs is None
+
+
+def test_the_calls_of_a_batch_not_sent_fail_with_the_providers_error_said_once():
+    from service.cycle.batch_collector import unsent
+
+    err = unsent(ClientError("upload refused", 500, 3))
+    assert str(err) == "batch not sent or not collected: upload refused | status 500 | 3 attempts"
+    assert (err.status_code, err.attempts) == (500, 3)
+    assert str(unsent(TimeoutError("slow"))) == "batch not sent or not collected: slow | 1 attempt"

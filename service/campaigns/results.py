@@ -59,9 +59,18 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
 from . import policy_log
-from .audit_files import AnswerFiles, iter_judgment_lines
-from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, style_duels, window_start
-from .judge_bias import judge_bias
+from .audit_files import answer_files, iter_judgment_lines
+from .export_stream import (
+    LogMeta,
+    answer_rows,
+    json_file,
+    judge_calls,
+    judged_duels,
+    lines_in_pages,
+    style_duels,
+    window_start,
+)
+from .judge_bias import BiasTally, judge_bias
 from .style import StyleRows
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
@@ -455,7 +464,7 @@ class Results:
         L = len(names)
         wins = [[0] * L for _ in range(L)]
         ties = [[0] * L for _ in range(L)]
-        style, answers, hashes = StyleRows(), AnswerFiles(names), set()
+        style, hashes = StyleRows(), set[str]()
 
         def battle_lines(s, lm: LogMeta) -> Iterator[str]:
             for d in judged_duels(s, campaign_id, lm):
@@ -468,11 +477,6 @@ class Results:
                     ties[a][b] += 1
                     ties[b][a] += 1
                 style.add(d)
-                answers.add(d)
-                for field in ("answer_a", "answer_b"):
-                    text = d.get(field)
-                    if text and IMAGE_TAG in text:  # a plain substring test first: the pattern is dear per answer
-                        hashes.update(IMAGE_NAME.findall(text))
                 line = self._battle(names, campaign_id, d)
                 if line is not None:
                     yield json.dumps(line)
@@ -491,12 +495,19 @@ class Results:
             yield from json_file("ranking.json", [json.dumps(ranking, indent=1) + "\n"])
             rows = [row for cat in by_category for row in cat["rows"]]
             yield from json_file("ranking_by_category.csv", [_csv(RANKING_BY_CATEGORY_COLUMNS, rows)])
-            yield from json_file("judge_bias.json", [json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"])
-            judged = judged_duels(s, campaign_id, lm, answers=False, detail=True)
+            # the judge bias is counted on the pass that writes judgments.jsonl (image answers: their sizes
+            # are read apart, by judge_bias)
+            judge, models = s.execute(select(Campaign.judge, Campaign.models).where(Campaign.id == campaign_id)).one()
+            images = any(m.get("output") == "image" for m in models or [])
+            bias = BiasTally(dict(judge or {}), list(models or []))
+            judged = judge_calls(s, campaign_id, lm, None if images else bias.count)
             yield from json_file("judgments.jsonl", lines_in_pages(iter_judgment_lines(names, judged)))
-        yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
-        for path, text in answers.files().items():
-            yield from json_file(path, [text])
+            report = self.judge_bias(campaign_id) if images else {"campaign_id": campaign_id, **bias.report()}
+            yield from json_file("judge_bias.json", [json.dumps(report, indent=1) + "\n"])
+            yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
+            # the model answer files: the answers read once more, by model and prompt (streamed, not gathered)
+            for path, lines in answer_files(names, _image_names(answer_rows(s, campaign_id), hashes), lm.question):
+                yield from json_file(path, lines_in_pages(lines))
         yield '}, "images": {'
         for k, (path, b64) in enumerate(self._export_images(campaign_id, hashes)):
             yield from json_file(path, [b64], first=k == 0)
@@ -545,6 +556,14 @@ class Results:
                 if r is not None:
                     ext = r.media_type.split("/")[-1].replace("jpeg", "jpg")
                     yield f"images/{r.sha256}.{ext}", base64.b64encode(bytes(r.data)).decode("ascii")
+
+
+def _image_names(rows: Iterator[Any], hashes: set[str]) -> Iterator[Any]:
+    """``rows`` (answers) as they are, the images each names added to ``hashes`` on the way."""
+    for r in rows:
+        if IMAGE_TAG in r.answer:  # a plain substring test first: the pattern is dear per answer
+            hashes.update(IMAGE_NAME.findall(r.answer))
+        yield r
 
 
 def _num(x: float) -> float | None:

@@ -215,9 +215,10 @@ class Collector:
         try:
             await self._send_batch(items)
         except BaseException as exc:  # its callers fail with the batch (else they would wait for ever)
+            why = unsent(exc)
             for p in items:
                 if not p.future.done():
-                    p.future.set_result(ClientError(f"batch not sent or not collected: {exc}"))
+                    p.future.set_result(why)
             raise
 
     async def _send_batch(self, items: list[Parked]) -> None:
@@ -367,6 +368,14 @@ def pregen_batches(jobs: BatchJobs, http: Callable[[], httpx.AsyncClient]) -> Ca
         )
 
     return start
+
+
+def unsent(exc: BaseException) -> ClientError:
+    """The error of the calls of a batch that was not sent or not collected: a provider's error keeps its
+    status and attempts (once: not repeated in the message)."""
+    if isinstance(exc, ClientError):
+        return ClientError(f"batch not sent or not collected: {exc.message}", exc.status_code, exc.attempts)
+    return ClientError(f"batch not sent or not collected: {exc}")
 
 
 async def submit_once(api: BatchAPI, requests: list[BatchRequest], key: str) -> str:

@@ -5,14 +5,17 @@ provider has billed the calls. When the database connection dies under that tran
 restarted, a network cut, PostgreSQL's ``idle_in_transaction_session_timeout`` ending a stalled
 session, SQLAlchemy then invalidating the connection), whether the commit happened is unknown. Giving
 the duel up would leave what the provider billed out of the ledger; running the transaction again
-blindly could charge it twice. :func:`store_paid` does neither: it waits for the database to answer
-again (:data:`WAIT_S` at most), reads the duel on a fresh connection, and
+blindly could charge it twice. :func:`once_committed` does neither: it waits for the database to
+answer again (:data:`WAIT_S` at most), looks on a fresh connection at what the transaction writes, and
 
-- when the lost transaction committed (the duel left the state it was in before: its answers
-  stored, its verdict recorded, see :func:`committed`), returns the duel as it stands;
+- when the lost transaction committed, takes what it wrote (:func:`store_paid`, a duel's answers or
+  verdict: the duel left the state it was in before, see :func:`committed`; a pre-generated answer,
+  service/campaigns/pregeneration.py: its budget hold is gone);
 - when it did not, runs it again (at most :data:`TRIES` times in all).
 
-The transaction's own statements are unchanged, so a run of it that commits is the only one that
+Both drivers' transactions are covered: SQLAlchemy's (a background run, a batch round, SQLite) and the
+asyncpg one of an annotator's or the admin's duel on PostgreSQL (:func:`lost`). The transaction's own
+statements are unchanged, so a run of it that commits is the only one that
 did. A database still unreachable after :data:`WAIT_S` raises the error as before (the caller gives
 the duel up; docs/reliability.md, Ledger).
 """
@@ -22,18 +25,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns.tasks import in_thread
-from ..campaigns.types import DuelOutcome
+from ..db import is_connection_error
 from ..models import Campaign, Duel
+from .tasks import in_thread
+from .types import DuelOutcome
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .service_port import HotService
+
+class _Deps(Protocol):
+    @property
+    def db(self) -> Any: ...
+
+    @property
+    def views(self) -> Any: ...
+
+
+class HotService(Protocol):
+    """What :func:`store_paid` uses of the cycle (service.cycle.service_port.HotService has it)."""
+
+    @property
+    def deps(self) -> _Deps: ...
+
+
+T = TypeVar("T")
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -43,6 +62,12 @@ TRIES = 3
 WAIT_S = 60.0
 #: The longest pause between two attempts to reach the database again.
 PAUSE_MAX_S = 5.0
+
+
+def lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the transaction's connection was lost (SQLAlchemy invalidated it, or the
+    asyncpg driver's connection broke: :func:`service.db.is_connection_error`)."""
+    return (isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)) or is_connection_error(exc)
 
 
 def committed(stage: str, status: str, answered_at: Any, judged_at: Any) -> bool:
@@ -78,27 +103,38 @@ async def store_paid(
 ) -> DuelOutcome:
     """``await attempt()`` (the duel's ``stage`` transaction); after a lost connection, its outcome as
     stored when it committed, else ``attempt()`` again (the module's rule)."""
+    return await once_committed(
+        attempt, lambda: in_thread(stored_outcome_tx, svc, duel_id, stage), what=f"duel {duel_id}'s {stage}"
+    )
+
+
+async def once_committed(
+    attempt: Callable[[], Awaitable[T]], written: Callable[[], Awaitable[T | None]], *, what: str
+) -> T:
+    """``await attempt()`` (a paid result's transaction); after a lost connection, ``await written()``
+    on a fresh one (once the database answers): its result when the lost transaction committed (not
+    None), else ``attempt()`` again, :data:`TRIES` times in all."""
     for n in range(1, TRIES + 1):
         try:
             return await attempt()
-        except DBAPIError as exc:
-            if not exc.connection_invalidated or n == TRIES:
+        except Exception as exc:
+            if not lost(exc) or n == TRIES:
                 raise
-            log.warning("duel %s: the connection was lost under its %s transaction; checking it", duel_id, stage)
-            stored = await _once_reachable(lambda: in_thread(stored_outcome_tx, svc, duel_id, stage), exc)
-        if stored is not None:
-            return stored
+            log.warning("the connection was lost under the transaction of %s; checking whether it committed", what)
+            done = await _once_reachable(written, exc)
+        if done is not None:
+            return done
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-async def _once_reachable(read: Callable[[], Awaitable[DuelOutcome | None]], lost: DBAPIError) -> DuelOutcome | None:
-    """``await read()`` once the database answers again; ``lost`` raised after :data:`WAIT_S` without it."""
+async def _once_reachable(read: Callable[[], Awaitable[T | None]], error: Exception) -> T | None:
+    """``await read()`` once the database answers again; ``error`` raised after :data:`WAIT_S` without it."""
     deadline, pause = time.monotonic() + WAIT_S, 0.1
     while True:
         try:
             return await read()
         except DBAPIError:
             if time.monotonic() + pause > deadline:
-                raise lost from None
+                raise error from None
         await asyncio.sleep(pause)
         pause = min(2 * pause, PAUSE_MAX_S)
