@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import case, func, select, union_all
+from sqlalchemy import Text, case, cast, func, select, union_all
 
 from algorithms.vocabulary import DuelStatus
 
@@ -206,7 +206,16 @@ def _judged_pages(s, campaign_id: int, cols: Any, after: int) -> Iterator[list[A
         after = page[-1].id
 
 
-_STYLE_COLUMNS = (Duel.id, Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.counted, Duel.score, Duel.answer_style)
+#: the stored style features as their JSON text: a page's are decoded in one call (:func:`_decoded`)
+_STYLE_COLUMNS = (
+    Duel.id,
+    Duel.model_i,
+    Duel.model_j,
+    Duel.a_is_i,
+    Duel.counted,
+    Duel.score,
+    cast(Duel.answer_style, Text).label("answer_style"),
+)
 
 
 def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
@@ -215,14 +224,15 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
     :data:`PAGE` at a time; the answers' text only for a duel stored without them."""
     for page in _judged_pages(s, campaign_id, _STYLE_COLUMNS, after):
         counted = [r for r in page if r.counted and r.score is not None]
-        missing = [r.id for r in counted if r.answer_style is None]
+        styles = _decoded([r.answer_style for r in counted])
+        missing = [r.id for r, style in zip(counted, styles) if style is None]
         texts = {}
         if missing:
             texts = {
                 r.id: (r.answer_a, r.answer_b)
                 for r in s.execute(select(Duel.id, Duel.answer_a, Duel.answer_b).where(Duel.id.in_(missing)))
             }
-        for r in counted:
+        for r, style in zip(counted, styles):
             a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
             answer_a, answer_b = texts.get(r.id, (None, None))
             yield {
@@ -231,10 +241,18 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
                 "model_i": r.model_i,
                 "counted": True,
                 "score": r.score,
-                "style": r.answer_style,
+                "style": style,
                 "answer_a": answer_a,
                 "answer_b": answer_b,
             }
+
+
+def _decoded(texts: list[str | None]) -> list[Any]:
+    """JSON ``texts`` decoded in one call (a call per value costs more than the decoding of a short one);
+    None (SQL NULL) stays None."""
+    if not texts:
+        return []
+    return json.loads("[" + ",".join("null" if t is None else t for t in texts) + "]")
 
 
 def json_string(pieces: Iterable[str]) -> Iterator[str]:

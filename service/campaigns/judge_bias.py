@@ -138,22 +138,26 @@ class BiasTally:
         lengths: tuple[int | None, int | None],
         shown: tuple[int, int] | None = None,
         areas: tuple[int | None, int | None] | None = None,
+        n: int = 1,
     ) -> None:
         """Count one judged duel: its ``choice``, its judge's ``detail``, the ``lengths`` of its answers as shown,
         the models shown as a and b (``shown``: needed when the judge is a contestant) and the image answers'
-        pixels (``areas``, None for text answers)."""
+        pixels (``areas``, None for text answers); ``n`` such duels at once (a grouped read of the log: a judge
+        that is not an LLM, whose detail says only whether the verdict was reused)."""
+        if n != 1 and (self.llm or (detail or {}).get("jurors")):
+            raise ValueError("an LLM judge's verdicts are counted one by one")
         if self.own and choice in ("a", "b") and shown is not None:  # every decisive duel, reused or not
             for m, tally in self.own.items():
                 if m in shown:
-                    tally[0] += 1
-                    tally[1] += int(shown[0 if choice == "a" else 1] == m)
+                    tally[0] += n
+                    tally[1] += n * int(shown[0 if choice == "a" else 1] == m)
         area_a, area_b = areas if areas is not None else (None, None)
         if area_a is not None:
             self.images = True
         detail = detail or {}
         if "reused_verdict" in detail:
             return
-        self.verdicts += 1
+        self.verdicts += n
         for j in detail.get("jurors") or []:
             if isinstance(j, dict) and "agrees" in j:
                 tally = self.agree.setdefault(str(j.get("name")), [0, 0])
@@ -162,15 +166,15 @@ class BiasTally:
         if self.llm:
             self._calls(detail)
         elif choice in ("a", "b"):
-            self.decisive += 1
-            self.first += int(choice == "a")
+            self.decisive += n
+            self.first += n * int(choice == "a")
         len_a, len_b = lengths
         if choice in ("a", "b") and len_a is not None and len_b is not None and len_a != len_b:
-            self.decided += 1
-            self.longer += int((choice == "a") == (len_a > len_b))
+            self.decided += n
+            self.longer += n * int((choice == "a") == (len_a > len_b))
         if choice in ("a", "b") and area_a is not None and area_b is not None and area_a != area_b:
-            self.sized += 1
-            self.larger += int((choice == "a") == (area_a > area_b))
+            self.sized += n
+            self.larger += n * int((choice == "a") == (area_a > area_b))
 
     def _calls(self, detail: dict) -> None:
         by_juror: dict[Any, list[str]] = {}

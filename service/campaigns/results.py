@@ -50,7 +50,7 @@ from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import Text, case, cast, func, literal, literal_column, select
 
 from algorithms.csv_cells import write_csv
 from algorithms.ranking import Ranking, bootstrap_ranking
@@ -93,6 +93,9 @@ RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low"
 # (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
 RUNNING_REPS = 250
 RANKING_CACHE = 64
+#: judges whose bias report is counted from one grouped read of the log (their detail says no more than
+#: whether a verdict was reused); an LLM judge's, a jury's and a hybrid judge's are read duel by duel
+GROUPED_BIAS_JUDGES = ("simulated", "human")
 
 
 class Results:
@@ -110,12 +113,21 @@ class Results:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
         cid = c.id
         counted = (Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.counted, Duel.score.is_not(None))
-        by_category = s.execute(
-            select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
-            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index), isouter=True)
-            .where(*counted)
-            .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
-        ).all()
+        # one category for every prompt (none, most often): the log grouped without the prompts' join
+        cats = s.execute(select(Prompt.category).where(Prompt.campaign_id == cid).distinct().limit(2)).scalars().all()
+        if len(cats) <= 1:
+            one = literal(cats[0] if cats else None, Prompt.category.type).label("category")
+            grouped = select(one, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id)).where(*counted)
+            by_category = s.execute(grouped.group_by(Duel.model_i, Duel.model_j, Duel.score)).all()
+        else:
+            by_category = s.execute(
+                select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
+                .join(
+                    Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index), isouter=True
+                )
+                .where(*counted)
+                .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
+            ).all()
         # paid calls and their total per model, by the rule of the campaign view's observed cost
         # (Views.observed_costs: a zero-cost reuse of a stored answer is no call)
         observed = self.views.observed_costs(s, cid)
@@ -160,7 +172,7 @@ class Results:
     def _ranking(data: dict[str, Any], seed: int, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
         view = data["view"]
         names = [m["name"] for m in view["models"]]
-        r = _rank(data["outcomes"], len(names), INTERVAL)
+        r = _betting(data)
         boot = _rank(data["outcomes"], len(names), "bootstrap", reps=reps, seed=seed) if reps else None
         out = []
         for rank, m in enumerate(r.order, 1):
@@ -190,7 +202,8 @@ class Results:
         names = [m["name"] for m in data["view"]["models"]]
         out = []
         for cat in sorted(data["categories"], key=lambda x: (x == NO_CATEGORY, x)):
-            r = _rank(data["categories"][cat], len(names), INTERVAL)
+            # one category: its duels are the campaign's, its intervals the ranking's (computed once)
+            r = _betting(data) if len(data["categories"]) == 1 else _rank(data["categories"][cat], len(names), INTERVAL)
             rows = [
                 {
                     "category": cat,
@@ -415,6 +428,11 @@ class Results:
             if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
                 return cache[key]
             after = window_start(s, campaign_id, last)
+            judge, models = dict(c.judge or {}), list(c.models or [])
+            images = any(m.get("output") == "image" for m in models)
+            if judge.get("kind") in GROUPED_BIAS_JUDGES and not images:
+                out = {"campaign_id": campaign_id, **_grouped_bias(s, campaign_id, after, BiasTally(judge, models))}
+                return self._keep_bias(cache, key, out, last)
             rows = s.execute(
                 select(
                     Duel.choice,
@@ -432,10 +450,12 @@ class Results:
                 )
                 .order_by(Duel.id)
             ).all()
-            judge, models = dict(c.judge or {}), list(c.models or [])
-            if any(m.get("output") == "image" for m in models):  # image answers: their sizes (larger_image_wins)
+            if images:  # image answers: their sizes (larger_image_wins)
                 rows = self._with_image_areas(s, campaign_id, rows, after)
-        out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
+        return self._keep_bias(cache, key, {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}, last)
+
+    @staticmethod
+    def _keep_bias(cache: dict, key: tuple, out: dict[str, Any], last: int | None) -> dict[str, Any]:
         if last is not None:
             out["window"] = last
         if len(cache) >= RANKING_CACHE:
@@ -564,6 +584,43 @@ def _image_names(rows: Iterator[Any], hashes: set[str]) -> Iterator[Any]:
         if IMAGE_TAG in r.answer:  # a plain substring test first: the pattern is dear per answer
             hashes.update(IMAGE_NAME.findall(r.answer))
         yield r
+
+
+def _grouped_bias(s, campaign_id: int, after: int, tally: BiasTally) -> dict[str, Any]:
+    """The judge bias report of a judge that is not an LLM (:data:`GROUPED_BIAS_JUDGES`) from one grouped read
+    of the judged duels with an id above ``after``: per choice, which answer is longer, whether the verdict
+    was reused (and the models shown, when the judge is a contestant), how many duels; its judge detail
+    decoded for none of them."""
+    len_a, len_b = func.length(Duel.answer_a), func.length(Duel.answer_b)
+    cols = [
+        Duel.choice.label("choice"),
+        case(
+            (len_a > len_b, literal_column("1")), (len_a < len_b, literal_column("-1")), else_=literal_column("0")
+        ).label("longer"),
+        cast(Duel.judge_detail, Text).like('%"reused_verdict"%').label("reused"),
+    ]
+    if tally.own:
+        cols += [
+            case((Duel.a_is_i, Duel.model_i), else_=Duel.model_j).label("model_a"),
+            case((Duel.a_is_i, Duel.model_j), else_=Duel.model_i).label("model_b"),
+        ]
+    judged = (Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+    inner = select(*cols).where(*judged, Duel.id > after).subquery()
+    keys = [inner.c[col.name] for col in cols]
+    for r in s.execute(select(*keys, func.count().label("n")).group_by(*keys)):
+        shown = (int(r.model_a), int(r.model_b)) if tally.own else None
+        lengths = {1: (1, 0), -1: (0, 1)}.get(int(r.longer), (0, 0))
+        detail = {"reused_verdict": True} if r.reused else None
+        tally.count(r.choice, detail, lengths=lengths, shown=shown, n=int(r.n))
+    return tally.report()
+
+
+def _betting(data: dict[str, Any]) -> Ranking:
+    """The ranking of the campaign's counted outcomes with its anytime-valid intervals, computed once per
+    ``data`` (:meth:`Results._results_data`, itself once per version of the campaign)."""
+    if "betting" not in data:
+        data["betting"] = _rank(data["outcomes"], len(data["view"]["models"]), INTERVAL)
+    return data["betting"]
 
 
 def _num(x: float) -> float | None:
