@@ -188,18 +188,23 @@ def answer_rows(s, campaign_id: int) -> Iterator[Any]:
     ]
     both = union_all(*sides).subquery()
     query = select(both).order_by(both.c.model, both.c.prompt_index, both.c.id)
-    yield from s.execute(query, execution_options={"yield_per": PAGE})
+    # Core, not the session's ORM execution: rows of plain columns, without its per-row loading
+    yield from s.connection().execute(query.execution_options(yield_per=PAGE))
 
 
 def _judged_pages(s, campaign_id: int, cols: Any, after: int) -> Iterator[list[Any]]:
     """The ``cols`` of the campaign's judged duels with an id above ``after``, oldest first, :data:`PAGE` rows a page."""
     while True:
-        page = s.execute(
-            select(*cols)
-            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
-            .order_by(Duel.id)
-            .limit(PAGE)
-        ).all()
+        page = (
+            s.connection()
+            .execute(  # Core: plain rows, without the ORM loading of each (as answer_rows)
+                select(*cols)
+                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
+                .order_by(Duel.id)
+                .limit(PAGE)
+            )
+            .all()
+        )
         yield page
         if len(page) < PAGE:
             return
