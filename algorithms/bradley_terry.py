@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy import stats
 from scipy.special import expit
 
 __all__ = ["BTResult", "fit_bradley_terry", "elo_to_preference", "is_strongly_connected"]
@@ -211,6 +210,8 @@ def fit_bradley_terry(
     C = np.eye(L) - np.ones((L, L)) / L
     cov = C @ np.linalg.pinv(info, hermitian=True) @ C
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    from scipy import stats  # here, not at import: scipy.stats is ~1 s of CPU that a server start need not pay
+
     z = float(stats.norm.ppf(0.5 + ci_level / 2.0))
     ratings = base + ELO_SCALE * theta
     return BTResult(

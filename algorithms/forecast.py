@@ -45,7 +45,6 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.optimize import minimize
 
 from .instance import Instance, condorcet_winner
 from .oracle import solve_oracle
@@ -212,6 +211,8 @@ def _laplace(
         np.add.at(grad, iu, g_pair)
         np.add.at(grad, ju, -g_pair)
         return float(nll), grad
+
+    from scipy.optimize import minimize  # here, not at import: scipy.optimize is ~0.5 s of CPU
 
     res = minimize(objective, np.zeros(L), jac=True, method="L-BFGS-B")
     theta_hat = res.x

@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/bench_certificates.py --part dctas --trials 500 --jobs 2
     .venv/bin/python benchmarks/bench_certificates.py --part union --trials 500 --error-trials 600 --jobs 2 --json
     .venv/bin/python benchmarks/bench_certificates.py --part bets --trials 400 --json
+    .venv/bin/python benchmarks/bench_certificates.py --part profile --trials 500 --jobs 2 --json
     .venv/bin/python benchmarks/bench_certificates.py --quick          # every part, few trials
 
 ``tests``: at delta = 0.01 on synthetic k=4, k=19, search and the tie-heavy genai-image-ties4
@@ -25,8 +26,13 @@ delta = 0.01 the mean cost / c_pc* of both levels and of the paper's dctas on th
 on synthetic k=4, k=19, search and a 5-arm intransitive instance with a winner; ``--json``
 prints the figures as one JSON object. ``bets``: one pair alone, the default test's expected
 number of duels to certify at level delta / L (L = 3, or ``--bet-divisor``; delta = 0.01) against a single constant
-bet at the Kelly size for the true mean (an oracle no test has) and an aGRAPA plug-in bet
-(Waudby-Smith and Ramdas 2024), same outcomes, in units of ``log(1/(4 delta)) / K_inf``.
+bet at the Kelly size for the true mean (an oracle no test has), an aGRAPA plug-in bet and an ONS
+bet (Waudby-Smith and Ramdas 2024), same outcomes, in units of ``log(1/(4 delta)) / K_inf``.
+``profile``: where the gap to c_pc* is, on synthetic k=4, k=19 and search at delta = 0.01: the
+default's cost and its share spent on the Condorcet winner's pairs, the winner's pairs certified
+each alone (the default mixture and the oracle Kelly bet, at the level delta / L and delta), the
+portfolio option and the portfolio with its pool paid to the known winner before the first duel
+(``bench_pooled.py``, variant ``known``: a reference that needs the answer).
 """
 
 from __future__ import annotations
@@ -246,7 +252,7 @@ def part_bets(a: argparse.Namespace) -> dict:
     print(
         f"one pair, level delta/L (L = {L:g}, delta = {delta}), {a.trials} trials, seed {a.seed}: E[duels] K_inf / log(1/(4 delta))"
     )
-    print(f"{'win':>5} {'tie':>5} {'K_inf':>7} {'default':>8} {'oracle bet':>10} {'aGRAPA':>7}", flush=True)
+    print(f"{'win':>5} {'tie':>5} {'K_inf':>7} {'default':>8} {'oracle bet':>10} {'aGRAPA':>7} {'ONS':>6}", flush=True)
     for win, tie in ((0.45, 0.0), (0.40, 0.0), (0.35, 0.0), (0.25, 0.4)):
         # m's score: 1 with prob. win, 1/2 with prob. tie, else 0 (mean below 1/2: "m beaten" is true)
         u = rng.random((a.trials, n_max))
@@ -277,6 +283,18 @@ def part_bets(a: argparse.Namespace) -> dict:
             s1 += y[:, t]
             s2 += y[:, t] ** 2
             n_ag = np.where((lw_a >= thr) & (n_ag == n_max), t + 1, n_ag)
+        # ONS (online Newton step, Cutkosky and Orabona 2018, as in Waudby-Smith and Ramdas 2024), in [0, 1.6]
+        lw_o = np.zeros(a.trials)
+        n_on = np.full(a.trials, n_max)
+        lam_o = np.zeros(a.trials)
+        acc = np.ones(a.trials)
+        for t in range(n_max):
+            u = 0.5 - y[:, t]
+            lw_o += np.log1p(lam_o * u)
+            n_on = np.where((lw_o >= thr) & (n_on == n_max), t + 1, n_on)
+            grad = -u / (1 + lam_o * u)
+            acc += grad * grad
+            lam_o = np.clip(lam_o - 2 / (2 - np.log(3)) * grad / acc, 0.0, 1.6)
         unit = float(np.log(1 / (4 * delta))) / k_inf
         row = {
             "win": win,
@@ -285,13 +303,112 @@ def part_bets(a: argparse.Namespace) -> dict:
             "default": float(n_def.mean()) / unit,
             "oracle_bet": float(n_orc.mean()) / unit,
             "agrapa": float(n_ag.mean()) / unit,
+            "ons": float(n_on.mean()) / unit,
         }
         out.append(row)
         print(
-            f"{win:>5} {tie:>5} {k_inf:>7.4f} {row['default']:>8.3f} {row['oracle_bet']:>10.3f} {row['agrapa']:>7.3f}",
+            f"{win:>5} {tie:>5} {k_inf:>7.4f} {row['default']:>8.3f} {row['oracle_bet']:>10.3f} {row['agrapa']:>7.3f} "
+            f"{row['ons']:>6.3f}",
             flush=True,
         )
     return {"pairs": out}
+
+
+def _alone_duels(win: float, tie: float, thr: float, trials: int, rng: np.random.Generator, bets: str) -> float:
+    """Mean duels for one pair alone to certify "m beaten" at log-wealth ``thr`` (and m behind), m's law (win, tie).
+
+    ``bets``: ``"default"`` (the betting test's mixture, the kernel's tables) or ``"oracle"`` (one constant
+    bet at the Kelly size of the true law). A trial that has not certified at ``cap`` duels counts as ``cap``.
+    """
+    mus = np.linspace(0.0, 1.99, 2000)
+    growth = sum(q * np.log1p(mus * (0.5 - v)) for v, q in ((1.0, win), (0.5, tie), (0.0, 1.0 - win - tie)))
+    if bets == "default":
+        lf, lpi = np.asarray(kern.PC_BET_LF), np.asarray(kern.PC_BET_LPI)
+    else:
+        mu = float(mus[growth.argmax()])
+        lf, lpi = np.log1p(mu * (0.5 - 0.25 * np.arange(5)))[:, None], np.zeros(1)
+    cap = int(40 * thr / max(float(growth.max()), 1e-9)) + 1000
+    total, block = 0.0, 1000
+    for c0 in range(0, trials, 50):
+        nt = min(50, trials - c0)
+        lw = np.tile(lpi, (nt, 1))
+        x = np.zeros(nt)
+        hit = np.full(nt, cap, dtype=np.int64)
+        n = 0
+        while n < cap and (hit == cap).any():
+            u = rng.random((nt, block))
+            lv = np.where(u < win, 4, np.where(u < win + tie, 2, 0))
+            cum = np.cumsum(lf[lv], axis=1) + lw[:, None, :]
+            top = cum.max(axis=2)
+            tot = top + np.log(np.exp(cum - top[..., None]).sum(axis=2))
+            xs = x[:, None] + np.cumsum(lv / 4.0, axis=1)
+            ns = n + np.arange(1, block + 1)
+            ok = (tot >= thr) & (xs < ns / 2.0)
+            first = np.where(ok.any(axis=1), ok.argmax(axis=1) + n + 1, cap)
+            hit = np.where(hit == cap, np.minimum(first, cap), hit)
+            lw, x, n = cum[:, -1, :], xs[:, -1], n + block
+        total += float(hit.sum())
+    return total / trials
+
+
+def part_profile(a: argparse.Namespace) -> dict:
+    """Where the gap to c_pc* comes from: sampling against the test, and the union against learning the leader."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_pooled  # noqa: PLC0415 (its kernels compile on import)
+
+    delta = 0.01
+    port = dict(bench_pooled.VARIANTS["portfolio (rho=0.1 z0=0.5 eta=1)"])
+    rng = np.random.default_rng(a.seed)
+    out = []
+    print(f"where the gap is, delta = {delta}, {a.trials} trials, seed {a.seed}; cost / c_pc* log(1/(4 delta))")
+    print(
+        f"{'instance':<16} {'default':>8} {'winner share':>12} {'alone d/L':>9} {'Kelly d/L':>9} {'alone d':>8} "
+        f"{'Kelly d':>8} {'portfolio':>9} {'known':>6} {'sec':>5}",
+        flush=True,
+    )
+    for name in ("synthetic:k=4", "synthetic:k=19", "search"):
+        t0 = time.perf_counter()
+        inst = resolve_instance(name)
+        L, cw, lb = inst.L, inst.condorcet_winner, solve_pc_oracle(inst).lower_bound(delta)
+        r = simulate(inst, "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs)
+        c = np.asarray(inst.costs, dtype=float)
+        pairs = [(i, j) for i in range(L) for j in range(i + 1, L)]
+        pair_cost = np.array([c[i] + c[j] for i, j in pairs])
+        spend = r.pair_pulls * pair_cost
+        on_cw = np.array([cw in pr for pr in pairs])
+        P, TIE = np.asarray(inst.preference), inst.tie_matrix()
+        alone = {}
+        for key, thr, bets in (
+            ("alone d/L", np.log(L / delta), "default"),
+            ("Kelly d/L", np.log(L / delta), "oracle"),
+            ("alone d", np.log(1 / delta), "default"),
+            ("Kelly d", np.log(1 / delta), "oracle"),
+        ):
+            spent = 0.0
+            for m in range(L):
+                if m != cw:
+                    tie = float(TIE[m, cw])
+                    n = _alone_duels(float(P[m, cw]) - tie / 2, tie, float(thr), a.trials, rng, bets)
+                    spent += (c[m] + c[cw]) * n
+            alone[key] = spent / lb
+        pc, _, _ = bench_pooled.run(inst, delta, a.trials, a.seed, port)
+        kc, _, _ = bench_pooled.run(inst, delta, a.trials, a.seed, {**port, "known": cw})
+        row = {
+            "instance": name,
+            "default": float(r.costs.mean() / lb),
+            "winner_share": float(spend[:, on_cw].sum() / spend.sum()),
+            **{k.replace(" ", "_").replace("/", ""): v for k, v in alone.items()},
+            "portfolio": float(pc.mean() / lb),
+            "portfolio_known_winner": float(kc.mean() / lb),
+        }
+        out.append(row)
+        print(
+            f"{name:<16} {row['default']:>8.3f} {row['winner_share']:>12.3f} "
+            + " ".join(f"{alone[k]:>{max(8, len(k))}.3f}" for k in alone)
+            + f" {row['portfolio']:>9.3f} {row['portfolio_known_winner']:>6.3f} {time.perf_counter() - t0:>5.0f}",
+            flush=True,
+        )
+    return {"instances": out}
 
 
 PARTS = {
@@ -301,6 +418,7 @@ PARTS = {
     "errors": part_errors,
     "explore": part_explore,
     "dctas": part_dctas,
+    "profile": part_profile,
 }
 
 

@@ -9,16 +9,21 @@ verdict ``v_ij(p)`` in ``{0, 1/2, 1}`` of every pair on every prompt, and every
 protocol in trial ``t`` reads that same table. The truth is the table's prompt-set
 Condorcet winner (a table without one is redrawn). An answer is paid once per
 (model, prompt) and a verdict once per (pair, prompt) in every protocol (answer and
-verdict reuse, the cheapest reading of each); a duel's verdict is two judge calls
-(both presentation orders) unless the protocol asks for one. The judges here are
-order-consistent (both orders agree), so the orders a protocol asks for change its
-cost, not its information.
+verdict reuse, the cheapest reading of each); a verdict costs the judge calls the
+protocol asks for (two for both presentation orders, one for one order). The judges
+here are order-consistent (both orders agree), so the orders a protocol asks for
+change its cost, not its information.
 
 Protocols, each implemented from its public description:
 
-* ``llmduel``: the service's default for an LLM judge with reuse (``dctas-pc``,
-  prompts drawn without replacement, ties as halves), stepped through the project's
-  own policy (:func:`algorithms.prompt_policy_sim.policy_campaign`, mode ``wor``).
+* ``llmduel``: the service's default campaign with an LLM judge (``dctas-pc``,
+  ``answers: reuse``, ``verdicts: reuse``, ``prompt_sampling: auto`` resolving to
+  without replacement, ties as halves, delta tested at ``delta / L`` per certificate,
+  the judge's ``orders: auto``), stepped through the project's own policy
+  (:func:`algorithms.prompt_policy_sim.policy_campaign`, mode ``wor``, ``orders="auto"``:
+  each verdict in both orders until the judge's own verdicts show that one order is
+  cheaper, then one order with a 2% share of both-order checks; the policy is told the
+  cost of two calls, as the service tells it).
 * ``arena_hard``: arena-hard-auto (Li et al. 2024, "From Crowdsourced Data to
   High-Quality Benchmarks: Arena-Hard and BenchBuilder Pipeline", arXiv:2406.11939;
   github.com/lmarena/arena-hard-auto, v0.1: 500 questions, a fixed baseline model):
@@ -30,7 +35,8 @@ Protocols, each implemented from its public description:
 * ``chatbot_arena``: Chatbot Arena (Chiang et al. 2024, "Chatbot Arena: An Open
   Platform for Evaluating LLMs by Human Preference", arXiv:2403.04132, Sections 4-5):
   uniformly random pairs, one prompt per battle (uniform over the prompt set, with
-  replacement), a Bradley-Terry fit with a percentile bootstrap (100 rounds, 95%) of
+  replacement), one vote per battle (a user reads the two answers side by side once:
+  one judge call), a Bradley-Terry fit with a percentile bootstrap (100 rounds, 95%) of
   the ratings, checked every ``--check`` battles and stopped when the top model's
   interval lies above every other model's interval (a tie counts half a win, as in
   the Arena's computation); it names the top model, or none at ``--cap`` battles.
@@ -74,7 +80,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 from algorithms.prompt_level import PromptInstance  # noqa: E402
-from algorithms.prompt_policy_sim import policy_campaign  # noqa: E402
+from algorithms.prompt_policy_sim import PolicyCampaign, policy_campaign  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GENAI = ROOT / "algorithms" / "research" / "instances" / "genai-image-ties.json"
@@ -157,10 +163,30 @@ def instances() -> list[FieldInstance]:
 # ----------------------------------------------------------------------------- protocols
 
 
-def run_llmduel(inst: FieldInstance, table: np.ndarray, delta: float, seed: int) -> tuple[int, float]:
+def run_llmduel(inst: FieldInstance, table: np.ndarray, delta: float, seed: int) -> tuple[int, float, dict]:
+    """The service's default campaign; also where its spend went (:func:`spend_breakdown`)."""
     pi = PromptInstance.from_table(inst.costs, inst.judge_cost, table)
-    c = policy_campaign(pi, "wor", delta, seed)
-    return (c.outcome if c.outcome >= 0 else NONE), c.spend
+    c = policy_campaign(pi, "wor", delta, seed, orders="auto")
+    return (c.outcome if c.outcome >= 0 else NONE), c.spend, spend_breakdown(c, inst.costs)
+
+
+def spend_breakdown(c: PolicyCampaign, costs: list[float]) -> dict:
+    """Answers (in all and per model) and judge spend, judge calls per verdict, duels per pair, and the
+    spend after the next-to-last certificate (the campaign's last certificate is the one it waits for)."""
+    L = c.counts.shape[0]
+    certs = c.certificates
+    before_last = certs[-2][0] if len(certs) >= 2 else 0.0
+    win = c.outcome if c.outcome >= 0 else None
+    off = sum(c.counts[i, j] for i in range(L) for j in range(i + 1, L) if win not in (i, j)) if win is not None else 0
+    return {
+        "answers": c.answer_spend,
+        "answers_by_model": {str(m): n * costs[m] for m, n in enumerate(c.answers_by_model)},
+        "judge": c.spend - c.answer_spend,
+        "calls_per_verdict": c.judge_calls / max(c.verdicts_paid, 1),
+        "duels": {f"{i}-{j}": float(c.counts[i, j]) for i in range(L) for j in range(i + 1, L)},
+        "duels_without_winner": float(off),
+        "after_next_to_last_certificate": c.spend - before_last,
+    }
 
 
 def _reference_protocol(
@@ -238,7 +264,7 @@ def run_chatbot_arena(
                     spend += inst.costs[m]
             if not paid_ver[k, p]:
                 paid_ver[k, p] = True
-                spend += 2 * inst.judge_cost
+                spend += inst.judge_cost  # one vote per battle
             cnt[k, int(2 - 2 * table[i, j, p])] += 1
             n += 1
             if budget is not None and spend >= budget:
@@ -275,13 +301,15 @@ def run_instance(inst: FieldInstance, trials: int, delta: float, prompts: int, c
     """``trials`` trials of every protocol on the same tables; per protocol mean spend, error and no-winner rates."""
     rec: dict[str, list[tuple[int, float]]] = {p: [] for p in PROTOCOLS}
     truths = []
+    breakdowns: list[dict] = []
     for t in range(trials):
         table = inst.table(prompts, t)
         truth = PromptInstance.from_table(inst.costs, inst.judge_cost, table).condorcet_winner()
         truths.append(truth)
         rng = lambda k: np.random.default_rng([t, k])  # noqa: E731  one stream per protocol and trial
-        duel = run_llmduel(inst, table, delta, t)
-        rec["llmduel"].append(duel)
+        *duel, parts = run_llmduel(inst, table, delta, t)
+        rec["llmduel"].append((duel[0], duel[1]))
+        breakdowns.append(parts)
         rec["arena_hard"].append(run_arena_hard(inst, table, rng(1)))
         rec["chatbot_arena"].append(run_chatbot_arena(inst, table, rng(2), check=check, cap=cap))
         rec["alpaca_eval"].append(run_alpaca_eval(inst, table, rng(3)))
@@ -297,6 +325,14 @@ def run_instance(inst: FieldInstance, trials: int, delta: float, prompts: int, c
             "no_winner": float(np.mean(named == NONE)),
             "trials": len(runs),
         }
+    out["llmduel"]["breakdown"] = {
+        k: (
+            {p: float(np.mean([b[k][p] for b in breakdowns])) for p in breakdowns[0][k]}
+            if isinstance(breakdowns[0][k], dict)
+            else float(np.mean([b[k] for b in breakdowns]))
+        )
+        for k in breakdowns[0]
+    }
     return out
 
 
@@ -319,6 +355,17 @@ def print_table(result: dict[str, Any]) -> None:
     for r in result["instances"]:
         e = r["chatbot_arena_equal_spend"]
         print(f"  {r['name']:<15} llmduel {r['llmduel']['error_rate']:.3f}  uniform {e['error_rate']:.3f}")
+    print("where llmduel's spend went (means per campaign; duels per pair i-j, models in the instance's order):")
+    for r in result["instances"]:
+        b = r["llmduel"]["breakdown"]
+        pairs = " ".join(f"{k}:{v:.0f}" for k, v in b["duels"].items())
+        by_model = "/".join(f"{v:.3g}" for v in b["answers_by_model"].values())
+        print(
+            f"  {r['name']:<15} answers {b['answers']:.4g} ({by_model})  judge {b['judge']:.4g} "
+            f"({b['calls_per_verdict']:.2f} calls a verdict)  after the next-to-last certificate "
+            f"{b['after_next_to_last_certificate']:.4g}  duels on pairs without the winner "
+            f"{b['duels_without_winner']:.0f}  duels {pairs}"
+        )
 
 
 def main(argv: list[str] | None = None, *, emit: Callable[[str], None] = print) -> None:

@@ -4,7 +4,9 @@
     nice -n 15 .venv/bin/python benchmarks/bench_pooled.py --trials 200 --grid      # the sweep
 
 ``portfolio (rho=0.1 z0=0.5 eta=1)`` is dctas-pc's ``threshold = "portfolio"`` trial by trial;
-``kappa`` variants (in ``GRID``) replace each pair's mixture by a tilted predictable bet.
+``kappa`` variants (in ``GRID``) replace each pair's mixture by a tilted predictable bet; a variant with
+``"known": i`` pays the whole pool to model ``i`` before the first duel (a reference, not a test: it
+needs the Condorcet winner; ``bench_certificates.py --part profile`` uses it).
 
 Each model ``a`` is a candidate. Its account holds, for every other model ``m``, a wealth
 ``V[a, m] = sum_g pi_g A[a, m, g]`` betting that ``a`` beats ``m`` (the dKelly components of the
@@ -103,6 +105,7 @@ def run_pooled(
     out_cost,
     out_rec,
     out_stop,
+    known,
 ):
     L = P.shape[0]
     K = L * (L - 1) // 2
@@ -161,11 +164,13 @@ def run_pooled(
         steps = 0
         while steps < max_steps:
             a = kern.pc_lead(CB, AMAX, LEAD, 0.0)
+            if known >= 0 and pool > 1e-12:
+                a = known  # the "known winner" reference: all the cash to it before the first duel
             # --- cash to the leader, decided on the past only
             if pool > 1e-12 and a >= 0:
                 z = 1e300
                 for m in range(L):
-                    if m != a and T[m, a] < z:
+                    if m != a and T[m, a] < z and known < 0:
                         z = T[m, a]
                 if shape == 0:
                     h = 1.0 if z >= z0 else 0.0
@@ -205,6 +210,8 @@ def run_pooled(
                             rec = v
                             break
                         a = kern.pc_lead(CB, AMAX, LEAD, 0.0)
+            if known >= 0:
+                a = kern.pc_lead(CB, AMAX, LEAD, 0.0)  # the sampling keeps the plug-in leader
             k = kern.pc_choose(N, float(steps), a, G, AMAX, c_true, PI, PJ, PK, BEAT, CB, alpha, 1.0, 2, 0.5)
             i = PI[k]
             j = PJ[k]
@@ -270,6 +277,7 @@ def run(inst: Instance, delta: float, trials: int, seed: int, variant: dict, max
         cost,
         rec,
         stop,
+        int(variant.get("known", -1)),
     )
     return cost, rec, stop
 

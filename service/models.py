@@ -206,7 +206,7 @@ class StoredImage(Base):
 class Duel(Base):
     __tablename__ = "duels"
     __table_args__ = (
-        Index("ix_duels_campaign_status", "campaign_id", "status"),
+        Index("ix_duels_campaign_status_id", "campaign_id", "status", "id"),  # the judged log in pages, by id
         Index("ix_duels_campaign_select_seq", "campaign_id", "select_seq"),  # the log after a checkpoint
         Index("ix_duels_campaign_record_seq", "campaign_id", "record_seq"),
     )

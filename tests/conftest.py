@@ -157,6 +157,40 @@ async def app_client(
         app.state.db.dispose()
 
 
+@contextlib.asynccontextmanager
+async def started_app_client(db_url: str, *, timeout: float | None = None, **settings):
+    """An :func:`app_client`-like client on a new app that went through the service's own start-up (its
+    lifespan: background runs taken over when ``resume_runs`` is on, the heartbeat with its take-overs and
+    pre-generation recovery), as a server (re)started on ``db_url`` does, but in this process: a test that
+    needs a second, fresh service after killing a real one waits for no process start (seconds of imports).
+    Its exit is the service's shutdown (runs stopped, leases released, the database closed); ``timeout``
+    overrides httpx's 5 s default."""
+    import gc
+
+    import httpx
+
+    from service.app import create_app
+
+    app = create_app(make_settings(db_url, **settings))
+    try:
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+            extra = {} if timeout is None else {"timeout": timeout}
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://testserver", headers=headers, **extra
+            ) as client:
+                client.app = app
+                yield client
+    finally:
+        gc.unfreeze()  # the start-up froze the heap for a server's lifetime; this process goes on
+
+
+def logged_tracebacks(caplog) -> list[str]:
+    """The log records of this test that carry a traceback (what a server's log shows as ``Traceback``)."""
+    return [caplog.handler.format(r) for r in caplog.records if r.exc_info or r.stack_info]
+
+
 @pytest.fixture
 async def api(db_url):
     """An httpx.AsyncClient on the ASGI app (no network), authenticated as admin."""
@@ -277,6 +311,29 @@ def live_server(db_url, tmp_path_factory):
     stop_live_server(server)
 
 
+BROWSER_KEY = "web-browser-admin-key-0123456789"  # the admin key of the browser tests' server
+
+
+@pytest.fixture(scope="session")
+def browser_server(tmp_path_factory):
+    """The browser tests' server: ``uvicorn --factory service.app:create_app`` on a fresh SQLite file
+    (migrated at start), admin key :data:`BROWSER_KEY`, the dashboards behind it (``LLMDUEL_WEB_AUTH``
+    unset). One per test session, i.e. per xdist worker: the ``*_browser.py`` files share it (each
+    test makes its own campaigns), instead of each paying a server start (~3 s of CPU).
+
+    (Their headless Chromium stays per module: while Playwright's sync API is open, the thread has a
+    running event loop, which the asyncio tests of the files that follow would trip over.)"""
+    tmp = tmp_path_factory.mktemp("webserver")
+    live = start_live_server(
+        f"sqlite:///{tmp / 'web.db'}",
+        tmp / "server.log",
+        extra_env={"LLMDUEL_API_KEY": BROWSER_KEY},
+        unset_env=("LLMDUEL_WEB_AUTH",),  # default rule: dashboards need the admin key (browsers sign in)
+    )
+    yield live.url
+    stop_live_server(live)
+
+
 def start_fake_provider(log_path: Path, *args: str) -> tuple[str, subprocess.Popen]:
     """A real fake-provider server (``llmduel fake-provider``) on a free port: its base URL and process.
 
@@ -315,6 +372,33 @@ def stop_process(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def stop_started(started) -> None:
+    """Stop what :func:`start_live_server` (a LiveServer) or :func:`start_fake_provider` (url, process) started."""
+    if isinstance(started, LiveServer):
+        stop_live_server(started)
+    else:
+        stop_process(started[1])
+
+
+def start_together(*starts):
+    """Call the zero-argument ``starts`` (each a :func:`start_live_server` or :func:`start_fake_provider`
+    call, e.g. a ``functools.partial``) at once, in threads, and return what each returned, in order:
+    the test waits for one process start instead of one after the other. When one fails, the others
+    that started are stopped and its error is raised."""
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(len(starts)) as pool:
+        futures = [pool.submit(start) for start in starts]
+        concurrent.futures.wait(futures)
+    failed = [f.exception() for f in futures if f.exception() is not None]
+    if failed:
+        for f in futures:
+            if f.exception() is None:
+                stop_started(f.result())
+        raise failed[0]
+    return [f.result() for f in futures]
 
 
 # Files whose tests take longest (from a `--durations` profile), run first under pytest-xdist so

@@ -5,7 +5,6 @@ that cancels the open batches, and a server killed between submitting and collec
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import math
 import signal
 import time
@@ -14,8 +13,8 @@ from collections import Counter
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, app_client, start_live_server, stop_live_server
-from service_helpers import all_duels, all_duels_sync, first_pregen_round
+from conftest import ADMIN_KEY, app_client, logged_tracebacks, start_live_server, started_app_client, stop_live_server
+from service_helpers import all_duels, first_pregen_round
 from test_faults import ThreadedServer
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -259,34 +258,24 @@ async def test_stopping_cancels_the_open_batches(db_url):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", ["a", "v"])  # killed while round 1's answers batch, or its verdicts batch, runs
-def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_url, tmp_path, phase):
+async def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_url, tmp_path, phase, caplog):
     from service.fake_provider import create_fake_provider_app
 
     provider_app = create_fake_provider_app(marker_key="kill", batch_delay_s=0.6)
     provider = ThreadedServer(provider_app)
+    lease = {"run_lease_seconds": 2, "run_heartbeat_seconds": 0.5}
     env = {
         "LLMDUEL_RESUME_RUNS": "1",
-        "LLMDUEL_RUN_LEASE_SECONDS": "2",
-        "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5",
+        "LLMDUEL_RUN_LEASE_SECONDS": str(lease["run_lease_seconds"]),
+        "LLMDUEL_RUN_HEARTBEAT_SECONDS": str(lease["run_heartbeat_seconds"]),
     }
     # delta 0.25: fewer rounds to certify after the take-over (what is checked does not depend on delta)
     spec = body(provider.url + "/v1", "kill", {"round_size": 4, "poll_seconds": 0.1}, delta=0.25)
     spec["judge"]["orders"] = "both"  # two requests per paid verdict, also for a duel the kill left without one
-    # The second server (a fresh process: nothing of the first in memory) starts beside the first instead of
-    # after the kill, so the test waits for one server start, not two; it takes the run over at its first
-    # heartbeat after the killed server's lease lapses, as a restarted server does at its start.
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        starting = [
-            pool.submit(start_live_server, db_url, tmp_path / f"{name}.log", extra_env=env)
-            for name in ("first", "second")
-        ]
-        try:
-            server, second = (f.result() for f in starting)
-        except BaseException:  # one did not start: the other is stopped too
-            for f in starting:
-                if f.exception() is None:
-                    stop_live_server(f.result())
-            raise
+    # The killed server is a real process (SIGKILL); the restarted one is a fresh service started in this
+    # process (nothing of the first in memory; no process start to wait for): it takes the run over at its
+    # first heartbeat after the killed server's lease lapses, as a restarted server does.
+    server = start_live_server(db_url, tmp_path / "first.log", extra_env=env)
     try:
         with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
             cid = api.post("/v1/campaigns", json=spec).json()["id"]
@@ -302,28 +291,27 @@ def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twice(db_
         assert "judge" not in kinds and (phase == "v" or not kinds)  # killed before the provider answered
         provider_app.state.batches.batch_delay_s = 0.0  # the kill fell inside a batch: the rest need not wait
 
-        with httpx.Client(base_url=second.url, headers=ADMIN, timeout=30) as api:
+        async with started_app_client(db_url, resume_runs=True, **lease) as api:
             deadline = time.monotonic() + 120
-            while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
+            while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["status"] == "running":
                 assert time.monotonic() < deadline, f"no certification after the take-over: {view}"
-                time.sleep(0.1)
+                await asyncio.sleep(0.1)
             assert view["status"] == "certified" and view["winner_index"] == 3
             # The round's other verdicts are still being recorded (and charged) after the certification: wait
             # until every request the provider answered is charged (never more: a request charged twice, or one
             # lost with the killed process, never gets there and fails here)
             while True:
-                duels = all_duels_sync(api, cid)
+                duels = await all_duels(api, cid)
                 sent = Counter(e["kind"] for e in provider_app.state.provider.requests)
                 paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
                 if sent["answer"] == paid["model"] and sent["judge"] == 2 * paid["judge"]:
                     break
                 assert time.monotonic() < deadline, ("the charges do not match the answered requests", sent, paid)
-                time.sleep(0.1)
-        assert "Traceback" not in second.log()
+                await asyncio.sleep(0.1)
+        assert not logged_tracebacks(caplog)
         inputs = _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-")  # the provider's list of batches
     finally:
         stop_live_server(server)
-        stop_live_server(second)
         provider.stop()
     from service.campaigns.batch_jobs import BatchJobs
     from service.db import Database
@@ -742,7 +730,9 @@ async def test_stopping_a_human_campaign_cancels_its_open_pre_generation_batches
 
 
 @pytest.mark.slow
-def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_sends_nothing_twice(db_url, tmp_path):
+async def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_sends_nothing_twice(
+    db_url, tmp_path, caplog
+):
     """A human campaign's answers bought in batches for its annotators: the server is killed while the batches
     run; the restarted server finds them by their record, collects them and stores and charges their answers,
     and the next duel takes its answers from the store: the provider's list of batches shows each request once,
@@ -753,20 +743,11 @@ def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_send
 
     provider_app = create_fake_provider_app(marker_key="pregen-kill", batch_delay_s=3600.0)
     provider = ThreadedServer(provider_app)
+    lease = {"run_lease_seconds": 2, "run_heartbeat_seconds": 0.5}
     env = {"LLMDUEL_RUN_LEASE_SECONDS": "2", "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5"}
     spec = _human_spec(provider.url + "/v1", "pregen kill", {"round_size": 6, "poll_seconds": 0.1})
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the second starts beside the first (see above)
-        starting = [
-            pool.submit(start_live_server, db_url, tmp_path / f"{name}.log", extra_env=env)
-            for name in ("first", "second")
-        ]
-        try:
-            server, second = (f.result() for f in starting)
-        except BaseException:
-            for f in starting:
-                if f.exception() is None:
-                    stop_live_server(f.result())
-            raise
+    # the restarted server is a fresh service in this process (see the test above)
+    server = start_live_server(db_url, tmp_path / "first.log", extra_env=env)
     db = Database(db_url)
     try:
         with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
@@ -786,18 +767,17 @@ def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_send
         provider_app.state.batches.batch_delay_s = 0.0
         jobs = BatchJobs(db, "test")
         deadline = time.monotonic() + 60
-        with httpx.Client(base_url=second.url, headers=ADMIN, timeout=60) as api:
+        async with started_app_client(db_url, resume_runs=False, timeout=60, **lease) as api:
             # at once, before the second server adopted the batches: the next duel's answers are in them, so it
             # waits for them (the killed server's claims lapse, but a duel does not take over an answer an open
             # pre-generation batch asked for) instead of calling the models
-            assert (
-                api.post(f"/v1/duels/{first.json()['id']}/vote", headers=who, json={"choice": "a"}).status_code == 200
-            )
-            nxt = api.post(f"/v1/campaigns/{cid}/duels", headers=who)
+            voted = await api.post(f"/v1/duels/{first.json()['id']}/vote", headers=who, json={"choice": "a"})
+            assert voted.status_code == 200
+            nxt = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
             assert nxt.status_code == 201, nxt.text
             while not {j["status"] for j in jobs.jobs_tx(cid)} <= {"collected"}:  # adopted by the second server
                 assert time.monotonic() < deadline, jobs.jobs_tx(cid)
-                time.sleep(0.1)
+                await asyncio.sleep(0.1)
             asked = provider_app.state.provider.requests
             assert [e for e in asked if "batch" not in e] == direct  # the next duel's answers came from the store
             # every (model, prompt) answered once, by a batch or directly; each request in one batch only
@@ -818,16 +798,15 @@ def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_and_send
                     sum(e["prompt_tokens"] + e["completion_tokens"] for e in asked if ("batch" in e) == b)
                     for b in (0, 1)
                 ]
-                spend = api.get(f"/v1/campaigns/{cid}").json()["spend"]
+                spend = (await api.get(f"/v1/campaigns/{cid}")).json()["spend"]
                 if spend == pytest.approx(tokens[0] * 2e-6 + tokens[1] * 1e-6, abs=1e-7):
                     break
                 assert time.monotonic() < deadline, (spend, tokens)
-                time.sleep(0.1)
-        assert "Traceback" not in second.log()
+                await asyncio.sleep(0.1)
+        assert not logged_tracebacks(caplog)
     finally:
         db.dispose()
         stop_live_server(server)
-        stop_live_server(second)
         provider.stop()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -61,8 +62,13 @@ def test_json_shape_and_figures_come_from_the_runs():
     for t in range(3):
         table = clear.table(P, t)
         pi = PromptInstance.from_table(clear.costs, clear.judge_cost, table)
-        spends.append(policy_campaign(pi, "wor", 0.05, t).spend)
+        spends.append(policy_campaign(pi, "wor", 0.05, t, orders="auto").spend)
     assert row["llmduel"]["spend"] == pytest.approx(float(np.mean(spends)))
+    parts = row["llmduel"]["breakdown"]
+    assert parts["answers"] + parts["judge"] == pytest.approx(row["llmduel"]["spend"])
+    assert sum(parts["answers_by_model"].values()) == pytest.approx(parts["answers"])
+    assert 1.0 <= parts["calls_per_verdict"] < 2.0  # orders: auto, the service's default
+    assert 0.0 <= parts["after_next_to_last_certificate"] <= row["llmduel"]["spend"]
     # seeded: a second run prints the same figures
     again = _run(mod, *argv)
     assert [{k: v for k, v in r.items()} for r in again["instances"]] == res["instances"]
@@ -74,6 +80,11 @@ def test_chatbot_arena_stops_on_separation_and_names_the_clear_winner():
     table = inst.table(200, 0)
     winner, spend = mod.run_chatbot_arena(inst, table, np.random.default_rng(0), check=50, cap=20_000)
     assert winner == 0 and spend > 0
+    # one vote (one judge call) per battle on a new (pair, prompt): with free answers, 50 battles (nearly all
+    # new among 5,000 prompts) cost at most 50 calls, and more than 40 (two calls a battle would be about 100)
+    free = dataclasses.replace(inst, costs=[0.0] * len(inst.names))
+    _, spend = mod.run_chatbot_arena(free, free.table(5000, 0), np.random.default_rng(0), check=50, cap=50)
+    assert 40 * inst.judge_cost < spend <= 50 * inst.judge_cost + 1e-12
     # a cap of one block cannot separate four models: no winner named
     winner, _ = mod.run_chatbot_arena(inst, table, np.random.default_rng(0), check=5, cap=5)
     assert winner == mod.NONE

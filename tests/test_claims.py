@@ -13,6 +13,7 @@ the second process is in this test (its provider stood in by respx).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import time
@@ -21,7 +22,15 @@ import uuid
 import httpx
 import pytest
 import respx
-from conftest import ADMIN_KEY, app_client, start_fake_provider, start_live_server, stop_live_server, stop_process
+from conftest import (
+    ADMIN_KEY,
+    app_client,
+    start_fake_provider,
+    start_live_server,
+    start_together,
+    stop_live_server,
+    stop_process,
+)
 from sqlalchemy import select
 
 LEASE, BEAT = 2.0, 0.4
@@ -53,8 +62,10 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
     from service.db import Database
     from service.models import StoredAnswer
 
-    base, provider = start_fake_provider(tmp_path / "fake.log", "--latency", "120")  # the owner's call hangs
-    owner = start_live_server(db_url, tmp_path / "owner.log", extra_env=ENV)
+    (base, provider), owner = start_together(  # at once: the test waits for one process start, not two
+        functools.partial(start_fake_provider, tmp_path / "fake.log", "--latency", "120"),  # the owner's call hangs
+        functools.partial(start_live_server, db_url, tmp_path / "owner.log", extra_env=ENV),
+    )
     db = Database(db_url)
     tag = "c" + uuid.uuid4().hex[:8]
     body = _body(base, tag)

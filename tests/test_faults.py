@@ -24,7 +24,14 @@ from collections import Counter
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, app_client, make_settings, start_live_server, stop_live_server
+from conftest import (
+    ADMIN_KEY,
+    app_client,
+    logged_tracebacks,
+    make_settings,
+    start_live_server,
+    started_app_client,
+)
 from service_helpers import all_duels, campaign_body
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -305,11 +312,17 @@ def _in_flight_statuses(db_url: str, cid: int) -> int:
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tmp_path):
-    env = {
+async def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tmp_path, caplog):
+    settings = {
+        "resume_runs": True,
+        "duel_expiry_seconds": 3,
+        "run_lease_seconds": 2,  # the restart takes the dead owner's run over once it expires
+        "run_heartbeat_seconds": 0.5,
+    }
+    env = {  # the same, for the first server's process
         "LLMDUEL_RESUME_RUNS": "1",
         "LLMDUEL_DUEL_EXPIRY_SECONDS": "3",
-        "LLMDUEL_RUN_LEASE_SECONDS": "2",  # the restart takes the dead owner's run over once it expires
+        "LLMDUEL_RUN_LEASE_SECONDS": "2",
         "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5",
     }
     P = [[0.5, 0.68, 0.72], [0.32, 0.5, 0.6], [0.28, 0.4, 0.5]]
@@ -348,47 +361,39 @@ def test_sigkill_mid_run_then_restart_continues_from_the_stored_state(db_url, tm
     # Killed with duels in flight (still `calling` or `pending` in the log; the take-over settles them).
     assert _in_flight_statuses(db_url, cid) > 0
 
-    server = start_live_server(db_url, tmp_path / "second.log", extra_env=env, workers=1)
-    try:
-        with httpx.Client(base_url=server.url, headers=ADMIN, timeout=30) as api:
-            deadline = time.monotonic() + 120
-            while True:  # the run resumes by itself; duels orphaned by the kill expire
-                view = api.get(f"/v1/campaigns/{cid}").json()
-                if view["status"] != "running" or view["duels"] >= before["duels"] + 60:
-                    break
-                assert time.monotonic() < deadline, f"no progress after the restart: {view}"
-                time.sleep(0.1)
-            assert view["duels"] > before["duels"] and view["duels_created"] > before["duels_created"]
-            # Continued from the stored counts (never restarted from zero).
-            for i in range(3):
-                for j in range(3):
-                    assert view["counts"][i][j] >= before["counts"][i][j]
-            if view["status"] == "running":
-                api.post(f"/v1/campaigns/{cid}/stop")
-            # Duels in flight when the campaign ended are cancelled; the answers that
-            # still arrive are paid for. Wait until the ledger is quiet.
-            last = None
-            while (now := api.get(f"/v1/campaigns/{cid}").json()) != last:
-                last = now
-                time.sleep(0.5)
-            rep = api.get(f"/v1/campaigns/{cid}/replay").json()
-            assert rep["ok"] is True, rep["diff"]
-            log = []
-            offset = 0
-            while offset is not None:
-                page = api.get(f"/v1/campaigns/{cid}/duels", params={"limit": 1000, "offset": offset}).json()
-                log += page["items"]
-                offset = page["next_offset"]
-            numbers = [d["number"] for d in log]
-            assert numbers == list(range(1, len(log) + 1))  # no duel lost or numbered twice
-            status = Counter(d["status"] for d in log)
-            assert status["calling"] == 0 and status["pending"] == 0
-            final = api.get(f"/v1/campaigns/{cid}").json()
-            assert final["duels"] == status["judged"] and final["duels_failed"] == status["failed"]
-            assert final["spend"] == pytest.approx(sum(d["cost"] for d in log))
-        assert "Traceback" not in server.log()
-    finally:
-        stop_live_server(server)
+    # The restarted server: a fresh service started in this process (no process start to wait for).
+    async with started_app_client(db_url, timeout=30, **settings) as api:
+        deadline = time.monotonic() + 120
+        while True:  # the run resumes by itself; duels orphaned by the kill expire
+            view = (await api.get(f"/v1/campaigns/{cid}")).json()
+            if view["status"] != "running" or view["duels"] >= before["duels"] + 60:
+                break
+            assert time.monotonic() < deadline, f"no progress after the restart: {view}"
+            await asyncio.sleep(0.1)
+        assert view["duels"] > before["duels"] and view["duels_created"] > before["duels_created"]
+        # Continued from the stored counts (never restarted from zero).
+        for i in range(3):
+            for j in range(3):
+                assert view["counts"][i][j] >= before["counts"][i][j]
+        if view["status"] == "running":
+            await api.post(f"/v1/campaigns/{cid}/stop")
+        # Duels in flight when the campaign ended are cancelled; the answers that
+        # still arrive are paid for. Wait until the ledger is quiet.
+        last = None
+        while (now := (await api.get(f"/v1/campaigns/{cid}")).json()) != last:
+            last = now
+            await asyncio.sleep(0.5)
+        rep = (await api.get(f"/v1/campaigns/{cid}/replay")).json()
+        assert rep["ok"] is True, rep["diff"]
+        log = await all_duels(api, cid)
+        numbers = [d["number"] for d in log]
+        assert numbers == list(range(1, len(log) + 1))  # no duel lost or numbered twice
+        status = Counter(d["status"] for d in log)
+        assert status["calling"] == 0 and status["pending"] == 0
+        final = (await api.get(f"/v1/campaigns/{cid}")).json()
+        assert final["duels"] == status["judged"] and final["duels_failed"] == status["failed"]
+        assert final["spend"] == pytest.approx(sum(d["cost"] for d in log))
+    assert not logged_tracebacks(caplog)
 
 
 # ---------------------------------------------------------------- the database goes away

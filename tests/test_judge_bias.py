@@ -10,7 +10,7 @@ import math
 import pytest
 from service_helpers import campaign_body
 
-from service.campaigns.judge_bias import LIMITS, judge_bias, wilson
+from service.campaigns.judge_bias import LIMITS, BiasTally, judge_bias, wilson
 
 BASE = "http://fake.test/v1"
 ALWAYS_A = {"a": "[[A]]", "b": "[[A]]", "tie": "[[A]]"}
@@ -149,3 +149,50 @@ async def test_an_order_consistent_judge_is_not_flagged(api, fake):
 async def test_judge_bias_of_an_unknown_campaign_is_404(api):
     r = await api.get("/v1/campaigns/987654/judge-bias")
     assert r.status_code == 404 and "not found" in r.text
+
+
+def test_a_grouped_count_equals_the_duels_counted_one_by_one():
+    judge = {"kind": "simulated"}
+    models = [{"name": f"m{k}", "client": {"kind": "simulated"}} for k in range(3)]
+    rows = [Row("a", None, 10, 20), Row("b", None, 30, 20), Row("a", None, 5, 5), Row("b", {"reused_verdict": 4})]
+    for r, (a, b) in zip(rows, [(0, 1), (1, 2), (2, 0), (0, 2)]):
+        r.model_a, r.model_b = a, b
+    one_by_one = BiasTally(judge, models)
+    for r in rows * 3:
+        one_by_one.add(r)
+    grouped = BiasTally(judge, models)
+    for r in rows:
+        grouped.count(r.choice, r.judge_detail, lengths=(r.len_a, r.len_b), shown=(r.model_a, r.model_b), n=3)
+    assert grouped.report() == one_by_one.report() == judge_bias(rows * 3, judge, models)
+    assert one_by_one.report()["verdicts"] == 9 and one_by_one.report()["longer_wins"]["of"] == 6
+    with pytest.raises(ValueError):  # an LLM judge's calls are read duel by duel
+        BiasTally({"kind": "llm"}).count("a", None, lengths=(1, 2), n=2)
+
+
+async def test_a_simulated_judges_report_is_read_grouped_and_follows_each_duel(api, monkeypatch):
+    """The dashboard's and the API's report of a judge that is not an LLM comes from one grouped read of the
+    log (results.GROUPED_BIAS_JUDGES): the same report as the duel-by-duel count, and a new one after a duel."""
+    from service_helpers import simulated_judge
+
+    from service.campaigns import results as results_module
+
+    P = [[0.5, 0.9, 0.8], [0.1, 0.5, 0.6], [0.2, 0.4, 0.5]]
+    body = campaign_body(name="grouped bias", costs=[1.0, 1.0, 1.0], judge=simulated_judge(P), delta=1e-6)
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    results = api.app.state.campaigns.results
+    reports = []
+    for duels in (6, 4):
+        for _ in range(duels):
+            assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+        grouped = (await api.get(f"/v1/campaigns/{cid}/judge-bias")).json()
+        window = results.judge_bias(cid, last=5)
+        monkeypatch.setattr(results_module, "GROUPED_BIAS_JUDGES", ())
+        results.__dict__.pop("_bias_cache", None)  # the same version, counted duel by duel
+        assert results.judge_bias(cid) == grouped and results.judge_bias(cid, last=5) == window
+        monkeypatch.setattr(results_module, "GROUPED_BIAS_JUDGES", ("simulated", "human"))
+        reports.append(grouped)
+    assert [rep["verdicts"] for rep in reports] == [6, 10] and window["first_position"]["of"] <= 5
+    page = await api.get(f"/campaigns/{cid}")
+    assert page.status_code == 200 and 'id="judge-bias-section"' in page.text

@@ -1,4 +1,4 @@
-"""A paid result's transaction whose database connection is lost (service/cycle/lost_commits.py): what the
+"""A paid result's transaction whose database connection is lost (service/campaigns/lost_commits.py): what the
 provider billed is neither dropped from the ledger nor charged twice, whether the lost transaction had
 committed or not, in a background run and in a batch round, on SQLite and PostgreSQL."""
 
@@ -12,7 +12,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 from sqlalchemy.exc import OperationalError
 
-from service.cycle.lost_commits import committed
+from service.campaigns.lost_commits import committed
 
 BASE = "http://fake.test/v1"
 
@@ -27,19 +27,23 @@ def test_committed_reads_the_stage_from_the_duels_columns():
     assert committed("verdict", "failed", "t", None)
 
 
-def lose_connections(monkeypatch, svc, when: str, times: int = 2) -> Counter:
-    """The first ``times`` answers and verdict transactions lose their connection: before their commit
-    (``before``: nothing written) or after it (``after``: written, the acknowledgement lost)."""
+#: The first two transactions of each kind lose their connection: the first before its commit (nothing
+#: written), the second after it (written, the acknowledgement lost).
+LOSSES = ("before", "after")
+
+
+def lose_connections(monkeypatch, svc) -> Counter:
+    """The first answers and verdict transactions lose their connection, as :data:`LOSSES` says."""
     import service.cycle as cycle
 
     lost: Counter = Counter()
 
     def losing(stage, real):
         def run(*args):
-            if lost[stage] >= times:
+            if lost[stage] >= len(LOSSES):
                 return real(*args)
             lost[stage] += 1
-            if when == "after":
+            if LOSSES[lost[stage] - 1] == "after":
                 real(*args)
             raise OperationalError(
                 "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
@@ -74,14 +78,11 @@ def _body(name: str, batch=None) -> dict:
     return body
 
 
-@pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize("batch", [None, {"round_size": 4, "poll_seconds": 0.02}], ids=["calls", "batch"])
-async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_its_charge(
-    api, fake, monkeypatch, when, batch
-):
+async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_its_charge(api, fake, monkeypatch, batch):
     svc = api.app.state.campaigns.cycle
-    lost = lose_connections(monkeypatch, svc, when)
-    name = f"lost-{when}-{'b' if batch else 'c'}"
+    lost = lose_connections(monkeypatch, svc)
+    name = f"lost-{'b' if batch else 'c'}"
     r = await api.post("/v1/campaigns", json=_body(name, batch))
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -107,9 +108,8 @@ async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_it
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
-@pytest.mark.parametrize("when", ["before", "after"])
 async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_doubles_its_charge(
-    api, fake, monkeypatch, when
+    api, fake, monkeypatch
 ):
     """The admin's duels on PostgreSQL store their answers on the asyncpg driver (service/cycle/pg_driver.py):
     a connection that breaks there is handled as a lost SQLAlchemy one."""
@@ -122,15 +122,15 @@ async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_
     real = cycle.store_answers_async
 
     async def losing(*args):
-        if lost["answers"] >= 2:
+        if lost["answers"] >= len(LOSSES):
             return await real(*args)
         lost["answers"] += 1
-        if when == "after":
+        if LOSSES[lost["answers"] - 1] == "after":
             await real(*args)
         raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
 
     monkeypatch.setattr(cycle, "store_answers_async", losing)
-    name = f"lost-pg-{when}"
+    name = "lost-pg"
     r = await api.post("/v1/campaigns", json=_body(name))
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
@@ -143,3 +143,53 @@ async def test_a_lost_asyncpg_connection_under_an_admins_duel_neither_drops_nor_
     asked = Counter(q["kind"] for q in provider.state.provider.requests[before:] if q["model"].startswith(name))
     paid = Counter(ch["kind"] for d in duels for ch in d["charges"] if not ch["reused"])
     assert asked["answer"] == paid["model"] == 2 * len(duels) == 6, (asked, paid)
+
+
+async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_drops_nor_doubles_its_charge(
+    api, fake, monkeypatch
+):
+    """A human campaign's answers pre-generated for its annotators (service/campaigns/pregeneration.py)."""
+    from sqlalchemy import func, select
+
+    from service.models import Campaign, Charge
+
+    pregen = api.app.state.campaigns.pregen
+    lost: Counter = Counter()
+    real = pregen.store_pregenerated_tx
+
+    def losing(*args, **kwargs):
+        if lost["pregen"] < len(LOSSES):
+            lost["pregen"] += 1
+            if LOSSES[lost["pregen"] - 1] == "after":
+                real(*args, **kwargs)
+            raise OperationalError(
+                "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
+            )
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing)
+    name = "lost-pregen"
+    body = _body(name)
+    body.update(judge={"kind": "human"}, answers="reuse")
+    body.pop("verdicts")
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+    first = await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+    assert first.status_code == 201, first.text
+    deadline = time.monotonic() + 60
+    while cid in pregen.busy or lost["pregen"] < 2:
+        assert time.monotonic() < deadline, "the pre-generation did not end within 60 s"
+        await asyncio.sleep(0.05)
+    asked = [q for q in fake.state.provider.requests if q["model"].startswith(name) and q["kind"] == "answer"]
+    db = api.app.state.campaigns.cycle.deps.db
+    with db.read() as s:
+        rows = s.execute(
+            select(func.count(), func.sum(Charge.amount_nusd)).where(
+                Charge.campaign_id == cid, Charge.kind == "model", Charge.amount_nusd > 0
+            )
+        ).one()
+        spend = s.execute(select(Campaign.spend_nusd).where(Campaign.id == cid)).scalar_one()
+    assert len(asked) > 2 and rows[0] == len(asked), (len(asked), rows)  # each answered call charged once
+    assert spend == rows[1]

@@ -10,11 +10,12 @@ its quota.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, start_fake_provider, start_live_server, stop_live_server, stop_process
+from conftest import ADMIN_KEY, start_fake_provider, start_live_server, start_together, stop_live_server, stop_process
 
 from service.clients.ratelimit import Quota, credential_key, estimated_tokens, quota_of
 from service.ratelimits import DatabaseRateLimiter, wait_needed
@@ -222,11 +223,11 @@ def test_two_servers_two_campaigns_respect_a_shared_quota(db_url, tmp_path):
     (``rpm: QUOTA``), against a provider that accepts QUOTA requests a minute and answers
     429 past it: together they use the whole quota and the provider never refuses one.
     (Without the shared count each process would send QUOTA requests: twice the quota.)"""
-    provider, pproc = start_fake_provider(tmp_path / "provider.log", "--rpm-quota", str(QUOTA))
-    servers = []
+    (provider, pproc), *servers = start_together(  # at once: the test waits for one process start, not three
+        functools.partial(start_fake_provider, tmp_path / "provider.log", "--rpm-quota", str(QUOTA)),
+        *(functools.partial(start_live_server, db_url, tmp_path / f"server{n}.log") for n in range(2)),
+    )
     try:
-        for n in range(2):
-            servers.append(start_live_server(db_url, tmp_path / f"server{n}.log"))
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
         for n, server in enumerate(servers):
             with httpx.Client(base_url=server.url, headers=headers, timeout=30) as api:

@@ -9,6 +9,7 @@ wrong key on the server (the run pauses), a restart with the right key (the paus
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ from conftest import (
     app_client,
     start_fake_provider,
     start_live_server,
+    start_together,
     stop_live_server,
     stop_process,
 )
@@ -157,6 +159,15 @@ async def test_resume_refusals_name_what_to_do_instead(api3):
 
 
 # ---------------------------------------------------------------- the command line against live servers
+@pytest.fixture(scope="module")
+def keyless_server(db_url, tmp_path_factory):
+    """One server (a single worker) per backend for this file's command-line tests, without the keys
+    the campaign files name: the human campaign's, and the first step of the resume story."""
+    server = start_live_server(db_url, tmp_path_factory.mktemp("keyless") / "server.log", unset_env=("RESUME_E2E_KEY",))
+    yield server
+    stop_live_server(server)
+
+
 def llmduel(url: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full = dict(os.environ, LLMDUEL_URL=url, LLMDUEL_API_KEY=ADMIN_KEY, **(env or {}))
     return subprocess.run(
@@ -181,50 +192,51 @@ def _campaign_file(tmp_path, fake_url: str) -> str:
     return str(path)
 
 
-def test_cli_resume_after_the_right_key_reaches_the_server(db_url, tmp_path, monkeypatch):
+def test_cli_resume_after_the_right_key_reaches_the_server(keyless_server, db_url, tmp_path, monkeypatch):
     monkeypatch.setenv("RESUME_E2E_PROVIDER_KEY", "right-key-0123456789")
     monkeypatch.delenv("RESUME_E2E_KEY", raising=False)
-    fake_url, fake = start_fake_provider(tmp_path / "fake.log", "--api-key-env", "RESUME_E2E_PROVIDER_KEY")
+    # The provider, the server with the wrong key and the one with the right key start at once (the test waits
+    # for one process start, not three): the right-key server, with LLMDUEL_RESUME_RUNS on, is up while the
+    # wrong-key server's run pauses and after that server stops, as a server restarted with the right key is.
+    right_env = {
+        "RESUME_E2E_KEY": "right-key-0123456789",
+        "LLMDUEL_RESUME_RUNS": "1",
+        "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.2",
+        "LLMDUEL_RUN_LEASE_SECONDS": "1",
+    }
+    wrong_env = {"RESUME_E2E_KEY": "wrong-key-x", "LLMDUEL_RUN_MAX_FAILURES": "3"}
+    (fake_url, fake), wrong, right = start_together(
+        functools.partial(start_fake_provider, tmp_path / "fake.log", "--api-key-env", "RESUME_E2E_PROVIDER_KEY"),
+        functools.partial(start_live_server, db_url, tmp_path / "s2.log", extra_env=wrong_env),
+        functools.partial(start_live_server, db_url, tmp_path / "s3.log", extra_env=right_env),
+    )
     camp = _campaign_file(tmp_path, fake_url)
-    servers = []
+    servers = [wrong, right]
     try:
         # 1. the key exported only in the CLI's shell: the server refuses before anything is stored
-        s = start_live_server(db_url, tmp_path / "s1.log")
-        servers.append(s)
+        s = keyless_server
         r = llmduel(s.url, "campaign", "create", camp, env={"RESUME_E2E_KEY": "right-key-0123456789"})
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "HTTP 422" in r.stderr and "RESUME_E2E_KEY" in r.stderr and "right-key" not in r.stderr
         assert "resume e2e" not in llmduel(s.url, "campaign", "list").stdout
-        stop_live_server(servers.pop())
 
         # 2. a wrong key on the server: every call gets 401 and the run pauses
-        s = start_live_server(
-            db_url, tmp_path / "s2.log", extra_env={"RESUME_E2E_KEY": "wrong-key-x", "LLMDUEL_RUN_MAX_FAILURES": "3"}
-        )
-        servers.append(s)
+        s = wrong
         r = llmduel(s.url, "campaign", "create", camp, "--json")
         assert r.returncode == 0, r.stderr
         cid = json.loads(r.stdout)["id"]
         r = llmduel(s.url, "campaign", "watch", str(cid), "--interval", "0.2")
+        paused = time.monotonic()
         assert r.returncode == 1 and "paused after 3 consecutive failed duels" in r.stderr, r.stderr
         assert f"fix the cause, then: llmduel campaign resume {cid}" in r.stderr
         shown = llmduel(s.url, "campaign", "show", str(cid)).stdout
         assert "error: run paused after 3" in shown and f"llmduel campaign resume {cid})" in shown
-        stop_live_server(servers.pop())
+        stop_live_server(servers.pop(0))
 
-        # 3. restarted with the right key and LLMDUEL_RESUME_RUNS on: a paused run is not taken over
-        s = start_live_server(
-            db_url,
-            tmp_path / "s3.log",
-            extra_env={
-                "RESUME_E2E_KEY": "right-key-0123456789",
-                "LLMDUEL_RESUME_RUNS": "1",
-                "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.2",
-                "LLMDUEL_RUN_LEASE_SECONDS": "1",
-            },
-        )
-        servers.append(s)
-        time.sleep(1.5)  # several heartbeats, each of which looks for runs to take over
+        # 3. the right key and LLMDUEL_RESUME_RUNS on: a paused run is not taken over, however many of the
+        # server's heartbeats (each looks for runs to take over) came since it paused
+        s = right
+        time.sleep(max(0.0, paused + 1.5 - time.monotonic()))  # at least 1.5 s (7 heartbeats); mostly past
         view = json.loads(llmduel(s.url, "campaign", "show", str(cid), "--json").stdout)
         assert view["run"]["active"] is False and view["duels"] == 0 and "paused" in view["run"]["error"]
 
@@ -243,15 +255,15 @@ def test_cli_resume_after_the_right_key_reaches_the_server(db_url, tmp_path, mon
         stop_process(fake)
 
 
-def test_human_judged_create_prints_the_annotator_command(live_server, tmp_path):
+def test_human_judged_create_prints_the_annotator_command(keyless_server, tmp_path):
     path = tmp_path / "human.yaml"
     path.write_text(
         "name: human resume\nmodels:\n  - {name: a, cost: 1, client: {kind: simulated}}\n  - {name: b, cost: 1, client: {kind: simulated}}\n"
         "judge: {kind: human}\nprompts: [Say hi., Say bye.]\n"
     )
-    r = llmduel(live_server.url, "campaign", "create", str(path))
+    r = llmduel(keyless_server.url, "campaign", "create", str(path))
     assert r.returncode == 0, r.stderr
     cid = next(line.split()[1].rstrip(":") for line in r.stdout.splitlines() if line.startswith("campaign "))
     assert f"llmduel annotator add {cid} --label NAME" in r.stdout and "POST" not in r.stdout
-    r = llmduel(live_server.url, "campaign", "resume", cid)
+    r = llmduel(keyless_server.url, "campaign", "resume", cid)
     assert r.returncode == 2 and "human" in r.stderr

@@ -74,3 +74,20 @@ async def test_the_dashboard_shows_each_categorys_leading_models_and_the_export_
     per_cat = {cat: sum(1 for row in exported if row.startswith(cat + ",")) for cat in ("odd", "even")}
     assert shown == sum(min(n, web_data.CATEGORY_ROWS) for n in per_cat.values()) < len(exported)
     assert section.count('class="sub category-more"') == sum(n > web_data.CATEGORY_ROWS for n in per_cat.values()) > 0
+
+
+async def test_one_categorys_ranking_is_the_campaigns_and_both_follow_each_duel(api):
+    """Prompts of one category (none here): the ranking is read without the prompts' join and the category's
+    rows share the campaign's intervals (service/campaigns/results.py); both are read again after a duel."""
+    cid = await _campaign(api, 4, 10)
+    totals = []
+    for more in (0, 6):
+        for _ in range(more):
+            assert (await api.post(f"/v1/campaigns/{cid}/duels")).json()["status"] == "judged"
+        whole = (await api.get(f"/v1/campaigns/{cid}/ranking")).json()
+        one = (await api.get(f"/v1/campaigns/{cid}/ranking", params={"category": "(none)"})).json()
+        assert whole["categories"] == [{"category": "(none)", "duels": whole["categories"][0]["duels"]}]
+        keys = ("model", "win_rate", "ci_low", "ci_high", "duels")
+        assert [[row[k] for k in keys] for row in one["rows"]] == [[row[k] for k in keys] for row in whole["rows"]]
+        totals.append(whole["categories"][0]["duels"])
+    assert totals == [10, 16]

@@ -9,12 +9,11 @@ not set; under CI they fail instead.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import skip_unless_ci, start_live_server, stop_live_server
+from conftest import BROWSER_KEY, skip_unless_ci, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +30,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-KEY = "web-browser-admin-key-0123456789"
+KEY = BROWSER_KEY
 ADMIN = {"Authorization": f"Bearer {KEY}"}
 PAYLOAD = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">'
 STRONG_P = [[0.5, 1.0, 1.0], [0.0, 0.5, 0.8], [0.0, 0.2, 0.5]]
@@ -58,18 +57,9 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """``uvicorn --factory service.app:create_app`` with a fresh SQLite file (migrated at start)."""
-    tmp = tmp_path_factory.mktemp("webserver")
-    live = start_live_server(
-        f"sqlite:///{tmp / 'web.db'}",
-        tmp / "server.log",
-        extra_env={"LLMDUEL_API_KEY": KEY},
-        # default rule: dashboards need the admin key (browsers sign in below)
-        unset_env=("LLMDUEL_WEB_AUTH",),
-    )
-    yield live.url
-    stop_live_server(live)
+def server(browser_server):
+    """The browser tests' server (conftest.browser_server: one per session, shared by the browser files)."""
+    return browser_server
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +80,17 @@ def create(api, name, models, judge=None, **extra) -> int:
     r = api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     return r.json()["id"]
+
+
+def run_to_end(api, cid: int, timeout: float) -> dict:
+    """Start the campaign's background run and wait until it is no longer running; its view then."""
+    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
+
+    def ended():
+        view = api.get(f"/v1/campaigns/{cid}").json()
+        return view if view["status"] != "running" else None
+
+    return wait_until(ended, timeout, f"campaign {cid}'s run to end", every=0.2)
 
 
 def annotator_token(api, cid: int) -> str:
@@ -188,11 +189,7 @@ def test_dashboard_renders_its_plots(server, api, browser):
         delta=0.2,
         budget=10_000.0,
     )
-    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
-    deadline = time.monotonic() + 30
-    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
-        assert time.monotonic() < deadline, view
-        time.sleep(0.2)
+    view = run_to_end(api, cid, timeout=30)
     assert view["status"] == "certified"
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     response = page.goto(f"{server}/campaigns/{cid}")
@@ -322,11 +319,7 @@ def test_ranking_by_category_section(server, api, browser):
     r = api.post("/v1/campaigns", json=body)
     assert r.status_code == 201, r.text
     cid = r.json()["id"]
-    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
-    deadline = time.monotonic() + 30
-    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
-        assert time.monotonic() < deadline, view
-        time.sleep(0.2)
+    run_to_end(api, cid, timeout=30)
     exported = api.get(f"/v1/campaigns/{cid}/export").json()["files"]["ranking_by_category.csv"]
     in_export = sorted({line.split(",")[0] for line in exported.splitlines()[1:]})
     assert len(in_export) >= 2, exported  # (a category no counted duel drew is left out)
@@ -418,11 +411,7 @@ def test_certified_leaderboard_section(server, api, browser):
         goal="ranking",
         delta=0.2,
     )
-    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
-    deadline = time.monotonic() + 60
-    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
-        assert time.monotonic() < deadline, view
-        time.sleep(0.2)
+    view = run_to_end(api, cid, timeout=60)
     assert view["status"] == "certified" and view["ranking"] == [[n] for n in names]
     for width in (1280, 390):
         page = browser.new_page(viewport={"width": width, "height": 900})
@@ -451,11 +440,7 @@ def test_style_controlled_verdict_beside_the_raw_one(server, api, browser):
         [("s0", 1.0), ("s1", 1.0), ("s2", 1.0)],
         judge={"kind": "simulated", "preference": STRONG_P},
     )
-    assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
-    deadline = time.monotonic() + 60
-    while (view := api.get(f"/v1/campaigns/{cid}").json())["status"] == "running":
-        assert time.monotonic() < deadline, view
-        time.sleep(0.2)
+    run_to_end(api, cid, timeout=60)
     style = api.get(f"/v1/campaigns/{cid}/style").json()
     assert style["leader_controlled"] is not None, style  # enough duels for a fit
     for width in (1280, 390):

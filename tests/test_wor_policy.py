@@ -400,6 +400,25 @@ def test_driver_modes_on_the_same_seed():
         policy_campaign(inst, "fresh", 0.1, 0)
 
 
+def test_driver_orders_auto_pays_one_call_once_the_judge_is_consistent():
+    """orders: auto changes what a verdict costs, never which duels are run (the policy is told the
+    cost of two calls in both); with an order-consistent table it reads about one call a verdict."""
+    inst = _inst4(P=200)
+    both = policy_campaign(inst, "wor", 0.1, 3)
+    auto = policy_campaign(inst, "wor", 0.1, 3, orders="auto")
+    assert auto.outcome == both.outcome == 0
+    assert np.array_equal(auto.counts, both.counts) and auto.verdicts_paid == both.verdicts_paid
+    assert auto.answer_spend == pytest.approx(both.answer_spend)
+    assert both.judge_calls == 2 * both.verdicts_paid
+    assert both.spend == pytest.approx(both.answer_spend + both.judge_calls * inst.judge_cost)
+    assert auto.spend == pytest.approx(auto.answer_spend + auto.judge_calls * inst.judge_cost)
+    # both orders for the first 8 verdicts, then one order with a 2% share of both-order checks
+    assert auto.verdicts_paid + 8 <= auto.judge_calls <= 16 + 1.1 * (auto.verdicts_paid - 8) < both.judge_calls
+    assert [c[2] for c in auto.certificates].count(0) == 3 and auto.certificates[-1][0] <= auto.spend
+    with pytest.raises(ValueError):
+        policy_campaign(inst, "wor", 0.1, 3, orders="one")
+
+
 def test_error_rate_without_replacement_is_within_delta():
     """Wrong winner, or no winner although a prompt-set winner exists, at most delta = 0.1.
 

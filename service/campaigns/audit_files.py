@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import groupby
 from typing import Any
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -46,49 +47,39 @@ def answer_file_names(names: list[str]) -> dict[str, str]:
     return out
 
 
-class AnswerFiles:
-    """The ``model_answer/<model>.jsonl`` files, gathered duel by duel (:meth:`add`): one line per distinct
-    answer of a model to a question, which is what it holds in memory."""
+def answer_files(
+    names: list[str], rows: Iterable[Any], question: Callable[[int], str]
+) -> Iterator[tuple[str, Iterator[str]]]:
+    """``(model_answer/<model>.jsonl, its lines)`` per model with answers, from ``rows`` (``model``,
+    ``prompt_index``, ``answer``, ``id``, ``at``) ordered by model, prompt and duel
+    (:func:`.export_stream.answer_rows`); ``question``: a prompt's question id. Each file's lines are to be
+    taken before the next file: what is held is the distinct answers of one model to one prompt."""
+    paths = answer_file_names(names)
+    for model, by_model in groupby(rows, key=lambda r: r.model):
+        name = names[model]
+        yield paths[name], _model_lines(name, by_model, question)
 
-    def __init__(self, names: list[str]):
-        self.names = names
-        self.lines: dict[tuple[int, str, str], dict[str, Any]] = {}
 
-    def add(self, d: dict[str, Any]) -> None:
-        qid = d["meta"][0]
-        for model, text in ((d["a"], d.get("answer_a")), (d["b"], d.get("answer_b"))):
-            if text is None:
+def _model_lines(name: str, rows: Iterable[Any], question: Callable[[int], str]) -> Iterator[str]:
+    """One line per distinct answer of the model to each question (its duels in ``duel_ids``), question by question."""
+    for prompt, group in groupby(rows, key=lambda r: r.prompt_index):
+        qid = question(prompt)
+        lines: dict[str, dict[str, Any]] = {}
+        for r in group:
+            digest = hashlib.sha256(f"{name}\x00{qid}\x00{r.answer}".encode("utf-8", "surrogatepass")).hexdigest()
+            if digest in lines:
+                lines[digest]["duel_ids"].append(r.id)
                 continue
-            name = self.names[model]
-            digest = hashlib.sha256(f"{name}\x00{qid}\x00{text}".encode("utf-8", "surrogatepass")).hexdigest()
-            key = (model, qid, digest)  # the text itself is kept once, in its line
-            if key in self.lines:
-                self.lines[key]["duel_ids"].append(d["id"])
-                continue
-            self.lines[key] = {
+            lines[digest] = {
                 "question_id": qid,
                 "answer_id": digest[:22],
                 "model_id": name,
-                "choices": [{"index": 0, "turns": [{"content": text}]}],
-                "tstamp": d["tstamp"],
-                "duel_ids": [d["id"]],
+                "choices": [{"index": 0, "turns": [{"content": r.answer}]}],
+                "tstamp": round(r.at.timestamp(), 3) if r.at is not None else None,
+                "duel_ids": [r.id],
             }
-
-    def files(self) -> dict[str, str]:
-        """File name -> text (models with no answer: no file)."""
-        files: dict[str, list[str]] = {}
-        paths = answer_file_names(self.names)
-        for (model, _, _), line in self.lines.items():
-            files.setdefault(paths[self.names[model]], []).append(json.dumps(line))
-        return {path: "\n".join(rows) + "\n" for path, rows in files.items()}
-
-
-def model_answer_files(names: list[str], duels: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """The ``model_answer/<model>.jsonl`` texts of the judged duels (models with no answer: no file)."""
-    out = AnswerFiles(names)
-    for d in duels:
-        out.add(d)
-    return out.files()
+        for line in lines.values():
+            yield json.dumps(line)
 
 
 def judgment_lines(names: list[str], duels: Iterable[dict[str, Any]]) -> str:

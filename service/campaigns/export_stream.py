@@ -7,18 +7,19 @@
 log, its dicts or its text in memory at once: each file is one JSON string, written as
 ``"`` + the escaped text of each page + ``"`` (JSON escapes character by character, so the
 pieces join to the escaped whole). What the other files need from the log (the matrix's
-counts, the style fit's features, each model's distinct answers, the images the answers name)
-is gathered on the same pass. The duel dicts are the ones :mod:`.audit_files` and
-:mod:`.style` read.
+counts, the style fit's stored features, the judge bias) is gathered on the passes that write
+these two; the model answer files read the answers once more, ordered by model and prompt
+(:func:`answer_rows`, a server-side cursor on PostgreSQL), and hold one model's answers to one
+prompt at a time. The duel dicts are the ones :mod:`.audit_files` and :mod:`.style` read.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Text, case, cast, func, select, union_all
 
 from algorithms.vocabulary import DuelStatus
 
@@ -62,6 +63,10 @@ class LogMeta:
             for r in s.execute(select(Annotator.id, Annotator.label).where(Annotator.campaign_id == campaign_id))
         }
 
+    def question(self, idx: int) -> str:
+        """The question id of the campaign's prompt ``idx``."""
+        return self.meta.get(idx, (question_id(None, idx), None))[0]
+
 
 def _tstamp(r: Any) -> float | None:
     return round(r.at.timestamp(), 3) if r.at is not None else None
@@ -81,16 +86,27 @@ def window_start(s, campaign_id: int, last: int | None) -> int:
     return int(first or 0)
 
 
-def judged_duels(
-    s, campaign_id: int, lm: LogMeta, answers: bool = True, detail: bool = False, after: int = 0
-) -> Iterator[dict]:
+#: An image answer's whole text is its name, ``[image sha256:<64 hex>]`` (service/clients/images.py): 80 characters.
+IMAGE_NAME_CHARS = 80
+
+
+def _answer_head(answer: Any, style: Any) -> Any:
+    """The answer's text when its duel has no stored style features (a duel stored before them: the style fit
+    counts them from the text), else its first :data:`IMAGE_NAME_CHARS` + 1 characters (whether it is an
+    image's name), read in the database."""
+    return case((style.is_(None), answer), else_=func.substr(answer, 1, IMAGE_NAME_CHARS + 1))
+
+
+def judged_duels(s, campaign_id: int, lm: LogMeta, after: int = 0) -> Iterator[dict]:
     """The campaign's judged duels with an id above ``after``, oldest first, as dicts, read :data:`PAGE` at a
-    time (with their answers' text when ``answers``, the judge's detail when ``detail``)."""
-    cols: list[Any] = list(_COLUMNS)  # columns of several types
-    if answers:  # with the answers' stored style features (the export's style fit counts no text)
-        cols += [Duel.answer_a, Duel.answer_b, Duel.answer_style]
-    if detail:
-        cols.append(Duel.judge_detail)
+    time. Their answers are not read whole (the model answer files read them apart, :func:`answer_rows`):
+    ``answer_a`` and ``answer_b`` are :func:`_answer_head`'s, ``style`` the stored style features."""
+    cols: list[Any] = [
+        *_COLUMNS,
+        _answer_head(Duel.answer_a, Duel.answer_style).label("answer_a"),
+        _answer_head(Duel.answer_b, Duel.answer_style).label("answer_b"),
+        Duel.answer_style,
+    ]
     for page in _judged_pages(s, campaign_id, cols, after):
         for r in page:
             a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
@@ -105,10 +121,9 @@ def judged_duels(
                 "model_i": r.model_i,
                 "judged_by": r.judged_by,
                 "annotator": lm.labels.get(r.judged_by or ""),
-                "answer_a": r.answer_a if answers else None,
-                "answer_b": r.answer_b if answers else None,
-                "style": r.answer_style if answers else None,
-                "judge_detail": r.judge_detail if detail else None,
+                "answer_a": r.answer_a,
+                "answer_b": r.answer_b,
+                "style": r.answer_style,
                 "cost": from_nusd(r.cost_nusd),
                 "tstamp": _tstamp(r),
                 "comment": r.comment,
@@ -117,22 +132,95 @@ def judged_duels(
             }
 
 
+_JUDGE_COLUMNS = (
+    Duel.id,
+    Duel.model_i,
+    Duel.model_j,
+    Duel.a_is_i,
+    Duel.prompt_index,
+    Duel.choice,
+    Duel.judged_by,
+    Duel.judge_detail,
+    func.length(Duel.answer_a).label("len_a"),
+    func.length(Duel.answer_b).label("len_b"),
+)
+
+
+def judge_calls(s, campaign_id: int, lm: LogMeta, count: Callable[..., None] | None = None) -> Iterator[dict]:
+    """The campaign's judged duels whose judge detail holds calls, oldest first, as the dicts ``judgments.jsonl``
+    is written from (:func:`.audit_files.iter_judgment_lines`: ``id``, ``a``, ``b``, ``judged_by``,
+    ``judge_detail``, ``meta``); each duel with a verdict is passed to ``count`` on the way (the judge bias:
+    :meth:`.judge_bias.BiasTally.count`'s arguments), so one read of the log serves both. A duel without
+    calls (a human vote, a simulated judge) costs no dict."""
+    for page in _judged_pages(s, campaign_id, _JUDGE_COLUMNS, 0):
+        for r in page:
+            a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
+            detail = r.judge_detail
+            if count is not None and r.choice is not None:
+                count(r.choice, detail, lengths=(r.len_a, r.len_b), shown=(a, b))
+            if isinstance(detail, dict) and isinstance(detail.get("calls"), list):
+                yield {
+                    "id": r.id,
+                    "a": a,
+                    "b": b,
+                    "judged_by": r.judged_by,
+                    "judge_detail": detail,
+                    "meta": lm.meta.get(r.prompt_index, (question_id(None, r.prompt_index), None)),
+                }
+
+
+def answer_rows(s, campaign_id: int) -> Iterator[Any]:
+    """Every answer of the campaign's judged duels, one row per duel and side (``model``, ``prompt_index``,
+    ``answer``, ``id``, ``at``: the duel's time), ordered by model, prompt and duel, streamed from the database
+    :data:`PAGE` rows at a time (a server-side cursor on PostgreSQL): the model answer files are written from
+    it one model and one prompt at a time (:func:`.audit_files.answer_file_lines`)."""
+    judged = (Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED)
+    at = func.coalesce(Duel.judged_at, Duel.created_at)
+    sides = [
+        select(
+            case((Duel.a_is_i == shown_i, Duel.model_i), else_=Duel.model_j).label("model"),
+            Duel.prompt_index.label("prompt_index"),
+            answer.label("answer"),
+            Duel.id.label("id"),
+            at.label("at"),
+        ).where(*judged, answer.is_not(None))
+        for shown_i, answer in ((True, Duel.answer_a), (False, Duel.answer_b))
+    ]
+    both = union_all(*sides).subquery()
+    query = select(both).order_by(both.c.model, both.c.prompt_index, both.c.id)
+    # Core, not the session's ORM execution: rows of plain columns, without its per-row loading
+    yield from s.connection().execute(query.execution_options(yield_per=PAGE))
+
+
 def _judged_pages(s, campaign_id: int, cols: Any, after: int) -> Iterator[list[Any]]:
     """The ``cols`` of the campaign's judged duels with an id above ``after``, oldest first, :data:`PAGE` rows a page."""
     while True:
-        page = s.execute(
-            select(*cols)
-            .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
-            .order_by(Duel.id)
-            .limit(PAGE)
-        ).all()
+        page = (
+            s.connection()
+            .execute(  # Core: plain rows, without the ORM loading of each (as answer_rows)
+                select(*cols)
+                .where(Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.id > after)
+                .order_by(Duel.id)
+                .limit(PAGE)
+            )
+            .all()
+        )
         yield page
         if len(page) < PAGE:
             return
         after = page[-1].id
 
 
-_STYLE_COLUMNS = (Duel.id, Duel.model_i, Duel.model_j, Duel.a_is_i, Duel.counted, Duel.score, Duel.answer_style)
+#: the stored style features as their JSON text: a page's are decoded in one call (:func:`_decoded`)
+_STYLE_COLUMNS = (
+    Duel.id,
+    Duel.model_i,
+    Duel.model_j,
+    Duel.a_is_i,
+    Duel.counted,
+    Duel.score,
+    cast(Duel.answer_style, Text).label("answer_style"),
+)
 
 
 def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
@@ -141,14 +229,15 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
     :data:`PAGE` at a time; the answers' text only for a duel stored without them."""
     for page in _judged_pages(s, campaign_id, _STYLE_COLUMNS, after):
         counted = [r for r in page if r.counted and r.score is not None]
-        missing = [r.id for r in counted if r.answer_style is None]
+        styles = _decoded([r.answer_style for r in counted])
+        missing = [r.id for r, style in zip(counted, styles) if style is None]
         texts = {}
         if missing:
             texts = {
                 r.id: (r.answer_a, r.answer_b)
                 for r in s.execute(select(Duel.id, Duel.answer_a, Duel.answer_b).where(Duel.id.in_(missing)))
             }
-        for r in counted:
+        for r, style in zip(counted, styles):
             a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
             answer_a, answer_b = texts.get(r.id, (None, None))
             yield {
@@ -157,10 +246,18 @@ def style_duels(s, campaign_id: int, after: int = 0) -> Iterator[dict]:
                 "model_i": r.model_i,
                 "counted": True,
                 "score": r.score,
-                "style": r.answer_style,
+                "style": style,
                 "answer_a": answer_a,
                 "answer_b": answer_b,
             }
+
+
+def _decoded(texts: list[str | None]) -> list[Any]:
+    """JSON ``texts`` decoded in one call (a call per value costs more than the decoding of a short one);
+    None (SQL NULL) stays None."""
+    if not texts:
+        return []
+    return json.loads("[" + ",".join("null" if t is None else t for t in texts) + "]")
 
 
 def json_string(pieces: Iterable[str]) -> Iterator[str]:

@@ -85,97 +85,154 @@ def judge_bias(rows: Iterable[Any], judge: dict, models: list[dict] | None = Non
     """The bias report of a campaign's judged duels.
 
     ``rows``: objects with ``choice``, ``judge_detail``, ``len_a``, ``len_b`` (the answers'
-    lengths as shown), optionally ``area_a``, ``area_b`` (an image answer's pixels, else None) and, with ``models``, ``model_a`` and ``model_b``; ``judge``: the
-    campaign's stored judge config; ``models``: its stored model entries (for the judge
-    that is also a contestant).
+    lengths as shown), optionally ``area_a``, ``area_b`` (an image answer's pixels, else None) and, with
+    ``models``, ``model_a`` and ``model_b``; ``judge``: the campaign's stored judge config; ``models``: its
+    stored model entries (for the judge that is also a contestant).
     """
     rows = list(rows)
-    kind = judge.get("kind")
-    llm = kind in ("llm", "jury")
-    from algorithms.judge_orders import AutoOrders
-
-    from ..stored_config import judges_both_orders
-
-    both = llm and judges_both_orders(judge)
-    orders = judge.get("orders") if kind == "llm" and judge.get("orders") in ("both", "one", "auto") else None
-    first = decisive = flips = paired = ties = longer = decided = verdicts = 0
-    larger = sized = 0
-    # image areas only on rows that carry them (Results._with_image_areas); a missing attribute of a
-    # database row is an exception caught inside SQLAlchemy, dear when asked twice per duel
-    sized_rows = bool(rows) and hasattr(rows[0], "area_a")
-    images = sized_rows and any(r.area_a is not None for r in rows)
-    modes = {"both": 0, "one": 0}
-    evidence = AutoOrders(window=1_000_000)  # every both-order duel of a single llm judge
-    agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
-    juror_first: dict[str, list[int]] = {}  # juror -> [first position, decisive calls]
+    tally = BiasTally(judge, models, areas=bool(rows) and hasattr(rows[0], "area_a"))
     for r in rows:
-        detail = r.judge_detail or {}
+        tally.add(r)
+    return tally.report()
+
+
+class BiasTally:
+    """:func:`judge_bias`'s counts, gathered duel by duel (:meth:`add`, in the log's order), so that a pass over
+    the log that reads the rows for another reason (the export's ``judgments.jsonl``) counts them too.
+
+    ``areas``: the rows carry ``area_a`` and ``area_b`` (asked of every row only then: a missing attribute of a
+    database row is an exception caught inside SQLAlchemy, dear when asked twice per duel)."""
+
+    def __init__(self, judge: dict, models: list[dict] | None = None, *, areas: bool = False):
+        from algorithms.judge_orders import AutoOrders
+
+        self.judge, self.models, self.areas = judge, models, areas
+        self.kind = judge.get("kind")
+        self.llm = self.kind in ("llm", "jury")
+        self.first = self.decisive = self.flips = self.paired = self.ties = 0
+        self.longer = self.decided = self.verdicts = self.larger = self.sized = 0
+        self.images = False
+        self.modes = {"both": 0, "one": 0}
+        self.evidence = AutoOrders(window=1_000_000)  # every both-order duel of a single llm judge
+        self.agree: dict[str, list[int]] = {}  # juror -> [agrees with the jury, verdicts]
+        self.juror_first: dict[str, list[int]] = {}  # juror -> [first position, decisive calls]
+        clients = [client for _, client in judge_clients(judge)] if models else []
+        # contestants one of the judge's own clients calls -> [decisive duels, won]
+        self.own = {
+            m: [0, 0]
+            for m, spec in enumerate(models or [])
+            if any(same_model(spec.get("client") or {}, client) for client in clients)
+        }
+
+    def add(self, r: Any) -> None:
+        """Count one judged duel (a row as :func:`judge_bias` describes)."""
+        shown = (r.model_a, r.model_b) if self.own else None
+        areas = (r.area_a, r.area_b) if self.areas else None
+        self.count(r.choice, r.judge_detail, lengths=(r.len_a, r.len_b), shown=shown, areas=areas)
+
+    def count(
+        self,
+        choice: str | None,
+        detail: dict | None,
+        *,
+        lengths: tuple[int | None, int | None],
+        shown: tuple[int, int] | None = None,
+        areas: tuple[int | None, int | None] | None = None,
+        n: int = 1,
+    ) -> None:
+        """Count one judged duel: its ``choice``, its judge's ``detail``, the ``lengths`` of its answers as shown,
+        the models shown as a and b (``shown``: needed when the judge is a contestant) and the image answers'
+        pixels (``areas``, None for text answers); ``n`` such duels at once (a grouped read of the log: a judge
+        that is not an LLM, whose detail says only whether the verdict was reused)."""
+        if n != 1 and (self.llm or (detail or {}).get("jurors")):
+            raise ValueError("an LLM judge's verdicts are counted one by one")
+        if self.own and choice in ("a", "b") and shown is not None:  # every decisive duel, reused or not
+            for m, tally in self.own.items():
+                if m in shown:
+                    tally[0] += n
+                    tally[1] += n * int(shown[0 if choice == "a" else 1] == m)
+        area_a, area_b = areas if areas is not None else (None, None)
+        if area_a is not None:
+            self.images = True
+        detail = detail or {}
         if "reused_verdict" in detail:
-            continue
-        verdicts += 1
+            return
+        self.verdicts += n
         for j in detail.get("jurors") or []:
             if isinstance(j, dict) and "agrees" in j:
-                tally = agree.setdefault(str(j.get("name")), [0, 0])
+                tally = self.agree.setdefault(str(j.get("name")), [0, 0])
                 tally[0] += int(bool(j["agrees"]))
                 tally[1] += 1
-        if llm:
-            by_juror: dict[Any, list[str]] = {}
-            for c in _calls(detail):
-                f = first_position_of(c)
-                if f is not None:
-                    decisive += 1
-                    first += int(f)
-                    if "juror" in c:
-                        tally = juror_first.setdefault(str(c["juror"]), [0, 0])
-                        tally[0] += int(f)
-                        tally[1] += 1
-                if c.get("verdict") in ("a", "b", "tie"):
-                    by_juror.setdefault(c.get("juror"), []).append(c["verdict"])
-            for vs in by_juror.values():
-                if len(vs) == 2:
-                    paired += 1
-                    flips += int(vs[0] != vs[1])
-                    ties += int(vs[0] == vs[1] == "tie")
-            if kind == "llm" and _calls(detail):
-                modes["both" if len(_calls(detail)) == 2 else "one"] += 1
-                _observe(evidence, detail)
-        elif r.choice in ("a", "b"):
-            decisive += 1
-            first += int(r.choice == "a")
-        if r.choice in ("a", "b") and r.len_a is not None and r.len_b is not None and r.len_a != r.len_b:
-            decided += 1
-            longer += int((r.choice == "a") == (r.len_a > r.len_b))
-        if not images:
-            continue
-        if r.choice in ("a", "b") and r.area_a is not None and r.area_b is not None and r.area_a != r.area_b:
-            sized += 1
-            larger += int((r.choice == "a") == (r.area_a > r.area_b))
-    margin = evidence.margin()
-    out: dict[str, Any] = {
-        "judge": kind,
-        "orders": (orders or ("both" if both else "one")) if llm else None,
-        "verdicts": verdicts,
-        "first_position": rate(first, decisive),
-        "order_disagreement": rate(flips, paired) if both or paired else None,
-        "order_ties": rate(ties, paired) if both or paired else None,
-        "modes": modes if kind == "llm" else None,
-        "one_order_cheaper": None if margin is None or kind != "llm" else bool(margin > 0),
-        "longer_wins": rate(longer, decided),
-        "larger_image_wins": rate(larger, sized) if images else None,
-        "limits": dict(LIMITS),
-        "jury": None,
-        "self_judging": self_judging(rows, judge, models) if models else [],
-    }
-    if kind == "jury":
-        out["jury"] = {
-            "combine": judge.get("combine", "majority"),
-            "jurors": [
-                {"name": name, "agreement": rate(k, n), "first_position": rate(*juror_first.get(name, [0, 0]))}
-                for name, (k, n) in agree.items()
+        if self.llm:
+            self._calls(detail)
+        elif choice in ("a", "b"):
+            self.decisive += n
+            self.first += n * int(choice == "a")
+        len_a, len_b = lengths
+        if choice in ("a", "b") and len_a is not None and len_b is not None and len_a != len_b:
+            self.decided += n
+            self.longer += n * int((choice == "a") == (len_a > len_b))
+        if choice in ("a", "b") and area_a is not None and area_b is not None and area_a != area_b:
+            self.sized += n
+            self.larger += n * int((choice == "a") == (area_a > area_b))
+
+    def _calls(self, detail: dict) -> None:
+        by_juror: dict[Any, list[str]] = {}
+        calls = _calls(detail)
+        for c in calls:
+            f = first_position_of(c)
+            if f is not None:
+                self.decisive += 1
+                self.first += int(f)
+                if "juror" in c:
+                    tally = self.juror_first.setdefault(str(c["juror"]), [0, 0])
+                    tally[0] += int(f)
+                    tally[1] += 1
+            if c.get("verdict") in ("a", "b", "tie"):
+                by_juror.setdefault(c.get("juror"), []).append(c["verdict"])
+        for vs in by_juror.values():
+            if len(vs) == 2:
+                self.paired += 1
+                self.flips += int(vs[0] != vs[1])
+                self.ties += int(vs[0] == vs[1] == "tie")
+        if self.kind == "llm" and calls:
+            self.modes["both" if len(calls) == 2 else "one"] += 1
+            _observe(self.evidence, detail)
+
+    def report(self) -> dict[str, Any]:
+        from ..stored_config import judges_both_orders
+
+        judge, kind, llm = self.judge, self.kind, self.llm
+        both = llm and judges_both_orders(judge)
+        orders = judge.get("orders") if kind == "llm" and judge.get("orders") in ("both", "one", "auto") else None
+        margin = self.evidence.margin()
+        out: dict[str, Any] = {
+            "judge": kind,
+            "orders": (orders or ("both" if both else "one")) if llm else None,
+            "verdicts": self.verdicts,
+            "first_position": rate(self.first, self.decisive),
+            "order_disagreement": rate(self.flips, self.paired) if both or self.paired else None,
+            "order_ties": rate(self.ties, self.paired) if both or self.paired else None,
+            "modes": dict(self.modes) if kind == "llm" else None,
+            "one_order_cheaper": None if margin is None or kind != "llm" else bool(margin > 0),
+            "longer_wins": rate(self.longer, self.decided),
+            "larger_image_wins": rate(self.larger, self.sized) if self.images else None,
+            "limits": dict(LIMITS),
+            "jury": None,
+            "self_judging": [
+                {"model": (self.models or [])[m]["name"], "wins": rate(won, n)} for m, (n, won) in self.own.items()
             ],
         }
-    out["warnings"] = warnings(out)
-    return out
+        if kind == "jury":
+            out["jury"] = {
+                "combine": judge.get("combine", "majority"),
+                "jurors": [
+                    {"name": name, "agreement": rate(k, n), "first_position": rate(*self.juror_first.get(name, [0, 0]))}
+                    for name, (k, n) in self.agree.items()
+                ],
+            }
+        out["warnings"] = warnings(out)
+        return out
 
 
 def _observe(evidence: Any, detail: dict) -> None:
@@ -237,19 +294,4 @@ def warnings(report: dict[str, Any]) -> list[str]:
             f"the judge is also the contestant {own['model']!r} ({measured} as judged by itself): LLM judges "
             "tend to favour their own answers; prefer a judge that is not a contestant, or a jury"
         )
-    return out
-
-
-def self_judging(rows: list[Any], judge: dict, models: list[dict]) -> list[dict[str, Any]]:
-    """For each contestant that one of the judge's own clients calls (same kind, model and base
-    URL): its decisive duels and how many it won, as that judge saw them. ``rows`` need
-    ``model_a``, ``model_b`` and ``choice``."""
-    clients = [client for _, client in judge_clients(judge)]
-    out = []
-    for m, spec in enumerate(models):
-        if not any(same_model(spec.get("client") or {}, client) for client in clients):
-            continue
-        mine = [r for r in rows if r.choice in ("a", "b") and m in (r.model_a, r.model_b)]
-        won = sum(1 for r in mine if (r.model_a if r.choice == "a" else r.model_b) == m)
-        out.append({"model": spec["name"], "wins": rate(won, len(mine))})
     return out

@@ -55,6 +55,7 @@ from .credentials import secret_keys
 from .draws import draw_prompt_and_side
 from .endings import Endings
 from .expiry import call_deadline, is_stale
+from .lost_commits import once_committed
 from .model_changes import disabled_models
 from .tasks import Background, in_thread
 from .types import DuelPlan
@@ -221,15 +222,7 @@ class Pregeneration:
                         else:
                             res = await self.calls.call_model(plan, n, turns)
                         if isinstance(res, Completion):
-                            await in_thread(
-                                self.store_pregenerated_tx,
-                                campaign_id,
-                                n,
-                                plan.claims[n],
-                                res,
-                                hold_id=hold,
-                                prompt=prompt,
-                            )
+                            await self.store_paid_answer(campaign_id, n, plan.claims[n], res, hold=hold, prompt=prompt)
                             hold = None  # released with the charge
                             return 1
                         failed.append(n)
@@ -248,6 +241,23 @@ class Pregeneration:
         else:
             paid = sum(await asyncio.gather(*(one(*t) for t in targets)))
         return -1 if failed or (no_room and not paid) else paid
+
+    async def store_paid_answer(self, campaign_id: int, n: int, claim: Any, res: Completion, *, hold: int, prompt: str):
+        """:meth:`store_pregenerated_tx` in a worker thread; after a lost connection, run again only when it did
+        not commit (its hold is still there: :func:`.lost_commits.once_committed`)."""
+
+        def attempt() -> Awaitable[None]:
+            return in_thread(self.store_pregenerated_tx, campaign_id, n, claim, res, hold_id=hold, prompt=prompt)
+
+        async def written() -> bool | None:
+            return True if await in_thread(self.hold_gone_tx, hold) else None
+
+        await once_committed(attempt, written, what=f"campaign {campaign_id}'s pre-generated answer")
+
+    def hold_gone_tx(self, hold_id: int) -> bool:
+        """Whether the budget hold ``hold_id`` is gone (released with its charge, or dropped)."""
+        with self.db.read() as s:
+            return not holds.hold_exists(s, hold_id)
 
     def hold_tx(
         self, campaign_id: int, n: int, prompt: str, key: str, *, expiry: dt.timedelta | None = None

@@ -50,7 +50,7 @@ from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import Text, case, cast, func, literal, literal_column, select
 
 from algorithms.csv_cells import write_csv
 from algorithms.ranking import Ranking, bootstrap_ranking
@@ -59,9 +59,18 @@ from algorithms.vocabulary import CampaignStatus, Choice, DuelStatus
 from ..db import Database
 from ..models import Campaign, Duel, Prompt, StoredImage, from_nusd
 from . import policy_log
-from .audit_files import AnswerFiles, iter_judgment_lines
-from .export_stream import LogMeta, json_file, judged_duels, lines_in_pages, style_duels, window_start
-from .judge_bias import judge_bias
+from .audit_files import answer_files, iter_judgment_lines
+from .export_stream import (
+    LogMeta,
+    answer_rows,
+    json_file,
+    judge_calls,
+    judged_duels,
+    lines_in_pages,
+    style_duels,
+    window_start,
+)
+from .judge_bias import BiasTally, judge_bias
 from .style import StyleRows
 from .types import NotFound
 from .verdicts import verdict_sentence, verdict_text
@@ -84,6 +93,9 @@ RANKING_BY_CATEGORY_COLUMNS = ["category", "rank", "model", "win_rate", "ci_low"
 # (the ended campaign's table has BOOTSTRAP_REPS, the same numbers as the export's).
 RUNNING_REPS = 250
 RANKING_CACHE = 64
+#: judges whose bias report is counted from one grouped read of the log (their detail says no more than
+#: whether a verdict was reused); an LLM judge's, a jury's and a hybrid judge's are read duel by duel
+GROUPED_BIAS_JUDGES = ("simulated", "human")
 
 
 class Results:
@@ -101,12 +113,21 @@ class Results:
         """Aggregates for the ranking: counted scores by (model i, model j, score of i), spend and calls per model."""
         cid = c.id
         counted = (Duel.campaign_id == cid, Duel.status == DuelStatus.JUDGED, Duel.counted, Duel.score.is_not(None))
-        by_category = s.execute(
-            select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
-            .join(Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index), isouter=True)
-            .where(*counted)
-            .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
-        ).all()
+        # one category for every prompt (none, most often): the log grouped without the prompts' join
+        cats = s.execute(select(Prompt.category).where(Prompt.campaign_id == cid).distinct().limit(2)).scalars().all()
+        if len(cats) <= 1:
+            one = literal(cats[0] if cats else None, Prompt.category.type).label("category")
+            grouped = select(one, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id)).where(*counted)
+            by_category = s.execute(grouped.group_by(Duel.model_i, Duel.model_j, Duel.score)).all()
+        else:
+            by_category = s.execute(
+                select(Prompt.category, Duel.model_i, Duel.model_j, Duel.score, func.count(Duel.id))
+                .join(
+                    Prompt, (Prompt.campaign_id == Duel.campaign_id) & (Prompt.idx == Duel.prompt_index), isouter=True
+                )
+                .where(*counted)
+                .group_by(Prompt.category, Duel.model_i, Duel.model_j, Duel.score)
+            ).all()
         # paid calls and their total per model, by the rule of the campaign view's observed cost
         # (Views.observed_costs: a zero-cost reuse of a stored answer is no call)
         observed = self.views.observed_costs(s, cid)
@@ -151,7 +172,7 @@ class Results:
     def _ranking(data: dict[str, Any], seed: int, reps: int = BOOTSTRAP_REPS) -> list[dict[str, Any]]:
         view = data["view"]
         names = [m["name"] for m in view["models"]]
-        r = _rank(data["outcomes"], len(names), INTERVAL)
+        r = _betting(data)
         boot = _rank(data["outcomes"], len(names), "bootstrap", reps=reps, seed=seed) if reps else None
         out = []
         for rank, m in enumerate(r.order, 1):
@@ -181,7 +202,8 @@ class Results:
         names = [m["name"] for m in data["view"]["models"]]
         out = []
         for cat in sorted(data["categories"], key=lambda x: (x == NO_CATEGORY, x)):
-            r = _rank(data["categories"][cat], len(names), INTERVAL)
+            # one category: its duels are the campaign's, its intervals the ranking's (computed once)
+            r = _betting(data) if len(data["categories"]) == 1 else _rank(data["categories"][cat], len(names), INTERVAL)
             rows = [
                 {
                     "category": cat,
@@ -406,6 +428,11 @@ class Results:
             if key in cache:  # the dashboard asks at every refresh: read the log again only when it changed
                 return cache[key]
             after = window_start(s, campaign_id, last)
+            judge, models = dict(c.judge or {}), list(c.models or [])
+            images = any(m.get("output") == "image" for m in models)
+            if judge.get("kind") in GROUPED_BIAS_JUDGES and not images:
+                out = {"campaign_id": campaign_id, **_grouped_bias(s, campaign_id, after, BiasTally(judge, models))}
+                return self._keep_bias(cache, key, out, last)
             rows = s.execute(
                 select(
                     Duel.choice,
@@ -423,10 +450,12 @@ class Results:
                 )
                 .order_by(Duel.id)
             ).all()
-            judge, models = dict(c.judge or {}), list(c.models or [])
-            if any(m.get("output") == "image" for m in models):  # image answers: their sizes (larger_image_wins)
+            if images:  # image answers: their sizes (larger_image_wins)
                 rows = self._with_image_areas(s, campaign_id, rows, after)
-        out = {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}
+        return self._keep_bias(cache, key, {"campaign_id": campaign_id, **judge_bias(rows, judge, models)}, last)
+
+    @staticmethod
+    def _keep_bias(cache: dict, key: tuple, out: dict[str, Any], last: int | None) -> dict[str, Any]:
         if last is not None:
             out["window"] = last
         if len(cache) >= RANKING_CACHE:
@@ -455,7 +484,7 @@ class Results:
         L = len(names)
         wins = [[0] * L for _ in range(L)]
         ties = [[0] * L for _ in range(L)]
-        style, answers, hashes = StyleRows(), AnswerFiles(names), set()
+        style, hashes = StyleRows(), set[str]()
 
         def battle_lines(s, lm: LogMeta) -> Iterator[str]:
             for d in judged_duels(s, campaign_id, lm):
@@ -468,11 +497,6 @@ class Results:
                     ties[a][b] += 1
                     ties[b][a] += 1
                 style.add(d)
-                answers.add(d)
-                for field in ("answer_a", "answer_b"):
-                    text = d.get(field)
-                    if text and IMAGE_TAG in text:  # a plain substring test first: the pattern is dear per answer
-                        hashes.update(IMAGE_NAME.findall(text))
                 line = self._battle(names, campaign_id, d)
                 if line is not None:
                     yield json.dumps(line)
@@ -491,12 +515,19 @@ class Results:
             yield from json_file("ranking.json", [json.dumps(ranking, indent=1) + "\n"])
             rows = [row for cat in by_category for row in cat["rows"]]
             yield from json_file("ranking_by_category.csv", [_csv(RANKING_BY_CATEGORY_COLUMNS, rows)])
-            yield from json_file("judge_bias.json", [json.dumps(self.judge_bias(campaign_id), indent=1) + "\n"])
-            judged = judged_duels(s, campaign_id, lm, answers=False, detail=True)
+            # the judge bias is counted on the pass that writes judgments.jsonl (image answers: their sizes
+            # are read apart, by judge_bias)
+            judge, models = s.execute(select(Campaign.judge, Campaign.models).where(Campaign.id == campaign_id)).one()
+            images = any(m.get("output") == "image" for m in models or [])
+            bias = BiasTally(dict(judge or {}), list(models or []))
+            judged = judge_calls(s, campaign_id, lm, None if images else bias.count)
             yield from json_file("judgments.jsonl", lines_in_pages(iter_judgment_lines(names, judged)))
-        yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
-        for path, text in answers.files().items():
-            yield from json_file(path, [text])
+            report = self.judge_bias(campaign_id) if images else {"campaign_id": campaign_id, **bias.report()}
+            yield from json_file("judge_bias.json", [json.dumps(report, indent=1) + "\n"])
+            yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
+            # the model answer files: the answers read once more, by model and prompt (streamed, not gathered)
+            for path, lines in answer_files(names, _image_names(answer_rows(s, campaign_id), hashes), lm.question):
+                yield from json_file(path, lines_in_pages(lines))
         yield '}, "images": {'
         for k, (path, b64) in enumerate(self._export_images(campaign_id, hashes)):
             yield from json_file(path, [b64], first=k == 0)
@@ -545,6 +576,51 @@ class Results:
                 if r is not None:
                     ext = r.media_type.split("/")[-1].replace("jpeg", "jpg")
                     yield f"images/{r.sha256}.{ext}", base64.b64encode(bytes(r.data)).decode("ascii")
+
+
+def _image_names(rows: Iterator[Any], hashes: set[str]) -> Iterator[Any]:
+    """``rows`` (answers) as they are, the images each names added to ``hashes`` on the way."""
+    for r in rows:
+        if IMAGE_TAG in r.answer:  # a plain substring test first: the pattern is dear per answer
+            hashes.update(IMAGE_NAME.findall(r.answer))
+        yield r
+
+
+def _grouped_bias(s, campaign_id: int, after: int, tally: BiasTally) -> dict[str, Any]:
+    """The judge bias report of a judge that is not an LLM (:data:`GROUPED_BIAS_JUDGES`) from one grouped read
+    of the judged duels with an id above ``after``: per choice, which answer is longer, whether the verdict
+    was reused (and the models shown, when the judge is a contestant), how many duels; its judge detail
+    decoded for none of them."""
+    len_a, len_b = func.length(Duel.answer_a), func.length(Duel.answer_b)
+    cols = [
+        Duel.choice.label("choice"),
+        case(
+            (len_a > len_b, literal_column("1")), (len_a < len_b, literal_column("-1")), else_=literal_column("0")
+        ).label("longer"),
+        cast(Duel.judge_detail, Text).like('%"reused_verdict"%').label("reused"),
+    ]
+    if tally.own:
+        cols += [
+            case((Duel.a_is_i, Duel.model_i), else_=Duel.model_j).label("model_a"),
+            case((Duel.a_is_i, Duel.model_j), else_=Duel.model_i).label("model_b"),
+        ]
+    judged = (Duel.campaign_id == campaign_id, Duel.status == DuelStatus.JUDGED, Duel.choice.is_not(None))
+    inner = select(*cols).where(*judged, Duel.id > after).subquery()
+    keys = [inner.c[col.name] for col in cols]
+    for r in s.execute(select(*keys, func.count().label("n")).group_by(*keys)):
+        shown = (int(r.model_a), int(r.model_b)) if tally.own else None
+        lengths = {1: (1, 0), -1: (0, 1)}.get(int(r.longer), (0, 0))
+        detail = {"reused_verdict": True} if r.reused else None
+        tally.count(r.choice, detail, lengths=lengths, shown=shown, n=int(r.n))
+    return tally.report()
+
+
+def _betting(data: dict[str, Any]) -> Ranking:
+    """The ranking of the campaign's counted outcomes with its anytime-valid intervals, computed once per
+    ``data`` (:meth:`Results._results_data`, itself once per version of the campaign)."""
+    if "betting" not in data:
+        data["betting"] = _rank(data["outcomes"], len(data["view"]["models"]), INTERVAL)
+    return data["betting"]
 
 
 def _num(x: float) -> float | None:

@@ -38,13 +38,14 @@ def answer_style(answer_a: str | None, answer_b: str | None) -> list[int]:
     return [int(x) for x in (*style_counts(answer_a), *style_counts(answer_b))]
 
 
-def _stored_style(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """The features of answers a and b stored with the duel (``style``), None when it has none."""
+def _stored_style(d: dict[str, Any]) -> tuple[list, list] | None:
+    """The features of answers a and b stored with the duel (``style``), None when it has none (lists: the
+    report makes one array of them all)."""
     stored = d.get("style")
     if not isinstance(stored, list) or len(stored) != 2 * len(FEATURES):
         return None
     k = len(FEATURES)
-    return np.array(stored[:k], dtype=float), np.array(stored[k:], dtype=float)
+    return stored[:k], stored[k:]
 
 
 class StyleRows:
@@ -56,18 +57,21 @@ class StyleRows:
         self.i: list[int] = []
         self.j: list[int] = []
         self.score: list[float] = []
-        self.feat_i: list[np.ndarray] = []
-        self.feat_j: list[np.ndarray] = []
+        self.feat_i: list[Any] = []  # each a list or an array of the features
+        self.feat_j: list[Any] = []
 
     def add(self, d: dict[str, Any]) -> None:
         if not d["counted"] or d["score"] is None:
             return
         stored = _stored_style(d)
-        if stored is None:
-            if d.get("answer_a") is None or d.get("answer_b") is None:
-                return
-            stored = style_counts(d["answer_a"]), style_counts(d["answer_b"])
-        feat_a, feat_b = stored
+        feat_a: Any
+        feat_b: Any
+        if stored is not None:
+            feat_a, feat_b = stored
+        elif d.get("answer_a") is None or d.get("answer_b") is None:
+            return
+        else:
+            feat_a, feat_b = style_counts(d["answer_a"]), style_counts(d["answer_b"])
         a_is_i = d["a"] == d["model_i"]
         self.i.append(d["model_i"])
         self.j.append(d["b"] if a_is_i else d["a"])
@@ -104,8 +108,8 @@ def _report(rows: StyleRows, names: list[str]) -> dict[str, Any]:
         j,
         score,
         len(names),
-        np.array(rows.feat_i),
-        np.array(rows.feat_j),
+        np.array(rows.feat_i, dtype=float),
+        np.array(rows.feat_j, dtype=float),
     )
     out["raw"], out["controlled"] = _rows(raw, names), _rows(controlled, names)
     out["coefficients"] = {

@@ -40,6 +40,7 @@ from .. import cycle as cycle_sequences
 from ..campaigns.batch_jobs import BatchJobs
 from ..campaigns.calls import Calls
 from ..campaigns.judge_charges import Judgement
+from ..campaigns.lost_commits import store_paid
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import Conflict, DuelOutcome, DuelPlan, NotFound
 from ..clients import ClientError, parse_client_config
@@ -49,7 +50,6 @@ from ..images.judge import VisionJudgeClient
 from ..judging import build_judge, parse_judge_config
 from ..models import utcnow
 from .batch_collector import Collector, RoundFailed, current_duel
-from .lost_commits import store_paid
 from .orchestration import Cycle
 
 log = logging.getLogger("llmduel.batch")

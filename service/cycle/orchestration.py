@@ -41,13 +41,13 @@ from ..campaigns.calls import call_expiry
 from ..campaigns.credentials import secret_keys
 from ..campaigns.expiry import call_deadline
 from ..campaigns.judge_charges import Judgement
+from ..campaigns.lost_commits import store_paid
 from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.sampling import prompt_permutation
 from ..campaigns.stores import StoredKeys
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from ..campaigns.views import duel_view_for
-from .lost_commits import store_paid
 from .service_port import CycleDeps
 
 log = logging.getLogger("llmduel.campaigns")

@@ -91,6 +91,11 @@ def hold_live(conn, hold_id: int, now: dt.datetime) -> bool:
     return conn.execute(select(H.id).where(H.id == hold_id, H.expires_at > now)).scalar_one_or_none() is not None
 
 
+def hold_exists(conn, hold_id: int) -> bool:
+    """Whether a hold is still there, expired or not (a transaction that charges its answer drops it)."""
+    return conn.execute(select(H.id).where(H.id == hold_id)).scalar_one_or_none() is not None
+
+
 def drop_hold(conn, hold_id: int) -> None:
     """Release a hold (its answer was charged, or its call failed)."""
     conn.execute(delete(BudgetHold).where(BudgetHold.id == hold_id).execution_options(synchronize_session=False))

@@ -5,11 +5,12 @@ provider has billed the calls. When the database connection dies under that tran
 restarted, a network cut, PostgreSQL's ``idle_in_transaction_session_timeout`` ending a stalled
 session, SQLAlchemy then invalidating the connection), whether the commit happened is unknown. Giving
 the duel up would leave what the provider billed out of the ledger; running the transaction again
-blindly could charge it twice. :func:`store_paid` does neither: it waits for the database to answer
-again (:data:`WAIT_S` at most), reads the duel on a fresh connection, and
+blindly could charge it twice. :func:`once_committed` does neither: it waits for the database to
+answer again (:data:`WAIT_S` at most), looks on a fresh connection at what the transaction writes, and
 
-- when the lost transaction committed (the duel left the state it was in before: its answers
-  stored, its verdict recorded, see :func:`committed`), returns the duel as it stands;
+- when the lost transaction committed, takes what it wrote (:func:`store_paid`, a duel's answers or
+  verdict: the duel left the state it was in before, see :func:`committed`; a pre-generated answer,
+  service/campaigns/pregeneration.py: its budget hold is gone);
 - when it did not, runs it again (at most :data:`TRIES` times in all).
 
 Both drivers' transactions are covered: SQLAlchemy's (a background run, a batch round, SQLite) and the
@@ -24,19 +25,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns.tasks import in_thread
-from ..campaigns.types import DuelOutcome
 from ..db import is_connection_error
 from ..models import Campaign, Duel
+from .tasks import in_thread
+from .types import DuelOutcome
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .service_port import HotService
+
+class _Deps(Protocol):
+    @property
+    def db(self) -> Any: ...
+
+    @property
+    def views(self) -> Any: ...
+
+
+class HotService(Protocol):
+    """What :func:`store_paid` uses of the cycle (service.cycle.service_port.HotService has it)."""
+
+    @property
+    def deps(self) -> _Deps: ...
+
+
+T = TypeVar("T")
 
 log = logging.getLogger("llmduel.campaigns")
 
@@ -87,20 +103,31 @@ async def store_paid(
 ) -> DuelOutcome:
     """``await attempt()`` (the duel's ``stage`` transaction); after a lost connection, its outcome as
     stored when it committed, else ``attempt()`` again (the module's rule)."""
+    return await once_committed(
+        attempt, lambda: in_thread(stored_outcome_tx, svc, duel_id, stage), what=f"duel {duel_id}'s {stage}"
+    )
+
+
+async def once_committed(
+    attempt: Callable[[], Awaitable[T]], written: Callable[[], Awaitable[T | None]], *, what: str
+) -> T:
+    """``await attempt()`` (a paid result's transaction); after a lost connection, ``await written()``
+    on a fresh one (once the database answers): its result when the lost transaction committed (not
+    None), else ``attempt()`` again, :data:`TRIES` times in all."""
     for n in range(1, TRIES + 1):
         try:
             return await attempt()
         except Exception as exc:
             if not lost(exc) or n == TRIES:
                 raise
-            log.warning("duel %s: the connection was lost under its %s transaction; checking it", duel_id, stage)
-            stored = await _once_reachable(lambda: in_thread(stored_outcome_tx, svc, duel_id, stage), exc)
-        if stored is not None:
-            return stored
+            log.warning("the connection was lost under the transaction of %s; checking whether it committed", what)
+            done = await _once_reachable(written, exc)
+        if done is not None:
+            return done
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
-async def _once_reachable(read: Callable[[], Awaitable[DuelOutcome | None]], error: Exception) -> DuelOutcome | None:
+async def _once_reachable(read: Callable[[], Awaitable[T | None]], error: Exception) -> T | None:
     """``await read()`` once the database answers again; ``error`` raised after :data:`WAIT_S` without it."""
     deadline, pause = time.monotonic() + WAIT_S, 0.1
     while True:
