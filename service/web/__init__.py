@@ -18,3 +18,10 @@ def register(app) -> None:
     app.include_router(router)
     app.include_router(image_router)
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+
+def warm() -> None:
+    """Compile the page templates before the first request (:func:`.routes.warm_templates`)."""
+    from .routes import warm_templates
+
+    warm_templates()
