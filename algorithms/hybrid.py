@@ -42,7 +42,10 @@ prediction ``f_b`` per judge-score bin ``b`` (the nearest of 0, 1/4, 1/2, 3/4, 1
 (H6); bets ``min(gap_g / v_t, CAP / m_t)`` with ``v_t`` a plug-in second moment of the estimate
 (H7) and ``m_t`` its one-sided range from the past; the active ``pi`` proportional to the root
 of the human score's variance in the judge score's bin (H8); and each bin's lowest ``pi`` so far
-(a running minimum, H9) as the range's ``pi``, so the range no longer pays for the floor.
+(a running minimum, H9) as the range's ``pi``, so the range no longer pays for the floor. Its pairs are
+chosen on a post-stratified estimate of each pair's preference (H10: the duels per judge-score bin times
+the bins' predictions; ``alloc="strata"``), not on the mean of (H1), whose ``1 / pi`` weights make it noisy
+over few duels; only the choice of pairs changes, so the validity argument is untouched.
 """
 
 from __future__ import annotations
@@ -213,11 +216,19 @@ def hy_log_mix(ST, k, col):
 
 
 @njit(cache=True)
-def hy_close_record(k, n, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW):
-    """The end of recording pair ``k``'s ``n + 1``-th duel, for either test: its plug-in win count,
-    the certificates its two wealths (``LA``, ``LB``) now pass at ``log_thr``, and the pair's refresh."""
-    m = 0.5 + ST[k, SY] / (n + 1.0)
-    ST[k, WP] = (n + 1.0) * min(max(m, 0.0), 1.0)
+def hy_mean_wins(ST, k):
+    """The plug-in win count the allocation reads, from the mean estimate: ``n clip(1/2 + mean(Y - 1/2), 0, 1)``
+    (the mixture test, and the plug-in test with ``alloc="mean"``)."""
+    n = ST[k, N_]
+    return n * min(max(0.5 + ST[k, SY] / n, 0.0), 1.0)
+
+
+@njit(cache=True)
+def hy_close_record(k, wins, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW):
+    """The end of recording a duel of pair ``k``, for either test (its count already raised): its plug-in win
+    count ``wins``, the certificates its two wealths (``LA``, ``LB``) now pass at ``log_thr``, and the pair's
+    refresh."""
+    ST[k, WP] = wins
     i = PI[k]
     j = PJ[k]
     if ST[k, LA] >= log_thr and not BEAT[i, j]:
@@ -259,7 +270,7 @@ def hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX,
     ST[k, SY] += y
     ST[k, SY2] += y * y
     ST[k, SPI] += pi
-    hy_close_record(k, n, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
+    hy_close_record(k, hy_mean_wins(ST, k), log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
 
 
 # ---------------------------------------------------------------- the plug-in test (test="plugin", H6-H9)
@@ -280,6 +291,11 @@ PG_HI_NARROW = 12  # prior "narrow" (the default): g = 3..12 (0.034 to 0.26)
 HYBRID_PRIORS = ("narrow", "wide")
 DEFAULT_PRIOR = "narrow"
 LEGACY_PRIOR = "wide"  # the gap prior of a stored state that names none
+# the allocation's estimate of a pair's preference under the plug-in test (H10): post-stratified by judge-score
+# bin ("strata", the default) or the mean of (H1) ("mean": plug-in states stored before it, and the mixture test)
+HYBRID_ALLOCS = ("strata", "mean")
+DEFAULT_ALLOC = "strata"
+LEGACY_ALLOC = "mean"
 
 
 def _gap_tables(hi=None):
@@ -406,15 +422,30 @@ def hy_moment(ST, k, f, m, rate, floor, active):
 
 
 @njit(cache=True)
+def hy_strata_wins(ST, k):
+    """The plug-in win count the allocation reads with ``alloc="strata"`` (H10): ``sum_b n_b f_b``, the pair's
+    duels in each judge-score bin times the bin's prediction (H6, unshifted): a post-stratified estimate of
+    the human preference, which counts every duel's judge score and the human votes only through the bins'
+    means, without the ``1 / pi`` weights that make the mean of (H1) noisy over few duels."""
+    f = np.empty(NB)
+    hy_predict(ST, k, hy_pair_lambda(ST, k), f)
+    w = 0.0
+    for b in range(NB):
+        w += ST[k, BC + BW * b + B_N] * f[b]
+    return min(max(w, 0.0), ST[k, N_])
+
+
+@njit(cache=True)
 def hy_record_plugin(
-    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW, narrow
+    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW, narrow, strata
 ):  # fmt: skip
     """Record one duel of pair ``k`` under the plug-in test (H6-H9).
 
     From the past only: ``lambda`` (H4), the bins' predictions ``f`` (H6), the plug-in second
     moment ``v`` of ``Y - 1/2`` (H7) and the one-sided ranges (H9); then ``Y`` (H1 with ``f``),
     every component's two log-wealths, the statistics, each bin's lowest ``pi`` (H9) and the
-    certificates at ``log_thr``.
+    certificates at ``log_thr``; the allocation's win count from the pair's statistics after the duel:
+    post-stratified (``strata``, H10) or the mean of (H1).
     """
     n = ST[k, N_]
     lam = hy_pair_lambda(ST, k)
@@ -469,7 +500,8 @@ def hy_record_plugin(
             p = hy_rule(ST, k, a, rate, floor)
             if p < ST[k, BC + BW * a + B_LO]:
                 ST[k, BC + BW * a + B_LO] = p
-    hy_close_record(k, n, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
+    wins = hy_strata_wins(ST, k) if strata else hy_mean_wins(ST, k)
+    hy_close_record(k, wins, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
 
 
 @njit(cache=True)
@@ -538,6 +570,9 @@ class HybridPolicy:
         stored before the plug-in test).
     prior : the plug-in test's gap prior, ``"narrow"`` (default: mass 0.98 on the gaps 0.034 to 0.26)
         or ``"wide"`` (0.018 to 0.26; plug-in states stored before the narrow prior).
+    alloc : the plug-in test's estimate of each pair's preference for choosing pairs (H10), ``"strata"``
+        (default: post-stratified by judge-score bin) or ``"mean"`` (the mean of H1; plug-in states stored
+        before it). The mixture test always uses the mean. Either way only the choice of pairs changes.
 
     Use: ``i, j = p.next_pair(pending)``; ``pi = p.human_probability(i, j, J)``; ask a
     human with probability ``pi``; ``p.record(i, j, J, H or None, pi)``. The allocation is
@@ -559,6 +594,7 @@ class HybridPolicy:
         level: str = PC_DEFAULTS["level"],
         test: str = DEFAULT_TEST,
         prior: str = DEFAULT_PRIOR,
+        alloc: str = DEFAULT_ALLOC,
     ) -> None:
         self.costs = _validate_costs(costs)
         self.delta = _validate_delta(delta)
@@ -580,6 +616,10 @@ class HybridPolicy:
             raise PolicyError(f"unknown hybrid gap prior {prior!r}; choose one of {', '.join(HYBRID_PRIORS)}")
         self.prior = prior
         self.narrow = prior == "narrow"  # the plug-in test's gap prior (H7); the mixture test has its own (H3)
+        if alloc not in HYBRID_ALLOCS:
+            raise PolicyError(f"unknown hybrid allocation estimate {alloc!r}; choose one of {', '.join(HYBRID_ALLOCS)}")
+        self.alloc = alloc
+        self.strata = self.plugin and alloc == "strata"  # the allocation's estimate (H10)
         self.active = self.human_rate == "active"
         self.pi_min = self.floor if self.active else float(self.human_rate)
         self.rate = DEFAULT_RATE if self.active else float(self.human_rate)
@@ -693,7 +733,7 @@ class HybridPolicy:
             hy_record_plugin(
                 k, J, H, human, p, float(self.rate), float(self.floor), self.active, self._log_thr, self.ST,
                 self.PI, self.PJ, self._c, self._T, self._G, self._S, self._AMAX, self.BEAT, self._CB, self._CW,
-                self.narrow,
+                self.narrow, self.strata,
             )  # fmt: skip
         else:
             hy_record(
@@ -760,6 +800,8 @@ class HybridPolicy:
             out["test"] = self.test
         if self.prior != LEGACY_PRIOR:  # a state without "prior" was made with the wide gap prior
             out["prior"] = self.prior
+        if self.alloc != LEGACY_ALLOC:  # a state without "alloc" chose pairs on the mean of (H1)
+            out["alloc"] = self.alloc
         return out
 
     def to_state(self) -> dict[str, Any]:
@@ -812,12 +854,14 @@ class HybridPolicy:
 def hybrid_state_params(state: Mapping[str, Any]) -> dict[str, Any]:
     """The options a stored hybrid state was made with: its ``params``, ``level = "delta/(L-1)"``
     when it names none (every hybrid state stored before the level ``delta / L``) and
-    ``test = "mixture"`` when it names none (before the plug-in test), so it loads, continues and
-    replays with its own decisions."""
+    ``test = "mixture"`` when it names none (before the plug-in test), the wide gap prior and the
+    allocation on the mean of (H1) when it names none (before the narrow prior, before H10), so it loads,
+    continues and replays with its own decisions."""
     out = dict(state.get("params") or {})  # a malformed params: TypeError or ValueError for the caller
     out.setdefault("level", PC_LEGACY_LEVEL)
     out.setdefault("test", LEGACY_TEST)
     out.setdefault("prior", LEGACY_PRIOR)
+    out.setdefault("alloc", LEGACY_ALLOC)
     return out
 
 

@@ -219,6 +219,7 @@ def _hybrid_trials(
     plugin,
     nstat,
     narrow,
+    strata,
 ):
     L = P.shape[0]
     K = L * (L - 1) // 2
@@ -250,8 +251,9 @@ def _hybrid_trials(
             human = _uniform() < pi
             if plugin:
                 hy_record_plugin(
-                    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW, narrow
-                )
+                    k, J, H, human, pi, rate, floor, active, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW, narrow,
+                    strata,
+                )  # fmt: skip
             else:
                 hy_record(k, J, H, human, pi, pi_min, log_thr, ST, PI, PJ, c, T, G, S, AMAX, BEAT, CB, CW)
             t += 1
@@ -367,6 +369,7 @@ def run_hybrid(
     level: str = "delta/L",
     test: str = DEFAULT_TEST,
     prior: str = "narrow",
+    alloc: str = "strata",
 ) -> dict[str, Any]:
     """``trials`` hybrid campaigns (the kernels of :class:`algorithms.hybrid.HybridPolicy`).
 
@@ -383,6 +386,7 @@ def run_hybrid(
         level=level,
         test=test,
         prior=prior,
+        alloc=alloc,
     )
     L = instance.L
     out = np.zeros((int(trials), 3))
@@ -391,7 +395,7 @@ def run_hybrid(
         float(judge.judge_tie), float(judge.position_bias), float(judge.confident),
         float(judge.agreement_confident), pol._c, float(pol.rate), float(pol.floor),
         pol.active, float(pol.pi_min), pol._log_thr, _seeds(trials, seed), int(max_duels), out,
-        *pair_index_arrays(L), pol.plugin, pol.ST.shape[1], pol.narrow,
+        *pair_index_arrays(L), pol.plugin, pol.ST.shape[1], pol.narrow, pol.strata,
     )  # fmt: skip
     return _tally(out, instance)
 

@@ -18,8 +18,13 @@ against (variance and betting limits, fixed and active ``pi``, per judge and pai
 test (``test="mixture"``), same seeds. Mean duels (models and judge are paid on
 every duel) and errors per cell under ``cells``. Part 2 (``--error-trials`` at delta = 0.1,
 0 to skip): error rates with the one-sided binomial p-value of ``H0: error rate <= delta``
-on the 4-model instance and on a 2-model instance where the adversarial judges favour the
-human loser.
+on the 4-model instance, on a 2-model instance where the adversarial judges favour the
+human loser, and on a 3-model one (a winner at 0.55 over two exactly equal models) where they also
+skew the choice of pairs; a trial that reaches the cap of 200,000 duels counts as an error.
+
+``--phases N`` runs only N step-wise trials of the graded judge with the active rule (choosing pairs on the
+stratified estimate, H10, and on the mean of H1) and of humans-only dctas-pc, and prints their human votes
+per pair, split by whether the leader when the duel was chosen was the Condorcet winner.
 
 ``--quick`` runs only the baseline and the three cells the targets of issue 32 name (the calibrated,
 graded and adversarial judges with the active rule: ``active_human_votes_ratio``,
@@ -39,11 +44,18 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import numpy as np  # noqa: E402
 from scipy.stats import binomtest  # noqa: E402
 
 from algorithms import Instance  # noqa: E402
+from algorithms.hybrid import HybridPolicy  # noqa: E402
 from algorithms.hybrid_sim import (  # noqa: E402
+    HUMAN_TIE,
     JudgeModel,
+    _draw_graded,
+    _seed,
+    _seeds,
+    _uniform,
     adversarial_judge,
     aipw_active_votes_ratio,
     aipw_votes_ratio,
@@ -55,10 +67,14 @@ from algorithms.hybrid_sim import (  # noqa: E402
     run_humans_only_default,
     run_hybrid,
 )
+from algorithms.policies import make_policy, pair_index_arrays  # noqa: E402
 
 # a judge whose verdict is independent of the human vote (agreement 1/2): no information at all
 COIN = JudgeModel(0.5, judge_tie=0.13, human_tie=0.13, name="coin")
 HARD = Instance(["a", "b"], [1.0, 1.0], [[0.5, 0.45], [0.55, 0.5]])
+# three models, a near-tie Condorcet winner and two exactly equal losers: here the choice of pairs (H10: on the
+# judge's bins, which an adversarial judge skews) decides which pairs get duels
+HARD3 = Instance(["a", "b", "c"], [1.0, 1.0, 1.0], [[0.5, 0.55, 0.55], [0.45, 0.5, 0.5], [0.45, 0.5, 0.5]])
 
 
 def _cell(res: dict) -> dict:
@@ -205,7 +221,7 @@ def part_errors(trials: int, seed: int) -> list[dict]:
         JudgeModel(0.1, human_tie=0.13, name="adversarial-90"),
         graded_judge(),
     ]
-    for inst_name, inst in (("4-model", hybrid_instance()), ("hard-2", HARD)):
+    for inst_name, inst in (("4-model", hybrid_instance()), ("hard-2", HARD), ("hard-3", HARD3)):
         for judge in judges:
             for rate in (0.2, "active"):
                 r = run_hybrid(inst, judge, 0.1, trials, seed, human_rate=rate, max_duels=200_000)
@@ -225,6 +241,56 @@ def part_errors(trials: int, seed: int) -> list[dict]:
     return out
 
 
+def part_phases(trials: int, delta: float, seed: int) -> dict:
+    """Human votes per trial by pair, split by whether the policy's leader when the duel was chosen was the
+    Condorcet winner: the hybrid (graded judge, active rule) choosing pairs on the stratified estimate (H10)
+    and on the mean of (H1), and humans-only dctas-pc; step-wise policies (``HybridPolicy``, ``make_policy``)."""
+    inst = hybrid_instance()
+    P = np.asarray(inst.preference)
+    w = inst.condorcet_winner
+    judge = graded_judge()
+    _, _, PK = pair_index_arrays(inst.L)
+    out: dict = {}
+    for alloc in ("strata", "mean"):
+        votes = np.zeros((2, inst.L * (inst.L - 1) // 2))
+        for s in _seeds(trials, seed):
+            _seed(int(s))
+            pol = HybridPolicy(list(inst.costs), delta, human_rate="active", alloc=alloc)
+            while not pol.should_stop():
+                lead = pol.leader() == w
+                i, j = pol.next_pair()
+                H, J = _draw_graded(
+                    P[i, j], judge.agreement, judge.human_tie, judge.judge_tie, 0.0, judge.confident,
+                    judge.agreement_confident,
+                )  # fmt: skip
+                pi = pol.human_probability(i, j, J)
+                human = _uniform() < pi
+                pol.record(i, j, J, H if human else None, pi)
+                votes[int(lead), PK[min(i, j), max(i, j)]] += human
+        out[f"graded_active_{alloc}"] = _phase_cell(votes / trials)
+    votes = np.zeros((2, inst.L * (inst.L - 1) // 2))
+    for s in _seeds(trials, seed):
+        rng = np.random.default_rng(int(s))
+        pc = make_policy("dctas-pc", list(inst.costs), delta)
+        while not pc.should_stop():
+            lead = pc.leader() == w
+            i, j = pc.next_pair()
+            q = (P[i, j] - 0.5 * HUMAN_TIE) / (1.0 - HUMAN_TIE)
+            pc.record(i, j, 0.5 if rng.random() < HUMAN_TIE else float(rng.random() < q))
+            votes[int(lead), PK[min(i, j), max(i, j)]] += 1
+    out["humans_only_default"] = _phase_cell(votes / trials)
+    return out
+
+
+def _phase_cell(v: np.ndarray) -> dict:
+    return {
+        "votes": round(float(v.sum()), 1),
+        "leader_not_winner": round(float(v[0].sum()), 1),
+        "by_pair_leader_winner": [round(float(x), 1) for x in v[1]],
+        "by_pair_leader_not_winner": [round(float(x), 1) for x in v[0]],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=500)
@@ -234,10 +300,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--quick", action="store_true", help="only the baseline and the three active-rule cells")
+    ap.add_argument(
+        "--phases", type=int, default=0, help="only: human votes by pair and leader, this many step-wise trials"
+    )
     a = ap.parse_args()
     if a.trials < 1 or a.error_trials < 0 or not (0.0 < a.delta < 1.0) or not (0.0 < a.rate <= 1.0):
         ap.error("need --trials >= 1, --error-trials >= 0, 0 < --delta < 1, 0 < --rate <= 1")
     t0 = time.time()
+    if a.phases:
+        print(json.dumps(part_phases(a.phases, a.delta, a.seed), indent=1))
+        return
     if a.quick:
         out = part_quick(a.trials, a.delta, a.seed)
         out["seconds"] = round(time.time() - t0, 1)

@@ -92,6 +92,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI):
         log_redaction.install()  # again: the server may have configured logging after create_app
         await anyio.to_thread.run_sync(warm_policies)  # before the first request, not during it
+        await anyio.to_thread.run_sync(web.warm)  # the page templates compiled, likewise
         # Everything loaded so far (FastAPI, SQLAlchemy, numpy, numba: ~200k objects)
         # lives as long as the process. Scanning it made each full garbage collection
         # a ~100 ms stall of the event loop; frozen, it is left out of collections.

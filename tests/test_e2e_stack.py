@@ -36,20 +36,30 @@ def service(db_url, tmp_path_factory):
 
 
 def _wait_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
+    return _wait_all_end(client, [cid], timeout)[0]
+
+
+def _wait_all_end(client: httpx.Client, ids: list[int], timeout: float = 240.0) -> list[dict]:
+    """The views of the campaigns ``ids`` once each has ended, has no pending duel, and its spend stood still for
+    a second (duels cancelled at the end may still be settling their calls' charges). One second of stillness
+    covers them all: the campaigns are watched together, not one after the other."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/campaigns/{cid}").json()
-        if view["status"] != "running" and view["pending"] == 0:
-            # duels cancelled at the end may still be settling their calls' charges: wait until still
-            last = None
-            while time.monotonic() < deadline:
-                view = client.get(f"/v1/campaigns/{cid}").json()
-                if view["spend"] == last:
-                    return view
-                last = view["spend"]
-                time.sleep(1.0)
+
+    def views() -> list[dict]:
+        return [client.get(f"/v1/campaigns/{cid}").json() for cid in ids]
+
+    now = views()
+    while not all(v["status"] != "running" and v["pending"] == 0 for v in now):
+        assert time.monotonic() < deadline, f"a campaign did not end: {now}"
         time.sleep(0.3)
-    raise AssertionError(f"campaign {cid} did not end: {view}")
+        now = views()
+    last = None
+    while (spends := [v["spend"] for v in now]) != last:
+        assert time.monotonic() < deadline, f"the spend did not stand still: {now}"
+        last = spends
+        time.sleep(1.0)
+        now = views()
+    return now
 
 
 def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_provider, db_url):
@@ -147,8 +157,7 @@ def test_simulated_campaigns_match_the_simulator(service, db_url):
             cid = client.post("/v1/campaigns", json=body).json()["id"]
             assert client.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
             ids.append(cid)
-        for cid in ids:
-            view = _wait_end(client, cid)
+        for view in _wait_all_end(client, ids):
             assert view["status"] == "certified"
             spends.append(view["spend"])
             errors += view["winner"] != "a"

@@ -424,3 +424,19 @@ async def test_annotator_sees_a_retry_panel_when_the_models_fail(app):
         assert data["state"] == "failed" and 'id="failed"' in data["html"]
         assert "simulated failure" not in data["html"]  # no model details for annotators
         assert f'action="/annotate/{token}/next"' in data["html"]
+
+
+def test_the_page_templates_are_compiled_before_the_first_request(monkeypatch):
+    """The app compiles every page template at start (service.web.warm): the first dashboard a process serves
+    compiles none."""
+    from service.web import routes
+
+    routes._env.cache.clear()
+    routes.warm_templates()
+
+    def compile_again(*args, **kwargs):
+        raise AssertionError("a template was compiled after warm_templates")
+
+    monkeypatch.setattr(routes._env, "compile", compile_again)
+    for name in ("campaign.html", "_dashboard.html", "base.html", "index.html", "annotate.html", "login.html"):
+        routes._env.get_template(name)

@@ -79,9 +79,10 @@ def new_policy(
     ``stored_state``: a replay's stored state, whose certificate level and test it keeps."""
     judge = stored(judge)
     extra: dict[str, Any] = {}
-    if stored_state:  # the stored state's level, test and gap prior (naming none: delta/(L-1), mixture, wide)
+    if stored_state:  # the stored state's level, test, gap prior and allocation estimate (naming none:
+        # delta/(L-1), mixture, wide, mean)
         params = hybrid_state_params(stored_state)
-        extra = {"level": params["level"], "test": params["test"], "prior": params["prior"]}
+        extra = {k: params[k] for k in ("level", "test", "prior", "alloc")}
     return HybridPolicy(
         costs,
         delta,

@@ -18,3 +18,10 @@ def register(app) -> None:
     for page_router in (router, image_router):
         app.router.routes.extend(page_router.routes)  # as service.app.add_routes: built once per process
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+
+
+def warm() -> None:
+    """Compile the page templates before the first request (:func:`.routes.warm_templates`)."""
+    from .routes import warm_templates
+
+    warm_templates()

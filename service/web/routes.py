@@ -138,6 +138,13 @@ def _headers(extra: dict | None = None, private: bool = True) -> dict:
     return h
 
 
+def warm_templates() -> None:
+    """Compile every page template now (the environment keeps them): the first page a process serves
+    compiled the dashboard's templates (about 0.1 s of CPU) on top of its own work."""
+    for name in _env.list_templates(extensions=["html"]):
+        _env.get_template(name)
+
+
 def render(
     request: Request, template: str, status_code: int = 200, headers: dict | None = None, **context: Any
 ) -> HTMLResponse:
