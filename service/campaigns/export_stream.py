@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import Text, case, cast, func, select, union_all
+from sqlalchemy import Text, case, cast, func, or_, select, union_all
 
 from algorithms.vocabulary import DuelStatus
 
@@ -94,7 +94,8 @@ def _answer_head(answer: Any, style: Any) -> Any:
     """The answer's text when its duel has no stored style features (a duel stored before them: the style fit
     counts them from the text), else its first :data:`IMAGE_NAME_CHARS` + 1 characters (whether it is an
     image's name), read in the database."""
-    return case((style.is_(None), answer), else_=func.substr(answer, 1, IMAGE_NAME_CHARS + 1))
+    none = or_(style.is_(None), cast(style, Text) == "null")  # SQL NULL or JSON null
+    return case((none, answer), else_=func.substr(answer, 1, IMAGE_NAME_CHARS + 1))
 
 
 def judged_duels(s, campaign_id: int, lm: LogMeta, after: int = 0) -> Iterator[dict]:
