@@ -1,6 +1,6 @@
 """The plug-in test's constants against its measured ratios: each lever moved alone, same seeds.
 
-    .venv/bin/python benchmarks/bench_hybrid_levers.py --trials 300 --prior wide --json
+    .venv/bin/python benchmarks/bench_hybrid_levers.py --trials 300 --prior wide --alloc mean --json
 
 The hybrid policy with the calibrated and the graded judge at ``human_rate="active"`` on the
 4-model instance of :func:`algorithms.hybrid_sim.hybrid_instance` (delta 0.05, ``--seed``), human
@@ -10,7 +10,8 @@ votes over humans-only dctas-pc's (default test, same seeds), as ``benchmarks/be
 ``G0`` of (H6), ``W0`` and ``V0`` of (H8), the wide gap prior's ends ``PG_LO``/``PG_HI``) or the active
 rule's ``floor``, in a fresh process with its own numba cache, so the kernels compile with that value.
 ``--prior`` is the policy's gap prior (``wide``: 0.018 to 0.26, which the ``PG_*`` levers move; ``narrow``:
-0.034 to 0.26, the default).
+0.034 to 0.26, the default); ``--alloc`` the estimate its pairs are chosen on (``strata``, the default, H10;
+``mean``: the mean of H1, as before H10).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ _CHILD = """
 import json, sys
 import algorithms.hybrid as hy
 cfg, trials, seed, base = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-prior = sys.argv[5]
+prior, alloc = sys.argv[5], sys.argv[6]
 for k, v in cfg.items():
     if k != "floor":
         setattr(hy, k, v)
@@ -58,14 +59,15 @@ from algorithms.hybrid_sim import calibrated_judge, graded_judge, hybrid_instanc
 out = {}
 for judge in (calibrated_judge(), graded_judge()):
     r = run_hybrid(
-        hybrid_instance(), judge, 0.05, trials, seed, human_rate="active", floor=cfg.get("floor", 0.1), prior=prior
+        hybrid_instance(), judge, 0.05, trials, seed, human_rate="active", floor=cfg.get("floor", 0.1), prior=prior,
+        alloc=alloc,
     )
     out[judge.name] = {"ratio": r["mean_human_votes"] / base, "errors": r["errors"]}
 print(json.dumps(out))
 """
 
 
-def run(trials: int, seed: int, prior: str) -> dict:
+def run(trials: int, seed: int, prior: str, alloc: str = "strata") -> dict:
     sys.path.insert(0, ROOT)
     from algorithms.hybrid_sim import hybrid_instance, run_humans_only_default
 
@@ -74,10 +76,17 @@ def run(trials: int, seed: int, prior: str) -> dict:
     for name, cfg in LEVERS:
         with tempfile.TemporaryDirectory(prefix="levers") as cache:
             env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=ROOT)
-            args = [sys.executable, "-c", _CHILD, json.dumps(cfg), str(trials), str(seed), repr(base), prior]
+            args = [sys.executable, "-c", _CHILD, json.dumps(cfg), str(trials), str(seed), repr(base), prior, alloc]
             res = subprocess.run(args, env=env, capture_output=True, text=True, check=True, cwd=ROOT)
         rows.append({"lever": name, "set": cfg, **json.loads(res.stdout.strip().splitlines()[-1])})
-    return {"trials": trials, "seed": seed, "prior": prior, "humans_only_default_votes": base, "levers": rows}
+    return {
+        "trials": trials,
+        "seed": seed,
+        "prior": prior,
+        "alloc": alloc,
+        "humans_only_default_votes": base,
+        "levers": rows,
+    }
 
 
 def main() -> None:
@@ -85,12 +94,13 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--prior", choices=("wide", "narrow"), default="wide", help="the policy's gap prior")
+    ap.add_argument("--alloc", choices=("strata", "mean"), default="strata", help="the estimate pairs are chosen on")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args()
     if a.trials < 1:
         ap.error("need --trials >= 1")
     t0 = time.time()
-    out = run(a.trials, a.seed, a.prior)
+    out = run(a.trials, a.seed, a.prior, a.alloc)
     out["seconds"] = round(time.time() - t0, 1)
     if a.json:
         print(json.dumps(out, indent=1))

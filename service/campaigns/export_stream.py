@@ -141,22 +141,27 @@ _JUDGE_COLUMNS = (
     Duel.prompt_index,
     Duel.choice,
     Duel.judged_by,
-    Duel.judge_detail,
-    func.length(Duel.answer_a).label("len_a"),
-    func.length(Duel.answer_b).label("len_b"),
+    cast(Duel.judge_detail, Text).label("judge_detail"),  # decoded here, only when needed
 )
+#: what the judge bias counts besides: the answers' lengths
+_LENGTHS = (func.length(Duel.answer_a).label("len_a"), func.length(Duel.answer_b).label("len_b"))
 
 
 def judge_calls(s, campaign_id: int, lm: LogMeta, count: Callable[..., None] | None = None) -> Iterator[dict]:
     """The campaign's judged duels whose judge detail holds calls, oldest first, as the dicts ``judgments.jsonl``
     is written from (:func:`.audit_files.iter_judgment_lines`: ``id``, ``a``, ``b``, ``judged_by``,
-    ``judge_detail``, ``meta``); each duel with a verdict is passed to ``count`` on the way (the judge bias:
-    :meth:`.judge_bias.BiasTally.count`'s arguments), so one read of the log serves both. A duel without
-    calls (a human vote, a simulated judge) costs no dict."""
-    for page in _judged_pages(s, campaign_id, _JUDGE_COLUMNS, 0):
+    ``judge_detail``, ``meta``). With ``count``, each duel with a verdict is passed to it on the way (the judge
+    bias: :meth:`.judge_bias.BiasTally.count`'s arguments), so one read of the log serves both; without, the
+    answers' lengths are not read and a detail that names no calls (a human vote, a simulated judge's) is not
+    decoded."""
+    cols = _JUDGE_COLUMNS if count is None else (*_JUDGE_COLUMNS, *_LENGTHS)
+    for page in _judged_pages(s, campaign_id, cols, 0):
         for r in page:
+            text = r.judge_detail
+            if not text or (count is None and '"calls"' not in text):
+                continue
+            detail = json.loads(text)
             a, b = shown_models(r.model_i, r.model_j, r.a_is_i)
-            detail = r.judge_detail
             if count is not None and r.choice is not None:
                 count(r.choice, detail, lengths=(r.len_a, r.len_b), shown=(a, b))
             if isinstance(detail, dict) and isinstance(detail.get("calls"), list):

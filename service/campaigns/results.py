@@ -515,14 +515,15 @@ class Results:
             yield from json_file("ranking.json", [json.dumps(ranking, indent=1) + "\n"])
             rows = [row for cat in by_category for row in cat["rows"]]
             yield from json_file("ranking_by_category.csv", [_csv(RANKING_BY_CATEGORY_COLUMNS, rows)])
-            # the judge bias is counted on the pass that writes judgments.jsonl (image answers: their sizes
-            # are read apart, by judge_bias)
+            # the judge bias is counted on the pass that writes judgments.jsonl, or read apart (judge_bias)
             judge, models = s.execute(select(Campaign.judge, Campaign.models).where(Campaign.id == campaign_id)).one()
             images = any(m.get("output") == "image" for m in models or [])
+            # an image campaign's sizes and a simulated or human judge's grouped read: Results.judge_bias
+            apart = images or (judge or {}).get("kind") in GROUPED_BIAS_JUDGES
             bias = BiasTally(dict(judge or {}), list(models or []))
-            judged = judge_calls(s, campaign_id, lm, None if images else bias.count)
+            judged = judge_calls(s, campaign_id, lm, None if apart else bias.count)
             yield from json_file("judgments.jsonl", lines_in_pages(iter_judgment_lines(names, judged)))
-            report = self.judge_bias(campaign_id) if images else {"campaign_id": campaign_id, **bias.report()}
+            report = self.judge_bias(campaign_id) if apart else {"campaign_id": campaign_id, **bias.report()}
             yield from json_file("judge_bias.json", [json.dumps(report, indent=1) + "\n"])
             yield from json_file("ranking_style.json", [json.dumps(style.report(names), indent=1) + "\n"])
             # the model answer files: the answers read once more, by model and prompt (streamed, not gathered)

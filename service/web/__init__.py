@@ -15,8 +15,8 @@ def register(app) -> None:
     from .image_routes import router as image_router
     from .routes import STATIC_DIR, router
 
-    app.include_router(router)
-    app.include_router(image_router)
+    for page_router in (router, image_router):
+        app.router.routes.extend(page_router.routes)  # as service.app.add_routes: built once per process
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
 
 
