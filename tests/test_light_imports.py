@@ -45,3 +45,19 @@ def test_the_public_names_still_load_on_use():
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "has no attribute 'nothing_here'" in out.stdout
+
+
+def test_each_command_registers_alone_and_all_of_them_make_the_whole_parser():
+    """``llmduel COMMAND`` builds only COMMAND's parser (service.cli.COMMANDS): each maps to the
+    registrar that adds it, and they are every command of the whole parser but ``serve``."""
+    from service.cli import COMMANDS, build_parser
+
+    def commands(parser) -> set[str]:
+        return set(parser._subparsers._group_actions[0].choices)
+
+    whole = commands(build_parser())
+    assert set(COMMANDS) == whole - {"serve"}
+    for command in COMMANDS:
+        assert command in commands(build_parser(command)), command
+    for other in ("--help", "no-such-command", "serve"):
+        assert commands(build_parser(other)) == whole, other

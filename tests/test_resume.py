@@ -2,8 +2,8 @@
 
 In process through the API (SQLite and PostgreSQL), then the issue's story end to end with the command
 line against live servers and the fake provider: the key only in the CLI's shell (create refused), a
-wrong key on the server (the run pauses), a restart with the right key (the paused run stays paused),
-``llmduel campaign resume`` to a verdict.
+wrong key on the server (the run pauses), a server with the right key and run take-over on (the paused
+run stays paused), ``llmduel campaign resume`` to a verdict.
 """
 
 from __future__ import annotations

@@ -27,12 +27,23 @@ REGISTRARS: list[tuple[str, str]] = [
     ("service.cli.prices", "add_parsers"),
 ]
 
-# Commands that talk to a server and need no mathematics: ``llmduel campaign ...`` registers only
-# its own parser, so it starts without importing numba and scipy (a second or more of CPU) and a
-# bad campaign file is refused at once.
-LIGHT_COMMANDS: dict[str, tuple[str, str]] = {
-    "campaign": ("service.cli.campaigns", "add_parsers"),
+# The registrar of each command: ``llmduel COMMAND ...`` registers only its own parser, so that it
+# does not import every other command's module (~0.5 s of CPU at each start; a remote ``campaign`` or
+# ``annotator`` command then starts without numba and scipy, and a bad campaign file is refused at
+# once). ``llmduel`` alone, ``--help``, an unknown command and ``serve`` get the whole parser (``serve``
+# sets one BLAS thread before the parser loads numpy: tests/test_service_cli.py).
+# tests/test_light_imports.py checks this against REGISTRARS.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "oracle": ("service.cli.algorithms", "add_oracle_parser"),
+    "simulate": ("service.cli.algorithms", "add_simulate_parser"),
+    "db": ("service.cli.service", "add_parsers"),
+    "replay": ("service.cli.service", "add_parsers"),
+    "fake-provider": ("service.fake_provider", "add_fake_provider_parser"),
+    "analyze": ("service.cli.research", "add_parsers"),
+    "reproduce": ("service.cli.research", "add_parsers"),
     "annotator": ("service.cli.annotators", "add_annotator_parser"),
+    "campaign": ("service.cli.campaigns", "add_parsers"),
+    "price": ("service.cli.prices", "add_parsers"),
 }
 
 
@@ -44,10 +55,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The ``llmduel`` parser; with ``command`` one of :data:`LIGHT_COMMANDS`, only that command's."""
+    """The ``llmduel`` parser; with ``command`` one of :data:`COMMANDS`, only that command's."""
     parser = _Parser(prog="llmduel", description="Find the best LLM at the least cost by pairwise duels (DCTAS).")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    registrars = [LIGHT_COMMANDS[command]] if command in LIGHT_COMMANDS else REGISTRARS
+    registrars = [COMMANDS[command]] if command in COMMANDS else REGISTRARS
     for module, func in registrars:
         try:
             mod = importlib.import_module(module)
