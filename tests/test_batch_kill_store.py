@@ -64,7 +64,9 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
                 assert {j["status"] for j in jobs if j["phase"] == "answers"} == {"collected"}, jobs
             jobs = [j for j in jobs if j["phase"] == phase]
             statuses = {j["status"] for j in jobs}
-            assert jobs and "storing" in statuses and statuses <= {"running", "storing"}, jobs
+            # the phase's other batches go on concurrently: killed meanwhile, one may still be on its way to the
+            # provider (``submitting``: the take-over finds it by its key) or at the provider (``running``)
+            assert jobs and "storing" in statuses and statuses <= {"submitting", "running", "storing"}, jobs
             answered_before = len(provider_app.state.provider.requests)
             assert answered_before > 0
 
@@ -100,9 +102,19 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
                 [b for b, n in asked.items() if n > 1],
             )
             assert len(inputs) == len(batches_of(provider_app, f"llmduel-{cid}-"))
-            # the killed batch was collected by the take-over, once
+            # the killed batch was collected by the take-over, once; one still on its way when the process died was
+            # collected too, or closed when it never reached the provider (its requests went out in a later batch)
             after = {j["id"]: j for j in runs2.batch_jobs.jobs_tx(cid)}
-            assert all(after[j["id"]]["status"] == "collected" for j in jobs), after
+            unsent = {j["id"] for j in jobs if j["status"] == "submitting"}
+            assert all(
+                after[j["id"]]["status"] == "collected"
+                or (
+                    j["id"] in unsent
+                    and after[j["id"]]["status"] == "failed"
+                    and "not found" in after[j["id"]]["error"]
+                )
+                for j in jobs
+            ), after
             assert not [j for j in after.values() if j["status"] == "storing"]
     finally:
         provider.stop()
