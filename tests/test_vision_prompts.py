@@ -46,7 +46,10 @@ def chat_reply(bodies):
     return answer
 
 
-async def test_images_sent_as_openai_parts_and_named_by_hash(api):
+async def test_images_sent_as_openai_parts_and_named_by_hash(api, monkeypatch):
+    from service.campaigns import draws
+
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "4d" * 32)  # the six duels draw both prompts
     bodies: list[dict] = []
     client = {"kind": "openai", "base_url": "http://provider.test/v1", "model": "x"}
     prompts = [
