@@ -45,8 +45,8 @@ class _Deps(Protocol):
     def views(self) -> Any: ...
 
 
-class HotService(Protocol):
-    """What :func:`store_paid` uses of the cycle (service.cycle.service_port.HotService has it)."""
+class CycleReads(Protocol):
+    """What :func:`store_paid` reads through the cycle (service.cycle.service_port.HotService has it)."""
 
     @property
     def deps(self) -> _Deps: ...
@@ -78,7 +78,7 @@ def committed(stage: str, status: str, answered_at: Any, judged_at: Any) -> bool
     return judged_at is not None or status != DuelStatus.PENDING
 
 
-def stored_outcome_tx(svc: HotService, duel_id: int, stage: str) -> DuelOutcome | None:
+def stored_outcome_tx(svc: CycleReads, duel_id: int, stage: str) -> DuelOutcome | None:
     """The duel as the lost ``stage`` transaction left it when that committed; None when it did not
     (the transaction must run again). A duel deleted meanwhile: its outcome ``missing``."""
     with svc.deps.db.read() as s:
@@ -99,7 +99,7 @@ def stored_outcome_tx(svc: HotService, duel_id: int, stage: str) -> DuelOutcome 
 
 
 async def store_paid(
-    svc: HotService, duel_id: int, stage: str, attempt: Callable[[], Awaitable[DuelOutcome]]
+    svc: CycleReads, duel_id: int, stage: str, attempt: Callable[[], Awaitable[DuelOutcome]]
 ) -> DuelOutcome:
     """``await attempt()`` (the duel's ``stage`` transaction); after a lost connection, its outcome as
     stored when it committed, else ``attempt()`` again (the module's rule)."""
