@@ -40,7 +40,7 @@ from ..campaigns.draws import draw_prompt_and_side
 from ..campaigns.expiry import call_deadline, is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from ..campaigns.limits import END_LIMIT_MAX_DUELS, max_duels_reached, run_slots_full
-from ..campaigns.pairs import ordered_pair, pending_pairs
+from ..campaigns.pairs import next_pair, pending_pairs
 from ..campaigns.sampling import is_wor
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import (
@@ -187,32 +187,38 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
     """The policy's pair; without replacement also its free position (a retryable Conflict when
     every useful pair waits for duels in flight or held)."""
     wor = is_wor(cfg.prompt_sampling)
+    # a hybrid campaign: its judged duels waiting to be recorded in draw order count as pulled, and
+    # it writes the policy's state with every call (the log does not replay its records); any other
+    # logs the selection with the duel (costs_at_select, pending_at_select)
+    hybrid_judge = hybrid.is_hybrid(cfg.judge)
     policy = await policy_at(
         svc, tx, campaign_id, event_seq=row.event_seq, fetched_state=state, state_seq=row.state_seq
     )
     # without replacement the policy computes its own marginal costs from the shared permutation
     costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
     pending = pending_pairs(inflight)
-    if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
+    if hybrid_judge:
         pending += await tx.unrecorded_pairs(campaign_id)
-    # the selection is logged with the duel (costs_at_select, pending_at_select): only a hybrid
-    # campaign, whose records the log does not replay, writes its state with every call
-    write_state = hybrid.is_hybrid(cfg.judge)
     if not wor:
-        pair = ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
+        pair = next_pair(policy, pending)  # the stored state is unchanged
         return _Pick(
-            policy=policy, pair=pair, position=None, pending=pending, costs_record=costs_record, write_state=write_state
+            policy=policy,
+            pair=pair,
+            position=None,
+            pending=pending,
+            costs_record=costs_record,
+            write_state=hybrid_judge,
         )
     held = await tx.held_outcomes(campaign_id)  # judged, waiting for an earlier position of their pair
     pending += pending_pairs(held)
     try:
-        pair = ordered_pair(*policy.next_pair(pending=pending))
+        pair = next_pair(policy, pending)
     except NoPairAvailable as exc:
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
         raise no_pair_error(len(inflight), len(held), str(exc)) from None
     position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
     return _Pick(
-        policy=policy, pair=pair, position=position, pending=pending, costs_record=None, write_state=write_state
+        policy=policy, pair=pair, position=position, pending=pending, costs_record=None, write_state=hybrid_judge
     )
 
 
