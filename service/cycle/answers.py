@@ -232,8 +232,8 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
     if errors:
         error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
     else:
-        answer_a = redact(clean_text(results[plan.model_a].text), keys)
-        answer_b = redact(clean_text(results[plan.model_b].text), keys)
+        text_a, text_b = clean_text(results[plan.model_a].text), clean_text(results[plan.model_b].text)
+        answer_a, answer_b = redact(text_a, keys), redact(text_b, keys)
         fields.update(
             answer_a=answer_a, answer_b=answer_b, answer_style=answer_style(answer_a, answer_b), answered_at=now
         )
