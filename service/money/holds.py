@@ -97,6 +97,12 @@ def drop_hold(conn, hold_id: int) -> None:
     conn.execute(delete(BudgetHold).where(BudgetHold.id == hold_id).execution_options(synchronize_session=False))
 
 
+def key_held(conn, campaign_id: int, key: str) -> bool:
+    """Whether a hold of one answer's call, by its store key, is still there (expired or not)."""
+    q = select(H.id).where(H.campaign_id == campaign_id, H.key == key).limit(1)
+    return conn.execute(q).scalar_one_or_none() is not None
+
+
 def drop_holds_of_key(conn, campaign_id: int, key: str) -> None:
     """Release the holds of one answer's call by its store key (a batch adopted from a process gone is
     charged without the hold id only that process knew, service/cycle/pregen_recovery.py)."""
