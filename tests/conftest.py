@@ -403,7 +403,8 @@ def start_together(*starts):
 
 # Files whose tests take longest (from a `--durations` profile), run first under pytest-xdist so
 # that no long file starts last while the other worker idles. Other files follow in their usual
-# order. Ordering only: every file runs either way.
+# order. Ordering only: every file runs either way. Named by basename (unique under tests/, in
+# whichever folder the file sits).
 SLOW_FILES_FIRST = (
     "test_batch_campaigns.py",  # the longest file (157 s of a CI run), which started ~470 s in
     "test_resume.py",
