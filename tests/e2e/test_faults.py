@@ -26,6 +26,7 @@ import httpx
 import pytest
 from conftest import (
     ADMIN_KEY,
+    ThreadedServer,
     app_client,
     logged_tracebacks,
     make_settings,
@@ -38,32 +39,6 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 # ---------------------------------------------------------------- a provider with switchable faults
-class ThreadedServer:
-    """uvicorn serving ``app`` on a free 127.0.0.1 port, in a daemon thread."""
-
-    def __init__(self, app):
-        import uvicorn
-
-        self.config = uvicorn.Config(
-            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
-        )
-        self.server = uvicorn.Server(self.config)
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the threaded uvicorn did not start")
-            time.sleep(0.02)
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
 
 
 class FaultyProvider:

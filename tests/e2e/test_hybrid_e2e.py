@@ -22,8 +22,7 @@ import time
 import httpx
 import pytest
 from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
-from service_helpers import all_duels_sync
-from test_hybrid_service import check_ledger, ledger_rows
+from service_helpers import all_duels_sync, check_hybrid_ledger, ledger_rows
 from test_reuse_e2e import _body, _replay_ok, _wait_end
 
 from service.db import Database
@@ -111,7 +110,7 @@ def test_a_hybrid_campaign_certifies_replays_and_pays_humans_only_for_their_vote
         assert replay["ok"], replay
     db = Database(db_url)
     try:
-        humans = check_ledger(duels, ledger_rows(db, cid), FEE)
+        humans = check_hybrid_ledger(duels, ledger_rows(db, cid), FEE)
     finally:
         db.dispose()
     assert 0 < humans <= votes

@@ -6,8 +6,7 @@ the ASGI app."""
 from __future__ import annotations
 
 from conftest import app_client
-from service_helpers import campaign_body
-from test_hybrid_service import admin_duels_until_selected, hybrid_campaign
+from service_helpers import admin_duels_until_selected, campaign_body, hybrid_campaign
 
 
 async def _annotator(api, cid: int, label: str) -> dict:

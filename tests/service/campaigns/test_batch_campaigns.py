@@ -8,28 +8,30 @@ import asyncio
 import math
 import signal
 import time
-import uuid
 from collections import Counter
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, app_client, logged_tracebacks, start_live_server, started_app_client, stop_live_server
-from service_helpers import all_duels, first_pregen_round
-from test_faults import ThreadedServer
+from conftest import (
+    ADMIN_KEY,
+    ThreadedServer,
+    app_client,
+    logged_tracebacks,
+    start_live_server,
+    started_app_client,
+    stop_live_server,
+)
+from service_helpers import (
+    all_duels,
+    batch_body,
+    batches_of,
+    first_pregen_round,
+    human_batch_spec,
+    provider_batch_inputs,
+    wait_for_campaign,
+)
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
-LIST = {"input_cost_per_token": 2e-6, "output_cost_per_token": 2e-6}
-HALF = {"input_cost_per_token_batches": 1e-6, "output_cost_per_token_batches": 1e-6}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    from service.fake_provider import create_fake_provider_app
-
-    app = create_fake_provider_app(marker_key="batch-tests")
-    server = ThreadedServer(app)
-    yield server.url + "/v1", app
-    server.stop()
 
 
 def paid_judge_modes(duels: list[dict]) -> Counter:
@@ -40,53 +42,6 @@ def paid_judge_modes(duels: list[dict]) -> Counter:
         for ch in d["charges"]
         if ch["kind"] == "judge" and not ch["reused"]
     )
-
-
-def body(base: str, name: str, batch, **extra) -> dict:
-    tag = uuid.uuid4().hex[:6]
-    models = [f"{tag}-m{q}-q{q}" for q in (1, 2, 3, 5)]
-    judge = f"{tag}-judge"
-    price_map = {m: {**LIST, **HALF} for m in models + [judge]}
-    out = {
-        "name": name,
-        "models": [
-            {"name": m, "client": {"kind": "openai", "base_url": base, "model": m, "params": {"max_tokens": 64}}}
-            for m in models
-        ],
-        "prompts": [f"Question number {n}?" for n in range(40)],
-        "judge": {
-            "kind": "llm",
-            "client": {
-                "kind": "openai",
-                "base_url": base,
-                "model": judge,
-                "params": {"max_tokens": 64},
-                "price": {"input_per_1m": 2, "output_per_1m": 2},
-                "batch_price": {"input_per_1m": 1, "output_per_1m": 1},
-            },
-            "cost": 0.0001,
-        },
-        "price_map": price_map,
-        "expected_output_tokens": 20,
-        "delta": 0.05,
-        "seed": 11,
-        "answers": "reuse",
-        "verdicts": "reuse",
-    }
-    if batch is not None:
-        out["batch"] = batch
-    out.update(extra)
-    return out
-
-
-async def wait_for(api, cid: int, predicate, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        if predicate(view):
-            return view
-        assert time.monotonic() < deadline, f"campaign {cid} did not reach the expected state: {view}"
-        await asyncio.sleep(0.05)
 
 
 async def run_over(api, app, cid: int, timeout: float = 60) -> dict:
@@ -124,24 +79,18 @@ def assert_ledger(app, view: dict, provider_app) -> None:
     assert view["spend"] == pytest.approx(spend / 1e9, abs=1e-12)
 
 
-def batches_of(app, key_prefix: str) -> list[dict]:
-    return [
-        b for b in app.state.batches.batches.values() if b["metadata"].get("llmduel_key", "").startswith(key_prefix)
-    ]
-
-
-async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend(db_url, fake):
-    base, provider_app = fake
+async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend(db_url, batch_fake):
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
-        r = await api.post("/v1/campaigns", json=body(base, "batched", {"round_size": 4, "poll_seconds": 0.02}))
+        r = await api.post("/v1/campaigns", json=batch_body(base, "batched", {"round_size": 4, "poll_seconds": 0.02}))
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
         view = r.json()
         assert view["batch"]["rounds"] == 0 and view["batch"]["round_size"] == 4
         judge_client = view["judge"]["client"]
         assert judge_client["batch_price"] == {"input_per_1m": 1.0, "output_per_1m": 1.0}
-        one = (await api.post("/v1/campaigns", json=body(base, "one by one", None))).json()
+        one = (await api.post("/v1/campaigns", json=batch_body(base, "one by one", None))).json()
         assert one["batch"] is None
         before = len(provider_app.state.provider.requests)
         for c in (cid, one["id"]):
@@ -185,45 +134,26 @@ async def test_batch_campaign_certifies_the_same_winner_for_about_half_the_spend
         assert judged and len(batches_of(provider_app, f"llmduel-{cid}-")) >= 2 * rounds - 1
 
 
-async def test_a_budget_too_small_for_a_round_ends_before_anything_is_sent(db_url, fake):
-    base, provider_app = fake
+async def test_a_budget_too_small_for_a_round_ends_before_anything_is_sent(db_url, batch_fake):
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
-        r = await api.post("/v1/campaigns", json=body(base, "poor", True, budget=1e-7))
+        r = await api.post("/v1/campaigns", json=batch_body(base, "poor", True, budget=1e-7))
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-        view = await wait_for(api, cid, lambda v: v["status"] != "running")
+        view = await wait_for_campaign(api, cid, lambda v: v["status"] != "running")
         assert view["status"] == "budget_exhausted", view["status"]
         assert view["spend"] == 0 and view["duels_created"] == 0
         assert batches_of(provider_app, f"llmduel-{cid}-") == []
 
 
-async def test_bad_batch_settings_are_a_422(api, fake):
-    base, _ = fake
+async def test_bad_batch_settings_are_a_422(api, batch_fake):
+    base, _ = batch_fake
     for bad in ({"round_size": 0}, {"poll_seconds": -1}, {"window_seconds": 1e9}, {"nope": 1}, "yes"):
-        r = await api.post("/v1/campaigns", json=body(base, "bad", bad))
+        r = await api.post("/v1/campaigns", json=batch_body(base, "bad", bad))
         assert r.status_code == 422, (bad, r.text)
-    r = await api.post("/v1/campaigns", json=body(base, "human", True, judge={"kind": "human"}, answers="fresh"))
+    r = await api.post("/v1/campaigns", json=batch_body(base, "human", True, judge={"kind": "human"}, answers="fresh"))
     assert r.status_code == 422 and "answers: reuse" in r.text
-
-
-def _provider_inputs(base: str, prefix: str) -> list[list[str]]:
-    """The bodies each of the campaign's batches at the provider asked for (one list per batch), read as a
-    client reads them: the provider's list of batches (``GET /v1/batches``, every page) and each one's input
-    file (``GET /v1/files/{id}/content``)."""
-    import json
-
-    out, after = [], None
-    with httpx.Client(base_url=base, timeout=30) as http:
-        while True:
-            page = http.get("/batches", params={"limit": 100, **({"after": after} if after else {})}).json()
-            for b in page["data"]:
-                if b["metadata"].get("llmduel_key", "").startswith(prefix):
-                    text = http.get(f"/files/{b['input_file_id']}/content").text
-                    out.append([json.dumps(json.loads(x)["body"], sort_keys=True) for x in text.splitlines() if x])
-            if not page["has_more"] or not page["data"]:
-                return out
-            after = page["data"][-1]["id"]
 
 
 async def test_stopping_cancels_the_open_batches(db_url):
@@ -235,7 +165,7 @@ async def test_stopping_cancels_the_open_batches(db_url):
         async with app_client(db_url, base_url="http://t") as api:
             app = api.app
             cid = (
-                await api.post("/v1/campaigns", json=body(server.url + "/v1", "stop", {"poll_seconds": 0.02}))
+                await api.post("/v1/campaigns", json=batch_body(server.url + "/v1", "stop", {"poll_seconds": 0.02}))
             ).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             deadline = time.monotonic() + 30
@@ -270,7 +200,7 @@ async def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twi
         "LLMDUEL_RUN_HEARTBEAT_SECONDS": str(lease["run_heartbeat_seconds"]),
     }
     # delta 0.25: fewer rounds to certify after the take-over (what is checked does not depend on delta)
-    spec = body(provider.url + "/v1", "kill", {"round_size": 4, "poll_seconds": 0.1}, delta=0.25)
+    spec = batch_body(provider.url + "/v1", "kill", {"round_size": 4, "poll_seconds": 0.1}, delta=0.25)
     spec["judge"]["orders"] = "both"  # two requests per paid verdict, also for a duel the kill left without one
     # The killed server is a real process (SIGKILL); the restarted one is a fresh service started in this
     # process (nothing of the first in memory; no process start to wait for): it takes the run over at its
@@ -309,7 +239,7 @@ async def test_sigkill_between_submit_and_collect_then_restart_sends_nothing_twi
                 assert time.monotonic() < deadline, ("the charges do not match the answered requests", sent, paid)
                 await asyncio.sleep(0.1)
         assert not logged_tracebacks(caplog)
-        inputs = _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-")  # the provider's list of batches
+        inputs = provider_batch_inputs(provider.url + "/v1", f"llmduel-{cid}-")  # the provider's list of batches
     finally:
         stop_live_server(server)
         provider.stop()
@@ -347,7 +277,7 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
     try:
         async with app_client(db_url, base_url="http://t") as api:
             app = api.app
-            spec = body(server.url + "/v1", "flaky", {"round_size": 4, "poll_seconds": 0.02})
+            spec = batch_body(server.url + "/v1", "flaky", {"round_size": 4, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             view = await run_over(api, app, cid)
@@ -365,7 +295,7 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
         server.stop()
 
 
-async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_its_run_is_over(db_url, fake):
+async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_its_run_is_over(db_url, batch_fake):
     """A round folds its verdicts in plan order; the one that certifies ends the campaign (its status, and
     ``run.active`` false), and the round then records the verdicts it holds for its later duels, each charged
     late. A view read in between shows the ended campaign without those charges: the spend is final once the
@@ -374,7 +304,7 @@ async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_
 
     from service.models import Charge
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
         rounds, views = app.state.campaigns.runs.batch_rounds, app.state.campaigns.views
@@ -388,7 +318,7 @@ async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_
 
         rounds._record = look_then_record
         # rounds of 48 duels: the campaign certifies inside its second round, with verdicts of it still to record
-        spec = body(base, "late", {"round_size": 48, "poll_seconds": 0.02})
+        spec = batch_body(base, "late", {"round_size": 48, "poll_seconds": 0.02})
         cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
         view = await run_over(api, app, cid)
@@ -436,7 +366,7 @@ async def test_a_provider_error_that_passes_neither_fails_the_round_nor_leaves_b
     server = ThreadedServer(provider_app)
     try:
         async with app_client(db_url, base_url="http://t") as api:
-            spec = body(server.url + "/v1", "passing", {"round_size": 4, "poll_seconds": 0.02})
+            spec = batch_body(server.url + "/v1", "passing", {"round_size": 4, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             view = await run_over(api, api.app, cid)
@@ -447,12 +377,12 @@ async def test_a_provider_error_that_passes_neither_fails_the_round_nor_leaves_b
         server.stop()
 
 
-async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, fake):
-    base, provider_app = fake
-    spec = body(base.replace("/v1", "/missing/v1"), "refused", {"round_size": 2, "poll_seconds": 0.02})
+async def test_a_refused_batch_ends_the_run_with_the_reason_and_frees_its_reservations(api, batch_fake):
+    base, provider_app = batch_fake
+    spec = batch_body(base.replace("/v1", "/missing/v1"), "refused", {"round_size": 2, "poll_seconds": 0.02})
     cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
     assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
-    view = await wait_for(api, cid, lambda v: not v["run"]["active"] and v["run"]["error"])
+    view = await wait_for_campaign(api, cid, lambda v: not v["run"]["active"] and v["run"]["error"])
     assert view["status"] == "running" and view["spend"] == 0
     assert view["run"]["error"].startswith("batch round failed:") and "HTTP 404" in view["run"]["error"]
     duels = await all_duels(api, cid)
@@ -473,7 +403,7 @@ async def test_a_batch_refused_beside_collected_ones_still_charges_what_the_prov
     try:
         async with app_client(db_url, base_url="http://t") as api:
             app = api.app
-            spec = body(server.url + "/v1", "mixed", {"round_size": 4, "poll_seconds": 0.02})
+            spec = batch_body(server.url + "/v1", "mixed", {"round_size": 4, "poll_seconds": 0.02})
             spec["models"][0]["client"]["base_url"] = server.url + "/missing/v1"  # this endpoint refuses (404)
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
@@ -523,7 +453,9 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
     try:
         async with app_client(db_url, base_url="http://t") as api:
             app = api.app
-            spec = body(server.url + "/v1", "late", {"round_size": 4, "poll_seconds": 0.02, "window_seconds": 0.3})
+            spec = batch_body(
+                server.url + "/v1", "late", {"round_size": 4, "poll_seconds": 0.02, "window_seconds": 0.3}
+            )
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
             runs = app.state.campaigns.runs
@@ -548,7 +480,7 @@ async def test_a_batch_past_its_window_keeps_what_the_provider_answered_and_char
         server.stop()
 
 
-async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, fake, monkeypatch):
+async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url, batch_fake, monkeypatch):
     """A human campaign with ``batch``: the answers pre-generated for annotators go out as one batch per
     model (a pre-generation round, counted in ``batch.rounds``), each request once, charged at the batch
     price; the duels that follow take them from the store and call no model."""
@@ -557,10 +489,10 @@ async def test_a_human_campaign_buys_its_pre_generated_answers_in_batches(db_url
 
     key = "3b" * 32  # the campaign's draws are fixed: its next six duels ask six different prompts
     monkeypatch.setattr(draws, "new_draw_key", lambda: key)
-    base, provider_app = fake
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
-        spec = body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
+        spec = batch_body(base, "human batch", {"round_size": 6, "poll_seconds": 0.02}, judge={"kind": "human"})
         spec.pop("verdicts")
         r = await api.post("/v1/campaigns", json=spec)
         assert r.status_code == 201, r.text
@@ -623,12 +555,12 @@ async def test_a_round_that_can_plan_nothing_ends_the_run_with_the_reason(monkey
     assert Cycle.calls >= 2  # it did wait and ask again
 
 
-async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_back(db_url, fake):
+async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_back(db_url, batch_fake):
     """The round's many concurrent transactions may meet a deadlock or a lock timeout (rolled back): the
     duel's transaction is tried again, so the campaign certifies and every answered request is charged once."""
     from sqlalchemy.exc import OperationalError
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
         cycle = app.state.campaigns.cycle
@@ -641,7 +573,7 @@ async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_
             return store(plan, res)
 
         cycle.store_answers_tx = flaky_store
-        spec = body(base, "deadlocks", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+        spec = batch_body(base, "deadlocks", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
         cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
         before = len(provider_app.state.provider.requests)
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
@@ -657,13 +589,13 @@ async def test_a_round_survives_database_errors_that_rolled_a_duels_transaction_
         assert not [d for d in duels if d["status"] in ("calling", "pending")]
 
 
-async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batches(db_url, fake):
+async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batches(db_url, batch_fake):
     """Each call of a round first claims its answer in the store (a database transaction); on a database that
     serializes them slowly (as SQLite's write lock does under load), the calls reach the batch one by one,
     further apart than the collector's settle time: they still go out as one batch per model and phase."""
     import threading
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
         calls = app.state.campaigns.calls
@@ -677,7 +609,7 @@ async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batche
                 return claim(*args, **kwargs)
 
         calls.claim_tx = slow_claim
-        spec = body(base, "slow store", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+        spec = batch_body(base, "slow store", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
         cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
         runs = app.state.campaigns.runs
@@ -693,12 +625,6 @@ async def test_a_slow_database_does_not_split_a_rounds_calls_into_several_batche
             assert len(models) == len(set(models)), (phase, Counter(models))
 
 
-def _human_spec(base: str, name: str, batch: dict) -> dict:
-    spec = body(base, name, batch, judge={"kind": "human"})
-    spec.pop("verdicts")
-    return spec
-
-
 async def test_stopping_a_human_campaign_cancels_its_open_pre_generation_batches(db_url):
     from service.fake_provider import create_fake_provider_app
 
@@ -707,7 +633,7 @@ async def test_stopping_a_human_campaign_cancels_its_open_pre_generation_batches
     try:
         async with app_client(db_url, base_url="http://t") as api:
             app = api.app
-            spec = _human_spec(server.url + "/v1", "pregen stop", {"round_size": 6, "poll_seconds": 0.02})
+            spec = human_batch_spec(server.url + "/v1", "pregen stop", {"round_size": 6, "poll_seconds": 0.02})
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
             assert (
@@ -745,7 +671,7 @@ async def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_an
     provider = ThreadedServer(provider_app)
     lease = {"run_lease_seconds": 2, "run_heartbeat_seconds": 0.5}
     env = {"LLMDUEL_RUN_LEASE_SECONDS": "2", "LLMDUEL_RUN_HEARTBEAT_SECONDS": "0.5"}
-    spec = _human_spec(provider.url + "/v1", "pregen kill", {"round_size": 6, "poll_seconds": 0.1})
+    spec = human_batch_spec(provider.url + "/v1", "pregen kill", {"round_size": 6, "poll_seconds": 0.1})
     # the restarted server is a fresh service in this process (see the test above)
     server = start_live_server(db_url, tmp_path / "first.log", extra_env=env)
     db = Database(db_url)
@@ -785,7 +711,7 @@ async def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_an
             assert (
                 max(
                     Counter(
-                        b for batch in _provider_inputs(provider.url + "/v1", f"llmduel-{cid}-") for b in batch
+                        b for batch in provider_batch_inputs(provider.url + "/v1", f"llmduel-{cid}-") for b in batch
                     ).values()
                 )
                 == 1
@@ -810,7 +736,9 @@ async def test_sigkill_during_a_pre_generation_batch_then_restart_collects_it_an
         provider.stop()
 
 
-async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_before_a_round_it_cannot_start(db_url, fake):
+async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_before_a_round_it_cannot_start(
+    db_url, batch_fake
+):
     """A round reserves each duel's worst case before anything is sent: with a budget of 2.5 duels' worst case
     and rounds of 8, the first round sends 2 duels; the campaign goes on while the budget holds a duel and ends
     (budget_exhausted) at the first round that cannot reserve one, before that round sends anything; the spend
@@ -820,10 +748,10 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
     from service.models import Campaign
     from service.money.reserve import reserve_duel_nusd
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
-        spec = body(base, "part of a round", {"round_size": 8, "poll_seconds": 0.02})
+        spec = batch_body(base, "part of a round", {"round_size": 8, "poll_seconds": 0.02})
         # a judge call's bound capped near its real cost (else the bound of its input, answers of up to
         # MAX_ANSWER_BYTES, is thousands of times what it costs, and no budget of a few bounds runs out)
         spec["judge"]["client"]["max_cost_per_query"] = 0.0005
@@ -856,16 +784,16 @@ async def test_a_budget_that_holds_part_of_a_round_cuts_the_round_and_ends_befor
         assert_ledger(app, view, provider_app)
 
 
-async def test_two_duels_of_a_round_with_the_same_verdict_key_do_not_hang_the_round(db_url, fake):
+async def test_two_duels_of_a_round_with_the_same_verdict_key_do_not_hang_the_round(db_url, batch_fake):
     """Two prompts drawn with replacement, two models, answers and verdicts reused: duels of one round
     ask the judge the same question. The verdict store's first claim is recorded only at the round's fold, after its verdicts
     batch; a second duel of the round waiting for it would wait for ever. Each pays its own judge call in
     its round (nothing is stored twice), and later rounds reuse the stored verdict."""
 
-    base, _ = fake
+    base, _ = batch_fake
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
-        spec = body(
+        spec = batch_body(
             base,
             "same verdict key",
             {"round_size": 8, "poll_seconds": 0.02},

@@ -9,10 +9,8 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import app_client
-from service_helpers import all_duels
-from test_batch_campaigns import _human_spec, _provider_inputs, batches_of, body
-from test_faults import ThreadedServer
+from conftest import ThreadedServer, app_client
+from service_helpers import all_duels, batch_body, batches_of, human_batch_spec, provider_batch_inputs
 
 
 @pytest.mark.parametrize("phase", ["answers", "verdicts"])  # killed before storing answers, or folding verdicts
@@ -48,7 +46,7 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
         ):
             first, second = api.app, api2.app
             first_cycle = first.state.campaigns.runs.batch_rounds.cycle
-            spec = body(base, "killstore", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
+            spec = batch_body(base, "killstore", {"round_size": 4, "poll_seconds": 0.02}, delta=0.25)
             spec["judge"]["orders"] = "both"  # two requests per paid verdict
             cid = (await api.post("/v1/campaigns", json=spec)).json()["id"]
             assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
@@ -95,7 +93,7 @@ async def test_killed_between_fetching_a_batch_and_storing_it_the_take_over_stor
             while runs2.run_active_here(cid):
                 assert time.monotonic() < deadline
                 await asyncio.sleep(0.05)
-            inputs = await asyncio.to_thread(_provider_inputs, base, f"llmduel-{cid}-")
+            inputs = await asyncio.to_thread(provider_batch_inputs, base, f"llmduel-{cid}-")
             asked = Counter(b for batch in inputs for b in batch)
             assert max(asked.values()) == 1, (
                 "a request was sent in two batches",
@@ -130,7 +128,7 @@ async def test_a_pre_generation_batch_left_by_a_process_gone_is_adopted_by_one_p
     from service.db import Database
     from service.models import BatchJob, utcnow
 
-    cid = (await api.post("/v1/campaigns", json=_human_spec("http://127.0.0.1:9/v1", "adopt", {}))).json()["id"]
+    cid = (await api.post("/v1/campaigns", json=human_batch_spec("http://127.0.0.1:9/v1", "adopt", {}))).json()["id"]
     db = Database(db_url)
     try:
         old = utcnow() - dt.timedelta(hours=1)

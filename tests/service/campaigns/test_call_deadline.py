@@ -18,8 +18,8 @@ import httpx
 import pytest
 import respx
 from conftest import app_client
+from service_helpers import RESERVE_URL, reserve_human_body, reserve_model, reserve_reply, reserve_tag
 from sqlalchemy import func, select
-from test_reserve import URL, _human_body, _model, _reply, _tag
 
 from service.campaigns.calls import CALL_OUTLIVED_EXPIRY, JUDGE_OUTLIVED_EXPIRY
 from service.campaigns.expiry import call_deadline
@@ -47,7 +47,7 @@ async def quick(db_url):
 def _slow(seconds: float, tokens: int = 100):
     async def answer(request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(seconds)
-        return _reply(tokens)(request)
+        return reserve_reply(tokens)(request)
 
     return answer
 
@@ -65,12 +65,12 @@ async def test_a_model_call_past_the_duel_expiry_is_abandoned_and_not_charged(qu
     from service.schemas import CampaignCreate
 
     svc, create = quick.cycle, quick.lifecycle.create_campaign
-    tag = _tag()
-    judge = {"kind": "llm", "client": _model(tag, "judge")["client"], "both_orders": False}
-    body = {**_human_body(tag, ["a question"], 5.0), "judge": judge, "budget": None}
+    tag = reserve_tag()
+    judge = {"kind": "llm", "client": reserve_model(tag, "judge")["client"], "both_orders": False}
+    body = {**reserve_human_body(tag, ["a question"], 5.0), "judge": judge, "budget": None}
     cid = create(CampaignCreate.model_validate(body))
     with respx.mock(assert_all_called=False) as mock:
-        mock.post(URL).mock(side_effect=_slow(SLOW))
+        mock.post(RESERVE_URL).mock(side_effect=_slow(SLOW))
         t0 = time.monotonic()
         plan = await svc.plan(cid, None)
         outcome = await svc.execute(plan)
@@ -86,18 +86,18 @@ async def test_a_judgement_past_the_pending_expiry_is_abandoned_as_a_judge_error
     from service.schemas import CampaignCreate
 
     svc, create = quick.cycle, quick.lifecycle.create_campaign
-    tag = _tag()
-    judge = {"kind": "llm", "client": _model(tag, "judge")["client"], "both_orders": False}
-    body = {**_human_body(tag, ["another question"], 5.0), "judge": judge, "budget": None}
+    tag = reserve_tag()
+    judge = {"kind": "llm", "client": reserve_model(tag, "judge")["client"], "both_orders": False}
+    body = {**reserve_human_body(tag, ["another question"], 5.0), "judge": judge, "budget": None}
     cid = create(CampaignCreate.model_validate(body))
-    judge_url = URL
+    judge_url = RESERVE_URL
     answers = {"n": 0}
 
     async def reply(request: httpx.Request) -> httpx.Response:
         if b"judge" in request.content or answers["n"] >= 2:  # the judge's request: too slow
             await asyncio.sleep(SLOW)
         answers["n"] += 1
-        return _reply(10)(request)
+        return reserve_reply(10)(request)
 
     with respx.mock(assert_all_called=False) as mock:
         mock.post(judge_url).mock(side_effect=reply)
@@ -119,10 +119,10 @@ async def test_a_pre_generation_call_past_its_hold_is_abandoned_and_the_hold_rel
     from service.schemas import CampaignCreate
 
     svc, pregen, create = quick.cycle, quick.pregen, quick.lifecycle.create_campaign
-    tag = _tag()
-    cid = create(CampaignCreate.model_validate(_human_body(tag, [f"q{n}" for n in range(4)], 5.0)))
+    tag = reserve_tag()
+    cid = create(CampaignCreate.model_validate(reserve_human_body(tag, [f"q{n}" for n in range(4)], 5.0)))
     with respx.mock(assert_all_called=False) as mock:
-        mock.post(URL).mock(side_effect=_slow(SLOW))
+        mock.post(RESERVE_URL).mock(side_effect=_slow(SLOW))
         t0 = time.monotonic()
         assert await pregen.pregenerate(cid) == -1  # the call failed (abandoned)
         assert time.monotonic() - t0 < BOUND

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_hybrid_service import FEE, admin_duels_until_selected, hybrid_campaign, ledger_rows
+from service_helpers import HYBRID_FEE, admin_duels_until_selected, hybrid_campaign, ledger_rows
 
 
 async def end_on_a_fault_with_a_waiting_selected_duel(api, monkeypatch):
@@ -65,7 +65,7 @@ async def test_a_lapsed_lease_still_reserves_the_fee_against_a_lower_budget(api,
     with api.app.state.db.write() as s:
         s.execute(update(Duel).where(Duel.id == sel["id"]).values(expires_at=utcnow()))
         spend = s.get(Campaign, cid).spend_nusd
-    low = (spend + round(FEE * 1e9) // 2) / 1e9  # covers the spend, not the waiting fee
+    low = (spend + round(HYBRID_FEE * 1e9) // 2) / 1e9  # covers the spend, not the waiting fee
     r = await api.patch(f"/v1/campaigns/{cid}", json={"budget": low})
     assert r.status_code == 422 and "reserved" in r.text, r.text
     judged = (await api.get(f"/v1/duels/{sel['id']}")).json()

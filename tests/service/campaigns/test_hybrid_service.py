@@ -6,20 +6,19 @@ from __future__ import annotations
 import random
 
 import pytest
-from service_helpers import SYNTHETIC_P, all_duels, campaign_body, simulated_judge
+from service_helpers import (
+    HYBRID_FEE,
+    admin_duels_until_selected,
+    all_duels,
+    campaign_body,
+    check_hybrid_ledger,
+    hybrid_campaign,
+    hybrid_judge,
+    ledger_rows,
+    simulated_judge,
+)
 
 from service.campaigns import draws, hybrid_view
-
-FEE = 0.05
-
-
-def hybrid_judge(rate=0.5, fee=FEE, llm=None) -> dict:
-    return {
-        "kind": "hybrid",
-        "llm": llm if llm is not None else simulated_judge(SYNTHETIC_P),
-        "human": {"fee_per_vote": fee},
-        "human_rate": rate,
-    }
 
 
 @pytest.mark.parametrize(
@@ -50,7 +49,7 @@ async def test_a_hybrid_campaign_runs_as_dctas_pc_hybrid(api):
     view = r.json()
     assert view["algorithm"] == "dctas-pc-hybrid"
     assert view["tie_policy"] == "half" and view["prompt_sampling"] == "with_replacement"
-    assert view["judge"]["human_rate"] == "active" and view["judge"]["human"]["fee_per_vote"] == FEE
+    assert view["judge"]["human_rate"] == "active" and view["judge"]["human"]["fee_per_vote"] == HYBRID_FEE
 
 
 async def run_hybrid(api, cid: int, ann: dict, max_steps: int = 3000) -> dict:
@@ -78,40 +77,6 @@ async def run_hybrid(api, cid: int, ann: dict, max_steps: int = 3000) -> dict:
     raise AssertionError("the campaign did not end")
 
 
-def ledger_rows(db, cid: int) -> list:
-    """The campaign's ledger rows (kind, duel, amount, detail), read from the database."""
-    from sqlalchemy import select
-
-    from service.models import Charge
-
-    with db.read() as s:
-        return s.execute(
-            select(Charge.kind, Charge.duel_id, Charge.amount_nusd, Charge.detail).where(Charge.campaign_id == cid)
-        ).all()
-
-
-def check_ledger(duels: list[dict], rows: list, fee: float) -> int:
-    """Every human fee in the ledger belongs to a duel a human voted on, and every such duel paid
-    exactly one; returns the number of human votes."""
-    fees: dict[int, list[int]] = {}
-    for r in rows:
-        if r.kind == "judge" and (r.detail or {}).get("human_fee"):
-            fees.setdefault(int(r.duel_id), []).append(int(r.amount_nusd))
-    humans = 0
-    by_id = {d["id"]: d for d in duels}
-    assert set(fees) <= set(by_id)
-    for d in duels:
-        voted = (d["judged_by"] or "").startswith("annotator:")
-        h = (d["judge"] or {}).get("hybrid")
-        assert fees.get(d["id"], []) == ([round(fee * 1e9)] if voted else []), d
-        if voted:
-            humans += 1
-            assert h["selected"] and d["status"] == "judged"
-        elif h is not None and h["selected"]:
-            assert d["status"] in ("pending", "cancelled"), d  # no human saw it: never charged
-    return humans
-
-
 async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duels(api, monkeypatch):
     # the draw key fixes the pairs, the judge's verdicts and the selection coins: a campaign that runs
     # out of its budget by chance (as one did, at rate up to delta and beyond) cannot fail this test
@@ -124,8 +89,8 @@ async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duel
     assert view["status"] == "certified", view
     assert view["winner"] == "m0"
     duels = await all_duels(api, cid)
-    humans = check_ledger(duels, ledger_rows(api.app.state.db, cid), FEE)
-    assert humans > 0 and view["judge_spend"] == pytest.approx(humans * FEE)
+    humans = check_hybrid_ledger(duels, ledger_rows(api.app.state.db, cid), HYBRID_FEE)
+    assert humans > 0 and view["judge_spend"] == pytest.approx(humans * HYBRID_FEE)
     judged = [d for d in duels if d["status"] == "judged"]
     selected = [d for d in judged if d["judge"]["hybrid"]["selected"]]
     assert {d["judged_by"] for d in selected} == {"annotator:1"} or all(
@@ -149,30 +114,6 @@ async def test_a_hybrid_campaign_certifies_with_human_votes_on_the_selected_duel
 
 
 # ---------------------------------------------------------------- the pool, the order, the ledger
-async def hybrid_campaign(api, monkeypatch, rate=0.5, **extra) -> tuple[int, list[dict]]:
-    """A hybrid campaign with a fixed draw key and two annotators: (id, their auth headers)."""
-
-    monkeypatch.setattr(draws, "new_draw_key", lambda: "3c" * 32)  # the same coins on every run
-    r = await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=rate), budget=100.0, **extra))
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
-    anns = []
-    for label in ("p", "q"):
-        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
-        anns.append({"Authorization": f"Bearer {token}"})
-    return cid, anns
-
-
-async def admin_duels_until_selected(api, cid: int, limit: int = 60) -> dict:
-    """Admin duels until one is selected for a human; that duel (admin view)."""
-    for _ in range(limit):
-        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
-        full = (await api.get(f"/v1/duels/{d['id']}")).json()
-        if full["judge"]["hybrid"]["selected"]:
-            assert full["status"] == "pending" and full["choice"] is None
-            return full
-        assert full["status"] == "judged" and full["judged_by"] == "judge:hybrid"
-    raise AssertionError("no duel was selected")
 
 
 async def test_a_judge_only_duel_waits_behind_an_earlier_selected_duel_of_its_pair(api, monkeypatch):
@@ -236,7 +177,7 @@ async def test_skips_lapsed_leases_and_revoked_annotators_return_a_selected_duel
     assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "b"}, headers=third)).status_code == 409
     rows = ledger_rows(api.app.state.db, cid)
     fees = [r for r in rows if (r.detail or {}).get("human_fee")]
-    assert [(int(r.duel_id), int(r.amount_nusd)) for r in fees] == [(sel["id"], round(FEE * 1e9))]
+    assert [(int(r.duel_id), int(r.amount_nusd)) for r in fees] == [(sel["id"], round(HYBRID_FEE * 1e9))]
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
@@ -264,10 +205,10 @@ async def test_the_budget_reserves_the_fee_of_each_waiting_duel(api, monkeypatch
         from service.models import Duel
 
         d = s.get(Duel, sel["id"])
-        assert d.expected_cost_nusd == cost_nusd(FEE)  # what it may still pay: the human fee
+        assert d.expected_cost_nusd == cost_nusd(HYBRID_FEE)  # what it may still pay: the human fee
     body = campaign_body(judge=hybrid_judge(rate=1.0))
     judge = body["judge"]
-    assert judge_bound_nusd(judge, "x") == cost_nusd(FEE)  # simulated judge: free; plus one fee
+    assert judge_bound_nusd(judge, "x") == cost_nusd(HYBRID_FEE)  # simulated judge: free; plus one fee
 
 
 async def test_the_dashboard_and_campaign_show_report_the_human_votes(api, monkeypatch):

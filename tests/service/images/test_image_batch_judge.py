@@ -12,8 +12,7 @@ import time
 
 from conftest import app_client
 from PIL import Image, PngImagePlugin
-from service_helpers import all_duels
-from test_batch_campaigns import batches_of, body, fake, wait_for  # noqa: F401 (fake: the module's provider)
+from service_helpers import all_duels, batch_body, batches_of, wait_for_campaign
 
 
 def _png(n: int) -> bytes:
@@ -36,9 +35,9 @@ def _image_parts(line_body: dict) -> list[bytes]:
     return out
 
 
-async def test_a_batch_campaigns_vision_judge_sees_the_prompts_images(db_url, fake):  # noqa: F811
+async def test_a_batch_campaigns_vision_judge_sees_the_prompts_images(db_url, batch_fake):
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     images = [_png(n) for n in range(12)]
     prompts = [
         {
@@ -50,7 +49,7 @@ async def test_a_batch_campaigns_vision_judge_sees_the_prompts_images(db_url, fa
     ]
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
-        spec = body(base, "vision in batches", {"round_size": 4, "poll_seconds": 0.02}, prompts=prompts)
+        spec = batch_body(base, "vision in batches", {"round_size": 4, "poll_seconds": 0.02}, prompts=prompts)
         r = await api.post("/v1/campaigns", json=spec)
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
@@ -58,7 +57,7 @@ async def test_a_batch_campaigns_vision_judge_sees_the_prompts_images(db_url, fa
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
         runs = app.state.campaigns.runs
         deadline = time.monotonic() + 120
-        view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
+        view = await wait_for_campaign(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
         assert time.monotonic() < deadline
         assert view["status"] in ("certified", "undecidable"), (view["status"], view["run"])
         duels = await all_duels(api, cid)
@@ -97,11 +96,13 @@ async def test_a_batch_campaigns_vision_judge_sees_the_prompts_images(db_url, fa
         assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"] is True
 
 
-async def test_a_batch_campaigns_judge_sees_image_answers_or_creation_says_why_not(db_url, fake):  # noqa: F811
+async def test_a_batch_campaigns_judge_sees_image_answers_or_creation_says_why_not(db_url, batch_fake):
     """Image answers in a batch campaign: the judge's batch lines carry both answers' blind copies."""
 
-    base, provider_app = fake
-    spec = body(base, "images in batches", {"round_size": 4, "poll_seconds": 0.02}, answers="fresh", verdicts="fresh")
+    base, provider_app = batch_fake
+    spec = batch_body(
+        base, "images in batches", {"round_size": 4, "poll_seconds": 0.02}, answers="fresh", verdicts="fresh"
+    )
     tag = spec["models"][0]["client"]["model"].split("-")[0]
     spec["models"] = [
         {
@@ -124,7 +125,7 @@ async def test_a_batch_campaigns_judge_sees_image_answers_or_creation_says_why_n
         cid = r.json()["id"]
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 1})).status_code == 202
         runs = app.state.campaigns.runs
-        view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
+        view = await wait_for_campaign(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
         duels = await all_duels(api, cid)
         judged = [d for d in duels if d["status"] == "judged"]
         assert judged, (view["status"], view["run"], [(d["status"], d["error"]) for d in duels])

@@ -10,8 +10,7 @@ import uuid
 from collections import Counter
 
 from conftest import app_client
-from service_helpers import all_duels, first_pregen_round
-from test_batch_campaigns import batches_of, fake, wait_for  # noqa: F401 (fake: the module's provider)
+from service_helpers import all_duels, batches_of, first_pregen_round, wait_for_campaign
 
 NAME = re.compile(r"\[image sha256:([0-9a-f]{64})\]")
 COSTS = {0: 0.02, 1: 0.04, 2: 0.03}  # USD per image, by model index
@@ -50,10 +49,10 @@ def _spec(base: str, tag: str) -> dict:
     }
 
 
-async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_and_certifies(db_url, fake):  # noqa: F811
+async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_and_certifies(db_url, batch_fake):
     from service.images.store import get_image
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     tag = uuid.uuid4().hex[:6]
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app
@@ -62,7 +61,7 @@ async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_
         cid = r.json()["id"]
         assert (await api.post(f"/v1/campaigns/{cid}/run", json={})).status_code == 202
         runs = app.state.campaigns.runs
-        view = await wait_for(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
+        view = await wait_for_campaign(api, cid, lambda v: not runs.run_active_here(cid), timeout=120)
         assert view["status"] == "certified" and view["winner"] == "painter", view["run"]
         assert view["batch"]["rounds"] >= 1
         asked = [q for q in provider_app.state.provider.requests if q["model"].startswith(tag)]
@@ -84,7 +83,7 @@ async def test_a_batch_campaign_of_image_models_sends_their_requests_in_batches_
         assert {(ch["model_index"], ch["amount"]) for ch in paid} <= set(COSTS.items())
 
 
-async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_stored(db_url, fake):  # noqa: F811
+async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_stored(db_url, batch_fake):
     """A human campaign of image models with ``batch``: the images pre-generated for its annotators go out in
     batches on the images endpoint, each once; their bytes are in the image store under the stored answers'
     names, so the next duels show them without calling a model."""
@@ -94,7 +93,7 @@ async def test_a_human_campaigns_image_answers_are_pre_generated_in_batches_and_
     from service.images.store import get_image
     from service.models import StoredAnswer
 
-    base, provider_app = fake
+    base, provider_app = batch_fake
     tag = uuid.uuid4().hex[:6]
     async with app_client(db_url, base_url="http://t") as api:
         app = api.app

@@ -21,46 +21,13 @@ import httpx
 import pytest
 import respx
 from conftest import app_client
+from service_helpers import RESERVE_PRICE, RESERVE_URL, reserve_human_body, reserve_model, reserve_reply, reserve_tag
 from sqlalchemy import func, select
 
 from service.campaigns import draws, stores
 from service.models import BudgetHold, Campaign, Charge, Duel, StoredAnswer, StoredVerdict, to_nusd, utcnow
 from service.money import reserve
 from service.money.bounds import model_bound_nusd
-
-PRICE = {"input_per_1m": 1.0, "output_per_1m": 1000.0}  # 0.001 USD per output token
-URL = "http://reserve.test/v1/chat/completions"
-
-
-def _model(tag: str, name: str) -> dict:
-    return {
-        "name": name,
-        "cost": 0.001,
-        "client": {
-            "kind": "openai",
-            "base_url": "http://reserve.test/v1",
-            "model": f"{tag}-{name}",
-            "price": PRICE,
-            "params": {"max_tokens": 200},
-        },
-    }
-
-
-def _reply(tokens: int = 100):
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            200,
-            json={
-                "choices": [{"message": {"role": "assistant", "content": f"answer {uuid.uuid4().hex[:6]}"}}],
-                "usage": {"prompt_tokens": 12, "completion_tokens": tokens},  # about tokens x 0.001 USD
-            },
-        )
-
-    return answer
-
-
-def _tag() -> str:
-    return "r" + uuid.uuid4().hex[:10]  # models unique to a test: the stores are shared by the database
 
 
 def _campaign(svc, cid: int):
@@ -121,7 +88,7 @@ def _ledger(svc, cid: int) -> int:
 
 # ---------------------------------------------------------------- the rule
 def test_stored_answers_and_verdicts_reserve_nothing():
-    ms = [_model("t", n) for n in "ab"]
+    ms = [reserve_model("t", n) for n in "ab"]
     bound = model_bound_nusd(ms[0], "q")
     human = {"kind": "human", "fee_per_vote": 0.01}
     assert (
@@ -143,7 +110,7 @@ def test_stored_answers_and_verdicts_reserve_nothing():
     judge = {
         "kind": "llm",
         "both_orders": True,
-        "client": {"kind": "openai", "model": "j", "price": PRICE, "max_cost_per_query": 0.01},
+        "client": {"kind": "openai", "model": "j", "price": RESERVE_PRICE, "max_cost_per_query": 0.01},
     }
     assert (
         reserve.reserve_duel_nusd(
@@ -186,7 +153,7 @@ class _Lookup:
 
 
 def test_what_a_duel_takes_from_the_stores():
-    ms = [_model("t", "a"), _model("t", "b"), dict(_model("t", "a"), name="twin")]
+    ms = [reserve_model("t", "a"), reserve_model("t", "b"), dict(reserve_model("t", "a"), name="twin")]
     keys = stores.duel_answer_keys("reuse", ms, 0, 1, prompt="q")
     assert set(keys) == {0, 1}
     assert stores.duel_answer_keys("reuse", ms, 0, 2, prompt="q") == {0: keys[0]}  # one generation config: j is called
@@ -247,12 +214,12 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
     if path == "general":
         monkeypatch.setattr(cycle, "ENABLED", False)
     svc = api.app.state.campaigns.cycle
-    tag = _tag()
+    tag = reserve_tag()
     prompts = [f"stored question {n}" for n in range(3)]
     fee = 0.01
     body = {
         "name": "near budget",
-        "models": [_model(tag, n) for n in "abc"],
+        "models": [reserve_model(tag, n) for n in "abc"],
         "prompts": prompts,
         "judge": {"kind": "human", "fee_per_vote": fee},
         "budget": 3.5 * fee,  # far below one duel's full bound (two calls of up to 0.2 USD)
@@ -263,7 +230,7 @@ async def test_a_budget_below_a_duel_bound_runs_on_stored_answers(api, monkeypat
     )
     assert full > to_nusd(body["budget"])
     with respx.mock(assert_all_called=False) as mock:
-        calls = mock.post(URL).mock(side_effect=_reply())
+        calls = mock.post(RESERVE_URL).mock(side_effect=reserve_reply())
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         _store_answers(svc, cid, prompts)
         token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "near"})).json()["token"]
@@ -295,21 +262,21 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
     if path == "general":
         monkeypatch.setattr(cycle, "ENABLED", False)
     svc = api.app.state.campaigns.cycle
-    tag = _tag()
+    tag = reserve_tag()
     judge = {
         "kind": "llm",
         "client": {
             "kind": "openai",
             "base_url": "http://reserve.test/v1",
             "model": f"{tag}-judge",
-            "price": PRICE,
+            "price": RESERVE_PRICE,
             "params": {"max_tokens": 10},
         },
         "orders": "both",  # stored once per pair: the second campaign finds it whatever the presentation
     }
     body = {
         "name": "stored verdict",
-        "models": [_model(tag, n) for n in "ab"],
+        "models": [reserve_model(tag, n) for n in "ab"],
         "prompts": ["the one question"],
         "judge": judge,
         "seed": 4,
@@ -327,10 +294,10 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
                     "usage": {"prompt_tokens": 10, "completion_tokens": 3},
                 },
             )
-        return _reply(5)(request)
+        return reserve_reply(5)(request)
 
     with respx.mock(assert_all_called=False) as mock:
-        calls = mock.post(URL).mock(side_effect=reply)
+        calls = mock.post(RESERVE_URL).mock(side_effect=reply)
         first = (await api.post("/v1/campaigns", json=body)).json()["id"]  # no budget: it pays once
         r = await api.post(f"/v1/campaigns/{first}/duels")
         assert r.status_code == 201 and r.json()["status"] == "judged", r.text
@@ -351,19 +318,19 @@ async def test_a_stored_verdict_reserves_nothing(api, monkeypatch, path):
 @pytest.mark.parametrize("factor", [100, 190])
 async def test_concurrent_duels_on_partly_stored_answers_never_overrun_the_budget(api, factor):
     svc = api.app.state.campaigns.cycle
-    tag = _tag()
+    tag = reserve_tag()
     prompts = [f"partly stored {n}" for n in range(6)]
     budget = 1.0
     body = {
         "name": "partly stored",
-        "models": [_model(tag, n) for n in "abc"],
+        "models": [reserve_model(tag, n) for n in "abc"],
         "prompts": prompts,
         "judge": {"kind": "human"},
         "budget": budget,
         "seed": 5,
     }
     with respx.mock(assert_all_called=False) as mock:
-        mock.post(URL).mock(side_effect=_reply(factor))
+        mock.post(RESERVE_URL).mock(side_effect=reserve_reply(factor))
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         _store_answers(svc, cid, prompts[:3])  # half the prompts answered by every model
         _store_answers(svc, cid, prompts[3:], models=[0])
@@ -383,15 +350,6 @@ async def test_concurrent_duels_on_partly_stored_answers_never_overrun_the_budge
 
 
 # ---------------------------------------------------------------- pre-generation with a budget
-def _human_body(tag: str, prompts: list[str], budget: float) -> dict:
-    return {
-        "name": "pregen budget",
-        "models": [_model(tag, n) for n in "abc"],
-        "prompts": prompts,
-        "judge": {"kind": "human"},
-        "budget": budget,
-        "seed": 6,
-    }
 
 
 async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_its_answers(api, monkeypatch):
@@ -400,9 +358,9 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
     monkeypatch.setattr(draws, "new_draw_key", lambda: "7a" * 32)
-    tag = _tag()
+    tag = reserve_tag()
     prompts = [f"pregen budget question {n}" for n in range(8)]
-    bound = model_bound_nusd(_model(tag, "a"), prompts[0])
+    bound = model_bound_nusd(reserve_model(tag, "a"), prompts[0])
     budget = 2.0
     seen_holds: list[int] = []
 
@@ -417,12 +375,12 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
                     ).scalar_one()
                 )
             )
-        return _reply(100)(request)
+        return reserve_reply(100)(request)
 
     cid_box = [0]
     with respx.mock(assert_all_called=False) as mock:
-        mock.post(URL).mock(side_effect=reply)
-        cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, budget))).json()["id"]
+        mock.post(RESERVE_URL).mock(side_effect=reply)
+        cid = (await api.post("/v1/campaigns", json=reserve_human_body(tag, prompts, budget))).json()["id"]
         cid_box[0] = cid
         token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "pre"})).json()["token"]
         who = {"Authorization": f"Bearer {token}"}
@@ -474,12 +432,12 @@ async def test_pre_generation_with_a_budget_holds_each_call_and_annotators_use_i
 async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    tag = _tag()
+    tag = reserve_tag()
     prompts = [f"hold question {n}" for n in range(3)]
     started = utcnow() - dt.timedelta(seconds=1)
-    cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 5.0))).json()["id"]
+    cid = (await api.post("/v1/campaigns", json=reserve_human_body(tag, prompts, 5.0))).json()["id"]
     with respx.mock(assert_all_called=False) as mock:
-        mock.post(URL).mock(return_value=httpx.Response(500, json={"error": "down"}))
+        mock.post(RESERVE_URL).mock(return_value=httpx.Response(500, json={"error": "down"}))
         assert await pregen.pregenerate(cid) == -1
     assert _holds(svc, cid) == 0 and _ledger(svc, cid) == 0
     with svc.db.read() as s:  # the failed call's claim was released too (this test's claims: other tests
@@ -490,29 +448,29 @@ async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
         )
         assert not s.execute(select(StoredAnswer.id).where(StoredAnswer.status == stores.GENERATING, *mine)).first()
     with respx.mock(assert_all_called=False) as mock:
-        calls = mock.post(URL).mock(side_effect=_reply(100))
+        calls = mock.post(RESERVE_URL).mock(side_effect=reserve_reply(100))
         paid = await pregen.pregenerate(cid)
     assert paid == calls.call_count > 0
     with svc.db.read() as s:  # the filter above sees this test's answers (it is not vacuous)
         assert s.execute(select(func.count(StoredAnswer.id)).where(*mine)).scalar_one() >= paid
     assert _holds(svc, cid) == 0
     assert _ledger(svc, cid) == to_nusd(_campaign(svc, cid).spend_nusd / 1e9)
-    assert _ledger(svc, cid) <= paid * model_bound_nusd(_model(tag, "a"), prompts[0])
+    assert _ledger(svc, cid) <= paid * model_bound_nusd(reserve_model(tag, "a"), prompts[0])
 
 
 async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_lapses(api):
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    tag = _tag()
+    tag = reserve_tag()
     prompts = [f"tight question {n}" for n in range(3)]
-    bound = model_bound_nusd(_model(tag, "a"), prompts[0])
-    cid = (await api.post("/v1/campaigns", json=_human_body(tag, prompts, 0.9 * bound / 1e9))).json()["id"]
+    bound = model_bound_nusd(reserve_model(tag, "a"), prompts[0])
+    cid = (await api.post("/v1/campaigns", json=reserve_human_body(tag, prompts, 0.9 * bound / 1e9))).json()["id"]
     with respx.mock(assert_all_called=False) as mock:
-        calls = mock.post(URL).mock(side_effect=_reply(100))
+        calls = mock.post(RESERVE_URL).mock(side_effect=reserve_reply(100))
         assert await pregen.pregenerate(cid) == -1  # no room: pre-generation pauses for the campaign
         assert calls.call_count == 0  # not one call: its bound does not fit
     # a hold left by a process that died: counted until it expires, then ignored
-    cid = (await api.post("/v1/campaigns", json=_human_body(tag + "x", prompts, 3.5 * bound / 1e9))).json()["id"]
+    cid = (await api.post("/v1/campaigns", json=reserve_human_body(tag + "x", prompts, 3.5 * bound / 1e9))).json()["id"]
     now = utcnow()
     with svc.db.write() as s:
         s.add(
@@ -525,7 +483,7 @@ async def test_pre_generation_stops_when_a_bound_does_not_fit_and_a_dead_hold_la
             )
         )
     with respx.mock(assert_all_called=False) as mock:
-        calls = mock.post(URL).mock(side_effect=_reply(100))
+        calls = mock.post(RESERVE_URL).mock(side_effect=reserve_reply(100))
         assert await pregen.pregenerate(cid) == -1 and calls.call_count == 0
         r = await api.post(f"/v1/campaigns/{cid}/duels")
         assert r.status_code == 409 and "pre-generated" in r.text, r.text  # held: retry later, not ended
@@ -545,11 +503,11 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
     same campaign at once; the holds, taken under the campaign's row lock, keep the budget."""
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    tag = _tag()
+    tag = reserve_tag()
     prompts = [f"two services question {n}" for n in range(12)]
-    bound = model_bound_nusd(_model(tag, "a"), prompts[0])
+    bound = model_bound_nusd(reserve_model(tag, "a"), prompts[0])
     budget_nusd = 5 * bound + bound // 2  # room for five calls' bounds
-    body = _human_body(tag, prompts, budget_nusd / 1e9)
+    body = reserve_human_body(tag, prompts, budget_nusd / 1e9)
     body["answers"] = "reuse"
     in_flight, most = [0], [0]
 
@@ -558,13 +516,13 @@ async def test_two_services_pre_generating_on_one_database_never_overrun_the_bud
         most[0] = max(most[0], in_flight[0])
         await asyncio.sleep(0.2)
         in_flight[0] -= 1
-        return _reply(190)(request)  # each call costs close to its bound
+        return reserve_reply(190)(request)  # each call costs close to its bound
 
     async with app_client(db_url) as other_api:
         other = other_api.app.state.campaigns.pregen
         cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
         with respx.mock(assert_all_called=False) as mock:
-            calls = mock.post(URL).mock(side_effect=slow)
+            calls = mock.post(RESERVE_URL).mock(side_effect=slow)
             paid = 0
             for _ in range(3):
                 got = await asyncio.gather(pregen.pregenerate(cid), other.pregenerate(cid))
@@ -588,10 +546,10 @@ async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api
 
     svc = api.app.state.campaigns.cycle
     pregen = api.app.state.campaigns.pregen
-    tag = _tag()
+    tag = reserve_tag()
     prompt = "recovered question"
-    bound = model_bound_nusd(_model(tag, "a"), prompt)
-    cid = (await api.post("/v1/campaigns", json=_human_body(tag, [prompt], 5.0))).json()["id"]
+    bound = model_bound_nusd(reserve_model(tag, "a"), prompt)
+    cid = (await api.post("/v1/campaigns", json=reserve_human_body(tag, [prompt], 5.0))).json()["id"]
     key, other = uuid.uuid4().hex, uuid.uuid4().hex
     now = utcnow()
     with svc.db.write() as s:  # the dead process's holds: this answer's, and another call's still out
