@@ -104,7 +104,7 @@ def write_judge_charges(
 def _reuse_row(s, campaign_id: int, duel_id: int, *, j: Judgement, now) -> None:
     """A verdict taken from the store: its zero-cost ledger row naming the charge that paid for it."""
     if j.reused_verdict is not None:
-        row = stores.reuse_charge(campaign_id, "judge", model_index=None, stored=j.reused_verdict, now=now)
+        row = charges.reuse_charge(campaign_id, "judge", model_index=None, stored=j.reused_verdict, now=now)
         charges.insert_charge(s, dict(row, duel_id=duel_id))
 
 

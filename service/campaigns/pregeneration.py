@@ -254,6 +254,37 @@ class Pregeneration:
 
         await once_committed(attempt, written, what=f"campaign {campaign_id}'s pre-generated answer")
 
+    async def store_recovered_answer(
+        self, campaign_id: int, n: int, claim: Any, res: Completion, *, prompt: str, hold_key: str | None
+    ) -> None:
+        """:meth:`store_pregenerated_tx` of an answer collected from a batch a process gone left (its holds
+        released by ``hold_key``, service/cycle/pregen_recovery.py), in a worker thread; after a lost
+        connection, run again only when it did not commit (:func:`.lost_commits.once_committed`): the holds
+        of its key are gone, as for :meth:`store_paid_answer`, or, when none was left before (lapsed and
+        deleted, or no key), its answer is stored."""
+        held = hold_key is not None and await in_thread(self.key_held_tx, campaign_id, hold_key)
+
+        def attempt() -> Awaitable[None]:
+            return in_thread(self.store_pregenerated_tx, campaign_id, n, claim, res, prompt=prompt, hold_key=hold_key)
+
+        async def written() -> bool | None:
+            if held and hold_key is not None:
+                return None if await in_thread(self.key_held_tx, campaign_id, hold_key) else True
+            return True if await in_thread(self.answer_stored_tx, claim.row_id) else None
+
+        await once_committed(attempt, written, what=f"campaign {campaign_id}'s recovered pre-generated answer")
+
+    def key_held_tx(self, campaign_id: int, key: str) -> bool:
+        """Whether a budget hold of the answer's store ``key`` is still there."""
+        with self.db.read() as s:
+            return holds.key_held(s, campaign_id, key)
+
+    def answer_stored_tx(self, row_id: int) -> bool:
+        """Whether the answer store's row ``row_id`` holds its answer (finalised)."""
+        with self.db.read() as s:
+            status = s.execute(select(StoredAnswer.status).where(StoredAnswer.id == row_id)).scalar_one_or_none()
+            return status == stores.READY
+
     def hold_gone_tx(self, hold_id: int) -> bool:
         """Whether the budget hold ``hold_id`` is gone (released with its charge, or dropped)."""
         with self.db.read() as s:

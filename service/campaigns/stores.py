@@ -287,6 +287,20 @@ class StoredKeys:
         self.verdicts.add(key)
 
 
+@dataclass(frozen=True)
+class DuelStores:
+    """What the stores mean for a planned duel (:func:`stored_for_duel`), the inputs of its
+    reservation (:func:`service.money.reserve.duel_budget`)."""
+
+    #: the model indices whose answer is stored (each reserves nothing)
+    answers: list[int]
+    #: the number of judge orders whose verdict is stored
+    orders: int
+    #: the campaign's answers are pre-generated (:func:`pregenerates`): the only campaigns with
+    #: budget holds, so the plan reads the holds of these alone (a new kind of hold widens this)
+    pregenerated: bool
+
+
 async def stored_for_duel(
     known: StoredKeys,
     lookup: Any,
@@ -300,10 +314,8 @@ async def stored_for_duel(
     a_is_i: bool,
     prompt: str,
     reference: Any,
-) -> tuple[list[int], int]:
-    """What a planned duel will take from the stores: (the model indices whose answer is
-    stored, the number of judge orders whose verdict is stored), the inputs of
-    :func:`service.money.reserve.reserve_duel_nusd`.
+) -> DuelStores:
+    """What a planned duel will take from the stores, and whether its campaign pre-generates answers.
 
     An answer counts only when it is stored (``ready``); one being generated (a
     claim) may still fail, so it stays reserved. A verdict can be known only when
@@ -313,9 +325,10 @@ async def stored_for_duel(
     awaitable callable giving the prompt's reference answer. Written once for every
     path (a synchronous caller runs it with :func:`run_now`).
     """
+    pregenerated = pregenerates(answers, models, judge)
     keys = duel_answer_keys(answers, models, i, j, prompt=prompt)
     if not keys:
-        return [], 0
+        return DuelStores([], 0, pregenerated)
     need_verdict = len(keys) == 2 and stores_verdicts(verdicts, judge)
     missing = [k for k in keys.values() if k not in known.answers or (need_verdict and known.answers[k] is None)]
     if missing:
@@ -323,19 +336,19 @@ async def stored_for_duel(
             known.answer(key, text_hash(text or "") if need_verdict else None)
     have = [idx for idx, k in keys.items() if k in known.answers]
     if not (need_verdict and len(have) == 2):
-        return have, 0
+        return DuelStores(have, 0, pregenerated)
     # .get: another thread may clear the cache meanwhile (StoredKeys.limit); unknown counts as not stored
     hi, hj = known.answers.get(keys[i]), known.answers.get(keys[j])
     if hi is None or hj is None:
-        return have, 0
+        return DuelStores(have, 0, pregenerated)
     vkey = duel_verdict_key(judge, prompt, await reference(), hash_a=hi if a_is_i else hj, hash_b=hj if a_is_i else hi)
     if vkey not in known.verdicts:
         if not await lookup.ready_verdict(vkey):
-            return have, 0
+            return DuelStores(have, 0, pregenerated)
         known.verdict(vkey)
     from ..stored_config import judge_orders
 
-    return have, judge_orders(judge)
+    return DuelStores(have, judge_orders(judge), pregenerated)
 
 
 class SessionLookup:
@@ -391,19 +404,6 @@ class Claim:
 
 
 _TABLES: dict[str, type[StoredAnswer] | type[StoredVerdict]] = {"answer": StoredAnswer, "verdict": StoredVerdict}
-
-
-def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored: Stored, now: dt.datetime) -> dict:
-    """The ledger row of a reuse: zero cost, a reference to the charge that paid."""
-    return {
-        "campaign_id": campaign_id,
-        "kind": kind,
-        "model_index": model_index,
-        "amount_nusd": 0,
-        "reuses_charge_id": stored.charge_id,
-        "detail": {"reused": "answer" if kind == "model" else "verdict", "store_id": stored.id},
-        "created_at": now,
-    }
 
 
 _SA = StoredAnswer.__table__.c

@@ -43,6 +43,7 @@ from ..campaigns.types import DuelOutcome, DuelPlan
 from ..clients import ClientError, Completion
 from ..models import from_nusd, utcnow
 from ..money import ledger
+from ..money.charges import reuse_charge
 from ..plain_values import finite_or_none
 from ..redaction import redact
 from ..stored_text import MAX_ERROR_CHARS, clean_text
@@ -188,7 +189,7 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
                 "cost": 0.0,
                 "reused_answer": res.id,
             }
-            charges.append(stores.reuse_charge(plan.campaign_id, "model", model_index=idx, stored=res, now=now))
+            charges.append(reuse_charge(plan.campaign_id, "model", model_index=idx, stored=res, now=now))
         elif isinstance(res, Completion):
             charge = ledger.model_charge(plan.models[idx], plan.prompt, res)
             amount = charge.amount_nusd

@@ -55,7 +55,7 @@ from ..campaigns.types import (
     NotFound,
 )
 from ..models import utcnow
-from ..money import holds, reserve
+from ..money import reserve
 from ..plain_values import jsonable
 from .answers import answer_now
 from .shared import CampaignConfig, DuelRow, config_of, not_handled, policy_at, remember_config
@@ -105,17 +105,21 @@ async def decide_plan(
     prompt = svc.deps.prompts.cached_prompt(campaign_id, prompt_index)
     if prompt is None:
         prompt = svc.deps.prompts.remember_prompt(campaign_id, prompt_index, await tx.prompt(campaign_id, prompt_index))
-    expected = await _reservation(
-        svc, tx, campaign_id, cfg=cfg, row=row, pair=pick.pair, a_is_i=a_is_i, idx=prompt_index, prompt=prompt
+    stored = await _stored(
+        svc, tx, campaign_id, cfg=cfg, pair=pick.pair, a_is_i=a_is_i, idx=prompt_index, prompt=prompt
     )
-    held = await tx.held(campaign_id, now) if holds.may_hold(cfg.answers, cfg.models, cfg.judge) else 0
-    over = reserve.budget_decision(
+    held = await tx.held(campaign_id, now) if stored.pregenerated else 0
+    expected, over = reserve.duel_budget(
         campaign_id,
-        budget_nusd=row.budget_nusd,
-        spent_nusd=row.spend_nusd,
+        row,
+        models=cfg.models,
+        judge=cfg.judge,
+        pair=pick.pair,
+        prompt=prompt,
+        stored_answers=stored.answers,
+        stored_orders=stored.orders,
         live=inflight,
         held_nusd=held,
-        expected_nusd=expected,
     )
     await refuse_or_end(tx, campaign_id, over, now)
     duel = new_duel_columns(
@@ -212,17 +216,17 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
     )
 
 
-async def _reservation(
-    svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfig, row, pair, a_is_i: bool, idx: int, prompt: str
-) -> int:
-    """What the duel may still pay (stored as ``expected_cost_nusd``), given what the stores hold."""
+async def _stored(
+    svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfig, pair, a_is_i: bool, idx: int, prompt: str
+) -> stores.DuelStores:
+    """What the duel takes from the stores (it reserves nothing for that), and whether its campaign has holds."""
 
     async def reference() -> str | None:
         extras = svc.deps.prompts.cached_prompt_extras(campaign_id, idx)
         return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
     i, j = pair
-    have, orders = await stores.stored_for_duel(
+    return await stores.stored_for_duel(
         svc.stored_keys,
         tx,
         answers=cfg.answers,
@@ -234,17 +238,6 @@ async def _reservation(
         a_is_i=a_is_i,
         prompt=prompt,
         reference=reference,
-    )
-    return reserve.reserve_duel_nusd(
-        cfg.models,
-        i,
-        j,
-        judge=cfg.judge,
-        prompt=prompt,
-        judge_spent_nusd=row.judge_spend_nusd,
-        duels_done=row.duels_judged + row.duels_failed,
-        stored_answers=have,
-        stored_orders=orders,
     )
 
 

@@ -101,14 +101,10 @@ class PregenRecovery:
                 out = collector.completion(self.calls.client(plan, n), res)
                 if isinstance(out, Completion):
                     out = await self.calls.keep_images(out)
-                    await in_thread(  # its charge replaces the dead process's hold of the answer's key
-                        self.pregen.store_pregenerated_tx,
-                        cid,
-                        n,
-                        plan.claims[n],
-                        out,
-                        prompt=r["prompt"],
-                        hold_key=r.get("key"),
+                    # its charge replaces the dead process's hold of the answer's key; after a lost connection,
+                    # stored again only when it did not commit
+                    await self.pregen.store_recovered_answer(
+                        cid, n, plan.claims[n], out, prompt=r["prompt"], hold_key=r.get("key")
                     )
             await collector.close_fetched()  # only now: killed before, the next take-over stores them
         finally:

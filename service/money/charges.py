@@ -192,8 +192,22 @@ def charge_row(
     )
 
 
+def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored: Any, now: dt.datetime) -> dict:
+    """The ledger row of a reuse: zero cost, a reference to the charge that paid (``stored``: the
+    store's result, :class:`service.campaigns.stores.Stored`, its ``id`` and ``charge_id``)."""
+    return {
+        "campaign_id": campaign_id,
+        "kind": kind,
+        "model_index": model_index,
+        "amount_nusd": 0,
+        "reuses_charge_id": stored.charge_id,
+        "detail": {"reused": "answer" if kind == MODEL else "verdict", "store_id": stored.id},
+        "created_at": now,
+    }
+
+
 def insert_charge(conn: Any, row: dict[str, Any]) -> int:
-    """Insert one charge row (a :func:`charge_row` or a reuse row of :func:`service.campaigns.stores.reuse_charge`)
+    """Insert one charge row (a :func:`charge_row` or a :func:`reuse_charge` row)
     in the caller's transaction; its id. The spend is the caller's next step (:func:`add_spend`)."""
     return int(conn.execute(insert(Charge).values(**row).returning(Charge.id)).scalar_one())
 

@@ -16,6 +16,10 @@ path counts both::
 * it counts only while ``expires_at`` (the call expiry, as for a duel still being
   answered) is in the future: a process that died mid-call does not hold the budget
   for longer than that.
+
+Holds are taken only by pre-generation: the plan reads a campaign's holds only when the
+stores say it pre-generates answers (``service.campaigns.stores.DuelStores.pregenerated``),
+to save a round trip; a new kind of hold must widen that flag.
 """
 
 from __future__ import annotations
@@ -24,19 +28,11 @@ import datetime as dt
 
 from sqlalchemy import bindparam, delete, func, insert, select
 
-from ..campaigns.stores import pregenerates
 from ..models import BudgetHold
 
 H = BudgetHold.__table__.c
 
 PREGENERATION = "pregeneration"
-
-
-def may_hold(answers: str | None, models: list, judge: dict) -> bool:
-    """Whether a campaign can have holds at all: holds are taken only by pre-generation
-    (``stores.pregenerates``). The hot path reads the holds only of such campaigns, to
-    save a round trip; a new kind of hold must widen this predicate."""
-    return pregenerates(answers, models, judge)
 
 
 #: The live holds of a campaign (one indexed range read); also compiled for the asyncpg driver.
@@ -99,6 +95,12 @@ def hold_exists(conn, hold_id: int) -> bool:
 def drop_hold(conn, hold_id: int) -> None:
     """Release a hold (its answer was charged, or its call failed)."""
     conn.execute(delete(BudgetHold).where(BudgetHold.id == hold_id).execution_options(synchronize_session=False))
+
+
+def key_held(conn, campaign_id: int, key: str) -> bool:
+    """Whether a hold of one answer's call, by its store key, is still there (expired or not)."""
+    q = select(H.id).where(H.campaign_id == campaign_id, H.key == key).limit(1)
+    return conn.execute(q).scalar_one_or_none() is not None
 
 
 def drop_holds_of_key(conn, campaign_id: int, key: str) -> None:

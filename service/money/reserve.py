@@ -80,6 +80,47 @@ def reserve_duel_nusd(
     return total
 
 
+def duel_budget(
+    campaign_id: int,
+    campaign: Any,
+    *,
+    models: Sequence[dict],
+    judge: dict,
+    pair: tuple[int, int],
+    prompt: str,
+    stored_answers: Iterable[int],
+    stored_orders: int,
+    live: list[Any],
+    held_nusd: int,
+) -> tuple[int, End | Conflict | None]:
+    """A new duel's reservation and whether it fits: (:func:`reserve_duel_nusd` given what the stores
+    hold, :func:`budget_decision` with the duels ``live`` in flight and the ``held_nusd`` of the holds).
+
+    ``campaign``: the locked campaign row (its budget, spend, judge spend and duels judged and failed).
+    """
+    i, j = pair
+    expected = reserve_duel_nusd(
+        models,
+        i,
+        j,
+        judge=judge,
+        prompt=prompt,
+        judge_spent_nusd=campaign.judge_spend_nusd,
+        duels_done=campaign.duels_judged + campaign.duels_failed,
+        stored_answers=stored_answers,
+        stored_orders=stored_orders,
+    )
+    decision = budget_decision(
+        campaign_id,
+        budget_nusd=campaign.budget_nusd,
+        spent_nusd=campaign.spend_nusd,
+        live=live,
+        held_nusd=held_nusd,
+        expected_nusd=expected,
+    )
+    return expected, decision
+
+
 def budget_decision(
     campaign_id: int, *, budget_nusd: int | None, spent_nusd: int, live: list[Any], held_nusd: int, expected_nusd: int
 ) -> End | Conflict | None:

@@ -1,6 +1,7 @@
 """A paid result's transaction whose database connection is lost (service/campaigns/lost_commits.py): what the
 provider billed is neither dropped from the ledger nor charged twice, whether the lost transaction had
-committed or not, in a background run and in a batch round, on SQLite and PostgreSQL."""
+committed or not, in a background run, in a batch round, in pre-generation and in the collection of a
+pre-generation batch adopted after a take-over, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -193,3 +194,89 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
         spend = s.execute(select(Campaign.spend_nusd).where(Campaign.id == cid)).scalar_one()
     assert len(asked) > 2 and rows[0] == len(asked), (len(asked), rows)  # each answered call charged once
     assert spend == rows[1]
+
+
+async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_neither_drops_nor_doubles_its_charge(
+    db_url, monkeypatch
+):
+    """A human campaign's pre-generation batch left open by a process gone is adopted by another process, which
+    collects it and stores its answers (service/cycle/pregen_recovery.py): a store whose connection is lost
+    before or after its commit is run again only when it did not commit (its hold of the answer's key is
+    still there). The first process "dies" as its batches are submitted (it never collects them nor renews
+    its claims); the second adopts them once their claims are older than its lease."""
+    import httpx
+    from conftest import app_client
+    from sqlalchemy import func, select
+
+    from service.cycle.batch_collector import Collector
+    from service.fake_provider import create_fake_provider_app
+    from service.models import BudgetHold, Campaign, Charge
+
+    provider = create_fake_provider_app()
+    hung: list[int] = []
+    real_collect = Collector.collect
+
+    async def dies_when_collecting(self, batch_api, job_id, bid, custom_ids):
+        if self.phase == "pregen" and self.jobs.owner_id == first_owner:
+            hung.append(job_id)
+            api.app.state.campaigns.runs.keeper.stop()  # nor renews its claims
+            await asyncio.Event().wait()  # gone: it never collects the batch
+        return await real_collect(self, batch_api, job_id, bid, custom_ids)
+
+    monkeypatch.setattr(Collector, "collect", dies_when_collecting)
+    async with (
+        app_client(db_url, run_lease_seconds=1.0, run_heartbeat_seconds=0.5) as api,
+        app_client(db_url, run_lease_seconds=1.0, run_heartbeat_seconds=0.5) as api2,
+    ):
+        for app in (api.app, api2.app):
+            app.state.campaigns.cycle.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=provider))
+        first_owner = api.app.state.campaigns.leases.owner_id
+        pregen2 = api2.app.state.campaigns.pregen
+        lost: Counter = Counter()
+        real = pregen2.store_pregenerated_tx
+
+        def losing(*args, **kwargs):
+            if lost["pregen"] < len(LOSSES):
+                lost["pregen"] += 1
+                if LOSSES[lost["pregen"] - 1] == "after":
+                    real(*args, **kwargs)
+                raise OperationalError(
+                    "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
+                )
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(pregen2, "store_pregenerated_tx", losing)
+        name = "lost-recovered"
+        body = _body(name, batch={"round_size": 4, "poll_seconds": 0.02})
+        body.update(judge={"kind": "human"}, answers="reuse")
+        body.pop("verdicts")
+        r = await api.post("/v1/campaigns", json=body)
+        assert r.status_code == 201, r.text
+        cid = r.json()["id"]
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+        first = await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+        assert first.status_code == 201, first.text
+        deadline = time.monotonic() + 60
+        while len(hung) < 3:  # one batch per model, each submitted and never collected
+            assert time.monotonic() < deadline, f"the pre-generation batches were not sent: {hung}"
+            await asyncio.sleep(0.05)
+        jobs2 = api2.app.state.campaigns.runs.batch_jobs
+        while {j["status"] for j in jobs2.jobs_tx(cid)} - {"collected", "failed"}:  # adopted once the claims lapse
+            assert time.monotonic() < deadline, jobs2.jobs_tx(cid)
+            await pregen2.recover(cid)
+            await asyncio.sleep(0.1)
+        assert lost["pregen"] == 2  # the losses happened
+        assert {j["status"] for j in jobs2.jobs_tx(cid)} == {"collected"}, jobs2.jobs_tx(cid)
+        asked = [q for q in provider.state.provider.requests if q["model"].startswith(name) and q["kind"] == "answer"]
+        batched = [q for q in asked if "batch" in q]
+        with api2.app.state.db.read() as s:
+            rows = s.execute(
+                select(func.count(), func.sum(Charge.amount_nusd)).where(
+                    Charge.campaign_id == cid, Charge.kind == "model", Charge.amount_nusd > 0
+                )
+            ).one()
+            spend = s.execute(select(Campaign.spend_nusd).where(Campaign.id == cid)).scalar_one()
+            held = s.execute(select(func.count()).where(BudgetHold.campaign_id == cid)).scalar_one()
+        # every answer the provider gave, the batches' included, charged once: none dropped, none twice
+        assert len(batched) > 2 and rows[0] == len(asked), (len(asked), len(batched), rows)
+        assert spend == rows[1] and held == 0

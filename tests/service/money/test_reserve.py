@@ -187,16 +187,33 @@ def test_what_a_duel_takes_from_the_stores():
         )
 
     # one answer stored (the other only claimed, or missing): the verdict cannot be known
-    assert stored() == ([0], 0)
+    assert stored() == stores.DuelStores([0], 0, False)
     look.answers = texts
     # both stored and the verdict (canonical order: either side gives the same key)
     for a_is_i in (True, False):
-        assert stored(a_is_i) == ([0, 1], 2)
+        assert stored(a_is_i) == stores.DuelStores([0, 1], 2, False)
     asked = len(look.asked)
     stored()
     assert len(look.asked) == asked  # remembered: stored results never change
     # with a reference answer the verdict is another one
-    assert stored(keys_known=stores.StoredKeys(), reference=_ref("r")) == ([0, 1], 0)
+    assert stored(keys_known=stores.StoredKeys(), reference=_ref("r")) == stores.DuelStores([0, 1], 0, False)
+    # a human judge on stored answers: they are pre-generated, the only campaigns whose plan reads budget holds
+    human = run(
+        stores.stored_for_duel(
+            stores.StoredKeys(),
+            look,
+            answers="reuse",
+            verdicts="reuse",
+            models=ms,
+            judge={"kind": "human"},
+            i=0,
+            j=1,
+            a_is_i=True,
+            prompt="q",
+            reference=no_reference,
+        )
+    )
+    assert human == stores.DuelStores([0, 1], 0, True)
 
 
 def _ref(text):
