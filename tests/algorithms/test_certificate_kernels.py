@@ -123,7 +123,7 @@ def test_the_options_change_the_run_and_defaults_keep_the_state_as_before():
             assert not np.array_equal(mixture.pair_pulls, other.pair_pulls), params
     # the state names the default test (betting); a mixture-test state names none, as before
     state = make_policy("dctas-pc", [1, 2, 3], 0.1).to_state()
-    assert state["params"] == {"threshold": "betting", "level": "delta/L"} and "lead" not in state
+    assert state["params"] == {"threshold": "betting", "level": "product"} and "lead" not in state
     old = make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="mixture", level="delta/(L-1)")
     assert old.to_state()["params"] == {}
     kk = make_policy("dctas-pc", [1, 2, 3], 0.1, threshold="kk").to_state()["params"]

@@ -12,7 +12,7 @@ from conftest import REPO
 
 from algorithms import _kernels as kern
 from algorithms import make_policy, policy_from_state
-from algorithms.certificates import PC_DEFAULTS, certificate_log_stat, certificate_test
+from algorithms.certificates import PC_DEFAULTS, certificate_log_stat, certificate_test, product_levels
 
 
 @pytest.mark.parametrize("threshold", ["mixture", "kk", "stitched"])
@@ -37,9 +37,10 @@ def test_the_threshold_is_log_of_l_over_delta_and_legacy_states_keep_theirs():
     assert all(e["log_threshold"] == pytest.approx(math.log(3 / 0.05)) for e in legacy.pair_evidence())
     assert policy_from_state(legacy.to_state()).certificate_log_threshold == pytest.approx(math.log(3 / 0.05))
     policy = make_policy("dctas-pc", costs=[1, 1, 1, 1], delta=0.05)
-    assert policy_from_state(policy.to_state()).certificate_log_threshold == pytest.approx(math.log(4 / 0.05))
+    alpha = product_levels(0.05, 4)[0]  # the default with replacement: the product level
+    assert policy_from_state(policy.to_state()).certificate_log_threshold == pytest.approx(-math.log(alpha))
     for e in policy.pair_evidence():
-        assert e["log_threshold"] == pytest.approx(math.log(4 / 0.05))
+        assert e["log_threshold"] == pytest.approx(-math.log(alpha))
         assert e["log_stat"] == 0.0 and e["n"] == 0 and not e["certified"]
     assert len(policy.pair_evidence()) == 12  # L (L - 1) ordered pairs
 

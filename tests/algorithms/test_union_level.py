@@ -99,9 +99,10 @@ def test_error_rate_within_delta_with_and_without_a_winner(name, inst, n, cap):
 
 
 def test_the_level_is_in_the_state_and_a_state_without_one_keeps_delta_over_l_minus_1():
-    new = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1)
+    new = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1, level="delta/L")
     assert new.level == "delta/L" and new.to_state()["params"]["level"] == "delta/L"
     assert new.certificate_log_threshold == pytest.approx(np.log(3 / 0.1))
+    assert policy_from_state(new.to_state()).level == "delta/L"  # a state at delta / L stays there
     old_state = make_policy("dctas-pc", [1.0, 1.0, 1.0], 0.1, level="delta/(L-1)").to_state()
     assert "level" not in old_state["params"]  # the format of every state stored before
     assert state_params(old_state)["level"] == "delta/(L-1)"

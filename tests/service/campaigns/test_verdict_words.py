@@ -68,7 +68,8 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     # campaign show / watch
     text = summary(end)
     assert "m0: 2 of 2 pairs certified (betting test" in text
-    assert f"log(L/delta) = {math.log(3 / end['delta']):.3f})" in text and ev["level"] == "delta/L"
+    # three models: the product level is delta / 3, log(1/alpha) = log(L/delta)
+    assert f"log(1/alpha) = {math.log(3 / end['delta']):.3f})" in text and ev["level"] == "product"
     assert "m1 beaten by m0:" in text and "GLR" not in text and "of threshold" not in text
     assert "shown      m0 beats" in text and "cost units" in text
     assert "certified 2/2 pairs" in progress_line(end) and "evidence" not in progress_line(end)
@@ -76,7 +77,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     # the dashboard: tile, chart caption, winner box by name, units
     page = (await api.get(f"/campaigns/{cid}")).text
     assert 'title="2 of 2 pairs certified">2 of 2</span>' in page and 'id="zbeta"' not in page
-    assert "Certificate evidence over time" in page and "log(L/&delta;)" in page
+    assert "Certificate evidence over time" in page and "log(1/&alpha;)" in page
     assert "crossed the dashed threshold" not in page
     assert "m1 beaten by m0" in page  # a line of the chart
     assert "model #" not in page and ">#0" not in page and "#0 " not in page

@@ -18,6 +18,7 @@ from conftest import app_client
 from service_helpers import all_duels, campaign_body, simulated_judge
 
 from algorithms import make_policy
+from algorithms.certificates import product_levels
 from algorithms.hybrid import policy_from_state
 from algorithms.restricted import restrict
 
@@ -50,7 +51,7 @@ def test_restricted_policy_is_the_same_test_on_the_remaining_models_at_their_lev
     r = restrict(full.to_state(), [1.0, 2.0, 1.0, 1.0], [0, 1, 2], records)
     # the level for three models: log(3 / delta), not log(4 / delta)
     assert math.isclose(r.certificate_log_threshold, math.log(3 / 0.05))
-    assert math.isclose(full.certificate_log_threshold, math.log(4 / 0.05))
+    assert math.isclose(full.certificate_log_threshold, -math.log(product_levels(0.05, 4)[0]))  # the product level
     # the same as a campaign on the three models fed the same outcomes in the same order
     alone = make_policy("dctas-pc", [1.0, 2.0, 1.0], 0.05)
     for i, j, s in records:
