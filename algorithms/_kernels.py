@@ -967,7 +967,7 @@ def pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK):
     hot path of the simulator and of every campaign, is untouched); a pair outside ``OK``
     is never returned and gets no tracking weight, and the leader's best adversary is the
     best one among the allowed pairs. With every pair allowed and ``CK[k] = c_i + c_j``
-    it decides as :func:`pc_choose` (``tests/test_wor_policy.py`` checks both against a
+    it decides as :func:`pc_choose` (``tests/algorithms/test_wor_policy.py`` checks both against a
     frozen copy of the kernel).
     """
     K = NEFF.shape[0]

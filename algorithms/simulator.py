@@ -7,7 +7,7 @@ one uniform per duel either way) and
 runs the policy until it stops (or ``max_steps`` duels). The per-step logic is
 the compiled kernels of :mod:`algorithms._kernels`, the same functions the
 step-wise :mod:`algorithms.policies` call, so both make identical decisions given
-identical outcomes (``tests/test_simulator.py`` checks this on traces).
+identical outcomes (``tests/algorithms/test_simulator.py`` checks this on traces).
 
 Reproducibility: trial ``n`` uses seed ``SeedSequence(seed).generate_state(trials)[n]``
 for numba's Mersenne Twister, whatever the number of jobs.
