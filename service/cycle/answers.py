@@ -221,7 +221,9 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
                     }
                 )
         else:
-            message = redact(_error_text(res), keys)
+            # a client's error is its message; any other exception only its type (its text might carry request details)
+            text = str(res) if isinstance(res, ClientError) else f"unexpected {type(res).__name__} in the model client"
+            message = redact(text, keys)
             info[idx] = {"model": name, "error": message}
             errors.append(f"model {name!r}: {message}")
     total = sum(ch["amount_nusd"] for ch in charges)
@@ -230,8 +232,8 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
     if errors:
         error = clean_text("; ".join(errors), MAX_ERROR_CHARS)
     else:
-        answer_a = redact(clean_text(results[plan.model_a].text), keys)
-        answer_b = redact(clean_text(results[plan.model_b].text), keys)
+        text_a, text_b = clean_text(results[plan.model_a].text), clean_text(results[plan.model_b].text)
+        answer_a, answer_b = redact(text_a, keys), redact(text_b, keys)
         fields.update(
             answer_a=answer_a, answer_b=answer_b, answer_style=answer_style(answer_a, answer_b), answered_at=now
         )
@@ -258,13 +260,6 @@ def after_answers(status: str, requested_by: str | None, error: str | None) -> t
 def late_error(lost_nusd: int) -> str:
     """The duel's error when its calls returned after its hard deadline (nothing of them is charged)."""
     return f"its calls returned after the duel's hard deadline; {lost_nusd / 1e9:.9g} USD not charged"
-
-
-def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, ClientError):
-        return str(exc)
-    # Unexpected exceptions: the type only (their text might carry request details).
-    return f"unexpected {type(exc).__name__} in the model client"
 
 
 def marked_late(charges: list[dict], fields: dict[str, Any]) -> tuple[list[dict], dict[str, Any]]:

@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, Iterable
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, stores
+from ..campaigns import stores
 from ..campaigns.annotator_access import ANNOTATOR_LABEL_PREFIX, held_duel
 from ..campaigns.draws import draw_prompt_and_side
 from ..campaigns.expiry import call_deadline, is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from ..campaigns.limits import END_LIMIT_MAX_DUELS, max_duels_reached, run_slots_full
-from ..campaigns.pairs import ordered_pair, pending_pairs
+from ..campaigns.pairs import next_pair, pending_pairs
 from ..campaigns.sampling import is_wor
 from ..campaigns.skips import POOL_REQUESTER
 from ..campaigns.types import (
@@ -165,7 +165,7 @@ async def _gate(
         refusal = run_refusal(row, svc.owner_id, inflight, now)
         if refusal is not None:
             raise refusal
-    if hybrid.is_hybrid(cfg.judge):  # selected duels whose annotator's lease lapsed go back to the pool
+    if cfg.hybrid:  # selected duels whose annotator's lease lapsed go back to the pool
         inflight = await tx.renew_selected(campaign_id, inflight, now)
     stale, inflight = split_stale(inflight, now)
     if stale:
@@ -175,8 +175,8 @@ async def _gate(
     held = held_duel(inflight, principal.label, cfg.max_pending_per_annotator)
     if held is None and any(r.requested_by == POOL_REQUESTER for r in inflight):
         # a duel another annotator skipped (a hybrid campaign's: its own too, when nobody else can take it)
-        held = await tx.claim_pooled(campaign_id, principal.label, now, hybrid.is_hybrid(cfg.judge))
-    if hybrid.is_hybrid(cfg.judge):  # annotators vote only on the duels selected for a human
+        held = await tx.claim_pooled(campaign_id, principal.label, now, cfg.hybrid)
+    if cfg.hybrid:  # annotators vote only on the duels selected for a human
         held = await tx.claim_selected(held, now, svc.pending_expiry)
     if held is not None:
         raise HeldDuel(held)
@@ -193,26 +193,30 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
     # without replacement the policy computes its own marginal costs from the shared permutation
     costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
     pending = pending_pairs(inflight)
-    if hybrid.is_hybrid(cfg.judge):  # judged duels waiting to be recorded in draw order count as pulled
+    if cfg.hybrid:  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
     # the selection is logged with the duel (costs_at_select, pending_at_select): only a hybrid
-    # campaign, whose records the log does not replay, writes its state with every call
-    write_state = hybrid.is_hybrid(cfg.judge)
+    # campaign, whose records the log does not replay, writes its state with every call (write_state)
     if not wor:
-        pair = ordered_pair(*policy.next_pair(pending=pending))  # the stored state is unchanged
+        pair = next_pair(policy, pending)  # the stored state is unchanged
         return _Pick(
-            policy=policy, pair=pair, position=None, pending=pending, costs_record=costs_record, write_state=write_state
+            policy=policy,
+            pair=pair,
+            position=None,
+            pending=pending,
+            costs_record=costs_record,
+            write_state=cfg.hybrid,
         )
     held = await tx.held_outcomes(campaign_id)  # judged, waiting for an earlier position of their pair
     pending += pending_pairs(held)
     try:
-        pair = ordered_pair(*policy.next_pair(pending=pending))
+        pair = next_pair(policy, pending)
     except NoPairAvailable as exc:
         tx.after_commit = lambda: svc.policies.put(campaign_id, row.event_seq, policy)  # unchanged: back to the cache
         raise no_pair_error(len(inflight), len(held), str(exc)) from None
     position = await tx.free_position(campaign_id, pair, cfg.n_prompts)
     return _Pick(
-        policy=policy, pair=pair, position=position, pending=pending, costs_record=None, write_state=write_state
+        policy=policy, pair=pair, position=position, pending=pending, costs_record=None, write_state=cfg.hybrid
     )
 
 

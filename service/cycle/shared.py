@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from ..campaigns import policy_log
+from ..campaigns.hybrid import is_hybrid
 from ..campaigns.policy_cache import restore_policy
 from ..campaigns.sampling import is_wor
 from ..models import Duel, shown_models
@@ -41,6 +42,11 @@ class CampaignConfig:
     prompt_sampling: str = "with_replacement"
     algorithm: str = ""
     delta: float = 0.0
+
+    @property
+    def hybrid(self) -> bool:
+        """A hybrid judge: an automatic judge on every duel, annotators on the selected ones."""
+        return is_hybrid(self.judge)
 
 
 _CONFIG_COLUMNS = tuple(f.name for f in fields(CampaignConfig))  # the columns a cache miss reads

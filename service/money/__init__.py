@@ -6,9 +6,10 @@
 * :mod:`.budget`: the budget's arithmetic (the ledger's capacity, spend + reserved <= budget,
   the budget spent);
 * :mod:`.reserve`: what a new duel or a pre-generation call reserves, and
-  :func:`.reserve.budget_decision`, the one check whether it fits;
+  :func:`.reserve.budget_decision`, the one check whether it fits (a duel's plan asks both in one
+  call, :func:`.reserve.duel_budget`);
 * :mod:`.holds`: budget holds of the calls that are not a duel's (pre-generation);
-* :mod:`.charges`: the one writer of charge rows and campaign spend, whose statements both
+* :mod:`.charges`: the one writer of charge rows (a reuse's zero-cost row too) and campaign spend, whose statements both
   drivers of the vote cycle execute.
 
 The package's ``__init__`` imports nothing: import a module (``from service.money import charges``).

@@ -34,6 +34,7 @@ def model_bound_nusd(model: dict, prompt: str) -> int | None:
     """
     from service.clients.config import call_cost_bound
 
+    image_tokens = prompt_image_tokens(model, prompt)
     client = stored(model["client"])
     limit = (model.get("pricing") or {}).get("max_output_tokens")
     b = call_cost_bound(
@@ -41,7 +42,7 @@ def model_bound_nusd(model: dict, prompt: str) -> int | None:
         float(model["cost"]),
         len(prompt.encode("utf-8")),
         max_output_tokens=limit,
-        image_tokens=prompt_image_tokens(model, prompt),
+        image_tokens=image_tokens,
     )
     return None if b is None else _ceil_nusd(b)
 
@@ -71,16 +72,21 @@ def judge_bound_nusd(judge: dict, prompt: str, reference: str | None = None, ima
     both answers, bounded by ``MAX_ANSWER_BYTES`` per answer, and the images it is shown: the
     prompt's and, with ``image_answers``, each answer's, at the most one image can cost the judge.
     """
-    judge = stored(judge)
-    if judge.get("kind") == "hybrid":  # hybrid hook: the automatic judge's bound plus one human fee
-        b = judge_bound_nusd(judge["llm"], prompt, reference, image_answers)
-        return None if b is None else b + cost_nusd((judge.get("human") or {}).get("fee_per_vote") or 0.0)
-    if judge.get("kind") == "human":
-        return vote_fee_nusd(judge)
-    if judge.get("kind") == "jury":  # the sum of the jurors' bounds
-        bounds = [judge_bound_nusd(j, prompt, reference, image_answers) for j in judge.get("judges") or []]
+    return _judge_bound(stored(judge), prompt, reference, image_answers)
+
+
+def _judge_bound(judge: dict, prompt: str, reference: str | None, image_answers: bool) -> int | None:
+    """:func:`judge_bound_nusd` of a judge in its stored form (its jurors and a hybrid's automatic judge are too)."""
+    kind = judge.get("kind")
+    if kind == "jury":  # the sum of the jurors' bounds
+        bounds = [_judge_bound(j, prompt, reference, image_answers) for j in judge.get("judges") or []]
         return None if any(b is None for b in bounds) else sum(b for b in bounds if b is not None)
-    if judge.get("kind") != "llm":
+    if kind == "hybrid":  # hybrid hook: the automatic judge's bound plus one human fee
+        b = _judge_bound(judge["llm"], prompt, reference, image_answers)
+        return None if b is None else b + cost_nusd((judge.get("human") or {}).get("fee_per_vote") or 0.0)
+    if kind == "human":
+        return vote_fee_nusd(judge)
+    if kind != "llm":
         return 0
     from judges.llm import JUDGE_TEMPLATE, render_judge_prompt
     from service.clients.config import call_cost_bound

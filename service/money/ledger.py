@@ -144,12 +144,12 @@ def usage_fault_charge(bound_nusd: int | None, who: str, usage_fault: str) -> Ca
 
 def model_charge(model: dict, prompt: str, completion: Any) -> CallCharge:
     """The charge of model ``model``'s answer ``completion`` (a client ``Completion``) to ``prompt``."""
-    client = stored(model["client"])
+    over = _over_limit(stored(model["client"]), completion.output_tokens)
     bound = model_bound_nusd(model, prompt)
+    who = f"model {model['name']!r}"
     if fault := getattr(completion, "usage_fault", None):
-        return usage_fault_charge(bound, f"model {model['name']!r}", str(fault))
-    over = _over_limit(client, completion.output_tokens)
-    return capped(completion.cost, bound, f"model {model['name']!r}", over)
+        return usage_fault_charge(bound, who, str(fault))
+    return capped(completion.cost, bound, who, over)
 
 
 def usage_faulted(detail: dict | None) -> bool:

@@ -6,7 +6,8 @@ its call's bound in a hold (:func:`answer_reserve_nusd`, :mod:`service.money.hol
 bounds themselves are the price x token-limit bounds of :mod:`service.money.bounds`
 (``model_bound_nusd``, ``judge_bound_nusd``); the ledger charges a call at most its bound
 (:mod:`service.money.ledger`), so a reservation is never exceeded. :func:`budget_decision` is
-the one check whether a new reservation fits the budget (:mod:`service.money.budget`).
+the one check whether a new reservation fits the budget (:mod:`service.money.budget`). A duel's
+plan asks both in one call, :func:`duel_budget`.
 """
 
 from __future__ import annotations
