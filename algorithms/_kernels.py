@@ -787,6 +787,78 @@ def pc_verdict(CB, CW):
 
 
 @njit(cache=True)
+def pc_all_beaten_at(N, W, H, PI, PJ, betting, log_thr):
+    """True when every arm's side of some pair is behind (score below half) with a current log-wealth of
+    at least ``log_thr``: the betting test's (``betting``) or else the mixture martingale's."""
+    L = 0
+    for k in range(PI.shape[0]):
+        L = max(L, PI[k] + 1, PJ[k] + 1)
+    beaten = np.zeros(L, dtype=np.bool_)
+    for k in range(PI.shape[0]):
+        n = N[k]
+        if n <= 0.0:
+            continue
+        for side in range(2):
+            lo = PI[k] if side == 0 else PJ[k]
+            x = W[k] if side == 0 else n - W[k]
+            if beaten[lo] or not x < 0.5 * n:
+                continue
+            lw = pc_bet_log_wealth(H, k, side) if betting else pc_log_mixture(n, x)
+            if lw >= log_thr:
+                beaten[lo] = True
+    for m in range(L):
+        if not beaten[m]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def pc_nocw_choose(N, W, H, PI, PJ, BEAT, betting, log_thr):
+    """Every arm is certified beaten but not yet every one at ``log_thr``: the pair to duel so that the
+    verdict "no Condorcet winner" comes soonest. For the first arm not yet beaten at ``log_thr``, the
+    pair of one of its certificates whose side of it has the most wealth; -1 if every arm is."""
+    L = BEAT.shape[0]
+    beaten = np.zeros(L, dtype=np.bool_)
+    best_k = np.full(L, -1, dtype=np.int64)
+    best_w = np.full(L, -1e300)
+    for k in range(PI.shape[0]):
+        n = N[k]
+        if n <= 0.0:
+            continue
+        for side in range(2):
+            lo = PI[k] if side == 0 else PJ[k]
+            w = PJ[k] if side == 0 else PI[k]
+            x = W[k] if side == 0 else n - W[k]
+            if not BEAT[w, lo]:
+                continue
+            lw = pc_bet_log_wealth(H, k, side) if betting else pc_log_mixture(n, x)
+            if x < 0.5 * n and lw >= log_thr:
+                beaten[lo] = True
+            if lw > best_w[lo]:
+                best_w[lo] = lw
+                best_k[lo] = k
+    for m in range(L):
+        if not beaten[m] and best_k[m] >= 0:
+            return best_k[m]
+    return -1
+
+
+@njit(cache=True)
+def pc_verdict_strict(CB, CW, N, W, H, PI, PJ, betting, nocw_thr):
+    """:func:`pc_verdict` with the verdict "no Condorcet winner" (``-2``) also needing every arm beaten at
+    log-wealth ``nocw_thr`` (:func:`pc_all_beaten_at`; 0: no further need). Short of that, an arm holding
+    every certificate is still named, else ``-1``."""
+    v = pc_verdict(CB, CW)
+    if v != -2 or nocw_thr <= 0.0 or pc_all_beaten_at(N, W, H, PI, PJ, betting, nocw_thr):
+        return v
+    L = CB.shape[0]
+    for a in range(L):
+        if CW[a] == L - 1:
+            return a
+    return -1
+
+
+@njit(cache=True)
 def pc_choose(NEFF, t, a, G, AMAX, c, PI, PJ, PK, BEAT, CB, alpha, tie_cap, explore, explore_frac):
     """Next pair for dctas-pc: initialise, forced exploration over pairs that still matter, then D-tracking.
 
@@ -895,7 +967,7 @@ def pc_choose_masked(NEFF, t, a, G, AMAX, CK, PI, PJ, PK, BEAT, CB, alpha, OK):
     hot path of the simulator and of every campaign, is untouched); a pair outside ``OK``
     is never returned and gets no tracking weight, and the leader's best adversary is the
     best one among the allowed pairs. With every pair allowed and ``CK[k] = c_i + c_j``
-    it decides as :func:`pc_choose` (``tests/test_wor_policy.py`` checks both against a
+    it decides as :func:`pc_choose` (``tests/algorithms/test_wor_policy.py`` checks both against a
     frozen copy of the kernel).
     """
     K = NEFF.shape[0]

@@ -52,6 +52,9 @@ __all__ = [
     "explore_for",
     "validate_pc_params",
     "validate_pc_level",
+    "resolve_pc_level",
+    "product_levels",
+    "no_winner_log_level",
     "certificate_log_level",
     "PC_LEVELS",
     "PC_LEGACY_LEVEL",
@@ -64,15 +67,21 @@ PC_THRESHOLDS = {
     "stitched": kern.PC_STITCHED,
     "portfolio": kern.PC_PORTFOLIO,
 }
-PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0, "level": "delta/L"}
+PC_DEFAULTS: dict[str, Any] = {"threshold": "betting", "stick": 0.0, "level": "auto"}
 #: the test of a stored dctas-pc state that names none (states written before ``betting`` became the default)
 PC_LEGACY_THRESHOLD = "mixture"
 #: each certificate's level ``delta / divisor``: ``delta/L`` bounds every verdict by delta (the union over the
 #: ``L`` models that could be named wrongly when no Condorcet winner exists); ``delta/(L-1)`` is the level of
 #: the states stored before, which bounds only the verdicts on instances with a Condorcet winner
-PC_LEVELS = ("delta/L", "delta/(L-1)")
+#: ``product`` (the default where it holds, chosen by ``auto``): each certificate at the level ``alpha`` of
+#: :func:`product_levels`, which rests on the independence of the pairs' outcomes (sampling with replacement)
+PC_LEVELS = ("delta/L", "delta/(L-1)", "product")
 #: the level of a stored dctas-pc state that names none
 PC_LEGACY_LEVEL = "delta/(L-1)"
+#: the levels a hybrid campaign may use (its AIPW tests are not covered by the product argument)
+PC_UNION_LEVELS = ("delta/L", "delta/(L-1)")
+#: the tests whose certificates are nonnegative supermartingales of one pair's outcomes (the product argument)
+PC_PRODUCT_TESTS = ("betting", "mixture")
 #: near-tie weight bound of :func:`algorithms._kernels.pc_choose` per test (0: unbounded, today's rule)
 PC_TIE_CAP = {"betting": 1.0, "portfolio": 1.0}
 
@@ -92,23 +101,73 @@ def tie_cap_for(threshold: str) -> float:
     return float(PC_TIE_CAP.get(threshold, 0.0))
 
 
-def validate_pc_level(level: Any) -> str:
-    """Check dctas-pc's ``level`` option; ``ValueError`` with a message when it is bad."""
-    if level not in PC_LEVELS:
-        raise ValueError(f"unknown certificate level {level!r}; choose one of {', '.join(PC_LEVELS)}")
+def validate_pc_level(level: Any, allowed: tuple[str, ...] = PC_LEVELS) -> str:
+    """Check dctas-pc's ``level`` option (``"auto"`` or one of ``allowed``); ``ValueError`` with a message when it is bad."""
+    if level != "auto" and level not in allowed:
+        raise ValueError(f"unknown certificate level {level!r}; choose auto or one of {', '.join(allowed)}")
     return str(level)
 
 
-def certificate_log_level(delta: float, L: int, level: str = PC_DEFAULTS["level"]) -> float:
-    """``log(1/d')``: ``log(L / delta)`` for ``level = "delta/L"``, ``log((L - 1) / delta)`` for the legacy level.
+def resolve_pc_level(level: Any, *, threshold: str, population: int | None, goal: str = "winner") -> str:
+    """The level a dctas-pc policy runs at: ``auto`` is ``product`` where its argument holds (sampling with
+    replacement, a betting or mixture test, the winner goal; docs/algorithms.md, "The product level") and
+    ``delta/L`` elsewhere; an explicit ``product`` where it does not hold is a ``ValueError``."""
+    level = validate_pc_level(level)
+    holds = population is None and threshold in PC_PRODUCT_TESTS and goal == "winner"
+    if level == "auto":
+        return "product" if holds else "delta/L"
+    if level == "product" and not holds:
+        raise ValueError(
+            "level product needs sampling with replacement, the winner goal and the betting or mixture test "
+            f"(got {'without replacement' if population is not None else 'with replacement'}, goal {goal}, "
+            f"threshold {threshold}); use delta/L"
+        )
+    return level
+
+
+def product_levels(delta: float, L: int) -> tuple[float, float]:
+    """``(alpha, beta)`` of the ``product`` level for ``L`` models (docs/algorithms.md, "The product level").
+
+    ``alpha``, each certificate's level, solves ``3 alpha + (L - 3) alpha^2 = delta`` (``delta / L`` for
+    ``L <= 3``): on an instance without a Condorcet winner at most three models can be named with a single
+    false certificate, every other name needs two on independent pairs (probability ``alpha^2``).
+    ``beta = min(alpha, (2 alpha - alpha^2) / (L - 2))`` is the level at which every model must be beaten
+    for the verdict "no Condorcet winner", so that with a winner ``alpha + (L - 2) (alpha^2 + beta) <= delta``.
+    """
+    if not (0.0 < delta < 1.0) or L < 2:
+        raise ValueError(f"product_levels needs 0 < delta < 1 and L >= 2, got delta={delta!r}, L={L!r}")
+    if L <= 3:
+        alpha = delta / L
+        return alpha, alpha
+    alpha = 2.0 * delta / (3.0 + math.sqrt(9.0 + 4.0 * (L - 3) * delta))  # the root, written without cancellation
+    return alpha, min(alpha, (2.0 * alpha - alpha * alpha) / (L - 2))
+
+
+def certificate_log_level(delta: float, L: int, level: str = "delta/L") -> float:
+    """``log(1/d')``: ``log(L / delta)`` for ``level = "delta/L"``, ``log((L - 1) / delta)`` for the legacy level,
+    ``log(1 / alpha)`` for ``product`` (:func:`product_levels`).
 
     A certificate is issued when its test's log-wealth reaches this value.
     """
-    divisor = L if validate_pc_level(level) == "delta/L" else L - 1
+    level = validate_pc_level(level)
+    if level == "product":
+        return -math.log(product_levels(delta, L)[0])
+    if level == "auto":
+        raise ValueError("certificate_log_level needs a resolved level (resolve_pc_level), not auto")
+    divisor = L if level == "delta/L" else L - 1
     return math.log(divisor / delta)
 
 
-def certificate_test(threshold: str, delta: float, L: int, level: str = PC_DEFAULTS["level"]) -> tuple[int, float]:
+def no_winner_log_level(delta: float, L: int, level: str) -> float:
+    """The log-wealth at which every model must be beaten for the verdict "no Condorcet winner": ``log(1/beta)``
+    at the ``product`` level when ``beta < alpha`` (``L >= 4``), else 0 (the certificates' own level suffices)."""
+    if level != "product":
+        return 0.0
+    alpha, beta = product_levels(delta, L)
+    return -math.log(beta) if beta < alpha else 0.0
+
+
+def certificate_test(threshold: str, delta: float, L: int, level: str = "delta/L") -> tuple[int, float]:
     """``(rule, c0)`` for :func:`algorithms._kernels.pc_certifies` at ``d' = delta / L`` (``level``)."""
     log_inv = certificate_log_level(delta, L, level)  # log(1/d')
     if threshold == "betting":

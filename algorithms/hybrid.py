@@ -58,8 +58,8 @@ from numba import njit
 
 from . import _kernels as kern
 from .certificates import (
-    PC_DEFAULTS,
     PC_LEGACY_LEVEL,
+    PC_UNION_LEVELS,
     certificate_log_level,
     explore_for,
     tie_cap_for,
@@ -591,7 +591,7 @@ class HybridPolicy:
         human_fee: Any = 1.0,
         human_rate: Any = DEFAULT_RATE,
         floor: Any = DEFAULT_FLOOR,
-        level: str = PC_DEFAULTS["level"],
+        level: str = "delta/L",
         test: str = DEFAULT_TEST,
         prior: str = DEFAULT_PRIOR,
         alloc: str = DEFAULT_ALLOC,
@@ -605,7 +605,9 @@ class HybridPolicy:
             raise PolicyError(f"human_fee must be a finite number >= 0, got {human_fee!r}") from None
         self.human_rate, self.floor = _validate_rate(human_rate, floor)
         try:
-            self.level = validate_pc_level(level)
+            # the product level rests on per-pair tests of the pair's outcomes alone; the AIPW tests are not
+            level = validate_pc_level(level, PC_UNION_LEVELS)
+            self.level = "delta/L" if level == "auto" else level
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         if test not in HYBRID_TESTS:

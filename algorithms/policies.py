@@ -46,8 +46,9 @@ from .certificates import (
     certificate_log_stat,
     certificate_test,
     explore_for,
+    no_winner_log_level,
+    resolve_pc_level,
     tie_cap_for,
-    validate_pc_level,
     validate_pc_params,
 )
 from .instance import COST_MAX, cost_ok
@@ -538,11 +539,15 @@ class PCPolicy(Policy):
 
     A certificate "m is beaten by k" is issued when the test chosen by ``threshold``
     (:mod:`algorithms.certificates`; by default the betting test of
-    :func:`algorithms._kernels.pc_bet_log_wealth` reaching ``L / delta``; a stored
+    :func:`algorithms._kernels.pc_bet_log_wealth`; a stored
     state that names no test uses the mixture test, the default before it) rejects
-    ``p_mk >= 1/2`` at level ``delta / L`` (``level``; a stored state that names no level
-    keeps ``delta / (L - 1)``, the level it was made with), so that every verdict is wrong
-    with probability at most ``delta`` (docs/algorithms.md, "Validity"). :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
+    ``p_mk >= 1/2`` at its level (``level``, resolved by
+    :func:`algorithms.certificates.resolve_pc_level`: ``auto`` is ``product``, ``alpha`` of
+    :func:`algorithms.certificates.product_levels`, with replacement and the betting or mixture
+    test, and ``delta / L`` otherwise; a stored state that names no level keeps ``delta / (L - 1)``,
+    the level it was made with), so that every verdict is wrong with probability at most ``delta``
+    (docs/algorithms.md, "Validity", "The product level"); at the product level "no Condorcet
+    winner" also needs every arm beaten at ``beta``. :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
     other arm; stop with the verdict "no Condorcet winner" when every arm is certified
     beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
     with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
@@ -588,7 +593,7 @@ class PCPolicy(Policy):
             raise PolicyError(str(exc)) from None
         try:
             threshold, stick = validate_pc_params(PC_DEFAULTS["threshold"] if threshold is None else threshold, stick)
-            level = validate_pc_level(level)
+            level = resolve_pc_level(level, threshold=threshold, population=population, goal=goal)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         # the state names the test unless it is the legacy one (a state without "threshold" is a
@@ -629,6 +634,8 @@ class PCPolicy(Policy):
         self._LEAD = -np.ones(1, dtype=np.int64)
         self._alpha = np.zeros(self.K)
         self._rule, self._c0 = certificate_test(threshold, self.delta / self._goal_div, self.L, self._level_eff)
+        # the verdict "no Condorcet winner" at the product level also needs every model beaten at beta
+        self._nocw_thr = no_winner_log_level(self.delta, self.L, self._level_eff)
         self._tie_cap = tie_cap_for(threshold) if population is None else 0.0
         self._explore, self._explore_frac = explore_for(threshold) if population is None else (0, 1.0)
         self._betting = population is None and self._rule == kern.PC_BETTING
@@ -709,6 +716,13 @@ class PCPolicy(Policy):
         if self.population is not None:
             return self._choose_wor(pend)
         neff = self.N + pend
+        if self._nocw_thr > 0.0 and int(neff.sum()) % 2 == 0 and kern.pc_verdict(self._CB, self._CW) == -2:
+            # every model is beaten but not yet each at beta: every other duel tops up a certificate
+            k = int(
+                kern.pc_nocw_choose(self.N, self.W, self._H, self.PI, self.PJ, self.BEAT, self._betting, self._nocw_thr)
+            )
+            if k >= 0:
+                return k
         return int(
             kern.pc_choose(
                 neff,
@@ -875,7 +889,7 @@ class PCPolicy(Policy):
             if not self.stopped:
                 self._goal_stop()
             return
-        if not self.stopped and kern.pc_verdict(self._CB, self._CW) == -2:
+        if not self.stopped and self._verdict_code() == -2:
             self.stopped, self.stop_t, self.verdict = True, self.t, NO_CONDORCET_WINNER
         if self.population is not None and not self.stopped and not self.useful_pairs():
             # decided on recorded data only, so never while useful pairs are merely in flight
@@ -884,8 +898,19 @@ class PCPolicy(Policy):
     def _stop_winner(self) -> int | None:
         if self.goal != GOAL_WINNER:
             return None  # record() decides with the goal's test
-        v = int(kern.pc_verdict(self._CB, self._CW))
+        v = self._verdict_code()
         return v if v >= 0 else None
+
+    def _verdict_code(self) -> int:
+        """:func:`algorithms._kernels.pc_verdict`: an arm named, ``-2`` no Condorcet winner, ``-1`` go on; at the
+        product level "no Condorcet winner" also needs every arm beaten at beta (``pc_verdict_strict``)."""
+        if self._nocw_thr <= 0.0:
+            return int(kern.pc_verdict(self._CB, self._CW))
+        return int(
+            kern.pc_verdict_strict(
+                self._CB, self._CW, self.N, self.W, self._H, self.PI, self.PJ, self._betting, self._nocw_thr
+            )
+        )
 
     @property
     def certificate_test_name(self) -> str:
@@ -940,7 +965,7 @@ class PCPolicy(Policy):
 
     @property
     def certificate_log_threshold(self) -> float:
-        """``log(L / delta)`` (``log((L - 1) / delta)`` at the legacy level; a leaderboard goal:
+        """``log(L / delta)`` (``log(1 / alpha)`` at the product level; ``log((L - 1) / delta)`` at the legacy level; a leaderboard goal:
         ``log(L (L - 1) / delta)``; the portfolio test: ``log(1 / delta)``): a certificate is issued
         when its test's log-wealth reaches it."""
         if self._portfolio:

@@ -7,7 +7,7 @@ one uniform per duel either way) and
 runs the policy until it stops (or ``max_steps`` duels). The per-step logic is
 the compiled kernels of :mod:`algorithms._kernels`, the same functions the
 step-wise :mod:`algorithms.policies` call, so both make identical decisions given
-identical outcomes (``tests/test_simulator.py`` checks this on traces).
+identical outcomes (``tests/algorithms/test_simulator.py`` checks this on traces).
 
 Reproducibility: trial ``n`` uses seed ``SeedSequence(seed).generate_state(trials)[n]``
 for numba's Mersenne Twister, whatever the number of jobs.
@@ -30,8 +30,9 @@ from .certificates import (
     PC_DEFAULTS,
     certificate_test,
     explore_for,
+    no_winner_log_level,
+    resolve_pc_level,
     tie_cap_for,
-    validate_pc_level,
     validate_pc_params,
 )
 from .instance import Instance
@@ -67,6 +68,7 @@ def _run_trials(
     pc_tie_cap,
     pc_explore,
     pc_explore_frac,
+    pc_nocw,
     seeds,
     max_steps,
     out_cost,
@@ -153,23 +155,27 @@ def _run_trials(
                 k = kern.tracking_choose(N, alpha, CUM)
             elif code == 3:
                 a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
-                k = kern.pc_choose(
-                    N,
-                    float(steps),
-                    a,
-                    G,
-                    AMAX,
-                    c_pol,
-                    PI,
-                    PJ,
-                    PK,
-                    BEAT,
-                    CB,
-                    alpha,
-                    pc_tie_cap,
-                    pc_explore,
-                    pc_explore_frac,
-                )
+                k = -1
+                if pc_nocw > 0.0 and steps % 2 == 0 and kern.pc_verdict(CB, CW) == -2:
+                    k = kern.pc_nocw_choose(N, W, H, PI, PJ, BEAT, betting, pc_nocw)
+                if k < 0:
+                    k = kern.pc_choose(
+                        N,
+                        float(steps),
+                        a,
+                        G,
+                        AMAX,
+                        c_pol,
+                        PI,
+                        PJ,
+                        PK,
+                        BEAT,
+                        CB,
+                        alpha,
+                        pc_tie_cap,
+                        pc_explore,
+                        pc_explore_frac,
+                    )
             elif code == 1:
                 k = kern.crr_choose(N, c_true, PI, PJ)
             else:
@@ -210,12 +216,15 @@ def _run_trials(
                 # the verdict can only change when a certificate is issued
                 if betting:
                     kern.pc_hist_add(k, score, H)
-                if (
+                issued = (
                     kern.pc_update_bet(k, N, W, H, PI, PJ, pc_c0, BEAT, CB, CW)
                     if betting
                     else kern.pc_update(k, N, W, PI, PJ, pc_rule, pc_c0, BEAT, CB, CW)
-                ):
-                    v = kern.pc_verdict(CB, CW)
+                )
+                # at the product level "no Condorcet winner" may wait for wealth, not a certificate:
+                # once every arm is beaten, look again after every duel
+                if issued or (pc_nocw > 0.0 and kern.pc_verdict(CB, CW) == -2):
+                    v = kern.pc_verdict_strict(CB, CW, N, W, H, PI, PJ, betting, pc_nocw)
                     if v != -1:
                         rec = v
                         break
@@ -354,13 +363,15 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
     if algorithm == "dpca":
         DPCAPolicy(c_true, delta, **p)  # validates the parameters
     pc_rule, pc_c0, pc_stick, pc_tie_cap, pc_explore, pc_explore_frac = 0, 0.0, 0.0, 0.0, 0, 1.0
+    pc_nocw = 0.0
     if algorithm == "dctas-pc":
         try:
             threshold, pc_stick = validate_pc_params(p["threshold"], p["stick"])
-            level = validate_pc_level(p["level"])
+            level = resolve_pc_level(p["level"], threshold=threshold, population=None)
         except ValueError as exc:
             raise PolicyError(str(exc)) from None
         pc_rule, pc_c0 = certificate_test(threshold, delta, L, level)
+        pc_nocw = no_winner_log_level(delta, L, level)
         pc_tie_cap = tie_cap_for(threshold)
         pc_explore, pc_explore_frac = explore_for(threshold)
     return (
@@ -381,6 +392,7 @@ def _kernel_args(instance: Instance, algorithm: str, delta: float, params: dict)
         float(pc_tie_cap),
         int(pc_explore),
         float(pc_explore_frac),
+        float(pc_nocw),
     )
 
 
@@ -425,7 +437,7 @@ def simulate(
     params : extra policy parameters: ``judge_cost`` (``c_J >= 0``, charged once per duel;
         default 0) for every algorithm, ``delta_explore`` and ``k1`` for DPCA, ``threshold``
         (``"betting"`` (default), ``"mixture"``, ``"kk"``, ``"stitched"``), ``stick`` (nats >= 0)
-        and ``level`` (``"delta/L"`` (default), ``"delta/(L-1)"``) for dctas-pc. An instance with ``ties`` draws win / tie / loss (scores 1, 1/2, 0).
+        and ``level`` (``"auto"`` (default: ``"product"`` for the betting and mixture tests, else ``"delta/L"``), ``"product"``, ``"delta/L"``, ``"delta/(L-1)"``) for dctas-pc. An instance with ``ties`` draws win / tie / loss (scores 1, 1/2, 0).
     """
     if not isinstance(trials, (int, np.integer)) or trials < 1:
         raise PolicyError(f"trials must be a positive integer, got {trials!r}")

@@ -105,7 +105,7 @@ def calibration_C(x: float) -> float:
 
 #: The smallest accepted delta. Below it log(1/delta) nears the largest float's
 #: logarithm, the calibration C(x) and the lower bound overflow to infinity, and no
-#: campaign could ever stop; 1e-300 keeps every threshold finite (tests/test_thresholds.py).
+#: campaign could ever stop; 1e-300 keeps every threshold finite (tests/algorithms/test_thresholds.py).
 DELTA_MIN = 1e-300
 
 

@@ -78,8 +78,26 @@ INTRANSITIVE5 = Instance(
         [0.35, 0.62, 0.45, 0.4, 0.5],
     ],
 )
-UNION_COST = [("synthetic:k=4", None), ("synthetic:k=19", None), ("search", None), ("intransitive-5", INTRANSITIVE5)]
+UNION_COST = [
+    ("synthetic:k=4", None),
+    ("synthetic:k=19", None),
+    ("search", None),
+    ("intransitive-5", INTRANSITIVE5),
+    ("text", None),
+    ("image", None),
+    ("genai-image-ties", None),
+]
 EQUAL_CAP = 20_000  # duels per trial on equal models (no certificate is due there, so trials end at the cap)
+
+
+def near_tie_cycle(gap: float = 0.05) -> Instance:
+    """Three models in a cycle at ``1/2 + gap`` over two models that lose to them at 0.7 and tie each other:
+    no Condorcet winner, and each of the three can be named with one false certificate."""
+    P = np.full((5, 5), 0.5)
+    for i, j in ((0, 1), (1, 2), (2, 0)):
+        P[i, j], P[j, i] = 0.5 + gap, 0.5 - gap
+    P[:3, 3:], P[3:, :3] = 0.7, 0.3
+    return Instance([f"m{i}" for i in range(5)], [1.0] * 5, P.tolist(), require_condorcet=False)
 
 
 def equal_models(L: int) -> Instance:
@@ -181,13 +199,15 @@ def part_dctas(a: argparse.Namespace) -> None:
 
 
 def part_union(a: argparse.Namespace) -> dict:
+    """The certificate levels side by side: ``product`` (the default with replacement), ``delta/L`` and the
+    former ``delta/(L-1)``; error on exactly equal models, cost / c_pc* on instances with a winner."""
     out: dict = {"equal_models": [], "cost": []}
     delta, n = 0.1, a.error_trials
     limit = int(binom.ppf(0.999, n, delta))
     print(f"equal models, delta = {delta}, {n} trials, cap {EQUAL_CAP} duels, seed {a.seed} (99.9% limit {limit})")
     print(f"{'L':>3} {'level':>12} {'named':>6} {'share':>7} {'no-CW':>6} {'<= limit':>8} {'sec':>5}", flush=True)
-    for L in (2, 3, 4):
-        for level in ("delta/L", "delta/(L-1)"):
+    for L in (2, 3, 4, 6):
+        for level in ("product", "delta/L", "delta/(L-1)"):
             t0 = time.perf_counter()
             r = simulate(
                 equal_models(L), "dctas-pc", delta, n, seed=a.seed, jobs=a.jobs, max_steps=EQUAL_CAP, level=level
@@ -201,39 +221,105 @@ def part_union(a: argparse.Namespace) -> dict:
                 f"{str(named <= limit):>8} {time.perf_counter() - t0:>5.0f}",
                 flush=True,
             )
+    print(
+        f"no Condorcet winner: a near-tie cycle at 0.55 over two models losing at 0.3, delta = {delta}, {a.trials} trials"
+    )
+    print(f"{'level':>12} {'named':>6} {'no-CW':>6} {'median duels':>12}", flush=True)
+    out["no_winner"] = []
+    for level in ("product", "delta/L"):
+        r = simulate(
+            near_tie_cycle(), "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs, max_steps=30_000, level=level
+        )
+        row = {
+            "level": level,
+            "trials": a.trials,
+            "named": int((r.stopped & (r.recommended >= 0)).sum()),
+            "no_condorcet_winner": int(r.no_condorcet_winner.sum()),
+            "median_duels": float(np.median(r.pulls)),
+        }
+        out["no_winner"].append(row)
+        print(f"{level:>12} {row['named']:>6} {row['no_condorcet_winner']:>6} {row['median_duels']:>12.0f}", flush=True)
     delta = 0.01
     print(f"cost / c_pc* at delta = {delta}, {a.trials} trials, seed {a.seed}, same seeds in every column")
     print(
-        f"{'instance':<16} {'delta/L':>8} {'delta/(L-1)':>11} {'fix cost':>8} {'dctas':>8} {'pc/dctas':>8} "
-        f"{'errors':>8} {'sec':>5}",
+        f"{'instance':<16} {'L':>3} {'product':>8} {'delta/L':>8} {'delta/(L-1)':>11} {'prod/dL':>8} {'dctas':>8} "
+        f"{'pc/dctas':>8} {'errors':>10} {'sec':>5}",
         flush=True,
     )
     for name, inst in UNION_COST:
         inst = inst or resolve_instance(name)
         t0 = time.perf_counter()
-        new = simulate(inst, "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs).summary()
-        old = simulate(inst, "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs, level="delta/(L-1)").summary()
+        sims = {
+            lv: simulate(inst, "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs, level=lv).summary()
+            for lv in ("product", "delta/L", "delta/(L-1)")
+        }
+        new, mid, old = sims["product"], sims["delta/L"], sims["delta/(L-1)"]
         d = simulate(inst, "dctas", delta, a.trials, seed=a.seed, jobs=a.jobs).summary()
         row = {
             "instance": name,
+            "L": inst.L,
             "trials": a.trials,
             "cost_over_c_pc": new["cost_over_pc_lower_bound"],
+            "delta_over_l_cost_over_c_pc": mid["cost_over_pc_lower_bound"],
             "legacy_cost_over_c_pc": old["cost_over_pc_lower_bound"],
-            "fix_cost_ratio": new["mean_cost"] / old["mean_cost"],
+            "product_over_delta_over_l": new["mean_cost"] / mid["mean_cost"],
+            "fix_cost_ratio": mid["mean_cost"] / old["mean_cost"],
             "dctas_cost_over_c_pc": d["mean_cost"] / new["pc_lower_bound"],
             "cost_over_dctas": new["mean_cost"] / d["mean_cost"],
             "errors": new["errors"],
+            "delta_over_l_errors": mid["errors"],
             "legacy_errors": old["errors"],
             "dctas_errors": d["errors"],
         }
         out["cost"].append(row)
         print(
-            f"{name:<16} {row['cost_over_c_pc']:>8.3f} {row['legacy_cost_over_c_pc']:>11.3f} "
-            f"{row['fix_cost_ratio']:>8.3f} {row['dctas_cost_over_c_pc']:>8.3f} {row['cost_over_dctas']:>8.3f} "
-            f"{new['errors']:>2}/{old['errors']}/{d['errors']:<3} {time.perf_counter() - t0:>5.0f}",
+            f"{name:<16} {inst.L:>3} {row['cost_over_c_pc']:>8.3f} {row['delta_over_l_cost_over_c_pc']:>8.3f} "
+            f"{row['legacy_cost_over_c_pc']:>11.3f} {row['product_over_delta_over_l']:>8.3f} "
+            f"{row['dctas_cost_over_c_pc']:>8.3f} {row['cost_over_dctas']:>8.3f} "
+            f"{new['errors']:>2}/{mid['errors']}/{old['errors']}/{d['errors']:<3} {time.perf_counter() - t0:>5.0f}",
             flush=True,
         )
     return out
+
+
+def bt_chain(L: int, ratio: float = 1.15) -> Instance:
+    """``L`` models with Bradley-Terry qualities ``ratio^-i``: model ``i`` beats ``i + 1`` with probability
+    ``ratio / (1 + ratio)`` (0.535 at 1.15), equal costs."""
+    q = ratio ** -np.arange(L, dtype=float)
+    P = q[:, None] / (q[:, None] + q[None, :])
+    np.fill_diagonal(P, 0.5)
+    return Instance([f"m{i}" for i in range(L)], [1.0] * L, P.tolist())
+
+
+def part_scale(a: argparse.Namespace) -> dict:
+    """The product level against delta/L as the number of models grows (a Bradley-Terry chain)."""
+    delta, out = 0.01, []
+    print(f"Bradley-Terry chain (ratio 1.15), delta = {delta}, {a.trials} trials, seed {a.seed}, same seeds")
+    print(f"{'L':>3} {'product':>9} {'delta/L':>9} {'ratio':>6} {'c/c_pc* product':>15} {'delta/L':>8} {'errors':>6}")
+    for L in (4, 8, 16, 32):
+        s = {
+            lv: simulate(bt_chain(L), "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs, level=lv).summary()
+            for lv in ("product", "delta/L")
+        }
+        p, d = s["product"], s["delta/L"]
+        row = {
+            "L": L,
+            "trials": a.trials,
+            "product_mean_cost": p["mean_cost"],
+            "delta_over_l_mean_cost": d["mean_cost"],
+            "ratio": p["mean_cost"] / d["mean_cost"],
+            "product_cost_over_c_pc": p["cost_over_pc_lower_bound"],
+            "delta_over_l_cost_over_c_pc": d["cost_over_pc_lower_bound"],
+            "errors": [p["errors"], d["errors"]],
+        }
+        out.append(row)
+        print(
+            f"{L:>3} {row['product_mean_cost']:>9.0f} {row['delta_over_l_mean_cost']:>9.0f} {row['ratio']:>6.3f} "
+            f"{row['product_cost_over_c_pc']:>15.3f} {row['delta_over_l_cost_over_c_pc']:>8.3f} "
+            f"{p['errors']:>2}/{d['errors']}",
+            flush=True,
+        )
+    return {"instances": out}
 
 
 def _first_crossing(lw: np.ndarray, thr: float) -> np.ndarray:
@@ -419,6 +505,7 @@ PARTS = {
     "explore": part_explore,
     "dctas": part_dctas,
     "profile": part_profile,
+    "scale": part_scale,
 }
 
 

@@ -39,7 +39,7 @@ from algorithms import Instance, solve_pc_oracle  # noqa: E402
 from algorithms.instances import resolve_instance  # noqa: E402
 from algorithms.oracle import effective_costs  # noqa: E402
 
-# the kernels below are compiled without numba's cache: tests/test_portfolio_test.py loads this file by
+# the kernels below are compiled without numba's cache: tests/benchmarks/test_portfolio_test.py loads this file by
 # path, and a cache written under another module name fails to load there
 MU = np.array([2.0 * kern.PC_RATIO ** (g + 1) for g in range(kern.PC_GRID)])
 PIW = np.exp(kern.PC_BET_LPI)
@@ -282,7 +282,7 @@ def run(inst: Instance, delta: float, trials: int, seed: int, variant: dict, max
     return cost, rec, stop
 
 
-# instances of tests/test_union_level.py: two equal leaders, a cycle, a winner over a cycle, a near-tie
+# instances of tests/algorithms/test_union_level.py: two equal leaders, a cycle, a winner over a cycle, a near-tie
 EQUAL_LEADERS = Instance(
     ["a", "b", "c"], [1.0, 1.0, 1.0], [[0.5, 0.5, 0.7], [0.5, 0.5, 0.7], [0.3, 0.3, 0.5]], require_condorcet=False
 )
@@ -319,7 +319,7 @@ VARIANTS = {
     "bonferroni (rho=1)": {"share": 1.0, "rho": 1.0, "z0": 1.0, "shape": 2, "eta": 0.0},
     "rho=0.1 z0=0.5 eta=3": {"share": 1.0, "rho": 0.1, "z0": 0.5, "shape": 2, "eta": 3.0},
     "rho=0.3 z0=1 eta=3": {"share": 1.0, "rho": 0.3, "z0": 1.0, "shape": 2, "eta": 3.0},
-    # dctas-pc's threshold = "portfolio", trial by trial (tests/test_portfolio_test.py)
+    # dctas-pc's threshold = "portfolio", trial by trial (tests/benchmarks/test_portfolio_test.py)
     "portfolio (rho=0.1 z0=0.5 eta=1)": {"share": 1.0, "rho": 0.1, "z0": 0.5, "shape": 2, "eta": 1.0},
 }
 GRID = dict(VARIANTS)

@@ -21,7 +21,8 @@ class PairEvidence(BaseModel):
     )
     log_threshold: float | None = Field(
         description="The certificate is issued when log_stat reaches it: "
-        "log(L/delta) for betting, mixture and without_replacement (log((L-1)/delta) at level delta/(L-1))."
+        "log(L/delta) for betting, mixture and without_replacement (log((L-1)/delta) at level delta/(L-1), "
+        "log(1/alpha) at level product)."
     )
     certified: bool
     exact: bool
@@ -38,9 +39,11 @@ class PCEvidence(BaseModel):
     log_threshold: float | None
     level: str = Field(
         "delta/L",
-        description="Each certificate's error level: delta/L, so that every verdict is wrong with probability at "
-        "most delta; delta/(L-1) for a campaign stored at that level (its verdicts are bounded by delta only "
-        "when a Condorcet winner exists).",
+        description="Each certificate's error level: product (the default with replacement: alpha with "
+        "3 alpha + (L-3) alpha^2 = delta, and 'no Condorcet winner' needing every model beaten at a stricter "
+        "level) or delta/L (without replacement, and the kk, stitched and hybrid tests), so that every verdict is "
+        "wrong with probability at most delta; delta/(L-1) for a campaign stored at that level (its verdicts are "
+        "bounded by delta only when a Condorcet winner exists); delta for the portfolio test.",
     )
     reference: str | None = Field(description="The certified winner, else the current leader.")
     certified: int = Field(description="Certificates the reference holds.")

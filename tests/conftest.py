@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -401,9 +402,50 @@ def start_together(*starts):
     return [f.result() for f in futures]
 
 
+class ThreadedServer:
+    """uvicorn serving ``app`` on a free 127.0.0.1 port, in a daemon thread."""
+
+    def __init__(self, app):
+        import uvicorn
+
+        self.config = uvicorn.Config(
+            app, host="127.0.0.1", port=0, log_level="warning", lifespan="off", access_log=False
+        )
+        self.server = uvicorn.Server(self.config)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the threaded uvicorn did not start")
+            time.sleep(0.02)
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def batch_fake():
+    """The fake provider (its batch routes) served by a :class:`ThreadedServer`, one per test module:
+    (its base URL, its app)."""
+    from service.fake_provider import create_fake_provider_app
+
+    app = create_fake_provider_app(marker_key="batch-tests")
+    server = ThreadedServer(app)
+    yield server.url + "/v1", app
+    server.stop()
+
+
 # Files whose tests take longest (from a `--durations` profile), run first under pytest-xdist so
 # that no long file starts last while the other worker idles. Other files follow in their usual
-# order. Ordering only: every file runs either way.
+# order. Ordering only: every file runs either way. Named by basename (unique under tests/, in
+# whichever folder the file sits).
 SLOW_FILES_FIRST = (
     "test_batch_campaigns.py",  # the longest file (157 s of a CI run), which started ~470 s in
     "test_resume.py",

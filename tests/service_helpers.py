@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+import uuid
+
+import httpx
+
 from algorithms.instance import SYNTHETIC_PREFERENCE
 
 SYNTHETIC_P = SYNTHETIC_PREFERENCE.tolist()
@@ -85,3 +91,208 @@ async def first_pregen_round(api, app, cid: int, timeout: float = 30.0) -> tuple
         assert time.monotonic() < deadline, "no pre-generation batch"
         await asyncio.sleep(0.02)
     return first.json(), who, jobs.jobs_tx(cid)
+
+
+# ---------------------------------------------------------------- batch campaigns on the fake provider
+# (its batch routes: conftest's ``batch_fake``)
+LIST_PRICE = {"input_cost_per_token": 2e-6, "output_cost_per_token": 2e-6}
+HALF_PRICE = {"input_cost_per_token_batches": 1e-6, "output_cost_per_token_batches": 1e-6}
+
+
+def batch_body(base: str, name: str, batch, **extra) -> dict:
+    tag = uuid.uuid4().hex[:6]
+    models = [f"{tag}-m{q}-q{q}" for q in (1, 2, 3, 5)]
+    judge = f"{tag}-judge"
+    price_map = {m: {**LIST_PRICE, **HALF_PRICE} for m in models + [judge]}
+    out = {
+        "name": name,
+        "models": [
+            {"name": m, "client": {"kind": "openai", "base_url": base, "model": m, "params": {"max_tokens": 64}}}
+            for m in models
+        ],
+        "prompts": [f"Question number {n}?" for n in range(40)],
+        "judge": {
+            "kind": "llm",
+            "client": {
+                "kind": "openai",
+                "base_url": base,
+                "model": judge,
+                "params": {"max_tokens": 64},
+                "price": {"input_per_1m": 2, "output_per_1m": 2},
+                "batch_price": {"input_per_1m": 1, "output_per_1m": 1},
+            },
+            "cost": 0.0001,
+        },
+        "price_map": price_map,
+        "expected_output_tokens": 20,
+        "delta": 0.05,
+        "seed": 11,
+        "answers": "reuse",
+        "verdicts": "reuse",
+    }
+    if batch is not None:
+        out["batch"] = batch
+    out.update(extra)
+    return out
+
+
+async def wait_for_campaign(api, cid: int, predicate, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        if predicate(view):
+            return view
+        assert time.monotonic() < deadline, f"campaign {cid} did not reach the expected state: {view}"
+        await asyncio.sleep(0.05)
+
+
+def batches_of(app, key_prefix: str) -> list[dict]:
+    return [
+        b for b in app.state.batches.batches.values() if b["metadata"].get("llmduel_key", "").startswith(key_prefix)
+    ]
+
+
+def provider_batch_inputs(base: str, prefix: str) -> list[list[str]]:
+    """The bodies each of the campaign's batches at the provider asked for (one list per batch), read as a
+    client reads them: the provider's list of batches (``GET /v1/batches``, every page) and each one's input
+    file (``GET /v1/files/{id}/content``)."""
+    import json
+
+    out, after = [], None
+    with httpx.Client(base_url=base, timeout=30) as http:
+        while True:
+            page = http.get("/batches", params={"limit": 100, **({"after": after} if after else {})}).json()
+            for b in page["data"]:
+                if b["metadata"].get("llmduel_key", "").startswith(prefix):
+                    text = http.get(f"/files/{b['input_file_id']}/content").text
+                    out.append([json.dumps(json.loads(x)["body"], sort_keys=True) for x in text.splitlines() if x])
+            if not page["has_more"] or not page["data"]:
+                return out
+            after = page["data"][-1]["id"]
+
+
+def human_batch_spec(base: str, name: str, batch: dict) -> dict:
+    spec = batch_body(base, name, batch, judge={"kind": "human"})
+    spec.pop("verdicts")
+    return spec
+
+
+# ---------------------------------------------------------------- hybrid campaigns
+HYBRID_FEE = 0.05
+
+
+def hybrid_judge(rate=0.5, fee=HYBRID_FEE, llm=None) -> dict:
+    return {
+        "kind": "hybrid",
+        "llm": llm if llm is not None else simulated_judge(SYNTHETIC_P),
+        "human": {"fee_per_vote": fee},
+        "human_rate": rate,
+    }
+
+
+def ledger_rows(db, cid: int) -> list:
+    """The campaign's ledger rows (kind, duel, amount, detail), read from the database."""
+    from sqlalchemy import select
+
+    from service.models import Charge
+
+    with db.read() as s:
+        return s.execute(
+            select(Charge.kind, Charge.duel_id, Charge.amount_nusd, Charge.detail).where(Charge.campaign_id == cid)
+        ).all()
+
+
+def check_hybrid_ledger(duels: list[dict], rows: list, fee: float) -> int:
+    """Every human fee in the ledger belongs to a duel a human voted on, and every such duel paid
+    exactly one; returns the number of human votes."""
+    fees: dict[int, list[int]] = {}
+    for r in rows:
+        if r.kind == "judge" and (r.detail or {}).get("human_fee"):
+            fees.setdefault(int(r.duel_id), []).append(int(r.amount_nusd))
+    humans = 0
+    by_id = {d["id"]: d for d in duels}
+    assert set(fees) <= set(by_id)
+    for d in duels:
+        voted = (d["judged_by"] or "").startswith("annotator:")
+        h = (d["judge"] or {}).get("hybrid")
+        assert fees.get(d["id"], []) == ([round(fee * 1e9)] if voted else []), d
+        if voted:
+            humans += 1
+            assert h["selected"] and d["status"] == "judged"
+        elif h is not None and h["selected"]:
+            assert d["status"] in ("pending", "cancelled"), d  # no human saw it: never charged
+    return humans
+
+
+async def hybrid_campaign(api, monkeypatch, rate=0.5, **extra) -> tuple[int, list[dict]]:
+    """A hybrid campaign with a fixed draw key and two annotators: (id, their auth headers)."""
+    from service.campaigns import draws
+
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "3c" * 32)  # the same coins on every run
+    r = await api.post("/v1/campaigns", json=campaign_body(judge=hybrid_judge(rate=rate), budget=100.0, **extra))
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    anns = []
+    for label in ("p", "q"):
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": label})).json()["token"]
+        anns.append({"Authorization": f"Bearer {token}"})
+    return cid, anns
+
+
+async def admin_duels_until_selected(api, cid: int, limit: int = 60) -> dict:
+    """Admin duels until one is selected for a human; that duel (admin view)."""
+    for _ in range(limit):
+        d = (await api.post(f"/v1/campaigns/{cid}/duels")).json()
+        full = (await api.get(f"/v1/duels/{d['id']}")).json()
+        if full["judge"]["hybrid"]["selected"]:
+            assert full["status"] == "pending" and full["choice"] is None
+            return full
+        assert full["status"] == "judged" and full["judged_by"] == "judge:hybrid"
+    raise AssertionError("no duel was selected")
+
+
+# ---------------------------------------------------------------- a provider stood in by respx at reserve.test
+RESERVE_PRICE = {"input_per_1m": 1.0, "output_per_1m": 1000.0}  # 0.001 USD per output token
+RESERVE_URL = "http://reserve.test/v1/chat/completions"
+
+
+def reserve_model(tag: str, name: str) -> dict:
+    return {
+        "name": name,
+        "cost": 0.001,
+        "client": {
+            "kind": "openai",
+            "base_url": "http://reserve.test/v1",
+            "model": f"{tag}-{name}",
+            "price": RESERVE_PRICE,
+            "params": {"max_tokens": 200},
+        },
+    }
+
+
+def reserve_reply(tokens: int = 100):
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200,
+            json={
+                "choices": [{"message": {"role": "assistant", "content": f"answer {uuid.uuid4().hex[:6]}"}}],
+                "usage": {"prompt_tokens": 12, "completion_tokens": tokens},  # about tokens x 0.001 USD
+            },
+        )
+
+    return answer
+
+
+def reserve_tag() -> str:
+    return "r" + uuid.uuid4().hex[:10]  # models unique to a test: the stores are shared by the database
+
+
+def reserve_human_body(tag: str, prompts: list[str], budget: float) -> dict:
+    return {
+        "name": "pregen budget",
+        "models": [reserve_model(tag, n) for n in "abc"],
+        "prompts": prompts,
+        "judge": {"kind": "human"},
+        "budget": budget,
+        "seed": 6,
+    }

@@ -31,8 +31,8 @@ REGISTRARS: list[tuple[str, str]] = [
 # does not import every other command's module (~0.5 s of CPU at each start; a remote ``campaign`` or
 # ``annotator`` command then starts without numba and scipy, and a bad campaign file is refused at
 # once). ``llmduel`` alone, ``--help``, an unknown command and ``serve`` get the whole parser (``serve``
-# sets one BLAS thread before the parser loads numpy: tests/test_service_cli.py).
-# tests/test_light_imports.py checks this against REGISTRARS.
+# sets one BLAS thread before the parser loads numpy: tests/service/cli/test_service_cli.py).
+# tests/service/cli/test_light_imports.py checks this against REGISTRARS.
 COMMANDS: dict[str, tuple[str, str]] = {
     "oracle": ("service.cli.algorithms", "add_oracle_parser"),
     "simulate": ("service.cli.algorithms", "add_simulate_parser"),

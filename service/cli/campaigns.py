@@ -105,9 +105,10 @@ def _evidence_short(c: dict[str, Any]) -> str:
     return f"evidence {float(c.get('Z') or 0):.2f}/{float(c.get('beta') or 0):.2f}"
 
 
-def _level_divisor(ev: dict[str, Any]) -> str:
-    """``L`` or ``(L-1)``: the divisor of delta in each certificate's level."""
-    return "(L-1)" if ev.get("level") == "delta/(L-1)" else "L"
+def _level_words(ev: dict[str, Any]) -> str:
+    """The threshold in symbols: ``log(L/delta)``, ``log((L-1)/delta)`` or, at the product level, ``log(1/alpha)``."""
+    level = ev.get("level")
+    return "log(1/alpha)" if level == "product" else "log((L-1)/delta)" if level == "delta/(L-1)" else "log(L/delta)"
 
 
 def evidence_lines(c: dict[str, Any]) -> list[str]:
@@ -119,7 +120,7 @@ def evidence_lines(c: dict[str, Any]) -> list[str]:
     rows = [
         f"  evidence   {ev['reference'] or '-'}: {ev['certified']} of {ev['needed']} pairs certified "
         f"({ev['test']} test; a pair is certified when its log statistic reaches "
-        + (f"log({_level_divisor(ev)}/delta) = {thr:.3f})" if thr is not None else "its threshold)")
+        + (f"{_level_words(ev)} = {thr:.3f})" if thr is not None else "its threshold)")
     ]
     for p in ev["pairs"]:
         if p["winner"] != ev["reference"]:

@@ -27,7 +27,7 @@ commit of what was written before it.
 The caller chooses the driver before the transaction (:mod:`.routing`); each request
 runs one transaction on one driver. Both take the same lock (the campaign row;
 ``BEGIN IMMEDIATE`` on SQLite) and write the same rows, so a campaign's stored state
-equals its replayed log whichever driver each step took (``tests/test_fastpath.py``).
+equals its replayed log whichever driver each step took (``tests/service/cycle/test_fastpath.py``).
 """
 
 from .pg_driver import plan_duel_async, record_vote_async, store_answers_async

@@ -22,7 +22,7 @@ an annotator's or the admin's duel of a campaign it covers, :class:`service.cycl
 Instant models (simulated ones) are answered inside the plan transaction instead
 (:func:`answer_now`, called by :func:`service.cycle.plan.decide_plan`), with the same
 decisions. The pure functions at the end of this module take plain values and are tested
-without a database (tests/test_cycle_decisions.py).
+without a database (tests/service/cycle/test_cycle_decisions.py).
 """
 
 from __future__ import annotations

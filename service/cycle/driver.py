@@ -6,7 +6,7 @@ campaign) and :class:`.pg_driver.PgTx` (asyncpg on the event loop, the campaigns
 :meth:`Tx.covers` accepts). The methods under *SQLAlchemy driver only* serve campaigns that
 ``PgTx.covers`` sends to ``SyncTx`` (sampling without replacement, the hybrid judge, an LLM
 judge's charges, a touch without a write); ``PgTx`` has them and raises if reached.
-``tests/test_cycle_driver.py`` checks that both classes have every method with the same
+``tests/service/cycle/test_cycle_driver.py`` checks that both classes have every method with the same
 parameters; ``mypy service`` checks the sequences' calls against it.
 """
 

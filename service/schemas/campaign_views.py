@@ -112,7 +112,8 @@ class CampaignOut(BaseModel):
         None, description="dctas-pc: certified [winner, loser] pairs (who was shown to beat whom)."
     )
     certificate_graph: list[CertificateEdge] | None = Field(
-        None, description="dctas-pc: who was shown to beat whom, by name (the certificates, each at level delta/L)."
+        None,
+        description="dctas-pc: who was shown to beat whom, by name (the certificates, each at its level: pc_evidence.level).",
     )
     copeland_winner: str | None = Field(
         None, description="dctas-pc: the model beating the most others in the estimate (an estimate, not certified)."

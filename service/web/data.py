@@ -255,7 +255,7 @@ def _pc_lines(view: dict, points: list, names: list[str], ref: int) -> list[tupl
 
 
 def _pc_evidence_section(view: dict, points: list, names: list[str], *, ref: int, state: dict, replay_ok: bool):
-    """dctas-pc: each pair's certificate statistic against its threshold log(L/delta)."""
+    """dctas-pc: each pair's certificate statistic against its threshold (log(1/alpha) or log(L/delta))."""
     ev = view["pc_evidence"]
     thr = ev["log_threshold"]
     series: list[dict[str, Any]] = []
