@@ -97,6 +97,20 @@ async def first_pregen_round(api, app, cid: int, timeout: float = 30.0) -> tuple
     return first.json(), who, jobs.jobs_tx(cid)
 
 
+async def run_to_end(api, cid: int, timeout_s: float = 240.0, **run) -> dict:
+    """Start the campaign's background run (``run``: its options) and wait until it has ended, with no
+    pending duel; its view."""
+    r = await api.post(f"/v1/campaigns/{cid}/run", json=run or None)
+    assert r.status_code == 202, r.text
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        if view["status"] != "running" and view["pending"] == 0 and not view["run"]["active"]:
+            return view
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"campaign {cid} did not end: {view}")
+
+
 # ---------------------------------------------------------------- batch campaigns on the fake provider
 # (its batch routes: conftest's ``batch_fake``)
 LIST_PRICE = {"input_cost_per_token": 2e-6, "output_cost_per_token": 2e-6}
