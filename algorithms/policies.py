@@ -539,11 +539,15 @@ class PCPolicy(Policy):
 
     A certificate "m is beaten by k" is issued when the test chosen by ``threshold``
     (:mod:`algorithms.certificates`; by default the betting test of
-    :func:`algorithms._kernels.pc_bet_log_wealth` reaching ``L / delta``; a stored
+    :func:`algorithms._kernels.pc_bet_log_wealth`; a stored
     state that names no test uses the mixture test, the default before it) rejects
-    ``p_mk >= 1/2`` at level ``delta / L`` (``level``; a stored state that names no level
-    keeps ``delta / (L - 1)``, the level it was made with), so that every verdict is wrong
-    with probability at most ``delta`` (docs/algorithms.md, "Validity"). :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
+    ``p_mk >= 1/2`` at its level (``level``, resolved by
+    :func:`algorithms.certificates.resolve_pc_level`: ``auto`` is ``product``, ``alpha`` of
+    :func:`algorithms.certificates.product_levels`, with replacement and the betting or mixture
+    test, and ``delta / L`` otherwise; a stored state that names no level keeps ``delta / (L - 1)``,
+    the level it was made with), so that every verdict is wrong with probability at most ``delta``
+    (docs/algorithms.md, "Validity", "The product level"); at the product level "no Condorcet
+    winner" also needs every arm beaten at ``beta``. :meth:`certificate_log_wealth` gives each test's current log-wealth. Stop with winner ``a`` when ``a`` holds a certificate against every
     other arm; stop with the verdict "no Condorcet winner" when every arm is certified
     beaten. Sampling: :func:`algorithms._kernels.pc_choose`, for the plug-in leader or,
     with ``stick > 0`` (nats), a sticky one (:func:`algorithms._kernels.pc_track_leader`).
@@ -961,7 +965,7 @@ class PCPolicy(Policy):
 
     @property
     def certificate_log_threshold(self) -> float:
-        """``log(L / delta)`` (``log((L - 1) / delta)`` at the legacy level; a leaderboard goal:
+        """``log(L / delta)`` (``log(1 / alpha)`` at the product level; ``log((L - 1) / delta)`` at the legacy level; a leaderboard goal:
         ``log(L (L - 1) / delta)``; the portfolio test: ``log(1 / delta)``): a certificate is issued
         when its test's log-wealth reaches it."""
         if self._portfolio:

@@ -282,6 +282,46 @@ def part_union(a: argparse.Namespace) -> dict:
     return out
 
 
+def bt_chain(L: int, ratio: float = 1.15) -> Instance:
+    """``L`` models with Bradley-Terry qualities ``ratio^-i``: model ``i`` beats ``i + 1`` with probability
+    ``ratio / (1 + ratio)`` (0.535 at 1.15), equal costs."""
+    q = ratio ** -np.arange(L, dtype=float)
+    P = q[:, None] / (q[:, None] + q[None, :])
+    np.fill_diagonal(P, 0.5)
+    return Instance([f"m{i}" for i in range(L)], [1.0] * L, P.tolist())
+
+
+def part_scale(a: argparse.Namespace) -> dict:
+    """The product level against delta/L as the number of models grows (a Bradley-Terry chain)."""
+    delta, out = 0.01, []
+    print(f"Bradley-Terry chain (ratio 1.15), delta = {delta}, {a.trials} trials, seed {a.seed}, same seeds")
+    print(f"{'L':>3} {'product':>9} {'delta/L':>9} {'ratio':>6} {'c/c_pc* product':>15} {'delta/L':>8} {'errors':>6}")
+    for L in (4, 8, 16, 32):
+        s = {
+            lv: simulate(bt_chain(L), "dctas-pc", delta, a.trials, seed=a.seed, jobs=a.jobs, level=lv).summary()
+            for lv in ("product", "delta/L")
+        }
+        p, d = s["product"], s["delta/L"]
+        row = {
+            "L": L,
+            "trials": a.trials,
+            "product_mean_cost": p["mean_cost"],
+            "delta_over_l_mean_cost": d["mean_cost"],
+            "ratio": p["mean_cost"] / d["mean_cost"],
+            "product_cost_over_c_pc": p["cost_over_pc_lower_bound"],
+            "delta_over_l_cost_over_c_pc": d["cost_over_pc_lower_bound"],
+            "errors": [p["errors"], d["errors"]],
+        }
+        out.append(row)
+        print(
+            f"{L:>3} {row['product_mean_cost']:>9.0f} {row['delta_over_l_mean_cost']:>9.0f} {row['ratio']:>6.3f} "
+            f"{row['product_cost_over_c_pc']:>15.3f} {row['delta_over_l_cost_over_c_pc']:>8.3f} "
+            f"{p['errors']:>2}/{d['errors']}",
+            flush=True,
+        )
+    return {"instances": out}
+
+
 def _first_crossing(lw: np.ndarray, thr: float) -> np.ndarray:
     """Per row, the first duel (1-based) whose log-wealth reaches ``thr``; the row length if none."""
     hit = lw >= thr
@@ -465,6 +505,7 @@ PARTS = {
     "explore": part_explore,
     "dctas": part_dctas,
     "profile": part_profile,
+    "scale": part_scale,
 }
 
 

@@ -39,9 +39,8 @@ FINISH = (
         end_reason=bindparam("reason"),
         end_limit=bindparam("limit", type_=C.end_limit.type),
         ended_at=bindparam("now"),
+        # the run plans no more duels; its owner keeps the lease until its task has drained (expiry.run_under_way)
         run_active=False,
-        run_owner=null(),
-        run_lease_expires_at=null(),
         webhook_state=case((func.coalesce(C.webhook_url, "") == "", C.webhook_state), else_=literal("pending")),
         webhook_error=case((func.coalesce(C.webhook_url, "") == "", C.webhook_error), else_=null()),
         winner=func.coalesce(bindparam("winner", type_=C.winner.type), C.winner),
@@ -142,9 +141,8 @@ class Endings:
         end = SimpleNamespace(status=status, reason=reason, limit=limit, winner=winner)
         end_campaign(s, int(c.id), end, now, keep_duel=keep_duel)
         ended: dict[str, Any] = dict(
-            status=status, end_reason=reason, end_limit=limit, ended_at=now, run_active=False, run_owner=None
-        )
-        ended["run_lease_expires_at"] = None
+            status=status, end_reason=reason, end_limit=limit, ended_at=now, run_active=False
+        )  # the run's owner keeps its lease until its task has drained (expiry.run_under_way)
         if c.webhook_url:
             ended.update(webhook_state="pending", webhook_error=None)
         if winner is not None:

@@ -23,3 +23,12 @@ def is_stale(expires_at: dt.datetime, now: dt.datetime) -> bool:
 def lease_free(owner: str | None, expires_at: dt.datetime | None, now: dt.datetime) -> bool:
     """A background run's lease can be taken: nobody holds it, or its holder let it expire."""
     return owner is None or expires_at is None or expires_at <= now
+
+
+def run_under_way(run_active: bool, owner: str | None, expires_at: dt.datetime | None, now: dt.datetime) -> bool:
+    """A background run as its campaign's views report it (``run.active``): it plans duels (``run_active``), or
+    it was ended (the campaign's ending, a stop) while its task still records what its duels in flight bring:
+    its owner keeps the lease, renewed every heartbeat, until that task has drained (service/cycle/runs.py).
+    False only once nothing of the run can change the campaign's spend: the task drained, or its owner's lease
+    lapsed (a process gone records nothing)."""
+    return bool(run_active) or not lease_free(owner, expires_at, now)

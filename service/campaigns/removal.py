@@ -29,6 +29,7 @@ from ..db import Database, rowcount
 from ..models import BatchJob, BudgetHold, Campaign, Charge, StoredAnswer, StoredVerdict, utcnow
 from ..schemas.batch_config import MAX_WINDOW_SECONDS
 from .batch_jobs import CANCEL_GRACE_S, OPEN
+from .expiry import run_under_way
 from .types import Conflict, NotFound
 
 STORED_CHOICES = ("keep", "remove")
@@ -76,7 +77,7 @@ def _calls_under_way(s: Any, c: Campaign) -> str | None:
     """What of a stopped campaign is still paid for elsewhere (its run winding down on a worker, a batch
     at a provider, a pre-generated answer's call), or None. Deleting under it would drop the rows those
     calls store and charge into, and the provider would still bill them."""
-    if c.run_active:
+    if run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, utcnow()):
         return "its background run has not ended yet"
     # a batch's collector gives up within its window plus the cancellation grace: an open row older than
     # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable)

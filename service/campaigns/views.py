@@ -26,6 +26,7 @@ from ..pricing import cost_warning
 from ..prompts import question_id
 from . import hybrid, hybrid_view, policy_log, stores, verdicts
 from .annotator_access import annotator_owns
+from .expiry import run_under_way
 from .model_changes import CHANGE_FIELDS, active_models, model_status
 from .sampling import is_wor
 from .types import NotFound
@@ -345,7 +346,8 @@ class Views:
             "lower_bound": lower,
             "lower_bound_pc": lower_pc,
             "run": {
-                "active": bool(c.run_active),
+                # until the run's last duel in flight is recorded or given up: the spend is final once it is false
+                "active": run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, utcnow()),
                 "remaining": c.run_remaining,
                 "concurrency": c.run_concurrency,
                 "error": c.run_error,

@@ -156,7 +156,7 @@ def summary(c: dict[str, Any]) -> str:
         f"  duels      {c['duels']} judged, {c['duels_failed']} failed, {c['pending']} in flight"
         + (f", cap {c['max_duels']}" if c.get("max_duels") else ""),
         *evidence_lines(c),
-        f"  run        {'active' if c['run']['active'] else 'idle'}"
+        f"  run        {_run_state(c)}"
         + (f", error: {c['run']['error']}" if c["run"].get("error") else "")
         + (
             f" (fix the cause, then: llmduel campaign resume {c['id']})"
@@ -443,6 +443,13 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_state(c: dict) -> str:
+    """The run line's state: an ended campaign's run stays active while its last duels in flight are recorded."""
+    if not c["run"]["active"]:
+        return "idle"
+    return "active" if c["status"] == "running" else "active (recording its last duels in flight; spend not final)"
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     tty = sys.stderr.isatty()
     last_line = 0.0
@@ -451,13 +458,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
             c = remote.campaign(args.id)
             line = progress_line(c)
             now = time.monotonic()
+            # ended, and its run (if any) has recorded its last duels in flight: the spend is final
+            over = c["status"] != "running" and not (c.get("run") or {}).get("active")
             if tty:
                 sys.stderr.write("\r\x1b[2K" + line)
                 sys.stderr.flush()
-            elif now - last_line >= args.every or c["status"] != "running":
+            elif now - last_line >= args.every or over:
                 print(line, file=sys.stderr, flush=True)
                 last_line = now
-            if c["status"] != "running":
+            if over:
                 if tty:
                     sys.stderr.write("\n")
                 print(verdict_line(c))

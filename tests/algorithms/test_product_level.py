@@ -44,6 +44,9 @@ def test_the_levels_meet_both_unions_and_are_never_below_delta_over_l(delta, L):
     assert min(L, 3) * alpha + max(L - 3, 0) * alpha**2 == pytest.approx(delta, rel=1e-12)
     # a Condorcet winner: one name with one false certificate, L - 2 with two, "no winner" at beta
     assert alpha + (L - 2) * (alpha**2 + beta) <= delta * (1 + 1e-12)
+    # a Condorcet winner and no name with a single false certificate (a winner over a 3-cycle): per
+    # other model k, naming k and the winner beaten by k at beta both need "a* beaten by k" at alpha
+    assert (L - 1) * min(alpha, alpha**2 + beta) <= delta * (1 + 1e-12)
     assert alpha >= delta / L * (1 - 1e-12)
 
 

@@ -99,7 +99,7 @@ async def test_synthetic_campaign_certifies_the_best_model(sqlite_api, sqlite_ur
     view = r.json()
     while time.monotonic() < deadline:
         view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        if view["status"] != "running":
+        if view["status"] != "running" and not view["run"]["active"]:  # ended, its last duels recorded
             break
         await asyncio.sleep(0.2)
     assert view["status"] == "certified", view

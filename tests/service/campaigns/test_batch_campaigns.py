@@ -45,18 +45,21 @@ def paid_judge_modes(duels: list[dict]) -> Counter:
 
 
 async def run_over(api, app, cid: int, timeout: float = 60) -> dict:
-    """The campaign's view once its run in ``app`` is over, read after the run's task ended.
-
-    The verdict that ends a campaign ends it in its own transaction (status, ``run.active`` false), but the
-    round goes on to record the verdicts it holds for its later duels, each charged (late): a view read
-    before the task ended may lack those charges, even when the task has ended by the time it is looked at.
-    Once the task is over, nothing of the run writes any more."""
+    """The campaign's view once its run is over, as a poller of the REST API sees it: the first view whose
+    ``run.active`` is false. The verdict that ends a campaign ends it in its own transaction, but the round
+    goes on to record the verdicts it holds for its later duels, each charged (late); the run stays active
+    until they are recorded, so the view's spend is final. Checked here: the run's task in ``app`` is over
+    by then, and a view read after that shows the same spend."""
     runs = app.state.campaigns.runs
     deadline = time.monotonic() + timeout
-    while runs.run_active_here(cid):
+    while (view := (await api.get(f"/v1/campaigns/{cid}")).json())["run"]["active"]:
         assert time.monotonic() < deadline, f"the run of campaign {cid} did not end within {timeout:g} s"
         await asyncio.sleep(0.05)
-    return (await api.get(f"/v1/campaigns/{cid}")).json()
+    while runs.run_active_here(cid):  # inactive in the view: the task is ending (its last transaction committed)
+        assert time.monotonic() < deadline, f"the run of campaign {cid} was inactive before its task ended"
+        await asyncio.sleep(0.01)
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["spend"] == view["spend"], "the spend changed after the run"
+    return view
 
 
 def assert_ledger(app, view: dict, provider_app) -> None:
@@ -296,10 +299,10 @@ async def test_failed_requests_are_sent_again_in_the_next_batch(db_url):
 
 
 async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_its_run_is_over(db_url, batch_fake):
-    """A round folds its verdicts in plan order; the one that certifies ends the campaign (its status, and
-    ``run.active`` false), and the round then records the verdicts it holds for its later duels, each charged
-    late. A view read in between shows the ended campaign without those charges: the spend is final once the
-    run's task is over (:func:`run_over`), and then every request the provider answered is charged, once."""
+    """A round folds its verdicts in plan order; the one that certifies ends the campaign (its status), and the
+    round then records the verdicts it holds for its later duels, each charged late. A view read in between
+    shows the ended campaign without those charges, and its run still active: the spend is final once the run
+    is reported inactive (:func:`run_over`), and then every request the provider answered is charged, once."""
     from sqlalchemy import select
 
     from service.models import Charge
@@ -328,7 +331,7 @@ async def test_the_verdicts_a_round_records_after_the_ending_are_charged_before_
             late = [c.amount_nusd for c in rows if (c.detail or {}).get("late")]
         assert between and late, "no verdict was recorded after the one that certified"
         first = between[0]  # the ended campaign, before the round's later verdicts were charged
-        assert first["status"] == "certified" and not first["run"]["active"]
+        assert first["status"] == "certified" and first["run"]["active"]  # the spend is not final yet
         assert view["spend"] - first["spend"] == pytest.approx(sum(late) / 1e9, abs=1e-12) and sum(late) > 0
         assert_ledger(app, view, provider_app)
 

@@ -38,7 +38,7 @@ async def run_to_the_end(api, body: dict, timeout_s: float = 240.0) -> dict:
     view = {}
     while time.monotonic() < deadline:
         view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        if view["status"] != "running":
+        if view["status"] != "running" and not view["run"]["active"]:  # ended, its last duels recorded
             break
         await asyncio.sleep(0.2)
     return view
