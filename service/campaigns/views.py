@@ -180,6 +180,19 @@ def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[flo
     return lower, lower_pc
 
 
+def run_view(c: Campaign, clock: dt.datetime, admin: bool) -> dict:
+    """The campaign view's ``run``. ``active`` until the run's last duel in flight is recorded or given up (the
+    spend is final once it is false), its lease read on the database's ``clock``, as its owner renews it."""
+    return {
+        "active": run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, clock),
+        "remaining": c.run_remaining,
+        "concurrency": c.run_concurrency,
+        "error": c.run_error,
+        "owner": c.run_owner if admin else None,
+        "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
+    }
+
+
 def provider_faults(d: Duel | SimpleNamespace) -> list[dict]:
     """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
@@ -353,16 +366,7 @@ class Views:
             "beta": finite_or_none(stats.get("beta")) or 0.0,
             "lower_bound": lower,
             "lower_bound_pc": lower_pc,
-            "run": {
-                # until the run's last duel in flight is recorded or given up: the spend is final once it is false
-                # (the lease on the database's clock, as its owner renews it: a worker's own clock may be off)
-                "active": run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, clock),
-                "remaining": c.run_remaining,
-                "concurrency": c.run_concurrency,
-                "error": c.run_error,
-                "owner": c.run_owner if admin else None,
-                "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
-            },
+            "run": run_view(c, clock, admin),
             "batch": c.batch,
             "webhook_state": c.webhook_state,
             "webhook_error": c.webhook_error if admin else None,
