@@ -260,6 +260,12 @@ class Lifecycle:
                     f"a run is already active for campaign {campaign_id} (its owner's lease runs until "
                     f"{expires.isoformat()}); stop the campaign or wait for the run to end"
                 )
+            if expires is not None and not lease_free(c.run_owner, expires, now):  # ended, draining (run_under_way)
+                raise Conflict(
+                    f"the previous run of campaign {campaign_id} is still active: it records its last duels in "
+                    f"flight (its owner's lease runs until {expires.isoformat()}); start the run once run.active "
+                    "is false"
+                )
             self.leases.take_lease(s, c, now)
             c.run_active = True
             c.run_remaining = max_duels

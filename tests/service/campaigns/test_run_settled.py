@@ -7,6 +7,7 @@ tests/service/campaigns/test_batch_campaigns.py (its ``run_over``); the CLI's, t
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 
 import httpx
@@ -84,3 +85,35 @@ async def test_a_run_stays_active_until_its_last_duels_in_flight_are_recorded(ap
         gate.open.set()
         await calls._http.aclose()
         calls._http = None
+
+
+async def test_a_new_run_waits_for_the_previous_run_to_drain_on_another_process(api):
+    """A campaign continued (PATCH) while its ended run still records its last duels in flight on another process
+    (that owner's lease unexpired, ``run_active`` off): ``POST /run`` is refused (409) until that run is over, on
+    every process, as it is on the draining one. On the code before, another process took the lease over the
+    draining owner's: its late charges could land after the new run ended and reported the spend final."""
+    from service_helpers import campaign_body, simulated_judge
+
+    body = campaign_body(costs=(0.01, 0.02, 0.03), judge=simulated_judge([[0.5] * 3 for _ in range(3)]), max_duels=2)
+    cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+    for _ in range(2):
+        assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
+    db = api.app.state.db
+    with db.write() as s:  # the ended run of another process, draining: it keeps its lease (renewed) meanwhile
+        c = db.lock_campaign(s, cid)
+        assert c.status == "stopped" and c.end_limit == "max_duels" and not c.run_active
+        c.run_owner = "draining:1:owner"
+        c.run_lease_expires_at = db.clock(s) + dt.timedelta(seconds=60)
+    r = await api.patch(f"/v1/campaigns/{cid}", json={"max_duels": 4})
+    assert r.status_code == 200 and r.json()["status"] == "running" and r.json()["run"]["active"] is True, r.text
+    r = await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})
+    assert r.status_code == 409 and "records its last duels in flight" in r.json()["detail"], r.text
+    r = await api.post(f"/v1/campaigns/{cid}/resume")
+    assert r.status_code == 409, r.text
+    with db.read() as s:
+        assert s.get(Campaign, cid).run_owner == "draining:1:owner"  # its lease stays with the draining run
+    with db.write() as s:  # that run drained: its task cleared owner and lease (Lifecycle.end_run_tx)
+        c = db.lock_campaign(s, cid)
+        c.run_owner, c.run_lease_expires_at = None, None
+    assert (await api.get(f"/v1/campaigns/{cid}")).json()["run"]["active"] is False
+    assert (await api.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2})).status_code == 202
