@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import hybrid, policy_log
+from ..campaigns import policy_log
 from ..campaigns.annotator_access import annotator_owns
 from ..campaigns.expiry import is_stale
 from ..campaigns.judge_charges import Judgement, price_judge
@@ -67,7 +67,7 @@ async def decide_verdict(svc: HotService, tx: Tx, duel_id: int, j: Judgement) ->
     cfg = await config_of(svc, tx, crow.id, max(int(drow.model_i), int(drow.model_j)))
     if not tx.covers(cfg, p is None):  # the caller chose the driver before the transaction
         raise not_handled(crow.id)
-    if hybrid.is_hybrid(cfg.judge):
+    if cfg.hybrid:
         return await tx.hybrid_verdict(svc, duel_id, j)
     now = utcnow()
     judge_nusd = await _charge_judge(
