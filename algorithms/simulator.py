@@ -308,6 +308,10 @@ class SimulationResult:
         pc_lb = solve_pc_oracle(self.instance, judge_cost=self.judge_cost).lower_bound(self.delta) if has_cw else None
         pairs = self.instance.pairs()
         paper = self.algorithm in PAPER_ALGORITHMS
+        level = None
+        if self.algorithm == "dctas-pc":  # the certificates' level the trials ran at (validated by simulate)
+            p = {**PC_DEFAULTS, **self.params}
+            level = resolve_pc_level(p["level"], threshold=p["threshold"], population=None)
         return {
             "algorithm": self.algorithm,
             "assumes_condorcet_winner": paper,
@@ -329,6 +333,7 @@ class SimulationResult:
             "pc_lower_bound": pc_lb,
             "cost_over_pc_lower_bound": mean_cost / pc_lb if pc_lb else None,
             "instance_has_ties": self.instance.ties is not None,
+            "certificate_level": level,
             "pull_fractions": [
                 {"pair": [self.instance.names[i], self.instance.names[j]], "fraction": float(f)}
                 for (i, j), f in zip(pairs, self.pair_pulls.sum(axis=0) / max(1.0, self.pulls.sum()))

@@ -442,6 +442,38 @@ def batch_fake():
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def fake_provider(request, tmp_path_factory):
+    """A real fake provider (:func:`start_fake_provider`) for the test module: its base URL. Its
+    command-line options are the module's ``FAKE_PROVIDER_ARGS`` (e.g. ``("--latency", "0.02")``), if any."""
+    args = getattr(request.module, "FAKE_PROVIDER_ARGS", ())
+    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log", *args)
+    yield url
+    stop_process(proc)
+
+
+@pytest.fixture(scope="module")
+def service(db_url, tmp_path_factory):
+    """The service (one uvicorn worker, :func:`start_live_server`) on ``db_url``: one per test module and backend."""
+    server = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log", workers=1)
+    yield server
+    stop_live_server(server)
+
+
+def llmduel_at(url: str, *args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``llmduel ARGS`` as a user runs it (a real process) against the server at ``url``, with the admin key;
+    ``env`` adds to this process's environment."""
+    full = dict(os.environ, LLMDUEL_URL=url, LLMDUEL_API_KEY=ADMIN_KEY, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "service.cli", *args],
+        cwd=REPO,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 # Files whose tests take longest (from a `--durations` profile), run first under pytest-xdist so
 # that no long file starts last while the other worker idles. Other files follow in their usual
 # order. Ordering only: every file runs either way. Named by basename (unique under tests/, in

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 import uuid
 
 import httpx
+from conftest import ADMIN_KEY, REPO
 
 from algorithms.instance import SYNTHETIC_PREFERENCE
 
@@ -91,6 +95,20 @@ async def first_pregen_round(api, app, cid: int, timeout: float = 30.0) -> tuple
         assert time.monotonic() < deadline, "no pre-generation batch"
         await asyncio.sleep(0.02)
     return first.json(), who, jobs.jobs_tx(cid)
+
+
+async def run_to_end(api, cid: int, timeout_s: float = 240.0, **run) -> dict:
+    """Start the campaign's background run (``run``: its options) and wait until it has ended, with no
+    pending duel; its view."""
+    r = await api.post(f"/v1/campaigns/{cid}/run", json=run or None)
+    assert r.status_code == 202, r.text
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = (await api.get(f"/v1/campaigns/{cid}")).json()
+        if view["status"] != "running" and view["pending"] == 0 and not view["run"]["active"]:
+            return view
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"campaign {cid} did not end: {view}")
 
 
 # ---------------------------------------------------------------- batch campaigns on the fake provider
@@ -296,3 +314,91 @@ def reserve_human_body(tag: str, prompts: list[str], budget: float) -> dict:
         "budget": budget,
         "seed": 6,
     }
+
+
+# ---------------------------------------------------------------- the service and the fake provider over real HTTP
+# (conftest's ``service`` and ``fake_provider``)
+def wait_campaign_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
+    return wait_campaigns_end(client, [cid], timeout)[0]
+
+
+def wait_campaigns_end(client: httpx.Client, ids: list[int], timeout: float = 240.0) -> list[dict]:
+    """The views of the campaigns ``ids`` once each has ended, has no pending duel, and its spend stood still for
+    a second (duels cancelled at the end may still be settling their calls' charges). One second of stillness
+    covers them all: the campaigns are watched together, not one after the other."""
+    deadline = time.monotonic() + timeout
+
+    def views() -> list[dict]:
+        return [client.get(f"/v1/campaigns/{cid}").json() for cid in ids]
+
+    now = views()
+    while not all(v["status"] != "running" and v["pending"] == 0 for v in now):
+        assert time.monotonic() < deadline, f"a campaign did not end: {now}"
+        time.sleep(0.3)
+        now = views()
+    last = None
+    while (spends := [v["spend"] for v in now]) != last:
+        assert time.monotonic() < deadline, f"the spend did not stand still: {now}"
+        last = spends
+        time.sleep(1.0)
+        now = views()
+    return now
+
+
+FAKE_MODEL_PRICE = {"input_per_1m": 1.0, "output_per_1m": 2.0}
+
+
+FAKE_JUDGE_PRICE = {"input_per_1m": 3.0, "output_per_1m": 6.0}
+
+
+def provider_requests(fake: str) -> list[dict]:
+    return httpx.get(fake + "/v1/requests", timeout=30).json()["requests"]
+
+
+def fake_provider_body(fake: str, tag: str, prompts: list[str], **extra) -> dict:
+    names = ["small-q1", "mid-q2", "good-q3", "large-q5"]
+    models = [
+        {
+            "name": f"{n.split('-')[0]}",
+            "cost": 0.001,
+            "client": {
+                "kind": "openai",
+                "base_url": fake + "/v1",
+                "model": f"{tag}-{n}",
+                "price": FAKE_MODEL_PRICE,
+                "params": {"max_tokens": 200},
+            },
+        }
+        for n in names
+    ]
+    judge_client = {
+        "kind": "openai",
+        "base_url": fake + "/v1",
+        "model": f"{tag}-judge",
+        "price": FAKE_JUDGE_PRICE,
+        "params": {"max_tokens": 200},
+    }
+    return {
+        "name": f"reuse {tag}",
+        "delta": 0.05,
+        "models": models,
+        "prompts": prompts,
+        "judge": {"kind": "llm", "client": judge_client, "cost": 0.0002, "both_orders": True},
+        "seed": 11,
+        # mode (b) of docs/reuse.md: uniform draws with replacement (tests/e2e/test_wor_e2e.py: without)
+        "prompt_sampling": "with_replacement",
+        **extra,
+    }
+
+
+def replay_ok(db_url: str, cid: int) -> None:
+    env = dict(os.environ, DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
+    rep = subprocess.run(
+        [sys.executable, "-m", "service.cli", "replay", str(cid)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert rep.returncode == 0, rep.stdout + rep.stderr

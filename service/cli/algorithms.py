@@ -143,6 +143,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return 0
     print(f"algorithm      {rep['algorithm']}")
     print(f"delta          {rep['delta']:g}")
+    if rep.get("certificate_level"):
+        print(f"level          {rep['certificate_level']} (each certificate's; docs/algorithms.md)")
     if rep["judge_cost"]:
         print(f"judge cost     {rep['judge_cost']:g} per duel (included in the costs)")
     print(f"trials         {rep['trials']}")
@@ -315,8 +317,9 @@ def _simulate_rounds(args: argparse.Namespace, inst: Any) -> int:
 
 
 def pc_options(args: argparse.Namespace) -> dict[str, Any]:
-    """dctas-pc's ``--threshold`` and ``--stick``, only when given (other algorithms refuse them)."""
-    opts = {k: v for k, v in (("threshold", args.threshold), ("stick", args.stick)) if v is not None}
+    """dctas-pc's ``--threshold``, ``--stick`` and ``--level``, only when given (other algorithms refuse them)."""
+    pairs = (("threshold", args.threshold), ("stick", args.stick), ("level", getattr(args, "level", None)))
+    opts = {k: v for k, v in pairs if v is not None}
     if opts and args.algorithm != "dctas-pc":
         raise CLIError(f"--{'/--'.join(opts)} apply to dctas-pc only, not {args.algorithm}")
     return opts
@@ -388,6 +391,13 @@ def add_simulate_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="dctas-pc's certificate test (default betting; mixture is the test before it; portfolio shares one "
         "level delta among the models; see docs/algorithms.md)",
+    )
+    p.add_argument(
+        "--level",
+        choices=["auto", "product", "delta/L", "delta/(L-1)"],
+        default=None,
+        help="dctas-pc's certificate level (default auto: product for the betting and mixture tests, "
+        "delta/L for the others; delta/(L-1) is the former level; see docs/algorithms.md, The product level)",
     )
     p.add_argument(
         "--stick",

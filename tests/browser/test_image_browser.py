@@ -10,7 +10,6 @@ import io
 import re
 
 import pytest
-from conftest import start_fake_provider, stop_process
 from PIL import Image
 from test_web_browser import (  # noqa: F401
     ARTIFACTS,
@@ -27,13 +26,6 @@ pytestmark = pytest.mark.browser
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-@pytest.fixture(scope="module")
-def fake(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log")
-    yield url
-    stop_process(proc)
-
-
 def _prompt_image() -> str:
     out = io.BytesIO()
     Image.new("RGB", (40, 30), (30, 120, 200)).save(out, format="PNG")
@@ -48,13 +40,18 @@ def _images(page) -> list[list]:
     return page.eval_on_selector_all("#panel img", "els => els.map(e => [e.getAttribute('src'), e.naturalWidth])")
 
 
-def test_two_annotators_vote_on_images_and_the_dashboard_shows_them(server, api, browser, fake):  # noqa: F811
+def test_two_annotators_vote_on_images_and_the_dashboard_shows_them(server, api, browser, fake_provider):  # noqa: F811
     models = [
         {
             "name": name,
             "cost": cost,
             "output": "image",
-            "client": {"kind": "openai", "base_url": fake + "/v1", "model": model, "params": {"size": "48x48"}},
+            "client": {
+                "kind": "openai",
+                "base_url": fake_provider + "/v1",
+                "model": model,
+                "params": {"size": "48x48"},
+            },
         }
         for name, model, cost in (("blurry", "img-blurry-q1", 0.01), ("crisp", "img-crisp-q4", 0.02))
     ]

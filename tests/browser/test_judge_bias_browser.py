@@ -5,7 +5,6 @@ Screenshots: artifacts/web-judge-bias.png and artifacts/web-jury-agreement.png (
 from __future__ import annotations
 
 import pytest
-from conftest import start_fake_provider, stop_process
 from test_web_browser import ARTIFACTS, api, browser, server, sign_in  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.browser
@@ -14,10 +13,8 @@ ALWAYS_A = {"a": "[[A]]", "b": "[[A]]", "tie": "[[A]]"}
 
 
 @pytest.fixture(scope="module")
-def fake_url(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log")
-    yield url + "/v1"
-    stop_process(proc)
+def fake_url(fake_provider):
+    return fake_provider + "/v1"
 
 
 def _judge(fake_url, model, **params):

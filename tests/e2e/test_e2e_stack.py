@@ -5,61 +5,15 @@ Also: simulated campaigns through the service against the simulator on the same 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-
 import httpx
 import numpy as np
 import pytest
-from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
-from service_helpers import all_duels_sync
+from conftest import ADMIN_KEY
+from service_helpers import all_duels_sync, replay_ok, wait_campaign_end, wait_campaigns_end
 
 pytestmark = pytest.mark.slow
 
 H = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-@pytest.fixture(scope="module")
-def fake_provider(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log")
-    yield url
-    stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def service(db_url, tmp_path_factory):
-    server = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log", workers=1)
-    yield server
-    stop_live_server(server)
-
-
-def _wait_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
-    return _wait_all_end(client, [cid], timeout)[0]
-
-
-def _wait_all_end(client: httpx.Client, ids: list[int], timeout: float = 240.0) -> list[dict]:
-    """The views of the campaigns ``ids`` once each has ended, has no pending duel, and its spend stood still for
-    a second (duels cancelled at the end may still be settling their calls' charges). One second of stillness
-    covers them all: the campaigns are watched together, not one after the other."""
-    deadline = time.monotonic() + timeout
-
-    def views() -> list[dict]:
-        return [client.get(f"/v1/campaigns/{cid}").json() for cid in ids]
-
-    now = views()
-    while not all(v["status"] != "running" and v["pending"] == 0 for v in now):
-        assert time.monotonic() < deadline, f"a campaign did not end: {now}"
-        time.sleep(0.3)
-        now = views()
-    last = None
-    while (spends := [v["spend"] for v in now]) != last:
-        assert time.monotonic() < deadline, f"the spend did not stand still: {now}"
-        last = spends
-        time.sleep(1.0)
-        now = views()
-    return now
 
 
 def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_provider, db_url):
@@ -97,7 +51,7 @@ def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_pro
         assert r.status_code == 201, r.text
         cid = r.json()["id"]
         assert client.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 2}).status_code == 202
-        view = _wait_end(client, cid)
+        view = wait_campaign_end(client, cid)
         assert view["status"] == "certified", view
         assert view["winner"] == "large"
         duels = all_duels_sync(client, cid)
@@ -115,16 +69,7 @@ def test_fake_provider_models_and_judge_certify_the_best_model(service, fake_pro
     ]
     assert small_charges and all(abs(a - 0.0005) > 1e-12 for a in small_charges)
     # the stored state equals the state replayed from the log
-    env = dict(os.environ, DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
-    rep = subprocess.run(
-        [sys.executable, "-m", "service.cli", "replay", str(cid)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert rep.returncode == 0, rep.stdout + rep.stderr
+    replay_ok(db_url, cid)
 
 
 def test_simulated_campaigns_match_the_simulator(service, db_url):
@@ -157,7 +102,7 @@ def test_simulated_campaigns_match_the_simulator(service, db_url):
             cid = client.post("/v1/campaigns", json=body).json()["id"]
             assert client.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
             ids.append(cid)
-        for view in _wait_all_end(client, ids):
+        for view in wait_campaigns_end(client, ids):
             assert view["status"] == "certified"
             spends.append(view["spend"])
             errors += view["winner"] != "a"

@@ -5,16 +5,13 @@ against a live server, through the command line as the examples' README tells.""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
+from conftest import ADMIN_KEY, REPO, llmduel_at
 
 from service.campaign_files import read_campaign_file
 from service.schemas import CampaignCreate
@@ -65,20 +62,6 @@ def test_every_example_reads_into_a_valid_campaign(name):
 
 
 # ---------------------------------------------------------------- running the offline ones
-@pytest.fixture(scope="module")
-def fake_provider(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log")
-    yield url
-    stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def server(db_url, tmp_path_factory):
-    s = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log")
-    yield s
-    stop_live_server(s)
-
-
 @pytest.fixture
 def examples_here(tmp_path, fake_provider) -> Path:
     """A copy of examples/ whose fake-provider address is this test's fake provider.
@@ -96,13 +79,6 @@ def examples_here(tmp_path, fake_provider) -> Path:
     return out
 
 
-def llmduel(server, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LLMDUEL_URL=server.url, LLMDUEL_API_KEY=ADMIN_KEY)
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-    )
-
-
 def created_id(stdout: str) -> int:
     first = stdout.splitlines()[0]  # "campaign 7: example - ..."
     assert first.startswith("campaign "), stdout
@@ -118,17 +94,17 @@ def created_id(stdout: str) -> int:
         ("text-to-image.yaml", "painter"),
     ],
 )
-def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, name, winner):
-    r = llmduel(server, "campaign", "create", str(examples_here / name))
+def test_automatic_examples_run_to_a_verdict(service, examples_here, tmp_path, name, winner):
+    r = llmduel_at(service.url, "campaign", "create", str(examples_here / name))
     assert r.returncode == 0, r.stderr
     cid = created_id(r.stdout)
     assert f"watch it:  llmduel campaign watch {cid}" in r.stdout
-    r = llmduel(server, "campaign", "watch", str(cid), "--interval", "0.3")
+    r = llmduel_at(service.url, "campaign", "watch", str(cid), "--interval", "0.3")
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
     assert first.startswith(f"certified: {winner} beats every other model: it was shown to beat "), r.stdout
     assert first.endswith("(error probability at most 0.05)."), r.stdout
-    r = llmduel(server, "campaign", "export", str(cid), "--out", str(tmp_path / "out"))
+    r = llmduel_at(service.url, "campaign", "export", str(cid), "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     battles = [json.loads(x) for x in (tmp_path / "out" / "battles.jsonl").read_text().splitlines()]
     prefix = {"vision.yaml": "v", "text-to-image.yaml": "t"}.get(name, "ex")  # v01 ... v20, t01 ... t20
@@ -138,16 +114,16 @@ def test_automatic_examples_run_to_a_verdict(server, examples_here, tmp_path, na
         assert {p.name for p in (tmp_path / "out" / "images").iterdir()} == {f"{h}.png" for h in named}
 
 
-def test_human_example_runs_to_a_verdict_with_scripted_votes(server, examples_here):
-    r = llmduel(server, "campaign", "create", str(examples_here / "human.yaml"))
+def test_human_example_runs_to_a_verdict_with_scripted_votes(service, examples_here):
+    r = llmduel_at(service.url, "campaign", "create", str(examples_here / "human.yaml"))
     assert r.returncode == 0, r.stderr
     cid = created_id(r.stdout)
     assert f"llmduel annotator add {cid} --label NAME" in r.stdout
-    r = llmduel(server, "annotator", "add", str(cid), "--label", "alice", "--json")
+    r = llmduel_at(service.url, "annotator", "add", str(cid), "--label", "alice", "--json")
     assert r.returncode == 0, r.stderr
     token = json.loads(r.stdout)["token"]
-    annotator = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    admin = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+    annotator = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    admin = httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
     deadline = time.monotonic() + 300
     with annotator, admin:
         while time.monotonic() < deadline:
@@ -161,5 +137,5 @@ def test_human_example_runs_to_a_verdict_with_scripted_votes(server, examples_he
             choice = "a" if who["model_a_name"] == "concise" else "b"  # alice always prefers "concise"
             v = annotator.post(f"/v1/duels/{duel['id']}/vote", json={"choice": choice})
             assert v.status_code in (200, 409), v.text
-    r = llmduel(server, "campaign", "watch", str(cid), "--interval", "0.3")
+    r = llmduel_at(service.url, "campaign", "watch", str(cid), "--interval", "0.3")
     assert r.returncode == 0 and r.stdout.splitlines()[0].startswith("certified: concise beats"), r.stdout

@@ -12,40 +12,30 @@ any other duel.
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
-from service_helpers import all_duels_sync, check_hybrid_ledger, ledger_rows
-from test_reuse_e2e import _body, _replay_ok, _wait_end
+from conftest import ADMIN_KEY, llmduel_at
+from service_helpers import (
+    all_duels_sync,
+    check_hybrid_ledger,
+    fake_provider_body,
+    ledger_rows,
+    replay_ok,
+    wait_campaign_end,
+)
 
 from service.db import Database
 
 pytestmark = pytest.mark.slow
+FAKE_PROVIDER_ARGS = ("--latency", "0.01")  # the fake provider's options (conftest's fake_provider)
 
 H = {"Authorization": f"Bearer {ADMIN_KEY}"}
 JSON_HDR = {"X-Llmduel": "1"}
 FEE = 0.02
-
-
-@pytest.fixture(scope="module")
-def fake_provider(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log", "--latency", "0.01")
-    yield url
-    stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def service(db_url, tmp_path_factory):
-    server = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log", workers=1)
-    yield server
-    stop_live_server(server)
 
 
 def _vote_through_the_page(service, client: httpx.Client, cid: int, tokens: list[str], rng: random.Random) -> int:
@@ -80,7 +70,7 @@ def _vote_through_the_page(service, client: httpx.Client, cid: int, tokens: list
 def test_a_hybrid_campaign_certifies_replays_and_pays_humans_only_for_their_votes(service, fake_provider, db_url):
     tag = f"h{time.monotonic_ns()}"  # models unique to this backend's run: the provider is shared
     prompts = [f"Hybrid question {n}: explain topic {n * 7 % 13}." for n in range(40)]
-    body = _body(fake_provider, tag, prompts, budget=100.0)
+    body = fake_provider_body(fake_provider, tag, prompts, budget=100.0)
     body["judge"] = {"kind": "hybrid", "llm": body["judge"], "human": {"fee_per_vote": FEE}, "human_rate": 0.35}
     body["prompt_sampling"] = "auto"
     rng = random.Random(3)
@@ -102,7 +92,7 @@ def test_a_hybrid_campaign_certifies_replays_and_pays_humans_only_for_their_vote
             if view["status"] != "running":
                 break
             time.sleep(0.05)
-        view = _wait_end(client, cid)
+        view = wait_campaign_end(client, cid)
         assert view["status"] == "certified", view
         assert view["winner"] == "large"
         duels = all_duels_sync(client, cid)
@@ -120,19 +110,12 @@ def test_a_hybrid_campaign_certifies_replays_and_pays_humans_only_for_their_vote
     assert humans < len(judged)  # the judge carried the other duels
     # every automatic verdict was charged (the fake judge has a price)
     assert all(any(ch["kind"] == "judge" for ch in d["charges"]) for d in judged)
-    _replay_ok(db_url, cid)
+    replay_ok(db_url, cid)
     ag = hv["agreement"]
     print(  # the figures of this run (pytest -s)
         f"hybrid e2e: {len(judged)} judged duels, {humans} human votes (about "
         f"{hv['human_votes_alone_estimate']} for humans alone, estimated), agreement {ag['agreeing']}/"
         f"{ag['decisive_votes']} {ag['interval']}, spend {view['spend']:.4f} USD of which judge {view['judge_spend']:.4f}"
-    )
-
-
-def _llmduel(service, *args) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LLMDUEL_URL=service.url, LLMDUEL_API_KEY=ADMIN_KEY)
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
     )
 
 
@@ -152,11 +135,11 @@ def test_campaign_files_with_a_refused_hybrid_exit_2(service, tmp_path, extra, w
         "judge: {kind: hybrid, llm: {kind: simulated, preference: [[0.5, 0.6], [0.4, 0.5]]}, human_rate: 0.3}\n"
         "prompts: [one, two]\n" + extra
     )
-    r = _llmduel(service, "campaign", "create", str(camp), "--no-run")
+    r = llmduel_at(service.url, "campaign", "create", str(camp), "--no-run")
     assert r.returncode == 2, r.stdout + r.stderr
     assert words in r.stderr and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
     camp.write_text(camp.read_text().replace(extra, ""))
-    r = _llmduel(service, "campaign", "create", str(camp), "--no-run")
+    r = llmduel_at(service.url, "campaign", "create", str(camp), "--no-run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "algorithm  dctas-pc-hybrid" in r.stdout and "humans     0 votes, human_rate 0.3" in r.stdout
 
@@ -169,7 +152,7 @@ def test_a_hybrid_judge_with_verdict_probabilities_scores_duels_by_the_fake_judg
     as the judge score, and the replay is exact."""
     tag = f"p{time.monotonic_ns()}"
     prompts = [f"Probability question {n}." for n in range(12)]
-    body = _body(fake_provider, tag, prompts, budget=100.0)
+    body = fake_provider_body(fake_provider, tag, prompts, budget=100.0)
     llm = {**body["judge"], "verdict_probabilities": True}
     body["judge"] = {"kind": "hybrid", "llm": llm, "human": {"fee_per_vote": FEE}, "human_rate": 0.3}
     body["prompt_sampling"] = "auto"
@@ -198,4 +181,4 @@ def test_a_hybrid_judge_with_verdict_probabilities_scores_duels_by_the_fake_judg
         assert [c["score_from"] for c in calls] == ["logprobs", "logprobs"], calls
         J = d["judge"]["hybrid"]["judge_score"]
         assert J not in (0.0, 0.5, 1.0) and 0.0 < J < 1.0
-    _replay_ok(db_url, cid)
+    replay_ok(db_url, cid)

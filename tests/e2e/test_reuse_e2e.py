@@ -12,94 +12,27 @@ reuses. Runs on SQLite and PostgreSQL.
 from __future__ import annotations
 
 import collections
-import os
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, start_fake_provider, start_live_server, stop_live_server, stop_process
-from service_helpers import all_duels_sync
+from conftest import ADMIN_KEY
+from service_helpers import (
+    FAKE_JUDGE_PRICE,
+    FAKE_MODEL_PRICE,
+    all_duels_sync,
+    fake_provider_body,
+    provider_requests,
+    replay_ok,
+    wait_campaign_end,
+)
 
 from service.campaigns import draws
 
 pytestmark = pytest.mark.slow
+FAKE_PROVIDER_ARGS = ("--latency", "0.02")  # the fake provider's options (conftest's fake_provider)
 
 H = {"Authorization": f"Bearer {ADMIN_KEY}"}
-PRICE = {"input_per_1m": 1.0, "output_per_1m": 2.0}
-JUDGE_PRICE = {"input_per_1m": 3.0, "output_per_1m": 6.0}
-
-
-@pytest.fixture(scope="module")
-def fake_provider(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log", "--latency", "0.02")
-    yield url
-    stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def service(db_url, tmp_path_factory):
-    server = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log", workers=1)
-    yield server
-    stop_live_server(server)
-
-
-def _requests(fake: str) -> list[dict]:
-    return httpx.get(fake + "/v1/requests", timeout=30).json()["requests"]
-
-
-def _wait_end(client: httpx.Client, cid: int, timeout: float = 240.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/campaigns/{cid}").json()
-        if view["status"] != "running" and view["pending"] == 0:
-            # duels cancelled at the end may still be settling their calls' charges: wait until still
-            last = None
-            while time.monotonic() < deadline:
-                view = client.get(f"/v1/campaigns/{cid}").json()
-                if view["spend"] == last:
-                    return view
-                last = view["spend"]
-                time.sleep(1.0)
-        time.sleep(0.3)
-    raise AssertionError(f"campaign {cid} did not end: {view}")
-
-
-def _body(fake: str, tag: str, prompts: list[str], **extra) -> dict:
-    names = ["small-q1", "mid-q2", "good-q3", "large-q5"]
-    models = [
-        {
-            "name": f"{n.split('-')[0]}",
-            "cost": 0.001,
-            "client": {
-                "kind": "openai",
-                "base_url": fake + "/v1",
-                "model": f"{tag}-{n}",
-                "price": PRICE,
-                "params": {"max_tokens": 200},
-            },
-        }
-        for n in names
-    ]
-    judge_client = {
-        "kind": "openai",
-        "base_url": fake + "/v1",
-        "model": f"{tag}-judge",
-        "price": JUDGE_PRICE,
-        "params": {"max_tokens": 200},
-    }
-    return {
-        "name": f"reuse {tag}",
-        "delta": 0.05,
-        "models": models,
-        "prompts": prompts,
-        "judge": {"kind": "llm", "client": judge_client, "cost": 0.0002, "both_orders": True},
-        "seed": 11,
-        # mode (b) of docs/reuse.md: uniform draws with replacement (tests/e2e/test_wor_e2e.py: without)
-        "prompt_sampling": "with_replacement",
-        **extra,
-    }
 
 
 def _nusd(tokens_in: int, tokens_out: int, price: dict) -> float:
@@ -112,28 +45,15 @@ def _run(client: httpx.Client, body: dict) -> tuple[int, dict, list[dict]]:
     cid = r.json()["id"]
     r = client.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4, "max_duels": 3000})
     assert r.status_code == 202, r.text
-    view = _wait_end(client, cid)
+    view = wait_campaign_end(client, cid)
     return cid, view, all_duels_sync(client, cid)
-
-
-def _replay_ok(db_url: str, cid: int) -> None:
-    env = dict(os.environ, DATABASE_URL=db_url, LLMDUEL_API_KEY=ADMIN_KEY)
-    rep = subprocess.run(
-        [sys.executable, "-m", "service.cli", "replay", str(cid)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert rep.returncode == 0, rep.stdout + rep.stderr
 
 
 def test_each_answer_and_verdict_is_paid_once_and_a_second_campaign_reuses_them(service, fake_provider, db_url):
     tag = f"t{time.monotonic_ns()}"  # models unique to this backend's run: the provider is shared
     prompts = [f"Reuse question {n}: explain topic {n * 7 % 13}." for n in range(50)]
-    body = _body(fake_provider, tag, prompts)
-    before = len(_requests(fake_provider))
+    body = fake_provider_body(fake_provider, tag, prompts)
+    before = len(provider_requests(fake_provider))
     with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
         cid, view, duels = _run(client, body)
         assert view["status"] == "certified", view
@@ -142,7 +62,7 @@ def test_each_answer_and_verdict_is_paid_once_and_a_second_campaign_reuses_them(
         assert view["cost_model"] == "marginal given stored answers"
         # the policy ended with marginal costs: most answers of the first campaign were stored by then
         assert max(view["policy_costs"]) < 0.001 and view["policy_judge_cost"] < 2 * 0.0002
-        reqs = [r for r in _requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
+        reqs = [r for r in provider_requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
 
         # every (model, prompt) answer and every (question, first, second) judgement requested at most once
         answers = collections.Counter((r["model"], r["prompt"]) for r in reqs if r["kind"] == "answer")
@@ -156,7 +76,11 @@ def test_each_answer_and_verdict_is_paid_once_and_a_second_campaign_reuses_them(
 
         # the ledger equals the provider's requests times their prices
         expected = sum(
-            _nusd(r["prompt_tokens"], r["completion_tokens"], JUDGE_PRICE if r["kind"] == "judge" else PRICE)
+            _nusd(
+                r["prompt_tokens"],
+                r["completion_tokens"],
+                FAKE_JUDGE_PRICE if r["kind"] == "judge" else FAKE_MODEL_PRICE,
+            )
             for r in reqs
         )
         charges = [ch for d in duels for ch in d["charges"]]
@@ -168,15 +92,15 @@ def test_each_answer_and_verdict_is_paid_once_and_a_second_campaign_reuses_them(
         assert len(reused) > 0
         paid_ids = {ch["id"] for ch in charges if ch["amount"] > 0}
         assert {ch["reuses_charge_id"] for ch in reused} <= paid_ids
-        _replay_ok(db_url, cid)
+        replay_ok(db_url, cid)
         replay = client.get(f"/v1/campaigns/{cid}/replay").json()
         assert replay["ok"], replay
 
         # a second campaign on the same models and prompts pays only for answers nobody stored yet
-        before2 = len(_requests(fake_provider))
+        before2 = len(provider_requests(fake_provider))
         cid2, view2, duels2 = _run(client, dict(body, name="reuse second", seed=12))
         assert view2["status"] == "certified", view2
-        reqs2 = [r for r in _requests(fake_provider)[before2:] if r["model"].startswith(tag + "-")]
+        reqs2 = [r for r in provider_requests(fake_provider)[before2:] if r["model"].startswith(tag + "-")]
         answers2 = collections.Counter((r["model"], r["prompt"]) for r in reqs2 if r["kind"] == "answer")
         assert not set(answers2) & set(answers), "an answer stored by the first campaign was paid again"
         assert max(answers2.values(), default=1) == 1
@@ -186,28 +110,32 @@ def test_each_answer_and_verdict_is_paid_once_and_a_second_campaign_reuses_them(
         paid2 = [ch for ch in charges2 if ch["kind"] == "model" and ch["amount"] > 0]
         assert len(paid2) == len(answers2)
         expected2 = sum(
-            _nusd(r["prompt_tokens"], r["completion_tokens"], JUDGE_PRICE if r["kind"] == "judge" else PRICE)
+            _nusd(
+                r["prompt_tokens"],
+                r["completion_tokens"],
+                FAKE_JUDGE_PRICE if r["kind"] == "judge" else FAKE_MODEL_PRICE,
+            )
             for r in reqs2
         )
         assert view2["spend"] == pytest.approx(expected2, abs=1e-9 * (len(reqs2) + 1))
         assert view2["spend"] < view["spend"]
-        _replay_ok(db_url, cid2)
+        replay_ok(db_url, cid2)
 
 
 def test_fresh_answers_pay_per_duel(service, fake_provider, db_url):
     tag = f"f{time.monotonic_ns()}"
     prompts = [f"Fresh question {n}." for n in range(5)]
-    body = _body(fake_provider, tag, prompts, answers="fresh", verdicts="fresh", max_duels=30)
-    before = len(_requests(fake_provider))
+    body = fake_provider_body(fake_provider, tag, prompts, answers="fresh", verdicts="fresh", max_duels=30)
+    before = len(provider_requests(fake_provider))
     with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
         cid, view, duels = _run(client, body)
         assert view["cost_model"] == "per query"
-        reqs = [r for r in _requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
+        reqs = [r for r in provider_requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
     answers = collections.Counter((r["model"], r["prompt"]) for r in reqs if r["kind"] == "answer")
     # 5 prompts, 30 duels: fresh answers repeat
     assert max(answers.values()) > 1
     assert sum(answers.values()) == 2 * len([d for d in duels if d["status"] in ("judged", "failed", "cancelled")])
-    _replay_ok(db_url, cid)
+    replay_ok(db_url, cid)
 
 
 async def test_answers_are_pre_generated_for_annotators(api, fake_provider, monkeypatch):
@@ -221,7 +149,7 @@ async def test_answers_are_pre_generated_for_annotators(api, fake_provider, monk
     monkeypatch.setattr(draws, "new_draw_key", lambda: draw_key)  # the test predicts the campaign's draws
     tag = f"p{time.monotonic_ns()}"
     prompts = [f"Pregen question {n}." for n in range(10)]
-    body = _body(fake_provider, tag, prompts)
+    body = fake_provider_body(fake_provider, tag, prompts)
     body["models"] = body["models"][:3]
     body["judge"] = {"kind": "human"}
     r = await api.post("/v1/campaigns", json=body)
@@ -238,13 +166,13 @@ async def test_answers_are_pre_generated_for_annotators(api, fake_provider, monk
     }
     deadline = time.monotonic() + 60
     while True:
-        asked = {(q["model"], q["prompt"]) for q in _requests(fake_provider) if q["kind"] == "answer"}
+        asked = {(q["model"], q["prompt"]) for q in provider_requests(fake_provider) if q["kind"] == "answer"}
         if wanted <= asked or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.1)
     assert wanted <= asked, wanted - asked
     await asyncio.sleep(0.5)  # the last pre-generated answer's transaction
-    n_before = len(_requests(fake_provider))
+    n_before = len(provider_requests(fake_provider))
     assert (await api.post(f"/v1/duels/{first['id']}/vote", headers=who, json={"choice": "a"})).status_code == 200
     r = await api.post(f"/v1/campaigns/{cid}/duels", headers=who)
     assert r.status_code == 201, r.text
@@ -252,14 +180,19 @@ async def test_answers_are_pre_generated_for_annotators(api, fake_provider, monk
     # both answers came from the store: zero-cost reuse rows, no new answer request for its prompt
     model_charges = [ch for ch in second["charges"] if ch["kind"] == "model"]
     assert len(model_charges) == 2 and all(ch["reused"] and ch["amount"] == 0 for ch in model_charges)
-    new = [q for q in _requests(fake_provider)[n_before:] if q["kind"] == "answer" and q["prompt"] == second["prompt"]]
+    new = [
+        q
+        for q in provider_requests(fake_provider)[n_before:]
+        if q["kind"] == "answer" and q["prompt"] == second["prompt"]
+    ]
     assert new == []
     # the pre-generated answers are charged to the campaign: spend = the provider's requests x prices
     await asyncio.sleep(1.0)
-    mine = [q for q in _requests(fake_provider) if q["model"].startswith(tag + "-")]
+    mine = [q for q in provider_requests(fake_provider) if q["model"].startswith(tag + "-")]
     view = (await api.get(f"/v1/campaigns/{cid}")).json()
     assert view["spend"] == pytest.approx(
-        sum(_nusd(q["prompt_tokens"], q["completion_tokens"], PRICE) for q in mine), abs=1e-9 * (len(mine) + 1)
+        sum(_nusd(q["prompt_tokens"], q["completion_tokens"], FAKE_MODEL_PRICE) for q in mine),
+        abs=1e-9 * (len(mine) + 1),
     )
     assert (await api.get(f"/v1/campaigns/{cid}/replay")).json()["ok"]
 
@@ -270,7 +203,7 @@ async def test_two_models_with_one_generation_config_do_not_wait_for_each_other(
     import asyncio
 
     tag = f"d{time.monotonic_ns()}"
-    body = _body(fake_provider, tag, ["Twin question."], judge={"kind": "human"})
+    body = fake_provider_body(fake_provider, tag, ["Twin question."], judge={"kind": "human"})
     body["models"] = [dict(body["models"][0], name="one"), dict(body["models"][0], name="two")]
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
     r = await asyncio.wait_for(api.post(f"/v1/campaigns/{cid}/duels"), timeout=30)

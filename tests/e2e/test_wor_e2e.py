@@ -18,31 +18,17 @@ import time
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, start_fake_provider, start_live_server, stop_live_server, stop_process
-from service_helpers import all_duels_sync
-from test_reuse_e2e import _body, _replay_ok, _requests, _wait_end
+from conftest import ADMIN_KEY
+from service_helpers import all_duels_sync, fake_provider_body, provider_requests, replay_ok, wait_campaign_end
 
 from service.campaigns.sampling import prompt_permutation
 from service.db import Database
 from service.models import Campaign
 
 pytestmark = pytest.mark.slow
+FAKE_PROVIDER_ARGS = ("--latency", "0.02")  # the fake provider's options (conftest's fake_provider)
 
 H = {"Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-@pytest.fixture(scope="module")
-def fake_provider(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log", "--latency", "0.02")
-    yield url
-    stop_process(proc)
-
-
-@pytest.fixture(scope="module")
-def service(db_url, tmp_path_factory):
-    server = start_live_server(db_url, tmp_path_factory.mktemp("svc") / "server.log", workers=1)
-    yield server
-    stop_live_server(server)
 
 
 def _permutation(db_url: str, cid: int) -> list[int]:
@@ -58,9 +44,9 @@ def _permutation(db_url: str, cid: int) -> list[int]:
 def test_a_wor_campaign_certifies_with_one_shared_order_and_pays_each_answer_once(service, fake_provider, db_url):
     tag = f"w{time.monotonic_ns()}"  # models unique to this backend's run: the provider is shared
     prompts = [f"WOR question {n}: explain topic {n * 7 % 13}." for n in range(50)]
-    body = _body(fake_provider, tag, prompts)
+    body = fake_provider_body(fake_provider, tag, prompts)
     del body["prompt_sampling"]  # the default: auto
-    before = len(_requests(fake_provider))
+    before = len(provider_requests(fake_provider))
     with httpx.Client(base_url=service.url, headers=H, timeout=30) as client:
         r = client.post("/v1/campaigns", json=body)
         assert r.status_code == 201, r.text
@@ -69,14 +55,14 @@ def test_a_wor_campaign_certifies_with_one_shared_order_and_pays_each_answer_onc
         cid = created["id"]
         r = client.post(f"/v1/campaigns/{cid}/run", json={"concurrency": 4, "max_duels": 3000})
         assert r.status_code == 202, r.text
-        view = _wait_end(client, cid)
+        view = wait_campaign_end(client, cid)
         duels = all_duels_sync(client, cid)
         assert view["status"] == "certified", view
         assert view["winner"] == "large"
         assert view["population"] == 50
         replay = client.get(f"/v1/campaigns/{cid}/replay").json()
         assert replay["ok"], replay
-    reqs = [r for r in _requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
+    reqs = [r for r in provider_requests(fake_provider)[before:] if r["model"].startswith(tag + "-")]
 
     perm = _permutation(db_url, cid)
     names = [m["name"] for m in view["models"]]
@@ -107,4 +93,4 @@ def test_a_wor_campaign_certifies_with_one_shared_order_and_pays_each_answer_onc
         model = body["models"][n]["client"]["model"]
         asked = {p for (m, p) in answers if m == model}
         assert asked <= {d["prompt"] for d in duels if n in (d["model_a"], d["model_b"])}, name
-    _replay_ok(db_url, cid)
+    replay_ok(db_url, cid)

@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
-import threading
 import time
 
 import pytest
-from conftest import app_client
+from conftest import ThreadedServer, app_client
 from service_helpers import campaign_body
 from sqlalchemy import text
 
@@ -30,7 +28,6 @@ class InternalServer:
     page that answers 500 with a long body full of secrets, and a webhook receiver."""
 
     def __init__(self):
-        import uvicorn
         from starlette.applications import Starlette
         from starlette.responses import JSONResponse, Response
         from starlette.routing import Route
@@ -59,20 +56,11 @@ class InternalServer:
                 Route("/hook", hook, methods=["POST"]),
             ]
         )
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        self.server = ThreadedServer(app)
+        self.port = self.server.port
 
     def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
-import threading
 import time
 import uuid
 
 import pytest
-from conftest import ADMIN_KEY, app_client
+from conftest import ADMIN_KEY, ThreadedServer, app_client
 from service_helpers import campaign_body
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -234,7 +232,6 @@ class HostileProvider:
     HUGE_CHARS = 3_000_000
 
     def __init__(self):
-        import uvicorn
         from starlette.applications import Starlette
         from starlette.responses import JSONResponse, Response
         from starlette.routing import Route
@@ -288,16 +285,8 @@ class HostileProvider:
                 Route("/models/{model:path}", handle, methods=["POST"]),
             ]
         )
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        self.server = ThreadedServer(app)
+        self.url = self.server.url
 
     def client(self, kind: str, model: str, key_env: str | None = None) -> dict:
         base = {"openai": self.url + "/v1", "anthropic": self.url, "gemini": self.url}[kind]
@@ -314,8 +303,7 @@ class HostileProvider:
         return cfg
 
     def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.server.stop()
 
 
 @pytest.fixture(scope="module")

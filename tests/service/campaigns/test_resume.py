@@ -11,16 +11,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 from conftest import (
-    ADMIN_KEY,
-    REPO,
     app_client,
+    llmduel_at,
     start_fake_provider,
     start_live_server,
     start_together,
@@ -168,13 +164,6 @@ def keyless_server(db_url, tmp_path_factory):
     stop_live_server(server)
 
 
-def llmduel(url: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    full = dict(os.environ, LLMDUEL_URL=url, LLMDUEL_API_KEY=ADMIN_KEY, **(env or {}))
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=full, capture_output=True, text=True, timeout=300
-    )
-
-
 def _campaign_file(tmp_path, fake_url: str) -> str:
     client = "{kind: openai, base_url: '" + fake_url + "/v1', model: %s, api_key_env: RESUME_E2E_KEY, max_attempts: 1}"
     prompts = "".join(f"  - 'Question {n}: explain topic {n}.'\n" for n in range(12))
@@ -215,21 +204,21 @@ def test_cli_resume_after_the_right_key_reaches_the_server(keyless_server, db_ur
     try:
         # 1. the key exported only in the CLI's shell: the server refuses before anything is stored
         s = keyless_server
-        r = llmduel(s.url, "campaign", "create", camp, env={"RESUME_E2E_KEY": "right-key-0123456789"})
+        r = llmduel_at(s.url, "campaign", "create", camp, env={"RESUME_E2E_KEY": "right-key-0123456789"})
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
         assert "HTTP 422" in r.stderr and "RESUME_E2E_KEY" in r.stderr and "right-key" not in r.stderr
-        assert "resume e2e" not in llmduel(s.url, "campaign", "list").stdout
+        assert "resume e2e" not in llmduel_at(s.url, "campaign", "list").stdout
 
         # 2. a wrong key on the server: every call gets 401 and the run pauses
         s = wrong
-        r = llmduel(s.url, "campaign", "create", camp, "--json")
+        r = llmduel_at(s.url, "campaign", "create", camp, "--json")
         assert r.returncode == 0, r.stderr
         cid = json.loads(r.stdout)["id"]
-        r = llmduel(s.url, "campaign", "watch", str(cid), "--interval", "0.2")
+        r = llmduel_at(s.url, "campaign", "watch", str(cid), "--interval", "0.2")
         paused = time.monotonic()
         assert r.returncode == 1 and "paused after 3 consecutive failed duels" in r.stderr, r.stderr
         assert f"fix the cause, then: llmduel campaign resume {cid}" in r.stderr
-        shown = llmduel(s.url, "campaign", "show", str(cid)).stdout
+        shown = llmduel_at(s.url, "campaign", "show", str(cid)).stdout
         assert "error: run paused after 3" in shown and f"llmduel campaign resume {cid})" in shown
         stop_live_server(servers.pop(0))
 
@@ -237,16 +226,16 @@ def test_cli_resume_after_the_right_key_reaches_the_server(keyless_server, db_ur
         # server's heartbeats (each looks for runs to take over) came since it paused
         s = right
         time.sleep(max(0.0, paused + 1.5 - time.monotonic()))  # at least 1.5 s (7 heartbeats); mostly past
-        view = json.loads(llmduel(s.url, "campaign", "show", str(cid), "--json").stdout)
+        view = json.loads(llmduel_at(s.url, "campaign", "show", str(cid), "--json").stdout)
         assert view["run"]["active"] is False and view["duels"] == 0 and "paused" in view["run"]["error"]
 
-        r = llmduel(s.url, "campaign", "resume", str(cid))
+        r = llmduel_at(s.url, "campaign", "resume", str(cid))
         assert r.returncode == 0, r.stderr
         assert f"campaign {cid}: resumed the background run (concurrency 2)" in r.stdout
         assert "it had stopped: run paused after 3" in r.stdout
-        r = llmduel(s.url, "campaign", "watch", str(cid), "--interval", "0.2")
+        r = llmduel_at(s.url, "campaign", "watch", str(cid), "--interval", "0.2")
         assert r.returncode == 0 and r.stdout.strip().splitlines()[-1].startswith("certified: large"), r.stdout
-        r = llmduel(s.url, "campaign", "resume", str(cid))
+        r = llmduel_at(s.url, "campaign", "resume", str(cid))
         assert r.returncode == 2 and "has ended (status certified)" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     finally:
@@ -261,9 +250,9 @@ def test_human_judged_create_prints_the_annotator_command(keyless_server, tmp_pa
         "name: human resume\nmodels:\n  - {name: a, cost: 1, client: {kind: simulated}}\n  - {name: b, cost: 1, client: {kind: simulated}}\n"
         "judge: {kind: human}\nprompts: [Say hi., Say bye.]\n"
     )
-    r = llmduel(keyless_server.url, "campaign", "create", str(path))
+    r = llmduel_at(keyless_server.url, "campaign", "create", str(path))
     assert r.returncode == 0, r.stderr
     cid = next(line.split()[1].rstrip(":") for line in r.stdout.splitlines() if line.startswith("campaign "))
     assert f"llmduel annotator add {cid} --label NAME" in r.stdout and "POST" not in r.stdout
-    r = llmduel(keyless_server.url, "campaign", "resume", cid)
+    r = llmduel_at(keyless_server.url, "campaign", "resume", cid)
     assert r.returncode == 2 and "human" in r.stderr

@@ -7,12 +7,11 @@ uses, and a 422 when a configured cost and a price-map price disagree without a 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import time
 
-from service_helpers import campaign_body, simulated_judge
+from service_helpers import campaign_body, run_to_end, simulated_judge
 
 from service.cli.campaigns import progress_line, summary, verdict_line
 
@@ -27,18 +26,6 @@ async def _create(api, body: dict) -> dict:
     return r.json()
 
 
-async def _run_to_end(api, cid: int, timeout_s: float = 240.0) -> dict:
-    r = await api.post(f"/v1/campaigns/{cid}/run")
-    assert r.status_code == 202, r.text
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        if view["status"] != "running" and view["pending"] == 0 and not view["run"]["active"]:
-            return view
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"campaign {cid} did not end")
-
-
 async def _certificate(api, cid: int) -> dict:
     return json.loads((await api.get(f"/v1/campaigns/{cid}/export")).json()["files"]["certificate.json"])
 
@@ -49,7 +36,7 @@ async def test_a_certified_dctas_pc_campaign_shows_its_certificates_not_the_glr_
     cid = view["id"]
     # before any duel: 0 of 2 pairs
     assert view["pc_evidence"]["certified"] == 0 and view["pc_evidence"]["needed"] == 2
-    end = await _run_to_end(api, cid)
+    end = await run_to_end(api, cid)
     assert end["status"] == "certified" and end["winner"] == "m0", end
     ev = end["pc_evidence"]
     assert ev["test"] == "betting" and ev["reference"] == "m0"  # the default certificate test
@@ -119,7 +106,7 @@ async def test_the_papers_algorithms_keep_the_glr_view(api):
     view = await _create(
         api, campaign_body(name="paper", costs=(1.0, 1.0, 1.0), judge=simulated_judge(CLEAR), algorithm="dctas")
     )
-    end = await _run_to_end(api, view["id"])
+    end = await run_to_end(api, view["id"])
     assert end["pc_evidence"] is None
     assert "GLR Z" in summary(end) and "evidence" in progress_line(end)
     page = (await api.get(f"/campaigns/{view['id']}")).text
@@ -184,7 +171,7 @@ async def test_an_exact_tie_at_the_top_says_who_ties_that_both_beat_the_rest_and
 
 async def test_no_condorcet_winner_shows_the_certified_cycle_not_the_plug_in_estimate(api):
     view = await _create(api, campaign_body(name="cycle", costs=(3.0, 1.0, 2.0), judge=simulated_judge(CYCLE)))
-    end = await _run_to_end(api, view["id"])
+    end = await run_to_end(api, view["id"])
     assert end["status"] == "no_condorcet_winner", end
     assert end["not_beaten"] == []
     # the certificates m0 > m1 > m2 > m0 form a cycle: each model reaches the others by certified wins

@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from service_helpers import all_duels, campaign_body, simulated_judge
+from service_helpers import all_duels, campaign_body, run_to_end, simulated_judge
 
 from service.campaigns import Conflict, PolicyCache
 from service.campaigns.judge_charges import Judgement
@@ -153,18 +153,6 @@ async def test_no_pair_available_is_a_retry_later_conflict(api):
     assert "retry" in r.json()["detail"]
 
 
-async def _run_to_end(api, cid: int, timeout_s: float = 240.0, **run) -> dict:
-    r = await api.post(f"/v1/campaigns/{cid}/run", json=run or None)
-    assert r.status_code == 202, r.text
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = (await api.get(f"/v1/campaigns/{cid}")).json()
-        if view["status"] != "running" and view["pending"] == 0 and not view["run"]["active"]:
-            return view
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"campaign {cid} did not end: {view}")
-
-
 async def test_a_simulated_wor_run_certifies_with_each_pairs_prompts_in_one_shared_order(api):
     P = [
         [0.5, 0.8, 0.85, 0.9],
@@ -174,7 +162,7 @@ async def test_a_simulated_wor_run_certifies_with_each_pairs_prompts_in_one_shar
     ]
     view = await _create(api, _wor_body(40, P))
     cid = view["id"]
-    end = await _run_to_end(api, cid, concurrency=3)
+    end = await run_to_end(api, cid, concurrency=3)
     assert end["status"] == "certified", end
     assert end["winner"] == "m0"
     perm = _perm(api.app.state.campaigns.cycle, cid)
@@ -266,7 +254,7 @@ async def test_a_run_whose_first_call_is_slow_counts_each_pair_in_position_order
         view = await _create(api, body)
         assert view["prompt_sampling"] == "without_replacement"
         transport.target = body["prompts"][_perm(svc, view["id"])[0]]  # position 0's prompt
-        end = await _run_to_end(api, view["id"], concurrency=2)
+        end = await run_to_end(api, view["id"], concurrency=2)
         assert transport.delayed == 1
     finally:
         await svc.deps.calls._http.aclose()

@@ -210,6 +210,26 @@ def test_simulate_takes_dctas_pc_options_and_refuses_them_elsewhere():
     assert r.returncode == 2 and "--stick" in r.stderr.strip().splitlines()[-1]
 
 
+def test_simulate_runs_at_the_level_asked_and_says_which():
+    base = ("simulate", "search", "--delta", "0.01", "--trials", "60", "--seed", "3", "--json")
+    runs = {}
+    for level in (None, "product", "delta/L"):
+        r = run(*base, *(("--level", level) if level else ()))
+        assert r.returncode == 0, r.stderr
+        runs[level] = json.loads(r.stdout)
+    assert runs[None]["certificate_level"] == "product"  # the default with replacement (eleven models)
+    assert runs[None]["mean_cost"] == runs["product"]["mean_cost"]
+    assert runs["delta/L"]["certificate_level"] == "delta/L"
+    assert runs["product"]["mean_cost"] < runs["delta/L"]["mean_cost"]  # a lower threshold, the same seeds
+    assert runs["product"]["errors"] == 0
+    r = run("simulate", "text", "--delta", "0.01", "--trials", "2", "--threshold", "kk", "--level", "product")
+    assert r.returncode == 2 and "level product needs" in r.stderr and "Traceback" not in r.stderr
+    r = run("simulate", "text", "--delta", "0.01", "--trials", "2", "--level", "delta")
+    assert r.returncode == 2 and "--level" in r.stderr and "Traceback" not in r.stderr
+    r = run("simulate", "text", "--delta", "0.01", "--trials", "2", "--level", "delta/L")
+    assert r.returncode == 0 and "level          delta/L" in r.stdout
+
+
 def test_oracle_and_simulate_take_an_instance_with_ties(tmp_path):
     from algorithms.instances import resolve_instance
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import httpx
 import pytest
-from conftest import ADMIN_KEY, REPO, start_fake_provider, stop_process
+from conftest import ADMIN_KEY, llmduel_at
 
 pytestmark = pytest.mark.slow
 
@@ -18,17 +16,8 @@ ALWAYS_A = {"a": "[[A]]", "b": "[[A]]", "tie": "[[A]]"}
 
 
 @pytest.fixture(scope="module")
-def fake_url(tmp_path_factory):
-    url, proc = start_fake_provider(tmp_path_factory.mktemp("fake") / "fake.log")
-    yield url + "/v1"
-    stop_process(proc)
-
-
-def llmduel(server, *args):
-    env = dict(os.environ, LLMDUEL_URL=server.url, LLMDUEL_API_KEY=ADMIN_KEY)
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-    )
+def fake_url(fake_provider):
+    return fake_provider + "/v1"
 
 
 def test_show_and_export_carry_the_judge_bias(live_server, fake_url, tmp_path):
@@ -57,19 +46,19 @@ def test_show_and_export_carry_the_judge_bias(live_server, fake_url, tmp_path):
         cid = str(r.json()["id"])
         assert api.post(f"/v1/campaigns/{cid}/run", json={}).status_code == 202
     # watch: the verdict on stdout, the judge bias warning on stderr (the measured case had no hint)
-    r = llmduel(live_server, "campaign", "watch", cid, "--interval", "0.2")
+    r = llmduel_at(live_server.url, "campaign", "watch", cid, "--interval", "0.2")
     assert r.returncode == 0 and r.stdout.startswith("not certified: max_duels (12) reached"), (r.stdout, r.stderr)
     assert "llmduel: warning: the judge chose the first position in 100% of its 24 decisive verdicts" in r.stderr
     assert f"(llmduel campaign show {cid})" in r.stderr
-    r = llmduel(live_server, "campaign", "show", cid)
+    r = llmduel_at(live_server.url, "campaign", "show", cid)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "  judge bias first position 100% of 24 (95% CI 86% to 100%)" in lines
     assert "             orders disagree 100% of 12 (95% CI 76% to 100%)" in lines
     assert any(line.startswith("  warning    the judge chose the first position in 100%") for line in lines)
-    shown = json.loads(llmduel(live_server, "campaign", "show", cid, "--json").stdout)
+    shown = json.loads(llmduel_at(live_server.url, "campaign", "show", cid, "--json").stdout)
     assert shown["judge_bias"]["first_position"]["rate"] == 1.0
-    r = llmduel(live_server, "campaign", "export", cid, "--out", str(tmp_path / "out"))
+    r = llmduel_at(live_server.url, "campaign", "export", cid, "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     exported = json.loads((tmp_path / "out" / "judge_bias.json").read_text())
     assert exported == shown["judge_bias"]

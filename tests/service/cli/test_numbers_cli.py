@@ -5,18 +5,8 @@ and ``watch`` report the evidence of the rule that decides and the verdict in pl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
-from conftest import ADMIN_KEY, REPO
-
-
-def llmduel(server, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, LLMDUEL_URL=server.url, LLMDUEL_API_KEY=ADMIN_KEY)
-    return subprocess.run(
-        [sys.executable, "-m", "service.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+from conftest import llmduel_at
 
 
 def write_file(tmp_path, **fields) -> str:
@@ -35,14 +25,14 @@ def write_file(tmp_path, **fields) -> str:
 
 def test_a_tie_coin_without_replacement_is_refused_with_exit_2_and_the_reason(live_server, tmp_path):
     path = write_file(tmp_path, prompt_sampling="without_replacement", tie_policy="random")
-    p = llmduel(live_server, "campaign", "create", path, "--no-run")
+    p = llmduel_at(live_server.url, "campaign", "create", path, "--no-run")
     assert p.returncode == 2, (p.stdout, p.stderr)
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert "HTTP 422" in lines[0] and "needs tie_policy half, got random" in lines[0]
     assert "certify the coin" in lines[0]
     # nothing was created
-    listing = llmduel(live_server, "campaign", "list", "--json")
+    listing = llmduel_at(live_server.url, "campaign", "list", "--json")
     assert all(c["name"] != "cli numbers" for c in json.loads(listing.stdout)["items"])
 
 
@@ -53,10 +43,10 @@ def test_show_and_watch_report_the_certificates_that_decide_dctas_pc(live_server
         models=[{"name": n, "cost": c, "client": {"kind": "simulated"}} for n, c in (("large", 4), ("small", 1))],
         judge={"kind": "simulated", "preference": [[0.5, 0.9], [0.1, 0.5]]},
     )
-    created = llmduel(live_server, "campaign", "create", path, "--json")
+    created = llmduel_at(live_server.url, "campaign", "create", path, "--json")
     assert created.returncode == 0, created.stderr
     cid = str(json.loads(created.stdout)["id"])
-    watched = llmduel(live_server, "campaign", "watch", cid, "--interval", "0.2")
+    watched = llmduel_at(live_server.url, "campaign", "watch", cid, "--interval", "0.2")
     assert watched.returncode == 0, watched.stderr
     last = watched.stdout.strip().splitlines()[0]
     assert last == (
@@ -64,11 +54,11 @@ def test_show_and_watch_report_the_certificates_that_decide_dctas_pc(live_server
     )
     assert "certified 1/1 pairs" in watched.stderr and "evidence" not in watched.stderr
     assert "cost units" in watched.stderr
-    shown = llmduel(live_server, "campaign", "show", cid)
+    shown = llmduel_at(live_server.url, "campaign", "show", cid)
     assert shown.returncode == 0, shown.stderr
     assert "evidence   large: 1 of 1 pairs certified (betting test" in shown.stdout
     assert "small beaten by large:" in shown.stdout and "certified" in shown.stdout
     assert "shown      large beats small" in shown.stdout and "GLR" not in shown.stdout
-    as_json = json.loads(llmduel(live_server, "campaign", "show", cid, "--json").stdout)
+    as_json = json.loads(llmduel_at(live_server.url, "campaign", "show", cid, "--json").stdout)
     assert as_json["pc_evidence"]["certified"] == 1 and as_json["pc_evidence"]["needed"] == 1
     assert as_json["certificate_graph"] == [{"winner": "large", "loser": "small", "exact": False}]
