@@ -174,6 +174,11 @@ def seed_log(url: str, cid: int, total: int) -> int:
                 conn.execute(insert(Duel.__table__).from_select([c.name for c in cols], rows))
                 have += len(ids)
             conn.execute(update(Campaign).where(Campaign.id == cid).values(version=Campaign.version + 1))
+        # the planner's statistics for the copied rows (PostgreSQL's autovacuum would gather them later; a
+        # server reading right after the copy would plan on the statistics of the small log); SQLite: ANALYZE too
+        with engine.connect() as conn:
+            conn.exec_driver_sql("ANALYZE duels")
+            conn.commit()
     finally:
         engine.dispose()
     return int(have)

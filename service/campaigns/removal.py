@@ -62,7 +62,7 @@ def delete_campaign(db: Database, campaign_id: int, stored: str = "keep") -> dic
             raise NotFound(f"campaign {campaign_id} not found")
         if c.status == CampaignStatus.RUNNING:
             raise Conflict(f"campaign {campaign_id} is running: stop it first (POST /v1/campaigns/{campaign_id}/stop)")
-        busy = _calls_under_way(s, c)
+        busy = _calls_under_way(s, c, db.clock(s))
         if busy:
             raise Conflict(f"campaign {campaign_id} is stopped but {busy}: delete it once they have ended")
         if stored == "remove":
@@ -73,11 +73,12 @@ def delete_campaign(db: Database, campaign_id: int, stored: str = "keep") -> dic
     return {"id": campaign_id, "deleted": True, "stored": stored, "stored_removed": removed}
 
 
-def _calls_under_way(s: Any, c: Campaign) -> str | None:
+def _calls_under_way(s: Any, c: Campaign, clock: dt.datetime) -> str | None:
     """What of a stopped campaign is still paid for elsewhere (its run winding down on a worker, a batch
     at a provider, a pre-generated answer's call), or None. Deleting under it would drop the rows those
-    calls store and charge into, and the provider would still bill them."""
-    if run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, utcnow()):
+    calls store and charge into, and the provider would still bill them. ``clock``: the database's, which
+    times the run's lease (service/campaigns/leases.py)."""
+    if run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, clock):
         return "its background run has not ended yet"
     # a batch's collector gives up within its window plus the cancellation grace: an open row older than
     # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable)

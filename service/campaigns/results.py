@@ -160,7 +160,7 @@ class Results:
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             data = self._ranking_data(s, c)
-            data["view"] = self.views.campaign_view(c, 0)
+            data["view"] = self.views.campaign_view(c, 0, clock=self.db.clock(s))
             data["version"] = int(c.version)
         if len(cache) >= RANKING_CACHE:
             cache.clear()

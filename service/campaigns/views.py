@@ -180,6 +180,19 @@ def _lower_bounds(c, stats: dict, counts: dict, costs: list[float]) -> tuple[flo
     return lower, lower_pc
 
 
+def run_view(c: Campaign, clock: dt.datetime, admin: bool) -> dict:
+    """The campaign view's ``run``. ``active`` until the run's last duel in flight is recorded or given up (the
+    spend is final once it is false), its lease read on the database's ``clock``, as its owner renews it."""
+    return {
+        "active": run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, clock),
+        "remaining": c.run_remaining,
+        "concurrency": c.run_concurrency,
+        "error": c.run_error,
+        "owner": c.run_owner if admin else None,
+        "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
+    }
+
+
 def provider_faults(d: Duel | SimpleNamespace) -> list[dict]:
     """The provider faults of a duel (service.money.ledger): each call that reported usage above
     its bound, with the reported cost and the bound it was charged at."""
@@ -281,9 +294,17 @@ class Views:
         return out
 
     def campaign_view(
-        self, c: Campaign, pending: int, *, admin: bool = True, observed: dict | None = None, pairs: bool | None = None
+        self,
+        c: Campaign,
+        pending: int,
+        *,
+        clock: dt.datetime,
+        admin: bool = True,
+        observed: dict | None = None,
+        pairs: bool | None = None,
     ) -> dict:
-        """The admin's view; ``pairs``: the per-pair figures in full (None: up to
+        """The admin's view; ``clock``: the database's (:meth:`Database.clock`), which times the run's lease
+        (``run.active``); ``pairs``: the per-pair figures in full (None: up to
         :data:`PAIR_DETAIL_MODELS` models; above, summarised: :func:`summarise_pairs`)."""
         if not admin:
             return annotator_campaign_view(c)
@@ -345,15 +366,7 @@ class Views:
             "beta": finite_or_none(stats.get("beta")) or 0.0,
             "lower_bound": lower,
             "lower_bound_pc": lower_pc,
-            "run": {
-                # until the run's last duel in flight is recorded or given up: the spend is final once it is false
-                "active": run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, utcnow()),
-                "remaining": c.run_remaining,
-                "concurrency": c.run_concurrency,
-                "error": c.run_error,
-                "owner": c.run_owner if admin else None,
-                "lease_expires_at": c.run_lease_expires_at.isoformat() if admin and c.run_lease_expires_at else None,
-            },
+            "run": run_view(c, clock, admin),
             "batch": c.batch,
             "webhook_state": c.webhook_state,
             "webhook_error": c.webhook_error if admin else None,
@@ -391,7 +404,7 @@ class Views:
     def report_view(self, s, c: Campaign, now: dt.datetime) -> dict:
         """The admin's view of ``c`` as a webhook reports it (inside the caller's session): the keys of
         ``GET /v1/campaigns/{id}`` but the webhook's own state, ``hybrid`` included."""
-        view = self.campaign_view(c, self.pending_count(s, c.id, now))
+        view = self.campaign_view(c, self.pending_count(s, c.id, now), clock=self.db.clock(s))
         view["hybrid"] = hybrid_view.summary(s, c) if hybrid.is_hybrid(c.judge) else None
         return view
 
@@ -402,7 +415,12 @@ class Views:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
             view = self.campaign_view(
-                c, self.pending_count(s, campaign_id, utcnow()), admin=admin, observed=observed, pairs=pairs
+                c,
+                self.pending_count(s, campaign_id, utcnow()),
+                clock=self.db.clock(s),
+                admin=admin,
+                observed=observed,
+                pairs=pairs,
             )
             if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
                 view.update(hybrid_view.summary_for(s, c, admin))
@@ -433,7 +451,8 @@ class Views:
                         .group_by(Duel.campaign_id)
                     ).all()
                 )
-            items = [self.campaign_view(c, int(pend.get(c.id, 0))) for c in rows]
+            clock = self.db.clock(s)
+            items = [self.campaign_view(c, int(pend.get(c.id, 0)), clock=clock) for c in rows]
         nxt = offset + len(items)
         return {
             "items": items,

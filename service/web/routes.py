@@ -63,12 +63,23 @@ def _asset_version() -> str:
     return h.hexdigest()[:10]
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept across processes: Jinja's per-user cache directory under the temp dir (made
+    mode 0700 and refused when another user owns it), keyed by each template's source checksum, so a process
+    that starts compiles none it finds there. None (compile in memory, as before) where it cannot be made."""
+    try:
+        return jinja2.FileSystemBytecodeCache()
+    except (OSError, RuntimeError):
+        return None
+
+
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(str(TEMPLATES_DIR)),
     autoescape=True,
     trim_blocks=True,
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
+    bytecode_cache=_bytecode_cache(),
 )
 _env.globals["asset_version"] = _asset_version()
 _env.filters["md"] = render_markdown

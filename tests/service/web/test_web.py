@@ -440,3 +440,32 @@ def test_the_page_templates_are_compiled_before_the_first_request(monkeypatch):
     monkeypatch.setattr(routes._env, "compile", compile_again)
     for name in ("campaign.html", "_dashboard.html", "base.html", "index.html", "annotate.html", "login.html"):
         routes._env.get_template(name)
+
+
+def test_page_templates_are_kept_compiled_for_the_next_process(tmp_path, monkeypatch):
+    """The bytecode cache: a second environment on the same directory loads every page compiled (it never
+    compiles), and where no cache directory can be made the pages are compiled in memory."""
+    import jinja2
+
+    from service.web import routes
+
+    first = routes._env.overlay(bytecode_cache=jinja2.FileSystemBytecodeCache(str(tmp_path)))
+    names = first.list_templates(extensions=["html"])
+    for name in names:
+        first.get_template(name)
+    assert len(list(tmp_path.iterdir())) == len(names) > 0
+
+    second = routes._env.overlay(bytecode_cache=jinja2.FileSystemBytecodeCache(str(tmp_path)))
+
+    def compiled(*args, **kwargs):
+        raise AssertionError("a template was compiled although its bytecode was cached")
+
+    monkeypatch.setattr(second, "compile", compiled)
+    for name in names:
+        assert second.get_template(name).render is not None
+
+    def no_dir(*args, **kwargs):
+        raise RuntimeError("the cache directory is owned by another user")
+
+    monkeypatch.setattr(jinja2, "FileSystemBytecodeCache", no_dir)
+    assert routes._bytecode_cache() is None
