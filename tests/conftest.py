@@ -80,6 +80,29 @@ def db_url(request):
     return migrated(request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url"))
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fresh_url(request, tmp_path):
+    """A new, empty database for one test, once per backend (a SQLite file, or a PostgreSQL database
+    dropped afterwards): for a migration test that starts below head."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old.db'}"
+        return
+    psycopg = pytest.importorskip("psycopg")
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(PG_MAINTENANCE_URL)
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"llmduel_mig_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError:
+        pytest.skip("no PostgreSQL server reachable")
+    yield admin.set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def migrated(url: str) -> str:
     """``url`` with its schema at head (migrated once per URL in this worker)."""
     if url not in _MIGRATED:

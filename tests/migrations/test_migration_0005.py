@@ -3,34 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 
-import pytest
 import sqlalchemy as sa
-from conftest import PG_MAINTENANCE_URL
 
 from service.db import upgrade_database
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def fresh_url(request, tmp_path):
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'old.db'}"
-        return
-    psycopg = pytest.importorskip("psycopg")
-    from sqlalchemy.engine import make_url
-
-    admin = make_url(PG_MAINTENANCE_URL)
-    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    name = f"llmduel_mig_{uuid.uuid4().hex[:8]}"
-    try:
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError:
-        pytest.skip("no PostgreSQL server reachable")
-    yield admin.set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True, connect_timeout=3) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_existing_prompts_survive_the_upgrade(fresh_url):

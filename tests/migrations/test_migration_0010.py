@@ -6,12 +6,11 @@ import datetime as dt
 
 import sqlalchemy as sa
 from alembic import command
-from test_migration_0005 import fresh_url  # noqa: F401 (the fixture: a new SQLite file or PostgreSQL database)
 
 from service.db import alembic_config, upgrade_database
 
 
-def test_existing_campaigns_keep_with_replacement_and_their_duels_have_no_position(fresh_url):  # noqa: F811
+def test_existing_campaigns_keep_with_replacement_and_their_duels_have_no_position(fresh_url):
     upgrade_database(fresh_url, "0008")
     engine = sa.create_engine(fresh_url)
     now = dt.datetime(2026, 1, 1)

@@ -9,7 +9,6 @@ import sqlalchemy as sa
 from alembic import command
 from conftest import app_client
 from service_helpers import campaign_body, simulated_judge
-from test_migration_0005 import fresh_url  # noqa: F401 (the fixture: a new SQLite file or PostgreSQL database)
 
 from service.db import alembic_config, upgrade_database
 
@@ -20,7 +19,7 @@ def _decoded(value):
     return value if isinstance(value, dict) else json.loads(value)
 
 
-async def test_the_policy_state_moves_to_its_own_row_and_back(fresh_url):  # noqa: F811
+async def test_the_policy_state_moves_to_its_own_row_and_back(fresh_url):
     upgrade_database(fresh_url)
     async with app_client(fresh_url) as api:
         body = campaign_body(name="moved", costs=(1.0, 1.0, 1.0), judge=simulated_judge(P), delta=1e-6)
