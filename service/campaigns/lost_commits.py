@@ -11,7 +11,8 @@ answer again (:data:`WAIT_S` at most), looks on a fresh connection at what the t
 - when the lost transaction committed, takes what it wrote (:func:`store_paid`, a duel's answers or
   verdict: the duel left the state it was in before, see :func:`committed`; a pre-generated answer,
   service/campaigns/pregeneration.py: its budget hold is gone; one collected from a batch adopted after a
-  take-over, service/cycle/pregen_recovery.py: the holds of its store key are gone);
+  take-over, service/cycle/pregen_recovery.py: the holds of its store key are gone when one outlived the
+  retries, else its answer is stored);
 - when it did not, runs it again (at most :data:`TRIES` times in all).
 
 Both drivers' transactions are covered: SQLAlchemy's (a background run, a batch round, SQLite) and the

@@ -55,7 +55,7 @@ from .credentials import secret_keys
 from .draws import draw_prompt_and_side
 from .endings import Endings
 from .expiry import call_deadline, is_stale
-from .lost_commits import once_committed
+from .lost_commits import PAUSE_MAX_S, TRIES, WAIT_S, once_committed
 from .model_changes import disabled_models
 from .tasks import Background, in_thread
 from .types import DuelPlan
@@ -260,24 +260,26 @@ class Pregeneration:
         """:meth:`store_pregenerated_tx` of an answer collected from a batch a process gone left (its holds
         released by ``hold_key``, service/cycle/pregen_recovery.py), in a worker thread; after a lost
         connection, run again only when it did not commit (:func:`.lost_commits.once_committed`): the holds
-        of its key are gone, as for :meth:`store_paid_answer`, or, when none was left before (lapsed and
-        deleted, or no key), its answer is stored."""
-        held = hold_key is not None and await in_thread(self.key_held_tx, campaign_id, hold_key)
+        of its key are gone, as for :meth:`store_paid_answer`, when one of them outlives every retry; else
+        (lapsed, or lapsing meanwhile: any pre-generation's ``take_hold`` deletes the campaign's expired holds,
+        which would read as committed; no key) when its answer is stored."""
+        safe = utcnow() + dt.timedelta(seconds=TRIES * (WAIT_S + PAUSE_MAX_S))  # past the retries' checks
+        held = hold_key is not None and await in_thread(self.key_held_tx, campaign_id, hold_key, safe)
 
         def attempt() -> Awaitable[None]:
             return in_thread(self.store_pregenerated_tx, campaign_id, n, claim, res, prompt=prompt, hold_key=hold_key)
 
         async def written() -> bool | None:
             if held and hold_key is not None:
-                return None if await in_thread(self.key_held_tx, campaign_id, hold_key) else True
+                return None if await in_thread(self.key_held_tx, campaign_id, hold_key, utcnow()) else True
             return True if await in_thread(self.answer_stored_tx, claim.row_id) else None
 
         await once_committed(attempt, written, what=f"campaign {campaign_id}'s recovered pre-generated answer")
 
-    def key_held_tx(self, campaign_id: int, key: str) -> bool:
-        """Whether a budget hold of the answer's store ``key`` is still there."""
+    def key_held_tx(self, campaign_id: int, key: str, until: dt.datetime) -> bool:
+        """Whether a budget hold of the answer's store ``key`` is still there, running past ``until``."""
         with self.db.read() as s:
-            return holds.key_held(s, campaign_id, key)
+            return holds.key_held(s, campaign_id, key, until)
 
     def answer_stored_tx(self, row_id: int) -> bool:
         """Whether the answer store's row ``row_id`` holds its answer (finalised)."""

@@ -97,9 +97,10 @@ def drop_hold(conn, hold_id: int) -> None:
     conn.execute(delete(BudgetHold).where(BudgetHold.id == hold_id).execution_options(synchronize_session=False))
 
 
-def key_held(conn, campaign_id: int, key: str) -> bool:
-    """Whether a hold of one answer's call, by its store key, is still there (expired or not)."""
-    q = select(H.id).where(H.campaign_id == campaign_id, H.key == key).limit(1)
+def key_held(conn, campaign_id: int, key: str, until: dt.datetime) -> bool:
+    """Whether a hold of one answer's call, by its store key, is there and runs past ``until`` (an expired one
+    may be deleted by any :func:`take_hold` of the campaign)."""
+    q = select(H.id).where(H.campaign_id == campaign_id, H.key == key, H.expires_at > until).limit(1)
     return conn.execute(q).scalar_one_or_none() is not None
 
 

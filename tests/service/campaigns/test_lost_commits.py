@@ -6,6 +6,7 @@ pre-generation batch adopted after a take-over, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import time
 from collections import Counter
 
@@ -196,21 +197,25 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
     assert spend == rows[1]
 
 
+@pytest.mark.parametrize("lapsed", [False, True], ids=["held", "lapsed"])
 async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_neither_drops_nor_doubles_its_charge(
-    db_url, monkeypatch
+    db_url, monkeypatch, lapsed
 ):
     """A human campaign's pre-generation batch left open by a process gone is adopted by another process, which
     collects it and stores its answers (service/cycle/pregen_recovery.py): a store whose connection is lost
     before or after its commit is run again only when it did not commit (its hold of the answer's key is
-    still there). The first process "dies" as its batches are submitted (it never collects them nor renews
-    its claims); the second adopts them once their claims are older than its lease."""
+    still there, or its answer not stored). The first process "dies" as its batches are submitted (it never
+    collects them nor renews its claims); the second adopts them once their claims are older than its lease.
+    ``lapsed``: the batch outlived its calls' holds (expired, not yet deleted), and another pre-generation's
+    ``holds.take_hold`` deletes the campaign's expired holds while the lost store waits for the database: on the
+    code before, the hold gone read as "committed" and the answer's charge was dropped."""
     import httpx
     from conftest import app_client
-    from sqlalchemy import func, select
+    from sqlalchemy import delete, func, select, update
 
     from service.cycle.batch_collector import Collector
     from service.fake_provider import create_fake_provider_app
-    from service.models import BudgetHold, Campaign, Charge
+    from service.models import BudgetHold, Campaign, Charge, utcnow
 
     provider = create_fake_provider_app()
     hung: list[int] = []
@@ -240,13 +245,18 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
                 lost["pregen"] += 1
                 if LOSSES[lost["pregen"] - 1] == "after":
                     real(*args, **kwargs)
+                elif lapsed:  # meanwhile, another pre-generation's take_hold sweeps the expired holds
+                    with api2.app.state.db.write() as s:
+                        s.execute(
+                            delete(BudgetHold).where(BudgetHold.campaign_id == cid, BudgetHold.expires_at <= utcnow())
+                        )
                 raise OperationalError(
                     "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
                 )
             return real(*args, **kwargs)
 
         monkeypatch.setattr(pregen2, "store_pregenerated_tx", losing)
-        name = "lost-recovered"
+        name = "lost-recovered" + ("-lapsed" if lapsed else "")
         body = _body(name, batch={"round_size": 4, "poll_seconds": 0.02})
         body.update(judge={"kind": "human"}, answers="reuse")
         body.pop("verdicts")
@@ -260,6 +270,12 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         while len(hung) < 3:  # one batch per model, each submitted and never collected
             assert time.monotonic() < deadline, f"the pre-generation batches were not sent: {hung}"
             await asyncio.sleep(0.05)
+        if lapsed:  # the batch outlived the holds of its calls: expired, still there
+            with api2.app.state.db.write() as s:
+                gone = utcnow() - dt.timedelta(seconds=1)
+                assert s.execute(
+                    update(BudgetHold).where(BudgetHold.campaign_id == cid).values(expires_at=gone)
+                ).rowcount
         jobs2 = api2.app.state.campaigns.runs.batch_jobs
         while {j["status"] for j in jobs2.jobs_tx(cid)} - {"collected", "failed"}:  # adopted once the claims lapse
             assert time.monotonic() < deadline, jobs2.jobs_tx(cid)
