@@ -100,11 +100,22 @@ def _cycle_over(extra: int, gap: float) -> Instance:
 
 
 def _winner_over_equals(L: int, gap: float) -> Instance:
-    """A winner ahead of ``L - 1`` exactly equal models by ``gap``: "no Condorcet winner" needs only one
-    false certificate against the winner, and each other name needs two."""
+    """A winner ahead of ``L - 1`` exactly equal models by ``gap``: each name other than the winner's needs
+    ``L - 1`` false certificates, "no Condorcet winner" one against the winner and more among the equals."""
     P = np.full((L, L), 0.5)
     P[0, 1:], P[1:, 0] = 0.5 + gap, 0.5 - gap
     return Instance([f"m{i}" for i in range(L)], [1.0] * L, P.tolist())
+
+
+def _winner_over_cycle(gap: float) -> Instance:
+    """A winner ahead by ``gap`` of three models in a clear cycle (0.85): no name needs a single false
+    certificate, and "no Condorcet winner" needs only the winner beaten at beta, by any of three: the
+    case of the bound ``(L - 1) min(alpha, alpha^2 + beta)``, closest to delta at four models."""
+    P = np.full((4, 4), 0.5)
+    P[0, 1:], P[1:, 0] = 0.5 + gap, 0.5 - gap
+    for i, j in ((1, 2), (2, 3), (3, 1)):
+        P[i, j], P[j, i] = 0.85, 0.15
+    return Instance([f"m{i}" for i in range(4)], [1.0] * 4, P.tolist())
 
 
 def _equal(L: int) -> Instance:
@@ -117,6 +128,7 @@ def _equal(L: int) -> Instance:
         ("near-tie cycle over two", _cycle_over(2, 0.05), 400, 30_000),
         ("near-tie cycle over five", _cycle_over(5, 0.08), 300, 30_000),
         ("winner over seven equals", _winner_over_equals(8, 0.04), 300, 400_000),
+        ("winner over a 3-cycle", _winner_over_cycle(0.02), 300, 400_000),
         ("five equal models", _equal(5), 300, 3_000),
     ],
 )
