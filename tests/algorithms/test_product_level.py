@@ -152,11 +152,24 @@ def test_no_winner_waits_for_every_model_beaten_at_beta():
     t = trace_trial(inst, "dctas-pc", DELTA, seed=4)
     assert t["stopped"] and t["recommended"] == -2
     pol = make_policy("dctas-pc", inst.costs, DELTA)
+    waited = None  # the state of the first duel at which the verdict waited for beta
     for pair, s in zip(t["pairs"], t["scores"]):
         assert not pol.stopped
         assert pol.next_pair() == pair
         pol.record(*pair, float(s))
-    assert pol.stopped and pol.verdict == NO_CONDORCET_WINNER
+        if waited is None and pol.no_winner_waits():
+            waited = pol.to_state()
+    assert pol.stopped and pol.verdict == NO_CONDORCET_WINNER and not pol.no_winner_waits()
+    assert waited is not None  # every model was beaten at alpha before each was at beta
+    # the campaign view says so (service.campaigns.verdicts.pc_evidence reads the stored state)
+    from service.campaigns.verdicts import pc_evidence
+
+    ev = pc_evidence("dctas-pc", waited, list(inst.names), "running")
+    assert ev is not None and ev["no_winner_waits"] is True and ev["level"] == "product"
+    assert ev["no_winner_log_threshold"] == pytest.approx(no_winner_log_level(DELTA, 6, "product"))
+    assert len(ev["losers"]) == 6  # every model shown beaten, at alpha
+    done = pc_evidence("dctas-pc", pol.to_state(), list(inst.names), "no_condorcet_winner")
+    assert done is not None and done["no_winner_waits"] is False
     LW, beta_thr = pol.certificate_log_wealth(), no_winner_log_level(DELTA, 6, "product")
     assert LW is not None and beta_thr > pol.certificate_log_threshold
     assert all((LW[m] >= beta_thr).any() for m in range(6)), LW  # every model beaten at beta
