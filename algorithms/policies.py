@@ -908,7 +908,7 @@ class PCPolicy(Policy):
             return int(kern.pc_verdict(self._CB, self._CW))
         return int(
             kern.pc_verdict_strict(
-                self._CB, self._CW, self.N, self.W, self._H, self.PI, self.PJ, self._betting, self._nocw_thr
+                self._CB, self._CW, self.N, self.W, self._H, self.PI, self.PJ, self.BEAT, self._betting, self._nocw_thr
             )
         )
 
