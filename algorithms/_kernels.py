@@ -787,32 +787,6 @@ def pc_verdict(CB, CW):
 
 
 @njit(cache=True)
-def pc_all_beaten_at(N, W, H, PI, PJ, betting, log_thr):
-    """True when every arm's side of some pair is behind (score below half) with a current log-wealth of
-    at least ``log_thr``: the betting test's (``betting``) or else the mixture martingale's."""
-    L = 0
-    for k in range(PI.shape[0]):
-        L = max(L, PI[k] + 1, PJ[k] + 1)
-    beaten = np.zeros(L, dtype=np.bool_)
-    for k in range(PI.shape[0]):
-        n = N[k]
-        if n <= 0.0:
-            continue
-        for side in range(2):
-            lo = PI[k] if side == 0 else PJ[k]
-            x = W[k] if side == 0 else n - W[k]
-            if beaten[lo] or not x < 0.5 * n:
-                continue
-            lw = pc_bet_log_wealth(H, k, side) if betting else pc_log_mixture(n, x)
-            if lw >= log_thr:
-                beaten[lo] = True
-    for m in range(L):
-        if not beaten[m]:
-            return False
-    return True
-
-
-@njit(cache=True)
 def pc_nocw_choose(N, W, H, PI, PJ, BEAT, betting, log_thr):
     """Every arm is certified beaten but not yet every one at ``log_thr``: the pair to duel so that the
     verdict "no Condorcet winner" comes soonest. For the first arm not yet beaten at ``log_thr``, the
@@ -844,12 +818,13 @@ def pc_nocw_choose(N, W, H, PI, PJ, BEAT, betting, log_thr):
 
 
 @njit(cache=True)
-def pc_verdict_strict(CB, CW, N, W, H, PI, PJ, betting, nocw_thr):
+def pc_verdict_strict(CB, CW, N, W, H, PI, PJ, BEAT, betting, nocw_thr):
     """:func:`pc_verdict` with the verdict "no Condorcet winner" (``-2``) also needing every arm beaten at
-    log-wealth ``nocw_thr`` (:func:`pc_all_beaten_at`; 0: no further need). Short of that, an arm holding
-    every certificate is still named, else ``-1``."""
+    log-wealth ``nocw_thr`` (0: no further need): some pair in which it is behind with at least that
+    current wealth, which then holds its certificate (:func:`pc_nocw_choose` finds no arm short of it).
+    Short of that, an arm holding every certificate is still named, else ``-1``."""
     v = pc_verdict(CB, CW)
-    if v != -2 or nocw_thr <= 0.0 or pc_all_beaten_at(N, W, H, PI, PJ, betting, nocw_thr):
+    if v != -2 or nocw_thr <= 0.0 or pc_nocw_choose(N, W, H, PI, PJ, BEAT, betting, nocw_thr) < 0:
         return v
     L = CB.shape[0]
     for a in range(L):

@@ -908,7 +908,7 @@ class PCPolicy(Policy):
             return int(kern.pc_verdict(self._CB, self._CW))
         return int(
             kern.pc_verdict_strict(
-                self._CB, self._CW, self.N, self.W, self._H, self.PI, self.PJ, self._betting, self._nocw_thr
+                self._CB, self._CW, self.N, self.W, self._H, self.PI, self.PJ, self.BEAT, self._betting, self._nocw_thr
             )
         )
 
@@ -971,6 +971,19 @@ class PCPolicy(Policy):
         if self._portfolio:
             return float(self._c0)
         return certificate_log_level(self.delta / self._goal_div, self.L, self._level_eff)
+
+    @property
+    def no_winner_log_threshold(self) -> float | None:
+        """At the product level with four models or more: ``log(1/beta)``, the log-wealth at which every model
+        must be beaten for the verdict "no Condorcet winner"; None where the certificates' own level suffices."""
+        return self._nocw_thr if self._nocw_thr > 0.0 else None
+
+    def no_winner_waits(self) -> bool:
+        """Every model holds a certificate against it, but not yet each at ``beta``: the verdict "no Condorcet
+        winner" waits (the product level; :meth:`no_winner_log_threshold`)."""
+        if self.stopped or self._nocw_thr <= 0.0 or self.goal != GOAL_WINNER:
+            return False
+        return int(kern.pc_verdict(self._CB, self._CW)) == -2
 
     def certificate_log_wealth(self) -> np.ndarray | None:
         """``LW[m, k]``: the current log-wealth of the test "m is beaten by k" (0 on the diagonal).

@@ -224,7 +224,7 @@ def _run_trials(
                 # at the product level "no Condorcet winner" may wait for wealth, not a certificate:
                 # once every arm is beaten, look again after every duel
                 if issued or (pc_nocw > 0.0 and kern.pc_verdict(CB, CW) == -2):
-                    v = kern.pc_verdict_strict(CB, CW, N, W, H, PI, PJ, betting, pc_nocw)
+                    v = kern.pc_verdict_strict(CB, CW, N, W, H, PI, PJ, BEAT, betting, pc_nocw)
                     if v != -1:
                         rec = v
                         break

@@ -52,7 +52,18 @@ import algorithms._kernels as kern  # noqa: E402
 import algorithms.certificates as certificates  # noqa: E402
 from algorithms import Instance, solve_oracle, solve_pc_oracle  # noqa: E402
 from algorithms.instances import resolve_instance  # noqa: E402
-from algorithms.simulator import simulate  # noqa: E402
+from algorithms.simulator import simulate as _simulate  # noqa: E402
+
+#: dctas-pc's certificate level for the runs that do not set one (``--level``; ``auto``: the default)
+LEVEL = "auto"
+
+
+def simulate(instance, algorithm, delta, trials, **kw):
+    """:func:`algorithms.simulator.simulate` at ``--level`` for dctas-pc runs that do not name a level."""
+    if algorithm == "dctas-pc":
+        kw.setdefault("level", LEVEL)
+    return _simulate(instance, algorithm, delta, trials, **kw)
+
 
 INSTANCES = ["synthetic:k=4", "synthetic:k=19", "search", "image", "text", "genai-image"]
 TEST_INSTANCES = ["synthetic:k=4", "synthetic:k=19", "search", "genai-image-ties4"]
@@ -516,12 +527,20 @@ def main() -> None:
     ap.add_argument("--error-trials", type=int, default=10_000)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--level",
+        choices=["auto", "product", "delta/L", "delta/(L-1)"],
+        default="auto",
+        help="dctas-pc's certificate level where a part does not set one (default auto: the product level)",
+    )
     ap.add_argument("--quick", action="store_true", help="50 trials, 1,000 error trials")
     ap.add_argument(
         "--bet-divisor", type=float, default=3.0, help="bets: the level's divisor L (delta / L; 1 for delta itself)"
     )
     ap.add_argument("--json", action="store_true", help="also print the figures of the parts that have them as JSON")
     a = ap.parse_args()
+    global LEVEL
+    LEVEL = a.level
     if a.quick:
         a.trials, a.error_trials = 50, 1000
     figures = {}

@@ -58,3 +58,14 @@ class PCEvidence(BaseModel):
     )
     pairs: list[PairEvidence]
     losers: list[LoserEvidence]
+    no_winner_log_threshold: float | None = Field(
+        None,
+        description="At the product level with four models or more: log(1/beta), the log statistic at which "
+        "every model must be shown beaten for the verdict 'no Condorcet winner' (null where the certificates' "
+        "own threshold suffices).",
+    )
+    no_winner_waits: bool = Field(
+        False,
+        description="Every model is shown beaten, but not yet each at no_winner_log_threshold: the verdict "
+        "'no Condorcet winner' waits, and every other duel goes to a pair that brings a model to it.",
+    )

@@ -61,8 +61,11 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
     (``L - 1``): the reference's certificates; ``progress`` in [0, 1]: the mean over the
     reference's ``L - 1`` pairs of ``min(1, log_stat / log_threshold)`` (0 below zero, 1 once
     certified); 1 once the campaign has ended. ``losers``: each model shown to be beaten and by whom.
-    ``level``: each certificate's error level, ``delta/L`` (``delta/(L-1)`` for a state stored at that level;
-    ``delta`` for the portfolio test, whose level is shared by the models).
+    ``level``: each certificate's error level, ``product`` or ``delta/L`` (``delta/(L-1)`` for a state stored
+    at that level; ``delta`` for the portfolio test, whose level is shared by the models).
+    ``no_winner_log_threshold``: at the product level with four models or more, ``log(1/beta)``, the log
+    statistic at which every model must be beaten for "no Condorcet winner" (else None);
+    ``no_winner_waits``: every model is beaten, and that verdict waits for each to reach it.
     """
     if algorithm != Algorithm.DCTAS_PC or not state:
         return None
@@ -71,6 +74,8 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
         items = policy.pair_evidence()
         test = policy.certificate_test_name
         ref = policy.winner if policy.winner is not None else policy.leader()
+        nocw_thr = getattr(policy, "no_winner_log_threshold", None)
+        nocw_waits = bool(getattr(policy, "no_winner_waits", lambda: False)())
     except Exception:  # a statistic must never break the view
         return None
     L = len(names)
@@ -112,6 +117,8 @@ def pc_evidence(algorithm: str, state: dict | None, names: list[str], status: st
         "progress": progress,
         "pairs": pairs,
         "losers": losers,
+        "no_winner_log_threshold": _finite(nocw_thr) if nocw_thr is not None else None,
+        "no_winner_waits": nocw_waits,
     }
 
 

@@ -133,6 +133,11 @@ def evidence_lines(c: dict[str, Any]) -> list[str]:
     for lo in ev["losers"]:
         if lo["beaten_by"] != [ev["reference"]]:
             rows.append(f"             - {lo['model']} shown to lose to {', '.join(lo['beaten_by'])}")
+    if ev.get("no_winner_waits"):
+        rows.append(
+            "             every model is shown to lose; 'no Condorcet winner' waits until each reaches "
+            f"log(1/beta) = {float(ev['no_winner_log_threshold'] or 0):.3f}"
+        )
     return rows
 
 

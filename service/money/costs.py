@@ -38,7 +38,8 @@ def judge_cost_per_duel(judge: dict) -> float:
 
 def vote_fee_nusd(judge: dict) -> int:
     """What one recorded human vote is charged (nano-USD): the judge's ``fee_per_vote``, 0 for other judges
-    (``judge``: its stored form, as the campaign row keeps it)."""
+    (``judge``: its stored form, as the campaign row keeps it, or its config model)."""
+    judge = stored(judge)
     if judge.get("kind") != "human":
         return 0
     return cost_nusd(judge.get("fee_per_vote") or 0.0)

@@ -100,11 +100,22 @@ def _cycle_over(extra: int, gap: float) -> Instance:
 
 
 def _winner_over_equals(L: int, gap: float) -> Instance:
-    """A winner ahead of ``L - 1`` exactly equal models by ``gap``: "no Condorcet winner" needs only one
-    false certificate against the winner, and each other name needs two."""
+    """A winner ahead of ``L - 1`` exactly equal models by ``gap``: each name other than the winner's needs
+    ``L - 1`` false certificates, "no Condorcet winner" one against the winner and more among the equals."""
     P = np.full((L, L), 0.5)
     P[0, 1:], P[1:, 0] = 0.5 + gap, 0.5 - gap
     return Instance([f"m{i}" for i in range(L)], [1.0] * L, P.tolist())
+
+
+def _winner_over_cycle(gap: float) -> Instance:
+    """A winner ahead by ``gap`` of three models in a clear cycle (0.85): no name needs a single false
+    certificate, and "no Condorcet winner" needs only the winner beaten at beta, by any of three: the
+    case of the bound ``(L - 1) min(alpha, alpha^2 + beta)``, closest to delta at four models."""
+    P = np.full((4, 4), 0.5)
+    P[0, 1:], P[1:, 0] = 0.5 + gap, 0.5 - gap
+    for i, j in ((1, 2), (2, 3), (3, 1)):
+        P[i, j], P[j, i] = 0.85, 0.15
+    return Instance([f"m{i}" for i in range(4)], [1.0] * 4, P.tolist())
 
 
 def _equal(L: int) -> Instance:
@@ -117,6 +128,7 @@ def _equal(L: int) -> Instance:
         ("near-tie cycle over two", _cycle_over(2, 0.05), 400, 30_000),
         ("near-tie cycle over five", _cycle_over(5, 0.08), 300, 30_000),
         ("winner over seven equals", _winner_over_equals(8, 0.04), 300, 400_000),
+        ("winner over a 3-cycle", _winner_over_cycle(0.02), 300, 400_000),
         ("five equal models", _equal(5), 300, 3_000),
     ],
 )
@@ -140,11 +152,24 @@ def test_no_winner_waits_for_every_model_beaten_at_beta():
     t = trace_trial(inst, "dctas-pc", DELTA, seed=4)
     assert t["stopped"] and t["recommended"] == -2
     pol = make_policy("dctas-pc", inst.costs, DELTA)
+    waited = None  # the state of the first duel at which the verdict waited for beta
     for pair, s in zip(t["pairs"], t["scores"]):
         assert not pol.stopped
         assert pol.next_pair() == pair
         pol.record(*pair, float(s))
-    assert pol.stopped and pol.verdict == NO_CONDORCET_WINNER
+        if waited is None and pol.no_winner_waits():
+            waited = pol.to_state()
+    assert pol.stopped and pol.verdict == NO_CONDORCET_WINNER and not pol.no_winner_waits()
+    assert waited is not None  # every model was beaten at alpha before each was at beta
+    # the campaign view says so (service.campaigns.verdicts.pc_evidence reads the stored state)
+    from service.campaigns.verdicts import pc_evidence
+
+    ev = pc_evidence("dctas-pc", waited, list(inst.names), "running")
+    assert ev is not None and ev["no_winner_waits"] is True and ev["level"] == "product"
+    assert ev["no_winner_log_threshold"] == pytest.approx(no_winner_log_level(DELTA, 6, "product"))
+    assert len(ev["losers"]) == 6  # every model shown beaten, at alpha
+    done = pc_evidence("dctas-pc", pol.to_state(), list(inst.names), "no_condorcet_winner")
+    assert done is not None and done["no_winner_waits"] is False
     LW, beta_thr = pol.certificate_log_wealth(), no_winner_log_level(DELTA, 6, "product")
     assert LW is not None and beta_thr > pol.certificate_log_threshold
     assert all((LW[m] >= beta_thr).any() for m in range(6)), LW  # every model beaten at beta
