@@ -45,7 +45,7 @@ from ..clients import Completion
 from ..config import Settings
 from ..db import Database
 from ..images.store import with_images
-from ..models import Campaign, Duel, Prompt, StoredAnswer, utcnow
+from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..money import charges, holds, ledger, reserve
 from ..redaction import redact
 from ..stored_text import clean_text
@@ -272,7 +272,10 @@ class Pregeneration:
         async def written() -> bool | None:
             if held and hold_key is not None:
                 return None if await in_thread(self.key_held_tx, campaign_id, hold_key, utcnow()) else True
-            return True if await in_thread(self.answer_stored_tx, claim.row_id) else None
+            if await in_thread(self.answer_stored_tx, claim.row_id):
+                return True
+            # a provider fault charges the call and pauses the campaign but keeps no answer: its charge says so
+            return True if await in_thread(self.row_charged_tx, campaign_id, claim.row_id) else None
 
         await once_committed(attempt, written, what=f"campaign {campaign_id}'s recovered pre-generated answer")
 
@@ -280,6 +283,17 @@ class Pregeneration:
         """Whether a budget hold of the answer's store ``key`` is still there, running past ``until``."""
         with self.db.read() as s:
             return holds.key_held(s, campaign_id, key, until)
+
+    def row_charged_tx(self, campaign_id: int, row_id: int) -> bool:
+        """Whether a charge of the campaign paid the answer store's row ``row_id`` without a duel (its detail's
+        ``store_row``, written for the answers of a batch collected after a take-over)."""
+        with self.db.read() as s:
+            q = select(Charge.id).where(
+                Charge.campaign_id == campaign_id,
+                Charge.duel_id.is_(None),
+                Charge.detail["store_row"].as_integer() == row_id,
+            )
+            return s.execute(q.limit(1)).first() is not None
 
     def answer_stored_tx(self, row_id: int) -> bool:
         """Whether the answer store's row ``row_id`` holds its answer (finalised)."""
@@ -367,6 +381,7 @@ class Pregeneration:
                 holds.drop_holds_of_key(s, campaign_id, hold_key)
             detail = {
                 "pregenerated": True,
+                **({"store_row": claim.row_id} if hold_id is None else {}),  # what a lost commit's check reads
                 "input_tokens": res.input_tokens,
                 "output_tokens": res.output_tokens,
                 **charge.detail(),

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
+import uuid
 from collections import Counter
 
 import pytest
 from service_helpers import all_duels, campaign_body
 from sqlalchemy.exc import OperationalError
 
+from service.campaigns import stores
 from service.campaigns.lost_commits import committed
 
 BASE = "http://fake.test/v1"
@@ -296,3 +298,56 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         # every answer the provider gave, the batches' included, charged once: none dropped, none twice
         assert len(batched) > 2 and rows[0] == len(asked), (len(asked), len(batched), rows)
         assert spend == rows[1] and held == 0
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a_lost_connection(
+    api, monkeypatch, loss
+):
+    """A batch answer collected after a take-over whose provider reported an unusable usage (a fault: charged its
+    bound, the campaign paused, no answer kept) and whose store's connection is lost before or after its commit,
+    with no hold of its key left to decide: the check finds the charge of its store row, so the store runs again
+    only when it did not commit (the answer is never stored, so "is it stored" alone read "no" and charged twice)."""
+    from sqlalchemy import func, select
+
+    from service.clients.base import Completion
+    from service.models import Campaign, Charge
+
+    body = _body("lost-fault")
+    body.update(judge={"kind": "human"}, answers="reuse")
+    body.pop("verdicts")
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    deps = api.app.state.campaigns.cycle.deps
+    key = uuid.uuid4().hex * 2  # a store row of its own (the answer store is shared by every campaign)
+    status, row_id = deps.stores.claim_tx(
+        "answer", key, {"model_key": "m" * 64, "prompt_hash": "p" * 64}, dt.timedelta(seconds=60)
+    )
+    assert status == "claimed", (status, row_id)
+    claim = stores.Claim("answer", int(row_id), key)
+    res = Completion(text="x", input_tokens=None, output_tokens=None, cost=0.0, latency_s=0.1, usage_fault="-1 tokens")
+    pregen = api.app.state.campaigns.pregen
+    real, lost = pregen.store_pregenerated_tx, Counter()
+
+    def losing(*args, **kwargs):
+        if not lost["store"]:
+            lost["store"] += 1
+            if loss == "after":
+                real(*args, **kwargs)
+            raise OperationalError(
+                "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
+            )
+        lost["again"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing)
+    await pregen.store_recovered_answer(cid, 0, claim, res, prompt="a prompt", hold_key=None)
+    with deps.db.read() as s:
+        rows = s.execute(
+            select(func.count(), func.sum(Charge.amount_nusd)).where(Charge.campaign_id == cid, Charge.kind == "model")
+        ).one()
+        c = s.execute(select(Campaign.spend_nusd, Campaign.status, Campaign.end_limit).where(Campaign.id == cid)).one()
+    assert lost["again"] == (1 if loss == "before" else 0)  # run again only when it had not committed
+    assert rows[0] == 1 and rows[1] > 0 and c.spend_nusd == rows[1]  # the fault's bound, charged once
+    assert (c.status, c.end_limit) == ("stopped", "provider")  # paused for the fault
