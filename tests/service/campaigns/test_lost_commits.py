@@ -36,27 +36,30 @@ def test_committed_reads_the_stage_from_the_duels_columns():
 LOSSES = ("before", "after")
 
 
+def losing(lost: Counter, stage: str, real, *, meanwhile=None):
+    """``real``, whose first calls lose their connection as :data:`LOSSES` says ("after": it commits first;
+    "before": it does not, and ``meanwhile()`` runs, as another process would); ``lost[stage]`` counts them."""
+
+    def run(*args, **kwargs):
+        if lost[stage] >= len(LOSSES):
+            return real(*args, **kwargs)
+        lost[stage] += 1
+        if LOSSES[lost[stage] - 1] == "after":
+            real(*args, **kwargs)
+        elif meanwhile is not None:
+            meanwhile()
+        raise OperationalError("COMMIT", None, Exception("server closed the connection"), connection_invalidated=True)
+
+    return run
+
+
 def lose_connections(monkeypatch, svc) -> Counter:
     """The first answers and verdict transactions lose their connection, as :data:`LOSSES` says."""
     import service.cycle as cycle
 
     lost: Counter = Counter()
-
-    def losing(stage, real):
-        def run(*args):
-            if lost[stage] >= len(LOSSES):
-                return real(*args)
-            lost[stage] += 1
-            if LOSSES[lost[stage] - 1] == "after":
-                real(*args)
-            raise OperationalError(
-                "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
-            )
-
-        return run
-
-    monkeypatch.setattr(svc, "store_answers_tx", losing("answers", svc.store_answers_tx))
-    monkeypatch.setattr(cycle, "record_verdict", losing("verdict", cycle.record_verdict))
+    monkeypatch.setattr(svc, "store_answers_tx", losing(lost, "answers", svc.store_answers_tx))
+    monkeypatch.setattr(cycle, "record_verdict", losing(lost, "verdict", cycle.record_verdict))
     return lost
 
 
@@ -159,19 +162,7 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
 
     pregen = api.app.state.campaigns.pregen
     lost: Counter = Counter()
-    real = pregen.store_pregenerated_tx
-
-    def losing(*args, **kwargs):
-        if lost["pregen"] < len(LOSSES):
-            lost["pregen"] += 1
-            if LOSSES[lost["pregen"] - 1] == "after":
-                real(*args, **kwargs)
-            raise OperationalError(
-                "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
-            )
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing)
+    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing(lost, "pregen", pregen.store_pregenerated_tx))
     name = "lost-pregen"
     body = _body(name)
     body.update(judge={"kind": "human"}, answers="reuse")
@@ -240,24 +231,16 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         first_owner = api.app.state.campaigns.leases.owner_id
         pregen2 = api2.app.state.campaigns.pregen
         lost: Counter = Counter()
+
+        def sweep() -> None:  # meanwhile, another pre-generation's take_hold sweeps the expired holds
+            if lapsed:
+                with api2.app.state.db.write() as s:
+                    s.execute(
+                        delete(BudgetHold).where(BudgetHold.campaign_id == cid, BudgetHold.expires_at <= utcnow())
+                    )
+
         real = pregen2.store_pregenerated_tx
-
-        def losing(*args, **kwargs):
-            if lost["pregen"] < len(LOSSES):
-                lost["pregen"] += 1
-                if LOSSES[lost["pregen"] - 1] == "after":
-                    real(*args, **kwargs)
-                elif lapsed:  # meanwhile, another pre-generation's take_hold sweeps the expired holds
-                    with api2.app.state.db.write() as s:
-                        s.execute(
-                            delete(BudgetHold).where(BudgetHold.campaign_id == cid, BudgetHold.expires_at <= utcnow())
-                        )
-                raise OperationalError(
-                    "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
-                )
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(pregen2, "store_pregenerated_tx", losing)
+        monkeypatch.setattr(pregen2, "store_pregenerated_tx", losing(lost, "pregen", real, meanwhile=sweep))
         name = "lost-recovered" + ("-lapsed" if lapsed else "")
         body = _body(name, batch={"round_size": 4, "poll_seconds": 0.02})
         body.update(judge={"kind": "human"}, answers="reuse")
@@ -300,14 +283,12 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         assert spend == rows[1] and held == 0
 
 
-@pytest.mark.parametrize("loss", LOSSES)
-async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a_lost_connection(
-    api, monkeypatch, loss
-):
+async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a_lost_connection(api, monkeypatch):
     """A batch answer collected after a take-over whose provider reported an unusable usage (a fault: charged its
-    bound, the campaign paused, no answer kept) and whose store's connection is lost before or after its commit,
-    with no hold of its key left to decide: the check finds the charge of its store row, so the store runs again
-    only when it did not commit (the answer is never stored, so "is it stored" alone read "no" and charged twice)."""
+    bound, the campaign paused, no answer kept) and whose store's connection is lost before, then after, its
+    commit, with no hold of its key left to decide: the check finds the charge of its store row, so the store runs
+    again only when it did not commit (the answer is never stored, so "is it stored" alone read "no" and charged
+    it twice)."""
     from sqlalchemy import func, select
 
     from service.clients.base import Completion
@@ -328,26 +309,21 @@ async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a
     claim = stores.Claim("answer", int(row_id), key)
     res = Completion(text="x", input_tokens=None, output_tokens=None, cost=0.0, latency_s=0.1, usage_fault="-1 tokens")
     pregen = api.app.state.campaigns.pregen
-    real, lost = pregen.store_pregenerated_tx, Counter()
+    lost: Counter = Counter()
+    real = pregen.store_pregenerated_tx
 
-    def losing(*args, **kwargs):
-        if not lost["store"]:
-            lost["store"] += 1
-            if loss == "after":
-                real(*args, **kwargs)
-            raise OperationalError(
-                "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
-            )
-        lost["again"] += 1
+    def counted(*args, **kwargs):
+        lost["runs"] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing)
+    monkeypatch.setattr(pregen, "store_pregenerated_tx", losing(lost, "store", counted))
     await pregen.store_recovered_answer(cid, 0, claim, res, prompt="a prompt", hold_key=None)
     with deps.db.read() as s:
         rows = s.execute(
             select(func.count(), func.sum(Charge.amount_nusd)).where(Charge.campaign_id == cid, Charge.kind == "model")
         ).one()
         c = s.execute(select(Campaign.spend_nusd, Campaign.status, Campaign.end_limit).where(Campaign.id == cid)).one()
-    assert lost["again"] == (1 if loss == "before" else 0)  # run again only when it had not committed
+    # lost before its commit (run again), then after it (found committed: not run a third time)
+    assert lost["store"] == 2 and lost["runs"] == 1
     assert rows[0] == 1 and rows[1] > 0 and c.spend_nusd == rows[1]  # the fault's bound, charged once
     assert (c.status, c.end_limit) == ("stopped", "provider")  # paused for the fault
