@@ -85,6 +85,22 @@ def _body(name: str, batch=None) -> dict:
     return body
 
 
+async def _human_campaign(api, name: str, batch=None, *, first_duel: bool = True) -> int:
+    """A human campaign whose answers are reused, so pre-generated for its annotators; with ``first_duel``,
+    an annotator asks for its first duel (which starts the pre-generation). Its id."""
+    body = _body(name, batch=batch)
+    body.update(judge={"kind": "human"}, answers="reuse")
+    body.pop("verdicts")
+    r = await api.post("/v1/campaigns", json=body)
+    assert r.status_code == 201, r.text
+    cid = r.json()["id"]
+    if first_duel:
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+        first = await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+        assert first.status_code == 201, first.text
+    return cid
+
+
 @pytest.mark.parametrize("batch", [None, {"round_size": 4, "poll_seconds": 0.02}], ids=["calls", "batch"])
 async def test_a_lost_connection_under_a_paid_store_neither_drops_nor_doubles_its_charge(api, fake, monkeypatch, batch):
     svc = api.app.state.campaigns.cycle
@@ -164,15 +180,7 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
     lost: Counter = Counter()
     monkeypatch.setattr(pregen, "store_pregenerated_tx", losing(lost, "pregen", pregen.store_pregenerated_tx))
     name = "lost-pregen"
-    body = _body(name)
-    body.update(judge={"kind": "human"}, answers="reuse")
-    body.pop("verdicts")
-    r = await api.post("/v1/campaigns", json=body)
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
-    token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
-    first = await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
-    assert first.status_code == 201, first.text
+    cid = await _human_campaign(api, name)
     deadline = time.monotonic() + 60
     while cid in pregen.busy or lost["pregen"] < 2:
         assert time.monotonic() < deadline, "the pre-generation did not end within 60 s"
@@ -242,15 +250,7 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         real = pregen2.store_pregenerated_tx
         monkeypatch.setattr(pregen2, "store_pregenerated_tx", losing(lost, "pregen", real, meanwhile=sweep))
         name = "lost-recovered" + ("-lapsed" if lapsed else "")
-        body = _body(name, batch={"round_size": 4, "poll_seconds": 0.02})
-        body.update(judge={"kind": "human"}, answers="reuse")
-        body.pop("verdicts")
-        r = await api.post("/v1/campaigns", json=body)
-        assert r.status_code == 201, r.text
-        cid = r.json()["id"]
-        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
-        first = await api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
-        assert first.status_code == 201, first.text
+        cid = await _human_campaign(api, name, batch={"round_size": 4, "poll_seconds": 0.02})
         deadline = time.monotonic() + 60
         while len(hung) < 3:  # one batch per model, each submitted and never collected
             assert time.monotonic() < deadline, f"the pre-generation batches were not sent: {hung}"
@@ -294,12 +294,7 @@ async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a
     from service.clients.base import Completion
     from service.models import Campaign, Charge
 
-    body = _body("lost-fault")
-    body.update(judge={"kind": "human"}, answers="reuse")
-    body.pop("verdicts")
-    r = await api.post("/v1/campaigns", json=body)
-    assert r.status_code == 201, r.text
-    cid = r.json()["id"]
+    cid = await _human_campaign(api, "lost-fault", first_duel=False)
     deps = api.app.state.campaigns.cycle.deps
     key = uuid.uuid4().hex * 2  # a store row of its own (the answer store is shared by every campaign)
     status, row_id = deps.stores.claim_tx(
