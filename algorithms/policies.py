@@ -716,7 +716,7 @@ class PCPolicy(Policy):
         if self.population is not None:
             return self._choose_wor(pend)
         neff = self.N + pend
-        if self._nocw_thr > 0.0 and int(neff.sum()) % 2 == 0 and kern.pc_verdict(self._CB, self._CW) == -2:
+        if int(neff.sum()) % 2 == 0 and self.no_winner_waits():
             # every model is beaten but not yet each at beta: every other duel tops up a certificate
             k = int(
                 kern.pc_nocw_choose(self.N, self.W, self._H, self.PI, self.PJ, self.BEAT, self._betting, self._nocw_thr)

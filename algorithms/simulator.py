@@ -144,6 +144,7 @@ def _run_trials(
         META[3] = 0
         kern.dpca_start_explore(META, n, s, ACT)
         nz = 0
+        nocw_wait = False  # every arm beaten at alpha, not yet each at beta (stays so: certificates are kept)
         cost = 0.0
         rec = -1
         steps = 0
@@ -156,7 +157,7 @@ def _run_trials(
             elif code == 3:
                 a = kern.pc_lead(CB, AMAX, LEAD, pc_stick)
                 k = -1
-                if pc_nocw > 0.0 and steps % 2 == 0 and kern.pc_verdict(CB, CW) == -2:
+                if nocw_wait and steps % 2 == 0:
                     k = kern.pc_nocw_choose(N, W, H, PI, PJ, BEAT, betting, pc_nocw)
                 if k < 0:
                     k = kern.pc_choose(
@@ -223,11 +224,12 @@ def _run_trials(
                 )
                 # at the product level "no Condorcet winner" may wait for wealth, not a certificate:
                 # once every arm is beaten, look again after every duel
-                if issued or (pc_nocw > 0.0 and kern.pc_verdict(CB, CW) == -2):
+                if issued or nocw_wait:
                     v = kern.pc_verdict_strict(CB, CW, N, W, H, PI, PJ, BEAT, betting, pc_nocw)
                     if v != -1:
                         rec = v
                         break
+                    nocw_wait = pc_nocw > 0.0 and kern.pc_verdict(CB, CW) == -2
                 if pc_stick > 0.0:
                     kern.pc_track_leader(CB, AMAX, T, LEAD, pc_stick)
             elif code == 2:

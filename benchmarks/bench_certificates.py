@@ -529,7 +529,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--level",
-        choices=["auto", "product", "delta/L", "delta/(L-1)"],
+        choices=["auto", *certificates.PC_LEVELS],
         default="auto",
         help="dctas-pc's certificate level where a part does not set one (default auto: the product level)",
     )

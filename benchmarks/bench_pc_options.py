@@ -22,21 +22,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_certificates import HARD, INTRANSITIVE  # noqa: E402
+import bench_certificates  # noqa: E402
+from bench_certificates import HARD, INTRANSITIVE, simulate  # noqa: E402  (simulate: at --level)
 
 from algorithms.instances import resolve_instance  # noqa: E402
-from algorithms.simulator import simulate as _simulate  # noqa: E402
-
-#: dctas-pc's certificate level for the runs that do not set one (``--level``; ``auto``: the default)
-LEVEL = "auto"
-
-
-def simulate(instance, algorithm, delta, trials, **kw):
-    """:func:`algorithms.simulator.simulate` at ``--level`` for dctas-pc runs that do not name a level."""
-    if algorithm == "dctas-pc":
-        kw.setdefault("level", LEVEL)
-    return _simulate(instance, algorithm, delta, trials, **kw)
-
 
 COST_INSTANCES = ["synthetic:k=4", "synthetic:k=19", "search"]
 
@@ -60,13 +49,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--level",
-        choices=["auto", "product", "delta/L", "delta/(L-1)"],
+        choices=["auto", *bench_certificates.certificates.PC_LEVELS],
         default="auto",
         help="dctas-pc's certificate level where a part does not set one (default auto: the product level)",
     )
     a = ap.parse_args()
-    global LEVEL
-    LEVEL = a.level
+    bench_certificates.LEVEL = a.level
     variants = a.variants.split(",")
     if a.part == "cost":
         names = a.instances.split(",") if a.instances else COST_INSTANCES
