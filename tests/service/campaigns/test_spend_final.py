@@ -12,11 +12,12 @@ import datetime as dt
 import time
 
 import httpx
+from conftest import app_client
 from sqlalchemy import update
 from test_lost_commits import _body
 from test_run_settled import Gate, _ledger
 
-from conftest import app_client
+from service.cli.campaign_text import summary
 from service.fake_provider import create_fake_provider_app
 from service.models import Campaign, Duel
 
@@ -158,12 +159,14 @@ async def test_an_annotators_duel_called_at_the_stop_keeps_the_spend_open(api):
         view = await _view(api, cid)
         assert view["status"] == "stopped" and view["run"]["active"] is False and view["pending"] == 0, view
         assert view["spend_final"] is False and view["spend"] == 0, view
+        assert "(judge 0.0000 USD), not final yet (calls under way)\n" in summary(view)  # campaign show
         r = await api.delete(f"/v1/campaigns/{cid}")
         assert r.status_code == 409, r.text
         gate.open.set()
         await ask
         final = await _view(api, cid)
         spend, total, late = _ledger(api.app, cid)
+        assert ", final\n" in summary(final)
         assert final["spend_final"] is True and late == 2 and round(final["spend"] * 1e9) == spend == total > 0
         with api.app.state.db.read() as s:
             assert s.get(Campaign, cid).status == "stopped"
@@ -179,7 +182,9 @@ async def test_the_spend_of_a_running_or_drained_campaign(api):
 
     body = campaign_body(costs=(0.01, 0.02), judge=simulated_judge([[0.5, 0.9], [0.1, 0.5]]), max_duels=2)
     cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
-    assert (await _view(api, cid))["spend_final"] is False
+    running = await _view(api, cid)
+    assert running["spend_final"] is False
+    assert "final" not in next(x for x in summary(running).splitlines() if x.strip().startswith("spend"))
     for _ in range(2):
         assert (await api.post(f"/v1/campaigns/{cid}/duels")).status_code == 201
     view = await _view(api, cid)
