@@ -29,7 +29,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import func, select
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
@@ -41,24 +41,79 @@ from .leases import RUN_REQUESTER
 
 #: The reasons :func:`unsettled` gives, in the order it looks.
 RUN_UNDER_WAY = "its background run has not ended yet"
+CALLS_OUT = "a model or judge call of its duels in flight is still under way (until its deadline)"
+#: The duel statuses under which a call may still be out (the module's list).
+_MAY_CALL = (DuelStatus.CALLING, DuelStatus.PENDING, DuelStatus.CANCELLED)
 
 
-def _calls_out(campaign: Campaign, now: dt.datetime) -> Any:
-    """The first duel of ``campaign`` with a call that may still be charged at ``now`` (the module's list),
-    asked once its run is not under way."""
-    may_call = [
-        Duel.status == DuelStatus.CALLING,
-        and_(Duel.status == DuelStatus.CANCELLED, Duel.answered_at.is_(None)),
-    ]
-    if campaign.judge.get("kind") != "human":  # an automatic judge may be deciding a duel whose answers are in
-        may_call.append(Duel.status.in_([DuelStatus.PENDING, DuelStatus.CANCELLED]))
-    q = select(Duel.id).where(
-        Duel.campaign_id == campaign.id, Duel.expires_at > now, Duel.judged_at.is_(None), or_(*may_call)
+def _may_be_charged(campaign: Campaign, status: str, unanswered: bool, run_duel: bool) -> bool:
+    """Whether a duel of ``campaign`` not judged, before its deadline, can still be charged for a call."""
+    if run_duel and campaign.run_owner is None:  # the run drained (or gave its duels up): they are settled
+        return False  # (an owner that still holds the run but whose lease lapsed may wake up and store them)
+    if status == DuelStatus.CALLING or (status == DuelStatus.CANCELLED and unanswered):
+        return True  # its models are being called
+    return campaign.judge.get("kind") != "human"  # its answers are in: an automatic judge may be deciding
+
+
+def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -> dict[int, str | None]:
+    """:func:`unsettled` of each of ``campaigns``, in three queries whatever their number."""
+    out: dict[int, str | None] = {}
+    rest = []
+    for c in campaigns:
+        under_way = run_under_way(c.run_active, c.run_owner, c.run_lease_expires_at, clock)
+        out[c.id] = RUN_UNDER_WAY if under_way else None
+        if not under_way:
+            rest.append(c)
+    if not rest:
+        return out
+    by_id = {c.id: c for c in rest}
+    now = utcnow()
+    duels = s.execute(
+        select(
+            Duel.campaign_id,
+            Duel.status,
+            Duel.answered_at.is_(None),
+            func.coalesce(Duel.requested_by, "") == RUN_REQUESTER,
+        )
+        .where(
+            Duel.campaign_id.in_(list(by_id)),
+            Duel.status.in_([str(x) for x in _MAY_CALL]),
+            Duel.expires_at > now,
+            Duel.judged_at.is_(None),
+        )
+        .distinct()
+    ).all()
+    for cid, status, unanswered, run_duel in duels:
+        if out[cid] is None and _may_be_charged(by_id[cid], status, bool(unanswered), bool(run_duel)):
+            out[cid] = CALLS_OUT
+    # a batch's collector gives up within its window plus the cancellation grace: an open row older than
+    # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable)
+    oldest = now - dt.timedelta(seconds=2 * MAX_WINDOW_SECONDS + CANCEL_GRACE_S + 60)
+    open_batches: dict[int, int] = {}
+    for cid, created in s.execute(
+        select(BatchJob.campaign_id, BatchJob.created_at).where(
+            BatchJob.campaign_id.in_(list(by_id)), BatchJob.status.in_(OPEN), BatchJob.created_at > oldest
+        )
+    ).all():
+        window = float((by_id[cid].batch or {}).get("window_seconds") or MAX_WINDOW_SECONDS)
+        if created > now - dt.timedelta(seconds=2 * window + CANCEL_GRACE_S + 60):
+            open_batches[cid] = open_batches.get(cid, 0) + 1
+    holds = dict(
+        s.execute(
+            select(BudgetHold.campaign_id, func.count())
+            .where(BudgetHold.campaign_id.in_(list(by_id)), BudgetHold.expires_at > now)
+            .group_by(BudgetHold.campaign_id)
+        ).all()
     )
-    if campaign.run_owner is None:  # the run drained (or gave its duels up, or never ran): its duels are settled
-        q = q.where(or_(Duel.requested_by.is_(None), Duel.requested_by != RUN_REQUESTER))
-    # else its owner's lease lapsed before it drained: the owner may still wake up and store them
-    return q.limit(1)
+    for cid in by_id:
+        if out[cid] is None and open_batches.get(cid):
+            out[cid] = (
+                f"{open_batches[cid]} of its batches are still at the provider (submitted, not yet collected or "
+                "cancelled)"
+            )
+        if out[cid] is None and holds.get(cid):
+            out[cid] = f"{holds[cid]} of its model calls (pre-generated answers) are under way"
+    return out
 
 
 def unsettled(s: Any, campaign: Campaign, clock: dt.datetime) -> str | None:
@@ -67,26 +122,7 @@ def unsettled(s: Any, campaign: Campaign, clock: dt.datetime) -> str | None:
     ``clock``: the database's (:meth:`service.db.Database.clock`), which times the run's lease; duel
     deadlines and holds are compared with this process's clock, as the process that stores a call's
     result compares them."""
-    if run_under_way(campaign.run_active, campaign.run_owner, campaign.run_lease_expires_at, clock):
-        return RUN_UNDER_WAY
-    now = utcnow()
-    if s.scalar(_calls_out(campaign, now)) is not None:
-        return "a model or judge call of its duels in flight is still under way (until its deadline)"
-    # a batch's collector gives up within its window plus the cancellation grace: an open row older than
-    # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable)
-    window = float((campaign.batch or {}).get("window_seconds") or MAX_WINDOW_SECONDS)
-    since = now - dt.timedelta(seconds=2 * window + CANCEL_GRACE_S + 60)
-    batches = s.scalar(
-        select(func.count()).where(
-            BatchJob.campaign_id == campaign.id, BatchJob.status.in_(OPEN), BatchJob.created_at > since
-        )
-    )
-    if batches:
-        return f"{batches} of its batches are still at the provider (submitted, not yet collected or cancelled)"
-    holds = s.scalar(select(func.count()).where(BudgetHold.campaign_id == campaign.id, BudgetHold.expires_at > now))
-    if holds:
-        return f"{holds} of its model calls (pre-generated answers) are under way"
-    return None
+    return _unsettled_many(s, [campaign], clock)[campaign.id]
 
 
 def spend_final(s: Any, campaign: Campaign, clock: dt.datetime) -> bool:
@@ -95,5 +131,8 @@ def spend_final(s: Any, campaign: Campaign, clock: dt.datetime) -> bool:
 
 
 def spend_final_of(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -> dict[int, bool]:
-    """:func:`spend_final` of each of ``campaigns`` (a page of the list: the running ones cost no query)."""
-    return {c.id: spend_final(s, c, clock) for c in campaigns}
+    """:func:`spend_final` of each of ``campaigns`` (a page of the list), in at most three queries: the running
+    ones cost none."""
+    ended = [c for c in campaigns if c.status != CampaignStatus.RUNNING]
+    left = _unsettled_many(s, ended, clock)
+    return {c.id: c.status != CampaignStatus.RUNNING and left[c.id] is None for c in campaigns}
