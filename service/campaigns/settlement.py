@@ -10,8 +10,9 @@ and only while, one of these is under way:
   :func:`.expiry.run_under_way`);
 * a duel whose hard deadline lies ahead, not judged, with a call that may still be out: its models
   being called (``calling``, or ``cancelled`` by the ending before its answers were stored), or,
-  with its answers stored, an automatic judge's verdict awaited (``pending`` or ``cancelled``;
-  a human's vote is not taken on a cancelled duel). A run's own duels count here only when its owner
+  with its answers stored, an automatic judge's verdict awaited (``pending`` or ``cancelled``
+  without a verdict's detail: a hybrid duel selected for a human has its automatic verdict, and a human's
+  vote, and its fee, is taken only while the campaign runs). A run's own duels count here only when its owner
   stopped renewing its lease before it drained (it died, or stalled past the lease and may still
   wake up and store them) or when they were orphaned by a take-over; while the owner drains, the
   run itself is under way, and once it has drained they are settled;
@@ -37,6 +38,7 @@ from ..models import BatchJob, BudgetHold, Campaign, Duel, utcnow
 from ..schemas.batch_config import MAX_WINDOW_SECONDS
 from .batch_jobs import CANCEL_GRACE_S, OPEN
 from .expiry import run_under_way
+from .hybrid import is_hybrid
 from .leases import RUN_REQUESTER
 
 #: The reasons :func:`unsettled` gives, in the order it looks.
@@ -46,12 +48,15 @@ CALLS_OUT = "a model or judge call of its duels in flight is still under way (un
 _MAY_CALL = (DuelStatus.CALLING, DuelStatus.PENDING, DuelStatus.CANCELLED)
 
 
-def _may_be_charged(campaign: Campaign, status: str, unanswered: bool, run_duel: bool) -> bool:
-    """Whether a duel of ``campaign`` not judged, before its deadline, can still be charged for a call."""
+def _may_be_charged(campaign: Campaign, status: str, *, unanswered: bool, run_duel: bool, verdict_in: bool) -> bool:
+    """Whether a duel of ``campaign`` not judged, before its deadline, can still be charged for a call.
+    ``verdict_in``: its automatic verdict is recorded (a hybrid duel waiting for a human's vote)."""
     if run_duel and campaign.run_owner is None:  # the run drained (or gave its duels up): they are settled
         return False  # (an owner that still holds the run but whose lease lapsed may wake up and store them)
     if status == DuelStatus.CALLING or (status == DuelStatus.CANCELLED and unanswered):
         return True  # its models are being called
+    if verdict_in and is_hybrid(campaign.judge):  # its automatic verdict is in: what is left is a human's vote,
+        return False  # never taken (nor its fee charged) once the campaign ended; its pool hold is no call's deadline
     return campaign.judge.get("kind") != "human"  # its answers are in: an automatic judge may be deciding
 
 
@@ -74,6 +79,7 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
             Duel.status,
             Duel.answered_at.is_(None),
             func.coalesce(Duel.requested_by, "") == RUN_REQUESTER,
+            Duel.judge_detail.is_not(None),
         )
         .where(
             Duel.campaign_id.in_(list(by_id)),
@@ -83,8 +89,10 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
         )
         .distinct()
     ).all()
-    for cid, status, unanswered, run_duel in duels:
-        if out[cid] is None and _may_be_charged(by_id[cid], status, bool(unanswered), bool(run_duel)):
+    for cid, status, unanswered, run_duel, verdict_in in duels:
+        if out[cid] is None and _may_be_charged(
+            by_id[cid], status, unanswered=bool(unanswered), run_duel=bool(run_duel), verdict_in=bool(verdict_in)
+        ):
             out[cid] = CALLS_OUT
     # a batch's collector gives up within its window plus the cancellation grace: an open row older than
     # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable)

@@ -191,3 +191,21 @@ async def test_the_spend_of_a_running_or_drained_campaign(api):
     assert view["status"] == "stopped" and view["spend_final"] is True, view
     listed = {c["id"]: c for c in (await api.get("/v1/campaigns")).json()["items"]}
     assert listed[cid]["spend_final"] is True
+
+
+async def test_a_stopped_hybrid_campaigns_waiting_duels_leave_its_spend_final(api, monkeypatch):
+    """A hybrid campaign's duel selected for a human has its automatic verdict: what is left is an annotator's vote,
+    which an ended campaign does not take (nor its fee). Its pool hold (30 days) is no deadline of a call: once the
+    campaign stops, the spend is final and the campaign can be deleted."""
+    from service_helpers import admin_duels_until_selected, hybrid_campaign, ledger_rows
+
+    cid, (p, _) = await hybrid_campaign(api, monkeypatch, rate=1.0)
+    sel = await admin_duels_until_selected(api, cid)
+    assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+    view = await _view(api, cid)
+    assert (await api.get(f"/v1/duels/{sel['id']}")).json()["status"] == "cancelled"
+    assert view["spend_final"] is True, view
+    assert (await api.post(f"/v1/duels/{sel['id']}/vote", json={"choice": "a"}, headers=p)).status_code in (404, 409)
+    assert (await _view(api, cid))["spend"] == view["spend"]
+    assert not [r for r in ledger_rows(api.app.state.db, cid) if (r.detail or {}).get("human_fee")]
+    assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 200
