@@ -8,13 +8,15 @@ and only while, one of these is under way:
 
 * a background run whose owner has not drained it (``run.active``,
   :func:`.expiry.run_under_way`);
-* a duel whose hard deadline lies ahead, not judged, with a call that may still be out: its models
+* a duel whose hard deadline lies ahead, without its judge's verdict, with a call that may still be out: its models
   being called (``calling``, or ``cancelled`` by the ending before its answers were stored), or,
   with its answers stored, an automatic judge's verdict awaited (``pending`` or ``cancelled``
-  without a verdict's detail: a hybrid duel selected for a human has its automatic verdict, and a human's
-  vote, and its fee, is taken only while the campaign runs). A run's own duels count here only when its owner
-  stopped renewing its lease before it drained (it died, or stalled past the lease and may still
-  wake up and store them) or when they were orphaned by a take-over; while the owner drains, the
+  without a verdict's detail: a hybrid duel selected for a human has its automatic verdict, and a
+  human's vote, and its fee, is taken only while the campaign runs), also when a human's vote (the
+  admin's, on a duel of an automatic judge) judged it or it expired as an orphan meanwhile: the
+  judge's call is charged when it returns, and its charge row says it has. A run's own duels count
+  here only when its owner stopped renewing its lease before it drained (it died, or stalled past
+  the lease and may still wake up and store them) or when they were orphaned by a take-over; while the owner drains, the
   run itself is under way, and once it has drained they are settled;
 * a pre-generation hold that has not lapsed, or a batch still at the provider (within twice its
   window and the cancellation grace: an older open batch is a dead worker's).
@@ -30,11 +32,12 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, exists, func, not_, or_, select
 
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..models import BatchJob, BudgetHold, Campaign, Duel, utcnow
+from ..models import BatchJob, BudgetHold, Campaign, Charge, Duel, utcnow
+from ..money.charges import JUDGE
 from ..schemas.batch_config import MAX_WINDOW_SECONDS
 from .batch_jobs import CANCEL_GRACE_S, OPEN
 from .expiry import run_under_way
@@ -46,6 +49,12 @@ RUN_UNDER_WAY = "its background run has not ended yet"
 CALLS_OUT = "a model or judge call of its duels in flight is still under way (until its deadline)"
 #: The duel statuses under which a call may still be out (the module's list).
 _MAY_CALL = (DuelStatus.CALLING, DuelStatus.PENDING, DuelStatus.CANCELLED)
+#: A duel answered, then judged by a human's vote (the admin's, on a duel of an automatic judge) or expired as an
+#: orphan, while its automatic judge's call may still be out: it is charged when it returns (verdict.decide_verdict),
+#: and its judge charge row then says it is back (a call charged nothing leaves none: it counts until its deadline).
+_DECIDED = (DuelStatus.JUDGED, DuelStatus.EXPIRED)
+#: How an automatic judge's verdict names its judge (``judged_by``: ``judge:<kind>``); a vote names its voter.
+_BY_JUDGE = "judge:"
 
 
 def _may_be_charged(campaign: Campaign, status: str, *, unanswered: bool, run_duel: bool, verdict_in: bool) -> bool:
@@ -55,9 +64,12 @@ def _may_be_charged(campaign: Campaign, status: str, *, unanswered: bool, run_du
         return False  # (an owner that still holds the run but whose lease lapsed may wake up and store them)
     if status == DuelStatus.CALLING or (status == DuelStatus.CANCELLED and unanswered):
         return True  # its models are being called
+    automatic = campaign.judge.get("kind") != "human"
+    if status in _DECIDED:  # a vote judged it, or it expired as an orphan, while its judge may still be deciding
+        return automatic and not is_hybrid(campaign.judge)  # (a hybrid duel takes no vote before its verdict)
     if verdict_in and is_hybrid(campaign.judge):  # its automatic verdict is in: what is left is a human's vote,
         return False  # never taken (nor its fee charged) once the campaign ended; its pool hold is no call's deadline
-    return campaign.judge.get("kind") != "human"  # its answers are in: an automatic judge may be deciding
+    return automatic  # its answers are in: an automatic judge may be deciding
 
 
 def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -> dict[int, str | None]:
@@ -83,9 +95,16 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
         )
         .where(
             Duel.campaign_id.in_(list(by_id)),
-            Duel.status.in_([str(x) for x in _MAY_CALL]),
             Duel.expires_at > now,
-            Duel.judged_at.is_(None),
+            or_(
+                and_(Duel.status.in_([str(x) for x in _MAY_CALL]), Duel.judged_at.is_(None)),
+                and_(
+                    Duel.status.in_([str(x) for x in _DECIDED]),
+                    Duel.answered_at.is_not(None),
+                    not_(func.coalesce(Duel.judged_by, "").startswith(_BY_JUDGE)),
+                    ~exists().where(Charge.duel_id == Duel.id, Charge.kind == JUDGE),  # its judge's call not back
+                ),
+            ),
         )
         .distinct()
     ).all()

@@ -13,7 +13,7 @@ import time
 
 import httpx
 from conftest import app_client
-from sqlalchemy import update
+from sqlalchemy import select, update
 from test_lost_commits import _body
 from test_run_settled import Gate, _ledger
 
@@ -209,3 +209,71 @@ async def test_a_stopped_hybrid_campaigns_waiting_duels_leave_its_spend_final(ap
     assert (await _view(api, cid))["spend"] == view["spend"]
     assert not [r for r in ledger_rows(api.app.state.db, cid) if (r.detail or {}).get("human_fee")]
     assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 200
+
+
+class JudgeGate:
+    """The fake provider with only the judge's calls behind a gate (the models answer at once)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.open = asyncio.Event()
+        self.waiting = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        body, more = b"", True
+        while more:
+            msg = await receive()
+            body += msg.get("body", b"")
+            more = msg.get("more_body", False)
+        if b'-judge"' in body and not self.open.is_set():
+            self.waiting += 1
+            await self.open.wait()
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def test_a_duel_the_admin_voted_on_while_its_judge_decides_keeps_the_spend_open(api):
+    """The admin votes on its duel while the LLM judge is deciding it, then stops the campaign: the duel is judged,
+    but the judge's call is still out and is charged when it returns (before the duel's deadline). ``spend_final``
+    stays false, and DELETE is refused, until it has."""
+    gate = JudgeGate(create_fake_provider_app())
+    calls = api.app.state.campaigns.cycle.deps.calls
+    calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gate))
+    try:
+        cid = (await api.post("/v1/campaigns", json=_body("voted"))).json()["id"]
+        ask = asyncio.ensure_future(api.post(f"/v1/campaigns/{cid}/duels"))
+
+        async def held():
+            return gate.waiting >= 1
+
+        await _until("the judge's call held at the provider", held)
+        with api.app.state.db.read() as s:
+            (did,) = s.scalars(select(Duel.id).where(Duel.campaign_id == cid, Duel.status == "pending")).all()
+        r = await api.post(f"/v1/duels/{did}/vote", json={"choice": "a"})
+        assert r.status_code == 200 and r.json()["status"] == "judged", r.text
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        view = await _view(api, cid)
+        assert view["status"] == "stopped" and view["run"]["active"] is False, view
+        assert view["spend_final"] is False, view  # the judge's call is still out
+        assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 409
+        gate.open.set()
+        assert (await ask).status_code in (201, 409)  # its verdict comes too late to count; its call is charged
+        final = await _view(api, cid)
+        spend, total, late = _ledger(api.app, cid)
+        assert final["spend_final"] is True and late == 1, (final, late)
+        assert round(final["spend"] * 1e9) == spend == total and final["spend"] > view["spend"], (final, view)
+        assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 200
+    finally:
+        gate.open.set()
+        await calls._http.aclose()
+        calls._http = None
