@@ -364,11 +364,11 @@ class Pregeneration:
         that also releases the call's budget hold (``hold_key``: without its id, the holds of the answer's
         store key, as when a batch of a process gone is collected). The charge is the ledger's (at most the
         call's bound, which the hold reserved); a provider fault pauses the campaign and the answer is not kept."""
-        now = utcnow()
         with self.db.write() as s:
             c = self.db.lock_campaign(s, campaign_id)
             if c is None:
                 return
+            now = utcnow()  # under the lock: an answer that waited for it past its hold's end is not charged
             charge = ledger.model_charge(c.models[n], prompt, res)
             amount = charge.amount_nusd
             if hold_id is not None:

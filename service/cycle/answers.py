@@ -103,7 +103,9 @@ async def decide_answers(
         raise not_handled(crow.id)
     charges, total, fields, error = settled.charges, settled.total_nusd, settled.fields, settled.error
     faults = settled.faults
-    late = is_stale(drow.expires_at, settled.now) and bool(charges or faults)
+    # the time under the lock, not settle's: a store that waited for the lock past the deadline is late too
+    # (a reader saw the deadline pass with nothing stored: settlement.py read the spend as final then)
+    late = is_stale(drow.expires_at, max(settled.now, utcnow())) and bool(charges or faults)
     if late:
         # Its calls returned after the duel's hard deadline (the process stalled past it): the
         # budget stopped holding the reservation then, so the ledger cannot take the charge

@@ -211,6 +211,20 @@ async def test_a_stopped_hybrid_campaigns_waiting_duels_leave_its_spend_final(ap
     assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 200
 
 
+class FreeGate(Gate):
+    """:class:`Gate`, but its first ``free`` requests pass."""
+
+    def __init__(self, app, free: int):
+        super().__init__(app)
+        self.free = free
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and self.free > 0:
+            self.free -= 1
+            return await self.app(scope, receive, send)
+        return await super().__call__(scope, receive, send)
+
+
 class JudgeGate:
     """The fake provider with only the judge's calls behind a gate (the models answer at once)."""
 
@@ -275,5 +289,151 @@ async def test_a_duel_the_admin_voted_on_while_its_judge_decides_keeps_the_spend
         assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 200
     finally:
         gate.open.set()
+        await calls._http.aclose()
+        calls._http = None
+
+
+async def test_answers_that_waited_for_the_campaigns_lock_past_their_deadline_are_not_charged(api, monkeypatch):
+    """An annotator's duel whose models were being called when its campaign stopped: its answers come back before the
+    duel's deadline, but their store waits for the campaign's lock (another transaction holds it) until the deadline
+    has passed. ``spend_final`` reads true then (nothing before its deadline); the store, once it has the lock, must
+    not charge them: the spend read stays the spend."""
+    import threading
+
+    from service.cycle import pg_driver, sync_driver
+
+    settled_at: list[dt.datetime] = []
+    for module in (sync_driver, pg_driver):
+        real = module.settle
+
+        def spy(*a, _real=real, **k):
+            out = _real(*a, **k)
+            settled_at.append(out.now)
+            return out
+
+        monkeypatch.setattr(module, "settle", spy)
+    gate, calls = _gated(api.app)
+    db = api.app.state.db
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock(cid: int) -> None:
+        with db.write() as s:
+            db.lock_campaign(s, cid)
+            locked.set()
+            assert release.wait(60)
+
+    holder = None
+    try:
+        body = _body("lock-wait")
+        body.update(judge={"kind": "human"})
+        body.pop("verdicts")
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+        ask = asyncio.ensure_future(
+            api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+        )
+
+        async def held():
+            return gate.waiting >= 2
+
+        await _until("both answers held at the provider", held)
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3)
+        with db.write() as s:
+            s.execute(update(Duel).where(Duel.campaign_id == cid).values(expires_at=deadline))
+        holder = asyncio.ensure_future(asyncio.to_thread(hold_lock, cid))
+        await _until("the campaign's lock held", lambda: asyncio.sleep(0, locked.is_set()))
+        gate.open.set()  # the answers come back and are settled; their store waits for the lock
+        await _until("the answers settled", lambda: asyncio.sleep(0, bool(settled_at)))
+        assert settled_at[0] < deadline, (settled_at, deadline)  # they came back before the deadline
+        await _until(
+            "the duel's deadline to pass", lambda: asyncio.sleep(0, dt.datetime.now(dt.timezone.utc) > deadline)
+        )
+        view = await _view(api, cid)
+        assert view["spend_final"] is True and view["spend"] == 0, view
+        release.set()
+        await holder
+        await ask
+        spend, total, late = _ledger(api.app, cid)
+        assert spend == total == 0 and late == 0, (spend, total, late)
+        assert (await _view(api, cid))["spend"] == view["spend"]
+    finally:
+        release.set()
+        gate.open.set()
+        if holder is not None:
+            await holder
+        await calls._http.aclose()
+        calls._http = None
+
+
+async def test_a_pre_generated_answer_that_waited_for_the_lock_past_its_hold_is_not_charged(api, monkeypatch):
+    """A human campaign's answers pre-generated for its annotators, stopped while the calls are out: an answer comes
+    back before its budget hold lapses, but its store waits for the campaign's lock until the hold has lapsed.
+    ``spend_final`` reads true then; the store, once it has the lock, must not charge it."""
+    import threading
+
+    from test_lost_commits import _human_campaign
+
+    from service.models import BudgetHold, utcnow
+
+    pregen = api.app.state.campaigns.pregen
+    came_back: list[dt.datetime] = []
+    real = pregen.store_pregenerated_tx
+
+    def spy(*a, **k):
+        came_back.append(utcnow())
+        return real(*a, **k)
+
+    monkeypatch.setattr(pregen, "store_pregenerated_tx", spy)
+    gate = FreeGate(create_fake_provider_app(), free=2)  # the first duel's answers pass, the pre-generated wait
+    calls = api.app.state.campaigns.cycle.deps.calls
+    calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gate))
+    db = api.app.state.db
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock(cid: int) -> None:
+        with db.write() as s:
+            db.lock_campaign(s, cid)
+            locked.set()
+            assert release.wait(60)
+
+    holder = None
+    try:
+        cid = await _human_campaign(api, "pregen-lock")  # its annotator's first duel starts the pre-generation
+
+        async def held():
+            with db.read() as s:
+                holds = s.scalars(select(BudgetHold.id).where(BudgetHold.campaign_id == cid)).all()
+            return holds and gate.waiting >= len(holds)
+
+        await _until("pre-generated answers' calls held at the provider", held)
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3)
+        with db.write() as s:
+            s.execute(update(BudgetHold).where(BudgetHold.campaign_id == cid).values(expires_at=deadline))
+            s.execute(update(Duel).where(Duel.campaign_id == cid).values(expires_at=deadline))
+        holder = asyncio.ensure_future(asyncio.to_thread(hold_lock, cid))
+        await _until("the campaign's lock held", lambda: asyncio.sleep(0, locked.is_set()))
+        gate.open.set()  # the answers come back; their stores wait for the lock
+        await _until("an answer back", lambda: asyncio.sleep(0, bool(came_back)))
+        assert came_back[0] < deadline, (came_back, deadline)  # before its hold lapsed
+        await _until("the holds to lapse", lambda: asyncio.sleep(0, dt.datetime.now(dt.timezone.utc) > deadline))
+        view = await _view(api, cid)
+        assert view["spend_final"] is True, view
+        release.set()
+        await holder
+
+        async def idle():
+            return cid not in pregen.busy
+
+        await _until("the pre-generation to end", idle)
+        spend, total, late = _ledger(api.app, cid)
+        assert spend == total == round(view["spend"] * 1e9), (spend, total, late, view["spend"])
+        assert (await _view(api, cid))["spend"] == view["spend"]
+    finally:
+        release.set()
+        gate.open.set()
+        if holder is not None:
+            await holder
         await calls._http.aclose()
         calls._http = None
