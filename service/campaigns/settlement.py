@@ -153,13 +153,24 @@ def unsettled(s: Any, campaign: Campaign, clock: dt.datetime) -> str | None:
 
 
 def spend_final(s: Any, campaign: Campaign, clock: dt.datetime) -> bool:
-    """The campaign view's ``spend_final``: the campaign has ended and nothing of it can change its spend."""
-    return campaign.status != CampaignStatus.RUNNING and unsettled(s, campaign, clock) is None
+    """The campaign view's ``spend_final``: the campaign has ended, nothing of it can change its spend, and
+    ``campaign`` (as the caller read it) shows that spend."""
+    return spend_final_of(s, [campaign], clock)[campaign.id]
 
 
 def spend_final_of(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -> dict[int, bool]:
-    """:func:`spend_final` of each of ``campaigns`` (a page of the list), in at most three queries: the running
-    ones cost none."""
+    """:func:`spend_final` of each of ``campaigns`` (a page of the list), in at most four queries: the running
+    ones cost none.
+
+    A read transaction of PostgreSQL reads each statement at its own snapshot: a call stored and charged after
+    the caller read ``campaigns`` and before the queries above finds nothing under way, yet the spend the caller
+    holds is not the final one. So the spend is read again once nothing can change it: final only if unchanged."""
     ended = [c for c in campaigns if c.status != CampaignStatus.RUNNING]
     left = _unsettled_many(s, ended, clock)
-    return {c.id: c.status != CampaignStatus.RUNNING and left[c.id] is None for c in campaigns}
+    settled = [c.id for c in ended if left[c.id] is None]
+    spend_now = (
+        dict(s.execute(select(Campaign.id, Campaign.spend_nusd).where(Campaign.id.in_(settled))).all())
+        if settled
+        else {}
+    )
+    return {c.id: c.id in spend_now and spend_now[c.id] == c.spend_nusd for c in campaigns}

@@ -437,3 +437,57 @@ async def test_a_pre_generated_answer_that_waited_for_the_lock_past_its_hold_is_
             await holder
         await calls._http.aclose()
         calls._http = None
+
+
+async def test_a_view_that_says_final_shows_the_final_spend(api, monkeypatch):
+    """The view reads the campaign (its spend), then whether the spend is final. An annotator's duel called at the
+    stop stores and charges its answers between the two reads: the view must not say final with the spend it read
+    before (PostgreSQL reads each statement at its own snapshot)."""
+    import threading
+
+    from conftest import wait_until
+
+    from service.campaigns import settlement
+
+    gate, calls = _gated(api.app)
+    armed, stored = threading.Event(), threading.Event()
+    real = settlement._unsettled_many
+
+    def between(s, campaigns, clock):  # the view has read the campaign; the answers are stored before it goes on
+        if armed.is_set():
+            armed.clear()
+            loop.call_soon_threadsafe(gate.open.set)  # (the view is read in a worker thread)
+            wait_until(lambda: _ledger(api.app, cid)[1] > 0, 60, "the answers charged")
+            stored.set()
+        return real(s, campaigns, clock)
+
+    monkeypatch.setattr(settlement, "_unsettled_many", between)
+    loop = asyncio.get_running_loop()
+    try:
+        body = _body("final-race")
+        body.update(judge={"kind": "human"})
+        body.pop("verdicts")
+        cid = (await api.post("/v1/campaigns", json=body)).json()["id"]
+        token = (await api.post(f"/v1/campaigns/{cid}/annotators", json={"label": "ann"})).json()["token"]
+        ask = asyncio.ensure_future(
+            api.post(f"/v1/campaigns/{cid}/duels", headers={"Authorization": f"Bearer {token}"})
+        )
+
+        async def held():
+            return gate.waiting >= 2
+
+        await _until("both answers held at the provider", held)
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        armed.set()
+        view = await _view(api, cid)
+        assert stored.is_set()
+        await ask
+        spend, total, late = _ledger(api.app, cid)
+        assert late == 2 and spend == total > 0, (spend, total, late)
+        assert not view["spend_final"] or round(view["spend"] * 1e9) == spend, (view["spend_final"], view["spend"])
+        final = await _view(api, cid)
+        assert final["spend_final"] is True and round(final["spend"] * 1e9) == spend
+    finally:
+        gate.open.set()
+        await calls._http.aclose()
+        calls._http = None
