@@ -18,8 +18,9 @@ and only while, one of these is under way:
   here only when its owner stopped renewing its lease before it drained (it died, or stalled past
   the lease and may still wake up and store them) or when they were orphaned by a take-over; while the owner drains, the
   run itself is under way, and once it has drained they are settled;
-* a pre-generation hold that has not lapsed, or a batch still at the provider (within twice its
-  window and the cancellation grace: an older open batch is a dead worker's).
+* a pre-generation hold that has not lapsed, or a batch still at the provider (a run's within twice
+  its window and the cancellation grace: an older open one is a dead worker's; a pre-generation
+  batch while it is open, at any age: a process gone's is adopted and collected by another).
 
 :func:`unsettled` names the first of these (``None``: the spend is final). It is the campaign view's
 ``spend_final`` and the check of ``DELETE /v1/campaigns/{id}``, whose rows those calls would store
@@ -55,6 +56,8 @@ _MAY_CALL = (DuelStatus.CALLING, DuelStatus.PENDING, DuelStatus.CANCELLED)
 _DECIDED = (DuelStatus.JUDGED, DuelStatus.EXPIRED)
 #: How an automatic judge's verdict names its judge (``judged_by``: ``judge:<kind>``); a vote names its voter.
 _BY_JUDGE = "judge:"
+#: The ``batch_jobs.phase`` of a pre-generation batch (service/campaigns/pregeneration.py).
+_PREGEN_PHASE = "pregen"
 
 
 def _may_be_charged(campaign: Campaign, status: str, *, unanswered: bool, run_duel: bool, verdict_in: bool) -> bool:
@@ -113,17 +116,21 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
             by_id[cid], status, unanswered=bool(unanswered), run_duel=bool(run_duel), verdict_in=bool(verdict_in)
         ):
             out[cid] = CALLS_OUT
-    # a batch's collector gives up within its window plus the cancellation grace: an open row older than
-    # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable)
+    # a run's batch collector gives up within its window plus the cancellation grace: an open row older than
+    # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable);
+    # a pre-generation batch a process gone left open is adopted and collected, and its answers charged, by any
+    # process's heartbeat at any age (service/cycle/pregen_recovery.py), which closes it: it counts while open
     oldest = now - dt.timedelta(seconds=2 * MAX_WINDOW_SECONDS + CANCEL_GRACE_S + 60)
     open_batches: dict[int, int] = {}
-    for cid, created in s.execute(
-        select(BatchJob.campaign_id, BatchJob.created_at).where(
-            BatchJob.campaign_id.in_(list(by_id)), BatchJob.status.in_(OPEN), BatchJob.created_at > oldest
+    for cid, created, pregen in s.execute(
+        select(BatchJob.campaign_id, BatchJob.created_at, BatchJob.phase == _PREGEN_PHASE).where(
+            BatchJob.campaign_id.in_(list(by_id)),
+            BatchJob.status.in_(OPEN),
+            or_(BatchJob.created_at > oldest, BatchJob.phase == _PREGEN_PHASE),
         )
     ).all():
         window = float((by_id[cid].batch or {}).get("window_seconds") or MAX_WINDOW_SECONDS)
-        if created > now - dt.timedelta(seconds=2 * window + CANCEL_GRACE_S + 60):
+        if pregen or created > now - dt.timedelta(seconds=2 * window + CANCEL_GRACE_S + 60):
             open_batches[cid] = open_batches.get(cid, 0) + 1
     holds = dict(
         s.execute(

@@ -491,3 +491,65 @@ async def test_a_view_that_says_final_shows_the_final_spend(api, monkeypatch):
         gate.open.set()
         await calls._http.aclose()
         calls._http = None
+
+
+async def test_a_pre_generation_batch_a_process_gone_left_open_keeps_the_spend_open_at_any_age(db_url, monkeypatch):
+    """A stopped human campaign's pre-generation batch, left open by a process that died, is adopted and collected
+    by any process's heartbeat however old it is (service/cycle/pregen_recovery.py), and what the provider finished
+    is charged: ``spend_final`` stays false (and DELETE is refused) until it is closed, then the spend is final."""
+    from sqlalchemy import func
+    from test_lost_commits import _human_campaign
+
+    from service.cycle.batch_collector import Collector
+    from service.models import BatchJob, BudgetHold, utcnow
+    from service.schemas.batch_config import MAX_WINDOW_SECONDS
+
+    provider = create_fake_provider_app()
+    hung: list[int] = []
+    real_collect = Collector.collect
+
+    async def dies_when_collecting(self, batch_api, job_id, bid, custom_ids):
+        if self.phase == "pregen" and self.jobs.owner_id == first_owner:
+            hung.append(job_id)
+            api.app.state.campaigns.runs.keeper.stop()  # nor renews its claims
+            await asyncio.Event().wait()  # gone: it never collects the batch
+        return await real_collect(self, batch_api, job_id, bid, custom_ids)
+
+    monkeypatch.setattr(Collector, "collect", dies_when_collecting)
+    async with (
+        app_client(db_url, run_lease_seconds=1.0, run_heartbeat_seconds=0.5) as api,
+        app_client(db_url, run_lease_seconds=1.0, run_heartbeat_seconds=0.5) as api2,
+    ):
+        api2.app.state.campaigns.runs.keeper.stop()  # the second process adopts the batches when told below
+        for app in (api.app, api2.app):
+            app.state.campaigns.cycle.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=provider))
+        first_owner = api.app.state.campaigns.leases.owner_id
+        cid = await _human_campaign(api, "old-batch", batch={"round_size": 4, "poll_seconds": 0.02})
+
+        async def sent():
+            return len(hung) >= 3  # one batch per model, each submitted and never collected
+
+        await _until("the pre-generation batches sent", sent)
+        assert (await api2.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        db = api2.app.state.db
+        with db.write() as s:  # no process was up for a while: the batches are old, their calls' holds lapsed
+            long_ago = utcnow() - dt.timedelta(seconds=2 * MAX_WINDOW_SECONDS + 3600)
+            s.execute(update(BatchJob).where(BatchJob.campaign_id == cid).values(created_at=long_ago))
+            s.execute(update(BudgetHold).where(BudgetHold.campaign_id == cid).values(expires_at=long_ago))
+        view = await _view(api2, cid)
+        assert view["spend_final"] is False, view  # a process's heartbeat adopts and collects them, at any age
+        assert (await api2.delete(f"/v1/campaigns/{cid}")).status_code == 409
+        pregen2, jobs2 = api2.app.state.campaigns.pregen, api2.app.state.campaigns.runs.batch_jobs
+
+        async def collected():
+            await pregen2.recover(cid)
+            return not {j["status"] for j in jobs2.jobs_tx(cid)} - {"collected", "failed", "cancelled"}
+
+        await _until("the batches adopted and collected", collected)
+        final = await _view(api2, cid)
+        spend, total, _ = _ledger(api2.app, cid)
+        assert final["spend_final"] is True and round(final["spend"] * 1e9) == spend == total, (final, spend, total)
+        assert final["spend"] > view["spend"], (final["spend"], view["spend"])  # the batches' answers, charged
+        with db.read() as s:
+            assert s.execute(select(func.count()).where(BatchJob.campaign_id == cid)).scalar_one() == 3
+        assert (await api2.delete(f"/v1/campaigns/{cid}")).status_code == 200
