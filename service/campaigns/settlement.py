@@ -14,7 +14,8 @@ and only while, one of these is under way:
   without a verdict's detail: a hybrid duel selected for a human has its automatic verdict, and a
   human's vote, and its fee, is taken only while the campaign runs), also when a human's vote (the
   admin's, on a duel of an automatic judge) judged it or it expired as an orphan meanwhile: the
-  judge's call is charged when it returns, and its charge row says it has. A run's own duels count
+  judge's call is charged when it returns, and its charge row says it is back (then the duel is
+  settled, a verdict refused as on a duel the ending cancelled included). A run's own duels count
   here only when its owner stopped renewing its lease before it drained (it died, or stalled past
   the lease and may still wake up and store them) or when they were orphaned by a take-over; while the owner drains, the
   run itself is under way, and once it has drained they are settled;
@@ -51,8 +52,9 @@ CALLS_OUT = "a model or judge call of its duels in flight is still under way (un
 #: The duel statuses under which a call may still be out (the module's list).
 _MAY_CALL = (DuelStatus.CALLING, DuelStatus.PENDING, DuelStatus.CANCELLED)
 #: A duel answered, then judged by a human's vote (the admin's, on a duel of an automatic judge) or expired as an
-#: orphan, while its automatic judge's call may still be out: it is charged when it returns (verdict.decide_verdict),
-#: and its judge charge row then says it is back (a call charged nothing leaves none: it counts until its deadline).
+#: orphan, while its automatic judge's call may still be out: it is charged when it returns (verdict.decide_verdict).
+#: An answered duel's judge charge row says its judge's call is back (a verdict refused, as on a duel cancelled by
+#: the ending, is charged all the same); a call charged nothing leaves none: such a duel counts until its deadline.
 _DECIDED = (DuelStatus.JUDGED, DuelStatus.EXPIRED)
 #: How an automatic judge's verdict names its judge (``judged_by``: ``judge:<kind>``); a vote names its voter.
 _BY_JUDGE = "judge:"
@@ -99,13 +101,14 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
         .where(
             Duel.campaign_id.in_(list(by_id)),
             Duel.expires_at > now,
+            # its models' calls may be out, or, answered, its judge's call is not back (charged: its charge row)
+            or_(Duel.answered_at.is_(None), ~exists().where(Charge.duel_id == Duel.id, Charge.kind == JUDGE)),
             or_(
                 and_(Duel.status.in_([str(x) for x in _MAY_CALL]), Duel.judged_at.is_(None)),
                 and_(
                     Duel.status.in_([str(x) for x in _DECIDED]),
                     Duel.answered_at.is_not(None),
                     not_(func.coalesce(Duel.judged_by, "").startswith(_BY_JUDGE)),
-                    ~exists().where(Charge.duel_id == Duel.id, Charge.kind == JUDGE),  # its judge's call not back
                 ),
             ),
         )

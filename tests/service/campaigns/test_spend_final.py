@@ -553,3 +553,34 @@ async def test_a_pre_generation_batch_a_process_gone_left_open_keeps_the_spend_o
         with db.read() as s:
             assert s.execute(select(func.count()).where(BatchJob.campaign_id == cid)).scalar_one() == 3
         assert (await api2.delete(f"/v1/campaigns/{cid}")).status_code == 200
+
+
+async def test_the_admins_duel_cancelled_while_its_judge_decides_is_settled_once_the_judge_is_back(api):
+    """The admin's duel of an LLM judge's campaign is cancelled by the stop while the judge decides it: the spend is
+    not final while the judge's call is out; once it is back (charged, late; its verdict refused), nothing of the
+    duel is out any more, and the spend is final at once (not at the duel's deadline, half an hour on)."""
+    gate = JudgeGate(create_fake_provider_app())
+    calls = api.app.state.campaigns.cycle.deps.calls
+    calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gate))
+    try:
+        cid = (await api.post("/v1/campaigns", json=_body("cancelled-judge"))).json()["id"]
+        ask = asyncio.ensure_future(api.post(f"/v1/campaigns/{cid}/duels"))
+
+        async def held():
+            return gate.waiting >= 1
+
+        await _until("the judge's call held at the provider", held)
+        assert (await api.post(f"/v1/campaigns/{cid}/stop")).status_code == 200
+        view = await _view(api, cid)
+        assert view["spend_final"] is False, view  # the judge's call is out
+        gate.open.set()
+        await ask
+        final = await _view(api, cid)
+        spend, total, late = _ledger(api.app, cid)
+        assert late == 1 and round(final["spend"] * 1e9) == spend == total and final["spend"] > view["spend"]
+        assert final["spend_final"] is True, final
+        assert (await api.delete(f"/v1/campaigns/{cid}")).status_code == 200
+    finally:
+        gate.open.set()
+        await calls._http.aclose()
+        calls._http = None
