@@ -271,6 +271,7 @@ class Lifecycle:
             c.run_remaining = max_duels
             c.run_concurrency = concurrency
             c.run_error = None
+            c.version += 1  # the views kept per version (the dashboard's, the results') show the run
             c.updated_at = utcnow()
             return {"active": True, "remaining": max_duels, "concurrency": concurrency, "error": None}
 
@@ -284,4 +285,5 @@ class Lifecycle:
             c.run_lease_expires_at = None
             if error:
                 c.run_error = clean_text(redact(error, secret_keys(self.settings, c.models, c.judge)), MAX_ERROR_CHARS)
+            c.version += 1  # as start_run_tx: a view kept for the version before showed the run active
             c.updated_at = utcnow()
