@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from test_lost_commits import LEASE_S, _human_campaign, _lapse
+from test_lost_commits import LEASE_S, _human_campaign, _lapse, one_flush
 
 
 class HeldCreates:
@@ -25,7 +25,7 @@ class HeldCreates:
         await self.app(scope, receive, send)
 
 
-async def test_a_batch_sent_after_its_row_was_taken_over_and_closed_is_cancelled_not_reopened(db_url):
+async def test_a_batch_sent_after_its_row_was_taken_over_and_closed_is_cancelled_not_reopened(db_url, monkeypatch):
     """Process A stalls past the lease while sending its pre-generation batches (their creation held at the
     provider, its heartbeat stopped); process B adopts them, does not find them at the provider and closes them as
     failed. Then A's creations go through: the rows stay closed, as B left them, and A cancels the batches nobody
@@ -37,6 +37,7 @@ async def test_a_batch_sent_after_its_row_was_taken_over_and_closed_is_cancelled
 
     from service.fake_provider import create_fake_provider_app
 
+    one_flush(monkeypatch)
     provider = create_fake_provider_app()
     held = HeldCreates(provider)
     async with (

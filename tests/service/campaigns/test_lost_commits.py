@@ -203,6 +203,22 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
 LEASE_S = 120.0
 
 
+def one_flush(monkeypatch) -> None:
+    """A pre-generation's calls all go out in the collector's first flush, one batch per model, however loaded the
+    machine: the collector waits until every call still running has parked (on a loaded machine, its flush after
+    a quiet period, ``batch_collector.LONG_SETTLE_S``, sent the calls parked so far, and a process that "dies" in
+    that flush's collection never sends the others)."""
+    from service.cycle.batch_collector import Collector
+
+    async def every_call_parked(self, tasks, work, one_call_each):
+        while not all(t.done() for t in tasks):
+            if self.parked and len(self.parked) >= sum(not t.done() for t in tasks):
+                return
+            await asyncio.sleep(self.settle_s)
+
+    monkeypatch.setattr(Collector, "_settle", every_call_parked)
+
+
 def _lapse(db, cid: int, owner: str) -> None:
     """The first process gone for longer than the lease, without waiting for it: the store claims of the answers of
     the campaign's open pre-generation batches, and the rows of the batches ``owner`` sent, older than the lease (a
@@ -245,7 +261,8 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
     still there, or its answer not stored). The first process "dies" as its batches are submitted (it never
     collects them nor renews its claims); the second adopts them once their claims are older than its lease,
     which the test makes them (:func:`_lapse`) once all three are submitted, rather than waiting for a short lease
-    to run out: on a loaded machine a short one ran out before the last batch was sent.
+    to run out: on a loaded machine a short one ran out before the last batch was sent. Its calls all go out in one
+    flush (:func:`one_flush`).
     ``lapsed``: the batch outlived its calls' holds (expired, not yet deleted), and another pre-generation's
     ``holds.take_hold`` deletes the campaign's expired holds while the lost store waits for the database: on the
     code before, the hold gone read as "committed" and the answer's charge was dropped."""
@@ -269,6 +286,7 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         return await real_collect(self, batch_api, job_id, bid, custom_ids)
 
     monkeypatch.setattr(Collector, "collect", dies_when_collecting)
+    one_flush(monkeypatch)
     async with (
         app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.5) as api,
         app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.5) as api2,
