@@ -24,6 +24,7 @@ from ..money.costs import judge_cost_per_duel
 from ..plain_values import finite_or_none, jsonable
 from ..pricing import cost_warning
 from ..prompts import question_id
+from ..webhook_events import events_of
 from . import hybrid, hybrid_view, policy_log, settlement, stores, verdicts
 from .annotator_access import annotator_owns
 from .expiry import run_under_way
@@ -346,6 +347,7 @@ class Views:
             "seed": c.seed,
             "max_pending_per_annotator": c.max_pending_per_annotator,
             "webhook_url": c.webhook_url if admin else None,
+            "webhook_events": events_of(c.webhook_events) if c.webhook_url else None,
             "leader": names[c.leader] if c.leader is not None else None,
             "leader_index": c.leader,
             "winner": names[c.winner] if c.winner is not None else None,
