@@ -29,6 +29,7 @@ def run_under_way(run_active: bool, owner: str | None, expires_at: dt.datetime |
     """A background run as its campaign's views report it (``run.active``): it plans duels (``run_active``), or
     it was ended (the campaign's ending, a stop) while its task still records what its duels in flight bring:
     its owner keeps the lease, renewed every heartbeat, until that task has drained (service/cycle/runs.py).
-    False only once nothing of the run can change the campaign's spend: the task drained, or its owner's lease
-    lapsed (a process gone records nothing)."""
+    False once the task drained, or once its owner's lease lapsed: a process gone records nothing, but one that
+    only stalled may still store its duels' calls until their deadlines, which :mod:`.settlement` (the view's
+    ``spend_final``) also waits for."""
     return bool(run_active) or not lease_free(owner, expires_at, now)

@@ -24,7 +24,7 @@ from ..money.costs import judge_cost_per_duel
 from ..plain_values import finite_or_none, jsonable
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import hybrid, hybrid_view, policy_log, store_settings, verdicts
+from . import hybrid, hybrid_view, policy_log, settlement, store_settings, verdicts
 from .annotator_access import annotator_owns
 from .expiry import run_under_way
 from .model_changes import CHANGE_FIELDS, active_models, model_status
@@ -302,16 +302,15 @@ class Views:
         admin: bool = True,
         observed: dict | None = None,
         pairs: bool | None = None,
+        spend_final: bool = False,
     ) -> dict:
-        """The admin's view; ``clock``: the database's (:meth:`Database.clock`), which times the run's lease
-        (``run.active``); ``pairs``: the per-pair figures in full (None: up to
+        """The admin's view; ``clock``: the database's, which times the run's lease (``run.active``); ``spend_final``:
+        :func:`.settlement.spend_final`, read by the caller; ``pairs``: the per-pair figures in full (None: up to
         :data:`PAIR_DETAIL_MODELS` models; above, summarised: :func:`summarise_pairs`)."""
         if not admin:
             return annotator_campaign_view(c)
-        names = [m["name"] for m in c.models]
-        snap = self.snapshot(c)
-        stats = snap.stats or {}
-        counts = snap.counts or {}
+        names, snap = [m["name"] for m in c.models], self.snapshot(c)
+        stats, counts = snap.stats or {}, snap.counts or {}
         lower, lower_pc = _lower_bounds(c, stats, counts, _bound_costs(c, snap.policy_state))
         budget = from_nusd(c.budget_nusd)
         view = {
@@ -353,6 +352,7 @@ class Views:
             "winner_index": c.winner,
             "spend": from_nusd(c.spend_nusd),
             "judge_spend": from_nusd(c.judge_spend_nusd),
+            "spend_final": spend_final,
             "duels": c.duels_judged,
             "duels_counted": c.duels_counted,
             "duels_created": c.duels_created,
@@ -404,7 +404,10 @@ class Views:
     def report_view(self, s, c: Campaign, now: dt.datetime) -> dict:
         """The admin's view of ``c`` as a webhook reports it (inside the caller's session): the keys of
         ``GET /v1/campaigns/{id}`` but the webhook's own state, ``hybrid`` included."""
-        view = self.campaign_view(c, self.pending_count(s, c.id, now), clock=self.db.clock(s))
+        clock = self.db.clock(s)
+        view = self.campaign_view(
+            c, self.pending_count(s, c.id, now), clock=clock, spend_final=settlement.spend_final(s, c, clock)
+        )
         view["hybrid"] = hybrid_view.summary(s, c) if hybrid.is_hybrid(c.judge) else None
         return view
 
@@ -414,13 +417,15 @@ class Views:
             if c is None:
                 raise NotFound(f"campaign {campaign_id} not found")
             observed = self.observed_costs(s, campaign_id) if admin else None
+            clock = self.db.clock(s)
             view = self.campaign_view(
                 c,
                 self.pending_count(s, campaign_id, utcnow()),
-                clock=self.db.clock(s),
+                clock=clock,
                 admin=admin,
                 observed=observed,
                 pairs=pairs,
+                spend_final=admin and settlement.spend_final(s, c, clock),
             )
             if hybrid.is_hybrid(c.judge):  # hybrid hook: human votes, agreement; annotators count human votes
                 view.update(hybrid_view.summary_for(s, c, admin))
@@ -452,7 +457,8 @@ class Views:
                     ).all()
                 )
             clock = self.db.clock(s)
-            items = [self.campaign_view(c, int(pend.get(c.id, 0)), clock=clock) for c in rows]
+            final = settlement.spend_final_of(s, rows, clock)
+            items = [self.campaign_view(c, int(pend.get(c.id, 0)), clock=clock, spend_final=final[c.id]) for c in rows]
         nxt = offset + len(items)
         return {
             "items": items,

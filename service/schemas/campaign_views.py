@@ -196,6 +196,13 @@ class CampaignOut(BaseModel):
     winner_index: int | None
     spend: float
     judge_spend: float
+    spend_final: bool = Field(
+        False,
+        description="Whether spend is final: the campaign has ended, its run is over and no call of it is still "
+        "under way that could be charged (a duel's model or judge call before its deadline, a pre-generated "
+        "answer's call, a batch at the provider). False while the campaign runs (docs/service.md, When a run is "
+        "over).",
+    )
     duels: int = Field(description="Judged duels (ties included).")
     duels_counted: int = Field(description="Duels the policy counted (ties excluded under tie_policy=drop).")
     duels_created: int

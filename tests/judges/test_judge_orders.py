@@ -171,7 +171,7 @@ async def test_auto_goes_to_one_order_for_a_consistent_judge(api, fake):
     page = (await api.get(f"/campaigns/{c['id']}")).text
     assert 'id="judge-orders"' in page
     assert f"{n_calls.count(2)} verdicts read both orders, {n_calls.count(1)} one order" in page
-    from service.cli.campaigns import bias_lines
+    from service.cli.campaign_text import bias_lines
 
     line = f"orders auto: {n_calls.count(2)} duels in both, {n_calls.count(1)} in one; one order cheaper"
     assert any(line in x for x in bias_lines(bias))

@@ -8,7 +8,7 @@ from service_helpers import all_duels, campaign_body
 
 from judges import JuryJudge, LLMJudge
 from judges.jury import combine_jury
-from service.cli.campaigns import bias_lines
+from service.cli.campaign_text import bias_lines
 from service.clients import Completion
 
 BASE = "http://fake.test/v1"

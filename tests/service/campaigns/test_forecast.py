@@ -338,7 +338,7 @@ async def test_a_model_without_a_batch_price_is_forecast_at_its_list_price(api):
 
 
 def test_the_cli_shows_a_batch_forecast_at_both_prices():
-    from service.cli.campaigns import format_forecast
+    from service.cli.campaign_text import format_forecast
 
     spread = {"mean": 2.0, "p10": 1.0, "median": 2.0, "p90": 3.0}
     text = format_forecast(

@@ -212,7 +212,7 @@ async def test_the_budget_reserves_the_fee_of_each_waiting_duel(api, monkeypatch
 
 
 async def test_the_dashboard_and_campaign_show_report_the_human_votes(api, monkeypatch):
-    from service.cli.campaigns import summary
+    from service.cli.campaign_text import summary
 
     cid, (p, _) = await hybrid_campaign(api, monkeypatch)
     sel = await admin_duels_until_selected(api, cid)

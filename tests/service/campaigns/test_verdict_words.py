@@ -13,7 +13,7 @@ import time
 
 from service_helpers import campaign_body, run_to_end, simulated_judge
 
-from service.cli.campaigns import progress_line, summary, verdict_line
+from service.cli.campaign_text import progress_line, summary, verdict_line
 
 CLEAR = [[0.5, 0.9, 0.9], [0.1, 0.5, 0.6], [0.1, 0.4, 0.5]]
 CYCLE = [[0.5, 0.95, 0.05], [0.05, 0.5, 0.95], [0.95, 0.05, 0.5]]

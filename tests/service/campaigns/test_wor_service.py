@@ -20,7 +20,7 @@ from service_helpers import all_duels, campaign_body, run_to_end, simulated_judg
 from service.campaigns import Conflict, PolicyCache
 from service.campaigns.judge_charges import Judgement
 from service.campaigns.sampling import prompt_permutation
-from service.cli.campaigns import summary, verdict_line
+from service.cli.campaign_text import summary, verdict_line
 from service.cycle import record_verdict as record
 from service.fake_provider import create_fake_provider_app
 from service.models import Campaign, Duel

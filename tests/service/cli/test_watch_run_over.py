@@ -1,27 +1,17 @@
-"""``llmduel campaign watch`` (service/cli/campaigns.py) returns once the campaign has ended and its run is over
-(``run.active`` false: its last duels in flight recorded), so the spend it prints is final."""
+"""``llmduel campaign watch`` (service/cli/campaigns.py) returns once the campaign has ended, its run is over
+(``run.active`` false: its last duels in flight recorded) and its spend is final (``spend_final``, when the server
+sends it), so the spend it prints is final."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 
-def test_campaign_watch_waits_for_the_ended_campaigns_run_to_be_over(monkeypatch, capsys):
-    """``llmduel campaign watch`` prints the verdict (and the spend) of the first view whose campaign has ended
-    and whose run is over, not of the first ended one: the spend it shows is final."""
-    import argparse
-    import contextlib
+from service.cli import campaigns
 
-    from service.cli import campaigns
 
-    views = [
-        {"status": "running", "run": {"active": True}, "spend": 0.5, "judge": {"kind": "llm"}},
-        {
-            "status": "stopped",
-            "run": {"active": True},
-            "spend": 1.0,
-            "judge": {"kind": "llm"},
-        },  # ended, its last duels in flight
-        {"status": "stopped", "run": {"active": False}, "spend": 1.5, "judge": {"kind": "llm"}},
-    ]
+def _watch(monkeypatch, views: list[dict]) -> list[dict]:
+    """``campaign watch`` against a server that returns ``views`` in turn; the views it read."""
     seen: list[dict] = []
 
     class Remote:
@@ -35,6 +25,29 @@ def test_campaign_watch_waits_for_the_ended_campaigns_run_to_be_over(monkeypatch
     monkeypatch.setattr(campaigns, "exact_lines", lambda c: [])
     monkeypatch.setattr(campaigns, "_bias_warnings", lambda remote, cid: None)
     monkeypatch.setattr(campaigns.time, "sleep", lambda s: None)
-    args = argparse.Namespace(id=7, interval=0.0, every=0.0)
-    assert campaigns.cmd_watch(args) == 0
+    assert campaigns.cmd_watch(argparse.Namespace(id=7, interval=0.0, every=0.0)) == 0
+    return seen
+
+
+def test_campaign_watch_waits_for_the_ended_campaigns_run_to_be_over(monkeypatch, capsys):
+    """``llmduel campaign watch`` prints the verdict (and the spend) of the first view whose campaign has ended
+    and whose run is over, not of the first ended one (a server without ``spend_final``)."""
+    views = [
+        {"status": "running", "run": {"active": True}, "spend": 0.5, "judge": {"kind": "llm"}},
+        {"status": "stopped", "run": {"active": True}, "spend": 1.0, "judge": {"kind": "llm"}},  # its last duels
+        {"status": "stopped", "run": {"active": False}, "spend": 1.5, "judge": {"kind": "llm"}},
+    ]
+    seen = _watch(monkeypatch, views)
+    assert len(seen) == 3 and capsys.readouterr().out.strip() == "ended, spend 1.5"
+
+
+def test_campaign_watch_waits_for_the_spend_to_be_final(monkeypatch, capsys):
+    """With ``spend_final`` in the view, ``watch`` goes on past an ended campaign whose run is over while a call
+    of it can still be charged (an owner stalled past its lease, an annotator's duel called at the stop)."""
+    views = [
+        {"status": "stopped", "run": {"active": True}, "spend": 1.0, "spend_final": False, "judge": {"kind": "llm"}},
+        {"status": "stopped", "run": {"active": False}, "spend": 1.2, "spend_final": False, "judge": {"kind": "llm"}},
+        {"status": "stopped", "run": {"active": False}, "spend": 1.5, "spend_final": True, "judge": {"kind": "llm"}},
+    ]
+    seen = _watch(monkeypatch, views)
     assert len(seen) == 3 and capsys.readouterr().out.strip() == "ended, spend 1.5"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from service_helpers import campaign_body
 
-from service.cli.campaigns import summary
+from service.cli.campaign_text import summary
 from service.clients.params import campaign_params_warnings, params_warnings
 
 

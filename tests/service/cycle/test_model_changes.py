@@ -260,7 +260,7 @@ def test_the_client_posts_the_change_and_the_cli_reads_the_new_model_from_a_file
         {"model": {"name": "c", "client": {"kind": "simulated"}}, "resume": False},
     )
     # campaign show marks the disabled model
-    from service.cli.campaigns import model_lines
+    from service.cli.campaign_text import model_lines
 
     rows = model_lines(
         [{"name": "a", "cost": 1.0}, {"name": "b", "cost": 1.0, "status": "disabled", "replaced_by": "c"}]
