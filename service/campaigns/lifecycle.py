@@ -29,6 +29,7 @@ from ..prompts import normalize_prompt
 from ..redaction import redact
 from ..schemas import CampaignCreate
 from ..stored_text import MAX_ERROR_CHARS, clean_text
+from ..webhook_events import stored_events
 from . import draws, hybrid, hybrid_tx
 from .credentials import require_key_envs, secret_keys
 from .endings import Endings
@@ -128,6 +129,7 @@ class Lifecycle:
             draw_key=draws.new_draw_key(),
             max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
+            webhook_events=stored_events(body.webhook_events),
             batch=None if (batch := body.stored_batch()) is None else {**batch, "rounds": 0},
             webhook_secret=new_webhook_secret() if body.webhook_url else None,
             leader=leader,
@@ -238,6 +240,7 @@ class Lifecycle:
                 if c.webhook_state != "sending":  # the next ending sends its own campaign.ended
                     c.webhook_state = "none"
                     c.webhook_error = None
+                c.webhook_settle_due = False  # and its own campaign.settled
                 resumed = True
             c.budget_nusd = budget_nusd
             c.max_duels = cap

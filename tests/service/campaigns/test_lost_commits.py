@@ -15,7 +15,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 from sqlalchemy.exc import OperationalError
 
-from service.campaigns import stores
+from service.campaigns import store_claims
 from service.campaigns.lost_commits import committed
 
 BASE = "http://fake.test/v1"
@@ -361,7 +361,7 @@ async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a
         "answer", key, {"model_key": "m" * 64, "prompt_hash": "p" * 64}, dt.timedelta(seconds=60)
     )
     assert status == "claimed", (status, row_id)
-    claim = stores.Claim("answer", int(row_id), key)
+    claim = store_claims.Claim("answer", int(row_id), key)
     res = Completion(text="x", input_tokens=None, output_tokens=None, cost=0.0, latency_s=0.1, usage_fault="-1 tokens")
     pregen = api.app.state.campaigns.pregen
     lost: Counter = Counter()
