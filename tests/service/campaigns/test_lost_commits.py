@@ -238,7 +238,7 @@ def _lapse(db, cid: int, owner: str) -> None:
         if keys:
             s.execute(
                 update(StoredAnswer)
-                .where(StoredAnswer.key.in_(keys), StoredAnswer.status == stores.GENERATING)
+                .where(StoredAnswer.key.in_(keys), StoredAnswer.status == store_claims.GENERATING)
                 .values(claimed_at=past)
                 .execution_options(synchronize_session=False)
             )
