@@ -1,7 +1,7 @@
 """The marginal cost of a duel given the answers and verdicts already stored (docs/reuse.md).
 
-Pure arithmetic shared by the service (``service/campaigns/stores.py`` re-exports it
-and feeds it the store's coverage) and the campaign simulators
+Pure arithmetic shared by the service (``service/campaigns/stores.py`` feeds it the
+store's coverage) and the campaign simulators
 (:mod:`algorithms.prompt_policy_sim`): with reuse, a component (a model's answers,
 the judge's verdicts) costs, on a uniformly drawn prompt, its configured cost
 times the chance that its result is not yet stored. That share is rounded up to a

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -147,6 +148,11 @@ class Campaign(Base):
     webhook_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     # HMAC-SHA256 key of the campaign's webhook requests, returned once at creation.
     webhook_secret: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    # The events its webhook receives, comma-joined (service/campaigns/webhooks.py WEBHOOK_EVENTS); NULL:
+    # campaign.ended alone. ``webhook_settle_due``: the latest ending's campaign.settled is yet to be written,
+    # once the spend is final (Webhooks.settled_events_tx).
+    webhook_events: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    webhook_settle_due: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false(), index=True)
 
     version: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)

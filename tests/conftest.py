@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -538,3 +539,62 @@ def pytest_collection_modifyitems(config, items):
     rank = {name: n for n, name in enumerate(SLOW_FILES_FIRST)}
     per_file = collections.Counter(item.path.name for item in items)
     items.sort(key=lambda item: (rank.get(item.path.name, len(rank)), -per_file[item.path.name], item.path.name))
+
+
+# ---------------------------------------------------------------- a webhook receiver (the webhook tests)
+class Receiver:
+    """A webhook receiver on 127.0.0.1: answers ``/hook`` with the scripted statuses, in order."""
+
+    def __init__(self, statuses: list[int], hang_first: float = 0.0):
+        self.statuses = list(statuses)
+        self.hang_first = hang_first
+        self.requests: list[dict] = []
+        self.other_paths: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path != "/hook":
+                    receiver.other_paths.append(self.path)
+                    status = 200
+                else:
+                    receiver.requests.append({"headers": dict(self.headers), "body": body})
+                    n = len(receiver.requests)
+                    if n == 1 and receiver.hang_first:
+                        time.sleep(receiver.hang_first)  # the sender is gone by now
+                    status = receiver.statuses[min(n, len(receiver.statuses)) - 1]
+                try:
+                    self.send_response(status)
+                    if status in (301, 302, 307, 308):
+                        self.send_header("Location", "/elsewhere")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver_factory():
+    made = []
+
+    def make(*args, **kwargs):
+        r = Receiver(*args, **kwargs)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()

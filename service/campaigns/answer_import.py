@@ -4,7 +4,7 @@ arena-hard-auto and AlpacaEval keep every model's answers to a question set in f
 (arena-hard's ``model_answer/<model>.jsonl``). A campaign on the same questions need not buy
 them again: each imported answer becomes a ``ready`` row of the answer store under the key the
 campaign itself would use (the model's generation config and the prompt's text,
-:mod:`.stores`), so the duel that needs it takes it at zero cost, as it takes any stored answer,
+:mod:`.store_keys`), so the duel that needs it takes it at zero cost, as it takes any stored answer,
 and the policy sees that model's marginal cost fall (docs/reuse.md).
 
 Rules:
@@ -14,7 +14,7 @@ Rules:
 * an answer is matched to a prompt by its question id (the prompt's own ``question_id``, else its
   position ``p1``, ``p2``, ...), once; ids the campaign does not have are counted and named
   (the first 20), never guessed;
-* a stored answer is never replaced (a stored answer is never changed: :class:`.stores.StoredKeys`
+* a stored answer is never replaced (a stored answer is never changed: :class:`.store_lookup.StoredKeys`
   relies on it), nor a claim of a call under way; such answers count as ``already_stored``;
 * nothing is charged: the team paid for these answers elsewhere. An imported row has no charge and
   cost 0, and its ``input_tokens``/``output_tokens`` are unknown (None).
@@ -31,7 +31,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from ..db import Database
 from ..models import Campaign, Prompt, StoredAnswer, utcnow
 from ..prompts import question_id
-from .stores import READY, answer_key, model_key, prompt_hash, stores_answers
+from .store_claims import READY
+from .store_keys import answer_key, model_key, prompt_hash
+from .store_settings import stores_answers
 from .types import NotFound, Unprocessable
 
 #: Ids of unknown questions named in the answer (the rest are counted).

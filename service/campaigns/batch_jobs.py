@@ -129,13 +129,26 @@ class BatchJobs:
             s.flush()
             return int(job.id), key
 
-    def submitted_tx(self, job_id: int, provider_batch_id: str) -> None:
+    def submitted_tx(self, job_id: int, provider_batch_id: str) -> bool:
+        """The batch was sent (``running``, its provider id kept); False when this process no longer owns the open
+        row (it stalled past the take-over bound while sending it): the row is left as its new owner made it, never
+        reopened once that owner closed it."""
         with self.db.write() as s:
-            s.execute(
-                update(BatchJob)
-                .where(BatchJob.id == job_id)
-                .values(provider_batch_id=provider_batch_id, status="running", updated_at=utcnow())
+            return bool(
+                rowcount(
+                    s.execute(
+                        update(BatchJob)
+                        .where(BatchJob.id == job_id, BatchJob.owner == self.owner_id, BatchJob.status.in_(OPEN))
+                        .values(provider_batch_id=provider_batch_id, status="running", updated_at=utcnow())
+                        .execution_options(synchronize_session=False)
+                    )
+                )
             )
+
+    def is_open_tx(self, job_id: int) -> bool:
+        """Whether the batch's row is still open (whoever owns it)."""
+        with self.db.read() as s:
+            return s.execute(select(BatchJob.status).where(BatchJob.id == job_id)).scalar_one_or_none() in OPEN
 
     def fetched_tx(self, job_id: int) -> bool:
         """The batch's results are fetched and about to be stored (``storing``; it stays open, so a process

@@ -27,7 +27,7 @@ from ..images.store import blind_copies as stored_blind_copies
 from ..images.store import put_image
 from ..models import Campaign, Duel
 from ..ratelimits import DatabaseRateLimiter
-from . import spares, stores
+from . import spares, store_claims, store_keys, store_settings
 from .draws import answer_secret
 from .expiry import is_stale
 from .prompt_cache import PromptCache
@@ -65,7 +65,7 @@ class Calls:
         self._http: httpx.AsyncClient | None = None
         self._clients: dict[tuple[int, int], Any] = {}
         self._judges: dict[int, Any] = {}
-        # Single flight in this process: store key -> future of the duel paying for it (stores.Stored,
+        # Single flight in this process: store key -> future of the duel paying for it (store_claims.Stored,
         # or None: not stored, look again).
         self._flights: dict[str, asyncio.Future] = {}
         self.store_poll_s = 0.2  # polling a claim held by another process
@@ -284,7 +284,7 @@ class Calls:
     async def acquire(
         self, plan: DuelPlan, slot: Any, table: str, key: str, *, columns: dict, batch: bool = False, wait: bool = True
     ):
-        """A stored result for ``key`` (stores.Stored), or None: this duel claimed it and pays for the call.
+        """A stored result for ``key`` (store_claims.Stored), or None: this duel claimed it and pays for the call.
 
         One paid call per key: in this process a second duel awaits the first one's
         future; another process's claim is polled until it is ready or older than
@@ -316,7 +316,7 @@ class Calls:
                 self._resolve(key, fut, None)
                 raise
             if status == "claimed":
-                plan.claims[slot] = stores.Claim(table, int(info), key, extra={"future": fut})
+                plan.claims[slot] = store_claims.Claim(table, int(info), key, extra={"future": fut})
                 self.live_claims.add((table, int(info)))
                 self.ensure_keeper()  # the heartbeat that keeps the claim
                 return None
@@ -348,16 +348,16 @@ class Calls:
     async def answer(self, plan: DuelPlan, idx: int, turns: list[str] | None = None):
         """Model ``idx``'s answer: from the answer store when the campaign reuses answers, else a call."""
         model = plan.models[idx]
-        if not stores.stores_answers(plan.answers, model):
+        if not store_settings.stores_answers(plan.answers, model):
             keys = spares.spare_keys(model, plan.prompt) if spares.draws_spares(plan.answers, model) else None
             if keys is not None:  # an image of an earlier call of several, not yet shown, before a new call
                 spare = await in_thread(spares.take_spare, self.db, *keys, plan.duel_id)
                 if spare is not None:
                     return spare
             return await self.call_model(plan, idx, turns)
-        mkey, phash = stores.model_key(model), stores.prompt_hash(plan.prompt)
+        mkey, phash = store_keys.model_key(model), store_keys.prompt_hash(plan.prompt)
         assert mkey is not None  # stores_answers: the model has a key
-        key = stores.answer_key(mkey, phash)
+        key = store_keys.answer_key(mkey, phash)
         stored = await self.acquire(plan, idx, "answer", key, columns={"model_key": mkey, "prompt_hash": phash})
         if stored is not None:
             return stored
@@ -373,22 +373,22 @@ class Calls:
         _, reference = await self.extras(plan)  # the prompt's reference answer, if any
         extra: dict[str, Any] = {}
         first, second, swapped, model_first, model_second = text_a, text_b, False, plan.model_a, plan.model_b
-        if stores.stores_verdicts(plan.verdicts, plan.judge):
-            first, second, swapped, order = stores.verdict_order(plan.judge, text_a, text_b)
+        if store_settings.stores_verdicts(plan.verdicts, plan.judge):
+            first, second, swapped, order = store_keys.verdict_order(plan.judge, text_a, text_b)
             if swapped:
                 model_first, model_second = plan.model_b, plan.model_a
             # a reference answer is part of what the judge reads: it is part of the key
             jkey, phash = (
-                stores.judge_key(plan.judge),
-                stores.prompt_hash(stores.verdict_question(plan.prompt, reference)),
+                store_keys.judge_key(plan.judge),
+                store_keys.prompt_hash(store_keys.verdict_question(plan.prompt, reference)),
             )
             assert jkey is not None  # stores_verdicts: the judge has a key
-            key = stores.verdict_key(jkey, phash, first, second, order=order)
+            key = store_keys.verdict_key(jkey, phash, first, second, order=order)
             stored = await self.acquire(
                 plan, "judge", "verdict", key, columns={"judge_key": jkey, "prompt_hash": phash}, wait=wait
             )
             if stored is not None:
-                choice = stores.mirror(stored.choice) if swapped else stored.choice
+                choice = store_keys.mirror(stored.choice) if swapped else stored.choice
                 first_score = (stored.detail or {}).get(STORED_SCORE)  # a graded judge's score of the first answer
                 return dict(
                     choice=choice,
@@ -438,7 +438,7 @@ class Calls:
         if extra:
             extra["stored_choice"] = choice
         return dict(
-            choice=stores.mirror(choice) if swapped else choice,
+            choice=store_keys.mirror(choice) if swapped else choice,
             judge_cost=cost,
             judge_detail=detail,
             judge_error=error,

@@ -9,7 +9,7 @@ import datetime as dt
 from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import bindparam, case, func, insert, literal, null, select, update
+from sqlalchemy import and_, bindparam, case, func, insert, literal, null, or_, select, update
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.sql.elements import Cast
@@ -18,8 +18,9 @@ from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
 from ..models import Campaign, Duel, WebhookEvent
 from ..money import ledger
+from ..webhook_events import CAMPAIGN_ENDED, CAMPAIGN_SETTLED
 from .limits import END_LIMIT_PROVIDER
-from .webhooks import CAMPAIGN_ENDED, new_event_id
+from .webhooks import new_event_id
 
 #: The error of an in-flight duel cancelled by its campaign's end.
 CANCELLED_ERROR = "the campaign ended before this duel was judged"
@@ -43,6 +44,10 @@ FINISH = (
         run_active=False,
         webhook_state=case((func.coalesce(C.webhook_url, "") == "", C.webhook_state), else_=literal("pending")),
         webhook_error=case((func.coalesce(C.webhook_url, "") == "", C.webhook_error), else_=null()),
+        # its campaign.settled, once the spend is final (webhooks.Webhooks.settled_events_tx)
+        webhook_settle_due=and_(
+            func.coalesce(C.webhook_url, "") != "", func.coalesce(C.webhook_events, "").contains(CAMPAIGN_SETTLED)
+        ),
         winner=func.coalesce(bindparam("winner", type_=C.winner.type), C.winner),
         leader=func.coalesce(bindparam("winner", type_=C.leader.type), C.leader),
     )
@@ -73,7 +78,11 @@ ENDED_EVENT = insert(WebhookEvent.__table__).from_select(
         literal(0, W.attempts.type),
         _typed(bindparam("now", type_=W.next_attempt_at.type), W.next_attempt_at.type),
         _typed(bindparam("now", type_=W.created_at.type), W.created_at.type),
-    ).where(C.id == bindparam("cid"), func.coalesce(C.webhook_url, "") != ""),
+    ).where(
+        C.id == bindparam("cid"),
+        func.coalesce(C.webhook_url, "") != "",
+        or_(C.webhook_events.is_(None), C.webhook_events.contains(CAMPAIGN_ENDED)),
+    ),
 )
 CANCEL_IN_FLIGHT = (
     update(Duel.__table__)
@@ -145,6 +154,7 @@ class Endings:
         )  # the run's owner keeps its lease until its task has drained (expiry.run_under_way)
         if c.webhook_url:
             ended.update(webhook_state="pending", webhook_error=None)
+        ended["webhook_settle_due"] = bool(c.webhook_url) and CAMPAIGN_SETTLED in (c.webhook_events or "")
         if winner is not None:
             ended.update(winner=winner, leader=winner)
         for key, value in ended.items():

@@ -16,7 +16,7 @@ from .. import stored_config
 from ..models import Campaign, Duel
 from ..money import charges, ledger
 from ..plain_values import jsonable
-from . import stores
+from . import store_claims
 from .expiry import is_stale
 
 log = logging.getLogger("llmduel.campaigns")
@@ -33,9 +33,9 @@ class Judgement:
     judge_detail: dict | None = None
     judge_error: str | None = None
     judge_score: float | None = None
-    verdict_claim: stores.Claim | None = None
+    verdict_claim: store_claims.Claim | None = None
     stored_choice: str | None = None
-    reused_verdict: stores.Stored | None = None
+    reused_verdict: store_claims.Stored | None = None
     fault: str | None = None  # the judge's provider fault (ledger), set by charge_judge
 
 
@@ -112,6 +112,6 @@ def _store_verdict(s, j: Judgement, amount_nusd: int, charge_id: int | None) -> 
     """The verdict store's row this judgement was paid for, with its charge (a verdict only)."""
     if j.verdict_claim is not None and j.choice is not None and j.stored_choice is not None:
         detail = jsonable(j.judge_detail) if j.judge_detail else None
-        stores.finalize_verdict(
+        store_claims.finalize_verdict(
             s, j.verdict_claim, choice=j.stored_choice, detail=detail, amount_nusd=amount_nusd, charge_id=charge_id
         )

@@ -29,6 +29,7 @@ from ..prompts import normalize_prompt
 from ..redaction import redact
 from ..schemas import CampaignCreate
 from ..stored_text import MAX_ERROR_CHARS, clean_text
+from ..webhook_events import stored_events
 from . import draws, hybrid, hybrid_tx
 from .credentials import require_key_envs, secret_keys
 from .endings import Endings
@@ -128,6 +129,7 @@ class Lifecycle:
             draw_key=draws.new_draw_key(),
             max_pending_per_annotator=body.max_pending_per_annotator,
             webhook_url=body.webhook_url,
+            webhook_events=stored_events(body.webhook_events),
             batch=None if (batch := body.stored_batch()) is None else {**batch, "rounds": 0},
             webhook_secret=new_webhook_secret() if body.webhook_url else None,
             leader=leader,
@@ -238,6 +240,7 @@ class Lifecycle:
                 if c.webhook_state != "sending":  # the next ending sends its own campaign.ended
                     c.webhook_state = "none"
                     c.webhook_error = None
+                c.webhook_settle_due = False  # and its own campaign.settled
                 resumed = True
             c.budget_nusd = budget_nusd
             c.max_duels = cap
@@ -271,6 +274,7 @@ class Lifecycle:
             c.run_remaining = max_duels
             c.run_concurrency = concurrency
             c.run_error = None
+            c.version += 1  # the views kept per version (the dashboard's, the results') show the run
             c.updated_at = utcnow()
             return {"active": True, "remaining": max_duels, "concurrency": concurrency, "error": None}
 
@@ -284,4 +288,5 @@ class Lifecycle:
             c.run_lease_expires_at = None
             if error:
                 c.run_error = clean_text(redact(error, secret_keys(self.settings, c.models, c.judge)), MAX_ERROR_CHARS)
+            c.version += 1  # as start_run_tx: a view kept for the version before showed the run active
             c.updated_at = utcnow()

@@ -49,7 +49,7 @@ from ..models import Campaign, Charge, Duel, Prompt, StoredAnswer, utcnow
 from ..money import charges, holds, ledger, reserve
 from ..redaction import redact
 from ..stored_text import clean_text
-from . import stores
+from . import store_claims, store_keys, store_settings
 from .calls import Calls, call_expiry
 from .credentials import secret_keys
 from .draws import draw_prompt_and_side
@@ -134,10 +134,14 @@ class Pregeneration:
         """What to pre-generate: a plan-like context and [(model index, prompt, key, model_key, prompt_hash)]."""
         with self.db.read() as s:
             c = s.get(Campaign, campaign_id)
-            if c is None or c.status != CampaignStatus.RUNNING or not stores.pregenerates(c.answers, c.models, c.judge):
+            if (
+                c is None
+                or c.status != CampaignStatus.RUNNING
+                or not store_settings.pregenerates(c.answers, c.models, c.judge)
+            ):
                 return None
             off = disabled_models(c.model_changes)  # a disabled model is not called any more
-            users = [n for n, m in enumerate(c.models) if n not in off and stores.stores_answers(c.answers, m)]
+            users = [n for n, m in enumerate(c.models) if n not in off and store_settings.stores_answers(c.answers, m)]
             if not users:
                 return None
             if c.batch is not None:  # answers bought in batches: a round's worth of duels ahead
@@ -153,11 +157,11 @@ class Pregeneration:
             turns = {r.idx: with_images(s, r.turns, r.images) if r.images else r.turns for r in rows}
             wanted = []
             for idx in indices:
-                phash = stores.prompt_hash(texts[idx])
+                phash = store_keys.prompt_hash(texts[idx])
                 for n in users:
-                    mkey = stores.model_key(c.models[n])
+                    mkey = store_keys.model_key(c.models[n])
                     assert mkey is not None  # users store their answers: each has a key
-                    wanted.append((n, texts[idx], stores.answer_key(mkey, phash), mkey, phash, turns[idx]))
+                    wanted.append((n, texts[idx], store_keys.answer_key(mkey, phash), mkey, phash, turns[idx]))
             have = set(
                 s.execute(select(StoredAnswer.key).where(StoredAnswer.key.in_([w[2] for w in wanted]))).scalars()
             )
@@ -299,7 +303,7 @@ class Pregeneration:
         """Whether the answer store's row ``row_id`` holds its answer (finalised)."""
         with self.db.read() as s:
             status = s.execute(select(StoredAnswer.status).where(StoredAnswer.id == row_id)).scalar_one_or_none()
-            return status == stores.READY
+            return status == store_claims.READY
 
     def hold_gone_tx(self, hold_id: int) -> bool:
         """Whether the budget hold ``hold_id`` is gone (released with its charge, or dropped)."""
@@ -394,7 +398,7 @@ class Pregeneration:
                 self.endings.pause_for_fault(s, c, charge.fault, now)
                 return
             text = redact(clean_text(res.text), secret_keys(self.settings, c.models, c.judge))  # as a duel's answer
-            stores.finalize_answer(s, claim, res, text=text, amount_nusd=amount, charge_id=charge_id)
+            store_claims.finalize_answer(s, claim, res, text=text, amount_nusd=amount, charge_id=charge_id)
 
 
 def context(c: Campaign) -> DuelPlan:

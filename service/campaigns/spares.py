@@ -35,7 +35,7 @@ from algorithms.vocabulary import Reuse
 from ..clients.config import images_per_call
 from ..models import Duel, StoredAnswer, utcnow
 from ..stored_config import stored
-from . import stores
+from . import store_claims, store_keys
 
 SPARE = "spare"
 SPENT = "spent"
@@ -65,8 +65,8 @@ def draws_spares(answers: str | None, model: dict) -> bool:
 
 def spare_keys(model: dict, prompt: str) -> tuple[str, str] | None:
     """(model key, prompt hash) of ``model``'s spares for ``prompt``, or None when it keeps none."""
-    mkey = stores.model_key(model)
-    return None if mkey is None else (mkey, stores.prompt_hash(prompt))
+    mkey = store_keys.model_key(model)
+    return None if mkey is None else (mkey, store_keys.prompt_hash(prompt))
 
 
 def recover(s: Any, mkey: str, phash: str, now: dt.datetime) -> int:
@@ -87,7 +87,7 @@ def recover(s: Any, mkey: str, phash: str, now: dt.datetime) -> int:
     return sum(give_back(s, [int(row.id)], int(row.taken_by)) for row in lost)
 
 
-def take_spare(db: Any, mkey: str, phash: str, duel_id: int) -> stores.Stored | None:
+def take_spare(db: Any, mkey: str, phash: str, duel_id: int) -> store_claims.Stored | None:
     """Take (mark ``spent``, taken by ``duel_id``) the oldest spare image of (``mkey``, ``phash``), or None
     when there is none; spares lost by dead duels are given back first (:func:`recover`)."""
     for _ in range(20):  # another duel may take the same row first: then the next one
@@ -109,7 +109,7 @@ def take_spare(db: Any, mkey: str, phash: str, duel_id: int) -> stores.Stored | 
                 .execution_options(synchronize_session=False)
             ).rowcount
             if taken == 1:
-                return stores.Stored(int(row.id), row.charge_id, text=row.text or "", spare=True)
+                return store_claims.Stored(int(row.id), row.charge_id, text=row.text or "", spare=True)
     return None
 
 
@@ -195,7 +195,7 @@ def settle_writes(
     in order: a failed duel gives back the spares it took, a duel that stored its answers keeps them spent
     for good; each call it ``paid`` for (charged, no fault, not late) keeps its unshown images, and, when
     the duel failed, its first image too."""
-    taken = [r.id for r in results.values() if isinstance(r, stores.Stored) and r.spare]
+    taken = [r.id for r in results.values() if isinstance(r, store_claims.Stored) and r.spare]
     writes: list[tuple[Any, dict]] = [
         (GIVE_BACK if failed else SHOWN, {"rid": rid, "did": plan.duel_id}) for rid in taken
     ]

@@ -2,16 +2,19 @@
 
 A model's answer to a prompt, and an LLM judge's verdict on a (prompt, answer
 pair, order), are paid for once and shared by every campaign that needs the same
-thing, across restarts. This module holds the rules once, for the general
-transactions, the orchestration and the hot path:
+thing, across restarts. The rules are held once, for the general transactions,
+the orchestration and the hot path:
 
-* the store keys (what identifies "the same answer" and "the same verdict");
-* which models and judges use the stores;
-* the marginal cost of a duel given the stores, handed to the policy;
-* :class:`Stores`, the store's own short transactions (claim, release,
-  coverage), and :func:`finalize_answer` / :func:`finalize_verdict` that the
+* :mod:`.store_keys`: the store keys (what identifies "the same answer" and "the same verdict");
+* :mod:`.store_settings`: which models and judges use the stores, and the marginal
+  cost of a duel given the stores, handed to the policy;
+* :mod:`.store_lookup`: what a planned duel takes from the stores (its reservation);
+* :mod:`.store_claims`: a claimed row and a stored result, and
+  :func:`~.store_claims.finalize_answer` / :func:`~.store_claims.finalize_verdict` that the
   answer and verdict transactions call so that a stored result and its charge
-  commit together.
+  commit together;
+* this module: :class:`Stores`, the store's own short transactions (claim, release,
+  coverage) and the per-process marginal costs.
 
 Single flight. A missing answer is claimed before the call: a row with status
 ``generating`` under a unique key, so a second process finds the claim and polls
@@ -26,431 +29,26 @@ its claim: failures are never stored.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence, cast
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from algorithms.reuse_costs import COST_FLOOR, COST_STEPS, marginal_costs, missing_fraction  # noqa: F401 (re-exported)
-from algorithms.vocabulary import Choice, CostModel, JudgeKind, PromptSampling, Reuse
+from algorithms.reuse_costs import marginal_costs
+from algorithms.vocabulary import CostModel, PromptSampling
 
 from ..db import Database, rowcount
-from ..models import BatchJob, StoredAnswer, StoredVerdict, utcnow
+from ..models import BatchJob, StoredAnswer, StoredVerdict
+from .store_claims import GENERATING, READY, Claim, Stored
+from .store_keys import judge_key, model_key, prompt_hash
+from .store_settings import cost_model, stores_answers, stores_verdicts
 from .tasks import Background, in_thread
 
 log = logging.getLogger("llmduel.campaigns")
 
-GENERATING = "generating"
-READY = "ready"
-
-#: Client fields that do not change what a model answers: left out of the store key.
-#: Every other field (kind, base_url, model, params such as temperature and
-#: max_tokens, system prompt, and any field added later) is part of it.
-NON_OUTPUT_CLIENT_FIELDS = frozenset(
-    {
-        "api_key_env",
-        "price",
-        "max_cost_per_query",
-        "timeout_s",
-        "max_attempts",
-        "backoff_base_s",
-        "backoff_max_s",
-        "max_retry_after_s",
-        "failure_rate",
-        "latency_s",
-    }
-)
-#: Judge fields that do not change a verdict (its price).
-NON_OUTPUT_JUDGE_FIELDS = frozenset({"cost", "fee", "price", "verdicts"})
-
-
-def _sha(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-
-
-# ---------------------------------------------------------------- keys
-def prompt_hash(prompt: str) -> str:
-    return _sha("prompt", prompt)
-
-
-def text_hash(text: str) -> str:
-    return _sha("text", text)
-
-
-def generation_config(client: dict) -> dict:
-    """The part of a client config that changes the output (the store key's material)."""
-    return {k: v for k, v in sorted(dict(client or {}).items()) if k not in NON_OUTPUT_CLIENT_FIELDS}
-
-
-def model_key(model: dict) -> str | None:
-    """The hash of a model's generation config, or None when its answers are never stored.
-
-    Simulated clients are not stored: they have no provider to pay, compute their
-    answers locally inside the plan transaction, and their configured cost stands
-    for a per-query price (the paper's cost model).
-    """
-    client = dict(model.get("client") or {})
-    if client.get("kind") in (None, "simulated"):
-        return None
-    if model.get("output") == "image":  # an image model's answers are not the same client's text answers
-        return _sha("model", "image", _canonical(generation_config(client)))
-    return _sha("model", _canonical(generation_config(client)))
-
-
-def answer_key(mkey: str, phash: str) -> str:
-    return _sha("answer", mkey, phash)
-
-
-def judge_key(judge: dict) -> str | None:
-    """The hash of an LLM judge's config (client generation config, template, orders), else None."""
-    if judge.get("kind") == JudgeKind.JURY:  # the jurors' keys (in order) and the rule that combines them
-        keys = [judge_key({**j, "kind": JudgeKind.LLM}) for j in judge.get("judges") or []]
-        return _sha("jury", str(judge.get("combine", "majority")), *[k or "" for k in keys])
-    if judge.get("kind") != JudgeKind.LLM:
-        return None
-    # ``orders`` is stored beside its older spelling ``both_orders`` (always equal): hashing only
-    # the latter keeps the keys of verdicts stored before ``orders`` existed
-    material = {k: v for k, v in sorted(judge.items()) if k not in NON_OUTPUT_JUDGE_FIELDS and k != "orders"}
-    material["client"] = generation_config(judge.get("client") or {})
-    from ..stored_config import judge_orders
-
-    material["both_orders"] = judge_orders(judge) == 2
-    if judge.get("orders") == "auto":  # its verdicts read one or both orders: not a both-orders judge's
-        material["orders"] = "auto"
-    return _sha("judge", _canonical(material))
-
-
-def verdict_order(judge: dict, answer_a: str, answer_b: str) -> tuple[str, str, bool, str]:
-    """How a duel's verdict is asked for and stored: (first, second, swapped, order).
-
-    A judge that sees both orders gives the mirror verdict for the mirror
-    presentation, so its verdict is stored once per unordered pair, in a canonical
-    order (``order = "both"``, first = the answer with the smaller hash); a one-order
-    judge's verdict is stored per presentation order (``order = "ab"``).
-    ``swapped``: the stored order is the duel's (b, a).
-    """
-    swapped, order = stored_order(judge, text_hash(answer_a), text_hash(answer_b))
-    return (answer_b, answer_a, True, order) if swapped else (answer_a, answer_b, False, order)
-
-
-def stored_order(judge: dict, hash_a: str, hash_b: str) -> tuple[bool, str]:
-    """The rule of :func:`verdict_order` on the answers' text hashes: (swapped, order)."""
-    from ..stored_config import judges_both_orders
-
-    if judges_both_orders(judge):
-        return hash_b < hash_a, "both"
-    return False, "ab"
-
-
-def verdict_key(jkey: str, phash: str, first: str, second: str, *, order: str) -> str:
-    return verdict_key_of_hashes(jkey, phash, text_hash(first), text_hash(second), order=order)
-
-
-def verdict_key_of_hashes(jkey: str, phash: str, first_hash: str, second_hash: str, *, order: str) -> str:
-    """:func:`verdict_key` from the answers' :func:`text_hash` values."""
-    return _sha("verdict", jkey, phash, first_hash, second_hash, order)
-
-
-def verdict_question(prompt: str, reference: str | None) -> str:
-    """What a verdict's prompt hash covers: the question and, when the prompt has one, its reference
-    answer (the judge reads it, so it is part of the key)."""
-    return prompt if reference is None else f"{prompt}\x00reference\x00{reference}"
-
-
-def duel_verdict_key(judge: dict, prompt: str, reference: str | None, *, hash_a: str, hash_b: str) -> str:
-    """The verdict-store key of a duel whose answers shown as a and b have text hashes ``hash_a`` and
-    ``hash_b`` (the key :meth:`.calls.Calls.verdict` asks for; see :func:`verdict_order`)."""
-    swapped, order = stored_order(judge, hash_a, hash_b)
-    first, second = (hash_b, hash_a) if swapped else (hash_a, hash_b)
-    jkey = judge_key(judge)
-    assert jkey is not None  # called for judges whose verdicts are stored (stores_verdicts)
-    return verdict_key_of_hashes(jkey, prompt_hash(verdict_question(prompt, reference)), first, second, order=order)
-
-
-def mirror(choice: str | None) -> str | None:
-    """A verdict seen from the other side (a <-> b; ties and "both bad" unchanged)."""
-    if choice == Choice.A:
-        return str(Choice.B)
-    if choice == Choice.B:
-        return str(Choice.A)
-    return choice
-
-
-# ---------------------------------------------------------------- which components use the stores
-def stores_answers(setting: str | None, model: dict) -> bool:
-    return setting == Reuse.REUSE and model_key(model) is not None
-
-
-def stores_verdicts(setting: str | None, judge: dict) -> bool:
-    """LLM judges only: a human always gives a fresh vote, a simulated judge costs nothing."""
-    return setting == Reuse.REUSE and judge_key(judge) is not None
-
-
-def pregenerates(answers: str | None, models: Sequence[dict], judge: dict) -> bool:
-    """A campaign whose answers are pre-generated for annotators (human judge, a model using the
-    answer store; service/campaigns/pregeneration.py): the only campaigns with budget holds."""
-    return judge.get("kind") == JudgeKind.HUMAN and any(stores_answers(answers, m) for m in models)
-
-
-def cost_model(answers: str | None, verdicts: str | None, models: Sequence[dict], judge: dict) -> str:
-    """What the policy, the oracle and the lower bound count as a duel's cost."""
-    if any(stores_answers(answers, m) for m in models) or stores_verdicts(verdicts, judge):
-        return str(CostModel.MARGINAL)
-    return str(CostModel.PER_QUERY)
-
-
-# ---------------------------------------------------------------- marginal costs
-# COST_FLOOR, COST_STEPS, missing_fraction and marginal_costs: algorithms/reuse_costs.py (pure; imported above)
-
-
-def apply_costs(policy: Any, target: dict | None) -> dict | None:
-    """Give the policy the campaign's current marginal costs before a selection.
-
-    Returns what the duel log records (``duels.costs_at_select``) when the costs
-    changed, else None; replay calls ``set_costs`` with the recorded values at the
-    same point, so it stays exact however the costs were computed.
-    """
-    if target is None or not hasattr(policy, "set_costs"):
-        return None
-    if policy.set_costs(target["costs"], target["judge_cost"]):
-        return {"costs": [float(x) for x in target["costs"]], "judge_cost": float(target["judge_cost"])}
-    return None
-
-
-# ---------------------------------------------------------------- what a duel will take from the stores
-def duel_answer_keys(answers: str | None, models: Sequence[dict], i: int, j: int, *, prompt: str) -> dict[int, str]:
-    """The answer-store keys of a duel on (``i``, ``j``), by model index, for the models that use the store.
-
-    Two models with one generation config share a key; the duel takes the stored
-    answer for ``i`` only and calls ``j`` (:meth:`.calls.Calls.acquire`), so only
-    ``i`` is listed.
-    """
-    out: dict[int, str] = {}
-    if answers != Reuse.REUSE:
-        return out
-    phash = None
-    for k in (i, j):
-        mkey = model_key(models[k])
-        if mkey is not None:
-            phash = phash or prompt_hash(prompt)
-            key = answer_key(mkey, phash)
-            if key not in out.values():
-                out[k] = key
-    return out
-
-
-#: The readiness lookups of a duel's reservation, as statements every path runs (the asyncpg
-#: driver compiles them): the answer keys (with the texts when a verdict key is derived from
-#: them), a verdict key, a prompt's reference answer.
-READY_ANSWER_KEYS = select(StoredAnswer.key).where(
-    StoredAnswer.key.in_([bindparam("k1"), bindparam("k2")]), StoredAnswer.status == READY
-)
-READY_ANSWER_TEXTS = select(StoredAnswer.key, StoredAnswer.text).where(
-    StoredAnswer.key.in_([bindparam("k1"), bindparam("k2")]), StoredAnswer.status == READY
-)
-READY_VERDICT = select(StoredVerdict.id).where(StoredVerdict.key == bindparam("vk"), StoredVerdict.status == READY)
-
-
-class StoredKeys:
-    """Which store keys are ready, remembered per process.
-
-    A stored (``ready``) answer or verdict is never changed or deleted (only claims
-    are), so a key once seen ready stays ready: the cache can only miss, never be
-    wrong. A miss costs one indexed lookup. Answers map to their text hash (None
-    when the text was not read).
-    """
-
-    limit = 200_000
-
-    def __init__(self) -> None:
-        self.answers: dict[str, str | None] = {}
-        self.verdicts: set[str] = set()
-
-    def answer(self, key: str, text_hash_: str | None) -> None:
-        if len(self.answers) >= self.limit:
-            self.answers.clear()
-        if text_hash_ is not None or key not in self.answers:
-            self.answers[key] = text_hash_
-
-    def verdict(self, key: str) -> None:
-        if len(self.verdicts) >= self.limit:
-            self.verdicts.clear()
-        self.verdicts.add(key)
-
-
-@dataclass(frozen=True)
-class DuelStores:
-    """What the stores mean for a planned duel (:func:`stored_for_duel`), the inputs of its
-    reservation (:func:`service.money.reserve.duel_budget`)."""
-
-    #: the model indices whose answer is stored (each reserves nothing)
-    answers: list[int]
-    #: the number of judge orders whose verdict is stored
-    orders: int
-    #: the campaign's answers are pre-generated (:func:`pregenerates`): the only campaigns with
-    #: budget holds, so the plan reads the holds of these alone (a new kind of hold widens this)
-    pregenerated: bool
-
-
-async def stored_for_duel(
-    known: StoredKeys,
-    lookup: Any,
-    *,
-    answers: str | None,
-    verdicts: str | None,
-    models: Sequence[dict],
-    judge: dict,
-    i: int,
-    j: int,
-    a_is_i: bool,
-    prompt: str,
-    reference: Any,
-) -> DuelStores:
-    """What a planned duel will take from the stores, and whether its campaign pre-generates answers.
-
-    An answer counts only when it is stored (``ready``); one being generated (a
-    claim) may still fail, so it stays reserved. A verdict can be known only when
-    both answers are stored (its key hashes their texts). ``lookup``: awaitable
-    ``ready_answers(keys, with_text) -> {key: text or None}`` and
-    ``ready_verdict(key) -> bool`` on the plan's transaction; ``reference``: an
-    awaitable callable giving the prompt's reference answer. Written once for every
-    path (a synchronous caller runs it with :func:`run_now`).
-    """
-    pregenerated = pregenerates(answers, models, judge)
-    keys = duel_answer_keys(answers, models, i, j, prompt=prompt)
-    if not keys:
-        return DuelStores([], 0, pregenerated)
-    need_verdict = len(keys) == 2 and stores_verdicts(verdicts, judge)
-    missing = [k for k in keys.values() if k not in known.answers or (need_verdict and known.answers[k] is None)]
-    if missing:
-        for key, text in (await lookup.ready_answers(missing, need_verdict)).items():
-            known.answer(key, text_hash(text or "") if need_verdict else None)
-    have = [idx for idx, k in keys.items() if k in known.answers]
-    if not (need_verdict and len(have) == 2):
-        return DuelStores(have, 0, pregenerated)
-    # .get: another thread may clear the cache meanwhile (StoredKeys.limit); unknown counts as not stored
-    hi, hj = known.answers.get(keys[i]), known.answers.get(keys[j])
-    if hi is None or hj is None:
-        return DuelStores(have, 0, pregenerated)
-    vkey = duel_verdict_key(judge, prompt, await reference(), hash_a=hi if a_is_i else hj, hash_b=hj if a_is_i else hi)
-    if vkey not in known.verdicts:
-        if not await lookup.ready_verdict(vkey):
-            return DuelStores(have, 0, pregenerated)
-        known.verdict(vkey)
-    from ..stored_config import judge_orders
-
-    return DuelStores(have, judge_orders(judge), pregenerated)
-
-
-class SessionLookup:
-    """:func:`stored_for_duel`'s lookups on a synchronous session or connection (its awaits never suspend)."""
-
-    def __init__(self, conn) -> None:
-        self.conn = conn
-
-    async def ready_answers(self, keys: Sequence[str], with_text: bool) -> dict[str, str | None]:
-        stmt = READY_ANSWER_TEXTS if with_text else READY_ANSWER_KEYS
-        rows = self.conn.execute(stmt, {"k1": keys[0], "k2": keys[-1]}).all()
-        return {r.key: (r.text if with_text else None) for r in rows}
-
-    async def ready_verdict(self, key: str) -> bool:
-        return self.conn.execute(READY_VERDICT, {"vk": key}).first() is not None
-
-
-def run_now(coro: Any) -> Any:
-    """Run a coroutine whose awaits never suspend (synchronous lookups) to its end."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("a synchronous lookup tried to suspend")
-
-
-# ---------------------------------------------------------------- what a duel gets from a store
-@dataclass
-class Stored:
-    """A result taken from a store instead of a new call (charged 0, refers to its paying charge)."""
-
-    id: int
-    charge_id: int | None
-    text: str = ""
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    choice: str | None = None
-    detail: dict | None = None
-    cost: float = 0.0
-    spare: bool = False  # an unshown image of a call of several (service/campaigns/spares.py)
-
-
-@dataclass
-class Claim:
-    """A store row this process claimed (status generating) before paying for the call."""
-
-    table: str  # "answer" or "verdict"
-    row_id: int
-    key: str
-    finalized: Stored | None = None
-    extra: dict = field(default_factory=dict)
-
-
 _TABLES: dict[str, type[StoredAnswer] | type[StoredVerdict]] = {"answer": StoredAnswer, "verdict": StoredVerdict}
-
-
-_SA = StoredAnswer.__table__.c
-#: The claimed row becomes the stored answer with its charge (both drivers of the answers transaction
-#: run it; a ready row is never changed: when this call outlived its claim and another caller took it
-#: over and stored its answer first, that stored answer stays).
-FINALIZE_ANSWER = (
-    update(StoredAnswer.__table__)
-    .where(_SA.id == bindparam("rid"), _SA.status != READY)
-    .values(
-        status=READY,
-        text=bindparam("text"),
-        input_tokens=bindparam("input_tokens"),
-        output_tokens=bindparam("output_tokens"),
-        cost_nusd=bindparam("cost_nusd"),
-        charge_id=bindparam("charge_id"),
-        claimed_at=bindparam("now", type_=_SA.claimed_at.type),
-    )
-)
-
-
-def finalized_answer(claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> dict:
-    """The parameters of :data:`FINALIZE_ANSWER` for ``claim``, which is marked finalized with them."""
-    tin, tout = getattr(completion, "input_tokens", None), getattr(completion, "output_tokens", None)
-    claim.finalized = Stored(claim.row_id, charge_id, text=text, input_tokens=tin, output_tokens=tout)
-    params = dict(rid=claim.row_id, text=text, cost_nusd=amount_nusd, charge_id=charge_id, now=utcnow())
-    return params | {"input_tokens": tin, "output_tokens": tout}
-
-
-def finalize_answer(s, claim: Claim, completion: Any, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-    """Inside the answers transaction: the claimed row becomes the stored answer (with its charge)."""
-    s.execute(
-        FINALIZE_ANSWER, finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
-    )
-
-
-def finalize_verdict(
-    s, claim: Claim, *, choice: str, detail: dict | None, amount_nusd: int, charge_id: int | None
-) -> None:
-    """Inside the verdict transaction: the claimed row becomes the stored verdict (stored order)."""
-    s.execute(
-        update(StoredVerdict)
-        .where(StoredVerdict.id == claim.row_id, StoredVerdict.status != READY)  # see finalize_answer
-        .values(status=READY, choice=choice, detail=detail, cost_nusd=amount_nusd, charge_id=charge_id)
-        .execution_options(synchronize_session=False)
-    )
-    claim.finalized = Stored(claim.row_id, charge_id, choice=choice, detail=detail)
 
 
 class Stores:

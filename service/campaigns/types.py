@@ -77,10 +77,10 @@ class DuelPlan:
     seed: int
     prompt_index: int | None = None  # row of the prompts table (its turns and reference: prompt_extras)
     select_ms: float = 0.0
-    answers: str = "fresh"  # the campaign's answer and verdict reuse settings (service/campaigns/stores.py)
+    answers: str = "fresh"  # the campaign's answer and verdict reuse settings (service/campaigns/store_settings.py)
     verdicts: str = "fresh"
     draw_key: str | None = None  # the campaign's secret key (draws.answer_secret keys simulated answers with it)
-    # Store rows this duel claimed before paying for a call (model index or "judge" -> stores.Claim).
+    # Store rows this duel claimed before paying for a call (model index or "judge" -> store_claims.Claim).
     claims: dict[Any, Any] = field(default_factory=dict)
     # time.monotonic() by which the model calls must return (expiry.call_deadline; None: no limit)
     deadline: float | None = None

@@ -24,7 +24,8 @@ from ..money.costs import judge_cost_per_duel
 from ..plain_values import finite_or_none, jsonable
 from ..pricing import cost_warning
 from ..prompts import question_id
-from . import hybrid, hybrid_view, policy_log, settlement, stores, verdicts
+from ..webhook_events import events_of
+from . import hybrid, hybrid_view, policy_log, settlement, store_settings, verdicts
 from .annotator_access import annotator_owns
 from .expiry import run_under_way
 from .model_changes import CHANGE_FIELDS, active_models, model_status
@@ -325,7 +326,7 @@ class Views:
             "judge_cost": judge_cost_per_duel(c.judge),
             "answers": c.answers,
             "verdicts": c.verdicts,
-            "cost_model": stores.cost_model(c.answers, c.verdicts, c.models, c.judge),
+            "cost_model": store_settings.cost_model(c.answers, c.verdicts, c.models, c.judge),
             "prompt_sampling": c.prompt_sampling,
             "population": stats.get("population") if is_wor(c.prompt_sampling) else None,
             "exact": stats.get("exact") if is_wor(c.prompt_sampling) else None,
@@ -346,6 +347,7 @@ class Views:
             "seed": c.seed,
             "max_pending_per_annotator": c.max_pending_per_annotator,
             "webhook_url": c.webhook_url if admin else None,
+            "webhook_events": events_of(c.webhook_events) if c.webhook_url else None,
             "leader": names[c.leader] if c.leader is not None else None,
             "leader_index": c.leader,
             "winner": names[c.winner] if c.winner is not None else None,

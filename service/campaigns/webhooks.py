@@ -1,8 +1,9 @@
 """Webhooks through a durable outbox: at-least-once, signed, retried, picked up after restarts.
 
-* An event (today ``campaign.ended``) is a row of ``webhook_events``, inserted by
-  the transaction that ends the campaign (:data:`service.campaigns.endings.ENDED_EVENT`): it
-  exists if and only if the end was committed.
+* An event is a row of ``webhook_events`` (:mod:`service.webhook_events`). ``campaign.ended`` is
+  inserted by the transaction that ends the campaign (:data:`service.campaigns.endings.ENDED_EVENT`):
+  it exists if and only if the end was committed. ``campaign.settled``, for a campaign that asked
+  for it, by the keeper's pass once the ending's spend is final (:meth:`Webhooks.settled_events_tx`).
 * A process *claims* a due event (``state = 'pending'``, ``next_attempt_at`` past,
   no valid claim) under the event's row lock, setting ``claimed_by`` and
   ``claimed_until`` (twice the request's timeout plus 1 s) and counting the attempt.
@@ -37,13 +38,14 @@ from ..db import Database
 from ..egress import EgressDenied
 from ..models import Campaign, WebhookEvent, utcnow
 from ..stored_text import MAX_ERROR_CHARS, clean_text
+from ..webhook_events import CAMPAIGN_SETTLED
+from . import settlement
 from .tasks import Background, in_thread
 from .views import Views, jsonable_report
 from .webhook_signature import ATTEMPT_HEADER, EVENT_ID_HEADER, EVENT_TYPE_HEADER, SIGNATURE_HEADER, signature_header
 
 log = logging.getLogger("llmduel.campaigns")
 
-CAMPAIGN_ENDED = "campaign.ended"
 MAX_RETRY_DELAY_SECONDS = 3600.0
 
 
@@ -94,6 +96,43 @@ class Webhooks:
     def webhook_secret_of(self, campaign_id: int) -> str | None:
         with self.db.read() as s:
             return s.execute(select(Campaign.webhook_secret).where(Campaign.id == campaign_id)).scalar_one_or_none()
+
+    def settled_events_tx(self, limit: int = 100) -> int:
+        """Write the ``campaign.settled`` event of every ended campaign waiting for it whose spend is now final
+        (:mod:`.settlement`), one locked transaction each, the check made again under the lock (a late charge
+        commits under the same lock); returns how many were written."""
+        with self.db.read() as s:
+            due = list(
+                s.execute(
+                    select(Campaign).where(Campaign.webhook_settle_due.is_(True)).order_by(Campaign.id).limit(limit)
+                )
+                .scalars()
+                .all()
+            )
+            final = settlement.spend_final_of(s, due, self.db.clock(s)) if due else {}
+        written = 0
+        for cid in (cid for cid, ok in final.items() if ok):
+            with self.db.write() as s:
+                c = self.db.lock_campaign(s, cid)
+                if c is None or not c.webhook_settle_due or not settlement.spend_final(s, c, self.db.clock(s)):
+                    continue
+                now = utcnow()
+                s.add(
+                    WebhookEvent(
+                        id=new_event_id(),
+                        campaign_id=cid,
+                        event_type=CAMPAIGN_SETTLED,
+                        url=c.webhook_url,
+                        state="pending",
+                        attempts=0,
+                        next_attempt_at=now,
+                        created_at=now,
+                    )
+                )
+                c.webhook_settle_due = False
+                c.webhook_state, c.webhook_error = "pending", None  # the campaign mirrors its latest event
+                written += 1
+        return written
 
     # ------------------------------------------------------------ claim, send, record
     def claim_webhooks_tx(self, limit: int = 20) -> list[dict]:
@@ -210,7 +249,9 @@ class Webhooks:
         return False, f"HTTP {resp.status_code}"
 
     async def deliver_webhooks(self) -> int:
-        """Claim and send every due event once; schedules the retries of those that failed."""
+        """Write the ``campaign.settled`` events now due, then claim and send every due event once; schedules the
+        retries of those that failed."""
+        await in_thread(self.settled_events_tx)
         sent = 0
         while True:
             claims = await in_thread(self.claim_webhooks_tx)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from algorithms.vocabulary import IN_FLIGHT, CampaignStatus, DuelStatus
 
-from ..campaigns import stores
+from ..campaigns import store_claims
 from ..campaigns.expiry import is_stale
 from ..campaigns.leases import ORPHAN_REQUESTER
 from ..campaigns.style import answer_style
@@ -183,7 +183,7 @@ def settle_answers(plan: DuelPlan, results: dict[int, Any], now: dt.datetime, ke
     for idx in (plan.i, plan.j):
         res = results[idx]
         name = plan.models[idx]["name"]
-        if isinstance(res, stores.Stored):  # reused: a zero-cost ledger row naming the charge that paid
+        if isinstance(res, store_claims.Stored):  # reused: a zero-cost ledger row naming the charge that paid
             info[idx] = {
                 "model": name,
                 "input_tokens": res.input_tokens,

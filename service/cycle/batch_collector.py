@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import httpx
 
@@ -237,7 +237,8 @@ class Collector:
             self.jobs.record_tx, self.campaign_id, self.round, self.phase, client=cfg, requests=rows
         )
         bid = await submit_once(api, requests, key)
-        await in_thread(self.jobs.submitted_tx, job_id, bid)
+        if not await in_thread(self.jobs.submitted_tx, job_id, bid):
+            await self._taken_over_while_sent(api, job_id, bid)
         self.sent += len(requests)
         self.batches += 1
         results = await self.collect(api, job_id, bid, [r.custom_id for r in requests])
@@ -251,6 +252,15 @@ class Collector:
                 self.parked.append(p)  # sent again in the phase's next batch
             else:
                 p.future.set_result(ClientError(f"{res.error} (after {p.sends} batches)"))
+
+    async def _taken_over_while_sent(self, api: BatchAPI, job_id: int, bid: str) -> NoReturn:
+        """The batch's row was taken over while the batch was being sent (this process stalled past the take-over
+        bound): a new owner that found the batch at the provider collects it; one that did not closed the row, and
+        nobody would collect the batch, so it is cancelled (what the provider finished before is billed, not charged)."""
+        if not await in_thread(self.jobs.is_open_tx, job_id):
+            await cancel_quietly(api, bid)
+        self.taken_over = True
+        raise RoundFailed("another process owns the run's batches now")
 
     async def collect(self, api: BatchAPI, job_id: int, bid: str, custom_ids: list[str]) -> dict[str, BatchResult]:
         """Poll until the batch ends; its results, matched on custom_id.

@@ -274,7 +274,8 @@ class BatchRounds:
             if api is None or bid is None:  # it never reached the provider
                 await in_thread(self.jobs.close_tx, job["id"], "failed", "not found at the provider after a take-over")
                 continue
-            await in_thread(self.jobs.submitted_tx, job["id"], bid)
+            if not await in_thread(self.jobs.submitted_tx, job["id"], bid):
+                continue  # adopted by another process meanwhile, which collects it
             collector = self._collector(campaign_id, cfg, k=int(job["round"]), phase=job["phase"], cache=cache)
             rows = job["requests"]
             collected.append(collector)

@@ -36,7 +36,7 @@ from algorithms.vocabulary import DuelStatus
 
 from .. import cycle
 from ..auth import Principal
-from ..campaigns import skips, stores
+from ..campaigns import skips, store_settings
 from ..campaigns.calls import call_expiry
 from ..campaigns.credentials import secret_keys
 from ..campaigns.expiry import call_deadline
@@ -44,7 +44,7 @@ from ..campaigns.judge_charges import Judgement
 from ..campaigns.lost_commits import store_paid
 from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.sampling import prompt_permutation
-from ..campaigns.stores import StoredKeys
+from ..campaigns.store_lookup import StoredKeys
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import CampaignEnded, Conflict, DomainError, DuelOutcome, DuelPlan, HeldDuel
 from ..campaigns.views import duel_view_for
@@ -196,8 +196,8 @@ class Cycle:
             return await self.in_thread(self.deps.views.get_duel, held.duel_id, principal), None
         outcome = await self.execute(plan)
         if not principal.admin and (
-            stores.stores_answers(plan.answers, plan.models[plan.i])
-            or stores.stores_answers(plan.answers, plan.models[plan.j])
+            store_settings.stores_answers(plan.answers, plan.models[plan.i])
+            or store_settings.stores_answers(plan.answers, plan.models[plan.j])
         ):
             self.deps.pregen.schedule(campaign_id)  # the next duels' answers, in the background
         if outcome.view is None:

@@ -29,7 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.schema import ScalarElementColumnDefault
 
-from ..campaigns import endings, policy_log, skips, spares, stores
+from ..campaigns import endings, policy_log, skips, spares, store_claims, store_lookup
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.tasks import in_thread
 from ..campaigns.types import DomainError, HeldDuel
@@ -102,9 +102,9 @@ PG_CONFIG = compile_pg(sync_driver.CONFIG)
 PG_POLICY_STATE = compile_pg(policy_log.STORED_STATE)
 PG_PROMPT = compile_pg(sync_driver.PROMPT)
 PG_REFERENCE = compile_pg(sync_driver.REFERENCE)
-PG_READY_ANSWER_KEYS = compile_pg(stores.READY_ANSWER_KEYS)
-PG_READY_ANSWER_TEXTS = compile_pg(stores.READY_ANSWER_TEXTS)
-PG_READY_VERDICT = compile_pg(stores.READY_VERDICT)
+PG_READY_ANSWER_KEYS = compile_pg(store_lookup.READY_ANSWER_KEYS)
+PG_READY_ANSWER_TEXTS = compile_pg(store_lookup.READY_ANSWER_TEXTS)
+PG_READY_VERDICT = compile_pg(store_lookup.READY_VERDICT)
 PG_HELD = compile_pg(holds.HELD)
 PG_LOCK_FOR_PLAN = compile_pg(sync_driver.LOCK_FOR_PLAN)
 # A separate statement after the lock: it reads a snapshot taken once the lock is held.
@@ -123,7 +123,7 @@ PG_HAND_OVER = compile_pg(skips.HAND_OVER)
 # spares' rows, then the duel and the campaign in one statement (two when a provider fault pauses it).
 PG_LOCK_FOR_ANSWERS = compile_pg(sync_driver.LOCK_FOR_ANSWERS)
 PG_ANSWER_CHARGE = compile_pg(charges.ANSWER_CHARGE)
-PG_FINALIZE_ANSWER = compile_pg(stores.FINALIZE_ANSWER)
+PG_FINALIZE_ANSWER = compile_pg(store_claims.FINALIZE_ANSWER)
 PG_SETTLE_SPARES = {id(q): compile_pg(q) for q in spares.SETTLE_STATEMENTS}
 PG_ANSWERED_DUEL = compile_pg(sync_driver.ANSWERED_DUEL)
 PG_ANSWERED = compile_pg(sync_driver.ANSWERED)
@@ -389,7 +389,9 @@ class PgTx:
         return ids
 
     async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        params = stores.finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
+        params = store_claims.finalized_answer(
+            claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id
+        )
         await self._write(PG_FINALIZE_ANSWER, params)
 
     async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:

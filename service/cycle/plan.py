@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from algorithms import NoPairAvailable
 from algorithms.vocabulary import CampaignStatus, DuelStatus
 
-from ..campaigns import stores
+from ..campaigns import store_lookup, store_settings
 from ..campaigns.annotator_access import ANNOTATOR_LABEL_PREFIX, held_duel
 from ..campaigns.draws import draw_prompt_and_side
 from ..campaigns.expiry import call_deadline, is_stale
@@ -191,7 +191,7 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
         svc, tx, campaign_id, event_seq=row.event_seq, fetched_state=state, state_seq=row.state_seq
     )
     # without replacement the policy computes its own marginal costs from the shared permutation
-    costs_record = None if wor else stores.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
+    costs_record = None if wor else store_settings.apply_costs(policy, svc.deps.stores.store_costs_for(campaign_id))
     pending = pending_pairs(inflight)
     if cfg.hybrid:  # judged duels waiting to be recorded in draw order count as pulled
         pending += await tx.unrecorded_pairs(campaign_id)
@@ -222,7 +222,7 @@ async def _pick(svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfi
 
 async def _stored(
     svc: HotService, tx: Tx, campaign_id: int, *, cfg: CampaignConfig, pair, a_is_i: bool, idx: int, prompt: str
-) -> stores.DuelStores:
+) -> store_lookup.DuelStores:
     """What the duel takes from the stores (it reserves nothing for that), and whether its campaign has holds."""
 
     async def reference() -> str | None:
@@ -230,7 +230,7 @@ async def _stored(
         return extras[1] if extras is not None else await tx.reference(campaign_id, idx)
 
     i, j = pair
-    return await stores.stored_for_duel(
+    return await store_lookup.stored_for_duel(
         svc.stored_keys,
         tx,
         answers=cfg.answers,

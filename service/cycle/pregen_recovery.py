@@ -74,7 +74,8 @@ class PregenRecovery:
         if api is None or bid is None or context is None or cfg is None:  # it never reached the provider
             await in_thread(self.jobs.close_tx, job["id"], "failed", "not found at the provider after a take-over")
             return
-        await in_thread(self.jobs.submitted_tx, job["id"], bid)
+        if not await in_thread(self.jobs.submitted_tx, job["id"], bid):
+            return  # adopted by another process meanwhile, which collects it
         plans = list(await asyncio.gather(*(self._claim(context, r) for r in rows)))
         log.info("campaign %s: collecting pre-generation batch %s of a process gone", cid, bid)
 

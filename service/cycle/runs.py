@@ -154,6 +154,7 @@ class Runs:
                 error = failures.error
             # Every duel this run started is finished now.
             await in_thread(self.lifecycle.end_run_tx, campaign_id, error)
+            self.webhooks.send_due()  # its campaign.settled, if the spend is now final
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # pragma: no cover - defensive

@@ -24,7 +24,8 @@ from ..campaigns.leases import Leases
 from ..campaigns.policy_cache import PolicyCache
 from ..campaigns.pregeneration import Pregeneration
 from ..campaigns.prompt_cache import PromptCache
-from ..campaigns.stores import StoredKeys, Stores
+from ..campaigns.store_lookup import StoredKeys
+from ..campaigns.stores import Stores
 from ..campaigns.views import Views
 from ..campaigns.webhooks import Webhooks
 from ..config import Settings

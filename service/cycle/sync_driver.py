@@ -16,7 +16,7 @@ from sqlalchemy import bindparam, func, insert, literal, select, update
 
 from algorithms.vocabulary import IN_FLIGHT, DuelStatus
 
-from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, spares, stores
+from ..campaigns import hybrid_tx, judge_charges, policy_log, sampling, skips, spares, store_claims, store_lookup
 from ..campaigns.endings import end_campaign
 from ..campaigns.judge_charges import Judgement
 from ..campaigns.types import Conflict, DomainError, DuelOutcome, HeldDuel
@@ -254,10 +254,10 @@ class SyncTx:
         return self.conn.execute(REFERENCE, {"cid": campaign_id, "idx": idx}).scalar_one_or_none()
 
     async def ready_answers(self, keys, with_text: bool) -> dict:
-        return await stores.SessionLookup(self.conn).ready_answers(keys, with_text)
+        return await store_lookup.SessionLookup(self.conn).ready_answers(keys, with_text)
 
     async def ready_verdict(self, key: str) -> bool:
-        return await stores.SessionLookup(self.conn).ready_verdict(key)
+        return await store_lookup.SessionLookup(self.conn).ready_verdict(key)
 
     async def held(self, campaign_id: int, now) -> int:
         return holds.held_nusd(self.conn, campaign_id, now)
@@ -368,8 +368,10 @@ class SyncTx:
         return charges.charge_answers(self.conn, duel_id, rows)
 
     async def store_answer(self, claim, completion, *, text: str, amount_nusd: int, charge_id: int | None) -> None:
-        params = stores.finalized_answer(claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id)
-        self.conn.execute(stores.FINALIZE_ANSWER, params)
+        params = store_claims.finalized_answer(
+            claim, completion, text=text, amount_nusd=amount_nusd, charge_id=charge_id
+        )
+        self.conn.execute(store_claims.FINALIZE_ANSWER, params)
 
     async def settle_spares(self, plan, results: dict, *, charge_ids: dict, paid: set[int], failed: bool) -> None:
         for query, params in spares.settle_writes(plan, results, charge_ids=charge_ids, paid=paid, failed=failed):
@@ -386,8 +388,8 @@ class SyncTx:
 
 def run_sync(coro: Coroutine):
     """Run a coroutine whose awaits never suspend (a :class:`SyncTx` transaction) to its end
-    (:func:`service.campaigns.stores.run_now`; a suspension is a RuntimeError)."""
-    return stores.run_now(coro)
+    (:func:`service.campaigns.store_lookup.run_now`; a suspension is a RuntimeError)."""
+    return store_lookup.run_now(coro)
 
 
 def _in_session(svc: HotService, make):

@@ -194,7 +194,7 @@ def charge_row(
 
 def reuse_charge(campaign_id: int, kind: str, *, model_index: int | None, stored: Any, now: dt.datetime) -> dict:
     """The ledger row of a reuse: zero cost, a reference to the charge that paid (``stored``: the
-    store's result, :class:`service.campaigns.stores.Stored`, its ``id`` and ``charge_id``)."""
+    store's result, :class:`service.campaigns.store_claims.Stored`, its ``id`` and ``charge_id``)."""
     return {
         "campaign_id": campaign_id,
         "kind": kind,

@@ -18,7 +18,7 @@ path counts both::
   for longer than that.
 
 Holds are taken only by pre-generation: the plan reads a campaign's holds only when the
-stores say it pre-generates answers (``service.campaigns.stores.DuelStores.pregenerated``),
+stores say it pre-generates answers (``service.campaigns.store_lookup.DuelStores.pregenerated``),
 to save a round trip; a new kind of hold must widen that flag.
 """
 

@@ -229,6 +229,13 @@ class CampaignCreate(StrictModel):
     webhook_url: str | None = Field(
         None, max_length=2000, description="POSTed the final report once the campaign ends."
     )
+    webhook_events: list[Literal["campaign.ended", "campaign.settled"]] | None = Field(
+        None,
+        min_length=1,
+        max_length=2,
+        description="The events webhook_url receives (default ['campaign.ended']): campaign.ended at the ending, "
+        "campaign.settled once its spend is final (spend_final). docs/service.md, Webhook.",
+    )
     batch: Annotated[bool, Strict()] | BatchConfig | None = Field(
         None,
         description="Run the background run in rounds on the providers' batch APIs (about half the list price, "
@@ -298,6 +305,11 @@ class CampaignCreate(StrictModel):
         if len(set(qids)) != len(qids):
             raise ValueError("prompts: ids must be unique")
         check_judge_size(self.judge, len(self.models))
+        if self.webhook_events is not None:
+            if not self.webhook_url:
+                raise ValueError("webhook_events: needs a webhook_url to send them to")
+            if len(set(self.webhook_events)) != len(self.webhook_events):
+                raise ValueError("webhook_events: each event at most once")
         self._check_goal()
         from service.campaigns.spares import several_images_reason
 

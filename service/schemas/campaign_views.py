@@ -185,6 +185,9 @@ class CampaignOut(BaseModel):
     seed: int
     max_pending_per_annotator: int
     webhook_url: str | None = None
+    webhook_events: list[str] | None = Field(
+        None, description="The events webhook_url receives (campaign.ended, campaign.settled); null: no webhook."
+    )
     batch: dict[str, Any] | None = Field(
         None,
         description="A batch campaign's rounds: its settings (round_size, growth, max_round_size, poll_seconds, "

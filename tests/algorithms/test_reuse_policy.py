@@ -1,4 +1,5 @@
-"""Marginal costs in the policies: ``Policy.set_costs`` and the service's cost rule (service/campaigns/stores.py)."""
+"""Marginal costs in the policies: ``Policy.set_costs``, the marginal cost rule (algorithms/reuse_costs.py)
+and the store keys (service/campaigns/store_keys.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import random
 import numpy as np
 import pytest
 
-from algorithms import ALGORITHMS, make_policy, policy_from_state
+from algorithms import ALGORITHMS, make_policy, policy_from_state, reuse_costs
 from algorithms.instance import SYNTHETIC_PREFERENCE
 from algorithms.policies import PolicyError
-from service.campaigns import stores
+from service.campaigns import store_keys
 
 COSTS = [4.0, 2.0, 1.0, 1.0, 3.0][: len(SYNTHETIC_PREFERENCE)]
 
@@ -67,13 +68,13 @@ def test_set_costs_validates():
 
 
 def test_marginal_cost_rule():
-    assert stores.missing_fraction(0, 50) == 1.0
-    assert stores.missing_fraction(50, 50) == stores.COST_FLOOR
-    assert stores.missing_fraction(49, 50) == pytest.approx(0.05)  # 2% missing, rounded up to a 1/20 step
-    assert stores.missing_fraction(25, 50) == pytest.approx(0.5)
-    out = stores.marginal_costs([4.0, 2.0, 1.0], 1.5, [50, None, 25], 300, (50, 300))
-    assert out["costs"] == pytest.approx([4.0 * stores.COST_FLOOR, 2.0, 0.5])
-    assert out["judge_cost"] == pytest.approx(1.5 * stores.COST_FLOOR)
+    assert reuse_costs.missing_fraction(0, 50) == 1.0
+    assert reuse_costs.missing_fraction(50, 50) == reuse_costs.COST_FLOOR
+    assert reuse_costs.missing_fraction(49, 50) == pytest.approx(0.05)  # 2% missing, rounded up to a 1/20 step
+    assert reuse_costs.missing_fraction(25, 50) == pytest.approx(0.5)
+    out = reuse_costs.marginal_costs([4.0, 2.0, 1.0], 1.5, [50, None, 25], 300, (50, 300))
+    assert out["costs"] == pytest.approx([4.0 * reuse_costs.COST_FLOOR, 2.0, 0.5])
+    assert out["judge_cost"] == pytest.approx(1.5 * reuse_costs.COST_FLOOR)
 
 
 def test_store_keys_follow_what_changes_the_output():
@@ -82,18 +83,18 @@ def test_store_keys_follow_what_changes_the_output():
     same = {"name": "b", "cost": 9.0, "client": dict(base, api_key_env="K2", timeout_s=5)}
     hotter = {"name": "a", "cost": 1.0, "client": dict(base, params={"temperature": 1})}
     system = {"name": "a", "cost": 1.0, "client": dict(base, system="be brief")}
-    assert stores.model_key(m) == stores.model_key(same)
-    assert stores.model_key(m) != stores.model_key(hotter)
-    assert stores.model_key(m) != stores.model_key(system)
-    assert stores.model_key({"name": "s", "cost": 1.0, "client": {"kind": "simulated"}}) is None
+    assert store_keys.model_key(m) == store_keys.model_key(same)
+    assert store_keys.model_key(m) != store_keys.model_key(hotter)
+    assert store_keys.model_key(m) != store_keys.model_key(system)
+    assert store_keys.model_key({"name": "s", "cost": 1.0, "client": {"kind": "simulated"}}) is None
     judge = {"kind": "llm", "client": base, "cost": 0.1, "both_orders": True}
-    assert stores.judge_key(judge) == stores.judge_key(dict(judge, cost=7.0))
-    assert stores.judge_key(judge) != stores.judge_key(dict(judge, both_orders=False))
-    assert stores.judge_key({"kind": "human"}) is None
+    assert store_keys.judge_key(judge) == store_keys.judge_key(dict(judge, cost=7.0))
+    assert store_keys.judge_key(judge) != store_keys.judge_key(dict(judge, both_orders=False))
+    assert store_keys.judge_key({"kind": "human"}) is None
     # both orders: one stored verdict per unordered pair, mirrored for the other presentation
-    f1, s1, sw1, o1 = stores.verdict_order(judge, "x", "y")
-    f2, s2, sw2, o2 = stores.verdict_order(judge, "y", "x")
+    f1, s1, sw1, o1 = store_keys.verdict_order(judge, "x", "y")
+    f2, s2, sw2, o2 = store_keys.verdict_order(judge, "y", "x")
     assert (f1, s1, o1) == (f2, s2, o2) == (f1, s1, "both") and sw1 != sw2
     one = dict(judge, both_orders=False)
-    assert stores.verdict_order(one, "y", "x") == ("y", "x", False, "ab")
-    assert stores.mirror("a") == "b" and stores.mirror("b") == "a" and stores.mirror("tie") == "tie"
+    assert store_keys.verdict_order(one, "y", "x") == ("y", "x", False, "ab")
+    assert store_keys.mirror("a") == "b" and store_keys.mirror("b") == "a" and store_keys.mirror("tie") == "tie"

@@ -117,17 +117,17 @@ def test_c_j_counts_calls_per_duel_for_old_and_new_rows():
 
 
 def test_verdict_keys_of_rows_stored_before_orders_are_unchanged():
-    from service.campaigns import stores
+    from service.campaigns import store_keys
     from service.judging import validate_judge_config
 
     old_row = validate_judge_config(llm_judge(both_orders=False))
     old_row.pop("orders")  # as a row stored before the field existed
     new_row = validate_judge_config(llm_judge(orders="one"))
     assert new_row["orders"] == "one" and new_row["both_orders"] is False
-    assert stores.judge_key(old_row) == stores.judge_key(new_row)
-    assert stores.judge_key(new_row) != stores.judge_key(validate_judge_config(llm_judge(orders="both")))
-    assert stores.stored_order(new_row, "b", "a") == (False, "ab")  # one order: stored per presentation
-    assert stores.stored_order(validate_judge_config(llm_judge(orders="both")), "b", "a") == (True, "both")
+    assert store_keys.judge_key(old_row) == store_keys.judge_key(new_row)
+    assert store_keys.judge_key(new_row) != store_keys.judge_key(validate_judge_config(llm_judge(orders="both")))
+    assert store_keys.stored_order(new_row, "b", "a") == (False, "ab")  # one order: stored per presentation
+    assert store_keys.stored_order(validate_judge_config(llm_judge(orders="both")), "b", "a") == (True, "both")
 
 
 async def _auto_run(api, fake, names, n_duels, **client_params):
@@ -208,11 +208,11 @@ async def test_auto_is_refused_for_jurors_and_a_hybrids_judge_whose_default_is_b
 
 
 def test_auto_verdicts_have_their_own_key_and_are_stored_per_presentation():
-    from service.campaigns import stores
+    from service.campaigns import store_keys
     from service.judging import validate_judge_config
 
     auto, both = validate_judge_config(llm_judge(orders="auto")), validate_judge_config(llm_judge(orders="both"))
     assert auto["orders"] == "auto" and judge_orders(auto) == 2 and not judges_both_orders(auto)
-    assert stores.judge_key(auto) != stores.judge_key(both)
-    assert stores.judge_key(auto) != stores.judge_key(validate_judge_config(llm_judge(orders="one")))
-    assert stores.stored_order(auto, "b", "a") == (False, "ab")
+    assert store_keys.judge_key(auto) != store_keys.judge_key(both)
+    assert store_keys.judge_key(auto) != store_keys.judge_key(validate_judge_config(llm_judge(orders="one")))
+    assert store_keys.stored_order(auto, "b", "a") == (False, "ab")

@@ -58,7 +58,7 @@ def _body(base: str, tag: str) -> dict:
 
 @pytest.mark.slow
 async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_path):
-    from service.campaigns import stores
+    from service.campaigns import store_claims, store_keys
     from service.db import Database
     from service.models import StoredAnswer
 
@@ -69,7 +69,7 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
     db = Database(db_url)
     tag = "c" + uuid.uuid4().hex[:8]
     body = _body(base, tag)
-    phash = stores.prompt_hash(body["prompts"][0])
+    phash = store_keys.prompt_hash(body["prompts"][0])
     killed = False
     try:
         h = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -80,7 +80,7 @@ async def test_a_killed_owners_claim_is_taken_over_within_the_bound(db_url, tmp_
             def generating() -> int:
                 with db.read() as s:
                     rows = s.execute(select(StoredAnswer.status).where(StoredAnswer.prompt_hash == phash)).all()
-                return sum(1 for (st,) in rows if st == stores.GENERATING)
+                return sum(1 for (st,) in rows if st == store_claims.GENERATING)
 
             deadline = time.monotonic() + 30
             while generating() < 2:  # the owner claimed both answers and calls the slow provider

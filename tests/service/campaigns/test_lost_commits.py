@@ -15,7 +15,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 from sqlalchemy.exc import OperationalError
 
-from service.campaigns import stores
+from service.campaigns import store_claims
 from service.campaigns.lost_commits import committed
 
 BASE = "http://fake.test/v1"
@@ -198,6 +198,59 @@ async def test_a_lost_connection_under_a_pre_generated_answers_store_neither_dro
     assert spend == rows[1]
 
 
+#: The run lease of the recovered pre-generation's two processes: no claim of the first one lapses by the clock
+#: while the test runs, however loaded the machine; the test makes them lapse (:func:`_lapse`).
+LEASE_S = 120.0
+
+
+def one_flush(monkeypatch) -> None:
+    """A pre-generation's calls all go out in the collector's first flush, one batch per model, however loaded the
+    machine: the collector waits until every call still running has parked (on a loaded machine, its flush after
+    a quiet period, ``batch_collector.LONG_SETTLE_S``, sent the calls parked so far, and a process that "dies" in
+    that flush's collection never sends the others)."""
+    from service.cycle.batch_collector import Collector
+
+    async def every_call_parked(self, tasks, work, one_call_each):
+        while not all(t.done() for t in tasks):
+            if self.parked and len(self.parked) >= sum(not t.done() for t in tasks):
+                return
+            await asyncio.sleep(self.settle_s)
+
+    monkeypatch.setattr(Collector, "_settle", every_call_parked)
+
+
+def _lapse(db, cid: int, owner: str) -> None:
+    """The first process gone for longer than the lease, without waiting for it: the store claims of the answers of
+    the campaign's open pre-generation batches, and the rows of the batches ``owner`` sent, older than the lease (a
+    renewal of its cancelled heartbeat that lands late is undone at the next call)."""
+    from sqlalchemy import select, update
+
+    from service.campaigns.batch_jobs import OPEN
+    from service.models import BatchJob, StoredAnswer
+
+    with db.write() as s:
+        past = db.clock(s) - dt.timedelta(seconds=2 * LEASE_S)
+        jobs = s.scalars(
+            select(BatchJob).where(BatchJob.campaign_id == cid, BatchJob.phase == "pregen", BatchJob.status.in_(OPEN))
+        ).all()
+        keys = [r["key"] for j in jobs for r in j.requests if r.get("key")]
+        sent = [int(j.id) for j in jobs if j.owner == owner]
+        if keys:
+            s.execute(
+                update(StoredAnswer)
+                .where(StoredAnswer.key.in_(keys), StoredAnswer.status == store_claims.GENERATING)
+                .values(claimed_at=past)
+                .execution_options(synchronize_session=False)
+            )
+        if sent:
+            s.execute(
+                update(BatchJob)
+                .where(BatchJob.id.in_(sent))
+                .values(updated_at=past)
+                .execution_options(synchronize_session=False)
+            )
+
+
 @pytest.mark.parametrize("lapsed", [False, True], ids=["held", "lapsed"])
 async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_neither_drops_nor_doubles_its_charge(
     db_url, monkeypatch, lapsed
@@ -206,7 +259,10 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
     collects it and stores its answers (service/cycle/pregen_recovery.py): a store whose connection is lost
     before or after its commit is run again only when it did not commit (its hold of the answer's key is
     still there, or its answer not stored). The first process "dies" as its batches are submitted (it never
-    collects them nor renews its claims); the second adopts them once their claims are older than its lease.
+    collects them nor renews its claims); the second adopts them once their claims are older than its lease,
+    which the test makes them (:func:`_lapse`) once all three are submitted, rather than waiting for a short lease
+    to run out: on a loaded machine a short one ran out before the last batch was sent. Its calls all go out in one
+    flush (:func:`one_flush`).
     ``lapsed``: the batch outlived its calls' holds (expired, not yet deleted), and another pre-generation's
     ``holds.take_hold`` deletes the campaign's expired holds while the lost store waits for the database: on the
     code before, the hold gone read as "committed" and the answer's charge was dropped."""
@@ -230,9 +286,10 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         return await real_collect(self, batch_api, job_id, bid, custom_ids)
 
     monkeypatch.setattr(Collector, "collect", dies_when_collecting)
+    one_flush(monkeypatch)
     async with (
-        app_client(db_url, run_lease_seconds=1.0, run_heartbeat_seconds=0.5) as api,
-        app_client(db_url, run_lease_seconds=1.0, run_heartbeat_seconds=0.5) as api2,
+        app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.5) as api,
+        app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.5) as api2,
     ):
         for app in (api.app, api2.app):
             app.state.campaigns.cycle.deps.calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=provider))
@@ -251,19 +308,22 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
         monkeypatch.setattr(pregen2, "store_pregenerated_tx", losing(lost, "pregen", real, meanwhile=sweep))
         name = "lost-recovered" + ("-lapsed" if lapsed else "")
         cid = await _human_campaign(api, name, batch={"round_size": 4, "poll_seconds": 0.02})
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while len(hung) < 3:  # one batch per model, each submitted and never collected
             assert time.monotonic() < deadline, f"the pre-generation batches were not sent: {hung}"
             await asyncio.sleep(0.05)
+        jobs2 = api2.app.state.campaigns.runs.batch_jobs
+        assert {j["status"] for j in jobs2.jobs_tx(cid)} == {"running"}, jobs2.jobs_tx(cid)  # none adopted yet
         if lapsed:  # the batch outlived the holds of its calls: expired, still there
             with api2.app.state.db.write() as s:
                 gone = utcnow() - dt.timedelta(seconds=1)
                 assert s.execute(
                     update(BudgetHold).where(BudgetHold.campaign_id == cid).values(expires_at=gone)
                 ).rowcount
-        jobs2 = api2.app.state.campaigns.runs.batch_jobs
+        deadline = time.monotonic() + 120
         while {j["status"] for j in jobs2.jobs_tx(cid)} - {"collected", "failed"}:  # adopted once the claims lapse
             assert time.monotonic() < deadline, jobs2.jobs_tx(cid)
+            _lapse(api2.app.state.db, cid, first_owner)
             await pregen2.recover(cid)
             await asyncio.sleep(0.1)
         assert lost["pregen"] == 2  # the losses happened
@@ -301,7 +361,7 @@ async def test_a_recovered_answer_with_a_provider_fault_is_charged_once_across_a
         "answer", key, {"model_key": "m" * 64, "prompt_hash": "p" * 64}, dt.timedelta(seconds=60)
     )
     assert status == "claimed", (status, row_id)
-    claim = stores.Claim("answer", int(row_id), key)
+    claim = store_claims.Claim("answer", int(row_id), key)
     res = Completion(text="x", input_tokens=None, output_tokens=None, cost=0.0, latency_s=0.1, usage_fault="-1 tokens")
     pregen = api.app.state.campaigns.pregen
     lost: Counter = Counter()

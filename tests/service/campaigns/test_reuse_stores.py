@@ -9,7 +9,7 @@ import uuid
 import pytest
 from conftest import app_client
 
-from service.campaigns import stores
+from service.campaigns import store_claims
 from service.campaigns.types import DuelPlan
 from service.clients import ClientError, Completion
 
@@ -47,9 +47,9 @@ def test_claims_wait_take_over_and_become_ready(svc):
     assert svc.stores.claim_tx("answer", key, cols, lease) == ("wait", None)  # another caller: wait, do not pay
     status, again = svc.stores.claim_tx("answer", key, cols, dt.timedelta(0))  # the claim outlived its lease
     assert (status, again) == ("claimed", row_id)
-    claim = stores.Claim("answer", row_id, key)
+    claim = store_claims.Claim("answer", row_id, key)
     with svc.db.write() as s:
-        stores.finalize_answer(
+        store_claims.finalize_answer(
             s, claim, Completion("stored text", 3, 4, 0.1, 0.0), text="stored text", amount_nusd=100, charge_id=7
         )
     status, stored = svc.stores.claim_tx("answer", key, cols, lease)
@@ -68,18 +68,18 @@ def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
     _, taken = svc.stores.claim_tx("answer", key, cols, dt.timedelta(0))  # taken over by a second caller
     assert taken == row_id
     with svc.db.write() as s:  # the taker stores first
-        stores.finalize_answer(
+        store_claims.finalize_answer(
             s,
-            stores.Claim("answer", row_id, key),
+            store_claims.Claim("answer", row_id, key),
             Completion("T2", 1, 2, 0.1, 0.0),
             text="T2",
             amount_nusd=100,
             charge_id=8,
         )
     with svc.db.write() as s:  # then the first caller, late
-        stores.finalize_answer(
+        store_claims.finalize_answer(
             s,
-            stores.Claim("answer", row_id, key),
+            store_claims.Claim("answer", row_id, key),
             Completion("T1", 1, 2, 0.1, 0.0),
             text="T1",
             amount_nusd=100,
@@ -93,12 +93,12 @@ def test_a_late_finisher_never_overwrites_a_stored_answer_or_verdict(svc):
     _, vrow = svc.stores.claim_tx("verdict", vkey, vcols, lease)
     svc.stores.claim_tx("verdict", vkey, vcols, dt.timedelta(0))
     with svc.db.write() as s:
-        stores.finalize_verdict(
-            s, stores.Claim("verdict", vrow, vkey), choice="a", detail={"n": 2}, amount_nusd=10, charge_id=11
+        store_claims.finalize_verdict(
+            s, store_claims.Claim("verdict", vrow, vkey), choice="a", detail={"n": 2}, amount_nusd=10, charge_id=11
         )
     with svc.db.write() as s:
-        stores.finalize_verdict(
-            s, stores.Claim("verdict", vrow, vkey), choice="b", detail={"n": 1}, amount_nusd=10, charge_id=12
+        store_claims.finalize_verdict(
+            s, store_claims.Claim("verdict", vrow, vkey), choice="b", detail={"n": 1}, amount_nusd=10, charge_id=12
         )
     status, stored = svc.stores.claim_tx("verdict", vkey, vcols, lease)
     assert (status, stored.choice, stored.charge_id) == ("ready", "a", 11)
@@ -108,7 +108,7 @@ def test_a_released_claim_lets_the_next_caller_pay(svc):
     key = uuid.uuid4().hex
     cols = {"model_key": "mk", "prompt_hash": "ph"}
     status, row_id = svc.stores.claim_tx("answer", key, cols, dt.timedelta(seconds=60))
-    svc.stores.release_tx(stores.Claim("answer", row_id, key))
+    svc.stores.release_tx(store_claims.Claim("answer", row_id, key))
     assert svc.stores.claim_tx("answer", key, cols, dt.timedelta(seconds=60))[0] == "claimed"
 
 
@@ -131,7 +131,7 @@ async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
         res = await svc.calls.answer(plan, 0)
         if 0 in plan.claims and isinstance(res, Completion):
             with svc.db.write() as s:  # what store_answers_tx does for a paid answer
-                stores.finalize_answer(s, plan.claims[0], res, text=res.text, amount_nusd=100, charge_id=None)
+                store_claims.finalize_answer(s, plan.claims[0], res, text=res.text, amount_nusd=100, charge_id=None)
         await svc.calls.settle_claims(plan, [0])
         return res
 
@@ -144,6 +144,6 @@ async def test_single_flight_in_one_process_and_failures_are_not_stored(svc):
     assert len(calls) == 1  # five duels needing the same missing answer at once: one call
     assert sum(isinstance(r, Completion) for r in out) == 1
     assert all(r.text == "the answer" for r in out)
-    assert sum(isinstance(r, stores.Stored) for r in out) == 4
+    assert sum(isinstance(r, store_claims.Stored) for r in out) == 4
     again = await duel()
-    assert isinstance(again, stores.Stored) and len(calls) == 1
+    assert isinstance(again, store_claims.Stored) and len(calls) == 1

@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import SimpleNamespace
 
 import pytest
@@ -28,64 +26,6 @@ def documented_verifier():
     namespace: dict = {}
     exec(compile(code, "docs/reliability.md", "exec"), namespace)
     return namespace["verify_llmduel_signature"]
-
-
-class Receiver:
-    """A webhook receiver on 127.0.0.1: answers ``/hook`` with the scripted statuses, in order."""
-
-    def __init__(self, statuses: list[int], hang_first: float = 0.0):
-        self.statuses = list(statuses)
-        self.hang_first = hang_first
-        self.requests: list[dict] = []
-        self.other_paths: list[str] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.path != "/hook":
-                    receiver.other_paths.append(self.path)
-                    status = 200
-                else:
-                    receiver.requests.append({"headers": dict(self.headers), "body": body})
-                    n = len(receiver.requests)
-                    if n == 1 and receiver.hang_first:
-                        time.sleep(receiver.hang_first)  # the sender is gone by now
-                    status = receiver.statuses[min(n, len(receiver.statuses)) - 1]
-                try:
-                    self.send_response(status)
-                    if status in (301, 302, 307, 308):
-                        self.send_header("Location", "/elsewhere")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                except OSError:
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def receiver_factory():
-    made = []
-
-    def make(*args, **kwargs):
-        r = Receiver(*args, **kwargs)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.close()
 
 
 def _hooks(db_url, **overrides):

@@ -22,7 +22,7 @@ from service.campaigns.leases import ORPHAN_REQUESTER, RUN_REQUESTER
 from service.campaigns.limits import END_LIMIT_MAX_DUELS, END_LIMIT_PROVIDER
 from service.campaigns.sampling import free_position, next_in_order
 from service.campaigns.scoring import score_of
-from service.campaigns.stores import Stored
+from service.campaigns.store_claims import Stored
 from service.campaigns.types import CampaignEnded, Conflict, DuelPlan, Forbidden
 from service.clients import ClientError, Completion
 from service.cycle import answers, plan, verdict

@@ -698,7 +698,7 @@ async def test_the_answers_stage_stores_exactly_the_same_on_both_drivers(api, fa
     back and kept)."""
     from sqlalchemy import delete, func, select
 
-    from service.campaigns.stores import StoredKeys
+    from service.campaigns.store_lookup import StoredKeys
     from service.models import StoredAnswer
 
     monkeypatch.setattr(draws, "new_draw_key", lambda: "5e" * 32)  # every run draws the same prompts and sides

@@ -14,7 +14,7 @@ import pytest
 from service_helpers import all_duels, campaign_body
 
 from service import cycle
-from service.campaigns import spares, stores
+from service.campaigns import spares, store_keys
 from service.clients.config import call_cost_bound
 from service.models import to_nusd
 
@@ -199,7 +199,7 @@ async def test_two_duels_never_take_the_same_spare(api):
     again = spares.take_spare(db, mkey, phash, duels[8])
     assert again is not None and again.id == taken[0].id and again.text == taken[0].text
     assert spares.take_spare(db, mkey, phash, duels[8]) is None  # live takers keep theirs
-    assert stores.model_key(model) == mkey and to_nusd(0.0) == 0
+    assert store_keys.model_key(model) == mkey and to_nusd(0.0) == 0
 
 
 async def test_the_spares_of_a_duel_that_died_before_storing_its_answers_are_given_back(api, fake, monkeypatch):

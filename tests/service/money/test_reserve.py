@@ -24,7 +24,7 @@ from conftest import app_client
 from service_helpers import RESERVE_PRICE, RESERVE_URL, reserve_human_body, reserve_model, reserve_reply, reserve_tag
 from sqlalchemy import func, select
 
-from service.campaigns import draws, stores
+from service.campaigns import draws, store_claims, store_keys, store_lookup
 from service.models import BudgetHold, Campaign, Charge, Duel, StoredAnswer, StoredVerdict, to_nusd, utcnow
 from service.money import reserve
 from service.money.bounds import model_bound_nusd
@@ -44,15 +44,15 @@ def _store_answers(svc, cid: int, prompts: list[str], models: list[int] | None =
         for n, m in enumerate(c.models):
             if models is not None and n not in models:
                 continue
-            mkey = stores.model_key(m)
+            mkey = store_keys.model_key(m)
             for p in prompts:
-                ph = stores.prompt_hash(p)
+                ph = store_keys.prompt_hash(p)
                 s.add(
                     StoredAnswer(
-                        key=stores.answer_key(mkey, ph),
+                        key=store_keys.answer_key(mkey, ph),
                         model_key=mkey,
                         prompt_hash=ph,
-                        status=stores.READY,
+                        status=store_claims.READY,
                         text=f"stored answer of {m['name']} to {p}",
                         cost_nusd=0,
                         charge_id=None,
@@ -154,16 +154,19 @@ class _Lookup:
 
 def test_what_a_duel_takes_from_the_stores():
     ms = [reserve_model("t", "a"), reserve_model("t", "b"), dict(reserve_model("t", "a"), name="twin")]
-    keys = stores.duel_answer_keys("reuse", ms, 0, 1, prompt="q")
+    keys = store_lookup.duel_answer_keys("reuse", ms, 0, 1, prompt="q")
     assert set(keys) == {0, 1}
-    assert stores.duel_answer_keys("reuse", ms, 0, 2, prompt="q") == {0: keys[0]}  # one generation config: j is called
-    assert stores.duel_answer_keys("fresh", ms, 0, 1, prompt="q") == {}
+    # one generation config: j is called
+    assert store_lookup.duel_answer_keys("reuse", ms, 0, 2, prompt="q") == {0: keys[0]}
+    assert store_lookup.duel_answer_keys("fresh", ms, 0, 1, prompt="q") == {}
     judge = {"kind": "llm", "both_orders": True, "client": {"kind": "openai", "model": "j"}}
     texts = {keys[0]: "A", keys[1]: "B"}
-    vkey = stores.duel_verdict_key(judge, "q", None, hash_a=stores.text_hash("B"), hash_b=stores.text_hash("A"))
-    known = stores.StoredKeys()
+    vkey = store_keys.duel_verdict_key(
+        judge, "q", None, hash_a=store_keys.text_hash("B"), hash_b=store_keys.text_hash("A")
+    )
+    known = store_lookup.StoredKeys()
     look = _Lookup({keys[0]: "A"}, {vkey})
-    run = stores.run_now
+    run = store_lookup.run_now
 
     async def no_reference():
         return None
@@ -171,7 +174,7 @@ def test_what_a_duel_takes_from_the_stores():
     def stored(a_is_i=True, keys_known=known, reference=no_reference):
         """What the duel of models 0 and 1 on prompt "q" (reuse on both stores) takes from the stores."""
         return run(
-            stores.stored_for_duel(
+            store_lookup.stored_for_duel(
                 keys_known,
                 look,
                 answers="reuse",
@@ -187,20 +190,21 @@ def test_what_a_duel_takes_from_the_stores():
         )
 
     # one answer stored (the other only claimed, or missing): the verdict cannot be known
-    assert stored() == stores.DuelStores([0], 0, False)
+    assert stored() == store_lookup.DuelStores([0], 0, False)
     look.answers = texts
     # both stored and the verdict (canonical order: either side gives the same key)
     for a_is_i in (True, False):
-        assert stored(a_is_i) == stores.DuelStores([0, 1], 2, False)
+        assert stored(a_is_i) == store_lookup.DuelStores([0, 1], 2, False)
     asked = len(look.asked)
     stored()
     assert len(look.asked) == asked  # remembered: stored results never change
     # with a reference answer the verdict is another one
-    assert stored(keys_known=stores.StoredKeys(), reference=_ref("r")) == stores.DuelStores([0, 1], 0, False)
+    with_reference = stored(keys_known=store_lookup.StoredKeys(), reference=_ref("r"))
+    assert with_reference == store_lookup.DuelStores([0, 1], 0, False)
     # a human judge on stored answers: they are pre-generated, the only campaigns whose plan reads budget holds
     human = run(
-        stores.stored_for_duel(
-            stores.StoredKeys(),
+        store_lookup.stored_for_duel(
+            store_lookup.StoredKeys(),
             look,
             answers="reuse",
             verdicts="reuse",
@@ -213,7 +217,7 @@ def test_what_a_duel_takes_from_the_stores():
             reference=no_reference,
         )
     )
-    assert human == stores.DuelStores([0, 1], 0, True)
+    assert human == store_lookup.DuelStores([0, 1], 0, True)
 
 
 def _ref(text):
@@ -460,10 +464,12 @@ async def test_a_pre_generation_hold_is_released_on_failure_and_on_success(api):
     with svc.db.read() as s:  # the failed call's claim was released too (this test's claims: other tests
         # of the session share the database and may leave a claim for a take-over to find)
         mine = (
-            StoredAnswer.prompt_hash.in_([stores.prompt_hash(p) for p in prompts]),
+            StoredAnswer.prompt_hash.in_([store_keys.prompt_hash(p) for p in prompts]),
             StoredAnswer.created_at >= started,
         )
-        assert not s.execute(select(StoredAnswer.id).where(StoredAnswer.status == stores.GENERATING, *mine)).first()
+        assert not s.execute(
+            select(StoredAnswer.id).where(StoredAnswer.status == store_claims.GENERATING, *mine)
+        ).first()
     with respx.mock(assert_all_called=False) as mock:
         calls = mock.post(RESERVE_URL).mock(side_effect=reserve_reply(100))
         paid = await pregen.pregenerate(cid)
@@ -575,7 +581,7 @@ async def test_a_recovered_pre_generated_answer_replaces_the_hold_of_its_key(api
                 s, cid, amount_nusd=bound, now=now, expires_at=now + dt.timedelta(minutes=5), model_index=0, key=k
             )
     answer = Completion("a recovered answer", 10, 5, 0.005, 0.0, 1)
-    pregen.store_pregenerated_tx(cid, 0, stores.Claim("answer", -1, key), answer, prompt=prompt, hold_key=key)
+    pregen.store_pregenerated_tx(cid, 0, store_claims.Claim("answer", -1, key), answer, prompt=prompt, hold_key=key)
     assert _ledger(svc, cid) == to_nusd(0.005)
     assert _holds(svc, cid) == 1  # the answer's hold went with its charge; the other call's stays
     with svc.db.read() as s:
