@@ -598,3 +598,26 @@ def receiver_factory():
     yield make
     for r in made:
         r.close()
+
+
+def pytest_unconfigure(config):
+    """Stop the AnyIO worker threads a test's event loop left idle, so that the interpreter can exit.
+
+    AnyIO stops a worker thread when the task it counts as its root finishes (a done callback). A loop
+    closed before it runs that callback (a test's loop torn down while a service's background task
+    ends) leaves the thread waiting for work forever; it is not a daemon, so the process would hang at
+    exit after every test passed. Each such thread gets AnyIO's own shutdown command; one still running
+    a call ends after it."""
+    try:
+        from anyio._backends._asyncio import WorkerThread
+    except ImportError:  # pragma: no cover - another AnyIO layout: nothing to stop
+        return
+    import queue
+
+    for thread in threading.enumerate():
+        if isinstance(thread, WorkerThread) and thread.is_alive():
+            thread.stopping = True
+            try:
+                thread.queue.put_nowait(None)
+            except queue.Full:  # two calls queued: it takes them, then exits with its loop's root task
+                pass

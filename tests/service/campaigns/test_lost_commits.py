@@ -10,6 +10,7 @@ import datetime as dt
 import time
 import uuid
 from collections import Counter
+from typing import Any, Callable
 
 import pytest
 from service_helpers import all_duels, campaign_body
@@ -219,6 +220,27 @@ def one_flush(monkeypatch) -> None:
     monkeypatch.setattr(Collector, "_settle", every_call_parked)
 
 
+def pregen_sender_dies(monkeypatch, first_owner: Callable[[], str], first_api: Callable[[], Any]) -> list[int]:
+    """The process ``first_owner()`` (the app of ``first_api()``) "dies" as it collects its pre-generation batches:
+    it never collects them nor renews its claims, and sends its calls in one flush (:func:`one_flush`); the ids of
+    the batches it sent, as it sends them."""
+    from service.cycle.batch_collector import Collector
+
+    hung: list[int] = []
+    real_collect = Collector.collect
+
+    async def dies_when_collecting(self, batch_api, job_id, bid, custom_ids):
+        if self.phase == "pregen" and self.jobs.owner_id == first_owner():
+            hung.append(job_id)
+            first_api().app.state.campaigns.runs.keeper.stop()  # nor renews its claims
+            await asyncio.Event().wait()  # gone: it never collects the batch
+        return await real_collect(self, batch_api, job_id, bid, custom_ids)
+
+    monkeypatch.setattr(Collector, "collect", dies_when_collecting)
+    one_flush(monkeypatch)
+    return hung
+
+
 def _lapse(db, cid: int, owner: str) -> None:
     """The first process gone for longer than the lease, without waiting for it: the store claims of the answers of
     the campaign's open pre-generation batches, and the rows of the batches ``owner`` sent, older than the lease (a
@@ -270,23 +292,11 @@ async def test_a_lost_connection_under_a_recovered_pre_generated_answers_store_n
     from conftest import app_client
     from sqlalchemy import delete, func, select, update
 
-    from service.cycle.batch_collector import Collector
     from service.fake_provider import create_fake_provider_app
     from service.models import BudgetHold, Campaign, Charge, utcnow
 
     provider = create_fake_provider_app()
-    hung: list[int] = []
-    real_collect = Collector.collect
-
-    async def dies_when_collecting(self, batch_api, job_id, bid, custom_ids):
-        if self.phase == "pregen" and self.jobs.owner_id == first_owner:
-            hung.append(job_id)
-            api.app.state.campaigns.runs.keeper.stop()  # nor renews its claims
-            await asyncio.Event().wait()  # gone: it never collects the batch
-        return await real_collect(self, batch_api, job_id, bid, custom_ids)
-
-    monkeypatch.setattr(Collector, "collect", dies_when_collecting)
-    one_flush(monkeypatch)
+    hung = pregen_sender_dies(monkeypatch, lambda: first_owner, lambda: api)
     async with (
         app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.5) as api,
         app_client(db_url, run_lease_seconds=LEASE_S, run_heartbeat_seconds=0.5) as api2,
