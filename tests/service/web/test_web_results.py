@@ -113,8 +113,14 @@ async def test_ranking_by_category_section(app):  # noqa: F811
     assert 'id="category-ranking-section"' not in plain_html
 
 
-async def test_a_ranking_that_disagrees_with_the_verdicts_leader_says_why_in_place(api):
+async def test_a_ranking_that_disagrees_with_the_verdicts_leader_says_why_in_place(api, monkeypatch):
     from service_helpers import campaign_body, simulated_judge
+
+    from service.campaigns import draws
+
+    # the sides (hence the judge's draws and the pairs the policy picks) come from the campaign's secret draw
+    # key: a fixed one makes the ranking the same at every run (with a random key m0 came first in 4 runs of 16 on PostgreSQL)
+    monkeypatch.setattr(draws, "new_draw_key", lambda: "5a" * 32)
 
     # m0 beats everyone narrowly (the Condorcet winner); m1 loses to m0 but crushes m2 and m3,
     # so m1 has the best win rate against the field
