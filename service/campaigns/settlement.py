@@ -62,6 +62,12 @@ _BY_JUDGE = "judge:"
 _PREGEN_PHASE = "pregen"
 
 
+def _collector_gives_up(window_seconds: float) -> dt.timedelta:
+    """How long after its sending a run's batch collector has given up a batch of this window: twice the window
+    and the cancellation grace, and a minute's margin."""
+    return dt.timedelta(seconds=2 * window_seconds + CANCEL_GRACE_S + 60)
+
+
 def _may_be_charged(campaign: Campaign, status: str, *, unanswered: bool, run_duel: bool, verdict_in: bool) -> bool:
     """Whether a duel of ``campaign`` not judged, before its deadline, can still be charged for a call.
     ``verdict_in``: its automatic verdict is recorded (a hybrid duel waiting for a human's vote)."""
@@ -123,7 +129,7 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
     # that is a dead worker's, and blocks nothing (else a crash mid-batch would make the campaign undeletable);
     # a pre-generation batch a process gone left open is adopted and collected, and its answers charged, by any
     # process's heartbeat at any age (service/cycle/pregen_recovery.py), which closes it: it counts while open
-    oldest = now - dt.timedelta(seconds=2 * MAX_WINDOW_SECONDS + CANCEL_GRACE_S + 60)
+    oldest = now - _collector_gives_up(MAX_WINDOW_SECONDS)
     open_batches: dict[int, int] = {}
     for cid, created, pregen in s.execute(
         select(BatchJob.campaign_id, BatchJob.created_at, BatchJob.phase == _PREGEN_PHASE).where(
@@ -133,7 +139,7 @@ def _unsettled_many(s: Any, campaigns: Sequence[Campaign], clock: dt.datetime) -
         )
     ).all():
         window = float((by_id[cid].batch or {}).get("window_seconds") or MAX_WINDOW_SECONDS)
-        if pregen or created > now - dt.timedelta(seconds=2 * window + CANCEL_GRACE_S + 60):
+        if pregen or created > now - _collector_gives_up(window):
             open_batches[cid] = open_batches.get(cid, 0) + 1
     holds = dict(
         s.execute(
