@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 import time
 from typing import Any
 
@@ -304,12 +305,36 @@ async def test_a_duel_the_admin_voted_on_while_its_judge_decides_keeps_the_spend
         calls._http = None
 
 
+class CampaignLock:
+    """Another transaction holding a campaign's row lock, in a worker thread, until released."""
+
+    def __init__(self, db):
+        self.db = db
+        self.locked, self._release = threading.Event(), threading.Event()
+        self._holder: asyncio.Future | None = None
+
+    def _hold(self, cid: int) -> None:
+        with self.db.write() as s:
+            self.db.lock_campaign(s, cid)
+            self.locked.set()
+            assert self._release.wait(60)
+
+    async def take(self, cid: int) -> None:
+        self._holder = asyncio.ensure_future(asyncio.to_thread(self._hold, cid))
+        await _until("the campaign's lock held", lambda: asyncio.sleep(0, self.locked.is_set()))
+
+    async def release(self) -> None:
+        self._release.set()
+        if self._holder is not None:
+            holder, self._holder = self._holder, None
+            await holder
+
+
 async def test_answers_that_waited_for_the_campaigns_lock_past_their_deadline_are_not_charged(api, monkeypatch):
     """An annotator's duel whose models were being called when its campaign stopped: its answers come back before the
     duel's deadline, but their store waits for the campaign's lock (another transaction holds it) until the deadline
     has passed. ``spend_final`` reads true then (nothing before its deadline); the store, once it has the lock, must
     not charge them: the spend read stays the spend."""
-    import threading
 
     from service.cycle import pg_driver, sync_driver
 
@@ -325,22 +350,13 @@ async def test_answers_that_waited_for_the_campaigns_lock_past_their_deadline_ar
         monkeypatch.setattr(module, "settle", spy)
     gate, calls = _gated(api.app)
     db = api.app.state.db
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_lock(cid: int) -> None:
-        with db.write() as s:
-            db.lock_campaign(s, cid)
-            locked.set()
-            assert release.wait(60)
-
-    holder = None
+    lock = CampaignLock(db)
     try:
         cid, ask = await _annotator_duel_held_at_stop(api, gate, "lock-wait")
         deadline = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3)
         with db.write() as s:
             s.execute(update(Duel).where(Duel.campaign_id == cid).values(expires_at=deadline))
-        holder = asyncio.ensure_future(asyncio.to_thread(hold_lock, cid))
-        await _until("the campaign's lock held", lambda: asyncio.sleep(0, locked.is_set()))
+        await lock.take(cid)
         gate.open.set()  # the answers come back and are settled; their store waits for the lock
         await _until("the answers settled", lambda: asyncio.sleep(0, bool(settled_at)))
         assert settled_at[0] < deadline, (settled_at, deadline)  # they came back before the deadline
@@ -349,17 +365,14 @@ async def test_answers_that_waited_for_the_campaigns_lock_past_their_deadline_ar
         )
         view = await _view(api, cid)
         assert view["spend_final"] is True and view["spend"] == 0, view
-        release.set()
-        await holder
+        await lock.release()
         await ask
         spend, total, late = _ledger(api.app, cid)
         assert spend == total == 0 and late == 0, (spend, total, late)
         assert (await _view(api, cid))["spend"] == view["spend"]
     finally:
-        release.set()
         gate.open.set()
-        if holder is not None:
-            await holder
+        await lock.release()
         await calls._http.aclose()
         calls._http = None
 
@@ -368,7 +381,6 @@ async def test_a_pre_generated_answer_that_waited_for_the_lock_past_its_hold_is_
     """A human campaign's answers pre-generated for its annotators, stopped while the calls are out: an answer comes
     back before its budget hold lapses, but its store waits for the campaign's lock until the hold has lapsed.
     ``spend_final`` reads true then; the store, once it has the lock, must not charge it."""
-    import threading
 
     from test_lost_commits import _human_campaign
 
@@ -387,15 +399,7 @@ async def test_a_pre_generated_answer_that_waited_for_the_lock_past_its_hold_is_
     calls = api.app.state.campaigns.cycle.deps.calls
     calls._http = httpx.AsyncClient(transport=httpx.ASGITransport(app=gate))
     db = api.app.state.db
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_lock(cid: int) -> None:
-        with db.write() as s:
-            db.lock_campaign(s, cid)
-            locked.set()
-            assert release.wait(60)
-
-    holder = None
+    lock = CampaignLock(db)
     try:
         cid = await _human_campaign(api, "pregen-lock")  # its annotator's first duel starts the pre-generation
 
@@ -410,16 +414,14 @@ async def test_a_pre_generated_answer_that_waited_for_the_lock_past_its_hold_is_
         with db.write() as s:
             s.execute(update(BudgetHold).where(BudgetHold.campaign_id == cid).values(expires_at=deadline))
             s.execute(update(Duel).where(Duel.campaign_id == cid).values(expires_at=deadline))
-        holder = asyncio.ensure_future(asyncio.to_thread(hold_lock, cid))
-        await _until("the campaign's lock held", lambda: asyncio.sleep(0, locked.is_set()))
+        await lock.take(cid)
         gate.open.set()  # the answers come back; their stores wait for the lock
         await _until("an answer back", lambda: asyncio.sleep(0, bool(came_back)))
         assert came_back[0] < deadline, (came_back, deadline)  # before its hold lapsed
         await _until("the holds to lapse", lambda: asyncio.sleep(0, dt.datetime.now(dt.timezone.utc) > deadline))
         view = await _view(api, cid)
         assert view["spend_final"] is True, view
-        release.set()
-        await holder
+        await lock.release()
 
         async def idle():
             return cid not in pregen.busy
@@ -429,10 +431,8 @@ async def test_a_pre_generated_answer_that_waited_for_the_lock_past_its_hold_is_
         assert spend == total == round(view["spend"] * 1e9), (spend, total, late, view["spend"])
         assert (await _view(api, cid))["spend"] == view["spend"]
     finally:
-        release.set()
         gate.open.set()
-        if holder is not None:
-            await holder
+        await lock.release()
         await calls._http.aclose()
         calls._http = None
 
@@ -441,7 +441,6 @@ async def test_a_view_that_says_final_shows_the_final_spend(api, monkeypatch):
     """The view reads the campaign (its spend), then whether the spend is final. An annotator's duel called at the
     stop stores and charges its answers between the two reads: the view must not say final with the spend it read
     before (PostgreSQL reads each statement at its own snapshot)."""
-    import threading
 
     from conftest import wait_until
 
